@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Blocking control-message I/O over a stream socket: one frame per message,
+ * optional file descriptors as SCM_RIGHTS on the frame's first byte. Used by
+ * the CLI, the agent's control thread and libfarpage.
+ */
+#ifndef COMMON_CTL_H
+#define COMMON_CTL_H
+
+#include "msg.h"
+
+#define CTL_FDS_MAX 4
+
+/*
+ * Encodes and sends @m, with @n_fds descriptors attached (0..CTL_FDS_MAX).
+ * Returns 0, -EPIPE/-ECONNRESET if the peer is gone, or -errno.
+ */
+int ctl_send(int fd, const struct msg *m, const int *fds, int n_fds);
+
+/*
+ * Receives one message within @timeout_ms (-1 = no limit). Descriptors that
+ * arrive with it are stored in fds[] (up to *n_fds, the rest closed) and
+ * *n_fds is set to how many; pass fds = NULL to close any that arrive.
+ * Returns 0, -ETIMEDOUT, -ECONNRESET on EOF, -EBADMSG for a bad frame or
+ * message, or -errno. On failure @m holds nothing to free.
+ */
+int ctl_recv(int fd, struct msg *m, int *fds, int *n_fds, int timeout_ms);
+
+/*
+ * Sends @req and receives the reply into @rep. If the reply is MSG_T_ERROR
+ * returns -rep->err (rep keeps the text for the caller to print). Returns 0
+ * or -errno otherwise.
+ */
+int ctl_call(int fd, const struct msg *req, struct msg *rep, int timeout_ms);
+
+/* Connects to TCP @addr, calls, closes. Same returns as ctl_call(). */
+int ctl_call_addr(const char *addr, const struct msg *req, struct msg *rep,
+		  int timeout_ms);
+
+#endif

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Logging: one line per message to stderr, prefixed with the program name,
+ * the level and the module's LOG_PREFIX. The level is the one global.
+ */
+#ifndef COMMON_LOG_H
+#define COMMON_LOG_H
+
+#ifndef LOG_PREFIX
+#define LOG_PREFIX ""
+#endif
+
+enum log_level {
+	LOG_ERR = 0,
+	LOG_WARN,
+	LOG_INFO,
+	LOG_DBG,
+};
+
+extern enum log_level log_level_cur;
+
+/* Sets the program name printed at the start of every line (not copied). */
+void log_init(const char *prog, enum log_level level);
+
+/* Parses "err", "warn", "info" or "debug"; returns 0 or -EINVAL. */
+int log_level_parse(const char *s, enum log_level *out);
+
+void log_msg(enum log_level lvl, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#define log_err(fmt, ...)  log_msg(LOG_ERR, LOG_PREFIX fmt, ##__VA_ARGS__)
+#define log_warn(fmt, ...) log_msg(LOG_WARN, LOG_PREFIX fmt, ##__VA_ARGS__)
+#define log_info(fmt, ...) log_msg(LOG_INFO, LOG_PREFIX fmt, ##__VA_ARGS__)
+#define log_dbg(fmt, ...)                                                      \
+	do {                                                                   \
+		if (log_level_cur >= LOG_DBG)                                  \
+			log_msg(LOG_DBG, LOG_PREFIX fmt, ##__VA_ARGS__);       \
+	} while (0)
+/* err is a negative or positive errno value; its text is appended. */
+#define log_errno(err, fmt, ...)                                               \
+	log_msg(LOG_ERR, LOG_PREFIX fmt ": %s", ##__VA_ARGS__,                 \
+		log_strerror(err))
+
+const char *log_strerror(int err);
+
+#endif

@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Control messages: CBOR maps {"v": MSG_VERSION, "t": <type>, <fields>...}
+ * described by one schema table (msg.c). Used between coordinator, agents
+ * and the CLI (TCP) and between libfarpage and its agent (Unix socket).
+ *
+ * A decoded message is a flat struct msg: each field has one member; the
+ * schema says which fields a type carries and which are required. Fields a
+ * type does not carry must not appear on the wire (-EBADMSG); optional ones
+ * that are absent decode as zero / empty. Every field is type- and
+ * range-checked during decode.
+ */
+#ifndef COMMON_MSG_H
+#define COMMON_MSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MSG_VERSION	1
+#define MSG_NAME_MAX	64	/* bytes incl. NUL: region and node names */
+#define MSG_ADDR_MAX	64	/* "host:port" incl. NUL */
+#define MSG_TEXT_MAX	256	/* error text incl. NUL */
+#define MSG_XPORT_MAX	16	/* "tcp", "verbs" incl. NUL */
+#define MSG_GID_LEN	16
+#define MSG_LIST_MAX	(1u << 20) /* elements in any list */
+#define MSG_DEPTH_MAX	4	   /* nesting of arrays/maps */
+
+enum msg_type {
+	MSG_T_NONE = 0,
+	/* replies */
+	MSG_T_OK,	/* generic success, no fields */
+	MSG_T_ERROR,	/* err (positive errno), text */
+	/* node <-> coordinator */
+	MSG_T_NODE_JOIN,   /* name, data_addr, pool_size, instance -> JOINED */
+	MSG_T_NODE_JOINED, /* node, lease_ms */
+	MSG_T_HEARTBEAT,   /* node, instance, [peers] -> OK */
+	MSG_T_NODE_LIST,   /* -> NODES */
+	MSG_T_NODES,	   /* nodes */
+	/* regions */
+	MSG_T_REGION_CREATE, /* name, size, [chunk_size], [place] | [owners] */
+	MSG_T_REGION_GET,    /* name -> REGION */
+	MSG_T_REGION,	     /* name, size, chunk_size, epoch, chunks */
+	MSG_T_REGION_LIST,   /* -> REGIONS */
+	MSG_T_REGIONS,	     /* regions */
+	MSG_T_REGION_DELETE, /* name -> OK */
+	/* queue-pair endpoints and memory regions (verbs) */
+	MSG_T_ENDPOINT_PUT, /* node, peer, qpn, lid, gid, gid_index, psn, mtu */
+	MSG_T_ENDPOINT_GET, /* node, peer -> ENDPOINT */
+	MSG_T_ENDPOINT,	    /* node, peer, qpn, lid, gid, gid_index, psn, mtu */
+	MSG_T_MR_PUT,	    /* node, mr_addr, rkey, mr_len -> OK */
+	/* libfarpage <-> agent (Unix socket) */
+	MSG_T_MAP,	   /* name -> MAP_LAYOUT + pool fd */
+	MSG_T_MAP_LAYOUT,  /* name, node, size, chunk_size, epoch, pool_size,
+			      chunks; SCM_RIGHTS: pool memfd */
+	MSG_T_MAP_UFFD,	   /* base, features; SCM_RIGHTS: uffd -> OK */
+	MSG_T_AGENT_STATS, /* -> AGENT_STAT */
+	MSG_T_AGENT_STAT,  /* node, faults, remote, local, errors, poisoned,
+			      peers */
+	MSG_T__MAX,
+};
+
+/* Field ids; bit (1 << id) in the schema masks and in msg.present. */
+enum msg_field_id {
+	MSG_F_ERR = 0,	 /* u64, 1..4095 */
+	MSG_F_TEXT,	 /* str */
+	MSG_F_NAME,	 /* str, 1..MSG_NAME_MAX-1, [A-Za-z0-9._-] */
+	MSG_F_NODE,	 /* u64, node id, 1..UINT32_MAX */
+	MSG_F_PEER,	 /* u64, node id, 1..UINT32_MAX */
+	MSG_F_DATA_ADDR, /* str, "host:port" */
+	MSG_F_POOL_SIZE, /* u64 */
+	MSG_F_INSTANCE,	 /* u64, random per agent start */
+	MSG_F_LEASE_MS,	 /* u64 */
+	MSG_F_SIZE,	 /* u64, region bytes */
+	MSG_F_CHUNK_SIZE, /* u64, power of two >= 2 MiB */
+	MSG_F_EPOCH,	 /* u64 */
+	MSG_F_PLACE,	 /* list of u64 node ids: interleave across them */
+	MSG_F_OWNERS,	 /* list of u64 node ids: owner of each chunk */
+	MSG_F_CHUNKS,	 /* list of struct msg_chunk */
+	MSG_F_NODES,	 /* list of struct msg_node */
+	MSG_F_REGIONS,	 /* list of struct msg_region */
+	MSG_F_PEERS,	 /* list of struct msg_peer */
+	MSG_F_QPN,	 /* u64, 24 bits */
+	MSG_F_LID,	 /* u64, 16 bits */
+	MSG_F_GID,	 /* bytes, exactly MSG_GID_LEN */
+	MSG_F_GID_INDEX, /* u64, < 256 */
+	MSG_F_PSN,	 /* u64, 24 bits */
+	MSG_F_MTU,	 /* u64, 256..4096 */
+	MSG_F_MR_ADDR,	 /* u64 */
+	MSG_F_RKEY,	 /* u64, 32 bits */
+	MSG_F_MR_LEN,	 /* u64 */
+	MSG_F_BASE,	 /* u64, mapping base address in the guest */
+	MSG_F_FEATURES,	 /* u64, UFFD features the guest enabled */
+	MSG_F_FAULTS,	 /* u64 counters ... */
+	MSG_F_REMOTE,
+	MSG_F_LOCAL,
+	MSG_F_ERRORS,
+	MSG_F_POISONED,
+	MSG_F__MAX,
+};
+
+#define MSG_BIT(f) (UINT64_C(1) << (f))
+
+/* One chunk of a region: owner node and byte offset in its pool. */
+struct msg_chunk {
+	uint64_t node;
+	uint64_t off;
+};
+
+/* A node as the coordinator reports it. */
+struct msg_node {
+	uint64_t id;
+	char name[MSG_NAME_MAX];
+	char data_addr[MSG_ADDR_MAX];
+	uint64_t pool_size;
+	uint64_t instance;
+	uint64_t up;	   /* 1 while the lease holds */
+	uint64_t lease_ms; /* ms left on the lease, 0 if down */
+	uint64_t mr_addr;  /* verbs pool MR, 0 if none published */
+	uint64_t rkey;
+	uint64_t mr_len;
+	struct msg_peer *peers; /* as last reported in a heartbeat */
+	uint32_t n_peers;
+};
+
+struct msg_region {
+	char name[MSG_NAME_MAX];
+	uint64_t size;
+	uint64_t chunk_size;
+	uint64_t epoch;
+	struct msg_chunk *chunks; /* only in MSG_T_NODES/REGIONS if listed */
+	uint32_t n_chunks;
+};
+
+/* Per-peer transport figures reported by an agent. */
+struct msg_peer {
+	uint64_t node;
+	char transport[MSG_XPORT_MAX];
+	uint64_t reads;	 /* reads completed */
+	uint64_t bytes;	 /* bytes read */
+	uint64_t errors; /* reads failed */
+};
+
+struct msg {
+	enum msg_type type;
+	uint64_t present; /* MSG_BIT(f) for each field seen on decode */
+
+	uint64_t err;
+	char text[MSG_TEXT_MAX];
+	char name[MSG_NAME_MAX];
+	uint64_t node;
+	uint64_t peer;
+	char data_addr[MSG_ADDR_MAX];
+	uint64_t pool_size;
+	uint64_t instance;
+	uint64_t lease_ms;
+	uint64_t size;
+	uint64_t chunk_size;
+	uint64_t epoch;
+	uint64_t qpn, lid, gid_index, psn, mtu;
+	uint8_t gid[MSG_GID_LEN];
+	uint64_t mr_addr, rkey, mr_len;
+	uint64_t base;
+	uint64_t features;
+	uint64_t faults, remote, local, errors, poisoned;
+
+	/* Lists are heap arrays owned by the message; msg_fini() frees them. */
+	uint64_t *place;
+	uint32_t n_place;
+	uint64_t *owners;
+	uint32_t n_owners;
+	struct msg_chunk *chunks;
+	uint32_t n_chunks;
+	struct msg_node *nodes;
+	uint32_t n_nodes;
+	struct msg_region *regions;
+	uint32_t n_regions;
+	struct msg_peer *peers;
+	uint32_t n_peers;
+};
+
+/* Zeroes @m and sets its type. */
+void msg_init(struct msg *m, enum msg_type type);
+
+/* Frees the lists of @m (and of its nested records) and zeroes it. */
+void msg_fini(struct msg *m);
+
+/*
+ * Encodes @m as a CBOR map. Every field the schema lists for m->type is
+ * written (optional lists only when non-empty). On success *buf is a
+ * malloc'd buffer the caller frees. Returns 0, -EINVAL if m->type is
+ * unknown or a field is out of range, or -ENOMEM.
+ */
+int msg_encode(const struct msg *m, uint8_t **buf, size_t *len);
+
+/*
+ * Decodes one CBOR map from @buf (exactly @len bytes) into @m, which is
+ * initialised here; on failure @m holds nothing to free. Returns 0,
+ * -EBADMSG for malformed CBOR, nesting deeper than MSG_DEPTH_MAX, a missing
+ * or unknown version or type, a field the type does not carry, a wrong
+ * field type, an out-of-range value, trailing bytes; or -ENOMEM.
+ */
+int msg_decode(const uint8_t *buf, size_t len, struct msg *m);
+
+/* Name of a message type for logs ("node_join"), or "unknown". */
+const char *msg_type_name(enum msg_type type);
+
+/* Sets m to MSG_T_ERROR with err = -errno_neg and a formatted text. */
+void msg_error(struct msg *m, int errno_neg, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Copies a NUL-terminated string into a fixed field; -ENAMETOOLONG if it
+ * does not fit. */
+int msg_strset(char *dst, size_t dst_size, const char *src);
+
+/* True if @s is a valid region/node name (1..63 of [A-Za-z0-9._-]). */
+int msg_name_is_valid(const char *s);
+
+#endif

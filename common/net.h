@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/* Socket helpers: "host:port" parsing, listen/connect (TCP and Unix). */
+#ifndef COMMON_NET_H
+#define COMMON_NET_H
+
+#include <stddef.h>
+
+/*
+ * Splits "host:port" or "[v6addr]:port" into its parts. Returns 0 or
+ * -EINVAL if the form is wrong or a part does not fit.
+ */
+int net_addr_split(const char *addr, char *host, size_t host_len, char *port,
+		   size_t port_len);
+
+/*
+ * Listens on TCP "host:port" (port 0 = any free port), SO_REUSEADDR,
+ * non-blocking, close-on-exec. Returns 0 and the fd in *out_fd, or -errno
+ * (-EINVAL for a malformed address).
+ */
+int net_listen(const char *addr, int backlog, int *out_fd);
+
+/*
+ * Connects to TCP "host:port" within @timeout_ms. The returned fd is
+ * blocking, close-on-exec, TCP_NODELAY. Returns 0, -ETIMEDOUT or -errno.
+ */
+int net_connect(const char *addr, int timeout_ms, int *out_fd);
+
+/* Writes the bound local address of @fd as "host:port" into buf. */
+int net_local_addr(int fd, char *buf, size_t len);
+
+/* Listens on a Unix stream socket at @path (an old socket file is
+ * replaced), non-blocking, close-on-exec. Returns 0 or -errno. */
+int net_unix_listen(const char *path, int backlog, int *out_fd);
+
+/* Connects to a Unix stream socket; blocking, close-on-exec. */
+int net_unix_connect(const char *path, int *out_fd);
+
+/* Sets TCP_NODELAY; returns 0 or -errno. */
+int net_set_nodelay(int fd);
+
+/* Sets or clears O_NONBLOCK; returns 0 or -errno. */
+int net_set_nonblock(int fd, int on);
+
+#endif

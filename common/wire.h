@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * TCP page-server wire format: fixed 24-byte big-endian headers with a
+ * version byte. Packed and unpacked field by field, never as host structs.
+ *
+ *   request  0 version | 1 op | 2-3 flags | 4-7 len | 8-15 tag | 16-23 off
+ *   reply    0 version | 1 op | 2-3 status| 4-7 len | 8-15 tag | 16-23 aux
+ *
+ * HELLO: the client sends off = the owner instance it expects (0 = any);
+ *        the server replies status 0 and aux = its instance, or ESTALE.
+ * READ:  len bytes (1..WIRE_LEN_MAX) at pool offset off; the reply carries
+ *        status 0 and len bytes of data, or a status errno and no data.
+ */
+#ifndef COMMON_WIRE_H
+#define COMMON_WIRE_H
+
+#include <stdint.h>
+
+#define WIRE_VERSION  1
+#define WIRE_HDR_LEN  24
+#define WIRE_LEN_MAX  (1u << 20)
+
+enum wire_op {
+	WIRE_OP_HELLO = 1,
+	WIRE_OP_READ = 2,
+};
+
+struct wire_hdr {
+	uint8_t version;
+	uint8_t op;
+	uint16_t flags_status; /* flags in requests, status in replies */
+	uint32_t len;
+	uint64_t tag;
+	uint64_t arg; /* off in requests, aux in replies */
+};
+
+static inline void wire_put16(uint8_t *p, uint16_t v)
+{
+	p[0] = v >> 8;
+	p[1] = v;
+}
+
+static inline void wire_put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 3; i >= 0; i--, v >>= 8)
+		p[i] = v;
+}
+
+static inline void wire_put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--, v >>= 8)
+		p[i] = v;
+}
+
+static inline uint64_t wire_get(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < n; i++)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static inline void wire_hdr_pack(const struct wire_hdr *h,
+				 uint8_t b[WIRE_HDR_LEN])
+{
+	b[0] = h->version;
+	b[1] = h->op;
+	wire_put16(b + 2, h->flags_status);
+	wire_put32(b + 4, h->len);
+	wire_put64(b + 8, h->tag);
+	wire_put64(b + 16, h->arg);
+}
+
+static inline void wire_hdr_unpack(const uint8_t b[WIRE_HDR_LEN],
+				   struct wire_hdr *h)
+{
+	h->version = b[0];
+	h->op = b[1];
+	h->flags_status = (uint16_t)wire_get(b + 2, 2);
+	h->len = (uint32_t)wire_get(b + 4, 4);
+	h->tag = wire_get(b + 8, 8);
+	h->arg = wire_get(b + 16, 8);
+}
+
+#endif

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Transports of the fault path as one ops table (tcp now, verbs beside it).
+ * A transport instance lives in one fault-loop thread and does its I/O on
+ * that thread's io_uring, so one wait covers uffds and the network.
+ *
+ * Peer states:
+ *
+ *   peer_open --> CONNECTING --(hello ok)--> UP --(error/EOF)--> DOWN
+ *                     |                                      |
+ *                     +------(connect fails)-----------------+
+ *   DOWN --(tick, backoff)--> CONNECTING           any --> STALE (owner
+ *   restarted: its pool is not the one the region's data was written to)
+ *
+ * Reads posted while CONNECTING are queued and sent once UP. A read that
+ * cannot complete (peer DOWN or STALE, connection lost with it in flight) is
+ * reported through the done callback with a negative status; the page was
+ * NOT filled. The fault loop decides whether to retry.
+ */
+#ifndef NODE_XPORT_H
+#define NODE_XPORT_H
+
+#include <stdint.h>
+
+#include "msg.h"
+
+struct io_uring;
+struct io_uring_cqe;
+struct xport;
+struct xport_peer;
+
+enum xport_peer_state {
+	XPORT_PEER_CONNECTING = 0,
+	XPORT_PEER_UP,
+	XPORT_PEER_DOWN,
+	XPORT_PEER_STALE,
+};
+
+/* What the fault loop knows of a peer (from the coordinator). */
+struct xport_peer_info {
+	uint64_t node;
+	char data_addr[MSG_ADDR_MAX];
+	uint64_t instance; /* owner instance the data lives in; 0 = any */
+};
+
+struct xport_stats {
+	uint64_t posted;
+	uint64_t completed;
+	uint64_t failed;
+	uint64_t bytes;
+};
+
+/*
+ * Called on the fault-loop thread for every read posted: status 0 means
+ * dst holds the data; -errno means it does not (-ECONNRESET, -ENOTCONN,
+ * -ESTALE, -ERANGE for an offset the owner rejects, -ECANCELED on close).
+ */
+typedef void (*xport_done_fn)(void *arg, uint64_t tag, int status);
+
+struct xport_ops {
+	const char *name; /* "tcp", "verbs" */
+	/* Creates an instance doing its I/O on @ring. Returns 0 or -errno. */
+	int (*create)(struct io_uring *ring, xport_done_fn done, void *arg,
+		      struct xport **out);
+	/* Closes every peer (reads fail with -ECANCELED); NULL is a no-op.
+	 * In-flight io_uring requests are cancelled and reaped here. */
+	void (*destroy)(struct xport *x);
+	/* Starts connecting to a peer. Returns 0 or -errno. */
+	int (*peer_open)(struct xport *x, const struct xport_peer_info *info,
+			 struct xport_peer **out);
+	/* Fails the peer's outstanding reads with -ECANCELED, frees it. */
+	void (*peer_close)(struct xport_peer *p);
+	/*
+	 * Posts a read of @len bytes (multiple of 4096, <= 1 MiB) at pool
+	 * offset @off into @dst, which the caller leaves alone until done.
+	 * Returns 0 (done will be called exactly once), -ENOTCONN if the peer
+	 * is DOWN, -ESTALE if STALE, -EAGAIN if the queue is full; on an error
+	 * return done is not called.
+	 */
+	int (*read)(struct xport_peer *p, uint64_t off, uint32_t len, void *dst,
+		    uint64_t tag);
+	/* Handles a CQE whose struct req (op REQ_XPORT) this transport owns. */
+	void (*on_cqe)(struct xport *x, struct io_uring_cqe *cqe);
+	/* Periodic: reconnects DOWN peers with backoff. */
+	void (*tick)(struct xport *x, uint64_t now_ms);
+	enum xport_peer_state (*peer_state)(const struct xport_peer *p);
+	void (*peer_stats)(const struct xport_peer *p, struct xport_stats *st);
+};
+
+extern const struct xport_ops xport_tcp_ops;
+
+#endif

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libfarpage: map a farpage region into this process.
+ *
+ * farpage_map() asks the local agent (farpage-node) for the region's layout,
+ * reserves an address range, maps the chunks this node owns straight from
+ * the agent's pool (MAP_SHARED: writes land in the pool and are what remote
+ * readers fetch) and registers the rest with userfaultfd; the agent resolves
+ * those faults by fetching pages from their owners. Writes to remote-owned
+ * pages stay private to this mapping (no coherence yet).
+ *
+ * If the agent dies, faulting threads never see zero-filled pages: they wait
+ * up to agent_timeout_ms for the agent to come back on the same socket path
+ * (which then serves them) and otherwise get SIGBUS (BUS_ADRERR) on every
+ * page not yet fetched.
+ *
+ * The mapped range is not inherited across fork(): the child does not have
+ * it (touching it there is SIGSEGV), and a warning is printed.
+ */
+#ifndef UFFD_FARPAGE_H
+#define UFFD_FARPAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FARPAGE_AGENT_SOCK_DEFAULT "/run/farpage/agent.sock"
+#define FARPAGE_AGENT_SOCK_ENV	   "FARPAGE_AGENT_SOCK"
+
+struct farpage_map;
+
+struct farpage_map_opts {
+	/* Agent socket; NULL = $FARPAGE_AGENT_SOCK or the default path. */
+	const char *agent_sock;
+	/* How long faults wait for a dead agent before SIGBUS; 0 = 5000. */
+	unsigned int agent_timeout_ms;
+};
+
+/*
+ * Maps region @name. @opts may be NULL. On success *out owns the mapping
+ * until farpage_unmap(). Returns 0, -ENOENT if no such region, -ECONNREFUSED
+ * / -ENOENT if no agent listens on the socket, -EPERM/-ENOSYS if
+ * userfaultfd is not available, -ENOMEM, or another -errno.
+ */
+int farpage_map(const char *name, const struct farpage_map_opts *opts,
+		struct farpage_map **out);
+
+/* Unmaps and frees; NULL is a no-op. Returns 0 or -errno (the mapping is
+ * freed either way). */
+int farpage_unmap(struct farpage_map *m);
+
+void *farpage_map_addr(const struct farpage_map *m);
+size_t farpage_map_size(const struct farpage_map *m);
+size_t farpage_map_chunk_size(const struct farpage_map *m);
+/* Id of this node, and owner node id of the byte at @off. */
+uint64_t farpage_map_node(const struct farpage_map *m);
+uint64_t farpage_map_owner(const struct farpage_map *m, size_t off);
+/* 1 if the byte at @off is backed by this node's pool (never faults). */
+int farpage_map_is_local(const struct farpage_map *m, size_t off);
+
+/*
+ * The agent's counters as of now (faults served, remote, local, errors,
+ * poisoned pages). Returns 0 or -errno.
+ */
+struct farpage_stats {
+	uint64_t faults;
+	uint64_t remote;
+	uint64_t local;
+	uint64_t errors;
+	uint64_t poisoned;
+};
+int farpage_agent_stats(const char *agent_sock, struct farpage_stats *st);
+
+/* Human-readable text for a farpage_*() return value. */
+const char *farpage_strerror(int err);
+
+#endif
