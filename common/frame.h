@@ -16,7 +16,7 @@
 
 /*
  * Looks for one complete frame at the start of buf[0..n). Returns the number
- * of bytes the frame uses (header + payload) and points *payload/*len at the
+ * of bytes the frame uses (header + payload) and points *payload and *len at the
  * payload; 0 if more bytes are needed; -EBADMSG if the declared length is 0
  * or larger than FRAME_MAX.
  */

@@ -1,6 +1,235 @@
 // SPDX-License-Identifier: MIT
-/* placeholder */
-int main(void)
+/* farpage-node: command line, signals, run the agent. */
+#define LOG_PREFIX ""
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "farpage.h"
+#include "log.h"
+#include "util.h"
+
+static struct node_agent *main_agent;
+
+static void main_on_signal(int sig)
 {
+	if (main_agent)
+		agent_stop(main_agent);
+}
+
+static void main_usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: farpage-node [OPTIONS]\n"
+		"\n"
+		"The farpage agent of one host: holds this host's page pool,\n"
+		"serves its pages to peers and resolves page faults of local\n"
+		"processes that map farpage regions.\n"
+		"\n"
+		"  -c, --coordinator ADDR   coordinator host:port "
+		"(default 127.0.0.1:7700)\n"
+		"  -n, --name NAME          node name, unique in the cluster "
+		"(default: hostname)\n"
+		"  -p, --pool-size SIZE     page pool size, e.g. 512M, 4G "
+		"(default 1G)\n"
+		"      --hugepages MODE     auto|on|off: 2 MiB hugetlb pool "
+		"(default auto)\n"
+		"  -l, --data-listen ADDR   page server listen host:port "
+		"(default 0.0.0.0:7701)\n"
+		"  -a, --data-addr ADDR     address peers use to reach the "
+		"page server\n"
+		"                           (default: the listen address, or "
+		"the address\n"
+		"                           this host reaches the coordinator "
+		"from)\n"
+		"  -s, --sock PATH          Unix socket for local processes "
+		"(default %s)\n"
+		"  -t, --transport T        auto|tcp|verbs (default auto)\n"
+		"      --fault-timeout-ms N how long a fault waits for an "
+		"unreachable owner\n"
+		"                           before the process gets SIGBUS "
+		"(default 30000)\n"
+		"      --heartbeat-ms N     heartbeat period (default 1000)\n"
+		"      --inflight N         page reads in flight (default "
+		"512)\n"
+		"      --addr-file FILE     write the advertised data address "
+		"here when ready\n"
+		"      --log-level LEVEL    err|warn|info|debug (default "
+		"info)\n"
+		"  -h, --help               this text\n"
+		"  -V, --version            print the version\n",
+		FARPAGE_AGENT_SOCK_DEFAULT);
+}
+
+static int main_uint(const char *opt, const char *s, unsigned int min,
+		     unsigned int *out)
+{
+	uint64_t v;
+
+	if (util_u64_parse(s, &v) || v < min || v > 1000000000u) {
+		fprintf(stderr, "farpage-node: %s: bad value '%s'\n", opt, s);
+		return -EINVAL;
+	}
+	*out = (unsigned int)v;
 	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "coordinator", required_argument, NULL, 'c' },
+		{ "name", required_argument, NULL, 'n' },
+		{ "pool-size", required_argument, NULL, 'p' },
+		{ "hugepages", required_argument, NULL, 'H' },
+		{ "data-listen", required_argument, NULL, 'l' },
+		{ "data-addr", required_argument, NULL, 'a' },
+		{ "sock", required_argument, NULL, 's' },
+		{ "transport", required_argument, NULL, 't' },
+		{ "fault-timeout-ms", required_argument, NULL, 'F' },
+		{ "heartbeat-ms", required_argument, NULL, 'B' },
+		{ "inflight", required_argument, NULL, 'I' },
+		{ "addr-file", required_argument, NULL, 'A' },
+		{ "log-level", required_argument, NULL, 'L' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ 0 },
+	};
+	struct node_cfg cfg = {
+		.coordinator = "127.0.0.1:7700",
+		.pool_size = 1ull << 30,
+		.data_listen = "0.0.0.0:7701",
+		.sock_path = FARPAGE_AGENT_SOCK_DEFAULT,
+		.transport = "auto",
+		.huge = POOL_HUGE_AUTO,
+		.fault_timeout_ms = 30000,
+		.heartbeat_ms = 1000,
+	};
+	enum log_level lvl = LOG_INFO;
+	struct sigaction sa = { 0 };
+	char host[MSG_NAME_MAX];
+	int c, ret;
+
+	log_init("farpage-node", lvl);
+	while ((c = getopt_long(argc, argv, "c:n:p:l:a:s:t:hV", opts, NULL)) !=
+	       -1) {
+		switch (c) {
+		case 'c':
+			cfg.coordinator = optarg;
+			break;
+		case 'n':
+			cfg.name = optarg;
+			break;
+		case 'p':
+			if (util_size_parse(optarg, &cfg.pool_size) ||
+			    !cfg.pool_size) {
+				fprintf(stderr,
+					"farpage-node: --pool-size: bad size "
+					"'%s'\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'H':
+			if (!strcmp(optarg, "auto"))
+				cfg.huge = POOL_HUGE_AUTO;
+			else if (!strcmp(optarg, "on"))
+				cfg.huge = POOL_HUGE_ON;
+			else if (!strcmp(optarg, "off"))
+				cfg.huge = POOL_HUGE_OFF;
+			else {
+				fprintf(stderr, "farpage-node: --hugepages: "
+						"auto, on or off\n");
+				return 2;
+			}
+			break;
+		case 'l':
+			cfg.data_listen = optarg;
+			break;
+		case 'a':
+			cfg.data_addr = optarg;
+			break;
+		case 's':
+			cfg.sock_path = optarg;
+			break;
+		case 't':
+			if (strcmp(optarg, "auto") && strcmp(optarg, "tcp") &&
+			    strcmp(optarg, "verbs")) {
+				fprintf(stderr, "farpage-node: --transport: "
+						"auto, tcp or verbs\n");
+				return 2;
+			}
+			cfg.transport = optarg;
+			break;
+		case 'F':
+			if (main_uint("--fault-timeout-ms", optarg, 1,
+				      &cfg.fault_timeout_ms))
+				return 2;
+			break;
+		case 'B':
+			if (main_uint("--heartbeat-ms", optarg, 10,
+				      &cfg.heartbeat_ms))
+				return 2;
+			break;
+		case 'I':
+			if (main_uint("--inflight", optarg, 1, &cfg.slots))
+				return 2;
+			break;
+		case 'A':
+			cfg.addr_file = optarg;
+			break;
+		case 'L':
+			if (log_level_parse(optarg, &lvl)) {
+				fprintf(stderr, "farpage-node: --log-level: "
+						"err, warn, info or debug\n");
+				return 2;
+			}
+			log_init("farpage-node", lvl);
+			break;
+		case 'h':
+			main_usage(stdout);
+			return 0;
+		case 'V':
+			printf("farpage-node 0.1.0\n");
+			return 0;
+		default:
+			main_usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "farpage-node: unexpected argument '%s'\n",
+			argv[optind]);
+		main_usage(stderr);
+		return 2;
+	}
+	if (!cfg.name) {
+		if (gethostname(host, sizeof(host)))
+			snprintf(host, sizeof(host), "node");
+		host[sizeof(host) - 1] = '\0';
+		cfg.name = host;
+	}
+	if (!msg_name_is_valid(cfg.name)) {
+		fprintf(stderr,
+			"farpage-node: --name: '%s' is not a valid name "
+			"(1-63 of A-Z a-z 0-9 . _ -)\n",
+			cfg.name);
+		return 2;
+	}
+
+	signal(SIGPIPE, SIG_IGN);
+	ret = agent_create(&cfg, &main_agent);
+	if (ret)
+		return 1;
+	sa.sa_handler = main_on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	ret = agent_run(main_agent);
+	log_info("stopping");
+	agent_destroy(main_agent);
+	return ret ? 1 : 0;
 }

@@ -1,3 +1,570 @@
 // SPDX-License-Identifier: MIT
-/* placeholder */
+/*
+ * libfarpage: maps a region into the calling process. Local chunks come
+ * straight from the agent's pool; the rest is registered with userfaultfd
+ * and handed to the agent. A watchdog thread per mapping makes sure a dead
+ * agent turns into SIGBUS, never into zero-filled pages.
+ */
+#define LOG_PREFIX "farpage: "
 #include "farpage.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "log.h"
+#include "msg.h"
+#include "net.h"
+#include "uffd.h"
+
+#define MAP_ALIGN	  (2ull << 20) /* hugetlb chunks need 2 MiB alignment */
+#define CALL_TIMEOUT_MS	  30000
+#define AGENT_TIMEOUT_DEF 5000
+
+enum map_state {
+	MAP_LIVE = 0, /* agent serving faults */
+	MAP_ORPHAN,   /* agent gone, faults held until the deadline */
+	MAP_POISONED, /* agent gone, unfetched pages poisoned */
+};
+
+struct farpage_map {
+	char name[MSG_NAME_MAX];
+	uint8_t *base;
+	size_t size; /* region bytes */
+	size_t span; /* mapped bytes: whole chunks */
+	size_t chunk_size;
+	uint64_t node;
+	struct msg_chunk *chunks;
+	uint32_t n_chunks;
+	uint8_t *is_local; /* per chunk: mapped from the pool */
+	uint64_t features;
+	unsigned int agent_timeout_ms;
+	int sock;
+	int uffd;
+	int stop_efd;
+	pthread_t watchdog;
+	int watchdog_started;
+	_Atomic int state;
+};
+
+/* fork() cannot be refused from a library; the range is MADV_DONTFORK and
+ * the child is told so. Process-wide by nature, hence the one static. */
+static atomic_int farpage_live_maps;
+static pthread_once_t farpage_atfork_once = PTHREAD_ONCE_INIT;
+
+static void farpage_atfork_child(void)
+{
+	static const char msg[] =
+		"farpage: fork() of a process with mapped farpage regions: "
+		"the child does not inherit them (touching them is SIGSEGV)\n";
+
+	if (atomic_load(&farpage_live_maps) > 0) {
+		ssize_t r = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+		(void)r;
+	}
+}
+
+static void farpage_atfork_register(void)
+{
+	pthread_atfork(NULL, NULL, farpage_atfork_child);
+}
+
+static const char *farpage_sock_path(const struct farpage_map_opts *opts)
+{
+	const char *p = opts ? opts->agent_sock : NULL;
+
+	if (!p)
+		p = getenv(FARPAGE_AGENT_SOCK_ENV);
+	if (!p || !*p)
+		p = FARPAGE_AGENT_SOCK_DEFAULT;
+	return p;
+}
+
+static unsigned int farpage_agent_timeout(const struct farpage_map_opts *opts)
+{
+	const char *e = getenv(FARPAGE_AGENT_TIMEOUT_ENV);
+	char *end;
+	unsigned long v;
+
+	if (opts && opts->agent_timeout_ms)
+		return opts->agent_timeout_ms;
+	if (e && *e) {
+		errno = 0;
+		v = strtoul(e, &end, 10);
+		if (!errno && !*end && v > 0 && v <= 86400000ul)
+			return (unsigned int)v;
+		log_warn("%s=%s is not a number of ms (1..86400000); using "
+			 "%u",
+			 FARPAGE_AGENT_TIMEOUT_ENV, e, AGENT_TIMEOUT_DEF);
+	}
+	return AGENT_TIMEOUT_DEF;
+}
+
+const char *farpage_strerror(int err)
+{
+	switch (err) {
+	case -ENOENT:
+		return "no such region (or no agent socket)";
+	case -ECONNREFUSED:
+		return "no agent listening on the socket";
+	case -EPERM:
+		return "userfaultfd not permitted (need root or "
+		       "vm.unprivileged_userfaultfd=1)";
+	case -ENOSYS:
+		return "userfaultfd not supported by this kernel";
+	case -EBADMSG:
+		return "bad reply from the agent";
+	default:
+		return strerror(err < 0 ? -err : err);
+	}
+}
+
+static int farpage_layout_check(struct farpage_map *m, const struct msg *l)
+{
+	uint64_t n;
+
+	if (!l->size || l->size % UFFD_PAGE || !l->chunk_size ||
+	    (l->chunk_size & (l->chunk_size - 1)) || l->chunk_size % MAP_ALIGN)
+		return -EBADMSG;
+	n = (l->size + l->chunk_size - 1) / l->chunk_size;
+	if (n != l->n_chunks)
+		return -EBADMSG;
+	for (uint32_t i = 0; i < l->n_chunks; i++) {
+		const struct msg_chunk *c = &l->chunks[i];
+
+		if (c->node != l->node)
+			continue;
+		if (c->off % l->chunk_size || c->off > l->pool_size ||
+		    l->pool_size - c->off < l->chunk_size)
+			return -EBADMSG;
+	}
+	return 0;
+}
+
+/* Reserves an address range aligned to MAP_ALIGN. */
+static int farpage_reserve(size_t span, uint8_t **out)
+{
+	size_t len = span + MAP_ALIGN;
+	uint8_t *p, *al;
+
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	al = (uint8_t *)(((uintptr_t)p + MAP_ALIGN - 1) & ~(MAP_ALIGN - 1));
+	if (al > p)
+		munmap(p, al - p);
+	if (p + len > al + span)
+		munmap(al + span, (p + len) - (al + span));
+	*out = al;
+	return 0;
+}
+
+/*
+ * Maps this node's chunks from the pool. A chunk whose map fails (e.g. no
+ * free hugepage) is put back as anonymous memory and left to fault: a failed
+ * hugetlb MAP_FIXED leaves a hole otherwise.
+ */
+static int farpage_map_local(struct farpage_map *m, int pool_fd)
+{
+	for (uint32_t i = 0; i < m->n_chunks; i++) {
+		uint8_t *a = m->base + (size_t)i * m->chunk_size;
+		void *p;
+
+		if (m->chunks[i].node != m->node)
+			continue;
+		p = mmap(a, m->chunk_size, PROT_READ | PROT_WRITE,
+			 MAP_SHARED | MAP_FIXED, pool_fd,
+			 (off_t)m->chunks[i].off);
+		if (p != MAP_FAILED) {
+			m->is_local[i] = 1;
+			continue;
+		}
+		log_warn("region %s chunk %u: pool map failed (%s); its pages "
+			 "will be copied on fault",
+			 m->name, i, strerror(errno));
+		p = mmap(a, m->chunk_size, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
+				 MAP_NORESERVE,
+			 -1, 0);
+		if (p == MAP_FAILED)
+			return -errno;
+	}
+	return 0;
+}
+
+/* Registers every maximal run of chunks that are not mapped from the pool. */
+static int farpage_register_remote(struct farpage_map *m)
+{
+	uint32_t i = 0;
+	int ret;
+
+	while (i < m->n_chunks) {
+		uint32_t j = i;
+
+		if (m->is_local[i]) {
+			i++;
+			continue;
+		}
+		while (j < m->n_chunks && !m->is_local[j])
+			j++;
+		ret = uffd_range_register(m->uffd,
+					  (uint64_t)(uintptr_t)m->base +
+						  i * m->chunk_size,
+					  (uint64_t)(j - i) * m->chunk_size);
+		if (ret)
+			return ret;
+		i = j;
+	}
+	return 0;
+}
+
+static void farpage_poison_remote(struct farpage_map *m)
+{
+	uint64_t total = 0, n;
+	int ret;
+
+	for (uint32_t i = 0; i < m->n_chunks; i++) {
+		if (m->is_local[i])
+			continue;
+		ret = uffd_poison(m->uffd,
+				  (uint64_t)(uintptr_t)m->base +
+					  (uint64_t)i * m->chunk_size,
+				  m->chunk_size, &n);
+		total += n;
+		if (ret && ret != -ENOENT)
+			log_errno(ret, "region %s: poisoning chunk %u", m->name,
+				  i);
+	}
+	log_err("region %s: agent gone for %u ms; %llu pages not yet fetched "
+		"now raise SIGBUS",
+		m->name, m->agent_timeout_ms, (unsigned long long)total);
+}
+
+/*
+ * With the agent gone this thread reads the uffd itself so that munmap()
+ * and madvise() in the guest do not hang on unread events. Faults stay
+ * blocked until the deadline, then every unfetched page is poisoned.
+ */
+static void farpage_orphan(struct farpage_map *m)
+{
+	struct uffd_msg msgs[32];
+	struct timespec ts;
+	int64_t deadline, now;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	deadline =
+		ts.tv_sec * 1000ll + ts.tv_nsec / 1000000 + m->agent_timeout_ms;
+	log_err("region %s: the agent closed its socket; faults wait up to "
+		"%u ms, then SIGBUS",
+		m->name, m->agent_timeout_ms);
+	atomic_store(&m->state, MAP_ORPHAN);
+	for (;;) {
+		struct pollfd pfd[2] = {
+			{ .fd = m->stop_efd, .events = POLLIN },
+			{ .fd = m->uffd, .events = POLLIN },
+		};
+		int timeout = -1;
+		ssize_t n;
+
+		if (atomic_load(&m->state) == MAP_ORPHAN) {
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			now = ts.tv_sec * 1000ll + ts.tv_nsec / 1000000;
+			if (now >= deadline) {
+				if (!(m->features & UFFD_FEATURE_POISON)) {
+					log_err("region %s: the kernel cannot "
+						"poison pages; aborting rather "
+						"than returning zero pages",
+						m->name);
+					abort();
+				}
+				farpage_poison_remote(m);
+				atomic_store(&m->state, MAP_POISONED);
+				continue;
+			}
+			timeout = (int)(deadline - now);
+		}
+		if (poll(pfd, 2, timeout) < 0 && errno != EINTR)
+			return;
+		if (pfd[0].revents)
+			return;
+		if (!(pfd[1].revents & POLLIN))
+			continue;
+		n = read(m->uffd, msgs, sizeof(msgs));
+		if (n < 0)
+			n = 0;
+		for (ssize_t k = 0; k < n / (ssize_t)sizeof(msgs[0]); k++) {
+			uint64_t a;
+
+			if (msgs[k].event != UFFD_EVENT_PAGEFAULT ||
+			    atomic_load(&m->state) != MAP_POISONED)
+				continue;
+			/* A page dropped (MADV_DONTNEED) after poisoning. */
+			a = msgs[k].arg.pagefault.address & ~(UFFD_PAGE - 1);
+			uffd_poison(m->uffd, a, UFFD_PAGE, NULL);
+		}
+	}
+}
+
+static void *farpage_watchdog(void *arg)
+{
+	struct farpage_map *m = arg;
+	struct pollfd pfd[2] = {
+		{ .fd = m->stop_efd, .events = POLLIN },
+		{ .fd = m->sock, .events = POLLIN },
+	};
+	char buf[256];
+
+	for (;;) {
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return NULL;
+		}
+		if (pfd[0].revents)
+			return NULL;
+		if (pfd[1].revents) {
+			/* The agent sends nothing unasked: any readable state
+			 * other than data is the connection ending. */
+			ssize_t n =
+				recv(m->sock, buf, sizeof(buf), MSG_DONTWAIT);
+
+			if (n > 0 || (n < 0 && errno == EAGAIN))
+				continue;
+			farpage_orphan(m);
+			return NULL;
+		}
+	}
+}
+
+static void farpage_map_free(struct farpage_map *m)
+{
+	if (m->watchdog_started) {
+		uint64_t one = 1;
+		ssize_t r = write(m->stop_efd, &one, sizeof(one));
+
+		(void)r;
+		pthread_join(m->watchdog, NULL);
+	}
+	/* Socket first: the agent drops the mapping; then our uffd. Anything
+	 * touching the range from here on is use after unmap. */
+	if (m->sock >= 0)
+		close(m->sock);
+	if (m->uffd >= 0)
+		close(m->uffd);
+	if (m->stop_efd >= 0)
+		close(m->stop_efd);
+	if (m->base)
+		munmap(m->base, m->span);
+	free(m->chunks);
+	free(m->is_local);
+	free(m);
+}
+
+int farpage_map(const char *name, const struct farpage_map_opts *opts,
+		struct farpage_map **out)
+{
+	struct farpage_map *m;
+	struct msg req, rep;
+	uint64_t supported;
+	int pool_fd = -1, n_fds = 1, ret;
+
+	pthread_once(&farpage_atfork_once, farpage_atfork_register);
+	if (!msg_name_is_valid(name))
+		return -EINVAL;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->sock = m->uffd = m->stop_efd = -1;
+	snprintf(m->name, sizeof(m->name), "%s", name);
+	m->agent_timeout_ms = farpage_agent_timeout(opts);
+
+	ret = net_unix_connect(farpage_sock_path(opts), &m->sock);
+	if (ret)
+		goto err;
+	msg_init(&req, MSG_T_MAP);
+	msg_strset(req.name, sizeof(req.name), name);
+	ret = ctl_send(m->sock, &req, NULL, 0);
+	if (ret)
+		goto err;
+	ret = ctl_recv(m->sock, &rep, &pool_fd, &n_fds, CALL_TIMEOUT_MS);
+	if (ret)
+		goto err;
+	if (rep.type == MSG_T_ERROR) {
+		ret = -(int)rep.err;
+		if (rep.text[0])
+			log_err("map %s: %s", name, rep.text);
+		msg_fini(&rep);
+		goto err;
+	}
+	if (rep.type != MSG_T_MAP_LAYOUT || n_fds != 1) {
+		msg_fini(&rep);
+		ret = -EBADMSG;
+		goto err;
+	}
+	ret = farpage_layout_check(m, &rep);
+	if (ret) {
+		msg_fini(&rep);
+		goto err;
+	}
+	m->size = rep.size;
+	m->chunk_size = rep.chunk_size;
+	m->node = rep.node;
+	m->n_chunks = rep.n_chunks;
+	m->chunks = rep.chunks; /* ownership moves here */
+	rep.chunks = NULL;
+	rep.n_chunks = 0;
+	msg_fini(&rep);
+	m->span = (size_t)m->n_chunks * m->chunk_size;
+	m->is_local = calloc(m->n_chunks, 1);
+	if (!m->is_local) {
+		ret = -ENOMEM;
+		goto err;
+	}
+
+	ret = farpage_reserve(m->span, &m->base);
+	if (ret) {
+		m->base = NULL;
+		goto err;
+	}
+	ret = farpage_map_local(m, pool_fd);
+	if (ret)
+		goto err;
+	close(pool_fd);
+	pool_fd = -1;
+	if (madvise(m->base, m->span, MADV_DONTFORK)) {
+		ret = -errno;
+		goto err;
+	}
+
+	ret = uffd_features_probe(&supported);
+	if (ret)
+		goto err;
+	m->features = supported & UFFD_WANTED_FEATURES;
+	ret = uffd_open(&m->uffd);
+	if (ret)
+		goto err;
+	ret = uffd_api(m->uffd, m->features);
+	if (ret)
+		goto err;
+	ret = farpage_register_remote(m);
+	if (ret)
+		goto err;
+
+	msg_init(&req, MSG_T_MAP_UFFD);
+	req.base = (uint64_t)(uintptr_t)m->base;
+	req.features = m->features;
+	ret = ctl_send(m->sock, &req, &m->uffd, 1);
+	if (ret)
+		goto err;
+	ret = ctl_recv(m->sock, &rep, NULL, NULL, CALL_TIMEOUT_MS);
+	if (ret)
+		goto err;
+	if (rep.type == MSG_T_ERROR) {
+		ret = -(int)rep.err;
+		log_err("map %s: %s", name, rep.text);
+	} else if (rep.type != MSG_T_OK) {
+		ret = -EBADMSG;
+	}
+	msg_fini(&rep);
+	if (ret)
+		goto err;
+
+	m->stop_efd = eventfd(0, EFD_CLOEXEC);
+	if (m->stop_efd < 0) {
+		ret = -errno;
+		goto err;
+	}
+	ret = -pthread_create(&m->watchdog, NULL, farpage_watchdog, m);
+	if (ret)
+		goto err;
+	m->watchdog_started = 1;
+	atomic_fetch_add(&farpage_live_maps, 1);
+	*out = m;
+	return 0;
+err:
+	if (pool_fd >= 0)
+		close(pool_fd);
+	farpage_map_free(m);
+	return ret;
+}
+
+int farpage_unmap(struct farpage_map *m)
+{
+	if (!m)
+		return 0;
+	atomic_fetch_sub(&farpage_live_maps, 1);
+	farpage_map_free(m);
+	return 0;
+}
+
+void *farpage_map_addr(const struct farpage_map *m)
+{
+	return m->base;
+}
+
+size_t farpage_map_size(const struct farpage_map *m)
+{
+	return m->size;
+}
+
+size_t farpage_map_chunk_size(const struct farpage_map *m)
+{
+	return m->chunk_size;
+}
+
+uint64_t farpage_map_node(const struct farpage_map *m)
+{
+	return m->node;
+}
+
+uint64_t farpage_map_owner(const struct farpage_map *m, size_t off)
+{
+	if (off >= m->span)
+		return 0;
+	return m->chunks[off / m->chunk_size].node;
+}
+
+int farpage_map_is_local(const struct farpage_map *m, size_t off)
+{
+	if (off >= m->span)
+		return 0;
+	return m->is_local[off / m->chunk_size];
+}
+
+int farpage_agent_stats(const char *agent_sock, struct farpage_stats *st)
+{
+	struct farpage_map_opts o = { .agent_sock = agent_sock };
+	struct msg req, rep;
+	int fd, ret;
+
+	ret = net_unix_connect(farpage_sock_path(&o), &fd);
+	if (ret)
+		return ret;
+	msg_init(&req, MSG_T_AGENT_STATS);
+	ret = ctl_call(fd, &req, &rep, CALL_TIMEOUT_MS);
+	close(fd);
+	if (ret)
+		return ret;
+	if (rep.type != MSG_T_AGENT_STAT) {
+		msg_fini(&rep);
+		return -EBADMSG;
+	}
+	st->faults = rep.faults;
+	st->remote = rep.remote;
+	st->local = rep.local;
+	st->errors = rep.errors;
+	st->poisoned = rep.poisoned;
+	msg_fini(&rep);
+	return 0;
+}

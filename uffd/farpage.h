@@ -25,13 +25,15 @@
 
 #define FARPAGE_AGENT_SOCK_DEFAULT "/run/farpage/agent.sock"
 #define FARPAGE_AGENT_SOCK_ENV	   "FARPAGE_AGENT_SOCK"
+#define FARPAGE_AGENT_TIMEOUT_ENV  "FARPAGE_AGENT_TIMEOUT_MS"
 
 struct farpage_map;
 
 struct farpage_map_opts {
 	/* Agent socket; NULL = $FARPAGE_AGENT_SOCK or the default path. */
 	const char *agent_sock;
-	/* How long faults wait for a dead agent before SIGBUS; 0 = 5000. */
+	/* How long faults wait for a dead agent before SIGBUS;
+	 * 0 = $FARPAGE_AGENT_TIMEOUT_MS or 5000. */
 	unsigned int agent_timeout_ms;
 };
 

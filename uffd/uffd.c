@@ -1,3 +1,144 @@
 // SPDX-License-Identifier: MIT
-/* placeholder */
+/* userfaultfd calls: create, negotiate, register, copy, wake, poison. */
+#define LOG_PREFIX "uffd: "
 #include "uffd.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1
+#endif
+#ifndef USERFAULTFD_IOC_NEW
+#define USERFAULTFD_IOC_NEW _IO(0xAA, 0x00)
+#endif
+
+/* The kernel's struct uffdio_poison, under our own name (uapi is too old). */
+struct uffd_poison_arg {
+	struct uffdio_range range;
+	uint64_t mode;
+	int64_t updated;
+};
+#define UFFD_IOC_POISON _IOWR(UFFDIO, 0x08, struct uffd_poison_arg)
+
+int uffd_open(int *out)
+{
+	int flags = O_CLOEXEC | O_NONBLOCK;
+	int fd, dev, e;
+
+	fd = syscall(SYS_userfaultfd, flags | UFFD_USER_MODE_ONLY);
+	if (fd < 0)
+		fd = syscall(SYS_userfaultfd, flags);
+	if (fd >= 0) {
+		*out = fd;
+		return 0;
+	}
+	e = errno;
+	dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+	if (dev < 0)
+		return -e;
+	fd = ioctl(dev, USERFAULTFD_IOC_NEW, flags);
+	if (fd < 0) {
+		e = errno;
+		close(dev);
+		return -e;
+	}
+	close(dev);
+	*out = fd;
+	return 0;
+}
+
+int uffd_features_probe(uint64_t *features)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	int fd, ret;
+
+	ret = uffd_open(&fd);
+	if (ret)
+		return ret;
+	ret = ioctl(fd, UFFDIO_API, &api) ? -errno : 0;
+	close(fd);
+	if (!ret)
+		*features = api.features;
+	return ret;
+}
+
+int uffd_api(int uffd, uint64_t features)
+{
+	struct uffdio_api api = { .api = UFFD_API, .features = features };
+
+	if (ioctl(uffd, UFFDIO_API, &api))
+		return -errno;
+	return 0;
+}
+
+int uffd_range_register(int uffd, uint64_t start, uint64_t len)
+{
+	struct uffdio_register reg = {
+		.range = { .start = start, .len = len },
+		.mode = UFFDIO_REGISTER_MODE_MISSING,
+	};
+	uint64_t need = (1ull << _UFFDIO_COPY) | (1ull << _UFFDIO_WAKE);
+
+	if (ioctl(uffd, UFFDIO_REGISTER, &reg))
+		return -errno;
+	if ((reg.ioctls & need) != need)
+		return -ENOTSUP;
+	return 0;
+}
+
+int uffd_copy(int uffd, uint64_t dst, const void *src, uint64_t len, int wake)
+{
+	struct uffdio_copy c = {
+		.dst = dst,
+		.src = (uint64_t)(uintptr_t)src,
+		.len = len,
+		.mode = wake ? 0 : UFFDIO_COPY_MODE_DONTWAKE,
+	};
+
+	if (ioctl(uffd, UFFDIO_COPY, &c) == 0)
+		return 0;
+	if (c.copy < 0)
+		return (int)c.copy;
+	return -errno;
+}
+
+int uffd_wake(int uffd, uint64_t start, uint64_t len)
+{
+	struct uffdio_range r = { .start = start, .len = len };
+
+	if (ioctl(uffd, UFFDIO_WAKE, &r))
+		return -errno;
+	return 0;
+}
+
+int uffd_poison(int uffd, uint64_t start, uint64_t len, uint64_t *n_poisoned)
+{
+	uint64_t n = 0;
+	int ret = 0;
+
+	/* One page at a time: a range call stops at the first present page. */
+	for (uint64_t a = start; a < start + len; a += UFFD_PAGE) {
+		struct uffd_poison_arg p = {
+			.range = { .start = a, .len = UFFD_PAGE },
+		};
+
+		if (ioctl(uffd, UFFD_IOC_POISON, &p) == 0) {
+			n++;
+			continue;
+		}
+		if (errno == EEXIST || errno == EAGAIN)
+			continue;
+		ret = -errno;
+		break;
+	}
+	if (n_poisoned)
+		*n_poisoned = n;
+	return ret;
+}

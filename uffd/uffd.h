@@ -1,4 +1,61 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * userfaultfd wrapper shared by libfarpage (creates, negotiates, registers)
+ * and the agent (resolves: copy, wake, poison). All calls return 0 or -errno.
+ */
 #ifndef UFFD_UFFD_H
 #define UFFD_UFFD_H
+
+#include <stdint.h>
+#include <linux/userfaultfd.h>
+
+/* Debian 12's uapi header predates poisoning (kernel 6.6). */
+#ifndef UFFD_FEATURE_POISON
+#define UFFD_FEATURE_POISON (1ull << 14)
+#endif
+
+#define UFFD_PAGE 4096ull
+
+/* Features libfarpage asks for (those the kernel has). */
+#define UFFD_WANTED_FEATURES                                    \
+	(UFFD_FEATURE_EVENT_UNMAP | UFFD_FEATURE_EVENT_REMOVE | \
+	 UFFD_FEATURE_EVENT_REMAP | UFFD_FEATURE_POISON)
+
+/*
+ * Creates a non-blocking, close-on-exec userfaultfd: the syscall first
+ * (user-mode faults only), then /dev/userfaultfd. Returns 0 and the fd in
+ * *out, -EPERM/-ENOSYS if userfaultfd is not available to this process.
+ */
+int uffd_open(int *out);
+
+/* Asks the kernel which features it supports (uses a throw-away uffd). */
+int uffd_features_probe(uint64_t *features);
+
+/* UFFDIO_API on a fresh uffd with @features. Returns 0 or -errno. */
+int uffd_api(int uffd, uint64_t features);
+
+/* Registers [start, start+len) for MISSING faults; checks that COPY and
+ * WAKE are allowed there. Returns 0, -ENOTSUP, or -errno. */
+int uffd_range_register(int uffd, uint64_t start, uint64_t len);
+
+/*
+ * Copies @len bytes from @src to @dst in the registered range. @wake: wake
+ * threads waiting there. Returns 0, -EEXIST (already present), -EAGAIN (the
+ * address space is changing: read events, then retry), -ENOENT (range gone),
+ * -ESRCH (process gone), or -errno.
+ */
+int uffd_copy(int uffd, uint64_t dst, const void *src, uint64_t len, int wake);
+
+/* Wakes threads waiting on [start, start+len). */
+int uffd_wake(int uffd, uint64_t start, uint64_t len);
+
+/*
+ * Poisons every page of [start, start+len) that is not present, page by
+ * page, so threads touching them get SIGBUS. *n_poisoned (may be NULL) is
+ * set to how many pages were poisoned. Returns 0, -EINVAL if the uffd was
+ * not set up with UFFD_FEATURE_POISON, -ENOENT/-ESRCH if the range or
+ * process is gone, or -errno.
+ */
+int uffd_poison(int uffd, uint64_t start, uint64_t len, uint64_t *n_poisoned);
+
 #endif

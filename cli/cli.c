@@ -1,0 +1,347 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Helpers shared by the CLI commands: error lines, option values,
+ * coordinator calls and the compact printing of chunk maps.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "farpage.h"
+#include "util.h"
+
+#define CLI_COLS	  80
+#define CLI_OWNERS_FULL	  128 /* maps up to this many chunks print whole */
+#define CLI_OWNERS_RUNS	  32  /* else as runs "1x512" if no more runs */
+#define CLI_OWNERS_PERIOD 16  /* else as a repeated group up to this long */
+
+void cli_err(const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "farpage: %s\n", line);
+}
+
+int cli_usage_err(const char *usage, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "farpage: %s\n%s", line, usage);
+	return CLI_EXIT_USAGE;
+}
+
+int cli_getopt_err(const char *usage, const char *cmd, int ret, char **argv)
+{
+	const char *arg = optind > 0 ? argv[optind - 1] : "?";
+
+	if (ret == ':')
+		return cli_usage_err(usage, "%s: option '%s' needs a value",
+				     cmd, arg);
+	if (optopt)
+		return cli_usage_err(usage, "%s: unknown option '-%c'", cmd,
+				     optopt);
+	return cli_usage_err(usage, "%s: unknown option '%s'", cmd, arg);
+}
+
+int cli_opt_u64(const char *usage, const char *opt, const char *arg,
+		uint64_t *out)
+{
+	if (util_u64_parse(arg, out) < 0) {
+		cli_usage_err(usage, "%s: '%s' is not a number", opt, arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int cli_opt_size(const char *usage, const char *opt, const char *arg,
+		 uint64_t *out)
+{
+	if (util_size_parse(arg, out) < 0) {
+		cli_usage_err(usage, "%s: '%s' is not a size (e.g. 64M, 1GiB)",
+			      opt, arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int cli_opt_ids(const char *usage, const char *opt, const char *arg,
+		uint64_t **out, uint32_t *n)
+{
+	uint64_t *ids;
+	char *copy, *tok, *save;
+	uint32_t cnt = 1, i = 0;
+	int ret = 0;
+
+	for (const char *p = arg; *p; p++)
+		cnt += *p == ',';
+	ids = calloc(cnt, sizeof(*ids));
+	copy = strdup(arg);
+	if (!ids || !copy) {
+		ret = -ENOMEM;
+		cli_err("%s: %s", opt, strerror(ENOMEM));
+		goto out_free;
+	}
+	for (tok = strtok_r(copy, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (util_u64_parse(tok, &ids[i]) < 0 || !ids[i] ||
+		    ids[i] > UINT32_MAX) {
+			cli_usage_err(usage, "%s: '%s' is not a node id", opt,
+				      tok);
+			ret = -EINVAL;
+			goto out_free;
+		}
+		i++;
+	}
+	if (!i) {
+		cli_usage_err(usage, "%s: empty list of node ids", opt);
+		ret = -EINVAL;
+		goto out_free;
+	}
+	free(copy);
+	*out = ids;
+	*n = i;
+	return 0;
+out_free:
+	free(copy);
+	free(ids);
+	return ret;
+}
+
+int cli_coord_call(const struct cli *c, const char *what, const struct msg *req,
+		   struct msg *rep, enum msg_type want)
+{
+	int ret;
+
+	msg_init(rep, MSG_T_NONE);
+	ret = ctl_call_addr(c->coordinator, req, rep, c->timeout_ms);
+	if (ret < 0 && rep->type == MSG_T_ERROR) {
+		cli_err("%s: %s", what,
+			rep->text[0] ? rep->text : strerror(-ret));
+		return ret;
+	}
+	if (ret < 0) {
+		/* Nothing decoded: the coordinator is unreachable or broke
+		 * the protocol; say which coordinator. */
+		msg_init(rep, MSG_T_NONE);
+		cli_err("%s: coordinator %s: %s", what, c->coordinator,
+			strerror(-ret));
+		return ret;
+	}
+	if (want != MSG_T_NONE && rep->type != want) {
+		cli_err("%s: coordinator %s sent '%s', expected '%s'", what,
+			c->coordinator, msg_type_name(rep->type),
+			msg_type_name(want));
+		return -EPROTO;
+	}
+	return 0;
+}
+
+const char *cli_size_str(uint64_t bytes, char *buf, size_t len)
+{
+	util_size_fmt(bytes, buf, len);
+	return buf;
+}
+
+int cli_chunks_count(const struct msg_chunk *chunks, uint32_t n, uint64_t **ids,
+		     uint64_t **counts, uint32_t *n_ids)
+{
+	uint64_t *id = NULL, *cnt = NULL, *tmp;
+	uint32_t u = 0, cap = 0, j;
+
+	for (uint32_t i = 0; i < n; i++) {
+		/* Few distinct owners: a linear search is enough. */
+		for (j = 0; j < u && id[j] != chunks[i].node; j++)
+			;
+		if (j < u) {
+			cnt[j]++;
+			continue;
+		}
+		if (u == cap) {
+			cap = cap ? 2 * cap : 8;
+			tmp = realloc(id, cap * sizeof(*id));
+			if (!tmp)
+				goto err;
+			id = tmp;
+			tmp = realloc(cnt, cap * sizeof(*cnt));
+			if (!tmp)
+				goto err;
+			cnt = tmp;
+		}
+		id[u] = chunks[i].node;
+		cnt[u++] = 1;
+	}
+	/* By node id; insertion sort, there are few. */
+	for (uint32_t i = 1; i < u; i++) {
+		uint64_t ki = id[i], kc = cnt[i];
+
+		for (j = i; j > 0 && id[j - 1] > ki; j--) {
+			id[j] = id[j - 1];
+			cnt[j] = cnt[j - 1];
+		}
+		id[j] = ki;
+		cnt[j] = kc;
+	}
+	*ids = id;
+	*counts = cnt;
+	*n_ids = u;
+	return 0;
+err:
+	free(id);
+	free(cnt);
+	return -ENOMEM;
+}
+
+/* A line of words folded at CLI_COLS, continuation lines aligned. */
+struct cli_fold {
+	FILE *f;
+	const char *indent;
+	size_t col;
+	size_t hang; /* columns of the label the words follow */
+};
+
+static void cli_fold_start(struct cli_fold *fo, FILE *f, const char *indent,
+			   const char *label)
+{
+	fo->f = f;
+	fo->indent = indent;
+	fo->hang = strlen(label);
+	fo->col = strlen(indent) + fo->hang;
+	fprintf(f, "%s%s", indent, label);
+}
+
+static void cli_fold_word(struct cli_fold *fo, const char *word)
+{
+	size_t len = strlen(word);
+
+	if (fo->col + 1 + len > CLI_COLS &&
+	    fo->col > strlen(fo->indent) + fo->hang) {
+		fprintf(fo->f, "\n%s%*s", fo->indent, (int)fo->hang, "");
+		fo->col = strlen(fo->indent) + fo->hang;
+	}
+	fprintf(fo->f, " %s", word);
+	fo->col += 1 + len;
+}
+
+static void cli_fold_end(struct cli_fold *fo)
+{
+	fputc('\n', fo->f);
+}
+
+/* Smallest p <= max such that the map repeats with period p, or 0. */
+static uint32_t cli_chunks_period(const struct msg_chunk *chunks, uint32_t n,
+				  uint32_t max)
+{
+	for (uint32_t p = 1; p <= max && p < n; p++) {
+		uint32_t i;
+
+		for (i = p; i < n && chunks[i].node == chunks[i - p].node; i++)
+			;
+		if (i == n)
+			return p;
+	}
+	return 0;
+}
+
+void cli_chunks_print(FILE *f, const char *indent,
+		      const struct msg_chunk *chunks, uint32_t n)
+{
+	uint64_t *ids = NULL, *counts = NULL;
+	struct cli_fold fo;
+	uint32_t n_ids, runs = 0, period, limit = n;
+	char word[64];
+
+	if (!n) {
+		fprintf(f, "%sowners: (no chunks)\n", indent);
+		return;
+	}
+	if (!cli_chunks_count(chunks, n, &ids, &counts, &n_ids)) {
+		cli_fold_start(&fo, f, indent, "chunks per node:");
+		for (uint32_t i = 0; i < n_ids; i++) {
+			snprintf(word, sizeof(word), "%llu=%llu",
+				 (unsigned long long)ids[i],
+				 (unsigned long long)counts[i]);
+			cli_fold_word(&fo, word);
+		}
+		cli_fold_end(&fo);
+		free(ids);
+		free(counts);
+	}
+
+	for (uint32_t i = 0; i < n; i++)
+		runs += !i || chunks[i].node != chunks[i - 1].node;
+	period = cli_chunks_period(chunks, n, CLI_OWNERS_PERIOD);
+
+	cli_fold_start(&fo, f, indent, "owners:");
+	if (n > CLI_OWNERS_FULL && runs <= CLI_OWNERS_RUNS) {
+		/* Blocks of chunks per owner: "1x512 2x512". */
+		for (uint32_t i = 0, len = 1; i < n; i++, len++) {
+			if (i + 1 < n && chunks[i + 1].node == chunks[i].node)
+				continue;
+			snprintf(word, sizeof(word), "%llux%u",
+				 (unsigned long long)chunks[i].node, len);
+			cli_fold_word(&fo, word);
+			len = 0;
+		}
+	} else if (n > CLI_OWNERS_FULL && period) {
+		/* Interleaved: "(1 2)x512", then a partial group if any. */
+		char group[CLI_OWNERS_PERIOD * 12 + 16];
+		size_t pos = 0;
+
+		for (uint32_t i = 0; i < period; i++)
+			pos += snprintf(group + pos, sizeof(group) - pos,
+					"%s%llu", i ? " " : "(",
+					(unsigned long long)chunks[i].node);
+		snprintf(group + pos, sizeof(group) - pos, ")x%u", n / period);
+		cli_fold_word(&fo, group);
+		for (uint32_t i = n - n % period; i < n; i++) {
+			snprintf(word, sizeof(word), "%llu",
+				 (unsigned long long)chunks[i].node);
+			cli_fold_word(&fo, word);
+		}
+	} else {
+		if (n > CLI_OWNERS_FULL)
+			limit = CLI_OWNERS_FULL;
+		for (uint32_t i = 0; i < limit; i++) {
+			snprintf(word, sizeof(word), "%llu",
+				 (unsigned long long)chunks[i].node);
+			cli_fold_word(&fo, word);
+		}
+		if (limit < n) {
+			snprintf(word, sizeof(word),
+				 "... (%u more; see region show)", n - limit);
+			cli_fold_word(&fo, word);
+		}
+	}
+	cli_fold_end(&fo);
+}
+
+int cli_map(const struct cli *c, const char *what, const char *name,
+	    struct farpage_map **m)
+{
+	struct farpage_map_opts mo = { .agent_sock = c->agent_sock };
+	int ret;
+
+	ret = farpage_map(name, &mo, m);
+	if (ret == -ENOENT && access(c->agent_sock, F_OK) < 0)
+		cli_err("%s: no agent socket at %s", what, c->agent_sock);
+	else if (ret == -ECONNREFUSED)
+		cli_err("%s: no agent listens on %s", what, c->agent_sock);
+	else if (ret < 0)
+		cli_err("%s: cannot map it through the agent at %s: %s", what,
+			c->agent_sock, farpage_strerror(ret));
+	return ret;
+}

@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: MIT
+/*
+ * farpage status: the coordinator's nodes (with the per-peer transport
+ * figures of their last heartbeat) and regions (with their chunk maps), as
+ * tables or as JSON.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char cli_status_usage[] =
+	"usage: farpage status [--json]\n"
+	"\n"
+	"Shows the coordinator's nodes (id, name, data address, pool size,\n"
+	"up/DOWN, lease left; per peer the transport and read counters of\n"
+	"the node's last heartbeat) and regions (size, chunk size, epoch,\n"
+	"chunks per owner node, the chunk -> owner map).\n"
+	"\n"
+	"  --json   print the same as one JSON object\n"
+	"  --help   this text\n";
+
+/* Everything status prints, fetched before anything is printed. */
+struct cli_status {
+	struct msg nodes;   /* MSG_T_NODES */
+	struct msg regions; /* MSG_T_REGIONS */
+	struct msg *maps;   /* MSG_T_REGION per entry of regions */
+	uint32_t n_maps;
+};
+
+static void cli_status_fini(struct cli_status *st)
+{
+	for (uint32_t i = 0; i < st->n_maps; i++)
+		msg_fini(&st->maps[i]);
+	free(st->maps);
+	msg_fini(&st->regions);
+	msg_fini(&st->nodes);
+}
+
+static int cli_status_fetch(const struct cli *c, struct cli_status *st)
+{
+	struct msg req;
+	char what[32 + MSG_NAME_MAX];
+	int ret;
+
+	memset(st, 0, sizeof(*st));
+	msg_init(&req, MSG_T_NODE_LIST);
+	ret = cli_coord_call(c, "status: node list", &req, &st->nodes,
+			     MSG_T_NODES);
+	if (ret < 0)
+		return ret;
+	msg_init(&req, MSG_T_REGION_LIST);
+	ret = cli_coord_call(c, "status: region list", &req, &st->regions,
+			     MSG_T_REGIONS);
+	if (ret < 0)
+		return ret;
+	if (st->regions.n_regions) {
+		st->maps = calloc(st->regions.n_regions, sizeof(*st->maps));
+		if (!st->maps) {
+			cli_err("status: %s", strerror(ENOMEM));
+			return -ENOMEM;
+		}
+	}
+	for (uint32_t i = 0; i < st->regions.n_regions; i++) {
+		const char *name = st->regions.regions[i].name;
+
+		msg_init(&req, MSG_T_REGION_GET);
+		msg_strset(req.name, sizeof(req.name), name);
+		snprintf(what, sizeof(what), "status: region %s", name);
+		ret = cli_coord_call(c, what, &req, &st->maps[i], MSG_T_REGION);
+		st->n_maps = i + 1;
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+static void cli_status_lease_str(const struct msg_node *n, char *buf,
+				 size_t len)
+{
+	if (!n->up)
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%llu.%llus",
+			 (unsigned long long)(n->lease_ms / 1000),
+			 (unsigned long long)(n->lease_ms % 1000 / 100));
+}
+
+static void cli_status_text(const struct cli *c, const struct cli_status *st)
+{
+	const struct msg *nodes = &st->nodes;
+	char size[32], chunk[32], lease[32];
+
+	printf("coordinator %s\n\n", c->coordinator);
+	printf("nodes (%u):\n", nodes->n_nodes);
+	if (nodes->n_nodes)
+		printf("  %4s  %-16s %-22s %-10s %-5s %s\n", "ID", "NAME",
+		       "DATA ADDRESS", "POOL", "STATE", "LEASE");
+	for (uint32_t i = 0; i < nodes->n_nodes; i++) {
+		const struct msg_node *n = &nodes->nodes[i];
+
+		cli_status_lease_str(n, lease, sizeof(lease));
+		printf("  %4llu  %-16s %-22s %-10s %-5s %s\n",
+		       (unsigned long long)n->id, n->name, n->data_addr,
+		       cli_size_str(n->pool_size, size, sizeof(size)),
+		       n->up ? "up" : "DOWN", lease);
+		for (uint32_t j = 0; j < n->n_peers; j++) {
+			const struct msg_peer *p = &n->peers[j];
+
+			printf("        peer %-4llu %-6s reads %-10llu "
+			       "bytes %-10s errors %llu\n",
+			       (unsigned long long)p->node, p->transport,
+			       (unsigned long long)p->reads,
+			       cli_size_str(p->bytes, size, sizeof(size)),
+			       (unsigned long long)p->errors);
+		}
+	}
+
+	printf("\nregions (%u):\n", st->n_maps);
+	if (st->n_maps)
+		printf("  %-16s %-10s %-10s %7s %6s\n", "NAME", "SIZE", "CHUNK",
+		       "CHUNKS", "EPOCH");
+	for (uint32_t i = 0; i < st->n_maps; i++) {
+		const struct msg *r = &st->maps[i];
+
+		printf("  %-16s %-10s %-10s %7u %6llu\n", r->name,
+		       cli_size_str(r->size, size, sizeof(size)),
+		       cli_size_str(r->chunk_size, chunk, sizeof(chunk)),
+		       r->n_chunks, (unsigned long long)r->epoch);
+		cli_chunks_print(stdout, "      ", r->chunks, r->n_chunks);
+	}
+}
+
+static void cli_json_str(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			printf("\\%c", ch);
+		else if (ch < 0x20)
+			printf("\\u%04x", ch);
+		else
+			putchar(ch);
+	}
+	putchar('"');
+}
+
+static void cli_json_node(const struct msg_node *n)
+{
+	printf("    {\"id\": %llu, \"name\": ", (unsigned long long)n->id);
+	cli_json_str(n->name);
+	printf(", \"data_addr\": ");
+	cli_json_str(n->data_addr);
+	printf(", \"pool_size\": %llu, \"up\": %s, \"lease_ms\": %llu,"
+	       " \"peers\": [",
+	       (unsigned long long)n->pool_size, n->up ? "true" : "false",
+	       (unsigned long long)n->lease_ms);
+	for (uint32_t j = 0; j < n->n_peers; j++) {
+		const struct msg_peer *p = &n->peers[j];
+
+		printf("%s{\"node\": %llu, \"transport\": ", j ? ", " : "",
+		       (unsigned long long)p->node);
+		cli_json_str(p->transport);
+		printf(", \"reads\": %llu, \"bytes\": %llu, \"errors\": %llu}",
+		       (unsigned long long)p->reads,
+		       (unsigned long long)p->bytes,
+		       (unsigned long long)p->errors);
+	}
+	printf("]}");
+}
+
+static int cli_json_region(const struct msg *r)
+{
+	uint64_t *ids, *counts;
+	uint32_t n_ids;
+
+	if (cli_chunks_count(r->chunks, r->n_chunks, &ids, &counts, &n_ids))
+		return -ENOMEM;
+	printf("    {\"name\": ");
+	cli_json_str(r->name);
+	printf(", \"size\": %llu, \"chunk_size\": %llu, \"epoch\": %llu,"
+	       " \"chunks_per_node\": {",
+	       (unsigned long long)r->size, (unsigned long long)r->chunk_size,
+	       (unsigned long long)r->epoch);
+	for (uint32_t j = 0; j < n_ids; j++)
+		printf("%s\"%llu\": %llu", j ? ", " : "",
+		       (unsigned long long)ids[j],
+		       (unsigned long long)counts[j]);
+	printf("}, \"owners\": [");
+	for (uint32_t j = 0; j < r->n_chunks; j++)
+		printf("%s%llu", j ? ", " : "",
+		       (unsigned long long)r->chunks[j].node);
+	printf("]}");
+	free(ids);
+	free(counts);
+	return 0;
+}
+
+static int cli_status_json(const struct cli *c, const struct cli_status *st)
+{
+	printf("{\n  \"coordinator\": ");
+	cli_json_str(c->coordinator);
+	printf(",\n  \"nodes\": [\n");
+	for (uint32_t i = 0; i < st->nodes.n_nodes; i++) {
+		cli_json_node(&st->nodes.nodes[i]);
+		printf("%s\n", i + 1 < st->nodes.n_nodes ? "," : "");
+	}
+	printf("  ],\n  \"regions\": [\n");
+	for (uint32_t i = 0; i < st->n_maps; i++) {
+		if (cli_json_region(&st->maps[i]) < 0) {
+			cli_err("status: %s", strerror(ENOMEM));
+			return -ENOMEM;
+		}
+		printf("%s\n", i + 1 < st->n_maps ? "," : "");
+	}
+	printf("  ]\n}\n");
+	return 0;
+}
+
+int cli_status_run(const struct cli *c, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct cli_status st;
+	int json = 0, ret;
+
+	while ((ret = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (ret) {
+		case 'j':
+			json = 1;
+			break;
+		case 'h':
+			fputs(cli_status_usage, stdout);
+			return CLI_EXIT_OK;
+		default:
+			return cli_getopt_err(cli_status_usage, "status", ret,
+					      argv);
+		}
+	}
+	if (optind < argc)
+		return cli_usage_err(cli_status_usage,
+				     "status: unexpected argument '%s'",
+				     argv[optind]);
+
+	ret = cli_status_fetch(c, &st);
+	if (!ret) {
+		if (json)
+			ret = cli_status_json(c, &st);
+		else
+			cli_status_text(c, &st);
+	}
+	cli_status_fini(&st);
+	return ret < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+}

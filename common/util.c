@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: MIT
+/* Byte sizes and integers from text; atomic file replacement. */
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+/* Parses leading digits; *end points past them. */
+static int util_digits_parse(const char *s, const char **end, uint64_t *out)
+{
+	uint64_t v = 0;
+	const char *p = s;
+
+	if (*p < '0' || *p > '9')
+		return -EINVAL;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		unsigned int d = (unsigned int)(*p - '0');
+
+		if (v > (UINT64_MAX - d) / 10)
+			return -ERANGE;
+		v = v * 10 + d;
+	}
+	*end = p;
+	*out = v;
+	return 0;
+}
+
+int util_u64_parse(const char *s, uint64_t *out)
+{
+	const char *end;
+	uint64_t v;
+	int ret;
+
+	ret = util_digits_parse(s, &end, &v);
+	if (ret)
+		return ret;
+	if (*end)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* Bits to shift for a unit letter, or -1. */
+static int util_unit_shift(char c)
+{
+	switch (c) {
+	case 'k':
+	case 'K':
+		return 10;
+	case 'm':
+	case 'M':
+		return 20;
+	case 'g':
+	case 'G':
+		return 30;
+	case 't':
+	case 'T':
+		return 40;
+	default:
+		return -1;
+	}
+}
+
+int util_size_parse(const char *s, uint64_t *out)
+{
+	const char *p;
+	int shift;
+	uint64_t v;
+	int ret;
+
+	ret = util_digits_parse(s, &p, &v);
+	if (ret)
+		return ret;
+	if (*p == ' ' && p[1])
+		p++;
+	shift = util_unit_shift(*p);
+	if (shift > 0) {
+		p++;
+		if (!strcasecmp(p, "ib") || !strcasecmp(p, "b"))
+			p += strlen(p);
+	} else {
+		shift = 0;
+		if (*p == 'B' || *p == 'b')
+			p++;
+	}
+	if (*p)
+		return -EINVAL;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -ERANGE;
+	*out = v << shift;
+	return 0;
+}
+
+char *util_size_fmt(uint64_t v, char *buf, size_t len)
+{
+	static const char *const units[] = { "B",   "KiB", "MiB", "GiB",
+					     "TiB", "PiB", "EiB" };
+	unsigned int i = 0;
+
+	if (!len)
+		return buf;
+	while (i < 6 && v >> (10 * (i + 1)) &&
+	       !(v & ((UINT64_C(1) << (10 * (i + 1))) - 1)))
+		i++;
+	if (i || v < 1024) {
+		snprintf(buf, len, "%llu %s",
+			 (unsigned long long)(v >> (10 * i)), units[i]);
+		return buf;
+	}
+	/* Not a whole number of any unit: one decimal in the largest. */
+	while (i < 6 && v >> (10 * (i + 1)))
+		i++;
+	snprintf(buf, len, "%.1f %s",
+		 (double)v / (double)(UINT64_C(1) << (10 * i)), units[i]);
+	return buf;
+}
+
+int util_write_file(const char *path, const char *text)
+{
+	size_t len = strlen(text), off = 0;
+	char tmp[4096];
+	ssize_t n;
+	int fd, ret, w;
+
+	w = snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+	if (w < 0 || (size_t)w >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	while (off < len) {
+		n = write(fd, text + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			ret = -errno;
+			goto out_unlink;
+		}
+		off += (size_t)n;
+	}
+	if (close(fd) < 0) {
+		fd = -1;
+		ret = -errno;
+		goto out_unlink;
+	}
+	fd = -1;
+	if (rename(tmp, path) < 0) {
+		ret = -errno;
+		goto out_unlink;
+	}
+	return 0;
+out_unlink:
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	return ret;
+}

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/* Small helpers: byte sizes and integers from text, atomic file writes. */
+#ifndef COMMON_UTIL_H
+#define COMMON_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Parses a byte size: decimal digits, optionally a space, then an optional
+ * binary unit K, M, G or T (case-insensitive, optionally followed by "iB" or
+ * "B"; "B" alone means bytes): "4096", "64K", "2M", "256MiB", "1G", "1 TiB".
+ * Returns 0, -ERANGE if it does not fit 64 bits, or -EINVAL.
+ */
+int util_size_parse(const char *s, uint64_t *out);
+
+/*
+ * Formats @v with the largest binary unit that divides it ("256 MiB",
+ * "4 KiB", "1000 B"), else with one decimal ("1.5 GiB"). Returns buf.
+ */
+char *util_size_fmt(uint64_t v, char *buf, size_t len);
+
+/* Parses a whole string of decimal digits (no sign, no spaces). Returns 0,
+ * -ERANGE on overflow or -EINVAL. */
+int util_u64_parse(const char *s, uint64_t *out);
+
+/*
+ * Replaces @path atomically with @text: writes "<path>.tmp.<pid>" (mode
+ * 0644) and renames it over @path. Returns 0 or -errno; no temporary file
+ * is left behind on failure.
+ */
+int util_write_file(const char *path, const char *text);
+
+#endif

@@ -1,0 +1,1183 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The coordinator's tables and request handlers. Every change is expressed
+ * as one change record (coord_int.h), applied, then logged; recovery
+ * applies the same records, so live and recovered state cannot differ.
+ */
+#define LOG_PREFIX "coord: "
+#include "coord.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coord_int.h"
+#include "frame.h"
+#include "log.h"
+#include "msg.h"
+#include "wal.h"
+
+#define WHY_LEN MSG_TEXT_MAX
+
+/* Grows *arr (of *cap elements of @size bytes) to hold @need elements. */
+static int coord_grow(void *arr, uint32_t *cap, uint32_t need, size_t size)
+{
+	void **p = arr;
+	uint32_t ncap;
+	void *n;
+
+	if (need <= *cap)
+		return 0;
+	ncap = *cap ? *cap : 8;
+	while (ncap < need)
+		ncap = ncap > UINT32_MAX / 2 ? need : ncap * 2;
+	n = realloc(*p, (size_t)ncap * size);
+	if (!n)
+		return -ENOMEM;
+	*p = n;
+	*cap = ncap;
+	return 0;
+}
+
+static int coord_is_pow2(uint64_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+static uint64_t coord_chunks_of(uint64_t size, uint64_t chunk_size)
+{
+	return size / chunk_size + (size % chunk_size != 0);
+}
+
+/* ---- lookups ---- */
+
+struct coord_node *coord_node_find(const struct coord *c, uint64_t id)
+{
+	if (id == 0 || id > c->n_nodes)
+		return NULL;
+	return &c->nodes[id - 1];
+}
+
+static struct coord_node *coord_node_find_name(const struct coord *c,
+					       const char *name)
+{
+	for (uint32_t i = 0; i < c->n_nodes; i++)
+		if (!strcmp(c->nodes[i].name, name))
+			return &c->nodes[i];
+	return NULL;
+}
+
+static int coord_region_index(const struct coord *c, const char *name)
+{
+	for (uint32_t i = 0; i < c->n_regions; i++)
+		if (!strcmp(c->regions[i]->name, name))
+			return (int)i;
+	return -1;
+}
+
+struct coord_region *coord_region_find(const struct coord *c, const char *name)
+{
+	int i = coord_region_index(c, name);
+
+	return i < 0 ? NULL : c->regions[i];
+}
+
+/* Index of (node, peer) in c->eps, or where it would be inserted. */
+static uint32_t coord_endpoint_pos(const struct coord *c, uint64_t node,
+				   uint64_t peer)
+{
+	uint32_t lo = 0, hi = c->n_eps;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		const struct coord_endpoint *e = &c->eps[mid];
+
+		if (e->node < node || (e->node == node && e->peer < peer))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+struct coord_endpoint *coord_endpoint_find(const struct coord *c, uint64_t node,
+					   uint64_t peer)
+{
+	uint32_t i = coord_endpoint_pos(c, node, peer);
+
+	if (i < c->n_eps && c->eps[i].node == node && c->eps[i].peer == peer)
+		return &c->eps[i];
+	return NULL;
+}
+
+/* ---- pool extents ---- */
+
+/* Index of the first extent with off >= @off. */
+static uint32_t coord_ext_pos(const struct coord_node *n, uint64_t off)
+{
+	uint32_t lo = 0, hi = n->n_ext;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (n->ext[mid].off < off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Reserves [off, off + len) of @n's pool; -ENOSPC if it overlaps. */
+static int coord_ext_insert(struct coord_node *n, uint64_t off, uint64_t len)
+{
+	uint32_t i = coord_ext_pos(n, off);
+	int ret;
+
+	if (i > 0 && n->ext[i - 1].off + n->ext[i - 1].len > off)
+		return -ENOSPC;
+	if (i < n->n_ext && off + len > n->ext[i].off)
+		return -ENOSPC;
+	ret = coord_grow(&n->ext, &n->cap_ext, n->n_ext + 1, sizeof(*n->ext));
+	if (ret)
+		return ret;
+	memmove(&n->ext[i + 1], &n->ext[i],
+		(size_t)(n->n_ext - i) * sizeof(*n->ext));
+	n->ext[i].off = off;
+	n->ext[i].len = len;
+	n->n_ext++;
+	n->used += len;
+	return 0;
+}
+
+static void coord_ext_remove(struct coord_node *n, uint64_t off)
+{
+	uint32_t i = coord_ext_pos(n, off);
+
+	if (i >= n->n_ext || n->ext[i].off != off)
+		return;
+	n->used -= n->ext[i].len;
+	memmove(&n->ext[i], &n->ext[i + 1],
+		(size_t)(n->n_ext - i - 1) * sizeof(*n->ext));
+	n->n_ext--;
+}
+
+/*
+ * First fit: the lowest @align-aligned offset where @len bytes are free in
+ * @n's pool. Returns 0 and *off, or -ENOSPC.
+ */
+static int coord_ext_fit(const struct coord_node *n, uint64_t len,
+			 uint64_t align, uint64_t *off)
+{
+	uint64_t cand = 0;
+
+	for (uint32_t i = 0; i < n->n_ext; i++) {
+		const struct coord_extent *e = &n->ext[i];
+		uint64_t end;
+
+		if (cand + len <= e->off)
+			break;
+		end = e->off + e->len;
+		if (end > cand) {
+			if (end > UINT64_MAX - align)
+				return -ENOSPC;
+			cand = (end + align - 1) & ~(align - 1);
+		}
+	}
+	if (cand > n->pool_size || n->pool_size - cand < len)
+		return -ENOSPC;
+	*off = cand;
+	return 0;
+}
+
+/* ---- change records ---- */
+
+static void coord_endpoints_drop_node(struct coord *c, uint64_t node)
+{
+	uint32_t j = 0;
+
+	for (uint32_t i = 0; i < c->n_eps; i++)
+		if (c->eps[i].node != node)
+			c->eps[j++] = c->eps[i];
+	c->n_eps = j;
+}
+
+static int coord_apply_node(struct coord *c, const struct msg *rec, char *why,
+			    size_t why_len)
+{
+	const struct msg_node *row;
+	struct coord_node *n, *other;
+	int ret;
+
+	if (rec->n_nodes != 1) {
+		snprintf(why, why_len, "node record with %u rows",
+			 rec->n_nodes);
+		return -EINVAL;
+	}
+	row = &rec->nodes[0];
+	if (!msg_name_is_valid(row->name)) {
+		snprintf(why, why_len, "invalid node name");
+		return -EINVAL;
+	}
+	other = coord_node_find_name(c, row->name);
+	n = coord_node_find(c, row->id);
+	if (n) {
+		if (other != n) {
+			snprintf(why, why_len,
+				 "node %" PRIu64 " is '%s', not '%s'", row->id,
+				 n->name, row->name);
+			return -EINVAL;
+		}
+		if (n->instance != row->instance) {
+			/* Restarted agent: its queue pairs are gone. */
+			coord_endpoints_drop_node(c, n->id);
+			free(n->peers);
+			n->peers = NULL;
+			n->n_peers = 0;
+		}
+	} else {
+		if (row->id != (uint64_t)c->n_nodes + 1) {
+			snprintf(why, why_len,
+				 "node id %" PRIu64 " does not follow %u",
+				 row->id, c->n_nodes);
+			return -EINVAL;
+		}
+		if (other) {
+			snprintf(why, why_len, "node name '%s' taken by %u",
+				 row->name, other->id);
+			return -EEXIST;
+		}
+		if (c->n_nodes >= COORD_NODES_MAX) {
+			snprintf(why, why_len, "too many nodes (%u)",
+				 COORD_NODES_MAX);
+			return -ENOSPC;
+		}
+		ret = coord_grow(&c->nodes, &c->cap_nodes, c->n_nodes + 1,
+				 sizeof(*c->nodes));
+		if (ret)
+			return ret;
+		n = &c->nodes[c->n_nodes++];
+		memset(n, 0, sizeof(*n));
+		n->id = (uint32_t)row->id;
+		memcpy(n->name, row->name, sizeof(n->name));
+	}
+	memcpy(n->data_addr, row->data_addr, sizeof(n->data_addr));
+	n->data_addr[sizeof(n->data_addr) - 1] = '\0';
+	n->pool_size = row->pool_size;
+	n->instance = row->instance;
+	n->mr_addr = row->mr_addr;
+	n->rkey = row->rkey;
+	n->mr_len = row->mr_len;
+	return 0;
+}
+
+static int coord_region_check(const struct msg *rec, char *why, size_t why_len)
+{
+	if (!msg_name_is_valid(rec->name)) {
+		snprintf(why, why_len, "invalid region name");
+		return -EINVAL;
+	}
+	if (rec->size == 0 || rec->size % COORD_REGION_ALIGN) {
+		snprintf(why, why_len,
+			 "region size %" PRIu64
+			 " is not a positive multiple of %u",
+			 rec->size, COORD_REGION_ALIGN);
+		return -EINVAL;
+	}
+	if (!coord_is_pow2(rec->chunk_size) ||
+	    rec->chunk_size < COORD_CHUNK_SIZE_MIN ||
+	    rec->chunk_size > COORD_CHUNK_SIZE_MAX) {
+		snprintf(why, why_len,
+			 "chunk size %" PRIu64
+			 " is not a power of two in [%" PRIu64 ", %" PRIu64 "]",
+			 rec->chunk_size, COORD_CHUNK_SIZE_MIN,
+			 COORD_CHUNK_SIZE_MAX);
+		return -EINVAL;
+	}
+	if (coord_chunks_of(rec->size, rec->chunk_size) > COORD_CHUNKS_MAX) {
+		snprintf(why, why_len,
+			 "region of %" PRIu64 " chunks; at most %u",
+			 coord_chunks_of(rec->size, rec->chunk_size),
+			 COORD_CHUNKS_MAX);
+		return -E2BIG;
+	}
+	return 0;
+}
+
+static void coord_region_free(struct coord_region *r)
+{
+	if (!r)
+		return;
+	free(r->chunks);
+	free(r);
+}
+
+static int coord_apply_region(struct coord *c, const struct msg *rec, char *why,
+			      size_t why_len)
+{
+	struct coord_region *r;
+	uint32_t i;
+	int ret;
+
+	ret = coord_region_check(rec, why, why_len);
+	if (ret)
+		return ret;
+	if (coord_region_find(c, rec->name)) {
+		snprintf(why, why_len, "region '%s' exists", rec->name);
+		return -EEXIST;
+	}
+	if (c->n_regions >= COORD_REGIONS_MAX) {
+		snprintf(why, why_len, "too many regions (%u)",
+			 COORD_REGIONS_MAX);
+		return -ENOSPC;
+	}
+	if (rec->n_chunks != coord_chunks_of(rec->size, rec->chunk_size)) {
+		snprintf(why, why_len, "%u chunks for a region of %" PRIu64,
+			 rec->n_chunks,
+			 coord_chunks_of(rec->size, rec->chunk_size));
+		return -EINVAL;
+	}
+	ret = coord_grow(&c->regions, &c->cap_regions, c->n_regions + 1,
+			 sizeof(*c->regions));
+	if (ret)
+		return ret;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->chunks = malloc((size_t)rec->n_chunks * sizeof(*r->chunks));
+	if (!r->chunks) {
+		ret = -ENOMEM;
+		goto out_free;
+	}
+	for (i = 0; i < rec->n_chunks; i++) {
+		const struct msg_chunk *ch = &rec->chunks[i];
+		struct coord_node *n = coord_node_find(c, ch->node);
+
+		if (!n) {
+			snprintf(why, why_len,
+				 "chunk %u: unknown node %" PRIu64, i,
+				 ch->node);
+			ret = -ENOENT;
+			goto out_unreserve;
+		}
+		if (ch->off % rec->chunk_size ||
+		    ch->off > UINT64_MAX - rec->chunk_size) {
+			snprintf(why, why_len, "chunk %u: bad offset %" PRIu64,
+				 i, ch->off);
+			ret = -EINVAL;
+			goto out_unreserve;
+		}
+		ret = coord_ext_insert(n, ch->off, rec->chunk_size);
+		if (ret) {
+			snprintf(why, why_len,
+				 "chunk %u: offset %" PRIu64
+				 " of node %u is in use",
+				 i, ch->off, n->id);
+			goto out_unreserve;
+		}
+		r->chunks[i] = *ch;
+	}
+	memcpy(r->name, rec->name, sizeof(r->name));
+	r->size = rec->size;
+	r->chunk_size = rec->chunk_size;
+	r->epoch = rec->epoch;
+	r->n_chunks = rec->n_chunks;
+	c->regions[c->n_regions++] = r;
+	if (rec->epoch > c->epoch)
+		c->epoch = rec->epoch;
+	return 0;
+out_unreserve:
+	while (i--)
+		coord_ext_remove(coord_node_find(c, r->chunks[i].node),
+				 r->chunks[i].off);
+out_free:
+	coord_region_free(r);
+	return ret;
+}
+
+static int coord_apply_region_delete(struct coord *c, const struct msg *rec,
+				     char *why, size_t why_len)
+{
+	int i = coord_region_index(c, rec->name);
+	struct coord_region *r;
+
+	if (i < 0) {
+		snprintf(why, why_len, "no region '%s'", rec->name);
+		return -ENOENT;
+	}
+	r = c->regions[i];
+	for (uint32_t k = 0; k < r->n_chunks; k++)
+		coord_ext_remove(coord_node_find(c, r->chunks[k].node),
+				 r->chunks[k].off);
+	coord_region_free(r);
+	memmove(&c->regions[i], &c->regions[i + 1],
+		(size_t)(c->n_regions - (uint32_t)i - 1) * sizeof(*c->regions));
+	c->n_regions--;
+	c->epoch++;
+	return 0;
+}
+
+static int coord_apply_endpoint(struct coord *c, const struct msg *rec,
+				char *why, size_t why_len)
+{
+	struct coord_endpoint *e;
+	uint32_t i;
+	int ret;
+
+	if (!coord_node_find(c, rec->node) || !coord_node_find(c, rec->peer)) {
+		snprintf(why, why_len, "unknown node %" PRIu64,
+			 coord_node_find(c, rec->node) ? rec->peer : rec->node);
+		return -ENOENT;
+	}
+	i = coord_endpoint_pos(c, rec->node, rec->peer);
+	if (i >= c->n_eps || c->eps[i].node != rec->node ||
+	    c->eps[i].peer != rec->peer) {
+		ret = coord_grow(&c->eps, &c->cap_eps, c->n_eps + 1,
+				 sizeof(*c->eps));
+		if (ret)
+			return ret;
+		memmove(&c->eps[i + 1], &c->eps[i],
+			(size_t)(c->n_eps - i) * sizeof(*c->eps));
+		c->n_eps++;
+	}
+	e = &c->eps[i];
+	e->node = (uint32_t)rec->node;
+	e->peer = (uint32_t)rec->peer;
+	e->qpn = rec->qpn;
+	e->lid = rec->lid;
+	e->gid_index = rec->gid_index;
+	e->psn = rec->psn;
+	e->mtu = rec->mtu;
+	memcpy(e->gid, rec->gid, sizeof(e->gid));
+	return 0;
+}
+
+static int coord_apply_mr(struct coord *c, const struct msg *rec, char *why,
+			  size_t why_len)
+{
+	struct coord_node *n = coord_node_find(c, rec->node);
+
+	if (!n) {
+		snprintf(why, why_len, "unknown node %" PRIu64, rec->node);
+		return -ENOENT;
+	}
+	n->mr_addr = rec->mr_addr;
+	n->rkey = rec->rkey;
+	n->mr_len = rec->mr_len;
+	return 0;
+}
+
+int coord_record_apply(struct coord *c, const struct msg *rec, char *why,
+		       size_t why_len)
+{
+	char dummy[WHY_LEN];
+
+	if (!why) {
+		why = dummy;
+		why_len = sizeof(dummy);
+	}
+	why[0] = '\0';
+	switch (rec->type) {
+	case MSG_T_NODES:
+		return coord_apply_node(c, rec, why, why_len);
+	case MSG_T_REGION:
+		return coord_apply_region(c, rec, why, why_len);
+	case MSG_T_REGION_DELETE:
+		return coord_apply_region_delete(c, rec, why, why_len);
+	case MSG_T_ENDPOINT_PUT:
+		return coord_apply_endpoint(c, rec, why, why_len);
+	case MSG_T_MR_PUT:
+		return coord_apply_mr(c, rec, why, why_len);
+	default:
+		snprintf(why, why_len, "%s is not a change record",
+			 msg_type_name(rec->type));
+		return -EINVAL;
+	}
+}
+
+static void coord_node_row(const struct coord_node *n, struct msg_node *row)
+{
+	memset(row, 0, sizeof(*row));
+	row->id = n->id;
+	memcpy(row->name, n->name, sizeof(row->name));
+	memcpy(row->data_addr, n->data_addr, sizeof(row->data_addr));
+	row->pool_size = n->pool_size;
+	row->instance = n->instance;
+	row->mr_addr = n->mr_addr;
+	row->rkey = n->rkey;
+	row->mr_len = n->mr_len;
+}
+
+static void coord_endpoint_msg(const struct coord_endpoint *e,
+			       enum msg_type type, struct msg *m)
+{
+	msg_init(m, type);
+	m->node = e->node;
+	m->peer = e->peer;
+	m->qpn = e->qpn;
+	m->lid = e->lid;
+	m->gid_index = e->gid_index;
+	m->psn = e->psn;
+	m->mtu = e->mtu;
+	memcpy(m->gid, e->gid, sizeof(m->gid));
+}
+
+int coord_records_dump(const struct coord *c,
+		       int (*emit)(void *arg, const struct msg *rec), void *arg)
+{
+	struct msg_node row;
+	struct msg m;
+	int ret;
+
+	/* The records point into the tables: never msg_fini() them. */
+	for (uint32_t i = 0; i < c->n_nodes; i++) {
+		coord_node_row(&c->nodes[i], &row);
+		msg_init(&m, MSG_T_NODES);
+		m.nodes = &row;
+		m.n_nodes = 1;
+		ret = emit(arg, &m);
+		if (ret)
+			return ret;
+	}
+	for (uint32_t i = 0; i < c->n_regions; i++) {
+		const struct coord_region *r = c->regions[i];
+
+		msg_init(&m, MSG_T_REGION);
+		memcpy(m.name, r->name, sizeof(m.name));
+		m.size = r->size;
+		m.chunk_size = r->chunk_size;
+		m.epoch = r->epoch;
+		m.chunks = r->chunks;
+		m.n_chunks = r->n_chunks;
+		ret = emit(arg, &m);
+		if (ret)
+			return ret;
+	}
+	for (uint32_t i = 0; i < c->n_eps; i++) {
+		coord_endpoint_msg(&c->eps[i], MSG_T_ENDPOINT_PUT, &m);
+		ret = emit(arg, &m);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* ---- recovery and durability ---- */
+
+static int coord_wal_apply(void *arg, const struct msg *rec, char *why,
+			   size_t why_len)
+{
+	return coord_record_apply(arg, rec, why, why_len);
+}
+
+static void coord_wal_snapshot_loaded(void *arg, uint64_t epoch)
+{
+	struct coord *c = arg;
+
+	if (epoch > c->epoch)
+		c->epoch = epoch;
+}
+
+static int coord_wal_dump(void *arg, wal_emit_fn emit, void *emit_arg)
+{
+	return coord_records_dump(arg, emit, emit_arg);
+}
+
+static const struct wal_ops coord_wal_ops = {
+	.apply = coord_wal_apply,
+	.snapshot_loaded = coord_wal_snapshot_loaded,
+};
+
+int coord_create(const struct coord_cfg *cfg, uint64_t now_ms,
+		 struct coord **out)
+{
+	struct coord *c;
+	int ret;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->lease_ms = cfg->lease_ms ? cfg->lease_ms : COORD_LEASE_MS_DEFAULT;
+	c->snapshot_every = cfg->snapshot_every ? cfg->snapshot_every
+						: COORD_SNAPSHOT_EVERY_DEFAULT;
+	if (cfg->data_dir) {
+		ret = wal_open(cfg->data_dir, &coord_wal_ops, c, &c->wal);
+		if (ret)
+			goto err;
+	}
+	/* Leases are not durable: give recovered nodes one to heartbeat. */
+	for (uint32_t i = 0; i < c->n_nodes; i++) {
+		c->nodes[i].lease_end = now_ms + c->lease_ms;
+		c->nodes[i].was_up = 1;
+	}
+	if (c->n_nodes || c->n_regions)
+		log_info("recovered %u nodes, %u regions, %u endpoints, epoch "
+			 "%" PRIu64,
+			 c->n_nodes, c->n_regions, c->n_eps, c->epoch);
+	*out = c;
+	return 0;
+err:
+	coord_destroy(c);
+	return ret;
+}
+
+void coord_destroy(struct coord *c)
+{
+	if (!c)
+		return;
+	wal_close(c->wal);
+	for (uint32_t i = 0; i < c->n_nodes; i++) {
+		free(c->nodes[i].peers);
+		free(c->nodes[i].ext);
+	}
+	free(c->nodes);
+	for (uint32_t i = 0; i < c->n_regions; i++)
+		coord_region_free(c->regions[i]);
+	free(c->regions);
+	free(c->eps);
+	free(c);
+}
+
+int coord_sync(struct coord *c)
+{
+	int ret;
+
+	if (!c->wal || !c->dirty)
+		return 0;
+	ret = wal_sync(c->wal);
+	if (ret)
+		return ret;
+	c->dirty = 0;
+	if (wal_records(c->wal) >= c->snapshot_every)
+		return wal_snapshot(c->wal, c->epoch, coord_wal_dump, c);
+	return 0;
+}
+
+/*
+ * Applies and logs the change @rec. Returns 0; or the apply error with
+ * @rep set to MSG_T_ERROR; or, with c->fatal set, the log's write error.
+ */
+static int coord_change(struct coord *c, const struct msg *rec, struct msg *rep,
+			int *fatal)
+{
+	char why[WHY_LEN] = "";
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	int ret;
+
+	if (c->wal) {
+		/* Encode first: once applied, only the write may fail. */
+		ret = msg_encode(rec, &buf, &len);
+		if (ret) {
+			msg_error(rep, ret, "cannot encode the %s change",
+				  msg_type_name(rec->type));
+			return ret;
+		}
+		if (len > FRAME_MAX) {
+			free(buf);
+			msg_error(rep, -E2BIG,
+				  "change of %zu bytes is too large to log",
+				  len);
+			return -E2BIG;
+		}
+	}
+	ret = coord_record_apply(c, rec, why, sizeof(why));
+	if (ret) {
+		free(buf);
+		msg_error(rep, ret, "%s", why[0] ? why : log_strerror(ret));
+		return ret;
+	}
+	if (c->wal) {
+		ret = wal_append(c->wal, buf, len);
+		free(buf);
+		if (ret) {
+			*fatal = ret;
+			return ret;
+		}
+		c->dirty = 1;
+	}
+	return 0;
+}
+
+/* ---- request handlers: 0 (rep set) or -errno with *fatal set ---- */
+
+static int coord_on_join(struct coord *c, const struct msg *req,
+			 struct msg *rep, uint64_t now, int *fatal)
+{
+	struct coord_node *n = coord_node_find_name(c, req->name);
+	struct msg_node row;
+	struct msg rec;
+	int ret, changed = 1;
+
+	if (n) {
+		coord_node_row(n, &row);
+		if (n->instance != req->instance) {
+			log_info("node %u (%s) restarted: instance %" PRIx64
+				 " -> %" PRIx64,
+				 n->id, n->name, n->instance, req->instance);
+			/* Its pool MR and queue pairs went with it. */
+			row.mr_addr = row.rkey = row.mr_len = 0;
+		} else if (!strcmp(n->data_addr, req->data_addr) &&
+			   n->pool_size == req->pool_size) {
+			changed = 0;
+		}
+	} else {
+		memset(&row, 0, sizeof(row));
+		row.id = (uint64_t)c->n_nodes + 1;
+		memcpy(row.name, req->name, sizeof(row.name));
+	}
+	memcpy(row.data_addr, req->data_addr, sizeof(row.data_addr));
+	row.pool_size = req->pool_size;
+	row.instance = req->instance;
+	if (changed) {
+		msg_init(&rec, MSG_T_NODES);
+		rec.nodes = &row;
+		rec.n_nodes = 1;
+		ret = coord_change(c, &rec, rep, fatal);
+		if (ret)
+			return ret;
+	}
+	n = coord_node_find(c, row.id);
+	if (!n->was_up || changed)
+		log_info("node %u (%s) joined: data %s, pool %" PRIu64
+			 " bytes, instance %" PRIx64,
+			 n->id, n->name, n->data_addr, n->pool_size,
+			 n->instance);
+	n->lease_end = now + c->lease_ms;
+	n->was_up = 1;
+	msg_init(rep, MSG_T_NODE_JOINED);
+	rep->node = n->id;
+	rep->lease_ms = c->lease_ms;
+	return 0;
+}
+
+static int coord_on_heartbeat(struct coord *c, const struct msg *req,
+			      struct msg *rep, uint64_t now)
+{
+	struct coord_node *n = coord_node_find(c, req->node);
+	struct msg_peer *peers = NULL;
+
+	if (!n) {
+		msg_error(rep, -ENOENT, "unknown node %" PRIu64 "; join first",
+			  req->node);
+		return -ENOENT;
+	}
+	if (n->instance != req->instance) {
+		msg_error(rep, -ESTALE,
+			  "node %u (%s): instance %" PRIx64
+			  " is not the current %" PRIx64 "; rejoin",
+			  n->id, n->name, req->instance, n->instance);
+		return -ESTALE;
+	}
+	if (req->n_peers > COORD_NODES_MAX) {
+		msg_error(rep, -EINVAL, "%u peers reported; at most %u",
+			  req->n_peers, COORD_NODES_MAX);
+		return -EINVAL;
+	}
+	if (req->n_peers) {
+		peers = malloc((size_t)req->n_peers * sizeof(*peers));
+		if (!peers) {
+			msg_error(rep, -ENOMEM, "out of memory");
+			return -ENOMEM;
+		}
+		memcpy(peers, req->peers,
+		       (size_t)req->n_peers * sizeof(*peers));
+	}
+	free(n->peers);
+	n->peers = peers;
+	n->n_peers = req->n_peers;
+	n->lease_end = now + c->lease_ms;
+	msg_init(rep, MSG_T_OK);
+	return 0;
+}
+
+static int coord_on_node_list(struct coord *c, struct msg *rep, uint64_t now)
+{
+	msg_init(rep, MSG_T_NODES);
+	if (!c->n_nodes)
+		return 0;
+	rep->nodes = calloc(c->n_nodes, sizeof(*rep->nodes));
+	if (!rep->nodes)
+		goto out_nomem;
+	for (uint32_t i = 0; i < c->n_nodes; i++) {
+		const struct coord_node *n = &c->nodes[i];
+		struct msg_node *row = &rep->nodes[i];
+
+		coord_node_row(n, row);
+		rep->n_nodes = i + 1;
+		row->up = now < n->lease_end;
+		row->lease_ms = row->up ? n->lease_end - now : 0;
+		if (!n->n_peers)
+			continue;
+		row->peers = malloc((size_t)n->n_peers * sizeof(*row->peers));
+		if (!row->peers)
+			goto out_nomem;
+		memcpy(row->peers, n->peers,
+		       (size_t)n->n_peers * sizeof(*row->peers));
+		row->n_peers = n->n_peers;
+	}
+	return 0;
+out_nomem:
+	msg_fini(rep);
+	msg_error(rep, -ENOMEM, "out of memory");
+	return -ENOMEM;
+}
+
+/*
+ * Chooses owner and offset of every chunk of the region in @r (name, size,
+ * chunk_size set; chunks allocated): @req's place or owners list, else the
+ * nodes that are up, interleaved by id; first fit in each owner's pool.
+ * Leaves the pools as they were. Returns 0 or -errno with @why.
+ */
+static int coord_region_place(struct coord *c, const struct msg *req,
+			      struct msg *r, uint64_t now, char *why,
+			      size_t why_len)
+{
+	uint64_t *up = NULL;
+	const uint64_t *ids;
+	uint32_t n_ids, i;
+	int ret = 0;
+
+	if (req->n_place && req->n_owners) {
+		snprintf(why, why_len, "give either place or owners, not both");
+		return -EINVAL;
+	}
+	if (req->n_owners) {
+		if (req->n_owners != r->n_chunks) {
+			snprintf(why, why_len,
+				 "%u owners for a region of %u chunks",
+				 req->n_owners, r->n_chunks);
+			return -EINVAL;
+		}
+		ids = req->owners;
+		n_ids = req->n_owners;
+	} else if (req->n_place) {
+		ids = req->place;
+		n_ids = req->n_place;
+	} else {
+		up = malloc((size_t)(c->n_nodes ? c->n_nodes : 1) *
+			    sizeof(*up));
+		if (!up)
+			return -ENOMEM;
+		n_ids = 0;
+		for (i = 0; i < c->n_nodes; i++)
+			if (now < c->nodes[i].lease_end)
+				up[n_ids++] = c->nodes[i].id;
+		if (!n_ids) {
+			free(up);
+			snprintf(why, why_len,
+				 "no node is up to place region '%s' on",
+				 r->name);
+			return -ENOENT;
+		}
+		ids = up;
+	}
+	for (i = 0; i < n_ids; i++) {
+		if (!coord_node_find(c, ids[i])) {
+			snprintf(why, why_len, "unknown node %" PRIu64, ids[i]);
+			ret = -ENOENT;
+			goto out;
+		}
+	}
+	for (i = 0; i < r->n_chunks; i++) {
+		struct coord_node *n = coord_node_find(c, ids[i % n_ids]);
+		uint64_t off;
+
+		ret = coord_ext_fit(n, r->chunk_size, r->chunk_size, &off);
+		if (!ret)
+			ret = coord_ext_insert(n, off, r->chunk_size);
+		if (ret) {
+			if (ret == -ENOSPC)
+				snprintf(why, why_len,
+					 "node %u (%s) has no free %" PRIu64
+					 "-byte chunk for chunk %u of region "
+					 "'%s' (pool %" PRIu64
+					 " bytes, %" PRIu64 " in use)",
+					 n->id, n->name, r->chunk_size, i,
+					 r->name, n->pool_size, n->used);
+			break;
+		}
+		r->chunks[i].node = n->id;
+		r->chunks[i].off = off;
+	}
+	/* Only a plan: coord_record_apply() reserves for real. */
+	while (i--)
+		coord_ext_remove(coord_node_find(c, r->chunks[i].node),
+				 r->chunks[i].off);
+out:
+	free(up);
+	return ret;
+}
+
+static int coord_on_region_create(struct coord *c, const struct msg *req,
+				  struct msg *rep, uint64_t now, int *fatal)
+{
+	char why[WHY_LEN] = "";
+	uint64_t n_chunks;
+	struct msg rec;
+	int ret;
+
+	msg_init(&rec, MSG_T_REGION);
+	memcpy(rec.name, req->name, sizeof(rec.name));
+	rec.size = req->size;
+	rec.chunk_size =
+		req->chunk_size ? req->chunk_size : COORD_CHUNK_SIZE_DEFAULT;
+	rec.epoch = c->epoch + 1;
+	ret = coord_region_check(&rec, why, sizeof(why));
+	if (ret)
+		goto out_err;
+	if (coord_region_find(c, req->name)) {
+		snprintf(why, sizeof(why), "region '%s' exists", req->name);
+		ret = -EEXIST;
+		goto out_err;
+	}
+	n_chunks = coord_chunks_of(rec.size, rec.chunk_size);
+	rec.chunks = calloc(n_chunks, sizeof(*rec.chunks));
+	if (!rec.chunks) {
+		ret = -ENOMEM;
+		goto out_err;
+	}
+	rec.n_chunks = (uint32_t)n_chunks;
+	ret = coord_region_place(c, req, &rec, now, why, sizeof(why));
+	if (ret)
+		goto out_err;
+	ret = coord_change(c, &rec, rep, fatal);
+	if (ret) {
+		msg_fini(&rec);
+		return *fatal ? ret : 0;
+	}
+	log_info("region '%s' created: %" PRIu64 " bytes, %u chunks of %" PRIu64
+		 ", epoch %" PRIu64,
+		 rec.name, rec.size, rec.n_chunks, rec.chunk_size, rec.epoch);
+	*rep = rec; /* the change record is the reply; rep owns its chunks */
+	return 0;
+out_err:
+	msg_fini(&rec);
+	msg_error(rep, ret, "%s", why[0] ? why : log_strerror(ret));
+	return 0;
+}
+
+static void coord_region_msg(const struct coord_region *r, struct msg *m)
+{
+	memcpy(m->name, r->name, sizeof(m->name));
+	m->size = r->size;
+	m->chunk_size = r->chunk_size;
+	m->epoch = r->epoch;
+}
+
+static void coord_on_region_get(struct coord *c, const struct msg *req,
+				struct msg *rep)
+{
+	const struct coord_region *r = coord_region_find(c, req->name);
+
+	if (!r) {
+		msg_error(rep, -ENOENT, "no region '%s'", req->name);
+		return;
+	}
+	msg_init(rep, MSG_T_REGION);
+	coord_region_msg(r, rep);
+	rep->chunks = malloc((size_t)r->n_chunks * sizeof(*rep->chunks));
+	if (!rep->chunks) {
+		msg_error(rep, -ENOMEM, "out of memory");
+		return;
+	}
+	memcpy(rep->chunks, r->chunks,
+	       (size_t)r->n_chunks * sizeof(*r->chunks));
+	rep->n_chunks = r->n_chunks;
+}
+
+static void coord_on_region_list(struct coord *c, struct msg *rep)
+{
+	msg_init(rep, MSG_T_REGIONS);
+	if (!c->n_regions)
+		return;
+	rep->regions = calloc(c->n_regions, sizeof(*rep->regions));
+	if (!rep->regions) {
+		msg_error(rep, -ENOMEM, "out of memory");
+		return;
+	}
+	rep->n_regions = c->n_regions;
+	for (uint32_t i = 0; i < c->n_regions; i++) {
+		const struct coord_region *r = c->regions[i];
+		struct msg_region *row = &rep->regions[i];
+
+		memcpy(row->name, r->name, sizeof(row->name));
+		row->size = r->size;
+		row->chunk_size = r->chunk_size;
+		row->epoch = r->epoch;
+	}
+}
+
+static int coord_on_region_delete(struct coord *c, const struct msg *req,
+				  struct msg *rep, int *fatal)
+{
+	struct msg rec;
+	int ret;
+
+	msg_init(&rec, MSG_T_REGION_DELETE);
+	memcpy(rec.name, req->name, sizeof(rec.name));
+	ret = coord_change(c, &rec, rep, fatal);
+	if (ret)
+		return *fatal ? ret : 0;
+	log_info("region '%s' deleted, epoch %" PRIu64, req->name, c->epoch);
+	msg_init(rep, MSG_T_OK);
+	return 0;
+}
+
+static int coord_on_endpoint_put(struct coord *c, const struct msg *req,
+				 struct msg *rep, int *fatal)
+{
+	const struct coord_endpoint *e =
+		coord_endpoint_find(c, req->node, req->peer);
+	struct msg rec;
+	int ret;
+
+	/* Re-published unchanged (agent reconnect): nothing to log. */
+	if (e && e->qpn == req->qpn && e->lid == req->lid &&
+	    e->gid_index == req->gid_index && e->psn == req->psn &&
+	    e->mtu == req->mtu && !memcmp(e->gid, req->gid, sizeof(e->gid))) {
+		msg_init(rep, MSG_T_OK);
+		return 0;
+	}
+	msg_init(&rec, MSG_T_ENDPOINT_PUT);
+	rec.node = req->node;
+	rec.peer = req->peer;
+	rec.qpn = req->qpn;
+	rec.lid = req->lid;
+	rec.gid_index = req->gid_index;
+	rec.psn = req->psn;
+	rec.mtu = req->mtu;
+	memcpy(rec.gid, req->gid, sizeof(rec.gid));
+	ret = coord_change(c, &rec, rep, fatal);
+	if (ret)
+		return *fatal ? ret : 0;
+	log_dbg("endpoint %" PRIu64 " -> %" PRIu64 ": qpn %" PRIu64, req->node,
+		req->peer, req->qpn);
+	msg_init(rep, MSG_T_OK);
+	return 0;
+}
+
+static void coord_on_endpoint_get(struct coord *c, const struct msg *req,
+				  struct msg *rep)
+{
+	const struct coord_endpoint *e =
+		coord_endpoint_find(c, req->node, req->peer);
+
+	if (!e) {
+		msg_error(rep, -ENOENT,
+			  "no endpoint of node %" PRIu64 " for peer %" PRIu64,
+			  req->node, req->peer);
+		return;
+	}
+	coord_endpoint_msg(e, MSG_T_ENDPOINT, rep);
+}
+
+static int coord_on_mr_put(struct coord *c, const struct msg *req,
+			   struct msg *rep, int *fatal)
+{
+	const struct coord_node *n = coord_node_find(c, req->node);
+	struct msg rec;
+	int ret;
+
+	if (!n || n->mr_addr != req->mr_addr || n->rkey != req->rkey ||
+	    n->mr_len != req->mr_len) {
+		msg_init(&rec, MSG_T_MR_PUT);
+		rec.node = req->node;
+		rec.mr_addr = req->mr_addr;
+		rec.rkey = req->rkey;
+		rec.mr_len = req->mr_len;
+		ret = coord_change(c, &rec, rep, fatal);
+		if (ret)
+			return *fatal ? ret : 0;
+	}
+	msg_init(rep, MSG_T_OK);
+	return 0;
+}
+
+int coord_msg_is_request(enum msg_type type)
+{
+	switch (type) {
+	case MSG_T_NODE_JOIN:
+	case MSG_T_HEARTBEAT:
+	case MSG_T_NODE_LIST:
+	case MSG_T_REGION_CREATE:
+	case MSG_T_REGION_GET:
+	case MSG_T_REGION_LIST:
+	case MSG_T_REGION_DELETE:
+	case MSG_T_ENDPOINT_PUT:
+	case MSG_T_ENDPOINT_GET:
+	case MSG_T_MR_PUT:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+int coord_handle(struct coord *c, const struct msg *req, struct msg *rep,
+		 uint64_t now_ms)
+{
+	int fatal = 0, ret = 0;
+
+	msg_init(rep, MSG_T_NONE);
+	switch (req->type) {
+	case MSG_T_NODE_JOIN:
+		ret = coord_on_join(c, req, rep, now_ms, &fatal);
+		break;
+	case MSG_T_HEARTBEAT:
+		coord_on_heartbeat(c, req, rep, now_ms);
+		break;
+	case MSG_T_NODE_LIST:
+		coord_on_node_list(c, rep, now_ms);
+		break;
+	case MSG_T_REGION_CREATE:
+		ret = coord_on_region_create(c, req, rep, now_ms, &fatal);
+		break;
+	case MSG_T_REGION_GET:
+		coord_on_region_get(c, req, rep);
+		break;
+	case MSG_T_REGION_LIST:
+		coord_on_region_list(c, rep);
+		break;
+	case MSG_T_REGION_DELETE:
+		ret = coord_on_region_delete(c, req, rep, &fatal);
+		break;
+	case MSG_T_ENDPOINT_PUT:
+		ret = coord_on_endpoint_put(c, req, rep, &fatal);
+		break;
+	case MSG_T_ENDPOINT_GET:
+		coord_on_endpoint_get(c, req, rep);
+		break;
+	case MSG_T_MR_PUT:
+		ret = coord_on_mr_put(c, req, rep, &fatal);
+		break;
+	default:
+		return -EPROTO;
+	}
+	if (fatal) {
+		msg_fini(rep);
+		return fatal;
+	}
+	(void)ret; /* handler errors are in rep */
+	return 0;
+}
+
+void coord_lease_check(struct coord *c, uint64_t now_ms)
+{
+	for (uint32_t i = 0; i < c->n_nodes; i++) {
+		struct coord_node *n = &c->nodes[i];
+		int up = now_ms < n->lease_end;
+
+		if (up == n->was_up)
+			continue;
+		n->was_up = up;
+		if (up)
+			log_info("node %u (%s) is up again", n->id, n->name);
+		else
+			log_warn("node %u (%s) is down: no heartbeat for "
+				 "%" PRIu64 " ms",
+				 n->id, n->name,
+				 now_ms - n->lease_end + c->lease_ms);
+	}
+}

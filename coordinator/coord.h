@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The coordinator's tables (nodes, regions with their chunk maps, queue-pair
+ * endpoints, pool MRs) and the request handlers that read and change them.
+ * Every change goes through the write-ahead log (wal.h) when a data directory
+ * is configured. Single-threaded: the caller serialises all calls.
+ */
+#ifndef COORDINATOR_COORD_H
+#define COORDINATOR_COORD_H
+
+#include <stdint.h>
+
+#include "msg.h"
+
+#define COORD_LEASE_MS_DEFAULT	     5000
+#define COORD_SNAPSHOT_EVERY_DEFAULT 1000
+#define COORD_CHUNK_SIZE_DEFAULT     (UINT64_C(2) << 20)
+#define COORD_CHUNK_SIZE_MIN	     (UINT64_C(2) << 20)
+#define COORD_CHUNK_SIZE_MAX	     (UINT64_C(1) << 30)
+#define COORD_REGION_ALIGN	     4096u
+#define COORD_CHUNKS_MAX	     (1u << 18) /* per region */
+#define COORD_NODES_MAX		     4096u
+#define COORD_REGIONS_MAX	     65536u
+
+struct coord;
+
+struct coord_cfg {
+	const char *data_dir;	 /* NULL: tables live in memory only */
+	uint64_t lease_ms;	 /* 0: COORD_LEASE_MS_DEFAULT */
+	uint64_t snapshot_every; /* WAL records per snapshot; 0: default */
+};
+
+/*
+ * Creates the tables. With cfg->data_dir set, the directory is created if
+ * missing, locked against a second coordinator, and the state is recovered
+ * from its snapshot and write-ahead log (a torn or corrupt log tail is
+ * truncated with a warning). Recovered nodes get one lease period, counted
+ * from @now_ms, to send a heartbeat. Returns 0 and the tables in *out (free
+ * with coord_destroy()), -EBADMSG if the snapshot is invalid or does not
+ * match the log, -EWOULDBLOCK if another process holds the data directory,
+ * or -errno.
+ */
+int coord_create(const struct coord_cfg *cfg, uint64_t now_ms,
+		 struct coord **out);
+
+/* Frees the tables and closes the log; NULL is a no-op. */
+void coord_destroy(struct coord *c);
+
+/* True if @type is a request coord_handle() serves. */
+int coord_msg_is_request(enum msg_type type);
+
+/*
+ * Serves one request @req at time @now_ms and builds the reply in @rep
+ * (initialised here; the caller msg_fini()s it): the answer, or MSG_T_ERROR
+ * with err and text when the request cannot be served (unknown node or
+ * region, duplicate name, no space, bad values...). A change is applied and
+ * written to the log but not yet synced: the caller must not send @rep
+ * before coord_sync() returned 0. Returns 0 (send @rep), -EPROTO if @req is
+ * not a request (see coord_msg_is_request(); @rep is empty), or another
+ * -errno if the log could not be written: the state may be lost, so the
+ * caller must exit without replying.
+ */
+int coord_handle(struct coord *c, const struct msg *req, struct msg *rep,
+		 uint64_t now_ms);
+
+/*
+ * Makes every change handled so far durable (fsync of the log) and takes a
+ * snapshot when enough records have accumulated. Cheap when nothing
+ * changed. Returns 0, or -errno on a write or sync failure, after which the
+ * caller must exit without replying.
+ */
+int coord_sync(struct coord *c);
+
+/*
+ * Logs nodes whose lease expired since the last call ("down") and nodes
+ * that heartbeat again ("up"), once per transition. Call it periodically.
+ */
+void coord_lease_check(struct coord *c, uint64_t now_ms);
+
+#endif

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private to coord.c, wal.c and the unit tests: the table layout and the
+ * record application shared by live changes and recovery.
+ */
+#ifndef COORDINATOR_COORD_INT_H
+#define COORDINATOR_COORD_INT_H
+
+#include <stdint.h>
+
+#include "coord.h"
+#include "msg.h"
+
+struct wal;
+
+/* A reserved byte range of a node's pool (one chunk). */
+struct coord_extent {
+	uint64_t off;
+	uint64_t len;
+};
+
+struct coord_node {
+	uint32_t id; /* index in coord.nodes + 1: nodes are never removed */
+	char name[MSG_NAME_MAX];
+	char data_addr[MSG_ADDR_MAX];
+	uint64_t pool_size;
+	uint64_t instance;
+	uint64_t mr_addr, rkey, mr_len;
+	/* In memory only. */
+	uint64_t lease_end; /* now_ms deadline; up while now < lease_end */
+	int was_up;	    /* state last logged by coord_lease_check() */
+	struct msg_peer *peers;
+	uint32_t n_peers;
+	struct coord_extent *ext; /* sorted by off, never overlapping */
+	uint32_t n_ext, cap_ext;
+	uint64_t used; /* bytes in ext */
+};
+
+struct coord_region {
+	char name[MSG_NAME_MAX];
+	uint64_t size;
+	uint64_t chunk_size;
+	uint64_t epoch;
+	struct msg_chunk *chunks;
+	uint32_t n_chunks;
+};
+
+struct coord_endpoint {
+	uint32_t node, peer;
+	uint64_t qpn, lid, gid_index, psn, mtu;
+	uint8_t gid[MSG_GID_LEN];
+};
+
+struct coord {
+	uint64_t lease_ms;
+	uint64_t snapshot_every;
+	struct wal *wal; /* NULL without a data directory */
+	int dirty;	 /* records written since the last sync */
+
+	uint64_t epoch; /* bumped by every region change */
+	struct coord_node *nodes;
+	uint32_t n_nodes, cap_nodes;
+	struct coord_region **regions; /* in creation order */
+	uint32_t n_regions, cap_regions;
+	struct coord_endpoint *eps; /* sorted by (node, peer) */
+	uint32_t n_eps, cap_eps;
+};
+
+/*
+ * Applies one change record to the tables; used for live changes, log
+ * replay and snapshot loading alike, so all three give the same state.
+ * Records:
+ *   MSG_T_NODES (one node)  node row: id, name, data_addr, pool_size,
+ *                           instance, mr_addr/rkey/mr_len (insert or update;
+ *                           a changed instance drops the node's endpoints)
+ *   MSG_T_REGION            a region with its full chunk map and epoch
+ *   MSG_T_REGION_DELETE     name; bumps the global epoch
+ *   MSG_T_ENDPOINT_PUT      endpoint of (node, peer)
+ *   MSG_T_MR_PUT            pool MR of node
+ * On failure nothing changed. Returns 0, -ENOENT (unknown node or region),
+ * -EEXIST, -EINVAL (values that do not fit the tables), -ENOSPC (overlapping
+ * extents, too many entries) or -ENOMEM; @why gets a text when non-NULL.
+ */
+int coord_record_apply(struct coord *c, const struct msg *rec, char *why,
+		       size_t why_len);
+
+/*
+ * Writes every table row as change records (the above) through @emit, in an
+ * order coord_record_apply() accepts: nodes, regions, endpoints. Returns 0
+ * or the first error of @emit.
+ */
+int coord_records_dump(const struct coord *c,
+		       int (*emit)(void *arg, const struct msg *rec),
+		       void *arg);
+
+/* Table lookups; NULL if absent. */
+struct coord_node *coord_node_find(const struct coord *c, uint64_t id);
+struct coord_region *coord_region_find(const struct coord *c, const char *name);
+struct coord_endpoint *coord_endpoint_find(const struct coord *c, uint64_t node,
+					   uint64_t peer);
+
+#endif

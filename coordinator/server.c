@@ -1,0 +1,588 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Control connections of the coordinator: accept, incremental frame parsing,
+ * dispatch to coord_handle(), buffered replies with EPOLLOUT and read
+ * back-pressure, and the log sync that must precede every reply.
+ *
+ * Connection states:
+ *
+ *   READING --(output > SERVER_WBUF_HIGH)--> PAUSED --(output drained)--+
+ *      ^   |                                                           |
+ *      |   +--(EOF)--> DRAINING --(output sent)--> closed              |
+ *      +----------------------------------------------------------------+
+ *   any --(bad frame, bad message, not a request, I/O error)--> closed
+ */
+#define LOG_PREFIX "coord: "
+#include "server.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "coord.h"
+#include "evl.h"
+#include "frame.h"
+#include "log.h"
+#include "msg.h"
+#include "net.h"
+#include "util.h"
+
+#define SERVER_BACKLOG	   128
+#define SERVER_READ_CHUNK  (64u << 10)
+#define SERVER_READS_MAX   16	       /* read() calls per wakeup */
+#define SERVER_ACCEPTS_MAX 64	       /* accept() calls per wakeup */
+#define SERVER_WBUF_HIGH   (1u << 20)  /* pause reading above this */
+#define SERVER_WBUF_LOW	   (64u << 10) /* resume below this */
+#define SERVER_LEASE_TICK  100	       /* ms between lease checks */
+#define SERVER_PEER_LEN	   (NI_MAXHOST + NI_MAXSERV + 4)
+
+struct server_conn {
+	struct server *srv;
+	struct server_conn *prev, *next;
+	int fd;
+	uint32_t events; /* what epoll watches now */
+	int paused;	 /* too much output queued: not reading */
+	int eof;	 /* peer finished sending: close once flushed */
+	char peer[SERVER_PEER_LEN];
+	uint8_t *rbuf;
+	size_t rlen, rcap;
+	uint8_t *wbuf;
+	size_t wpos, wlen, wcap;
+};
+
+struct server {
+	struct coord *coord;
+	struct evl *evl;
+	int lfd;
+	int sfd; /* signalfd: SIGINT, SIGTERM */
+	unsigned int max_conns;
+	unsigned int n_conns;
+	struct server_conn *conns;
+	uint64_t refused_log_ms; /* last "too many connections" warning */
+	char addr[SERVER_PEER_LEN];
+};
+
+/* A change may be lost: never answer, never go on. */
+static void __attribute__((noreturn)) server_fatal(int err)
+{
+	log_errno(err,
+		  "cannot make a change durable; exiting without replying");
+	exit(1);
+}
+
+static void server_conn_close(struct server_conn *cn)
+{
+	struct server *s = cn->srv;
+	uint8_t sink[4096];
+
+	evl_del(s->evl, cn->fd);
+	/* Unread input would turn our FIN into a RST: drain a little. */
+	for (int i = 0; i < 16; i++)
+		if (read(cn->fd, sink, sizeof(sink)) <= 0)
+			break;
+	close(cn->fd);
+	if (cn->prev)
+		cn->prev->next = cn->next;
+	else
+		s->conns = cn->next;
+	if (cn->next)
+		cn->next->prev = cn->prev;
+	s->n_conns--;
+	log_dbg("peer %s: closed", cn->peer);
+	free(cn->rbuf);
+	free(cn->wbuf);
+	free(cn);
+}
+
+static size_t server_conn_pending(const struct server_conn *cn)
+{
+	return cn->wlen - cn->wpos;
+}
+
+/* Watches what the state needs: input unless paused or done, output if
+ * queued. Returns 0 or -errno. */
+static int server_conn_watch(struct server_conn *cn)
+{
+	uint32_t ev = 0;
+	int ret;
+
+	if (!cn->paused && !cn->eof)
+		ev |= EPOLLIN;
+	if (server_conn_pending(cn))
+		ev |= EPOLLOUT;
+	if (ev == cn->events)
+		return 0;
+	ret = evl_mod(cn->srv->evl, cn->fd, ev);
+	if (ret)
+		return ret;
+	cn->events = ev;
+	return 0;
+}
+
+/* Queues @m as one frame. Returns 0 or -errno (encoding, memory). */
+static int server_conn_queue(struct server_conn *cn, const struct msg *m)
+{
+	uint8_t *payload;
+	size_t len, need;
+	int ret;
+
+	ret = msg_encode(m, &payload, &len);
+	if (ret)
+		return ret;
+	if (len > FRAME_MAX) {
+		free(payload);
+		return -E2BIG;
+	}
+	if (cn->wpos && cn->wpos == cn->wlen)
+		cn->wpos = cn->wlen = 0;
+	need = cn->wlen + FRAME_HDR_LEN + len;
+	if (need > cn->wcap) {
+		size_t cap = cn->wcap ? cn->wcap : 4096;
+		uint8_t *nb;
+
+		if (cn->wpos) {
+			/* Reclaim what was sent before growing. */
+			memmove(cn->wbuf, cn->wbuf + cn->wpos,
+				cn->wlen - cn->wpos);
+			cn->wlen -= cn->wpos;
+			need -= cn->wpos;
+			cn->wpos = 0;
+		}
+		while (cap < need)
+			cap *= 2;
+		if (cap > cn->wcap) {
+			nb = realloc(cn->wbuf, cap);
+			if (!nb) {
+				free(payload);
+				return -ENOMEM;
+			}
+			cn->wbuf = nb;
+			cn->wcap = cap;
+		}
+	}
+	frame_hdr_put(cn->wbuf + cn->wlen, (uint32_t)len);
+	memcpy(cn->wbuf + cn->wlen + FRAME_HDR_LEN, payload, len);
+	cn->wlen += FRAME_HDR_LEN + len;
+	free(payload);
+	return 0;
+}
+
+/* Queues @rep, or an ERROR in its place if it cannot be encoded. */
+static int server_conn_reply(struct server_conn *cn, const struct msg *rep)
+{
+	struct msg err;
+	int ret;
+
+	ret = server_conn_queue(cn, rep);
+	if (ret == -ENOMEM || !ret)
+		return ret;
+	log_warn("peer %s: cannot encode the %s reply: %s", cn->peer,
+		 msg_type_name(rep->type), log_strerror(ret));
+	msg_error(&err, ret, "the %s reply cannot be sent: %s",
+		  msg_type_name(rep->type), log_strerror(ret));
+	return server_conn_queue(cn, &err);
+}
+
+/* Writes queued output. Returns 0 (all or some sent) or -errno. */
+static int server_conn_flush(struct server_conn *cn)
+{
+	while (server_conn_pending(cn)) {
+		ssize_t n = send(cn->fd, cn->wbuf + cn->wpos,
+				 server_conn_pending(cn), MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			return -errno;
+		}
+		cn->wpos += (size_t)n;
+	}
+	cn->wpos = cn->wlen = 0;
+	return 0;
+}
+
+/*
+ * Serves every complete frame in the read buffer, stopping early when the
+ * output grows past SERVER_WBUF_HIGH. Returns 0, or -EBADMSG/-EPROTO after
+ * logging what the peer did wrong (the caller closes), or -ENOMEM.
+ */
+static int server_conn_serve(struct server_conn *cn)
+{
+	struct server *s = cn->srv;
+	size_t pos = 0;
+	int ret = 0, sync_ret;
+
+	while (!cn->paused) {
+		const uint8_t *payload;
+		struct msg req, rep;
+		ssize_t used;
+		size_t len;
+
+		used = frame_parse(cn->rbuf + pos, cn->rlen - pos, &payload,
+				   &len);
+		if (used == 0)
+			break;
+		if (used < 0) {
+			const uint8_t *h = cn->rbuf + pos;
+
+			log_warn("peer %s: bad frame: declared length %u "
+				 "(1..%u allowed); closing",
+				 cn->peer,
+				 (unsigned int)((uint32_t)h[0] << 24 |
+						(uint32_t)h[1] << 16 |
+						(uint32_t)h[2] << 8 | h[3]),
+				 FRAME_MAX);
+			ret = -EBADMSG;
+			break;
+		}
+		ret = msg_decode(payload, len, &req);
+		if (ret) {
+			log_warn("peer %s: undecodable %zu-byte message: %s; "
+				 "closing",
+				 cn->peer, len, log_strerror(ret));
+			ret = ret == -ENOMEM ? ret : -EBADMSG;
+			break;
+		}
+		if (!coord_msg_is_request(req.type)) {
+			log_warn("peer %s: %s is not a coordinator request; "
+				 "closing",
+				 cn->peer, msg_type_name(req.type));
+			msg_fini(&req);
+			ret = -EPROTO;
+			break;
+		}
+		ret = coord_handle(s->coord, &req, &rep, evl_now_ms());
+		msg_fini(&req);
+		if (ret)
+			server_fatal(ret);
+		if (rep.type == MSG_T_ERROR)
+			log_dbg("peer %s: %s", cn->peer, rep.text);
+		ret = server_conn_reply(cn, &rep);
+		msg_fini(&rep);
+		if (ret)
+			break;
+		pos += (size_t)used;
+		if (server_conn_pending(cn) > SERVER_WBUF_HIGH)
+			cn->paused = 1;
+	}
+	if (pos) {
+		memmove(cn->rbuf, cn->rbuf + pos, cn->rlen - pos);
+		cn->rlen -= pos;
+	}
+	/* Nothing queued above may leave before its change is on disk. */
+	sync_ret = coord_sync(s->coord);
+	if (sync_ret)
+		server_fatal(sync_ret);
+	return ret;
+}
+
+/* Tells the peer why it is being dropped, if its socket takes it now. */
+static void server_conn_refuse(struct server_conn *cn, int err)
+{
+	struct msg m;
+
+	msg_error(&m, err, "%s; closing the connection",
+		  err == -EPROTO ? "not a coordinator request"
+				 : "malformed frame or message");
+	if (!server_conn_queue(cn, &m))
+		server_conn_flush(cn);
+}
+
+/*
+ * Size for the read buffer, which holds at most one unfinished frame whose
+ * declared length frame_parse() already checked: doubling, so a large frame
+ * costs few copies, but never past that frame plus one read, so a bare
+ * header commits no memory the peer did not send.
+ */
+static size_t server_conn_rbuf_want(const struct server_conn *cn)
+{
+	size_t min = cn->rlen + SERVER_READ_CHUNK;
+	size_t want = cn->rcap * 2;
+	size_t frame;
+
+	if (cn->rlen < FRAME_HDR_LEN)
+		return min;
+	frame = FRAME_HDR_LEN + ((size_t)cn->rbuf[0] << 24 |
+				 (size_t)cn->rbuf[1] << 16 |
+				 (size_t)cn->rbuf[2] << 8 | cn->rbuf[3]);
+	if (want > frame)
+		want = frame;
+	return want > min ? want : min;
+}
+
+/* Reads what is there (bounded), serving frames as they complete. */
+static int server_conn_read(struct server_conn *cn)
+{
+	int ret;
+
+	for (int i = 0; i < SERVER_READS_MAX && !cn->paused && !cn->eof; i++) {
+		ssize_t n;
+
+		if (cn->rcap - cn->rlen < SERVER_READ_CHUNK) {
+			size_t cap = server_conn_rbuf_want(cn);
+			uint8_t *nb = realloc(cn->rbuf, cap);
+
+			if (!nb)
+				return -ENOMEM;
+			cn->rbuf = nb;
+			cn->rcap = cap;
+		}
+		n = read(cn->fd, cn->rbuf + cn->rlen, cn->rcap - cn->rlen);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			return -errno;
+		}
+		if (n == 0) {
+			cn->eof = 1;
+			if (cn->rlen)
+				log_dbg("peer %s: %zu bytes of an unfinished "
+					"frame at EOF",
+					cn->peer, cn->rlen);
+			break;
+		}
+		cn->rlen += (size_t)n;
+		ret = server_conn_serve(cn);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static void on_conn(struct evl *l, int fd, uint32_t events, void *arg)
+{
+	struct server_conn *cn = arg;
+	int ret = 0;
+
+	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+		if (!cn->paused && !cn->eof) {
+			ret = server_conn_read(cn);
+		} else if (!server_conn_pending(cn)) {
+			/* Hang-up with nothing to send and nothing to read. */
+			server_conn_close(cn);
+			return;
+		}
+	}
+	if (ret == -EBADMSG || ret == -EPROTO) {
+		server_conn_refuse(cn, ret);
+		server_conn_close(cn);
+		return;
+	}
+	if (!ret)
+		ret = server_conn_flush(cn);
+	/* Drained below the mark: take up the frames already buffered. */
+	if (!ret && cn->paused && server_conn_pending(cn) < SERVER_WBUF_LOW) {
+		cn->paused = 0;
+		ret = server_conn_serve(cn);
+		if (ret == -EBADMSG || ret == -EPROTO) {
+			server_conn_refuse(cn, ret);
+			server_conn_close(cn);
+			return;
+		}
+		if (!ret)
+			ret = server_conn_flush(cn);
+	}
+	if (!ret && cn->eof && !server_conn_pending(cn) && !cn->paused) {
+		server_conn_close(cn);
+		return;
+	}
+	if (!ret)
+		ret = server_conn_watch(cn);
+	if (ret) {
+		if (ret != -ECONNRESET && ret != -EPIPE)
+			log_warn("peer %s: %s; closing", cn->peer,
+				 log_strerror(ret));
+		server_conn_close(cn);
+	}
+}
+
+static void server_peer_name(int fd, char *buf, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char host[NI_MAXHOST], port[NI_MAXSERV];
+
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) < 0 ||
+	    getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host), port,
+			sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV)) {
+		snprintf(buf, len, "fd %d", fd);
+		return;
+	}
+	snprintf(buf, len, ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host,
+		 port);
+}
+
+static void server_accept_one(struct server *s, int fd)
+{
+	struct server_conn *cn;
+	int ret;
+
+	if (s->n_conns >= s->max_conns) {
+		uint64_t now = evl_now_ms();
+
+		if (now - s->refused_log_ms >= 1000) {
+			log_warn("too many connections (%u); refusing new ones",
+				 s->max_conns);
+			s->refused_log_ms = now;
+		}
+		close(fd);
+		return;
+	}
+	cn = calloc(1, sizeof(*cn));
+	if (!cn) {
+		close(fd);
+		return;
+	}
+	cn->srv = s;
+	cn->fd = fd;
+	cn->events = EPOLLIN;
+	server_peer_name(fd, cn->peer, sizeof(cn->peer));
+	net_set_nodelay(fd);
+	ret = evl_add(s->evl, fd, EPOLLIN, on_conn, cn);
+	if (ret) {
+		log_errno(ret, "peer %s: cannot watch the connection",
+			  cn->peer);
+		close(fd);
+		free(cn);
+		return;
+	}
+	cn->next = s->conns;
+	if (s->conns)
+		s->conns->prev = cn;
+	s->conns = cn;
+	s->n_conns++;
+	log_dbg("peer %s: connected", cn->peer);
+}
+
+static void on_accept(struct evl *l, int lfd, uint32_t events, void *arg)
+{
+	struct server *s = arg;
+
+	for (int i = 0; i < SERVER_ACCEPTS_MAX; i++) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				log_errno(-errno, "accept on %s", s->addr);
+			return;
+		}
+		server_accept_one(s, fd);
+	}
+}
+
+static void on_signal(struct evl *l, int fd, uint32_t events, void *arg)
+{
+	struct signalfd_siginfo si;
+
+	if (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+		log_info("signal %u: shutting down", si.ssi_signo);
+	evl_stop(l);
+}
+
+static void on_lease_tick(struct evl *l, void *arg)
+{
+	struct server *s = arg;
+
+	coord_lease_check(s->coord, evl_now_ms());
+}
+
+int server_create(const struct server_cfg *cfg, struct coord *c,
+		  struct server **out)
+{
+	char text[SERVER_PEER_LEN + 2];
+	struct server *s;
+	sigset_t mask;
+	int ret;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->coord = c;
+	s->lfd = -1;
+	s->sfd = -1;
+	s->max_conns = cfg->max_conns ? cfg->max_conns : SERVER_CONNS_MAX;
+	ret = evl_create(&s->evl);
+	if (ret) {
+		log_errno(ret, "cannot create the event loop");
+		goto err;
+	}
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	s->sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (s->sfd < 0) {
+		ret = -errno;
+		log_errno(ret, "cannot create a signalfd");
+		goto err;
+	}
+	ret = evl_add(s->evl, s->sfd, EPOLLIN, on_signal, s);
+	if (ret)
+		goto err;
+	ret = net_listen(cfg->listen_addr, SERVER_BACKLOG, &s->lfd);
+	if (ret) {
+		log_errno(ret, "cannot listen on %s", cfg->listen_addr);
+		goto err;
+	}
+	ret = net_local_addr(s->lfd, s->addr, sizeof(s->addr));
+	if (ret) {
+		log_errno(ret, "cannot get the address of %s",
+			  cfg->listen_addr);
+		goto err;
+	}
+	ret = evl_add(s->evl, s->lfd, EPOLLIN, on_accept, s);
+	if (ret)
+		goto err;
+	ret = evl_timer_add(s->evl, SERVER_LEASE_TICK, on_lease_tick, s);
+	if (ret < 0)
+		goto err;
+	if (cfg->addr_file) {
+		snprintf(text, sizeof(text), "%s\n", s->addr);
+		ret = util_write_file(cfg->addr_file, text);
+		if (ret) {
+			log_errno(ret, "cannot write %s", cfg->addr_file);
+			goto err;
+		}
+	}
+	log_info("listening on %s", s->addr);
+	*out = s;
+	return 0;
+err:
+	server_destroy(s);
+	return ret;
+}
+
+void server_destroy(struct server *s)
+{
+	if (!s)
+		return;
+	while (s->conns)
+		server_conn_close(s->conns);
+	if (s->lfd >= 0)
+		close(s->lfd);
+	if (s->sfd >= 0)
+		close(s->sfd);
+	evl_destroy(s->evl);
+	free(s);
+}
+
+int server_run(struct server *s)
+{
+	int ret = evl_run(s->evl);
+
+	if (ret)
+		log_errno(ret, "event loop");
+	return ret;
+}

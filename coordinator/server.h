@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The coordinator's control server: a TCP listener and its connections on
+ * one event loop, each connection a stream of framed CBOR requests answered
+ * in order by coord_handle().
+ */
+#ifndef COORDINATOR_SERVER_H
+#define COORDINATOR_SERVER_H
+
+struct coord;
+struct server;
+
+#define SERVER_CONNS_MAX 1024u
+
+struct server_cfg {
+	const char *listen_addr; /* "host:port"; port 0 picks a free one */
+	const char *addr_file;	 /* NULL, or where to write the bound addr */
+	unsigned int max_conns;	 /* 0: SERVER_CONNS_MAX */
+};
+
+/*
+ * Listens on cfg->listen_addr and, once it does, writes the bound
+ * "host:port" and a newline to cfg->addr_file. @c stays the caller's and
+ * must outlive the server. SIGINT and SIGTERM must already be blocked in
+ * the calling thread: the server takes them from a signalfd. Returns 0 and
+ * the server in *out, or -errno (logged).
+ */
+int server_create(const struct server_cfg *cfg, struct coord *c,
+		  struct server **out);
+
+/* Closes the listener and every connection; NULL is a no-op. */
+void server_destroy(struct server *s);
+
+/*
+ * Serves until SIGINT or SIGTERM arrives. Returns 0 then, or -errno if the
+ * event loop fails. A failure to write or sync the log ends the process
+ * with exit status 1 before any reply for the lost change is sent.
+ */
+int server_run(struct server *s);
+
+#endif

@@ -1,0 +1,1028 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Fault loop: reads uffd messages of every mapping, posts reads to owners
+ * through the transport, resolves with UFFDIO_COPY, retries and poisons.
+ *
+ * A fetch slot's life:
+ *
+ *   FREE --fault--> WAIT --post ok--> POSTED --done(0)--> copy --> FREE
+ *                    ^  \                |  \
+ *                    |   +-- deadline ---+   +--done(<0)--> WAIT (retry)
+ *                    |       (poison)    |
+ *                    +-- copy -EAGAIN ---+   POSTED past deadline: poison,
+ *                                            ABANDONED until done, FREE
+ */
+#define LOG_PREFIX "fault: "
+#include "floop.h"
+
+#include <errno.h>
+#include <liburing.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "req.h"
+#include "uffd.h"
+
+#define FLOOP_PAGE     4096u
+#define FLOOP_TICK_MS  20
+#define FLOOP_RETRY_MS 100
+#define FLOOP_MSGS     64
+#define FLOOP_RING     1024
+
+enum fetch_state {
+	FETCH_FREE = 0,
+	FETCH_WAIT,	 /* to be posted (or its copy retried) at next_ms */
+	FETCH_POSTED,	 /* read in flight */
+	FETCH_ABANDONED, /* poisoned while in flight: drop the reply */
+};
+
+struct fmap {
+	struct req preq; /* REQ_UFFD_POLL: first member */
+	struct floop *f;
+	uint64_t id;
+	int uffd;
+	uint64_t base, size, span, chunk_size;
+	unsigned int chunk_shift;
+	struct msg_chunk *chunks;
+	uint32_t n_chunks;
+	uint64_t features;
+	char name[MSG_NAME_MAX];
+	int poll_armed;
+	int dead;
+	int gone; /* the process or range is gone: drop its faults */
+	unsigned int inflight;
+	int warned_poison;
+	struct fmap *next;
+};
+
+struct fetch {
+	enum fetch_state state;
+	uint32_t gen;
+	struct fmap *map;
+	uint64_t addr;
+	uint64_t owner;
+	uint64_t off;
+	uint64_t t0_ms;
+	uint64_t next_ms;
+	int have_data; /* buf holds the page; only the copy is left */
+	uint8_t *buf;
+	uint32_t hnext; /* hash chain, UINT32_MAX = end */
+};
+
+struct fpeer {
+	struct xport_peer_info info;
+	struct xport_peer *xp;
+	struct xport_stats last;
+};
+
+/* A fault that found every slot busy. */
+struct backlog {
+	struct fmap *map;
+	uint64_t addr;
+	struct backlog *next;
+};
+
+enum cmd_kind {
+	CMD_MAP_ADD,
+	CMD_MAP_REMOVE,
+	CMD_PEERS,
+};
+
+struct cmd {
+	enum cmd_kind kind;
+	struct floop_map_desc desc;
+	uint64_t id;
+	struct xport_peer_info *peers;
+	uint32_t n_peers;
+	struct cmd *next;
+};
+
+struct floop {
+	struct floop_cfg cfg;
+	struct floop_counters ctr;
+	struct io_uring ring;
+	int ring_ok;
+	struct xport *x;
+	pthread_t thread;
+	int started;
+	int stopping;
+
+	/* cross-thread */
+	pthread_mutex_t lock;
+	struct cmd *cmds, **cmds_tail;
+	int efd;
+	struct req wake_req; /* REQ_WAKEUP */
+	uint64_t efd_val;
+	struct msg_peer *stats;
+	uint32_t n_stats;
+
+	/* loop thread only */
+	struct req timer_req; /* REQ_TIMER */
+	struct __kernel_timespec tick_ts;
+	struct fmap *maps;
+	struct fetch *slots;
+	uint32_t n_slots;
+	uint32_t *free_stack;
+	uint32_t n_free;
+	uint32_t *hash;
+	uint32_t hash_mask;
+	uint8_t *bufs;
+	struct backlog *backlog, **backlog_tail;
+	struct fpeer *peers;
+	uint32_t n_peers;
+};
+
+static uint64_t floop_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static struct io_uring_sqe *floop_sqe(struct floop *f)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&f->ring);
+
+	if (!sqe) {
+		io_uring_submit(&f->ring);
+		sqe = io_uring_get_sqe(&f->ring);
+	}
+	return sqe;
+}
+
+/* ---- dedup hash of fetches by (mapping, page) ---- */
+
+static uint32_t floop_hash(const struct floop *f, const struct fmap *m,
+			   uint64_t addr)
+{
+	uint64_t h = (addr >> 12) * 0x9e3779b97f4a7c15ull ^ m->id;
+
+	return (uint32_t)(h ^ (h >> 29)) & f->hash_mask;
+}
+
+static struct fetch *floop_fetch_find(struct floop *f, struct fmap *m,
+				      uint64_t addr)
+{
+	uint32_t i = f->hash[floop_hash(f, m, addr)];
+
+	while (i != UINT32_MAX) {
+		struct fetch *s = &f->slots[i];
+
+		if (s->map == m && s->addr == addr)
+			return s;
+		i = s->hnext;
+	}
+	return NULL;
+}
+
+static void floop_hash_del(struct floop *f, struct fetch *s)
+{
+	uint32_t idx = (uint32_t)(s - f->slots);
+	uint32_t *p = &f->hash[floop_hash(f, s->map, s->addr)];
+
+	while (*p != UINT32_MAX) {
+		if (*p == idx) {
+			*p = s->hnext;
+			s->hnext = UINT32_MAX;
+			return;
+		}
+		p = &f->slots[*p].hnext;
+	}
+}
+
+/* ---- mappings ---- */
+
+static void floop_map_free_maybe(struct floop *f, struct fmap *m)
+{
+	struct fmap **p;
+
+	if (!m->dead || m->poll_armed || m->inflight)
+		return;
+	for (p = &f->maps; *p; p = &(*p)->next) {
+		if (*p == m) {
+			*p = m->next;
+			break;
+		}
+	}
+	log_dbg("map %llu (%s) closed", (unsigned long long)m->id, m->name);
+	close(m->uffd);
+	free(m->chunks);
+	free(m);
+}
+
+static void floop_map_poll(struct floop *f, struct fmap *m)
+{
+	struct io_uring_sqe *sqe;
+
+	if (m->poll_armed || m->dead)
+		return;
+	sqe = floop_sqe(f);
+	if (!sqe) {
+		log_err("map %s: no submission entry to poll its uffd",
+			m->name);
+		return;
+	}
+	io_uring_prep_poll_add(sqe, m->uffd, POLLIN);
+	io_uring_sqe_set_data(sqe, &m->preq);
+	m->poll_armed = 1;
+}
+
+static struct fmap *floop_map_find(struct floop *f, uint64_t id)
+{
+	for (struct fmap *m = f->maps; m; m = m->next) {
+		if (m->id == id && !m->dead)
+			return m;
+	}
+	return NULL;
+}
+
+static void floop_map_kill(struct floop *f, struct fmap *m)
+{
+	struct io_uring_sqe *sqe;
+
+	if (m->dead)
+		return;
+	m->dead = 1;
+	if (m->poll_armed) {
+		sqe = floop_sqe(f);
+		if (sqe) {
+			io_uring_prep_poll_remove(sqe,
+						  (__u64)(uintptr_t)&m->preq);
+			io_uring_sqe_set_data(sqe, NULL);
+		}
+	}
+	floop_map_free_maybe(f, m);
+}
+
+/* ---- peers ---- */
+
+static struct fpeer *floop_peer_find(struct floop *f, uint64_t node)
+{
+	for (uint32_t i = 0; i < f->n_peers; i++) {
+		if (f->peers[i].info.node == node)
+			return &f->peers[i];
+	}
+	return NULL;
+}
+
+static void floop_peers_update(struct floop *f,
+			       const struct xport_peer_info *in, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		struct fpeer *p = floop_peer_find(f, in[i].node);
+
+		if (in[i].node == f->cfg.self)
+			continue;
+		if (p) {
+			if (!strcmp(p->info.data_addr, in[i].data_addr) &&
+			    p->info.instance == in[i].instance)
+				continue;
+			/* New address or instance: reads fail -ECANCELED and
+			 * are retried against the new connection. */
+			if (p->xp)
+				f->cfg.xops->peer_close(p->xp);
+			p->xp = NULL;
+			p->info = in[i];
+			continue;
+		}
+		p = realloc(f->peers, (f->n_peers + 1) * sizeof(*p));
+		if (!p) {
+			log_err("no memory for peer %llu",
+				(unsigned long long)in[i].node);
+			return;
+		}
+		f->peers = p;
+		p = &f->peers[f->n_peers++];
+		memset(p, 0, sizeof(*p));
+		p->info = in[i];
+	}
+}
+
+static struct xport_peer *floop_peer_get(struct floop *f, uint64_t node)
+{
+	struct fpeer *p = floop_peer_find(f, node);
+	int ret;
+
+	if (!p)
+		return NULL;
+	if (!p->xp) {
+		ret = f->cfg.xops->peer_open(f->x, &p->info, &p->xp);
+		if (ret) {
+			log_errno(ret, "peer %llu (%s): open",
+				  (unsigned long long)node, p->info.data_addr);
+			p->xp = NULL;
+		}
+	}
+	return p->xp;
+}
+
+/* ---- fetch slots ---- */
+
+static void floop_slot_release(struct floop *f, struct fetch *s)
+{
+	struct fmap *m = s->map;
+
+	if (s->state != FETCH_ABANDONED)
+		floop_hash_del(f, s);
+	s->state = FETCH_FREE;
+	s->map = NULL;
+	s->gen++;
+	f->free_stack[f->n_free++] = (uint32_t)(s - f->slots);
+	m->inflight--;
+	floop_map_free_maybe(f, m);
+}
+
+static void floop_poison(struct floop *f, struct fmap *m, uint64_t addr,
+			 const char *why)
+{
+	uint64_t n = 0;
+	int ret = -EINVAL;
+
+	if (m->features & UFFD_FEATURE_POISON)
+		ret = uffd_poison(m->uffd, addr, FLOOP_PAGE, &n);
+	if (ret == 0 && n)
+		atomic_fetch_add(&f->ctr.poisoned, 1);
+	if (!m->warned_poison || ret) {
+		if (ret && ret != -ENOENT && ret != -ESRCH)
+			log_errno(ret, "map %s page %#llx: %s; cannot poison",
+				  m->name, (unsigned long long)(addr - m->base),
+				  why);
+		else
+			log_err("map %s page %#llx: %s: SIGBUS to the guest",
+				m->name, (unsigned long long)(addr - m->base),
+				why);
+		m->warned_poison = 1;
+	}
+}
+
+/* UFFDIO_COPY of a landed page. Returns 1 if the slot is finished. */
+static int floop_slot_copy(struct floop *f, struct fetch *s)
+{
+	struct fmap *m = s->map;
+	int ret;
+
+	if (m->dead || m->gone)
+		return 1;
+	ret = uffd_copy(m->uffd, s->addr, s->buf, FLOOP_PAGE, 1);
+	switch (ret) {
+	case 0:
+		atomic_fetch_add(&f->ctr.remote, 1);
+		return 1;
+	case -EEXIST:
+		/* Resolved meanwhile; wake in case a thread raced in. */
+		uffd_wake(m->uffd, s->addr, FLOOP_PAGE);
+		return 1;
+	case -EAGAIN:
+		/* The guest's address space is changing: read the event
+		 * first, then copy again. */
+		s->state = FETCH_WAIT;
+		s->have_data = 1;
+		s->next_ms = 0;
+		return 0;
+	case -ENOENT:
+	case -ESRCH:
+	case -EFAULT:
+		m->gone = ret == -ESRCH;
+		return 1;
+	default:
+		log_errno(ret, "map %s page %#llx: UFFDIO_COPY", m->name,
+			  (unsigned long long)(s->addr - m->base));
+		atomic_fetch_add(&f->ctr.errors, 1);
+		return 1;
+	}
+}
+
+static void floop_slot_post(struct floop *f, struct fetch *s, uint64_t now)
+{
+	struct xport_peer *xp;
+	uint64_t tag;
+	int ret;
+
+	if (s->have_data) {
+		if (floop_slot_copy(f, s))
+			floop_slot_release(f, s);
+		return;
+	}
+	xp = floop_peer_get(f, s->owner);
+	if (!xp) {
+		s->state = FETCH_WAIT;
+		s->next_ms = now + FLOOP_RETRY_MS;
+		return;
+	}
+	tag = ((uint64_t)s->gen << 32) | (uint32_t)(s - f->slots);
+	ret = f->cfg.xops->read(xp, s->off, FLOOP_PAGE, s->buf, tag);
+	if (ret == 0) {
+		s->state = FETCH_POSTED;
+		return;
+	}
+	s->state = FETCH_WAIT;
+	s->next_ms = now + (ret == -EAGAIN ? 1 : FLOOP_RETRY_MS);
+}
+
+static void floop_on_done(void *arg, uint64_t tag, int status)
+{
+	struct floop *f = arg;
+	uint32_t idx = (uint32_t)tag;
+	struct fetch *s;
+
+	if (idx >= f->n_slots)
+		return;
+	s = &f->slots[idx];
+	if (s->gen != (uint32_t)(tag >> 32) || s->state == FETCH_FREE)
+		return;
+	if (s->state == FETCH_ABANDONED) {
+		floop_slot_release(f, s);
+		return;
+	}
+	if (status == 0) {
+		if (floop_slot_copy(f, s))
+			floop_slot_release(f, s);
+		return;
+	}
+	atomic_fetch_add(&f->ctr.errors, 1);
+	log_dbg("map %s page %#llx from node %llu: %s", s->map->name,
+		(unsigned long long)(s->addr - s->map->base),
+		(unsigned long long)s->owner, log_strerror(status));
+	s->state = FETCH_WAIT;
+	s->next_ms = floop_now_ms() + FLOOP_RETRY_MS;
+}
+
+/* ---- faults ---- */
+
+static void floop_fault_remote(struct floop *f, struct fmap *m, uint64_t addr,
+			       uint64_t owner, uint64_t off)
+{
+	struct backlog *b;
+	struct fetch *s;
+	uint32_t idx, h;
+
+	if (floop_fetch_find(f, m, addr))
+		return; /* another thread's fault on the same page */
+	if (!f->n_free) {
+		b = malloc(sizeof(*b));
+		if (!b) {
+			log_err("map %s: no memory to queue a fault", m->name);
+			return;
+		}
+		b->map = m;
+		b->addr = addr;
+		b->next = NULL;
+		m->inflight++;
+		*f->backlog_tail = b;
+		f->backlog_tail = &b->next;
+		return;
+	}
+	idx = f->free_stack[--f->n_free];
+	s = &f->slots[idx];
+	s->map = m;
+	s->addr = addr;
+	s->owner = owner;
+	s->off = off;
+	s->t0_ms = floop_now_ms();
+	s->have_data = 0;
+	m->inflight++;
+	h = floop_hash(f, m, addr);
+	s->hnext = f->hash[h];
+	f->hash[h] = idx;
+	floop_slot_post(f, s, s->t0_ms);
+}
+
+static void floop_fault(struct floop *f, struct fmap *m, uint64_t addr)
+{
+	const struct msg_chunk *c;
+	uint64_t rel, off;
+	int ret;
+
+	addr &= ~(uint64_t)(FLOOP_PAGE - 1);
+	atomic_fetch_add(&f->ctr.faults, 1);
+	if (addr < m->base || addr - m->base >= m->span) {
+		atomic_fetch_add(&f->ctr.errors, 1);
+		floop_poison(f, m, addr, "fault outside the mapping");
+		return;
+	}
+	rel = addr - m->base;
+	c = &m->chunks[rel >> m->chunk_shift];
+	off = c->off + (rel & (m->chunk_size - 1));
+	if (c->node != f->cfg.self) {
+		floop_fault_remote(f, m, addr, c->node, off);
+		return;
+	}
+	/* Local chunk that could not be mapped from the pool. */
+	if (off > f->cfg.pool_size || f->cfg.pool_size - off < FLOOP_PAGE) {
+		atomic_fetch_add(&f->ctr.errors, 1);
+		floop_poison(f, m, addr, "chunk outside the pool");
+		return;
+	}
+	ret = uffd_copy(m->uffd, addr, f->cfg.pool_base + off, FLOOP_PAGE, 1);
+	if (ret == 0)
+		atomic_fetch_add(&f->ctr.local, 1);
+	else if (ret == -EEXIST)
+		uffd_wake(m->uffd, addr, FLOOP_PAGE);
+	else if (ret == -EAGAIN)
+		floop_fault_remote(f, m, addr, c->node, off); /* retried */
+	else if (ret != -ENOENT && ret != -ESRCH)
+		log_errno(ret, "map %s: local copy", m->name);
+}
+
+static void floop_event(struct floop *f, struct fmap *m,
+			const struct uffd_msg *msg)
+{
+	switch (msg->event) {
+	case UFFD_EVENT_PAGEFAULT:
+		if (!m->gone)
+			floop_fault(f, m, msg->arg.pagefault.address);
+		break;
+	case UFFD_EVENT_REMOVE:
+		/* Range stays registered; the next touch faults again. */
+		break;
+	case UFFD_EVENT_UNMAP:
+		if (msg->arg.remove.start <= m->base &&
+		    msg->arg.remove.end >= m->base + m->span)
+			m->gone = 1;
+		break;
+	case UFFD_EVENT_REMAP:
+		if (msg->arg.remap.from == m->base &&
+		    msg->arg.remap.len >= m->span) {
+			m->base = msg->arg.remap.to;
+		} else {
+			log_warn("map %s: partial mremap is not supported; "
+				 "faults in the moved part raise SIGBUS",
+				 m->name);
+		}
+		break;
+	default:
+		log_dbg("map %s: event %u ignored", m->name, msg->event);
+		break;
+	}
+}
+
+static void floop_uffd_read(struct floop *f, struct fmap *m)
+{
+	struct uffd_msg msgs[FLOOP_MSGS];
+	ssize_t n;
+
+	for (;;) {
+		n = read(m->uffd, msgs, sizeof(msgs));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN)
+				log_dbg("map %s: read: %s", m->name,
+					log_strerror(errno));
+			return;
+		}
+		if (n == 0 || n % sizeof(msgs[0])) {
+			log_err("map %s: short uffd read", m->name);
+			return;
+		}
+		for (ssize_t i = 0; i < n / (ssize_t)sizeof(msgs[0]); i++)
+			floop_event(f, m, &msgs[i]);
+		if ((size_t)n < sizeof(msgs))
+			return;
+	}
+}
+
+/* ---- commands from other threads ---- */
+
+static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
+{
+	struct fmap *m = calloc(1, sizeof(*m));
+
+	if (!m) {
+		log_err("map %s: no memory", d->name);
+		close(d->uffd);
+		free(d->chunks);
+		return;
+	}
+	m->preq.op = REQ_UFFD_POLL;
+	m->f = f;
+	m->id = d->id;
+	m->uffd = d->uffd;
+	m->base = d->base;
+	m->size = d->size;
+	m->chunk_size = d->chunk_size;
+	m->chunk_shift = (unsigned int)__builtin_ctzll(d->chunk_size);
+	m->chunks = d->chunks;
+	m->n_chunks = d->n_chunks;
+	m->span = (uint64_t)d->n_chunks * d->chunk_size;
+	m->features = d->features;
+	memcpy(m->name, d->name, sizeof(m->name));
+	m->next = f->maps;
+	f->maps = m;
+	log_dbg("map %llu (%s) at %#llx, %llu bytes", (unsigned long long)m->id,
+		m->name, (unsigned long long)m->base,
+		(unsigned long long)m->size);
+	floop_map_poll(f, m);
+	/* Faults queued before the poll was armed are read right away. */
+	floop_uffd_read(f, m);
+}
+
+static void floop_cmds_run(struct floop *f)
+{
+	struct cmd *c, *next;
+	struct fmap *m;
+
+	pthread_mutex_lock(&f->lock);
+	c = f->cmds;
+	f->cmds = NULL;
+	f->cmds_tail = &f->cmds;
+	pthread_mutex_unlock(&f->lock);
+	for (; c; c = next) {
+		next = c->next;
+		switch (c->kind) {
+		case CMD_MAP_ADD:
+			floop_cmd_map_add(f, &c->desc);
+			break;
+		case CMD_MAP_REMOVE:
+			m = floop_map_find(f, c->id);
+			if (m)
+				floop_map_kill(f, m);
+			break;
+		case CMD_PEERS:
+			floop_peers_update(f, c->peers, c->n_peers);
+			free(c->peers);
+			break;
+		}
+		free(c);
+	}
+}
+
+static int floop_cmd_push(struct floop *f, struct cmd *c)
+{
+	uint64_t one = 1;
+	ssize_t r;
+
+	c->next = NULL;
+	pthread_mutex_lock(&f->lock);
+	*f->cmds_tail = c;
+	f->cmds_tail = &c->next;
+	pthread_mutex_unlock(&f->lock);
+	r = write(f->efd, &one, sizeof(one));
+	(void)r;
+	return 0;
+}
+
+int floop_map_add(struct floop *f, struct floop_map_desc *d)
+{
+	struct cmd *c = calloc(1, sizeof(*c));
+
+	if (!c) {
+		close(d->uffd);
+		free(d->chunks);
+		return -ENOMEM;
+	}
+	c->kind = CMD_MAP_ADD;
+	c->desc = *d;
+	return floop_cmd_push(f, c);
+}
+
+int floop_map_remove(struct floop *f, uint64_t id)
+{
+	struct cmd *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->kind = CMD_MAP_REMOVE;
+	c->id = id;
+	return floop_cmd_push(f, c);
+}
+
+int floop_peers_set(struct floop *f, const struct xport_peer_info *peers,
+		    uint32_t n)
+{
+	struct cmd *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->kind = CMD_PEERS;
+	c->peers = calloc(n ? n : 1, sizeof(*peers));
+	if (!c->peers) {
+		free(c);
+		return -ENOMEM;
+	}
+	memcpy(c->peers, peers, n * sizeof(*peers));
+	c->n_peers = n;
+	return floop_cmd_push(f, c);
+}
+
+/* ---- periodic work ---- */
+
+static void floop_stats_publish(struct floop *f)
+{
+	struct msg_peer *st = calloc(f->n_peers ? f->n_peers : 1, sizeof(*st));
+	struct xport_stats xs;
+
+	if (!st)
+		return;
+	for (uint32_t i = 0; i < f->n_peers; i++) {
+		struct fpeer *p = &f->peers[i];
+
+		if (p->xp)
+			f->cfg.xops->peer_stats(p->xp, &xs);
+		else
+			xs = p->last;
+		p->last = xs;
+		st[i].node = p->info.node;
+		snprintf(st[i].transport, sizeof(st[i].transport), "%s",
+			 f->cfg.xops->name);
+		st[i].reads = xs.completed;
+		st[i].bytes = xs.bytes;
+		st[i].errors = xs.failed;
+	}
+	pthread_mutex_lock(&f->lock);
+	free(f->stats);
+	f->stats = st;
+	f->n_stats = f->n_peers;
+	pthread_mutex_unlock(&f->lock);
+}
+
+static void floop_tick(struct floop *f)
+{
+	uint64_t now = floop_now_ms();
+	uint64_t limit = f->cfg.fault_timeout_ms;
+
+	f->cfg.xops->tick(f->x, now);
+	for (uint32_t i = 0; i < f->n_slots; i++) {
+		struct fetch *s = &f->slots[i];
+
+		if (s->state != FETCH_WAIT && s->state != FETCH_POSTED)
+			continue;
+		if (now - s->t0_ms >= limit && !s->have_data) {
+			floop_poison(
+				f, s->map, s->addr,
+				"owner unreachable past the fault timeout");
+			if (s->state == FETCH_POSTED) {
+				/* The transport still owns buf. */
+				floop_hash_del(f, s);
+				s->state = FETCH_ABANDONED;
+			} else {
+				floop_slot_release(f, s);
+			}
+			continue;
+		}
+		if (s->state == FETCH_WAIT && s->next_ms <= now)
+			floop_slot_post(f, s, now);
+	}
+	floop_stats_publish(f);
+}
+
+static void floop_backlog_run(struct floop *f)
+{
+	while (f->backlog && f->n_free) {
+		struct backlog *b = f->backlog;
+		struct fmap *m = b->map;
+
+		f->backlog = b->next;
+		if (!f->backlog)
+			f->backlog_tail = &f->backlog;
+		m->inflight--;
+		if (!m->dead && !m->gone)
+			floop_fault(f, m, b->addr);
+		else
+			floop_map_free_maybe(f, m);
+		free(b);
+	}
+}
+
+static void floop_arm_wakeup(struct floop *f)
+{
+	struct io_uring_sqe *sqe = floop_sqe(f);
+
+	io_uring_prep_read(sqe, f->efd, &f->efd_val, sizeof(f->efd_val), 0);
+	io_uring_sqe_set_data(sqe, &f->wake_req);
+}
+
+static void floop_arm_timer(struct floop *f)
+{
+	struct io_uring_sqe *sqe = floop_sqe(f);
+
+	io_uring_prep_timeout(sqe, &f->tick_ts, 0, 0);
+	io_uring_sqe_set_data(sqe, &f->timer_req);
+}
+
+static void floop_cqe(struct floop *f, struct io_uring_cqe *cqe)
+{
+	struct req *r = io_uring_cqe_get_data(cqe);
+	struct fmap *m;
+
+	if (!r)
+		return;
+	switch (r->op) {
+	case REQ_UFFD_POLL:
+		m = (struct fmap *)r;
+		m->poll_armed = 0;
+		if (m->dead) {
+			floop_map_free_maybe(f, m);
+			break;
+		}
+		if (cqe->res < 0 && cqe->res != -EINTR &&
+		    cqe->res != -ECANCELED)
+			log_errno(cqe->res, "map %s: poll", m->name);
+		/* Re-armed whatever happened: a loop that stops reading
+		 * turns the guest's faults into zero pages. */
+		floop_uffd_read(f, m);
+		floop_map_poll(f, m);
+		break;
+	case REQ_WAKEUP:
+		if (!f->stopping)
+			floop_arm_wakeup(f);
+		floop_cmds_run(f);
+		break;
+	case REQ_TIMER:
+		if (!f->stopping)
+			floop_arm_timer(f);
+		floop_tick(f);
+		break;
+	case REQ_XPORT:
+		f->cfg.xops->on_cqe(f->x, cqe);
+		break;
+	}
+}
+
+static void *floop_run(void *arg)
+{
+	struct floop *f = arg;
+	struct io_uring_cqe *cqe;
+	unsigned int head, n;
+
+	floop_arm_wakeup(f);
+	floop_arm_timer(f);
+	while (!__atomic_load_n(&f->stopping, __ATOMIC_ACQUIRE)) {
+		int ret = io_uring_submit_and_wait(&f->ring, 1);
+
+		if (ret < 0 && ret != -EINTR && ret != -EAGAIN &&
+		    ret != -ETIME) {
+			log_errno(ret, "io_uring_submit_and_wait");
+			break;
+		}
+		n = 0;
+		io_uring_for_each_cqe(&f->ring, head, cqe) {
+			floop_cqe(f, cqe);
+			n++;
+		}
+		io_uring_cq_advance(&f->ring, n);
+		floop_backlog_run(f);
+	}
+	return NULL;
+}
+
+/* ---- lifecycle ---- */
+
+struct floop_counters *floop_counters(struct floop *f)
+{
+	return &f->ctr;
+}
+
+int floop_peer_stats(struct floop *f, struct msg_peer **out, uint32_t *n)
+{
+	struct msg_peer *st;
+
+	pthread_mutex_lock(&f->lock);
+	st = calloc(f->n_stats ? f->n_stats : 1, sizeof(*st));
+	if (st) {
+		memcpy(st, f->stats, f->n_stats * sizeof(*st));
+		*n = f->n_stats;
+	}
+	pthread_mutex_unlock(&f->lock);
+	if (!st)
+		return -ENOMEM;
+	*out = st;
+	return 0;
+}
+
+int floop_create(const struct floop_cfg *cfg, struct floop **out)
+{
+	struct floop *f;
+	uint32_t hsize = 1;
+	int ret;
+
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->cfg = *cfg;
+	if (!f->cfg.slots)
+		f->cfg.slots = 512;
+	f->efd = -1;
+	f->bufs = MAP_FAILED;
+	pthread_mutex_init(&f->lock, NULL);
+	f->cmds_tail = &f->cmds;
+	f->backlog_tail = &f->backlog;
+	f->wake_req.op = REQ_WAKEUP;
+	f->timer_req.op = REQ_TIMER;
+	f->tick_ts.tv_nsec = FLOOP_TICK_MS * 1000000ll;
+
+	f->n_slots = f->cfg.slots;
+	while (hsize < 2 * f->n_slots)
+		hsize <<= 1;
+	f->hash_mask = hsize - 1;
+	f->slots = calloc(f->n_slots, sizeof(*f->slots));
+	f->free_stack = calloc(f->n_slots, sizeof(*f->free_stack));
+	f->hash = malloc(hsize * sizeof(*f->hash));
+	/* Landing buffers: allocated once, never on the fault path. */
+	f->bufs = mmap(NULL, (size_t)f->n_slots * FLOOP_PAGE,
+		       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		       0);
+	if (!f->slots || !f->free_stack || !f->hash || f->bufs == MAP_FAILED) {
+		ret = -ENOMEM;
+		goto err;
+	}
+	memset(f->hash, 0xff, hsize * sizeof(*f->hash));
+	for (uint32_t i = 0; i < f->n_slots; i++) {
+		f->slots[i].buf = f->bufs + (size_t)i * FLOOP_PAGE;
+		f->slots[i].hnext = UINT32_MAX;
+		f->free_stack[f->n_free++] = f->n_slots - 1 - i;
+	}
+	f->efd = eventfd(0, EFD_CLOEXEC);
+	if (f->efd < 0) {
+		ret = -errno;
+		goto err;
+	}
+	ret = io_uring_queue_init(FLOOP_RING, &f->ring, 0);
+	if (ret)
+		goto err;
+	f->ring_ok = 1;
+	ret = f->cfg.xops->create(&f->ring, floop_on_done, f, &f->x);
+	if (ret)
+		goto err;
+	*out = f;
+	return 0;
+err:
+	floop_destroy(f);
+	return ret;
+}
+
+int floop_start(struct floop *f)
+{
+	int ret = pthread_create(&f->thread, NULL, floop_run, f);
+
+	if (ret)
+		return -ret;
+	f->started = 1;
+	return 0;
+}
+
+void floop_destroy(struct floop *f)
+{
+	struct cmd *c, *cn;
+	struct backlog *b, *bn;
+	struct fmap *m, *mn;
+
+	if (!f)
+		return;
+	if (f->started) {
+		uint64_t one = 1;
+		ssize_t r;
+
+		__atomic_store_n(&f->stopping, 1, __ATOMIC_RELEASE);
+		r = write(f->efd, &one, sizeof(one));
+		(void)r;
+		pthread_join(f->thread, NULL);
+	}
+	for (uint32_t i = 0; i < f->n_peers; i++) {
+		if (f->peers[i].xp)
+			f->cfg.xops->peer_close(f->peers[i].xp);
+	}
+	if (f->x)
+		f->cfg.xops->destroy(f->x);
+	for (m = f->maps; m; m = mn) {
+		mn = m->next;
+		close(m->uffd);
+		free(m->chunks);
+		free(m);
+	}
+	for (b = f->backlog; b; b = bn) {
+		bn = b->next;
+		free(b);
+	}
+	for (c = f->cmds; c; c = cn) {
+		cn = c->next;
+		if (c->kind == CMD_MAP_ADD) {
+			close(c->desc.uffd);
+			free(c->desc.chunks);
+		}
+		free(c->peers);
+		free(c);
+	}
+	if (f->ring_ok)
+		io_uring_queue_exit(&f->ring);
+	if (f->efd >= 0)
+		close(f->efd);
+	if (f->bufs != MAP_FAILED)
+		munmap(f->bufs, (size_t)f->n_slots * FLOOP_PAGE);
+	free(f->peers);
+	free(f->stats);
+	free(f->slots);
+	free(f->free_stack);
+	free(f->hash);
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+}

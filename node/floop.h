@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The fault loop: one thread and one io_uring that wait on every mapped
+ * process's userfaultfd and on the transport together. A fault on a
+ * remote-owned page becomes a read posted to the owner (many in flight,
+ * duplicates merged), resolved with UFFDIO_COPY when it lands. An owner that
+ * cannot be reached keeps its faulting threads waiting (reads are retried)
+ * until the fault timeout, then the page is poisoned: SIGBUS, never zeroes.
+ */
+#ifndef NODE_FLOOP_H
+#define NODE_FLOOP_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "msg.h"
+#include "xport.h"
+
+struct floop;
+
+/* Counters shared with the control thread (relaxed atomics). */
+struct floop_counters {
+	atomic_uint_fast64_t faults; /* page faults read from uffds */
+	atomic_uint_fast64_t remote; /* resolved with a page from a peer */
+	atomic_uint_fast64_t local;  /* resolved from the local pool */
+	atomic_uint_fast64_t errors; /* reads failed (retried) and bad faults */
+	atomic_uint_fast64_t poisoned; /* pages poisoned after the timeout */
+};
+
+struct floop_cfg {
+	uint64_t self; /* this node's id */
+	const uint8_t *pool_base;
+	uint64_t pool_size;
+	const struct xport_ops *xops;
+	unsigned int fault_timeout_ms; /* then SIGBUS */
+	unsigned int slots;	       /* fetches in flight; 0 = 512 */
+};
+
+/* A mapping handed over by the fault service; the loop owns uffd and
+ * chunks from floop_map_add() on (also on failure). */
+struct floop_map_desc {
+	uint64_t id;
+	int uffd;
+	uint64_t base;
+	uint64_t size;
+	uint64_t chunk_size;
+	struct msg_chunk *chunks;
+	uint32_t n_chunks;
+	uint64_t features;
+	char name[MSG_NAME_MAX];
+};
+
+int floop_create(const struct floop_cfg *cfg, struct floop **out);
+/* Starts the loop's thread. */
+int floop_start(struct floop *f);
+/* Stops the thread, closes every mapping and peer; NULL is a no-op. */
+void floop_destroy(struct floop *f);
+
+struct floop_counters *floop_counters(struct floop *f);
+
+/* Thread-safe: queue work for the loop thread. Return 0 or -ENOMEM. */
+int floop_map_add(struct floop *f, struct floop_map_desc *d);
+int floop_map_remove(struct floop *f, uint64_t id);
+/* Sets what the loop knows of peers (address, owner instance). */
+int floop_peers_set(struct floop *f, const struct xport_peer_info *peers,
+		    uint32_t n);
+
+/* Per-peer transport figures as of the last tick; *out is malloc'd. */
+int floop_peer_stats(struct floop *f, struct msg_peer **out, uint32_t *n);
+
+#endif

@@ -1,0 +1,293 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Fault service: the agent's Unix socket. A process maps a region in two
+ * steps on one connection, which then stays open for the mapping's life:
+ *
+ *   MAP {name}            -> MAP_LAYOUT {...} + pool memfd
+ *   MAP_UFFD {base, feat} + uffd -> OK      (the fault loop serves it)
+ *   EOF (unmap or exit)   -> the mapping is dropped
+ *
+ * AGENT_STATS may be sent on any connection.
+ */
+#define LOG_PREFIX "fsvc: "
+#include "agent.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "evl.h"
+#include "floop.h"
+#include "log.h"
+#include "net.h"
+#include "uffd.h"
+#include "xport.h"
+
+#define FSVC_RECV_TIMEOUT_MS 2000
+#define FSVC_MAP_ALIGN	     (2ull << 20)
+
+enum fsvc_state {
+	FSVC_NEW = 0,
+	FSVC_LAYOUT_SENT,
+	FSVC_MAPPED,
+};
+
+struct fsvc_conn {
+	struct node_agent *a;
+	int fd;
+	enum fsvc_state state;
+	uint64_t map_id;
+	struct msg layout; /* MAP_LAYOUT as sent */
+	struct fsvc_conn *next;
+};
+
+static void fsvc_conn_close(struct fsvc_conn *c)
+{
+	struct node_agent *a = c->a;
+	struct fsvc_conn **p;
+
+	if (c->state == FSVC_MAPPED)
+		floop_map_remove(a->fl, c->map_id);
+	for (p = &a->conns; *p; p = &(*p)->next) {
+		if (*p == c) {
+			*p = c->next;
+			break;
+		}
+	}
+	evl_del(a->evl, c->fd);
+	close(c->fd);
+	msg_fini(&c->layout);
+	free(c);
+}
+
+static int fsvc_reply_error(struct fsvc_conn *c, int err, const char *what)
+{
+	struct msg rep;
+
+	msg_error(&rep, err, "%s", what);
+	return ctl_send(c->fd, &rep, NULL, 0);
+}
+
+/* Region layout and peer addresses from the coordinator. */
+static int fsvc_on_map(struct fsvc_conn *c, const struct msg *req)
+{
+	struct node_agent *a = c->a;
+	struct xport_peer_info *peers = NULL;
+	struct msg q, region, nodes;
+	uint32_t np = 0;
+	int ret;
+
+	msg_init(&region, MSG_T_NONE);
+	msg_init(&nodes, MSG_T_NONE);
+	msg_init(&q, MSG_T_REGION_GET);
+	msg_strset(q.name, sizeof(q.name), req->name);
+	ret = agent_coord_call(a, &q, &region);
+	if (ret) {
+		char text[MSG_TEXT_MAX + MSG_NAME_MAX + 16];
+
+		snprintf(text, sizeof(text), "region %s: %s", req->name,
+			 region.text[0] ? region.text : log_strerror(ret));
+		msg_fini(&region);
+		return fsvc_reply_error(c, ret, text) ?: ret;
+	}
+	msg_init(&q, MSG_T_NODE_LIST);
+	ret = agent_coord_call(a, &q, &nodes);
+	if (ret)
+		goto out_reply;
+	peers = calloc(nodes.n_nodes ? nodes.n_nodes : 1, sizeof(*peers));
+	if (!peers) {
+		ret = -ENOMEM;
+		goto out_reply;
+	}
+	for (uint32_t i = 0; i < nodes.n_nodes; i++) {
+		peers[np].node = nodes.nodes[i].id;
+		peers[np].instance = nodes.nodes[i].instance;
+		memcpy(peers[np].data_addr, nodes.nodes[i].data_addr,
+		       sizeof(peers[np].data_addr));
+		np++;
+	}
+	ret = floop_peers_set(a->fl, peers, np);
+	if (ret)
+		goto out_reply;
+
+	msg_init(&c->layout, MSG_T_MAP_LAYOUT);
+	msg_strset(c->layout.name, sizeof(c->layout.name), region.name);
+	c->layout.node = a->node_id;
+	c->layout.size = region.size;
+	c->layout.chunk_size = region.chunk_size;
+	c->layout.epoch = region.epoch;
+	c->layout.pool_size = a->pool.size;
+	c->layout.chunks = region.chunks;
+	c->layout.n_chunks = region.n_chunks;
+	region.chunks = NULL;
+	region.n_chunks = 0;
+	ret = ctl_send(c->fd, &c->layout, &a->pool.fd, 1);
+	if (!ret)
+		c->state = FSVC_LAYOUT_SENT;
+	goto out;
+out_reply:
+	fsvc_reply_error(c, ret, "cannot look up the region's owners");
+out:
+	free(peers);
+	msg_fini(&region);
+	msg_fini(&nodes);
+	return ret;
+}
+
+static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
+			    int uffd)
+{
+	struct node_agent *a = c->a;
+	struct floop_map_desc d = { 0 };
+	struct msg ok;
+	size_t clen;
+	int ret;
+
+	if (uffd < 0 || req->base % FSVC_MAP_ALIGN || !req->base) {
+		if (uffd >= 0)
+			close(uffd);
+		fsvc_reply_error(c, -EINVAL,
+				 "map_uffd needs an aligned base "
+				 "and the uffd");
+		return -EINVAL;
+	}
+	clen = (size_t)c->layout.n_chunks * sizeof(*d.chunks);
+	d.chunks = malloc(clen ? clen : 1);
+	if (!d.chunks) {
+		close(uffd);
+		return -ENOMEM;
+	}
+	memcpy(d.chunks, c->layout.chunks, clen);
+	d.id = ++a->next_map_id;
+	d.uffd = uffd;
+	d.base = req->base;
+	d.size = c->layout.size;
+	d.chunk_size = c->layout.chunk_size;
+	d.n_chunks = c->layout.n_chunks;
+	d.features = req->features;
+	memcpy(d.name, c->layout.name, sizeof(d.name));
+	ret = floop_map_add(a->fl, &d);
+	if (ret)
+		return ret;
+	c->map_id = d.id;
+	c->state = FSVC_MAPPED;
+	log_info("process mapped region %s (map %llu, %s poisoning)", d.name,
+		 (unsigned long long)d.id,
+		 d.features & UFFD_FEATURE_POISON ? "with" : "WITHOUT");
+	msg_init(&ok, MSG_T_OK);
+	return ctl_send(c->fd, &ok, NULL, 0);
+}
+
+static int fsvc_on_stats(struct fsvc_conn *c)
+{
+	struct floop_counters *ctr = floop_counters(c->a->fl);
+	struct msg rep;
+	int ret;
+
+	msg_init(&rep, MSG_T_AGENT_STAT);
+	rep.node = c->a->node_id;
+	rep.faults = atomic_load(&ctr->faults);
+	rep.remote = atomic_load(&ctr->remote);
+	rep.local = atomic_load(&ctr->local);
+	rep.errors = atomic_load(&ctr->errors);
+	rep.poisoned = atomic_load(&ctr->poisoned);
+	floop_peer_stats(c->a->fl, &rep.peers, &rep.n_peers);
+	ret = ctl_send(c->fd, &rep, NULL, 0);
+	msg_fini(&rep);
+	return ret;
+}
+
+static void fsvc_on_conn(struct evl *l, int fd, uint32_t events, void *arg)
+{
+	struct fsvc_conn *c = arg;
+	struct msg req;
+	int fds[1] = { -1 }, n_fds = 1, ret;
+
+	ret = ctl_recv(fd, &req, fds, &n_fds, FSVC_RECV_TIMEOUT_MS);
+	if (ret) {
+		if (ret != -ECONNRESET)
+			log_warn("local client: %s; closing it",
+				 log_strerror(ret));
+		fsvc_conn_close(c);
+		return;
+	}
+	if (n_fds == 0)
+		fds[0] = -1;
+	if (req.type == MSG_T_MAP && c->state == FSVC_NEW) {
+		ret = fsvc_on_map(c, &req);
+	} else if (req.type == MSG_T_MAP_UFFD && c->state == FSVC_LAYOUT_SENT) {
+		ret = fsvc_on_map_uffd(c, &req, fds[0]);
+		fds[0] = -1;
+	} else if (req.type == MSG_T_AGENT_STATS) {
+		ret = fsvc_on_stats(c);
+	} else {
+		log_warn("local client sent %s out of turn; closing it",
+			 msg_type_name(req.type));
+		fsvc_reply_error(c, -EPROTO, "unexpected request");
+		ret = -EPROTO;
+	}
+	if (fds[0] >= 0)
+		close(fds[0]);
+	msg_fini(&req);
+	/* A failed map ends the connection; a served one keeps it open. */
+	if (ret && c->state != FSVC_MAPPED)
+		fsvc_conn_close(c);
+}
+
+static void fsvc_on_accept(struct evl *l, int fd, uint32_t events, void *arg)
+{
+	struct node_agent *a = arg;
+	struct fsvc_conn *c;
+	int cfd;
+
+	cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+	if (cfd < 0)
+		return;
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(cfd);
+		return;
+	}
+	c->a = a;
+	c->fd = cfd;
+	if (evl_add(a->evl, cfd, EPOLLIN, fsvc_on_conn, c)) {
+		close(cfd);
+		free(c);
+		return;
+	}
+	c->next = a->conns;
+	a->conns = c;
+}
+
+int fsvc_init(struct node_agent *a)
+{
+	int ret;
+
+	ret = net_unix_listen(a->cfg.sock_path, 128, &a->usock);
+	if (ret) {
+		log_errno(ret, "listen on %s", a->cfg.sock_path);
+		return ret;
+	}
+	chmod(a->cfg.sock_path, 0660);
+	ret = evl_add(a->evl, a->usock, EPOLLIN, fsvc_on_accept, a);
+	if (ret)
+		log_errno(ret, "watch %s", a->cfg.sock_path);
+	return ret;
+}
+
+void fsvc_fini(struct node_agent *a)
+{
+	while (a->conns)
+		fsvc_conn_close(a->conns);
+	if (a->usock >= 0) {
+		close(a->usock);
+		unlink(a->cfg.sock_path);
+	}
+	a->usock = -1;
+}

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The owner's TCP page server: answers HELLO and READ requests (wire.h)
+ * with bytes straight from the pool, on its own thread and io_uring.
+ */
+#ifndef NODE_PAGESRV_H
+#define NODE_PAGESRV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct pagesrv;
+
+struct pagesrv_cfg {
+	const char *listen_addr; /* "host:port", port 0 = any free port */
+	const void *pool;	 /* served read-only, caller keeps it mapped */
+	uint64_t pool_size;
+	uint64_t instance; /* this pool's instance, sent in HELLO replies */
+	unsigned int max_conns; /* 0 = 256; more are accepted and closed */
+};
+
+/*
+ * Binds and listens on cfg->listen_addr; serves nothing until started.
+ * The pool must stay mapped until pagesrv_destroy() returns. Returns 0 and
+ * the server in *out, -EINVAL for a bad cfg or address, or -errno.
+ */
+int pagesrv_create(const struct pagesrv_cfg *cfg, struct pagesrv **out);
+
+/*
+ * Writes the bound address as "host:port" (the real port when 0 was asked
+ * for). Returns 0, or -ENOSPC if @len is too small.
+ */
+int pagesrv_addr(const struct pagesrv *s, char *buf, size_t len);
+
+/* Starts the server thread. Returns 0, -EALREADY, or -errno. */
+int pagesrv_start(struct pagesrv *s);
+
+/*
+ * Stops the thread (through an eventfd), closes every connection and the
+ * listening socket, frees @s. NULL is a no-op. Callable from any thread.
+ */
+void pagesrv_destroy(struct pagesrv *s);
+
+struct pagesrv_stats {
+	uint64_t conns;	  /* connections accepted and served */
+	uint64_t reads;	  /* READ requests answered with data */
+	uint64_t bytes;	  /* payload bytes of those replies */
+	uint64_t errors;  /* requests answered with an error status */
+	uint64_t dropped; /* connections closed by us: bad input, cap */
+};
+
+/* Snapshot of the counters (atomics); callable from any thread. */
+void pagesrv_stats(const struct pagesrv *s, struct pagesrv_stats *st);
+
+#endif

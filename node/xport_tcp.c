@@ -1,0 +1,1077 @@
+// SPDX-License-Identifier: MIT
+/*
+ * TCP transport of the fault path: pipelined 24-byte READ requests to the
+ * owner's page server (pagesrv.c), all I/O on the fault loop's io_uring.
+ */
+#define LOG_PREFIX "xport_tcp: "
+#include "xport.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <liburing.h>
+
+#include "log.h"
+#include "net.h"
+#include "req.h"
+#include "wire.h"
+
+/* Request slots per peer: reads in flight or queued (read() -> -EAGAIN). */
+#ifndef XPORT_TCP_DEPTH
+#define XPORT_TCP_DEPTH 256u
+#endif
+/* Per-connection receive buffer; payloads are copied out as they arrive. */
+#define XPORT_TCP_RBUF_SIZE	 (256u << 10)
+#define XPORT_TCP_BACKOFF_MIN_MS 100u
+#define XPORT_TCP_BACKOFF_MAX_MS 2000u
+/* CONNECTING longer than this (connect + HELLO) counts as a failure */
+#define XPORT_TCP_CONNECT_TIMEOUT_MS 5000u
+#define XPORT_TCP_PAGE		     4096u
+#define XPORT_TCP_HELLO_TAG	     0
+#define XPORT_TCP_NIL		     UINT32_MAX
+/* destroy(): how long to wait for our cancelled requests' CQEs */
+#define XPORT_TCP_REAP_WAIT_MS 5000u
+
+/* Kernel 6.3+: MSG_RING passes sqe->file_index as the posted CQE's flags. */
+#ifndef IORING_MSG_RING_FLAGS_PASS
+#define IORING_MSG_RING_FLAGS_PASS (1U << 1)
+#endif
+
+_Static_assert(XPORT_TCP_DEPTH > 0 && XPORT_TCP_DEPTH < XPORT_TCP_NIL,
+	       "slot index must fit the low half of a wire tag");
+
+enum xport_tcp_op {
+	XPORT_TCP_OP_CONNECT = 1,
+	XPORT_TCP_OP_SEND,
+	XPORT_TCP_OP_RECV,
+	XPORT_TCP_OP_CANCEL,
+};
+
+struct xport_tcp_conn;
+
+/* user_data of every SQE we post: the fault loop sees req.op REQ_XPORT. */
+struct xport_tcp_req {
+	struct req req;
+	enum xport_tcp_op op;
+	struct xport_tcp_conn *conn;
+};
+
+enum xport_tcp_slot_state {
+	XPORT_TCP_SLOT_FREE = 0,
+	XPORT_TCP_SLOT_QUEUED,	/* posted while CONNECTING, not encoded yet */
+	XPORT_TCP_SLOT_SENT,	/* header in the send buffer or on the wire */
+	XPORT_TCP_SLOT_FAILING, /* being failed by xport_tcp_peer_fail_all */
+};
+
+struct xport_tcp_slot {
+	enum xport_tcp_slot_state state;
+	uint32_t len;
+	uint32_t gen;  /* high half of the wire tag: catches stray replies */
+	uint32_t next; /* free list or queue link */
+	int status;    /* while FAILING */
+	uint64_t off;
+	uint64_t tag; /* the caller's */
+	void *dst;
+};
+
+/*
+ * One TCP connection of a peer. The peer drops it on any error (detach);
+ * a detached connection lives on, owned by the xport, until the CQEs of
+ * all its requests are reaped: the kernel may still use its buffers.
+ */
+struct xport_tcp_conn {
+	struct xport_tcp *x;
+	struct xport_tcp_peer *peer;	    /* NULL once detached */
+	struct xport_tcp_conn *prev, *next; /* x->conns */
+	int fd;
+	unsigned int inflight; /* SQEs posted and not reaped, + handler hold */
+	bool dead;
+	bool connected;
+	bool hello_pending;
+	bool send_busy;
+	bool recv_busy;
+	bool parsing;
+	struct xport_tcp_req connect_req;
+	struct xport_tcp_req send_req;
+	struct xport_tcp_req recv_req;
+	struct xport_tcp_req cancel_req;
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+	/* request headers, [0, sinflight) owned by the posted SEND */
+	uint8_t *sbuf;
+	size_t scap, slen, sinflight;
+	/* replies; ridx != NIL while copying a payload into that slot */
+	uint8_t *rbuf;
+	size_t rlen;
+	uint32_t ridx, rgot;
+};
+
+struct xport_tcp_peer {
+	struct xport_tcp *x;
+	struct xport_tcp_peer *prev, *next; /* x->peers */
+	struct xport_peer_info info;
+	enum xport_peer_state state;
+	struct xport_tcp_conn *conn; /* non-NULL iff CONNECTING or UP */
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+	unsigned int refs; /* 1 until peer_close, + handlers running */
+	bool closed;
+	bool down_logged;
+	bool stale_logged;
+	uint64_t retry_at; /* DOWN: tick time of the next attempt, 0 = unset */
+	uint64_t
+		conn_deadline; /* CONNECTING: tick time to give up, 0 = unset */
+	unsigned int backoff_ms;
+	uint32_t free_head;
+	uint32_t q_head, q_tail; /* QUEUED slots, FIFO */
+	struct xport_stats st;
+	struct xport_tcp_slot slots[XPORT_TCP_DEPTH];
+};
+
+struct xport_tcp {
+	struct io_uring *ring;
+	xport_done_fn done;
+	void *arg;
+	bool need_submit;
+	struct xport_tcp_peer *peers;
+	struct xport_tcp_conn *conns; /* attached and detached */
+};
+
+static struct xport_tcp *xport_tcp_from(struct xport *x)
+{
+	return (struct xport_tcp *)x;
+}
+
+static struct xport_tcp_peer *xport_tcp_peer_from(struct xport_peer *p)
+{
+	return (struct xport_tcp_peer *)p;
+}
+
+static const struct xport_tcp_peer *
+xport_tcp_peer_from_const(const struct xport_peer *p)
+{
+	return (const struct xport_tcp_peer *)p;
+}
+
+static struct io_uring_sqe *xport_tcp_sqe_get(struct xport_tcp *x)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(x->ring);
+
+	if (!sqe) {
+		/* SQ full (ours and the fault loop's SQEs): flush, retry */
+		io_uring_submit(x->ring);
+		sqe = io_uring_get_sqe(x->ring);
+	}
+	if (sqe)
+		x->need_submit = true;
+	return sqe;
+}
+
+static void xport_tcp_flush(struct xport_tcp *x)
+{
+	int ret;
+
+	if (!x->need_submit)
+		return;
+	x->need_submit = false;
+	ret = io_uring_submit(x->ring);
+	/* -EBUSY/-EAGAIN: SQEs stay queued and go with the next submit */
+	if (ret < 0 && ret != -EBUSY && ret != -EAGAIN && ret != -EINTR)
+		log_errno(ret, "io_uring_submit");
+}
+
+static void xport_tcp_conn_free(struct xport_tcp_conn *c)
+{
+	struct xport_tcp *x = c->x;
+
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		x->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c->sbuf);
+	free(c->rbuf);
+	free(c);
+}
+
+/*
+ * Takes @c away from its peer. Its requests are cancelled (shutdown makes
+ * a pending RECV/SEND complete, the cancel catches a CONNECT); the memory
+ * goes when the last CQE is reaped (xport_tcp_conn_put).
+ */
+static void xport_tcp_conn_detach(struct xport_tcp_conn *c)
+{
+	struct io_uring_sqe *sqe;
+
+	if (c->peer && c->peer->conn == c)
+		c->peer->conn = NULL;
+	c->peer = NULL;
+	c->dead = true;
+	if (!c->inflight) {
+		xport_tcp_conn_free(c);
+		return;
+	}
+	shutdown(c->fd, SHUT_RDWR);
+	sqe = xport_tcp_sqe_get(c->x);
+	if (!sqe)
+		return; /* shutdown alone completes RECV and SEND */
+	io_uring_prep_cancel_fd(sqe, c->fd, IORING_ASYNC_CANCEL_ALL);
+	io_uring_sqe_set_data(sqe, &c->cancel_req);
+	c->inflight++;
+}
+
+static void xport_tcp_conn_put(struct xport_tcp_conn *c)
+{
+	if (!--c->inflight && c->dead)
+		xport_tcp_conn_free(c);
+}
+
+static void xport_tcp_peer_put(struct xport_tcp_peer *p)
+{
+	if (!--p->refs)
+		free(p);
+}
+
+/* Frees slot @idx and tells the caller; the caller holds a peer ref. */
+static void xport_tcp_slot_finish(struct xport_tcp_peer *p, uint32_t idx,
+				  int status)
+{
+	struct xport_tcp_slot *s = &p->slots[idx];
+	struct xport_tcp *x = p->x;
+	uint64_t tag = s->tag;
+
+	if (status == 0) {
+		p->st.completed++;
+		p->st.bytes += s->len;
+	} else {
+		p->st.failed++;
+	}
+	s->state = XPORT_TCP_SLOT_FREE;
+	s->dst = NULL;
+	s->next = p->free_head;
+	p->free_head = idx;
+	x->done(x->arg, tag, status);
+}
+
+/*
+ * Fails every busy slot, exactly once: @status, or when 0 -ECONNRESET for
+ * reads that went out and -ENOTCONN for reads still queued. Slots are
+ * marked first, so reads posted by the callbacks are left alone.
+ */
+static void xport_tcp_peer_fail_all(struct xport_tcp_peer *p, int status)
+{
+	struct xport_tcp_slot *s;
+	uint32_t i;
+
+	for (i = 0; i < XPORT_TCP_DEPTH; i++) {
+		s = &p->slots[i];
+		if (s->state == XPORT_TCP_SLOT_FREE ||
+		    s->state == XPORT_TCP_SLOT_FAILING)
+			continue;
+		if (status)
+			s->status = status;
+		else if (s->state == XPORT_TCP_SLOT_SENT)
+			s->status = -ECONNRESET;
+		else
+			s->status = -ENOTCONN;
+		s->state = XPORT_TCP_SLOT_FAILING;
+	}
+	p->q_head = p->q_tail = XPORT_TCP_NIL;
+	p->refs++;
+	for (i = 0; i < XPORT_TCP_DEPTH; i++) {
+		s = &p->slots[i];
+		if (s->state == XPORT_TCP_SLOT_FAILING)
+			xport_tcp_slot_finish(p, i, s->status);
+	}
+	xport_tcp_peer_put(p);
+}
+
+/* Connection lost or never made: peer DOWN, tick() retries. */
+static void xport_tcp_peer_down(struct xport_tcp_peer *p, int err,
+				const char *what)
+{
+	if (!p->down_logged) {
+		/* once per loss, not once per failed reconnect */
+		log_warn("node %" PRIu64 " (%s): %s: %s, peer down",
+			 p->info.node, p->info.data_addr, what,
+			 log_strerror(err));
+		p->down_logged = true;
+	}
+	if (p->conn)
+		xport_tcp_conn_detach(p->conn);
+	p->state = XPORT_PEER_DOWN;
+	p->retry_at = 0;
+	p->conn_deadline = 0;
+	xport_tcp_peer_fail_all(p, 0);
+}
+
+static void xport_tcp_peer_stale(struct xport_tcp_peer *p, uint64_t instance)
+{
+	if (!p->stale_logged) {
+		/* a restarted owner: its pool lacks the region's data */
+		log_err("node %" PRIu64 " (%s): stale: owner instance %#" PRIx64
+			", expected %#" PRIx64,
+			p->info.node, p->info.data_addr, instance,
+			p->info.instance);
+		p->stale_logged = true;
+	}
+	if (p->conn)
+		xport_tcp_conn_detach(p->conn);
+	p->state = XPORT_PEER_STALE;
+	xport_tcp_peer_fail_all(p, -ESTALE);
+}
+
+/* Posts what the connection lacks: a RECV, and a SEND if bytes wait. */
+static void xport_tcp_conn_kick(struct xport_tcp_conn *c)
+{
+	struct io_uring_sqe *sqe;
+
+	if (c->dead || !c->connected)
+		return;
+	/* while parsing, rbuf is not compacted yet: on_recv posts later */
+	if (!c->recv_busy && !c->parsing) {
+		sqe = xport_tcp_sqe_get(c->x);
+		if (!sqe)
+			return; /* retried on the next event or tick */
+		io_uring_prep_recv(sqe, c->fd, c->rbuf + c->rlen,
+				   XPORT_TCP_RBUF_SIZE - c->rlen, 0);
+		io_uring_sqe_set_data(sqe, &c->recv_req);
+		c->recv_busy = true;
+		c->inflight++;
+	}
+	if (!c->send_busy && c->slen) {
+		sqe = xport_tcp_sqe_get(c->x);
+		if (!sqe)
+			return;
+		io_uring_prep_send(sqe, c->fd, c->sbuf, c->slen, MSG_NOSIGNAL);
+		io_uring_sqe_set_data(sqe, &c->send_req);
+		c->sinflight = c->slen;
+		c->send_busy = true;
+		c->inflight++;
+	}
+}
+
+static void xport_tcp_conn_hdr_put(struct xport_tcp_conn *c,
+				   const struct wire_hdr *h)
+{
+	if (c->slen + WIRE_HDR_LEN > c->scap) {
+		log_err("send buffer overflow: %zu of %zu bytes", c->slen,
+			c->scap);
+		abort();
+	}
+	wire_hdr_pack(h, c->sbuf + c->slen);
+	c->slen += WIRE_HDR_LEN;
+}
+
+static void xport_tcp_slot_encode(struct xport_tcp_peer *p, uint32_t idx)
+{
+	struct xport_tcp_slot *s = &p->slots[idx];
+	struct wire_hdr h = {
+		.version = WIRE_VERSION,
+		.op = WIRE_OP_READ,
+		.len = s->len,
+		.tag = (uint64_t)s->gen << 32 | idx,
+		.arg = s->off,
+	};
+
+	xport_tcp_conn_hdr_put(p->conn, &h);
+	s->state = XPORT_TCP_SLOT_SENT;
+}
+
+static void xport_tcp_peer_up(struct xport_tcp_peer *p, uint64_t instance)
+{
+	uint32_t idx;
+
+	p->state = XPORT_PEER_UP;
+	p->conn_deadline = 0;
+	p->backoff_ms = XPORT_TCP_BACKOFF_MIN_MS;
+	if (p->down_logged)
+		log_info("node %" PRIu64
+			 " (%s): reconnected, instance %#" PRIx64,
+			 p->info.node, p->info.data_addr, instance);
+	else
+		log_dbg("node %" PRIu64 " (%s): up, instance %#" PRIx64,
+			p->info.node, p->info.data_addr, instance);
+	p->down_logged = false;
+	while ((idx = p->q_head) != XPORT_TCP_NIL) {
+		p->q_head = p->slots[idx].next;
+		xport_tcp_slot_encode(p, idx);
+	}
+	p->q_tail = XPORT_TCP_NIL;
+	xport_tcp_conn_kick(p->conn);
+}
+
+/* One reply header; returns 0 or -EPROTO (connection to be dropped). */
+static int xport_tcp_conn_on_hdr(struct xport_tcp_conn *c,
+				 struct xport_tcp_peer *p,
+				 const struct wire_hdr *h)
+{
+	struct xport_tcp_slot *s;
+	uint32_t idx;
+
+	if (h->version != WIRE_VERSION)
+		return -EPROTO;
+	if (c->hello_pending) {
+		if (h->op != WIRE_OP_HELLO || h->tag != XPORT_TCP_HELLO_TAG ||
+		    h->len)
+			return -EPROTO;
+		c->hello_pending = false;
+		if (h->flags_status == ESTALE ||
+		    (!h->flags_status && p->info.instance &&
+		     h->arg != p->info.instance)) {
+			xport_tcp_peer_stale(p, h->arg);
+			return 0;
+		}
+		if (h->flags_status)
+			return -EPROTO;
+		xport_tcp_peer_up(p, h->arg);
+		return 0;
+	}
+	if (h->op != WIRE_OP_READ)
+		return -EPROTO;
+	idx = (uint32_t)h->tag;
+	if (idx >= XPORT_TCP_DEPTH)
+		return -EPROTO;
+	s = &p->slots[idx];
+	if (s->state != XPORT_TCP_SLOT_SENT || s->gen != h->tag >> 32)
+		return -EPROTO;
+	if (h->flags_status) {
+		if (h->len)
+			return -EPROTO;
+		xport_tcp_slot_finish(p, idx, -(int)h->flags_status);
+		return 0;
+	}
+	if (h->len != s->len)
+		return -EPROTO;
+	c->ridx = idx;
+	c->rgot = 0;
+	return 0;
+}
+
+static void xport_tcp_reply_log(const struct xport_tcp_peer *p,
+				const struct wire_hdr *h)
+{
+	log_err("node %" PRIu64
+		" (%s): bad reply: v%u op %u status %u len %u tag %#" PRIx64,
+		p->info.node, p->info.data_addr, h->version, h->op,
+		h->flags_status, h->len, h->tag);
+}
+
+/*
+ * Consumes the complete replies in rbuf, copying payloads to their slots.
+ * Callbacks may close the peer or drop the connection: stop once dead.
+ */
+static int xport_tcp_conn_parse(struct xport_tcp_conn *c,
+				struct xport_tcp_peer *p)
+{
+	struct xport_tcp_slot *s;
+	struct wire_hdr h;
+	size_t pos = 0, n;
+	uint32_t idx;
+	int ret;
+
+	while (!c->dead) {
+		if (c->ridx != XPORT_TCP_NIL) {
+			s = &p->slots[c->ridx];
+			n = c->rlen - pos;
+			if (n > s->len - c->rgot)
+				n = s->len - c->rgot;
+			memcpy((uint8_t *)s->dst + c->rgot, c->rbuf + pos, n);
+			pos += n;
+			c->rgot += n;
+			if (c->rgot < s->len)
+				break;
+			idx = c->ridx;
+			c->ridx = XPORT_TCP_NIL;
+			xport_tcp_slot_finish(p, idx, 0);
+			continue;
+		}
+		if (c->rlen - pos < WIRE_HDR_LEN)
+			break;
+		wire_hdr_unpack(c->rbuf + pos, &h);
+		pos += WIRE_HDR_LEN;
+		ret = xport_tcp_conn_on_hdr(c, p, &h);
+		if (ret < 0) {
+			xport_tcp_reply_log(p, &h);
+			return ret;
+		}
+	}
+	if (c->dead)
+		return 0;
+	memmove(c->rbuf, c->rbuf + pos, c->rlen - pos);
+	c->rlen -= pos;
+	return 0;
+}
+
+static void xport_tcp_conn_on_connect(struct xport_tcp_conn *c,
+				      struct xport_tcp_peer *p, int res)
+{
+	if (res < 0) {
+		xport_tcp_peer_down(p, res, "connect");
+		return;
+	}
+	c->connected = true;
+	xport_tcp_conn_kick(c);
+}
+
+static void xport_tcp_conn_on_send(struct xport_tcp_conn *c,
+				   struct xport_tcp_peer *p, int res)
+{
+	if (res == -EINTR || res == -EAGAIN) {
+		xport_tcp_conn_kick(c);
+		return;
+	}
+	if (res <= 0) {
+		xport_tcp_peer_down(p, res ? res : -EPIPE, "send");
+		return;
+	}
+	/* short sends leave the rest (and what came meanwhile) in front */
+	memmove(c->sbuf, c->sbuf + res, c->slen - res);
+	c->slen -= res;
+	c->sinflight = 0;
+	xport_tcp_conn_kick(c);
+}
+
+static void xport_tcp_conn_on_recv(struct xport_tcp_conn *c,
+				   struct xport_tcp_peer *p, int res)
+{
+	int ret;
+
+	if (res == -EINTR || res == -EAGAIN || res == -ENOBUFS) {
+		xport_tcp_conn_kick(c);
+		return;
+	}
+	if (res < 0) {
+		xport_tcp_peer_down(p, res, "recv");
+		return;
+	}
+	if (res == 0) {
+		xport_tcp_peer_down(p, -ECONNRESET, "connection closed");
+		return;
+	}
+	c->rlen += res;
+	c->parsing = true;
+	ret = xport_tcp_conn_parse(c, p);
+	c->parsing = false;
+	if (ret < 0) {
+		xport_tcp_peer_down(p, ret, "protocol error");
+		return;
+	}
+	xport_tcp_conn_kick(c);
+}
+
+static void xport_tcp_on_cqe(struct xport *xx, struct io_uring_cqe *cqe)
+{
+	struct xport_tcp_req *r = io_uring_cqe_get_data(cqe);
+	struct xport_tcp_conn *c = r->conn;
+	struct xport_tcp *x = c->x;
+	struct xport_tcp_peer *p;
+
+	switch (r->op) {
+	case XPORT_TCP_OP_SEND:
+		c->send_busy = false;
+		break;
+	case XPORT_TCP_OP_RECV:
+		c->recv_busy = false;
+		break;
+	case XPORT_TCP_OP_CONNECT:
+	case XPORT_TCP_OP_CANCEL:
+		break;
+	}
+	if (c->dead) {
+		xport_tcp_conn_put(c);
+		return;
+	}
+	/* the CQE's count holds @c and a ref holds @p while callbacks run */
+	p = c->peer;
+	p->refs++;
+	switch (r->op) {
+	case XPORT_TCP_OP_CONNECT:
+		xport_tcp_conn_on_connect(c, p, cqe->res);
+		break;
+	case XPORT_TCP_OP_SEND:
+		xport_tcp_conn_on_send(c, p, cqe->res);
+		break;
+	case XPORT_TCP_OP_RECV:
+		xport_tcp_conn_on_recv(c, p, cqe->res);
+		break;
+	case XPORT_TCP_OP_CANCEL:
+		break;
+	}
+	xport_tcp_conn_put(c);
+	xport_tcp_peer_put(p);
+	xport_tcp_flush(x);
+}
+
+/* New connection attempt: socket, CONNECT posted, HELLO queued. */
+static int xport_tcp_peer_connect(struct xport_tcp_peer *p)
+{
+	struct xport_tcp *x = p->x;
+	struct io_uring_sqe *sqe;
+	struct xport_tcp_conn *c;
+	struct wire_hdr h = {
+		.version = WIRE_VERSION,
+		.op = WIRE_OP_HELLO,
+		.tag = XPORT_TCP_HELLO_TAG,
+		.arg = p->info.instance,
+	};
+	int one = 1, ret;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->x = x;
+	c->fd = -1;
+	c->ridx = XPORT_TCP_NIL;
+	/*
+	 * A slot's header is at most once in the posted SEND and once after
+	 * it: its reply may be parsed (and the slot reused) before that SEND's
+	 * CQE is. Plus the HELLO.
+	 */
+	c->scap = (size_t)(2 * XPORT_TCP_DEPTH + 1) * WIRE_HDR_LEN;
+	c->sbuf = malloc(c->scap);
+	c->rbuf = malloc(XPORT_TCP_RBUF_SIZE);
+	if (!c->sbuf || !c->rbuf) {
+		ret = -ENOMEM;
+		goto out_free;
+	}
+	c->connect_req = (struct xport_tcp_req){ { REQ_XPORT },
+						 XPORT_TCP_OP_CONNECT,
+						 c };
+	c->send_req =
+		(struct xport_tcp_req){ { REQ_XPORT }, XPORT_TCP_OP_SEND, c };
+	c->recv_req =
+		(struct xport_tcp_req){ { REQ_XPORT }, XPORT_TCP_OP_RECV, c };
+	c->cancel_req =
+		(struct xport_tcp_req){ { REQ_XPORT }, XPORT_TCP_OP_CANCEL, c };
+	c->fd = socket(p->addr.ss_family,
+		       SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP);
+	if (c->fd < 0) {
+		ret = -errno;
+		goto out_free;
+	}
+	if (setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one))) {
+		ret = -errno;
+		goto out_free;
+	}
+	/* the kernel reads the address while the CONNECT runs: our copy */
+	memcpy(&c->addr, &p->addr, p->addrlen);
+	c->addrlen = p->addrlen;
+	xport_tcp_conn_hdr_put(c, &h);
+	c->hello_pending = true;
+	sqe = xport_tcp_sqe_get(x);
+	if (!sqe) {
+		ret = -EBUSY;
+		goto out_free;
+	}
+	io_uring_prep_connect(sqe, c->fd, (struct sockaddr *)&c->addr,
+			      c->addrlen);
+	io_uring_sqe_set_data(sqe, &c->connect_req);
+	c->inflight = 1;
+	c->next = x->conns;
+	if (x->conns)
+		x->conns->prev = c;
+	x->conns = c;
+	c->peer = p;
+	p->conn = c;
+	p->state = XPORT_PEER_CONNECTING;
+	return 0;
+out_free:
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c->sbuf);
+	free(c->rbuf);
+	free(c);
+	return ret;
+}
+
+static int xport_tcp_addr_resolve(struct xport_tcp_peer *p)
+{
+	char host[MSG_ADDR_MAX], port[16];
+	struct addrinfo hints = {
+		.ai_family = AF_UNSPEC,
+		.ai_socktype = SOCK_STREAM,
+		.ai_protocol = IPPROTO_TCP,
+		.ai_flags = AI_NUMERICSERV,
+	};
+	struct addrinfo *ai;
+	int ret;
+
+	ret = net_addr_split(p->info.data_addr, host, sizeof(host), port,
+			     sizeof(port));
+	if (ret < 0)
+		return ret;
+	ret = getaddrinfo(host, port, &hints, &ai);
+	if (ret) {
+		log_err("node %" PRIu64 " (%s): cannot resolve: %s",
+			p->info.node, p->info.data_addr,
+			ret == EAI_SYSTEM ? log_strerror(errno)
+					  : gai_strerror(ret));
+		switch (ret) {
+		case EAI_SYSTEM:
+			return errno ? -errno : -EIO;
+		case EAI_MEMORY:
+			return -ENOMEM;
+		case EAI_AGAIN:
+			return -EAGAIN;
+		default:
+			return -EHOSTUNREACH;
+		}
+	}
+	if (ai->ai_addrlen > sizeof(p->addr)) {
+		freeaddrinfo(ai);
+		return -EINVAL;
+	}
+	memcpy(&p->addr, ai->ai_addr, ai->ai_addrlen);
+	p->addrlen = ai->ai_addrlen;
+	freeaddrinfo(ai);
+	return 0;
+}
+
+static int xport_tcp_peer_open(struct xport *xx,
+			       const struct xport_peer_info *info,
+			       struct xport_peer **out)
+{
+	struct xport_tcp *x = xport_tcp_from(xx);
+	struct xport_tcp_peer *p;
+	uint32_t i;
+	int ret;
+
+	if (!memchr(info->data_addr, '\0', sizeof(info->data_addr)))
+		return -EINVAL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->x = x;
+	p->info = *info;
+	p->refs = 1;
+	p->backoff_ms = XPORT_TCP_BACKOFF_MIN_MS;
+	p->q_head = p->q_tail = XPORT_TCP_NIL;
+	for (i = 0; i < XPORT_TCP_DEPTH; i++)
+		p->slots[i].next =
+			i + 1 < XPORT_TCP_DEPTH ? i + 1 : XPORT_TCP_NIL;
+	ret = xport_tcp_addr_resolve(p);
+	if (ret < 0)
+		goto out_free;
+	ret = xport_tcp_peer_connect(p);
+	if (ret < 0) {
+		log_errno(ret, "node %" PRIu64 " (%s): connect", info->node,
+			  info->data_addr);
+		goto out_free;
+	}
+	p->next = x->peers;
+	if (x->peers)
+		x->peers->prev = p;
+	x->peers = p;
+	xport_tcp_flush(x);
+	*out = (struct xport_peer *)p;
+	return 0;
+out_free:
+	free(p);
+	return ret;
+}
+
+static void xport_tcp_peer_close(struct xport_peer *pp)
+{
+	struct xport_tcp_peer *p = xport_tcp_peer_from(pp);
+	struct xport_tcp *x;
+
+	if (!p || p->closed)
+		return;
+	x = p->x;
+	p->closed = true;
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		x->peers = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	if (p->conn)
+		xport_tcp_conn_detach(p->conn);
+	p->state = XPORT_PEER_DOWN;
+	xport_tcp_peer_fail_all(p, -ECANCELED);
+	xport_tcp_flush(x);
+	xport_tcp_peer_put(p);
+}
+
+static int xport_tcp_read(struct xport_peer *pp, uint64_t off, uint32_t len,
+			  void *dst, uint64_t tag)
+{
+	struct xport_tcp_peer *p = xport_tcp_peer_from(pp);
+	struct xport_tcp_slot *s;
+	uint32_t idx;
+
+	if (!len || len % XPORT_TCP_PAGE || len > WIRE_LEN_MAX || !dst)
+		return -EINVAL;
+	if (p->closed)
+		return -ENOTCONN;
+	switch (p->state) {
+	case XPORT_PEER_DOWN:
+		return -ENOTCONN;
+	case XPORT_PEER_STALE:
+		return -ESTALE;
+	case XPORT_PEER_CONNECTING:
+	case XPORT_PEER_UP:
+		break;
+	}
+	idx = p->free_head;
+	if (idx == XPORT_TCP_NIL)
+		return -EAGAIN;
+	s = &p->slots[idx];
+	p->free_head = s->next;
+	s->off = off;
+	s->len = len;
+	s->dst = dst;
+	s->tag = tag;
+	s->gen++;
+	s->next = XPORT_TCP_NIL;
+	p->st.posted++;
+	if (p->state == XPORT_PEER_UP) {
+		xport_tcp_slot_encode(p, idx);
+		xport_tcp_conn_kick(p->conn);
+		xport_tcp_flush(p->x);
+		return 0;
+	}
+	s->state = XPORT_TCP_SLOT_QUEUED;
+	if (p->q_tail == XPORT_TCP_NIL)
+		p->q_head = idx;
+	else
+		p->slots[p->q_tail].next = idx;
+	p->q_tail = idx;
+	return 0;
+}
+
+static void xport_tcp_tick(struct xport *xx, uint64_t now_ms)
+{
+	struct xport_tcp *x = xport_tcp_from(xx);
+	struct xport_tcp_peer *p;
+	int ret;
+
+again:
+	for (p = x->peers; p; p = p->next) {
+		if (p->state == XPORT_PEER_CONNECTING) {
+			/* a server that accepts but never answers HELLO */
+			if (!p->conn_deadline) {
+				p->conn_deadline =
+					now_ms + XPORT_TCP_CONNECT_TIMEOUT_MS;
+			} else if (now_ms >= p->conn_deadline) {
+				p->conn_deadline = 0;
+				/* callbacks may close peers: start over */
+				xport_tcp_peer_down(p, -ETIMEDOUT, "connect");
+				goto again;
+			}
+		}
+		if (p->state != XPORT_PEER_DOWN) {
+			if (p->conn)
+				xport_tcp_conn_kick(p->conn);
+			continue;
+		}
+		if (!p->retry_at) {
+			p->retry_at = now_ms + p->backoff_ms;
+			p->backoff_ms =
+				p->backoff_ms * 2 > XPORT_TCP_BACKOFF_MAX_MS
+					? XPORT_TCP_BACKOFF_MAX_MS
+					: p->backoff_ms * 2;
+			continue;
+		}
+		if (now_ms < p->retry_at)
+			continue;
+		p->retry_at = 0;
+		/* a DOWN peer has no reads: nothing here calls back */
+		ret = xport_tcp_peer_connect(p);
+		if (ret < 0)
+			log_dbg("node %" PRIu64 " (%s): reconnect: %s",
+				p->info.node, p->info.data_addr,
+				log_strerror(ret));
+	}
+	xport_tcp_flush(x);
+}
+
+static enum xport_peer_state xport_tcp_peer_state(const struct xport_peer *pp)
+{
+	return xport_tcp_peer_from_const(pp)->state;
+}
+
+static void xport_tcp_peer_stats(const struct xport_peer *pp,
+				 struct xport_stats *st)
+{
+	*st = xport_tcp_peer_from_const(pp)->st;
+}
+
+static int xport_tcp_create(struct io_uring *ring, xport_done_fn done,
+			    void *arg, struct xport **out)
+{
+	struct xport_tcp *x;
+
+	if (!ring || !done)
+		return -EINVAL;
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	x->ring = ring;
+	x->done = done;
+	x->arg = arg;
+	*out = (struct xport *)x;
+	return 0;
+}
+
+static bool xport_tcp_owns(const struct xport_tcp *x, const void *data)
+{
+	const struct xport_tcp_conn *c;
+
+	for (c = x->conns; c; c = c->next)
+		if (data == &c->connect_req || data == &c->send_req ||
+		    data == &c->recv_req || data == &c->cancel_req)
+			return true;
+	return false;
+}
+
+struct xport_tcp_foreign {
+	uint64_t user_data;
+	int32_t res;
+	uint32_t flags;
+};
+
+/* CQEs of other requests that destroy() reaped on the way */
+struct xport_tcp_stash {
+	struct xport_tcp_foreign *v;
+	size_t n, cap;
+};
+
+static void xport_tcp_stash_add(struct xport_tcp_stash *st,
+				const struct io_uring_cqe *cqe)
+{
+	struct xport_tcp_foreign *v;
+	size_t cap;
+
+	if (st->n == st->cap) {
+		cap = st->cap ? st->cap * 2 : 16;
+		v = realloc(st->v, cap * sizeof(*v));
+		if (!v) {
+			log_err("destroy: lost the CQE of another request");
+			return;
+		}
+		st->v = v;
+		st->cap = cap;
+	}
+	st->v[st->n++] = (struct xport_tcp_foreign){ cqe->user_data, cqe->res,
+						     cqe->flags };
+}
+
+/* Puts CQEs we reaped on the ring's owner's behalf back (MSG_RING). */
+static void xport_tcp_foreign_repost(struct xport_tcp *x,
+				     const struct xport_tcp_foreign *f,
+				     size_t n)
+{
+	struct io_uring_sqe *sqe;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		sqe = xport_tcp_sqe_get(x);
+		if (!sqe) {
+			log_err("lost %zu completions of other requests",
+				n - i);
+			break;
+		}
+		io_uring_prep_msg_ring(sqe, x->ring->ring_fd,
+				       (unsigned int)f[i].res, f[i].user_data,
+				       0);
+		sqe->msg_ring_flags = IORING_MSG_RING_FLAGS_PASS;
+		sqe->file_index = f[i].flags;
+		/* if it fails, the owner gets the error on its own request */
+		sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+		io_uring_sqe_set_data64(sqe, f[i].user_data);
+	}
+	xport_tcp_flush(x);
+}
+
+/*
+ * Waits until every request of every connection is reaped. The ring is
+ * shared: completions of others met on the way are kept and re-posted.
+ * Returns false if the kernel did not complete them in time.
+ */
+static bool xport_tcp_reap_all(struct xport_tcp *x)
+{
+	struct xport_tcp_stash stash = { NULL, 0, 0 };
+	struct io_uring_cqe *cqe;
+	struct timespec t0, t1;
+	unsigned int head, seen;
+	bool ok = true;
+	int ret;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (x->conns) {
+		struct __kernel_timespec ts = { .tv_nsec = 100 * 1000000 };
+
+		xport_tcp_flush(x);
+		ret = io_uring_wait_cqe_timeout(x->ring, &cqe, &ts);
+		if (ret < 0 && ret != -ETIME && ret != -EINTR) {
+			log_errno(ret, "destroy: waiting for completions");
+			ok = false;
+			break;
+		}
+		seen = 0;
+		io_uring_for_each_cqe(x->ring, head, cqe) {
+			void *data = io_uring_cqe_get_data(cqe);
+
+			seen++;
+			if (xport_tcp_owns(x, data)) {
+				xport_tcp_on_cqe((struct xport *)x, cqe);
+				continue;
+			}
+			xport_tcp_stash_add(&stash, cqe);
+		}
+		io_uring_cq_advance(x->ring, seen);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if ((t1.tv_sec - t0.tv_sec) * 1000 +
+			    (t1.tv_nsec - t0.tv_nsec) / 1000000 >
+		    XPORT_TCP_REAP_WAIT_MS) {
+			log_err("destroy: I/O still in flight, leaking it");
+			ok = false;
+			break;
+		}
+	}
+	if (stash.n)
+		xport_tcp_foreign_repost(x, stash.v, stash.n);
+	free(stash.v);
+	return ok;
+}
+
+static void xport_tcp_destroy(struct xport *xx)
+{
+	struct xport_tcp *x = xport_tcp_from(xx);
+
+	if (!x)
+		return;
+	while (x->peers)
+		xport_tcp_peer_close((struct xport_peer *)x->peers);
+	/* memory the kernel may still write to is never freed */
+	if (!xport_tcp_reap_all(x))
+		return;
+	free(x);
+}
+
+const struct xport_ops xport_tcp_ops = {
+	.name = "tcp",
+	.create = xport_tcp_create,
+	.destroy = xport_tcp_destroy,
+	.peer_open = xport_tcp_peer_open,
+	.peer_close = xport_tcp_peer_close,
+	.read = xport_tcp_read,
+	.on_cqe = xport_tcp_on_cqe,
+	.tick = xport_tcp_tick,
+	.peer_state = xport_tcp_peer_state,
+	.peer_stats = xport_tcp_peer_stats,
+};

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: MIT
+/*
+ * fp_guest: a guest process for tests of libfarpage behaviour the CLI does
+ * not exercise.
+ *
+ *   fp_guest fork REGION SEED   map, verify a local and a remote page, fork:
+ *                               the child must not see the range (SIGSEGV),
+ *                               the parent must keep working.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "farpage.h"
+#include "pattern.h"
+
+static int guest_find(struct farpage_map *m, int local, size_t *off)
+{
+	for (size_t o = 0; o < farpage_map_size(m); o += PATTERN_PAGE) {
+		if (farpage_map_is_local(m, o) == local) {
+			*off = o;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static int guest_fork(const char *region, uint64_t seed)
+{
+	struct farpage_map *m;
+	size_t loc, rem;
+	uint8_t *base;
+	pid_t pid;
+	int st, ret;
+
+	ret = farpage_map(region, NULL, &m);
+	if (ret) {
+		fprintf(stderr, "fp_guest: map %s: %s\n", region,
+			farpage_strerror(ret));
+		return 1;
+	}
+	base = farpage_map_addr(m);
+	if (guest_find(m, 1, &loc) || guest_find(m, 0, &rem)) {
+		fprintf(stderr,
+			"fp_guest: region needs local and remote pages\n");
+		return 1;
+	}
+	if (pattern_check(base + loc, seed, loc / PATTERN_PAGE) ||
+	    pattern_check(base + rem, seed, rem / PATTERN_PAGE)) {
+		fprintf(stderr, "fp_guest: pages did not verify before fork\n");
+		return 1;
+	}
+	pid = fork();
+	if (pid < 0)
+		return 1;
+	if (pid == 0) {
+		/* Must fault with SIGSEGV: the range is not inherited. */
+		volatile uint8_t v = base[rem + PATTERN_PAGE];
+
+		(void)v;
+		_exit(0);
+	}
+	if (waitpid(pid, &st, 0) != pid)
+		return 1;
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGSEGV) {
+		fprintf(stderr,
+			"fp_guest: child was not refused the range "
+			"(status %#x)\n",
+			st);
+		return 1;
+	}
+	/* The parent's mapping still works after the fork. */
+	for (size_t o = 0; o < farpage_map_size(m); o += PATTERN_PAGE) {
+		if (pattern_check(base + o, seed, o / PATTERN_PAGE)) {
+			fprintf(stderr, "fp_guest: page %zu wrong after fork\n",
+				o / PATTERN_PAGE);
+			return 1;
+		}
+	}
+	printf("fp_guest: fork refused in the child (SIGSEGV), parent verified "
+	       "%zu pages\n",
+	       farpage_map_size(m) / PATTERN_PAGE);
+	farpage_unmap(m);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && !strcmp(argv[1], "fork"))
+		return guest_fork(argv[2], strtoull(argv[3], NULL, 0));
+	fprintf(stderr, "usage: fp_guest fork REGION SEED\n");
+	return 2;
+}

@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Helpers of the coordinator's integration tests: a farpage-coordinator
+ * process on 127.0.0.1 with a fresh temporary data directory, started,
+ * killed and restarted; control calls to it; cleanup on every path.
+ */
+#ifndef TESTS_INTEGRATION_T_COORD_H
+#define TESTS_INTEGRATION_T_COORD_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "msg.h"
+#include "net.h"
+
+#define T_PASS	  0
+#define T_FAIL	  1
+#define T_SKIP	  77
+#define T_CALL_MS 5000
+
+/* Logs a failed check with its location and jumps to the caller's out:. */
+#define T_CHECK(cond, ...)                                                     \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, \
+				__LINE__, #cond);                              \
+			fprintf(stderr, __VA_ARGS__);                          \
+			fputc('\n', stderr);                                   \
+			goto out;                                              \
+		}                                                              \
+	} while (0)
+
+struct t_coord {
+	char bin[PATH_MAX];
+	char dir[PATH_MAX];	  /* temporary root, removed at the end */
+	char data[PATH_MAX + 8];  /* dir/data: the data directory */
+	char afile[PATH_MAX + 8]; /* dir/addr: --addr-file */
+	char log[PATH_MAX + 16];  /* dir/coord.log: its stderr */
+	char addr[MSG_ADDR_MAX];
+	pid_t pid; /* 0 when not running */
+};
+
+static inline uint64_t t_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static inline void t_sleep_ms(unsigned int ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000,
+			       .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static inline int t_rm_one(const char *path, const struct stat *st, int flag,
+			   struct FTW *ftw)
+{
+	return remove(path);
+}
+
+/*
+ * Finds the binary ($FARPAGE_BIN/coordinator/farpage-coordinator) and makes
+ * the temporary directory. Returns T_PASS, T_SKIP or T_FAIL.
+ */
+static inline int t_coord_init(struct t_coord *tc, const char *name)
+{
+	const char *bin = getenv("FARPAGE_BIN");
+	const char *tmp = getenv("TMPDIR");
+
+	memset(tc, 0, sizeof(*tc));
+	signal(SIGPIPE, SIG_IGN);
+	if (!bin || !*bin) {
+		fprintf(stderr, "%s: FARPAGE_BIN is not set; skipping\n", name);
+		return T_SKIP;
+	}
+	snprintf(tc->bin, sizeof(tc->bin), "%s/coordinator/farpage-coordinator",
+		 bin);
+	if (access(tc->bin, X_OK)) {
+		fprintf(stderr, "%s: %s: %s\n", name, tc->bin, strerror(errno));
+		return T_FAIL;
+	}
+	snprintf(tc->dir, sizeof(tc->dir), "%s/%s.XXXXXX",
+		 tmp && *tmp ? tmp : "/tmp", name);
+	if (!mkdtemp(tc->dir)) {
+		fprintf(stderr, "%s: mkdtemp: %s\n", name, strerror(errno));
+		tc->dir[0] = '\0';
+		return T_FAIL;
+	}
+	snprintf(tc->data, sizeof(tc->data), "%s/data", tc->dir);
+	snprintf(tc->afile, sizeof(tc->afile), "%s/addr", tc->dir);
+	snprintf(tc->log, sizeof(tc->log), "%s/coord.log", tc->dir);
+	return T_PASS;
+}
+
+static inline int t_coord_is_running(struct t_coord *tc)
+{
+	int status;
+
+	if (!tc->pid)
+		return 0;
+	if (waitpid(tc->pid, &status, WNOHANG) == tc->pid) {
+		fprintf(stderr, "coordinator %d exited: status 0x%x\n",
+			(int)tc->pid, status);
+		tc->pid = 0;
+		return 0;
+	}
+	return 1;
+}
+
+/*
+ * Starts the coordinator on 127.0.0.1:0 with the data directory and any
+ * @extra arguments (NULL-terminated), and waits until it has written its
+ * address. Returns 0 or -1.
+ */
+static inline int t_coord_start(struct t_coord *tc, const char *const *extra)
+{
+	const char *argv[32] = { tc->bin,	"--listen",    "127.0.0.1:0",
+				 "--addr-file", tc->afile,     "--data-dir",
+				 tc->data,	"--log-level", "info" };
+	int argc = 9, fd;
+	pid_t parent = getpid();
+	uint64_t deadline;
+	FILE *f;
+
+	for (; extra && *extra && argc < 31; extra++)
+		argv[argc++] = *extra;
+	argv[argc] = NULL;
+	unlink(tc->afile);
+	tc->addr[0] = '\0';
+	tc->pid = fork();
+	if (tc->pid < 0) {
+		perror("fork");
+		tc->pid = 0;
+		return -1;
+	}
+	if (tc->pid == 0) {
+		/* Never outlive the test, however it ends. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		fd = open(tc->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd >= 0) {
+			dup2(fd, 2);
+			close(fd);
+		}
+		execv(tc->bin, (char *const *)argv);
+		_exit(127);
+	}
+	deadline = t_now_ms() + 10000;
+	while (t_now_ms() < deadline) {
+		f = fopen(tc->afile, "r");
+		if (f) {
+			if (fgets(tc->addr, sizeof(tc->addr), f))
+				tc->addr[strcspn(tc->addr, "\r\n")] = '\0';
+			fclose(f);
+			if (tc->addr[0])
+				return 0;
+		}
+		if (!t_coord_is_running(tc))
+			return -1;
+		t_sleep_ms(10);
+	}
+	fprintf(stderr, "coordinator wrote no address within 10 s\n");
+	return -1;
+}
+
+/* Sends @sig and reaps the process. Returns its wait status or -1. */
+static inline int t_coord_stop(struct t_coord *tc, int sig)
+{
+	int status;
+
+	if (!tc->pid)
+		return -1;
+	kill(tc->pid, sig);
+	if (waitpid(tc->pid, &status, 0) != tc->pid)
+		status = -1;
+	tc->pid = 0;
+	return status;
+}
+
+/* Kills the coordinator if it runs; on failure (or with FARPAGE_TEST_LOG
+ * set) shows its log; removes the temporary directory. */
+static inline void t_coord_fini(struct t_coord *tc, int failed)
+{
+	char line[1024];
+	FILE *f;
+
+	if (tc->pid)
+		t_coord_stop(tc, SIGKILL);
+	if ((failed || getenv("FARPAGE_TEST_LOG")) && tc->log[0] &&
+	    (f = fopen(tc->log, "r"))) {
+		fprintf(stderr, "---- coordinator log ----\n");
+		while (fgets(line, sizeof(line), f))
+			fputs(line, stderr);
+		fprintf(stderr, "-------------------------\n");
+		fclose(f);
+	}
+	if (tc->dir[0])
+		nftw(tc->dir, t_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Connects to the running coordinator; returns the fd or -1. */
+static inline int t_connect(const struct t_coord *tc)
+{
+	int fd, ret;
+
+	ret = net_connect(tc->addr, T_CALL_MS, &fd);
+	if (ret) {
+		fprintf(stderr, "connect %s: %s\n", tc->addr, strerror(-ret));
+		return -1;
+	}
+	return fd;
+}
+
+/* One request, one reply; 0, -errno of an ERROR reply, or another -errno. */
+static inline int t_call(int fd, const struct msg *req, struct msg *rep)
+{
+	return ctl_call(fd, req, rep, T_CALL_MS);
+}
+
+/* Counts lines of the coordinator's log that contain @needle. */
+static inline int t_log_count(const struct t_coord *tc, const char *needle)
+{
+	char line[2048];
+	int n = 0;
+	FILE *f = fopen(tc->log, "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, needle) != NULL;
+	fclose(f);
+	return n;
+}
+
+static inline int t_join(int fd, const char *name, uint64_t pool,
+			 uint64_t instance, uint64_t *id)
+{
+	struct msg req, rep;
+	int ret;
+
+	msg_init(&req, MSG_T_NODE_JOIN);
+	snprintf(req.name, sizeof(req.name), "%s", name);
+	snprintf(req.data_addr, sizeof(req.data_addr), "127.0.0.1:%d",
+		 7800 + name[0]);
+	req.pool_size = pool;
+	req.instance = instance;
+	ret = t_call(fd, &req, &rep);
+	if (!ret && rep.type != MSG_T_NODE_JOINED)
+		ret = -EPROTO;
+	if (!ret && id)
+		*id = rep.node;
+	if (ret)
+		fprintf(stderr, "join %s: %s (%s)\n", name, strerror(-ret),
+			rep.text);
+	msg_fini(&rep);
+	return ret;
+}
+
+static inline int t_heartbeat(int fd, uint64_t node, uint64_t instance)
+{
+	struct msg req, rep;
+	int ret;
+
+	msg_init(&req, MSG_T_HEARTBEAT);
+	req.node = node;
+	req.instance = instance;
+	ret = t_call(fd, &req, &rep);
+	if (!ret && rep.type != MSG_T_OK)
+		ret = -EPROTO;
+	msg_fini(&rep);
+	return ret;
+}
+
+#endif

@@ -1,0 +1,469 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A coordinator killed with SIGKILL loses nothing it acknowledged: nodes,
+ * regions (chunk maps byte for byte), endpoints and MRs are all there after
+ * a restart on the same data directory; also when killed while two clients
+ * hammer it with region creates, and across snapshot + log recovery.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "t_coord.h"
+
+#define MIB	     (UINT64_C(1) << 20)
+#define T_POOL	     (UINT64_C(1) << 40)
+#define T_HAMMERS    2
+#define T_HAMMER_MAX 20000
+
+/* The durable state as the coordinator reports it, encoded for memcmp(). */
+struct t_state {
+	uint8_t *p;
+	size_t len;
+	uint32_t n_nodes, n_regions, n_endpoints;
+};
+
+static int t_state_add(struct t_state *st, const struct msg *m)
+{
+	uint8_t *p, *np;
+	size_t len;
+	int ret;
+
+	ret = msg_encode(m, &p, &len);
+	if (ret)
+		return ret;
+	np = realloc(st->p, st->len + len);
+	if (!np) {
+		free(p);
+		return -ENOMEM;
+	}
+	st->p = np;
+	memcpy(st->p + st->len, p, len);
+	st->len += len;
+	free(p);
+	return 0;
+}
+
+/*
+ * Reads every node (without the lease and heartbeat figures, which are not
+ * durable), every region with its chunk map and every endpoint.
+ */
+static int t_state_read(int fd, struct t_state *st)
+{
+	struct msg req, nodes, regions, rep;
+	int ret;
+
+	memset(st, 0, sizeof(*st));
+	msg_init(&nodes, MSG_T_NONE);
+	msg_init(&regions, MSG_T_NONE);
+	msg_init(&req, MSG_T_NODE_LIST);
+	ret = t_call(fd, &req, &nodes);
+	if (ret)
+		goto out;
+	for (uint32_t i = 0; i < nodes.n_nodes; i++) {
+		struct msg_node *n = &nodes.nodes[i];
+
+		n->up = 0;
+		n->lease_ms = 0;
+		free(n->peers);
+		n->peers = NULL;
+		n->n_peers = 0;
+	}
+	st->n_nodes = nodes.n_nodes;
+	ret = t_state_add(st, &nodes);
+	if (ret)
+		goto out;
+
+	msg_init(&req, MSG_T_REGION_LIST);
+	ret = t_call(fd, &req, &regions);
+	if (ret)
+		goto out;
+	st->n_regions = regions.n_regions;
+	for (uint32_t i = 0; i < regions.n_regions; i++) {
+		msg_init(&req, MSG_T_REGION_GET);
+		memcpy(req.name, regions.regions[i].name, sizeof(req.name));
+		ret = t_call(fd, &req, &rep);
+		if (!ret)
+			ret = t_state_add(st, &rep);
+		msg_fini(&rep);
+		if (ret)
+			goto out;
+	}
+	for (uint32_t a = 1; a <= nodes.n_nodes; a++) {
+		for (uint32_t b = 1; b <= nodes.n_nodes; b++) {
+			msg_init(&req, MSG_T_ENDPOINT_GET);
+			req.node = a;
+			req.peer = b;
+			ret = t_call(fd, &req, &rep);
+			if (ret == -ENOENT) {
+				msg_fini(&rep);
+				ret = 0;
+				continue;
+			}
+			if (!ret) {
+				ret = t_state_add(st, &rep);
+				st->n_endpoints++;
+			}
+			msg_fini(&rep);
+			if (ret)
+				goto out;
+		}
+	}
+out:
+	if (ret)
+		fprintf(stderr, "reading the state: %s\n", strerror(-ret));
+	msg_fini(&nodes);
+	msg_fini(&regions);
+	return ret;
+}
+
+/* Restarts on the same data dir and checks the state equals @want. */
+static int t_restart_expect(struct t_coord *tc, const char *const *extra,
+			    const struct t_state *want, const char *what)
+{
+	struct t_state got = { 0 };
+	int fd = -1, ret = -1;
+
+	T_CHECK(t_coord_start(tc, extra) == 0, "%s: restart", what);
+	fd = t_connect(tc);
+	T_CHECK(fd >= 0, "%s: connect", what);
+	T_CHECK(t_state_read(fd, &got) == 0, "%s", what);
+	T_CHECK(got.n_nodes == want->n_nodes &&
+			got.n_regions == want->n_regions &&
+			got.n_endpoints == want->n_endpoints,
+		"%s: %u nodes, %u regions, %u endpoints; want %u, %u, %u", what,
+		got.n_nodes, got.n_regions, got.n_endpoints, want->n_nodes,
+		want->n_regions, want->n_endpoints);
+	T_CHECK(got.len == want->len && !memcmp(got.p, want->p, got.len),
+		"%s: recovered state differs", what);
+	ret = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(got.p);
+	return ret;
+}
+
+static int t_create(int fd, const char *name, uint64_t size,
+		    const uint64_t *ids, uint32_t n_ids, int owners,
+		    struct msg *rep)
+{
+	struct msg req;
+	int ret;
+
+	msg_init(&req, MSG_T_REGION_CREATE);
+	snprintf(req.name, sizeof(req.name), "%s", name);
+	req.size = size;
+	if (n_ids) {
+		uint64_t *l = malloc(n_ids * sizeof(*l));
+
+		if (!l)
+			return -ENOMEM;
+		memcpy(l, ids, n_ids * sizeof(*l));
+		if (owners) {
+			req.owners = l;
+			req.n_owners = n_ids;
+		} else {
+			req.place = l;
+			req.n_place = n_ids;
+		}
+	}
+	ret = t_call(fd, &req, rep);
+	msg_fini(&req);
+	if (!ret && rep->type != MSG_T_REGION)
+		ret = -EPROTO;
+	return ret;
+}
+
+static int t_simple(int fd, struct msg *req)
+{
+	struct msg rep;
+	int ret = t_call(fd, req, &rep);
+
+	if (!ret && rep.type != MSG_T_OK)
+		ret = -EPROTO;
+	if (ret)
+		fprintf(stderr, "%s: %s (%s)\n", msg_type_name(req->type),
+			strerror(-ret), rep.text);
+	msg_fini(&rep);
+	return ret;
+}
+
+static int t_endpoint_put(int fd, uint64_t node, uint64_t peer, uint64_t qpn)
+{
+	struct msg req;
+
+	msg_init(&req, MSG_T_ENDPOINT_PUT);
+	req.node = node;
+	req.peer = peer;
+	req.qpn = qpn;
+	req.lid = 0x11;
+	req.gid_index = 3;
+	req.psn = qpn ^ 0xabcdef;
+	req.mtu = 4096;
+	for (int i = 0; i < MSG_GID_LEN; i++)
+		req.gid[i] = (uint8_t)(0xfe + i * qpn);
+	return t_simple(fd, &req);
+}
+
+static int t_mr_put(int fd, uint64_t node, uint64_t rkey)
+{
+	struct msg req;
+
+	msg_init(&req, MSG_T_MR_PUT);
+	req.node = node;
+	req.mr_addr = 0x7f1200000000 + node * 0x100000000;
+	req.rkey = rkey;
+	req.mr_len = T_POOL;
+	return t_simple(fd, &req);
+}
+
+static int t_delete(int fd, const char *name)
+{
+	struct msg req;
+
+	msg_init(&req, MSG_T_REGION_DELETE);
+	snprintf(req.name, sizeof(req.name), "%s", name);
+	return t_simple(fd, &req);
+}
+
+/* Killed right after an acknowledged change: all of it is back. */
+static int t_basic(struct t_coord *tc, struct t_state *st)
+{
+	struct msg rep;
+	uint64_t a = 0, b = 0;
+	int fd = -1, ret = -1;
+
+	T_CHECK(t_coord_start(tc, NULL) == 0, "start");
+	fd = t_connect(tc);
+	T_CHECK(fd >= 0, "connect");
+	T_CHECK(t_join(fd, "alpha", T_POOL, 0xa1, &a) == 0 && a == 1, "join");
+	T_CHECK(t_join(fd, "beta", T_POOL, 0xb2, &b) == 0 && b == 2, "join");
+	T_CHECK(t_create(fd, "interleaved", 10 * MIB, NULL, 0, 0, &rep) == 0,
+		"create");
+	T_CHECK(rep.n_chunks == 5 && rep.chunks[1].node == 2, "interleave");
+	msg_fini(&rep);
+	T_CHECK(t_create(fd, "placed", 6 * MIB, (uint64_t[]){ 2 }, 1, 0,
+			 &rep) == 0,
+		"create");
+	msg_fini(&rep);
+	T_CHECK(t_create(fd, "gone", 4 * MIB, NULL, 0, 0, &rep) == 0, "create");
+	msg_fini(&rep);
+	T_CHECK(t_create(fd, "owned", 6 * MIB, (uint64_t[]){ 2, 1, 2 }, 3, 1,
+			 &rep) == 0,
+		"create");
+	msg_fini(&rep);
+	T_CHECK(t_delete(fd, "gone") == 0, "delete");
+	T_CHECK(t_endpoint_put(fd, 1, 2, 0x1234) == 0, "endpoint");
+	T_CHECK(t_endpoint_put(fd, 2, 1, 0x4321) == 0, "endpoint");
+	T_CHECK(t_mr_put(fd, 1, 0x77) == 0, "mr");
+	T_CHECK(t_mr_put(fd, 2, 0x88) == 0, "mr");
+	T_CHECK(t_state_read(fd, st) == 0, "state");
+	T_CHECK(st->n_nodes == 2 && st->n_regions == 3 && st->n_endpoints == 2,
+		"state: %u nodes, %u regions, %u endpoints", st->n_nodes,
+		st->n_regions, st->n_endpoints);
+	/* The last acknowledged change is an MR: kill now. */
+	T_CHECK(t_mr_put(fd, 2, 0x99) == 0, "mr");
+	free(st->p);
+	T_CHECK(t_state_read(fd, st) == 0, "state");
+	close(fd);
+	fd = -1;
+	t_coord_stop(tc, SIGKILL);
+
+	T_CHECK(t_restart_expect(tc, NULL, st, "after kill -9") == 0,
+		"restart");
+	/* The agents carry on with the ids and instances they had. */
+	fd = t_connect(tc);
+	T_CHECK(fd >= 0, "connect");
+	T_CHECK(t_heartbeat(fd, 1, 0xa1) == 0, "heartbeat after restart");
+	T_CHECK(t_heartbeat(fd, 2, 0xb1) == -ESTALE, "stale heartbeat");
+	T_CHECK(t_join(fd, "beta", T_POOL, 0xb2, &b) == 0 && b == 2, "rejoin");
+	ret = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
+struct t_hammer {
+	const char *addr;
+	int id;
+	atomic_int acked;
+	struct msg *done; /* REGION replies of acknowledged creates */
+};
+
+static void *t_hammer_run(void *arg)
+{
+	struct t_hammer *h = arg;
+	char name[MSG_NAME_MAX];
+	int fd;
+
+	if (net_connect(h->addr, T_CALL_MS, &fd))
+		return NULL;
+	for (int i = 0; i < T_HAMMER_MAX; i++) {
+		struct msg *rep = &h->done[i];
+
+		snprintf(name, sizeof(name), "h%d-%d", h->id, i);
+		if (t_create(fd, name, 2 * MIB + (uint64_t)(i % 3) * 2 * MIB,
+			     (uint64_t[]){ 1, 2 }, 2, 0, rep)) {
+			msg_fini(rep);
+			break; /* the coordinator is gone */
+		}
+		atomic_store(&h->acked, i + 1);
+	}
+	close(fd);
+	return NULL;
+}
+
+/* Killed while two clients create regions: every acknowledged one stays. */
+static int t_hammer(struct t_coord *tc, struct t_state *st)
+{
+	struct t_hammer h[T_HAMMERS] = { 0 };
+	pthread_t th[T_HAMMERS];
+	int started = 0, fd = -1, ret = -1;
+	uint64_t deadline;
+	struct msg req, rep;
+
+	for (int i = 0; i < T_HAMMERS; i++) {
+		h[i].addr = tc->addr;
+		h[i].id = i;
+		h[i].done = calloc(T_HAMMER_MAX, sizeof(*h[i].done));
+		T_CHECK(h[i].done, "calloc");
+	}
+	for (; started < T_HAMMERS; started++)
+		T_CHECK(!pthread_create(&th[started], NULL, t_hammer_run,
+					&h[started]),
+			"pthread_create");
+	/* Let them get going, then pull the plug mid-stream. */
+	deadline = t_now_ms() + 10000;
+	while (t_now_ms() < deadline &&
+	       (atomic_load(&h[0].acked) < 50 || atomic_load(&h[1].acked) < 50))
+		t_sleep_ms(5);
+	t_coord_stop(tc, SIGKILL);
+	for (int i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	started = 0;
+	T_CHECK(h[0].acked >= 50 && h[1].acked >= 50,
+		"too few creates acknowledged (%d, %d)", h[0].acked,
+		h[1].acked);
+
+	T_CHECK(t_coord_start(tc, NULL) == 0, "restart");
+	fd = t_connect(tc);
+	T_CHECK(fd >= 0, "connect");
+	for (int i = 0; i < T_HAMMERS; i++) {
+		for (int k = 0; k < h[i].acked; k++) {
+			const struct msg *want = &h[i].done[k];
+
+			msg_init(&req, MSG_T_REGION_GET);
+			memcpy(req.name, want->name, sizeof(req.name));
+			ret = t_call(fd, &req, &rep);
+			T_CHECK(ret == 0, "acknowledged region %s lost: %s",
+				want->name, strerror(-ret));
+			ret = -1;
+			T_CHECK(rep.size == want->size &&
+					rep.epoch == want->epoch &&
+					rep.n_chunks == want->n_chunks &&
+					!memcmp(rep.chunks, want->chunks,
+						rep.n_chunks *
+							sizeof(*rep.chunks)),
+				"region %s differs after recovery", want->name);
+			msg_fini(&rep);
+		}
+	}
+	fprintf(stderr, "hammer: %d + %d acknowledged creates survived\n",
+		h[0].acked, h[1].acked);
+	free(st->p);
+	T_CHECK(t_state_read(fd, st) == 0, "state");
+	ret = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (started) {
+		t_coord_stop(tc, SIGKILL);
+		for (int i = 0; i < started; i++)
+			pthread_join(th[i], NULL);
+	}
+	for (int i = 0; i < T_HAMMERS; i++) {
+		for (int k = 0; h[i].done && k < T_HAMMER_MAX; k++)
+			msg_fini(&h[i].done[k]);
+		free(h[i].done);
+	}
+	return ret;
+}
+
+/* Snapshots every 5 records: recovery reads snapshot + wal. */
+static int t_snapshot(struct t_coord *tc, struct t_state *st)
+{
+	static const char *const every5[] = { "--snapshot-every", "5", NULL };
+	char name[MSG_NAME_MAX], snap[PATH_MAX + 32];
+	struct stat sb;
+	struct msg rep;
+	uint64_t c = 0;
+	int fd = -1, ret = -1;
+
+	/* The hammer's state, loaded from the log alone first. */
+	t_coord_stop(tc, SIGKILL);
+	T_CHECK(t_restart_expect(tc, every5, st, "before snapshots") == 0,
+		"restart");
+	fd = t_connect(tc);
+	T_CHECK(fd >= 0, "connect");
+	T_CHECK(t_join(fd, "gamma", 64 * MIB, 0xc3, &c) == 0 && c == 3, "join");
+	for (int i = 0; i < 12; i++) {
+		snprintf(name, sizeof(name), "snap-%d", i);
+		T_CHECK(t_create(fd, name, 4 * MIB, (uint64_t[]){ 3, 1 }, 2, 0,
+				 &rep) == 0,
+			"create %s", name);
+		msg_fini(&rep);
+	}
+	T_CHECK(t_delete(fd, "snap-3") == 0, "delete");
+	T_CHECK(t_delete(fd, "interleaved") == 0, "delete");
+	T_CHECK(t_endpoint_put(fd, 3, 1, 0x31) == 0, "endpoint");
+	T_CHECK(t_endpoint_put(fd, 1, 3, 0x13) == 0, "endpoint");
+	T_CHECK(t_mr_put(fd, 3, 0x33) == 0, "mr");
+	/* 18 more records: several snapshots, some records after them. */
+	free(st->p);
+	T_CHECK(t_state_read(fd, st) == 0, "state");
+	close(fd);
+	fd = -1;
+	t_coord_stop(tc, SIGKILL);
+	snprintf(snap, sizeof(snap), "%s/snapshot", tc->data);
+	T_CHECK(stat(snap, &sb) == 0 && sb.st_size > 0, "no snapshot written");
+
+	T_CHECK(t_restart_expect(tc, every5, st, "snapshot + wal") == 0,
+		"restart");
+	t_coord_stop(tc, SIGKILL);
+	/* Again, with the default cadence: the same files, the same state. */
+	T_CHECK(t_restart_expect(tc, NULL, st, "second recovery") == 0,
+		"restart");
+	T_CHECK(t_coord_stop(tc, SIGTERM) == 0, "clean exit on SIGTERM");
+	ret = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
+int main(void)
+{
+	struct t_state st = { 0 };
+	struct t_coord tc;
+	int ret;
+
+	ret = t_coord_init(&tc, "test_coord_restart");
+	if (ret != T_PASS) {
+		t_coord_fini(&tc, 0);
+		return ret;
+	}
+	ret = T_FAIL;
+	if (t_basic(&tc, &st))
+		goto out;
+	if (t_hammer(&tc, &st))
+		goto out;
+	if (t_snapshot(&tc, &st))
+		goto out;
+	ret = T_PASS;
+out:
+	free(st.p);
+	t_coord_fini(&tc, ret != T_PASS);
+	return ret;
+}

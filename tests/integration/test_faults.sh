@@ -1,0 +1,83 @@
+#!/bin/bash
+# Fault path on one machine (loopback): several guests at once, fork
+# refused, an owner that stops and comes back (faults wait, then resume),
+# an owner that dies (SIGBUS after the fault timeout, never zeroes), and an
+# agent that dies under a waiting guest (SIGBUS, never zeroes).
+set -uo pipefail
+. "$(dirname "$0")/../lib.sh"
+fp_require
+GUEST=$FP_BIN/tests/fp_guest
+SEED=7
+fp_hosts_loopback H
+fp_coord_start H
+fp_node_start H n1 --fault-timeout-ms 3000
+fp_node_start H n2
+fp_cli H n1 region create r --size 32M >"$FP_TMP/create.out" 2>&1 || fp_fail "create: $(cat "$FP_TMP/create.out")"
+fp_cli H n1 fill r --seed $SEED >/dev/null 2>&1 || fp_fail "fill n1"
+fp_cli H n2 fill r --seed $SEED >/dev/null 2>&1 || fp_fail "fill n2"
+
+# expect_ok NAME OUTFILE: touch passed with every page verified
+expect_ok() {
+	local m
+	m=$(fp_field "$2" touch: mismatches)
+	[ "$m" = 0 ] || { cat "$2" >&2; fp_fail "$1: mismatches=${m:-none}"; }
+	[ "$(fp_field "$2" touch: remote)" -gt 0 ] || fp_fail "$1: no remote pages"
+	fp_log "ok: $1 ($(grep '^touch:' "$2" | tail -n1 | cut -d' ' -f2-4))"
+}
+
+# expect_sigbus NAME OUTFILE RC: failed loudly, never a silent zero page
+expect_sigbus() {
+	[ "$3" != 0 ] || { cat "$2" >&2; fp_fail "$1: touch passed, expected SIGBUS"; }
+	grep -q SIGBUS "$2" || { cat "$2" >&2; fp_fail "$1: no SIGBUS reported"; }
+	if grep -Eq 'mismatches=[1-9]' "$2"; then
+		cat "$2" >&2
+		fp_fail "$1: a page read wrong data (zero page?)"
+	fi
+	fp_log "ok: $1 (SIGBUS, no wrong data)"
+}
+
+# 1. Two guests on one node at once, one of them with 4 threads.
+fp_cli H n1 touch r --seed $SEED --order seq >"$FP_TMP/g1.out" 2>&1 &
+p1=$!
+fp_cli H n1 touch r --seed $SEED --order rand --threads 4 >"$FP_TMP/g2.out" 2>&1 &
+p2=$!
+wait $p1 || { cat "$FP_TMP/g1.out" >&2; fp_fail "guest 1 failed"; }
+wait $p2 || { cat "$FP_TMP/g2.out" >&2; fp_fail "guest 2 (4 threads) failed"; }
+expect_ok "two guests, seq" "$FP_TMP/g1.out"
+expect_ok "two guests, rand x4" "$FP_TMP/g2.out"
+
+# 2. fork() of a mapped process: the child does not get the range.
+FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[n1]} "$GUEST" fork r $SEED >"$FP_TMP/fork.out" 2>&1 ||
+	{ cat "$FP_TMP/fork.out" >&2; fp_fail "fork"; }
+grep -q "does not inherit" "$FP_TMP/fork.out" || fp_fail "fork: no warning printed"
+fp_log "ok: fork refused in the child"
+
+# 3. The owner stops (SIGSTOP) mid-run: faults wait; it resumes: they finish.
+kill -STOP "${FP_NODE_PID[n2]}"
+fp_cli H n1 touch r --seed $SEED --order rand --threads 4 >"$FP_TMP/stop.out" 2>&1 &
+p=$!
+sleep 1.5
+kill -0 $p 2>/dev/null || { cat "$FP_TMP/stop.out" >&2; fp_fail "touch finished while the owner was stopped"; }
+kill -CONT "${FP_NODE_PID[n2]}"
+wait $p || { cat "$FP_TMP/stop.out" >&2; fp_fail "touch failed after the owner came back"; }
+expect_ok "owner stopped 1.5 s then resumed" "$FP_TMP/stop.out"
+
+# 4. The owner dies: after the fault timeout (3 s) the guest gets SIGBUS.
+kill -KILL "${FP_NODE_PID[n2]}"
+wait "${FP_NODE_PID[n2]}" 2>/dev/null
+fp_cli H n1 touch r --seed $SEED --order seq >"$FP_TMP/dead.out" 2>&1
+expect_sigbus "owner killed" "$FP_TMP/dead.out" $?
+poisoned=$(fp_cli H n1 stats 2>&1 | tr ' ' '\n' | sed -n 's/^poisoned=//p' | head -n1)
+[ "${poisoned:-0}" -gt 0 ] || fp_fail "agent reports no poisoned pages"
+
+# 5. The agent dies while the guest waits on a fault (the owner is still
+#    dead): the guest's watchdog poisons after FARPAGE_AGENT_TIMEOUT_MS.
+FARPAGE_AGENT_TIMEOUT_MS=1000 fp_cli H n1 touch r --seed $SEED --order seq >"$FP_TMP/agent.out" 2>&1 &
+p=$!
+sleep 1
+kill -KILL "${FP_NODE_PID[n1]}"
+for _ in $(seq 100); do kill -0 $p 2>/dev/null || break; sleep 0.1; done
+kill -0 $p 2>/dev/null && fp_fail "guest still blocked 10 s after its agent died"
+wait $p
+expect_sigbus "agent killed under a waiting guest" "$FP_TMP/agent.out" $?
+echo "test_faults: all cases passed"

@@ -1,0 +1,873 @@
+// SPDX-License-Identifier: MIT
+/*
+ * TCP transport against the page server on 127.0.0.1: bulk pipelined reads
+ * verified page by page, errors (ERANGE, STALE, full queue), server loss
+ * and reconnect, bad clients, connection cap, close/destroy with reads in
+ * flight on a shared ring.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <liburing.h>
+
+#include "log.h"
+#include "net.h"
+#include "pagesrv.h"
+#include "pattern.h"
+#include "req.h"
+#include "wire.h"
+#include "xport.h"
+
+#define T_POOL_SIZE (64ull << 20)
+#define T_PAGES	    (T_POOL_SIZE / PATTERN_PAGE)
+#define T_SEED	    0x5eedf00dull
+#define T_INSTANCE  0x1234567890abcdefull
+#define T_TAGS	    (T_PAGES + 64)
+#define T_DEPTH	    256u /* xport_tcp's default slots per peer */
+#define T_WAIT_MS   10000u
+
+#define T_CHECK(cond)                                                    \
+	do {                                                             \
+		if (!(cond)) {                                           \
+			fprintf(stderr, "%s:%d: %s: check failed: %s\n", \
+				__FILE__, __LINE__, __func__, #cond);    \
+			return -1;                                       \
+		}                                                        \
+	} while (0)
+
+struct t_pool {
+	uint8_t *base;
+	int fd;
+};
+
+/* A fault loop in miniature: a ring, the transport, the done records. */
+struct t_drv {
+	struct io_uring ring;
+	const struct xport_ops *ops;
+	struct xport *x;
+	int *status;
+	uint32_t *calls;
+	uint64_t ndone;
+	uint64_t nfail;
+	uint64_t bad_tags;
+	uint64_t foreign;
+	struct xport_peer *close_on_done; /* reentrancy test */
+};
+
+static uint64_t t_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void t_done(void *arg, uint64_t tag, int status)
+{
+	struct t_drv *d = arg;
+	struct xport_peer *p;
+
+	if (tag >= T_TAGS) {
+		d->bad_tags++;
+		return;
+	}
+	d->calls[tag]++;
+	d->status[tag] = status;
+	d->ndone++;
+	if (status)
+		d->nfail++;
+	if (d->close_on_done) {
+		p = d->close_on_done;
+		d->close_on_done = NULL;
+		d->ops->peer_close(p);
+	}
+}
+
+static void t_drv_reset(struct t_drv *d)
+{
+	memset(d->status, 0, T_TAGS * sizeof(*d->status));
+	memset(d->calls, 0, T_TAGS * sizeof(*d->calls));
+	d->ndone = d->nfail = 0;
+}
+
+static int t_drv_init(struct t_drv *d)
+{
+	int ret;
+
+	memset(d, 0, sizeof(*d));
+	d->ops = &xport_tcp_ops;
+	d->status = calloc(T_TAGS, sizeof(*d->status));
+	d->calls = calloc(T_TAGS, sizeof(*d->calls));
+	if (!d->status || !d->calls)
+		return -ENOMEM;
+	ret = io_uring_queue_init(256, &d->ring, 0);
+	if (ret)
+		return ret;
+	return d->ops->create(&d->ring, t_done, d, &d->x);
+}
+
+static void t_drv_fini(struct t_drv *d)
+{
+	d->ops->destroy(d->x);
+	io_uring_queue_exit(&d->ring);
+	free(d->status);
+	free(d->calls);
+}
+
+/* One loop iteration: wait up to @ms, dispatch CQEs in a batch, tick. */
+static int t_drv_poll(struct t_drv *d, unsigned int ms)
+{
+	struct __kernel_timespec ts = { .tv_sec = ms / 1000,
+					.tv_nsec = (ms % 1000) * 1000000ll };
+	struct io_uring_cqe *cqe;
+	unsigned int head, seen = 0;
+	int ret;
+
+	ret = io_uring_submit_and_wait_timeout(&d->ring, &cqe, 1, &ts, NULL);
+	if (ret < 0 && ret != -ETIME && ret != -EINTR)
+		return ret;
+	io_uring_for_each_cqe(&d->ring, head, cqe) {
+		struct req *r = io_uring_cqe_get_data(cqe);
+
+		seen++;
+		if (r && r->op == REQ_XPORT)
+			d->ops->on_cqe(d->x, cqe);
+		else
+			d->foreign++;
+	}
+	io_uring_cq_advance(&d->ring, seen);
+	d->ops->tick(d->x, t_now_ms());
+	return 0;
+}
+
+static bool t_wait_state(struct t_drv *d, struct xport_peer *p,
+			 enum xport_peer_state st, unsigned int ms)
+{
+	uint64_t end = t_now_ms() + ms;
+
+	while (d->ops->peer_state(p) != st && t_now_ms() < end)
+		t_drv_poll(d, 10);
+	return d->ops->peer_state(p) == st;
+}
+
+static bool t_wait_done(struct t_drv *d, uint64_t n, unsigned int ms)
+{
+	uint64_t end = t_now_ms() + ms;
+
+	while (d->ndone < n && t_now_ms() < end)
+		t_drv_poll(d, 10);
+	return d->ndone >= n;
+}
+
+static int t_open(struct t_drv *d, const char *addr, uint64_t instance,
+		  struct xport_peer **out)
+{
+	struct xport_peer_info info = { .node = 7, .instance = instance };
+
+	snprintf(info.data_addr, sizeof(info.data_addr), "%s", addr);
+	return d->ops->peer_open(d->x, &info, out);
+}
+
+static int t_pool_init(struct t_pool *pool)
+{
+	uint64_t i;
+
+	pool->fd = memfd_create("t_pool", MFD_CLOEXEC);
+	if (pool->fd < 0)
+		return -errno;
+	if (ftruncate(pool->fd, T_POOL_SIZE))
+		return -errno;
+	pool->base = mmap(NULL, T_POOL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
+			  pool->fd, 0);
+	if (pool->base == MAP_FAILED)
+		return -errno;
+	for (i = 0; i < T_PAGES; i++)
+		pattern_fill(pool->base + i * PATTERN_PAGE, T_SEED, i);
+	return 0;
+}
+
+static int t_srv_start(const struct t_pool *pool, const char *listen,
+		       unsigned int max_conns, struct pagesrv **out, char *addr,
+		       size_t addr_len)
+{
+	struct pagesrv_cfg cfg = {
+		.listen_addr = listen,
+		.pool = pool->base,
+		.pool_size = T_POOL_SIZE,
+		.instance = T_INSTANCE,
+		.max_conns = max_conns,
+	};
+	int ret;
+
+	ret = pagesrv_create(&cfg, out);
+	if (ret)
+		return ret;
+	if (addr) {
+		ret = pagesrv_addr(*out, addr, addr_len);
+		if (ret)
+			return ret;
+	}
+	return pagesrv_start(*out);
+}
+
+/* Verifies the @len bytes read into @buf from pool offset @off. */
+static int t_verify(const uint8_t *buf, uint64_t off, uint32_t len)
+{
+	uint32_t i;
+
+	for (i = 0; i < len; i += PATTERN_PAGE)
+		if (pattern_check(buf + i, T_SEED, (off + i) / PATTERN_PAGE))
+			return -1;
+	return 0;
+}
+
+/*
+ * Reads @n chunks of @len bytes from pool offset @off on, tag i into
+ * dst + i * len, keeping up to @window in flight; verifies every byte.
+ */
+static int t_read_range(struct t_drv *d, struct xport_peer *p, uint64_t off,
+			uint64_t n, uint32_t len, unsigned int window,
+			uint8_t *dst)
+{
+	uint64_t next = 0, i, end = t_now_ms() + 60000;
+	int ret;
+
+	t_drv_reset(d);
+	while (d->ndone < n) {
+		while (next < n && next - d->ndone < window) {
+			ret = d->ops->read(p, off + next * len, len,
+					   dst + next * len, next);
+			if (ret == -EAGAIN)
+				break;
+			T_CHECK(ret == 0);
+			next++;
+		}
+		T_CHECK(t_now_ms() < end);
+		T_CHECK(t_drv_poll(d, 100) == 0);
+	}
+	T_CHECK(d->ndone == n && d->nfail == 0 && d->bad_tags == 0);
+	for (i = 0; i < n; i++) {
+		T_CHECK(d->calls[i] == 1 && d->status[i] == 0);
+		T_CHECK(t_verify(dst + i * len, off + i * len, len) == 0);
+	}
+	return 0;
+}
+
+static int test_xport_tcp_bulk(const struct t_pool *pool)
+{
+	struct xport_stats st;
+	struct pagesrv_stats ss;
+	struct xport_peer *p;
+	struct pagesrv *srv;
+	char addr[64];
+	struct t_drv d;
+	uint8_t *dst;
+
+	dst = malloc(T_POOL_SIZE);
+	T_CHECK(dst);
+	T_CHECK(t_srv_start(pool, "127.0.0.1:0", 0, &srv, addr, sizeof(addr)) ==
+		0);
+	T_CHECK(t_drv_init(&d) == 0);
+	/* reads posted while CONNECTING are queued and go out once UP */
+	T_CHECK(t_open(&d, addr, T_INSTANCE, &p) == 0);
+	T_CHECK(d.ops->peer_state(p) == XPORT_PEER_CONNECTING);
+	T_CHECK(t_read_range(&d, p, 0, T_PAGES, 4096, 128, dst) == 0);
+	T_CHECK(d.ops->peer_state(p) == XPORT_PEER_UP);
+	memset(dst, 0, T_POOL_SIZE);
+	T_CHECK(t_read_range(&d, p, 0, T_POOL_SIZE / 65536, 65536, 64, dst) ==
+		0);
+	memset(dst, 0, T_POOL_SIZE);
+	T_CHECK(t_read_range(&d, p, 0, T_POOL_SIZE / WIRE_LEN_MAX, WIRE_LEN_MAX,
+			     64, dst) == 0);
+	d.ops->peer_stats(p, &st);
+	T_CHECK(st.posted ==
+		T_PAGES + T_POOL_SIZE / 65536 + T_POOL_SIZE / WIRE_LEN_MAX);
+	T_CHECK(st.completed == st.posted && st.failed == 0);
+	T_CHECK(st.bytes == 3 * T_POOL_SIZE);
+	pagesrv_stats(srv, &ss);
+	T_CHECK(ss.reads == st.posted && ss.bytes == 3 * T_POOL_SIZE);
+	T_CHECK(ss.conns == 1 && ss.errors == 0 && ss.dropped == 0);
+	d.ops->peer_close(p);
+	t_drv_fini(&d);
+	pagesrv_destroy(srv);
+	free(dst);
+	return 0;
+}
+
+static int test_xport_tcp_errors(const struct t_pool *pool)
+{
+	static uint8_t buf[T_DEPTH + 1][4096];
+	struct xport_peer *p;
+	struct pagesrv *srv;
+	char addr[64];
+	struct t_drv d;
+	uint32_t i;
+
+	T_CHECK(t_srv_start(pool, "127.0.0.1:0", 0, &srv, addr, sizeof(addr)) ==
+		0);
+	T_CHECK(t_drv_init(&d) == 0);
+	T_CHECK(t_open(&d, addr, 0, &p) == 0);
+	T_CHECK(t_wait_state(&d, p, XPORT_PEER_UP, T_WAIT_MS));
+	/* bad arguments are refused before anything is queued */
+	T_CHECK(d.ops->read(p, 0, 0, buf[0], 0) == -EINVAL);
+	T_CHECK(d.ops->read(p, 0, 100, buf[0], 0) == -EINVAL);
+	T_CHECK(d.ops->read(p, 0, 2 * WIRE_LEN_MAX, buf[0], 0) == -EINVAL);
+	/* out of the pool: -ERANGE, the connection stays */
+	t_drv_reset(&d);
+	T_CHECK(d.ops->read(p, T_POOL_SIZE, 4096, buf[0], 0) == 0);
+	T_CHECK(d.ops->read(p, T_POOL_SIZE - 4096, 8192, buf[1], 1) == 0);
+	T_CHECK(d.ops->read(p, UINT64_MAX - 4095, 8192, buf[2], 2) == 0);
+	T_CHECK(d.ops->read(p, 4096 * 5, 4096, buf[3], 3) == 0);
+	T_CHECK(t_wait_done(&d, 4, T_WAIT_MS));
+	T_CHECK(d.status[0] == -ERANGE && d.status[1] == -ERANGE &&
+		d.status[2] == -ERANGE && d.status[3] == 0);
+	T_CHECK(pattern_check(buf[3], T_SEED, 5) == 0);
+	T_CHECK(d.ops->peer_state(p) == XPORT_PEER_UP);
+	/* the queue holds T_DEPTH reads, the next one is -EAGAIN */
+	t_drv_reset(&d);
+	for (i = 0; i < T_DEPTH; i++)
+		T_CHECK(d.ops->read(p, (uint64_t)i * 4096, 4096, buf[i], i) ==
+			0);
+	T_CHECK(d.ops->read(p, 0, 4096, buf[T_DEPTH], T_DEPTH) == -EAGAIN);
+	T_CHECK(t_wait_done(&d, T_DEPTH, T_WAIT_MS));
+	for (i = 0; i < T_DEPTH; i++)
+		T_CHECK(d.calls[i] == 1 && d.status[i] == 0 &&
+			pattern_check(buf[i], T_SEED, i) == 0);
+	T_CHECK(d.calls[T_DEPTH] == 0);
+	/* peer_close fails what is in flight with -ECANCELED, once each */
+	t_drv_reset(&d);
+	for (i = 0; i < 64; i++)
+		T_CHECK(d.ops->read(p, (uint64_t)i * 4096, 4096, buf[i], i) ==
+			0);
+	d.ops->peer_close(p);
+	T_CHECK(d.ndone == 64);
+	for (i = 0; i < 64; i++)
+		T_CHECK(d.calls[i] == 1 && d.status[i] == -ECANCELED);
+	/* a done callback closing its own peer: the rest still once each */
+	T_CHECK(t_open(&d, addr, T_INSTANCE, &p) == 0);
+	T_CHECK(t_wait_state(&d, p, XPORT_PEER_UP, T_WAIT_MS));
+	t_drv_reset(&d);
+	for (i = 0; i < 64; i++)
+		T_CHECK(d.ops->read(p, (uint64_t)i * 4096, 4096, buf[i], i) ==
+			0);
+	d.close_on_done = p;
+	T_CHECK(t_wait_done(&d, 64, T_WAIT_MS));
+	T_CHECK(d.ndone == 64 && !d.close_on_done);
+	for (i = 0; i < 64; i++)
+		T_CHECK(d.calls[i] == 1);
+	T_CHECK(d.nfail >= 63);
+	t_drv_fini(&d);
+	pagesrv_destroy(srv);
+	return 0;
+}
+
+static int test_xport_tcp_stale(const struct t_pool *pool)
+{
+	static uint8_t buf[8][4096];
+	struct xport_peer *p, *good;
+	struct pagesrv *srv;
+	char addr[64];
+	struct t_drv d;
+	uint32_t i;
+
+	T_CHECK(t_srv_start(pool, "127.0.0.1:0", 0, &srv, addr, sizeof(addr)) ==
+		0);
+	T_CHECK(t_drv_init(&d) == 0);
+	T_CHECK(t_open(&d, addr, T_INSTANCE + 2, &p) == 0);
+	T_CHECK(t_open(&d, addr, T_INSTANCE, &good) == 0);
+	t_drv_reset(&d);
+	for (i = 0; i < 8; i++)
+		T_CHECK(d.ops->read(p, i * 4096, 4096, buf[i], i) == 0);
+	T_CHECK(t_wait_state(&d, p, XPORT_PEER_STALE, T_WAIT_MS));
+	T_CHECK(d.ndone == 8);
+	for (i = 0; i < 8; i++)
+		T_CHECK(d.calls[i] == 1 && d.status[i] == -ESTALE);
+	T_CHECK(d.ops->read(p, 0, 4096, buf[0], 0) == -ESTALE);
+	/* STALE is final: ticks do not reconnect it */
+	for (i = 0; i < 30; i++)
+		t_drv_poll(&d, 10);
+	T_CHECK(d.ops->peer_state(p) == XPORT_PEER_STALE);
+	T_CHECK(t_wait_state(&d, good, XPORT_PEER_UP, T_WAIT_MS));
+	T_CHECK(t_read_range(&d, good, 0, 8, 4096, 8, buf[0]) == 0);
+	d.ops->peer_close(p);
+	d.ops->peer_close(good);
+	t_drv_fini(&d);
+	pagesrv_destroy(srv);
+	return 0;
+}
+
+/* Server gone with reads in flight, then back on the same port. */
+static int test_xport_tcp_restart(const struct t_pool *pool)
+{
+	const uint32_t n = 64, len = WIRE_LEN_MAX;
+	struct pagesrv *srv;
+	struct xport_peer *p;
+	struct t_drv d;
+	char addr[64];
+	uint64_t ok = 0;
+	uint8_t *dst;
+	uint32_t i;
+
+	dst = malloc((size_t)n * len);
+	T_CHECK(dst);
+	T_CHECK(t_srv_start(pool, "127.0.0.1:0", 0, &srv, addr, sizeof(addr)) ==
+		0);
+	T_CHECK(t_drv_init(&d) == 0);
+	T_CHECK(t_open(&d, addr, T_INSTANCE, &p) == 0);
+	T_CHECK(t_wait_state(&d, p, XPORT_PEER_UP, T_WAIT_MS));
+	t_drv_reset(&d);
+	for (i = 0; i < n; i++)
+		T_CHECK(d.ops->read(p, (uint64_t)i * len % T_POOL_SIZE, len,
+				    dst + (size_t)i * len, i) == 0);
+	/* 64 MiB requested cannot fit in socket buffers: most are lost */
+	pagesrv_destroy(srv);
+	T_CHECK(t_wait_done(&d, n, T_WAIT_MS));
+	for (i = 0; i < n; i++) {
+		T_CHECK(d.calls[i] == 1);
+		if (d.status[i] == 0) {
+			T_CHECK(t_verify(dst + (size_t)i * len,
+					 (uint64_t)i * len % T_POOL_SIZE,
+					 len) == 0);
+			ok++;
+		} else {
+			T_CHECK(d.status[i] < 0);
+		}
+	}
+	T_CHECK(d.nfail > 0 && d.nfail + ok == n);
+	T_CHECK(d.ops->peer_state(p) == XPORT_PEER_DOWN);
+	T_CHECK(d.ops->read(p, 0, 4096, dst, 0) == -ENOTCONN);
+	/* nobody listening: reconnects fail, the peer stays DOWN */
+	for (i = 0; i < 40; i++)
+		t_drv_poll(&d, 10);
+	T_CHECK(d.ops->peer_state(p) != XPORT_PEER_UP);
+	T_CHECK(t_srv_start(pool, addr, 0, &srv, NULL, 0) == 0);
+	T_CHECK(t_wait_state(&d, p, XPORT_PEER_UP, T_WAIT_MS));
+	T_CHECK(t_read_range(&d, p, 0, 1024, 4096, 64, dst) == 0);
+	d.ops->peer_close(p);
+	t_drv_fini(&d);
+	pagesrv_destroy(srv);
+	free(dst);
+	return 0;
+}
+
+static int t_raw_connect(const char *addr)
+{
+	int fd, ret;
+
+	ret = net_connect(addr, 2000, &fd);
+	return ret ? ret : fd;
+}
+
+static int t_raw_send_hdr(int fd, uint8_t version, uint8_t op, uint32_t len,
+			  uint64_t tag, uint64_t off)
+{
+	struct wire_hdr h = { version, op, 0, len, tag, off };
+	uint8_t b[WIRE_HDR_LEN];
+
+	wire_hdr_pack(&h, b);
+	return send(fd, b, sizeof(b), MSG_NOSIGNAL) == sizeof(b) ? 0 : -1;
+}
+
+/* Receives exactly @len bytes, at most @chunk per recv(). */
+static int t_raw_recv_chunked(int fd, void *buf, size_t len, size_t chunk)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < len) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+		if (poll(&pfd, 1, 5000) != 1)
+			return -ETIMEDOUT;
+		n = recv(fd, (uint8_t *)buf + got,
+			 len - got < chunk ? len - got : chunk, 0);
+		if (n <= 0)
+			return n ? -errno : -ECONNRESET;
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+static int t_raw_recv_all(int fd, void *buf, size_t len)
+{
+	return t_raw_recv_chunked(fd, buf, len, len);
+}
+
+/* True once the server has closed @fd (EOF or reset). */
+static bool t_raw_is_closed(int fd)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	uint8_t b[64];
+
+	if (poll(&pfd, 1, 5000) != 1)
+		return false;
+	return recv(fd, b, sizeof(b), MSG_DONTWAIT) <= 0;
+}
+
+static int test_xport_tcp_bad_clients(const struct t_pool *pool)
+{
+	uint8_t hdr[WIRE_HDR_LEN], *dst;
+	int bad_ver = -1, bad_op = -1, lenient = -1;
+	struct pagesrv_stats ss;
+	struct xport_peer *p;
+	struct pagesrv *srv;
+	struct wire_hdr h;
+	struct t_drv d;
+	char addr[64];
+	uint64_t next = 0, i, n = T_PAGES / 4;
+	static uint8_t page[4096];
+
+	dst = malloc(n * 4096);
+	T_CHECK(dst);
+	T_CHECK(t_srv_start(pool, "127.0.0.1:0", 0, &srv, addr, sizeof(addr)) ==
+		0);
+	T_CHECK(t_drv_init(&d) == 0);
+	T_CHECK(t_open(&d, addr, T_INSTANCE, &p) == 0);
+	t_drv_reset(&d);
+	/* a good client keeps reading while bad ones come and go */
+	while (d.ndone < n) {
+		while (next < n && next - d.ndone < 64) {
+			T_CHECK(d.ops->read(p, next * 4096, 4096,
+					    dst + next * 4096, next) == 0);
+			next++;
+		}
+		if (next >= n / 2 && lenient < 0) {
+			bad_ver = t_raw_connect(addr);
+			bad_op = t_raw_connect(addr);
+			lenient = t_raw_connect(addr);
+			T_CHECK(bad_ver >= 0 && bad_op >= 0 && lenient >= 0);
+			T_CHECK(t_raw_send_hdr(bad_ver, 9, WIRE_OP_READ, 4096,
+					       1, 0) == 0);
+			T_CHECK(t_raw_send_hdr(bad_op, WIRE_VERSION, 77, 4096,
+					       1, 0) == 0);
+			/* len 0 and len > max are ERANGE, not fatal */
+			T_CHECK(t_raw_send_hdr(lenient, WIRE_VERSION,
+					       WIRE_OP_READ, 0, 5, 0) == 0);
+			T_CHECK(t_raw_send_hdr(lenient, WIRE_VERSION,
+					       WIRE_OP_READ, 0xffffffff, 6,
+					       0) == 0);
+			T_CHECK(t_raw_send_hdr(lenient, WIRE_VERSION,
+					       WIRE_OP_READ, 4096, 7,
+					       9 * 4096) == 0);
+		}
+		T_CHECK(t_drv_poll(&d, 100) == 0);
+	}
+	T_CHECK(d.nfail == 0);
+	for (i = 0; i < n; i++)
+		T_CHECK(d.calls[i] == 1 &&
+			pattern_check(dst + i * 4096, T_SEED, i) == 0);
+	T_CHECK(t_raw_is_closed(bad_ver));
+	T_CHECK(t_raw_is_closed(bad_op));
+	for (i = 5; i <= 6; i++) {
+		T_CHECK(t_raw_recv_all(lenient, hdr, sizeof(hdr)) == 0);
+		wire_hdr_unpack(hdr, &h);
+		T_CHECK(h.version == WIRE_VERSION && h.op == WIRE_OP_READ);
+		T_CHECK(h.flags_status == ERANGE && h.len == 0 && h.tag == i);
+	}
+	T_CHECK(t_raw_recv_all(lenient, hdr, sizeof(hdr)) == 0);
+	wire_hdr_unpack(hdr, &h);
+	T_CHECK(h.flags_status == 0 && h.len == 4096 && h.tag == 7);
+	T_CHECK(t_raw_recv_all(lenient, page, sizeof(page)) == 0);
+	T_CHECK(pattern_check(page, T_SEED, 9) == 0);
+	/* a HELLO expecting another instance: ESTALE, aux = ours */
+	T_CHECK(t_raw_send_hdr(lenient, WIRE_VERSION, WIRE_OP_HELLO, 0, 0,
+			       T_INSTANCE ^ 1) == 0);
+	T_CHECK(t_raw_recv_all(lenient, hdr, sizeof(hdr)) == 0);
+	wire_hdr_unpack(hdr, &h);
+	T_CHECK(h.op == WIRE_OP_HELLO && h.flags_status == ESTALE &&
+		h.arg == T_INSTANCE);
+	pagesrv_stats(srv, &ss);
+	T_CHECK(ss.dropped == 2 && ss.errors == 3 && ss.conns == 4);
+	close(bad_ver);
+	close(bad_op);
+	close(lenient);
+	T_CHECK(d.ops->peer_state(p) == XPORT_PEER_UP);
+	d.ops->peer_close(p);
+	t_drv_fini(&d);
+	pagesrv_destroy(srv);
+	free(dst);
+	return 0;
+}
+
+/*
+ * A client that sends requests and reads nothing: the server stops reading
+ * it (its sends end up blocked) and serves the others meanwhile; its
+ * replies, read later in odd-sized bits, are whole and in order.
+ */
+static int test_xport_tcp_backpressure(const struct t_pool *pool)
+{
+	enum { BATCH = 1024, CHECK = 300, LEN = 65536 };
+	static uint8_t reqs[BATCH * WIRE_HDR_LEN], payload[LEN];
+	const uint64_t max_reqs = 4u << 20;
+	uint64_t sent = 0, base = (uint64_t)-1, i, off;
+	uint8_t hdr[WIRE_HDR_LEN], *dst;
+	struct pagesrv_stats ss;
+	struct xport_peer *p;
+	struct pagesrv *srv;
+	bool blocked = false;
+	struct wire_hdr h;
+	struct t_drv d;
+	char addr[64];
+	ssize_t n;
+	int raw;
+
+	dst = malloc(2048 * 4096);
+	T_CHECK(dst);
+	T_CHECK(t_srv_start(pool, "127.0.0.1:0", 0, &srv, addr, sizeof(addr)) ==
+		0);
+	raw = t_raw_connect(addr);
+	T_CHECK(raw >= 0);
+	T_CHECK(net_set_nonblock(raw, 1) == 0);
+	while (sent / WIRE_HDR_LEN < max_reqs) {
+		if (sent / sizeof(reqs) != base) {
+			base = sent / sizeof(reqs);
+			for (i = 0; i < BATCH; i++) {
+				struct wire_hdr r = { WIRE_VERSION,
+						      WIRE_OP_READ,
+						      0,
+						      LEN,
+						      base * BATCH + i,
+						      (i % 1024) * LEN };
+
+				wire_hdr_pack(&r, reqs + i * WIRE_HDR_LEN);
+			}
+		}
+		n = send(raw, reqs + sent % sizeof(reqs),
+			 sizeof(reqs) - sent % sizeof(reqs), MSG_NOSIGNAL);
+		if (n > 0) {
+			sent += (uint64_t)n;
+			continue;
+		}
+		T_CHECK(n < 0 && errno == EAGAIN);
+		struct pollfd pfd = { .fd = raw, .events = POLLOUT };
+		if (poll(&pfd, 1, 500) == 0) {
+			blocked = true;
+			break;
+		}
+	}
+	T_CHECK(blocked);
+	/* parsing stopped at the reply cap, not at the end of the input */
+	pagesrv_stats(srv, &ss);
+	if (getenv("T_DEBUG"))
+		fprintf(stderr, "requests sent %llu, parsed %llu\n",
+			(unsigned long long)(sent / WIRE_HDR_LEN),
+			(unsigned long long)ss.reads);
+	T_CHECK(ss.reads < 4096 && ss.reads < sent / WIRE_HDR_LEN / 4);
+	/* others are served while that one is stuck */
+	T_CHECK(t_drv_init(&d) == 0);
+	T_CHECK(t_open(&d, addr, T_INSTANCE, &p) == 0);
+	T_CHECK(t_read_range(&d, p, 0, 2048, 4096, 64, dst) == 0);
+	d.ops->peer_close(p);
+	t_drv_fini(&d);
+	/* the stuck one's replies: whole, in order, by odd-sized recv()s */
+	T_CHECK(net_set_nonblock(raw, 0) == 0);
+	for (i = 0; i < CHECK; i++) {
+		T_CHECK(t_raw_recv_chunked(raw, hdr, sizeof(hdr), 7) == 0);
+		wire_hdr_unpack(hdr, &h);
+		T_CHECK(h.version == WIRE_VERSION && h.op == WIRE_OP_READ);
+		T_CHECK(h.flags_status == 0 && h.len == LEN && h.tag == i);
+		T_CHECK(t_raw_recv_chunked(raw, payload, LEN, 7919) == 0);
+		off = (i % 1024) * LEN;
+		T_CHECK(t_verify(payload, off, LEN) == 0);
+	}
+	close(raw);
+	pagesrv_stats(srv, &ss);
+	T_CHECK(ss.dropped == 0 && ss.errors == 0);
+	pagesrv_destroy(srv);
+	free(dst);
+	return 0;
+}
+
+/* Many peers (one connection each) reading at once; the server's cap. */
+static int test_xport_tcp_many(const struct t_pool *pool)
+{
+	enum { NPEERS = 32, PER = T_PAGES / NPEERS, WINDOW = 16 };
+	struct xport_peer *p[NPEERS];
+	uint64_t next[NPEERS] = { 0 }, i, end;
+	struct pagesrv_stats ss;
+	struct xport_stats st;
+	struct pagesrv *srv;
+	struct t_drv d;
+	char addr[64];
+	unsigned int k, up;
+	uint8_t *dst;
+
+	dst = malloc(T_POOL_SIZE);
+	T_CHECK(dst);
+	T_CHECK(t_srv_start(pool, "127.0.0.1:0", 0, &srv, addr, sizeof(addr)) ==
+		0);
+	T_CHECK(t_drv_init(&d) == 0);
+	for (k = 0; k < NPEERS; k++)
+		T_CHECK(t_open(&d, addr, T_INSTANCE, &p[k]) == 0);
+	t_drv_reset(&d);
+	end = t_now_ms() + 60000;
+	while (d.ndone < T_PAGES) {
+		for (k = 0; k < NPEERS; k++) {
+			d.ops->peer_stats(p[k], &st);
+			while (next[k] < PER &&
+			       st.posted - st.completed - st.failed < WINDOW) {
+				i = (uint64_t)k * PER + next[k];
+				T_CHECK(d.ops->read(p[k], i * 4096, 4096,
+						    dst + i * 4096, i) == 0);
+				next[k]++;
+				st.posted++;
+			}
+		}
+		T_CHECK(t_now_ms() < end);
+		T_CHECK(t_drv_poll(&d, 100) == 0);
+	}
+	T_CHECK(d.nfail == 0);
+	for (i = 0; i < T_PAGES; i++)
+		T_CHECK(d.calls[i] == 1 &&
+			pattern_check(dst + i * 4096, T_SEED, i) == 0);
+	for (k = 0; k < NPEERS; k++)
+		d.ops->peer_close(p[k]);
+	t_drv_fini(&d);
+	pagesrv_destroy(srv);
+
+	/* cap of 4: the 5th and 6th are closed and stay DOWN meanwhile */
+	T_CHECK(t_srv_start(pool, "127.0.0.1:0", 4, &srv, addr, sizeof(addr)) ==
+		0);
+	T_CHECK(t_drv_init(&d) == 0);
+	for (k = 0; k < 6; k++)
+		T_CHECK(t_open(&d, addr, T_INSTANCE, &p[k]) == 0);
+	end = t_now_ms() + 600;
+	while (t_now_ms() < end)
+		t_drv_poll(&d, 10);
+	for (k = 0, up = 0; k < 6; k++)
+		up += d.ops->peer_state(p[k]) == XPORT_PEER_UP;
+	T_CHECK(up == 4);
+	pagesrv_stats(srv, &ss);
+	T_CHECK(ss.dropped >= 2 && ss.conns == 4);
+	/* room again: the others get in on their next retry */
+	for (k = 0; k < 6; k++) {
+		if (d.ops->peer_state(p[k]) == XPORT_PEER_UP) {
+			d.ops->peer_close(p[k]);
+			p[k] = NULL;
+			if (++up == 6)
+				break;
+		}
+	}
+	for (k = 0; k < 6; k++) {
+		if (!p[k])
+			continue;
+		T_CHECK(t_wait_state(&d, p[k], XPORT_PEER_UP, T_WAIT_MS));
+		T_CHECK(t_read_range(&d, p[k], 4096 * k, 4, 4096, 4, dst) == 0);
+	}
+	t_drv_fini(&d); /* closes the remaining peers */
+	pagesrv_destroy(srv);
+	free(dst);
+	return 0;
+}
+
+/*
+ * destroy() on a shared ring with reads in flight: they fail with
+ * -ECANCELED, our CQEs are reaped, another owner's CQE survives.
+ */
+static int test_xport_tcp_destroy(const struct t_pool *pool)
+{
+	static uint8_t buf[32][4096];
+	struct req foreign = { REQ_TIMER };
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+	struct xport_peer *p;
+	struct pagesrv *srv;
+	struct t_drv d;
+	char addr[64];
+	unsigned int head, seen, mine;
+	uint64_t end;
+	uint32_t i;
+
+	T_CHECK(t_srv_start(pool, "127.0.0.1:0", 0, &srv, addr, sizeof(addr)) ==
+		0);
+	T_CHECK(t_drv_init(&d) == 0);
+	T_CHECK(t_open(&d, addr, T_INSTANCE, &p) == 0);
+	T_CHECK(t_wait_state(&d, p, XPORT_PEER_UP, T_WAIT_MS));
+	t_drv_reset(&d);
+	sqe = io_uring_get_sqe(&d.ring);
+	T_CHECK(sqe);
+	io_uring_prep_nop(sqe);
+	io_uring_sqe_set_data(sqe, &foreign);
+	for (i = 0; i < 32; i++)
+		T_CHECK(d.ops->read(p, i * 4096, 4096, buf[i], i) == 0);
+	d.ops->destroy(d.x);
+	d.x = NULL;
+	T_CHECK(d.ndone == 32);
+	for (i = 0; i < 32; i++)
+		T_CHECK(d.calls[i] == 1 && d.status[i] == -ECANCELED);
+	/* only the foreign CQE may be left, and it must be */
+	mine = 0;
+	end = t_now_ms() + 300;
+	while (t_now_ms() < end) {
+		struct __kernel_timespec ts = { .tv_nsec = 20000000 };
+
+		io_uring_wait_cqe_timeout(&d.ring, &cqe, &ts);
+		seen = 0;
+		io_uring_for_each_cqe(&d.ring, head, cqe) {
+			seen++;
+			T_CHECK(io_uring_cqe_get_data(cqe) == &foreign);
+			T_CHECK(cqe->res == 0);
+			mine++;
+		}
+		io_uring_cq_advance(&d.ring, seen);
+	}
+	T_CHECK(mine == 1);
+	t_drv_fini(&d);
+	pagesrv_destroy(srv);
+	return 0;
+}
+
+int main(void)
+{
+	static const struct {
+		const char *name;
+		int (*fn)(const struct t_pool *pool);
+	} tests[] = {
+		{ "bulk", test_xport_tcp_bulk },
+		{ "errors", test_xport_tcp_errors },
+		{ "stale", test_xport_tcp_stale },
+		{ "restart", test_xport_tcp_restart },
+		{ "bad_clients", test_xport_tcp_bad_clients },
+		{ "backpressure", test_xport_tcp_backpressure },
+		{ "many", test_xport_tcp_many },
+		{ "destroy", test_xport_tcp_destroy },
+	};
+	const char *only = getenv("T_ONLY");
+	struct io_uring probe;
+	struct t_pool pool;
+	int ret, failed = 0;
+	size_t i;
+
+	log_init("test_xport_tcp", getenv("T_DEBUG") ? LOG_DBG : LOG_ERR);
+	ret = io_uring_queue_init(8, &probe, 0);
+	if (ret) {
+		fprintf(stderr, "skip: io_uring unavailable: %s\n",
+			strerror(-ret));
+		return 77;
+	}
+	io_uring_queue_exit(&probe);
+	ret = t_pool_init(&pool);
+	if (ret) {
+		fprintf(stderr, "pool: %s\n", strerror(-ret));
+		return 1;
+	}
+	for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+		if (only && strcmp(only, tests[i].name))
+			continue;
+		ret = tests[i].fn(&pool);
+		fprintf(stderr, "%s: %s\n", tests[i].name, ret ? "FAIL" : "ok");
+		failed |= ret != 0;
+	}
+	munmap(pool.base, T_POOL_SIZE);
+	close(pool.fd);
+	return failed ? 1 : 0;
+}

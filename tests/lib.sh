@@ -1,0 +1,144 @@
+# shellcheck shell=bash
+# Helpers for farpage's shell tests: start a coordinator and agents on
+# ephemeral ports, run the CLI against them, clean up on every exit path.
+#
+# Set FARPAGE_BIN to the build dir before sourcing. Hosts: "host" names run
+# commands either in a network namespace (fp_hosts_netns) or directly
+# (loopback). Every process started is killed and every namespace and temp
+# file removed by fp_cleanup (an EXIT trap).
+
+FP_BIN=${FARPAGE_BIN:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/build}
+FP_COORD_BIN=$FP_BIN/coordinator/farpage-coordinator
+FP_NODE_BIN=$FP_BIN/node/farpage-node
+FP_CLI_BIN=$FP_BIN/cli/farpage
+FP_TMP=$(mktemp -d /tmp/farpage-test.XXXXXX)
+FP_PIDS=()
+FP_NETNS=()
+declare -A FP_HOST_RUN FP_HOST_IP FP_NODE_PID FP_NODE_SOCK
+FP_COORD=""
+FP_COORD_PID=""
+FP_VERBOSE=${FP_VERBOSE:-0}
+
+fp_log() { echo "[$(date +%T)] $*" >&2; }
+fp_fail() { fp_log "FAIL: $*"; fp_dump_logs; exit 1; }
+fp_skip() { fp_log "SKIP: $*"; exit 77; }
+
+fp_dump_logs() {
+	local f
+	for f in "$FP_TMP"/*.log; do
+		[ -f "$f" ] || continue
+		echo "----- $(basename "$f") (last 30 lines)" >&2
+		tail -n 30 "$f" >&2
+	done
+}
+
+fp_cleanup() {
+	local p n
+	for p in "${FP_PIDS[@]}"; do kill -CONT "$p" 2>/dev/null; kill -TERM "$p" 2>/dev/null; done
+	for _ in $(seq 50); do
+		n=0
+		for p in "${FP_PIDS[@]}"; do kill -0 "$p" 2>/dev/null && n=1; done
+		[ $n = 0 ] && break
+		sleep 0.1
+	done
+	for p in "${FP_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	for n in "${FP_NETNS[@]}"; do ip netns del "$n" 2>/dev/null; done
+	rm -rf "$FP_TMP"
+}
+trap fp_cleanup EXIT
+
+fp_require() {
+	local b
+	for b in "$FP_COORD_BIN" "$FP_NODE_BIN" "$FP_CLI_BIN"; do
+		[ -x "$b" ] || fp_fail "$b not built"
+	done
+	[ "$(id -u)" = 0 ] || fp_skip "needs root (userfaultfd for all processes, namespaces)"
+	[ -e /proc/sys/vm/unprivileged_userfaultfd ] || [ -e /dev/userfaultfd ] ||
+		fp_skip "kernel without userfaultfd"
+}
+
+# Waits until file $1 exists and is non-empty (up to $2 s, default 20).
+fp_wait_file() {
+	local i
+	for ((i = 0; i < ${2:-20} * 20; i++)); do
+		[ -s "$1" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+# fp_hosts_loopback NAME...: hosts share the root namespace (127.0.0.1).
+fp_hosts_loopback() {
+	local h
+	for h in "$@"; do
+		FP_HOST_RUN[$h]=""
+		FP_HOST_IP[$h]=127.0.0.1
+	done
+}
+
+# fp_hosts_netns A B: two namespaces joined by a veth pair. Returns 1 if
+# namespaces cannot be made (the caller falls back to loopback).
+fp_hosts_netns() {
+	local id=$$$RANDOM net a=$1 b=$2
+	local na=fp${id}a nb=fp${id}b va=fpa${id: -8} vb=fpb${id: -8}
+	net=10.$((RANDOM % 200 + 20)).$((RANDOM % 250 + 1))
+	ip netns add "$na" 2>/dev/null || return 1
+	FP_NETNS+=("$na")
+	ip netns add "$nb" 2>/dev/null || return 1
+	FP_NETNS+=("$nb")
+	ip link add "$va" netns "$na" type veth peer name "$vb" netns "$nb" 2>/dev/null || return 1
+	ip -n "$na" addr add "$net.1/24" dev "$va" &&
+		ip -n "$nb" addr add "$net.2/24" dev "$vb" &&
+		ip -n "$na" link set lo up && ip -n "$nb" link set lo up &&
+		ip -n "$na" link set "$va" up && ip -n "$nb" link set "$vb" up || return 1
+	FP_HOST_RUN[$a]="ip netns exec $na"
+	FP_HOST_RUN[$b]="ip netns exec $nb"
+	FP_HOST_IP[$a]=$net.1
+	FP_HOST_IP[$b]=$net.2
+	FP_LINK_A=$va FP_LINK_B=$vb FP_NS_A=$na FP_NS_B=$nb
+	return 0
+}
+
+# fp_coord_start HOST [extra flags]
+fp_coord_start() {
+	local h=$1
+	shift
+	rm -f "$FP_TMP/coord.addr"
+	${FP_HOST_RUN[$h]} "$FP_COORD_BIN" --listen "${FP_HOST_IP[$h]}:0" \
+		--addr-file "$FP_TMP/coord.addr" --data-dir "$FP_TMP/coord" \
+		--log-level "${FP_LOG_LEVEL:-info}" "$@" >>"$FP_TMP/coord.log" 2>&1 &
+	FP_COORD_PID=$!
+	FP_PIDS+=("$FP_COORD_PID")
+	fp_wait_file "$FP_TMP/coord.addr" || fp_fail "coordinator did not start"
+	FP_COORD=$(head -n1 "$FP_TMP/coord.addr")
+}
+
+# fp_node_start HOST NAME [extra flags]: agent NAME on HOST.
+fp_node_start() {
+	local h=$1 n=$2
+	shift 2
+	rm -f "$FP_TMP/$n.addr"
+	FP_NODE_SOCK[$n]=$FP_TMP/$n.sock
+	${FP_HOST_RUN[$h]} "$FP_NODE_BIN" --coordinator "$FP_COORD" --name "$n" \
+		--pool-size "${FP_POOL:-256M}" --data-listen "${FP_HOST_IP[$h]}:0" \
+		--addr-file "$FP_TMP/$n.addr" --sock "${FP_NODE_SOCK[$n]}" \
+		--heartbeat-ms 200 --log-level "${FP_LOG_LEVEL:-info}" "$@" \
+		>>"$FP_TMP/$n.log" 2>&1 &
+	FP_NODE_PID[$n]=$!
+	FP_PIDS+=("$!")
+	fp_wait_file "$FP_TMP/$n.addr" || fp_fail "agent $n did not start"
+}
+
+# fp_cli HOST NODE args...: the CLI on HOST talking to NODE's agent.
+fp_cli() {
+	local h=$1 n=$2
+	shift 2
+	${FP_HOST_RUN[$h]} env FARPAGE_AGENT_SOCK="${FP_NODE_SOCK[$n]:-}" \
+		"$FP_CLI_BIN" --coordinator "$FP_COORD" "$@"
+}
+
+# Value of key=VALUE in the last line of $1 matching ^$2.
+fp_field() { # file prefix key
+	grep "^$2" "$1" | tail -n1 | tr ' ' '\n' | sed -n "s/^$3=//p"
+}

@@ -1,0 +1,760 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The coordinator's write-ahead log and snapshot: recovery from a log cut at
+ * every byte, corruption in the middle of the log, records that do not
+ * apply, snapshot + log replay, stale logs and invalid snapshots.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <zlib.h>
+
+#include "coord.h"
+#include "coord_int.h"
+#include "log.h"
+#include "msg.h"
+#include "wal.h"
+
+#define MIB	  (UINT64_C(1) << 20)
+#define T_NOW	  1000
+#define T_CHANGES 19
+
+struct t_buf {
+	uint8_t *p;
+	size_t len;
+};
+
+struct t_wal {
+	char *dir;			    /* temporary, removed in teardown */
+	struct t_buf expect[T_CHANGES + 1]; /* state after k changes */
+	uint64_t ends[T_CHANGES + 1];	    /* wal size after k changes */
+};
+
+static int t_rm_one(const char *path, const struct stat *st, int flag,
+		    struct FTW *ftw)
+{
+	return remove(path);
+}
+
+static void t_rmrf(const char *path)
+{
+	nftw(path, t_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static char *t_path(const char *dir, const char *name)
+{
+	char *p;
+
+	assert_true(asprintf(&p, "%s/%s", dir, name) > 0);
+	return p;
+}
+
+static struct t_buf t_file_read(const char *path)
+{
+	struct t_buf b = { 0 };
+	struct stat st;
+	int fd;
+
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	b.len = (size_t)st.st_size;
+	b.p = malloc(b.len + 1);
+	assert_non_null(b.p);
+	assert_int_equal(read(fd, b.p, b.len), (ssize_t)b.len);
+	close(fd);
+	return b;
+}
+
+static void t_file_write(const char *path, const uint8_t *p, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, p, len), (ssize_t)len);
+	close(fd);
+}
+
+static uint64_t t_file_size(const char *path)
+{
+	struct stat st;
+
+	assert_int_equal(stat(path, &st), 0);
+	return (uint64_t)st.st_size;
+}
+
+static int t_file_exists(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0;
+}
+
+/* Points stderr at /dev/null; *saved keeps the old one. */
+static void t_stderr_mute(int *saved)
+{
+	int null = open("/dev/null", O_WRONLY);
+
+	assert_true(null >= 0);
+	fflush(stderr);
+	*saved = dup(2);
+	assert_true(*saved >= 0);
+	dup2(null, 2);
+	close(null);
+}
+
+static void t_stderr_restore(int saved)
+{
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+}
+
+static uint64_t *t_ids(uint32_t n, ...)
+{
+	uint64_t *ids = malloc(n * sizeof(*ids));
+	va_list ap;
+
+	assert_non_null(ids);
+	va_start(ap, n);
+	for (uint32_t i = 0; i < n; i++)
+		ids[i] = va_arg(ap, uint64_t);
+	va_end(ap);
+	return ids;
+}
+
+static void t_join_req(struct msg *m, const char *name, uint64_t pool,
+		       uint64_t instance)
+{
+	msg_init(m, MSG_T_NODE_JOIN);
+	strcpy(m->name, name);
+	snprintf(m->data_addr, sizeof(m->data_addr), "10.0.0.%d:7800", name[0]);
+	m->pool_size = pool;
+	m->instance = instance;
+}
+
+static void t_create_req(struct msg *m, const char *name, uint64_t size,
+			 uint64_t chunk_size)
+{
+	msg_init(m, MSG_T_REGION_CREATE);
+	strcpy(m->name, name);
+	m->size = size;
+	m->chunk_size = chunk_size;
+}
+
+static void t_endpoint_req(struct msg *m, uint64_t node, uint64_t peer,
+			   uint64_t qpn)
+{
+	msg_init(m, MSG_T_ENDPOINT_PUT);
+	m->node = node;
+	m->peer = peer;
+	m->qpn = qpn;
+	m->lid = 3;
+	m->gid_index = 1;
+	m->psn = qpn * 7;
+	m->mtu = 1024;
+	for (int i = 0; i < MSG_GID_LEN; i++)
+		m->gid[i] = (uint8_t)(qpn + (uint64_t)i);
+}
+
+static void t_mr_req(struct msg *m, uint64_t node)
+{
+	msg_init(m, MSG_T_MR_PUT);
+	m->node = node;
+	m->mr_addr = 0x7f0000000000 + (node << 32);
+	m->rkey = 0xabc0 + node;
+	m->mr_len = 64 * MIB;
+}
+
+/* Change @i of the test sequence; every one of them writes one record. */
+static void t_change(int i, struct msg *m)
+{
+	switch (i) {
+	case 0:
+		t_join_req(m, "a", 64 * MIB, 11);
+		return;
+	case 1:
+		t_join_req(m, "b", 64 * MIB, 22);
+		return;
+	case 2:
+		t_join_req(m, "c", 64 * MIB, 33);
+		return;
+	case 3:
+		t_create_req(m, "r1", 10 * MIB, 0);
+		return;
+	case 4:
+		t_create_req(m, "r2", 4 * MIB, 0);
+		m->place = t_ids(1, 2);
+		m->n_place = 1;
+		return;
+	case 5:
+		t_create_req(m, "r3", 6 * MIB - 4096, 0);
+		m->owners = t_ids(3, 3, 1, 2);
+		m->n_owners = 3;
+		return;
+	case 6:
+		t_endpoint_req(m, 1, 2, 0x101);
+		return;
+	case 7:
+		t_endpoint_req(m, 2, 1, 0x201);
+		return;
+	case 8:
+		t_mr_req(m, 1);
+		return;
+	case 9:
+		t_mr_req(m, 2);
+		return;
+	case 10:
+		msg_init(m, MSG_T_REGION_DELETE);
+		strcpy(m->name, "r2");
+		return;
+	case 11:
+		t_create_req(m, "r4", 8 * MIB, 4 * MIB);
+		m->place = t_ids(2, 2, 3);
+		m->n_place = 2;
+		return;
+	case 12: /* b restarted */
+		t_join_req(m, "b", 32 * MIB, 23);
+		return;
+	case 13:
+		t_endpoint_req(m, 2, 3, 0x203);
+		return;
+	case 14:
+		t_mr_req(m, 3);
+		return;
+	case 15:
+		t_join_req(m, "d", 8 * MIB, 44);
+		return;
+	case 16:
+		t_create_req(m, "r5", 2 * MIB, 0);
+		return;
+	case 17:
+		msg_init(m, MSG_T_REGION_DELETE);
+		strcpy(m->name, "r1");
+		return;
+	case 18:
+		t_endpoint_req(m, 1, 2, 0x102);
+		return;
+	}
+	fail_msg("no change %d", i);
+}
+
+static void t_apply(struct coord *c, int i)
+{
+	struct msg req, rep;
+
+	t_change(i, &req);
+	assert_int_equal(coord_handle(c, &req, &rep, T_NOW), 0);
+	if (rep.type == MSG_T_ERROR)
+		fail_msg("change %d: error %llu: %s", i,
+			 (unsigned long long)rep.err, rep.text);
+	msg_fini(&req);
+	msg_fini(&rep);
+	assert_int_equal(coord_sync(c), 0);
+}
+
+static int t_dump_emit(void *arg, const struct msg *rec)
+{
+	struct t_buf *b = arg;
+	uint8_t *p;
+	size_t len;
+	int ret;
+
+	ret = msg_encode(rec, &p, &len);
+	if (ret)
+		return ret;
+	b->p = realloc(b->p, b->len + sizeof(len) + len);
+	assert_non_null(b->p);
+	memcpy(b->p + b->len, &len, sizeof(len));
+	memcpy(b->p + b->len + sizeof(len), p, len);
+	b->len += sizeof(len) + len;
+	free(p);
+	return 0;
+}
+
+/* The durable state of @c as bytes: every table row, then the epoch. */
+static struct t_buf t_state(const struct coord *c)
+{
+	struct t_buf b = { 0 };
+
+	assert_int_equal(coord_records_dump(c, t_dump_emit, &b), 0);
+	b.p = realloc(b.p, b.len + sizeof(c->epoch));
+	assert_non_null(b.p);
+	memcpy(b.p + b.len, &c->epoch, sizeof(c->epoch));
+	b.len += sizeof(c->epoch);
+	return b;
+}
+
+static void t_state_expect(const struct coord *c, const struct t_buf *want,
+			   const char *what, uint64_t arg)
+{
+	struct t_buf got = t_state(c);
+
+	if (got.len != want->len || memcmp(got.p, want->p, got.len))
+		fail_msg("%s %llu: recovered state differs (%zu vs %zu bytes)",
+			 what, (unsigned long long)arg, got.len, want->len);
+	free(got.p);
+}
+
+static struct coord *t_open(const char *data_dir, uint64_t snapshot_every)
+{
+	struct coord_cfg cfg = { .data_dir = data_dir,
+				 .snapshot_every = snapshot_every };
+	struct coord *c = NULL;
+	int ret;
+
+	ret = coord_create(&cfg, T_NOW, &c);
+	if (ret)
+		fail_msg("coord_create(%s): %s", data_dir, strerror(-ret));
+	return c;
+}
+
+static int t_open_err(const char *data_dir)
+{
+	struct coord_cfg cfg = { .data_dir = data_dir };
+	struct coord *c = NULL;
+	int ret;
+
+	ret = coord_create(&cfg, T_NOW, &c);
+	coord_destroy(c);
+	return ret;
+}
+
+/* Fills @t: the state after each prefix of the changes (in memory) and
+ * the wal size after each change of a logged run in t->dir/base. */
+static int t_setup(void **state)
+{
+	const char *tmp = getenv("TMPDIR");
+	struct coord_cfg mem = { 0 };
+	struct t_wal *t;
+	struct coord *c;
+	char *base, *wal;
+
+	log_init("test_wal", LOG_ERR);
+	t = calloc(1, sizeof(*t));
+	assert_non_null(t);
+	assert_true(asprintf(&t->dir, "%s/test_wal.XXXXXX",
+			     tmp && *tmp ? tmp : "/tmp") > 0);
+	assert_non_null(mkdtemp(t->dir));
+
+	for (int k = 0; k <= T_CHANGES; k++) {
+		assert_int_equal(coord_create(&mem, T_NOW, &c), 0);
+		for (int i = 0; i < k; i++)
+			t_apply(c, i);
+		t->expect[k] = t_state(c);
+		coord_destroy(c);
+	}
+
+	base = t_path(t->dir, "base");
+	wal = t_path(base, "wal");
+	c = t_open(base, 1000000);
+	t->ends[0] = t_file_size(wal);
+	assert_int_equal(t->ends[0], WAL_HDR_LEN);
+	for (int i = 0; i < T_CHANGES; i++) {
+		t_apply(c, i);
+		t->ends[i + 1] = t_file_size(wal);
+		assert_true(t->ends[i + 1] > t->ends[i]);
+	}
+	t_state_expect(c, &t->expect[T_CHANGES], "live after", T_CHANGES);
+	coord_destroy(c);
+	free(wal);
+	free(base);
+	*state = t;
+	return 0;
+}
+
+static int t_teardown(void **state)
+{
+	struct t_wal *t = *state;
+
+	t_rmrf(t->dir);
+	for (int k = 0; k <= T_CHANGES; k++)
+		free(t->expect[k].p);
+	free(t->dir);
+	free(t);
+	return 0;
+}
+
+/* Changes whose records lie wholly in the first @len bytes of the wal. */
+static int t_complete(const struct t_wal *t, uint64_t len)
+{
+	int k = 0;
+
+	while (k < T_CHANGES && t->ends[k + 1] <= len)
+		k++;
+	return k;
+}
+
+/* Recovers a data dir whose wal is @wal; expects @k changes and a wal of
+ * @size bytes afterwards. */
+static void t_recover_expect(const struct t_wal *t, const char *dir,
+			     const uint8_t *wal, size_t wal_len, int k,
+			     uint64_t size, const char *what, uint64_t arg)
+{
+	char *path = t_path(dir, "wal");
+	struct coord *c;
+
+	mkdir(dir, 0700);
+	t_file_write(path, wal, wal_len);
+	c = t_open(dir, 1000000);
+	t_state_expect(c, &t->expect[k], what, arg);
+	coord_destroy(c);
+	if (t_file_size(path) != size)
+		fail_msg("%s %llu: wal is %llu bytes, want %llu", what,
+			 (unsigned long long)arg,
+			 (unsigned long long)t_file_size(path),
+			 (unsigned long long)size);
+	/* Idempotent: a second recovery changes nothing. */
+	c = t_open(dir, 1000000);
+	t_state_expect(c, &t->expect[k], what, arg);
+	coord_destroy(c);
+	assert_int_equal(t_file_size(path), size);
+	free(path);
+}
+
+static void test_wal_every_truncation(void **state)
+{
+	struct t_wal *t = *state;
+	char *base = t_path(t->dir, "base");
+	char *path = t_path(base, "wal");
+	char *dir = t_path(t->dir, "cut");
+	struct t_buf wal = t_file_read(path);
+	struct coord *c;
+
+	assert_int_equal(wal.len, t->ends[T_CHANGES]);
+	for (size_t len = 0; len <= wal.len; len++) {
+		int k = t_complete(t, len);
+		uint64_t size = len < WAL_HDR_LEN ? WAL_HDR_LEN : t->ends[k];
+
+		t_recover_expect(t, dir, wal.p, len, k, size, "length", len);
+	}
+	/* No wal file at all: an empty log. */
+	free(path);
+	path = t_path(dir, "wal");
+	assert_int_equal(unlink(path), 0);
+	c = t_open(dir, 1000000);
+	t_state_expect(c, &t->expect[0], "no wal", 0);
+	coord_destroy(c);
+	assert_int_equal(t_file_size(path), WAL_HDR_LEN);
+	free(wal.p);
+	free(dir);
+	free(path);
+	free(base);
+}
+
+static void test_wal_corruption_mid_log(void **state)
+{
+	struct t_wal *t = *state;
+	char *base = t_path(t->dir, "base");
+	char *path = t_path(base, "wal");
+	char *dir = t_path(t->dir, "bad");
+	struct t_buf wal = t_file_read(path);
+	uint8_t *copy = malloc(wal.len);
+
+	assert_non_null(copy);
+	/* A payload byte of every record in turn: CRC mismatch there. */
+	for (int k = 0; k < T_CHANGES; k++) {
+		uint64_t rec = t->ends[k];
+		uint64_t plen = t->ends[k + 1] - rec - WAL_REC_HDR_LEN;
+
+		memcpy(copy, wal.p, wal.len);
+		copy[rec + WAL_REC_HDR_LEN + plen / 2] ^= 0x20;
+		t_recover_expect(t, dir, copy, wal.len, k, rec, "payload flip",
+				 (uint64_t)k);
+		/* The CRC field itself. */
+		memcpy(copy, wal.p, wal.len);
+		copy[rec + 9] ^= 0x01;
+		t_recover_expect(t, dir, copy, wal.len, k, rec, "crc flip",
+				 (uint64_t)k);
+	}
+	/* Bad magic in the middle. */
+	memcpy(copy, wal.p, wal.len);
+	copy[t->ends[8]] ^= 0xff;
+	t_recover_expect(t, dir, copy, wal.len, 8, t->ends[8], "magic", 8);
+	/* A length beyond FRAME_MAX, and one of zero. */
+	memcpy(copy, wal.p, wal.len);
+	memset(copy + t->ends[3] + 4, 0xff, 4);
+	t_recover_expect(t, dir, copy, wal.len, 3, t->ends[3], "length", 3);
+	memcpy(copy, wal.p, wal.len);
+	memset(copy + t->ends[4] + 4, 0, 4);
+	t_recover_expect(t, dir, copy, wal.len, 4, t->ends[4], "zero length",
+			 4);
+	/* A bad wal header: nothing in it is trusted. */
+	memcpy(copy, wal.p, wal.len);
+	copy[2] ^= 0x01;
+	t_recover_expect(t, dir, copy, wal.len, 0, WAL_HDR_LEN, "header", 0);
+	free(copy);
+	free(wal.p);
+	free(dir);
+	free(path);
+	free(base);
+}
+
+/* Appends a record with the encoding of @m to @b, CRC and all. */
+static void t_record_append(struct t_buf *b, const struct msg *m)
+{
+	uint8_t *p;
+	size_t len;
+	uint32_t crc, v[3];
+
+	assert_int_equal(msg_encode(m, &p, &len), 0);
+	crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), p, (uInt)len);
+	v[0] = htobe32(WAL_REC_MAGIC);
+	v[1] = htobe32((uint32_t)len);
+	v[2] = htobe32(crc);
+	b->p = realloc(b->p, b->len + sizeof(v) + len);
+	assert_non_null(b->p);
+	memcpy(b->p + b->len, v, sizeof(v));
+	memcpy(b->p + b->len + sizeof(v), p, len);
+	b->len += sizeof(v) + len;
+	free(p);
+}
+
+static void test_wal_record_not_applicable(void **state)
+{
+	struct t_wal *t = *state;
+	char *base = t_path(t->dir, "base");
+	char *path = t_path(base, "wal");
+	char *dir = t_path(t->dir, "noapply");
+	struct t_buf wal = t_file_read(path);
+	struct msg_chunk chunk = { .node = 99, .off = 0 };
+	struct msg m;
+
+	/* Well-formed, CRC-correct, but names a node that does not exist. */
+	msg_init(&m, MSG_T_REGION);
+	strcpy(m.name, "ghost");
+	m.size = 2 * MIB;
+	m.chunk_size = 2 * MIB;
+	m.epoch = 100;
+	m.chunks = &chunk;
+	m.n_chunks = 1;
+	t_record_append(&wal, &m);
+	/* A good record after it is not replayed either. */
+	t_endpoint_req(&m, 3, 1, 0x301);
+	t_record_append(&wal, &m);
+	t_recover_expect(t, dir, wal.p, wal.len, T_CHANGES, t->ends[T_CHANGES],
+			 "not applicable", 0);
+
+	/* A record type that is no change at all. */
+	wal.len = t->ends[T_CHANGES];
+	msg_init(&m, MSG_T_NODE_LIST);
+	t_record_append(&wal, &m);
+	t_recover_expect(t, dir, wal.p, wal.len, T_CHANGES, t->ends[T_CHANGES],
+			 "no change", 0);
+	free(wal.p);
+	free(dir);
+	free(path);
+	free(base);
+}
+
+static void test_wal_snapshot_replay(void **state)
+{
+	struct t_wal *t = *state;
+	char *dir = t_path(t->dir, "snap");
+	char *snap = t_path(dir, "snapshot");
+	char *wal = t_path(dir, "wal");
+	struct t_buf live, extra;
+	struct coord *c;
+	struct msg req, rep;
+
+	c = t_open(dir, 4);
+	for (int i = 0; i < T_CHANGES; i++) {
+		t_apply(c, i);
+		/* Every 4th record moves the log into a snapshot. */
+		assert_int_equal(t_file_exists(snap), i >= 3);
+		assert_int_equal(wal_records(c->wal), (uint64_t)(i + 1) % 4);
+		if ((i + 1) % 4 == 0)
+			assert_int_equal(t_file_size(wal), WAL_HDR_LEN);
+	}
+	assert_true(t_file_exists(wal));
+	live = t_state(c);
+	coord_destroy(c);
+
+	/* Snapshot (16 changes) + wal (3 records) = the live state. */
+	c = t_open(dir, 4);
+	t_state_expect(c, &live, "snapshot + wal", 0);
+	t_state_expect(c, &t->expect[T_CHANGES], "snapshot + wal", 1);
+	/* Keep going on the recovered state, across another snapshot. */
+	t_create_req(&req, "r6", 4 * MIB, 0);
+	assert_int_equal(coord_handle(c, &req, &rep, T_NOW), 0);
+	assert_int_equal(rep.type, MSG_T_REGION);
+	assert_int_equal(coord_sync(c), 0);
+	msg_fini(&req);
+	msg_fini(&rep);
+	assert_int_equal(t_file_size(wal), WAL_HDR_LEN);
+	extra = t_state(c);
+	coord_destroy(c);
+	c = t_open(dir, 4);
+	t_state_expect(c, &extra, "second snapshot", 0);
+	coord_destroy(c);
+
+	/* The snapshot's epoch survives even if no region carries it. */
+	c = t_open(dir, 1);
+	msg_init(&req, MSG_T_REGION_DELETE);
+	strcpy(req.name, "r6");
+	assert_int_equal(coord_handle(c, &req, &rep, T_NOW), 0);
+	assert_int_equal(rep.type, MSG_T_OK);
+	assert_int_equal(coord_sync(c), 0);
+	msg_fini(&rep);
+	strcpy(req.name, "r5");
+	assert_int_equal(coord_handle(c, &req, &rep, T_NOW), 0);
+	assert_int_equal(coord_sync(c), 0);
+	msg_fini(&rep);
+	free(extra.p);
+	extra = t_state(c);
+	coord_destroy(c);
+	c = t_open(dir, 1);
+	t_state_expect(c, &extra, "epoch after deletes", 0);
+	coord_destroy(c);
+
+	free(extra.p);
+	free(live.p);
+	free(wal);
+	free(snap);
+	free(dir);
+}
+
+static void test_wal_stale_generation(void **state)
+{
+	struct t_wal *t = *state;
+	char *dir = t_path(t->dir, "stale");
+	char *wal = t_path(dir, "wal");
+	char *snap = t_path(dir, "snapshot");
+	struct t_buf old;
+	struct coord *c;
+
+	c = t_open(dir, 3);
+	t_apply(c, 0);
+	t_apply(c, 1);
+	old = t_file_read(wal); /* generation 0, 2 records */
+	t_apply(c, 2);		/* snapshot of generation 1 */
+	assert_true(t_file_exists(snap));
+	coord_destroy(c);
+
+	/* As if we crashed between the snapshot's rename and the wal's. */
+	t_file_write(wal, old.p, old.len);
+	c = t_open(dir, 3);
+	t_state_expect(c, &t->expect[3], "stale wal", 0);
+	coord_destroy(c);
+	assert_int_equal(t_file_size(wal), WAL_HDR_LEN);
+
+	/* A wal newer than the snapshot: the snapshot went missing. */
+	c = t_open(dir, 3);
+	t_apply(c, 3);
+	t_apply(c, 4);
+	t_apply(c, 5); /* generation 2 */
+	coord_destroy(c);
+	free(old.p);
+	old = t_file_read(snap);
+	unlink(snap);
+	assert_int_equal(t_open_err(dir), -EBADMSG);
+	t_file_write(snap, old.p, old.len);
+	c = t_open(dir, 3);
+	t_state_expect(c, &t->expect[6], "restored snapshot", 0);
+	coord_destroy(c);
+	free(old.p);
+	free(snap);
+	free(wal);
+	free(dir);
+}
+
+static void test_wal_snapshot_corrupt_refuses(void **state)
+{
+	struct t_wal *t = *state;
+	char *dir = t_path(t->dir, "badsnap");
+	char *snap = t_path(dir, "snapshot");
+	char *wal = t_path(dir, "wal");
+	struct t_buf good, w;
+	uint8_t *copy;
+	struct coord *c;
+	int saved;
+
+	c = t_open(dir, 4);
+	for (int i = 0; i < 8; i++)
+		t_apply(c, i);
+	coord_destroy(c);
+	good = t_file_read(snap);
+	w = t_file_read(wal);
+	copy = malloc(good.len + 1);
+	assert_non_null(copy);
+
+	/* Thousands of refusals follow: keep their log lines out. */
+	t_stderr_mute(&saved);
+	/* Any one flipped byte, header or record, and we do not start. */
+	for (size_t i = 0; i < good.len; i++) {
+		memcpy(copy, good.p, good.len);
+		copy[i] ^= 0x04;
+		t_file_write(snap, copy, good.len);
+		if (t_open_err(dir) != -EBADMSG)
+			fail_msg("snapshot with byte %zu flipped accepted", i);
+	}
+	/* Cut anywhere, or with a byte added. */
+	for (size_t len = 0; len < good.len; len++) {
+		t_file_write(snap, good.p, len);
+		if (t_open_err(dir) != -EBADMSG)
+			fail_msg("snapshot cut to %zu bytes accepted", len);
+	}
+	memcpy(copy, good.p, good.len);
+	copy[good.len] = 0;
+	t_file_write(snap, copy, good.len + 1);
+	assert_int_equal(t_open_err(dir), -EBADMSG);
+	t_stderr_restore(saved);
+	/* Refusing left the wal alone. */
+	free(copy);
+	copy = t_file_read(wal).p;
+	assert_memory_equal(copy, w.p, w.len);
+	assert_int_equal(t_file_size(wal), w.len);
+
+	t_file_write(snap, good.p, good.len);
+	c = t_open(dir, 4);
+	t_state_expect(c, &t->expect[8], "good snapshot", 0);
+	coord_destroy(c);
+	free(copy);
+	free(w.p);
+	free(good.p);
+	free(wal);
+	free(snap);
+	free(dir);
+}
+
+static void test_wal_lock(void **state)
+{
+	struct t_wal *t = *state;
+	char *dir = t_path(t->dir, "lock/deeper/still");
+	struct coord *c;
+
+	c = t_open(dir, 4); /* parents created */
+	assert_int_equal(t_open_err(dir), -EWOULDBLOCK);
+	coord_destroy(c);
+	c = t_open(dir, 4);
+	coord_destroy(c);
+	free(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_wal_every_truncation),
+		cmocka_unit_test(test_wal_corruption_mid_log),
+		cmocka_unit_test(test_wal_record_not_applicable),
+		cmocka_unit_test(test_wal_snapshot_replay),
+		cmocka_unit_test(test_wal_stale_generation),
+		cmocka_unit_test(test_wal_snapshot_corrupt_refuses),
+		cmocka_unit_test(test_wal_lock),
+	};
+
+	return cmocka_run_group_tests(tests, t_setup, t_teardown);
+}
