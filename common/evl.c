@@ -8,6 +8,7 @@
 #include "evl.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,7 @@ struct evl_handler {
 struct evl {
 	int epfd;
 	int wakefd;
-	bool stop;
+	atomic_bool stop;	    /* set by evl_stop(), from any thread */
 	struct evl_handler **by_fd; /* indexed by fd */
 	int n_by_fd;
 	struct evl_handler *dead; /* freed after the current batch */
@@ -268,7 +269,7 @@ static void evl_dispatch(struct evl *l, struct evl_handler *h, uint32_t events)
 	case EVL_WAKE:
 		if (read(h->fd, &cnt, sizeof(cnt)) < 0 && errno != EAGAIN)
 			log_warn("wake eventfd read failed");
-		l->stop = true;
+		atomic_store(&l->stop, true);
 		break;
 	}
 }
@@ -276,10 +277,13 @@ static void evl_dispatch(struct evl *l, struct evl_handler *h, uint32_t events)
 int evl_run(struct evl *l)
 {
 	struct epoll_event evs[EVL_BATCH];
+	uint64_t cnt;
 	int n;
 
-	l->stop = false;
-	while (!l->stop) {
+	/* A stop that came before this run still wakes it: its eventfd
+	 * count is pending. */
+	atomic_store(&l->stop, false);
+	while (!atomic_load(&l->stop)) {
 		n = epoll_wait(l->epfd, evs, EVL_BATCH, -1);
 		if (n < 0) {
 			if (errno == EINTR)
@@ -294,6 +298,9 @@ int evl_run(struct evl *l)
 		}
 		evl_dead_free(l);
 	}
+	/* Consume the wake-up so that the next run does not stop at once. */
+	if (read(l->wakefd, &cnt, sizeof(cnt)) < 0 && errno != EAGAIN)
+		log_warn("wake eventfd read failed");
 	return 0;
 }
 
@@ -302,6 +309,9 @@ void evl_stop(struct evl *l)
 	uint64_t one = 1;
 	int e = errno; /* signal-safe: keep the interrupted code's errno */
 
+	/* The flag ends the run after the current batch; the eventfd wakes
+	 * a loop blocked in epoll_wait(). */
+	atomic_store(&l->stop, true);
 	if (write(l->wakefd, &one, sizeof(one)) < 0) {
 		/* EAGAIN: the counter is saturated, a wake-up is pending. */
 	}

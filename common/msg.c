@@ -272,16 +272,30 @@ void msg_init(struct msg *m, enum msg_type type)
 	m->type = type;
 }
 
+/*
+ * A member of a message or record by its offset. Going through void * keeps
+ * the tables' offsetof() arithmetic free of alignment-raising casts.
+ */
+static void *msg_at(void *base, size_t off)
+{
+	return (char *)base + off;
+}
+
+static const void *msg_cat(const void *base, size_t off)
+{
+	return (const char *)base + off;
+}
+
 static void msg_fields_free(void *base, const struct msg_field *f,
 			    unsigned int n)
 {
 	for (unsigned int i = 0; i < n; i++) {
-		void **list = (void **)((char *)base + f[i].off);
-		uint32_t *cnt = (uint32_t *)((char *)base + f[i].n_off);
+		void **list = msg_at(base, f[i].off);
+		uint32_t *cnt = msg_at(base, f[i].n_off);
 
 		if (f[i].kind == MSG_K_REC_LIST && *list) {
 			for (uint32_t j = 0; j < *cnt; j++)
-				msg_fields_free((char *)*list + j * f[i].size,
+				msg_fields_free(msg_at(*list, j * f[i].size),
 						f[i].rec->fields,
 						f[i].rec->n_fields);
 		}
@@ -442,14 +456,15 @@ static int msg_put_text(struct msg_buf *b, const char *s, size_t n)
 static bool msg_field_is_written(const struct msg_field *f, const void *base,
 				 bool required)
 {
-	const char *p = (const char *)base + f->off;
+	const uint32_t *cnt = msg_cat(base, f->n_off);
+	const uint64_t *v = msg_cat(base, f->off);
 
 	switch (f->kind) {
 	case MSG_K_U64_LIST:
 	case MSG_K_REC_LIST:
-		return *(const uint32_t *)((const char *)base + f->n_off) != 0;
+		return *cnt != 0;
 	case MSG_K_U64:
-		return required || f->min == 0 || *(const uint64_t *)p != 0;
+		return required || f->min == 0 || *v != 0;
 	default:
 		return true;
 	}
@@ -463,7 +478,7 @@ static int msg_map_encode(struct msg_buf *b, const void *base,
 static int msg_field_encode(struct msg_buf *b, const void *base,
 			    const struct msg_field *f)
 {
-	const char *p = (const char *)base + f->off;
+	const char *p = msg_cat(base, f->off);
 	const void *list = NULL;
 	uint32_t cnt = 0;
 	uint64_t v;
@@ -471,12 +486,12 @@ static int msg_field_encode(struct msg_buf *b, const void *base,
 	int ret;
 
 	if (f->kind == MSG_K_U64_LIST || f->kind == MSG_K_REC_LIST) {
-		list = *(void *const *)p;
-		cnt = *(const uint32_t *)((const char *)base + f->n_off);
+		list = *(void *const *)msg_cat(base, f->off);
+		cnt = *(const uint32_t *)msg_cat(base, f->n_off);
 	}
 	switch (f->kind) {
 	case MSG_K_U64:
-		v = *(const uint64_t *)p;
+		v = *(const uint64_t *)msg_cat(base, f->off);
 		if (!msg_u64_is_valid(f, v))
 			return -EINVAL;
 		return msg_put_uint(b, v);
@@ -506,11 +521,11 @@ static int msg_field_encode(struct msg_buf *b, const void *base,
 			return -EINVAL;
 		ret = msg_put_head(b, cbor_encode_array_start, cnt);
 		for (uint32_t i = 0; !ret && i < cnt; i++)
-			ret = msg_map_encode(
-				b, (const char *)list + i * f->size,
-				f->rec->fields, f->rec->n_fields,
-				(UINT64_C(1) << f->rec->n_fields) - 1,
-				f->rec->required, NULL);
+			ret = msg_map_encode(b, msg_cat(list, i * f->size),
+					     f->rec->fields, f->rec->n_fields,
+					     (UINT64_C(1) << f->rec->n_fields) -
+						     1,
+					     f->rec->required, NULL);
 		return ret;
 	}
 	return -EINVAL;
@@ -767,8 +782,8 @@ static int msg_list_alloc(void *base, const struct msg_field *f,
 	if (!list)
 		return -ENOMEM;
 	/* Owned by the message from here on: msg_fini() frees it. */
-	*(void **)((char *)base + f->off) = list;
-	*(uint32_t *)((char *)base + f->n_off) = (uint32_t)cnt;
+	*(void **)msg_at(base, f->off) = list;
+	*(uint32_t *)msg_at(base, f->n_off) = (uint32_t)cnt;
 	*out = list;
 	return 0;
 }
@@ -776,7 +791,7 @@ static int msg_list_alloc(void *base, const struct msg_field *f,
 static int msg_field_decode(const cbor_item_t *v, void *base,
 			    const struct msg_field *f)
 {
-	char *p = (char *)base + f->off;
+	char *p = msg_at(base, f->off);
 	cbor_item_t **items;
 	uint64_t seen, u;
 	void *list;
@@ -790,7 +805,7 @@ static int msg_field_decode(const cbor_item_t *v, void *base,
 		u = cbor_get_int(v);
 		if (!msg_u64_is_valid(f, u))
 			return -EBADMSG;
-		*(uint64_t *)p = u;
+		*(uint64_t *)msg_at(base, f->off) = u;
 		return 0;
 	case MSG_K_STR:
 		if (!cbor_isa_string(v) || !cbor_string_is_definite(v))
@@ -834,7 +849,7 @@ static int msg_field_decode(const cbor_item_t *v, void *base,
 		for (size_t i = 0; i < cbor_array_size(v); i++) {
 			seen = 0;
 			ret = msg_map_decode(
-				items[i], (char *)list + i * f->size,
+				items[i], msg_at(list, i * f->size),
 				f->rec->fields, f->rec->n_fields,
 				(UINT64_C(1) << f->rec->n_fields) - 1,
 				f->rec->required, &seen, false);

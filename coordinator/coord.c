@@ -8,7 +8,6 @@
 #include "coord.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,9 +224,9 @@ static int coord_apply_node(struct coord *c, const struct msg *rec, char *why,
 	n = coord_node_find(c, row->id);
 	if (n) {
 		if (other != n) {
-			snprintf(why, why_len,
-				 "node %" PRIu64 " is '%s', not '%s'", row->id,
-				 n->name, row->name);
+			snprintf(why, why_len, "node %llu is '%s', not '%s'",
+				 (unsigned long long)row->id, n->name,
+				 row->name);
 			return -EINVAL;
 		}
 		if (n->instance != row->instance) {
@@ -240,8 +239,8 @@ static int coord_apply_node(struct coord *c, const struct msg *rec, char *why,
 	} else {
 		if (row->id != (uint64_t)c->n_nodes + 1) {
 			snprintf(why, why_len,
-				 "node id %" PRIu64 " does not follow %u",
-				 row->id, c->n_nodes);
+				 "node id %llu does not follow %u",
+				 (unsigned long long)row->id, c->n_nodes);
 			return -EINVAL;
 		}
 		if (other) {
@@ -281,25 +280,25 @@ static int coord_region_check(const struct msg *rec, char *why, size_t why_len)
 	}
 	if (rec->size == 0 || rec->size % COORD_REGION_ALIGN) {
 		snprintf(why, why_len,
-			 "region size %" PRIu64
-			 " is not a positive multiple of %u",
-			 rec->size, COORD_REGION_ALIGN);
+			 "size %llu is not a positive multiple of %u",
+			 (unsigned long long)rec->size, COORD_REGION_ALIGN);
 		return -EINVAL;
 	}
 	if (!coord_is_pow2(rec->chunk_size) ||
 	    rec->chunk_size < COORD_CHUNK_SIZE_MIN ||
 	    rec->chunk_size > COORD_CHUNK_SIZE_MAX) {
-		snprintf(why, why_len,
-			 "chunk size %" PRIu64
-			 " is not a power of two in [%" PRIu64 ", %" PRIu64 "]",
-			 rec->chunk_size, COORD_CHUNK_SIZE_MIN,
-			 COORD_CHUNK_SIZE_MAX);
+		snprintf(why, why_len, "chunk size %llu: want a power of two",
+			 (unsigned long long)rec->chunk_size);
+		snprintf(why + strlen(why), why_len - strlen(why),
+			 " from %llu to %llu",
+			 (unsigned long long)COORD_CHUNK_SIZE_MIN,
+			 (unsigned long long)COORD_CHUNK_SIZE_MAX);
 		return -EINVAL;
 	}
 	if (coord_chunks_of(rec->size, rec->chunk_size) > COORD_CHUNKS_MAX) {
-		snprintf(why, why_len,
-			 "region of %" PRIu64 " chunks; at most %u",
-			 coord_chunks_of(rec->size, rec->chunk_size),
+		snprintf(why, why_len, "%llu chunks; at most %u",
+			 (unsigned long long)coord_chunks_of(rec->size,
+							     rec->chunk_size),
 			 COORD_CHUNKS_MAX);
 		return -E2BIG;
 	}
@@ -334,9 +333,10 @@ static int coord_apply_region(struct coord *c, const struct msg *rec, char *why,
 		return -ENOSPC;
 	}
 	if (rec->n_chunks != coord_chunks_of(rec->size, rec->chunk_size)) {
-		snprintf(why, why_len, "%u chunks for a region of %" PRIu64,
+		snprintf(why, why_len, "%u chunks for a region of %llu",
 			 rec->n_chunks,
-			 coord_chunks_of(rec->size, rec->chunk_size));
+			 (unsigned long long)coord_chunks_of(rec->size,
+							     rec->chunk_size));
 		return -EINVAL;
 	}
 	ret = coord_grow(&c->regions, &c->cap_regions, c->n_regions + 1,
@@ -356,25 +356,23 @@ static int coord_apply_region(struct coord *c, const struct msg *rec, char *why,
 		struct coord_node *n = coord_node_find(c, ch->node);
 
 		if (!n) {
-			snprintf(why, why_len,
-				 "chunk %u: unknown node %" PRIu64, i,
-				 ch->node);
+			snprintf(why, why_len, "chunk %u: unknown node %llu", i,
+				 (unsigned long long)ch->node);
 			ret = -ENOENT;
 			goto out_unreserve;
 		}
 		if (ch->off % rec->chunk_size ||
 		    ch->off > UINT64_MAX - rec->chunk_size) {
-			snprintf(why, why_len, "chunk %u: bad offset %" PRIu64,
-				 i, ch->off);
+			snprintf(why, why_len, "chunk %u: bad offset %llu", i,
+				 (unsigned long long)ch->off);
 			ret = -EINVAL;
 			goto out_unreserve;
 		}
 		ret = coord_ext_insert(n, ch->off, rec->chunk_size);
 		if (ret) {
 			snprintf(why, why_len,
-				 "chunk %u: offset %" PRIu64
-				 " of node %u is in use",
-				 i, ch->off, n->id);
+				 "chunk %u: %llu of node %u in use", i,
+				 (unsigned long long)ch->off, n->id);
 			goto out_unreserve;
 		}
 		r->chunks[i] = *ch;
@@ -427,8 +425,10 @@ static int coord_apply_endpoint(struct coord *c, const struct msg *rec,
 	int ret;
 
 	if (!coord_node_find(c, rec->node) || !coord_node_find(c, rec->peer)) {
-		snprintf(why, why_len, "unknown node %" PRIu64,
-			 coord_node_find(c, rec->node) ? rec->peer : rec->node);
+		snprintf(why, why_len, "unknown node %llu",
+			 (unsigned long long)(coord_node_find(c, rec->node)
+						      ? rec->peer
+						      : rec->node));
 		return -ENOENT;
 	}
 	i = coord_endpoint_pos(c, rec->node, rec->peer);
@@ -460,7 +460,8 @@ static int coord_apply_mr(struct coord *c, const struct msg *rec, char *why,
 	struct coord_node *n = coord_node_find(c, rec->node);
 
 	if (!n) {
-		snprintf(why, why_len, "unknown node %" PRIu64, rec->node);
+		snprintf(why, why_len, "unknown node %llu",
+			 (unsigned long long)rec->node);
 		return -ENOENT;
 	}
 	n->mr_addr = rec->mr_addr;
@@ -612,10 +613,9 @@ int coord_create(const struct coord_cfg *cfg, uint64_t now_ms,
 		c->nodes[i].lease_end = now_ms + c->lease_ms;
 		c->nodes[i].was_up = 1;
 	}
-	if (c->n_nodes || c->n_regions)
-		log_info("recovered %u nodes, %u regions, %u endpoints, epoch "
-			 "%" PRIu64,
-			 c->n_nodes, c->n_regions, c->n_eps, c->epoch);
+	if (c->wal)
+		log_info("recovered %u nodes, %u regions, %u endpoints",
+			 c->n_nodes, c->n_regions, c->n_eps);
 	*out = c;
 	return 0;
 err:
@@ -701,24 +701,28 @@ static int coord_change(struct coord *c, const struct msg *rec, struct msg *rep,
 	return 0;
 }
 
-/* ---- request handlers: 0 (rep set) or -errno with *fatal set ---- */
+/*
+ * ---- request handlers ----
+ * Each sets @rep to the answer or an ERROR; a log write failure also sets
+ * *fatal (then @rep must not be sent).
+ */
 
 static int coord_on_join(struct coord *c, const struct msg *req,
 			 struct msg *rep, uint64_t now, int *fatal)
 {
 	struct coord_node *n = coord_node_find_name(c, req->name);
+	int ret, changed = 1, restarted = 0;
 	struct msg_node row;
+	uint64_t old = 0;
 	struct msg rec;
-	int ret, changed = 1;
 
 	if (n) {
 		coord_node_row(n, &row);
 		if (n->instance != req->instance) {
-			log_info("node %u (%s) restarted: instance %" PRIx64
-				 " -> %" PRIx64,
-				 n->id, n->name, n->instance, req->instance);
 			/* Its pool MR and queue pairs went with it. */
 			row.mr_addr = row.rkey = row.mr_len = 0;
+			restarted = 1;
+			old = n->instance;
 		} else if (!strcmp(n->data_addr, req->data_addr) &&
 			   n->pool_size == req->pool_size) {
 			changed = 0;
@@ -740,11 +744,15 @@ static int coord_on_join(struct coord *c, const struct msg *req,
 			return ret;
 	}
 	n = coord_node_find(c, row.id);
+	if (restarted)
+		log_info("node %u (%s) restarted: instance %llx -> %llx", n->id,
+			 n->name, (unsigned long long)old,
+			 (unsigned long long)n->instance);
 	if (!n->was_up || changed)
-		log_info("node %u (%s) joined: data %s, pool %" PRIu64
-			 " bytes, instance %" PRIx64,
-			 n->id, n->name, n->data_addr, n->pool_size,
-			 n->instance);
+		log_info("node %u (%s) joined: %s, pool %llu, instance %llx",
+			 n->id, n->name, n->data_addr,
+			 (unsigned long long)n->pool_size,
+			 (unsigned long long)n->instance);
 	n->lease_end = now + c->lease_ms;
 	n->was_up = 1;
 	msg_init(rep, MSG_T_NODE_JOINED);
@@ -760,15 +768,14 @@ static int coord_on_heartbeat(struct coord *c, const struct msg *req,
 	struct msg_peer *peers = NULL;
 
 	if (!n) {
-		msg_error(rep, -ENOENT, "unknown node %" PRIu64 "; join first",
-			  req->node);
+		msg_error(rep, -ENOENT, "unknown node %llu; join first",
+			  (unsigned long long)req->node);
 		return -ENOENT;
 	}
 	if (n->instance != req->instance) {
 		msg_error(rep, -ESTALE,
-			  "node %u (%s): instance %" PRIx64
-			  " is not the current %" PRIx64 "; rejoin",
-			  n->id, n->name, req->instance, n->instance);
+			  "node %u (%s): stale instance %llx; rejoin", n->id,
+			  n->name, (unsigned long long)req->instance);
 		return -ESTALE;
 	}
 	if (req->n_peers > COORD_NODES_MAX) {
@@ -825,6 +832,16 @@ out_nomem:
 	return -ENOMEM;
 }
 
+static void coord_enospc_why(const struct coord_node *n, const struct msg *r,
+			     uint32_t chunk, char *why, size_t why_len)
+{
+	snprintf(why, why_len, "region '%s' chunk %u: no free %llu bytes",
+		 r->name, chunk, (unsigned long long)r->chunk_size);
+	snprintf(why + strlen(why), why_len - strlen(why),
+		 " on node %u (%s): pool %llu, %llu in use", n->id, n->name,
+		 (unsigned long long)n->pool_size, (unsigned long long)n->used);
+}
+
 /*
  * Chooses owner and offset of every chunk of the region in @r (name, size,
  * chunk_size set; chunks allocated): @req's place or owners list, else the
@@ -876,7 +893,8 @@ static int coord_region_place(struct coord *c, const struct msg *req,
 	}
 	for (i = 0; i < n_ids; i++) {
 		if (!coord_node_find(c, ids[i])) {
-			snprintf(why, why_len, "unknown node %" PRIu64, ids[i]);
+			snprintf(why, why_len, "unknown node %llu",
+				 (unsigned long long)ids[i]);
 			ret = -ENOENT;
 			goto out;
 		}
@@ -890,13 +908,7 @@ static int coord_region_place(struct coord *c, const struct msg *req,
 			ret = coord_ext_insert(n, off, r->chunk_size);
 		if (ret) {
 			if (ret == -ENOSPC)
-				snprintf(why, why_len,
-					 "node %u (%s) has no free %" PRIu64
-					 "-byte chunk for chunk %u of region "
-					 "'%s' (pool %" PRIu64
-					 " bytes, %" PRIu64 " in use)",
-					 n->id, n->name, r->chunk_size, i,
-					 r->name, n->pool_size, n->used);
+				coord_enospc_why(n, r, i, why, why_len);
 			break;
 		}
 		r->chunks[i].node = n->id;
@@ -948,9 +960,9 @@ static int coord_on_region_create(struct coord *c, const struct msg *req,
 		msg_fini(&rec);
 		return *fatal ? ret : 0;
 	}
-	log_info("region '%s' created: %" PRIu64 " bytes, %u chunks of %" PRIu64
-		 ", epoch %" PRIu64,
-		 rec.name, rec.size, rec.n_chunks, rec.chunk_size, rec.epoch);
+	log_info("region '%s' created: %llu bytes, %u chunks, epoch %llu",
+		 rec.name, (unsigned long long)rec.size, rec.n_chunks,
+		 (unsigned long long)rec.epoch);
 	*rep = rec; /* the change record is the reply; rep owns its chunks */
 	return 0;
 out_err:
@@ -1021,7 +1033,8 @@ static int coord_on_region_delete(struct coord *c, const struct msg *req,
 	ret = coord_change(c, &rec, rep, fatal);
 	if (ret)
 		return *fatal ? ret : 0;
-	log_info("region '%s' deleted, epoch %" PRIu64, req->name, c->epoch);
+	log_info("region '%s' deleted, epoch %llu", req->name,
+		 (unsigned long long)c->epoch);
 	msg_init(rep, MSG_T_OK);
 	return 0;
 }
@@ -1053,8 +1066,9 @@ static int coord_on_endpoint_put(struct coord *c, const struct msg *req,
 	ret = coord_change(c, &rec, rep, fatal);
 	if (ret)
 		return *fatal ? ret : 0;
-	log_dbg("endpoint %" PRIu64 " -> %" PRIu64 ": qpn %" PRIu64, req->node,
-		req->peer, req->qpn);
+	log_dbg("endpoint %llu -> %llu: qpn %llu",
+		(unsigned long long)req->node, (unsigned long long)req->peer,
+		(unsigned long long)req->qpn);
 	msg_init(rep, MSG_T_OK);
 	return 0;
 }
@@ -1067,8 +1081,9 @@ static void coord_on_endpoint_get(struct coord *c, const struct msg *req,
 
 	if (!e) {
 		msg_error(rep, -ENOENT,
-			  "no endpoint of node %" PRIu64 " for peer %" PRIu64,
-			  req->node, req->peer);
+			  "no endpoint of node %llu for peer %llu",
+			  (unsigned long long)req->node,
+			  (unsigned long long)req->peer);
 		return;
 	}
 	coord_endpoint_msg(e, MSG_T_ENDPOINT, rep);
@@ -1118,12 +1133,12 @@ int coord_msg_is_request(enum msg_type type)
 int coord_handle(struct coord *c, const struct msg *req, struct msg *rep,
 		 uint64_t now_ms)
 {
-	int fatal = 0, ret = 0;
+	int fatal = 0;
 
 	msg_init(rep, MSG_T_NONE);
 	switch (req->type) {
 	case MSG_T_NODE_JOIN:
-		ret = coord_on_join(c, req, rep, now_ms, &fatal);
+		coord_on_join(c, req, rep, now_ms, &fatal);
 		break;
 	case MSG_T_HEARTBEAT:
 		coord_on_heartbeat(c, req, rep, now_ms);
@@ -1132,7 +1147,7 @@ int coord_handle(struct coord *c, const struct msg *req, struct msg *rep,
 		coord_on_node_list(c, rep, now_ms);
 		break;
 	case MSG_T_REGION_CREATE:
-		ret = coord_on_region_create(c, req, rep, now_ms, &fatal);
+		coord_on_region_create(c, req, rep, now_ms, &fatal);
 		break;
 	case MSG_T_REGION_GET:
 		coord_on_region_get(c, req, rep);
@@ -1141,25 +1156,25 @@ int coord_handle(struct coord *c, const struct msg *req, struct msg *rep,
 		coord_on_region_list(c, rep);
 		break;
 	case MSG_T_REGION_DELETE:
-		ret = coord_on_region_delete(c, req, rep, &fatal);
+		coord_on_region_delete(c, req, rep, &fatal);
 		break;
 	case MSG_T_ENDPOINT_PUT:
-		ret = coord_on_endpoint_put(c, req, rep, &fatal);
+		coord_on_endpoint_put(c, req, rep, &fatal);
 		break;
 	case MSG_T_ENDPOINT_GET:
 		coord_on_endpoint_get(c, req, rep);
 		break;
 	case MSG_T_MR_PUT:
-		ret = coord_on_mr_put(c, req, rep, &fatal);
+		coord_on_mr_put(c, req, rep, &fatal);
 		break;
 	default:
 		return -EPROTO;
 	}
+	/* Handler errors are in rep; only a log failure is ours to return. */
 	if (fatal) {
 		msg_fini(rep);
 		return fatal;
 	}
-	(void)ret; /* handler errors are in rep */
 	return 0;
 }
 
@@ -1168,16 +1183,17 @@ void coord_lease_check(struct coord *c, uint64_t now_ms)
 	for (uint32_t i = 0; i < c->n_nodes; i++) {
 		struct coord_node *n = &c->nodes[i];
 		int up = now_ms < n->lease_end;
+		uint64_t silent;
 
 		if (up == n->was_up)
 			continue;
 		n->was_up = up;
-		if (up)
+		if (up) {
 			log_info("node %u (%s) is up again", n->id, n->name);
-		else
-			log_warn("node %u (%s) is down: no heartbeat for "
-				 "%" PRIu64 " ms",
-				 n->id, n->name,
-				 now_ms - n->lease_end + c->lease_ms);
+			continue;
+		}
+		silent = now_ms - n->lease_end + c->lease_ms;
+		log_warn("node %u (%s) is down: no heartbeat for %llu ms",
+			 n->id, n->name, (unsigned long long)silent);
 	}
 }

@@ -42,32 +42,25 @@ static void main_usage_print(FILE *f)
 	fprintf(f,
 		"usage: farpage-coordinator [OPTIONS]\n"
 		"\n"
-		"Keeps the cluster's nodes, regions and endpoints; every "
-		"change is\n"
-		"written to a write-ahead log in the data directory before it "
-		"is\n"
+		"Keeps the cluster's nodes, regions and endpoints; every\n"
+		"change is logged to the data directory before it is\n"
 		"acknowledged.\n"
 		"\n"
-		"options:\n"
-		"  --listen ADDR          control address, host:port; port 0 "
-		"picks\n"
-		"                         a free port "
-		"(default " MAIN_LISTEN_DEFAULT ")\n"
-		"  --addr-file FILE       write the bound host:port to FILE "
-		"once\n"
-		"                         listening (default: none)\n"
-		"  --data-dir DIR         write-ahead log and snapshot; "
-		"created if\n"
-		"                         missing "
-		"(default " MAIN_DATA_DIR_DEFAULT ")\n"
-		"  --lease-ms MS          a node is down MS ms after its last\n"
-		"                         heartbeat (default %u)\n"
-		"  --snapshot-every N     snapshot after N log records "
-		"(default %u)\n"
-		"  --log-level LEVEL      err, warn, info or debug (default "
-		"info)\n"
-		"  -h, --help             this text\n"
-		"  -V, --version          print the version\n",
+		"  --listen ADDR        control address host:port; port 0\n"
+		"                       picks a free one (default %s)\n"
+		"  --addr-file FILE     write the bound host:port to FILE\n"
+		"                       once listening (default: none)\n"
+		"  --data-dir DIR       log and snapshot, created if missing\n"
+		"                       (default %s)\n"
+		"  --lease-ms MS        a node is down MS ms after its last\n"
+		"                       heartbeat (default %u)\n"
+		"  --snapshot-every N   snapshot after N log records\n"
+		"                       (default %u)\n"
+		"  --log-level LEVEL    err, warn, info or debug\n"
+		"                       (default info)\n"
+		"  -h, --help           this text\n"
+		"  -V, --version        the version\n",
+		MAIN_LISTEN_DEFAULT, MAIN_DATA_DIR_DEFAULT,
 		COORD_LEASE_MS_DEFAULT, COORD_SNAPSHOT_EVERY_DEFAULT);
 }
 
@@ -98,7 +91,31 @@ static void main_nofile_raise(void)
 			 strerror(errno));
 }
 
-int main(int argc, char **argv)
+/* Everything the command line sets. */
+struct main_opts {
+	struct server_cfg scfg;
+	struct coord_cfg ccfg;
+	enum log_level level;
+};
+
+/* Parses a count option (1..@max). Returns 0, or MAIN_EXIT_USAGE. */
+static int main_opt_count(const char *opt, const char *arg, uint64_t max,
+			  uint64_t *out)
+{
+	uint64_t v;
+
+	if (util_u64_parse(arg, &v) || v == 0 || v > max)
+		return main_usage_err("%s: '%s' is not a number in 1..%llu",
+				      opt, arg, (unsigned long long)max);
+	*out = v;
+	return 0;
+}
+
+/*
+ * Fills @o from the command line. Returns -1 to go on, or the exit status
+ * (0 after --help or --version, MAIN_EXIT_USAGE for a bad command line).
+ */
+static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 {
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, MAIN_OPT_LISTEN },
@@ -112,53 +129,37 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct server_cfg scfg = { .listen_addr = MAIN_LISTEN_DEFAULT };
-	struct coord_cfg ccfg = {
-		.data_dir = MAIN_DATA_DIR_DEFAULT,
-		.lease_ms = COORD_LEASE_MS_DEFAULT,
-		.snapshot_every = COORD_SNAPSHOT_EVERY_DEFAULT,
-	};
-	enum log_level level = LOG_INFO;
-	struct server *srv;
-	struct coord *c;
-	sigset_t mask;
-	uint64_t v;
-	int opt, ret;
+	int opt, ret = 0;
 
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, ":hV", opts, NULL)) != -1) {
+	while (!ret &&
+	       (opt = getopt_long(argc, argv, ":hV", opts, NULL)) != -1) {
 		switch (opt) {
 		case MAIN_OPT_LISTEN:
-			scfg.listen_addr = optarg;
+			o->scfg.listen_addr = optarg;
 			break;
 		case MAIN_OPT_ADDR_FILE:
-			scfg.addr_file = optarg;
+			o->scfg.addr_file = optarg;
 			break;
 		case MAIN_OPT_DATA_DIR:
 			if (!*optarg)
-				return main_usage_err("empty --data-dir");
-			ccfg.data_dir = optarg;
+				ret = main_usage_err("--data-dir: empty");
+			o->ccfg.data_dir = optarg;
 			break;
 		case MAIN_OPT_LEASE_MS:
-			if (util_u64_parse(optarg, &v) || v == 0 ||
-			    v > MAIN_LEASE_MS_MAX)
-				return main_usage_err(
-					"bad --lease-ms '%s': want 1..86400000",
-					optarg);
-			ccfg.lease_ms = v;
+			ret = main_opt_count("--lease-ms", optarg,
+					     MAIN_LEASE_MS_MAX,
+					     &o->ccfg.lease_ms);
 			break;
 		case MAIN_OPT_SNAPSHOT_EVERY:
-			if (util_u64_parse(optarg, &v) || v == 0)
-				return main_usage_err("bad --snapshot-every "
-						      "'%s': want a count >= 1",
-						      optarg);
-			ccfg.snapshot_every = v;
+			ret = main_opt_count("--snapshot-every", optarg,
+					     UINT32_MAX,
+					     &o->ccfg.snapshot_every);
 			break;
 		case MAIN_OPT_LOG_LEVEL:
-			if (log_level_parse(optarg, &level))
-				return main_usage_err(
-					"bad --log-level '%s': want err, warn, "
-					"info or debug",
+			if (log_level_parse(optarg, &o->level))
+				ret = main_usage_err(
+					"--log-level: unknown level '%s'",
 					optarg);
 			break;
 		case 'h':
@@ -168,17 +169,38 @@ int main(int argc, char **argv)
 			printf("farpage-coordinator %s\n", FARPAGE_VERSION);
 			return 0;
 		case ':':
-			return main_usage_err("option %s needs a value",
+			return main_usage_err("%s needs a value",
 					      argv[optind - 1]);
 		default:
 			return main_usage_err("unknown option %s",
 					      argv[optind - 1]);
 		}
 	}
+	if (ret)
+		return ret;
 	if (optind < argc)
 		return main_usage_err("unexpected argument '%s'", argv[optind]);
+	return -1;
+}
 
-	log_init("farpage-coordinator", level);
+int main(int argc, char **argv)
+{
+	struct main_opts o = {
+		.scfg = { .listen_addr = MAIN_LISTEN_DEFAULT },
+		.ccfg = { .data_dir = MAIN_DATA_DIR_DEFAULT,
+			  .lease_ms = COORD_LEASE_MS_DEFAULT,
+			  .snapshot_every = COORD_SNAPSHOT_EVERY_DEFAULT },
+		.level = LOG_INFO,
+	};
+	struct server *srv;
+	struct coord *c;
+	sigset_t mask;
+	int ret;
+
+	ret = main_opts_parse(argc, argv, &o);
+	if (ret >= 0)
+		return ret;
+	log_init("farpage-coordinator", o.level);
 	main_nofile_raise();
 	signal(SIGPIPE, SIG_IGN);
 	/* Delivered through the server's signalfd instead. */
@@ -187,13 +209,13 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGTERM);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 
-	ret = coord_create(&ccfg, evl_now_ms(), &c);
+	ret = coord_create(&o.ccfg, evl_now_ms(), &c);
 	if (ret) {
 		log_errno(ret, "cannot recover the state from %s",
-			  ccfg.data_dir);
+			  o.ccfg.data_dir);
 		return 1;
 	}
-	ret = server_create(&scfg, c, &srv);
+	ret = server_create(&o.scfg, c, &srv);
 	if (ret)
 		goto out_coord;
 	ret = server_run(srv);

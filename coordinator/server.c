@@ -69,6 +69,13 @@ struct server {
 	char addr[SERVER_PEER_LEN];
 };
 
+/* The declared payload length of the frame header at @p. */
+static uint32_t server_frame_len(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	       (uint32_t)p[2] << 8 | p[3];
+}
+
 /* A change may be lost: never answer, never go on. */
 static void __attribute__((noreturn)) server_fatal(int err)
 {
@@ -106,8 +113,12 @@ static size_t server_conn_pending(const struct server_conn *cn)
 	return cn->wlen - cn->wpos;
 }
 
-/* Watches what the state needs: input unless paused or done, output if
- * queued. Returns 0 or -errno. */
+/*
+ * Watches what the state needs: input unless paused or done; output if
+ * queued, or if paused at all: a paused connection whose output is already
+ * gone then wakes up at once to serve the frames it still holds (one batch
+ * per wakeup, so a flood cannot starve the others). Returns 0 or -errno.
+ */
 static int server_conn_watch(struct server_conn *cn)
 {
 	uint32_t ev = 0;
@@ -115,7 +126,7 @@ static int server_conn_watch(struct server_conn *cn)
 
 	if (!cn->paused && !cn->eof)
 		ev |= EPOLLIN;
-	if (server_conn_pending(cn))
+	if (server_conn_pending(cn) || cn->paused)
 		ev |= EPOLLOUT;
 	if (ev == cn->events)
 		return 0;
@@ -232,29 +243,20 @@ static int server_conn_serve(struct server_conn *cn)
 		if (used == 0)
 			break;
 		if (used < 0) {
-			const uint8_t *h = cn->rbuf + pos;
-
-			log_warn("peer %s: bad frame: declared length %u "
-				 "(1..%u allowed); closing",
-				 cn->peer,
-				 (unsigned int)((uint32_t)h[0] << 24 |
-						(uint32_t)h[1] << 16 |
-						(uint32_t)h[2] << 8 | h[3]),
-				 FRAME_MAX);
+			log_warn("peer %s: bad frame length %u; closing",
+				 cn->peer, server_frame_len(cn->rbuf + pos));
 			ret = -EBADMSG;
 			break;
 		}
 		ret = msg_decode(payload, len, &req);
 		if (ret) {
-			log_warn("peer %s: undecodable %zu-byte message: %s; "
-				 "closing",
-				 cn->peer, len, log_strerror(ret));
+			log_warn("peer %s: bad %zu-byte message; closing",
+				 cn->peer, len);
 			ret = ret == -ENOMEM ? ret : -EBADMSG;
 			break;
 		}
 		if (!coord_msg_is_request(req.type)) {
-			log_warn("peer %s: %s is not a coordinator request; "
-				 "closing",
+			log_warn("peer %s: %s is not a request; closing",
 				 cn->peer, msg_type_name(req.type));
 			msg_fini(&req);
 			ret = -EPROTO;
@@ -311,9 +313,7 @@ static size_t server_conn_rbuf_want(const struct server_conn *cn)
 
 	if (cn->rlen < FRAME_HDR_LEN)
 		return min;
-	frame = FRAME_HDR_LEN + ((size_t)cn->rbuf[0] << 24 |
-				 (size_t)cn->rbuf[1] << 16 |
-				 (size_t)cn->rbuf[2] << 8 | cn->rbuf[3]);
+	frame = FRAME_HDR_LEN + (size_t)server_frame_len(cn->rbuf);
 	if (want > frame)
 		want = frame;
 	return want > min ? want : min;
@@ -347,8 +347,7 @@ static int server_conn_read(struct server_conn *cn)
 		if (n == 0) {
 			cn->eof = 1;
 			if (cn->rlen)
-				log_dbg("peer %s: %zu bytes of an unfinished "
-					"frame at EOF",
+				log_dbg("peer %s: EOF in a frame (%zu bytes)",
 					cn->peer, cn->rlen);
 			break;
 		}

@@ -27,6 +27,8 @@
 
 struct wal {
 	char *dir;
+	char *wal_path; /* dir/wal and dir/snapshot, for messages */
+	char *snap_path;
 	int dfd;	    /* the data directory: lock and fsync */
 	int fd;		    /* the wal file, O_RDWR */
 	uint64_t gen;	    /* generation of the current wal */
@@ -230,8 +232,9 @@ static int wal_snap_load(struct wal *w, const struct wal_ops *ops, void *arg,
 {
 	uint8_t hdr[WAL_SNAP_HDR_LEN];
 	char why[MSG_TEXT_MAX + 64] = "";
-	uint64_t off, n, i, size;
+	uint64_t off = 0, n, i, size;
 	uint8_t *buf = NULL;
+	ssize_t used = 0;
 	size_t cap = 0;
 	struct stat st;
 	int fd, ret;
@@ -242,16 +245,15 @@ static int wal_snap_load(struct wal *w, const struct wal_ops *ops, void *arg,
 		ret = -errno;
 		if (ret == -ENOENT)
 			return 0;
-		log_errno(ret, "cannot open %s/%s", w->dir, SNAP_FILE);
+		log_errno(ret, "cannot open %s", w->snap_path);
 		return ret;
 	}
 	if (fstat(fd, &st) < 0) {
 		ret = -errno;
-		log_errno(ret, "cannot stat %s/%s", w->dir, SNAP_FILE);
+		log_errno(ret, "cannot stat %s", w->snap_path);
 		goto out_close;
 	}
 	size = (uint64_t)st.st_size;
-	off = 0;
 	ret = -EBADMSG;
 	if (size < WAL_SNAP_HDR_LEN) {
 		snprintf(why, sizeof(why), "short header (%llu bytes)",
@@ -260,7 +262,7 @@ static int wal_snap_load(struct wal *w, const struct wal_ops *ops, void *arg,
 	}
 	ret = wal_pread_full(fd, hdr, sizeof(hdr), 0);
 	if (ret) {
-		log_errno(ret, "cannot read %s/%s", w->dir, SNAP_FILE);
+		log_errno(ret, "cannot read %s", w->snap_path);
 		goto out_close;
 	}
 	ret = -EBADMSG;
@@ -274,42 +276,37 @@ static int wal_snap_load(struct wal *w, const struct wal_ops *ops, void *arg,
 	n = wal_get64(hdr + 24);
 	off = WAL_SNAP_HDR_LEN;
 	for (i = 0; i < n; i++) {
-		ssize_t used = wal_rec_load(fd, off, size, &buf, &cap, ops, arg,
-					    why, sizeof(why));
-
-		if (used < 0) {
-			ret = (int)used;
-			if (ret != -EBADMSG) {
-				log_errno(ret, "cannot load %s/%s", w->dir,
-					  SNAP_FILE);
-				goto out_close;
-			}
-			goto out_bad;
-		}
+		used = wal_rec_load(fd, off, size, &buf, &cap, ops, arg, why,
+				    sizeof(why));
+		if (used < 0)
+			break;
 		off += (uint64_t)used;
 	}
+	if (i < n && used != -EBADMSG) {
+		ret = (int)used;
+		log_errno(ret, "cannot load %s", w->snap_path);
+		goto out_close;
+	}
+	if (i < n)
+		goto out_bad;
 	if (off != size) {
-		ret = -EBADMSG;
-		snprintf(why, sizeof(why),
-			 "%llu bytes after the last of %llu records",
-			 (unsigned long long)(size - off),
-			 (unsigned long long)n);
+		snprintf(why, sizeof(why), "%llu bytes after the last record",
+			 (unsigned long long)(size - off));
 		goto out_bad;
 	}
 	*gen = wal_get64(hdr + 8);
 	ops->snapshot_loaded(arg, wal_get64(hdr + 16));
-	log_info("loaded snapshot %s/%s: generation %llu, %llu records, epoch "
-		 "%llu",
-		 w->dir, SNAP_FILE, (unsigned long long)*gen,
-		 (unsigned long long)n,
+	log_info("loaded %s: generation %llu, %llu records, epoch %llu",
+		 w->snap_path, (unsigned long long)*gen, (unsigned long long)n,
 		 (unsigned long long)wal_get64(hdr + 16));
 	ret = 0;
 	goto out_close;
 out_bad:
-	log_err("snapshot %s/%s is invalid at byte %llu: %s; refusing to start "
-		"(restore the snapshot from a backup, or move the data "
-		"directory away to start empty)",
-		w->dir, SNAP_FILE, (unsigned long long)off, why);
+	/* Only ever renamed into place whole: this is no torn write. */
+	log_err("snapshot %s is invalid at byte %llu: %s", w->snap_path,
+		(unsigned long long)off, why);
+	log_err("refusing to start: restore %s from a backup", w->snap_path);
+	log_err("(or move %s away to start with no state)", w->dir);
 out_close:
 	free(buf);
 	close(fd);
@@ -334,7 +331,7 @@ static int wal_file_reset(struct wal *w, uint64_t gen)
 		    O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		ret = -errno;
-		log_errno(ret, "cannot create %s/%s", w->dir, WAL_TMP_FILE);
+		log_errno(ret, "cannot create %s.tmp", w->wal_path);
 		return ret;
 	}
 	ret = wal_write_full(fd, hdr, sizeof(hdr));
@@ -345,7 +342,7 @@ static int wal_file_reset(struct wal *w, uint64_t gen)
 	if (!ret && fsync(w->dfd) < 0)
 		ret = -errno;
 	if (ret) {
-		log_errno(ret, "cannot write a new %s/%s", w->dir, WAL_FILE);
+		log_errno(ret, "cannot write a new %s", w->wal_path);
 		close(fd);
 		return ret;
 	}
@@ -358,14 +355,60 @@ static int wal_file_reset(struct wal *w, uint64_t gen)
 	return 0;
 }
 
+/*
+ * Checks the header of the wal open as @fd (@size bytes) against the
+ * snapshot's generation @gen. Returns 0 to replay it, 1 to start an empty
+ * log instead (logged), or -EBADMSG if the wal is newer than the snapshot.
+ */
+static int wal_hdr_check(struct wal *w, int fd, uint64_t size, uint64_t gen)
+{
+	uint8_t hdr[WAL_HDR_LEN];
+	uint64_t hgen;
+	int ret;
+
+	if (size < WAL_HDR_LEN) {
+		log_warn("%s: short header (%llu bytes); starting an empty log",
+			 w->wal_path, (unsigned long long)size);
+		return 1;
+	}
+	ret = wal_pread_full(fd, hdr, sizeof(hdr), 0);
+	if (ret) {
+		log_errno(ret, "cannot read %s", w->wal_path);
+		return ret;
+	}
+	if (wal_get32(hdr) != WAL_HDR_MAGIC ||
+	    wal_get32(hdr + 4) != WAL_VERSION ||
+	    wal_get32(hdr + 16) != wal_crc(hdr, 16)) {
+		log_warn("%s: bad header at byte 0; discarding %llu bytes",
+			 w->wal_path, (unsigned long long)size);
+		return 1;
+	}
+	hgen = wal_get64(hdr + 8);
+	if (hgen < gen) {
+		/* Crash between the snapshot's rename and the new wal's. */
+		log_info("%s: generation %llu < snapshot's %llu; discarded",
+			 w->wal_path, (unsigned long long)hgen,
+			 (unsigned long long)gen);
+		return 1;
+	}
+	if (hgen > gen) {
+		log_err("%s: generation %llu, but the snapshot's is %llu",
+			w->wal_path, (unsigned long long)hgen,
+			(unsigned long long)gen);
+		log_err("the snapshot is missing or old: refusing to start");
+		return -EBADMSG;
+	}
+	return 0;
+}
+
 /* Opens the wal of generation @gen and replays it, truncating a bad tail. */
 static int wal_replay(struct wal *w, uint64_t gen, const struct wal_ops *ops,
 		      void *arg)
 {
 	char why[MSG_TEXT_MAX + 64] = "";
-	uint8_t hdr[WAL_HDR_LEN];
-	uint64_t off, size, hgen;
+	uint64_t off, size;
 	uint8_t *buf = NULL;
+	ssize_t used = 0;
 	size_t cap = 0;
 	struct stat st;
 	int fd, ret;
@@ -375,97 +418,53 @@ static int wal_replay(struct wal *w, uint64_t gen, const struct wal_ops *ops,
 		ret = -errno;
 		if (ret == -ENOENT)
 			return wal_file_reset(w, gen);
-		log_errno(ret, "cannot open %s/%s", w->dir, WAL_FILE);
+		log_errno(ret, "cannot open %s", w->wal_path);
 		return ret;
 	}
 	if (fstat(fd, &st) < 0) {
 		ret = -errno;
-		log_errno(ret, "cannot stat %s/%s", w->dir, WAL_FILE);
-		goto out_close;
+		log_errno(ret, "cannot stat %s", w->wal_path);
+		close(fd);
+		return ret;
 	}
 	size = (uint64_t)st.st_size;
-	if (size < WAL_HDR_LEN) {
-		log_warn("%s/%s: short header (%llu bytes) at byte 0; starting "
-			 "an empty log",
-			 w->dir, WAL_FILE, (unsigned long long)size);
-		close(fd);
-		return wal_file_reset(w, gen);
-	}
-	ret = wal_pread_full(fd, hdr, sizeof(hdr), 0);
+	ret = wal_hdr_check(w, fd, size, gen);
 	if (ret) {
-		log_errno(ret, "cannot read %s/%s", w->dir, WAL_FILE);
-		goto out_close;
-	}
-	if (wal_get32(hdr) != WAL_HDR_MAGIC ||
-	    wal_get32(hdr + 4) != WAL_VERSION ||
-	    wal_get32(hdr + 16) != wal_crc(hdr, 16)) {
-		log_warn("%s/%s: bad header at byte 0; discarding %llu bytes "
-			 "of log",
-			 w->dir, WAL_FILE, (unsigned long long)size);
 		close(fd);
-		return wal_file_reset(w, gen);
-	}
-	hgen = wal_get64(hdr + 8);
-	if (hgen < gen) {
-		/* Crash between the snapshot's rename and the new wal's. */
-		log_info("%s/%s: generation %llu predates the snapshot (%llu); "
-			 "discarding it",
-			 w->dir, WAL_FILE, (unsigned long long)hgen,
-			 (unsigned long long)gen);
-		close(fd);
-		return wal_file_reset(w, gen);
-	}
-	if (hgen > gen) {
-		log_err("%s/%s: generation %llu is newer than the snapshot's "
-			"(%llu): the snapshot is missing or old; refusing to "
-			"start (restore the matching snapshot)",
-			w->dir, WAL_FILE, (unsigned long long)hgen,
-			(unsigned long long)gen);
-		ret = -EBADMSG;
-		goto out_close;
+		return ret > 0 ? wal_file_reset(w, gen) : ret;
 	}
 
-	w->fd = fd;
+	w->fd = fd; /* wal_close() closes it from here on */
 	w->gen = gen;
 	w->n_records = 0;
-	off = WAL_HDR_LEN;
-	while (off < size) {
-		ssize_t used = wal_rec_load(fd, off, size, &buf, &cap, ops, arg,
-					    why, sizeof(why));
-
-		if (used == -EBADMSG) {
-			log_warn("%s/%s: log ends at byte %llu: %s; truncating "
-				 "%llu bytes",
-				 w->dir, WAL_FILE, (unsigned long long)off, why,
-				 (unsigned long long)(size - off));
-			if (ftruncate(fd, (off_t)off) < 0 || fsync(fd) < 0) {
-				ret = -errno;
-				log_errno(ret, "cannot truncate %s/%s", w->dir,
-					  WAL_FILE);
-				goto out_free;
-			}
+	for (off = WAL_HDR_LEN; off < size; off += (uint64_t)used) {
+		used = wal_rec_load(fd, off, size, &buf, &cap, ops, arg, why,
+				    sizeof(why));
+		if (used < 0)
 			break;
-		}
-		if (used < 0) {
-			ret = (int)used;
-			log_errno(ret, "cannot replay %s/%s", w->dir, WAL_FILE);
-			goto out_free;
-		}
-		off += (uint64_t)used;
 		w->n_records++;
 	}
-	w->end = off;
 	free(buf);
-	log_info("replayed %llu records from %s/%s (generation %llu)",
-		 (unsigned long long)w->n_records, w->dir, WAL_FILE,
+	if (used < 0 && used != -EBADMSG) {
+		log_errno((int)used, "cannot replay %s", w->wal_path);
+		return (int)used;
+	}
+	if (used == -EBADMSG) {
+		/* A write that was never acknowledged, or corruption. */
+		log_warn("%s: log ends at byte %llu: %s; truncating %llu bytes",
+			 w->wal_path, (unsigned long long)off, why,
+			 (unsigned long long)(size - off));
+		if (ftruncate(fd, (off_t)off) < 0 || fsync(fd) < 0) {
+			ret = -errno;
+			log_errno(ret, "cannot truncate %s", w->wal_path);
+			return ret;
+		}
+	}
+	w->end = off;
+	log_info("replayed %llu records from %s (generation %llu)",
+		 (unsigned long long)w->n_records, w->wal_path,
 		 (unsigned long long)gen);
 	return 0;
-out_free:
-	free(buf);
-	return ret; /* fd is w->fd now: wal_close() closes it */
-out_close:
-	close(fd);
-	return ret;
 }
 
 int wal_open(const char *dir, const struct wal_ops *ops, void *arg,
@@ -481,7 +480,9 @@ int wal_open(const char *dir, const struct wal_ops *ops, void *arg,
 	w->dfd = -1;
 	w->fd = -1;
 	w->dir = strdup(dir);
-	if (!w->dir) {
+	if (!w->dir || asprintf(&w->wal_path, "%s/" WAL_FILE, dir) < 0 ||
+	    asprintf(&w->snap_path, "%s/" SNAP_FILE, dir) < 0) {
+		w->wal_path = w->snap_path = NULL; /* undefined on failure */
 		ret = -ENOMEM;
 		goto err;
 	}
@@ -499,8 +500,7 @@ int wal_open(const char *dir, const struct wal_ops *ops, void *arg,
 	if (flock(w->dfd, LOCK_EX | LOCK_NB) < 0) {
 		ret = -errno;
 		if (ret == -EWOULDBLOCK)
-			log_err("data directory %s is in use by another "
-				"coordinator",
+			log_err("data dir %s is locked by another process",
 				dir);
 		else
 			log_errno(ret, "cannot lock data directory %s", dir);
@@ -508,9 +508,9 @@ int wal_open(const char *dir, const struct wal_ops *ops, void *arg,
 	}
 	/* Leftovers of a crash in the middle of a snapshot. */
 	if (unlinkat(w->dfd, SNAP_TMP_FILE, 0) == 0)
-		log_info("removed unfinished %s/%s", dir, SNAP_TMP_FILE);
+		log_info("removed unfinished %s.tmp", w->snap_path);
 	if (unlinkat(w->dfd, WAL_TMP_FILE, 0) == 0)
-		log_info("removed unfinished %s/%s", dir, WAL_TMP_FILE);
+		log_info("removed unfinished %s.tmp", w->wal_path);
 
 	ret = wal_snap_load(w, ops, arg, &gen);
 	if (ret)
@@ -533,13 +533,15 @@ void wal_close(struct wal *w)
 		close(w->fd);
 	if (w->dfd >= 0)
 		close(w->dfd); /* releases the lock */
+	free(w->snap_path);
+	free(w->wal_path);
 	free(w->dir);
 	free(w);
 }
 
 static int wal_fail(struct wal *w, int err, const char *what)
 {
-	log_errno(err, "%s %s/%s", what, w->dir, WAL_FILE);
+	log_errno(err, "%s %s", what, w->wal_path);
 	w->err = err;
 	return err;
 }
@@ -717,16 +719,15 @@ int wal_snapshot(struct wal *w, uint64_t epoch, wal_dump_fn dump, void *arg)
 		w->err = ret;
 		return ret;
 	}
-	log_info("snapshot %s/%s written: generation %llu, %llu records, epoch "
-		 "%llu",
-		 w->dir, SNAP_FILE, (unsigned long long)gen,
+	log_info("wrote %s: generation %llu, %llu records, epoch %llu",
+		 w->snap_path, (unsigned long long)gen,
 		 (unsigned long long)sw.n_records, (unsigned long long)epoch);
 	return 0;
 out_close:
 	close(sw.fd);
 out_fail:
 	free(sw.buf);
-	log_errno(ret, "cannot write snapshot %s/%s", w->dir, SNAP_TMP_FILE);
+	log_errno(ret, "cannot write snapshot %s.tmp", w->snap_path);
 	w->err = ret;
 	return ret;
 }

@@ -44,9 +44,24 @@ fp_cleanup() {
 	for p in "${FP_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
 	wait 2>/dev/null
 	for n in "${FP_NETNS[@]}"; do ip netns del "$n" 2>/dev/null; done
+	# A sanitizer report from any daemon fails the test, whatever else passed.
+	if grep -lE 'ERROR: (Address|Leak|Thread)Sanitizer|runtime error:' \
+		"$FP_TMP"/*.log >/dev/null 2>&1; then
+		grep -hE -A30 'ERROR: (Address|Leak|Thread)Sanitizer|runtime error:' \
+			"$FP_TMP"/*.log | head -80 >&2
+		fp_log "FAIL: a sanitizer reported errors in a daemon (above)"
+		FP_RC=1
+	fi
 	rm -rf "$FP_TMP"
 }
-trap fp_cleanup EXIT
+FP_RC=0
+fp_exit() {
+	local rc=$?
+	fp_cleanup
+	[ "$FP_RC" != 0 ] && [ "$rc" = 0 ] && rc=$FP_RC
+	exit "$rc"
+}
+trap fp_exit EXIT
 
 fp_require() {
 	local b

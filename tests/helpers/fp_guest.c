@@ -58,9 +58,12 @@ static int guest_fork(const char *region, uint64_t seed)
 	if (pid < 0)
 		return 1;
 	if (pid == 0) {
-		/* Must fault with SIGSEGV: the range is not inherited. */
-		volatile uint8_t v = base[rem + PATTERN_PAGE];
+		/* Must fault with SIGSEGV: the range is not inherited. The
+		 * default action, not a sanitizer's handler, must see it. */
+		volatile uint8_t v;
 
+		signal(SIGSEGV, SIG_DFL);
+		v = base[rem + PATTERN_PAGE];
 		(void)v;
 		_exit(0);
 	}

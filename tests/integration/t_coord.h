@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -47,11 +48,12 @@
 struct t_coord {
 	char bin[PATH_MAX];
 	char dir[PATH_MAX];	  /* temporary root, removed at the end */
-	char data[PATH_MAX + 8];  /* dir/data: the data directory */
+	char data[PATH_MAX + 16]; /* dir/data: the data directory */
 	char afile[PATH_MAX + 8]; /* dir/addr: --addr-file */
 	char log[PATH_MAX + 16];  /* dir/coord.log: its stderr */
 	char addr[MSG_ADDR_MAX];
-	pid_t pid; /* 0 when not running */
+	pid_t pid;	    /* 0 when not running */
+	uint64_t fsize_max; /* RLIMIT_FSIZE of the process; 0: none */
 };
 
 static inline uint64_t t_now_ms(void)
@@ -157,6 +159,13 @@ static inline int t_coord_start(struct t_coord *tc, const char *const *extra)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent)
 			_exit(127);
+		if (tc->fsize_max) {
+			/* Writes past it fail with EFBIG instead. */
+			struct rlimit rl = { tc->fsize_max, tc->fsize_max };
+
+			signal(SIGXFSZ, SIG_IGN);
+			setrlimit(RLIMIT_FSIZE, &rl);
+		}
 		fd = open(tc->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 		if (fd >= 0) {
 			dup2(fd, 2);

@@ -3,7 +3,8 @@
  * A coordinator killed with SIGKILL loses nothing it acknowledged: nodes,
  * regions (chunk maps byte for byte), endpoints and MRs are all there after
  * a restart on the same data directory; also when killed while two clients
- * hammer it with region creates, and across snapshot + log recovery.
+ * hammer it with region creates, across snapshot + log recovery, and when
+ * the log cannot be written (exit 1, nothing unwritten acknowledged).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -443,6 +444,75 @@ out:
 	return ret;
 }
 
+/*
+ * The log cannot be written (the file size limit makes write() fail with
+ * EFBIG): the coordinator exits with status 1 without answering, and a
+ * restart has exactly the acknowledged creates.
+ */
+static int t_fatal(struct t_coord *tc)
+{
+	static const char *const quiet[] = { "--log-level", "warn", NULL };
+	char name[MSG_NAME_MAX];
+	struct msg rep, req;
+	int fd = -1, ret = -1, acked = 0, status;
+
+	/* A fresh data dir, and a log file the limit applies to as well. */
+	snprintf(tc->data, sizeof(tc->data), "%s/data-fatal", tc->dir);
+	snprintf(tc->log, sizeof(tc->log), "%s/coord-fatal.log", tc->dir);
+	tc->fsize_max = 16384;
+	ret = t_coord_start(tc, quiet);
+	tc->fsize_max = 0;
+	T_CHECK(ret == 0, "start");
+	ret = -1;
+	fd = t_connect(tc);
+	T_CHECK(fd >= 0, "connect");
+	T_CHECK(t_join(fd, "solo", T_POOL, 0x50, NULL) == 0, "join");
+	for (; acked < 5000; acked++) {
+		snprintf(name, sizeof(name), "f-%d", acked);
+		ret = t_create(fd, name, 2 * MIB, NULL, 0, 0, &rep);
+		msg_fini(&rep);
+		if (ret)
+			break;
+	}
+	T_CHECK(ret && ret != -EPROTO, "no write failure after %d creates",
+		acked);
+	/* No ERROR reply: the connection just ends. */
+	T_CHECK(ret == -ECONNRESET || ret == -EPIPE, "failed create got %s",
+		strerror(-ret));
+	ret = -1;
+	close(fd);
+	fd = -1;
+	status = t_coord_stop(tc, SIGKILL);
+	T_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 1,
+		"coordinator status 0x%x, want exit 1", status);
+	T_CHECK(t_log_count(tc, "exiting without replying") == 1,
+		"fatal error not logged");
+
+	T_CHECK(t_coord_start(tc, NULL) == 0, "restart");
+	fd = t_connect(tc);
+	T_CHECK(fd >= 0, "connect");
+	msg_init(&req, MSG_T_REGION_LIST);
+	T_CHECK(t_call(fd, &req, &rep) == 0, "list");
+	T_CHECK(rep.n_regions == (uint32_t)acked,
+		"%u regions after recovery, %d acknowledged", rep.n_regions,
+		acked);
+	for (int i = 0; i < acked; i++) {
+		snprintf(name, sizeof(name), "f-%d", i);
+		T_CHECK(!strcmp(rep.regions[i].name, name), "region %d is %s",
+			i, rep.regions[i].name);
+	}
+	msg_fini(&rep);
+	fprintf(stderr,
+		"fatal: %d acknowledged creates before EFBIG, all kept\n",
+		acked);
+	T_CHECK(t_coord_stop(tc, SIGTERM) == 0, "clean exit");
+	ret = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
 int main(void)
 {
 	struct t_state st = { 0 };
@@ -460,6 +530,8 @@ int main(void)
 	if (t_hammer(&tc, &st))
 		goto out;
 	if (t_snapshot(&tc, &st))
+		goto out;
+	if (t_fatal(&tc))
 		goto out;
 	ret = T_PASS;
 out:

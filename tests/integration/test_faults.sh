@@ -80,4 +80,8 @@ for _ in $(seq 100); do kill -0 $p 2>/dev/null || break; sleep 0.1; done
 kill -0 $p 2>/dev/null && fp_fail "guest still blocked 10 s after its agent died"
 wait $p
 expect_sigbus "agent killed under a waiting guest" "$FP_TMP/agent.out" $?
+grep -q "agent closed its socket" "$FP_TMP/agent.out" ||
+	fp_fail "the guest's watchdog did not notice the agent's death"
+grep -q "now raise SIGBUS" "$FP_TMP/agent.out" ||
+	fp_fail "the guest's watchdog did not poison the unfetched pages"
 echo "test_faults: all cases passed"

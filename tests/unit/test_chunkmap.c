@@ -137,9 +137,8 @@ static void t_chunks_expect(const struct msg *rep, const uint64_t *nodes,
 	for (uint32_t i = 0; i < n; i++) {
 		if (rep->chunks[i].node != nodes[i] ||
 		    rep->chunks[i].off != offs_mib[i] * MIB)
-			fail_msg("chunk %u: node %llu off %llu, want node %llu "
-				 "off %llu",
-				 i, (unsigned long long)rep->chunks[i].node,
+			fail_msg("chunk %u at %llu:%llu, want %llu:%llu", i,
+				 (unsigned long long)rep->chunks[i].node,
 				 (unsigned long long)rep->chunks[i].off,
 				 (unsigned long long)nodes[i],
 				 (unsigned long long)(offs_mib[i] * MIB));
