@@ -901,6 +901,7 @@ int floop_peer_stats(struct floop *f, struct msg_peer **out, uint32_t *n)
 
 int floop_create(const struct floop_cfg *cfg, struct floop **out)
 {
+	struct xport_cfg xcfg = { 0 };
 	struct floop *f;
 	uint32_t hsize = 1;
 	int ret;
@@ -950,7 +951,12 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 	if (ret)
 		goto err;
 	f->ring_ok = 1;
-	ret = f->cfg.xops->create(&f->ring, floop_on_done, f, &f->x);
+	xcfg.ring = &f->ring;
+	xcfg.done = floop_on_done;
+	xcfg.arg = f;
+	xcfg.land = f->bufs;
+	xcfg.land_len = (size_t)f->n_slots * FLOOP_PAGE;
+	ret = f->cfg.xops->create(&xcfg, &f->x);
 	if (ret)
 		goto err;
 	*out = f;

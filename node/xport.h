@@ -20,6 +20,7 @@
 #ifndef NODE_XPORT_H
 #define NODE_XPORT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "msg.h"
@@ -57,11 +58,26 @@ struct xport_stats {
  */
 typedef void (*xport_done_fn)(void *arg, uint64_t tag, int status);
 
+struct xport_rdma_ctx;
+
+/* What a transport instance is created with. */
+struct xport_cfg {
+	struct io_uring *ring; /* the fault loop's ring: all I/O goes here */
+	xport_done_fn done;
+	void *arg;
+	/* Every read's dst lies in [land, land + land_len): verbs registers
+	 * it once here, never on the fault path. */
+	void *land;
+	size_t land_len;
+	/* verbs only: device, PD, pool MR, queue pairs (see xport_rdma.h) */
+	struct xport_rdma_ctx *rdma;
+};
+
 struct xport_ops {
 	const char *name; /* "tcp", "verbs" */
-	/* Creates an instance doing its I/O on @ring. Returns 0 or -errno. */
-	int (*create)(struct io_uring *ring, xport_done_fn done, void *arg,
-		      struct xport **out);
+	/* Creates an instance doing its I/O on cfg->ring. Returns 0 or
+	 * -errno. */
+	int (*create)(const struct xport_cfg *cfg, struct xport **out);
 	/* Closes every peer (reads fail with -ECANCELED); NULL is a no-op.
 	 * In-flight io_uring requests are cancelled and reaped here. */
 	void (*destroy)(struct xport *x);

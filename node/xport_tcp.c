@@ -910,19 +910,18 @@ static void xport_tcp_peer_stats(const struct xport_peer *pp,
 	*st = xport_tcp_peer_from_const(pp)->st;
 }
 
-static int xport_tcp_create(struct io_uring *ring, xport_done_fn done,
-			    void *arg, struct xport **out)
+static int xport_tcp_create(const struct xport_cfg *cfg, struct xport **out)
 {
 	struct xport_tcp *x;
 
-	if (!ring || !done)
+	if (!cfg->ring || !cfg->done)
 		return -EINVAL;
 	x = calloc(1, sizeof(*x));
 	if (!x)
 		return -ENOMEM;
-	x->ring = ring;
-	x->done = done;
-	x->arg = arg;
+	x->ring = cfg->ring;
+	x->done = cfg->done;
+	x->arg = cfg->arg;
 	*out = (struct xport *)x;
 	return 0;
 }

@@ -10,13 +10,19 @@
 # Exit status: 0 only if everything matched; 77 if the host can't run it.
 #
 #   tests/two-node.sh [--bin BUILD_DIR] [--size SIZE] [--transport T]
-#                     [--seed N] [--verbose]
+#                     [--seed N] [--verbose] [--addrs IP_A,IP_B]
+#                     [--a-args "AGENT FLAGS"] [--b-args "AGENT FLAGS"]
+# --addrs runs both hosts in this namespace on the given local addresses
+# (e.g. the two ends of a veth pair carrying SoftRoCE devices).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 SIZE=256M
 TRANSPORT=auto
 SEED=$((RANDOM + 1))
 VERBOSE=0
+ADDRS=""
+A_ARGS=""
+B_ARGS=""
 while [ $# -gt 0 ]; do
 	case $1 in
 	--bin) FARPAGE_BIN=$(cd "$2" && pwd); shift 2 ;;
@@ -24,7 +30,10 @@ while [ $# -gt 0 ]; do
 	--transport) TRANSPORT=$2; shift 2 ;;
 	--seed) SEED=$2; shift 2 ;;
 	--verbose) VERBOSE=1; shift ;;
-	-h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--addrs) ADDRS=$2; shift 2 ;;
+	--a-args) A_ARGS=$2; shift 2 ;;
+	--b-args) B_ARGS=$2; shift 2 ;;
+	-h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "two-node: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -34,7 +43,12 @@ export FARPAGE_BIN
 fp_require
 say() { [ $VERBOSE = 1 ] && echo "$*"; return 0; }
 
-if fp_hosts_netns A B; then
+if [ -n "$ADDRS" ]; then
+	fp_hosts_loopback A B
+	FP_HOST_IP[A]=${ADDRS%,*}
+	FP_HOST_IP[B]=${ADDRS#*,}
+	PLACEMENT="addresses ${FP_HOST_IP[A]} and ${FP_HOST_IP[B]}"
+elif fp_hosts_netns A B; then
 	say "hosts: namespaces $FP_NS_A (${FP_HOST_IP[A]}) and $FP_NS_B (${FP_HOST_IP[B]}), veth pair"
 	PLACEMENT="network namespaces"
 else
@@ -45,8 +59,10 @@ fi
 export FP_POOL=$SIZE
 fp_coord_start A
 say "coordinator: $FP_COORD"
-fp_node_start A hostA --transport "$TRANSPORT"
-fp_node_start B hostB --transport "$TRANSPORT"
+# shellcheck disable=SC2086 # the extra flags are word-split on purpose
+fp_node_start A hostA --transport "$TRANSPORT" $A_ARGS
+# shellcheck disable=SC2086
+fp_node_start B hostB --transport "$TRANSPORT" $B_ARGS
 say "agents: hostA data $(cat "$FP_TMP/hostA.addr"), hostB data $(cat "$FP_TMP/hostB.addr")"
 
 fp_cli A hostA region create demo --size "$SIZE" >"$FP_TMP/create.out" 2>&1 ||

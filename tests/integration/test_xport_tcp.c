@@ -112,7 +112,13 @@ static int t_drv_init(struct t_drv *d)
 	ret = io_uring_queue_init(256, &d->ring, 0);
 	if (ret)
 		return ret;
-	return d->ops->create(&d->ring, t_done, d, &d->x);
+	struct xport_cfg cfg = {
+		.ring = &d->ring,
+		.done = t_done,
+		.arg = d,
+	};
+
+	return d->ops->create(&cfg, &d->x);
 }
 
 static void t_drv_fini(struct t_drv *d)
