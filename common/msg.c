@@ -290,21 +290,22 @@ static void msg_fields_free(void *base, const struct msg_field *f,
 			    unsigned int n)
 {
 	for (unsigned int i = 0; i < n; i++) {
-		void **list = msg_at(base, f[i].off);
-		uint32_t *cnt = msg_at(base, f[i].n_off);
+		void **list;
+		uint32_t *cnt;
 
+		if (f[i].kind != MSG_K_REC_LIST && f[i].kind != MSG_K_U64_LIST)
+			continue;
+		list = msg_at(base, f[i].off);
+		cnt = msg_at(base, f[i].n_off);
 		if (f[i].kind == MSG_K_REC_LIST && *list) {
 			for (uint32_t j = 0; j < *cnt; j++)
 				msg_fields_free(msg_at(*list, j * f[i].size),
 						f[i].rec->fields,
 						f[i].rec->n_fields);
 		}
-		if (f[i].kind == MSG_K_REC_LIST ||
-		    f[i].kind == MSG_K_U64_LIST) {
-			free(*list);
-			*list = NULL;
-			*cnt = 0;
-		}
+		free(*list);
+		*list = NULL;
+		*cnt = 0;
 	}
 }
 
@@ -456,15 +457,13 @@ static int msg_put_text(struct msg_buf *b, const char *s, size_t n)
 static bool msg_field_is_written(const struct msg_field *f, const void *base,
 				 bool required)
 {
-	const uint32_t *cnt = msg_cat(base, f->n_off);
-	const uint64_t *v = msg_cat(base, f->off);
-
 	switch (f->kind) {
 	case MSG_K_U64_LIST:
 	case MSG_K_REC_LIST:
-		return *cnt != 0;
+		return *(const uint32_t *)msg_cat(base, f->n_off) != 0;
 	case MSG_K_U64:
-		return required || f->min == 0 || *v != 0;
+		return required || f->min == 0 ||
+		       *(const uint64_t *)msg_cat(base, f->off) != 0;
 	default:
 		return true;
 	}

@@ -230,6 +230,7 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	fcfg.xops = xops;
 	fcfg.fault_timeout_ms = cfg->fault_timeout_ms;
 	fcfg.slots = cfg->slots;
+	fcfg.readahead = cfg->readahead;
 	ret = floop_create(&fcfg, &a->fl);
 	if (ret) {
 		log_errno(ret, "fault loop");
@@ -257,8 +258,10 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 			goto err;
 		}
 	}
-	log_info("serving faults on %s, transport %s, fault timeout %u ms",
-		 cfg->sock_path, xops->name, cfg->fault_timeout_ms);
+	log_info("serving faults on %s, transport %s, fault timeout %u ms, "
+		 "read-ahead up to %u pages",
+		 cfg->sock_path, xops->name, cfg->fault_timeout_ms,
+		 cfg->readahead);
 	*out = a;
 	return 0;
 err:

@@ -30,6 +30,7 @@ struct node_cfg {
 	unsigned int fault_timeout_ms;
 	unsigned int heartbeat_ms;
 	unsigned int slots;
+	unsigned int readahead;
 };
 
 struct node_agent {

@@ -36,12 +36,23 @@
 #define FLOOP_RETRY_MS 100
 #define FLOOP_MSGS     64
 #define FLOOP_RING     1024
+#define FLOOP_STREAMS  4 /* sequential streams tracked per mapping */
+#define FLOOP_RA_FIRST 4 /* first read-ahead window, pages */
 
 enum fetch_state {
 	FETCH_FREE = 0,
 	FETCH_WAIT,	 /* to be posted (or its copy retried) at next_ms */
 	FETCH_POSTED,	 /* read in flight */
 	FETCH_ABANDONED, /* poisoned while in flight: drop the reply */
+};
+
+/* A sequential fault stream: faults landing just past the previous one
+ * (or inside what was read ahead for it) grow its window. */
+struct fstream {
+	uint64_t last; /* last faulting page */
+	uint64_t end;  /* first page not yet read ahead */
+	uint32_t win;  /* current window, pages; 0 = not sequential yet */
+	uint64_t used; /* for LRU replacement */
 };
 
 struct fmap {
@@ -60,6 +71,8 @@ struct fmap {
 	int gone; /* the process or range is gone: drop its faults */
 	unsigned int inflight;
 	int warned_poison;
+	struct fstream streams[FLOOP_STREAMS];
+	uint64_t stream_clock;
 	struct fmap *next;
 };
 
@@ -73,6 +86,7 @@ struct fetch {
 	uint64_t t0_ms;
 	uint64_t next_ms;
 	int have_data; /* buf holds the page; only the copy is left */
+	int ahead;     /* read ahead, not (yet) faulted on */
 	uint8_t *buf;
 	uint32_t hnext; /* hash chain, UINT32_MAX = end */
 };
@@ -376,6 +390,8 @@ static int floop_slot_copy(struct floop *f, struct fetch *s)
 	switch (ret) {
 	case 0:
 		atomic_fetch_add(&f->ctr.remote, 1);
+		if (s->ahead)
+			atomic_fetch_add(&f->ctr.readahead, 1);
 		return 1;
 	case -EEXIST:
 		/* Resolved meanwhile; wake in case a thread raced in. */
@@ -413,6 +429,10 @@ static void floop_slot_post(struct floop *f, struct fetch *s, uint64_t now)
 		return;
 	}
 	xp = floop_peer_get(f, s->owner);
+	if (!xp && s->ahead) {
+		floop_slot_release(f, s);
+		return;
+	}
 	if (!xp) {
 		s->state = FETCH_WAIT;
 		s->next_ms = now + FLOOP_RETRY_MS;
@@ -422,6 +442,10 @@ static void floop_slot_post(struct floop *f, struct fetch *s, uint64_t now)
 	ret = f->cfg.xops->read(xp, s->off, FLOOP_PAGE, s->buf, tag);
 	if (ret == 0) {
 		s->state = FETCH_POSTED;
+		return;
+	}
+	if (s->ahead) {
+		floop_slot_release(f, s);
 		return;
 	}
 	s->state = FETCH_WAIT;
@@ -449,6 +473,11 @@ static void floop_on_done(void *arg, uint64_t tag, int status)
 		return;
 	}
 	atomic_fetch_add(&f->ctr.errors, 1);
+	if (s->ahead) {
+		/* Read-ahead is best effort: a fault will ask again. */
+		floop_slot_release(f, s);
+		return;
+	}
 	log_dbg("map %s page %#llx from node %llu: %s", s->map->name,
 		(unsigned long long)(s->addr - s->map->base),
 		(unsigned long long)s->owner, log_strerror(status));
@@ -458,15 +487,114 @@ static void floop_on_done(void *arg, uint64_t tag, int status)
 
 /* ---- faults ---- */
 
-static void floop_fault_remote(struct floop *f, struct fmap *m, uint64_t addr,
-			       uint64_t owner, uint64_t off)
+/* Takes a free slot for (m, addr) and posts its read. */
+static void floop_fetch_start(struct floop *f, struct fmap *m, uint64_t addr,
+			      uint64_t owner, uint64_t off, int ahead)
 {
-	struct backlog *b;
 	struct fetch *s;
 	uint32_t idx, h;
 
-	if (floop_fetch_find(f, m, addr))
-		return; /* another thread's fault on the same page */
+	idx = f->free_stack[--f->n_free];
+	s = &f->slots[idx];
+	s->map = m;
+	s->addr = addr;
+	s->owner = owner;
+	s->off = off;
+	s->t0_ms = floop_now_ms();
+	s->have_data = 0;
+	s->ahead = ahead;
+	m->inflight++;
+	h = floop_hash(f, m, addr);
+	s->hnext = f->hash[h];
+	f->hash[h] = idx;
+	floop_slot_post(f, s, s->t0_ms);
+}
+
+/*
+ * Finds the stream a fault continues, or starts one in the least recently
+ * used slot. Returns how many pages to read ahead after @addr.
+ */
+static uint32_t floop_stream_update(struct floop *f, struct fmap *m,
+				    uint64_t addr)
+{
+	struct fstream *st = NULL, *lru = &m->streams[0];
+	uint64_t max = f->cfg.readahead;
+
+	for (int i = 0; i < FLOOP_STREAMS; i++) {
+		struct fstream *c = &m->streams[i];
+		uint64_t hi = c->end > c->last + FLOOP_PAGE
+				      ? c->end
+				      : c->last + FLOOP_PAGE;
+
+		if (c->used && addr > c->last && addr <= hi) {
+			st = c;
+			break;
+		}
+		if (c->used < lru->used)
+			lru = c;
+	}
+	if (!st) {
+		st = lru;
+		st->win = 0;
+		st->end = addr + FLOOP_PAGE;
+	} else {
+		st->win = st->win ? st->win * 2 : FLOOP_RA_FIRST;
+		if (st->win > max)
+			st->win = (uint32_t)max;
+	}
+	st->last = addr;
+	st->used = ++m->stream_clock;
+	if (st->end < addr + FLOOP_PAGE)
+		st->end = addr + FLOOP_PAGE;
+	return st->win;
+}
+
+static void floop_read_ahead(struct floop *f, struct fmap *m, uint64_t addr,
+			     uint32_t win)
+{
+	struct fstream *st = NULL;
+	uint64_t stop = addr + (uint64_t)(win + 1) * FLOOP_PAGE;
+
+	for (int i = 0; i < FLOOP_STREAMS; i++) {
+		if (m->streams[i].last == addr && m->streams[i].used)
+			st = &m->streams[i];
+	}
+	if (!st)
+		return;
+	if (stop > m->base + m->span)
+		stop = m->base + m->span;
+	/* A quarter of the slots stays free for faults: they always go
+	 * ahead of read-ahead. */
+	while (st->end < stop && f->n_free > f->n_slots / 4) {
+		uint64_t a = st->end, rel = a - m->base;
+		const struct msg_chunk *c = &m->chunks[rel >> m->chunk_shift];
+
+		st->end += FLOOP_PAGE;
+		if (c->node == f->cfg.self || floop_fetch_find(f, m, a))
+			continue;
+		floop_fetch_start(f, m, a, c->node,
+				  c->off + (rel & (m->chunk_size - 1)), 1);
+	}
+}
+
+static void floop_fault_remote(struct floop *f, struct fmap *m, uint64_t addr,
+			       uint64_t owner, uint64_t off)
+{
+	struct fetch *dup;
+	struct backlog *b;
+	uint32_t win = 0;
+
+	if (f->cfg.readahead)
+		win = floop_stream_update(f, m, addr);
+	dup = floop_fetch_find(f, m, addr);
+	if (dup) {
+		/* Another thread's fault, or read-ahead got there first: now a
+		 * thread waits on it, so it is a fault from here on. */
+		if (dup->ahead)
+			dup->t0_ms = floop_now_ms();
+		dup->ahead = 0;
+		goto ahead;
+	}
 	if (!f->n_free) {
 		b = malloc(sizeof(*b));
 		if (!b) {
@@ -481,19 +609,10 @@ static void floop_fault_remote(struct floop *f, struct fmap *m, uint64_t addr,
 		f->backlog_tail = &b->next;
 		return;
 	}
-	idx = f->free_stack[--f->n_free];
-	s = &f->slots[idx];
-	s->map = m;
-	s->addr = addr;
-	s->owner = owner;
-	s->off = off;
-	s->t0_ms = floop_now_ms();
-	s->have_data = 0;
-	m->inflight++;
-	h = floop_hash(f, m, addr);
-	s->hnext = f->hash[h];
-	f->hash[h] = idx;
-	floop_slot_post(f, s, s->t0_ms);
+	floop_fetch_start(f, m, addr, owner, off, 0);
+ahead:
+	if (win)
+		floop_read_ahead(f, m, addr, win);
 }
 
 static void floop_fault(struct floop *f, struct fmap *m, uint64_t addr)
@@ -757,9 +876,10 @@ static void floop_tick(struct floop *f)
 		if (s->state != FETCH_WAIT && s->state != FETCH_POSTED)
 			continue;
 		if (now - s->t0_ms >= limit && !s->have_data) {
-			floop_poison(
-				f, s->map, s->addr,
-				"owner unreachable past the fault timeout");
+			if (!s->ahead)
+				floop_poison(f, s->map, s->addr,
+					     "owner unreachable past the fault "
+					     "timeout");
 			if (s->state == FETCH_POSTED) {
 				/* The transport still owns buf. */
 				floop_hash_del(f, s);

@@ -24,7 +24,8 @@ struct floop_counters {
 	atomic_uint_fast64_t remote; /* resolved with a page from a peer */
 	atomic_uint_fast64_t local;  /* resolved from the local pool */
 	atomic_uint_fast64_t errors; /* reads failed (retried) and bad faults */
-	atomic_uint_fast64_t poisoned; /* pages poisoned after the timeout */
+	atomic_uint_fast64_t poisoned;	/* pages poisoned after the timeout */
+	atomic_uint_fast64_t readahead; /* of remote: pages read ahead */
 };
 
 struct floop_cfg {
@@ -34,6 +35,7 @@ struct floop_cfg {
 	const struct xport_ops *xops;
 	unsigned int fault_timeout_ms; /* then SIGBUS */
 	unsigned int slots;	       /* fetches in flight; 0 = 512 */
+	unsigned int readahead;	       /* max read-ahead window, pages; 0 off */
 };
 
 /* A mapping handed over by the fault service; the loop owns uffd and

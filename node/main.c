@@ -93,6 +93,7 @@ int main(int argc, char **argv)
 		{ "fault-timeout-ms", required_argument, NULL, 'F' },
 		{ "heartbeat-ms", required_argument, NULL, 'B' },
 		{ "inflight", required_argument, NULL, 'I' },
+		{ "readahead", required_argument, NULL, 'R' },
 		{ "addr-file", required_argument, NULL, 'A' },
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
@@ -108,6 +109,7 @@ int main(int argc, char **argv)
 		.huge = POOL_HUGE_AUTO,
 		.fault_timeout_ms = 30000,
 		.heartbeat_ms = 1000,
+		.readahead = 64,
 	};
 	enum log_level lvl = LOG_INFO;
 	struct sigaction sa = { 0 };
@@ -176,8 +178,17 @@ int main(int argc, char **argv)
 				return 2;
 			break;
 		case 'I':
-			if (main_uint("--inflight", optarg, 1, &cfg.slots))
+			if (main_uint("--inflight", optarg, 16, &cfg.slots))
 				return 2;
+			break;
+		case 'R':
+			if (main_uint("--readahead", optarg, 0, &cfg.readahead))
+				return 2;
+			if (cfg.readahead > 1024) {
+				fprintf(stderr, "farpage-node: --readahead: at "
+						"most 1024 pages\n");
+				return 2;
+			}
 			break;
 		case 'A':
 			cfg.addr_file = optarg;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* evl: fd handlers, timers, stop from another thread, deletes in callbacks. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -75,8 +76,8 @@ static void test_evl_del_in_callback(void **state)
 	struct t_ctx c = { 0 };
 	struct evl *l;
 
-	assert_int_equal(pipe2(c.p1, 0), 0);
-	assert_int_equal(pipe2(c.p2, 0), 0);
+	assert_int_equal(pipe2(c.p1, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(c.p2, O_CLOEXEC), 0);
 	assert_int_equal(evl_create(&l), 0);
 	assert_int_equal(evl_add(l, c.p1[0], EPOLLIN, on_pipe, &c), 0);
 	assert_int_equal(evl_add(l, c.p1[0], EPOLLIN, on_pipe, &c), -EEXIST);
@@ -119,7 +120,7 @@ static void on_old(struct evl *l, int fd, uint32_t events, void *arg)
 	evl_del(l, fd);
 	close(fd);
 	close(r->wfd);
-	assert_int_equal(pipe2(p, 0), 0);
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
 	r->fd = p[0];
 	r->wfd = p[1];
 	assert_int_equal(evl_add(l, p[0], EPOLLIN, on_new, r), 0);
@@ -132,7 +133,7 @@ static void test_evl_fd_reuse(void **state)
 	struct evl *l;
 	int p[2];
 
-	assert_int_equal(pipe2(p, 0), 0);
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
 	r.fd = p[0];
 	r.wfd = p[1];
 	assert_int_equal(evl_create(&l), 0);
