@@ -120,6 +120,7 @@ static const struct msg_rec msg_peer_rec = {
 static const struct msg_field msg_chunk_fields[] = {
 	F_U64(msg_chunk, "node", node, 1, UINT32_MAX),
 	F_U64(msg_chunk, "off", off, 0, UINT64_MAX),
+	F_U64(msg_chunk, "inst", inst, 0, UINT64_MAX),
 };
 
 static const struct msg_rec msg_chunk_rec = {

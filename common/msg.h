@@ -16,20 +16,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MSG_VERSION	1
-#define MSG_NAME_MAX	64	/* bytes incl. NUL: region and node names */
-#define MSG_ADDR_MAX	64	/* "host:port" incl. NUL */
-#define MSG_TEXT_MAX	256	/* error text incl. NUL */
-#define MSG_XPORT_MAX	16	/* "tcp", "verbs" incl. NUL */
-#define MSG_GID_LEN	16
-#define MSG_LIST_MAX	(1u << 20) /* elements in any list */
-#define MSG_DEPTH_MAX	4	   /* nesting of arrays/maps */
+#define MSG_VERSION   1
+#define MSG_NAME_MAX  64  /* bytes incl. NUL: region and node names */
+#define MSG_ADDR_MAX  64  /* "host:port" incl. NUL */
+#define MSG_TEXT_MAX  256 /* error text incl. NUL */
+#define MSG_XPORT_MAX 16  /* "tcp", "verbs" incl. NUL */
+#define MSG_GID_LEN   16
+#define MSG_LIST_MAX  (1u << 20) /* elements in any list */
+#define MSG_DEPTH_MAX 4		 /* nesting of arrays/maps */
 
 enum msg_type {
 	MSG_T_NONE = 0,
 	/* replies */
-	MSG_T_OK,	/* generic success, no fields */
-	MSG_T_ERROR,	/* err (positive errno), text */
+	MSG_T_OK,    /* generic success, no fields */
+	MSG_T_ERROR, /* err (positive errno), text */
 	/* node <-> coordinator */
 	MSG_T_NODE_JOIN,   /* name, data_addr, pool_size, instance -> JOINED */
 	MSG_T_NODE_JOINED, /* node, lease_ms */
@@ -61,36 +61,36 @@ enum msg_type {
 
 /* Field ids; bit (1 << id) in the schema masks and in msg.present. */
 enum msg_field_id {
-	MSG_F_ERR = 0,	 /* u64, 1..4095 */
-	MSG_F_TEXT,	 /* str */
-	MSG_F_NAME,	 /* str, 1..MSG_NAME_MAX-1, [A-Za-z0-9._-] */
-	MSG_F_NODE,	 /* u64, node id, 1..UINT32_MAX */
-	MSG_F_PEER,	 /* u64, node id, 1..UINT32_MAX */
-	MSG_F_DATA_ADDR, /* str, "host:port" */
-	MSG_F_POOL_SIZE, /* u64 */
-	MSG_F_INSTANCE,	 /* u64, random per agent start */
-	MSG_F_LEASE_MS,	 /* u64 */
-	MSG_F_SIZE,	 /* u64, region bytes */
+	MSG_F_ERR = 0,	  /* u64, 1..4095 */
+	MSG_F_TEXT,	  /* str */
+	MSG_F_NAME,	  /* str, 1..MSG_NAME_MAX-1, [A-Za-z0-9._-] */
+	MSG_F_NODE,	  /* u64, node id, 1..UINT32_MAX */
+	MSG_F_PEER,	  /* u64, node id, 1..UINT32_MAX */
+	MSG_F_DATA_ADDR,  /* str, "host:port" */
+	MSG_F_POOL_SIZE,  /* u64 */
+	MSG_F_INSTANCE,	  /* u64, random per agent start */
+	MSG_F_LEASE_MS,	  /* u64 */
+	MSG_F_SIZE,	  /* u64, region bytes */
 	MSG_F_CHUNK_SIZE, /* u64, power of two >= 2 MiB */
-	MSG_F_EPOCH,	 /* u64 */
-	MSG_F_PLACE,	 /* list of u64 node ids: interleave across them */
-	MSG_F_OWNERS,	 /* list of u64 node ids: owner of each chunk */
-	MSG_F_CHUNKS,	 /* list of struct msg_chunk */
-	MSG_F_NODES,	 /* list of struct msg_node */
-	MSG_F_REGIONS,	 /* list of struct msg_region */
-	MSG_F_PEERS,	 /* list of struct msg_peer */
-	MSG_F_QPN,	 /* u64, 24 bits */
-	MSG_F_LID,	 /* u64, 16 bits */
-	MSG_F_GID,	 /* bytes, exactly MSG_GID_LEN */
-	MSG_F_GID_INDEX, /* u64, < 256 */
-	MSG_F_PSN,	 /* u64, 24 bits */
-	MSG_F_MTU,	 /* u64, 256..4096 */
-	MSG_F_MR_ADDR,	 /* u64 */
-	MSG_F_RKEY,	 /* u64, 32 bits */
-	MSG_F_MR_LEN,	 /* u64 */
-	MSG_F_BASE,	 /* u64, mapping base address in the guest */
-	MSG_F_FEATURES,	 /* u64, UFFD features the guest enabled */
-	MSG_F_FAULTS,	 /* u64 counters ... */
+	MSG_F_EPOCH,	  /* u64 */
+	MSG_F_PLACE,	  /* list of u64 node ids: interleave across them */
+	MSG_F_OWNERS,	  /* list of u64 node ids: owner of each chunk */
+	MSG_F_CHUNKS,	  /* list of struct msg_chunk */
+	MSG_F_NODES,	  /* list of struct msg_node */
+	MSG_F_REGIONS,	  /* list of struct msg_region */
+	MSG_F_PEERS,	  /* list of struct msg_peer */
+	MSG_F_QPN,	  /* u64, 24 bits */
+	MSG_F_LID,	  /* u64, 16 bits */
+	MSG_F_GID,	  /* bytes, exactly MSG_GID_LEN */
+	MSG_F_GID_INDEX,  /* u64, < 256 */
+	MSG_F_PSN,	  /* u64, 24 bits */
+	MSG_F_MTU,	  /* u64, 256..4096 */
+	MSG_F_MR_ADDR,	  /* u64 */
+	MSG_F_RKEY,	  /* u64, 32 bits */
+	MSG_F_MR_LEN,	  /* u64 */
+	MSG_F_BASE,	  /* u64, mapping base address in the guest */
+	MSG_F_FEATURES,	  /* u64, UFFD features the guest enabled */
+	MSG_F_FAULTS,	  /* u64 counters ... */
 	MSG_F_REMOTE,
 	MSG_F_LOCAL,
 	MSG_F_ERRORS,
@@ -100,10 +100,16 @@ enum msg_field_id {
 
 #define MSG_BIT(f) (UINT64_C(1) << (f))
 
-/* One chunk of a region: owner node and byte offset in its pool. */
+/*
+ * One chunk of a region: owner node, byte offset in its pool, and the
+ * owner's instance when the chunk was placed (0 = unknown). An owner that
+ * restarted since has a new instance and an empty pool: the chunk's data is
+ * gone, and readers must fail rather than read its fresh zeroes.
+ */
 struct msg_chunk {
 	uint64_t node;
 	uint64_t off;
+	uint64_t inst;
 };
 
 /* A node as the coordinator reports it. */

@@ -913,6 +913,7 @@ static int coord_region_place(struct coord *c, const struct msg *req,
 		}
 		r->chunks[i].node = n->id;
 		r->chunks[i].off = off;
+		r->chunks[i].inst = n->instance;
 	}
 	/* Only a plan: coord_record_apply() reserves for real. */
 	while (i--)

@@ -339,6 +339,17 @@ static struct xport_peer *floop_peer_get(struct floop *f, uint64_t node)
 	return p->xp;
 }
 
+/*
+ * A chunk placed on an owner instance that is no longer the owner's: the
+ * owner restarted with an empty pool, so reading it would return zeroes.
+ */
+static int floop_chunk_is_lost(struct floop *f, const struct msg_chunk *c)
+{
+	struct fpeer *p = floop_peer_find(f, c->node);
+
+	return c->inst && p && p->info.instance && p->info.instance != c->inst;
+}
+
 /* ---- fetch slots ---- */
 
 static void floop_slot_release(struct floop *f, struct fetch *s)
@@ -444,7 +455,10 @@ static void floop_slot_post(struct floop *f, struct fetch *s, uint64_t now)
 		s->state = FETCH_POSTED;
 		return;
 	}
-	if (s->ahead) {
+	if (ret == -ESTALE && !s->ahead)
+		floop_poison(f, s->map, s->addr,
+			     "the owner restarted: its pages are gone");
+	if (s->ahead || ret == -ESTALE) {
 		floop_slot_release(f, s);
 		return;
 	}
@@ -475,6 +489,12 @@ static void floop_on_done(void *arg, uint64_t tag, int status)
 	atomic_fetch_add(&f->ctr.errors, 1);
 	if (s->ahead) {
 		/* Read-ahead is best effort: a fault will ask again. */
+		floop_slot_release(f, s);
+		return;
+	}
+	if (status == -ESTALE) {
+		floop_poison(f, s->map, s->addr,
+			     "the owner restarted: its pages are gone");
 		floop_slot_release(f, s);
 		return;
 	}
@@ -570,7 +590,8 @@ static void floop_read_ahead(struct floop *f, struct fmap *m, uint64_t addr,
 		const struct msg_chunk *c = &m->chunks[rel >> m->chunk_shift];
 
 		st->end += FLOOP_PAGE;
-		if (c->node == f->cfg.self || floop_fetch_find(f, m, a))
+		if (c->node == f->cfg.self || floop_chunk_is_lost(f, c) ||
+		    floop_fetch_find(f, m, a))
 			continue;
 		floop_fetch_start(f, m, a, c->node,
 				  c->off + (rel & (m->chunk_size - 1)), 1);
@@ -632,6 +653,13 @@ static void floop_fault(struct floop *f, struct fmap *m, uint64_t addr)
 	c = &m->chunks[rel >> m->chunk_shift];
 	off = c->off + (rel & (m->chunk_size - 1));
 	if (c->node != f->cfg.self) {
+		if (floop_chunk_is_lost(f, c)) {
+			atomic_fetch_add(&f->ctr.errors, 1);
+			floop_poison(f, m, addr,
+				     "the owner restarted since the region was "
+				     "placed: its pages are gone");
+			return;
+		}
 		floop_fault_remote(f, m, addr, c->node, off);
 		return;
 	}

@@ -70,9 +70,20 @@ expect_sigbus "owner killed" "$FP_TMP/dead.out" $?
 poisoned=$(fp_cli H n1 stats 2>&1 | tr ' ' '\n' | sed -n 's/^poisoned=//p' | head -n1)
 [ "${poisoned:-0}" -gt 0 ] || fp_fail "agent reports no poisoned pages"
 
-# 5. The agent dies while the guest waits on a fault (the owner is still
-#    dead): the guest's watchdog poisons after FARPAGE_AGENT_TIMEOUT_MS.
-FARPAGE_AGENT_TIMEOUT_MS=1000 fp_cli H n1 touch r --seed $SEED --order seq >"$FP_TMP/agent.out" 2>&1 &
+# 5. The owner comes back as a new process: its pool is new and empty. A
+#    fresh mapping must not read those zeroes: SIGBUS at once, no timeout.
+fp_node_start H n2
+t0=$(date +%s)
+fp_cli H n1 touch r --seed $SEED --order seq >"$FP_TMP/restart.out" 2>&1
+expect_sigbus "owner restarted (data gone)" "$FP_TMP/restart.out" $?
+[ $(($(date +%s) - t0)) -lt 3 ] || fp_fail "owner restarted: waited for the timeout instead of failing at once"
+grep -q "owner restarted" "$FP_TMP/n1.log" || fp_fail "agent did not say the owner restarted"
+
+# 6. The agent dies while the guest waits on a fault (the owner is
+#    stopped): the guest's watchdog poisons after FARPAGE_AGENT_TIMEOUT_MS.
+fp_cli H n1 region create r2 --size 8M >/dev/null 2>&1 || fp_fail "create r2"
+kill -STOP "${FP_NODE_PID[n2]}"
+FARPAGE_AGENT_TIMEOUT_MS=1000 fp_cli H n1 touch r2 --order seq >"$FP_TMP/agent.out" 2>&1 &
 p=$!
 sleep 1
 kill -KILL "${FP_NODE_PID[n1]}"
