@@ -330,9 +330,10 @@ void cli_chunks_print(FILE *f, const char *indent,
 }
 
 int cli_map(const struct cli *c, const char *what, const char *name,
-	    struct farpage_map **m)
+	    unsigned int flags, struct farpage_map **m)
 {
-	struct farpage_map_opts mo = { .agent_sock = c->agent_sock };
+	struct farpage_map_opts mo = { .agent_sock = c->agent_sock,
+				       .flags = flags };
 	int ret;
 
 	ret = farpage_map(name, &mo, m);

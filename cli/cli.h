@@ -96,7 +96,7 @@ int cli_coord_call(const struct cli *c, const char *what, const struct msg *req,
  * agent, or the agent's refusal). Returns 0 or farpage_map()'s -errno.
  */
 int cli_map(const struct cli *c, const char *what, const char *name,
-	    struct farpage_map **m);
+	    unsigned int flags, struct farpage_map **m);
 
 /* Formats a byte count ("64 MiB") into buf; returns buf. */
 const char *cli_size_str(uint64_t bytes, char *buf, size_t len);

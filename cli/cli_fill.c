@@ -58,7 +58,7 @@ int cli_fill_run(const struct cli *c, int argc, char **argv)
 						   : "missing region name");
 	name = argv[optind];
 	snprintf(what, sizeof(what), "fill %s", name);
-	if (cli_map(c, what, name, &m) < 0)
+	if (cli_map(c, what, name, 0, &m) < 0)
 		return CLI_EXIT_FAIL;
 	base = farpage_map_addr(m);
 	size = farpage_map_size(m);

@@ -27,7 +27,8 @@
 static const char cli_touch_usage[] =
 	"usage: farpage touch NAME [--seed N] [--order seq|rand] [--threads "
 	"N]\n"
-	"                          [--lat-file FILE] [--local-too]\n"
+	"                          [--lat-file FILE] [--local-too] "
+	"[--prefetch]\n"
 	"\n"
 	"Maps region NAME through the local agent and reads one byte of every\n"
 	"page this node does not own, timing each first touch (the page\n"
@@ -45,6 +46,8 @@ static const char cli_touch_usage[] =
 	"  --threads N       touching threads, started together (default 1)\n"
 	"  --lat-file FILE   append every remote latency in ns, one per line\n"
 	"  --local-too       touch and verify this node's own pages as well\n"
+	"  --prefetch        map with background prefetch: the agent fetches\n"
+	"                    the whole region while the link is idle\n"
 	"                    (timed separately; they never fetch)\n"
 	"  --help            this text\n";
 
@@ -95,6 +98,7 @@ struct cli_touch {
 	unsigned int n_threads;
 	const char *lat_path;
 	int local_too;
+	int prefetch;
 
 	FILE *lat_file;
 	struct farpage_map *m;
@@ -538,6 +542,7 @@ static int cli_touch_args(struct cli_touch *run, int argc, char **argv)
 		{ "threads", required_argument, NULL, 't' },
 		{ "lat-file", required_argument, NULL, 'f' },
 		{ "local-too", no_argument, NULL, 'l' },
+		{ "prefetch", no_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -578,6 +583,9 @@ static int cli_touch_args(struct cli_touch *run, int argc, char **argv)
 			break;
 		case 'l':
 			run->local_too = 1;
+			break;
+		case 'p':
+			run->prefetch = 1;
 			break;
 		case 'h':
 			fputs(usage, stdout);
@@ -622,7 +630,8 @@ int cli_touch_run(const struct cli *c, int argc, char **argv)
 		}
 	}
 	snprintf(what, sizeof(what), "touch %s", run.name);
-	if (cli_map(c, what, run.name, &run.m) < 0)
+	if (cli_map(c, what, run.name, run.prefetch ? FARPAGE_MAP_PREFETCH : 0,
+		    &run.m) < 0)
 		goto out_close;
 	run.base = farpage_map_addr(run.m);
 	run.size = farpage_map_size(run.m);

@@ -109,6 +109,7 @@ static const struct msg_field msg_peer_fields[] = {
 	F_U64(msg_peer, "reads", reads, 0, UINT64_MAX),
 	F_U64(msg_peer, "bytes", bytes, 0, UINT64_MAX),
 	F_U64(msg_peer, "errors", errors, 0, UINT64_MAX),
+	F_U64(msg_peer, "posted", posted, 0, UINT64_MAX),
 };
 
 static const struct msg_rec msg_peer_rec = {
@@ -202,6 +203,7 @@ static const struct msg_field msg_fields[MSG_F__MAX] = {
 	[MSG_F_LOCAL] = F_U64(msg, "local", local, 0, UINT64_MAX),
 	[MSG_F_ERRORS] = F_U64(msg, "errors", errors, 0, UINT64_MAX),
 	[MSG_F_POISONED] = F_U64(msg, "poisoned", poisoned, 0, UINT64_MAX),
+	[MSG_F_FLAGS] = F_U64(msg, "flags", flags, 0, MSG_MAP_FLAGS),
 };
 
 #define B(f) MSG_BIT(MSG_F_##f)
@@ -247,7 +249,7 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 	[MSG_T_MAP] = { "map", B(NAME), B(NAME) },
 	[MSG_T_MAP_LAYOUT] = { "map_layout", LAYOUT_REQ | B(CHUNKS),
 			       LAYOUT_REQ },
-	[MSG_T_MAP_UFFD] = { "map_uffd", B(BASE) | B(FEATURES),
+	[MSG_T_MAP_UFFD] = { "map_uffd", B(BASE) | B(FEATURES) | B(FLAGS),
 			     B(BASE) | B(FEATURES) },
 	[MSG_T_AGENT_STATS] = { "agent_stats", 0, 0 },
 	[MSG_T_AGENT_STAT] = { "agent_stat", STAT_REQ | B(PEERS), STAT_REQ },

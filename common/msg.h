@@ -52,7 +52,7 @@ enum msg_type {
 	MSG_T_MAP,	   /* name -> MAP_LAYOUT + pool fd */
 	MSG_T_MAP_LAYOUT,  /* name, node, size, chunk_size, epoch, pool_size,
 			      chunks; SCM_RIGHTS: pool memfd */
-	MSG_T_MAP_UFFD,	   /* base, features; SCM_RIGHTS: uffd -> OK */
+	MSG_T_MAP_UFFD,	   /* base, features, [flags]; SCM_RIGHTS: uffd -> OK */
 	MSG_T_AGENT_STATS, /* -> AGENT_STAT */
 	MSG_T_AGENT_STAT,  /* node, faults, remote, local, errors, poisoned,
 			      peers */
@@ -95,10 +95,17 @@ enum msg_field_id {
 	MSG_F_LOCAL,
 	MSG_F_ERRORS,
 	MSG_F_POISONED,
+	MSG_F_FLAGS, /* u64, MSG_MAP_* flags of a mapping */
 	MSG_F__MAX,
 };
 
 #define MSG_BIT(f) (UINT64_C(1) << (f))
+
+/* flags of MSG_T_MAP_UFFD */
+#define MSG_MAP_PREFETCH \
+	(UINT64_C(1) << 0) /* fetch the whole region in the
+					       background when the link is idle */
+#define MSG_MAP_FLAGS MSG_MAP_PREFETCH
 
 /*
  * One chunk of a region: owner node, byte offset in its pool, and the
@@ -141,6 +148,7 @@ struct msg_region {
 struct msg_peer {
 	uint64_t node;
 	char transport[MSG_XPORT_MAX];
+	uint64_t posted; /* reads posted */
 	uint64_t reads;	 /* reads completed */
 	uint64_t bytes;	 /* bytes read */
 	uint64_t errors; /* reads failed */
@@ -168,6 +176,7 @@ struct msg {
 	uint64_t base;
 	uint64_t features;
 	uint64_t faults, remote, local, errors, poisoned;
+	uint64_t flags;
 
 	/* Lists are heap arrays owned by the message; msg_fini() frees them. */
 	uint64_t *place;

@@ -464,6 +464,8 @@ int farpage_map(const char *name, const struct farpage_map_opts *opts,
 	msg_init(&req, MSG_T_MAP_UFFD);
 	req.base = (uint64_t)(uintptr_t)m->base;
 	req.features = m->features;
+	if (opts && (opts->flags & FARPAGE_MAP_PREFETCH))
+		req.flags |= MSG_MAP_PREFETCH;
 	ret = ctl_send(m->sock, &req, &m->uffd, 1);
 	if (ret)
 		goto err;

@@ -35,7 +35,13 @@ struct farpage_map_opts {
 	/* How long faults wait for a dead agent before SIGBUS;
 	 * 0 = $FARPAGE_AGENT_TIMEOUT_MS or 5000. */
 	unsigned int agent_timeout_ms;
+	/* FARPAGE_MAP_* */
+	unsigned int flags;
 };
+
+/* The agent fetches the whole region in the background (pages not yet
+ * touched), keeping room for faults, which always go first. */
+#define FARPAGE_MAP_PREFETCH 1u
 
 /*
  * Maps region @name. @opts may be NULL. On success *out owns the mapping
