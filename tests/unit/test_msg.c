@@ -49,7 +49,7 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_MAP] = B(NAME),
 	[MSG_T_MAP_LAYOUT] = B(NAME) | B(NODE) | B(SIZE) | B(CHUNK_SIZE) |
 			     B(EPOCH) | B(POOL_SIZE) | B(CHUNKS),
-	[MSG_T_MAP_UFFD] = B(BASE) | B(FEATURES),
+	[MSG_T_MAP_UFFD] = B(BASE) | B(FEATURES) | B(FLAGS),
 	[MSG_T_AGENT_STATS] = 0,
 	[MSG_T_AGENT_STAT] = B(NODE) | B(FAULTS) | B(REMOTE) | B(LOCAL) |
 			     B(ERRORS) | B(POISONED) | B(PEERS),
@@ -152,6 +152,7 @@ static void t_peers_fill(struct msg_peer **out, uint32_t *n, uint32_t cnt,
 		p[i].reads = UINT64_MAX - i;
 		p[i].bytes = (seed + i) << 12;
 		p[i].errors = i;
+		p[i].posted = i + 7;
 	}
 	*out = p;
 	*n = cnt;
@@ -203,6 +204,7 @@ static void t_msg_fill(struct msg *m, enum msg_type type, uint32_t n_chunks)
 	m->local = 1;
 	m->errors = 2;
 	m->poisoned = 3;
+	m->flags = MSG_MAP_PREFETCH;
 
 	m->place = calloc(3, sizeof(uint64_t));
 	assert_non_null(m->place);
@@ -264,6 +266,7 @@ static void t_peers_equal(const struct msg_peer *a, uint32_t na,
 		assert_int_equal(a[i].reads, b[i].reads);
 		assert_int_equal(a[i].bytes, b[i].bytes);
 		assert_int_equal(a[i].errors, b[i].errors);
+		assert_int_equal(a[i].posted, b[i].posted);
 	}
 }
 
@@ -306,6 +309,7 @@ static void t_msg_equal(const struct msg *a, const struct msg *d, uint64_t mask)
 	SCALAR(LOCAL, local);
 	SCALAR(ERRORS, errors);
 	SCALAR(POISONED, poisoned);
+	SCALAR(FLAGS, flags);
 #undef SCALAR
 	assert_string_equal(d->text, (mask & B(TEXT)) ? a->text : "");
 	assert_string_equal(d->name, (mask & B(NAME)) ? a->name : "");
