@@ -12,8 +12,12 @@
 #   tests/two-node.sh [--bin BUILD_DIR] [--size SIZE] [--transport T]
 #                     [--seed N] [--verbose] [--addrs IP_A,IP_B]
 #                     [--a-args "AGENT FLAGS"] [--b-args "AGENT FLAGS"]
+#                     [--keep-stats FILE]
 # --addrs runs both hosts in this namespace on the given local addresses
 # (e.g. the two ends of a veth pair carrying SoftRoCE devices).
+# --keep-stats writes, before cleanup, the coordinator address, both agents'
+# `farpage stats` lines and `farpage status --json` (per-peer read counters
+# as of a heartbeat after the last touch) to FILE.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 SIZE=256M
@@ -23,6 +27,7 @@ VERBOSE=0
 ADDRS=""
 A_ARGS=""
 B_ARGS=""
+KEEP_STATS=""
 while [ $# -gt 0 ]; do
 	case $1 in
 	--bin) FARPAGE_BIN=$(cd "$2" && pwd); shift 2 ;;
@@ -33,7 +38,8 @@ while [ $# -gt 0 ]; do
 	--addrs) ADDRS=$2; shift 2 ;;
 	--a-args) A_ARGS=$2; shift 2 ;;
 	--b-args) B_ARGS=$2; shift 2 ;;
-	-h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--keep-stats) KEEP_STATS=$2; shift 2 ;;
+	-h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "two-node: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -109,6 +115,24 @@ stats=$(fp_cli A hostA stats 2>&1)
 served=$(echo "$stats" | tr ' ' '\n' | sed -n 's/^remote=//p' | head -n1)
 transport=$(fp_cli A hostA status --json 2>/dev/null | grep -o '"transport": *"[a-z]*"' | head -n1 | sed 's/.*"\([a-z]*\)"$/\1/')
 [ -n "$transport" ] || transport=tcp
+
+if [ -n "$KEEP_STATS" ]; then
+	# The per-peer counters reach the coordinator with the heartbeats: wait
+	# until two snapshots 0.5 s apart agree (a few heartbeats, at most 5 s).
+	prev=""
+	for _ in $(seq 10); do
+		cur=$(fp_cli A hostA status --json 2>/dev/null | grep -o '"peers": \[[^]]*\]')
+		[ -n "$cur" ] && [ "$cur" = "$prev" ] && break
+		prev=$cur
+		sleep 0.5
+	done
+	{
+		echo "coordinator $FP_COORD"
+		echo "hostA $(fp_cli A hostA stats 2>&1)"
+		echo "hostB $(fp_cli B hostB stats 2>&1)"
+		fp_cli A hostA status --json 2>&1
+	} >"$KEEP_STATS"
+fi
 
 if [ $VERBOSE = 1 ]; then
 	echo
