@@ -36,8 +36,9 @@
 #define FLOOP_RETRY_MS 100
 #define FLOOP_MSGS     64
 #define FLOOP_RING     1024
-#define FLOOP_STREAMS  4 /* sequential streams tracked per mapping */
-#define FLOOP_RA_FIRST 4 /* first read-ahead window, pages */
+#define FLOOP_STREAMS  4  /* sequential streams tracked per mapping */
+#define FLOOP_RA_FIRST 4  /* first read-ahead window, pages */
+#define FLOOP_PF_DEPTH 32 /* background prefetch reads in flight per map */
 
 enum fetch_state {
 	FETCH_FREE = 0,
@@ -73,6 +74,9 @@ struct fmap {
 	int warned_poison;
 	struct fstream streams[FLOOP_STREAMS];
 	uint64_t stream_clock;
+	int prefetch;	      /* MSG_MAP_PREFETCH: fetch it all */
+	uint64_t pf_next;     /* next page the prefetch looks at */
+	unsigned int pf_busy; /* prefetch reads in flight */
 	struct fmap *next;
 };
 
@@ -87,6 +91,7 @@ struct fetch {
 	uint64_t next_ms;
 	int have_data; /* buf holds the page; only the copy is left */
 	int ahead;     /* read ahead, not (yet) faulted on */
+	int pf;	       /* posted by the background prefetch */
 	uint8_t *buf;
 	uint32_t hnext; /* hash chain, UINT32_MAX = end */
 };
@@ -358,6 +363,9 @@ static void floop_slot_release(struct floop *f, struct fetch *s)
 
 	if (s->state != FETCH_ABANDONED)
 		floop_hash_del(f, s);
+	if (s->pf)
+		m->pf_busy--;
+	s->pf = 0;
 	s->state = FETCH_FREE;
 	s->map = NULL;
 	s->gen++;
@@ -699,6 +707,7 @@ static void floop_event(struct floop *f, struct fmap *m,
 	case UFFD_EVENT_REMAP:
 		if (msg->arg.remap.from == m->base &&
 		    msg->arg.remap.len >= m->span) {
+			m->pf_next = m->pf_next - m->base + msg->arg.remap.to;
 			m->base = msg->arg.remap.to;
 		} else {
 			log_warn("map %s: partial mremap is not supported; "
@@ -762,6 +771,8 @@ static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
 	m->n_chunks = d->n_chunks;
 	m->span = (uint64_t)d->n_chunks * d->chunk_size;
 	m->features = d->features;
+	m->prefetch = !!(d->flags & MSG_MAP_PREFETCH);
+	m->pf_next = m->base;
 	memcpy(m->name, d->name, sizeof(m->name));
 	m->next = f->maps;
 	f->maps = m;
@@ -923,6 +934,43 @@ static void floop_tick(struct floop *f)
 	floop_stats_publish(f);
 }
 
+/*
+ * Background prefetch: walks each prefetching mapping in order, a few reads
+ * at a time, and only with slots to spare, so faults always go first and
+ * wait behind at most FLOOP_PF_DEPTH pages on the wire.
+ */
+static void floop_prefetch_run(struct floop *f)
+{
+	for (struct fmap *m = f->maps; m; m = m->next) {
+		if (!m->prefetch || m->dead || m->gone)
+			continue;
+		while (m->pf_next < m->base + m->span &&
+		       m->pf_busy < FLOOP_PF_DEPTH &&
+		       f->n_free > f->n_slots / 4) {
+			uint64_t a = m->pf_next, rel = a - m->base;
+			const struct msg_chunk *c =
+				&m->chunks[rel >> m->chunk_shift];
+			struct fetch *s;
+
+			m->pf_next += FLOOP_PAGE;
+			if (c->node == f->cfg.self ||
+			    floop_chunk_is_lost(f, c) ||
+			    floop_fetch_find(f, m, a))
+				continue;
+			s = &f->slots[f->free_stack[f->n_free - 1]];
+			s->pf = 1;
+			m->pf_busy++;
+			floop_fetch_start(f, m, a, c->node,
+					  c->off + (rel & (m->chunk_size - 1)),
+					  1);
+		}
+		if (m->pf_next >= m->base + m->span && m->prefetch == 1) {
+			m->prefetch = 2; /* done; said once */
+			log_dbg("map %s: background prefetch done", m->name);
+		}
+	}
+}
+
 static void floop_backlog_run(struct floop *f)
 {
 	while (f->backlog && f->n_free) {
@@ -1019,6 +1067,7 @@ static void *floop_run(void *arg)
 		}
 		io_uring_cq_advance(&f->ring, n);
 		floop_backlog_run(f);
+		floop_prefetch_run(f);
 	}
 	return NULL;
 }

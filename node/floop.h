@@ -49,6 +49,7 @@ struct floop_map_desc {
 	struct msg_chunk *chunks;
 	uint32_t n_chunks;
 	uint64_t features;
+	uint64_t flags; /* MSG_MAP_* */
 	char name[MSG_NAME_MAX];
 };
 

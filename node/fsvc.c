@@ -171,6 +171,7 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 	d.chunk_size = c->layout.chunk_size;
 	d.n_chunks = c->layout.n_chunks;
 	d.features = req->features;
+	d.flags = req->flags;
 	memcpy(d.name, c->layout.name, sizeof(d.name));
 	ret = floop_map_add(a->fl, &d);
 	if (ret)
