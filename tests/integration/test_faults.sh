@@ -41,10 +41,25 @@ fp_cli H n1 touch r --seed $SEED --order seq >"$FP_TMP/g1.out" 2>&1 &
 p1=$!
 fp_cli H n1 touch r --seed $SEED --order rand --threads 4 >"$FP_TMP/g2.out" 2>&1 &
 p2=$!
+fp_cli H n1 touch r --seed $SEED --order rand --threads 16 --prefetch >"$FP_TMP/g3.out" 2>&1 &
+p3=$!
 wait $p1 || { cat "$FP_TMP/g1.out" >&2; fp_fail "guest 1 failed"; }
 wait $p2 || { cat "$FP_TMP/g2.out" >&2; fp_fail "guest 2 (4 threads) failed"; }
-expect_ok "two guests, seq" "$FP_TMP/g1.out"
-expect_ok "two guests, rand x4" "$FP_TMP/g2.out"
+wait $p3 || { cat "$FP_TMP/g3.out" >&2; fp_fail "guest 3 (16 threads, prefetch) failed"; }
+expect_ok "three guests at once: seq" "$FP_TMP/g1.out"
+expect_ok "three guests at once: rand x4" "$FP_TMP/g2.out"
+expect_ok "three guests at once: rand x16 with background prefetch" "$FP_TMP/g3.out"
+
+# Stress: many threads racing on the same pages in several guests, with
+# read-ahead and prefetch fetching the same pages at the same time.
+for i in 1 2 3; do
+	fp_cli H n1 touch r --seed $SEED --order rand --threads 32 --prefetch >"$FP_TMP/s$i.out" 2>&1 &
+	eval "ps$i=\$!"
+done
+for i in 1 2 3; do
+	eval "wait \$ps$i" || { cat "$FP_TMP/s$i.out" >&2; fp_fail "stress guest $i failed"; }
+	expect_ok "stress guest $i (32 threads, prefetch)" "$FP_TMP/s$i.out"
+done
 
 # 2. fork() of a mapped process: the child does not get the range.
 FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[n1]} "$GUEST" fork r $SEED >"$FP_TMP/fork.out" 2>&1 ||
