@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: MIT
+/* Benchmark helpers: clock, pinning, percentiles, options, result lines. */
+#include "bench.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+
+uint64_t bench_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int bench_cpu_pin(int cpu)
+{
+	cpu_set_t set;
+
+	if (cpu < 0)
+		return 0;
+	if (cpu >= CPU_SETSIZE)
+		return -EINVAL;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	/* pid 0 = the calling thread, not the whole process */
+	if (sched_setaffinity(0, sizeof(set), &set) < 0)
+		return -errno;
+	return 0;
+}
+
+int bench_cpu_unpin(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_CONF);
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	for (long i = 0; i < n && i < CPU_SETSIZE; i++)
+		CPU_SET((int)i, &set);
+	if (sched_setaffinity(0, sizeof(set), &set) < 0)
+		return -errno;
+	return 0;
+}
+
+int bench_cpu_now(void)
+{
+	return sched_getcpu();
+}
+
+uint64_t bench_pct(const uint64_t *v, size_t n, unsigned int permille)
+{
+	size_t rank;
+
+	if (!n)
+		return 0;
+	rank = (n * permille + 999) / 1000;
+	if (!rank)
+		rank = 1;
+	if (rank > n)
+		rank = n;
+	return v[rank - 1];
+}
+
+static int bench_u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+void bench_lat_summary(uint64_t *v, size_t n, struct bench_lat *st)
+{
+	double sum = 0;
+
+	memset(st, 0, sizeof(*st));
+	st->n = n;
+	if (!n)
+		return;
+	qsort(v, n, sizeof(*v), bench_u64_cmp);
+	for (size_t i = 0; i < n; i++)
+		sum += (double)v[i];
+	st->min = v[0];
+	st->p50 = bench_pct(v, n, 500);
+	st->p90 = bench_pct(v, n, 900);
+	st->p99 = bench_pct(v, n, 990);
+	st->p999 = bench_pct(v, n, 999);
+	st->max = v[n - 1];
+	st->mean = sum / (double)n;
+}
+
+int bench_lat_append(const char *path, const uint64_t *v, size_t n)
+{
+	FILE *f = fopen(path, "ae");
+	int ret = 0;
+
+	if (!f)
+		return -errno;
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "%llu\n", (unsigned long long)v[i]);
+	if (ferror(f))
+		ret = -EIO;
+	if (fclose(f) && !ret)
+		ret = -errno;
+	return ret;
+}
+
+static int bench_opt_bad(const char *prog, const char *opt, const char *s)
+{
+	fprintf(stderr, "%s: %s: bad value '%s'\n", prog, opt, s);
+	return -EINVAL;
+}
+
+int bench_opt_u64(const char *prog, const char *opt, const char *s,
+		  uint64_t min, uint64_t max, uint64_t *out)
+{
+	uint64_t v;
+
+	if (util_u64_parse(s, &v) || v < min || v > max)
+		return bench_opt_bad(prog, opt, s);
+	*out = v;
+	return 0;
+}
+
+int bench_opt_size(const char *prog, const char *opt, const char *s,
+		   uint64_t min, uint64_t max, uint64_t *out)
+{
+	uint64_t v;
+
+	if (util_size_parse(s, &v) || v < min || v > max)
+		return bench_opt_bad(prog, opt, s);
+	*out = v;
+	return 0;
+}
+
+int bench_opt_cpu(const char *prog, const char *opt, const char *s, int *out)
+{
+	uint64_t v;
+
+	if (!strcmp(s, "none") || !strcmp(s, "-1")) {
+		*out = -1;
+		return 0;
+	}
+	if (util_u64_parse(s, &v) || v >= CPU_SETSIZE)
+		return bench_opt_bad(prog, opt, s);
+	*out = (int)v;
+	return 0;
+}
+
+static void bench_out_key(struct bench_out *o, const char *key)
+{
+	if (o->json)
+		printf(",\"%s\":", key);
+	else
+		printf(" %s=", key);
+	o->n++;
+}
+
+void bench_out_begin(struct bench_out *o, const char *what)
+{
+	o->n = 0;
+	if (o->json)
+		printf("{\"what\":\"%s\"", what);
+	else
+		printf("%s:", what);
+}
+
+void bench_out_str(struct bench_out *o, const char *key, const char *val)
+{
+	bench_out_key(o, key);
+	printf(o->json ? "\"%s\"" : "%s", val);
+}
+
+void bench_out_u64(struct bench_out *o, const char *key, uint64_t val)
+{
+	bench_out_key(o, key);
+	printf("%llu", (unsigned long long)val);
+}
+
+void bench_out_int(struct bench_out *o, const char *key, int val)
+{
+	bench_out_key(o, key);
+	printf("%d", val);
+}
+
+void bench_out_dbl(struct bench_out *o, const char *key, double val)
+{
+	bench_out_key(o, key);
+	/* 4 significant figures below 1000 are plenty for latencies */
+	printf(val < 1000 ? "%.3f" : "%.1f", val);
+}
+
+void bench_out_lat(struct bench_out *o, const struct bench_lat *st)
+{
+	bench_out_u64(o, "samples", st->n);
+	bench_out_dbl(o, "p50_us", st->p50 / 1e3);
+	bench_out_dbl(o, "p90_us", st->p90 / 1e3);
+	bench_out_dbl(o, "p99_us", st->p99 / 1e3);
+	bench_out_dbl(o, "p999_us", st->p999 / 1e3);
+	bench_out_dbl(o, "max_us", st->max / 1e3);
+	bench_out_dbl(o, "min_us", st->min / 1e3);
+	bench_out_dbl(o, "mean_us", st->mean / 1e3);
+}
+
+void bench_out_end(struct bench_out *o)
+{
+	fputs(o->json ? "}\n" : "\n", stdout);
+	fflush(stdout);
+}

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the benchmark programs share: the clock, CPU pinning, nearest-rank
+ * percentiles, option parsing and result lines (key=value or JSON).
+ */
+#ifndef BENCH_BENCH_H
+#define BENCH_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t bench_ns(void);
+
+/* Pins the calling thread to @cpu; a negative @cpu leaves it alone.
+ * Returns 0 or -errno (-EINVAL if the CPU does not exist). */
+int bench_cpu_pin(int cpu);
+
+/* Lets the calling thread run on every CPU again. Returns 0 or -errno. */
+int bench_cpu_unpin(void);
+
+/* The CPU the calling thread last ran on, or -1. */
+int bench_cpu_now(void);
+
+/* Latency summary of a set of samples, in nanoseconds. */
+struct bench_lat {
+	size_t n;
+	uint64_t min;
+	uint64_t p50;
+	uint64_t p90;
+	uint64_t p99;
+	uint64_t p999;
+	uint64_t max;
+	double mean;
+};
+
+/*
+ * Nearest-rank percentile of the ascending @v: the smallest sample with at
+ * least @permille / 1000 of the samples at or below it (0 if @n is 0).
+ */
+uint64_t bench_pct(const uint64_t *v, size_t n, unsigned int permille);
+
+/* Sorts @v ascending in place and summarises it into *st. */
+void bench_lat_summary(uint64_t *v, size_t n, struct bench_lat *st);
+
+/* Appends @n samples to @path, one decimal number (ns) per line.
+ * Returns 0 or -errno. */
+int bench_lat_append(const char *path, const uint64_t *v, size_t n);
+
+/*
+ * Option values: a decimal number in [min, max], or a byte size ("4K",
+ * "256M"). On a bad value print "<prog>: <opt>: bad value '<s>'" and
+ * return -EINVAL; else 0.
+ */
+int bench_opt_u64(const char *prog, const char *opt, const char *s,
+		  uint64_t min, uint64_t max, uint64_t *out);
+int bench_opt_size(const char *prog, const char *opt, const char *s,
+		   uint64_t min, uint64_t max, uint64_t *out);
+/* A CPU number, or "none"/-1 for no pinning, into *out. */
+int bench_opt_cpu(const char *prog, const char *opt, const char *s, int *out);
+
+/*
+ * One result line on stdout. key=value form: "<what>: k=v k=v ...";
+ * JSON form: {"what":"<what>","k":v,...} (one object per line). Keys and
+ * string values must not need quoting.
+ */
+struct bench_out {
+	int json;
+	unsigned int n;
+};
+
+void bench_out_begin(struct bench_out *o, const char *what);
+void bench_out_str(struct bench_out *o, const char *key, const char *val);
+void bench_out_u64(struct bench_out *o, const char *key, uint64_t val);
+void bench_out_int(struct bench_out *o, const char *key, int val);
+void bench_out_dbl(struct bench_out *o, const char *key, double val);
+/* p50_us, p90_us, p99_us, p999_us, max_us, min_us, mean_us (µs). */
+void bench_out_lat(struct bench_out *o, const struct bench_lat *st);
+void bench_out_end(struct bench_out *o);
+
+#endif

@@ -1,0 +1,73 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# farpage-bench smoke run: a 16 MiB region, one run of every figure. Checks
+# that the JSON has every required key with a number and that the plot was
+# drawn; never looks at how fast anything was.
+set -uo pipefail
+BIN=${FARPAGE_BIN:?FARPAGE_BIN must name the build dir}
+SRC=${FARPAGE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
+BENCH=$BIN/bench/farpage-bench
+[ -x "$BENCH" ] || { echo "test_bench_smoke: $BENCH not built" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "test_bench_smoke: SKIP: needs root" >&2; exit 77; }
+if command -v jq >/dev/null; then
+	getnum() { jq -e "getpath(\$p | split(\".\")) | numbers" --arg p "$2" "$1" >/dev/null 2>&1; }
+elif command -v python3 >/dev/null; then
+	getnum() {
+		python3 -c 'import json,sys
+v = json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."):
+    v = v[k]
+sys.exit(0 if isinstance(v, (int, float)) and not isinstance(v, bool) else 1)' "$1" "$2" 2>/dev/null
+	}
+else
+	echo "test_bench_smoke: SKIP: neither jq nor python3 to read the JSON" >&2
+	exit 77
+fi
+
+TMP=$(mktemp -d /tmp/farpage-bench-smoke.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+FARPAGE_SRC=$SRC "$BENCH" --bin "$BIN" --size 16M --runs 1 \
+	--json "$TMP/bench.json" --png "$TMP/bench.png" >"$TMP/out" 2>&1
+rc=$?
+if [ $rc = 77 ]; then
+	tail -n3 "$TMP/out" >&2
+	exit 77
+fi
+if [ $rc != 0 ]; then
+	cat "$TMP/out" >&2
+	echo "test_bench_smoke: FAIL: farpage-bench exited $rc" >&2
+	exit 1
+fi
+
+fail=0
+for k in floors.uffd_p50_us floors.rtt_p50_us floors.stream_MBps \
+	remote.seq.p50_us remote.seq.p99_us remote.rand.p50_us \
+	remote.rand.p99_us fault_in.seq.t1_MBps fault_in.rand.t1_MBps \
+	fault_in.rand.t4_MBps runs region.remote_pages; do
+	if ! getnum "$TMP/bench.json" "$k"; then
+		echo "test_bench_smoke: FAIL: $k missing or not a number" >&2
+		fail=1
+	fi
+done
+if command -v jq >/dev/null; then
+	t=$(jq -r '.transport | strings' "$TMP/bench.json")
+else
+	t=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("transport", ""))' "$TMP/bench.json")
+fi
+case $t in
+tcp | verbs) ;;
+*) echo "test_bench_smoke: FAIL: transport is '$t'" >&2; fail=1 ;;
+esac
+if command -v gnuplot >/dev/null; then
+	[ -s "$TMP/bench.png" ] && [ "$(head -c 8 "$TMP/bench.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] ||
+		{ echo "test_bench_smoke: FAIL: no PNG plot" >&2; fail=1; }
+else
+	echo "test_bench_smoke: gnuplot not installed; plot not checked" >&2
+fi
+grep -q '^remote fault seq p50' "$TMP/out" ||
+	{ echo "test_bench_smoke: FAIL: no table printed" >&2; fail=1; }
+if [ $fail != 0 ]; then
+	cat "$TMP/out" >&2
+	exit 1
+fi
+echo "test_bench_smoke: ok ($(grep -c . "$TMP/bench.json") JSON lines, transport $t)"
