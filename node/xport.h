@@ -42,7 +42,10 @@ struct xport_peer_info {
 	uint64_t node;
 	char data_addr[MSG_ADDR_MAX];
 	uint64_t instance; /* owner instance the data lives in; 0 = any */
+	uint32_t flags;	   /* XPORT_PEER_* */
 };
+
+#define XPORT_PEER_VERBS 1u /* the peer published a verbs pool MR */
 
 struct xport_stats {
 	uint64_t posted;
@@ -104,5 +107,6 @@ struct xport_ops {
 };
 
 extern const struct xport_ops xport_tcp_ops;
+extern const struct xport_ops xport_rdma_ops;
 
 #endif

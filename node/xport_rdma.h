@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * RDMA (libibverbs) transport of the fault path: one RC queue pair per peer,
+ * 4 KiB pages fetched with one-sided RDMA READs from the owner's pool MR.
+ * The context (device, PD, pool MR, QPs) is the agent's; the ops table runs
+ * in the fault loop on its io_uring.
+ *
+ * Per-peer QP as the control thread drives it (needs_exchange is 1 in NONE
+ * and in DRAINED after an error):
+ *
+ *   NONE --prepare--> INIT --connect--> RTS --connect(other remote)--+
+ *                      ^                 |                           |
+ *                      |   completion error / remote QP error        |
+ *                      |                 v                           v
+ *                      +--prepare-- DRAINED <--(last WR reaped)-- ERR
+ *                  (new PSN; or same PSN after a reconnect: connect)
+ *
+ * The fault loop sees RTS as UP; anything else makes reads wait
+ * (CONNECTING) or fail with -ENOTCONN (DOWN).
+ */
+#ifndef NODE_XPORT_RDMA_H
+#define NODE_XPORT_RDMA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+
+#include "msg.h"
+#include "xport.h"
+
+struct xport_rdma_ctx;
+
+struct xport_rdma_cfg {
+	const char *device;  /* NULL = first device with an ACTIVE port */
+	int port;	     /* 0 = 1 */
+	int gid_index;	     /* -1 = auto (see xport_rdma_gid_pick) */
+	const char *data_ip; /* local data IP for RoCE v2 GID matching, or
+				NULL */
+	void *pool;	     /* registered as one MR, REMOTE_READ only */
+	size_t pool_len;
+	unsigned int depth; /* READs in flight per QP, 0 = 128 */
+};
+
+/* What a node publishes for one peer (MSG_T_ENDPOINT_PUT). */
+struct xport_rdma_ep {
+	uint32_t qpn; /* 24 bits */
+	uint16_t lid; /* IB only; 0 on RoCE */
+	uint8_t gid[16];
+	uint8_t gid_index;
+	uint32_t psn; /* 24 bits, random */
+	uint32_t mtu; /* bytes: 256, 512, 1024, 2048 or 4096 */
+};
+
+/* A peer as reads need it: its endpoint and its pool MR (MSG_T_MR_PUT). */
+struct xport_rdma_remote {
+	struct xport_rdma_ep ep;
+	uint64_t mr_addr;
+	uint32_t rkey;
+	uint64_t mr_len;
+	/* Owner instance this pool belongs to, 0 = unknown. A peer opened with
+	 * another non-zero xport_peer_info.instance goes STALE. */
+	uint64_t instance;
+};
+
+/*
+ * Opens the device, checks the port is ACTIVE, picks the GID and MTU,
+ * allocates one PD, registers the whole pool as one MR (LOCAL_WRITE |
+ * REMOTE_READ, never REMOTE_WRITE) and creates the completion channel all
+ * the per-peer CQs report to. RLIMIT_MEMLOCK is raised first when allowed.
+ * The caller keeps the pool mapped until xport_rdma_ctx_destroy().
+ * Returns 0; -ENODEV if there is no RDMA device (or not the one named),
+ * -ENETDOWN if no port is ACTIVE, -EINVAL for a bad @cfg or GID index,
+ * -ENOMEM/-EPERM when the pool cannot be pinned (memlock), or -errno.
+ * Every failure is logged once with what to do about it.
+ */
+int xport_rdma_ctx_create(const struct xport_rdma_cfg *cfg,
+			  struct xport_rdma_ctx **out);
+
+/*
+ * Destroys QPs, CQs, MRs, the channel, the PD and closes the device, in that
+ * order. The transport instance created on @ctx must be destroyed first.
+ * NULL is a no-op.
+ */
+void xport_rdma_ctx_destroy(struct xport_rdma_ctx *ctx);
+
+/* The pool MR to publish (MSG_T_MR_PUT). */
+void xport_rdma_mr_get(const struct xport_rdma_ctx *ctx, uint64_t *addr,
+		       uint32_t *rkey, uint64_t *len);
+
+/* Device name ("mlx5_0", "rxe0"); valid until the context is destroyed. */
+const char *xport_rdma_ctx_device(const struct xport_rdma_ctx *ctx);
+
+/*
+ * Totals over all peers of @ctx, readable from any thread: RDMA READs
+ * posted to a QP, completed successfully, failed (error completions, and
+ * posted READs cancelled by peer_close/destroy), and bytes read.
+ */
+void xport_rdma_ctx_stats(const struct xport_rdma_ctx *ctx,
+			  struct xport_stats *st);
+
+/*
+ * Control thread: makes sure @peer has an RC QP in INIT and fills @local
+ * with the endpoint to publish. Creates the QP (and its CQ) the first time;
+ * after an error (DRAINED) resets it to INIT with a fresh PSN; in INIT or
+ * RTS it changes nothing and returns the current endpoint. Returns 0,
+ * -EBUSY while the QP still drains READs after an error (call again later),
+ * -EINVAL for peer 0, or -errno from verbs.
+ */
+int xport_rdma_peer_prepare(struct xport_rdma_ctx *ctx, uint64_t peer,
+			    struct xport_rdma_ep *local);
+
+/*
+ * Control thread: connects @peer's QP to @r (INIT -> RTR -> RTS) and
+ * remembers r's MR for reads. Already RTS with the same endpoint: only the
+ * MR and instance are updated. RTS with another endpoint (the peer made a
+ * new QP): the QP is drained and reconnected keeping its own PSN, so the
+ * endpoint we published stays valid. Returns 0, -EBUSY while READs still
+ * drain (call again), -ENOTCONN if the QP needs prepare first, -EINVAL for
+ * a bad endpoint, or -errno from ibv_modify_qp (then the QP is left for a
+ * new prepare).
+ */
+int xport_rdma_peer_connect(struct xport_rdma_ctx *ctx, uint64_t peer,
+			    const struct xport_rdma_remote *r);
+
+/*
+ * Control thread: 1 if @peer has no QP yet, or its QP failed (our error
+ * completion, or the remote side put it in the error state) and is drained:
+ * prepare, publish and connect again. 0 otherwise (also while draining).
+ */
+int xport_rdma_peer_needs_exchange(struct xport_rdma_ctx *ctx, uint64_t peer);
+
+/* 1 if @peer's QP is RTS connected to exactly @remote (qpn, psn, gid). */
+int xport_rdma_peer_is_connected_to(struct xport_rdma_ctx *ctx, uint64_t peer,
+				    const struct xport_rdma_ep *remote);
+
+/* Fills qpn, lid, gid, gid_index, psn, mtu of @m (type, node, peer are the
+ * caller's). */
+void xport_rdma_ep_to_msg(const struct xport_rdma_ep *ep, struct msg *m);
+
+/*
+ * Reads an endpoint from a decoded MSG_T_ENDPOINT(_PUT). Returns 0, or
+ * -EINVAL if qpn >= 2^24 or < 2 (QP0/QP1 are never RC), lid >= 2^16,
+ * gid_index > 255, psn >= 2^24 or mtu is not 256..4096 power of two.
+ */
+int xport_rdma_ep_from_msg(const struct msg *m, struct xport_rdma_ep *ep);
+
+/* A random 24-bit PSN from getrandom(). Returns 0 or -errno. */
+int xport_rdma_psn_new(uint32_t *psn);
+
+/*
+ * Picks a GID table entry of @port among @n valid entries: the RoCE v2 GID
+ * equal to @data_ip (IPv4-mapped for an IPv4 address) if given and present;
+ * else the IPv6 link-local one (fe80::/64, RoCE v2 preferred); else the
+ * first (RoCE v2 preferred). Returns the index into @e, or -ENOENT.
+ */
+int xport_rdma_gid_pick(const struct ibv_gid_entry *e, size_t n, uint32_t port,
+			const char *data_ip);
+
+/* Builders of the ibv_modify_qp() arguments; pure, no device needed. */
+void xport_rdma_qp_attr_init(struct ibv_qp_attr *a, int *mask, uint8_t port);
+void xport_rdma_qp_attr_rtr(struct ibv_qp_attr *a, int *mask,
+			    const struct xport_rdma_ep *remote, uint8_t port,
+			    uint8_t sgid_index, int is_roce, enum ibv_mtu mtu,
+			    uint8_t max_rd_atomic);
+void xport_rdma_qp_attr_rts(struct ibv_qp_attr *a, int *mask, uint32_t my_psn,
+			    uint8_t max_rd_atomic);
+
+/*
+ * "verbs": create() needs cfg->rdma and cfg->land/land_len (registered once
+ * here); one instance per context. peer_open() binds to the context's peer
+ * info->node (-EBUSY if another transport peer has it). read() posts an RDMA
+ * READ of the owner's mr_addr + off: -ERANGE outside the owner's MR, -EINVAL
+ * if dst is outside the landing area.
+ */
+extern const struct xport_ops xport_rdma_ops;
+
+#endif

@@ -1,0 +1,969 @@
+// SPDX-License-Identifier: MIT
+/*
+ * RDMA transport on a real verbs device (SoftRoCE in the test VM): two
+ * contexts exchange endpoints directly, every page of a 16 MiB pool is read
+ * and verified both ways, then errors: bounds, full queue, a corrupted rkey
+ * (remote access error, peer DOWN, re-exchange, reads verify again), a
+ * restarted owner (STALE), close and destroy with READs in flight.
+ * Exits 77 when there is no RDMA device.
+ *
+ * env: FARPAGE_RDMA_DEVS=rxe0,rxe1 (default: the first two devices, or the
+ *      first one twice), FARPAGE_RDMA_DATA_IPS=10.0.0.1,10.0.0.2 (RoCE v2
+ *      GID by address), FARPAGE_RDMA_DEPTH (default 128), T_DEBUG=1.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+#include <liburing.h>
+
+#include "log.h"
+#include "msg.h"
+#include "pattern.h"
+#include "req.h"
+#include "xport.h"
+#include "xport_rdma.h"
+
+#define T_POOL_SIZE (16ull << 20)
+#define T_PAGES	    (T_POOL_SIZE / PATTERN_PAGE)
+#define T_TAGS	    (T_PAGES + 64)
+#define T_NODE_A    1
+#define T_NODE_B    2
+#define T_WAIT_MS   60000u
+
+#define T_CHECK(cond)                                                    \
+	do {                                                             \
+		if (!(cond)) {                                           \
+			fprintf(stderr, "%s:%d: %s: check failed: %s\n", \
+				__FILE__, __LINE__, __func__, #cond);    \
+			return -1;                                       \
+		}                                                        \
+	} while (0)
+
+/* A fault loop in miniature: a ring, the transport, the done records. */
+struct t_drv {
+	struct io_uring ring;
+	const struct xport_ops *ops;
+	struct xport *x;
+	int *status;
+	uint32_t *calls;
+	uint64_t ndone;
+	uint64_t nfail;
+	uint64_t bad_tags;
+	uint64_t foreign;
+	struct xport_peer *close_on_done; /* reentrancy test */
+	uint32_t *retry; /* failed tags to post again (threads test) */
+	uint32_t nretry;
+};
+
+/* One node: pool, landing area, verbs context, its fault loop. */
+struct t_side {
+	const char *name;
+	char dev[IBV_SYSFS_NAME_MAX];
+	const char *data_ip;
+	uint64_t node;
+	uint64_t seed;
+	uint64_t instance; /* published with the MR */
+	uint8_t *pool;
+	int pool_fd;
+	uint8_t *land;
+	struct xport_rdma_ctx *ctx;
+	struct t_drv d;
+	struct xport_peer *p; /* towards the other side */
+	unsigned int depth;   /* READs in flight per QP */
+};
+
+static uint64_t t_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void t_done(void *arg, uint64_t tag, int status)
+{
+	struct t_drv *d = arg;
+	struct xport_peer *p;
+
+	if (tag >= T_TAGS) {
+		d->bad_tags++;
+		return;
+	}
+	d->calls[tag]++;
+	d->status[tag] = status;
+	d->ndone++;
+	if (status)
+		d->nfail++;
+	if (status && d->retry)
+		d->retry[d->nretry++] = (uint32_t)tag;
+	if (d->close_on_done) {
+		p = d->close_on_done;
+		d->close_on_done = NULL;
+		d->ops->peer_close(p);
+	}
+}
+
+static void t_drv_reset(struct t_drv *d)
+{
+	memset(d->status, 0, T_TAGS * sizeof(*d->status));
+	memset(d->calls, 0, T_TAGS * sizeof(*d->calls));
+	d->ndone = d->nfail = d->bad_tags = 0;
+}
+
+static int t_drv_poll(struct t_drv *d, unsigned int ms)
+{
+	struct __kernel_timespec ts = { .tv_sec = ms / 1000,
+					.tv_nsec = (ms % 1000) * 1000000ll };
+	struct io_uring_cqe *cqe;
+	unsigned int head, seen = 0;
+	int ret;
+
+	ret = io_uring_submit_and_wait_timeout(&d->ring, &cqe, 1, &ts, NULL);
+	if (ret < 0 && ret != -ETIME && ret != -EINTR)
+		return ret;
+	io_uring_for_each_cqe(&d->ring, head, cqe) {
+		struct req *r = io_uring_cqe_get_data(cqe);
+
+		seen++;
+		if (r && r->op == REQ_XPORT)
+			d->ops->on_cqe(d->x, cqe);
+		else
+			d->foreign++;
+	}
+	io_uring_cq_advance(&d->ring, seen);
+	if (d->x)
+		d->ops->tick(d->x, t_now_ms());
+	return 0;
+}
+
+static bool t_wait_state(struct t_drv *d, struct xport_peer *p,
+			 enum xport_peer_state st, unsigned int ms)
+{
+	uint64_t end = t_now_ms() + ms;
+
+	while (d->ops->peer_state(p) != st && t_now_ms() < end)
+		t_drv_poll(d, 10);
+	return d->ops->peer_state(p) == st;
+}
+
+static bool t_wait_done(struct t_drv *d, uint64_t n, unsigned int ms)
+{
+	uint64_t end = t_now_ms() + ms;
+
+	while (d->ndone < n && t_now_ms() < end)
+		t_drv_poll(d, 10);
+	return d->ndone >= n;
+}
+
+static int t_side_start(struct t_side *s);
+
+static int t_side_init(struct t_side *s)
+{
+	uint64_t i;
+	int ret;
+
+	s->pool_fd = memfd_create("t_rdma_pool", MFD_CLOEXEC);
+	if (s->pool_fd < 0 || ftruncate(s->pool_fd, T_POOL_SIZE))
+		return -errno;
+	s->pool = mmap(NULL, T_POOL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
+		       s->pool_fd, 0);
+	s->land = mmap(NULL, T_POOL_SIZE, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (s->pool == MAP_FAILED || s->land == MAP_FAILED)
+		return -errno;
+	for (i = 0; i < T_PAGES; i++)
+		pattern_fill(s->pool + i * PATTERN_PAGE, s->seed, i);
+	s->d.ops = &xport_rdma_ops;
+	s->d.status = calloc(T_TAGS, sizeof(*s->d.status));
+	s->d.calls = calloc(T_TAGS, sizeof(*s->d.calls));
+	if (!s->d.status || !s->d.calls)
+		return -ENOMEM;
+	ret = io_uring_queue_init(256, &s->d.ring, 0);
+	if (ret)
+		return ret;
+	return t_side_start(s);
+}
+
+/* The agent's part: verbs context on the pool, transport on its loop. */
+static int t_side_start(struct t_side *s)
+{
+	struct xport_rdma_cfg rc = {
+		.device = s->dev,
+		.gid_index = -1,
+		.data_ip = s->data_ip,
+		.depth = s->depth,
+	};
+	struct xport_cfg xc = { 0 };
+	int ret;
+
+	rc.pool = s->pool;
+	rc.pool_len = T_POOL_SIZE;
+	ret = xport_rdma_ctx_create(&rc, &s->ctx);
+	if (ret)
+		return ret;
+	xc.ring = &s->d.ring;
+	xc.done = t_done;
+	xc.arg = &s->d;
+	xc.land = s->land;
+	xc.land_len = T_POOL_SIZE;
+	xc.rdma = s->ctx;
+	return s->d.ops->create(&xc, &s->d.x);
+}
+
+static void t_side_fini(struct t_side *s)
+{
+	if (s->d.x)
+		s->d.ops->destroy(s->d.x);
+	io_uring_queue_exit(&s->d.ring);
+	xport_rdma_ctx_destroy(s->ctx);
+	free(s->d.status);
+	free(s->d.calls);
+	munmap(s->pool, T_POOL_SIZE);
+	munmap(s->land, T_POOL_SIZE);
+	close(s->pool_fd);
+}
+
+static int t_open(struct t_side *s, uint64_t node, uint64_t instance)
+{
+	struct xport_peer_info info = { .node = node, .instance = instance };
+
+	snprintf(info.data_addr, sizeof(info.data_addr), "verbs");
+	return s->d.ops->peer_open(s->d.x, &info, &s->p);
+}
+
+/* What the coordinator relays: the endpoint through a CBOR round trip. */
+static int t_ep_relay(const struct xport_rdma_ep *in, uint64_t node,
+		      uint64_t peer, struct xport_rdma_ep *out)
+{
+	struct msg m, d;
+	uint8_t *buf;
+	size_t len;
+	int ret;
+
+	msg_init(&m, MSG_T_ENDPOINT_PUT);
+	m.node = node;
+	m.peer = peer;
+	xport_rdma_ep_to_msg(in, &m);
+	ret = msg_encode(&m, &buf, &len);
+	msg_fini(&m);
+	if (ret)
+		return ret;
+	ret = msg_decode(buf, len, &d);
+	free(buf);
+	if (ret)
+		return ret;
+	ret = xport_rdma_ep_from_msg(&d, out);
+	msg_fini(&d);
+	return ret;
+}
+
+/* Polls both loops a little: drains after errors need the fault loop. */
+static void t_poll_both(struct t_side *a, struct t_side *b)
+{
+	t_drv_poll(&a->d, 5);
+	t_drv_poll(&b->d, 5);
+}
+
+/* @s's view of @o: o's endpoint (through a message) and pool MR. */
+static int t_remote(struct t_side *o, struct t_side *s,
+		    const struct xport_rdma_ep *ep, struct xport_rdma_remote *r)
+{
+	memset(r, 0, sizeof(*r));
+	T_CHECK(t_ep_relay(ep, o->node, s->node, &r->ep) == 0);
+	xport_rdma_mr_get(o->ctx, &r->mr_addr, &r->rkey, &r->mr_len);
+	r->instance = o->instance;
+	return 0;
+}
+
+/*
+ * The agent's control step for both nodes: re-prepare what needs it,
+ * publish, connect to what the other published. @rkey_xor corrupts the
+ * rkey a learns for b.
+ */
+static int t_exchange(struct t_side *a, struct t_side *b, uint32_t rkey_xor)
+{
+	struct xport_rdma_ep ea, eb;
+	struct xport_rdma_remote ra, rb;
+	uint64_t end = t_now_ms() + T_WAIT_MS;
+	int ret;
+
+	if (xport_rdma_peer_needs_exchange(a->ctx, b->node))
+		fprintf(stderr, "  %s: QP to %s needs a new exchange\n",
+			a->name, b->name);
+	if (xport_rdma_peer_needs_exchange(b->ctx, a->node))
+		fprintf(stderr, "  %s: QP to %s needs a new exchange\n",
+			b->name, a->name);
+	while ((ret = xport_rdma_peer_prepare(a->ctx, b->node, &ea)) ==
+		       -EBUSY &&
+	       t_now_ms() < end)
+		t_poll_both(a, b);
+	T_CHECK(ret == 0);
+	while ((ret = xport_rdma_peer_prepare(b->ctx, a->node, &eb)) ==
+		       -EBUSY &&
+	       t_now_ms() < end)
+		t_poll_both(a, b);
+	T_CHECK(ret == 0);
+	T_CHECK(t_remote(b, a, &eb, &rb) == 0);
+	T_CHECK(t_remote(a, b, &ea, &ra) == 0);
+	rb.rkey ^= rkey_xor;
+	while ((ret = xport_rdma_peer_connect(a->ctx, b->node, &rb)) ==
+		       -EBUSY &&
+	       t_now_ms() < end)
+		t_poll_both(a, b);
+	T_CHECK(ret == 0);
+	while ((ret = xport_rdma_peer_connect(b->ctx, a->node, &ra)) ==
+		       -EBUSY &&
+	       t_now_ms() < end)
+		t_poll_both(a, b);
+	T_CHECK(ret == 0);
+	T_CHECK(xport_rdma_peer_is_connected_to(a->ctx, b->node, &rb.ep));
+	T_CHECK(xport_rdma_peer_is_connected_to(b->ctx, a->node, &ra.ep));
+	T_CHECK(!xport_rdma_peer_needs_exchange(a->ctx, b->node));
+	T_CHECK(!xport_rdma_peer_needs_exchange(b->ctx, a->node));
+	return 0;
+}
+
+/*
+ * Reads @n chunks of @len bytes of @o's pool from offset 0 on, chunk i
+ * into s->land + i * len, up to @window in flight; verifies every byte.
+ */
+static int t_read_all(struct t_side *s, struct t_side *o, uint64_t n,
+		      uint32_t len, unsigned int window)
+{
+	struct t_drv *d = &s->d;
+	uint64_t next = 0, i, end = t_now_ms() + T_WAIT_MS;
+	uint32_t k;
+	int ret;
+
+	T_CHECK(n * len <= T_POOL_SIZE && n <= T_TAGS);
+	memset(s->land, 0, n * len);
+	t_drv_reset(d);
+	while (d->ndone < n) {
+		while (next < n && next - d->ndone < window) {
+			ret = d->ops->read(s->p, next * len, len,
+					   s->land + next * len, next);
+			if (ret == -EAGAIN)
+				break;
+			T_CHECK(ret == 0);
+			next++;
+		}
+		T_CHECK(t_now_ms() < end);
+		T_CHECK(t_drv_poll(d, 100) == 0);
+	}
+	T_CHECK(d->ndone == n && d->nfail == 0 && d->bad_tags == 0);
+	for (i = 0; i < n; i++) {
+		T_CHECK(d->calls[i] == 1 && d->status[i] == 0);
+		for (k = 0; k < len; k += PATTERN_PAGE)
+			T_CHECK(pattern_check(s->land + i * len + k, o->seed,
+					      (i * len + k) / PATTERN_PAGE) ==
+				0);
+	}
+	return 0;
+}
+
+/* Reads posted while CONNECTING wait for the QP, then complete. */
+static int test_xport_rdma_connect(struct t_side *a, struct t_side *b)
+{
+	struct t_drv *d = &a->d;
+	uint32_t i;
+
+	T_CHECK(xport_rdma_peer_needs_exchange(a->ctx, b->node) == 1);
+	T_CHECK(t_open(a, b->node, 0) == 0);
+	T_CHECK(d->ops->peer_state(a->p) == XPORT_PEER_CONNECTING);
+	t_drv_reset(d);
+	for (i = 0; i < 8; i++)
+		T_CHECK(d->ops->read(a->p, (uint64_t)i * 4096, 4096,
+				     a->land + i * 4096, i) == 0);
+	/* queued reads are bounds-checked when posted: done(-ERANGE) */
+	T_CHECK(d->ops->read(a->p, T_POOL_SIZE, 4096, a->land + 8 * 4096, 8) ==
+		0);
+	t_drv_poll(d, 10);
+	T_CHECK(d->ndone == 0);
+	T_CHECK(t_exchange(a, b, 0) == 0);
+	T_CHECK(t_wait_done(d, 9, T_WAIT_MS));
+	T_CHECK(d->ops->peer_state(a->p) == XPORT_PEER_UP);
+	for (i = 0; i < 8; i++) {
+		T_CHECK(d->calls[i] == 1 && d->status[i] == 0);
+		T_CHECK(pattern_check(a->land + i * 4096, b->seed, i) == 0);
+	}
+	T_CHECK(d->calls[8] == 1 && d->status[8] == -ERANGE);
+	return 0;
+}
+
+static int test_xport_rdma_bulk(struct t_side *a, struct t_side *b)
+{
+	struct xport_stats st0, st, c0, c;
+
+	a->d.ops->peer_stats(a->p, &st0);
+	xport_rdma_ctx_stats(a->ctx, &c0);
+	T_CHECK(t_read_all(a, b, T_PAGES, 4096, a->depth) == 0);
+	/* multi-packet READs too */
+	T_CHECK(t_read_all(a, b, T_POOL_SIZE / (256 << 10), 256 << 10, 16) ==
+		0);
+	a->d.ops->peer_stats(a->p, &st);
+	T_CHECK(st.posted - st0.posted == T_PAGES + 64);
+	T_CHECK(st.completed - st0.completed == T_PAGES + 64);
+	T_CHECK(st.failed == st0.failed);
+	T_CHECK(st.bytes - st0.bytes == 2 * T_POOL_SIZE);
+	xport_rdma_ctx_stats(a->ctx, &c);
+	T_CHECK(c.posted - c0.posted == T_PAGES + 64);
+	T_CHECK(c.completed - c0.completed == T_PAGES + 64);
+	T_CHECK(c.failed == c0.failed);
+	T_CHECK(c.bytes - c0.bytes == 2 * T_POOL_SIZE);
+	return 0;
+}
+
+/* The agent's control thread: keeps both QPs connected, fixes errors. */
+struct t_ctl {
+	struct t_side *a, *b;
+	int stop;	     /* atomic */
+	int bad;	     /* connect a with a bad rkey until its QP fails */
+	uint64_t steps;	     /* atomic */
+	uint64_t prepares;   /* re-prepares after errors */
+	uint64_t reconnects; /* connects that changed something */
+	int err;
+};
+
+/* One control step for s -> o; -EBUSY is "later", like an agent tick. */
+static int t_ctl_side(struct t_ctl *c, struct t_side *s, struct t_side *o,
+		      uint32_t rkey_xor)
+{
+	struct xport_rdma_remote r;
+	struct xport_rdma_ep es, eo;
+	int ret;
+
+	if (xport_rdma_peer_needs_exchange(s->ctx, o->node)) {
+		c->prepares++;
+		if (s == c->a)
+			c->bad = 0;
+	}
+	ret = xport_rdma_peer_prepare(s->ctx, o->node, &es);
+	if (!ret)
+		ret = xport_rdma_peer_prepare(o->ctx, s->node, &eo);
+	if (ret)
+		return ret == -EBUSY ? 0 : ret;
+	memset(&r, 0, sizeof(r));
+	r.ep = eo;
+	xport_rdma_mr_get(o->ctx, &r.mr_addr, &r.rkey, &r.mr_len);
+	r.rkey ^= rkey_xor;
+	r.instance = o->instance;
+	if (!xport_rdma_peer_is_connected_to(s->ctx, o->node, &eo))
+		c->reconnects++;
+	ret = xport_rdma_peer_connect(s->ctx, o->node, &r);
+	return ret == -EBUSY || ret == -ENOTCONN ? 0 : ret;
+}
+
+static void *t_ctl_run(void *arg)
+{
+	struct t_ctl *c = arg;
+	struct timespec nap = { 0, 1000000 };
+	struct xport_stats st;
+	int ret;
+
+	while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
+		ret = t_ctl_side(c, c->a, c->b, c->bad ? 0x77 : 0);
+		if (!ret)
+			ret = t_ctl_side(c, c->b, c->a, 0);
+		if (ret && !c->err)
+			c->err = ret;
+		xport_rdma_ctx_stats(c->a->ctx, &st);
+		__atomic_fetch_add(&c->steps, 1, __ATOMIC_RELEASE);
+		nanosleep(&nap, NULL);
+	}
+	return NULL;
+}
+
+/*
+ * Two threads as in the agent: the control thread keeps exchanging (and
+ * once connects with a bad rkey) while the fault loop reads every page,
+ * posting failed reads again until each one verifies.
+ */
+static int test_xport_rdma_threads(struct t_side *a, struct t_side *b)
+{
+	struct t_ctl c = { .a = a, .b = b, .bad = 1 };
+	uint32_t *todo, ntodo = 0, k, inflight = 0;
+	uint64_t i, verified = 0, end = t_now_ms() + T_WAIT_MS;
+	struct t_drv *d = &a->d;
+	pthread_t th;
+	int ret;
+
+	todo = calloc(T_PAGES, sizeof(*todo));
+	d->retry = calloc(T_TAGS, sizeof(*d->retry));
+	T_CHECK(todo && d->retry);
+	d->nretry = 0;
+	for (i = 0; i < T_PAGES; i++)
+		todo[ntodo++] = (uint32_t)(T_PAGES - 1 - i);
+	t_drv_reset(d);
+	memset(a->land, 0, T_POOL_SIZE);
+	T_CHECK(pthread_create(&th, NULL, t_ctl_run, &c) == 0);
+	/* the bad rkey is in place before the first read */
+	while (!__atomic_load_n(&c.steps, __ATOMIC_ACQUIRE))
+		sched_yield();
+	while (verified < T_PAGES && t_now_ms() < end) {
+		while (ntodo && inflight < a->depth) {
+			k = todo[ntodo - 1];
+			ret = d->ops->read(a->p, (uint64_t)k * 4096, 4096,
+					   a->land + (uint64_t)k * 4096, k);
+			if (ret == -ENOTCONN || ret == -EAGAIN)
+				break; /* the fault loop retries later */
+			T_CHECK(ret == 0);
+			ntodo--;
+			inflight++;
+		}
+		d->ndone = 0;
+		T_CHECK(t_drv_poll(d, 10) == 0);
+		inflight -= (uint32_t)d->ndone;
+		verified += d->ndone - d->nretry;
+		while (d->nretry)
+			todo[ntodo++] = d->retry[--d->nretry];
+	}
+	__atomic_store_n(&c.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(th, NULL);
+	fprintf(stderr,
+		"  control steps %llu, re-prepares %llu, reconnects %llu, "
+		"failed reads %llu\n",
+		(unsigned long long)c.steps, (unsigned long long)c.prepares,
+		(unsigned long long)c.reconnects, (unsigned long long)d->nfail);
+	free(d->retry);
+	d->retry = NULL;
+	free(todo);
+	T_CHECK(c.err == 0);
+	T_CHECK(verified == T_PAGES && inflight == 0);
+	T_CHECK(d->nfail > 0 && c.prepares > 0 && !c.bad); /* it bit */
+	for (i = 0; i < T_PAGES; i++)
+		T_CHECK(d->status[i] == 0 &&
+			pattern_check(a->land + i * 4096, b->seed, i) == 0);
+	return 0;
+}
+
+/* The other way round: b reads every page of a's pool. */
+static int test_xport_rdma_reverse(struct t_side *a, struct t_side *b)
+{
+	T_CHECK(t_open(b, a->node, 0) == 0);
+	T_CHECK(t_wait_state(&b->d, b->p, XPORT_PEER_UP, T_WAIT_MS));
+	T_CHECK(t_read_all(b, a, T_PAGES, 4096, a->depth) == 0);
+	return 0;
+}
+
+static int test_xport_rdma_errors(struct t_side *a, struct t_side *b)
+{
+	static uint8_t outside[4096];
+	struct t_drv *d = &a->d;
+	uint32_t i;
+
+	/* refused before anything is posted; done is not called */
+	t_drv_reset(d);
+	T_CHECK(d->ops->read(a->p, 0, 0, a->land, 0) == -EINVAL);
+	T_CHECK(d->ops->read(a->p, 0, 100, a->land, 0) == -EINVAL);
+	T_CHECK(d->ops->read(a->p, 0, 2u << 20, a->land, 0) == -EINVAL);
+	T_CHECK(d->ops->read(a->p, 0, 4096, outside, 0) == -EINVAL);
+	T_CHECK(d->ops->read(a->p, 0, 8192, a->land + T_POOL_SIZE - 4096, 0) ==
+		-EINVAL);
+	T_CHECK(d->ops->read(a->p, T_POOL_SIZE, 4096, a->land, 0) == -ERANGE);
+	T_CHECK(d->ops->read(a->p, T_POOL_SIZE - 4096, 8192, a->land, 0) ==
+		-ERANGE);
+	T_CHECK(d->ops->read(a->p, UINT64_MAX - 4095, 4096, a->land, 0) ==
+		-ERANGE);
+	/* depth reads in flight: the next one is -EAGAIN */
+	for (i = 0; i < a->depth; i++)
+		T_CHECK(d->ops->read(a->p, (uint64_t)i * 4096, 4096,
+				     a->land + (uint64_t)i * 4096, i) == 0);
+	T_CHECK(d->ops->read(a->p, 0, 4096, a->land, a->depth) == -EAGAIN);
+	T_CHECK(t_wait_done(d, a->depth, T_WAIT_MS));
+	T_CHECK(d->nfail == 0 && d->bad_tags == 0);
+	for (i = 0; i < a->depth; i++)
+		T_CHECK(d->calls[i] == 1 &&
+			pattern_check(a->land + (uint64_t)i * 4096, b->seed,
+				      i) == 0);
+	return 0;
+}
+
+/* A corrupted rkey: remote access error, peer DOWN, re-exchange, good. */
+static int test_xport_rdma_bad_rkey(struct t_side *a, struct t_side *b)
+{
+	const uint32_t n = a->depth < 32 ? a->depth : 32;
+	struct xport_stats c0, c;
+	struct t_drv *d = &a->d;
+	uint64_t end;
+	uint32_t i, eio = 0;
+
+	xport_rdma_ctx_stats(a->ctx, &c0);
+	/* same endpoints, another rkey: only the MR is updated */
+	T_CHECK(t_exchange(a, b, 0x5a5a5a5a) == 0);
+	T_CHECK(d->ops->peer_state(a->p) == XPORT_PEER_UP);
+	t_drv_reset(d);
+	for (i = 0; i < n; i++)
+		T_CHECK(d->ops->read(a->p, (uint64_t)i * 4096, 4096,
+				     a->land + (uint64_t)i * 4096, i) == 0);
+	T_CHECK(t_wait_done(d, n, T_WAIT_MS));
+	T_CHECK(d->ndone == n && d->nfail == n && d->bad_tags == 0);
+	for (i = 0; i < n; i++) {
+		T_CHECK(d->calls[i] == 1);
+		T_CHECK(d->status[i] == -EIO || d->status[i] == -ECONNRESET);
+		eio += d->status[i] == -EIO;
+	}
+	T_CHECK(eio >= 1); /* the remote access error itself */
+	T_CHECK(d->ops->peer_state(a->p) == XPORT_PEER_DOWN);
+	T_CHECK(d->ops->read(a->p, 0, 4096, a->land, 0) == -ENOTCONN);
+	end = t_now_ms() + T_WAIT_MS;
+	while (!xport_rdma_peer_needs_exchange(a->ctx, b->node) &&
+	       t_now_ms() < end)
+		t_poll_both(a, b);
+	T_CHECK(xport_rdma_peer_needs_exchange(a->ctx, b->node));
+	xport_rdma_ctx_stats(a->ctx, &c);
+	T_CHECK(c.posted - c0.posted == n && c.failed - c0.failed == n);
+	T_CHECK(c.completed == c0.completed);
+	/* still DOWN until the control step; then UP and good again */
+	for (i = 0; i < 10; i++)
+		t_drv_poll(d, 10);
+	T_CHECK(d->ops->peer_state(a->p) == XPORT_PEER_DOWN);
+	T_CHECK(t_exchange(a, b, 0) == 0);
+	T_CHECK(t_wait_state(d, a->p, XPORT_PEER_UP, T_WAIT_MS));
+	T_CHECK(t_read_all(a, b, T_PAGES, 4096, a->depth) == 0);
+	/* and the other direction survived (or was healed by) it */
+	T_CHECK(t_wait_state(&b->d, b->p, XPORT_PEER_UP, T_WAIT_MS));
+	T_CHECK(t_read_all(b, a, 1024, 4096, a->depth) == 0);
+	return 0;
+}
+
+/* The owner restarted: a peer expecting the old instance is STALE. */
+static int test_xport_rdma_stale(struct t_side *a, struct t_side *b)
+{
+	uint64_t inst = b->instance;
+	uint32_t i;
+
+	a->d.ops->peer_close(a->p);
+	b->instance = inst + 2;
+	T_CHECK(t_exchange(a, b, 0) == 0); /* same QPs: MR/instance only */
+	T_CHECK(t_open(a, b->node, inst) == 0);
+	T_CHECK(a->d.ops->peer_state(a->p) == XPORT_PEER_STALE);
+	T_CHECK(a->d.ops->read(a->p, 0, 4096, a->land, 0) == -ESTALE);
+	for (i = 0; i < 10; i++)
+		t_drv_poll(&a->d, 10);
+	T_CHECK(a->d.ops->peer_state(a->p) == XPORT_PEER_STALE);
+	a->d.ops->peer_close(a->p);
+	T_CHECK(t_open(a, b->node, inst + 2) == 0);
+	T_CHECK(a->d.ops->peer_state(a->p) == XPORT_PEER_UP);
+	T_CHECK(t_read_all(a, b, 256, 4096, 64) == 0);
+	return 0;
+}
+
+/* peer_close with READs in flight: each fails -ECANCELED, once. */
+static int test_xport_rdma_close(struct t_side *a, struct t_side *b)
+{
+	const uint32_t n = a->depth < 64 ? a->depth : 64;
+	struct t_drv *d = &a->d;
+	struct xport_stats c;
+	uint32_t i;
+
+	t_drv_reset(d);
+	for (i = 0; i < a->depth; i++)
+		T_CHECK(d->ops->read(a->p, (uint64_t)i * 4096, 4096,
+				     a->land + (uint64_t)i * 4096, i) == 0);
+	d->ops->peer_close(a->p);
+	a->p = NULL;
+	T_CHECK(d->ndone == a->depth && d->bad_tags == 0);
+	for (i = 0; i < a->depth; i++)
+		T_CHECK(d->calls[i] == 1 && d->status[i] == -ECANCELED);
+	for (i = 0; i < 10; i++)
+		t_drv_poll(d, 10);
+	T_CHECK(d->ndone == a->depth);
+	xport_rdma_ctx_stats(a->ctx, &c);
+	T_CHECK(c.posted == c.completed + c.failed);
+	/* the flushed QP is exchanged again; a new peer reads fine */
+	T_CHECK(t_exchange(a, b, 0) == 0);
+	T_CHECK(t_open(a, b->node, 0) == 0);
+	T_CHECK(t_read_all(a, b, 1024, 4096, a->depth) == 0);
+
+	/* closed from a done callback in the middle of a CQ batch */
+	t_drv_reset(d);
+	for (i = 0; i < n; i++)
+		T_CHECK(d->ops->read(a->p, (uint64_t)i * 4096, 4096,
+				     a->land + (uint64_t)i * 4096, i) == 0);
+	d->close_on_done = a->p;
+	T_CHECK(t_wait_done(d, n, T_WAIT_MS));
+	T_CHECK(d->ndone == n && !d->close_on_done && d->bad_tags == 0);
+	for (i = 0; i < n; i++) {
+		T_CHECK(d->calls[i] == 1);
+		T_CHECK(d->status[i] == 0 || d->status[i] == -ECANCELED);
+	}
+	a->p = NULL;
+	T_CHECK(t_exchange(a, b, 0) == 0);
+	T_CHECK(t_open(a, b->node, 0) == 0);
+	T_CHECK(t_wait_state(d, a->p, XPORT_PEER_UP, T_WAIT_MS));
+	T_CHECK(t_read_all(a, b, 512, 4096, a->depth) == 0);
+	return 0;
+}
+
+/*
+ * The owner goes away (its QP with it): READs time out (retry exceeded),
+ * the peer is DOWN; the owner comes back with a new QP and MR, endpoints
+ * are exchanged again and reads verify.
+ */
+static int test_xport_rdma_owner_restart(struct t_side *a, struct t_side *b)
+{
+	const uint32_t n = a->depth < 8 ? a->depth : 8;
+	struct t_drv *d = &a->d;
+	uint32_t i, reset = 0;
+	uint64_t end;
+
+	if (b->p)
+		b->d.ops->peer_close(b->p);
+	b->p = NULL;
+	b->d.ops->destroy(b->d.x);
+	b->d.x = NULL;
+	xport_rdma_ctx_destroy(b->ctx);
+	b->ctx = NULL;
+	t_drv_reset(d);
+	for (i = 0; i < n; i++)
+		T_CHECK(d->ops->read(a->p, (uint64_t)i * 4096, 4096,
+				     a->land + (uint64_t)i * 4096, i) == 0);
+	T_CHECK(t_wait_done(d, n, T_WAIT_MS));
+	for (i = 0; i < n; i++) {
+		T_CHECK(d->calls[i] == 1 && d->status[i] < 0);
+		reset += d->status[i] == -ECONNRESET;
+	}
+	T_CHECK(reset == n);
+	T_CHECK(d->ops->peer_state(a->p) == XPORT_PEER_DOWN);
+	T_CHECK(d->ops->read(a->p, 0, 4096, a->land, 0) == -ENOTCONN);
+	end = t_now_ms() + T_WAIT_MS;
+	while (!xport_rdma_peer_needs_exchange(a->ctx, b->node) &&
+	       t_now_ms() < end)
+		t_drv_poll(d, 10);
+	T_CHECK(xport_rdma_peer_needs_exchange(a->ctx, b->node));
+	/* same pool, new context: new QP, new rkey */
+	T_CHECK(t_side_start(b) == 0);
+	T_CHECK(t_exchange(a, b, 0) == 0);
+	T_CHECK(t_wait_state(d, a->p, XPORT_PEER_UP, T_WAIT_MS));
+	T_CHECK(t_read_all(a, b, 1024, 4096, a->depth) == 0);
+	T_CHECK(t_open(b, a->node, 0) == 0);
+	T_CHECK(t_wait_state(&b->d, b->p, XPORT_PEER_UP, T_WAIT_MS));
+	T_CHECK(t_read_all(b, a, 1024, 4096, a->depth) == 0);
+	return 0;
+}
+
+/* destroy() with READs in flight on a shared ring; another CQE survives. */
+static int test_xport_rdma_destroy(struct t_side *a, struct t_side *b)
+{
+	const uint32_t n = a->depth < 32 ? a->depth : 32;
+	struct req foreign = { REQ_TIMER };
+	struct t_drv *d = &a->d;
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+	struct xport_stats c;
+	unsigned int head, seen, mine = 0;
+	uint64_t end;
+	uint32_t i;
+
+	t_drv_reset(d);
+	sqe = io_uring_get_sqe(&d->ring);
+	T_CHECK(sqe);
+	io_uring_prep_nop(sqe);
+	io_uring_sqe_set_data(sqe, &foreign);
+	for (i = 0; i < n; i++)
+		T_CHECK(d->ops->read(a->p, (uint64_t)i * 4096, 4096,
+				     a->land + (uint64_t)i * 4096, i) == 0);
+	d->ops->destroy(d->x);
+	d->x = NULL;
+	a->p = NULL;
+	T_CHECK(d->ndone == n);
+	for (i = 0; i < n; i++)
+		T_CHECK(d->calls[i] == 1 && d->status[i] == -ECANCELED);
+	end = t_now_ms() + 300;
+	while (t_now_ms() < end) {
+		struct __kernel_timespec ts = { .tv_nsec = 20000000 };
+
+		io_uring_submit_and_wait_timeout(&d->ring, &cqe, 1, &ts, NULL);
+		seen = 0;
+		io_uring_for_each_cqe(&d->ring, head, cqe) {
+			seen++;
+			T_CHECK(io_uring_cqe_get_data(cqe) == &foreign);
+			T_CHECK(cqe->res == 0);
+			mine++;
+		}
+		io_uring_cq_advance(&d->ring, seen);
+	}
+	T_CHECK(mine == 1);
+	xport_rdma_ctx_stats(a->ctx, &c);
+	T_CHECK(c.posted == c.completed + c.failed);
+	return 0;
+}
+
+static void t_hw_counters(const char *dev)
+{
+	static const char *const names[] = {
+		"sent_pkts",	"rcvd_pkts",	      "duplicate_request",
+		"rcvd_seq_err", "retry_exceeded_err", "send_err"
+	};
+	char path[256];
+	unsigned long long v;
+	size_t i;
+	FILE *f;
+
+	fprintf(stderr, "  %s hw_counters:", dev);
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(path, sizeof(path),
+			 "/sys/class/infiniband/%s/ports/1/hw_counters/%s", dev,
+			 names[i]);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fscanf(f, "%llu", &v) == 1)
+			fprintf(stderr, " %s=%llu", names[i], v);
+		fclose(f);
+	}
+	fprintf(stderr, "\n");
+}
+
+static int t_devs(struct t_side *a, struct t_side *b)
+{
+	const char *env = getenv("FARPAGE_RDMA_DEVS");
+	struct ibv_device **list;
+	const char *comma;
+	int n = 0;
+
+	list = ibv_get_device_list(&n);
+	if (!list || n <= 0) {
+		if (list)
+			ibv_free_device_list(list);
+		return -ENODEV;
+	}
+	snprintf(a->dev, sizeof(a->dev), "%s", ibv_get_device_name(list[0]));
+	snprintf(b->dev, sizeof(b->dev), "%s",
+		 ibv_get_device_name(list[n > 1 ? 1 : 0]));
+	ibv_free_device_list(list);
+	if (env && *env) {
+		comma = strchr(env, ',');
+		snprintf(a->dev, sizeof(a->dev), "%.*s",
+			 comma ? (int)(comma - env) : (int)strlen(env), env);
+		snprintf(b->dev, sizeof(b->dev), "%s", comma ? comma + 1 : env);
+	}
+	return 0;
+}
+
+int main(void)
+{
+	static const struct {
+		const char *name;
+		int (*fn)(struct t_side *a, struct t_side *b);
+	} tests[] = {
+		{ "connect", test_xport_rdma_connect },
+		{ "bulk", test_xport_rdma_bulk },
+		{ "reverse", test_xport_rdma_reverse },
+		{ "errors", test_xport_rdma_errors },
+		{ "threads", test_xport_rdma_threads },
+		{ "bad_rkey", test_xport_rdma_bad_rkey },
+		{ "stale", test_xport_rdma_stale },
+		{ "close", test_xport_rdma_close },
+		{ "owner_restart", test_xport_rdma_owner_restart },
+		{ "destroy", test_xport_rdma_destroy },
+	};
+	static struct t_side a = { .name = "A",
+				   .node = T_NODE_A,
+				   .seed = 0xa11ce,
+				   .instance = 0x1001,
+				   .pool_fd = -1 };
+	static struct t_side b = { .name = "B",
+				   .node = T_NODE_B,
+				   .seed = 0xb0b,
+				   .instance = 0x2001,
+				   .pool_fd = -1 };
+	const char *ips = getenv("FARPAGE_RDMA_DATA_IPS");
+	char ipbuf[128], *comma;
+	struct xport_stats ca, cb;
+	struct io_uring probe;
+	unsigned int depth = 128;
+	int ret, failed = 0;
+	size_t i;
+
+	log_init("test_xport_rdma", getenv("T_DEBUG") ? LOG_DBG : LOG_INFO);
+	if (t_devs(&a, &b)) {
+		fprintf(stderr, "skip: no RDMA device (ibv_get_device_list "
+				"found none)\n");
+		return 77;
+	}
+	ret = io_uring_queue_init(8, &probe, 0);
+	if (ret) {
+		fprintf(stderr, "skip: io_uring unavailable: %s\n",
+			strerror(-ret));
+		return 77;
+	}
+	io_uring_queue_exit(&probe);
+	if (getenv("FARPAGE_RDMA_DEPTH"))
+		depth = (unsigned int)strtoul(getenv("FARPAGE_RDMA_DEPTH"),
+					      NULL, 0);
+	if (!depth || depth > 1024)
+		depth = 128;
+	a.depth = b.depth = depth;
+	if (ips && *ips) {
+		snprintf(ipbuf, sizeof(ipbuf), "%s", ips);
+		comma = strchr(ipbuf, ',');
+		a.data_ip = ipbuf;
+		if (comma) {
+			*comma = '\0';
+			b.data_ip = comma + 1;
+		}
+	}
+	fprintf(stderr, "A on %s%s%s, B on %s%s%s, depth %u, pool %llu MiB\n",
+		a.dev, a.data_ip ? " " : "", a.data_ip ? a.data_ip : "", b.dev,
+		b.data_ip ? " " : "", b.data_ip ? b.data_ip : "", depth,
+		T_POOL_SIZE >> 20);
+	ret = t_side_init(&a);
+	if (!ret)
+		ret = t_side_init(&b);
+	if (ret) {
+		fprintf(stderr, "setup: %s\n", strerror(-ret));
+		return 1;
+	}
+	for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+		uint64_t t0 = t_now_ms();
+
+		ret = tests[i].fn(&a, &b);
+		fprintf(stderr, "%s: %s (%llu ms)\n", tests[i].name,
+			ret ? "FAIL" : "ok",
+			(unsigned long long)(t_now_ms() - t0));
+		if (ret) {
+			failed = 1;
+			break; /* later cases build on the earlier ones */
+		}
+	}
+	memset(&ca, 0, sizeof(ca));
+	memset(&cb, 0, sizeof(cb));
+	if (a.ctx)
+		xport_rdma_ctx_stats(a.ctx, &ca);
+	if (b.ctx)
+		xport_rdma_ctx_stats(b.ctx, &cb);
+	fprintf(stderr,
+		"ctx A: posted %llu completed %llu failed %llu bytes %llu\n"
+		"ctx B: posted %llu completed %llu failed %llu bytes %llu\n",
+		(unsigned long long)ca.posted, (unsigned long long)ca.completed,
+		(unsigned long long)ca.failed, (unsigned long long)ca.bytes,
+		(unsigned long long)cb.posted, (unsigned long long)cb.completed,
+		(unsigned long long)cb.failed, (unsigned long long)cb.bytes);
+	if (ca.posted != ca.completed + ca.failed ||
+	    cb.posted != cb.completed + cb.failed || !ca.completed ||
+	    !cb.completed) {
+		fprintf(stderr, "counters: posted != completed + failed\n");
+		failed = 1;
+	}
+	t_hw_counters(a.dev);
+	if (strcmp(a.dev, b.dev))
+		t_hw_counters(b.dev);
+	if (b.p)
+		b.d.ops->peer_close(b.p);
+	if (a.p && a.d.x)
+		a.d.ops->peer_close(a.p);
+	t_side_fini(&a);
+	t_side_fini(&b);
+	return failed;
+}
