@@ -126,12 +126,50 @@ static int agent_join(struct node_agent *a)
 	a->node_id = rep.node;
 	a->lease_ms = rep.lease_ms;
 	msg_fini(&rep);
+	/* A (re)join with our instance drops what we published before. */
+	agent_rdma_publish_mr(a);
 	log_info("joined %s as node %llu (%s), data %s, pool %llu MiB%s",
 		 a->cfg.coordinator, (unsigned long long)a->node_id,
 		 a->cfg.name, a->data_addr,
 		 (unsigned long long)(a->pool.size >> 20),
 		 a->pool.hugetlb ? " hugetlb" : "");
 	return 0;
+}
+
+int agent_peers_refresh(struct node_agent *a)
+{
+	struct xport_peer_info *peers;
+	struct msg req, nodes;
+	uint32_t np = 0;
+	int ret;
+
+	msg_init(&req, MSG_T_NODE_LIST);
+	ret = agent_coord_call(a, &req, &nodes);
+	if (ret) {
+		msg_fini(&nodes);
+		return ret;
+	}
+	agent_rdma_sync(a, &nodes);
+	peers = calloc(nodes.n_nodes ? nodes.n_nodes : 1, sizeof(*peers));
+	if (!peers) {
+		msg_fini(&nodes);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < nodes.n_nodes; i++) {
+		const struct msg_node *n = &nodes.nodes[i];
+
+		peers[np].node = n->id;
+		peers[np].instance = n->instance;
+		memcpy(peers[np].data_addr, n->data_addr,
+		       sizeof(peers[np].data_addr));
+		if (a->rdma && n->mr_addr)
+			peers[np].flags |= XPORT_PEER_VERBS;
+		np++;
+	}
+	ret = floop_peers_set(a->fl, peers, np);
+	free(peers);
+	msg_fini(&nodes);
+	return ret;
 }
 
 static void agent_heartbeat(struct evl *l, void *arg)
@@ -154,11 +192,15 @@ static void agent_heartbeat(struct evl *l, void *arg)
 			 (unsigned long long)a->node_id);
 		agent_join(a);
 	}
+	if (!ret && a->rdma)
+		agent_peers_refresh(a);
 }
 
 static const struct xport_ops *agent_xport(const char *name)
 {
-	if (!strcmp(name, "tcp") || !strcmp(name, "auto"))
+	/* TCP is always there: the fallback, and the only one for "tcp". */
+	if (!strcmp(name, "tcp") || !strcmp(name, "auto") ||
+	    !strcmp(name, "verbs"))
 		return &xport_tcp_ops;
 	return NULL;
 }
@@ -173,9 +215,7 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 
 	xops = agent_xport(cfg->transport);
 	if (!xops) {
-		log_err("transport %s: not available in this build (the verbs "
-			"transport needs an RDMA device and is not built yet); "
-			"use --transport tcp or auto",
+		log_err("transport %s: unknown (auto, tcp or verbs)",
 			cfg->transport);
 		return -ENOTSUP;
 	}
@@ -218,6 +258,9 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 			       "give --data-addr");
 		goto err;
 	}
+	ret = agent_rdma_init(a);
+	if (ret)
+		goto err;
 	/* The fault loop needs our node id: wait for the coordinator. */
 	while ((ret = agent_join(a)) == -EHOSTUNREACH)
 		sleep(1);
@@ -231,6 +274,8 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	fcfg.fault_timeout_ms = cfg->fault_timeout_ms;
 	fcfg.slots = cfg->slots;
 	fcfg.readahead = cfg->readahead;
+	fcfg.rdma = a->rdma;
+	fcfg.verbs_only = !strcmp(cfg->transport, "verbs");
 	ret = floop_create(&fcfg, &a->fl);
 	if (ret) {
 		log_errno(ret, "fault loop");
@@ -260,8 +305,8 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	}
 	log_info("serving faults on %s, transport %s, fault timeout %u ms, "
 		 "read-ahead up to %u pages",
-		 cfg->sock_path, xops->name, cfg->fault_timeout_ms,
-		 cfg->readahead);
+		 cfg->sock_path, a->rdma ? cfg->transport : xops->name,
+		 cfg->fault_timeout_ms, cfg->readahead);
 	*out = a;
 	return 0;
 err:
@@ -285,6 +330,7 @@ void agent_destroy(struct node_agent *a)
 		return;
 	fsvc_fini(a);
 	floop_destroy(a->fl);
+	agent_rdma_fini(a);
 	pagesrv_destroy(a->srv);
 	evl_destroy(a->evl);
 	if (a->coord_fd >= 0)

@@ -16,6 +16,7 @@ struct evl;
 struct floop;
 struct pagesrv;
 struct fsvc_conn;
+struct xport_rdma_ctx;
 
 struct node_cfg {
 	const char *coordinator; /* "host:port" */
@@ -31,6 +32,8 @@ struct node_cfg {
 	unsigned int heartbeat_ms;
 	unsigned int slots;
 	unsigned int readahead;
+	const char *rdma_device; /* NULL = first with an active port */
+	int gid_index;		 /* -1 = auto */
 };
 
 struct node_agent {
@@ -48,6 +51,7 @@ struct node_agent {
 	struct fsvc_conn *conns;
 	uint64_t next_map_id;
 	int coord_down_logged;
+	struct xport_rdma_ctx *rdma; /* NULL: TCP only */
 };
 
 /* Creates everything and joins the cluster. Returns 0 or -errno (logged). */
@@ -64,6 +68,20 @@ void agent_destroy(struct node_agent *a);
  */
 int agent_coord_call(struct node_agent *a, const struct msg *req,
 		     struct msg *rep);
+
+/*
+ * Fetches the node table, exchanges verbs endpoints with peers that have
+ * them and tells the fault loop what it knows of every peer. Returns 0 or
+ * -errno.
+ */
+int agent_peers_refresh(struct node_agent *a);
+
+/* Verbs control plane (agent_rdma.c); no-ops without a device. */
+int agent_rdma_init(struct node_agent *a);
+void agent_rdma_fini(struct node_agent *a);
+int agent_rdma_publish_mr(struct node_agent *a);
+/* Endpoint exchange with every verbs peer in @nodes (a MSG_T_NODES). */
+void agent_rdma_sync(struct node_agent *a, const struct msg *nodes);
 
 /* Fault service (fsvc.c). */
 int fsvc_init(struct node_agent *a);

@@ -31,14 +31,15 @@
 #include "req.h"
 #include "uffd.h"
 
-#define FLOOP_PAGE     4096u
-#define FLOOP_TICK_MS  20
-#define FLOOP_RETRY_MS 100
-#define FLOOP_MSGS     64
-#define FLOOP_RING     1024
-#define FLOOP_STREAMS  4  /* sequential streams tracked per mapping */
-#define FLOOP_RA_FIRST 4  /* first read-ahead window, pages */
-#define FLOOP_PF_DEPTH 32 /* background prefetch reads in flight per map */
+#define FLOOP_PAGE	  4096u
+#define FLOOP_TICK_MS	  20
+#define FLOOP_RETRY_MS	  100
+#define FLOOP_MSGS	  64
+#define FLOOP_RING	  1024
+#define FLOOP_STREAMS	  4    /* sequential streams tracked per mapping */
+#define FLOOP_RA_FIRST	  4    /* first read-ahead window, pages */
+#define FLOOP_PF_DEPTH	  32   /* background prefetch reads in flight per map */
+#define FLOOP_VERBS_UP_MS 5000 /* auto: a QP not up by then means TCP */
 
 enum fetch_state {
 	FETCH_FREE = 0,
@@ -98,8 +99,14 @@ struct fetch {
 
 struct fpeer {
 	struct xport_peer_info info;
+	const struct xport_ops *ops; /* transport in use, when xp != NULL */
+	struct xport *x;
 	struct xport_peer *xp;
 	struct xport_stats last;
+	const char *last_name;
+	uint64_t opened_ms;
+	int no_verbs; /* verbs did not come up in time: TCP from now on */
+	int warned;
 };
 
 /* A fault that found every slot busy. */
@@ -129,7 +136,8 @@ struct floop {
 	struct floop_counters ctr;
 	struct io_uring ring;
 	int ring_ok;
-	struct xport *x;
+	struct xport *x;  /* tcp */
+	struct xport *xv; /* verbs, if there is a device */
 	pthread_t thread;
 	int started;
 	int stopping;
@@ -303,14 +311,29 @@ static void floop_peers_update(struct floop *f,
 			continue;
 		if (p) {
 			if (!strcmp(p->info.data_addr, in[i].data_addr) &&
-			    p->info.instance == in[i].instance)
+			    p->info.instance == in[i].instance) {
+				int verbs = !!(in[i].flags & XPORT_PEER_VERBS);
+
+				if (verbs ==
+				    !!(p->info.flags & XPORT_PEER_VERBS))
+					continue;
+				/* The peer gained or lost verbs: reopen on
+				 * the right transport; reads are retried. */
+				p->info.flags = in[i].flags;
+				if (p->xp && (p->ops == &xport_rdma_ops) !=
+						     (verbs && !p->no_verbs)) {
+					p->ops->peer_close(p->xp);
+					p->xp = NULL;
+				}
 				continue;
+			}
 			/* New address or instance: reads fail -ECANCELED and
 			 * are retried against the new connection. */
 			if (p->xp)
-				f->cfg.xops->peer_close(p->xp);
+				p->ops->peer_close(p->xp);
 			p->xp = NULL;
 			p->info = in[i];
+			p->no_verbs = 0;
 			continue;
 		}
 		p = realloc(f->peers, (f->n_peers + 1) * sizeof(*p));
@@ -326,6 +349,12 @@ static void floop_peers_update(struct floop *f,
 	}
 }
 
+/* Verbs when both ends have it (and it came up in time), else TCP. */
+static int floop_peer_wants_verbs(const struct floop *f, const struct fpeer *p)
+{
+	return f->xv && (p->info.flags & XPORT_PEER_VERBS) && !p->no_verbs;
+}
+
 static struct xport_peer *floop_peer_get(struct floop *f, uint64_t node)
 {
 	struct fpeer *p = floop_peer_find(f, node);
@@ -333,15 +362,66 @@ static struct xport_peer *floop_peer_get(struct floop *f, uint64_t node)
 
 	if (!p)
 		return NULL;
-	if (!p->xp) {
-		ret = f->cfg.xops->peer_open(f->x, &p->info, &p->xp);
-		if (ret) {
-			log_errno(ret, "peer %llu (%s): open",
-				  (unsigned long long)node, p->info.data_addr);
-			p->xp = NULL;
-		}
+	if (p->xp)
+		return p->xp;
+	if (floop_peer_wants_verbs(f, p)) {
+		p->ops = &xport_rdma_ops;
+		p->x = f->xv;
+	} else if (f->cfg.verbs_only) {
+		if (!p->warned)
+			log_err("peer %llu has no verbs endpoint and the "
+				"transport is verbs only: its pages cannot be "
+				"fetched",
+				(unsigned long long)node);
+		p->warned = 1;
+		return NULL;
+	} else {
+		p->ops = f->cfg.xops;
+		p->x = f->x;
 	}
+	ret = p->ops->peer_open(p->x, &p->info, &p->xp);
+	if (ret) {
+		log_errno(ret, "peer %llu (%s): open %s",
+			  (unsigned long long)node, p->info.data_addr,
+			  p->ops->name);
+		p->xp = NULL;
+		return NULL;
+	}
+	p->opened_ms = floop_now_ms();
+	if (p->last_name != p->ops->name)
+		log_info("peer %llu: transport %s", (unsigned long long)node,
+			 p->ops->name);
+	p->last_name = p->ops->name;
 	return p->xp;
+}
+
+/* auto: a verbs peer whose QP is not up in time falls back to TCP, once. */
+static void floop_peers_check(struct floop *f, uint64_t now)
+{
+	for (uint32_t i = 0; i < f->n_peers; i++) {
+		struct fpeer *p = &f->peers[i];
+
+		if (!p->xp || p->ops != &xport_rdma_ops ||
+		    p->ops->peer_state(p->xp) == XPORT_PEER_UP ||
+		    now - p->opened_ms < FLOOP_VERBS_UP_MS)
+			continue;
+		if (f->cfg.verbs_only) {
+			if (!p->warned)
+				log_warn("peer %llu: verbs queue pair not up "
+					 "after %u ms; still waiting",
+					 (unsigned long long)p->info.node,
+					 FLOOP_VERBS_UP_MS);
+			p->warned = 1;
+			continue;
+		}
+		log_warn("peer %llu: verbs queue pair not up after %u ms; "
+			 "using TCP",
+			 (unsigned long long)p->info.node, FLOOP_VERBS_UP_MS);
+		/* Its reads fail -ECANCELED and are posted again over TCP. */
+		p->ops->peer_close(p->xp);
+		p->xp = NULL;
+		p->no_verbs = 1;
+	}
 }
 
 /*
@@ -458,7 +538,9 @@ static void floop_slot_post(struct floop *f, struct fetch *s, uint64_t now)
 		return;
 	}
 	tag = ((uint64_t)s->gen << 32) | (uint32_t)(s - f->slots);
-	ret = f->cfg.xops->read(xp, s->off, FLOOP_PAGE, s->buf, tag);
+	/* The peer's own transport: verbs or tcp, chosen per peer. */
+	ret = floop_peer_find(f, s->owner)
+		      ->ops->read(xp, s->off, FLOOP_PAGE, s->buf, tag);
 	if (ret == 0) {
 		s->state = FETCH_POSTED;
 		return;
@@ -885,14 +967,15 @@ static void floop_stats_publish(struct floop *f)
 		struct fpeer *p = &f->peers[i];
 
 		if (p->xp)
-			f->cfg.xops->peer_stats(p->xp, &xs);
+			p->ops->peer_stats(p->xp, &xs);
 		else
 			xs = p->last;
 		p->last = xs;
 		st[i].node = p->info.node;
 		snprintf(st[i].transport, sizeof(st[i].transport), "%s",
-			 f->cfg.xops->name);
+			 p->last_name ? p->last_name : "none");
 		st[i].reads = xs.completed;
+		st[i].posted = xs.posted;
 		st[i].bytes = xs.bytes;
 		st[i].errors = xs.failed;
 	}
@@ -909,6 +992,9 @@ static void floop_tick(struct floop *f)
 	uint64_t limit = f->cfg.fault_timeout_ms;
 
 	f->cfg.xops->tick(f->x, now);
+	if (f->xv)
+		xport_rdma_ops.tick(f->xv, now);
+	floop_peers_check(f, now);
 	for (uint32_t i = 0; i < f->n_slots; i++) {
 		struct fetch *s = &f->slots[i];
 
@@ -1041,6 +1127,10 @@ static void floop_cqe(struct floop *f, struct io_uring_cqe *cqe)
 	case REQ_XPORT:
 		f->cfg.xops->on_cqe(f->x, cqe);
 		break;
+	case REQ_XPORT_VERBS:
+		if (f->xv)
+			xport_rdma_ops.on_cqe(f->xv, cqe);
+		break;
 	}
 }
 
@@ -1156,6 +1246,14 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 	ret = f->cfg.xops->create(&xcfg, &f->x);
 	if (ret)
 		goto err;
+	if (f->cfg.rdma) {
+		xcfg.rdma = f->cfg.rdma;
+		ret = xport_rdma_ops.create(&xcfg, &f->xv);
+		if (ret) {
+			log_errno(ret, "verbs transport");
+			goto err;
+		}
+	}
 	*out = f;
 	return 0;
 err:
@@ -1192,8 +1290,10 @@ void floop_destroy(struct floop *f)
 	}
 	for (uint32_t i = 0; i < f->n_peers; i++) {
 		if (f->peers[i].xp)
-			f->cfg.xops->peer_close(f->peers[i].xp);
+			f->peers[i].ops->peer_close(f->peers[i].xp);
 	}
+	if (f->xv)
+		xport_rdma_ops.destroy(f->xv);
 	if (f->x)
 		f->cfg.xops->destroy(f->x);
 	for (m = f->maps; m; m = mn) {

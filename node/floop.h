@@ -32,7 +32,9 @@ struct floop_cfg {
 	uint64_t self; /* this node's id */
 	const uint8_t *pool_base;
 	uint64_t pool_size;
-	const struct xport_ops *xops;
+	const struct xport_ops *xops;  /* tcp: always there */
+	struct xport_rdma_ctx *rdma;   /* verbs context, or NULL */
+	int verbs_only;		       /* --transport verbs: no fallback */
 	unsigned int fault_timeout_ms; /* then SIGBUS */
 	unsigned int slots;	       /* fetches in flight; 0 = 512 */
 	unsigned int readahead;	       /* max read-ahead window, pages; 0 off */

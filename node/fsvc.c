@@ -78,13 +78,10 @@ static int fsvc_reply_error(struct fsvc_conn *c, int err, const char *what)
 static int fsvc_on_map(struct fsvc_conn *c, const struct msg *req)
 {
 	struct node_agent *a = c->a;
-	struct xport_peer_info *peers = NULL;
-	struct msg q, region, nodes;
-	uint32_t np = 0;
+	struct msg q, region;
 	int ret;
 
 	msg_init(&region, MSG_T_NONE);
-	msg_init(&nodes, MSG_T_NONE);
 	msg_init(&q, MSG_T_REGION_GET);
 	msg_strset(q.name, sizeof(q.name), req->name);
 	ret = agent_coord_call(a, &q, &region);
@@ -96,23 +93,7 @@ static int fsvc_on_map(struct fsvc_conn *c, const struct msg *req)
 		msg_fini(&region);
 		return fsvc_reply_error(c, ret, text) ?: ret;
 	}
-	msg_init(&q, MSG_T_NODE_LIST);
-	ret = agent_coord_call(a, &q, &nodes);
-	if (ret)
-		goto out_reply;
-	peers = calloc(nodes.n_nodes ? nodes.n_nodes : 1, sizeof(*peers));
-	if (!peers) {
-		ret = -ENOMEM;
-		goto out_reply;
-	}
-	for (uint32_t i = 0; i < nodes.n_nodes; i++) {
-		peers[np].node = nodes.nodes[i].id;
-		peers[np].instance = nodes.nodes[i].instance;
-		memcpy(peers[np].data_addr, nodes.nodes[i].data_addr,
-		       sizeof(peers[np].data_addr));
-		np++;
-	}
-	ret = floop_peers_set(a->fl, peers, np);
+	ret = agent_peers_refresh(a);
 	if (ret)
 		goto out_reply;
 
@@ -134,9 +115,7 @@ static int fsvc_on_map(struct fsvc_conn *c, const struct msg *req)
 out_reply:
 	fsvc_reply_error(c, ret, "cannot look up the region's owners");
 out:
-	free(peers);
 	msg_fini(&region);
-	msg_fini(&nodes);
 	return ret;
 }
 

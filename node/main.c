@@ -49,7 +49,16 @@ static void main_usage(FILE *out)
 		"from)\n"
 		"  -s, --sock PATH          Unix socket for local processes "
 		"(default %s)\n"
-		"  -t, --transport T        auto|tcp|verbs (default auto)\n"
+		"  -t, --transport T        auto: verbs to peers that have it "
+		"(else TCP),\n"
+		"                           tcp, or verbs (refuse to start "
+		"without a device)\n"
+		"                           (default auto)\n"
+		"  -d, --rdma-device NAME   RDMA device (default: the first "
+		"with an active port)\n"
+		"      --gid-index N        GID index (default: the RoCE v2 "
+		"GID of the data\n"
+		"                           address, else link-local)\n"
 		"      --fault-timeout-ms N how long a fault waits for an "
 		"unreachable owner\n"
 		"                           before the process gets SIGBUS "
@@ -94,6 +103,8 @@ int main(int argc, char **argv)
 		{ "data-addr", required_argument, NULL, 'a' },
 		{ "sock", required_argument, NULL, 's' },
 		{ "transport", required_argument, NULL, 't' },
+		{ "rdma-device", required_argument, NULL, 'd' },
+		{ "gid-index", required_argument, NULL, 'G' },
 		{ "fault-timeout-ms", required_argument, NULL, 'F' },
 		{ "heartbeat-ms", required_argument, NULL, 'B' },
 		{ "inflight", required_argument, NULL, 'I' },
@@ -114,6 +125,7 @@ int main(int argc, char **argv)
 		.fault_timeout_ms = 30000,
 		.heartbeat_ms = 1000,
 		.readahead = 64,
+		.gid_index = -1,
 	};
 	enum log_level lvl = LOG_INFO;
 	struct sigaction sa = { 0 };
@@ -121,8 +133,8 @@ int main(int argc, char **argv)
 	int c, ret;
 
 	log_init("farpage-node", lvl);
-	while ((c = getopt_long(argc, argv, "c:n:p:l:a:s:t:hV", opts, NULL)) !=
-	       -1) {
+	while ((c = getopt_long(argc, argv, "c:n:p:l:a:s:t:d:hV", opts,
+				NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			cfg.coordinator = optarg;
@@ -197,6 +209,17 @@ int main(int argc, char **argv)
 		case 'A':
 			cfg.addr_file = optarg;
 			break;
+		case 'd':
+			cfg.rdma_device = optarg;
+			break;
+		case 'G': {
+			unsigned int g;
+
+			if (main_uint("--gid-index", optarg, 0, &g) || g > 255)
+				return 2;
+			cfg.gid_index = (int)g;
+			break;
+		}
 		case 'L':
 			if (log_level_parse(optarg, &lvl)) {
 				fprintf(stderr, "farpage-node: --log-level: "

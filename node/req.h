@@ -11,7 +11,8 @@ enum req_op {
 	REQ_UFFD_POLL = 1, /* a mapping's uffd became readable */
 	REQ_WAKEUP,	   /* eventfd: work queued by another thread */
 	REQ_TIMER,	   /* periodic tick */
-	REQ_XPORT,	   /* owned by a transport: ops->on_cqe() */
+	REQ_XPORT,	   /* owned by the tcp transport: ops->on_cqe() */
+	REQ_XPORT_VERBS,   /* owned by the verbs transport */
 };
 
 struct req {

@@ -152,7 +152,7 @@ struct xport_rdma_peer {
 	struct xport_rdma_slot slots[];
 };
 
-/* user_data of our SQEs: the fault loop sees req.op REQ_XPORT. */
+/* user_data of our SQEs: the fault loop sees req.op REQ_XPORT_VERBS. */
 struct xport_rdma_req {
 	struct req req;
 	struct xport_rdma *x;
@@ -1581,8 +1581,8 @@ static int xport_rdma_create(const struct xport_cfg *cfg, struct xport **out)
 	x->arg = cfg->arg;
 	x->land = (uintptr_t)cfg->land;
 	x->land_len = cfg->land_len;
-	x->poll_req = (struct xport_rdma_req){ { REQ_XPORT }, x };
-	x->cancel_req = (struct xport_rdma_req){ { REQ_XPORT }, x };
+	x->poll_req = (struct xport_rdma_req){ { REQ_XPORT_VERBS }, x };
+	x->cancel_req = (struct xport_rdma_req){ { REQ_XPORT_VERBS }, x };
 	pthread_mutex_lock(&ctx->lock);
 	ret = ctx->x ? -EBUSY : 0;
 	if (!ret)

@@ -135,7 +135,7 @@ static int t_drv_poll(struct t_drv *d, unsigned int ms)
 		struct req *r = io_uring_cqe_get_data(cqe);
 
 		seen++;
-		if (r && r->op == REQ_XPORT)
+		if (r && r->op == REQ_XPORT_VERBS)
 			d->ops->on_cqe(d->x, cqe);
 		else
 			d->foreign++;

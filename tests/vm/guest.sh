@@ -173,7 +173,11 @@ step_two_node() {
 			gidx=" --gid-index $FARPAGE_VM_GID_INDEX"
 		fi
 		name="two-node (verbs, rxe0 <-> rxe1, $SIZE)"
-		args=(--transport verbs --a-args "--rdma-device rxe0$gidx" --b-args "--rdma-device rxe1$gidx")
+		# Read-ahead off: every remote page is then exactly one fault and
+		# one RDMA READ, which is what the counter check below compares
+		# (read-ahead may fetch a page another fault already brought in).
+		args=(--transport verbs --a-args "--rdma-device rxe0 --readahead 0$gidx"
+			--b-args "--rdma-device rxe1 --readahead 0$gidx")
 	else
 		name="two-node (tcp, verbs not available yet)"
 		args=(--transport tcp)

@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The agent's verbs control plane, on the control thread: open the device
+ * and register the pool, publish the pool MR, and exchange queue-pair
+ * endpoints with every peer that has verbs, through the coordinator.
+ *
+ * Each side publishes ENDPOINT_PUT(node=self, peer) after preparing its QP
+ * and connects to the peer's ENDPOINT(node=peer, peer=self) once it shows
+ * up. A QP reset after an error gets a fresh PSN and is published again;
+ * the peer sees the change and reconnects to it.
+ */
+#define LOG_PREFIX "verbs: "
+#include "agent.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "log.h"
+#include "net.h"
+#include "xport_rdma.h"
+
+int agent_rdma_init(struct node_agent *a)
+{
+	struct xport_rdma_cfg rc = { 0 };
+	char host[MSG_ADDR_MAX], port[16];
+	int ret;
+
+	if (!strcmp(a->cfg.transport, "tcp"))
+		return 0;
+	rc.device = a->cfg.rdma_device;
+	rc.gid_index = a->cfg.gid_index;
+	if (!net_addr_split(a->data_addr, host, sizeof(host), port,
+			    sizeof(port)))
+		rc.data_ip = host;
+	rc.pool = a->pool.base;
+	rc.pool_len = a->pool.size;
+	ret = xport_rdma_ctx_create(&rc, &a->rdma);
+	if (!ret) {
+		log_info("device %s: pool registered, %s",
+			 xport_rdma_ctx_device(a->rdma),
+			 strcmp(a->cfg.transport, "verbs")
+				 ? "verbs to peers that have it, else TCP"
+				 : "verbs only");
+		return 0;
+	}
+	a->rdma = NULL;
+	if (!strcmp(a->cfg.transport, "verbs")) {
+		log_err("--transport verbs needs a usable RDMA device; "
+			"refusing "
+			"to start (use --transport auto or tcp)");
+		return ret;
+	}
+	log_info("no usable RDMA device; every peer uses TCP");
+	return 0;
+}
+
+void agent_rdma_fini(struct node_agent *a)
+{
+	xport_rdma_ctx_destroy(a->rdma);
+	a->rdma = NULL;
+}
+
+int agent_rdma_publish_mr(struct node_agent *a)
+{
+	struct msg req, rep;
+	uint64_t addr, len;
+	uint32_t rkey;
+	int ret;
+
+	if (!a->rdma)
+		return 0;
+	xport_rdma_mr_get(a->rdma, &addr, &rkey, &len);
+	msg_init(&req, MSG_T_MR_PUT);
+	req.node = a->node_id;
+	req.mr_addr = addr;
+	req.rkey = rkey;
+	req.mr_len = len;
+	ret = agent_coord_call(a, &req, &rep);
+	msg_fini(&rep);
+	if (ret)
+		log_errno(ret, "publishing the pool MR");
+	return ret;
+}
+
+static void agent_rdma_peer_sync(struct node_agent *a, const struct msg_node *n)
+{
+	struct xport_rdma_remote remote = { 0 };
+	struct xport_rdma_ep local;
+	struct msg req, rep;
+	int ret;
+
+	if (xport_rdma_peer_needs_exchange(a->rdma, n->id)) {
+		ret = xport_rdma_peer_prepare(a->rdma, n->id, &local);
+		if (ret) {
+			log_errno(ret, "queue pair for node %llu",
+				  (unsigned long long)n->id);
+			return;
+		}
+		msg_init(&req, MSG_T_ENDPOINT_PUT);
+		xport_rdma_ep_to_msg(&local, &req);
+		req.node = a->node_id;
+		req.peer = n->id;
+		ret = agent_coord_call(a, &req, &rep);
+		msg_fini(&rep);
+		if (ret) {
+			log_errno(ret, "publishing our endpoint for node %llu",
+				  (unsigned long long)n->id);
+			return;
+		}
+	}
+	msg_init(&req, MSG_T_ENDPOINT_GET);
+	req.node = n->id;
+	req.peer = a->node_id;
+	ret = agent_coord_call(a, &req, &rep);
+	if (ret == -ENOENT) {
+		msg_fini(&rep);
+		return; /* the peer has not published for us yet */
+	}
+	if (!ret && rep.type == MSG_T_ENDPOINT)
+		ret = xport_rdma_ep_from_msg(&rep, &remote.ep);
+	else if (!ret)
+		ret = -EBADMSG;
+	msg_fini(&rep);
+	if (ret) {
+		log_errno(ret, "endpoint of node %llu",
+			  (unsigned long long)n->id);
+		return;
+	}
+	if (xport_rdma_peer_is_connected_to(a->rdma, n->id, &remote.ep))
+		return;
+	remote.instance = n->instance;
+	remote.mr_addr = n->mr_addr;
+	remote.rkey = (uint32_t)n->rkey;
+	remote.mr_len = n->mr_len;
+	ret = xport_rdma_peer_connect(a->rdma, n->id, &remote);
+	if (ret == -EBUSY)
+		log_dbg("queue pair to node %llu still draining; next tick",
+			(unsigned long long)n->id);
+	else if (ret)
+		log_errno(ret, "connecting the queue pair to node %llu",
+			  (unsigned long long)n->id);
+	else
+		log_info("queue pair to node %llu (%s) ready: qpn %u",
+			 (unsigned long long)n->id, n->name, remote.ep.qpn);
+}
+
+void agent_rdma_sync(struct node_agent *a, const struct msg *nodes)
+{
+	if (!a->rdma)
+		return;
+	for (uint32_t i = 0; i < nodes->n_nodes; i++) {
+		const struct msg_node *n = &nodes->nodes[i];
+
+		if (n->id == a->node_id || !n->mr_addr || !n->up)
+			continue;
+		agent_rdma_peer_sync(a, n);
+	}
+}
