@@ -1000,7 +1000,10 @@ static void floop_tick(struct floop *f)
 
 		if (s->state != FETCH_WAIT && s->state != FETCH_POSTED)
 			continue;
-		if (now - s->t0_ms >= limit && !s->have_data) {
+		/* Without poisoning there is no loud way out: keep trying
+		 * (read-ahead is just dropped). */
+		if (now - s->t0_ms >= limit && !s->have_data &&
+		    (s->ahead || (s->map->features & UFFD_FEATURE_POISON))) {
 			if (!s->ahead)
 				floop_poison(f, s->map, s->addr,
 					     "owner unreachable past the fault "
