@@ -110,11 +110,12 @@ static void cli_status_text(const struct cli *c, const struct cli_status *st)
 			const struct msg_peer *p = &n->peers[j];
 
 			printf("        peer %-4llu %-6s reads %-10llu "
-			       "bytes %-10s errors %llu\n",
+			       "bytes %-10s errors %-6llu posted %llu\n",
 			       (unsigned long long)p->node, p->transport,
 			       (unsigned long long)p->reads,
 			       cli_size_str(p->bytes, size, sizeof(size)),
-			       (unsigned long long)p->errors);
+			       (unsigned long long)p->errors,
+			       (unsigned long long)p->posted);
 		}
 	}
 
@@ -165,10 +166,12 @@ static void cli_json_node(const struct msg_node *n)
 		printf("%s{\"node\": %llu, \"transport\": ", j ? ", " : "",
 		       (unsigned long long)p->node);
 		cli_json_str(p->transport);
-		printf(", \"reads\": %llu, \"bytes\": %llu, \"errors\": %llu}",
+		printf(", \"reads\": %llu, \"bytes\": %llu, \"errors\": %llu, "
+		       "\"posted\": %llu}",
 		       (unsigned long long)p->reads,
 		       (unsigned long long)p->bytes,
-		       (unsigned long long)p->errors);
+		       (unsigned long long)p->errors,
+		       (unsigned long long)p->posted);
 	}
 	printf("]}");
 }

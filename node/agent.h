@@ -34,6 +34,7 @@ struct node_cfg {
 	unsigned int readahead;
 	const char *rdma_device; /* NULL = first with an active port */
 	int gid_index;		 /* -1 = auto */
+	unsigned int rdma_depth; /* READs in flight per QP, 0 = default */
 };
 
 struct node_agent {

@@ -29,6 +29,7 @@ int agent_rdma_init(struct node_agent *a)
 		return 0;
 	rc.device = a->cfg.rdma_device;
 	rc.gid_index = a->cfg.gid_index;
+	rc.depth = a->cfg.rdma_depth;
 	if (!net_addr_split(a->data_addr, host, sizeof(host), port,
 			    sizeof(port)))
 		rc.data_ip = host;

@@ -59,6 +59,9 @@ static void main_usage(FILE *out)
 		"      --gid-index N        GID index (default: the RoCE v2 "
 		"GID of the data\n"
 		"                           address, else link-local)\n"
+		"      --rdma-depth N       RDMA READs in flight per queue "
+		"pair "
+		"(default 128)\n"
 		"      --fault-timeout-ms N how long a fault waits for an "
 		"unreachable owner\n"
 		"                           before the process gets SIGBUS "
@@ -105,6 +108,7 @@ int main(int argc, char **argv)
 		{ "transport", required_argument, NULL, 't' },
 		{ "rdma-device", required_argument, NULL, 'd' },
 		{ "gid-index", required_argument, NULL, 'G' },
+		{ "rdma-depth", required_argument, NULL, 'D' },
 		{ "fault-timeout-ms", required_argument, NULL, 'F' },
 		{ "heartbeat-ms", required_argument, NULL, 'B' },
 		{ "inflight", required_argument, NULL, 'I' },
@@ -211,6 +215,11 @@ int main(int argc, char **argv)
 			break;
 		case 'd':
 			cfg.rdma_device = optarg;
+			break;
+		case 'D':
+			if (main_uint("--rdma-depth", optarg, 1,
+				      &cfg.rdma_depth))
+				return 2;
 			break;
 		case 'G': {
 			unsigned int g;

@@ -6,12 +6,17 @@
  *   fp_guest fork REGION SEED   map, verify a local and a remote page, fork:
  *                               the child must not see the range (SIGSEGV),
  *                               the parent must keep working.
+ *   fp_guest events REGION SEED write a remote page (private), MADV_DONTNEED
+ *                               it (REMOVE): it faults again and holds the
+ *                               owner's data; munmap a remote chunk (UNMAP):
+ *                               every other page still verifies.
  */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -91,10 +96,74 @@ static int guest_fork(const char *region, uint64_t seed)
 	return 0;
 }
 
+static int guest_verify_all(struct farpage_map *m, uint64_t seed, size_t hole,
+			    size_t hole_len)
+{
+	uint8_t *base = farpage_map_addr(m);
+
+	for (size_t o = 0; o < farpage_map_size(m); o += PATTERN_PAGE) {
+		if (o >= hole && o < hole + hole_len)
+			continue;
+		if (pattern_check(base + o, seed, o / PATTERN_PAGE)) {
+			fprintf(stderr, "fp_guest: page %zu wrong\n",
+				o / PATTERN_PAGE);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static int guest_events(const char *region, uint64_t seed)
+{
+	struct farpage_map *m;
+	size_t rem, cs;
+	uint8_t *base;
+	int ret;
+
+	ret = farpage_map(region, NULL, &m);
+	if (ret) {
+		fprintf(stderr, "fp_guest: map %s: %s\n", region,
+			farpage_strerror(ret));
+		return 1;
+	}
+	base = farpage_map_addr(m);
+	cs = farpage_map_chunk_size(m);
+	if (guest_find(m, 0, &rem)) {
+		fprintf(stderr, "fp_guest: region needs remote pages\n");
+		return 1;
+	}
+	/* REMOVE: a private write to a remote page is dropped by DONTNEED and
+	 * the next touch faults the owner's page in again. */
+	memset(base + rem, 0xa5, PATTERN_PAGE);
+	if (madvise(base + rem, PATTERN_PAGE, MADV_DONTNEED)) {
+		perror("fp_guest: madvise");
+		return 1;
+	}
+	if (pattern_check(base + rem, seed, rem / PATTERN_PAGE)) {
+		fprintf(stderr,
+			"fp_guest: page not refetched after DONTNEED\n");
+		return 1;
+	}
+	/* UNMAP of one remote chunk: the agent is told, the rest works. */
+	if (munmap(base + rem, cs)) {
+		perror("fp_guest: munmap");
+		return 1;
+	}
+	if (guest_verify_all(m, seed, rem, cs))
+		return 1;
+	printf("fp_guest: DONTNEED refetched the owner's page; after "
+	       "unmapping one chunk the other %zu pages verified\n",
+	       (farpage_map_size(m) - cs) / PATTERN_PAGE);
+	farpage_unmap(m);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "fork"))
 		return guest_fork(argv[2], strtoull(argv[3], NULL, 0));
-	fprintf(stderr, "usage: fp_guest fork REGION SEED\n");
+	if (argc == 4 && !strcmp(argv[1], "events"))
+		return guest_events(argv[2], strtoull(argv[3], NULL, 0));
+	fprintf(stderr, "usage: fp_guest fork|events REGION SEED\n");
 	return 2;
 }

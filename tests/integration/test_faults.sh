@@ -67,6 +67,11 @@ FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[n1]} "$GUEST" fork r $SEED >"$FP_TMP/fork.out"
 grep -q "does not inherit" "$FP_TMP/fork.out" || fp_fail "fork: no warning printed"
 fp_log "ok: fork refused in the child"
 
+# 2b. MADV_DONTNEED (REMOVE) and a partial munmap (UNMAP) in a mapped guest.
+FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[n1]} "$GUEST" events r $SEED >"$FP_TMP/events.out" 2>&1 ||
+	{ cat "$FP_TMP/events.out" >&2; fp_fail "uffd events"; }
+fp_log "ok: $(tail -n1 "$FP_TMP/events.out" | sed 's/^fp_guest: //')"
+
 # 3. The owner stops (SIGSTOP) mid-run: faults wait; it resumes: they finish.
 kill -STOP "${FP_NODE_PID[n2]}"
 fp_cli H n1 touch r --seed $SEED --order rand --threads 4 >"$FP_TMP/stop.out" 2>&1 &
