@@ -115,6 +115,7 @@ struct xport_rdma_ctx {
 	struct xport_rdma_qp *qps;
 	struct xport_rdma *x;	/* the transport instance using this context */
 	struct xport_stats tot; /* relaxed atomics */
+	struct xport_rdma_psn_gen psn_gen; /* under lock */
 };
 
 enum xport_rdma_slot_state {
@@ -238,19 +239,51 @@ static bool xport_rdma_ep_same(const struct xport_rdma_ep *a,
 
 /* ---- endpoints, PSNs, GIDs, QP attributes (pure) ------------------------- */
 
-int xport_rdma_psn_new(uint32_t *psn)
+int xport_rdma_psn_gen_init(struct xport_rdma_psn_gen *g)
 {
-	uint32_t v;
+	uint32_t v[5];
 	ssize_t n;
 
 	do {
-		n = getrandom(&v, sizeof(v), 0);
+		n = getrandom(v, sizeof(v), 0);
 	} while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return -errno;
 	if (n != sizeof(v))
 		return -EIO;
-	*psn = v & XPORT_RDMA_PSN_MASK;
+	memcpy(g->key, v, sizeof(g->key));
+	g->ctr = v[4] & XPORT_RDMA_PSN_MASK;
+	g->left = XPORT_RDMA_PSN_MASK + 1;
+	return 0;
+}
+
+static uint32_t xport_rdma_psn_round(uint32_t half, uint32_t key)
+{
+	uint32_t x = (half ^ key) * 0x9e3779b1u;
+
+	x ^= x >> 15;
+	x *= 0x85ebca6bu;
+	return (x >> 13) & 0xfff;
+}
+
+int xport_rdma_psn_gen_next(struct xport_rdma_psn_gen *g, uint32_t *psn)
+{
+	uint32_t l, r, t;
+
+	if (!g->left)
+		return -EOVERFLOW;
+	g->left--;
+	l = (g->ctr >> 12) & 0xfff;
+	r = g->ctr & 0xfff;
+	g->ctr = (g->ctr + 1) & XPORT_RDMA_PSN_MASK;
+	/* Each round is invertible whatever the round function: a
+	 * permutation of the 2^24 counter values. */
+	for (int i = 0; i < 4; i++) {
+		t = r;
+		r = l ^ xport_rdma_psn_round(r, g->key[i]);
+		l = t;
+	}
+	*psn = (l << 12) | r;
 	return 0;
 }
 
@@ -618,6 +651,9 @@ int xport_rdma_ctx_create(const struct xport_rdma_cfg *cfg,
 	if (!ctx)
 		return -ENOMEM;
 	pthread_mutex_init(&ctx->lock, NULL);
+	ret = xport_rdma_psn_gen_init(&ctx->psn_gen);
+	if (ret)
+		goto err;
 	ctx->port = (uint8_t)(cfg->port ? cfg->port : 1);
 	ctx->depth = cfg->depth ? cfg->depth : XPORT_RDMA_DEPTH_DEFAULT;
 	ret = xport_rdma_dev_open(ctx, cfg);
@@ -886,7 +922,7 @@ int xport_rdma_peer_prepare(struct xport_rdma_ctx *ctx, uint64_t peer,
 	}
 	switch (q->state) {
 	case XPORT_RDMA_QP_NONE:
-		ret = xport_rdma_psn_new(&psn);
+		ret = xport_rdma_psn_gen_next(&ctx->psn_gen, &psn);
 		if (ret)
 			break;
 		ret = xport_rdma_qp_create(q);
@@ -915,7 +951,7 @@ int xport_rdma_peer_prepare(struct xport_rdma_ctx *ctx, uint64_t peer,
 		/* a new PSN tells the peer our side restarted (it must
 		 * reconnect); after a reconnect the published one stays */
 		while (!q->keep_psn && psn == q->psn && !ret)
-			ret = xport_rdma_psn_new(&psn);
+			ret = xport_rdma_psn_gen_next(&ctx->psn_gen, &psn);
 		if (ret)
 			break;
 		ret = xport_rdma_qp_to_init(q, true);

@@ -145,8 +145,23 @@ void xport_rdma_ep_to_msg(const struct xport_rdma_ep *ep, struct msg *m);
  */
 int xport_rdma_ep_from_msg(const struct msg *m, struct xport_rdma_ep *ep);
 
-/* A random 24-bit PSN from getrandom(). Returns 0 or -errno. */
-int xport_rdma_psn_new(uint32_t *psn);
+/*
+ * PSNs that are unpredictable and never repeat: a 24-bit block cipher (a
+ * 4-round Feistel network on 12-bit halves, round keys from getrandom())
+ * applied to a counter that starts at a random value. Independent random
+ * 24-bit draws would repeat within a few thousand QPs (birthday bound);
+ * this is a permutation, so 2^24 PSNs come out before any repeats.
+ */
+struct xport_rdma_psn_gen {
+	uint32_t key[4];
+	uint32_t ctr;
+	uint32_t left; /* PSNs left before the cycle would repeat */
+};
+
+/* Seeds @g from getrandom(). Returns 0 or -errno. */
+int xport_rdma_psn_gen_init(struct xport_rdma_psn_gen *g);
+/* The next PSN (< 2^24). Returns 0, or -EOVERFLOW after 2^24 of them. */
+int xport_rdma_psn_gen_next(struct xport_rdma_psn_gen *g, uint32_t *psn);
 
 /*
  * Picks a GID table entry of @port among @n valid entries: the RoCE v2 GID

@@ -135,23 +135,28 @@ static int t_cmp_u32(const void *a, const void *b)
 }
 
 /*
- * 10 000 PSNs: all below 2^24, every bit set about half of the time, the
- * 16 top-nibble buckets about even, and no more repeats than chance gives.
- * 24 bits cannot give 10 000 *guaranteed* distinct random values: the
- * birthday bound expects n^2 / 2^25 = 2.98 repeated pairs (P(none) = 5%),
- * so the test bounds the repeats (P(more than 15) < 1e-6) instead.
+ * 10 000 QPs' PSNs from one generator, as a context hands them out: no two
+ * equal, all below 2^24, every bit set about half of the time, the 16
+ * top-nibble buckets about even; and two generators (two agents) are keyed
+ * differently, so their sequences differ.
  */
 static void test_xport_rdma_psn_random(void **state)
 {
-	unsigned int bits[24] = { 0 }, buckets[16] = { 0 }, dups = 0;
+	unsigned int bits[24] = { 0 }, buckets[16] = { 0 }, same = 0;
 	uint32_t *psn = calloc(T_PSNS, sizeof(*psn));
+	struct xport_rdma_psn_gen g, h;
 	unsigned int i, b;
+	uint32_t other;
 
 	assert_non_null(psn);
+	assert_int_equal(xport_rdma_psn_gen_init(&g), 0);
+	assert_int_equal(xport_rdma_psn_gen_init(&h), 0);
 	for (i = 0; i < T_PSNS; i++) {
 		psn[i] = UINT32_MAX;
-		assert_int_equal(xport_rdma_psn_new(&psn[i]), 0);
+		assert_int_equal(xport_rdma_psn_gen_next(&g, &psn[i]), 0);
 		assert_true(psn[i] < (1u << 24));
+		assert_int_equal(xport_rdma_psn_gen_next(&h, &other), 0);
+		same += other == psn[i];
 		for (b = 0; b < 24; b++)
 			bits[b] += (psn[i] >> b) & 1;
 		buckets[psn[i] >> 20]++;
@@ -166,12 +171,28 @@ static void test_xport_rdma_psn_random(void **state)
 	}
 	qsort(psn, T_PSNS, sizeof(*psn), t_cmp_u32);
 	for (i = 1; i < T_PSNS; i++)
-		dups += psn[i] == psn[i - 1];
-	if (dups)
-		print_message("%u repeated PSNs among %u (expected ~3)\n", dups,
-			      T_PSNS);
-	assert_in_range(dups, 0, 15);
+		assert_int_not_equal(psn[i], psn[i - 1]);
+	assert_in_range(same, 0, 5);
 	free(psn);
+}
+
+/* A generator is a permutation: 2^24 distinct PSNs, then -EOVERFLOW. */
+static void test_xport_rdma_psn_cycle(void **state)
+{
+	uint8_t *seen = calloc(1u << 21, 1);
+	struct xport_rdma_psn_gen g;
+	uint32_t psn;
+
+	assert_non_null(seen);
+	assert_int_equal(xport_rdma_psn_gen_init(&g), 0);
+	for (uint32_t i = 0; i < (1u << 24); i++) {
+		assert_int_equal(xport_rdma_psn_gen_next(&g, &psn), 0);
+		assert_true(psn < (1u << 24));
+		assert_false(seen[psn >> 3] & (1u << (psn & 7)));
+		seen[psn >> 3] |= 1u << (psn & 7);
+	}
+	assert_int_equal(xport_rdma_psn_gen_next(&g, &psn), -EOVERFLOW);
+	free(seen);
 }
 
 static void test_xport_rdma_attr_init(void **state)
@@ -382,6 +403,7 @@ int main(void)
 		cmocka_unit_test(test_xport_rdma_ep_roundtrip),
 		cmocka_unit_test(test_xport_rdma_ep_ranges),
 		cmocka_unit_test(test_xport_rdma_psn_random),
+		cmocka_unit_test(test_xport_rdma_psn_cycle),
 		cmocka_unit_test(test_xport_rdma_attr_init),
 		cmocka_unit_test(test_xport_rdma_attr_rtr_roce),
 		cmocka_unit_test(test_xport_rdma_attr_rtr_ib),
