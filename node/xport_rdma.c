@@ -26,6 +26,7 @@
 
 #include "log.h"
 #include "req.h"
+#include "xport_ring.h"
 
 #define XPORT_RDMA_DEPTH_DEFAULT 128u
 #define XPORT_RDMA_RD_ATOMIC_MAX 16
@@ -51,11 +52,6 @@
 #define XPORT_RDMA_RETRY_CNT 6
 #define XPORT_RDMA_RNR_RETRY 7
 #define XPORT_RDMA_HOP_LIMIT 64
-
-/* Kernel 6.3+: MSG_RING passes sqe->file_index as the posted CQE's flags. */
-#ifndef IORING_MSG_RING_FLAGS_PASS
-#define IORING_MSG_RING_FLAGS_PASS (1U << 1)
-#endif
 
 enum xport_rdma_qp_state {
 	XPORT_RDMA_QP_NONE = 0, /* no QP yet */
@@ -1156,14 +1152,7 @@ static void xport_rdma_peer_put(struct xport_rdma_peer *p)
 
 static struct io_uring_sqe *xport_rdma_sqe_get(struct xport_rdma *x)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(x->ring);
-
-	if (!sqe) {
-		/* SQ full (ours and the fault loop's SQEs): flush, retry */
-		io_uring_submit(x->ring);
-		sqe = io_uring_get_sqe(x->ring);
-	}
-	return sqe;
+	return xport_ring_sqe(x->ring);
 }
 
 /* One-shot POLL_ADD on the completion channel; the loop submits it. */
@@ -1841,65 +1830,21 @@ static void xport_rdma_peer_stats(const struct xport_peer *pp,
 	*st = xport_rdma_peer_from_const(pp)->st;
 }
 
-struct xport_rdma_foreign {
-	uint64_t user_data;
-	int32_t res;
-	uint32_t flags;
-};
-
-/* CQEs of other requests that destroy() reaped on the way */
-struct xport_rdma_stash {
-	struct xport_rdma_foreign *v;
-	size_t n, cap;
-};
-
-static void xport_rdma_stash_add(struct xport_rdma_stash *st,
-				 const struct io_uring_cqe *cqe)
+static bool xport_rdma_busy(void *arg)
 {
-	struct xport_rdma_foreign *v;
-	size_t cap;
-
-	if (st->n == st->cap) {
-		cap = st->cap ? st->cap * 2 : 16;
-		v = realloc(st->v, cap * sizeof(*v));
-		if (!v) {
-			log_err("destroy: lost the CQE of another request");
-			return;
-		}
-		st->v = v;
-		st->cap = cap;
-	}
-	st->v[st->n++] = (struct xport_rdma_foreign){ cqe->user_data, cqe->res,
-						      cqe->flags };
+	return ((struct xport_rdma *)arg)->sqes != 0;
 }
 
-/* Puts CQEs we reaped on the ring's owner's behalf back (MSG_RING). */
-static void xport_rdma_foreign_repost(struct xport_rdma *x,
-				      const struct xport_rdma_foreign *f,
-				      size_t n)
+static bool xport_rdma_owns(void *arg, void *data)
 {
-	struct io_uring_sqe *sqe;
-	size_t i;
+	struct xport_rdma *x = arg;
 
-	for (i = 0; i < n; i++) {
-		sqe = xport_rdma_sqe_get(x);
-		if (!sqe) {
-			log_err("lost %zu completions of other requests",
-				n - i);
-			break;
-		}
-		io_uring_prep_msg_ring(sqe, x->ring->ring_fd,
-				       (unsigned int)f[i].res, f[i].user_data,
-				       0);
-		if (f[i].flags) {
-			sqe->msg_ring_flags = IORING_MSG_RING_FLAGS_PASS;
-			sqe->file_index = f[i].flags;
-		}
-		/* if it fails, the owner gets the error on its own request */
-		sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-		io_uring_sqe_set_data64(sqe, f[i].user_data);
-	}
-	io_uring_submit(x->ring);
+	return data == &x->poll_req || data == &x->cancel_req;
+}
+
+static void xport_rdma_on_cqe_cb(void *arg, struct io_uring_cqe *cqe)
+{
+	xport_rdma_on_cqe(arg, cqe);
 }
 
 /*
@@ -1909,13 +1854,16 @@ static void xport_rdma_foreign_repost(struct xport_rdma *x,
  */
 static bool xport_rdma_reap_all(struct xport_rdma *x)
 {
-	struct xport_rdma_stash stash = { NULL, 0, 0 };
+	struct xport_ring_reaper r = {
+		.ring = x->ring,
+		.arg = x,
+		.busy = xport_rdma_busy,
+		.owns = xport_rdma_owns,
+		.on_cqe = xport_rdma_on_cqe_cb,
+		.wait_ms = XPORT_RDMA_REAP_WAIT_MS,
+		.who = "verbs",
+	};
 	struct io_uring_sqe *sqe;
-	struct io_uring_cqe *cqe;
-	unsigned int head, seen;
-	uint64_t end;
-	bool ok = true;
-	int ret;
 
 	if (x->poll_armed) {
 		sqe = xport_rdma_sqe_get(x);
@@ -1926,40 +1874,7 @@ static bool xport_rdma_reap_all(struct xport_rdma *x)
 			x->sqes++;
 		}
 	}
-	end = xport_rdma_now_ms() + XPORT_RDMA_REAP_WAIT_MS;
-	while (x->sqes) {
-		struct __kernel_timespec ts = { .tv_nsec = 100 * 1000000 };
-
-		io_uring_submit(x->ring);
-		ret = io_uring_wait_cqe_timeout(x->ring, &cqe, &ts);
-		if (ret < 0 && ret != -ETIME && ret != -EINTR) {
-			log_errno(ret, "destroy: waiting for completions");
-			ok = false;
-			break;
-		}
-		seen = 0;
-		io_uring_for_each_cqe(x->ring, head, cqe) {
-			void *data = io_uring_cqe_get_data(cqe);
-
-			seen++;
-			if (data == &x->poll_req || data == &x->cancel_req) {
-				xport_rdma_on_cqe((struct xport *)x, cqe);
-				continue;
-			}
-			xport_rdma_stash_add(&stash, cqe);
-		}
-		io_uring_cq_advance(x->ring, seen);
-		if (x->sqes && xport_rdma_now_ms() > end) {
-			log_err("destroy: io_uring poll still armed, leaking "
-				"it");
-			ok = false;
-			break;
-		}
-	}
-	if (stash.n)
-		xport_rdma_foreign_repost(x, stash.v, stash.n);
-	free(stash.v);
-	return ok;
+	return xport_ring_reap(&r);
 }
 
 static void xport_rdma_destroy(struct xport *xx)

@@ -5,6 +5,7 @@
  */
 #define LOG_PREFIX "xport_tcp: "
 #include "xport.h"
+#include "xport_ring.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -40,11 +41,6 @@
 #define XPORT_TCP_NIL		     UINT32_MAX
 /* destroy(): how long to wait for our cancelled requests' CQEs */
 #define XPORT_TCP_REAP_WAIT_MS 5000u
-
-/* Kernel 6.3+: MSG_RING passes sqe->file_index as the posted CQE's flags. */
-#ifndef IORING_MSG_RING_FLAGS_PASS
-#define IORING_MSG_RING_FLAGS_PASS (1U << 1)
-#endif
 
 _Static_assert(XPORT_TCP_DEPTH > 0 && XPORT_TCP_DEPTH < XPORT_TCP_NIL,
 	       "slot index must fit the low half of a wire tag");
@@ -164,13 +160,8 @@ xport_tcp_peer_from_const(const struct xport_peer *p)
 
 static struct io_uring_sqe *xport_tcp_sqe_get(struct xport_tcp *x)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(x->ring);
+	struct io_uring_sqe *sqe = xport_ring_sqe(x->ring);
 
-	if (!sqe) {
-		/* SQ full (ours and the fault loop's SQEs): flush, retry */
-		io_uring_submit(x->ring);
-		sqe = io_uring_get_sqe(x->ring);
-	}
 	if (sqe)
 		x->need_submit = true;
 	return sqe;
@@ -937,115 +928,44 @@ static bool xport_tcp_owns(const struct xport_tcp *x, const void *data)
 	return false;
 }
 
-struct xport_tcp_foreign {
-	uint64_t user_data;
-	int32_t res;
-	uint32_t flags;
-};
-
-/* CQEs of other requests that destroy() reaped on the way */
-struct xport_tcp_stash {
-	struct xport_tcp_foreign *v;
-	size_t n, cap;
-};
-
-static void xport_tcp_stash_add(struct xport_tcp_stash *st,
-				const struct io_uring_cqe *cqe)
+static bool xport_tcp_busy(void *arg)
 {
-	struct xport_tcp_foreign *v;
-	size_t cap;
-
-	if (st->n == st->cap) {
-		cap = st->cap ? st->cap * 2 : 16;
-		v = realloc(st->v, cap * sizeof(*v));
-		if (!v) {
-			log_err("destroy: lost the CQE of another request");
-			return;
-		}
-		st->v = v;
-		st->cap = cap;
-	}
-	st->v[st->n++] = (struct xport_tcp_foreign){ cqe->user_data, cqe->res,
-						     cqe->flags };
+	return ((struct xport_tcp *)arg)->conns != NULL;
 }
 
-/* Puts CQEs we reaped on the ring's owner's behalf back (MSG_RING). */
-static void xport_tcp_foreign_repost(struct xport_tcp *x,
-				     const struct xport_tcp_foreign *f,
-				     size_t n)
+static bool xport_tcp_owns_cb(void *arg, void *data)
 {
-	struct io_uring_sqe *sqe;
-	size_t i;
+	return xport_tcp_owns(arg, data);
+}
 
-	for (i = 0; i < n; i++) {
-		sqe = xport_tcp_sqe_get(x);
-		if (!sqe) {
-			log_err("lost %zu completions of other requests",
-				n - i);
-			break;
-		}
-		io_uring_prep_msg_ring(sqe, x->ring->ring_fd,
-				       (unsigned int)f[i].res, f[i].user_data,
-				       0);
-		sqe->msg_ring_flags = IORING_MSG_RING_FLAGS_PASS;
-		sqe->file_index = f[i].flags;
-		/* if it fails, the owner gets the error on its own request */
-		sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-		io_uring_sqe_set_data64(sqe, f[i].user_data);
-	}
-	xport_tcp_flush(x);
+static void xport_tcp_on_cqe_cb(void *arg, struct io_uring_cqe *cqe)
+{
+	xport_tcp_on_cqe(arg, cqe);
+}
+
+static void xport_tcp_flush_cb(void *arg)
+{
+	xport_tcp_flush(arg);
 }
 
 /*
- * Waits until every request of every connection is reaped. The ring is
- * shared: completions of others met on the way are kept and re-posted.
- * Returns false if the kernel did not complete them in time.
+ * Waits until every request of every connection is reaped. Returns false
+ * if the kernel did not complete them in time.
  */
 static bool xport_tcp_reap_all(struct xport_tcp *x)
 {
-	struct xport_tcp_stash stash = { NULL, 0, 0 };
-	struct io_uring_cqe *cqe;
-	struct timespec t0, t1;
-	unsigned int head, seen;
-	bool ok = true;
-	int ret;
+	struct xport_ring_reaper r = {
+		.ring = x->ring,
+		.arg = x,
+		.busy = xport_tcp_busy,
+		.owns = xport_tcp_owns_cb,
+		.on_cqe = xport_tcp_on_cqe_cb,
+		.flush = xport_tcp_flush_cb,
+		.wait_ms = XPORT_TCP_REAP_WAIT_MS,
+		.who = "tcp",
+	};
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (x->conns) {
-		struct __kernel_timespec ts = { .tv_nsec = 100 * 1000000 };
-
-		xport_tcp_flush(x);
-		ret = io_uring_wait_cqe_timeout(x->ring, &cqe, &ts);
-		if (ret < 0 && ret != -ETIME && ret != -EINTR) {
-			log_errno(ret, "destroy: waiting for completions");
-			ok = false;
-			break;
-		}
-		seen = 0;
-		io_uring_for_each_cqe(x->ring, head, cqe) {
-			void *data = io_uring_cqe_get_data(cqe);
-
-			seen++;
-			if (xport_tcp_owns(x, data)) {
-				xport_tcp_on_cqe((struct xport *)x, cqe);
-				continue;
-			}
-			xport_tcp_stash_add(&stash, cqe);
-		}
-		io_uring_cq_advance(x->ring, seen);
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		if ((t1.tv_sec - t0.tv_sec) * 1000 +
-			    (t1.tv_nsec - t0.tv_nsec) / 1000000 >
-		    XPORT_TCP_REAP_WAIT_MS) {
-			log_err("destroy: I/O still in flight, leaking it");
-			ok = false;
-			break;
-		}
-	}
-	if (stash.n)
-		xport_tcp_foreign_repost(x, stash.v, stash.n);
-	free(stash.v);
-	return ok;
+	return xport_ring_reap(&r);
 }
 
 static void xport_tcp_destroy(struct xport *xx)
