@@ -10,6 +10,8 @@
  *                               it (REMOVE): it faults again and holds the
  *                               owner's data; munmap a remote chunk (UNMAP):
  *                               every other page still verifies.
+ *   fp_guest garbage SOCK       bad frames to the agent's socket: each such
+ *                               client is disconnected, the agent stays up.
  */
 #include <errno.h>
 #include <signal.h>
@@ -17,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -158,12 +162,71 @@ static int guest_events(const char *region, uint64_t seed)
 	return 0;
 }
 
+/* Sends @len bytes to the agent and expects it to hang up on us. */
+static int guest_garbage_one(const char *sock, const void *buf, size_t len,
+			     const char *what)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv = { .tv_sec = 10 };
+	char rep[4096];
+	ssize_t n;
+	int fd;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		perror("fp_guest: connect");
+		return 1;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (send(fd, buf, len, MSG_NOSIGNAL) != (ssize_t)len) {
+		perror("fp_guest: send");
+		close(fd);
+		return 1;
+	}
+	/* An error reply may come first; then EOF. */
+	do {
+		n = recv(fd, rep, sizeof(rep), 0);
+	} while (n > 0);
+	close(fd);
+	if (n < 0 && errno != ECONNRESET) {
+		fprintf(stderr, "fp_guest: %s: the agent kept the connection\n",
+			what);
+		return 1;
+	}
+	return 0;
+}
+
+static int guest_garbage(const char *sock)
+{
+	static const uint8_t huge[4] = { 0xff, 0xff, 0xff, 0xff };
+	static const uint8_t cbor_junk[] = { 0, 0, 0, 3, 0xff, 0xff, 0xff };
+	/* a well-formed map of an unknown message type: {"v":1,"t":999} */
+	static const uint8_t unknown[] = { 0,	 0,    0,    9,	   0xa2,
+					   0x61, 'v',  0x01, 0x61, 't',
+					   0x19, 0x03, 0xe7 };
+	char noise[512];
+
+	for (size_t i = 0; i < sizeof(noise); i++)
+		noise[i] = (char)(i * 131 + 7);
+	if (guest_garbage_one(sock, huge, sizeof(huge), "4 GiB frame") ||
+	    guest_garbage_one(sock, cbor_junk, sizeof(cbor_junk), "bad CBOR") ||
+	    guest_garbage_one(sock, unknown, sizeof(unknown), "unknown type") ||
+	    guest_garbage_one(sock, noise, sizeof(noise), "noise"))
+		return 1;
+	printf("fp_guest: 4 bad clients disconnected\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "fork"))
 		return guest_fork(argv[2], strtoull(argv[3], NULL, 0));
 	if (argc == 4 && !strcmp(argv[1], "events"))
 		return guest_events(argv[2], strtoull(argv[3], NULL, 0));
-	fprintf(stderr, "usage: fp_guest fork|events REGION SEED\n");
+	if (argc == 3 && !strcmp(argv[1], "garbage"))
+		return guest_garbage(argv[2]);
+	fprintf(stderr,
+		"usage: fp_guest fork|events REGION SEED | garbage SOCK\n");
 	return 2;
 }

@@ -67,6 +67,16 @@ FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[n1]} "$GUEST" fork r $SEED >"$FP_TMP/fork.out"
 grep -q "does not inherit" "$FP_TMP/fork.out" || fp_fail "fork: no warning printed"
 fp_log "ok: fork refused in the child"
 
+# 2a. Garbage on the agent's socket: those clients are cut off, a guest
+#     touching at the same time and the next one are served.
+fp_cli H n1 touch r --seed $SEED --order rand --threads 4 >"$FP_TMP/gb.out" 2>&1 &
+pg=$!
+"$GUEST" garbage "${FP_NODE_SOCK[n1]}" >"$FP_TMP/garbage.out" 2>&1 ||
+	{ cat "$FP_TMP/garbage.out" >&2; fp_fail "garbage clients"; }
+wait $pg || { cat "$FP_TMP/gb.out" >&2; fp_fail "guest beside the garbage clients failed"; }
+expect_ok "guest served beside 4 garbage clients" "$FP_TMP/gb.out"
+kill -0 "${FP_NODE_PID[n1]}" || fp_fail "agent died of garbage"
+
 # 2b. MADV_DONTNEED (REMOVE) and a partial munmap (UNMAP) in a mapped guest.
 FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[n1]} "$GUEST" events r $SEED >"$FP_TMP/events.out" 2>&1 ||
 	{ cat "$FP_TMP/events.out" >&2; fp_fail "uffd events"; }
