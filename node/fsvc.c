@@ -29,7 +29,7 @@
 #include "uffd.h"
 #include "xport.h"
 
-#define FSVC_RECV_TIMEOUT_MS 2000
+#define FSVC_RECV_TIMEOUT_MS 200 /* clients send whole small frames */
 #define FSVC_MAP_ALIGN	     (2ull << 20)
 
 enum fsvc_state {
