@@ -603,11 +603,14 @@ struct msg_scan {
 	uint64_t left[MSG_DEPTH_MAX + 1]; /* items left in each open one */
 	unsigned int depth;		  /* open containers */
 	size_t avail;			  /* bytes after the current head */
+	uint64_t items;			  /* seen so far */
 	bool bad;
 };
 
 static void msg_scan_item(struct msg_scan *s)
 {
+	if (++s->items > MSG_ITEMS_MAX)
+		s->bad = true;
 	if (s->depth)
 		s->left[s->depth - 1]--;
 	while (s->depth && !s->left[s->depth - 1])
@@ -616,7 +619,8 @@ static void msg_scan_item(struct msg_scan *s)
 
 static void msg_scan_open(struct msg_scan *s, uint64_t items, size_t n)
 {
-	if (s->depth > MSG_DEPTH_MAX || n > MSG_LIST_MAX || items > s->avail) {
+	if (s->depth > MSG_DEPTH_MAX || n > MSG_LIST_MAX || items > s->avail ||
+	    ++s->items > MSG_ITEMS_MAX) {
 		s->bad = true;
 		return;
 	}

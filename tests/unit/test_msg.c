@@ -12,11 +12,13 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <string.h>
 
 #include <cmocka.h>
 #include <cbor.h>
 
+#include "frame.h"
 #include "msg.h"
 
 #define B(f) MSG_BIT(MSG_F_##f)
@@ -1402,6 +1404,63 @@ static void test_msg_helpers(void **state)
 	}
 }
 
+/*
+ * A frame far below FRAME_MAX made of tiny items: @n_lists lists of @each
+ * zero bytes in one map. Over MSG_ITEMS_MAX the scan refuses it before
+ * cbor_load() builds its tree; just under, the tree is built (then the
+ * schema refuses the unknown keys). Peak RSS shows which happened.
+ */
+static size_t t_lists(uint8_t *b, unsigned int n_lists, uint32_t each)
+{
+	size_t p = 0;
+
+	b[p++] = 0xa0 | (uint8_t)n_lists; /* map of n_lists pairs */
+	for (unsigned int l = 0; l < n_lists; l++) {
+		b[p++] = 0x61; /* text(1) */
+		b[p++] = (uint8_t)('a' + l);
+		b[p++] = 0x9a; /* array, 4-byte length */
+		b[p++] = (uint8_t)(each >> 24);
+		b[p++] = (uint8_t)(each >> 16);
+		b[p++] = (uint8_t)(each >> 8);
+		b[p++] = (uint8_t)each;
+		memset(b + p, 0, each);
+		p += each;
+	}
+	return p;
+}
+
+static long t_maxrss_kb(void)
+{
+	struct rusage ru;
+
+	assert_int_equal(getrusage(RUSAGE_SELF, &ru), 0);
+	return ru.ru_maxrss;
+}
+
+static void test_msg_bad_item_count(void **state)
+{
+	uint8_t *b = malloc(4u << 20);
+	long rss0, rss1, rss2;
+	struct msg m;
+	size_t n;
+
+	assert_non_null(b);
+	memset(b, 0, 4u << 20);
+	/* 3 Mi items: refused by the scan, nothing built */
+	n = t_lists(b, 3, 1u << 20);
+	assert_true(n < FRAME_MAX);
+	rss0 = t_maxrss_kb();
+	assert_int_equal(msg_decode(b, n, &m), -EBADMSG);
+	rss1 = t_maxrss_kb();
+	assert_true(rss1 - rss0 < 16 * 1024);
+	/* just under the cap: built, then refused by the schema */
+	n = t_lists(b, 2, (1u << 20) - 16);
+	assert_int_equal(msg_decode(b, n, &m), -EBADMSG);
+	rss2 = t_maxrss_kb();
+	assert_true(rss2 - rss1 > 32 * 1024);
+	free(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1417,6 +1476,7 @@ int main(void)
 		cmocka_unit_test(test_msg_bad_structure),
 		cmocka_unit_test(test_msg_mutations),
 		cmocka_unit_test(test_msg_helpers),
+		cmocka_unit_test(test_msg_bad_item_count),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
