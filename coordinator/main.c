@@ -33,6 +33,7 @@ enum main_opt {
 	MAIN_OPT_ADDR_FILE,
 	MAIN_OPT_DATA_DIR,
 	MAIN_OPT_LEASE_MS,
+	MAIN_OPT_FRAME_TIMEOUT_MS,
 	MAIN_OPT_SNAPSHOT_EVERY,
 	MAIN_OPT_LOG_LEVEL,
 };
@@ -54,6 +55,8 @@ static void main_usage_print(FILE *f)
 		"                       (default %s)\n"
 		"  --lease-ms MS        a node is down MS ms after its last\n"
 		"                       heartbeat (default %u)\n"
+		"  --frame-timeout-ms MS  close a connection that holds half\n"
+		"                       a frame this long (default 10000)\n"
 		"  --snapshot-every N   snapshot after N log records\n"
 		"                       (default %u)\n"
 		"  --log-level LEVEL    err, warn, info or debug\n"
@@ -122,6 +125,8 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 		{ "addr-file", required_argument, NULL, MAIN_OPT_ADDR_FILE },
 		{ "data-dir", required_argument, NULL, MAIN_OPT_DATA_DIR },
 		{ "lease-ms", required_argument, NULL, MAIN_OPT_LEASE_MS },
+		{ "frame-timeout-ms", required_argument, NULL,
+		  MAIN_OPT_FRAME_TIMEOUT_MS },
 		{ "snapshot-every", required_argument, NULL,
 		  MAIN_OPT_SNAPSHOT_EVERY },
 		{ "log-level", required_argument, NULL, MAIN_OPT_LOG_LEVEL },
@@ -151,6 +156,14 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 					     MAIN_LEASE_MS_MAX,
 					     &o->ccfg.lease_ms);
 			break;
+		case MAIN_OPT_FRAME_TIMEOUT_MS: {
+			uint64_t v = 0;
+
+			ret = main_opt_count("--frame-timeout-ms", optarg,
+					     MAIN_LEASE_MS_MAX, &v);
+			o->scfg.frame_timeout_ms = (unsigned int)v;
+			break;
+		}
 		case MAIN_OPT_SNAPSHOT_EVERY:
 			ret = main_opt_count("--snapshot-every", optarg,
 					     UINT32_MAX,

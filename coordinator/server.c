@@ -34,14 +34,15 @@
 #include "net.h"
 #include "util.h"
 
-#define SERVER_BACKLOG	   128
-#define SERVER_READ_CHUNK  (64u << 10)
-#define SERVER_READS_MAX   16	       /* read() calls per wakeup */
-#define SERVER_ACCEPTS_MAX 64	       /* accept() calls per wakeup */
-#define SERVER_WBUF_HIGH   (1u << 20)  /* pause reading above this */
-#define SERVER_WBUF_LOW	   (64u << 10) /* resume below this */
-#define SERVER_LEASE_TICK  100	       /* ms between lease checks */
-#define SERVER_PEER_LEN	   (NI_MAXHOST + NI_MAXSERV + 4)
+#define SERVER_BACKLOG		128
+#define SERVER_READ_CHUNK	(64u << 10)
+#define SERVER_READS_MAX	16	    /* read() calls per wakeup */
+#define SERVER_ACCEPTS_MAX	64	    /* accept() calls per wakeup */
+#define SERVER_WBUF_HIGH	(1u << 20)  /* pause reading above this */
+#define SERVER_WBUF_LOW		(64u << 10) /* resume below this */
+#define SERVER_LEASE_TICK	100	    /* ms between lease checks */
+#define SERVER_FRAME_TIMEOUT_MS 10000 /* default: half a frame this long */
+#define SERVER_PEER_LEN		(NI_MAXHOST + NI_MAXSERV + 4)
 
 struct server_conn {
 	struct server *srv;
@@ -55,6 +56,7 @@ struct server_conn {
 	size_t rlen, rcap;
 	uint8_t *wbuf;
 	size_t wpos, wlen, wcap;
+	uint64_t partial_ms; /* since when rbuf holds half a frame; 0: none */
 };
 
 struct server {
@@ -66,6 +68,7 @@ struct server {
 	unsigned int n_conns;
 	struct server_conn *conns;
 	uint64_t refused_log_ms; /* last "too many connections" warning */
+	unsigned int frame_timeout_ms;
 	char addr[SERVER_PEER_LEN];
 };
 
@@ -355,6 +358,11 @@ static int server_conn_read(struct server_conn *cn)
 		ret = server_conn_serve(cn);
 		if (ret)
 			return ret;
+		/* Half a frame waits for the rest, but not for ever. */
+		if (!cn->rlen)
+			cn->partial_ms = 0;
+		else if (!cn->partial_ms)
+			cn->partial_ms = evl_now_ms();
 	}
 	return 0;
 }
@@ -494,8 +502,23 @@ static void on_signal(struct evl *l, int fd, uint32_t events, void *arg)
 static void on_lease_tick(struct evl *l, void *arg)
 {
 	struct server *s = arg;
+	uint64_t now = evl_now_ms();
+	struct server_conn *cn, *next;
 
-	coord_lease_check(s->coord, evl_now_ms());
+	coord_lease_check(s->coord, now);
+	for (cn = s->conns; cn; cn = next) {
+		next = cn->next;
+		/* Only time spent waiting on the peer counts, not time we
+		 * stopped reading it (too much of its output queued). */
+		if (cn->paused && cn->partial_ms)
+			cn->partial_ms = now;
+		if (!cn->partial_ms ||
+		    now - cn->partial_ms < s->frame_timeout_ms)
+			continue;
+		log_warn("peer %s: half a frame (%zu bytes) for %u ms; closing",
+			 cn->peer, cn->rlen, s->frame_timeout_ms);
+		server_conn_close(cn);
+	}
 }
 
 int server_create(const struct server_cfg *cfg, struct coord *c,
@@ -513,6 +536,8 @@ int server_create(const struct server_cfg *cfg, struct coord *c,
 	s->lfd = -1;
 	s->sfd = -1;
 	s->max_conns = cfg->max_conns ? cfg->max_conns : SERVER_CONNS_MAX;
+	s->frame_timeout_ms = cfg->frame_timeout_ms ? cfg->frame_timeout_ms
+						    : SERVER_FRAME_TIMEOUT_MS;
 	ret = evl_create(&s->evl);
 	if (ret) {
 		log_errno(ret, "cannot create the event loop");

@@ -16,6 +16,8 @@ struct server_cfg {
 	const char *listen_addr; /* "host:port"; port 0 picks a free one */
 	const char *addr_file;	 /* NULL, or where to write the bound addr */
 	unsigned int max_conns;	 /* 0: SERVER_CONNS_MAX */
+	/* a connection holding half a frame this long is closed; 0: 10000 */
+	unsigned int frame_timeout_ms;
 };
 
 /*

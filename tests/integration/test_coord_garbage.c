@@ -226,7 +226,9 @@ static int t_run(struct t_coord *tc)
 	size_t len;
 	int b = -1, c = -1, ret = -1;
 
-	T_CHECK(t_coord_start(tc, NULL) == 0, "start");
+	static const char *const args[] = { "--frame-timeout-ms", "500", NULL };
+
+	T_CHECK(t_coord_start(tc, args) == 0, "start");
 	b = t_connect(tc);
 	T_CHECK(b >= 0, "connect B");
 	T_CHECK(t_join(b, "bee", 64 * MIB, 0xbee, NULL) == 0, "join");
@@ -316,6 +318,13 @@ static int t_run(struct t_coord *tc)
 	free(framed);
 	framed = NULL;
 	T_CHECK(t_b_check(b) == 0, "B after unserved types");
+
+	/* Half a frame, then nothing: cut off after --frame-timeout-ms. */
+	frame_hdr_put(buf, 100);
+	T_CHECK(t_bad_client(tc, "stalled half frame", buf, 50) == 0,
+		"stalled");
+	T_CHECK(t_log_count(tc, "half a frame") >= 1, "stall not logged");
+	T_CHECK(t_b_check(b) == 0, "B after a stalled client");
 
 	/* Half a frame, then the client goes away. */
 	c = t_connect(tc);
