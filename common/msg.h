@@ -55,7 +55,8 @@ enum msg_type {
 	/* libfarpage <-> agent (Unix socket) */
 	MSG_T_MAP,	   /* name -> MAP_LAYOUT + pool fd */
 	MSG_T_MAP_LAYOUT,  /* name, node, size, chunk_size, epoch, pool_size,
-			      chunks; SCM_RIGHTS: pool memfd */
+			      chunks, [instance: the agent's]; SCM_RIGHTS:
+			      pool memfd */
 	MSG_T_MAP_UFFD,	   /* base, features, [flags]; SCM_RIGHTS: uffd -> OK */
 	MSG_T_AGENT_STATS, /* -> AGENT_STAT */
 	MSG_T_AGENT_STAT,  /* node, faults, remote, local, errors, poisoned,

@@ -268,6 +268,7 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 		goto err;
 
 	fcfg.self = a->node_id;
+	fcfg.instance = a->instance;
 	fcfg.pool_base = a->pool.base;
 	fcfg.pool_size = a->pool.size;
 	fcfg.xops = xops;

@@ -753,7 +753,15 @@ static void floop_fault(struct floop *f, struct fmap *m, uint64_t addr)
 		floop_fault_remote(f, m, addr, c->node, off);
 		return;
 	}
-	/* Local chunk that could not be mapped from the pool. */
+	/* Local chunk not mapped from the pool: placed before this agent
+	 * started (its data is gone), or its map failed (copy it). */
+	if (c->inst && f->cfg.instance && c->inst != f->cfg.instance) {
+		atomic_fetch_add(&f->ctr.errors, 1);
+		floop_poison(f, m, addr,
+			     "this node restarted since the region was placed: "
+			     "its pages are gone");
+		return;
+	}
 	if (off > f->cfg.pool_size || f->cfg.pool_size - off < FLOOP_PAGE) {
 		atomic_fetch_add(&f->ctr.errors, 1);
 		floop_poison(f, m, addr, "chunk outside the pool");

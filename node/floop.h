@@ -29,7 +29,8 @@ struct floop_counters {
 };
 
 struct floop_cfg {
-	uint64_t self; /* this node's id */
+	uint64_t self;	   /* this node's id */
+	uint64_t instance; /* this agent's instance */
 	const uint8_t *pool_base;
 	uint64_t pool_size;
 	const struct xport_ops *xops;  /* tcp: always there */

@@ -104,6 +104,7 @@ static int fsvc_on_map(struct fsvc_conn *c, const struct msg *req)
 	c->layout.chunk_size = region.chunk_size;
 	c->layout.epoch = region.epoch;
 	c->layout.pool_size = a->pool.size;
+	c->layout.instance = a->instance;
 	c->layout.chunks = region.chunks;
 	c->layout.n_chunks = region.n_chunks;
 	region.chunks = NULL;

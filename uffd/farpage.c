@@ -44,6 +44,7 @@ struct farpage_map {
 	size_t span; /* mapped bytes: whole chunks */
 	size_t chunk_size;
 	uint64_t node;
+	uint64_t instance; /* the agent's: its pool holds only its chunks */
 	struct msg_chunk *chunks;
 	uint32_t n_chunks;
 	uint8_t *is_local; /* per chunk: mapped from the pool */
@@ -182,6 +183,11 @@ static int farpage_map_local(struct farpage_map *m, int pool_fd)
 		void *p;
 
 		if (m->chunks[i].node != m->node)
+			continue;
+		/* Placed before the agent restarted: its data is not in this
+		 * pool. Left to fault, the agent answers with SIGBUS. */
+		if (m->chunks[i].inst && m->instance &&
+		    m->chunks[i].inst != m->instance)
 			continue;
 		p = mmap(a, m->chunk_size, PROT_READ | PROT_WRITE,
 			 MAP_SHARED | MAP_FIXED, pool_fd,
@@ -420,6 +426,7 @@ int farpage_map(const char *name, const struct farpage_map_opts *opts,
 	m->size = rep.size;
 	m->chunk_size = rep.chunk_size;
 	m->node = rep.node;
+	m->instance = rep.instance;
 	m->n_chunks = rep.n_chunks;
 	m->chunks = rep.chunks; /* ownership moves here */
 	rep.chunks = NULL;

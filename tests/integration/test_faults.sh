@@ -108,6 +108,11 @@ fp_cli H n1 touch r --seed $SEED --order seq >"$FP_TMP/restart.out" 2>&1
 expect_sigbus "owner restarted (data gone)" "$FP_TMP/restart.out" $?
 [ $(($(date +%s) - t0)) -lt 3 ] || fp_fail "owner restarted: waited for the timeout instead of failing at once"
 grep -q "owner restarted" "$FP_TMP/n1.log" || fp_fail "agent did not say the owner restarted"
+# ... and on the restarted node itself its old chunks are not in its new
+# pool: a local guest must not read that pool's zeroes either.
+fp_cli H n2 touch r --seed $SEED --order seq --local-too >"$FP_TMP/restart-local.out" 2>&1
+expect_sigbus "restarted node's own old chunks" "$FP_TMP/restart-local.out" $?
+grep -q "this node restarted" "$FP_TMP/n2.log" || fp_fail "restarted agent did not say its pages are gone"
 
 # 6. The agent dies while the guest waits on a fault (the owner is
 #    stopped): the guest's watchdog poisons after FARPAGE_AGENT_TIMEOUT_MS.

@@ -50,7 +50,7 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_MR_PUT] = B(NODE) | B(MR_ADDR) | B(RKEY) | B(MR_LEN),
 	[MSG_T_MAP] = B(NAME),
 	[MSG_T_MAP_LAYOUT] = B(NAME) | B(NODE) | B(SIZE) | B(CHUNK_SIZE) |
-			     B(EPOCH) | B(POOL_SIZE) | B(CHUNKS),
+			     B(EPOCH) | B(POOL_SIZE) | B(CHUNKS) | B(INSTANCE),
 	[MSG_T_MAP_UFFD] = B(BASE) | B(FEATURES) | B(FLAGS),
 	[MSG_T_AGENT_STATS] = 0,
 	[MSG_T_AGENT_STAT] = B(NODE) | B(FAULTS) | B(REMOTE) | B(LOCAL) |
