@@ -24,13 +24,16 @@
 #include "ctl.h"
 #include "evl.h"
 #include "floop.h"
+#include "frame.h"
 #include "log.h"
 #include "net.h"
 #include "uffd.h"
+#include "wire.h"
 #include "xport.h"
 
-#define FSVC_RECV_TIMEOUT_MS 200 /* clients send whole small frames */
-#define FSVC_MAP_ALIGN	     (2ull << 20)
+/* Requests are a few hundred bytes; a larger declared frame is refused. */
+#define FSVC_FRAME_MAX (64u << 10)
+#define FSVC_MAP_ALIGN (2ull << 20)
 
 enum fsvc_state {
 	FSVC_NEW = 0,
@@ -44,6 +47,9 @@ struct fsvc_conn {
 	enum fsvc_state state;
 	uint64_t map_id;
 	struct msg layout; /* MAP_LAYOUT as sent */
+	int fd_in;	   /* descriptor that came with the frame being read */
+	size_t rlen;
+	uint8_t rbuf[FRAME_HDR_LEN + FSVC_FRAME_MAX];
 	struct fsvc_conn *next;
 };
 
@@ -62,6 +68,8 @@ static void fsvc_conn_close(struct fsvc_conn *c)
 	}
 	evl_del(a->evl, c->fd);
 	close(c->fd);
+	if (c->fd_in >= 0)
+		close(c->fd_in);
 	msg_fini(&c->layout);
 	free(c);
 }
@@ -184,41 +192,129 @@ static int fsvc_on_stats(struct fsvc_conn *c)
 	return ret;
 }
 
-static void fsvc_on_conn(struct evl *l, int fd, uint32_t events, void *arg)
+/* Serves one request; returns non-zero if the connection must end. */
+static int fsvc_dispatch(struct fsvc_conn *c, const struct msg *req, int *fd)
 {
-	struct fsvc_conn *c = arg;
-	struct msg req;
-	int fds[1] = { -1 }, n_fds = 1, ret;
+	int ret;
 
-	ret = ctl_recv(fd, &req, fds, &n_fds, FSVC_RECV_TIMEOUT_MS);
-	if (ret) {
-		if (ret != -ECONNRESET)
-			log_warn("local client: %s; closing it",
-				 log_strerror(ret));
-		fsvc_conn_close(c);
-		return;
-	}
-	if (n_fds == 0)
-		fds[0] = -1;
-	if (req.type == MSG_T_MAP && c->state == FSVC_NEW) {
-		ret = fsvc_on_map(c, &req);
-	} else if (req.type == MSG_T_MAP_UFFD && c->state == FSVC_LAYOUT_SENT) {
-		ret = fsvc_on_map_uffd(c, &req, fds[0]);
-		fds[0] = -1;
-	} else if (req.type == MSG_T_AGENT_STATS) {
+	if (req->type == MSG_T_MAP && c->state == FSVC_NEW) {
+		ret = fsvc_on_map(c, req);
+	} else if (req->type == MSG_T_MAP_UFFD &&
+		   c->state == FSVC_LAYOUT_SENT) {
+		ret = fsvc_on_map_uffd(c, req, *fd);
+		*fd = -1;
+	} else if (req->type == MSG_T_AGENT_STATS) {
 		ret = fsvc_on_stats(c);
 	} else {
 		log_warn("local client sent %s out of turn; closing it",
-			 msg_type_name(req.type));
+			 msg_type_name(req->type));
 		fsvc_reply_error(c, -EPROTO, "unexpected request");
-		ret = -EPROTO;
+		return 1;
 	}
-	if (fds[0] >= 0)
-		close(fds[0]);
-	msg_fini(&req);
 	/* A failed map ends the connection; a served one keeps it open. */
-	if (ret && c->state != FSVC_MAPPED)
-		fsvc_conn_close(c);
+	return ret && c->state != FSVC_MAPPED;
+}
+
+/* Keeps the first descriptor of a frame; closes any others. */
+static int fsvc_take_fds(struct fsvc_conn *c, struct msghdr *mh)
+{
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm;
+	     cm = CMSG_NXTHDR(mh, cm)) {
+		size_t n;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n; i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int),
+			       sizeof(fd));
+			if (c->fd_in < 0)
+				c->fd_in = fd;
+			else
+				close(fd);
+		}
+	}
+	return (mh->msg_flags & MSG_CTRUNC) ? -EBADMSG : 0;
+}
+
+/*
+ * Reads what the client sent so far and serves every complete frame. A
+ * partial frame just waits in rbuf: a slow or stuck client never holds up
+ * the control thread (heartbeats, other clients).
+ */
+static int fsvc_conn_read(struct fsvc_conn *c)
+{
+	union {
+		char buf[CMSG_SPACE(CTL_FDS_MAX * sizeof(int))];
+		struct cmsghdr align;
+	} cbuf;
+	const uint8_t *payload;
+	struct msghdr mh;
+	struct iovec iov;
+	struct msg req;
+	size_t plen;
+	ssize_t n, used;
+	int ret;
+
+	for (;;) {
+		iov.iov_base = c->rbuf + c->rlen;
+		iov.iov_len = sizeof(c->rbuf) - c->rlen;
+		memset(&mh, 0, sizeof(mh));
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		mh.msg_control = cbuf.buf;
+		mh.msg_controllen = sizeof(cbuf.buf);
+		n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno == EAGAIN ? 0 : -errno;
+		}
+		if (n == 0)
+			return -ECONNRESET;
+		ret = fsvc_take_fds(c, &mh);
+		if (ret)
+			return ret;
+		c->rlen += (size_t)n;
+		while ((used = frame_parse(c->rbuf, c->rlen, &payload, &plen)) >
+		       0) {
+			ret = msg_decode(payload, plen, &req);
+			if (ret)
+				return ret;
+			ret = fsvc_dispatch(c, &req, &c->fd_in);
+			msg_fini(&req);
+			if (c->fd_in >= 0) {
+				close(c->fd_in); /* a descriptor nobody wanted */
+				c->fd_in = -1;
+			}
+			if (ret)
+				return -EPROTO;
+			memmove(c->rbuf, c->rbuf + used,
+				c->rlen - (size_t)used);
+			c->rlen -= (size_t)used;
+		}
+		if (used < 0)
+			return (int)used;
+		/* Refuse an oversized frame before waiting for it. */
+		if (c->rlen >= FRAME_HDR_LEN &&
+		    wire_get(c->rbuf, FRAME_HDR_LEN) > FSVC_FRAME_MAX)
+			return -EBADMSG;
+	}
+}
+
+static void fsvc_on_conn(struct evl *l, int fd, uint32_t events, void *arg)
+{
+	struct fsvc_conn *c = arg;
+	int ret;
+
+	ret = fsvc_conn_read(c);
+	if (!ret)
+		return;
+	if (ret != -ECONNRESET && ret != -EPROTO)
+		log_warn("local client: %s; closing it", log_strerror(ret));
+	fsvc_conn_close(c);
 }
 
 static void fsvc_on_accept(struct evl *l, int fd, uint32_t events, void *arg)
@@ -237,6 +333,7 @@ static void fsvc_on_accept(struct evl *l, int fd, uint32_t events, void *arg)
 	}
 	c->a = a;
 	c->fd = cfd;
+	c->fd_in = -1;
 	if (evl_add(a->evl, cfd, EPOLLIN, fsvc_on_conn, c)) {
 		close(cfd);
 		free(c);

@@ -205,8 +205,19 @@ static int guest_garbage(const char *sock)
 	static const uint8_t unknown[] = { 0,	 0,    0,    9,	   0xa2,
 					   0x61, 'v',  0x01, 0x61, 't',
 					   0x19, 0x03, 0xe7 };
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct farpage_stats st;
 	char noise[512];
+	int stall, ret;
 
+	/* A client that sends half a frame and then sits there. */
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+	stall = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (stall < 0 || connect(stall, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    send(stall, "\0\0", 2, MSG_NOSIGNAL) != 2) {
+		perror("fp_guest: stalled client");
+		return 1;
+	}
 	for (size_t i = 0; i < sizeof(noise); i++)
 		noise[i] = (char)(i * 131 + 7);
 	if (guest_garbage_one(sock, huge, sizeof(huge), "4 GiB frame") ||
@@ -214,7 +225,18 @@ static int guest_garbage(const char *sock)
 	    guest_garbage_one(sock, unknown, sizeof(unknown), "unknown type") ||
 	    guest_garbage_one(sock, noise, sizeof(noise), "noise"))
 		return 1;
-	printf("fp_guest: 4 bad clients disconnected\n");
+	/* ... and the agent answers others while it sits there. */
+	ret = farpage_agent_stats(sock, &st);
+	close(stall);
+	if (ret) {
+		fprintf(stderr,
+			"fp_guest: agent stats beside a stalled client: "
+			"%s\n",
+			farpage_strerror(ret));
+		return 1;
+	}
+	printf("fp_guest: 4 bad clients disconnected; served beside a stalled "
+	       "one\n");
 	return 0;
 }
 
