@@ -110,7 +110,9 @@ enum msg_field_id {
 #define MSG_MAP_PREFETCH \
 	(UINT64_C(1) << 0) /* fetch the whole region in the
 					       background when the link is idle */
-#define MSG_MAP_FLAGS MSG_MAP_PREFETCH
+/* handed over by a guest whose agent died: wake the whole range */
+#define MSG_MAP_RESUME (UINT64_C(1) << 1)
+#define MSG_MAP_FLAGS  (MSG_MAP_PREFETCH | MSG_MAP_RESUME)
 
 /*
  * One chunk of a region: owner node, byte offset in its pool, and the

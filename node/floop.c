@@ -872,6 +872,9 @@ static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
 	floop_map_poll(f, m);
 	/* Faults queued before the poll was armed are read right away. */
 	floop_uffd_read(f, m);
+	/* Threads blocked on faults a dead agent had read: fault again. */
+	if (d->flags & MSG_MAP_RESUME)
+		uffd_wake(m->uffd, m->base, m->span);
 }
 
 static void floop_cmds_run(struct floop *f)

@@ -166,7 +166,8 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 		return ret;
 	c->map_id = d.id;
 	c->state = FSVC_MAPPED;
-	log_info("process mapped region %s (map %llu, %s poisoning)", d.name,
+	log_info("process %s region %s (map %llu, %s poisoning)",
+		 d.flags & MSG_MAP_RESUME ? "handed over" : "mapped", d.name,
 		 (unsigned long long)d.id,
 		 d.features & UFFD_FEATURE_POISON ? "with" : "WITHOUT");
 	msg_init(&ok, MSG_T_OK);

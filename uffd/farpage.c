@@ -30,6 +30,7 @@
 #define MAP_ALIGN	  (2ull << 20) /* hugetlb chunks need 2 MiB alignment */
 #define CALL_TIMEOUT_MS	  30000
 #define AGENT_TIMEOUT_DEF 5000
+#define RESUME_RETRY_MS	  200 /* look for a restarted agent this often */
 
 enum map_state {
 	MAP_LIVE = 0, /* agent serving faults */
@@ -50,6 +51,8 @@ struct farpage_map {
 	uint8_t *is_local; /* per chunk: mapped from the pool */
 	uint64_t features;
 	unsigned int agent_timeout_ms;
+	uint64_t flags; /* MSG_MAP_* asked for */
+	char sock_path[108];
 	int sock;
 	int uffd;
 	int stop_efd;
@@ -258,15 +261,134 @@ static void farpage_poison_remote(struct farpage_map *m)
 }
 
 /*
- * With the agent gone this thread reads the uffd itself so that munmap()
- * and madvise() in the guest do not hang on unread events. Faults stay
- * blocked until the deadline, then every unfetched page is poisoned.
+ * Step one of mapping, on a fresh agent connection: MAP -> MAP_LAYOUT and
+ * the pool memfd. Returns 0 with *layout to msg_fini() and *pool_fd to
+ * close, the agent's -errno (its text logged), or -EBADMSG.
  */
-static void farpage_orphan(struct farpage_map *m)
+static int farpage_agent_layout(int sock, const char *name, struct msg *layout,
+				int *pool_fd)
+{
+	struct msg req;
+	int n_fds = 1, ret;
+
+	*pool_fd = -1;
+	msg_init(&req, MSG_T_MAP);
+	msg_strset(req.name, sizeof(req.name), name);
+	ret = ctl_send(sock, &req, NULL, 0);
+	if (ret)
+		return ret;
+	ret = ctl_recv(sock, layout, pool_fd, &n_fds, CALL_TIMEOUT_MS);
+	if (ret)
+		return ret;
+	if (layout->type == MSG_T_ERROR) {
+		ret = -(int)layout->err;
+		if (layout->text[0])
+			log_err("map %s: %s", name, layout->text);
+	} else if (layout->type != MSG_T_MAP_LAYOUT || n_fds != 1) {
+		ret = -EBADMSG;
+	}
+	if (ret) {
+		msg_fini(layout);
+		if (n_fds == 1 && *pool_fd >= 0)
+			close(*pool_fd);
+		*pool_fd = -1;
+	}
+	return ret;
+}
+
+/* Step two: MAP_UFFD with our uffd -> OK. Returns 0 or -errno. */
+static int farpage_agent_hand_uffd(int sock, const struct farpage_map *m,
+				   uint64_t flags)
+{
+	struct msg req, rep;
+	int ret;
+
+	msg_init(&req, MSG_T_MAP_UFFD);
+	req.base = (uint64_t)(uintptr_t)m->base;
+	req.features = m->features;
+	req.flags = flags;
+	ret = ctl_send(sock, &req, &m->uffd, 1);
+	if (ret)
+		return ret;
+	ret = ctl_recv(sock, &rep, NULL, NULL, CALL_TIMEOUT_MS);
+	if (ret)
+		return ret;
+	if (rep.type == MSG_T_ERROR) {
+		ret = -(int)rep.err;
+		log_err("map %s: %s", m->name, rep.text);
+	} else if (rep.type != MSG_T_OK) {
+		ret = -EBADMSG;
+	}
+	msg_fini(&rep);
+	return ret;
+}
+
+/* Same region as mapped: same size, chunks, owners, offsets, instances. */
+static int farpage_layout_is_same(const struct farpage_map *m,
+				  const struct msg *l)
+{
+	if (l->size != m->size || l->chunk_size != m->chunk_size ||
+	    l->n_chunks != m->n_chunks || l->node != m->node)
+		return 0;
+	for (uint32_t i = 0; i < m->n_chunks; i++) {
+		if (l->chunks[i].node != m->chunks[i].node ||
+		    l->chunks[i].off != m->chunks[i].off ||
+		    l->chunks[i].inst != m->chunks[i].inst)
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * Hands the uffd to an agent that came back on the same socket: it serves
+ * the mapping from now on and wakes the whole range, so threads blocked on
+ * faults the old agent (or we) had read fault again. Chunks mapped from
+ * the old pool stay as they are. Returns 0 or -errno.
+ */
+static int farpage_resume(struct farpage_map *m)
+{
+	struct msg l;
+	int fd, pool_fd, ret;
+
+	ret = net_unix_connect(m->sock_path, &fd);
+	if (ret)
+		return ret;
+	ret = farpage_agent_layout(fd, m->name, &l, &pool_fd);
+	if (!ret) {
+		close(pool_fd);
+		if (!farpage_layout_is_same(m, &l))
+			ret = -ESTALE;
+		msg_fini(&l);
+	}
+	if (!ret)
+		ret = farpage_agent_hand_uffd(fd, m, m->flags | MSG_MAP_RESUME);
+	if (ret) {
+		close(fd);
+		if (ret == -ESTALE)
+			log_err("region %s changed while its agent was away; "
+				"not resuming",
+				m->name);
+		return ret;
+	}
+	close(m->sock);
+	m->sock = fd;
+	atomic_store(&m->state, MAP_LIVE);
+	log_warn("region %s: handed over to the restarted agent", m->name);
+	return 0;
+}
+
+/*
+ * With the agent gone this thread reads the uffd itself so that munmap()
+ * and madvise() in the guest do not hang on unread events. Meanwhile it
+ * tries to hand the mapping to an agent that comes back on the same
+ * socket (returns 1 then). Faults stay blocked until the deadline, then
+ * every unfetched page is poisoned (returns 0 when told to stop).
+ */
+static int farpage_orphan(struct farpage_map *m)
 {
 	struct uffd_msg msgs[32];
 	struct timespec ts;
-	int64_t deadline, now;
+	int64_t deadline, now, retry = 0;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	deadline =
@@ -286,6 +408,11 @@ static void farpage_orphan(struct farpage_map *m)
 		if (atomic_load(&m->state) == MAP_ORPHAN) {
 			clock_gettime(CLOCK_MONOTONIC, &ts);
 			now = ts.tv_sec * 1000ll + ts.tv_nsec / 1000000;
+			if (now >= retry) {
+				if (!farpage_resume(m))
+					return 1;
+				retry = now + RESUME_RETRY_MS;
+			}
 			if (now >= deadline) {
 				if (!(m->features & UFFD_FEATURE_POISON)) {
 					log_err("region %s: the kernel cannot "
@@ -298,12 +425,13 @@ static void farpage_orphan(struct farpage_map *m)
 				atomic_store(&m->state, MAP_POISONED);
 				continue;
 			}
-			timeout = (int)(deadline - now);
+			timeout = (int)((deadline < retry ? deadline : retry) -
+					now);
 		}
 		if (poll(pfd, 2, timeout) < 0 && errno != EINTR)
-			return;
+			return 0;
 		if (pfd[0].revents)
-			return;
+			return 0;
 		if (!(pfd[1].revents & POLLIN))
 			continue;
 		n = read(m->uffd, msgs, sizeof(msgs));
@@ -347,8 +475,9 @@ static void *farpage_watchdog(void *arg)
 
 			if (n > 0 || (n < 0 && errno == EAGAIN))
 				continue;
-			farpage_orphan(m);
-			return NULL;
+			if (!farpage_orphan(m))
+				return NULL;
+			pfd[1].fd = m->sock; /* the restarted agent's */
 		}
 	}
 }
@@ -381,9 +510,9 @@ int farpage_map(const char *name, const struct farpage_map_opts *opts,
 		struct farpage_map **out)
 {
 	struct farpage_map *m;
-	struct msg req, rep;
+	struct msg rep;
 	uint64_t supported;
-	int pool_fd = -1, n_fds = 1, ret;
+	int pool_fd = -1, ret;
 
 	pthread_once(&farpage_atfork_once, farpage_atfork_register);
 	if (!msg_name_is_valid(name))
@@ -395,29 +524,16 @@ int farpage_map(const char *name, const struct farpage_map_opts *opts,
 	snprintf(m->name, sizeof(m->name), "%s", name);
 	m->agent_timeout_ms = farpage_agent_timeout(opts);
 
-	ret = net_unix_connect(farpage_sock_path(opts), &m->sock);
+	if (opts && (opts->flags & FARPAGE_MAP_PREFETCH))
+		m->flags |= MSG_MAP_PREFETCH;
+	snprintf(m->sock_path, sizeof(m->sock_path), "%s",
+		 farpage_sock_path(opts));
+	ret = net_unix_connect(m->sock_path, &m->sock);
 	if (ret)
 		goto err;
-	msg_init(&req, MSG_T_MAP);
-	msg_strset(req.name, sizeof(req.name), name);
-	ret = ctl_send(m->sock, &req, NULL, 0);
+	ret = farpage_agent_layout(m->sock, name, &rep, &pool_fd);
 	if (ret)
 		goto err;
-	ret = ctl_recv(m->sock, &rep, &pool_fd, &n_fds, CALL_TIMEOUT_MS);
-	if (ret)
-		goto err;
-	if (rep.type == MSG_T_ERROR) {
-		ret = -(int)rep.err;
-		if (rep.text[0])
-			log_err("map %s: %s", name, rep.text);
-		msg_fini(&rep);
-		goto err;
-	}
-	if (rep.type != MSG_T_MAP_LAYOUT || n_fds != 1) {
-		msg_fini(&rep);
-		ret = -EBADMSG;
-		goto err;
-	}
 	ret = farpage_layout_check(m, &rep);
 	if (ret) {
 		msg_fini(&rep);
@@ -468,24 +584,7 @@ int farpage_map(const char *name, const struct farpage_map_opts *opts,
 	if (ret)
 		goto err;
 
-	msg_init(&req, MSG_T_MAP_UFFD);
-	req.base = (uint64_t)(uintptr_t)m->base;
-	req.features = m->features;
-	if (opts && (opts->flags & FARPAGE_MAP_PREFETCH))
-		req.flags |= MSG_MAP_PREFETCH;
-	ret = ctl_send(m->sock, &req, &m->uffd, 1);
-	if (ret)
-		goto err;
-	ret = ctl_recv(m->sock, &rep, NULL, NULL, CALL_TIMEOUT_MS);
-	if (ret)
-		goto err;
-	if (rep.type == MSG_T_ERROR) {
-		ret = -(int)rep.err;
-		log_err("map %s: %s", name, rep.text);
-	} else if (rep.type != MSG_T_OK) {
-		ret = -EBADMSG;
-	}
-	msg_fini(&rep);
+	ret = farpage_agent_hand_uffd(m->sock, m, m->flags);
 	if (ret)
 		goto err;
 

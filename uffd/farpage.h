@@ -10,9 +10,10 @@
  * pages stay private to this mapping (no coherence yet).
  *
  * If the agent dies, faulting threads never see zero-filled pages: they wait
- * up to agent_timeout_ms for the agent to come back on the same socket path
- * (which then serves them) and otherwise get SIGBUS (BUS_ADRERR) on every
- * page not yet fetched.
+ * up to agent_timeout_ms for an agent to come back on the same socket path
+ * (the mapping is handed over to it, and it serves them: an agent can be
+ * restarted under running guests) and otherwise get SIGBUS (BUS_ADRERR) on
+ * every page not yet fetched.
  *
  * The mapped range is not inherited across fork(): the child does not have
  * it (touching it there is SIGSEGV), and a warning is printed.

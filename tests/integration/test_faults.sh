@@ -130,4 +130,24 @@ grep -q "agent closed its socket" "$FP_TMP/agent.out" ||
 	fp_fail "the guest's watchdog did not notice the agent's death"
 grep -q "now raise SIGBUS" "$FP_TMP/agent.out" ||
 	fp_fail "the guest's watchdog did not poison the unfetched pages"
+
+# 7. The agent restarts (an upgrade) under a guest waiting on a fault: the
+#    guest hands its uffd to the new agent, which serves every page.
+kill -CONT "${FP_NODE_PID[n2]}"
+fp_node_start H n1 --fault-timeout-ms 20000
+fp_cli H n1 region create r3 --size 8M >/dev/null 2>&1 || fp_fail "create r3"
+fp_cli H n1 fill r3 --seed $SEED >/dev/null 2>&1 && fp_cli H n2 fill r3 --seed $SEED >/dev/null 2>&1 ||
+	fp_fail "fill r3"
+kill -STOP "${FP_NODE_PID[n2]}"
+FARPAGE_AGENT_TIMEOUT_MS=20000 fp_cli H n1 touch r3 --seed $SEED --order seq >"$FP_TMP/resume.out" 2>&1 &
+p=$!
+sleep 1
+kill -KILL "${FP_NODE_PID[n1]}"
+wait "${FP_NODE_PID[n1]}" 2>/dev/null
+fp_node_start H n1
+kill -CONT "${FP_NODE_PID[n2]}"
+wait $p || { cat "$FP_TMP/resume.out" >&2; fp_fail "guest failed across the agent restart"; }
+expect_ok "agent restarted under a waiting guest: handed over, every page served" "$FP_TMP/resume.out"
+grep -q "handed over to the restarted agent" "$FP_TMP/resume.out" || fp_fail "guest did not hand over"
+grep -q "process handed over region r3" "$FP_TMP/n1.log" || fp_fail "new agent did not take the mapping over"
 echo "test_faults: all cases passed"
