@@ -275,6 +275,7 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	fcfg.fault_timeout_ms = cfg->fault_timeout_ms;
 	fcfg.slots = cfg->slots;
 	fcfg.readahead = cfg->readahead;
+	fcfg.spin_us = cfg->spin_us;
 	fcfg.rdma = a->rdma;
 	fcfg.verbs_only = !strcmp(cfg->transport, "verbs");
 	ret = floop_create(&fcfg, &a->fl);

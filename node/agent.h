@@ -32,6 +32,7 @@ struct node_cfg {
 	unsigned int heartbeat_ms;
 	unsigned int slots;
 	unsigned int readahead;
+	unsigned int spin_us;
 	const char *rdma_device; /* NULL = first with an active port */
 	int gid_index;		 /* -1 = auto */
 	unsigned int rdma_depth; /* READs in flight per QP, 0 = default */

@@ -39,6 +39,7 @@ struct floop_cfg {
 	unsigned int fault_timeout_ms; /* then SIGBUS */
 	unsigned int slots;	       /* fetches in flight; 0 = 512 */
 	unsigned int readahead;	       /* max read-ahead window, pages; 0 off */
+	unsigned int spin_us; /* with reads in flight, spin this long first */
 };
 
 /* A mapping handed over by the fault service; the loop owns uffd and

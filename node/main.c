@@ -73,6 +73,9 @@ static void main_usage(FILE *out)
 		"fault stream\n"
 		"                           grows its window up to N pages; 0 "
 		"= off (default 64)\n"
+		"      --spin-us N          after each batch of work the fault "
+		"loop polls for\n"
+		"                           N us before sleeping (default 0)\n"
 		"      --addr-file FILE     write the advertised data address "
 		"here when ready\n"
 		"      --log-level LEVEL    err|warn|info|debug (default "
@@ -113,6 +116,7 @@ int main(int argc, char **argv)
 		{ "heartbeat-ms", required_argument, NULL, 'B' },
 		{ "inflight", required_argument, NULL, 'I' },
 		{ "readahead", required_argument, NULL, 'R' },
+		{ "spin-us", required_argument, NULL, 'U' },
 		{ "addr-file", required_argument, NULL, 'A' },
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
@@ -200,6 +204,14 @@ int main(int argc, char **argv)
 		case 'I':
 			if (main_uint("--inflight", optarg, 16, &cfg.slots))
 				return 2;
+			break;
+		case 'U':
+			if (main_uint("--spin-us", optarg, 0, &cfg.spin_us) ||
+			    cfg.spin_us > 10000) {
+				fprintf(stderr,
+					"farpage-node: --spin-us: 0..10000\n");
+				return 2;
+			}
 			break;
 		case 'R':
 			if (main_uint("--readahead", optarg, 0, &cfg.readahead))
