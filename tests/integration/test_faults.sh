@@ -10,7 +10,7 @@ GUEST=$FP_BIN/tests/fp_guest
 SEED=7
 fp_hosts_loopback H
 fp_coord_start H
-fp_node_start H n1 --fault-timeout-ms 3000
+fp_node_start H n1 --fault-timeout-ms 3000 --spin-us 30 # spin path exercised too
 fp_node_start H n2
 fp_cli H n1 region create r --size 32M >"$FP_TMP/create.out" 2>&1 || fp_fail "create: $(cat "$FP_TMP/create.out")"
 fp_cli H n1 fill r --seed $SEED >/dev/null 2>&1 || fp_fail "fill n1"
