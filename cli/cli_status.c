@@ -88,10 +88,37 @@ static void cli_status_lease_str(const struct msg_node *n, char *buf,
 			 (unsigned long long)(n->lease_ms % 1000 / 100));
 }
 
+/*
+ * Chunks whose owner has restarted since they were placed: the owner's
+ * new pool does not hold them, readers get SIGBUS. Returns how many.
+ */
+static uint32_t cli_status_lost(const struct cli_status *st,
+				const struct msg *r)
+{
+	uint32_t lost = 0;
+
+	for (uint32_t i = 0; i < r->n_chunks; i++) {
+		const struct msg_chunk *ch = &r->chunks[i];
+
+		if (!ch->inst)
+			continue;
+		for (uint32_t j = 0; j < st->nodes.n_nodes; j++) {
+			const struct msg_node *n = &st->nodes.nodes[j];
+
+			if (n->id == ch->node && n->instance != ch->inst) {
+				lost++;
+				break;
+			}
+		}
+	}
+	return lost;
+}
+
 static void cli_status_text(const struct cli *c, const struct cli_status *st)
 {
 	const struct msg *nodes = &st->nodes;
 	char size[32], chunk[32], lease[32];
+	uint32_t lost;
 
 	printf("coordinator %s\n\n", c->coordinator);
 	printf("nodes (%u):\n", nodes->n_nodes);
@@ -131,6 +158,11 @@ static void cli_status_text(const struct cli *c, const struct cli_status *st)
 		       cli_size_str(r->chunk_size, chunk, sizeof(chunk)),
 		       r->n_chunks, (unsigned long long)r->epoch);
 		cli_chunks_print(stdout, "      ", r->chunks, r->n_chunks);
+		lost = cli_status_lost(st, r);
+		if (lost)
+			printf("      LOST: %u chunks: their owner restarted "
+			       "since; recreate the region\n",
+			       lost);
 	}
 }
 
@@ -176,7 +208,7 @@ static void cli_json_node(const struct msg_node *n)
 	printf("]}");
 }
 
-static int cli_json_region(const struct msg *r)
+static int cli_json_region(const struct msg *r, uint32_t lost)
 {
 	uint64_t *ids, *counts;
 	uint32_t n_ids;
@@ -197,7 +229,7 @@ static int cli_json_region(const struct msg *r)
 	for (uint32_t j = 0; j < r->n_chunks; j++)
 		printf("%s%llu", j ? ", " : "",
 		       (unsigned long long)r->chunks[j].node);
-	printf("]}");
+	printf("], \"lost_chunks\": %u}", lost);
 	free(ids);
 	free(counts);
 	return 0;
@@ -214,7 +246,8 @@ static int cli_status_json(const struct cli *c, const struct cli_status *st)
 	}
 	printf("  ],\n  \"regions\": [\n");
 	for (uint32_t i = 0; i < st->n_maps; i++) {
-		if (cli_json_region(&st->maps[i]) < 0) {
+		if (cli_json_region(&st->maps[i],
+				    cli_status_lost(st, &st->maps[i])) < 0) {
 			cli_err("status: %s", strerror(ENOMEM));
 			return -ENOMEM;
 		}

@@ -113,6 +113,9 @@ grep -q "owner restarted" "$FP_TMP/n1.log" || fp_fail "agent did not say the own
 fp_cli H n2 touch r --seed $SEED --order seq --local-too >"$FP_TMP/restart-local.out" 2>&1
 expect_sigbus "restarted node's own old chunks" "$FP_TMP/restart-local.out" $?
 grep -q "this node restarted" "$FP_TMP/n2.log" || fp_fail "restarted agent did not say its pages are gone"
+fp_cli H n1 status >"$FP_TMP/status.out" 2>&1
+grep -q "LOST: [0-9]* chunks" "$FP_TMP/status.out" || fp_fail "status does not show the lost chunks: $(cat "$FP_TMP/status.out")"
+fp_cli H n1 status --json | grep -q '"lost_chunks": [1-9]' || fp_fail "status --json: no lost_chunks"
 
 # 6. The agent dies while the guest waits on a fault (the owner is
 #    stopped): the guest's watchdog poisons after FARPAGE_AGENT_TIMEOUT_MS.
