@@ -38,7 +38,9 @@
 #define FLOOP_RING	  1024
 #define FLOOP_STREAMS	  4    /* sequential streams tracked per mapping */
 #define FLOOP_RA_FIRST	  4    /* first read-ahead window, pages */
-#define FLOOP_PF_DEPTH	  32   /* background prefetch reads in flight per map */
+#define FLOOP_RUNS	  32   /* multi-page read-ahead/prefetch reads */
+#define FLOOP_RUN_PAGES	  16   /* pages in one such read */
+#define FLOOP_PF_DEPTH	  64   /* background prefetch pages in flight per map */
 #define FLOOP_VERBS_UP_MS 5000 /* auto: a QP not up by then means TCP */
 
 enum fetch_state {
@@ -90,9 +92,11 @@ struct fetch {
 	uint64_t off;
 	uint64_t t0_ms;
 	uint64_t next_ms;
-	int have_data; /* buf holds the page; only the copy is left */
-	int ahead;     /* read ahead, not (yet) faulted on */
-	int pf;	       /* posted by the background prefetch */
+	int have_data;	   /* buf holds the page; only the copy is left */
+	int ahead;	   /* read ahead, not (yet) faulted on */
+	int pf;		   /* posted by the background prefetch */
+	uint32_t npages;   /* 1, or up to FLOOP_RUN_PAGES for a run */
+	uint32_t done_off; /* bytes of buf already copied in */
 	uint8_t *buf;
 	uint32_t hnext; /* hash chain, UINT32_MAX = end */
 };
@@ -156,7 +160,10 @@ struct floop {
 	struct __kernel_timespec tick_ts;
 	struct fmap *maps;
 	struct fetch *slots;
-	uint32_t n_slots;
+	uint32_t n_slots; /* single-page slots; runs follow them in slots[] */
+	uint32_t n_all;
+	uint32_t run_free[FLOOP_RUNS];
+	uint32_t n_run_free;
 	uint32_t *free_stack;
 	uint32_t n_free;
 	uint32_t *hash;
@@ -207,6 +214,15 @@ static struct fetch *floop_fetch_find(struct floop *f, struct fmap *m,
 		if (s->map == m && s->addr == addr)
 			return s;
 		i = s->hnext;
+	}
+	/* A page inside a multi-page read (only its first is hashed). */
+	for (i = f->n_slots; i < f->n_all; i++) {
+		struct fetch *s = &f->slots[i];
+
+		if (s->map == m && s->state != FETCH_FREE &&
+		    s->state != FETCH_ABANDONED && addr > s->addr &&
+		    addr < s->addr + (uint64_t)s->npages * FLOOP_PAGE)
+			return s;
 	}
 	return NULL;
 }
@@ -444,26 +460,30 @@ static void floop_slot_release(struct floop *f, struct fetch *s)
 	if (s->state != FETCH_ABANDONED)
 		floop_hash_del(f, s);
 	if (s->pf)
-		m->pf_busy--;
+		m->pf_busy -= s->npages;
 	s->pf = 0;
 	s->state = FETCH_FREE;
 	s->map = NULL;
 	s->gen++;
-	f->free_stack[f->n_free++] = (uint32_t)(s - f->slots);
+	if (s->npages > 1)
+		f->run_free[f->n_run_free++] = (uint32_t)(s - f->slots);
+	else
+		f->free_stack[f->n_free++] = (uint32_t)(s - f->slots);
 	m->inflight--;
 	floop_map_free_maybe(f, m);
 }
 
-static void floop_poison(struct floop *f, struct fmap *m, uint64_t addr,
-			 const char *why)
+static void floop_poison_n(struct floop *f, struct fmap *m, uint64_t addr,
+			   uint32_t npages, const char *why)
 {
 	uint64_t n = 0;
 	int ret = -EINVAL;
 
 	if (m->features & UFFD_FEATURE_POISON)
-		ret = uffd_poison(m->uffd, addr, FLOOP_PAGE, &n);
+		ret = uffd_poison(m->uffd, addr, (uint64_t)npages * FLOOP_PAGE,
+				  &n);
 	if (ret == 0 && n)
-		atomic_fetch_add(&f->ctr.poisoned, 1);
+		atomic_fetch_add(&f->ctr.poisoned, n);
 	if (!m->warned_poison || ret) {
 		if (ret && ret != -ENOENT && ret != -ESRCH)
 			log_errno(ret, "map %s page %#llx: %s; cannot poison",
@@ -477,26 +497,46 @@ static void floop_poison(struct floop *f, struct fmap *m, uint64_t addr,
 	}
 }
 
+static void floop_poison(struct floop *f, struct fmap *m, uint64_t addr,
+			 const char *why)
+{
+	floop_poison_n(f, m, addr, 1, why);
+}
+
 /* UFFDIO_COPY of a landed page. Returns 1 if the slot is finished. */
 static int floop_slot_copy(struct floop *f, struct fetch *s)
 {
 	struct fmap *m = s->map;
 	int ret;
 
+	uint64_t len = (uint64_t)s->npages * FLOOP_PAGE, done;
+
 	if (m->dead || m->gone)
 		return 1;
-	ret = uffd_copy(m->uffd, s->addr, s->buf, FLOOP_PAGE, 1);
+again:
+	/* One copy (and one wake) for the whole run; it stops at a page
+	 * already present, which is skipped. */
+	ret = uffd_copy_n(m->uffd, s->addr + s->done_off, s->buf + s->done_off,
+			  len - s->done_off, 1, &done);
+	s->done_off += (uint32_t)done;
+	atomic_fetch_add(&f->ctr.remote, done / FLOOP_PAGE);
+	if (s->ahead)
+		atomic_fetch_add(&f->ctr.readahead, done / FLOOP_PAGE);
 	switch (ret) {
 	case 0:
-		atomic_fetch_add(&f->ctr.remote, 1);
-		if (s->ahead)
-			atomic_fetch_add(&f->ctr.readahead, 1);
 		return 1;
 	case -EEXIST:
 		/* Resolved meanwhile; wake in case a thread raced in. */
-		uffd_wake(m->uffd, s->addr, FLOOP_PAGE);
+		uffd_wake(m->uffd, s->addr + s->done_off, FLOOP_PAGE);
+		s->done_off += FLOOP_PAGE;
+		if (s->done_off < len)
+			goto again;
 		return 1;
 	case -EAGAIN:
+		/* A partial copy is reported as -EAGAIN with the bytes done:
+		 * go on from there (the next call names what stopped it). */
+		if (done && s->done_off < len)
+			goto again;
 		/* The guest's address space is changing: read the event
 		 * first, then copy again. */
 		s->state = FETCH_WAIT;
@@ -540,7 +580,8 @@ static void floop_slot_post(struct floop *f, struct fetch *s, uint64_t now)
 	tag = ((uint64_t)s->gen << 32) | (uint32_t)(s - f->slots);
 	/* The peer's own transport: verbs or tcp, chosen per peer. */
 	ret = floop_peer_find(f, s->owner)
-		      ->ops->read(xp, s->off, FLOOP_PAGE, s->buf, tag);
+		      ->ops->read(xp, s->off, s->npages * FLOOP_PAGE, s->buf,
+				  tag);
 	if (ret == 0) {
 		s->state = FETCH_POSTED;
 		return;
@@ -562,7 +603,7 @@ static void floop_on_done(void *arg, uint64_t tag, int status)
 	uint32_t idx = (uint32_t)tag;
 	struct fetch *s;
 
-	if (idx >= f->n_slots)
+	if (idx >= f->n_all)
 		return;
 	s = &f->slots[idx];
 	if (s->gen != (uint32_t)(tag >> 32) || s->state == FETCH_FREE)
@@ -597,15 +638,27 @@ static void floop_on_done(void *arg, uint64_t tag, int status)
 
 /* ---- faults ---- */
 
-/* Takes a free slot for (m, addr) and posts its read. */
-static void floop_fetch_start(struct floop *f, struct fmap *m, uint64_t addr,
-			      uint64_t owner, uint64_t off, int ahead)
+/*
+ * Takes a free slot for @npages pages at (m, addr) (a run slot if more
+ * than one: the caller checked one is free) and posts its read.
+ */
+static void floop_fetch_start_n(struct floop *f, struct fmap *m, uint64_t addr,
+				uint64_t owner, uint64_t off, int ahead,
+				uint32_t npages, int pf)
 {
 	struct fetch *s;
 	uint32_t idx, h;
 
-	idx = f->free_stack[--f->n_free];
+	if (npages > 1)
+		idx = f->run_free[--f->n_run_free];
+	else
+		idx = f->free_stack[--f->n_free];
 	s = &f->slots[idx];
+	s->npages = npages;
+	s->done_off = 0;
+	s->pf = pf;
+	if (pf)
+		m->pf_busy += npages;
 	s->map = m;
 	s->addr = addr;
 	s->owner = owner;
@@ -618,6 +671,42 @@ static void floop_fetch_start(struct floop *f, struct fmap *m, uint64_t addr,
 	s->hnext = f->hash[h];
 	f->hash[h] = idx;
 	floop_slot_post(f, s, s->t0_ms);
+}
+
+static void floop_fetch_start(struct floop *f, struct fmap *m, uint64_t addr,
+			      uint64_t owner, uint64_t off, int ahead)
+{
+	floop_fetch_start_n(f, m, addr, owner, off, ahead, 1, 0);
+}
+
+/*
+ * Fetches what is ahead at @a (up to @stop) for read-ahead or prefetch:
+ * as many contiguous pages of one chunk as a run holds when a run slot is
+ * free, else one page. Returns the pages consumed (fetched or skipped).
+ */
+static uint32_t floop_fetch_ahead(struct floop *f, struct fmap *m, uint64_t a,
+				  uint64_t stop, int pf)
+{
+	uint64_t rel = a - m->base;
+	const struct msg_chunk *c = &m->chunks[rel >> m->chunk_shift];
+	uint64_t off = c->off + (rel & (m->chunk_size - 1));
+	uint64_t chunk_end =
+		m->base + ((rel >> m->chunk_shift) + 1) * m->chunk_size;
+	uint32_t n = 1;
+
+	if (c->node == f->cfg.self || floop_chunk_is_lost(f, c) ||
+	    floop_fetch_find(f, m, a))
+		return 1;
+	if (stop > chunk_end)
+		stop = chunk_end;
+	if (f->n_run_free) {
+		while (n < FLOOP_RUN_PAGES &&
+		       a + (uint64_t)(n + 1) * FLOOP_PAGE <= stop &&
+		       !floop_fetch_find(f, m, a + (uint64_t)n * FLOOP_PAGE))
+			n++;
+	}
+	floop_fetch_start_n(f, m, a, c->node, off, 1, n, pf);
+	return n;
 }
 
 /*
@@ -675,17 +764,9 @@ static void floop_read_ahead(struct floop *f, struct fmap *m, uint64_t addr,
 		stop = m->base + m->span;
 	/* A quarter of the slots stays free for faults: they always go
 	 * ahead of read-ahead. */
-	while (st->end < stop && f->n_free > f->n_slots / 4) {
-		uint64_t a = st->end, rel = a - m->base;
-		const struct msg_chunk *c = &m->chunks[rel >> m->chunk_shift];
-
-		st->end += FLOOP_PAGE;
-		if (c->node == f->cfg.self || floop_chunk_is_lost(f, c) ||
-		    floop_fetch_find(f, m, a))
-			continue;
-		floop_fetch_start(f, m, a, c->node,
-				  c->off + (rel & (m->chunk_size - 1)), 1);
-	}
+	while (st->end < stop && f->n_free > f->n_slots / 4)
+		st->end += (uint64_t)floop_fetch_ahead(f, m, st->end, stop, 0) *
+			   FLOOP_PAGE;
 }
 
 static void floop_fault_remote(struct floop *f, struct fmap *m, uint64_t addr,
@@ -1006,7 +1087,7 @@ static void floop_tick(struct floop *f)
 	if (f->xv)
 		xport_rdma_ops.tick(f->xv, now);
 	floop_peers_check(f, now);
-	for (uint32_t i = 0; i < f->n_slots; i++) {
+	for (uint32_t i = 0; i < f->n_all; i++) {
 		struct fetch *s = &f->slots[i];
 
 		if (s->state != FETCH_WAIT && s->state != FETCH_POSTED)
@@ -1015,10 +1096,11 @@ static void floop_tick(struct floop *f)
 		 * (read-ahead is just dropped). */
 		if (now - s->t0_ms >= limit && !s->have_data &&
 		    (s->ahead || (s->map->features & UFFD_FEATURE_POISON))) {
+			/* a fault may wait on any page of a run */
 			if (!s->ahead)
-				floop_poison(f, s->map, s->addr,
-					     "owner unreachable past the fault "
-					     "timeout");
+				floop_poison_n(f, s->map, s->addr, s->npages,
+					       "owner unreachable past the "
+					       "fault timeout");
 			if (s->state == FETCH_POSTED) {
 				/* The transport still owns buf. */
 				floop_hash_del(f, s);
@@ -1046,24 +1128,11 @@ static void floop_prefetch_run(struct floop *f)
 			continue;
 		while (m->pf_next < m->base + m->span &&
 		       m->pf_busy < FLOOP_PF_DEPTH &&
-		       f->n_free > f->n_slots / 4) {
-			uint64_t a = m->pf_next, rel = a - m->base;
-			const struct msg_chunk *c =
-				&m->chunks[rel >> m->chunk_shift];
-			struct fetch *s;
-
-			m->pf_next += FLOOP_PAGE;
-			if (c->node == f->cfg.self ||
-			    floop_chunk_is_lost(f, c) ||
-			    floop_fetch_find(f, m, a))
-				continue;
-			s = &f->slots[f->free_stack[f->n_free - 1]];
-			s->pf = 1;
-			m->pf_busy++;
-			floop_fetch_start(f, m, a, c->node,
-					  c->off + (rel & (m->chunk_size - 1)),
-					  1);
-		}
+		       f->n_free > f->n_slots / 4)
+			m->pf_next += (uint64_t)floop_fetch_ahead(
+					      f, m, m->pf_next,
+					      m->base + m->span, 1) *
+				      FLOOP_PAGE;
 		if (m->pf_next >= m->base + m->span && m->prefetch == 1) {
 			m->prefetch = 2; /* done; said once */
 			log_dbg("map %s: background prefetch done", m->name);
@@ -1232,6 +1301,13 @@ int floop_peer_stats(struct floop *f, struct msg_peer **out, uint32_t *n)
 	return 0;
 }
 
+/* Landing buffers: one page per slot, then FLOOP_RUN_PAGES per run. */
+static size_t floop_land_len(const struct floop *f)
+{
+	return ((size_t)f->n_slots + (size_t)FLOOP_RUNS * FLOOP_RUN_PAGES) *
+	       FLOOP_PAGE;
+}
+
 int floop_create(const struct floop_cfg *cfg, struct floop **out)
 {
 	struct xport_cfg xcfg = { 0 };
@@ -1255,16 +1331,16 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 	f->tick_ts.tv_nsec = FLOOP_TICK_MS * 1000000ll;
 
 	f->n_slots = f->cfg.slots;
-	while (hsize < 2 * f->n_slots)
+	f->n_all = f->n_slots + FLOOP_RUNS;
+	while (hsize < 2 * f->n_all)
 		hsize <<= 1;
 	f->hash_mask = hsize - 1;
-	f->slots = calloc(f->n_slots, sizeof(*f->slots));
+	f->slots = calloc(f->n_all, sizeof(*f->slots));
 	f->free_stack = calloc(f->n_slots, sizeof(*f->free_stack));
 	f->hash = malloc(hsize * sizeof(*f->hash));
 	/* Landing buffers: allocated once, never on the fault path. */
-	f->bufs = mmap(NULL, (size_t)f->n_slots * FLOOP_PAGE,
-		       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-		       0);
+	f->bufs = mmap(NULL, floop_land_len(f), PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (!f->slots || !f->free_stack || !f->hash || f->bufs == MAP_FAILED) {
 		ret = -ENOMEM;
 		goto err;
@@ -1273,7 +1349,17 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 	for (uint32_t i = 0; i < f->n_slots; i++) {
 		f->slots[i].buf = f->bufs + (size_t)i * FLOOP_PAGE;
 		f->slots[i].hnext = UINT32_MAX;
+		f->slots[i].npages = 1;
 		f->free_stack[f->n_free++] = f->n_slots - 1 - i;
+	}
+	for (uint32_t i = 0; i < FLOOP_RUNS; i++) {
+		struct fetch *s = &f->slots[f->n_slots + i];
+
+		s->buf = f->bufs + (size_t)f->n_slots * FLOOP_PAGE +
+			 (size_t)i * FLOOP_RUN_PAGES * FLOOP_PAGE;
+		s->hnext = UINT32_MAX;
+		s->npages = FLOOP_RUN_PAGES;
+		f->run_free[f->n_run_free++] = f->n_slots + FLOOP_RUNS - 1 - i;
 	}
 	f->efd = eventfd(0, EFD_CLOEXEC);
 	if (f->efd < 0) {
@@ -1288,7 +1374,7 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 	xcfg.done = floop_on_done;
 	xcfg.arg = f;
 	xcfg.land = f->bufs;
-	xcfg.land_len = (size_t)f->n_slots * FLOOP_PAGE;
+	xcfg.land_len = floop_land_len(f);
 	ret = f->cfg.xops->create(&xcfg, &f->x);
 	if (ret)
 		goto err;
@@ -1366,7 +1452,7 @@ void floop_destroy(struct floop *f)
 	if (f->efd >= 0)
 		close(f->efd);
 	if (f->bufs != MAP_FAILED)
-		munmap(f->bufs, (size_t)f->n_slots * FLOOP_PAGE);
+		munmap(f->bufs, floop_land_len(f));
 	free(f->peers);
 	free(f->stats);
 	free(f->slots);

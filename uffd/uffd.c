@@ -93,7 +93,8 @@ int uffd_range_register(int uffd, uint64_t start, uint64_t len)
 	return 0;
 }
 
-int uffd_copy(int uffd, uint64_t dst, const void *src, uint64_t len, int wake)
+int uffd_copy_n(int uffd, uint64_t dst, const void *src, uint64_t len,
+		int wake, uint64_t *copied)
 {
 	struct uffdio_copy c = {
 		.dst = dst,
@@ -101,12 +102,19 @@ int uffd_copy(int uffd, uint64_t dst, const void *src, uint64_t len, int wake)
 		.len = len,
 		.mode = wake ? 0 : UFFDIO_COPY_MODE_DONTWAKE,
 	};
+	int ret;
 
-	if (ioctl(uffd, UFFDIO_COPY, &c) == 0)
-		return 0;
-	if (c.copy < 0)
-		return (int)c.copy;
-	return -errno;
+	ret = ioctl(uffd, UFFDIO_COPY, &c) ? -errno : 0;
+	if (copied)
+		*copied = c.copy > 0 ? (uint64_t)c.copy : 0;
+	if (ret && c.copy < 0)
+		ret = (int)c.copy;
+	return ret;
+}
+
+int uffd_copy(int uffd, uint64_t dst, const void *src, uint64_t len, int wake)
+{
+	return uffd_copy_n(uffd, dst, src, len, wake, NULL);
 }
 
 int uffd_wake(int uffd, uint64_t start, uint64_t len)
