@@ -113,7 +113,7 @@ p99=$(awk -v v="$(pct 99)" 'BEGIN{printf "%.1f", v/1000}')
 # The agent must have fetched every remote page of every pass.
 stats=$(fp_cli A hostA stats 2>&1)
 served=$(echo "$stats" | tr ' ' '\n' | sed -n 's/^remote=//p' | head -n1)
-transport=$(fp_cli A hostA status --json 2>/dev/null | grep -o '"transport": *"[a-z]*"' | head -n1 | sed 's/.*"\([a-z]*\)"$/\1/')
+transport=$(fp_cli A hostA status --json 2>/dev/null | grep -o '"transport": *"[a-z]*"' | grep -v '"none"' | head -n1 | sed 's/.*"\([a-z]*\)"$/\1/')
 [ -n "$transport" ] || transport=tcp
 
 if [ -n "$KEEP_STATS" ]; then
