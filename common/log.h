@@ -31,14 +31,14 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 #define log_err(fmt, ...)  log_msg(LOG_ERR, LOG_PREFIX fmt, ##__VA_ARGS__)
 #define log_warn(fmt, ...) log_msg(LOG_WARN, LOG_PREFIX fmt, ##__VA_ARGS__)
 #define log_info(fmt, ...) log_msg(LOG_INFO, LOG_PREFIX fmt, ##__VA_ARGS__)
-#define log_dbg(fmt, ...)                                                      \
-	do {                                                                   \
-		if (log_level_cur >= LOG_DBG)                                  \
-			log_msg(LOG_DBG, LOG_PREFIX fmt, ##__VA_ARGS__);       \
+#define log_dbg(fmt, ...)                                                \
+	do {                                                             \
+		if (log_level_cur >= LOG_DBG)                            \
+			log_msg(LOG_DBG, LOG_PREFIX fmt, ##__VA_ARGS__); \
 	} while (0)
 /* err is a negative or positive errno value; its text is appended. */
-#define log_errno(err, fmt, ...)                                               \
-	log_msg(LOG_ERR, LOG_PREFIX fmt ": %s", ##__VA_ARGS__,                 \
+#define log_errno(err, fmt, ...)                               \
+	log_msg(LOG_ERR, LOG_PREFIX fmt ": %s", ##__VA_ARGS__, \
 		log_strerror(err))
 
 const char *log_strerror(int err);

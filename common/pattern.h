@@ -11,11 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PATTERN_PAGE	 4096u
-#define PATTERN_WORDS	 (PATTERN_PAGE / sizeof(uint64_t))
+#define PATTERN_PAGE  4096u
+#define PATTERN_WORDS (PATTERN_PAGE / sizeof(uint64_t))
 
-static inline uint64_t pattern_word(uint64_t seed, uint64_t page,
-				    uint64_t word)
+static inline uint64_t pattern_word(uint64_t seed, uint64_t page, uint64_t word)
 {
 	/* splitmix64 finaliser over a unique input per (seed, page, word) */
 	uint64_t z = seed * 0x9e3779b97f4a7c15ull + (page << 9) + word + 1;

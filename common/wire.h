@@ -16,9 +16,9 @@
 
 #include <stdint.h>
 
-#define WIRE_VERSION  1
-#define WIRE_HDR_LEN  24
-#define WIRE_LEN_MAX  (1u << 20)
+#define WIRE_VERSION 1
+#define WIRE_HDR_LEN 24
+#define WIRE_LEN_MAX (1u << 20)
 
 enum wire_op {
 	WIRE_OP_HELLO = 1,

@@ -5,7 +5,8 @@ set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:-$SRC/build}
 shift || true
-cmake -S "$SRC" -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFARPAGE_WERROR=ON "$@" >"$B.cmake.log" 2>&1 ||
-	{ mkdir -p "$B"; cat "$B.cmake.log" >&2; exit 1; }
+mkdir -p "$B"
+cmake -S "$SRC" -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFARPAGE_WERROR=ON "$@" >"$B/cmake-configure.log" 2>&1 ||
+	{ cat "$B/cmake-configure.log" >&2; exit 1; }
 cmake --build "$B" -j"$(nproc)" 2>&1 | grep -vE '^\[ *[0-9]+%\]|^gmake|^make' || true
 test "${PIPESTATUS[0]}" = 0

@@ -93,8 +93,8 @@ int uffd_range_register(int uffd, uint64_t start, uint64_t len)
 	return 0;
 }
 
-int uffd_copy_n(int uffd, uint64_t dst, const void *src, uint64_t len,
-		int wake, uint64_t *copied)
+int uffd_copy_n(int uffd, uint64_t dst, const void *src, uint64_t len, int wake,
+		uint64_t *copied)
 {
 	struct uffdio_copy c = {
 		.dst = dst,
