@@ -506,10 +506,9 @@ static void floop_poison(struct floop *f, struct fmap *m, uint64_t addr,
 /* UFFDIO_COPY of a landed page. Returns 1 if the slot is finished. */
 static int floop_slot_copy(struct floop *f, struct fetch *s)
 {
+	uint64_t len = (uint64_t)s->npages * FLOOP_PAGE, done;
 	struct fmap *m = s->map;
 	int ret;
-
-	uint64_t len = (uint64_t)s->npages * FLOOP_PAGE, done;
 
 	if (m->dead || m->gone)
 		return 1;
@@ -519,7 +518,9 @@ again:
 	ret = uffd_copy_n(m->uffd, s->addr + s->done_off, s->buf + s->done_off,
 			  len - s->done_off, 1, &done);
 	s->done_off += (uint32_t)done;
-	atomic_fetch_add(&f->ctr.remote, done / FLOOP_PAGE);
+	atomic_fetch_add(s->owner == f->cfg.self ? &f->ctr.local
+						 : &f->ctr.remote,
+			 done / FLOOP_PAGE);
 	if (s->ahead)
 		atomic_fetch_add(&f->ctr.readahead, done / FLOOP_PAGE);
 	switch (ret) {
@@ -666,6 +667,13 @@ static void floop_fetch_start_n(struct floop *f, struct fmap *m, uint64_t addr,
 	s->t0_ms = floop_now_ms();
 	s->have_data = 0;
 	s->ahead = ahead;
+	/* This node's own page (its chunk could not be mapped from the
+	 * pool): the "read" is a copy from the pool, the rest as usual. */
+	if (owner == f->cfg.self) {
+		memcpy(s->buf, f->cfg.pool_base + off,
+		       (size_t)npages * FLOOP_PAGE);
+		s->have_data = 1;
+	}
 	m->inflight++;
 	h = floop_hash(f, m, addr);
 	s->hnext = f->hash[h];
@@ -854,7 +862,8 @@ static void floop_fault(struct floop *f, struct fmap *m, uint64_t addr)
 	else if (ret == -EEXIST)
 		uffd_wake(m->uffd, addr, FLOOP_PAGE);
 	else if (ret == -EAGAIN)
-		floop_fault_remote(f, m, addr, c->node, off); /* retried */
+		/* Address space changing: a slot retries the copy later. */
+		floop_fault_remote(f, m, addr, c->node, off);
 	else if (ret != -ENOENT && ret != -ESRCH)
 		log_errno(ret, "map %s: local copy", m->name);
 }
