@@ -99,7 +99,8 @@ static int fsvc_on_map(struct fsvc_conn *c, const struct msg *req)
 		snprintf(text, sizeof(text), "region %s: %s", req->name,
 			 region.text[0] ? region.text : log_strerror(ret));
 		msg_fini(&region);
-		return fsvc_reply_error(c, ret, text) ?: ret;
+		fsvc_reply_error(c, ret, text);
+		return ret;
 	}
 	ret = agent_peers_refresh(a);
 	if (ret)
