@@ -55,9 +55,13 @@ fp_cleanup() {
 	rm -rf "$FP_TMP"
 }
 FP_RC=0
+FP_AT_EXIT=()
+# fp_at_exit CMD: run CMD on exit, after processes and namespaces are gone.
+fp_at_exit() { FP_AT_EXIT+=("$1"); }
 fp_exit() {
-	local rc=$?
+	local rc=$? c
 	fp_cleanup
+	for c in "${FP_AT_EXIT[@]}"; do $c; done
 	[ "$FP_RC" != 0 ] && [ "$rc" = 0 ] && rc=$FP_RC
 	exit "$rc"
 }

@@ -20,7 +20,7 @@ restore_hp() {
 	now=$(cat $NR)
 	[ "$now" -ge "$ADDED" ] && echo $((now - ADDED)) >$NR 2>/dev/null
 }
-trap 'rc=$?; fp_cleanup; restore_hp; [ "$FP_RC" != 0 ] && [ "$rc" = 0 ] && rc=$FP_RC; exit $rc' EXIT
+fp_at_exit restore_hp
 echo $(($(cat $NR) + ADDED)) >$NR
 free=$(cat $FREE)
 [ "$free" -ge 16 ] || fp_skip "could not reserve 16 free hugepages (free: $free)"
