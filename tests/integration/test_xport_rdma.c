@@ -40,30 +40,7 @@
 #define T_NODE_B    2
 #define T_WAIT_MS   60000u
 
-#define T_CHECK(cond)                                                    \
-	do {                                                             \
-		if (!(cond)) {                                           \
-			fprintf(stderr, "%s:%d: %s: check failed: %s\n", \
-				__FILE__, __LINE__, __func__, #cond);    \
-			return -1;                                       \
-		}                                                        \
-	} while (0)
-
-/* A fault loop in miniature: a ring, the transport, the done records. */
-struct t_drv {
-	struct io_uring ring;
-	const struct xport_ops *ops;
-	struct xport *x;
-	int *status;
-	uint32_t *calls;
-	uint64_t ndone;
-	uint64_t nfail;
-	uint64_t bad_tags;
-	uint64_t foreign;
-	struct xport_peer *close_on_done; /* reentrancy test */
-	uint32_t *retry; /* failed tags to post again (threads test) */
-	uint32_t nretry;
-};
+#include "t_xport.h"
 
 /* One node: pool, landing area, verbs context, its fault loop. */
 struct t_side {
@@ -81,89 +58,6 @@ struct t_side {
 	struct xport_peer *p; /* towards the other side */
 	unsigned int depth;   /* READs in flight per QP */
 };
-
-static uint64_t t_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void t_done(void *arg, uint64_t tag, int status)
-{
-	struct t_drv *d = arg;
-	struct xport_peer *p;
-
-	if (tag >= T_TAGS) {
-		d->bad_tags++;
-		return;
-	}
-	d->calls[tag]++;
-	d->status[tag] = status;
-	d->ndone++;
-	if (status)
-		d->nfail++;
-	if (status && d->retry)
-		d->retry[d->nretry++] = (uint32_t)tag;
-	if (d->close_on_done) {
-		p = d->close_on_done;
-		d->close_on_done = NULL;
-		d->ops->peer_close(p);
-	}
-}
-
-static void t_drv_reset(struct t_drv *d)
-{
-	memset(d->status, 0, T_TAGS * sizeof(*d->status));
-	memset(d->calls, 0, T_TAGS * sizeof(*d->calls));
-	d->ndone = d->nfail = d->bad_tags = 0;
-}
-
-static int t_drv_poll(struct t_drv *d, unsigned int ms)
-{
-	struct __kernel_timespec ts = { .tv_sec = ms / 1000,
-					.tv_nsec = (ms % 1000) * 1000000ll };
-	struct io_uring_cqe *cqe;
-	unsigned int head, seen = 0;
-	int ret;
-
-	ret = io_uring_submit_and_wait_timeout(&d->ring, &cqe, 1, &ts, NULL);
-	if (ret < 0 && ret != -ETIME && ret != -EINTR)
-		return ret;
-	io_uring_for_each_cqe(&d->ring, head, cqe) {
-		struct req *r = io_uring_cqe_get_data(cqe);
-
-		seen++;
-		if (r && r->op == REQ_XPORT_VERBS)
-			d->ops->on_cqe(d->x, cqe);
-		else
-			d->foreign++;
-	}
-	io_uring_cq_advance(&d->ring, seen);
-	if (d->x)
-		d->ops->tick(d->x, t_now_ms());
-	return 0;
-}
-
-static bool t_wait_state(struct t_drv *d, struct xport_peer *p,
-			 enum xport_peer_state st, unsigned int ms)
-{
-	uint64_t end = t_now_ms() + ms;
-
-	while (d->ops->peer_state(p) != st && t_now_ms() < end)
-		t_drv_poll(d, 10);
-	return d->ops->peer_state(p) == st;
-}
-
-static bool t_wait_done(struct t_drv *d, uint64_t n, unsigned int ms)
-{
-	uint64_t end = t_now_ms() + ms;
-
-	while (d->ndone < n && t_now_ms() < end)
-		t_drv_poll(d, 10);
-	return d->ndone >= n;
-}
 
 static int t_side_start(struct t_side *s);
 
@@ -183,12 +77,7 @@ static int t_side_init(struct t_side *s)
 		return -errno;
 	for (i = 0; i < T_PAGES; i++)
 		pattern_fill(s->pool + i * PATTERN_PAGE, s->seed, i);
-	s->d.ops = &xport_rdma_ops;
-	s->d.status = calloc(T_TAGS, sizeof(*s->d.status));
-	s->d.calls = calloc(T_TAGS, sizeof(*s->d.calls));
-	if (!s->d.status || !s->d.calls)
-		return -ENOMEM;
-	ret = io_uring_queue_init(256, &s->d.ring, 0);
+	ret = t_drv_alloc(&s->d, &xport_rdma_ops, REQ_XPORT_VERBS);
 	if (ret)
 		return ret;
 	return t_side_start(s);
@@ -224,10 +113,8 @@ static void t_side_fini(struct t_side *s)
 {
 	if (s->d.x)
 		s->d.ops->destroy(s->d.x);
-	io_uring_queue_exit(&s->d.ring);
 	xport_rdma_ctx_destroy(s->ctx);
-	free(s->d.status);
-	free(s->d.calls);
+	t_drv_free(&s->d);
 	munmap(s->pool, T_POOL_SIZE);
 	munmap(s->land, T_POOL_SIZE);
 	close(s->pool_fd);

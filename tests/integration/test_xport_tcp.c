@@ -35,143 +35,29 @@
 #define T_DEPTH	    256u /* xport_tcp's default slots per peer */
 #define T_WAIT_MS   10000u
 
-#define T_CHECK(cond)                                                    \
-	do {                                                             \
-		if (!(cond)) {                                           \
-			fprintf(stderr, "%s:%d: %s: check failed: %s\n", \
-				__FILE__, __LINE__, __func__, #cond);    \
-			return -1;                                       \
-		}                                                        \
-	} while (0)
+#include "t_xport.h"
 
 struct t_pool {
 	uint8_t *base;
 	int fd;
 };
 
-/* A fault loop in miniature: a ring, the transport, the done records. */
-struct t_drv {
-	struct io_uring ring;
-	const struct xport_ops *ops;
-	struct xport *x;
-	int *status;
-	uint32_t *calls;
-	uint64_t ndone;
-	uint64_t nfail;
-	uint64_t bad_tags;
-	uint64_t foreign;
-	struct xport_peer *close_on_done; /* reentrancy test */
-};
-
-static uint64_t t_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void t_done(void *arg, uint64_t tag, int status)
-{
-	struct t_drv *d = arg;
-	struct xport_peer *p;
-
-	if (tag >= T_TAGS) {
-		d->bad_tags++;
-		return;
-	}
-	d->calls[tag]++;
-	d->status[tag] = status;
-	d->ndone++;
-	if (status)
-		d->nfail++;
-	if (d->close_on_done) {
-		p = d->close_on_done;
-		d->close_on_done = NULL;
-		d->ops->peer_close(p);
-	}
-}
-
-static void t_drv_reset(struct t_drv *d)
-{
-	memset(d->status, 0, T_TAGS * sizeof(*d->status));
-	memset(d->calls, 0, T_TAGS * sizeof(*d->calls));
-	d->ndone = d->nfail = 0;
-}
-
 static int t_drv_init(struct t_drv *d)
 {
+	struct xport_cfg cfg = { .done = t_done, .arg = d };
 	int ret;
 
-	memset(d, 0, sizeof(*d));
-	d->ops = &xport_tcp_ops;
-	d->status = calloc(T_TAGS, sizeof(*d->status));
-	d->calls = calloc(T_TAGS, sizeof(*d->calls));
-	if (!d->status || !d->calls)
-		return -ENOMEM;
-	ret = io_uring_queue_init(256, &d->ring, 0);
+	ret = t_drv_alloc(d, &xport_tcp_ops, REQ_XPORT);
 	if (ret)
 		return ret;
-	struct xport_cfg cfg = {
-		.ring = &d->ring,
-		.done = t_done,
-		.arg = d,
-	};
-
+	cfg.ring = &d->ring;
 	return d->ops->create(&cfg, &d->x);
 }
 
 static void t_drv_fini(struct t_drv *d)
 {
 	d->ops->destroy(d->x);
-	io_uring_queue_exit(&d->ring);
-	free(d->status);
-	free(d->calls);
-}
-
-/* One loop iteration: wait up to @ms, dispatch CQEs in a batch, tick. */
-static int t_drv_poll(struct t_drv *d, unsigned int ms)
-{
-	struct __kernel_timespec ts = { .tv_sec = ms / 1000,
-					.tv_nsec = (ms % 1000) * 1000000ll };
-	struct io_uring_cqe *cqe;
-	unsigned int head, seen = 0;
-	int ret;
-
-	ret = io_uring_submit_and_wait_timeout(&d->ring, &cqe, 1, &ts, NULL);
-	if (ret < 0 && ret != -ETIME && ret != -EINTR)
-		return ret;
-	io_uring_for_each_cqe(&d->ring, head, cqe) {
-		struct req *r = io_uring_cqe_get_data(cqe);
-
-		seen++;
-		if (r && r->op == REQ_XPORT)
-			d->ops->on_cqe(d->x, cqe);
-		else
-			d->foreign++;
-	}
-	io_uring_cq_advance(&d->ring, seen);
-	d->ops->tick(d->x, t_now_ms());
-	return 0;
-}
-
-static bool t_wait_state(struct t_drv *d, struct xport_peer *p,
-			 enum xport_peer_state st, unsigned int ms)
-{
-	uint64_t end = t_now_ms() + ms;
-
-	while (d->ops->peer_state(p) != st && t_now_ms() < end)
-		t_drv_poll(d, 10);
-	return d->ops->peer_state(p) == st;
-}
-
-static bool t_wait_done(struct t_drv *d, uint64_t n, unsigned int ms)
-{
-	uint64_t end = t_now_ms() + ms;
-
-	while (d->ndone < n && t_now_ms() < end)
-		t_drv_poll(d, 10);
-	return d->ndone >= n;
+	t_drv_free(d);
 }
 
 static int t_open(struct t_drv *d, const char *addr, uint64_t instance,
