@@ -25,21 +25,31 @@
 #define CLI_TOUCH_REPORT_MAX  8 /* ... and in all */
 
 static const char cli_touch_usage[] =
-	"usage: farpage touch NAME [--seed N] [--order seq|rand] [--threads "
-	"N]\n"
-	"                          [--lat-file FILE] [--local-too] "
-	"[--prefetch]\n"
+	"usage: farpage touch NAME [--seed N | --expect-zero] [--order "
+	"seq|rand]\n"
+	"                          [--threads N] [--lat-file FILE] "
+	"[--local-too]\n"
+	"                          [--prefetch]\n"
 	"\n"
 	"Maps region NAME through the local agent and reads one byte of every\n"
 	"page this node does not own, timing each first touch (the page\n"
 	"fault and its fetch), then verifies the whole page against the\n"
 	"pattern 'farpage fill --seed N' wrote. The last line is:\n"
-	"  touch: pages=N remote=N local=N mismatches=N p50_us=X p90_us=X\n"
-	"         p99_us=X max_us=X MBps=X order=seq|rand threads=N\n"
-	"Exits 1 on any mismatch, and on a page the agent could not fetch.\n"
+	"  touch: pages=N remote=N local=N verified=N wrong=N zero=N "
+	"sigbus=N\n"
+	"         mismatches=N p50_us=X p90_us=X p99_us=X max_us=X MBps=X\n"
+	"         order=seq|rand threads=N\n"
+	"pages: touched; verified: matched the pattern; wrong: did not; zero:\n"
+	"did not and read as all zeroes (mismatches = wrong + zero); sigbus:\n"
+	"threads stopped by a page the agent could not fetch. The line is\n"
+	"printed also when a SIGBUS ends the run. Exits 1 on any mismatch and\n"
+	"on a SIGBUS.\n"
 	"\n"
 	"  --seed N          pattern seed (default 1); also seeds --order "
 	"rand\n"
+	"  --expect-zero     pages must read as zeroes (a region nobody "
+	"filled);\n"
+	"                    then zero pages are the verified ones\n"
 	"  --order seq|rand  seq: each thread touches a contiguous slice in\n"
 	"                    order; rand: a shuffled order dealt round-robin\n"
 	"                    (default seq)\n"
@@ -63,6 +73,13 @@ struct cli_touch_bad {
 	int zero;     /* the page reads as all zeroes */
 };
 
+/* How a touched page compared with what it should hold. */
+enum cli_touch_verdict {
+	CLI_TOUCH_VERIFIED,
+	CLI_TOUCH_WRONG,
+	CLI_TOUCH_ZERO, /* wrong, and all zeroes */
+};
+
 struct cli_touch;
 
 struct cli_touch_thread {
@@ -77,7 +94,9 @@ struct cli_touch_thread {
 	uint64_t *lat;
 	size_t n_remote;
 	size_t n_local;
-	uint64_t mismatches;
+	uint64_t verified;
+	uint64_t wrong; /* mismatched, not all zeroes */
+	uint64_t zero;	/* mismatched, all zeroes */
 	struct cli_touch_bad bad[CLI_TOUCH_BAD_MAX];
 	unsigned int n_bad;
 	struct timespec t_start;
@@ -94,6 +113,7 @@ struct cli_touch {
 	/* options */
 	const char *name;
 	uint64_t seed;
+	int expect_zero;
 	enum cli_touch_order order;
 	unsigned int n_threads;
 	const char *lat_path;
@@ -149,21 +169,42 @@ static int cli_touch_ts_before(const struct timespec *a,
 	       (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
 }
 
-static void cli_touch_bad_note(struct cli_touch_thread *t, uint64_t page,
-			       const char *p, size_t words)
+static int cli_touch_is_zero(const char *p)
 {
-	struct cli_touch_bad *b;
 	size_t i;
 
-	t->mismatches++;
+	for (i = 0; i < PATTERN_PAGE && !p[i]; i++)
+		;
+	return i == PATTERN_PAGE;
+}
+
+/* Checks the page just touched and counts it. */
+static void cli_touch_verify(struct cli_touch_thread *t, uint64_t page,
+			     const char *p)
+{
+	const struct cli_touch *run = t->run;
+	int zero = cli_touch_is_zero(p);
+	struct cli_touch_bad *b;
+	size_t words;
+
+	if (run->expect_zero)
+		words = zero ? 0 : PATTERN_WORDS;
+	else
+		words = pattern_check(p, run->seed, page);
+	if (!words) {
+		t->verified++;
+		return;
+	}
+	if (zero)
+		t->zero++;
+	else
+		t->wrong++;
 	if (t->n_bad == CLI_TOUCH_BAD_MAX)
 		return;
 	b = &t->bad[t->n_bad++];
 	b->page = page;
 	b->words = words;
-	for (i = 0; i < PATTERN_PAGE && !p[i]; i++)
-		;
-	b->zero = i == PATTERN_PAGE;
+	b->zero = zero;
 }
 
 /* The timed loop. State lives in *t, so a SIGBUS longjmp loses nothing
@@ -174,7 +215,7 @@ static void cli_touch_pages(struct cli_touch_thread *t)
 	struct timespec t0, t1;
 	uint64_t page, ns;
 	const char *p;
-	size_t off, bad;
+	size_t off;
 	int local;
 
 	for (size_t i = 0; i < t->n_pages; i++) {
@@ -195,9 +236,7 @@ static void cli_touch_pages(struct cli_touch_thread *t)
 			t->lat[t->n_pages - 1 - t->n_local++] = ns;
 		else
 			t->lat[t->n_remote++] = ns;
-		bad = pattern_check(p, run->seed, page);
-		if (bad)
-			cli_touch_bad_note(t, page, p, bad);
+		cli_touch_verify(t, page, p);
 	}
 }
 
@@ -347,6 +386,15 @@ static double cli_touch_pct_us(const uint64_t *v, size_t n, unsigned int pct)
 	return v[rank - 1] / 1000.0;
 }
 
+static unsigned int cli_touch_sigbus_count(const struct cli_touch *run)
+{
+	unsigned int n = 0;
+
+	for (unsigned int i = 0; i < run->n_threads; i++)
+		n += run->th[i].sigbus;
+	return n;
+}
+
 /* Reports the first thread's SIGBUS, if any; returns how many had one. */
 static unsigned int cli_touch_sigbus_report(const struct cli_touch *run)
 {
@@ -428,9 +476,9 @@ static int cli_touch_lat_write(const struct cli_touch *run)
 /* Prints the summary and the final line and sets *mismatches. Returns 0
  * or -ENOMEM (printed). */
 static int cli_touch_report(const struct cli *c, const struct cli_touch *run,
-			    uint64_t *mismatches)
+			    unsigned int sigbus, uint64_t *mismatches)
 {
-	uint64_t *rem, *loc, bad = 0;
+	uint64_t *rem, *loc, bad = 0, verified = 0, wrong = 0, zero = 0;
 	size_t n_rem, n_loc;
 	struct timespec t0 = run->th[0].t_start, t1 = run->th[0].t_end;
 	double secs, mbps, p50, p90, p99, pmax;
@@ -450,8 +498,11 @@ static int cli_touch_report(const struct cli *c, const struct cli_touch *run,
 			t0 = t->t_start;
 		if (cli_touch_ts_before(&t1, &t->t_end))
 			t1 = t->t_end;
-		bad += t->mismatches;
+		verified += t->verified;
+		wrong += t->wrong;
+		zero += t->zero;
 	}
+	bad = wrong + zero;
 	secs = cli_touch_ns(&t0, &t1) / 1e9;
 	mbps = secs > 0 ? (double)(n_rem + n_loc) * PATTERN_PAGE / secs / 1e6
 			: 0;
@@ -474,7 +525,9 @@ static int cli_touch_report(const struct cli *c, const struct cli_touch *run,
 	printf("  touched     %zu pages: %zu remote, %zu local%s\n",
 	       n_rem + n_loc, n_rem, n_loc,
 	       run->local_too ? "" : " (own pages skipped, see --local-too)");
-	printf("  mismatches  %llu\n", (unsigned long long)bad);
+	printf("  verified    %llu\n", (unsigned long long)verified);
+	printf("  mismatches  %llu (%llu all zeroes)\n",
+	       (unsigned long long)bad, (unsigned long long)zero);
 	for (unsigned int i = 0; i < run->n_threads; i++) {
 		const struct cli_touch_thread *t = &run->th[i];
 
@@ -508,12 +561,13 @@ static int cli_touch_report(const struct cli *c, const struct cli_touch *run,
 	if (ret < 0)
 		printf("  agent: counters unavailable: %s\n",
 		       farpage_strerror(ret));
-	printf("touch: pages=%zu remote=%zu local=%zu mismatches=%llu "
-	       "p50_us=%.1f p90_us=%.1f p99_us=%.1f max_us=%.1f MBps=%.1f "
-	       "order=%s threads=%u\n",
-	       n_rem + n_loc, n_rem, n_loc, (unsigned long long)bad, p50, p90,
-	       p99, pmax, mbps, run->order == CLI_TOUCH_RAND ? "rand" : "seq",
-	       run->n_threads);
+	printf("touch: pages=%zu remote=%zu local=%zu verified=%llu wrong=%llu "
+	       "zero=%llu sigbus=%u mismatches=%llu p50_us=%.1f p90_us=%.1f "
+	       "p99_us=%.1f max_us=%.1f MBps=%.1f order=%s threads=%u\n",
+	       n_rem + n_loc, n_rem, n_loc, (unsigned long long)verified,
+	       (unsigned long long)wrong, (unsigned long long)zero, sigbus,
+	       (unsigned long long)bad, p50, p90, p99, pmax, mbps,
+	       run->order == CLI_TOUCH_RAND ? "rand" : "seq", run->n_threads);
 	fflush(stdout);
 	free(rem);
 	free(loc);
@@ -538,6 +592,7 @@ static int cli_touch_args(struct cli_touch *run, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "seed", required_argument, NULL, 's' },
+		{ "expect-zero", no_argument, NULL, 'z' },
 		{ "order", required_argument, NULL, 'o' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "lat-file", required_argument, NULL, 'f' },
@@ -583,6 +638,9 @@ static int cli_touch_args(struct cli_touch *run, int argc, char **argv)
 			break;
 		case 'l':
 			run->local_too = 1;
+			break;
+		case 'z':
+			run->expect_zero = 1;
 			break;
 		case 'p':
 			run->prefetch = 1;
@@ -651,12 +709,14 @@ int cli_touch_run(const struct cli *c, int argc, char **argv)
 	sigaction(SIGBUS, &old_sa, NULL);
 	if (ret < 0)
 		goto out_unmap;
+	/* What was verified before a SIGBUS is reported all the same: a
+	 * wrong or zero page read before it must not go unseen. */
+	if (cli_touch_report(c, &run, cli_touch_sigbus_count(&run),
+			     &mismatches) < 0)
+		goto out_unmap;
 	if (cli_touch_sigbus_report(&run))
 		goto out_unmap;
-
 	if (run.lat_file && cli_touch_lat_write(&run) < 0)
-		goto out_unmap;
-	if (cli_touch_report(c, &run, &mismatches) < 0)
 		goto out_unmap;
 	if (mismatches) {
 		cli_err("touch %s: %llu of %zu pages do not match the pattern "

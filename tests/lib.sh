@@ -161,3 +161,29 @@ fp_cli() {
 fp_field() { # file prefix key
 	grep "^$2" "$1" | tail -n1 | tr ' ' '\n' | sed -n "s/^$3=//p"
 }
+
+# fp_touch_ok NAME OUTFILE: a `farpage touch` run passed: every page it
+# touched verified, none wrong or zero, no SIGBUS, some pages remote.
+fp_touch_ok() {
+	local f=$2 w z b
+	grep -q '^touch:' "$f" || { cat "$f" >&2; fp_fail "$1: touch printed no result line"; }
+	w=$(fp_field "$f" touch: wrong) z=$(fp_field "$f" touch: zero) b=$(fp_field "$f" touch: sigbus)
+	[ "$w" = 0 ] && [ "$z" = 0 ] && [ "$b" = 0 ] ||
+		{ cat "$f" >&2; fp_fail "$1: wrong=$w zero=$z sigbus=$b"; }
+	[ "$(fp_field "$f" touch: verified)" = "$(fp_field "$f" touch: pages)" ] ||
+		{ cat "$f" >&2; fp_fail "$1: not every touched page verified"; }
+	[ "$(fp_field "$f" touch: remote)" -gt 0 ] || fp_fail "$1: no remote pages"
+	fp_log "ok: $1 ($(grep '^touch:' "$f" | tail -n1 | cut -d' ' -f2-7))"
+}
+
+# fp_touch_sigbus NAME OUTFILE RC: the run failed loudly with a SIGBUS,
+# and every page it read before that verified: never a wrong or zero page.
+fp_touch_sigbus() {
+	local f=$2 w z b
+	[ "$3" != 0 ] || { cat "$f" >&2; fp_fail "$1: touch passed, expected SIGBUS"; }
+	grep -q '^touch:' "$f" || { cat "$f" >&2; fp_fail "$1: touch printed no result line"; }
+	w=$(fp_field "$f" touch: wrong) z=$(fp_field "$f" touch: zero) b=$(fp_field "$f" touch: sigbus)
+	[ "$w" = 0 ] && [ "$z" = 0 ] || { cat "$f" >&2; fp_fail "$1: a page read wrong data (wrong=$w zero=$z)"; }
+	[ "${b:-0}" -gt 0 ] && grep -q SIGBUS "$f" || { cat "$f" >&2; fp_fail "$1: no SIGBUS reported"; }
+	fp_log "ok: $1 (SIGBUS after $(fp_field "$f" touch: verified) verified pages, none wrong or zero)"
+}
