@@ -18,6 +18,8 @@ declare -A FP_HOST_RUN FP_HOST_IP FP_NODE_PID FP_NODE_SOCK
 FP_COORD=""
 FP_COORD_PID=""
 FP_VERBOSE=${FP_VERBOSE:-0}
+# What ASan, LSan, UBSan and TSan reports start with.
+FP_SAN_RE='ERROR: (Address|Leak|Thread)Sanitizer|WARNING: ThreadSanitizer|runtime error:'
 
 fp_log() { echo "[$(date +%T)] $*" >&2; }
 fp_fail() { fp_log "FAIL: $*"; fp_dump_logs; exit 1; }
@@ -44,12 +46,13 @@ fp_cleanup() {
 	for p in "${FP_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
 	wait 2>/dev/null
 	for n in "${FP_NETNS[@]}"; do ip netns del "$n" 2>/dev/null; done
-	# A sanitizer report from any daemon fails the test, whatever else passed.
-	if grep -lE 'ERROR: (Address|Leak|Thread)Sanitizer|runtime error:' \
-		"$FP_TMP"/*.log >/dev/null 2>&1; then
-		grep -hE -A30 'ERROR: (Address|Leak|Thread)Sanitizer|runtime error:' \
-			"$FP_TMP"/*.log | head -80 >&2
-		fp_log "FAIL: a sanitizer reported errors in a daemon (above)"
+	# A sanitizer report from any daemon (*.log) or guest (*.out, *.err)
+	# fails the test, whatever else passed.
+	if grep -lE "$FP_SAN_RE" "$FP_TMP"/*.log "$FP_TMP"/*.out "$FP_TMP"/*.err \
+		>/dev/null 2>&1; then
+		grep -hE -A30 "$FP_SAN_RE" "$FP_TMP"/*.log "$FP_TMP"/*.out \
+			"$FP_TMP"/*.err 2>/dev/null | head -80 >&2
+		fp_log "FAIL: a sanitizer reported errors in a daemon or guest (above)"
 		FP_RC=1
 	fi
 	rm -rf "$FP_TMP"
