@@ -130,6 +130,17 @@ static const struct msg_rec msg_chunk_rec = {
 	.required = 0x3,
 };
 
+static const struct msg_field msg_extent_fields[] = {
+	F_U64(msg_extent, "off", off, 0, UINT64_MAX),
+	F_U64(msg_extent, "len", len, 1, UINT64_MAX),
+};
+
+static const struct msg_rec msg_extent_rec = {
+	.fields = msg_extent_fields,
+	.n_fields = ARRAY_LEN(msg_extent_fields),
+	.required = 0x3,
+};
+
 static const struct msg_field msg_node_fields[] = {
 	F_U64(msg_node, "node", id, 1, UINT32_MAX),
 	F_STR(msg_node, "name", name, MSG_C_NAME),
@@ -204,6 +215,10 @@ static const struct msg_field msg_fields[MSG_F__MAX] = {
 	[MSG_F_ERRORS] = F_U64(msg, "errors", errors, 0, UINT64_MAX),
 	[MSG_F_POISONED] = F_U64(msg, "poisoned", poisoned, 0, UINT64_MAX),
 	[MSG_F_FLAGS] = F_U64(msg, "flags", flags, 0, MSG_MAP_FLAGS),
+	[MSG_F_CID] = F_U64(msg, "cid", cid, 0, UINT64_MAX),
+	[MSG_F_NGEN] = F_U64(msg, "ngen", ngen, 0, UINT64_MAX),
+	[MSG_F_EXTENTS] =
+		F_RECS(msg, "extents", extents, n_extents, msg_extent_rec),
 };
 
 #define B(f) MSG_BIT(MSG_F_##f)
@@ -225,9 +240,11 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 	[MSG_T_OK] = { "ok", 0, 0 },
 	[MSG_T_ERROR] = { "error", B(ERR) | B(TEXT), B(ERR) },
 	[MSG_T_NODE_JOIN] = { "node_join", JOIN_REQ, JOIN_REQ },
-	[MSG_T_NODE_JOINED] = { "node_joined", B(NODE) | B(LEASE_MS),
-				B(NODE) | B(LEASE_MS) },
-	[MSG_T_HEARTBEAT] = { "heartbeat", B(NODE) | B(INSTANCE) | B(PEERS),
+	[MSG_T_NODE_JOINED] = { "node_joined", B(NODE) | B(LEASE_MS) | B(CID),
+				B(NODE) | B(LEASE_MS) | B(CID) },
+	[MSG_T_HEARTBEAT] = { "heartbeat",
+			      B(NODE) | B(INSTANCE) | B(PEERS) | B(EPOCH) |
+				      B(CID) | B(EXTENTS),
 			      B(NODE) | B(INSTANCE) },
 	[MSG_T_NODE_LIST] = { "node_list", 0, 0 },
 	[MSG_T_NODES] = { "nodes", B(NODES), 0 },
@@ -248,12 +265,18 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 			   B(NODE) | B(MR_ADDR) | B(RKEY) | B(MR_LEN) },
 	[MSG_T_MAP] = { "map", B(NAME), B(NAME) },
 	[MSG_T_MAP_LAYOUT] = { "map_layout",
-			       LAYOUT_REQ | B(CHUNKS) | B(INSTANCE),
+			       LAYOUT_REQ | B(CHUNKS) | B(INSTANCE) | B(CID),
 			       LAYOUT_REQ },
 	[MSG_T_MAP_UFFD] = { "map_uffd", B(BASE) | B(FEATURES) | B(FLAGS),
 			     B(BASE) | B(FEATURES) },
 	[MSG_T_AGENT_STATS] = { "agent_stats", 0, 0 },
 	[MSG_T_AGENT_STAT] = { "agent_stat", STAT_REQ | B(PEERS), STAT_REQ },
+	[MSG_T_HEARTBEAT_ACK] = { "heartbeat_ack",
+				  B(EPOCH) | B(NGEN) | B(CID) | B(EXTENTS),
+				  B(EPOCH) | B(NGEN) | B(CID) },
+	[MSG_T_SCRUB] = { "scrub", B(NODE) | B(EPOCH) | B(EXTENTS),
+			  B(NODE) | B(EPOCH) },
+	[MSG_T_SCRUB_DONE] = { "scrub_done", B(NODE) | B(EXTENTS), B(NODE) },
 };
 
 _Static_assert(MSG_F__MAX <= 64, "field ids must fit msg.present");

@@ -36,8 +36,10 @@ enum msg_type {
 	MSG_T_ERROR, /* err (positive errno), text */
 	/* node <-> coordinator */
 	MSG_T_NODE_JOIN,   /* name, data_addr, pool_size, instance -> JOINED */
-	MSG_T_NODE_JOINED, /* node, lease_ms */
-	MSG_T_HEARTBEAT,   /* node, instance, [peers] -> OK */
+	MSG_T_NODE_JOINED, /* node, lease_ms, cid */
+	MSG_T_HEARTBEAT,   /* node, instance, [peers], [epoch, cid: the
+			      region epoch synced, of those tables],
+			      [extents cleared] -> HEARTBEAT_ACK */
 	MSG_T_NODE_LIST,   /* -> NODES */
 	MSG_T_NODES,	   /* nodes */
 	/* regions */
@@ -55,12 +57,18 @@ enum msg_type {
 	/* libfarpage <-> agent (Unix socket) */
 	MSG_T_MAP,	   /* name -> MAP_LAYOUT + pool fd */
 	MSG_T_MAP_LAYOUT,  /* name, node, size, chunk_size, epoch, pool_size,
-			      chunks, [instance: the agent's]; SCM_RIGHTS:
-			      pool memfd */
+			      chunks, [instance: the agent's], [cid];
+			      SCM_RIGHTS: pool memfd */
 	MSG_T_MAP_UFFD,	   /* base, features, [flags]; SCM_RIGHTS: uffd -> OK */
 	MSG_T_AGENT_STATS, /* -> AGENT_STAT */
 	MSG_T_AGENT_STAT,  /* node, faults, remote, local, errors, poisoned,
 			      peers */
+	/* coordinator -> node: the heartbeat's answer */
+	MSG_T_HEARTBEAT_ACK, /* epoch, ngen, cid, [extents to clear] */
+	/* change records only (write-ahead log), never requests */
+	MSG_T_SCRUB,	  /* node, epoch, extents: freed by a delete at
+			     epoch, to be cleared by the owner before reuse */
+	MSG_T_SCRUB_DONE, /* node, extents: cleared by the owner, free */
 	MSG_T__MAX,
 };
 
@@ -100,7 +108,11 @@ enum msg_field_id {
 	MSG_F_LOCAL,
 	MSG_F_ERRORS,
 	MSG_F_POISONED,
-	MSG_F_FLAGS, /* u64, MSG_MAP_* flags of a mapping */
+	MSG_F_FLAGS,   /* u64, MSG_MAP_* flags of a mapping */
+	MSG_F_CID,     /* u64, the coordinator's state: random, made with its
+			  data directory; another cid = other tables */
+	MSG_F_NGEN,    /* u64, changes whenever the node table does */
+	MSG_F_EXTENTS, /* list of struct msg_extent */
 	MSG_F__MAX,
 };
 
@@ -124,6 +136,12 @@ struct msg_chunk {
 	uint64_t node;
 	uint64_t off;
 	uint64_t inst;
+};
+
+/* A byte range of a node's pool. */
+struct msg_extent {
+	uint64_t off;
+	uint64_t len;
 };
 
 /* A node as the coordinator reports it. */
@@ -184,6 +202,8 @@ struct msg {
 	uint64_t features;
 	uint64_t faults, remote, local, errors, poisoned;
 	uint64_t flags;
+	uint64_t cid;
+	uint64_t ngen;
 
 	/* Lists are heap arrays owned by the message; msg_fini() frees them. */
 	uint64_t *place;
@@ -198,6 +218,8 @@ struct msg {
 	uint32_t n_regions;
 	struct msg_peer *peers;
 	uint32_t n_peers;
+	struct msg_extent *extents;
+	uint32_t n_extents;
 };
 
 /* Zeroes @m and sets its type. */

@@ -107,6 +107,25 @@ static int net_resolve(const char *addr, bool passive, struct addrinfo **out)
 	return 0;
 }
 
+int net_addr_resolve(const char *addr, struct sockaddr_storage *ss,
+		     uint32_t *len)
+{
+	struct addrinfo *ai;
+	int ret;
+
+	ret = net_resolve(addr, false, &ai);
+	if (ret)
+		return ret;
+	if (ai->ai_addrlen > sizeof(*ss)) {
+		freeaddrinfo(ai);
+		return -EINVAL;
+	}
+	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+	*len = ai->ai_addrlen;
+	freeaddrinfo(ai);
+	return 0;
+}
+
 int net_set_nodelay(int fd)
 {
 	int one = 1;

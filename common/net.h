@@ -4,6 +4,8 @@
 #define COMMON_NET_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
 
 /*
  * Splits "host:port" or "[v6addr]:port" into its parts. Returns 0 or
@@ -35,6 +37,13 @@ int net_unix_listen(const char *path, int backlog, int *out_fd);
 /* Connects to a Unix stream socket; blocking, close-on-exec. */
 int net_unix_connect(const char *path, int *out_fd);
 
+/*
+ * Resolves TCP "host:port" to its first socket address (may block on name
+ * lookups: never call it on a thread that must not wait). Returns 0, or
+ * -EINVAL, -EADDRNOTAVAIL (no such name), -EAGAIN (try later) or -errno.
+ */
+int net_addr_resolve(const char *addr, struct sockaddr_storage *ss,
+		     uint32_t *len);
 /* Sets TCP_NODELAY; returns 0 or -errno. */
 int net_set_nodelay(int fd);
 

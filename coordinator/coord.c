@@ -8,9 +8,13 @@
 #include "coord.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include "coord_int.h"
 #include "frame.h"
@@ -191,6 +195,51 @@ static int coord_ext_fit(const struct coord_node *n, uint64_t len,
 	return 0;
 }
 
+/* ---- extents waiting to be cleared ---- */
+
+static int coord_scrub_add(struct coord_node *n, uint64_t off, uint64_t len,
+			   uint64_t epoch)
+{
+	int ret;
+
+	ret = coord_grow(&n->scrub, &n->cap_scrub, n->n_scrub + 1,
+			 sizeof(*n->scrub));
+	if (ret)
+		return ret;
+	n->scrub[n->n_scrub].off = off;
+	n->scrub[n->n_scrub].len = len;
+	n->scrub[n->n_scrub].epoch = epoch;
+	n->n_scrub++;
+	return 0;
+}
+
+/* Index of @n's scrub entry of [off, off + len), or -1. */
+static int64_t coord_scrub_find(const struct coord_node *n, uint64_t off,
+				uint64_t len)
+{
+	for (uint32_t i = 0; i < n->n_scrub; i++)
+		if (n->scrub[i].off == off && n->scrub[i].len == len)
+			return i;
+	return -1;
+}
+
+/* Frees scrub entry @i: its extent is clear and free again. */
+static void coord_scrub_free(struct coord_node *n, uint32_t i)
+{
+	coord_ext_remove(n, n->scrub[i].off);
+	n->scrub[i] = n->scrub[--n->n_scrub];
+}
+
+/* Bytes of @n's pool waiting to be cleared. */
+static uint64_t coord_scrub_bytes(const struct coord_node *n)
+{
+	uint64_t b = 0;
+
+	for (uint32_t i = 0; i < n->n_scrub; i++)
+		b += n->scrub[i].len;
+	return b;
+}
+
 /* ---- change records ---- */
 
 static void coord_endpoints_drop_node(struct coord *c, uint64_t node)
@@ -230,11 +279,14 @@ static int coord_apply_node(struct coord *c, const struct msg *rec, char *why,
 			return -EINVAL;
 		}
 		if (n->instance != row->instance) {
-			/* Restarted agent: its queue pairs are gone. */
+			/* Restarted agent: its queue pairs are gone, and its
+			 * new pool holds nothing of the deleted regions. */
 			coord_endpoints_drop_node(c, n->id);
 			free(n->peers);
 			n->peers = NULL;
 			n->n_peers = 0;
+			while (n->n_scrub)
+				coord_scrub_free(n, n->n_scrub - 1);
 		}
 	} else {
 		if (row->id != (uint64_t)c->n_nodes + 1) {
@@ -269,6 +321,7 @@ static int coord_apply_node(struct coord *c, const struct msg *rec, char *why,
 	n->mr_addr = row->mr_addr;
 	n->rkey = row->rkey;
 	n->mr_len = row->mr_len;
+	c->ngen++;
 	return 0;
 }
 
@@ -400,20 +453,110 @@ static int coord_apply_region_delete(struct coord *c, const struct msg *rec,
 {
 	int i = coord_region_index(c, rec->name);
 	struct coord_region *r;
+	int ret;
 
 	if (i < 0) {
 		snprintf(why, why_len, "no region '%s'", rec->name);
 		return -ENOENT;
 	}
 	r = c->regions[i];
-	for (uint32_t k = 0; k < r->n_chunks; k++)
-		coord_ext_remove(coord_node_find(c, r->chunks[k].node),
-				 r->chunks[k].off);
+	/* Room for every scrub entry first: from here nothing may fail. */
+	for (uint32_t k = 0; k < r->n_chunks; k++) {
+		struct coord_node *n = coord_node_find(c, r->chunks[k].node);
+
+		ret = coord_grow(&n->scrub, &n->cap_scrub, n->n_scrub + k + 1,
+				 sizeof(*n->scrub));
+		if (ret)
+			return ret;
+	}
+	for (uint32_t k = 0; k < r->n_chunks; k++) {
+		const struct msg_chunk *ch = &r->chunks[k];
+		struct coord_node *n = coord_node_find(c, ch->node);
+
+		/* Placed in a pool its owner has since lost: never written
+		 * in the pool it has now, so free at once. */
+		if (ch->inst && ch->inst != n->instance)
+			coord_ext_remove(n, ch->off);
+		else
+			coord_scrub_add(n, ch->off, r->chunk_size,
+					c->epoch + 1);
+	}
 	coord_region_free(r);
 	memmove(&c->regions[i], &c->regions[i + 1],
 		(size_t)(c->n_regions - (uint32_t)i - 1) * sizeof(*c->regions));
 	c->n_regions--;
 	c->epoch++;
+	return 0;
+}
+
+/* MSG_T_SCRUB: scrub entries of one node as a snapshot carries them. */
+static int coord_apply_scrub(struct coord *c, const struct msg *rec, char *why,
+			     size_t why_len)
+{
+	struct coord_node *n = coord_node_find(c, rec->node);
+	uint32_t i;
+	int ret = 0;
+
+	if (!n) {
+		snprintf(why, why_len, "unknown node %llu",
+			 (unsigned long long)rec->node);
+		return -ENOENT;
+	}
+	for (i = 0; i < rec->n_extents; i++) {
+		const struct msg_extent *e = &rec->extents[i];
+
+		if (e->off > UINT64_MAX - e->len) {
+			ret = -EINVAL;
+			break;
+		}
+		ret = coord_ext_insert(n, e->off, e->len);
+		if (ret)
+			break;
+		ret = coord_scrub_add(n, e->off, e->len, rec->epoch);
+		if (ret) {
+			coord_ext_remove(n, e->off);
+			break;
+		}
+	}
+	if (!ret)
+		return 0;
+	snprintf(why, why_len, "scrub extent %u of node %u: %s", i, n->id,
+		 log_strerror(ret));
+	while (i--)
+		coord_scrub_free(n, n->n_scrub - 1);
+	return ret;
+}
+
+/* MSG_T_SCRUB_DONE: the owner cleared these; they are free. */
+static int coord_apply_scrub_done(struct coord *c, const struct msg *rec,
+				  char *why, size_t why_len)
+{
+	struct coord_node *n = coord_node_find(c, rec->node);
+
+	if (!n) {
+		snprintf(why, why_len, "unknown node %llu",
+			 (unsigned long long)rec->node);
+		return -ENOENT;
+	}
+	/* All or nothing: check every extent before freeing any. */
+	for (uint32_t i = 0; i < rec->n_extents; i++) {
+		if (coord_scrub_find(n, rec->extents[i].off,
+				     rec->extents[i].len) < 0) {
+			snprintf(why, why_len,
+				 "node %u: %llu+%llu is not waiting to be "
+				 "cleared",
+				 n->id, (unsigned long long)rec->extents[i].off,
+				 (unsigned long long)rec->extents[i].len);
+			return -ENOENT;
+		}
+	}
+	for (uint32_t i = 0; i < rec->n_extents; i++) {
+		int64_t k = coord_scrub_find(n, rec->extents[i].off,
+					     rec->extents[i].len);
+
+		if (k >= 0)
+			coord_scrub_free(n, (uint32_t)k);
+	}
 	return 0;
 }
 
@@ -467,6 +610,7 @@ static int coord_apply_mr(struct coord *c, const struct msg *rec, char *why,
 	n->mr_addr = rec->mr_addr;
 	n->rkey = rec->rkey;
 	n->mr_len = rec->mr_len;
+	c->ngen++;
 	return 0;
 }
 
@@ -491,6 +635,10 @@ int coord_record_apply(struct coord *c, const struct msg *rec, char *why,
 		return coord_apply_endpoint(c, rec, why, why_len);
 	case MSG_T_MR_PUT:
 		return coord_apply_mr(c, rec, why, why_len);
+	case MSG_T_SCRUB:
+		return coord_apply_scrub(c, rec, why, why_len);
+	case MSG_T_SCRUB_DONE:
+		return coord_apply_scrub_done(c, rec, why, why_len);
 	default:
 		snprintf(why, why_len, "%s is not a change record",
 			 msg_type_name(rec->type));
@@ -525,6 +673,54 @@ static void coord_endpoint_msg(const struct coord_endpoint *e,
 	memcpy(m->gid, e->gid, sizeof(m->gid));
 }
 
+/* One MSG_T_SCRUB record per delete epoch (and per COORD_SCRUB_BATCH). */
+static int coord_scrubs_dump(const struct coord_node *n,
+			     int (*emit)(void *arg, const struct msg *rec),
+			     void *arg)
+{
+	struct msg_extent *ext;
+	uint32_t done = 0;
+	uint8_t *taken;
+	struct msg m;
+	int ret = 0;
+
+	if (!n->n_scrub)
+		return 0;
+	ext = malloc((size_t)n->n_scrub * sizeof(*ext));
+	taken = calloc(n->n_scrub, 1);
+	if (!ext || !taken) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	while (!ret && done < n->n_scrub) {
+		uint64_t epoch = 0;
+		uint32_t k = 0;
+
+		for (uint32_t i = 0; i < n->n_scrub; i++) {
+			if (taken[i] || (k && n->scrub[i].epoch != epoch))
+				continue;
+			if (k == COORD_SCRUB_BATCH)
+				break;
+			epoch = n->scrub[i].epoch;
+			ext[k].off = n->scrub[i].off;
+			ext[k].len = n->scrub[i].len;
+			taken[i] = 1;
+			k++;
+		}
+		msg_init(&m, MSG_T_SCRUB);
+		m.node = n->id;
+		m.epoch = epoch;
+		m.extents = ext;
+		m.n_extents = k;
+		ret = emit(arg, &m);
+		done += k;
+	}
+out:
+	free(ext);
+	free(taken);
+	return ret;
+}
+
 int coord_records_dump(const struct coord *c,
 		       int (*emit)(void *arg, const struct msg *rec), void *arg)
 {
@@ -553,6 +749,11 @@ int coord_records_dump(const struct coord *c,
 		m.chunks = r->chunks;
 		m.n_chunks = r->n_chunks;
 		ret = emit(arg, &m);
+		if (ret)
+			return ret;
+	}
+	for (uint32_t i = 0; i < c->n_nodes; i++) {
+		ret = coord_scrubs_dump(&c->nodes[i], emit, arg);
 		if (ret)
 			return ret;
 	}
@@ -591,6 +792,64 @@ static const struct wal_ops coord_wal_ops = {
 	.snapshot_loaded = coord_wal_snapshot_loaded,
 };
 
+static int coord_random(uint64_t *v)
+{
+	do {
+		if (getrandom(v, sizeof(*v), 0) != sizeof(*v))
+			return -errno;
+	} while (!*v);
+	return 0;
+}
+
+/*
+ * The tables' identity: read from @dir's COORD_CID_FILE, or made and
+ * written there (durably: file and directory synced) the first time.
+ */
+static int coord_cid_load(const char *dir, uint64_t *cid)
+{
+	char path[4096], tmp[4104], buf[32];
+	int fd, dfd, ret;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, COORD_CID_FILE);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		buf[n > 0 ? n : 0] = '\0';
+		if (n != 17 || buf[16] != '\n' ||
+		    sscanf(buf, "%16" SCNx64, cid) != 1 || !*cid) {
+			log_err("%s: not a cluster id (16 hex digits)", path);
+			return -EBADMSG;
+		}
+		return 0;
+	}
+	if (errno != ENOENT)
+		return -errno;
+	ret = coord_random(cid);
+	if (ret)
+		return ret;
+	snprintf(buf, sizeof(buf), "%016" PRIx64 "\n", *cid);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, buf, 17) != 17 || fsync(fd)) {
+		ret = errno ? -errno : -EIO;
+		close(fd);
+		return ret;
+	}
+	close(fd);
+	if (rename(tmp, path))
+		return -errno;
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	ret = fsync(dfd) ? -errno : 0;
+	close(dfd);
+	return ret;
+}
+
 int coord_create(const struct coord_cfg *cfg, uint64_t now_ms,
 		 struct coord **out)
 {
@@ -603,8 +862,21 @@ int coord_create(const struct coord_cfg *cfg, uint64_t now_ms,
 	c->lease_ms = cfg->lease_ms ? cfg->lease_ms : COORD_LEASE_MS_DEFAULT;
 	c->snapshot_every = cfg->snapshot_every ? cfg->snapshot_every
 						: COORD_SNAPSHOT_EVERY_DEFAULT;
+	/* Changes with every restart: agents re-read the node table. */
+	ret = coord_random(&c->ngen);
+	if (ret)
+		goto err;
 	if (cfg->data_dir) {
 		ret = wal_open(cfg->data_dir, &coord_wal_ops, c, &c->wal);
+		if (ret)
+			goto err;
+		ret = coord_cid_load(cfg->data_dir, &c->cid);
+		if (ret) {
+			log_errno(ret, "cluster id in %s", cfg->data_dir);
+			goto err;
+		}
+	} else {
+		ret = coord_random(&c->cid);
 		if (ret)
 			goto err;
 	}
@@ -614,8 +886,10 @@ int coord_create(const struct coord_cfg *cfg, uint64_t now_ms,
 		c->nodes[i].was_up = 1;
 	}
 	if (c->wal)
-		log_info("recovered %u nodes, %u regions, %u endpoints",
-			 c->n_nodes, c->n_regions, c->n_eps);
+		log_info("recovered %u nodes, %u regions, %u endpoints; "
+			 "cluster id %016llx",
+			 c->n_nodes, c->n_regions, c->n_eps,
+			 (unsigned long long)c->cid);
 	*out = c;
 	return 0;
 err:
@@ -631,6 +905,7 @@ void coord_destroy(struct coord *c)
 	for (uint32_t i = 0; i < c->n_nodes; i++) {
 		free(c->nodes[i].peers);
 		free(c->nodes[i].ext);
+		free(c->nodes[i].scrub);
 	}
 	free(c->nodes);
 	for (uint32_t i = 0; i < c->n_regions; i++)
@@ -753,19 +1028,108 @@ static int coord_on_join(struct coord *c, const struct msg *req,
 			 n->id, n->name, n->data_addr,
 			 (unsigned long long)n->pool_size,
 			 (unsigned long long)n->instance);
+	if (!n->was_up)
+		c->ngen++;
 	n->lease_end = now + c->lease_ms;
 	n->was_up = 1;
+	n->seen_epoch = 0; /* until its agent tells which it has synced */
 	msg_init(rep, MSG_T_NODE_JOINED);
 	rep->node = n->id;
 	rep->lease_ms = c->lease_ms;
+	rep->cid = c->cid;
+	return 0;
+}
+
+/* The lowest region epoch the agents of all nodes that are up synced. */
+static uint64_t coord_seen_epoch_min(const struct coord *c, uint64_t now)
+{
+	uint64_t min = c->epoch;
+
+	for (uint32_t i = 0; i < c->n_nodes; i++) {
+		const struct coord_node *n = &c->nodes[i];
+
+		if (now < n->lease_end && n->seen_epoch < min)
+			min = n->seen_epoch;
+	}
+	return min;
+}
+
+/*
+ * Extents the owner reports cleared: those still waiting are freed by one
+ * logged SCRUB_DONE record. Unknown ones (already freed, or reported
+ * twice) are ignored.
+ */
+static int coord_scrub_cleared(struct coord *c, struct coord_node *n,
+			       const struct msg *req, struct msg *rep,
+			       int *fatal)
+{
+	struct msg rec;
+	uint32_t k = 0;
+	int ret;
+
+	msg_init(&rec, MSG_T_SCRUB_DONE);
+	rec.node = n->id;
+	rec.extents = malloc((size_t)req->n_extents * sizeof(*rec.extents));
+	if (!rec.extents)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < req->n_extents; i++) {
+		const struct msg_extent *e = &req->extents[i];
+
+		if (coord_scrub_find(n, e->off, e->len) >= 0)
+			rec.extents[k++] = *e;
+	}
+	rec.n_extents = k;
+	ret = k ? coord_change(c, &rec, rep, fatal) : 0;
+	if (!ret && k)
+		log_info("node %u (%s): %u extents cleared after deletes, free "
+			 "again",
+			 n->id, n->name, k);
+	msg_fini(&rec);
+	return ret;
+}
+
+/*
+ * The answer to a heartbeat: our epoch, node table generation and cid, and
+ * the extents of @n's pool to clear now: those of deletes every node that
+ * is up has synced.
+ */
+static int coord_heartbeat_ack(struct coord *c, struct coord_node *n,
+			       struct msg *rep, uint64_t now)
+{
+	uint64_t seen = coord_seen_epoch_min(c, now);
+	uint32_t k = 0;
+
+	msg_init(rep, MSG_T_HEARTBEAT_ACK);
+	rep->epoch = c->epoch;
+	rep->ngen = c->ngen;
+	rep->cid = c->cid;
+	for (uint32_t i = 0; i < n->n_scrub; i++)
+		k += n->scrub[i].epoch <= seen;
+	if (!k)
+		return 0;
+	if (k > COORD_SCRUB_BATCH)
+		k = COORD_SCRUB_BATCH;
+	rep->extents = malloc((size_t)k * sizeof(*rep->extents));
+	if (!rep->extents) {
+		msg_error(rep, -ENOMEM, "out of memory");
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < n->n_scrub && rep->n_extents < k; i++) {
+		if (n->scrub[i].epoch > seen)
+			continue;
+		rep->extents[rep->n_extents].off = n->scrub[i].off;
+		rep->extents[rep->n_extents].len = n->scrub[i].len;
+		rep->n_extents++;
+	}
 	return 0;
 }
 
 static int coord_on_heartbeat(struct coord *c, const struct msg *req,
-			      struct msg *rep, uint64_t now)
+			      struct msg *rep, uint64_t now, int *fatal)
 {
 	struct coord_node *n = coord_node_find(c, req->node);
 	struct msg_peer *peers = NULL;
+	int ret;
 
 	if (!n) {
 		msg_error(rep, -ENOENT, "unknown node %llu; join first",
@@ -796,8 +1160,20 @@ static int coord_on_heartbeat(struct coord *c, const struct msg *req,
 	n->peers = peers;
 	n->n_peers = req->n_peers;
 	n->lease_end = now + c->lease_ms;
-	msg_init(rep, MSG_T_OK);
-	return 0;
+	/* An epoch of other tables (another cid) means nothing here. */
+	if (req->cid == c->cid)
+		n->seen_epoch = req->epoch < c->epoch ? req->epoch : c->epoch;
+	else
+		n->seen_epoch = 0;
+	if (req->n_extents) {
+		ret = coord_scrub_cleared(c, n, req, rep, fatal);
+		if (ret) {
+			if (!*fatal && rep->type != MSG_T_ERROR)
+				msg_error(rep, ret, "out of memory");
+			return ret;
+		}
+	}
+	return coord_heartbeat_ack(c, n, rep, now);
 }
 
 static int coord_on_node_list(struct coord *c, struct msg *rep, uint64_t now)
@@ -832,14 +1208,28 @@ out_nomem:
 	return -ENOMEM;
 }
 
-static void coord_enospc_why(const struct coord_node *n, const struct msg *r,
-			     uint32_t chunk, char *why, size_t why_len)
+/*
+ * Why @n has no room for chunk @chunk of @r. Returns -EAGAIN when room is
+ * only waiting to be cleared after a delete (ask again shortly), else
+ * -ENOSPC.
+ */
+static int coord_enospc_why(const struct coord_node *n, const struct msg *r,
+			    uint32_t chunk, char *why, size_t why_len)
 {
+	uint64_t clearing = coord_scrub_bytes(n);
+
 	snprintf(why, why_len, "region '%s' chunk %u: no free %llu bytes",
 		 r->name, chunk, (unsigned long long)r->chunk_size);
 	snprintf(why + strlen(why), why_len - strlen(why),
 		 " on node %u (%s): pool %llu, %llu in use", n->id, n->name,
 		 (unsigned long long)n->pool_size, (unsigned long long)n->used);
+	if (!clearing)
+		return -ENOSPC;
+	snprintf(why + strlen(why), why_len - strlen(why),
+		 ", of which %llu are being cleared after a delete: try "
+		 "again shortly",
+		 (unsigned long long)clearing);
+	return -EAGAIN;
 }
 
 /*
@@ -908,7 +1298,7 @@ static int coord_region_place(struct coord *c, const struct msg *req,
 			ret = coord_ext_insert(n, off, r->chunk_size);
 		if (ret) {
 			if (ret == -ENOSPC)
-				coord_enospc_why(n, r, i, why, why_len);
+				ret = coord_enospc_why(n, r, i, why, why_len);
 			break;
 		}
 		r->chunks[i].node = n->id;
@@ -1142,7 +1532,7 @@ int coord_handle(struct coord *c, const struct msg *req, struct msg *rep,
 		coord_on_join(c, req, rep, now_ms, &fatal);
 		break;
 	case MSG_T_HEARTBEAT:
-		coord_on_heartbeat(c, req, rep, now_ms);
+		coord_on_heartbeat(c, req, rep, now_ms, &fatal);
 		break;
 	case MSG_T_NODE_LIST:
 		coord_on_node_list(c, rep, now_ms);
@@ -1189,6 +1579,7 @@ void coord_lease_check(struct coord *c, uint64_t now_ms)
 		if (up == n->was_up)
 			continue;
 		n->was_up = up;
+		c->ngen++;
 		if (up) {
 			log_info("node %u (%s) is up again", n->id, n->name);
 			continue;

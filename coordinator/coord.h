@@ -21,6 +21,8 @@
 #define COORD_CHUNKS_MAX	     (1u << 18) /* per region */
 #define COORD_NODES_MAX		     4096u
 #define COORD_REGIONS_MAX	     65536u
+#define COORD_SCRUB_BATCH	     4096u /* extents per heartbeat answer */
+#define COORD_CID_FILE		     "cluster-id"
 
 struct coord;
 
@@ -34,7 +36,10 @@ struct coord_cfg {
  * Creates the tables. With cfg->data_dir set, the directory is created if
  * missing, locked against a second coordinator, and the state is recovered
  * from its snapshot and write-ahead log (a torn or corrupt log tail is
- * truncated with a warning). Recovered nodes get one lease period, counted
+ * truncated with a warning). The tables get an identity, the cid: random,
+ * kept in the data directory's COORD_CID_FILE (random per start without
+ * one); agents that see another cid know every region and node id they had
+ * belongs to tables that are gone. Recovered nodes get one lease period, counted
  * from @now_ms, to send a heartbeat. Returns 0 and the tables in *out (free
  * with coord_destroy()), -EBADMSG if the snapshot is invalid or does not
  * match the log, -EWOULDBLOCK if another process holds the data directory,

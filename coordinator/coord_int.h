@@ -19,6 +19,18 @@ struct coord_extent {
 	uint64_t len;
 };
 
+/*
+ * An extent of a deleted region, still reserved: the owner clears it (its
+ * bytes must not reach the next tenant) once every node that is up has
+ * seen the delete (@epoch), so no guest still reading the old region can
+ * get the zeroes or the next tenant's bytes.
+ */
+struct coord_scrub {
+	uint64_t off;
+	uint64_t len;
+	uint64_t epoch; /* of the delete */
+};
+
 struct coord_node {
 	uint32_t id; /* index in coord.nodes + 1: nodes are never removed */
 	char name[MSG_NAME_MAX];
@@ -33,7 +45,11 @@ struct coord_node {
 	uint32_t n_peers;
 	struct coord_extent *ext; /* sorted by off, never overlapping */
 	uint32_t n_ext, cap_ext;
-	uint64_t used; /* bytes in ext */
+	uint64_t used;		   /* bytes in ext */
+	struct coord_scrub *scrub; /* of ext: deleted, not cleared yet */
+	uint32_t n_scrub, cap_scrub;
+	/* In memory only: the region epoch (of cid) its agent has synced. */
+	uint64_t seen_epoch;
 };
 
 struct coord_region {
@@ -58,6 +74,8 @@ struct coord {
 	int dirty;	 /* records written since the last sync */
 
 	uint64_t epoch; /* bumped by every region change */
+	uint64_t cid;	/* these tables' identity (coord.h) */
+	uint64_t ngen;	/* changes with every node table change */
 	struct coord_node *nodes;
 	uint32_t n_nodes, cap_nodes;
 	struct coord_region **regions; /* in creation order */
@@ -74,7 +92,12 @@ struct coord {
  *                           instance, mr_addr/rkey/mr_len (insert or update;
  *                           a changed instance drops the node's endpoints)
  *   MSG_T_REGION            a region with its full chunk map and epoch
- *   MSG_T_REGION_DELETE     name; bumps the global epoch
+ *   MSG_T_REGION_DELETE     name; bumps the global epoch; the region's
+ *                           extents wait to be cleared (coord_scrub), but
+ *                           those of an owner that restarted since (its
+ *                           pool is new) are free at once
+ *   MSG_T_SCRUB             node, epoch, extents: scrub entries (snapshot)
+ *   MSG_T_SCRUB_DONE        node, extents: cleared by the owner, now free
  *   MSG_T_ENDPOINT_PUT      endpoint of (node, peer)
  *   MSG_T_MR_PUT            pool MR of node
  * On failure nothing changed. Returns 0, -ENOENT (unknown node or region),
@@ -86,8 +109,8 @@ int coord_record_apply(struct coord *c, const struct msg *rec, char *why,
 
 /*
  * Writes every table row as change records (the above) through @emit, in an
- * order coord_record_apply() accepts: nodes, regions, endpoints. Returns 0
- * or the first error of @emit.
+ * order coord_record_apply() accepts: nodes, regions, scrub entries,
+ * endpoints. Returns 0 or the first error of @emit.
  */
 int coord_records_dump(const struct coord *c,
 		       int (*emit)(void *arg, const struct msg *rec),

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Agent lifecycle and the coordinator session: join, heartbeats. */
+/* Agent lifecycle: pool, page server, fault loop, session, fault service. */
 #define LOG_PREFIX "agent: "
 #include "agent.h"
 
@@ -13,56 +13,32 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
-#include "ctl.h"
+#include "csess.h"
 #include "evl.h"
 #include "floop.h"
 #include "log.h"
 #include "net.h"
 #include "pagesrv.h"
+#include "resolv.h"
 #include "util.h"
 #include "xport.h"
 
 #define COORD_TIMEOUT_MS 3000
 
-static int agent_coord_connect(struct node_agent *a)
+void agent_pool_pin(struct node_agent *a, uint64_t off, uint64_t len, int delta)
 {
-	int ret;
-
-	if (a->coord_fd >= 0)
-		return 0;
-	ret = net_connect(a->cfg.coordinator, COORD_TIMEOUT_MS, &a->coord_fd);
-	if (ret) {
-		a->coord_fd = -1;
-		if (!a->coord_down_logged)
-			log_errno(ret, "coordinator %s unreachable",
-				  a->cfg.coordinator);
-		a->coord_down_logged = 1;
-		return -EHOSTUNREACH;
-	}
-	if (a->coord_down_logged)
-		log_info("coordinator %s reachable again", a->cfg.coordinator);
-	a->coord_down_logged = 0;
-	return 0;
+	for (uint64_t i = off / POOL_HUGE;
+	     i < a->n_pins && i * POOL_HUGE < off + len; i++)
+		atomic_fetch_add(&a->pins[i], (uint32_t)delta);
 }
 
-int agent_coord_call(struct node_agent *a, const struct msg *req,
-		     struct msg *rep)
+int agent_pool_is_pinned(struct node_agent *a, uint64_t off, uint64_t len)
 {
-	int ret;
-
-	for (int attempt = 0; attempt < 2; attempt++) {
-		ret = agent_coord_connect(a);
-		if (ret)
-			return ret;
-		ret = ctl_call(a->coord_fd, req, rep, COORD_TIMEOUT_MS);
-		if (ret != -ECONNRESET && ret != -EPIPE && ret != -ETIMEDOUT &&
-		    ret != -EBADMSG)
-			return ret;
-		/* Connection lost (coordinator restarted): once more. */
-		close(a->coord_fd);
-		a->coord_fd = -1;
-	}
-	return ret;
+	for (uint64_t i = off / POOL_HUGE;
+	     i < a->n_pins && i * POOL_HUGE < off + len; i++)
+		if (atomic_load(&a->pins[i]))
+			return 1;
+	return 0;
 }
 
 /* The address peers reach our page server at. */
@@ -72,7 +48,7 @@ static int agent_data_addr(struct node_agent *a)
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 	char ip[INET6_ADDRSTRLEN];
-	int ret;
+	int fd, ret;
 
 	if (a->cfg.data_addr)
 		return msg_strset(a->data_addr, sizeof(a->data_addr),
@@ -86,11 +62,16 @@ static int agent_data_addr(struct node_agent *a)
 	if (strcmp(host, "0.0.0.0") && strcmp(host, "::"))
 		return msg_strset(a->data_addr, sizeof(a->data_addr), bound);
 	/* Wildcard: advertise the address we reach the coordinator from. */
-	ret = agent_coord_connect(a);
+	while ((ret = net_connect(a->cfg.coordinator, COORD_TIMEOUT_MS, &fd)) <
+	       0) {
+		log_errno(ret, "coordinator %s unreachable; waiting for it",
+			  a->cfg.coordinator);
+		sleep(1);
+	}
+	ret = getsockname(fd, (struct sockaddr *)&ss, &sl) ? -errno : 0;
+	close(fd);
 	if (ret)
 		return ret;
-	if (getsockname(a->coord_fd, (struct sockaddr *)&ss, &sl))
-		return -errno;
 	if (ss.ss_family == AF_INET)
 		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, ip,
 			  sizeof(ip));
@@ -100,100 +81,6 @@ static int agent_data_addr(struct node_agent *a)
 	snprintf(a->data_addr, sizeof(a->data_addr),
 		 ss.ss_family == AF_INET ? "%s:%s" : "[%s]:%s", ip, port);
 	return 0;
-}
-
-static int agent_join(struct node_agent *a)
-{
-	struct msg req, rep;
-	int ret;
-
-	msg_init(&req, MSG_T_NODE_JOIN);
-	msg_strset(req.name, sizeof(req.name), a->cfg.name);
-	msg_strset(req.data_addr, sizeof(req.data_addr), a->data_addr);
-	req.pool_size = a->pool.size;
-	req.instance = a->instance;
-	ret = agent_coord_call(a, &req, &rep);
-	if (ret) {
-		if (ret != -EHOSTUNREACH)
-			log_errno(ret, "join as %s: %s", a->cfg.name, rep.text);
-		msg_fini(&rep);
-		return ret;
-	}
-	if (rep.type != MSG_T_NODE_JOINED) {
-		msg_fini(&rep);
-		return -EBADMSG;
-	}
-	a->node_id = rep.node;
-	a->lease_ms = rep.lease_ms;
-	msg_fini(&rep);
-	/* A (re)join with our instance drops what we published before. */
-	agent_rdma_publish_mr(a);
-	log_info("joined %s as node %llu (%s), data %s, pool %llu MiB%s",
-		 a->cfg.coordinator, (unsigned long long)a->node_id,
-		 a->cfg.name, a->data_addr,
-		 (unsigned long long)(a->pool.size >> 20),
-		 a->pool.hugetlb ? " hugetlb" : "");
-	return 0;
-}
-
-int agent_peers_refresh(struct node_agent *a)
-{
-	struct xport_peer_info *peers;
-	struct msg req, nodes;
-	uint32_t np = 0;
-	int ret;
-
-	msg_init(&req, MSG_T_NODE_LIST);
-	ret = agent_coord_call(a, &req, &nodes);
-	if (ret) {
-		msg_fini(&nodes);
-		return ret;
-	}
-	agent_rdma_sync(a, &nodes);
-	peers = calloc(nodes.n_nodes ? nodes.n_nodes : 1, sizeof(*peers));
-	if (!peers) {
-		msg_fini(&nodes);
-		return -ENOMEM;
-	}
-	for (uint32_t i = 0; i < nodes.n_nodes; i++) {
-		const struct msg_node *n = &nodes.nodes[i];
-
-		peers[np].node = n->id;
-		peers[np].instance = n->instance;
-		memcpy(peers[np].data_addr, n->data_addr,
-		       sizeof(peers[np].data_addr));
-		if (a->rdma && n->mr_addr)
-			peers[np].flags |= XPORT_PEER_VERBS;
-		np++;
-	}
-	ret = floop_peers_set(a->fl, peers, np);
-	free(peers);
-	msg_fini(&nodes);
-	return ret;
-}
-
-static void agent_heartbeat(struct evl *l, void *arg)
-{
-	struct node_agent *a = arg;
-	struct msg req, rep;
-	int ret;
-
-	msg_init(&req, MSG_T_HEARTBEAT);
-	req.node = a->node_id;
-	req.instance = a->instance;
-	if (a->fl)
-		floop_peer_stats(a->fl, &req.peers, &req.n_peers);
-	ret = agent_coord_call(a, &req, &rep);
-	msg_fini(&req);
-	msg_fini(&rep);
-	if (ret == -ENOENT || ret == -ESTALE) {
-		log_warn("coordinator does not know node %llu any more; "
-			 "joining again",
-			 (unsigned long long)a->node_id);
-		agent_join(a);
-	}
-	if (!ret && a->rdma)
-		agent_peers_refresh(a);
 }
 
 static const struct xport_ops *agent_xport(const char *name)
@@ -223,7 +110,6 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	if (!a)
 		return -ENOMEM;
 	a->cfg = *cfg;
-	a->coord_fd = -1;
 	a->usock = -1;
 	a->pool.fd = -1;
 	if (getrandom(&a->instance, sizeof(a->instance), 0) !=
@@ -237,6 +123,12 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	if (ret) {
 		log_errno(ret, "pool of %llu bytes",
 			  (unsigned long long)cfg->pool_size);
+		goto err;
+	}
+	a->n_pins = a->pool.size / POOL_HUGE;
+	a->pins = calloc(a->n_pins, sizeof(*a->pins));
+	if (!a->pins) {
+		ret = -ENOMEM;
 		goto err;
 	}
 	scfg.listen_addr = cfg->data_listen;
@@ -261,13 +153,15 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	ret = agent_rdma_init(a);
 	if (ret)
 		goto err;
+	ret = csess_create(a, &a->cs);
+	if (ret)
+		goto err;
 	/* The fault loop needs our node id: wait for the coordinator. */
-	while ((ret = agent_join(a)) == -EHOSTUNREACH)
-		sleep(1);
+	ret = csess_join_wait(a->cs, NULL);
 	if (ret)
 		goto err;
 
-	fcfg.self = a->node_id;
+	fcfg.self = atomic_load(&a->node_id);
 	fcfg.instance = a->instance;
 	fcfg.pool_base = a->pool.base;
 	fcfg.pool_size = a->pool.size;
@@ -283,16 +177,19 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 		log_errno(ret, "fault loop");
 		goto err;
 	}
-	ret = fsvc_init(a);
+	ret = resolv_create(a->fl, &a->rv);
 	if (ret)
 		goto err;
-	ret = evl_timer_add(a->evl, cfg->heartbeat_ms, agent_heartbeat, a);
-	if (ret < 0)
+	ret = fsvc_init(a);
+	if (ret)
 		goto err;
 	ret = pagesrv_start(a->srv);
 	if (ret)
 		goto err;
 	ret = floop_start(a->fl);
+	if (ret)
+		goto err;
+	ret = csess_start(a->cs);
 	if (ret)
 		goto err;
 	if (cfg->addr_file) {
@@ -331,12 +228,14 @@ void agent_destroy(struct node_agent *a)
 	if (!a)
 		return;
 	fsvc_fini(a);
+	/* The session calls into the resolver and the fault loop. */
+	csess_destroy(a->cs);
+	resolv_destroy(a->rv);
 	floop_destroy(a->fl);
 	agent_rdma_fini(a);
 	pagesrv_destroy(a->srv);
 	evl_destroy(a->evl);
-	if (a->coord_fd >= 0)
-		close(a->coord_fd);
 	pool_fini(&a->pool);
+	free(a->pins);
 	free(a);
 }

@@ -1,21 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * farpage-node: the agent. Owns the pool, the TCP page server, the fault
- * loop, and a control thread (epoll) that talks to the coordinator (join,
- * heartbeats, lookups) and serves local processes on a Unix socket.
+ * loop, the coordinator session (csess.h, its own thread), the resolver of
+ * peer addresses, and the control thread (epoll) that serves local
+ * processes on a Unix socket.
  */
 #ifndef NODE_AGENT_H
 #define NODE_AGENT_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "msg.h"
 #include "pool.h"
 
+struct csess;
 struct evl;
 struct floop;
 struct pagesrv;
 struct fsvc_conn;
+struct resolv;
 struct xport_rdma_ctx;
 
 struct node_cfg {
@@ -44,16 +48,24 @@ struct node_agent {
 	struct pagesrv *srv;
 	struct floop *fl;
 	struct evl *evl;
-	int coord_fd;
-	uint64_t node_id;
+	struct csess *cs;
+	struct resolv *rv;
+	/* Set by the session thread (a rejoin may change it), read by all. */
+	_Atomic uint64_t node_id;
 	uint64_t instance;
-	uint64_t lease_ms;
 	char data_addr[MSG_ADDR_MAX];
 	int usock;
 	struct fsvc_conn *conns;
 	uint64_t next_map_id;
-	int coord_down_logged;
+	uint64_t next_token;
 	struct xport_rdma_ctx *rdma; /* NULL: TCP only */
+	/*
+	 * Per POOL_HUGE of the pool: how many local mappings map it. The
+	 * control thread counts, the session thread reads: an extent of a
+	 * deleted region is cleared only once nobody here maps it.
+	 */
+	_Atomic uint32_t *pins;
+	uint64_t n_pins;
 };
 
 /* Creates everything and joins the cluster. Returns 0 or -errno (logged). */
@@ -64,28 +76,22 @@ int agent_run(struct node_agent *a);
 void agent_stop(struct node_agent *a);
 void agent_destroy(struct node_agent *a);
 
-/*
- * Calls the coordinator on the agent's connection, reconnecting once if it
- * was lost. Returns as ctl_call(); -EHOSTUNREACH if it cannot be reached.
- */
-int agent_coord_call(struct node_agent *a, const struct msg *req,
-		     struct msg *rep);
+/* Pins [off, off + len) of the pool for a local mapping (or unpins). */
+void agent_pool_pin(struct node_agent *a, uint64_t off, uint64_t len,
+		    int delta);
+/* True if a local mapping maps part of [off, off + len) of the pool. */
+int agent_pool_is_pinned(struct node_agent *a, uint64_t off, uint64_t len);
 
-/*
- * Fetches the node table, exchanges verbs endpoints with peers that have
- * them and tells the fault loop what it knows of every peer. Returns 0 or
- * -errno.
- */
-int agent_peers_refresh(struct node_agent *a);
-
-/* Verbs control plane (agent_rdma.c); no-ops without a device. */
+/* Verbs control plane (agent_rdma.c); no-ops without a device. The
+ * coordinator calls go through the session (csess_call()): session thread
+ * only, or before it starts. */
 int agent_rdma_init(struct node_agent *a);
 void agent_rdma_fini(struct node_agent *a);
 int agent_rdma_publish_mr(struct node_agent *a);
 /* Endpoint exchange with every verbs peer in @nodes (a MSG_T_NODES). */
 void agent_rdma_sync(struct node_agent *a, const struct msg *nodes);
 
-/* Fault service (fsvc.c). */
+/* Fault service (fsvc.c), on the control thread. */
 int fsvc_init(struct node_agent *a);
 void fsvc_fini(struct node_agent *a);
 

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "csess.h"
 #include "log.h"
 #include "net.h"
 #include "xport_rdma.h"
@@ -72,11 +73,11 @@ int agent_rdma_publish_mr(struct node_agent *a)
 		return 0;
 	xport_rdma_mr_get(a->rdma, &addr, &rkey, &len);
 	msg_init(&req, MSG_T_MR_PUT);
-	req.node = a->node_id;
+	req.node = atomic_load(&a->node_id);
 	req.mr_addr = addr;
 	req.rkey = rkey;
 	req.mr_len = len;
-	ret = agent_coord_call(a, &req, &rep);
+	ret = csess_call(a->cs, &req, &rep);
 	msg_fini(&rep);
 	if (ret)
 		log_errno(ret, "publishing the pool MR");
@@ -99,9 +100,9 @@ static void agent_rdma_peer_sync(struct node_agent *a, const struct msg_node *n)
 		}
 		msg_init(&req, MSG_T_ENDPOINT_PUT);
 		xport_rdma_ep_to_msg(&local, &req);
-		req.node = a->node_id;
+		req.node = atomic_load(&a->node_id);
 		req.peer = n->id;
-		ret = agent_coord_call(a, &req, &rep);
+		ret = csess_call(a->cs, &req, &rep);
 		msg_fini(&rep);
 		if (ret) {
 			log_errno(ret, "publishing our endpoint for node %llu",
@@ -111,8 +112,8 @@ static void agent_rdma_peer_sync(struct node_agent *a, const struct msg_node *n)
 	}
 	msg_init(&req, MSG_T_ENDPOINT_GET);
 	req.node = n->id;
-	req.peer = a->node_id;
-	ret = agent_coord_call(a, &req, &rep);
+	req.peer = atomic_load(&a->node_id);
+	ret = csess_call(a->cs, &req, &rep);
 	if (ret == -ENOENT) {
 		msg_fini(&rep);
 		return; /* the peer has not published for us yet */
@@ -152,7 +153,7 @@ void agent_rdma_sync(struct node_agent *a, const struct msg *nodes)
 	for (uint32_t i = 0; i < nodes->n_nodes; i++) {
 		const struct msg_node *n = &nodes->nodes[i];
 
-		if (n->id == a->node_id || !n->mr_addr || !n->up)
+		if (n->id == atomic_load(&a->node_id) || !n->mr_addr || !n->up)
 			continue;
 		agent_rdma_peer_sync(a, n);
 	}

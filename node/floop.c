@@ -11,6 +11,13 @@
  *                    |       (poison)    |
  *                    +-- copy -EAGAIN ---+   POSTED past deadline: poison,
  *                                            ABANDONED until done, FREE
+ *
+ * A fault that finds no free slot waits in the backlog with its deadline
+ * (its first read from the uffd). A poison that meets -EAGAIN (the guest's
+ * address space is changing) waits in the poison list until the events are
+ * read. A mapping of a region that was deleted (or of other coordinator
+ * tables) goes stale: whatever of it is in flight and every later fault is
+ * poisoned.
  */
 #define LOG_PREFIX "fault: "
 #include "floop.h"
@@ -30,6 +37,8 @@
 #include "log.h"
 #include "req.h"
 #include "uffd.h"
+#include "util.h"
+#include "xport_ring.h"
 
 #define FLOOP_PAGE	  4096u
 #define FLOOP_TICK_MS	  20
@@ -71,8 +80,12 @@ struct fmap {
 	uint64_t features;
 	char name[MSG_NAME_MAX];
 	int poll_armed;
+	int poll_want;	 /* no SQE for the poll: arm it again soon */
+	int remove_want; /* no SQE for the poll's removal: send it soon */
 	int dead;
-	int gone; /* the process or range is gone: drop its faults */
+	int gone;  /* the process or range is gone: drop its faults */
+	int stale; /* its region was deleted: poison every fault */
+	uint64_t epoch, cid;
 	unsigned int inflight;
 	int warned_poison;
 	struct fstream streams[FLOOP_STREAMS];
@@ -90,6 +103,7 @@ struct fetch {
 	uint64_t addr;
 	uint64_t owner;
 	uint64_t off;
+	uint64_t inst; /* the owner instance the chunk was placed in */
 	uint64_t t0_ms;
 	uint64_t next_ms;
 	int have_data;	   /* buf holds the page; only the copy is left */
@@ -113,25 +127,41 @@ struct fpeer {
 	int warned;
 };
 
-/* A fault that found every slot busy. */
+/* A fault that found every slot busy; its deadline runs from t0_ms. */
 struct backlog {
 	struct fmap *map;
 	uint64_t addr;
+	uint64_t t0_ms;
 	struct backlog *next;
+};
+
+/* Pages whose poisoning met -EAGAIN: poisoned again once events are read. */
+struct ppend {
+	struct fmap *map;
+	uint64_t addr;
+	uint32_t npages;
+	struct ppend *next;
 };
 
 enum cmd_kind {
 	CMD_MAP_ADD,
 	CMD_MAP_REMOVE,
 	CMD_PEERS,
+	CMD_PEER_ADDR,
+	CMD_SELF,
+	CMD_REGIONS,
 };
 
 struct cmd {
 	enum cmd_kind kind;
+	int64_t ticket;
 	struct floop_map_desc desc;
 	uint64_t id;
-	struct xport_peer_info *peers;
+	struct xport_peer_info *peers; /* CMD_PEERS, or one for CMD_PEER_ADDR */
 	uint32_t n_peers;
+	struct floop_region *regions;
+	uint32_t n_regions;
+	uint64_t epoch, cid;
 	struct cmd *next;
 };
 
@@ -149,6 +179,10 @@ struct floop {
 	/* cross-thread */
 	pthread_mutex_t lock;
 	struct cmd *cmds, **cmds_tail;
+	int64_t tickets;	      /* last ticket given (under lock) */
+	_Atomic int64_t tickets_done; /* last command carried out */
+	unsigned int sqe_fail_every;  /* test hook (docs/testing.md) */
+	unsigned int sqe_calls;
 	int efd;
 	struct req wake_req; /* REQ_WAKEUP */
 	uint64_t efd_val;
@@ -156,6 +190,9 @@ struct floop {
 	uint32_t n_stats;
 
 	/* loop thread only */
+	int wake_want;	/* no SQE to arm the wakeup read: again soon */
+	int timer_want; /* ... the tick */
+	uint64_t last_tick_ms;
 	struct req timer_req; /* REQ_TIMER */
 	struct __kernel_timespec tick_ts;
 	struct fmap *maps;
@@ -170,9 +207,16 @@ struct floop {
 	uint32_t hash_mask;
 	uint8_t *bufs;
 	struct backlog *backlog, **backlog_tail;
+	struct ppend *ppend;
 	struct fpeer *peers;
 	uint32_t n_peers;
+	/* regions as last listed (sorted by name), of tables sync_cid */
+	struct floop_region *regions;
+	uint32_t n_regions;
+	uint64_t sync_epoch, sync_cid;
 };
+
+static int floop_is_stopping(struct floop *f);
 
 static uint64_t floop_now_ms(void)
 {
@@ -182,15 +226,19 @@ static uint64_t floop_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/*
+ * An SQE for the loop's own requests, or NULL if the ring stays full after
+ * a submit: the caller arms again later (an unarmed poll would never serve
+ * its mapping again). FARPAGE_TEST_SQE_FAIL_EVERY=N (tests only) makes
+ * every Nth call fail after a real submit: the kernel here never refuses.
+ */
 static struct io_uring_sqe *floop_sqe(struct floop *f)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&f->ring);
-
-	if (!sqe) {
+	if (f->sqe_fail_every && ++f->sqe_calls % f->sqe_fail_every == 0) {
 		io_uring_submit(&f->ring);
-		sqe = io_uring_get_sqe(&f->ring);
+		return NULL;
 	}
-	return sqe;
+	return xport_ring_sqe(&f->ring);
 }
 
 /* ---- dedup hash of fetches by (mapping, page) ---- */
@@ -270,13 +318,25 @@ static void floop_map_poll(struct floop *f, struct fmap *m)
 		return;
 	sqe = floop_sqe(f);
 	if (!sqe) {
-		log_err("map %s: no submission entry to poll its uffd",
-			m->name);
+		/* Never give up: an unpolled uffd is a guest never served. */
+		m->poll_want = 1;
 		return;
 	}
 	io_uring_prep_poll_add(sqe, m->uffd, POLLIN);
 	io_uring_sqe_set_data(sqe, &m->preq);
 	m->poll_armed = 1;
+	m->poll_want = 0;
+}
+
+static void floop_map_poll_remove(struct floop *f, struct fmap *m)
+{
+	struct io_uring_sqe *sqe = floop_sqe(f);
+
+	m->remove_want = !sqe;
+	if (!sqe)
+		return;
+	io_uring_prep_poll_remove(sqe, (__u64)(uintptr_t)&m->preq);
+	io_uring_sqe_set_data(sqe, NULL);
 }
 
 static struct fmap *floop_map_find(struct floop *f, uint64_t id)
@@ -290,19 +350,11 @@ static struct fmap *floop_map_find(struct floop *f, uint64_t id)
 
 static void floop_map_kill(struct floop *f, struct fmap *m)
 {
-	struct io_uring_sqe *sqe;
-
 	if (m->dead)
 		return;
 	m->dead = 1;
-	if (m->poll_armed) {
-		sqe = floop_sqe(f);
-		if (sqe) {
-			io_uring_prep_poll_remove(sqe,
-						  (__u64)(uintptr_t)&m->preq);
-			io_uring_sqe_set_data(sqe, NULL);
-		}
-	}
+	if (m->poll_armed)
+		floop_map_poll_remove(f, m);
 	floop_map_free_maybe(f, m);
 }
 
@@ -317,52 +369,79 @@ static struct fpeer *floop_peer_find(struct floop *f, uint64_t node)
 	return NULL;
 }
 
+static int floop_peer_wants_verbs(const struct floop *f, const struct fpeer *p);
+
+static void floop_peer_reopen(struct fpeer *p)
+{
+	if (p->xp)
+		p->ops->peer_close(p->xp);
+	p->xp = NULL;
+}
+
 static void floop_peers_update(struct floop *f,
 			       const struct xport_peer_info *in, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++) {
 		struct fpeer *p = floop_peer_find(f, in[i].node);
+		uint32_t was;
 
 		if (in[i].node == f->cfg.self)
 			continue;
-		if (p) {
-			if (!strcmp(p->info.data_addr, in[i].data_addr) &&
-			    p->info.instance == in[i].instance) {
-				int verbs = !!(in[i].flags & XPORT_PEER_VERBS);
-
-				if (verbs ==
-				    !!(p->info.flags & XPORT_PEER_VERBS))
-					continue;
-				/* The peer gained or lost verbs: reopen on
-				 * the right transport; reads are retried. */
-				p->info.flags = in[i].flags;
-				if (p->xp && (p->ops == &xport_rdma_ops) !=
-						     (verbs && !p->no_verbs)) {
-					p->ops->peer_close(p->xp);
-					p->xp = NULL;
-				}
-				continue;
+		if (!p) {
+			p = realloc(f->peers, (f->n_peers + 1) * sizeof(*p));
+			if (!p) {
+				log_err("no memory for peer %llu",
+					(unsigned long long)in[i].node);
+				return;
 			}
-			/* New address or instance: reads fail -ECANCELED and
-			 * are retried against the new connection. */
-			if (p->xp)
-				p->ops->peer_close(p->xp);
-			p->xp = NULL;
+			f->peers = p;
+			p = &f->peers[f->n_peers++];
+			memset(p, 0, sizeof(*p));
 			p->info = in[i];
+			p->info.addrlen = 0; /* floop_peer_addr_set() */
+			continue;
+		}
+		if (strcmp(p->info.data_addr, in[i].data_addr) ||
+		    p->info.instance != in[i].instance) {
+			/* New address or instance: reads fail -ECANCELED
+			 * and are posted again to the new one (or poisoned:
+			 * a new instance does not hold the old one's data). */
+			floop_peer_reopen(p);
+			if (strcmp(p->info.data_addr, in[i].data_addr))
+				p->info.addrlen = 0;
+			memcpy(p->info.data_addr, in[i].data_addr,
+			       sizeof(p->info.data_addr));
+			p->info.instance = in[i].instance;
+			p->info.flags = in[i].flags;
 			p->no_verbs = 0;
 			continue;
 		}
-		p = realloc(f->peers, (f->n_peers + 1) * sizeof(*p));
-		if (!p) {
-			log_err("no memory for peer %llu",
-				(unsigned long long)in[i].node);
-			return;
-		}
-		f->peers = p;
-		p = &f->peers[f->n_peers++];
-		memset(p, 0, sizeof(*p));
-		p->info = in[i];
+		was = p->info.flags;
+		p->info.flags = in[i].flags;
+		/* Back up (a partition healed, say): a connection that is
+		 * down is tried again at once, not after its backoff. */
+		if ((in[i].flags & XPORT_PEER_LIVE) &&
+		    !(was & XPORT_PEER_LIVE) && p->xp &&
+		    p->ops->peer_state(p->xp) == XPORT_PEER_DOWN)
+			floop_peer_reopen(p);
+		/* The peer gained or lost verbs: reopen on the right
+		 * transport; reads are retried. */
+		if (p->xp && (p->ops == &xport_rdma_ops) !=
+				     !!floop_peer_wants_verbs(f, p))
+			floop_peer_reopen(p);
 	}
+}
+
+static void floop_peer_addr_update(struct floop *f,
+				   const struct xport_peer_info *in)
+{
+	struct fpeer *p = floop_peer_find(f, in->node);
+
+	if (!p || strcmp(p->info.data_addr, in->data_addr) ||
+	    in->addrlen > sizeof(p->info.addr))
+		return;
+	memcpy(&p->info.addr, &in->addr, in->addrlen);
+	p->info.addrlen = in->addrlen;
 }
 
 /* Verbs when both ends have it (and it came up in time), else TCP. */
@@ -394,6 +473,8 @@ static struct xport_peer *floop_peer_get(struct floop *f, uint64_t node)
 	} else {
 		p->ops = f->cfg.xops;
 		p->x = f->x;
+		if (!p->info.addrlen)
+			return NULL; /* resolving on another thread */
 	}
 	ret = p->ops->peer_open(p->x, &p->info, &p->xp);
 	if (ret) {
@@ -444,11 +525,16 @@ static void floop_peers_check(struct floop *f, uint64_t now)
  * A chunk placed on an owner instance that is no longer the owner's: the
  * owner restarted with an empty pool, so reading it would return zeroes.
  */
+static int floop_inst_is_lost(struct floop *f, uint64_t node, uint64_t inst)
+{
+	struct fpeer *p = floop_peer_find(f, node);
+
+	return inst && p && p->info.instance && p->info.instance != inst;
+}
+
 static int floop_chunk_is_lost(struct floop *f, const struct msg_chunk *c)
 {
-	struct fpeer *p = floop_peer_find(f, c->node);
-
-	return c->inst && p && p->info.instance && p->info.instance != c->inst;
+	return floop_inst_is_lost(f, c->node, c->inst);
 }
 
 /* ---- fetch slots ---- */
@@ -473,17 +559,56 @@ static void floop_slot_release(struct floop *f, struct fetch *s)
 	floop_map_free_maybe(f, m);
 }
 
-static void floop_poison_n(struct floop *f, struct fmap *m, uint64_t addr,
-			   uint32_t npages, const char *why)
+/* Remembers pages whose poisoning must wait for the guest's events. */
+static void floop_ppend_add(struct floop *f, struct fmap *m, uint64_t addr,
+			    uint32_t npages)
 {
-	uint64_t n = 0;
+	struct ppend *pp = malloc(sizeof(*pp));
+
+	if (!pp) {
+		/* Its thread faults again once woken: poisoned then. */
+		uffd_wake(m->uffd, addr, (uint64_t)npages * FLOOP_PAGE);
+		return;
+	}
+	pp->map = m;
+	pp->addr = addr;
+	pp->npages = npages;
+	pp->next = f->ppend;
+	f->ppend = pp;
+	m->inflight++;
+}
+
+/* Poisons @npages from @addr; returns -EAGAIN with *done set to the pages
+ * behind us when the rest must wait for the guest's events. */
+static int floop_poison_try(struct floop *f, struct fmap *m, uint64_t addr,
+			    uint32_t npages, uint32_t *done, int *err)
+{
+	uint64_t n = 0, next = addr;
 	int ret = -EINVAL;
 
 	if (m->features & UFFD_FEATURE_POISON)
 		ret = uffd_poison(m->uffd, addr, (uint64_t)npages * FLOOP_PAGE,
-				  &n);
-	if (ret == 0 && n)
+				  &n, &next);
+	if (n)
 		atomic_fetch_add(&f->ctr.poisoned, n);
+	*done = (uint32_t)((next - addr) / FLOOP_PAGE);
+	*err = ret;
+	return ret == -EAGAIN ? -EAGAIN : 0;
+}
+
+static void floop_poison_n(struct floop *f, struct fmap *m, uint64_t addr,
+			   uint32_t npages, const char *why)
+{
+	uint32_t done;
+	int ret;
+
+	if (floop_poison_try(f, m, addr, npages, &done, &ret) == -EAGAIN) {
+		/* Not poisoned: its thread would wait forever if this were
+		 * taken as done. Again once the events are read. */
+		floop_ppend_add(f, m, addr + (uint64_t)done * FLOOP_PAGE,
+				npages - done);
+		ret = 0;
+	}
 	if (!m->warned_poison || ret) {
 		if (ret && ret != -ENOENT && ret != -ESRCH)
 			log_errno(ret, "map %s page %#llx: %s; cannot poison",
@@ -494,6 +619,33 @@ static void floop_poison_n(struct floop *f, struct fmap *m, uint64_t addr,
 				m->name, (unsigned long long)(addr - m->base),
 				why);
 		m->warned_poison = 1;
+	}
+}
+
+/* Poisons what waited for the guest's events (called after reading them). */
+static void floop_ppend_run(struct floop *f)
+{
+	struct ppend *pp = f->ppend, *next;
+	uint32_t done;
+	int err;
+
+	f->ppend = NULL;
+	for (; pp; pp = next) {
+		struct fmap *m = pp->map;
+
+		next = pp->next;
+		if (!m->dead && !m->gone &&
+		    floop_poison_try(f, m, pp->addr, pp->npages, &done, &err) ==
+			    -EAGAIN) {
+			pp->addr += (uint64_t)done * FLOOP_PAGE;
+			pp->npages -= done;
+			pp->next = f->ppend;
+			f->ppend = pp;
+			continue;
+		}
+		free(pp);
+		m->inflight--;
+		floop_map_free_maybe(f, m);
 	}
 }
 
@@ -568,6 +720,17 @@ static void floop_slot_post(struct floop *f, struct fetch *s, uint64_t now)
 			floop_slot_release(f, s);
 		return;
 	}
+	/* Checked at every post, not just at the fault: an owner that
+	 * restarted while this waited has an empty pool, and reading it
+	 * would hand the guest zeroes. */
+	if (floop_inst_is_lost(f, s->owner, s->inst)) {
+		if (!s->ahead)
+			floop_poison_n(f, s->map, s->addr, s->npages,
+				       "the owner restarted: its pages are "
+				       "gone");
+		floop_slot_release(f, s);
+		return;
+	}
 	xp = floop_peer_get(f, s->owner);
 	if (!xp && s->ahead) {
 		floop_slot_release(f, s);
@@ -588,8 +751,8 @@ static void floop_slot_post(struct floop *f, struct fetch *s, uint64_t now)
 		return;
 	}
 	if (ret == -ESTALE && !s->ahead)
-		floop_poison(f, s->map, s->addr,
-			     "the owner restarted: its pages are gone");
+		floop_poison_n(f, s->map, s->addr, s->npages,
+			       "the owner restarted: its pages are gone");
 	if (s->ahead || ret == -ESTALE) {
 		floop_slot_release(f, s);
 		return;
@@ -625,8 +788,8 @@ static void floop_on_done(void *arg, uint64_t tag, int status)
 		return;
 	}
 	if (status == -ESTALE) {
-		floop_poison(f, s->map, s->addr,
-			     "the owner restarted: its pages are gone");
+		floop_poison_n(f, s->map, s->addr, s->npages,
+			       "the owner restarted: its pages are gone");
 		floop_slot_release(f, s);
 		return;
 	}
@@ -645,7 +808,7 @@ static void floop_on_done(void *arg, uint64_t tag, int status)
  */
 static void floop_fetch_start_n(struct floop *f, struct fmap *m, uint64_t addr,
 				uint64_t owner, uint64_t off, int ahead,
-				uint32_t npages, int pf)
+				uint32_t npages, int pf, uint64_t t0_ms)
 {
 	struct fetch *s;
 	uint32_t idx, h;
@@ -664,7 +827,8 @@ static void floop_fetch_start_n(struct floop *f, struct fmap *m, uint64_t addr,
 	s->addr = addr;
 	s->owner = owner;
 	s->off = off;
-	s->t0_ms = floop_now_ms();
+	s->inst = m->chunks[(addr - m->base) >> m->chunk_shift].inst;
+	s->t0_ms = t0_ms;
 	s->have_data = 0;
 	s->ahead = ahead;
 	/* This node's own page (its chunk could not be mapped from the
@@ -682,9 +846,9 @@ static void floop_fetch_start_n(struct floop *f, struct fmap *m, uint64_t addr,
 }
 
 static void floop_fetch_start(struct floop *f, struct fmap *m, uint64_t addr,
-			      uint64_t owner, uint64_t off, int ahead)
+			      uint64_t owner, uint64_t off, uint64_t t0_ms)
 {
-	floop_fetch_start_n(f, m, addr, owner, off, ahead, 1, 0);
+	floop_fetch_start_n(f, m, addr, owner, off, 0, 1, 0, t0_ms);
 }
 
 /*
@@ -713,7 +877,7 @@ static uint32_t floop_fetch_ahead(struct floop *f, struct fmap *m, uint64_t a,
 		       !floop_fetch_find(f, m, a + (uint64_t)n * FLOOP_PAGE))
 			n++;
 	}
-	floop_fetch_start_n(f, m, a, c->node, off, 1, n, pf);
+	floop_fetch_start_n(f, m, a, c->node, off, 1, n, pf, floop_now_ms());
 	return n;
 }
 
@@ -777,55 +941,69 @@ static void floop_read_ahead(struct floop *f, struct fmap *m, uint64_t addr,
 			   FLOOP_PAGE;
 }
 
+/*
+ * A fault on a page a peer owns (or a local one whose copy must wait):
+ * joins a read in flight, or takes a slot, or waits in the backlog. @t0_ms
+ * is when the fault was first read: the fault timeout runs from there.
+ * @replay: the fault comes back from the backlog (read-ahead saw it).
+ */
 static void floop_fault_remote(struct floop *f, struct fmap *m, uint64_t addr,
-			       uint64_t owner, uint64_t off)
+			       uint64_t owner, uint64_t off, uint64_t t0_ms,
+			       int replay)
 {
 	struct fetch *dup;
 	struct backlog *b;
 	uint32_t win = 0;
 
-	if (f->cfg.readahead)
+	if (f->cfg.readahead && !replay)
 		win = floop_stream_update(f, m, addr);
 	dup = floop_fetch_find(f, m, addr);
 	if (dup) {
 		/* Another thread's fault, or read-ahead got there first: now a
 		 * thread waits on it, so it is a fault from here on. */
 		if (dup->ahead)
-			dup->t0_ms = floop_now_ms();
+			dup->t0_ms = t0_ms;
 		dup->ahead = 0;
 		goto ahead;
 	}
 	if (!f->n_free) {
 		b = malloc(sizeof(*b));
 		if (!b) {
-			log_err("map %s: no memory to queue a fault", m->name);
+			floop_poison(f, m, addr,
+				     "no memory to queue the fault");
 			return;
 		}
 		b->map = m;
 		b->addr = addr;
+		b->t0_ms = t0_ms;
 		b->next = NULL;
 		m->inflight++;
 		*f->backlog_tail = b;
 		f->backlog_tail = &b->next;
 		return;
 	}
-	floop_fetch_start(f, m, addr, owner, off, 0);
+	floop_fetch_start(f, m, addr, owner, off, t0_ms);
 ahead:
 	if (win)
 		floop_read_ahead(f, m, addr, win);
 }
 
-static void floop_fault(struct floop *f, struct fmap *m, uint64_t addr)
+/* Serves one fault (counted by the caller) first read at @t0_ms. */
+static void floop_fault_handle(struct floop *f, struct fmap *m, uint64_t addr,
+			       uint64_t t0_ms, int replay)
 {
 	const struct msg_chunk *c;
 	uint64_t rel, off;
 	int ret;
 
-	addr &= ~(uint64_t)(FLOOP_PAGE - 1);
-	atomic_fetch_add(&f->ctr.faults, 1);
 	if (addr < m->base || addr - m->base >= m->span) {
 		atomic_fetch_add(&f->ctr.errors, 1);
 		floop_poison(f, m, addr, "fault outside the mapping");
+		return;
+	}
+	if (m->stale) {
+		floop_poison(f, m, addr,
+			     "the region was deleted: its pages are gone");
 		return;
 	}
 	rel = addr - m->base;
@@ -839,7 +1017,7 @@ static void floop_fault(struct floop *f, struct fmap *m, uint64_t addr)
 				     "placed: its pages are gone");
 			return;
 		}
-		floop_fault_remote(f, m, addr, c->node, off);
+		floop_fault_remote(f, m, addr, c->node, off, t0_ms, replay);
 		return;
 	}
 	/* Local chunk not mapped from the pool: placed before this agent
@@ -863,9 +1041,16 @@ static void floop_fault(struct floop *f, struct fmap *m, uint64_t addr)
 		uffd_wake(m->uffd, addr, FLOOP_PAGE);
 	else if (ret == -EAGAIN)
 		/* Address space changing: a slot retries the copy later. */
-		floop_fault_remote(f, m, addr, c->node, off);
+		floop_fault_remote(f, m, addr, c->node, off, t0_ms, replay);
 	else if (ret != -ENOENT && ret != -ESRCH)
 		log_errno(ret, "map %s: local copy", m->name);
+}
+
+static void floop_fault(struct floop *f, struct fmap *m, uint64_t addr)
+{
+	atomic_fetch_add(&f->ctr.faults, 1);
+	floop_fault_handle(f, m, addr & ~(uint64_t)(FLOOP_PAGE - 1),
+			   floop_now_ms(), 0);
 }
 
 static void floop_event(struct floop *f, struct fmap *m,
@@ -906,24 +1091,154 @@ static void floop_uffd_read(struct floop *f, struct fmap *m)
 	struct uffd_msg msgs[FLOOP_MSGS];
 	ssize_t n;
 
-	for (;;) {
-		n = read(m->uffd, msgs, sizeof(msgs));
+	/* Never blocks, also if the guest cleared O_NONBLOCK on its side:
+	 * a blocked read would stop every guest of this host. */
+	do {
+		n = uffd_read_msgs(m->uffd, msgs, FLOOP_MSGS);
 		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno != EAGAIN)
-				log_dbg("map %s: read: %s", m->name,
-					log_strerror(errno));
+			log_dbg("map %s: read: %s", m->name, log_strerror(n));
 			return;
 		}
-		if (n == 0 || n % sizeof(msgs[0])) {
-			log_err("map %s: short uffd read", m->name);
-			return;
-		}
-		for (ssize_t i = 0; i < n / (ssize_t)sizeof(msgs[0]); i++)
+		for (ssize_t i = 0; i < n; i++)
 			floop_event(f, m, &msgs[i]);
-		if ((size_t)n < sizeof(msgs))
-			return;
+	} while (n == FLOOP_MSGS);
+}
+
+/* ---- deleted regions ---- */
+
+static int floop_region_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct floop_region *)a)->name,
+		      ((const struct floop_region *)b)->name);
+}
+
+/* True if @m maps a region the coordinator's tables no longer have. */
+static int floop_map_is_deleted(const struct floop *f, const struct fmap *m)
+{
+	struct floop_region key, *r;
+
+	if (!f->sync_cid)
+		return 0; /* no list yet */
+	if (m->cid != f->sync_cid)
+		return 1; /* of tables that are gone */
+	if (m->epoch > f->sync_epoch)
+		return 0; /* made after the list */
+	memcpy(key.name, m->name, sizeof(key.name));
+	r = bsearch(&key, f->regions, f->n_regions, sizeof(*r),
+		    floop_region_cmp);
+	return !r || r->epoch != m->epoch;
+}
+
+/*
+ * Poisons and drops the faults waiting in the backlog for which @pred
+ * holds; returns how many.
+ */
+static unsigned int floop_backlog_drop(struct floop *f,
+				       int (*pred)(struct floop *f,
+						   const struct backlog *b,
+						   uint64_t now),
+				       uint64_t now, const char *why)
+{
+	struct backlog **pp = &f->backlog, *b;
+	unsigned int n = 0;
+
+	while ((b = *pp)) {
+		struct fmap *m = b->map;
+
+		if (!pred(f, b, now)) {
+			pp = &b->next;
+			continue;
+		}
+		*pp = b->next;
+		if (!m->dead && !m->gone)
+			floop_poison(f, m, b->addr, why);
+		m->inflight--;
+		floop_map_free_maybe(f, m);
+		free(b);
+		n++;
+	}
+	f->backlog_tail = pp;
+	return n;
+}
+
+/* A backlogged fault past the fault timeout (with poisoning to give). */
+static int floop_backlog_is_late(struct floop *f, const struct backlog *b,
+				 uint64_t now)
+{
+	return now - b->t0_ms >= f->cfg.fault_timeout_ms &&
+	       (b->map->features & UFFD_FEATURE_POISON);
+}
+
+static int floop_backlog_is_stale(struct floop *f, const struct backlog *b,
+				  uint64_t now)
+{
+	return b->map->stale;
+}
+
+/*
+ * The region of @m was deleted: a guest must not read what an owner clears
+ * (or hands to the next region) from now on. Faults waiting and reads in
+ * flight are poisoned (their bytes would come from a pool extent that is
+ * about to be cleared), and so is every fault to come.
+ */
+static void floop_map_stale(struct floop *f, struct fmap *m)
+{
+	if (m->stale || m->dead)
+		return;
+	m->stale = 1;
+	log_warn("map %llu: region %s (epoch %llu) was deleted; its pages not "
+		 "yet fetched raise SIGBUS",
+		 (unsigned long long)m->id, m->name,
+		 (unsigned long long)m->epoch);
+	for (uint32_t i = 0; i < f->n_all; i++) {
+		struct fetch *s = &f->slots[i];
+
+		if (s->map != m || s->have_data ||
+		    (s->state != FETCH_WAIT && s->state != FETCH_POSTED))
+			continue;
+		if (!s->ahead)
+			floop_poison_n(f, m, s->addr, s->npages,
+				       "the region was deleted");
+		if (s->state == FETCH_POSTED) {
+			floop_hash_del(f, s); /* the transport owns buf */
+			s->state = FETCH_ABANDONED;
+		} else {
+			floop_slot_release(f, s);
+		}
+	}
+	floop_backlog_drop(f, floop_backlog_is_stale, 0,
+			   "the region was deleted");
+}
+
+static void floop_cmd_regions(struct floop *f, struct cmd *c)
+{
+	free(f->regions);
+	f->regions = c->regions;
+	f->n_regions = c->n_regions;
+	c->regions = NULL;
+	qsort(f->regions, f->n_regions, sizeof(*f->regions), floop_region_cmp);
+	f->sync_epoch = c->epoch;
+	f->sync_cid = c->cid;
+	for (struct fmap *m = f->maps; m; m = m->next)
+		if (floop_map_is_deleted(f, m))
+			floop_map_stale(f, m);
+}
+
+static void floop_cmd_self(struct floop *f, uint64_t self)
+{
+	log_warn("this node is node %llu now (was %llu)",
+		 (unsigned long long)self, (unsigned long long)f->cfg.self);
+	f->cfg.self = self;
+	/* The new id may be a peer's old one: that peer is us now. */
+	for (uint32_t i = 0; i < f->n_peers; i++) {
+		struct fpeer *p = &f->peers[i];
+
+		if (p->info.node != self)
+			continue;
+		floop_peer_reopen(p);
+		p->info.addrlen = 0;
+		p->info.data_addr[0] = '\0';
+		p->info.instance = 0;
 	}
 }
 
@@ -953,18 +1268,30 @@ static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
 	m->features = d->features;
 	m->prefetch = !!(d->flags & MSG_MAP_PREFETCH);
 	m->pf_next = m->base;
+	m->epoch = d->epoch;
+	m->cid = d->cid;
 	memcpy(m->name, d->name, sizeof(m->name));
 	m->next = f->maps;
 	f->maps = m;
 	log_dbg("map %llu (%s) at %#llx, %llu bytes", (unsigned long long)m->id,
 		m->name, (unsigned long long)m->base,
 		(unsigned long long)m->size);
+	/* Deleted between its lookup and now. */
+	if (floop_map_is_deleted(f, m))
+		floop_map_stale(f, m);
 	floop_map_poll(f, m);
 	/* Faults queued before the poll was armed are read right away. */
 	floop_uffd_read(f, m);
 	/* Threads blocked on faults a dead agent had read: fault again. */
 	if (d->flags & MSG_MAP_RESUME)
 		uffd_wake(m->uffd, m->base, m->span);
+}
+
+static void floop_cmd_free(struct cmd *c)
+{
+	free(c->peers);
+	free(c->regions);
+	free(c);
 }
 
 static void floop_cmds_run(struct floop *f)
@@ -990,26 +1317,100 @@ static void floop_cmds_run(struct floop *f)
 			break;
 		case CMD_PEERS:
 			floop_peers_update(f, c->peers, c->n_peers);
-			free(c->peers);
+			break;
+		case CMD_PEER_ADDR:
+			floop_peer_addr_update(f, c->peers);
+			break;
+		case CMD_SELF:
+			floop_cmd_self(f, c->id);
+			break;
+		case CMD_REGIONS:
+			floop_cmd_regions(f, c);
 			break;
 		}
-		free(c);
+		atomic_store(&f->tickets_done, c->ticket);
+		floop_cmd_free(c);
 	}
 }
 
-static int floop_cmd_push(struct floop *f, struct cmd *c)
+/* Queues @c for the loop thread; returns its ticket. */
+static int64_t floop_cmd_push(struct floop *f, struct cmd *c)
 {
 	uint64_t one = 1;
+	int64_t t;
 	ssize_t r;
 
 	c->next = NULL;
 	pthread_mutex_lock(&f->lock);
+	t = c->ticket = ++f->tickets;
 	*f->cmds_tail = c;
 	f->cmds_tail = &c->next;
 	pthread_mutex_unlock(&f->lock);
 	r = write(f->efd, &one, sizeof(one));
 	(void)r;
+	return t;
+}
+
+int floop_ticket_done(struct floop *f, int64_t ticket)
+{
+	return atomic_load(&f->tickets_done) >= ticket;
+}
+
+int floop_peer_addr_set(struct floop *f, uint64_t node, const char *data_addr,
+			const void *addr, uint32_t addrlen)
+{
+	struct cmd *c;
+
+	if (addrlen > sizeof(c->peers->addr))
+		return -EINVAL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->peers = calloc(1, sizeof(*c->peers));
+	if (!c->peers) {
+		free(c);
+		return -ENOMEM;
+	}
+	c->kind = CMD_PEER_ADDR;
+	c->peers->node = node;
+	snprintf(c->peers->data_addr, sizeof(c->peers->data_addr), "%s",
+		 data_addr);
+	memcpy(&c->peers->addr, addr, addrlen);
+	c->peers->addrlen = addrlen;
+	floop_cmd_push(f, c);
 	return 0;
+}
+
+int floop_self_set(struct floop *f, uint64_t self)
+{
+	struct cmd *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->kind = CMD_SELF;
+	c->id = self;
+	floop_cmd_push(f, c);
+	return 0;
+}
+
+int64_t floop_regions_set(struct floop *f, const struct floop_region *regions,
+			  uint32_t n, uint64_t epoch, uint64_t cid)
+{
+	struct cmd *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->regions = malloc((n ? n : 1) * sizeof(*regions));
+	if (!c->regions) {
+		free(c);
+		return -ENOMEM;
+	}
+	memcpy(c->regions, regions, n * sizeof(*regions));
+	c->kind = CMD_REGIONS;
+	c->n_regions = n;
+	c->epoch = epoch;
+	c->cid = cid;
+	return floop_cmd_push(f, c);
 }
 
 int floop_map_add(struct floop *f, struct floop_map_desc *d)
@@ -1023,7 +1424,8 @@ int floop_map_add(struct floop *f, struct floop_map_desc *d)
 	}
 	c->kind = CMD_MAP_ADD;
 	c->desc = *d;
-	return floop_cmd_push(f, c);
+	floop_cmd_push(f, c);
+	return 0;
 }
 
 int floop_map_remove(struct floop *f, uint64_t id)
@@ -1034,7 +1436,8 @@ int floop_map_remove(struct floop *f, uint64_t id)
 		return -ENOMEM;
 	c->kind = CMD_MAP_REMOVE;
 	c->id = id;
-	return floop_cmd_push(f, c);
+	floop_cmd_push(f, c);
+	return 0;
 }
 
 int floop_peers_set(struct floop *f, const struct xport_peer_info *peers,
@@ -1052,7 +1455,8 @@ int floop_peers_set(struct floop *f, const struct xport_peer_info *peers,
 	}
 	memcpy(c->peers, peers, n * sizeof(*peers));
 	c->n_peers = n;
-	return floop_cmd_push(f, c);
+	floop_cmd_push(f, c);
+	return 0;
 }
 
 /* ---- periodic work ---- */
@@ -1092,6 +1496,7 @@ static void floop_tick(struct floop *f)
 	uint64_t now = floop_now_ms();
 	uint64_t limit = f->cfg.fault_timeout_ms;
 
+	f->last_tick_ms = now;
 	f->cfg.xops->tick(f->x, now);
 	if (f->xv)
 		xport_rdma_ops.tick(f->xv, now);
@@ -1122,6 +1527,10 @@ static void floop_tick(struct floop *f)
 		if (s->state == FETCH_WAIT && s->next_ms <= now)
 			floop_slot_post(f, s, now);
 	}
+	/* A fault still waiting for a slot has the same deadline. */
+	floop_backlog_drop(f, floop_backlog_is_late, now,
+			   "owner unreachable past the fault timeout");
+	floop_ppend_run(f);
 	floop_stats_publish(f);
 }
 
@@ -1133,7 +1542,7 @@ static void floop_tick(struct floop *f)
 static void floop_prefetch_run(struct floop *f)
 {
 	for (struct fmap *m = f->maps; m; m = m->next) {
-		if (!m->prefetch || m->dead || m->gone)
+		if (!m->prefetch || m->dead || m->gone || m->stale)
 			continue;
 		while (m->pf_next < m->base + m->span &&
 		       m->pf_busy < FLOOP_PF_DEPTH &&
@@ -1159,8 +1568,9 @@ static void floop_backlog_run(struct floop *f)
 		if (!f->backlog)
 			f->backlog_tail = &f->backlog;
 		m->inflight--;
+		/* Counted when it was read; its deadline runs from then. */
 		if (!m->dead && !m->gone)
-			floop_fault(f, m, b->addr);
+			floop_fault_handle(f, m, b->addr, b->t0_ms, 1);
 		else
 			floop_map_free_maybe(f, m);
 		free(b);
@@ -1171,6 +1581,9 @@ static void floop_arm_wakeup(struct floop *f)
 {
 	struct io_uring_sqe *sqe = floop_sqe(f);
 
+	f->wake_want = !sqe; /* armed again before the loop waits */
+	if (!sqe)
+		return;
 	io_uring_prep_read(sqe, f->efd, &f->efd_val, sizeof(f->efd_val), 0);
 	io_uring_sqe_set_data(sqe, &f->wake_req);
 }
@@ -1179,8 +1592,34 @@ static void floop_arm_timer(struct floop *f)
 {
 	struct io_uring_sqe *sqe = floop_sqe(f);
 
+	f->timer_want = !sqe;
+	if (!sqe)
+		return;
 	io_uring_prep_timeout(sqe, &f->tick_ts, 0, 0);
 	io_uring_sqe_set_data(sqe, &f->timer_req);
+}
+
+/*
+ * Arms again what found no SQE. Returns true while something is still not
+ * armed: the loop must then not sleep on the ring alone.
+ */
+static int floop_rearm(struct floop *f)
+{
+	int want = 0;
+
+	if (f->wake_want)
+		floop_arm_wakeup(f);
+	if (f->timer_want)
+		floop_arm_timer(f);
+	want = f->wake_want || f->timer_want;
+	for (struct fmap *m = f->maps; m; m = m->next) {
+		if (m->poll_want)
+			floop_map_poll(f, m);
+		if (m->remove_want && m->poll_armed)
+			floop_map_poll_remove(f, m);
+		want |= m->poll_want || (m->remove_want && m->poll_armed);
+	}
+	return want;
 }
 
 static void floop_cqe(struct floop *f, struct io_uring_cqe *cqe)
@@ -1207,12 +1646,12 @@ static void floop_cqe(struct floop *f, struct io_uring_cqe *cqe)
 		floop_map_poll(f, m);
 		break;
 	case REQ_WAKEUP:
-		if (!f->stopping)
+		if (!floop_is_stopping(f))
 			floop_arm_wakeup(f);
 		floop_cmds_run(f);
 		break;
 	case REQ_TIMER:
-		if (!f->stopping)
+		if (!floop_is_stopping(f))
 			floop_arm_timer(f);
 		floop_tick(f);
 		break;
@@ -1249,16 +1688,22 @@ static void floop_spin(struct floop *f)
 	}
 }
 
+static int floop_is_stopping(struct floop *f)
+{
+	return __atomic_load_n(&f->stopping, __ATOMIC_ACQUIRE);
+}
+
 static void *floop_run(void *arg)
 {
+	struct __kernel_timespec short_ts = { .tv_nsec = 1000000 };
 	struct floop *f = arg;
 	struct io_uring_cqe *cqe;
 	unsigned int head, n;
 
 	floop_arm_wakeup(f);
 	floop_arm_timer(f);
-	while (!__atomic_load_n(&f->stopping, __ATOMIC_ACQUIRE)) {
-		int ret;
+	while (!floop_is_stopping(f)) {
+		int ret, unarmed = floop_rearm(f);
 
 		/* Right after work, more is likely microseconds away (a
 		 * reply, the guest's next fault), and a sleep + cross-CPU
@@ -1267,10 +1712,16 @@ static void *floop_run(void *arg)
 			io_uring_submit(&f->ring);
 			floop_spin(f);
 		}
-		ret = io_uring_submit_and_wait(&f->ring, 1);
+		/* With something not armed (no SQE was free), nothing may
+		 * wake us for it: wait briefly and look again. */
+		if (unarmed)
+			ret = io_uring_submit_and_wait_timeout(
+				&f->ring, &cqe, 1, &short_ts, NULL);
+		else
+			ret = io_uring_submit_and_wait(&f->ring, 1);
 
 		if (ret < 0 && ret != -EINTR && ret != -EAGAIN &&
-		    ret != -ETIME) {
+		    ret != -ETIME && ret != -EBUSY) {
 			log_errno(ret, "io_uring_submit_and_wait");
 			break;
 		}
@@ -1280,6 +1731,12 @@ static void *floop_run(void *arg)
 			n++;
 		}
 		io_uring_cq_advance(&f->ring, n);
+		/* What the unarmed wakeup read or tick would have done. */
+		if (f->wake_want)
+			floop_cmds_run(f);
+		if (f->timer_want &&
+		    floop_now_ms() - f->last_tick_ms >= FLOOP_TICK_MS)
+			floop_tick(f);
 		floop_backlog_run(f);
 		floop_prefetch_run(f);
 	}
@@ -1317,6 +1774,20 @@ static size_t floop_land_len(const struct floop *f)
 	       FLOOP_PAGE;
 }
 
+/* FARPAGE_TEST_SQE_FAIL_EVERY=N: see floop_sqe(). */
+static void floop_test_hooks(struct floop *f)
+{
+	const char *e = getenv("FARPAGE_TEST_SQE_FAIL_EVERY");
+	uint64_t v;
+
+	if (!e || util_u64_parse(e, &v) || !v || v > 1000000)
+		return;
+	f->sqe_fail_every = (unsigned int)v;
+	log_warn("test hook: every %u-th submission entry of the fault loop "
+		 "is refused",
+		 f->sqe_fail_every);
+}
+
 int floop_create(const struct floop_cfg *cfg, struct floop **out)
 {
 	struct xport_cfg xcfg = { 0 };
@@ -1341,6 +1812,7 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 
 	f->n_slots = f->cfg.slots;
 	f->n_all = f->n_slots + FLOOP_RUNS;
+	floop_test_hooks(f);
 	while (hsize < 2 * f->n_all)
 		hsize <<= 1;
 	f->hash_mask = hsize - 1;
@@ -1453,9 +1925,13 @@ void floop_destroy(struct floop *f)
 			close(c->desc.uffd);
 			free(c->desc.chunks);
 		}
-		free(c->peers);
-		free(c);
+		floop_cmd_free(c);
 	}
+	for (struct ppend *pp = f->ppend, *pn; pp; pp = pn) {
+		pn = pp->next;
+		free(pp);
+	}
+	free(f->regions);
 	if (f->ring_ok)
 		io_uring_queue_exit(&f->ring);
 	if (f->efd >= 0)

@@ -55,6 +55,14 @@ struct floop_map_desc {
 	uint64_t features;
 	uint64_t flags; /* MSG_MAP_* */
 	char name[MSG_NAME_MAX];
+	uint64_t epoch; /* of the region as mapped */
+	uint64_t cid;	/* of the coordinator's tables it came from */
+};
+
+/* A region that exists, as the coordinator listed them. */
+struct floop_region {
+	char name[MSG_NAME_MAX];
+	uint64_t epoch;
 };
 
 int floop_create(const struct floop_cfg *cfg, struct floop **out);
@@ -68,9 +76,30 @@ struct floop_counters *floop_counters(struct floop *f);
 /* Thread-safe: queue work for the loop thread. Return 0 or -ENOMEM. */
 int floop_map_add(struct floop *f, struct floop_map_desc *d);
 int floop_map_remove(struct floop *f, uint64_t id);
-/* Sets what the loop knows of peers (address, owner instance). */
+/*
+ * Sets what the loop knows of peers (address, owner instance, up). A peer
+ * whose data address changed waits for floop_peer_addr_set() before it is
+ * connected again.
+ */
 int floop_peers_set(struct floop *f, const struct xport_peer_info *peers,
 		    uint32_t n);
+/* The resolved socket address of @node's @data_addr (ignored if the peer
+ * has another address by then). */
+int floop_peer_addr_set(struct floop *f, uint64_t node, const char *data_addr,
+			const void *addr, uint32_t addrlen);
+/* This node's id changed (it joined again and got another). */
+int floop_self_set(struct floop *f, uint64_t self);
+/*
+ * The regions that exist in the coordinator's tables @cid as of region
+ * epoch @epoch (@regions sorted by name; the loop copies them). A mapping
+ * of other tables, or of a region epoch <= @epoch that is not listed, was
+ * deleted: its pages not yet fetched raise SIGBUS from now on. Returns a
+ * ticket for floop_ticket_done(), or -ENOMEM.
+ */
+int64_t floop_regions_set(struct floop *f, const struct floop_region *regions,
+			  uint32_t n, uint64_t epoch, uint64_t cid);
+/* True once the loop has carried out the command that got @ticket. */
+int floop_ticket_done(struct floop *f, int64_t ticket);
 
 /* Per-peer transport figures as of the last tick; *out is malloc'd. */
 int floop_peer_stats(struct floop *f, struct msg_peer **out, uint32_t *n);

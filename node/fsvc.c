@@ -3,11 +3,16 @@
  * Fault service: the agent's Unix socket. A process maps a region in two
  * steps on one connection, which then stays open for the mapping's life:
  *
- *   MAP {name}            -> MAP_LAYOUT {...} + pool memfd
+ *   MAP {name}            -> (lookup by the session thread: the
+ *                             coordinator, or the cached layout)
+ *                         -> MAP_LAYOUT {...} + pool memfd
  *   MAP_UFFD {base, feat} + uffd -> OK      (the fault loop serves it)
  *   EOF (unmap or exit)   -> the mapping is dropped
  *
- * AGENT_STATS may be sent on any connection.
+ * AGENT_STATS may be sent on any connection and never waits for the
+ * coordinator. The pool chunks a layout lets the process map are pinned
+ * until the connection ends: a deleted region's extent is not cleared
+ * under a process that still maps it.
  */
 #define LOG_PREFIX "fsvc: "
 #include "agent.h"
@@ -21,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "csess.h"
 #include "ctl.h"
 #include "evl.h"
 #include "floop.h"
@@ -37,6 +43,7 @@
 
 enum fsvc_state {
 	FSVC_NEW = 0,
+	FSVC_LOOKUP, /* the session thread looks the region up */
 	FSVC_LAYOUT_SENT,
 	FSVC_MAPPED,
 };
@@ -45,13 +52,28 @@ struct fsvc_conn {
 	struct node_agent *a;
 	int fd;
 	enum fsvc_state state;
+	uint64_t token; /* of the lookup */
 	uint64_t map_id;
 	struct msg layout; /* MAP_LAYOUT as sent */
+	int pinned;	   /* layout's local chunks pinned */
 	int fd_in;	   /* descriptor that came with the frame being read */
 	size_t rlen;
 	uint8_t rbuf[FRAME_HDR_LEN + FSVC_FRAME_MAX];
 	struct fsvc_conn *next;
 };
+
+/* The chunks of the layout this node maps straight from its pool. */
+static void fsvc_pins(struct fsvc_conn *c, int delta)
+{
+	const struct msg *l = &c->layout;
+
+	for (uint32_t i = 0; i < l->n_chunks; i++)
+		if (l->chunks[i].node == l->node &&
+		    (!l->chunks[i].inst || l->chunks[i].inst == l->instance))
+			agent_pool_pin(c->a, l->chunks[i].off, l->chunk_size,
+				       delta);
+	c->pinned = delta > 0;
+}
 
 static void fsvc_conn_close(struct fsvc_conn *c)
 {
@@ -60,6 +82,8 @@ static void fsvc_conn_close(struct fsvc_conn *c)
 
 	if (c->state == FSVC_MAPPED)
 		floop_map_remove(a->fl, c->map_id);
+	if (c->pinned)
+		fsvc_pins(c, -1);
 	for (p = &a->conns; *p; p = &(*p)->next) {
 		if (*p == c) {
 			*p = c->next;
@@ -82,51 +106,71 @@ static int fsvc_reply_error(struct fsvc_conn *c, int err, const char *what)
 	return ctl_send(c->fd, &rep, NULL, 0);
 }
 
-/* Region layout and peer addresses from the coordinator. */
+/* MAP: the session thread looks the region up; fsvc_on_lookup() goes on. */
 static int fsvc_on_map(struct fsvc_conn *c, const struct msg *req)
 {
 	struct node_agent *a = c->a;
-	struct msg q, region;
 	int ret;
 
-	msg_init(&region, MSG_T_NONE);
-	msg_init(&q, MSG_T_REGION_GET);
-	msg_strset(q.name, sizeof(q.name), req->name);
-	ret = agent_coord_call(a, &q, &region);
+	c->token = ++a->next_token;
+	ret = csess_lookup(a->cs, c->token, req->name);
 	if (ret) {
-		char text[MSG_TEXT_MAX + MSG_NAME_MAX + 16];
-
-		snprintf(text, sizeof(text), "region %s: %s", req->name,
-			 region.text[0] ? region.text : log_strerror(ret));
-		msg_fini(&region);
-		fsvc_reply_error(c, ret, text);
+		fsvc_reply_error(c, ret, "cannot look the region up");
 		return ret;
 	}
-	ret = agent_peers_refresh(a);
-	if (ret)
-		goto out_reply;
+	c->state = FSVC_LOOKUP;
+	return 0;
+}
 
+/* The lookup of @c is done: the layout and the pool fd, or the error. */
+static int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
+{
+	struct node_agent *a = c->a;
+	int ret;
+
+	if (r->err) {
+		fsvc_reply_error(c, r->err, r->text);
+		return r->err;
+	}
 	msg_init(&c->layout, MSG_T_MAP_LAYOUT);
-	msg_strset(c->layout.name, sizeof(c->layout.name), region.name);
-	c->layout.node = a->node_id;
-	c->layout.size = region.size;
-	c->layout.chunk_size = region.chunk_size;
-	c->layout.epoch = region.epoch;
+	msg_strset(c->layout.name, sizeof(c->layout.name), r->region.name);
+	c->layout.node = atomic_load(&a->node_id);
+	c->layout.size = r->region.size;
+	c->layout.chunk_size = r->region.chunk_size;
+	c->layout.epoch = r->region.epoch;
+	c->layout.cid = r->cid;
 	c->layout.pool_size = a->pool.size;
 	c->layout.instance = a->instance;
-	c->layout.chunks = region.chunks;
-	c->layout.n_chunks = region.n_chunks;
-	region.chunks = NULL;
-	region.n_chunks = 0;
+	c->layout.chunks = r->region.chunks;
+	c->layout.n_chunks = r->region.n_chunks;
+	r->region.chunks = NULL;
+	r->region.n_chunks = 0;
+	/* Pinned before the pool fd leaves: the process may map at once. */
+	fsvc_pins(c, 1);
 	ret = ctl_send(c->fd, &c->layout, &a->pool.fd, 1);
 	if (!ret)
 		c->state = FSVC_LAYOUT_SENT;
-	goto out;
-out_reply:
-	fsvc_reply_error(c, ret, "cannot look up the region's owners");
-out:
-	msg_fini(&region);
 	return ret;
+}
+
+/* Finished lookups: each goes to its connection if it is still there. */
+static void fsvc_on_lookups(struct evl *l, int fd, uint32_t events, void *arg)
+{
+	struct node_agent *a = arg;
+	struct csess_result *r = csess_results_take(a->cs), *next;
+
+	for (; r; r = next) {
+		struct fsvc_conn *c;
+
+		next = r->next;
+		for (c = a->conns; c; c = c->next)
+			if (c->state == FSVC_LOOKUP && c->token == r->token)
+				break;
+		/* A failed map ends the connection. */
+		if (c && fsvc_map_reply(c, r))
+			fsvc_conn_close(c);
+		csess_result_free(r);
+	}
 }
 
 static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
@@ -146,6 +190,17 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 				 "and the uffd");
 		return -EINVAL;
 	}
+	/* Anything else (a pipe, a blocking uffd) would stall the fault loop
+	 * and every guest of this host on its first read. */
+	if (!uffd_fd_is_uffd(uffd)) {
+		close(uffd);
+		log_warn("local client handed a descriptor that is not a "
+			 "non-blocking userfaultfd; refused");
+		fsvc_reply_error(c, -EBADF,
+				 "map_uffd: the descriptor is not a "
+				 "non-blocking userfaultfd");
+		return -EBADF;
+	}
 	clen = (size_t)c->layout.n_chunks * sizeof(*d.chunks);
 	d.chunks = malloc(clen ? clen : 1);
 	if (!d.chunks) {
@@ -161,6 +216,8 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 	d.n_chunks = c->layout.n_chunks;
 	d.features = req->features;
 	d.flags = req->flags;
+	d.epoch = c->layout.epoch;
+	d.cid = c->layout.cid;
 	memcpy(d.name, c->layout.name, sizeof(d.name));
 	ret = floop_map_add(a->fl, &d);
 	if (ret)
@@ -182,7 +239,7 @@ static int fsvc_on_stats(struct fsvc_conn *c)
 	int ret;
 
 	msg_init(&rep, MSG_T_AGENT_STAT);
-	rep.node = c->a->node_id;
+	rep.node = atomic_load(&c->a->node_id);
 	rep.faults = atomic_load(&ctr->faults);
 	rep.remote = atomic_load(&ctr->remote);
 	rep.local = atomic_load(&ctr->local);
@@ -356,13 +413,21 @@ int fsvc_init(struct node_agent *a)
 	}
 	chmod(a->cfg.sock_path, 0660);
 	ret = evl_add(a->evl, a->usock, EPOLLIN, fsvc_on_accept, a);
-	if (ret)
+	if (ret) {
 		log_errno(ret, "watch %s", a->cfg.sock_path);
+		return ret;
+	}
+	ret = evl_add(a->evl, csess_event_fd(a->cs), EPOLLIN, fsvc_on_lookups,
+		      a);
+	if (ret)
+		log_errno(ret, "watch lookups");
 	return ret;
 }
 
 void fsvc_fini(struct node_agent *a)
 {
+	if (a->cs)
+		evl_del(a->evl, csess_event_fd(a->cs));
 	while (a->conns)
 		fsvc_conn_close(a->conns);
 	if (a->usock >= 0) {

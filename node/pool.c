@@ -4,7 +4,9 @@
 #include "pool.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -94,6 +96,21 @@ int pool_init(struct pool *p, uint64_t size, enum pool_huge_mode mode)
 		log_warn("not enough free 2 MiB hugepages for %llu MiB; using "
 			 "normal pages (advised for THP)",
 			 (unsigned long long)(p->size >> 20));
+	return 0;
+}
+
+int pool_clear(struct pool *p, uint64_t off, uint64_t len, int registered)
+{
+	if (off % POOL_HUGE || len % POOL_HUGE || off > p->size ||
+	    len > p->size - off)
+		return -EINVAL;
+	if (registered) {
+		memset(p->base + off, 0, len);
+		return 0;
+	}
+	if (fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)off, (off_t)len))
+		return -errno;
 	return 0;
 }
 

@@ -31,4 +31,13 @@ struct pool {
 int pool_init(struct pool *p, uint64_t size, enum pool_huge_mode mode);
 void pool_fini(struct pool *p);
 
+/*
+ * Clears [off, off + len) (POOL_HUGE aligned) to zeroes before the extent
+ * goes to another region. Punches a hole (the memory goes back), unless
+ * @registered: pages pinned by an RDMA memory region would stay in the MR
+ * with their old bytes while the file got new ones, so they are zeroed in
+ * place. Returns 0, -EINVAL, or -errno.
+ */
+int pool_clear(struct pool *p, uint64_t off, uint64_t len, int registered);
+
 #endif

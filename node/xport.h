@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "msg.h"
 
@@ -43,9 +44,14 @@ struct xport_peer_info {
 	char data_addr[MSG_ADDR_MAX];
 	uint64_t instance; /* owner instance the data lives in; 0 = any */
 	uint32_t flags;	   /* XPORT_PEER_* */
+	/* data_addr resolved (never on the fault loop: resolving may block);
+	 * addrlen 0 until then */
+	struct sockaddr_storage addr;
+	uint32_t addrlen;
 };
 
 #define XPORT_PEER_VERBS 1u /* the peer published a verbs pool MR */
+#define XPORT_PEER_LIVE	 2u /* its lease holds (the coordinator says) */
 
 struct xport_stats {
 	uint64_t posted;
@@ -84,7 +90,8 @@ struct xport_ops {
 	/* Closes every peer (reads fail with -ECANCELED); NULL is a no-op.
 	 * In-flight io_uring requests are cancelled and reaped here. */
 	void (*destroy)(struct xport *x);
-	/* Starts connecting to a peer. Returns 0 or -errno. */
+	/* Starts connecting to a peer. Returns 0, -EHOSTUNREACH if the
+	 * transport needs info->addr and it is not resolved yet, or -errno. */
 	int (*peer_open)(struct xport *x, const struct xport_peer_info *info,
 			 struct xport_peer **out);
 	/* Fails the peer's outstanding reads with -ECANCELED, frees it. */

@@ -9,7 +9,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdbool.h>
@@ -31,11 +30,14 @@
 #define XPORT_TCP_DEPTH 256u
 #endif
 /* Per-connection receive buffer; payloads are copied out as they arrive. */
-#define XPORT_TCP_RBUF_SIZE	 (256u << 10)
+#define XPORT_TCP_RBUF_SIZE (256u << 10)
+/* Short: after a partition heals, faults resume within about one
+ * CONNECT_TIMEOUT + BACKOFF_MAX (a SYN lost in the partition is not
+ * retransmitted before 1 s, then 3 s: a fresh connect beats that). */
 #define XPORT_TCP_BACKOFF_MIN_MS 100u
-#define XPORT_TCP_BACKOFF_MAX_MS 2000u
+#define XPORT_TCP_BACKOFF_MAX_MS 500u
 /* CONNECTING longer than this (connect + HELLO) counts as a failure */
-#define XPORT_TCP_CONNECT_TIMEOUT_MS 5000u
+#define XPORT_TCP_CONNECT_TIMEOUT_MS 1500u
 #define XPORT_TCP_PAGE		     4096u
 #define XPORT_TCP_HELLO_TAG	     0
 #define XPORT_TCP_NIL		     UINT32_MAX
@@ -688,49 +690,6 @@ out_free:
 	return ret;
 }
 
-static int xport_tcp_addr_resolve(struct xport_tcp_peer *p)
-{
-	char host[MSG_ADDR_MAX], port[16];
-	struct addrinfo hints = {
-		.ai_family = AF_UNSPEC,
-		.ai_socktype = SOCK_STREAM,
-		.ai_protocol = IPPROTO_TCP,
-		.ai_flags = AI_NUMERICSERV,
-	};
-	struct addrinfo *ai;
-	int ret;
-
-	ret = net_addr_split(p->info.data_addr, host, sizeof(host), port,
-			     sizeof(port));
-	if (ret < 0)
-		return ret;
-	ret = getaddrinfo(host, port, &hints, &ai);
-	if (ret) {
-		log_err("node %" PRIu64 " (%s): cannot resolve: %s",
-			p->info.node, p->info.data_addr,
-			ret == EAI_SYSTEM ? log_strerror(errno)
-					  : gai_strerror(ret));
-		switch (ret) {
-		case EAI_SYSTEM:
-			return errno ? -errno : -EIO;
-		case EAI_MEMORY:
-			return -ENOMEM;
-		case EAI_AGAIN:
-			return -EAGAIN;
-		default:
-			return -EHOSTUNREACH;
-		}
-	}
-	if (ai->ai_addrlen > sizeof(p->addr)) {
-		freeaddrinfo(ai);
-		return -EINVAL;
-	}
-	memcpy(&p->addr, ai->ai_addr, ai->ai_addrlen);
-	p->addrlen = ai->ai_addrlen;
-	freeaddrinfo(ai);
-	return 0;
-}
-
 static int xport_tcp_peer_open(struct xport *xx,
 			       const struct xport_peer_info *info,
 			       struct xport_peer **out)
@@ -740,8 +699,12 @@ static int xport_tcp_peer_open(struct xport *xx,
 	uint32_t i;
 	int ret;
 
-	if (!memchr(info->data_addr, '\0', sizeof(info->data_addr)))
+	if (!memchr(info->data_addr, '\0', sizeof(info->data_addr)) ||
+	    info->addrlen > sizeof(p->addr))
 		return -EINVAL;
+	/* Resolved by the caller: name lookups may block, never here. */
+	if (!info->addrlen)
+		return -EHOSTUNREACH;
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
@@ -753,9 +716,8 @@ static int xport_tcp_peer_open(struct xport *xx,
 	for (i = 0; i < XPORT_TCP_DEPTH; i++)
 		p->slots[i].next =
 			i + 1 < XPORT_TCP_DEPTH ? i + 1 : XPORT_TCP_NIL;
-	ret = xport_tcp_addr_resolve(p);
-	if (ret < 0)
-		goto out_free;
+	memcpy(&p->addr, &info->addr, info->addrlen);
+	p->addrlen = info->addrlen;
 	ret = xport_tcp_peer_connect(p);
 	if (ret < 0) {
 		log_errno(ret, "node %" PRIu64 " (%s): connect", info->node,

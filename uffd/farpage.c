@@ -33,9 +33,10 @@
 #define RESUME_RETRY_MS	  200 /* look for a restarted agent this often */
 
 enum map_state {
-	MAP_LIVE = 0, /* agent serving faults */
-	MAP_ORPHAN,   /* agent gone, faults held until the deadline */
-	MAP_POISONED, /* agent gone, unfetched pages poisoned */
+	MAP_LIVE = 0,  /* agent serving faults */
+	MAP_ORPHAN,    /* agent gone, faults held until the deadline */
+	MAP_POISONING, /* agent gone, poisoning unfetched pages */
+	MAP_POISONED,  /* agent gone, unfetched pages poisoned */
 };
 
 struct farpage_map {
@@ -46,6 +47,8 @@ struct farpage_map {
 	size_t chunk_size;
 	uint64_t node;
 	uint64_t instance; /* the agent's: its pool holds only its chunks */
+	uint64_t epoch;	   /* of the region: another one may take its name */
+	uint64_t cid;	   /* of the coordinator's tables the layout is from */
 	struct msg_chunk *chunks;
 	uint32_t n_chunks;
 	uint8_t *is_local; /* per chunk: mapped from the pool */
@@ -59,6 +62,12 @@ struct farpage_map {
 	pthread_t watchdog;
 	int watchdog_started;
 	_Atomic int state;
+	/* watchdog only: poisoning goes on from here after -EAGAIN */
+	uint64_t poison_next;
+	uint64_t poisoned;
+	/* pages faulted after poisoning, to poison again (-EAGAIN) */
+	uint64_t *pend;
+	size_t n_pend, cap_pend;
 };
 
 /* fork() cannot be refused from a library; the range is MADV_DONTFORK and
@@ -238,26 +247,73 @@ static int farpage_register_remote(struct farpage_map *m)
 	return 0;
 }
 
-static void farpage_poison_remote(struct farpage_map *m)
+/*
+ * Poisons every page not yet fetched, from m->poison_next on. Returns 0 when
+ * done, or -EAGAIN when the guest's address space is changing: read its
+ * events, then call again (the page was not poisoned: taking that as done
+ * would leave its thread waiting forever).
+ */
+static int farpage_poison_remote(struct farpage_map *m)
 {
-	uint64_t total = 0, n;
+	uint64_t base = (uint64_t)(uintptr_t)m->base, n, next;
 	int ret;
 
-	for (uint32_t i = 0; i < m->n_chunks; i++) {
-		if (m->is_local[i])
+	while (m->poison_next < base + m->span) {
+		uint32_t i =
+			(uint32_t)((m->poison_next - base) / m->chunk_size);
+		uint64_t end = base + (uint64_t)(i + 1) * m->chunk_size;
+
+		if (m->is_local[i]) {
+			m->poison_next = end;
 			continue;
-		ret = uffd_poison(m->uffd,
-				  (uint64_t)(uintptr_t)m->base +
-					  (uint64_t)i * m->chunk_size,
-				  m->chunk_size, &n);
-		total += n;
+		}
+		ret = uffd_poison(m->uffd, m->poison_next, end - m->poison_next,
+				  &n, &next);
+		m->poisoned += n;
+		if (ret == -EAGAIN) {
+			m->poison_next = next;
+			return ret;
+		}
 		if (ret && ret != -ENOENT)
 			log_errno(ret, "region %s: poisoning chunk %u", m->name,
 				  i);
+		m->poison_next = end;
 	}
 	log_err("region %s: agent gone for %u ms; %llu pages not yet fetched "
 		"now raise SIGBUS",
-		m->name, m->agent_timeout_ms, (unsigned long long)total);
+		m->name, m->agent_timeout_ms, (unsigned long long)m->poisoned);
+	return 0;
+}
+
+/* A page faulted again after poisoning (dropped with MADV_DONTNEED). */
+static void farpage_pend_add(struct farpage_map *m, uint64_t addr)
+{
+	uint64_t *p;
+
+	if (m->n_pend == m->cap_pend) {
+		size_t cap = m->cap_pend ? 2 * m->cap_pend : 16;
+
+		p = realloc(m->pend, cap * sizeof(*p));
+		if (!p)
+			return; /* its next fault event brings it back */
+		m->pend = p;
+		m->cap_pend = cap;
+	}
+	m->pend[m->n_pend++] = addr;
+}
+
+/* Poisons the pending pages; returns how many must wait (-EAGAIN). */
+static size_t farpage_pend_run(struct farpage_map *m)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < m->n_pend; i++) {
+		if (uffd_poison(m->uffd, m->pend[i], UFFD_PAGE, NULL, NULL) ==
+		    -EAGAIN)
+			m->pend[k++] = m->pend[i];
+	}
+	m->n_pend = k;
+	return k;
 }
 
 /*
@@ -323,12 +379,16 @@ static int farpage_agent_hand_uffd(int sock, const struct farpage_map *m,
 	return ret;
 }
 
-/* Same region as mapped: same size, chunks, owners, offsets, instances. */
+/* Same region as mapped: same size, chunks, owners, offsets, instances,
+ * epoch and coordinator tables. */
 static int farpage_layout_is_same(const struct farpage_map *m,
 				  const struct msg *l)
 {
+	/* A region deleted and made again under the same name may get the
+	 * same chunks: the epoch and the tables' cid tell them apart. */
 	if (l->size != m->size || l->chunk_size != m->chunk_size ||
-	    l->n_chunks != m->n_chunks || l->node != m->node)
+	    l->n_chunks != m->n_chunks || l->node != m->node ||
+	    l->epoch != m->epoch || l->cid != m->cid)
 		return 0;
 	for (uint32_t i = 0; i < m->n_chunks; i++) {
 		if (l->chunks[i].node != m->chunks[i].node ||
@@ -402,10 +462,10 @@ static int farpage_orphan(struct farpage_map *m)
 			{ .fd = m->stop_efd, .events = POLLIN },
 			{ .fd = m->uffd, .events = POLLIN },
 		};
-		int timeout = -1;
+		int timeout = -1, state = atomic_load(&m->state);
 		ssize_t n;
 
-		if (atomic_load(&m->state) == MAP_ORPHAN) {
+		if (state == MAP_ORPHAN) {
 			clock_gettime(CLOCK_MONOTONIC, &ts);
 			now = ts.tv_sec * 1000ll + ts.tv_nsec / 1000000;
 			if (now >= retry) {
@@ -421,31 +481,40 @@ static int farpage_orphan(struct farpage_map *m)
 						m->name);
 					abort();
 				}
-				farpage_poison_remote(m);
-				atomic_store(&m->state, MAP_POISONED);
+				m->poison_next = (uint64_t)(uintptr_t)m->base;
+				atomic_store(&m->state, MAP_POISONING);
 				continue;
 			}
 			timeout = (int)((deadline < retry ? deadline : retry) -
 					now);
+		} else if (state == MAP_POISONING) {
+			/* -EAGAIN: an event waits; read it, then go on. */
+			if (farpage_poison_remote(m) == -EAGAIN)
+				timeout = 1;
+			else
+				atomic_store(&m->state, MAP_POISONED);
 		}
+		if (farpage_pend_run(m))
+			timeout = 1;
 		if (poll(pfd, 2, timeout) < 0 && errno != EINTR)
 			return 0;
 		if (pfd[0].revents)
 			return 0;
 		if (!(pfd[1].revents & POLLIN))
 			continue;
-		n = read(m->uffd, msgs, sizeof(msgs));
-		if (n < 0)
-			n = 0;
-		for (ssize_t k = 0; k < n / (ssize_t)sizeof(msgs[0]); k++) {
+		n = uffd_read_msgs(m->uffd, msgs, 32);
+		for (ssize_t k = 0; k < n; k++) {
 			uint64_t a;
 
-			if (msgs[k].event != UFFD_EVENT_PAGEFAULT ||
-			    atomic_load(&m->state) != MAP_POISONED)
+			if (msgs[k].event != UFFD_EVENT_PAGEFAULT)
 				continue;
-			/* A page dropped (MADV_DONTNEED) after poisoning. */
+			/* A page dropped (MADV_DONTNEED) after it was
+			 * poisoned; pages ahead of the sweep it poisons. */
 			a = msgs[k].arg.pagefault.address & ~(UFFD_PAGE - 1);
-			uffd_poison(m->uffd, a, UFFD_PAGE, NULL);
+			state = atomic_load(&m->state);
+			if (state == MAP_POISONED ||
+			    (state == MAP_POISONING && a < m->poison_next))
+				farpage_pend_add(m, a);
 		}
 	}
 }
@@ -482,6 +551,12 @@ static void *farpage_watchdog(void *arg)
 	}
 }
 
+/*
+ * Frees a mapping: the watchdog stops, the agent drops the mapping when
+ * the socket closes, then our uffd closes. A range still mapped here (a
+ * map that failed half-way, never seen by the caller) goes last: with the
+ * uffd closed nobody has to read its UNMAP event.
+ */
 static void farpage_map_free(struct farpage_map *m)
 {
 	if (m->watchdog_started) {
@@ -491,8 +566,6 @@ static void farpage_map_free(struct farpage_map *m)
 		(void)r;
 		pthread_join(m->watchdog, NULL);
 	}
-	/* Socket first: the agent drops the mapping; then our uffd. Anything
-	 * touching the range from here on is use after unmap. */
 	if (m->sock >= 0)
 		close(m->sock);
 	if (m->uffd >= 0)
@@ -503,6 +576,7 @@ static void farpage_map_free(struct farpage_map *m)
 		munmap(m->base, m->span);
 	free(m->chunks);
 	free(m->is_local);
+	free(m->pend);
 	free(m);
 }
 
@@ -543,6 +617,8 @@ int farpage_map(const char *name, const struct farpage_map_opts *opts,
 	m->chunk_size = rep.chunk_size;
 	m->node = rep.node;
 	m->instance = rep.instance;
+	m->epoch = rep.epoch;
+	m->cid = rep.cid;
 	m->n_chunks = rep.n_chunks;
 	m->chunks = rep.chunks; /* ownership moves here */
 	rep.chunks = NULL;
@@ -609,11 +685,24 @@ err:
 
 int farpage_unmap(struct farpage_map *m)
 {
+	int ret = 0;
+
 	if (!m)
 		return 0;
 	atomic_fetch_sub(&farpage_live_maps, 1);
+	/*
+	 * The range goes first: a thread touching it from now on gets
+	 * SIGSEGV. Closing the uffd first would turn every page not yet
+	 * fetched into a zero page for a thread that touches it in between.
+	 * munmap waits until the agent (or, with the agent gone, our
+	 * watchdog) has read the UNMAP event, so both still run here.
+	 */
+	if (munmap(m->base, m->span))
+		ret = -errno;
+	else
+		m->base = NULL;
 	farpage_map_free(m);
-	return 0;
+	return ret;
 }
 
 void *farpage_map_addr(const struct farpage_map *m)

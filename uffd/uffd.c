@@ -6,6 +6,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -126,13 +129,14 @@ int uffd_wake(int uffd, uint64_t start, uint64_t len)
 	return 0;
 }
 
-int uffd_poison(int uffd, uint64_t start, uint64_t len, uint64_t *n_poisoned)
+int uffd_poison(int uffd, uint64_t start, uint64_t len, uint64_t *n_poisoned,
+		uint64_t *next)
 {
-	uint64_t n = 0;
+	uint64_t n = 0, a;
 	int ret = 0;
 
 	/* One page at a time: a range call stops at the first present page. */
-	for (uint64_t a = start; a < start + len; a += UFFD_PAGE) {
+	for (a = start; a < start + len; a += UFFD_PAGE) {
 		struct uffd_poison_arg p = {
 			.range = { .start = a, .len = UFFD_PAGE },
 		};
@@ -141,12 +145,53 @@ int uffd_poison(int uffd, uint64_t start, uint64_t len, uint64_t *n_poisoned)
 			n++;
 			continue;
 		}
-		if (errno == EEXIST || errno == EAGAIN)
-			continue;
+		if (errno == EEXIST)
+			continue; /* present: nothing to poison */
+		/* -EAGAIN: the page was NOT poisoned; its thread would wait
+		 * forever if this were taken as done. */
 		ret = -errno;
 		break;
 	}
 	if (n_poisoned)
 		*n_poisoned = n;
+	if (next)
+		*next = a;
 	return ret;
+}
+
+ssize_t uffd_read_msgs(int uffd, struct uffd_msg *msgs, size_t n)
+{
+	struct iovec iov = { .iov_base = msgs, .iov_len = n * sizeof(*msgs) };
+	ssize_t r;
+
+	for (;;) {
+		r = preadv2(uffd, &iov, 1, -1, RWF_NOWAIT);
+		if (r < 0 && errno == EOPNOTSUPP)
+			r = read(uffd, msgs, n * sizeof(*msgs));
+		if (r >= 0)
+			break;
+		if (errno == EINTR)
+			continue;
+		return errno == EAGAIN ? 0 : -errno;
+	}
+	if (r % (ssize_t)sizeof(*msgs))
+		return -EIO;
+	return r / (ssize_t)sizeof(*msgs);
+}
+
+int uffd_fd_is_uffd(int fd)
+{
+	char path[40], link[64];
+	ssize_t n;
+	int fl;
+
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || !(fl & O_NONBLOCK))
+		return 0;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n < 0)
+		return 0;
+	link[n] = '\0';
+	return !strcmp(link, "anon_inode:[userfaultfd]");
 }

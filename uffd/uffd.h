@@ -7,6 +7,7 @@
 #define UFFD_UFFD_H
 
 #include <stdint.h>
+#include <sys/types.h>
 #include <linux/userfaultfd.h>
 
 /* Debian 12's uapi header predates poisoning (kernel 6.6). */
@@ -57,10 +58,28 @@ int uffd_wake(int uffd, uint64_t start, uint64_t len);
 /*
  * Poisons every page of [start, start+len) that is not present, page by
  * page, so threads touching them get SIGBUS. *n_poisoned (may be NULL) is
- * set to how many pages were poisoned. Returns 0, -EINVAL if the uffd was
- * not set up with UFFD_FEATURE_POISON, -ENOENT/-ESRCH if the range or
- * process is gone, or -errno.
+ * set to how many pages were poisoned. Returns 0; -EAGAIN if the guest's
+ * address space is changing (an event is waiting to be read): *next (may be
+ * NULL) is then the first page not yet done, to be poisoned again after the
+ * events are read; -EINVAL if the uffd was not set up with
+ * UFFD_FEATURE_POISON, -ENOENT/-ESRCH if the range or process is gone, or
+ * -errno.
  */
-int uffd_poison(int uffd, uint64_t start, uint64_t len, uint64_t *n_poisoned);
+int uffd_poison(int uffd, uint64_t start, uint64_t len, uint64_t *n_poisoned,
+		uint64_t *next);
+
+/*
+ * Reads up to @n messages without ever blocking, also when the guest
+ * cleared O_NONBLOCK on its side of the uffd (RWF_NOWAIT; kernels before
+ * 6.4 lack it and fall back to read(), which relies on O_NONBLOCK).
+ * Returns the number of messages, 0 if none are waiting, or -errno.
+ */
+ssize_t uffd_read_msgs(int uffd, struct uffd_msg *msgs, size_t n);
+
+/*
+ * True if @fd is a userfaultfd opened non-blocking: what the agent checks
+ * of a descriptor a local process hands it.
+ */
+int uffd_fd_is_uffd(int fd);
 
 #endif

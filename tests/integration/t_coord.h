@@ -294,7 +294,7 @@ static inline int t_heartbeat(int fd, uint64_t node, uint64_t instance)
 	req.node = node;
 	req.instance = instance;
 	ret = t_call(fd, &req, &rep);
-	if (!ret && rep.type != MSG_T_OK)
+	if (!ret && rep.type != MSG_T_HEARTBEAT_ACK)
 		ret = -EPROTO;
 	msg_fini(&rep);
 	return ret;

@@ -65,7 +65,12 @@ static int t_open(struct t_drv *d, const char *addr, uint64_t instance,
 {
 	struct xport_peer_info info = { .node = 7, .instance = instance };
 
+	int ret;
+
 	snprintf(info.data_addr, sizeof(info.data_addr), "%s", addr);
+	ret = net_addr_resolve(addr, &info.addr, &info.addrlen);
+	if (ret)
+		return ret;
 	return d->ops->peer_open(d->x, &info, out);
 }
 

@@ -87,6 +87,55 @@ static void t_heartbeat(struct coord *c, uint64_t node, uint64_t instance,
 }
 
 /*
+ * A heartbeat of @node that has synced region @epoch of tables @cid and
+ * cleared @cleared (n): returns the HEARTBEAT_ACK in @ack.
+ */
+static void t_hb(struct coord *c, uint64_t node, uint64_t instance,
+		 uint64_t epoch, uint64_t cid, const struct msg_extent *cleared,
+		 uint32_t n, struct msg *ack)
+{
+	struct msg req;
+
+	msg_init(&req, MSG_T_HEARTBEAT);
+	req.node = node;
+	req.instance = instance;
+	req.epoch = epoch;
+	req.cid = cid;
+	req.extents = (struct msg_extent *)cleared; /* not freed below */
+	req.n_extents = n;
+	t_call(c, &req, ack, T_NOW, 0);
+	assert_int_equal(ack->type, MSG_T_HEARTBEAT_ACK);
+}
+
+/*
+ * Every node (ids 1..n, instances @insts) syncs the current epoch, then
+ * each clears what it is asked to: the deleted regions' extents are free
+ * again.
+ */
+static void t_clear_all(struct coord *c, const uint64_t *insts, uint32_t n)
+{
+	struct msg ack, ack2;
+	uint64_t epoch, cid;
+
+	t_hb(c, 1, insts[0], 0, 0, NULL, 0, &ack);
+	epoch = ack.epoch;
+	cid = ack.cid;
+	msg_fini(&ack);
+	for (uint32_t i = 0; i < n; i++) {
+		t_hb(c, i + 1, insts[i], epoch, cid, NULL, 0, &ack);
+		msg_fini(&ack);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		t_hb(c, i + 1, insts[i], epoch, cid, NULL, 0, &ack);
+		t_hb(c, i + 1, insts[i], epoch, cid, ack.extents,
+		     ack.n_extents, &ack2);
+		assert_int_equal(ack2.n_extents, 0);
+		msg_fini(&ack);
+		msg_fini(&ack2);
+	}
+}
+
+/*
  * Creates region @name; @ids (n_ids) is the place list, or the owners list
  * with @owners set. Returns the reply (REGION or ERROR) in @rep.
  */
@@ -258,6 +307,7 @@ static void test_chunkmap_first_fit_reuse(void **state)
 	t_chunks_expect(&rep, (uint64_t[]){ 1 }, (uint64_t[]){ 4 }, 1);
 	msg_fini(&rep);
 	t_delete(c, "A", 0);
+	t_clear_all(c, (uint64_t[]){ 1 }, 1);
 	/* A's extents are free again: first fit lands in the hole. */
 	t_create(c, "C", 2 * MIB, 0, (uint64_t[]){ 1 }, 1, 0, &rep, 0);
 	t_chunks_expect(&rep, (uint64_t[]){ 1 }, (uint64_t[]){ 0 }, 1);
@@ -278,8 +328,84 @@ static void test_chunkmap_first_fit_reuse(void **state)
 	msg_fini(&rep);
 	t_delete(c, "G", 0);
 	t_delete(c, "C", 0);
+	t_clear_all(c, (uint64_t[]){ 1 }, 1);
 	t_create(c, "H", 2 * MIB, 0, (uint64_t[]){ 1 }, 1, 0, &rep, 0);
 	t_chunks_expect(&rep, (uint64_t[]){ 1 }, (uint64_t[]){ 0 }, 1);
+	msg_fini(&rep);
+}
+
+/*
+ * A deleted region's extents are handed out again only after their owner
+ * cleared them, and the owner is asked to only once every node that is up
+ * has synced the delete: a guest still reading the old region must never
+ * get zeroes or the next region's bytes.
+ */
+static void test_chunkmap_scrub(void **state)
+{
+	struct coord *c = *state;
+	struct msg rep, ack, ack2;
+	uint64_t epoch, cid;
+
+	t_join(c, "a", 8 * MIB, 1, T_NOW);
+	t_join(c, "b", 8 * MIB, 2, T_NOW);
+	t_create(c, "R", 8 * MIB, 0, (uint64_t[]){ 1 }, 1, 0, &rep, 0);
+	msg_fini(&rep);
+	t_delete(c, "R", 0);
+	/* Not free yet: a full pool says so, and to try again shortly. */
+	t_create(c, "S", 2 * MIB, 0, (uint64_t[]){ 1 }, 1, 0, &rep, -EAGAIN);
+	assert_non_null(strstr(rep.text, "being cleared"));
+	msg_fini(&rep);
+
+	/* a synced the delete, b did not: nothing to clear yet. */
+	t_hb(c, 1, 1, 0, 0, NULL, 0, &ack);
+	epoch = ack.epoch;
+	cid = ack.cid;
+	assert_true(cid != 0);
+	msg_fini(&ack);
+	t_hb(c, 1, 1, epoch, cid, NULL, 0, &ack);
+	assert_int_equal(ack.n_extents, 0);
+	msg_fini(&ack);
+	/* b reports an epoch of other tables: it does not count. */
+	t_hb(c, 2, 2, epoch, cid + 1, NULL, 0, &ack);
+	msg_fini(&ack);
+	t_hb(c, 1, 1, epoch, cid, NULL, 0, &ack);
+	assert_int_equal(ack.n_extents, 0);
+	msg_fini(&ack);
+	/* Now b has synced it too: a is asked to clear all of R. */
+	t_hb(c, 2, 2, epoch, cid, NULL, 0, &ack);
+	assert_int_equal(ack.n_extents, 0); /* b owns nothing of R */
+	msg_fini(&ack);
+	t_hb(c, 1, 1, epoch, cid, NULL, 0, &ack);
+	assert_int_equal(ack.n_extents, 4);
+	/* Until a reports them cleared, they stay taken. */
+	t_create(c, "S", 2 * MIB, 0, (uint64_t[]){ 1 }, 1, 0, &rep, -EAGAIN);
+	msg_fini(&rep);
+	/* Cleared (one reported twice, one unknown: both ignored). */
+	ack.extents = realloc(ack.extents, 6 * sizeof(*ack.extents));
+	assert_non_null(ack.extents);
+	ack.extents[4] = ack.extents[0];
+	ack.extents[5] = (struct msg_extent){ .off = 64 * MIB, .len = MIB };
+	t_hb(c, 1, 1, epoch, cid, ack.extents, 6, &ack2);
+	assert_int_equal(ack2.n_extents, 0);
+	msg_fini(&ack2);
+	msg_fini(&ack);
+	t_create(c, "S", 8 * MIB, 0, (uint64_t[]){ 1 }, 1, 0, &rep, 0);
+	t_chunks_expect(&rep, (uint64_t[]){ 1, 1, 1, 1 },
+			(uint64_t[]){ 0, 2, 4, 6 }, 4);
+	msg_fini(&rep);
+
+	/* An owner that restarts (new instance) has a new, empty pool: what
+	 * waited to be cleared in the old one is free at once. */
+	t_delete(c, "S", 0);
+	t_create(c, "T", 2 * MIB, 0, (uint64_t[]){ 1 }, 1, 0, &rep, -EAGAIN);
+	msg_fini(&rep);
+	t_join(c, "a", 8 * MIB, 11, T_NOW);
+	t_create(c, "T", 8 * MIB, 0, (uint64_t[]){ 1 }, 1, 0, &rep, 0);
+	msg_fini(&rep);
+	/* ... and a region placed in the pool it lost is free on delete. */
+	t_join(c, "a", 8 * MIB, 12, T_NOW);
+	t_delete(c, "T", 0);
+	t_create(c, "U", 8 * MIB, 0, (uint64_t[]){ 1 }, 1, 0, &rep, 0);
 	msg_fini(&rep);
 }
 
@@ -498,6 +624,7 @@ int main(void)
 		T(test_chunkmap_owners),
 		T(test_chunkmap_first_fit_reuse),
 		T(test_chunkmap_enospc),
+		T(test_chunkmap_scrub),
 		T(test_chunkmap_bad_sizes),
 		T(test_chunkmap_unknown),
 		T(test_chunkmap_get_list_epochs),

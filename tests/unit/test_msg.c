@@ -32,8 +32,9 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_OK] = 0,
 	[MSG_T_ERROR] = B(ERR) | B(TEXT),
 	[MSG_T_NODE_JOIN] = B(NAME) | B(DATA_ADDR) | B(POOL_SIZE) | B(INSTANCE),
-	[MSG_T_NODE_JOINED] = B(NODE) | B(LEASE_MS),
-	[MSG_T_HEARTBEAT] = B(NODE) | B(INSTANCE) | B(PEERS),
+	[MSG_T_NODE_JOINED] = B(NODE) | B(LEASE_MS) | B(CID),
+	[MSG_T_HEARTBEAT] = B(NODE) | B(INSTANCE) | B(PEERS) | B(EPOCH) |
+			    B(CID) | B(EXTENTS),
 	[MSG_T_NODE_LIST] = 0,
 	[MSG_T_NODES] = B(NODES),
 	[MSG_T_REGION_CREATE] =
@@ -50,11 +51,15 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_MR_PUT] = B(NODE) | B(MR_ADDR) | B(RKEY) | B(MR_LEN),
 	[MSG_T_MAP] = B(NAME),
 	[MSG_T_MAP_LAYOUT] = B(NAME) | B(NODE) | B(SIZE) | B(CHUNK_SIZE) |
-			     B(EPOCH) | B(POOL_SIZE) | B(CHUNKS) | B(INSTANCE),
+			     B(EPOCH) | B(POOL_SIZE) | B(CHUNKS) | B(INSTANCE) |
+			     B(CID),
 	[MSG_T_MAP_UFFD] = B(BASE) | B(FEATURES) | B(FLAGS),
 	[MSG_T_AGENT_STATS] = 0,
 	[MSG_T_AGENT_STAT] = B(NODE) | B(FAULTS) | B(REMOTE) | B(LOCAL) |
 			     B(ERRORS) | B(POISONED) | B(PEERS),
+	[MSG_T_HEARTBEAT_ACK] = B(EPOCH) | B(NGEN) | B(CID) | B(EXTENTS),
+	[MSG_T_SCRUB] = B(NODE) | B(EPOCH) | B(EXTENTS),
+	[MSG_T_SCRUB_DONE] = B(NODE) | B(EXTENTS),
 };
 
 /* ---- a small CBOR writer for hand-made inputs ----------------------------- */
@@ -207,6 +212,15 @@ static void t_msg_fill(struct msg *m, enum msg_type type, uint32_t n_chunks)
 	m->errors = 2;
 	m->poisoned = 3;
 	m->flags = MSG_MAP_PREFETCH;
+	m->cid = UINT64_C(0x0123456789abcdef);
+	m->ngen = UINT64_MAX - 5;
+	m->n_extents = 3;
+	m->extents = calloc(m->n_extents, sizeof(*m->extents));
+	assert_non_null(m->extents);
+	for (uint32_t i = 0; i < m->n_extents; i++) {
+		m->extents[i].off = (uint64_t)i << 21;
+		m->extents[i].len = UINT64_C(2) << 20;
+	}
 
 	m->place = calloc(3, sizeof(uint64_t));
 	assert_non_null(m->place);
@@ -312,6 +326,8 @@ static void t_msg_equal(const struct msg *a, const struct msg *d, uint64_t mask)
 	SCALAR(ERRORS, errors);
 	SCALAR(POISONED, poisoned);
 	SCALAR(FLAGS, flags);
+	SCALAR(CID, cid);
+	SCALAR(NGEN, ngen);
 #undef SCALAR
 	assert_string_equal(d->text, (mask & B(TEXT)) ? a->text : "");
 	assert_string_equal(d->name, (mask & B(NAME)) ? a->name : "");
@@ -334,6 +350,10 @@ static void t_msg_equal(const struct msg *a, const struct msg *d, uint64_t mask)
 		t_peers_equal(a->peers, a->n_peers, d->peers, d->n_peers);
 	else
 		assert_int_equal(d->n_peers, 0);
+	assert_int_equal(d->n_extents, (mask & B(EXTENTS)) ? a->n_extents : 0);
+	if (d->n_extents)
+		assert_memory_equal(d->extents, a->extents,
+				    a->n_extents * sizeof(*a->extents));
 	assert_int_equal(d->n_nodes, (mask & B(NODES)) ? a->n_nodes : 0);
 	for (uint32_t i = 0; i < d->n_nodes; i++) {
 		const struct msg_node *x = &a->nodes[i], *y = &d->nodes[i];
@@ -427,7 +447,7 @@ static void test_msg_roundtrip_optional_absent(void **state)
 	m.node = 1;
 	t_encode(&m, &buf, &len);
 	assert_int_equal(msg_decode(buf, len, &d), 0);
-	assert_int_equal(d.present, B(NODE) | B(INSTANCE));
+	assert_int_equal(d.present, B(NODE) | B(INSTANCE) | B(EPOCH) | B(CID));
 	free(buf);
 	msg_fini(&d);
 	msg_init(&m, MSG_T_NODES);

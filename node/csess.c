@@ -1,0 +1,795 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The agent's coordinator session: one thread that owns the connection to
+ * the coordinator and every call on it (see csess.h for the heartbeat).
+ */
+#define LOG_PREFIX "agent: "
+#include "csess.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "ctl.h"
+#include "evl.h"
+#include "floop.h"
+#include "log.h"
+#include "net.h"
+#include "resolv.h"
+#include "xport.h"
+
+#define CSESS_TIMEOUT_MS 3000
+
+/* MAP lookup queued by the control thread. */
+struct csess_job {
+	uint64_t token;
+	char name[MSG_NAME_MAX];
+	struct csess_job *next;
+};
+
+/* A region layout as last looked up: what MAP serves without the
+ * coordinator. Dropped when a region sync shows it deleted. */
+struct csess_cached {
+	struct msg region;
+	struct csess_cached *next;
+};
+
+struct csess {
+	struct node_agent *a;
+	pthread_t thread;
+	int started;
+	_Atomic int stopping;
+	int efd_jobs;	 /* wakes the session thread */
+	int efd_results; /* wakes the control thread */
+
+	pthread_mutex_t lock; /* jobs and results */
+	struct csess_job *jobs, **jobs_tail;
+	struct csess_result *results, **results_tail;
+
+	/* session thread only */
+	int coord_fd;
+	int coord_ok; /* the last call got an answer */
+	int down_logged;
+	uint64_t cid;	       /* of the tables we synced with; 0: none */
+	uint64_t ngen;	       /* node table generation we have */
+	int need_nodes;	       /* NODE_LIST due */
+	int need_regions;      /* REGION_LIST due */
+	uint64_t synced_epoch; /* region epoch the fault loop has applied */
+	uint64_t pending_epoch;
+	int64_t pending_ticket; /* floop ticket of pending_epoch, 0: none */
+	struct msg nodes;	/* the last NODE_LIST */
+	struct csess_cached *cache;
+	struct msg_extent *cleared; /* to report in the next heartbeat */
+	uint32_t n_cleared, cap_cleared;
+	uint64_t next_hb_ms;
+};
+
+static int csess_is_stopping(struct csess *s)
+{
+	return atomic_load(&s->stopping);
+}
+
+static void csess_efd_signal(int efd)
+{
+	uint64_t one = 1;
+	ssize_t r = write(efd, &one, sizeof(one));
+
+	(void)r;
+}
+
+static void csess_efd_drain(int efd)
+{
+	uint64_t v;
+	ssize_t r = read(efd, &v, sizeof(v));
+
+	(void)r;
+}
+
+/* ---- calls ---- */
+
+static int csess_connect(struct csess *s)
+{
+	const char *addr = s->a->cfg.coordinator;
+	int ret;
+
+	if (s->coord_fd >= 0)
+		return 0;
+	ret = net_connect(addr, CSESS_TIMEOUT_MS, &s->coord_fd);
+	if (ret) {
+		s->coord_fd = -1;
+		if (!s->down_logged)
+			log_errno(ret, "coordinator %s unreachable", addr);
+		s->down_logged = 1;
+		return -EHOSTUNREACH;
+	}
+	if (s->down_logged)
+		log_info("coordinator %s reachable again", addr);
+	s->down_logged = 0;
+	return 0;
+}
+
+/* A failure of the connection, not an answer of the coordinator. */
+static int csess_err_is_link(int ret)
+{
+	return ret == -EHOSTUNREACH || ret == -ECONNRESET || ret == -EPIPE ||
+	       ret == -ETIMEDOUT || ret == -EBADMSG || ret == -ECONNREFUSED;
+}
+
+int csess_call(struct csess *s, const struct msg *req, struct msg *rep)
+{
+	int ret = 0;
+
+	/* Initialised on every path: callers msg_fini() it whatever
+	 * happened (an agent once freed a stack address here). */
+	msg_init(rep, MSG_T_NONE);
+	for (int attempt = 0; attempt < 2; attempt++) {
+		ret = csess_connect(s);
+		if (ret)
+			break;
+		ret = ctl_call(s->coord_fd, req, rep, CSESS_TIMEOUT_MS);
+		if (ret != -ECONNRESET && ret != -EPIPE && ret != -ETIMEDOUT &&
+		    ret != -EBADMSG)
+			break;
+		/* Connection lost (coordinator restarted): once more. */
+		msg_fini(rep);
+		close(s->coord_fd);
+		s->coord_fd = -1;
+	}
+	s->coord_ok = !(ret && rep->type != MSG_T_ERROR);
+	return ret;
+}
+
+/* ---- layout cache ---- */
+
+static struct csess_cached **csess_cache_find(struct csess *s, const char *name)
+{
+	struct csess_cached **p;
+
+	for (p = &s->cache; *p; p = &(*p)->next)
+		if (!strcmp((*p)->region.name, name))
+			break;
+	return p;
+}
+
+static void csess_cache_drop(struct csess *s, struct csess_cached **p)
+{
+	struct csess_cached *c = *p;
+
+	*p = c->next;
+	msg_fini(&c->region);
+	free(c);
+}
+
+static int csess_region_copy(const struct msg *src, struct msg *dst)
+{
+	size_t len = (size_t)src->n_chunks * sizeof(*src->chunks);
+
+	*dst = *src;
+	dst->chunks = malloc(len ? len : 1);
+	if (!dst->chunks) {
+		msg_init(dst, MSG_T_NONE);
+		return -ENOMEM;
+	}
+	memcpy(dst->chunks, src->chunks, len);
+	/* A REGION carries no other list. */
+	dst->place = dst->owners = NULL;
+	dst->n_place = dst->n_owners = 0;
+	return 0;
+}
+
+static void csess_cache_put(struct csess *s, const struct msg *region)
+{
+	struct csess_cached **p = csess_cache_find(s, region->name), *c;
+
+	if (*p)
+		csess_cache_drop(s, p);
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return;
+	if (csess_region_copy(region, &c->region)) {
+		free(c);
+		return;
+	}
+	c->next = s->cache;
+	s->cache = c;
+}
+
+static void csess_cache_flush(struct csess *s)
+{
+	while (s->cache)
+		csess_cache_drop(s, &s->cache);
+}
+
+/* ---- the tables: cid, nodes, regions ---- */
+
+/*
+ * The coordinator answered with tables @cid. Other tables than the ones we
+ * synced with (it lost its data directory, or it is another cluster): the
+ * regions and node ids our mappings and cache came from are gone.
+ */
+static void csess_tables(struct csess *s, uint64_t cid)
+{
+	if (cid == s->cid)
+		return;
+	if (s->cid) {
+		log_warn("the coordinator has other tables now (cluster id "
+			 "%016llx, was %016llx): every region mapped here is "
+			 "gone",
+			 (unsigned long long)cid, (unsigned long long)s->cid);
+		csess_cache_flush(s);
+	}
+	s->cid = cid;
+	s->synced_epoch = 0;
+	s->pending_ticket = 0;
+	s->n_cleared = 0;
+	s->need_nodes = 1;
+	s->need_regions = 1; /* also at epoch 0: the fault loop learns cid */
+}
+
+static int csess_node_resolve_needed(const struct msg *old, uint64_t id,
+				     const char *addr)
+{
+	for (uint32_t i = 0; i < old->n_nodes; i++)
+		if (old->nodes[i].id == id)
+			return strcmp(old->nodes[i].data_addr, addr) != 0;
+	return 1;
+}
+
+/*
+ * NODE_LIST: verbs endpoints, the peers the fault loop knows, and the
+ * resolution of addresses that are new. Returns 0 or -errno.
+ */
+static int csess_nodes_refresh(struct csess *s)
+{
+	struct node_agent *a = s->a;
+	struct xport_peer_info *peers;
+	uint64_t self = atomic_load(&a->node_id);
+	struct msg req, nodes;
+	uint32_t np = 0;
+	int ret;
+
+	msg_init(&req, MSG_T_NODE_LIST);
+	ret = csess_call(s, &req, &nodes);
+	if (!ret && nodes.type != MSG_T_NODES)
+		ret = -EBADMSG;
+	if (ret) {
+		msg_fini(&nodes);
+		return ret;
+	}
+	agent_rdma_sync(a, &nodes);
+	peers = calloc(nodes.n_nodes ? nodes.n_nodes : 1, sizeof(*peers));
+	if (!peers) {
+		msg_fini(&nodes);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < nodes.n_nodes; i++) {
+		const struct msg_node *n = &nodes.nodes[i];
+
+		if (n->id == self)
+			continue;
+		peers[np].node = n->id;
+		peers[np].instance = n->instance;
+		memcpy(peers[np].data_addr, n->data_addr,
+		       sizeof(peers[np].data_addr));
+		if (a->rdma && n->mr_addr)
+			peers[np].flags |= XPORT_PEER_VERBS;
+		if (n->up)
+			peers[np].flags |= XPORT_PEER_LIVE;
+		np++;
+	}
+	ret = floop_peers_set(a->fl, peers, np);
+	/* After the peers: the fault loop takes an address only for the
+	 * data address it knows. */
+	for (uint32_t i = 0; !ret && i < np; i++)
+		if (csess_node_resolve_needed(&s->nodes, peers[i].node,
+					      peers[i].data_addr))
+			ret = resolv_request(a->rv, peers[i].node,
+					     peers[i].data_addr);
+	free(peers);
+	if (ret) {
+		msg_fini(&nodes);
+		return ret;
+	}
+	msg_fini(&s->nodes);
+	s->nodes = nodes;
+	s->need_nodes = 0;
+	return 0;
+}
+
+/*
+ * Makes sure the fault loop knows the owner instances @region was placed
+ * in before a guest faults on it: a new owner instance it does not know
+ * yet would read as a lost chunk.
+ */
+static void csess_nodes_ensure(struct csess *s, const struct msg *region)
+{
+	uint64_t self = atomic_load(&s->a->node_id);
+
+	for (uint32_t i = 0; i < region->n_chunks; i++) {
+		const struct msg_chunk *c = &region->chunks[i];
+		const struct msg_node *n = NULL;
+
+		if (c->node == self)
+			continue;
+		for (uint32_t k = 0; k < s->nodes.n_nodes; k++)
+			if (s->nodes.nodes[k].id == c->node)
+				n = &s->nodes.nodes[k];
+		if (!n || (c->inst && n->instance != c->inst)) {
+			csess_nodes_refresh(s);
+			return;
+		}
+	}
+}
+
+/*
+ * REGION_LIST: mappings of regions that are gone go stale in the fault
+ * loop, cached layouts of them are dropped. @epoch (of the heartbeat that
+ * told us) is reported as synced once the fault loop has done it.
+ */
+static int csess_regions_sync(struct csess *s, uint64_t epoch)
+{
+	struct floop_region *list;
+	struct csess_cached **p;
+	struct msg req, rep;
+	int64_t ticket;
+	int ret;
+
+	msg_init(&req, MSG_T_REGION_LIST);
+	ret = csess_call(s, &req, &rep);
+	if (!ret && rep.type != MSG_T_REGIONS)
+		ret = -EBADMSG;
+	if (ret) {
+		msg_fini(&rep);
+		return ret;
+	}
+	list = calloc(rep.n_regions ? rep.n_regions : 1, sizeof(*list));
+	if (!list) {
+		msg_fini(&rep);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < rep.n_regions; i++) {
+		memcpy(list[i].name, rep.regions[i].name, sizeof(list[i].name));
+		list[i].epoch = rep.regions[i].epoch;
+	}
+	for (p = &s->cache; *p;) {
+		uint32_t i;
+
+		for (i = 0; i < rep.n_regions; i++)
+			if (!strcmp(list[i].name, (*p)->region.name) &&
+			    list[i].epoch == (*p)->region.epoch)
+				break;
+		if (i == rep.n_regions)
+			csess_cache_drop(s, p);
+		else
+			p = &(*p)->next;
+	}
+	ticket =
+		floop_regions_set(s->a->fl, list, rep.n_regions, epoch, s->cid);
+	free(list);
+	msg_fini(&rep);
+	if (ticket < 0)
+		return (int)ticket;
+	s->pending_epoch = epoch;
+	s->pending_ticket = ticket;
+	s->need_regions = 0;
+	return 0;
+}
+
+/* ---- join ---- */
+
+static int csess_join(struct csess *s)
+{
+	struct node_agent *a = s->a;
+	uint64_t old = atomic_load(&a->node_id);
+	struct msg req, rep;
+	int ret;
+
+	msg_init(&req, MSG_T_NODE_JOIN);
+	msg_strset(req.name, sizeof(req.name), a->cfg.name);
+	msg_strset(req.data_addr, sizeof(req.data_addr), a->data_addr);
+	req.pool_size = a->pool.size;
+	req.instance = a->instance;
+	ret = csess_call(s, &req, &rep);
+	if (!ret && rep.type != MSG_T_NODE_JOINED)
+		ret = -EBADMSG;
+	if (ret) {
+		if (!csess_err_is_link(ret) || ret == -EBADMSG)
+			log_errno(ret, "join as %s: %s", a->cfg.name,
+				  rep.text[0] ? rep.text : "bad answer");
+		msg_fini(&rep);
+		return ret;
+	}
+	atomic_store(&a->node_id, rep.node);
+	csess_tables(s, rep.cid);
+	msg_fini(&rep);
+	if (old && old != atomic_load(&a->node_id))
+		floop_self_set(a->fl, atomic_load(&a->node_id));
+	/* A (re)join with our instance drops what we published before. */
+	agent_rdma_publish_mr(a);
+	log_info("joined %s as node %llu (%s), data %s, pool %llu MiB%s",
+		 a->cfg.coordinator,
+		 (unsigned long long)atomic_load(&a->node_id), a->cfg.name,
+		 a->data_addr, (unsigned long long)(a->pool.size >> 20),
+		 a->pool.hugetlb ? " hugetlb" : "");
+	s->need_nodes = 1;
+	return 0;
+}
+
+int csess_join_wait(struct csess *s, volatile int *stop)
+{
+	int ret;
+
+	while ((ret = csess_join(s)) == -EHOSTUNREACH) {
+		if (stop && *stop)
+			return -EINTR;
+		sleep(1);
+	}
+	return ret;
+}
+
+/* ---- clearing extents of deleted regions ---- */
+
+static int csess_cleared_has(const struct csess *s, const struct msg_extent *e)
+{
+	for (uint32_t i = 0; i < s->n_cleared; i++)
+		if (s->cleared[i].off == e->off && s->cleared[i].len == e->len)
+			return 1;
+	return 0;
+}
+
+static int csess_cleared_add(struct csess *s, const struct msg_extent *e)
+{
+	if (s->n_cleared == s->cap_cleared) {
+		uint32_t cap = s->cap_cleared ? 2 * s->cap_cleared : 64;
+		struct msg_extent *n = realloc(s->cleared, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		s->cleared = n;
+		s->cap_cleared = cap;
+	}
+	s->cleared[s->n_cleared++] = *e;
+	return 0;
+}
+
+/*
+ * Clears the extents the coordinator asks for: every node that is up has
+ * seen their region deleted. One still mapped by a local process (its pool
+ * chunks are mapped straight into it) waits until that process unmaps.
+ */
+static void csess_scrub(struct csess *s, const struct msg *ack)
+{
+	struct node_agent *a = s->a;
+	uint64_t bytes = 0;
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < ack->n_extents; i++) {
+		const struct msg_extent *e = &ack->extents[i];
+		int ret;
+
+		if (e->off % POOL_HUGE || e->len % POOL_HUGE ||
+		    e->off > a->pool.size || e->len > a->pool.size - e->off) {
+			log_err("coordinator asks to clear %llu+%llu, not a "
+				"chunk of our pool; ignored",
+				(unsigned long long)e->off,
+				(unsigned long long)e->len);
+			continue;
+		}
+		if (csess_cleared_has(s, e) ||
+		    agent_pool_is_pinned(a, e->off, e->len))
+			continue;
+		ret = pool_clear(&a->pool, e->off, e->len, a->rdma != NULL);
+		if (ret) {
+			log_errno(ret, "clearing %llu+%llu of the pool",
+				  (unsigned long long)e->off,
+				  (unsigned long long)e->len);
+			continue;
+		}
+		if (csess_cleared_add(s, e))
+			continue;
+		bytes += e->len;
+		n++;
+	}
+	if (n)
+		log_info("cleared %u extents (%llu MiB) of deleted regions", n,
+			 (unsigned long long)(bytes >> 20));
+}
+
+/* ---- heartbeat ---- */
+
+static void csess_heartbeat(struct csess *s)
+{
+	struct node_agent *a = s->a;
+	uint64_t epoch, ngen;
+	struct msg req, rep;
+	int ret;
+
+	if (s->pending_ticket && floop_ticket_done(a->fl, s->pending_ticket)) {
+		s->synced_epoch = s->pending_epoch;
+		s->pending_ticket = 0;
+	}
+	msg_init(&req, MSG_T_HEARTBEAT);
+	req.node = atomic_load(&a->node_id);
+	req.instance = a->instance;
+	req.epoch = s->synced_epoch;
+	req.cid = s->cid;
+	floop_peer_stats(a->fl, &req.peers, &req.n_peers);
+	req.extents = s->cleared; /* lent, taken back below */
+	req.n_extents = s->n_cleared;
+	ret = csess_call(s, &req, &rep);
+	req.extents = NULL;
+	req.n_extents = 0;
+	msg_fini(&req);
+	if (ret == -ENOENT || ret == -ESTALE) {
+		log_warn("coordinator does not know node %llu any more: %s; "
+			 "joining again",
+			 (unsigned long long)atomic_load(&a->node_id),
+			 rep.text);
+		msg_fini(&rep);
+		csess_join(s);
+		return;
+	}
+	if (!ret && rep.type != MSG_T_HEARTBEAT_ACK)
+		ret = -EBADMSG;
+	if (ret) {
+		if (!csess_err_is_link(ret))
+			log_errno(ret, "heartbeat: %s", rep.text);
+		msg_fini(&rep);
+		return;
+	}
+	/* Taken: the coordinator logged them before it answered. */
+	s->n_cleared = 0;
+	csess_tables(s, rep.cid);
+	epoch = rep.epoch;
+	ngen = rep.ngen;
+	csess_scrub(s, &rep);
+	msg_fini(&rep);
+	if ((s->need_nodes || ngen != s->ngen || a->rdma) &&
+	    !csess_nodes_refresh(s))
+		s->ngen = ngen;
+	if (s->need_regions ||
+	    (epoch != s->synced_epoch &&
+	     !(s->pending_ticket && s->pending_epoch == epoch)))
+		csess_regions_sync(s, epoch);
+}
+
+/* ---- lookups ---- */
+
+static void csess_result_push(struct csess *s, struct csess_result *r)
+{
+	r->next = NULL;
+	pthread_mutex_lock(&s->lock);
+	*s->results_tail = r;
+	s->results_tail = &r->next;
+	pthread_mutex_unlock(&s->lock);
+	csess_efd_signal(s->efd_results);
+}
+
+/* Answers from the cache; returns 0, or -ENOENT if nothing is cached. */
+static int csess_lookup_cached(struct csess *s, struct csess_result *r,
+			       const char *name, int why)
+{
+	struct csess_cached **p = csess_cache_find(s, name);
+
+	if (!*p)
+		return -ENOENT;
+	if (csess_region_copy(&(*p)->region, &r->region))
+		return -ENOMEM;
+	r->cid = s->cid;
+	log_warn("coordinator %s unreachable (%s): mapping region %s from "
+		 "its layout cached here (epoch %llu)",
+		 s->a->cfg.coordinator, log_strerror(why), name,
+		 (unsigned long long)r->region.epoch);
+	return 0;
+}
+
+static void csess_lookup_run(struct csess *s, const struct csess_job *j)
+{
+	struct csess_result *r = calloc(1, sizeof(*r));
+	struct msg req;
+	int ret;
+
+	if (!r)
+		return; /* the client waits until it gives up */
+	r->token = j->token;
+	/* Known down: do not make every MAP wait for a timeout first. */
+	if (!s->coord_ok && !csess_lookup_cached(s, r, j->name, -EHOSTUNREACH))
+		goto out;
+	msg_init(&req, MSG_T_REGION_GET);
+	msg_strset(req.name, sizeof(req.name), j->name);
+	ret = csess_call(s, &req, &r->region);
+	if (!ret && r->region.type != MSG_T_REGION)
+		ret = -EBADMSG;
+	if (!ret) {
+		csess_cache_put(s, &r->region);
+		csess_nodes_ensure(s, &r->region);
+		r->cid = s->cid;
+		goto out;
+	}
+	if (r->region.type == MSG_T_ERROR) {
+		/* The coordinator's answer, e.g. no such region. */
+		snprintf(r->text, sizeof(r->text), "region %s: %s", j->name,
+			 r->region.text[0] ? r->region.text
+					   : log_strerror(ret));
+		if (ret == -ENOENT) {
+			struct csess_cached **p = csess_cache_find(s, j->name);
+
+			if (*p)
+				csess_cache_drop(s, p);
+		}
+		msg_fini(&r->region);
+		r->err = ret;
+		goto out;
+	}
+	msg_fini(&r->region);
+	if (csess_err_is_link(ret) && !csess_lookup_cached(s, r, j->name, ret))
+		goto out;
+	r->err = csess_err_is_link(ret) ? -EHOSTUNREACH : ret;
+	snprintf(r->text, sizeof(r->text),
+		 "region %s: coordinator %s %s (%s), and this host has no "
+		 "layout of it cached (never mapped here)",
+		 j->name, s->a->cfg.coordinator,
+		 csess_err_is_link(ret) ? "unreachable" : "failed",
+		 log_strerror(ret));
+out:
+	csess_result_push(s, r);
+}
+
+static void csess_jobs_run(struct csess *s)
+{
+	struct csess_job *j, *next;
+
+	pthread_mutex_lock(&s->lock);
+	j = s->jobs;
+	s->jobs = NULL;
+	s->jobs_tail = &s->jobs;
+	pthread_mutex_unlock(&s->lock);
+	for (; j; j = next) {
+		next = j->next;
+		if (!csess_is_stopping(s))
+			csess_lookup_run(s, j);
+		free(j);
+	}
+}
+
+/* ---- the thread ---- */
+
+static void *csess_run(void *arg)
+{
+	struct csess *s = arg;
+	struct pollfd pfd = { .fd = s->efd_jobs, .events = POLLIN };
+	uint64_t period = s->a->cfg.heartbeat_ms, now;
+
+	s->next_hb_ms = evl_now_ms();
+	while (!csess_is_stopping(s)) {
+		now = evl_now_ms();
+		if (now >= s->next_hb_ms) {
+			csess_heartbeat(s);
+			s->next_hb_ms += period;
+			now = evl_now_ms();
+			if (s->next_hb_ms < now)
+				s->next_hb_ms = now + period;
+		}
+		if (poll(&pfd, 1, (int)(s->next_hb_ms - now)) > 0)
+			csess_efd_drain(s->efd_jobs);
+		csess_jobs_run(s);
+	}
+	return NULL;
+}
+
+int csess_create(struct node_agent *a, struct csess **out)
+{
+	struct csess *s;
+	int ret;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->a = a;
+	s->coord_fd = -1;
+	s->coord_ok = 1;
+	s->jobs_tail = &s->jobs;
+	s->results_tail = &s->results;
+	pthread_mutex_init(&s->lock, NULL);
+	s->efd_jobs = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	s->efd_results = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->efd_jobs < 0 || s->efd_results < 0) {
+		ret = -errno;
+		csess_destroy(s);
+		return ret;
+	}
+	*out = s;
+	return 0;
+}
+
+int csess_start(struct csess *s)
+{
+	int ret = pthread_create(&s->thread, NULL, csess_run, s);
+
+	if (ret)
+		return -ret;
+	s->started = 1;
+	return 0;
+}
+
+void csess_destroy(struct csess *s)
+{
+	struct csess_job *j;
+	struct csess_result *r;
+
+	if (!s)
+		return;
+	if (s->started) {
+		atomic_store(&s->stopping, 1);
+		csess_efd_signal(s->efd_jobs);
+		pthread_join(s->thread, NULL);
+	}
+	while ((j = s->jobs)) {
+		s->jobs = j->next;
+		free(j);
+	}
+	while ((r = s->results)) {
+		s->results = r->next;
+		csess_result_free(r);
+	}
+	csess_cache_flush(s);
+	msg_fini(&s->nodes);
+	free(s->cleared);
+	if (s->coord_fd >= 0)
+		close(s->coord_fd);
+	if (s->efd_jobs >= 0)
+		close(s->efd_jobs);
+	if (s->efd_results >= 0)
+		close(s->efd_results);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+int csess_lookup(struct csess *s, uint64_t token, const char *name)
+{
+	struct csess_job *j = calloc(1, sizeof(*j));
+
+	if (!j)
+		return -ENOMEM;
+	j->token = token;
+	snprintf(j->name, sizeof(j->name), "%s", name);
+	pthread_mutex_lock(&s->lock);
+	*s->jobs_tail = j;
+	s->jobs_tail = &j->next;
+	pthread_mutex_unlock(&s->lock);
+	csess_efd_signal(s->efd_jobs);
+	return 0;
+}
+
+int csess_event_fd(const struct csess *s)
+{
+	return s->efd_results;
+}
+
+struct csess_result *csess_results_take(struct csess *s)
+{
+	struct csess_result *r;
+
+	csess_efd_drain(s->efd_results);
+	pthread_mutex_lock(&s->lock);
+	r = s->results;
+	s->results = NULL;
+	s->results_tail = &s->results;
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+void csess_result_free(struct csess_result *r)
+{
+	if (!r)
+		return;
+	msg_fini(&r->region);
+	free(r);
+}

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The agent's session with the coordinator, on a thread of its own so that
+ * a slow or absent coordinator never holds up the fault service (MAP, STATS)
+ * or the fault loop: join, heartbeats, the node table (peers for the fault
+ * loop, verbs endpoints), the region epoch (mappings of deleted regions go
+ * stale), clearing pool extents of deleted regions, and region lookups for
+ * MAP, answered from a cache of layouts when the coordinator cannot be
+ * reached.
+ *
+ * Each heartbeat:
+ *
+ *   HEARTBEAT {epoch synced, cid, extents cleared} --> HEARTBEAT_ACK
+ *     another cid   -> the tables our mappings came from are gone: every
+ *                      mapping goes stale, the layout cache is dropped
+ *     another ngen  -> NODE_LIST: peers to the fault loop (addresses are
+ *                      resolved by the resolver thread), verbs endpoints
+ *     another epoch -> REGION_LIST: mappings of deleted regions go stale;
+ *                      reported as synced once the fault loop has done it
+ *     extents       -> cleared (unless a local mapping still maps them)
+ *                      and reported in the next heartbeat
+ */
+#ifndef NODE_CSESS_H
+#define NODE_CSESS_H
+
+#include <stdint.h>
+
+#include "msg.h"
+
+struct node_agent;
+struct csess;
+
+/* A finished region lookup (csess_lookup()). */
+struct csess_result {
+	uint64_t token;
+	int err; /* 0: region is the layout to map */
+	char text[MSG_TEXT_MAX + MSG_ADDR_MAX + MSG_NAME_MAX + 128]; /* why */
+	struct msg region; /* MSG_T_REGION */
+	uint64_t cid;	   /* of the tables the layout is from */
+	struct csess_result *next;
+};
+
+/* Creates the session (no thread yet). Returns 0 or -errno. */
+int csess_create(struct node_agent *a, struct csess **out);
+/* Stops the thread if started and frees everything; NULL is a no-op. */
+void csess_destroy(struct csess *s);
+
+/*
+ * Before csess_start(): joins the cluster, waiting for the coordinator as
+ * long as it takes (checking @stop, if not NULL, every second). Sets the
+ * agent's node id. Returns 0, -EINTR if *stop was set, or -errno.
+ */
+int csess_join_wait(struct csess *s, volatile int *stop);
+/* Starts the thread: heartbeats and lookups. Returns 0 or -errno. */
+int csess_start(struct csess *s);
+
+/*
+ * Calls the coordinator, reconnecting once if the connection was lost.
+ * Session thread only (and before csess_start()). @rep is always
+ * initialised. Returns as ctl_call(); -EHOSTUNREACH if it cannot be
+ * reached.
+ */
+int csess_call(struct csess *s, const struct msg *req, struct msg *rep);
+
+/*
+ * Control thread: looks region @name up for the request @token; the
+ * result comes back through csess_results_take() once csess_event_fd() is
+ * readable. Returns 0 or -ENOMEM.
+ */
+int csess_lookup(struct csess *s, uint64_t token, const char *name);
+/* Readable (an eventfd) when results wait. */
+int csess_event_fd(const struct csess *s);
+/* Takes the finished lookups (a list, oldest first; NULL if none). */
+struct csess_result *csess_results_take(struct csess *s);
+void csess_result_free(struct csess_result *r);
+
+#endif
