@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ctl.h"
@@ -121,13 +122,10 @@ out_free:
 	return ret;
 }
 
-int cli_coord_call(const struct cli *c, const char *what, const struct msg *req,
-		   struct msg *rep, enum msg_type want)
+/* What cli_coord_call() does with the outcome of a call. */
+static int cli_coord_result(const struct cli *c, const char *what, int ret,
+			    struct msg *rep, enum msg_type want)
 {
-	int ret;
-
-	msg_init(rep, MSG_T_NONE);
-	ret = ctl_call_addr(c->coordinator, req, rep, c->timeout_ms);
 	if (ret < 0 && rep->type == MSG_T_ERROR) {
 		cli_err("%s: %s", what,
 			rep->text[0] ? rep->text : strerror(-ret));
@@ -148,6 +146,44 @@ int cli_coord_call(const struct cli *c, const char *what, const struct msg *req,
 		return -EPROTO;
 	}
 	return 0;
+}
+
+int cli_coord_call(const struct cli *c, const char *what, const struct msg *req,
+		   struct msg *rep, enum msg_type want)
+{
+	int ret;
+
+	msg_init(rep, MSG_T_NONE);
+	ret = ctl_call_addr(c->coordinator, req, rep, c->timeout_ms);
+	return cli_coord_result(c, what, ret, rep, want);
+}
+
+int cli_coord_call_wait(const struct cli *c, const char *what,
+			const struct msg *req, struct msg *rep,
+			enum msg_type want, unsigned int wait_ms)
+{
+	struct timespec ts;
+	uint64_t deadline, now;
+	int ret, said = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	deadline = (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + wait_ms;
+	for (;;) {
+		msg_init(rep, MSG_T_NONE);
+		ret = ctl_call_addr(c->coordinator, req, rep, c->timeout_ms);
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		now = (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+		if (ret != -EAGAIN || rep->type != MSG_T_ERROR ||
+		    now >= deadline)
+			break;
+		if (!said)
+			fprintf(stderr, "farpage: %s: %s; waiting up to %u s\n",
+				what, rep->text, wait_ms / 1000);
+		said = 1;
+		msg_fini(rep);
+		usleep(CLI_RETRY_MS * 1000);
+	}
+	return cli_coord_result(c, what, ret, rep, want);
 }
 
 const char *cli_size_str(uint64_t bytes, char *buf, size_t len)

@@ -91,6 +91,16 @@ int cli_coord_call(const struct cli *c, const char *what, const struct msg *req,
 		   struct msg *rep, enum msg_type want);
 
 /*
+ * As cli_coord_call(), but while the coordinator answers -EAGAIN (e.g.
+ * space of a deleted region still being cleared) asks again every
+ * CLI_RETRY_MS for up to @wait_ms, saying once that it waits.
+ */
+#define CLI_RETRY_MS 200
+int cli_coord_call_wait(const struct cli *c, const char *what,
+			const struct msg *req, struct msg *rep,
+			enum msg_type want, unsigned int wait_ms);
+
+/*
  * Maps region @name through the agent at c->agent_sock (farpage_map()).
  * On failure prints one line naming @what and the socket (no socket, no
  * agent, or the agent's refusal). Returns 0 or farpage_map()'s -errno.

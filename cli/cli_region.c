@@ -27,8 +27,12 @@ static const char cli_region_create_usage[] =
 	"usage: farpage region create NAME --size SIZE [--chunk-size SIZE]\n"
 	"                             [--nodes ID,ID,... | --owners "
 	"ID,ID,...]\n"
+	"                             [--wait SECONDS]\n"
 	"\n"
-	"Creates region NAME and prints its chunk map.\n"
+	"Creates region NAME and prints its chunk map. The pool space of a\n"
+	"deleted region comes back once its owner has cleared it (every node\n"
+	"must first have seen the delete, so that no guest still mapping it\n"
+	"reads another region's bytes): until then creating waits.\n"
 	"\n"
 	"  --size SIZE        region size in bytes (K/M/G/T suffixes)\n"
 	"  --chunk-size SIZE  chunk size, a power of two >= 2M\n"
@@ -36,6 +40,8 @@ static const char cli_region_create_usage[] =
 	"  --nodes LIST       interleave the chunks across these node ids\n"
 	"                     (default: the coordinator's placement)\n"
 	"  --owners LIST      owner node id of each chunk, in order\n"
+	"  --wait SECONDS     how long to wait for space being cleared\n"
+	"                     (default 15; 0: fail at once)\n"
 	"  --help             this text\n";
 
 static const char cli_region_list_usage[] =
@@ -125,10 +131,12 @@ static int cli_region_create(const struct cli *c, int argc, char **argv)
 		{ "chunk-size", required_argument, NULL, 'c' },
 		{ "nodes", required_argument, NULL, 'n' },
 		{ "owners", required_argument, NULL, 'o' },
+		{ "wait", required_argument, NULL, 'w' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	const char *usage = cli_region_create_usage;
+	uint64_t wait_s = 15;
 	char what[32 + MSG_NAME_MAX];
 	struct msg req, rep;
 	int ret, code = CLI_EXIT_USAGE;
@@ -180,6 +188,14 @@ static int cli_region_create(const struct cli *c, int argc, char **argv)
 				goto out;
 			}
 			break;
+		case 'w':
+			if (cli_opt_u64(usage, "--wait", optarg, &wait_s))
+				goto out;
+			if (wait_s > 3600) {
+				cli_usage_err(usage, "--wait: at most 3600");
+				goto out;
+			}
+			break;
 		case 'h':
 			fputs(usage, stdout);
 			code = CLI_EXIT_OK;
@@ -207,7 +223,8 @@ static int cli_region_create(const struct cli *c, int argc, char **argv)
 
 	code = CLI_EXIT_FAIL;
 	snprintf(what, sizeof(what), "region create %s", req.name);
-	if (cli_coord_call(c, what, &req, &rep, MSG_T_NONE) < 0)
+	if (cli_coord_call_wait(c, what, &req, &rep, MSG_T_NONE,
+				(unsigned int)wait_s * 1000) < 0)
 		goto out;
 	if (rep.type != MSG_T_REGION) {
 		/* Acknowledged without the map: fetch it. */

@@ -84,12 +84,13 @@ static int net_gai_errno(int rc)
 	}
 }
 
-static int net_resolve(const char *addr, bool passive, struct addrinfo **out)
+static int net_resolve_flags(const char *addr, bool passive, int flags,
+			     struct addrinfo **out)
 {
 	struct addrinfo hints = {
 		.ai_family = AF_UNSPEC,
 		.ai_socktype = SOCK_STREAM,
-		.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0),
+		.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0) | flags,
 	};
 	char host[NI_MAXHOST], port[8];
 	const char *node;
@@ -107,13 +108,18 @@ static int net_resolve(const char *addr, bool passive, struct addrinfo **out)
 	return 0;
 }
 
+static int net_resolve(const char *addr, bool passive, struct addrinfo **out)
+{
+	return net_resolve_flags(addr, passive, 0, out);
+}
+
 int net_addr_resolve(const char *addr, struct sockaddr_storage *ss,
-		     uint32_t *len)
+		     uint32_t *len, int numeric)
 {
 	struct addrinfo *ai;
 	int ret;
 
-	ret = net_resolve(addr, false, &ai);
+	ret = net_resolve_flags(addr, false, numeric ? AI_NUMERICHOST : 0, &ai);
 	if (ret)
 		return ret;
 	if (ai->ai_addrlen > sizeof(*ss)) {

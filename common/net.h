@@ -38,12 +38,14 @@ int net_unix_listen(const char *path, int backlog, int *out_fd);
 int net_unix_connect(const char *path, int *out_fd);
 
 /*
- * Resolves TCP "host:port" to its first socket address (may block on name
- * lookups: never call it on a thread that must not wait). Returns 0, or
- * -EINVAL, -EADDRNOTAVAIL (no such name), -EAGAIN (try later) or -errno.
+ * Resolves TCP "host:port" to its first socket address. A name lookup may
+ * block for seconds: never on a thread that must not wait, unless
+ * @numeric, which takes only an address (never blocks; a name gives
+ * -EADDRNOTAVAIL). Returns 0, or -EINVAL, -EADDRNOTAVAIL (no such name),
+ * -EAGAIN (try later) or -errno.
  */
 int net_addr_resolve(const char *addr, struct sockaddr_storage *ss,
-		     uint32_t *len);
+		     uint32_t *len, int numeric);
 /* Sets TCP_NODELAY; returns 0 or -errno. */
 int net_set_nodelay(int fd);
 

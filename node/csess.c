@@ -57,6 +57,8 @@ struct csess {
 	int coord_fd;
 	int coord_ok; /* the last call got an answer */
 	int down_logged;
+	int down_err;	       /* why the last connect failed (-errno) */
+	int last_err;	       /* why the last call failed, when !coord_ok */
 	uint64_t cid;	       /* of the tables we synced with; 0: none */
 	uint64_t ngen;	       /* node table generation we have */
 	int need_nodes;	       /* NODE_LIST due */
@@ -104,6 +106,7 @@ static int csess_connect(struct csess *s)
 	ret = net_connect(addr, CSESS_TIMEOUT_MS, &s->coord_fd);
 	if (ret) {
 		s->coord_fd = -1;
+		s->down_err = ret;
 		if (!s->down_logged)
 			log_errno(ret, "coordinator %s unreachable", addr);
 		s->down_logged = 1;
@@ -113,6 +116,14 @@ static int csess_connect(struct csess *s)
 		log_info("coordinator %s reachable again", addr);
 	s->down_logged = 0;
 	return 0;
+}
+
+/* What to tell of a failed call: the connect's reason, not just
+ * "unreachable". */
+static const char *csess_strerror(const struct csess *s, int ret)
+{
+	return log_strerror(ret == -EHOSTUNREACH && s->down_err ? s->down_err
+								: ret);
 }
 
 /* A failure of the connection, not an answer of the coordinator. */
@@ -137,12 +148,19 @@ int csess_call(struct csess *s, const struct msg *req, struct msg *rep)
 		if (ret != -ECONNRESET && ret != -EPIPE && ret != -ETIMEDOUT &&
 		    ret != -EBADMSG)
 			break;
-		/* Connection lost (coordinator restarted): once more. */
+		/* A late answer would be taken for the next call's: this
+		 * connection is done. */
 		msg_fini(rep);
 		close(s->coord_fd);
 		s->coord_fd = -1;
+		/* Lost (coordinator restarted): once more. Slow: not again,
+		 * the session must get on with heartbeats and lookups. */
+		if (ret == -ETIMEDOUT)
+			break;
 	}
 	s->coord_ok = !(ret && rep->type != MSG_T_ERROR);
+	if (!s->coord_ok)
+		s->last_err = ret;
 	return ret;
 }
 
@@ -541,6 +559,9 @@ static void csess_heartbeat(struct csess *s)
 	if (ret) {
 		if (!csess_err_is_link(ret))
 			log_errno(ret, "heartbeat: %s", rep.text);
+		else
+			log_dbg("heartbeat: coordinator %s: %s",
+				a->cfg.coordinator, csess_strerror(s, ret));
 		msg_fini(&rep);
 		return;
 	}
@@ -585,7 +606,7 @@ static int csess_lookup_cached(struct csess *s, struct csess_result *r,
 	r->cid = s->cid;
 	log_warn("coordinator %s unreachable (%s): mapping region %s from "
 		 "its layout cached here (epoch %llu)",
-		 s->a->cfg.coordinator, log_strerror(why), name,
+		 s->a->cfg.coordinator, csess_strerror(s, why), name,
 		 (unsigned long long)r->region.epoch);
 	return 0;
 }
@@ -600,7 +621,7 @@ static void csess_lookup_run(struct csess *s, const struct csess_job *j)
 		return; /* the client waits until it gives up */
 	r->token = j->token;
 	/* Known down: do not make every MAP wait for a timeout first. */
-	if (!s->coord_ok && !csess_lookup_cached(s, r, j->name, -EHOSTUNREACH))
+	if (!s->coord_ok && !csess_lookup_cached(s, r, j->name, s->last_err))
 		goto out;
 	msg_init(&req, MSG_T_REGION_GET);
 	msg_strset(req.name, sizeof(req.name), j->name);
@@ -637,7 +658,7 @@ static void csess_lookup_run(struct csess *s, const struct csess_job *j)
 		 "layout of it cached (never mapped here)",
 		 j->name, s->a->cfg.coordinator,
 		 csess_err_is_link(ret) ? "unreachable" : "failed",
-		 log_strerror(ret));
+		 csess_strerror(s, ret));
 out:
 	csess_result_push(s, r);
 }

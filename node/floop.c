@@ -1756,10 +1756,10 @@ int floop_peer_stats(struct floop *f, struct msg_peer **out, uint32_t *n)
 
 	pthread_mutex_lock(&f->lock);
 	st = calloc(f->n_stats ? f->n_stats : 1, sizeof(*st));
-	if (st) {
+	if (st && f->n_stats) /* f->stats is NULL before the first tick */
 		memcpy(st, f->stats, f->n_stats * sizeof(*st));
+	if (st)
 		*n = f->n_stats;
-	}
 	pthread_mutex_unlock(&f->lock);
 	if (!st)
 		return -ENOMEM;

@@ -110,7 +110,7 @@ static void *resolv_run(void *arg)
 		node = j->node;
 		memcpy(addr, j->addr, sizeof(addr));
 		pthread_mutex_unlock(&r->lock);
-		ret = net_addr_resolve(addr, &ss, &len);
+		ret = net_addr_resolve(addr, &ss, &len, 0);
 		pthread_mutex_lock(&r->lock);
 		/* Replaced while we looked it up: the newer one is due. */
 		j = resolv_find(r, node);
@@ -185,8 +185,22 @@ void resolv_destroy(struct resolv *r)
 
 int resolv_request(struct resolv *r, uint64_t node, const char *data_addr)
 {
+	struct sockaddr_storage ss;
 	struct resolv_job *j;
+	uint32_t len;
 
+	/* An address (the usual case) needs no lookup: at once, and never
+	 * behind a name that takes long. */
+	if (!net_addr_resolve(data_addr, &ss, &len, 1)) {
+		pthread_mutex_lock(&r->lock);
+		j = resolv_find(r, node);
+		if (j) {
+			resolv_unlink(r, j);
+			free(j);
+		}
+		pthread_mutex_unlock(&r->lock);
+		return floop_peer_addr_set(r->fl, node, data_addr, &ss, len);
+	}
 	pthread_mutex_lock(&r->lock);
 	j = resolv_find(r, node);
 	if (!j) {

@@ -5,6 +5,9 @@
  * fault loop nor the coordinator session may wait for it. Results go to the
  * fault loop (floop_peer_addr_set()); a lookup that fails is tried again
  * every RESOLV_RETRY_MS until it succeeds or a newer address replaces it.
+ * Addresses (no name) are taken at once; names are looked up one at a time,
+ * so a slow one delays the others behind it, never a peer given by its
+ * address.
  */
 #ifndef NODE_RESOLV_H
 #define NODE_RESOLV_H

@@ -38,6 +38,11 @@
 #define XPORT_TCP_BACKOFF_MAX_MS 500u
 /* CONNECTING longer than this (connect + HELLO) counts as a failure */
 #define XPORT_TCP_CONNECT_TIMEOUT_MS 1500u
+/* Requests unacknowledged this long (a partition): the connection is
+ * dropped and its reads go out again on a new one, instead of waiting out
+ * TCP's retransmission backoff (seconds, growing) after the link is back.
+ * The owner's kernel acknowledges also while the owner process is stopped. */
+#define XPORT_TCP_USER_TIMEOUT_MS 1500u
 #define XPORT_TCP_PAGE		     4096u
 #define XPORT_TCP_HELLO_TAG	     0
 #define XPORT_TCP_NIL		     UINT32_MAX
@@ -620,6 +625,7 @@ static int xport_tcp_peer_connect(struct xport_tcp_peer *p)
 		.tag = XPORT_TCP_HELLO_TAG,
 		.arg = p->info.instance,
 	};
+	unsigned int user_timeout = XPORT_TCP_USER_TIMEOUT_MS;
 	int one = 1, ret;
 
 	c = calloc(1, sizeof(*c));
@@ -655,7 +661,9 @@ static int xport_tcp_peer_connect(struct xport_tcp_peer *p)
 		ret = -errno;
 		goto out_free;
 	}
-	if (setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one))) {
+	if (setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) ||
+	    setsockopt(c->fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout,
+		       sizeof(user_timeout))) {
 		ret = -errno;
 		goto out_free;
 	}

@@ -8,5 +8,6 @@ shift || true
 mkdir -p "$B"
 cmake -S "$SRC" -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFARPAGE_WERROR=ON "$@" >"$B/cmake-configure.log" 2>&1 ||
 	{ cat "$B/cmake-configure.log" >&2; exit 1; }
-cmake --build "$B" -j"$(nproc)" 2>&1 | grep -vE '^\[ *[0-9]+%\]|^gmake|^make' || true
-test "${PIPESTATUS[0]}" = 0
+# The filter's status must not hide the build's: a failed build fails here.
+cmake --build "$B" -j"$(nproc)" 2>&1 | { grep -vE '^\[ *[0-9]+%\]|^gmake|^make' || true; }
+exit "${PIPESTATUS[0]}"

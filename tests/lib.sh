@@ -126,6 +126,7 @@ fp_hosts_netns() {
 fp_coord_start() {
 	local h=$1
 	shift
+	FP_COORD_HOST=$h
 	rm -f "$FP_TMP/coord.addr"
 	${FP_HOST_RUN[$h]} "$FP_COORD_BIN" --listen "${FP_HOST_IP[$h]}:0" \
 		--addr-file "$FP_TMP/coord.addr" --data-dir "$FP_TMP/coord" \
@@ -189,4 +190,59 @@ fp_touch_sigbus() {
 	[ "$w" = 0 ] && [ "$z" = 0 ] || { cat "$f" >&2; fp_fail "$1: a page read wrong data (wrong=$w zero=$z)"; }
 	[ "${b:-0}" -gt 0 ] && grep -q SIGBUS "$f" || { cat "$f" >&2; fp_fail "$1: no SIGBUS reported"; }
 	fp_log "ok: $1 (SIGBUS after $(fp_field "$f" touch: verified) verified pages, none wrong or zero)"
+}
+
+# fp_wait_log FILE REGEX [SECS] [COUNT]: waits until FILE has COUNT (default
+# 1) lines matching REGEX (grep -E), up to SECS (default 20). Returns 1 if
+# they never come.
+fp_wait_log() {
+	local i n
+	for ((i = 0; i < ${3:-20} * 20; i++)); do
+		n=$(grep -cE "$2" "$1" 2>/dev/null)
+		[ "${n:-0}" -ge "${4:-1}" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+# fp_coord_respawn HOST [--fresh] [flags]: the coordinator again, on the
+# address the agents know; --fresh: with a new, empty data directory (the
+# tables are lost: other node ids, other cluster id).
+fp_coord_respawn() {
+	local h=$1 dir=$FP_TMP/coord
+	shift
+	if [ "${1:-}" = --fresh ]; then
+		dir=$FP_TMP/coord.fresh.$RANDOM$RANDOM
+		shift
+	fi
+	rm -f "$FP_TMP/coord.addr"
+	${FP_HOST_RUN[$h]} "$FP_COORD_BIN" --listen "$FP_COORD" \
+		--addr-file "$FP_TMP/coord.addr" --data-dir "$dir" \
+		--log-level "${FP_LOG_LEVEL:-info}" "$@" >>"$FP_TMP/coord.log" 2>&1 &
+	FP_COORD_PID=$!
+	FP_PIDS+=("$FP_COORD_PID")
+	fp_wait_file "$FP_TMP/coord.addr" || fp_fail "coordinator did not start again"
+}
+
+# fp_node_id NAME: the node id the coordinator gives agent NAME now.
+fp_node_id() {
+	${FP_HOST_RUN[$FP_COORD_HOST]} "$FP_CLI_BIN" --coordinator "$FP_COORD" status --json 2>/dev/null |
+		tr '{' '\n' | grep "\"name\": \"$1\"" | sed -n 's/.*"id": \([0-9]*\).*/\1/p' | head -n1
+}
+
+# fp_wait_pid PID [SECS]: waits for PID (a child) to end, up to SECS
+# (default 60): a hang detector. Returns its exit status, or 124 (and
+# kills it) if it is still running then.
+fp_wait_pid() {
+	local i
+	for ((i = 0; i < ${2:-60} * 20; i++)); do
+		kill -0 "$1" 2>/dev/null || break
+		sleep 0.05
+	done
+	if kill -0 "$1" 2>/dev/null; then
+		kill -KILL "$1" 2>/dev/null
+		wait "$1" 2>/dev/null
+		return 124
+	fi
+	wait "$1"
 }

@@ -551,28 +551,36 @@ static void *farpage_watchdog(void *arg)
 	}
 }
 
+/* Stops the watchdog thread (it reads the mapping); idempotent. */
+static void farpage_watchdog_stop(struct farpage_map *m)
+{
+	uint64_t one = 1;
+	ssize_t r;
+
+	if (!m->watchdog_started)
+		return;
+	r = write(m->stop_efd, &one, sizeof(one));
+	(void)r;
+	pthread_join(m->watchdog, NULL);
+	m->watchdog_started = 0;
+}
+
 /*
  * Frees a mapping: the watchdog stops, the agent drops the mapping when
  * the socket closes, then our uffd closes. A range still mapped here (a
  * map that failed half-way, never seen by the caller) goes last: with the
  * uffd closed nobody has to read its UNMAP event.
  */
-static void farpage_map_free(struct farpage_map *m)
+static void farpage_map_free(struct farpage_map *m, int unmapped)
 {
-	if (m->watchdog_started) {
-		uint64_t one = 1;
-		ssize_t r = write(m->stop_efd, &one, sizeof(one));
-
-		(void)r;
-		pthread_join(m->watchdog, NULL);
-	}
+	farpage_watchdog_stop(m);
 	if (m->sock >= 0)
 		close(m->sock);
 	if (m->uffd >= 0)
 		close(m->uffd);
 	if (m->stop_efd >= 0)
 		close(m->stop_efd);
-	if (m->base)
+	if (m->base && !unmapped)
 		munmap(m->base, m->span);
 	free(m->chunks);
 	free(m->is_local);
@@ -679,7 +687,7 @@ int farpage_map(const char *name, const struct farpage_map_opts *opts,
 err:
 	if (pool_fd >= 0)
 		close(pool_fd);
-	farpage_map_free(m);
+	farpage_map_free(m, 0);
 	return ret;
 }
 
@@ -699,9 +707,9 @@ int farpage_unmap(struct farpage_map *m)
 	 */
 	if (munmap(m->base, m->span))
 		ret = -errno;
-	else
-		m->base = NULL;
-	farpage_map_free(m);
+	/* It reads m->base (poisoning) until it is stopped. */
+	farpage_watchdog_stop(m);
+	farpage_map_free(m, !ret);
 	return ret;
 }
 

@@ -12,9 +12,32 @@
  *                               every other page still verifies.
  *   fp_guest garbage SOCK       bad frames to the agent's socket: each such
  *                               client is disconnected, the agent stays up.
+ *   fp_guest hold REGION SEED remote|all
+ *                               map, verify half of the pages, print
+ *                               "fp_guest: holding" and wait for a line on
+ *                               stdin, then touch and verify the rest; ends
+ *                               with "hold: verified=N wrong=N zero=N
+ *                               sigbus=N" (a SIGBUS stops the touching).
+ *   fp_guest unmap-race REGION SEED ROUNDS
+ *                               each round: threads touch and verify pages
+ *                               while the main thread unmaps under them;
+ *                               a touch after the unmap must be SIGSEGV,
+ *                               never a zero page. Ends with "unmap-race:
+ *                               rounds=N verified=N wrong=N zero=N segv=N".
+ *   fp_guest poison-race REGION MS
+ *                               (the owner of the remote pages is dead) one
+ *                               thread drops a page with MADV_DONTNEED in a
+ *                               loop for MS ms (past the fault timeout)
+ *                               while another touches a page: it must get
+ *                               SIGBUS although poisoning met -EAGAIN all
+ *                               that time. Ends with "poison-race:
+ *                               sigbus=1 wrong=0 zero=0 dontneed=N".
  */
 #include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +45,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "farpage.h"
@@ -240,6 +264,308 @@ static int guest_garbage(const char *sock)
 	return 0;
 }
 
+/* ---- touching with verification, surviving SIGBUS and SIGSEGV ---- */
+
+/* Per thread: where a fault signal jumps back to while armed. */
+struct guest_jmp {
+	sigjmp_buf jb;
+	volatile sig_atomic_t armed;
+	volatile int sig;
+};
+
+/* The signal handler can find its thread's context only through this:
+ * the one mutable file-scope variable, thread-local. */
+static _Thread_local struct guest_jmp *guest_jmp_self;
+
+static void guest_on_fault_signal(int sig, siginfo_t *si, void *uctx)
+{
+	struct guest_jmp *j = guest_jmp_self;
+
+	if (!j || !j->armed) {
+		signal(sig, SIG_DFL);
+		return;
+	}
+	j->armed = 0;
+	j->sig = sig;
+	siglongjmp(j->jb, 1);
+}
+
+static void guest_signals_catch(void)
+{
+	struct sigaction sa = { .sa_sigaction = guest_on_fault_signal,
+				.sa_flags = SA_SIGINFO | SA_NODEFER };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, NULL);
+	sigaction(SIGSEGV, &sa, NULL);
+}
+
+static int guest_is_zero(const uint8_t *p)
+{
+	for (size_t i = 0; i < PATTERN_PAGE; i++)
+		if (p[i])
+			return 0;
+	return 1;
+}
+
+struct guest_counts {
+	atomic_ulong verified, wrong, zero, sigbus, segv;
+};
+
+/* Reads page @page at @p and counts what it held. */
+static void guest_check(struct guest_counts *c, const uint8_t *p, uint64_t seed,
+			uint64_t page)
+{
+	(void)*(const volatile uint8_t *)p;
+	if (!pattern_check(p, seed, page))
+		atomic_fetch_add(&c->verified, 1);
+	else if (guest_is_zero(p))
+		atomic_fetch_add(&c->zero, 1);
+	else
+		atomic_fetch_add(&c->wrong, 1);
+}
+
+/*
+ * What a touching thread needs of a mapping, copied out before it starts:
+ * the map itself may be unmapped and freed under it (unmap-race).
+ */
+struct guest_view {
+	uint8_t *base;
+	uint64_t seed;
+	size_t *pages; /* indexes of the pages to touch */
+	size_t n;
+};
+
+/* The remote pages of @m (all of them with @all). Returns 0 or -1. */
+static int guest_view_init(struct guest_view *v, struct farpage_map *m,
+			   uint64_t seed, int all)
+{
+	size_t total = farpage_map_size(m) / PATTERN_PAGE;
+
+	v->base = farpage_map_addr(m);
+	v->seed = seed;
+	v->n = 0;
+	v->pages = malloc((total ? total : 1) * sizeof(*v->pages));
+	if (!v->pages)
+		return -1;
+	for (size_t i = 0; i < total; i++)
+		if (all || !farpage_map_is_local(m, i * PATTERN_PAGE))
+			v->pages[v->n++] = i;
+	return 0;
+}
+
+/*
+ * Touches v->pages[from..to) and verifies each; stops at a SIGBUS or
+ * SIGSEGV, which is counted. @progress (may be NULL) counts pages done.
+ */
+static void guest_touch(const struct guest_view *v, size_t from, size_t to,
+			struct guest_counts *c, atomic_ulong *progress)
+{
+	struct guest_jmp j = { 0 };
+	volatile size_t i = from;
+
+	guest_jmp_self = &j;
+	if (sigsetjmp(j.jb, 1)) {
+		atomic_fetch_add(j.sig == SIGBUS ? &c->sigbus : &c->segv, 1);
+		guest_jmp_self = NULL;
+		return;
+	}
+	j.armed = 1;
+	for (; i < to; i++) {
+		size_t page = v->pages[i];
+
+		guest_check(c, v->base + page * PATTERN_PAGE, v->seed, page);
+		if (progress)
+			atomic_fetch_add(progress, 1);
+	}
+	j.armed = 0;
+	guest_jmp_self = NULL;
+}
+
+static int guest_map(const char *region, struct farpage_map **m)
+{
+	int ret = farpage_map(region, NULL, m);
+
+	if (ret)
+		fprintf(stderr, "fp_guest: map %s: %s\n", region,
+			farpage_strerror(ret));
+	return ret;
+}
+
+static int guest_hold(const char *region, uint64_t seed, const char *which)
+{
+	struct guest_counts c = { 0 };
+	struct farpage_map *m;
+	struct guest_view v;
+	char line[64];
+	size_t half;
+
+	if (guest_map(region, &m))
+		return 1;
+	if (guest_view_init(&v, m, seed, !strcmp(which, "all")))
+		return 1;
+	guest_signals_catch();
+	half = v.n / 2;
+	guest_touch(&v, 0, half, &c, NULL);
+	printf("fp_guest: holding after %lu verified pages\n",
+	       (unsigned long)atomic_load(&c.verified));
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		fprintf(stderr, "fp_guest: stdin closed; going on\n");
+	/* Half that was read before: still there, still the same bytes. */
+	if (!atomic_load(&c.sigbus))
+		guest_touch(&v, 0, half, &c, NULL);
+	if (!atomic_load(&c.sigbus))
+		guest_touch(&v, half, v.n, &c, NULL);
+	printf("hold: verified=%lu wrong=%lu zero=%lu sigbus=%lu\n",
+	       (unsigned long)atomic_load(&c.verified),
+	       (unsigned long)atomic_load(&c.wrong),
+	       (unsigned long)atomic_load(&c.zero),
+	       (unsigned long)atomic_load(&c.sigbus));
+	fflush(stdout);
+	free(v.pages);
+	farpage_unmap(m);
+	return 0;
+}
+
+#define GUEST_RACE_THREADS 4
+
+struct guest_racer {
+	pthread_t tid;
+	const struct guest_view *v;
+	size_t from, to;
+	struct guest_counts *c;
+	atomic_ulong *progress;
+};
+
+static void *guest_racer_main(void *arg)
+{
+	struct guest_racer *r = arg;
+
+	/* Until the unmap stops it: SIGSEGV (or SIGBUS), never zeroes. */
+	for (;;) {
+		unsigned long before =
+			atomic_load(&r->c->segv) + atomic_load(&r->c->sigbus);
+
+		guest_touch(r->v, r->from, r->to, r->c, r->progress);
+		if (atomic_load(&r->c->segv) + atomic_load(&r->c->sigbus) !=
+		    before)
+			return NULL;
+	}
+}
+
+static int guest_unmap_race(const char *region, uint64_t seed,
+			    unsigned int rounds)
+{
+	struct guest_racer r[GUEST_RACE_THREADS];
+	struct guest_counts c = { 0 };
+	unsigned int i, k;
+
+	guest_signals_catch();
+	for (i = 0; i < rounds; i++) {
+		atomic_ulong progress = 0;
+		struct farpage_map *m;
+		struct guest_view v;
+
+		if (guest_map(region, &m) || guest_view_init(&v, m, seed, 0))
+			return 1;
+		for (k = 0; k < GUEST_RACE_THREADS; k++) {
+			r[k] = (struct guest_racer){
+				.v = &v,
+				.from = v.n * k / GUEST_RACE_THREADS,
+				.to = v.n * (k + 1) / GUEST_RACE_THREADS,
+				.c = &c,
+				.progress = &progress,
+			};
+			if (pthread_create(&r[k].tid, NULL, guest_racer_main,
+					   &r[k]))
+				return 1;
+		}
+		/* Unmap while they are at it, at a different point each
+		 * round; they fault on pages not fetched yet. */
+		while (atomic_load(&progress) < 8 + (i * 37) % 200)
+			sched_yield();
+		farpage_unmap(m);
+		for (k = 0; k < GUEST_RACE_THREADS; k++)
+			pthread_join(r[k].tid, NULL);
+		free(v.pages);
+	}
+	printf("unmap-race: rounds=%u verified=%lu wrong=%lu zero=%lu "
+	       "segv=%lu sigbus=%lu\n",
+	       rounds, (unsigned long)atomic_load(&c.verified),
+	       (unsigned long)atomic_load(&c.wrong),
+	       (unsigned long)atomic_load(&c.zero),
+	       (unsigned long)atomic_load(&c.segv),
+	       (unsigned long)atomic_load(&c.sigbus));
+	return 0;
+}
+
+struct guest_dropper {
+	uint8_t *page;
+	unsigned int ms;
+	atomic_int stop;
+	atomic_ulong n;
+};
+
+static uint64_t guest_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void *guest_dropper_main(void *arg)
+{
+	struct guest_dropper *d = arg;
+	uint64_t end = guest_now_ms() + d->ms;
+
+	/* Every MADV_DONTNEED on the registered range is an event the
+	 * agent must read: the address space "is changing" all the time,
+	 * and a poison at the fault timeout meets -EAGAIN. Then it stops:
+	 * a poison tried again succeeds. */
+	while (!atomic_load(&d->stop) && guest_now_ms() < end) {
+		madvise(d->page, PATTERN_PAGE, MADV_DONTNEED);
+		atomic_fetch_add(&d->n, 1);
+	}
+	return NULL;
+}
+
+static int guest_poison_race(const char *region, unsigned int ms)
+{
+	struct guest_dropper d = { .ms = ms };
+	struct guest_counts c = { 0 };
+	struct farpage_map *m;
+	struct guest_view v;
+	pthread_t tid;
+
+	if (guest_map(region, &m) || guest_view_init(&v, m, 0, 0))
+		return 1;
+	guest_signals_catch();
+	if (v.n < 2) {
+		fprintf(stderr, "fp_guest: region needs remote pages\n");
+		return 1;
+	}
+	/* Drops the second remote page, touches from the first on. */
+	d.page = v.base + v.pages[1] * PATTERN_PAGE;
+	if (pthread_create(&tid, NULL, guest_dropper_main, &d))
+		return 1;
+	/* The owner is dead: this waits for the fault timeout, then must
+	 * get SIGBUS (guest_touch stops there). */
+	guest_touch(&v, 0, v.n, &c, NULL);
+	free(v.pages);
+	atomic_store(&d.stop, 1);
+	pthread_join(tid, NULL);
+	printf("poison-race: sigbus=%lu wrong=%lu zero=%lu dontneed=%lu\n",
+	       (unsigned long)atomic_load(&c.sigbus),
+	       (unsigned long)atomic_load(&c.wrong),
+	       (unsigned long)atomic_load(&c.zero),
+	       (unsigned long)atomic_load(&d.n));
+	fflush(stdout);
+	farpage_unmap(m);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "fork"))
@@ -248,7 +574,20 @@ int main(int argc, char **argv)
 		return guest_events(argv[2], strtoull(argv[3], NULL, 0));
 	if (argc == 3 && !strcmp(argv[1], "garbage"))
 		return guest_garbage(argv[2]);
+	if (argc == 5 && !strcmp(argv[1], "hold"))
+		return guest_hold(argv[2], strtoull(argv[3], NULL, 0), argv[4]);
+	if (argc == 5 && !strcmp(argv[1], "unmap-race"))
+		return guest_unmap_race(
+			argv[2], strtoull(argv[3], NULL, 0),
+			(unsigned int)strtoul(argv[4], NULL, 0));
+	if (argc == 4 && !strcmp(argv[1], "poison-race"))
+		return guest_poison_race(
+			argv[2], (unsigned int)strtoul(argv[3], NULL, 0));
 	fprintf(stderr,
-		"usage: fp_guest fork|events REGION SEED | garbage SOCK\n");
+		"usage: fp_guest fork|events REGION SEED | garbage "
+		"SOCK |\n"
+		"       hold REGION SEED remote|all | unmap-race REGION "
+		"SEED ROUNDS |\n"
+		"       poison-race REGION\n");
 	return 2;
 }

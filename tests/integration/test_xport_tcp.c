@@ -68,7 +68,7 @@ static int t_open(struct t_drv *d, const char *addr, uint64_t instance,
 	int ret;
 
 	snprintf(info.data_addr, sizeof(info.data_addr), "%s", addr);
-	ret = net_addr_resolve(addr, &info.addr, &info.addrlen);
+	ret = net_addr_resolve(addr, &info.addr, &info.addrlen, 0);
 	if (ret)
 		return ret;
 	return d->ops->peer_open(d->x, &info, out);
