@@ -246,3 +246,21 @@ fp_wait_pid() {
 	fi
 	wait "$1"
 }
+
+# fp_faults HOST NODE: page faults agent NODE has read so far.
+fp_faults() {
+	fp_cli "$1" "$2" stats 2>/dev/null | tr ' ' '\n' | sed -n 's/^faults=//p' | head -n1
+}
+
+# fp_wait_faults HOST NODE MIN [SECS]: waits until agent NODE has read at
+# least MIN faults (guests are blocked on them): the readiness marker for
+# "a guest waits on a fault now".
+fp_wait_faults() {
+	local i f
+	for ((i = 0; i < ${4:-20} * 20; i++)); do
+		f=$(fp_faults "$1" "$2")
+		[ "${f:-0}" -ge "$3" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}

@@ -67,13 +67,15 @@ fp_log "ok: $(tail -n1 "$FP_TMP/events.out" | sed 's/^fp_guest: //')"
 
 # 3. The owner stops (SIGSTOP) mid-run: faults wait; it resumes: they finish.
 kill -STOP "${FP_NODE_PID[n2]}"
+f0=$(fp_faults H n1)
 fp_cli H n1 touch r --seed $SEED --order rand --threads 4 >"$FP_TMP/stop.out" 2>&1 &
 p=$!
-sleep 1.5
+# The 4 threads are blocked on faults the stopped owner cannot answer.
+fp_wait_faults H n1 $((f0 + 4)) || fp_fail "the guest's faults never reached the agent"
 kill -0 $p 2>/dev/null || { cat "$FP_TMP/stop.out" >&2; fp_fail "touch finished while the owner was stopped"; }
 kill -CONT "${FP_NODE_PID[n2]}"
-wait $p || { cat "$FP_TMP/stop.out" >&2; fp_fail "touch failed after the owner came back"; }
-expect_ok "owner stopped 1.5 s then resumed" "$FP_TMP/stop.out"
+fp_wait_pid $p 60 || { cat "$FP_TMP/stop.out" >&2; fp_fail "touch failed after the owner came back"; }
+expect_ok "owner stopped under faulting threads, then resumed" "$FP_TMP/stop.out"
 
 # 4. The owner dies: after the fault timeout (3 s) the guest gets SIGBUS.
 kill -KILL "${FP_NODE_PID[n2]}"
@@ -104,14 +106,15 @@ fp_cli H n1 status --json | grep -q '"lost_chunks": [1-9]' || fp_fail "status --
 #    stopped): the guest's watchdog poisons after FARPAGE_AGENT_TIMEOUT_MS.
 fp_cli H n1 region create r2 --size 8M >/dev/null 2>&1 || fp_fail "create r2"
 kill -STOP "${FP_NODE_PID[n2]}"
+f0=$(fp_faults H n1)
 FARPAGE_AGENT_TIMEOUT_MS=1000 fp_cli H n1 touch r2 --order seq >"$FP_TMP/agent.out" 2>&1 &
 p=$!
-sleep 1
+fp_wait_faults H n1 $((f0 + 1)) || fp_fail "the guest's fault never reached the agent"
 kill -KILL "${FP_NODE_PID[n1]}"
-for _ in $(seq 100); do kill -0 $p 2>/dev/null || break; sleep 0.1; done
-kill -0 $p 2>/dev/null && fp_fail "guest still blocked 10 s after its agent died"
-wait $p
-expect_sigbus "agent killed under a waiting guest" "$FP_TMP/agent.out" $?
+fp_wait_pid $p 10
+rc=$?
+[ $rc = 124 ] && fp_fail "guest still blocked 10 s after its agent died"
+expect_sigbus "agent killed under a waiting guest" "$FP_TMP/agent.out" $rc
 grep -q "agent closed its socket" "$FP_TMP/agent.out" ||
 	fp_fail "the guest's watchdog did not notice the agent's death"
 grep -q "now raise SIGBUS" "$FP_TMP/agent.out" ||
@@ -125,14 +128,15 @@ fp_cli H n1 region create r3 --size 8M >/dev/null 2>&1 || fp_fail "create r3"
 fp_cli H n1 fill r3 --seed $SEED >/dev/null 2>&1 && fp_cli H n2 fill r3 --seed $SEED >/dev/null 2>&1 ||
 	fp_fail "fill r3"
 kill -STOP "${FP_NODE_PID[n2]}"
+f0=$(fp_faults H n1)
 FARPAGE_AGENT_TIMEOUT_MS=20000 fp_cli H n1 touch r3 --seed $SEED --order seq >"$FP_TMP/resume.out" 2>&1 &
 p=$!
-sleep 1
+fp_wait_faults H n1 $((f0 + 1)) || fp_fail "the guest's fault never reached the agent"
 kill -KILL "${FP_NODE_PID[n1]}"
 wait "${FP_NODE_PID[n1]}" 2>/dev/null
 fp_node_start H n1
 kill -CONT "${FP_NODE_PID[n2]}"
-wait $p || { cat "$FP_TMP/resume.out" >&2; fp_fail "guest failed across the agent restart"; }
+fp_wait_pid $p 60 || { cat "$FP_TMP/resume.out" >&2; fp_fail "guest failed across the agent restart"; }
 expect_ok "agent restarted under a waiting guest: handed over, every page served" "$FP_TMP/resume.out"
 grep -q "handed over to the restarted agent" "$FP_TMP/resume.out" || fp_fail "guest did not hand over"
 grep -q "process handed over region r3" "$FP_TMP/n1.log" || fp_fail "new agent did not take the mapping over"

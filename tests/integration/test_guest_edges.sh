@@ -33,20 +33,16 @@ fp_touch_ok "fault loop short of submission entries" "$FP_TMP/sqe.out"
 
 # 2. Faults that wait for one of the 16 slots are counted once: with no
 #    read-ahead every remote page touched is exactly one fault.
-before=$(fp_cli H n1 stats 2>&1 | tr ' ' '\n' | sed -n 's/^faults=//p' | head -n1)
+before=$(fp_faults H n1)
 kill -STOP "${FP_NODE_PID[n2]}"
 fp_cli H n1 touch r --seed $SEED --order rand --threads 64 >"$FP_TMP/backlog.out" 2>&1 &
 p=$!
-# Readiness: the owner is stopped, so the faults pile up in the agent.
-for _ in $(seq 200); do
-	f=$(fp_cli H n1 stats 2>&1 | tr ' ' '\n' | sed -n 's/^faults=//p' | head -n1)
-	[ $((f - before)) -ge 64 ] && break
-	sleep 0.05
-done
+# Readiness: the owner is stopped, so all 64 first faults pile up.
+fp_wait_faults H n1 $((before + 64)) || fp_fail "the 64 faults never reached the agent"
 kill -CONT "${FP_NODE_PID[n2]}"
 fp_wait_pid $p 60 || { cat "$FP_TMP/backlog.out" >&2; fp_fail "touch with faults waiting for slots"; }
 fp_touch_ok "64 threads on 16 slots" "$FP_TMP/backlog.out"
-after=$(fp_cli H n1 stats 2>&1 | tr ' ' '\n' | sed -n 's/^faults=//p' | head -n1)
+after=$(fp_faults H n1)
 pages=$(fp_field "$FP_TMP/backlog.out" touch: remote)
 [ $((after - before)) = "$pages" ] ||
 	fp_fail "faults counted: $((after - before)) for $pages pages touched (a queued fault counted twice?)"
