@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The agent's verbs control plane, on the control thread: open the device
+ * The agent's verbs control plane, on the session thread: open the device
  * and register the pool, publish the pool MR, and exchange queue-pair
  * endpoints with every peer that has verbs, through the coordinator.
  *

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * RDMA transport: the verbs context (device, PD, pool MR, one RC QP and CQ
- * per peer) driven by the agent's control thread, and the "verbs" ops table
+ * per peer) driven by the agent's session thread, and the "verbs" ops table
  * posting 4 KiB RDMA READs and reaping them on the fault loop's io_uring.
  */
 #define LOG_PREFIX "xport_rdma: "
@@ -784,7 +784,7 @@ void xport_rdma_ctx_stats(const struct xport_rdma_ctx *ctx,
 	st->bytes = __atomic_load_n(&ctx->tot.bytes, __ATOMIC_RELAXED);
 }
 
-/* ---- per-peer QPs (control thread; ctx->lock held) ----------------------- */
+/* ---- per-peer QPs (session thread; ctx->lock held) ----------------------- */
 
 static struct xport_rdma_qp *xport_rdma_qp_find(struct xport_rdma_ctx *ctx,
 						uint64_t node)
@@ -1310,7 +1310,7 @@ static void xport_rdma_peer_up(struct xport_rdma_peer *p)
 	xport_rdma_peer_put(p);
 }
 
-/* Follows the QP the control thread drives: RTS <=> UP. */
+/* Follows the QP the session thread drives: RTS <=> UP. */
 static void xport_rdma_peer_refresh(struct xport_rdma_peer *p)
 {
 	struct xport_rdma_ctx *ctx = p->x->ctx;
@@ -1331,7 +1331,7 @@ static void xport_rdma_peer_refresh(struct xport_rdma_peer *p)
 	if (rts && p->state != XPORT_PEER_UP) {
 		xport_rdma_peer_up(p);
 	} else if (!rts && p->state == XPORT_PEER_UP) {
-		/* reset by the control thread: WRs in flight flush */
+		/* reset by the session thread: WRs in flight flush */
 		log_dbg("node %" PRIu64 ": QP left RTS, peer down",
 			p->info.node);
 		p->state = XPORT_PEER_DOWN;
@@ -1360,7 +1360,7 @@ static void xport_rdma_peer_broken(struct xport_rdma_peer *p,
 	bool first;
 
 	pthread_mutex_lock(&q->ctx->lock);
-	/* the control thread may have reset and reconnected the QP since
+	/* the session thread may have reset and reconnected the QP since
 	 * this batch was polled: leave that new connection alone */
 	first = q->state == XPORT_RDMA_QP_RTS && q->gen == gen;
 	if (first) {

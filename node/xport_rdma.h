@@ -5,7 +5,7 @@
  * The context (device, PD, pool MR, QPs) is the agent's; the ops table runs
  * in the fault loop on its io_uring.
  *
- * Per-peer QP as the control thread drives it (needs_exchange is 1 in NONE
+ * Per-peer QP as the session thread drives it (needs_exchange is 1 in NONE
  * and in DRAINED after an error):
  *
  *   NONE --prepare--> INIT --connect--> RTS --connect(other remote)--+
