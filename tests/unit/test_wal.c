@@ -627,6 +627,82 @@ static void test_wal_snapshot_replay(void **state)
 	free(dir);
 }
 
+/* Handles @req on @c (a fresh data dir's tables) and syncs; returns rep. */
+static void t_handle(struct coord *c, struct msg *req, struct msg *rep)
+{
+	assert_int_equal(coord_handle(c, req, rep, T_NOW), 0);
+	assert_int_equal(coord_sync(c), 0);
+	msg_fini(req);
+}
+
+/*
+ * A deleted region's extents stay taken across restarts (wal and snapshot)
+ * until their owner reports them cleared; that report is durable too.
+ */
+static void test_wal_scrub_durable(void **state)
+{
+	struct t_wal *t = *state;
+	char *dir = t_path(t->dir, "scrub");
+	struct msg req, rep, ack;
+	struct coord *c;
+
+	for (int snap = 0; snap < 2; snap++) {
+		t_rmrf(dir);
+		/* snapshot_every 1: every change goes through a snapshot */
+		c = t_open(dir, snap ? 1 : 1000);
+		t_join_req(&req, "a", 4 * MIB, 7);
+		t_handle(c, &req, &rep);
+		msg_fini(&rep);
+		t_create_req(&req, "r", 4 * MIB, 0);
+		t_handle(c, &req, &rep);
+		assert_int_equal(rep.type, MSG_T_REGION);
+		msg_fini(&rep);
+		msg_init(&req, MSG_T_REGION_DELETE);
+		strcpy(req.name, "r");
+		t_handle(c, &req, &rep);
+		msg_fini(&rep);
+		coord_destroy(c);
+
+		c = t_open(dir, snap ? 1 : 1000);
+		t_create_req(&req, "s", 4 * MIB, 0);
+		t_handle(c, &req, &rep);
+		assert_int_equal(rep.type, MSG_T_ERROR);
+		assert_int_equal(rep.err, EAGAIN);
+		msg_fini(&rep);
+		/* a syncs the delete, is asked to clear, reports it done. */
+		msg_init(&req, MSG_T_HEARTBEAT);
+		req.node = 1;
+		req.instance = 7;
+		req.epoch = c->epoch;
+		req.cid = c->cid;
+		t_handle(c, &req, &ack);
+		assert_int_equal(ack.type, MSG_T_HEARTBEAT_ACK);
+		assert_int_equal(ack.n_extents, 2);
+		msg_init(&req, MSG_T_HEARTBEAT);
+		req.node = 1;
+		req.instance = 7;
+		req.epoch = ack.epoch;
+		req.cid = ack.cid;
+		req.extents = ack.extents;
+		req.n_extents = ack.n_extents;
+		ack.extents = NULL;
+		ack.n_extents = 0;
+		msg_fini(&ack);
+		t_handle(c, &req, &rep);
+		msg_fini(&rep);
+		coord_destroy(c);
+
+		c = t_open(dir, snap ? 1 : 1000);
+		t_create_req(&req, "s", 4 * MIB, 0);
+		t_handle(c, &req, &rep);
+		assert_int_equal(rep.type, MSG_T_REGION);
+		msg_fini(&rep);
+		coord_destroy(c);
+	}
+	t_rmrf(dir);
+	free(dir);
+}
+
 static void test_wal_stale_generation(void **state)
 {
 	struct t_wal *t = *state;
@@ -751,6 +827,7 @@ int main(void)
 		cmocka_unit_test(test_wal_corruption_mid_log),
 		cmocka_unit_test(test_wal_record_not_applicable),
 		cmocka_unit_test(test_wal_snapshot_replay),
+		cmocka_unit_test(test_wal_scrub_durable),
 		cmocka_unit_test(test_wal_stale_generation),
 		cmocka_unit_test(test_wal_snapshot_corrupt_refuses),
 		cmocka_unit_test(test_wal_lock),
