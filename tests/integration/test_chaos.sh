@@ -1,0 +1,804 @@
+#!/bin/bash
+# Seeded chaos: a two-host cluster (network namespaces joined by a veth pair,
+# loopback hosts if namespaces can't be made), the coordinator on host A with
+# a data dir, agent "a" on host A and agent "b" on host B, two data regions
+# whose chunks alternate between a and b, filled with a known pattern (most
+# on both hosts, some on one host only: then only the other host maps them,
+# and its agent has no layout of them cached before the first guest does).
+#
+# Every round starts 1-4 guests (`farpage touch` with various --order,
+# --threads, --prefetch, --local-too, on either host, each after a random
+# delay) and, at a random moment after the first one started, kills -9
+# none, one or two of: the owner's agent, the guest's own agent, the
+# coordinator. What was killed is restarted (the coordinator on the same
+# address and data dir; agents under the same name, on the same or a new
+# data port; sometimes the agents before the coordinator is back), at once,
+# under the guests, or after they ended. Some rounds also delete a region a
+# guest maps and create and fill another one (which may reuse its pool
+# space), and a control-plane client creates and deletes small regions
+# meanwhile. A restarted agent's pool is empty: the chunks it had are lost;
+# between rounds such regions are mostly deleted and made again, some are
+# kept for a round so that guests meet their lost chunks.
+#
+# What must hold, whatever happens:
+#  - every guest either passes with every page verified or fails loudly: a
+#    SIGBUS, or a clean error message with a non-zero exit; never a wrong or
+#    a zero page (wrong=0 zero=0 wherever a result line was printed), never
+#    a crash, never a hang (--hang-s);
+#  - a bad event costs only what it hits: a guest nothing was done to
+#    passes; one under which only the coordinator died passes or gets a
+#    clean error, never a SIGBUS; one whose region has chunks an agent
+#    restart lost does not pass (SIGBUS or a clean error);
+#  - every daemon that was not killed in a round still runs at its end, and
+#    a restarted one comes up;
+#  - every region change the coordinator acknowledged survives its restart:
+#    acknowledged creates are listed, acknowledged deletes are not, and the
+#    data regions' chunk tables are as created.
+#
+#   tests/integration/test_chaos.sh [--seed N] [--rounds N] [--hang-s N]
+#                                   [--stop] [--verbose] [--keep DIR]
+#
+# --seed N   replay a run (default: random); the seed is printed first and
+#            in every failure message. Choices and delays come from it (the
+#            scheduling of the processes does not, so a replay makes the same
+#            events at the same planned moments, not always the same bug).
+# --rounds N rounds (default 20).
+# --hang-s N a guest running longer than N s is a hang (default 20, 60 in a
+#            sanitizer build).
+# --stop     stop after the first failing round (default: run every round
+#            and list every failure at the end).
+# --verbose  each guest's result line and the round's timings too.
+# --keep DIR copy the daemons' logs and the guests' outputs to DIR.
+# One line per round, then
+#   chaos: seed=S rounds=N guests=N passed=N sigbus=N clean_errors=N wrong=N zero=N
+# Exit status: 0 if nothing failed, 1 on any failure, 77 if the host can't run it.
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROUNDS=20
+SEED=""
+HANG_S=""
+VERBOSE=${FP_VERBOSE:-0}
+STOP=0
+KEEP=""
+while [ $# -gt 0 ]; do
+	case $1 in
+	--seed) SEED=$2; shift 2 ;;
+	--rounds) ROUNDS=$2; shift 2 ;;
+	--hang-s) HANG_S=$2; shift 2 ;;
+	--verbose) VERBOSE=1; shift ;;
+	--stop) STOP=1; shift ;;
+	--keep) KEEP=$2; shift 2 ;;
+	-h|--help) sed -n '2,54p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "test_chaos: unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+[ -n "$SEED" ] || SEED=$(($(od -An -N4 -tu4 /dev/urandom) % 1000000000 + 1))
+[[ $SEED =~ ^[0-9]+$ && $ROUNDS =~ ^[0-9]+$ ]] || { echo "test_chaos: --seed and --rounds take numbers" >&2; exit 2; }
+echo "chaos: seed=$SEED rounds=$ROUNDS (replay: FARPAGE_BIN=${FARPAGE_BIN:-build} bash tests/integration/test_chaos.sh --seed $SEED --rounds $ROUNDS)"
+# shellcheck source=../lib.sh
+. "$HERE/../lib.sh"
+ROUND=setup
+# Every failure, also lib.sh's own, names the seed.
+fp_fail() {
+	fp_log "FAIL (chaos seed=$SEED round=$ROUND): $*"
+	fp_dump_logs
+	chaos_keep
+	exit 1
+}
+# --keep DIR: the run's logs and guest outputs are copied there at the end.
+chaos_keep() {
+	[ -n "$KEEP" ] || return 0
+	mkdir -p "$KEEP" && cp -r "$FP_TMP"/. "$KEEP"/ 2>/dev/null
+	echo "chaos: logs and guest outputs kept in $KEEP"
+}
+fp_require
+
+if [ -z "$HANG_S" ]; then
+	HANG_S=20
+	grep -qE '^FARPAGE_SANITIZE:[A-Z]*=.+' "$FP_BIN/CMakeCache.txt" 2>/dev/null && HANG_S=60
+fi
+
+# ---------------------------------------------------------------- the dice
+# A 64-bit LCG of our own: $RANDOM is also used by lib.sh, and command
+# substitutions would run it in subshells. chaos_rand N sets R to 0..N-1.
+RNG=$SEED
+chaos_rand() {
+	RNG=$((RNG * 6364136223846793005 + 1442695040888963407))
+	R=$((((RNG >> 33) & 0x7fffffff) % $1))
+}
+# chaos_pick A B C...: R = one of the arguments.
+chaos_pick() {
+	chaos_rand $#
+	shift "$R"
+	R=$1
+}
+# chaos_wait_marker FILE REGEX SECS: until a line of FILE matches.
+chaos_wait_marker() {
+	local i
+	for ((i = 0; i < $3 * 100; i++)); do
+		grep -qE "$2" "$1" 2>/dev/null && return 0
+		sleep 0.01
+	done
+	return 1
+}
+now_ms() {
+	local t=${EPOCHREALTIME//[.,]/}
+	NOW=$((t / 1000))
+}
+ms_s() { printf -v S '%d.%03d' $(($1 / 1000)) $(($1 % 1000)); }
+
+# ----------------------------------------------------------- bookkeeping
+FAILS=()
+ROUND_FAILED=0
+N_GUESTS=0 N_PASS=0 N_SIGBUS=0 N_CLEAN=0 N_WRONG=0 N_ZERO=0
+declare -A LOGOFF SANSEEN
+# The last lines of the daemons' logs from this round that say something.
+chaos_round_logs() {
+	local d f
+	for d in coord a b; do
+		f=$FP_TMP/$d.log
+		[ -f "$f" ] || continue
+		echo "    --- $d.log (this round, warnings and errors, last 15)"
+		tail -n +"$((${LOGOFF[$d]:-0} + 1))" "$f" |
+			grep -E 'warning|error|fatal|Sanitizer|runtime error|restarted|lost|poison|SIGBUS|joined' |
+			tail -n 15 | sed 's/^/    /'
+	done
+}
+# chaos_failure TEXT [FILE]: one failure of this round, with FILE's tail.
+chaos_failure() {
+	FAILS+=("seed=$SEED round=$ROUND: $1")
+	ROUND_FAILED=1
+	echo "chaos: FAIL seed=$SEED round=$ROUND: $1"
+	if [ -n "${2:-}" ] && [ -f "$2" ]; then
+		echo "    --- $(basename "$2") (last 12 lines)"
+		tail -n 12 "$2" | sed 's/^/    /'
+	fi
+}
+
+# ----------------------------------------------------------------- daemons
+if fp_hosts_netns A B; then
+	PLACEMENT="network namespaces ${FP_HOST_IP[A]}/${FP_HOST_IP[B]}"
+else
+	fp_log "chaos: cannot create network namespaces; using loopback hosts"
+	fp_hosts_loopback A B
+	PLACEMENT=loopback
+fi
+declare -A HOST_OF=([a]=A [b]=B) AGENT_OF=([A]=a [B]=b) OTHER=([a]=b [b]=a)
+declare -A FT ID
+export FP_POOL=128M
+fp_coord_start A
+COORD_PID=$FP_COORD_PID
+chaos_rand 1001; FT[a]=$((1000 + R))
+chaos_rand 1001; FT[b]=$((1000 + R))
+fp_node_start A a --fault-timeout-ms "${FT[a]}"
+fp_node_start B b --fault-timeout-ms "${FT[b]}"
+echo "chaos: $PLACEMENT, coordinator $FP_COORD on A, fault timeouts a=${FT[a]} ms b=${FT[b]} ms, hang bound ${HANG_S} s"
+
+# Is PID a live process (not a zombie)?
+alive() {
+	local st=""
+	kill -0 "$1" 2>/dev/null || return 1
+	read -r st <"/proc/$1/stat" 2>/dev/null
+	st=${st##*) }
+	[ "${st%% *}" != Z ]
+}
+# Forgets a reaped pid, so that cleanup never signals a reused one.
+forget_pid() {
+	local p keep=()
+	for p in "${FP_PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+	FP_PIDS=("${keep[@]}")
+}
+# kill -9 a daemon and reap it.
+chaos_kill() { # a|b|coord
+	local p
+	if [ "$1" = coord ]; then p=$COORD_PID; else p=${FP_NODE_PID[$1]}; fi
+	kill -KILL "$p" 2>/dev/null
+	wait "$p" 2>/dev/null
+	forget_pid "$p"
+}
+# The coordinator again, on the same address and data dir. Defined here
+# rather than in lib.sh so that this test owns all of its code.
+chaos_coord_restart() {
+	rm -f "$FP_TMP/coord.addr"
+	${FP_HOST_RUN[A]} "$FP_COORD_BIN" --listen "$FP_COORD" \
+		--addr-file "$FP_TMP/coord.addr" --data-dir "$FP_TMP/coord" \
+		--log-level "${FP_LOG_LEVEL:-info}" >>"$FP_TMP/coord.log" 2>&1 &
+	FP_COORD_PID=$!
+	COORD_PID=$!
+	FP_PIDS+=("$!")
+	fp_wait_file "$FP_TMP/coord.addr" || fp_fail "coordinator did not come back on $FP_COORD"
+	[ "$(head -n1 "$FP_TMP/coord.addr")" = "$FP_COORD" ] ||
+		fp_fail "coordinator came back on $(head -n1 "$FP_TMP/coord.addr"), not $FP_COORD"
+}
+# chaos_node_spawn NAME SAMEPORT: agent NAME again, under the same name
+# (SAMEPORT=1: on its old data port), as fp_node_start starts it, without
+# waiting for it: chaos_node_ready does. An agent joins the coordinator
+# before it writes its address file, so it can be spawned while the
+# coordinator is still down.
+chaos_node_spawn() {
+	local n=$1 h=${HOST_OF[$1]} listen
+	listen=${FP_HOST_IP[$h]}:0
+	if [ "$2" = 1 ] && [ -s "$FP_TMP/$n.addr" ]; then
+		listen=$(head -n1 "$FP_TMP/$n.addr")
+	fi
+	rm -f "$FP_TMP/$n.addr"
+	${FP_HOST_RUN[$h]} "$FP_NODE_BIN" --coordinator "$FP_COORD" --name "$n" \
+		--pool-size "$FP_POOL" --data-listen "$listen" \
+		--addr-file "$FP_TMP/$n.addr" --sock "${FP_NODE_SOCK[$n]}" \
+		--heartbeat-ms 200 --log-level "${FP_LOG_LEVEL:-info}" \
+		--fault-timeout-ms "${FT[$n]}" >>"$FP_TMP/$n.log" 2>&1 &
+	FP_NODE_PID[$n]=$!
+	FP_PIDS+=("$!")
+}
+# Waits for agent NAME's address file. An agent that died on the way is a
+# failure; it gets one more start (the coordinator is up by then).
+chaos_node_ready() {
+	local n=$1 p=${FP_NODE_PID[$1]} rc i
+	for ((i = 0; i < 3000; i++)); do
+		[ -s "$FP_TMP/$n.addr" ] && return 0
+		alive "$p" || break
+		sleep 0.01
+	done
+	[ -s "$FP_TMP/$n.addr" ] && return 0
+	alive "$p" && fp_fail "agent $n did not come back within 30 s"
+	wait "$p" 2>/dev/null
+	rc=$?
+	forget_pid "$p"
+	chaos_failure "restarted agent $n died before it was ready (exit $rc$([ "$rc" -gt 128 ] && echo ", signal $((rc - 128))"))" "$FP_TMP/$n.log"
+	chaos_node_spawn "$n" 0
+	fp_wait_file "$FP_TMP/$n.addr" 30 || fp_fail "agent $n did not come back (twice)"
+}
+# chaos_restart "VICTIMS": the coordinator and agents in VICTIMS again.
+# AGENTS_FIRST=1: the agents are started before the coordinator is back
+# (a host that reboots while the coordinator is down).
+chaos_restart() {
+	local v
+	if [ "${AGENTS_FIRST:-0}" = 1 ]; then
+		for v in a b; do
+			[[ " $1 " == *" $v "* ]] && chaos_node_spawn "$v" "${SAMEPORT[$v]:-0}"
+		done
+	fi
+	[[ " $1 " == *" coord "* ]] && chaos_coord_restart
+	for v in a b; do
+		[[ " $1 " == *" $v "* ]] || continue
+		[ "${AGENTS_FIRST:-0}" = 1 ] || chaos_node_spawn "$v" "${SAMEPORT[$v]:-0}"
+		chaos_node_ready "$v"
+	done
+	return 0
+}
+# ID[a], ID[b]: node ids as the coordinator has them now.
+chaos_ids() {
+	local j n
+	j=$(fp_cli A a status --json 2>/dev/null) || return 1
+	for n in a b; do
+		ID[$n]=$(echo "$j" | tr '{' '\n' | grep "\"name\": \"$n\"" |
+			sed -n 's/.*"id": \([0-9]*\).*/\1/p' | head -n1)
+		[ -n "${ID[$n]}" ] || return 1
+	done
+}
+# Waits until the coordinator shows both agents up (up to 10 s).
+chaos_wait_up() {
+	local i j
+	for ((i = 0; i < 200; i++)); do
+		j=$(fp_cli A a --timeout-ms 1000 status --json 2>/dev/null)
+		[ "$(echo "$j" | grep -c '"up": true')" -ge 2 ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+chaos_ids || fp_fail "no node ids in status --json"
+
+# ------------------------------------------------------------ data regions
+# Slots of data regions; each has a name, a pattern seed, a size, a chunk
+# table as created, and LOST: the agents whose chunks a restart lost.
+NSLOT=2
+declare -A SNAME SSEED SSIZE STABLE SLOST SFILLED
+declare -A ACKED   # region name -> 1 while the coordinator acknowledged it exists
+declare -A DELETED # region name -> 1 once its delete was acknowledged
+GEN=0
+# The chunk table of `region show`, owners and pool offsets.
+chaos_table() { fp_cli A a region show "$1" 2>/dev/null | grep -E '^ +[0-9]+ +0x'; }
+# chaos_region_new SLOT: a new region for SLOT, interleaved a,b or b,a,
+# filled on both hosts. Returns 1 (with a failure recorded) if any step
+# fails; the slot is then unusable (LOST=ab) until the next repair.
+chaos_region_new() {
+	local s=$1 name size seed nodes out=$FP_TMP/create.out
+	GEN=$((GEN + 1))
+	name=d${s}g$GEN
+	seed=$((SEED % 100000 * 100 + GEN))
+	chaos_pick 8 12 16 24 32; size=$R
+	chaos_pick "${ID[a]},${ID[b]}" "${ID[b]},${ID[a]}"; nodes=$R
+	SNAME[$s]=$name SSEED[$s]=$seed SSIZE[$s]=$size SLOST[$s]=ab
+	# Mostly filled on both hosts; sometimes on one only: then only the
+	# other host's agent maps it, and no agent has mapped it before the
+	# first guest there does.
+	chaos_pick ab ab ab ab ab a b; SFILLED[$s]=$R
+	if ! fp_cli A a region create "$name" --size "${size}M" --nodes "$nodes" >"$out" 2>&1; then
+		chaos_failure "create $name (${size} MiB on nodes $nodes) failed: $(tail -n1 "$out")" "$out"
+		return 1
+	fi
+	ACKED[$name]=1
+	STABLE[$s]=$(chaos_table "$name")
+	if [[ ${SFILLED[$s]} == *a* ]] && ! fp_cli A a fill "$name" --seed "$seed" >"$out" 2>&1; then
+		chaos_failure "fill $name on A failed: $(tail -n1 "$out")" "$out"
+		return 1
+	fi
+	if [[ ${SFILLED[$s]} == *b* ]] && ! fp_cli B b fill "$name" --seed "$seed" >"$out" 2>&1; then
+		chaos_failure "fill $name on B failed: $(tail -n1 "$out")" "$out"
+		return 1
+	fi
+	SLOST[$s]=""
+	return 0
+}
+chaos_region_delete() { # name
+	local out=$FP_TMP/delete.out
+	if fp_cli A a region delete "$1" >"$out" 2>&1; then
+		unset 'ACKED[$1]'
+		return 0
+	fi
+	chaos_failure "delete $1 failed: $(tail -n1 "$out")" "$out"
+	return 1
+}
+for ((s = 0; s < NSLOT; s++)); do
+	chaos_region_new $s || fp_fail "setting up region slot $s"
+done
+RANDOM=$SEED # lib.sh's own uses of $RANDOM: repeatable too
+
+# -------------------------------------------------------------- the guests
+declare -A SAMEPORT
+declare -a G_ARGS_ALL G_ATO_ALL G_LINE
+declare -A G_HOST G_SLOT G_REG G_DESC G_PID G_RC G_DELAY G_END G_LOSTAT G_OUT G_CHURNED
+# chaos_guest_start I: starts guest I as planned in G_*.
+chaos_guest_start() {
+	local i=$1 h=${G_HOST[$1]} n
+	n=${AGENT_OF[$h]}
+	ms_s "${G_DELAY[$i]}"
+	# shellcheck disable=SC2086 # G_ARGS and FP_HOST_RUN are split on purpose
+	(
+		sleep "$S"
+		echo "chaos-guest: started at $(( (${EPOCHREALTIME//[.,]/} / 1000) - T0 )) ms"
+		exec ${FP_HOST_RUN[$h]} env FARPAGE_AGENT_SOCK="${FP_NODE_SOCK[$n]}" \
+			FARPAGE_AGENT_TIMEOUT_MS="$G_ATO" "$FP_CLI_BIN" \
+			--coordinator "$FP_COORD" touch ${G_ARGS}
+	) >"${G_OUT[$i]}" 2>&1 &
+	G_PID[$i]=$!
+}
+
+# chaos_judge I HIT: the verdict of guest I. HIT says what was done to it:
+# none (nothing it uses was killed or deleted), coord (only the
+# coordinator died), lost (chunks it touches were lost before it started),
+# any (an agent it uses died, or its region was deleted under it).
+# Sets V (pass, sigbus, clean-error or FAIL:...).
+chaos_judge() {
+	local i=$1 hit=$2 f=${G_OUT[$1]} rc=${G_RC[$1]} l line="" msg=0 sbmsg=0 kv w z b p v
+	while IFS= read -r l; do
+		case $l in
+		touch:*) line=$l ;;
+		farpage:*) msg=1 ;;
+		esac
+		[[ $l == *SIGBUS* ]] && sbmsg=1
+	done <"$f"
+	G_LINE[$i]=$line
+	if [ -n "$line" ]; then
+		declare -A F=()
+		for kv in $line; do [[ $kv == *=* ]] && F[${kv%%=*}]=${kv#*=}; done
+		w=${F[wrong]:-} z=${F[zero]:-} b=${F[sigbus]:-} p=${F[pages]:-} v=${F[verified]:-}
+		[[ $w =~ ^[0-9]+$ ]] && N_WRONG=$((N_WRONG + w))
+		[[ $z =~ ^[0-9]+$ ]] && N_ZERO=$((N_ZERO + z))
+		if [ "$w" != 0 ] || [ "$z" != 0 ]; then
+			V="FAIL:read-bad-data(wrong=$w,zero=$z)"
+			return
+		fi
+	fi
+	if [ "$rc" = hang ]; then
+		V="FAIL:hang(>${HANG_S}s)"
+		return
+	fi
+	if [ "$rc" -ge 128 ]; then
+		V="FAIL:killed-by-signal-$((rc - 128))"
+		return
+	fi
+	if [ "$rc" = 0 ]; then
+		if [ -z "$line" ]; then
+			V="FAIL:exit-0-without-result-line"
+		elif [ "$b" != 0 ] || [ "$v" != "$p" ]; then
+			V="FAIL:exit-0-but-verified=$v/pages=$p,sigbus=$b"
+		elif [ "${F[remote]:-0}" = 0 ]; then
+			V="FAIL:no-remote-pages"
+		elif [ "$hit" = lost ]; then
+			V="FAIL:passed-though-chunks-it-touches-were-lost"
+		else
+			V=pass
+		fi
+		return
+	fi
+	if [ "$rc" != 1 ]; then
+		V="FAIL:exit-$rc"
+	elif [ -n "$line" ] && [ "${b:-0}" -gt 0 ]; then
+		[ "$sbmsg" = 1 ] || { V="FAIL:sigbus=$b-but-no-SIGBUS-message"; return; }
+		V=sigbus
+	elif [ "$msg" = 1 ]; then
+		V=clean-error
+	else
+		V="FAIL:exit-1-without-an-error-message"
+	fi
+	case $hit:$V in
+	none:pass | coord:pass | coord:clean-error | any:* | lost:sigbus | lost:clean-error) ;;
+	none:*) V="FAIL:$V-though-nothing-it-uses-was-killed" ;;
+	coord:*) V="FAIL:$V-though-only-the-coordinator-died" ;;
+	esac
+}
+
+# -------------------------------------------------------------- the rounds
+T_START=$SECONDS
+for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
+	ROUND_FAILED=0 TT=""
+	while read -r c f; do
+		f=${f##*/}
+		[ "$f" != total ] && LOGOFF[${f%.log}]=$c
+	done < <(cd "$FP_TMP" && wc -l coord.log a.log b.log)
+
+	# --- plan: guests
+	chaos_rand 4; NG=$((R + 1))
+	usable=()
+	for ((s = 0; s < NSLOT; s++)); do [ "${SLOST[$s]}" = ab ] || usable+=("$s"); done
+	[ ${#usable[@]} -gt 0 ] || NG=0
+	G_ARGS_ALL=()
+	for ((i = 1; i <= NG; i++)); do
+		chaos_pick "${usable[@]}"; G_SLOT[$i]=$R
+		# A host whose remote chunks hold the pattern: the other host filled.
+		case ${SFILLED[${G_SLOT[$i]}]} in
+		a) G_HOST[$i]=B ;;
+		b) G_HOST[$i]=A ;;
+		*) chaos_pick A B; G_HOST[$i]=$R ;;
+		esac
+		G_REG[$i]=${SNAME[${G_SLOT[$i]}]}
+		chaos_pick seq rand; ord=$R
+		chaos_pick 1 1 2 4 8; thr=$R
+		chaos_rand 10; pf=""; [ "$R" -lt 3 ] && pf=--prefetch
+		chaos_rand 10; lt=""
+		[ "$R" -lt 3 ] && [[ ${SFILLED[${G_SLOT[$i]}]} == *${AGENT_OF[${G_HOST[$i]}]}* ]] && lt=--local-too
+		chaos_rand 1001; ato=$((1000 + R))
+		chaos_rand 250; G_DELAY[$i]=$R
+		G_LOSTAT[$i]=${SLOST[${G_SLOT[$i]}]}
+		G_OUT[$i]=$FP_TMP/r${ROUND}g$i.out
+		G_ARGS_ALL[$i]="${G_REG[$i]} --seed ${SSEED[${G_SLOT[$i]}]} --order $ord --threads $thr $pf $lt"
+		G_ATO_ALL[$i]=$ato
+		G_DESC[$i]="${G_HOST[$i]}:${G_REG[$i]}(${SSIZE[${G_SLOT[$i]}]}M)/$ord/x$thr${pf:+/prefetch}${lt:+/local-too}@${G_DELAY[$i]}ms"
+		G_CHURNED[$i]=0
+		unset 'G_RC[$i]' 'G_END[$i]'
+	done
+
+	# --- plan: victims, relative to guest 1 (its own agent, the owner of
+	#     its remote chunks) when there is one.
+	gh=A
+	[ "$NG" -gt 0 ] && gh=${G_HOST[1]}
+	own=${AGENT_OF[$gh]} owner=${OTHER[${AGENT_OF[$gh]}]}
+	chaos_rand 100
+	if [ "$R" -lt 12 ]; then VICTIMS=""
+	elif [ "$R" -lt 30 ]; then VICTIMS=$owner
+	elif [ "$R" -lt 48 ]; then VICTIMS=$own
+	elif [ "$R" -lt 64 ]; then VICTIMS=coord
+	elif [ "$R" -lt 76 ]; then VICTIMS="$owner coord"
+	elif [ "$R" -lt 88 ]; then VICTIMS="$own coord"
+	else VICTIMS="a b"
+	fi
+	# The kill comes this long after guest 1 started (its marker line).
+	chaos_rand 300; T_KILL=$R
+	chaos_rand 2; RESTART_NOW=$R
+	chaos_rand 2; AGENTS_FIRST=$R
+	chaos_rand 500; T_RESTART=$R
+	chaos_rand 2; SAMEPORT[a]=$R
+	chaos_rand 2; SAMEPORT[b]=$R
+	# Sometimes a region a guest maps is deleted and replaced under it.
+	CHURN=-1
+	chaos_rand 100
+	if [ "$NG" -gt 0 ] && [ "$R" -lt 25 ]; then
+		CHURN=${G_SLOT[1]}
+		chaos_rand 300; T_CHURN=$R
+	fi
+	chaos_rand 2; SCRATCH=$R
+	[[ " $VICTIMS " == *" coord "* ]] && SCRATCH=1
+
+	# --- go
+	now_ms; T0=$NOW
+	for ((i = 1; i <= NG; i++)); do
+		G_ARGS=${G_ARGS_ALL[$i]} G_ATO=${G_ATO_ALL[$i]}
+		chaos_guest_start "$i"
+	done
+	SCR_PID="" SCR_OUT=$FP_TMP/r${ROUND}scratch.acks
+	rm -f "$FP_TMP/scratch.stop"
+	if [ "$SCRATCH" = 1 ]; then
+		(
+			for ((k = 0; k < 8; k++)); do
+				[ -e "$FP_TMP/scratch.stop" ] && break
+				nm=s${ROUND}x$k
+				fp_cli A a --timeout-ms 2000 region create "$nm" --size 2M --wait 0 \
+					>/dev/null 2>&1 && echo "C $nm"
+				if [ $((k % 2)) = 1 ]; then
+					echo "d? s${ROUND}x$((k - 1))"
+					fp_cli A a --timeout-ms 2000 region delete "s${ROUND}x$((k - 1))" \
+						>/dev/null 2>&1 && echo "D s${ROUND}x$((k - 1))"
+				fi
+				sleep 0.05
+			done
+		) >"$SCR_OUT" 2>&1 &
+		SCR_PID=$!
+	fi
+	CH_PID="" CH_OUT=$FP_TMP/r${ROUND}churn.out
+	if [ "$CHURN" -ge 0 ]; then
+		# The replacement's name and seed are planned here, made there.
+		CH_OLD=${SNAME[$CHURN]}
+		GEN=$((GEN + 1))
+		CH_NEW=d${CHURN}g$GEN CH_SEED=$((SEED % 100000 * 100 + GEN))
+		chaos_pick 8 12 16 24 32; CH_SIZE=$R
+		(
+			ms_s "$T_CHURN"; sleep "$S"
+			echo "d? $CH_OLD"
+			fp_cli A a region delete "$CH_OLD" >/dev/null 2>&1 || exit 0
+			echo "D $CH_OLD"
+			fp_cli A a region create "$CH_NEW" --size "${CH_SIZE}M" \
+				--nodes "${ID[a]},${ID[b]}" >/dev/null 2>&1 && echo "C $CH_NEW" &&
+				fp_cli A a fill "$CH_NEW" --seed "$CH_SEED" >/dev/null 2>&1 && echo "FA" &&
+				fp_cli B b fill "$CH_NEW" --seed "$CH_SEED" >/dev/null 2>&1 && echo "FB"
+		) >"$CH_OUT" 2>&1 &
+		CH_PID=$!
+		for ((i = 1; i <= NG; i++)); do
+			[ "${G_SLOT[$i]}" = "$CHURN" ] && G_CHURNED[$i]=1
+		done
+	fi
+
+	KILLED_AT="" RESTARTED_AT=""
+	if [ -n "$VICTIMS" ]; then
+		if [ "$NG" -gt 0 ]; then
+			chaos_wait_marker "${G_OUT[1]}" '^chaos-guest: started' 10 ||
+				chaos_failure "guest 1 did not start within 10 s"
+		fi
+		ms_s "$T_KILL"; sleep "$S"
+		for v in $VICTIMS; do chaos_kill "$v"; done
+		now_ms; KILLED_AT=$((NOW - T0))
+		if [ "$RESTART_NOW" = 1 ]; then
+			ms_s "$T_RESTART"; sleep "$S"
+			chaos_restart "$VICTIMS"
+			now_ms; RESTARTED_AT=$((NOW - T0))
+		fi
+	fi
+
+	# --- wait for the guests, with a hang bound each
+	pending=$NG
+	while [ "$pending" -gt 0 ]; do
+		now_ms
+		pending=0
+		for ((i = 1; i <= NG; i++)); do
+			[ -n "${G_RC[$i]:-}" ] && continue
+			if ! alive "${G_PID[$i]}"; then
+				wait "${G_PID[$i]}" 2>/dev/null
+				G_RC[$i]=$?
+				G_END[$i]=$((NOW - T0))
+			elif [ $((NOW - T0 - G_DELAY[$i])) -gt $((HANG_S * 1000)) ]; then
+				kill -KILL "${G_PID[$i]}" 2>/dev/null
+				wait "${G_PID[$i]}" 2>/dev/null
+				G_RC[$i]=hang
+				G_END[$i]=$((NOW - T0))
+			else
+				pending=$((pending + 1))
+			fi
+		done
+		[ "$pending" -gt 0 ] && sleep 0.02
+	done
+	now_ms; T_GDONE=$((NOW - T0))
+	[ -n "$CH_PID" ] && wait "$CH_PID"
+	if [ -n "$SCR_PID" ]; then
+		: >"$FP_TMP/scratch.stop"
+		wait "$SCR_PID"
+	fi
+	if [ -n "$VICTIMS" ] && [ "$RESTART_NOW" = 0 ]; then
+		chaos_restart "$VICTIMS"
+		now_ms; RESTARTED_AT=$((NOW - T0))
+	fi
+
+	# --- daemons: all must be running now; one that was not killed and
+	#     died anyway (or a restarted one that died again) is a failure,
+	#     and is brought back so that the next rounds have a whole cluster.
+	DOWN=$VICTIMS CASUALTIES=""
+	for d in coord a b; do
+		if [ "$d" = coord ]; then p=$COORD_PID; else p=${FP_NODE_PID[$d]}; fi
+		alive "$p" && continue
+		wait "$p" 2>/dev/null
+		rc=$?
+		forget_pid "$p"
+		sig=""
+		[ "$rc" -gt 128 ] && sig=", signal $((rc - 128))"
+		if [[ " $VICTIMS " == *" $d "* ]]; then
+			chaos_failure "$d died again after its restart (exit $rc$sig)"
+		else
+			chaos_failure "$d died though it was not killed (exit $rc$sig)"
+		fi
+		chaos_round_logs
+		CASUALTIES="$CASUALTIES $d"
+	done
+	if [ -n "$CASUALTIES" ]; then
+		chaos_restart "$CASUALTIES"
+		DOWN="$DOWN $CASUALTIES"
+	fi
+	if [ -n "$DOWN" ]; then
+	now_ms; TT="$TT restarted=$((NOW - T0))"
+		chaos_wait_up || chaos_failure "the coordinator does not show both agents up 10 s after the restarts"
+		chaos_ids || chaos_failure "no node ids after the restarts"
+	fi
+	for v in a b; do
+		if [[ " $DOWN " == *" $v "* ]]; then
+			for ((s = 0; s < NSLOT; s++)); do
+				[[ ${SLOST[$s]} == *$v* ]] || SLOST[$s]=${SLOST[$s]}$v
+			done
+		fi
+	done
+
+	now_ms; TT="$TT up=$((NOW - T0))"
+	# --- the guests' verdicts
+	VERDICTS=""
+	for ((i = 1; i <= NG; i++)); do
+		h=${G_HOST[$i]}
+		n=${AGENT_OF[$h]}
+		o=${OTHER[$n]}
+		# What it touches: the other agent's chunks, and its own when lost
+		# (they are not mapped from the pool then, they fault) or with
+		# --local-too.
+		hit=none
+		for t in $o $n; do [[ ${G_LOSTAT[$i]} == *$t* ]] && hit=lost; done
+		if [ "$hit" = none ]; then
+			[[ " $DOWN " == *" coord "* ]] && hit=coord
+			for t in $n $o; do [[ " $DOWN " == *" $t "* ]] && hit=any; done
+			[ "${G_CHURNED[$i]}" = 1 ] && hit=any
+		fi
+		chaos_judge "$i" "$hit"
+		N_GUESTS=$((N_GUESTS + 1))
+		case $V in
+		pass) N_PASS=$((N_PASS + 1)) ;;
+		sigbus) N_SIGBUS=$((N_SIGBUS + 1)) ;;
+		clean-error) N_CLEAN=$((N_CLEAN + 1)) ;;
+		esac
+		if [[ $V == FAIL:* ]]; then
+			chaos_failure "guest $i (${G_DESC[$i]}, hit=$hit, ran ${G_END[$i]}ms) ${V#FAIL:}" "${G_OUT[$i]}"
+			chaos_round_logs
+		fi
+		[ "$VERBOSE" = 1 ] && echo "    g$i: rc=${G_RC[$i]} end=${G_END[$i]}ms $(grep '^chaos-guest:' "${G_OUT[$i]}") ${G_LINE[$i]} $(grep '^farpage: ' "${G_OUT[$i]}" | head -n2 | tr '\n' ' ')"
+		why=""
+		if [ "$V" = clean-error ]; then
+			why=$(grep -m1 '^farpage: ' "${G_OUT[$i]}" | sed -e 's/^farpage: touch [^:]*: //' \
+				-e 's/^cannot map it through the agent at [^:]*: /map refused: /' \
+				-e 's/^no agent listens on .*/no agent listens/' | cut -c1-100)
+			why="(${why})"
+		fi
+		VERDICTS="$VERDICTS g${i}[${G_DESC[$i]}]=$V$why"
+	done
+
+	now_ms; TT="$TT judged=$((NOW - T0))"
+	# --- the churned region: the replacement becomes the slot's region
+	if [ "$CHURN" -ge 0 ]; then
+		grep -q "^D $CH_OLD" "$CH_OUT" && unset 'ACKED[$CH_OLD]' && DELETED[$CH_OLD]=1
+		if grep -q "^d? $CH_OLD" "$CH_OUT" && ! grep -q "^D $CH_OLD" "$CH_OUT"; then
+			# The delete was not acknowledged: done or not, the slot
+			# gets a new region below.
+			unset 'ACKED[$CH_OLD]'
+			SLOST[$CHURN]=ab
+			fp_cli A a region delete "$CH_OLD" >/dev/null 2>&1 && DELETED[$CH_OLD]=1
+		fi
+		if grep -q "^C $CH_NEW" "$CH_OUT"; then
+			ACKED[$CH_NEW]=1
+		fi
+		if grep -q "^D $CH_OLD" "$CH_OUT"; then
+			SNAME[$CHURN]=$CH_NEW SSEED[$CHURN]=$CH_SEED SSIZE[$CHURN]=$CH_SIZE SFILLED[$CHURN]=ab
+			STABLE[$CHURN]=$(grep -q "^C $CH_NEW" "$CH_OUT" && chaos_table "$CH_NEW")
+			# Whole only if made and filled with no agent killed meanwhile.
+			if grep -q '^FB' "$CH_OUT" && [[ " $DOWN " != *" a "* && " $DOWN " != *" b "* ]]; then
+				SLOST[$CHURN]=""
+			else
+				SLOST[$CHURN]=ab
+			fi
+			# A replacement that may exist but was not acknowledged: the
+			# repair below makes another one.
+			grep -q "^C $CH_NEW" "$CH_OUT" || [ -z "$(fp_cli A a region list 2>/dev/null | awk -v n="$CH_NEW" '$1 == n')" ] ||
+				fp_cli A a region delete "$CH_NEW" >/dev/null 2>&1
+		fi
+	fi
+
+	now_ms; TT="$TT churn=$((NOW - T0))"
+	# --- acknowledged state: every region the coordinator acknowledged is
+	#     listed, every acknowledged delete is gone, chunk tables unchanged
+	if [ -n "$SCR_PID" ]; then
+		while read -r op nm; do
+			case $op in
+			C) ACKED[$nm]=1 ;;
+			# A delete tried but not acknowledged: it may or may not
+			# have been done; the region may or may not be listed.
+			'd?') unset 'ACKED[$nm]' ;;
+			D) DELETED[$nm]=1 ;;
+			esac
+		done <"$SCR_OUT"
+	fi
+	if fp_cli A a region list >"$FP_TMP/list.out" 2>&1; then
+		listed=" $(awk 'NR > 1 {print $1}' "$FP_TMP/list.out" | tr '\n' ' ') "
+		for nm in "${!ACKED[@]}"; do
+			[[ $listed == *" $nm "* ]] && continue
+			chaos_failure "region $nm, whose create was acknowledged, is not listed$([[ " $DOWN " == *" coord "* ]] && echo " after the coordinator restart")" "$FP_TMP/list.out"
+			unset 'ACKED[$nm]' # reported once
+		done
+		for nm in "${!DELETED[@]}"; do
+			[[ $listed == *" $nm "* ]] || continue
+			chaos_failure "region $nm, whose delete was acknowledged, is listed again" "$FP_TMP/list.out"
+			unset 'DELETED[$nm]'
+		done
+		for ((s = 0; s < NSLOT; s++)); do
+			[[ " $DOWN " == *" coord "* ]] || break
+			[ -n "${ACKED[${SNAME[$s]}]:-}" ] || continue
+			tbl=$(chaos_table "${SNAME[$s]}")
+			[ "$tbl" = "${STABLE[$s]}" ] ||
+				chaos_failure "region ${SNAME[$s]}: chunk table changed: was [$(echo "${STABLE[$s]}" | tr -s ' \n' ' ')] now [$(echo "$tbl" | tr -s ' \n' ' ')]"
+		done
+		# Scratch regions go (those whose create was not acknowledged too).
+		for nm in $(awk 'NR > 1 && $1 ~ /^s[0-9]+x[0-9]+$/ {print $1}' "$FP_TMP/list.out"); do
+			if fp_cli A a region delete "$nm" >/dev/null 2>&1; then
+				unset 'ACKED[$nm]'
+				DELETED[$nm]=1
+			else
+				chaos_failure "delete of scratch region $nm failed"
+			fi
+		done
+	else
+		chaos_failure "region list failed: $(tail -n1 "$FP_TMP/list.out")" "$FP_TMP/list.out"
+	fi
+	now_ms; TT="$TT listed=$((NOW - T0))"
+	# A sanitizer report in a daemon's log, first seen in this round.
+	while IFS=: read -r f c; do
+		[ "$c" -gt "${SANSEEN[$f]:-0}" ] &&
+			chaos_failure "sanitizer report in $f (see the end of the run)" "$FP_TMP/$f"
+		SANSEEN[$f]=$c
+	done < <(cd "$FP_TMP" && grep -cE "$FP_SAN_RE" coord.log a.log b.log)
+
+	# --- one line for the round
+	kills=none
+	if [ -n "$VICTIMS" ]; then
+		how="under the guests"
+		[ "$RESTART_NOW" = 1 ] || how="after them"
+		[[ " $VICTIMS " == *" coord "* && "$VICTIMS" == *[ab]* && $AGENTS_FIRST = 1 ]] && how="$how, agents first"
+		for v in a b; do
+			[[ " $VICTIMS " == *" $v "* ]] || continue
+			if [ "${SAMEPORT[$v]}" = 1 ]; then how="$how, $v same port"; else how="$how, $v new port"; fi
+		done
+		kills="${VICTIMS// /+}@${KILLED_AT:-?}ms restart@${RESTARTED_AT:-?}ms($how)"
+	fi
+	extra=""
+	[ "$CHURN" -ge 0 ] && extra=" churn=$CH_OLD->$CH_NEW@${T_CHURN}ms"
+	[ -n "$SCR_PID" ] && extra="$extra scratch=$(grep -c '^C' "$SCR_OUT")c/$(grep -c '^D' "$SCR_OUT")d"
+	echo "chaos: seed=$SEED round=$ROUND kill=$kills$extra guests:${VERDICTS:- none}$([ $ROUND_FAILED = 1 ] && echo "  <-- FAILED")"
+
+	[ "$STOP" = 1 ] && [ ${#FAILS[@]} -gt 0 ] && break
+	now_ms; T_CHECKED=$((NOW - T0))
+
+	# --- repair: lost regions are deleted and made again (some are left
+	#     lost for a round: guests touching them must get SIGBUS), and now
+	#     and then an intact one is replaced, as in normal operation.
+	for ((s = 0; s < NSLOT; s++)); do
+		chaos_rand 100
+		if [ "${SLOST[$s]}" = ab ] || { [ -n "${SLOST[$s]}" ] && [ "$R" -lt 70 ]; } ||
+			{ [ -z "${SLOST[$s]}" ] && [ "$R" -lt 10 ]; }; then
+			if [ -n "${ACKED[${SNAME[$s]}]:-}" ]; then
+				chaos_region_delete "${SNAME[$s]}" && DELETED[${SNAME[$s]}]=1
+			fi
+			chaos_region_new "$s"
+		fi
+	done
+	now_ms
+	[ "$VERBOSE" = 1 ] && echo "    times (ms): guests-done=$T_GDONE$TT checked=$T_CHECKED repaired=$((NOW - T0))"
+done
+DONE=$((ROUND > ROUNDS ? ROUNDS : ROUND))
+ROUND=end
+echo "chaos: seed=$SEED rounds=$DONE guests=$N_GUESTS passed=$N_PASS sigbus=$N_SIGBUS clean_errors=$N_CLEAN wrong=$N_WRONG zero=$N_ZERO failures=${#FAILS[@]} time=$((SECONDS - T_START))s"
+chaos_keep
+if [ ${#FAILS[@]} -gt 0 ]; then
+	echo "chaos: ${#FAILS[@]} failures (replay with --seed $SEED):"
+	for f in "${FAILS[@]}"; do echo "  $f"; done
+	exit 1
+fi
+exit 0
