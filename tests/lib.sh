@@ -222,6 +222,8 @@ fp_coord_respawn() {
 	FP_COORD_PID=$!
 	FP_PIDS+=("$FP_COORD_PID")
 	fp_wait_file "$FP_TMP/coord.addr" || fp_fail "coordinator did not start again"
+	[ "$(head -n1 "$FP_TMP/coord.addr")" = "$FP_COORD" ] ||
+		fp_fail "coordinator came back on $(head -n1 "$FP_TMP/coord.addr"), not $FP_COORD"
 }
 
 # fp_node_id NAME: the node id the coordinator gives agent NAME now.

@@ -112,15 +112,6 @@ chaos_pick() {
 	shift "$R"
 	R=$1
 }
-# chaos_wait_marker FILE REGEX SECS: until a line of FILE matches.
-chaos_wait_marker() {
-	local i
-	for ((i = 0; i < $3 * 100; i++)); do
-		grep -qE "$2" "$1" 2>/dev/null && return 0
-		sleep 0.01
-	done
-	return 1
-}
 now_ms() {
 	local t=${EPOCHREALTIME//[.,]/}
 	NOW=$((t / 1000))
@@ -196,19 +187,10 @@ chaos_kill() { # a|b|coord
 	wait "$p" 2>/dev/null
 	forget_pid "$p"
 }
-# The coordinator again, on the same address and data dir. Defined here
-# rather than in lib.sh so that this test owns all of its code.
+# The coordinator again, on the same address and data dir.
 chaos_coord_restart() {
-	rm -f "$FP_TMP/coord.addr"
-	${FP_HOST_RUN[A]} "$FP_COORD_BIN" --listen "$FP_COORD" \
-		--addr-file "$FP_TMP/coord.addr" --data-dir "$FP_TMP/coord" \
-		--log-level "${FP_LOG_LEVEL:-info}" >>"$FP_TMP/coord.log" 2>&1 &
-	FP_COORD_PID=$!
-	COORD_PID=$!
-	FP_PIDS+=("$!")
-	fp_wait_file "$FP_TMP/coord.addr" || fp_fail "coordinator did not come back on $FP_COORD"
-	[ "$(head -n1 "$FP_TMP/coord.addr")" = "$FP_COORD" ] ||
-		fp_fail "coordinator came back on $(head -n1 "$FP_TMP/coord.addr"), not $FP_COORD"
+	fp_coord_respawn A
+	COORD_PID=$FP_COORD_PID
 }
 # chaos_node_spawn NAME SAMEPORT: agent NAME again, under the same name
 # (SAMEPORT=1: on its old data port), as fp_node_start starts it, without
@@ -268,11 +250,9 @@ chaos_restart() {
 }
 # ID[a], ID[b]: node ids as the coordinator has them now.
 chaos_ids() {
-	local j n
-	j=$(fp_cli A a status --json 2>/dev/null) || return 1
+	local n
 	for n in a b; do
-		ID[$n]=$(echo "$j" | tr '{' '\n' | grep "\"name\": \"$n\"" |
-			sed -n 's/.*"id": \([0-9]*\).*/\1/p' | head -n1)
+		ID[$n]=$(fp_node_id $n)
 		[ -n "${ID[$n]}" ] || return 1
 	done
 }
@@ -551,7 +531,7 @@ for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
 	KILLED_AT="" RESTARTED_AT=""
 	if [ -n "$VICTIMS" ]; then
 		if [ "$NG" -gt 0 ]; then
-			chaos_wait_marker "${G_OUT[1]}" '^chaos-guest: started' 10 ||
+			fp_wait_log "${G_OUT[1]}" '^chaos-guest: started' 10 ||
 				chaos_failure "guest 1 did not start within 10 s"
 		fi
 		ms_s "$T_KILL"; sleep "$S"
