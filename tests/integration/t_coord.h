@@ -13,11 +13,13 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -259,6 +261,84 @@ static inline int t_log_count(const struct t_coord *tc, const char *needle)
 		n += strstr(line, needle) != NULL;
 	fclose(f);
 	return n;
+}
+
+/*
+ * Waits until the coordinator's log has @count lines containing @needle,
+ * polling every 10 ms; @max_ms only bounds a hang. Returns 0, or -1 (after
+ * saying so) if they never come.
+ */
+static inline int t_wait_log(const struct t_coord *tc, const char *needle,
+			     int count, unsigned int max_ms)
+{
+	uint64_t deadline = t_now_ms() + max_ms;
+
+	for (;;) {
+		if (t_log_count(tc, needle) >= count)
+			return 0;
+		if (t_now_ms() >= deadline)
+			break;
+		t_sleep_ms(10);
+	}
+	fprintf(stderr, "'%s' logged %d times after %u ms, expected %d\n",
+		needle, t_log_count(tc, needle), max_ms, count);
+	return -1;
+}
+
+/*
+ * Waits for the coordinator to close @fd: read() returns 0 (or the reset
+ * that unread input causes). An ERROR reply before it is allowed. Returns
+ * 0, or -1 if the connection is still open after @timeout_ms.
+ */
+static inline int t_wait_closed(int fd, int timeout_ms)
+{
+	uint64_t deadline = t_now_ms() + (uint64_t)timeout_ms;
+	uint8_t buf[4096];
+
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		uint64_t now = t_now_ms();
+		ssize_t n;
+
+		if (now >= deadline)
+			return -1;
+		if (poll(&pfd, 1, (int)(deadline - now)) <= 0)
+			continue;
+		n = read(fd, buf, sizeof(buf));
+		if (n == 0)
+			return 0;
+		if (n < 0 && errno == ECONNRESET)
+			return 0;
+		if (n < 0 && errno != EINTR && errno != EAGAIN)
+			return -1;
+	}
+}
+
+/*
+ * Waits until the coordinator has run its periodic check (lease expiries,
+ * then cutting connections that hold half a frame too long) at least once
+ * after this call starts. Nothing else shows that a check ran, so this
+ * makes one observable: a new connection sends half a frame, and the check
+ * that cuts it also checked the leases after the half frame arrived. Needs
+ * a short --frame-timeout-ms; @max_ms only bounds a hang. Returns 0 or -1.
+ */
+static inline int t_coord_tick_wait(const struct t_coord *tc,
+				    unsigned int max_ms)
+{
+	static const uint8_t half[] = { 0, 0, 0, 100, 0xa1 };
+	int fd = t_connect(tc);
+	int ret = -1;
+
+	if (fd < 0)
+		return -1;
+	if (send(fd, half, sizeof(half), MSG_NOSIGNAL) != (ssize_t)sizeof(half))
+		fprintf(stderr, "tick probe: send: %s\n", strerror(errno));
+	else if (t_wait_closed(fd, (int)max_ms))
+		fprintf(stderr, "tick probe: not cut within %u ms\n", max_ms);
+	else
+		ret = 0;
+	close(fd);
+	return ret;
 }
 
 static inline int t_join(int fd, const char *name, uint64_t pool,

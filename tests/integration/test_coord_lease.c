@@ -28,6 +28,34 @@ static int t_node_up(int fd, uint64_t id, uint64_t *lease_left)
 	return up;
 }
 
+/*
+ * Waits until the coordinator's clock has moved on by @ms: the lease left
+ * of node @id, as NODE_LIST reports it, has shrunk by @ms from its first
+ * reading here. It paces the heartbeat loops by the coordinator's time
+ * instead of ours; the node must stay up meanwhile. Returns 0, or -1 if it
+ * went down, or the lease left never shrinks (a generous bound).
+ */
+static int t_lease_used(int fd, uint64_t id, uint64_t ms)
+{
+	uint64_t deadline = t_now_ms() + 10000, first = 0, left = 0;
+	int up;
+
+	for (int i = 0; t_now_ms() < deadline; i++) {
+		up = t_node_up(fd, id, i ? &left : &first);
+		if (up != 1) {
+			fprintf(stderr, "node %llu down while heartbeating\n",
+				(unsigned long long)id);
+			return -1;
+		}
+		if (i && left + ms <= first)
+			return 0;
+		t_sleep_ms(5);
+	}
+	fprintf(stderr, "lease left stays at %llu ms (from %llu)\n",
+		(unsigned long long)left, (unsigned long long)first);
+	return -1;
+}
+
 /* Polls until node @id is @want (up or down); generous bound. */
 static int t_wait_state(int fd, uint64_t id, int want, unsigned int max_ms)
 {
@@ -43,7 +71,9 @@ static int t_wait_state(int fd, uint64_t id, int want, unsigned int max_ms)
 
 static int t_run(struct t_coord *tc)
 {
-	static const char *const lease[] = { "--lease-ms", "300", NULL };
+	/* A short frame timeout for t_coord_tick_wait(). */
+	static const char *const lease[] = { "--lease-ms", "300",
+					     "--frame-timeout-ms", "50", NULL };
 	uint64_t id = 0, left = 0, t0, waited;
 	struct msg req, rep;
 	int fd = -1, ret = -1;
@@ -64,14 +94,16 @@ static int t_run(struct t_coord *tc)
 		(unsigned long long)rep.lease_ms);
 	msg_fini(&rep);
 
-	/* Heartbeating at a sixth of the lease: up all along. */
+	/* Heartbeating at a sixth of the lease: up all along (20 times: over
+	 * three leases by the coordinator's clock). */
 	for (int i = 0; i < 20; i++) {
 		T_CHECK(t_heartbeat(fd, id, 0x5eed) == 0, "heartbeat");
 		T_CHECK(t_node_up(fd, id, &left) == 1,
 			"down while heartbeating");
 		T_CHECK(left > 0 && left <= T_LEASE_MS, "lease left %llu",
 			(unsigned long long)left);
-		t_sleep_ms(T_LEASE_MS / 6);
+		T_CHECK(t_lease_used(fd, id, T_LEASE_MS / 6) == 0,
+			"down while heartbeating");
 	}
 
 	/* Silence: down within about a lease (poll with a wide margin). */
@@ -82,9 +114,15 @@ static int t_run(struct t_coord *tc)
 		"down node with lease %llu", (unsigned long long)left);
 	fprintf(stderr, "node went down %llu ms after its last heartbeat\n",
 		(unsigned long long)waited);
-	/* The 100 ms check logs it, once. */
+	/*
+	 * The 100 ms check logs it, once: wait for the line, then for two
+	 * more checks, which would have logged it again if it were logged
+	 * per check or flapped (a duplicate can only come from a later one).
+	 */
 	T_CHECK(t_wait_state(fd, id, 0, 1000) == 0, "flapping");
-	t_sleep_ms(500);
+	T_CHECK(t_wait_log(tc, "is down", 1, 5000) == 0, "down not logged");
+	for (int i = 0; i < 2; i++)
+		T_CHECK(t_coord_tick_wait(tc, 5000) == 0, "no lease check ran");
 	T_CHECK(t_log_count(tc, "is down") == 1, "'is down' logged %d times",
 		t_log_count(tc, "is down"));
 
@@ -93,9 +131,14 @@ static int t_run(struct t_coord *tc)
 	T_CHECK(t_node_up(fd, id, NULL) == 1, "not up after a heartbeat");
 	for (int i = 0; i < 12; i++) {
 		T_CHECK(t_heartbeat(fd, id, 0x5eed) == 0, "heartbeat");
-		t_sleep_ms(T_LEASE_MS / 6);
+		T_CHECK(t_lease_used(fd, id, T_LEASE_MS / 6) == 0,
+			"down while heartbeating");
 	}
 	T_CHECK(t_node_up(fd, id, NULL) == 1, "down while heartbeating");
+	/* A check logs it; still once after two more checks. */
+	T_CHECK(t_wait_log(tc, "is up again", 1, 5000) == 0, "up not logged");
+	for (int i = 0; i < 2; i++)
+		T_CHECK(t_coord_tick_wait(tc, 5000) == 0, "no lease check ran");
 	T_CHECK(t_log_count(tc, "is up again") == 1,
 		"'is up again' logged %d times",
 		t_log_count(tc, "is up again"));
