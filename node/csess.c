@@ -164,6 +164,17 @@ int csess_call(struct csess *s, const struct msg *req, struct msg *rep)
 	return ret;
 }
 
+/* As csess_call(), and an answer of another type than @want is -EBADMSG. */
+static int csess_call_want(struct csess *s, const struct msg *req,
+			   struct msg *rep, enum msg_type want)
+{
+	int ret = csess_call(s, req, rep);
+
+	if (!ret && rep->type != want)
+		ret = -EBADMSG;
+	return ret;
+}
+
 /* ---- layout cache ---- */
 
 static struct csess_cached **csess_cache_find(struct csess *s, const char *name)
@@ -274,9 +285,7 @@ static int csess_nodes_refresh(struct csess *s)
 	int ret;
 
 	msg_init(&req, MSG_T_NODE_LIST);
-	ret = csess_call(s, &req, &nodes);
-	if (!ret && nodes.type != MSG_T_NODES)
-		ret = -EBADMSG;
+	ret = csess_call_want(s, &req, &nodes, MSG_T_NODES);
 	if (ret) {
 		msg_fini(&nodes);
 		return ret;
@@ -360,9 +369,7 @@ static int csess_regions_sync(struct csess *s, uint64_t epoch)
 	int ret;
 
 	msg_init(&req, MSG_T_REGION_LIST);
-	ret = csess_call(s, &req, &rep);
-	if (!ret && rep.type != MSG_T_REGIONS)
-		ret = -EBADMSG;
+	ret = csess_call_want(s, &req, &rep, MSG_T_REGIONS);
 	if (ret) {
 		msg_fini(&rep);
 		return ret;
@@ -414,9 +421,7 @@ static int csess_join(struct csess *s)
 	msg_strset(req.data_addr, sizeof(req.data_addr), a->data_addr);
 	req.pool_size = a->pool.size;
 	req.instance = a->instance;
-	ret = csess_call(s, &req, &rep);
-	if (!ret && rep.type != MSG_T_NODE_JOINED)
-		ret = -EBADMSG;
+	ret = csess_call_want(s, &req, &rep, MSG_T_NODE_JOINED);
 	if (ret) {
 		if (!csess_err_is_link(ret) || ret == -EBADMSG)
 			log_errno(ret, "join as %s: %s", a->cfg.name,
@@ -625,9 +630,7 @@ static void csess_lookup_run(struct csess *s, const struct csess_job *j)
 		goto out;
 	msg_init(&req, MSG_T_REGION_GET);
 	msg_strset(req.name, sizeof(req.name), j->name);
-	ret = csess_call(s, &req, &r->region);
-	if (!ret && r->region.type != MSG_T_REGION)
-		ret = -EBADMSG;
+	ret = csess_call_want(s, &req, &r->region, MSG_T_REGION);
 	if (!ret) {
 		csess_cache_put(s, &r->region);
 		csess_nodes_ensure(s, &r->region);

@@ -122,18 +122,26 @@ fp_hosts_netns() {
 	return 0
 }
 
+# fp_coord_spawn HOST LISTEN DIR [flags]: a coordinator on HOST, waits for
+# its address file (FP_COORD_PID; the address is in $FP_TMP/coord.addr).
+fp_coord_spawn() {
+	local h=$1 listen=$2 dir=$3
+	shift 3
+	rm -f "$FP_TMP/coord.addr"
+	${FP_HOST_RUN[$h]} "$FP_COORD_BIN" --listen "$listen" \
+		--addr-file "$FP_TMP/coord.addr" --data-dir "$dir" \
+		--log-level "${FP_LOG_LEVEL:-info}" "$@" >>"$FP_TMP/coord.log" 2>&1 &
+	FP_COORD_PID=$!
+	FP_PIDS+=("$FP_COORD_PID")
+	fp_wait_file "$FP_TMP/coord.addr" || fp_fail "coordinator did not start on $listen"
+}
+
 # fp_coord_start HOST [extra flags]
 fp_coord_start() {
 	local h=$1
 	shift
 	FP_COORD_HOST=$h
-	rm -f "$FP_TMP/coord.addr"
-	${FP_HOST_RUN[$h]} "$FP_COORD_BIN" --listen "${FP_HOST_IP[$h]}:0" \
-		--addr-file "$FP_TMP/coord.addr" --data-dir "$FP_TMP/coord" \
-		--log-level "${FP_LOG_LEVEL:-info}" "$@" >>"$FP_TMP/coord.log" 2>&1 &
-	FP_COORD_PID=$!
-	FP_PIDS+=("$FP_COORD_PID")
-	fp_wait_file "$FP_TMP/coord.addr" || fp_fail "coordinator did not start"
+	fp_coord_spawn "$h" "${FP_HOST_IP[$h]}:0" "$FP_TMP/coord" "$@"
 	FP_COORD=$(head -n1 "$FP_TMP/coord.addr")
 }
 
@@ -215,13 +223,7 @@ fp_coord_respawn() {
 		dir=$FP_TMP/coord.fresh.$RANDOM$RANDOM
 		shift
 	fi
-	rm -f "$FP_TMP/coord.addr"
-	${FP_HOST_RUN[$h]} "$FP_COORD_BIN" --listen "$FP_COORD" \
-		--addr-file "$FP_TMP/coord.addr" --data-dir "$dir" \
-		--log-level "${FP_LOG_LEVEL:-info}" "$@" >>"$FP_TMP/coord.log" 2>&1 &
-	FP_COORD_PID=$!
-	FP_PIDS+=("$FP_COORD_PID")
-	fp_wait_file "$FP_TMP/coord.addr" || fp_fail "coordinator did not start again"
+	fp_coord_spawn "$h" "$FP_COORD" "$dir" "$@"
 	[ "$(head -n1 "$FP_TMP/coord.addr")" = "$FP_COORD" ] ||
 		fp_fail "coordinator came back on $(head -n1 "$FP_TMP/coord.addr"), not $FP_COORD"
 }

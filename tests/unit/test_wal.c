@@ -636,6 +636,27 @@ static void t_handle(struct coord *c, struct msg *req, struct msg *rep)
 }
 
 /*
+ * A heartbeat of node 1 (instance 7) that has synced @c's epoch, with the
+ * extents @ack asked to clear (taken from it) when not NULL.
+ */
+static void t_heartbeat_req(struct msg *req, const struct coord *c,
+			    struct msg *ack)
+{
+	msg_init(req, MSG_T_HEARTBEAT);
+	req->node = 1;
+	req->instance = 7;
+	req->epoch = c->epoch;
+	req->cid = c->cid;
+	if (!ack)
+		return;
+	req->extents = ack->extents;
+	req->n_extents = ack->n_extents;
+	ack->extents = NULL;
+	ack->n_extents = 0;
+	msg_fini(ack);
+}
+
+/*
  * A deleted region's extents stay taken across restarts (wal and snapshot)
  * until their owner reports them cleared; that report is durable too.
  */
@@ -670,24 +691,11 @@ static void test_wal_scrub_durable(void **state)
 		assert_int_equal(rep.err, EAGAIN);
 		msg_fini(&rep);
 		/* a syncs the delete, is asked to clear, reports it done. */
-		msg_init(&req, MSG_T_HEARTBEAT);
-		req.node = 1;
-		req.instance = 7;
-		req.epoch = c->epoch;
-		req.cid = c->cid;
+		t_heartbeat_req(&req, c, NULL);
 		t_handle(c, &req, &ack);
 		assert_int_equal(ack.type, MSG_T_HEARTBEAT_ACK);
 		assert_int_equal(ack.n_extents, 2);
-		msg_init(&req, MSG_T_HEARTBEAT);
-		req.node = 1;
-		req.instance = 7;
-		req.epoch = ack.epoch;
-		req.cid = ack.cid;
-		req.extents = ack.extents;
-		req.n_extents = ack.n_extents;
-		ack.extents = NULL;
-		ack.n_extents = 0;
-		msg_fini(&ack);
+		t_heartbeat_req(&req, c, &ack);
 		t_handle(c, &req, &rep);
 		msg_fini(&rep);
 		coord_destroy(c);
