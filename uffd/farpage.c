@@ -279,9 +279,8 @@ static int farpage_poison_remote(struct farpage_map *m)
 				  i);
 		m->poison_next = end;
 	}
-	log_err("region %s: agent gone for %u ms; %llu pages not yet fetched "
-		"now raise SIGBUS",
-		m->name, m->agent_timeout_ms, (unsigned long long)m->poisoned);
+	log_info("region %s: %llu pages poisoned", m->name,
+		 (unsigned long long)m->poisoned);
 	return 0;
 }
 
@@ -481,6 +480,12 @@ static int farpage_orphan(struct farpage_map *m)
 						m->name);
 					abort();
 				}
+				/* Said first: the sweep may end early (an
+				 * unmap) once a thread got its SIGBUS. */
+				log_err("region %s: agent gone for %u ms; "
+					"pages "
+					"not yet fetched now raise SIGBUS",
+					m->name, m->agent_timeout_ms);
 				m->poison_next = (uint64_t)(uintptr_t)m->base;
 				atomic_store(&m->state, MAP_POISONING);
 				continue;
