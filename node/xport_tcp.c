@@ -43,9 +43,9 @@
  * TCP's retransmission backoff (seconds, growing) after the link is back.
  * The owner's kernel acknowledges also while the owner process is stopped. */
 #define XPORT_TCP_USER_TIMEOUT_MS 1500u
-#define XPORT_TCP_PAGE		     4096u
-#define XPORT_TCP_HELLO_TAG	     0
-#define XPORT_TCP_NIL		     UINT32_MAX
+#define XPORT_TCP_PAGE		  4096u
+#define XPORT_TCP_HELLO_TAG	  0
+#define XPORT_TCP_NIL		  UINT32_MAX
 /* destroy(): how long to wait for our cancelled requests' CQEs */
 #define XPORT_TCP_REAP_WAIT_MS 5000u
 

@@ -127,8 +127,8 @@ static void t_clear_all(struct coord *c, const uint64_t *insts, uint32_t n)
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		t_hb(c, i + 1, insts[i], epoch, cid, NULL, 0, &ack);
-		t_hb(c, i + 1, insts[i], epoch, cid, ack.extents,
-		     ack.n_extents, &ack2);
+		t_hb(c, i + 1, insts[i], epoch, cid, ack.extents, ack.n_extents,
+		     &ack2);
 		assert_int_equal(ack2.n_extents, 0);
 		msg_fini(&ack);
 		msg_fini(&ack2);
