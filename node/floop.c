@@ -191,6 +191,7 @@ struct floop {
 
 	/* loop thread only */
 	int wake_want;	/* no SQE to arm the wakeup read: again soon */
+	int maps_want;	/* some mapping's poll (or its removal) too */
 	int timer_want; /* ... the tick */
 	uint64_t last_tick_ms;
 	struct req timer_req; /* REQ_TIMER */
@@ -320,6 +321,7 @@ static void floop_map_poll(struct floop *f, struct fmap *m)
 	if (!sqe) {
 		/* Never give up: an unpolled uffd is a guest never served. */
 		m->poll_want = 1;
+		f->maps_want = 1;
 		return;
 	}
 	io_uring_prep_poll_add(sqe, m->uffd, POLLIN);
@@ -333,8 +335,10 @@ static void floop_map_poll_remove(struct floop *f, struct fmap *m)
 	struct io_uring_sqe *sqe = floop_sqe(f);
 
 	m->remove_want = !sqe;
-	if (!sqe)
+	if (!sqe) {
+		f->maps_want = 1;
 		return;
+	}
 	io_uring_prep_poll_remove(sqe, (__u64)(uintptr_t)&m->preq);
 	io_uring_sqe_set_data(sqe, NULL);
 }
@@ -1612,14 +1616,18 @@ static int floop_rearm(struct floop *f)
 	if (f->timer_want)
 		floop_arm_timer(f);
 	want = f->wake_want || f->timer_want;
+	/* Walked only when a mapping was left unarmed: not on every pass. */
+	if (!f->maps_want)
+		return want;
+	f->maps_want = 0;
 	for (struct fmap *m = f->maps; m; m = m->next) {
 		if (m->poll_want)
 			floop_map_poll(f, m);
 		if (m->remove_want && m->poll_armed)
 			floop_map_poll_remove(f, m);
-		want |= m->poll_want || (m->remove_want && m->poll_armed);
 	}
-	return want;
+	/* Set again by any that still found no SQE. */
+	return want || f->maps_want;
 }
 
 static void floop_cqe(struct floop *f, struct io_uring_cqe *cqe)
