@@ -1096,13 +1096,16 @@ static int coord_scrub_cleared(struct coord *c, struct coord_node *n,
 static int coord_heartbeat_ack(struct coord *c, struct coord_node *n,
 			       struct msg *rep, uint64_t now)
 {
-	uint64_t seen = coord_seen_epoch_min(c, now);
+	uint64_t seen;
 	uint32_t k = 0;
 
 	msg_init(rep, MSG_T_HEARTBEAT_ACK);
 	rep->epoch = c->epoch;
 	rep->ngen = c->ngen;
 	rep->cid = c->cid;
+	if (!n->n_scrub)
+		return 0; /* the usual case: no walk over every node */
+	seen = coord_seen_epoch_min(c, now);
 	for (uint32_t i = 0; i < n->n_scrub; i++)
 		k += n->scrub[i].epoch <= seen;
 	if (!k)
