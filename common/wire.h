@@ -10,6 +10,10 @@
  *        the server replies status 0 and aux = its instance, or ESTALE.
  * READ:  len bytes (1..WIRE_LEN_MAX) at pool offset off; the reply carries
  *        status 0 and len bytes of data, or a status errno and no data.
+ * WRITE: len bytes (1..WIRE_LEN_MAX) of data follow the header, for pool
+ *        offset off; the reply (len 0) carries status 0 once the bytes are
+ *        in the owner's pool, or a status errno (nothing was written; the
+ *        data bytes were read and dropped, the stream stays in step).
  */
 #ifndef COMMON_WIRE_H
 #define COMMON_WIRE_H
@@ -23,6 +27,7 @@
 enum wire_op {
 	WIRE_OP_HELLO = 1,
 	WIRE_OP_READ = 2,
+	WIRE_OP_WRITE = 3,
 };
 
 struct wire_hdr {

@@ -105,6 +105,15 @@ struct xport_ops {
 	 */
 	int (*read)(struct xport_peer *p, uint64_t off, uint32_t len, void *dst,
 		    uint64_t tag);
+	/*
+	 * Posts a write of @len bytes (multiple of 4096, <= 1 MiB) from @src
+	 * to pool offset @off of the peer; the caller leaves @src alone until
+	 * done. done(0) means the bytes are in the owner's pool; done(<0)
+	 * that they may not be (the caller writes them again). Same returns
+	 * as read.
+	 */
+	int (*write)(struct xport_peer *p, uint64_t off, uint32_t len,
+		     const void *src, uint64_t tag);
 	/* Handles a CQE whose struct req (op REQ_XPORT) this transport owns. */
 	void (*on_cqe)(struct xport *x, struct io_uring_cqe *cqe);
 	/* Periodic: reconnects DOWN peers with backoff. */
