@@ -219,6 +219,8 @@ static const struct msg_field msg_fields[MSG_F__MAX] = {
 	[MSG_F_NGEN] = F_U64(msg, "ngen", ngen, 0, UINT64_MAX),
 	[MSG_F_EXTENTS] =
 		F_RECS(msg, "extents", extents, n_extents, msg_extent_rec),
+	[MSG_F_LEASE] = F_U64(msg, "wlease", lease, 1, UINT64_MAX),
+	[MSG_F_CACHE] = F_LIST(msg, "cache", cache, n_cache, 0, UINT64_MAX),
 };
 
 #define B(f) MSG_BIT(MSG_F_##f)
@@ -231,6 +233,7 @@ static const struct msg_field msg_fields[MSG_F__MAX] = {
 	(B(NODE) | B(FAULTS) | B(REMOTE) | B(LOCAL) | B(ERRORS) | B(POISONED))
 #define JOIN_REQ   (B(NAME) | B(DATA_ADDR) | B(POOL_SIZE) | B(INSTANCE))
 #define REGION_REQ (B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(EPOCH))
+#define WLEASE_REQ (B(NAME) | B(NODE) | B(LEASE))
 
 /*
  * The schema: which fields each type carries and which of those must be
@@ -263,20 +266,26 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 	[MSG_T_ENDPOINT] = { "endpoint", EP_FIELDS, EP_FIELDS },
 	[MSG_T_MR_PUT] = { "mr_put", B(NODE) | B(MR_ADDR) | B(RKEY) | B(MR_LEN),
 			   B(NODE) | B(MR_ADDR) | B(RKEY) | B(MR_LEN) },
-	[MSG_T_MAP] = { "map", B(NAME), B(NAME) },
+	[MSG_T_MAP] = { "map", B(NAME) | B(FLAGS), B(NAME) },
 	[MSG_T_MAP_LAYOUT] = { "map_layout",
-			       LAYOUT_REQ | B(CHUNKS) | B(INSTANCE) | B(CID),
+			       LAYOUT_REQ | B(CHUNKS) | B(INSTANCE) | B(CID) |
+				       B(FLAGS),
 			       LAYOUT_REQ },
 	[MSG_T_MAP_UFFD] = { "map_uffd", B(BASE) | B(FEATURES) | B(FLAGS),
 			     B(BASE) | B(FEATURES) },
 	[MSG_T_AGENT_STATS] = { "agent_stats", 0, 0 },
-	[MSG_T_AGENT_STAT] = { "agent_stat", STAT_REQ | B(PEERS), STAT_REQ },
+	[MSG_T_AGENT_STAT] = { "agent_stat", STAT_REQ | B(PEERS) | B(CACHE),
+			       STAT_REQ },
 	[MSG_T_HEARTBEAT_ACK] = { "heartbeat_ack",
 				  B(EPOCH) | B(NGEN) | B(CID) | B(EXTENTS),
 				  B(EPOCH) | B(NGEN) | B(CID) },
 	[MSG_T_SCRUB] = { "scrub", B(NODE) | B(EPOCH) | B(EXTENTS),
 			  B(NODE) | B(EPOCH) },
 	[MSG_T_SCRUB_DONE] = { "scrub_done", B(NODE) | B(EXTENTS), B(NODE) },
+	[MSG_T_WRITE_LEASE] = { "write_lease", WLEASE_REQ | B(INSTANCE),
+				WLEASE_REQ | B(INSTANCE) },
+	[MSG_T_WRITE_RELEASE] = { "write_release", WLEASE_REQ, WLEASE_REQ },
+	[MSG_T_FLUSH] = { "flush", B(NAME), B(NAME) },
 };
 
 _Static_assert(MSG_F__MAX <= 64, "field ids must fit msg.present");

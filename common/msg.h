@@ -69,6 +69,12 @@ enum msg_type {
 	MSG_T_SCRUB,	  /* node, epoch, extents: freed by a delete at
 			     epoch, to be cleared by the owner before reuse */
 	MSG_T_SCRUB_DONE, /* node, extents: cleared by the owner, free */
+	/* write leases: request and change record alike */
+	MSG_T_WRITE_LEASE,   /* name, node, instance, lease -> OK or EBUSY */
+	MSG_T_WRITE_RELEASE, /* name, node, lease -> OK */
+	/* libfarpage/CLI <-> agent */
+	MSG_T_FLUSH, /* name -> OK once every page of its mappings here that
+			was dirty is home */
 	MSG_T__MAX,
 };
 
@@ -113,6 +119,8 @@ enum msg_field_id {
 			  data directory; another cid = other tables */
 	MSG_F_NGEN,    /* u64, changes whenever the node table does */
 	MSG_F_EXTENTS, /* list of struct msg_extent */
+	MSG_F_LEASE,   /* u64, write-lease id: random per writable mapping */
+	MSG_F_CACHE,   /* list of u64 cache figures (msg_cache_*) */
 	MSG_F__MAX,
 };
 
@@ -124,7 +132,13 @@ enum msg_field_id {
 					       background when the link is idle */
 /* handed over by a guest whose agent died: wake the whole range */
 #define MSG_MAP_RESUME (UINT64_C(1) << 1)
-#define MSG_MAP_FLAGS  (MSG_MAP_PREFETCH | MSG_MAP_RESUME)
+/* MAP and MAP_UFFD: a read-only mapping (no write lease, writes SIGSEGV) */
+#define MSG_MAP_RDONLY (UINT64_C(1) << 2)
+/* MAP_LAYOUT: remote chunks are to be mapped from the cache memfd (the
+ * second fd); MAP_UFFD: they are, registered MISSING|MINOR[|WP] */
+#define MSG_MAP_CACHE (UINT64_C(1) << 3)
+#define MSG_MAP_FLAGS \
+	(MSG_MAP_PREFETCH | MSG_MAP_RESUME | MSG_MAP_RDONLY | MSG_MAP_CACHE)
 
 /*
  * One chunk of a region: owner node, byte offset in its pool, and the
@@ -204,6 +218,7 @@ struct msg {
 	uint64_t flags;
 	uint64_t cid;
 	uint64_t ngen;
+	uint64_t lease;
 
 	/* Lists are heap arrays owned by the message; msg_fini() frees them. */
 	uint64_t *place;
@@ -220,6 +235,21 @@ struct msg {
 	uint32_t n_peers;
 	struct msg_extent *extents;
 	uint32_t n_extents;
+	uint64_t *cache; /* MSG_CACHE_* figures, indexed */
+	uint32_t n_cache;
+};
+
+/* AGENT_STAT's cache list: index -> figure (later ones may be absent) */
+enum msg_cache_fig {
+	MSG_CACHE_LIMIT = 0,  /* bytes the cache may hold */
+	MSG_CACHE_RESIDENT,   /* bytes of remote pages held */
+	MSG_CACHE_DIRTY,      /* bytes written, not yet home */
+	MSG_CACHE_HITS,	      /* faults on pages already held (MINOR) */
+	MSG_CACHE_MISSES,     /* faults that fetched */
+	MSG_CACHE_EVICTIONS,  /* pages dropped from the cache */
+	MSG_CACHE_WRITEBACKS, /* pages written home */
+	MSG_CACHE_WB_ERRORS,  /* write-backs that failed (retried) */
+	MSG_CACHE__MAX,
 };
 
 /* Zeroes @m and sets its type. */

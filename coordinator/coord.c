@@ -614,6 +614,31 @@ static int coord_apply_mr(struct coord *c, const struct msg *rec, char *why,
 	return 0;
 }
 
+static int coord_apply_writer(struct coord *c, const struct msg *rec, char *why,
+			      size_t why_len)
+{
+	struct coord_region *r = coord_region_find(c, rec->name);
+
+	if (!r) {
+		snprintf(why, why_len, "no region '%s'", rec->name);
+		return -ENOENT;
+	}
+	if (!coord_node_find(c, rec->node)) {
+		snprintf(why, why_len, "unknown node %llu",
+			 (unsigned long long)rec->node);
+		return -ENOENT;
+	}
+	if (rec->type == MSG_T_WRITE_LEASE) {
+		r->writer.node = rec->node;
+		r->writer.instance = rec->instance;
+		r->writer.lease = rec->lease;
+	} else if (r->writer.node == rec->node &&
+		   r->writer.lease == rec->lease) {
+		memset(&r->writer, 0, sizeof(r->writer));
+	}
+	return 0;
+}
+
 int coord_record_apply(struct coord *c, const struct msg *rec, char *why,
 		       size_t why_len)
 {
@@ -639,6 +664,9 @@ int coord_record_apply(struct coord *c, const struct msg *rec, char *why,
 		return coord_apply_scrub(c, rec, why, why_len);
 	case MSG_T_SCRUB_DONE:
 		return coord_apply_scrub_done(c, rec, why, why_len);
+	case MSG_T_WRITE_LEASE:
+	case MSG_T_WRITE_RELEASE:
+		return coord_apply_writer(c, rec, why, why_len);
 	default:
 		snprintf(why, why_len, "%s is not a change record",
 			 msg_type_name(rec->type));
@@ -748,6 +776,20 @@ int coord_records_dump(const struct coord *c,
 		m.epoch = r->epoch;
 		m.chunks = r->chunks;
 		m.n_chunks = r->n_chunks;
+		ret = emit(arg, &m);
+		if (ret)
+			return ret;
+	}
+	for (uint32_t i = 0; i < c->n_regions; i++) {
+		const struct coord_region *r = c->regions[i];
+
+		if (!r->writer.lease)
+			continue;
+		msg_init(&m, MSG_T_WRITE_LEASE);
+		memcpy(m.name, r->name, sizeof(m.name));
+		m.node = r->writer.node;
+		m.instance = r->writer.instance;
+		m.lease = r->writer.lease;
 		ret = emit(arg, &m);
 		if (ret)
 			return ret;
@@ -1505,6 +1547,97 @@ static int coord_on_mr_put(struct coord *c, const struct msg *req,
 	return 0;
 }
 
+/* The region's writer, if its lease still holds (else NULL). */
+static const struct coord_writer *
+coord_writer_live(const struct coord *c, const struct coord_region *r,
+		  uint64_t now)
+{
+	const struct coord_node *n;
+
+	if (!r->writer.lease)
+		return NULL;
+	n = coord_node_find(c, r->writer.node);
+	if (!n || now >= n->lease_end || n->instance != r->writer.instance)
+		return NULL;
+	return &r->writer;
+}
+
+/*
+ * A writable mapping asks for the region's write lease: granted (and
+ * logged) unless another live mapping holds it; asked again by the holder,
+ * it is simply granted.
+ */
+static int coord_on_write_lease(struct coord *c, const struct msg *req,
+				struct msg *rep, uint64_t now, int *fatal)
+{
+	const struct coord_region *r = coord_region_find(c, req->name);
+	const struct coord_node *n = coord_node_find(c, req->node);
+	const struct coord_writer *w;
+	struct msg rec;
+	int ret;
+
+	if (!r) {
+		msg_error(rep, -ENOENT, "no region '%s'", req->name);
+		return 0;
+	}
+	if (!n || n->instance != req->instance || now >= n->lease_end) {
+		msg_error(rep, -ESTALE,
+			  "node %llu is not up with instance %016llx: join "
+			  "first",
+			  (unsigned long long)req->node,
+			  (unsigned long long)req->instance);
+		return 0;
+	}
+	w = coord_writer_live(c, r, now);
+	if (w && (w->node != req->node || w->lease != req->lease)) {
+		const struct coord_node *h = coord_node_find(c, w->node);
+
+		msg_error(rep, -EBUSY,
+			  "region '%s' is mapped writable on node %llu (%s); "
+			  "map it read-only, or unmap it there first",
+			  r->name, (unsigned long long)w->node,
+			  h ? h->name : "?");
+		return 0;
+	}
+	if (!w) {
+		msg_init(&rec, MSG_T_WRITE_LEASE);
+		memcpy(rec.name, req->name, sizeof(rec.name));
+		rec.node = req->node;
+		rec.instance = req->instance;
+		rec.lease = req->lease;
+		ret = coord_change(c, &rec, rep, fatal);
+		if (ret)
+			return *fatal ? ret : 0;
+		log_info("region '%s': write lease to node %llu", req->name,
+			 (unsigned long long)req->node);
+	}
+	msg_init(rep, MSG_T_OK);
+	return 0;
+}
+
+static int coord_on_write_release(struct coord *c, const struct msg *req,
+				  struct msg *rep, int *fatal)
+{
+	const struct coord_region *r = coord_region_find(c, req->name);
+	struct msg rec;
+	int ret;
+
+	/* Released twice, or the region is gone: nothing to do. */
+	if (r && r->writer.node == req->node && r->writer.lease == req->lease) {
+		msg_init(&rec, MSG_T_WRITE_RELEASE);
+		memcpy(rec.name, req->name, sizeof(rec.name));
+		rec.node = req->node;
+		rec.lease = req->lease;
+		ret = coord_change(c, &rec, rep, fatal);
+		if (ret)
+			return *fatal ? ret : 0;
+		log_info("region '%s': write lease of node %llu released",
+			 req->name, (unsigned long long)req->node);
+	}
+	msg_init(rep, MSG_T_OK);
+	return 0;
+}
+
 int coord_msg_is_request(enum msg_type type)
 {
 	switch (type) {
@@ -1518,6 +1651,8 @@ int coord_msg_is_request(enum msg_type type)
 	case MSG_T_ENDPOINT_PUT:
 	case MSG_T_ENDPOINT_GET:
 	case MSG_T_MR_PUT:
+	case MSG_T_WRITE_LEASE:
+	case MSG_T_WRITE_RELEASE:
 		return 1;
 	default:
 		return 0;
@@ -1560,6 +1695,12 @@ int coord_handle(struct coord *c, const struct msg *req, struct msg *rep,
 		break;
 	case MSG_T_MR_PUT:
 		coord_on_mr_put(c, req, rep, &fatal);
+		break;
+	case MSG_T_WRITE_LEASE:
+		coord_on_write_lease(c, req, rep, now_ms, &fatal);
+		break;
+	case MSG_T_WRITE_RELEASE:
+		coord_on_write_release(c, req, rep, &fatal);
 		break;
 	default:
 		return -EPROTO;

@@ -52,6 +52,17 @@ struct coord_node {
 	uint64_t seen_epoch;
 };
 
+/*
+ * The write lease of a region: at most one writable mapping cluster-wide.
+ * It holds while its node's lease does and the node runs the same agent
+ * instance; lease 0 = none.
+ */
+struct coord_writer {
+	uint64_t node;
+	uint64_t instance;
+	uint64_t lease;
+};
+
 struct coord_region {
 	char name[MSG_NAME_MAX];
 	uint64_t size;
@@ -59,6 +70,7 @@ struct coord_region {
 	uint64_t epoch;
 	struct msg_chunk *chunks;
 	uint32_t n_chunks;
+	struct coord_writer writer;
 };
 
 struct coord_endpoint {
@@ -100,6 +112,9 @@ struct coord {
  *   MSG_T_SCRUB_DONE        node, extents: cleared by the owner, now free
  *   MSG_T_ENDPOINT_PUT      endpoint of (node, peer)
  *   MSG_T_MR_PUT            pool MR of node
+ *   MSG_T_WRITE_LEASE       name, node, instance, lease: the region's
+ *                           writer (replaces any)
+ *   MSG_T_WRITE_RELEASE     name, node, lease: no writer, if it was that one
  * On failure nothing changed. Returns 0, -ENOENT (unknown node or region),
  * -EEXIST, -EINVAL (values that do not fit the tables), -ENOSPC (overlapping
  * extents, too many entries) or -ENOMEM; @why gets a text when non-NULL.
@@ -109,8 +124,8 @@ int coord_record_apply(struct coord *c, const struct msg *rec, char *why,
 
 /*
  * Writes every table row as change records (the above) through @emit, in an
- * order coord_record_apply() accepts: nodes, regions, scrub entries,
- * endpoints. Returns 0 or the first error of @emit.
+ * order coord_record_apply() accepts: nodes, regions, write leases, scrub
+ * entries, endpoints. Returns 0 or the first error of @emit.
  */
 int coord_records_dump(const struct coord *c,
 		       int (*emit)(void *arg, const struct msg *rec),

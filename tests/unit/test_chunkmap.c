@@ -614,6 +614,85 @@ static void test_chunkmap_rejoin_endpoints(void **state)
 	assert_int_equal(c->n_nodes, 2);
 }
 
+/* Asks region @name's write lease for @node/@inst/@lease at @now. */
+static void t_wlease(struct coord *c, const char *name, uint64_t node,
+		     uint64_t inst, uint64_t lease, uint64_t now, int want_err,
+		     const char *text_has)
+{
+	struct msg req, rep;
+
+	msg_init(&req, MSG_T_WRITE_LEASE);
+	strcpy(req.name, name);
+	req.node = node;
+	req.instance = inst;
+	req.lease = lease;
+	t_call(c, &req, &rep, now, want_err);
+	if (text_has && !strstr(rep.text, text_has))
+		fail_msg("error text '%s' lacks '%s'", rep.text, text_has);
+	msg_fini(&rep);
+}
+
+static void t_wrelease(struct coord *c, const char *name, uint64_t node,
+		       uint64_t lease)
+{
+	struct msg req, rep;
+
+	msg_init(&req, MSG_T_WRITE_RELEASE);
+	strcpy(req.name, name);
+	req.node = node;
+	req.lease = lease;
+	t_call(c, &req, &rep, T_NOW, 0);
+	assert_int_equal(rep.type, MSG_T_OK);
+	msg_fini(&rep);
+}
+
+/*
+ * One writable mapping per region: a second is refused naming the holder;
+ * the holder may ask again; a release, the holder's node going down or its
+ * agent restarting frees it; a delete drops it with the region.
+ */
+static void test_chunkmap_write_lease(void **state)
+{
+	struct coord *c = *state;
+	struct msg rep;
+
+	t_join(c, "a", 64 * MIB, 11, T_NOW);
+	t_join(c, "b", 64 * MIB, 22, T_NOW);
+	t_create(c, "r", 8 * MIB, 2 * MIB, NULL, 0, 0, &rep, 0);
+	msg_fini(&rep);
+	t_wlease(c, "nope", 1, 11, 5, T_NOW, -ENOENT, "nope");
+	t_wlease(c, "r", 1, 99, 5, T_NOW, -ESTALE, NULL);
+	t_wlease(c, "r", 1, 11, 5, T_NOW, 0, NULL);
+	t_wlease(c, "r", 1, 11, 5, T_NOW, 0, NULL);
+	/* another mapping, on the same node or another */
+	t_wlease(c, "r", 1, 11, 6, T_NOW, -EBUSY, "node 1 (a)");
+	t_wlease(c, "r", 2, 22, 7, T_NOW, -EBUSY, "node 1 (a)");
+	/* a release by the wrong mapping changes nothing */
+	t_wrelease(c, "r", 2, 7);
+	t_wlease(c, "r", 2, 22, 7, T_NOW, -EBUSY, NULL);
+	t_wrelease(c, "r", 1, 5);
+	t_wrelease(c, "r", 1, 5);
+	t_wlease(c, "r", 2, 22, 7, T_NOW, 0, NULL);
+	assert_int_equal(c->regions[0]->writer.node, 2);
+
+	/* b's lease runs out: a may write; b, back, is refused */
+	t_heartbeat(c, 1, 11, T_NOW + 4000, 0);
+	t_wlease(c, "r", 1, 11, 8, T_NOW + 6000, 0, NULL);
+	t_heartbeat(c, 2, 22, T_NOW + 6000, 0);
+	t_wlease(c, "r", 2, 22, 7, T_NOW + 6000, -EBUSY, "node 1 (a)");
+
+	/* a's agent restarts (new instance): its lease is void */
+	t_join(c, "a", 64 * MIB, 12, T_NOW + 6000);
+	t_wlease(c, "r", 2, 22, 7, T_NOW + 6000, 0, NULL);
+
+	t_delete(c, "r", 0);
+	t_wlease(c, "r", 2, 22, 7, T_NOW + 6000, -ENOENT, NULL);
+	t_create(c, "r", 8 * MIB, 2 * MIB, NULL, 0, 0, &rep, 0);
+	msg_fini(&rep);
+	assert_int_equal(c->regions[0]->writer.lease, 0);
+	t_wlease(c, "r", 1, 12, 9, T_NOW + 6000, 0, NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -629,6 +708,7 @@ int main(void)
 		T(test_chunkmap_unknown),
 		T(test_chunkmap_get_list_epochs),
 		T(test_chunkmap_rejoin_endpoints),
+		T(test_chunkmap_write_lease),
 #undef T
 	};
 

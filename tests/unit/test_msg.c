@@ -49,17 +49,20 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_ENDPOINT_GET] = B(NODE) | B(PEER),
 	[MSG_T_ENDPOINT] = EP_FIELDS,
 	[MSG_T_MR_PUT] = B(NODE) | B(MR_ADDR) | B(RKEY) | B(MR_LEN),
-	[MSG_T_MAP] = B(NAME),
+	[MSG_T_MAP] = B(NAME) | B(FLAGS),
 	[MSG_T_MAP_LAYOUT] = B(NAME) | B(NODE) | B(SIZE) | B(CHUNK_SIZE) |
 			     B(EPOCH) | B(POOL_SIZE) | B(CHUNKS) | B(INSTANCE) |
-			     B(CID),
+			     B(CID) | B(FLAGS),
 	[MSG_T_MAP_UFFD] = B(BASE) | B(FEATURES) | B(FLAGS),
 	[MSG_T_AGENT_STATS] = 0,
 	[MSG_T_AGENT_STAT] = B(NODE) | B(FAULTS) | B(REMOTE) | B(LOCAL) |
-			     B(ERRORS) | B(POISONED) | B(PEERS),
+			     B(ERRORS) | B(POISONED) | B(PEERS) | B(CACHE),
 	[MSG_T_HEARTBEAT_ACK] = B(EPOCH) | B(NGEN) | B(CID) | B(EXTENTS),
 	[MSG_T_SCRUB] = B(NODE) | B(EPOCH) | B(EXTENTS),
 	[MSG_T_SCRUB_DONE] = B(NODE) | B(EXTENTS),
+	[MSG_T_WRITE_LEASE] = B(NAME) | B(NODE) | B(INSTANCE) | B(LEASE),
+	[MSG_T_WRITE_RELEASE] = B(NAME) | B(NODE) | B(LEASE),
+	[MSG_T_FLUSH] = B(NAME),
 };
 
 /* ---- a small CBOR writer for hand-made inputs ----------------------------- */
@@ -214,6 +217,12 @@ static void t_msg_fill(struct msg *m, enum msg_type type, uint32_t n_chunks)
 	m->flags = MSG_MAP_PREFETCH;
 	m->cid = UINT64_C(0x0123456789abcdef);
 	m->ngen = UINT64_MAX - 5;
+	m->lease = UINT64_C(0xfeedface12345678);
+	m->n_cache = MSG_CACHE__MAX;
+	m->cache = calloc(m->n_cache, sizeof(*m->cache));
+	assert_non_null(m->cache);
+	for (uint32_t i = 0; i < m->n_cache; i++)
+		m->cache[i] = (uint64_t)i << 40 | i;
 	m->n_extents = 3;
 	m->extents = calloc(m->n_extents, sizeof(*m->extents));
 	assert_non_null(m->extents);
@@ -328,6 +337,7 @@ static void t_msg_equal(const struct msg *a, const struct msg *d, uint64_t mask)
 	SCALAR(FLAGS, flags);
 	SCALAR(CID, cid);
 	SCALAR(NGEN, ngen);
+	SCALAR(LEASE, lease);
 #undef SCALAR
 	assert_string_equal(d->text, (mask & B(TEXT)) ? a->text : "");
 	assert_string_equal(d->name, (mask & B(NAME)) ? a->name : "");
@@ -350,6 +360,10 @@ static void t_msg_equal(const struct msg *a, const struct msg *d, uint64_t mask)
 		t_peers_equal(a->peers, a->n_peers, d->peers, d->n_peers);
 	else
 		assert_int_equal(d->n_peers, 0);
+	assert_int_equal(d->n_cache, (mask & B(CACHE)) ? a->n_cache : 0);
+	if (d->n_cache)
+		assert_memory_equal(d->cache, a->cache,
+				    a->n_cache * sizeof(*a->cache));
 	assert_int_equal(d->n_extents, (mask & B(EXTENTS)) ? a->n_extents : 0);
 	if (d->n_extents)
 		assert_memory_equal(d->extents, a->extents,

@@ -711,6 +711,63 @@ static void test_wal_scrub_durable(void **state)
 	free(dir);
 }
 
+static void t_wlease_req(struct msg *m, enum msg_type type, uint64_t node,
+			 uint64_t inst, uint64_t lease)
+{
+	msg_init(m, type);
+	strcpy(m->name, "r");
+	m->node = node;
+	m->instance = type == MSG_T_WRITE_LEASE ? inst : 0;
+	m->lease = lease;
+}
+
+/* A region's write lease and its release survive restarts (wal, snapshot). */
+static void test_wal_write_lease_durable(void **state)
+{
+	struct t_wal *t = *state;
+	char *dir = t_path(t->dir, "wlease");
+	struct msg req, rep;
+	struct coord *c;
+
+	for (int snap = 0; snap < 2; snap++) {
+		t_rmrf(dir);
+		c = t_open(dir, snap ? 1 : 1000);
+		t_join_req(&req, "a", 4 * MIB, 7);
+		t_handle(c, &req, &rep);
+		msg_fini(&rep);
+		t_join_req(&req, "b", 4 * MIB, 8);
+		t_handle(c, &req, &rep);
+		msg_fini(&rep);
+		t_create_req(&req, "r", 4 * MIB, 0);
+		t_handle(c, &req, &rep);
+		msg_fini(&rep);
+		t_wlease_req(&req, MSG_T_WRITE_LEASE, 1, 7, 77);
+		t_handle(c, &req, &rep);
+		assert_int_equal(rep.type, MSG_T_OK);
+		coord_destroy(c);
+
+		c = t_open(dir, snap ? 1 : 1000);
+		t_wlease_req(&req, MSG_T_WRITE_LEASE, 2, 8, 88);
+		t_handle(c, &req, &rep);
+		assert_int_equal(rep.type, MSG_T_ERROR);
+		assert_int_equal(rep.err, EBUSY);
+		msg_fini(&rep);
+		t_wlease_req(&req, MSG_T_WRITE_RELEASE, 1, 7, 77);
+		t_handle(c, &req, &rep);
+		assert_int_equal(rep.type, MSG_T_OK);
+		coord_destroy(c);
+
+		c = t_open(dir, snap ? 1 : 1000);
+		assert_int_equal(c->regions[0]->writer.lease, 0);
+		t_wlease_req(&req, MSG_T_WRITE_LEASE, 2, 8, 88);
+		t_handle(c, &req, &rep);
+		assert_int_equal(rep.type, MSG_T_OK);
+		coord_destroy(c);
+	}
+	t_rmrf(dir);
+	free(dir);
+}
+
 static void test_wal_stale_generation(void **state)
 {
 	struct t_wal *t = *state;
@@ -836,6 +893,7 @@ int main(void)
 		cmocka_unit_test(test_wal_record_not_applicable),
 		cmocka_unit_test(test_wal_snapshot_replay),
 		cmocka_unit_test(test_wal_scrub_durable),
+		cmocka_unit_test(test_wal_write_lease_durable),
 		cmocka_unit_test(test_wal_stale_generation),
 		cmocka_unit_test(test_wal_snapshot_corrupt_refuses),
 		cmocka_unit_test(test_wal_lock),
