@@ -83,13 +83,24 @@ static int agent_data_addr(struct node_agent *a)
 	return 0;
 }
 
-static const struct xport_ops *agent_xport(const char *name)
+static int agent_transport_is_known(const char *name)
 {
-	/* TCP is always there: the fallback, and the only one for "tcp". */
-	if (!strcmp(name, "tcp") || !strcmp(name, "auto") ||
-	    !strcmp(name, "verbs"))
-		return &xport_tcp_ops;
-	return NULL;
+	return !strcmp(name, "tcp") || !strcmp(name, "auto") ||
+	       !strcmp(name, "verbs");
+}
+
+/*
+ * The fault loop's transports, in order of preference: verbs when the
+ * device opened (agent_rdma_init() refuses "verbs" without one), then TCP
+ * for peers without verbs and as the fallback, except with "verbs".
+ */
+static void agent_xports(const struct node_agent *a, struct floop_cfg *fc)
+{
+	if (a->rdma)
+		fc->xops[fc->n_xops++] = &xport_rdma_ops;
+	if (strcmp(a->cfg.transport, "verbs"))
+		fc->xops[fc->n_xops++] = &xport_tcp_ops;
+	fc->rdma = a->rdma;
 }
 
 int agent_create(const struct node_cfg *cfg, struct node_agent **out)
@@ -97,11 +108,9 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	struct pagesrv_cfg scfg = { 0 };
 	struct floop_cfg fcfg = { 0 };
 	struct node_agent *a;
-	const struct xport_ops *xops;
 	int ret;
 
-	xops = agent_xport(cfg->transport);
-	if (!xops) {
+	if (!agent_transport_is_known(cfg->transport)) {
 		log_err("transport %s: unknown (auto, tcp or verbs)",
 			cfg->transport);
 		return -ENOTSUP;
@@ -165,13 +174,11 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	fcfg.instance = a->instance;
 	fcfg.pool_base = a->pool.base;
 	fcfg.pool_size = a->pool.size;
-	fcfg.xops = xops;
+	agent_xports(a, &fcfg);
 	fcfg.fault_timeout_ms = cfg->fault_timeout_ms;
 	fcfg.slots = cfg->slots;
 	fcfg.readahead = cfg->readahead;
 	fcfg.spin_us = cfg->spin_us;
-	fcfg.rdma = a->rdma;
-	fcfg.verbs_only = !strcmp(cfg->transport, "verbs");
 	ret = floop_create(&fcfg, &a->fl);
 	if (ret) {
 		log_errno(ret, "fault loop");
@@ -204,7 +211,7 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	}
 	log_info("serving faults on %s, transport %s, fault timeout %u ms, "
 		 "read-ahead up to %u pages",
-		 cfg->sock_path, a->rdma ? cfg->transport : xops->name,
+		 cfg->sock_path, a->rdma ? cfg->transport : "tcp",
 		 cfg->fault_timeout_ms, cfg->readahead);
 	*out = a;
 	return 0;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * Fault loop: reads uffd messages of every mapping, posts reads to owners
- * through the transport, resolves with UFFDIO_COPY, retries and poisons.
+ * through their transports (floop_peer.c), resolves with UFFDIO_COPY,
+ * retries and poisons; read-ahead and prefetch are in floop_ra.c.
  *
  * A fetch slot's life:
  *
@@ -20,14 +21,12 @@
  * poisoned.
  */
 #define LOG_PREFIX "fault: "
-#include "floop.h"
+#include "floop_int.h"
 
 #include <errno.h>
-#include <liburing.h>
 #include <poll.h>
-#include <pthread.h>
-#include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -35,191 +34,12 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "req.h"
-#include "uffd.h"
 #include "util.h"
 #include "xport_ring.h"
 
-#define FLOOP_PAGE	  4096u
-#define FLOOP_TICK_MS	  20
-#define FLOOP_RETRY_MS	  100
-#define FLOOP_MSGS	  64
-#define FLOOP_RING	  1024
-#define FLOOP_STREAMS	  4    /* sequential streams tracked per mapping */
-#define FLOOP_RA_FIRST	  4    /* first read-ahead window, pages */
-#define FLOOP_RUNS	  32   /* multi-page read-ahead/prefetch reads */
-#define FLOOP_RUN_PAGES	  16   /* pages in one such read */
-#define FLOOP_PF_DEPTH	  64   /* background prefetch pages in flight per map */
-#define FLOOP_VERBS_UP_MS 5000 /* auto: a QP not up by then means TCP */
-
-enum fetch_state {
-	FETCH_FREE = 0,
-	FETCH_WAIT,	 /* to be posted (or its copy retried) at next_ms */
-	FETCH_POSTED,	 /* read in flight */
-	FETCH_ABANDONED, /* poisoned while in flight: drop the reply */
-};
-
-/* A sequential fault stream: faults landing just past the previous one
- * (or inside what was read ahead for it) grow its window. */
-struct fstream {
-	uint64_t last; /* last faulting page */
-	uint64_t end;  /* first page not yet read ahead */
-	uint32_t win;  /* current window, pages; 0 = not sequential yet */
-	uint64_t used; /* for LRU replacement */
-};
-
-struct fmap {
-	struct req preq; /* REQ_UFFD_POLL: first member */
-	struct floop *f;
-	uint64_t id;
-	int uffd;
-	uint64_t base, size, span, chunk_size;
-	unsigned int chunk_shift;
-	struct msg_chunk *chunks;
-	uint32_t n_chunks;
-	uint64_t features;
-	char name[MSG_NAME_MAX];
-	int poll_armed;
-	int poll_want;	 /* no SQE for the poll: arm it again soon */
-	int remove_want; /* no SQE for the poll's removal: send it soon */
-	int dead;
-	int gone;  /* the process or range is gone: drop its faults */
-	int stale; /* its region was deleted: poison every fault */
-	uint64_t epoch, cid;
-	unsigned int inflight;
-	int warned_poison;
-	struct fstream streams[FLOOP_STREAMS];
-	uint64_t stream_clock;
-	int prefetch;	      /* MSG_MAP_PREFETCH: fetch it all */
-	uint64_t pf_next;     /* next page the prefetch looks at */
-	unsigned int pf_busy; /* prefetch reads in flight */
-	struct fmap *next;
-};
-
-struct fetch {
-	enum fetch_state state;
-	uint32_t gen;
-	struct fmap *map;
-	uint64_t addr;
-	uint64_t owner;
-	uint64_t off;
-	uint64_t inst; /* the owner instance the chunk was placed in */
-	uint64_t t0_ms;
-	uint64_t next_ms;
-	int have_data;	   /* buf holds the page; only the copy is left */
-	int ahead;	   /* read ahead, not (yet) faulted on */
-	int pf;		   /* posted by the background prefetch */
-	uint32_t npages;   /* 1, or up to FLOOP_RUN_PAGES for a run */
-	uint32_t done_off; /* bytes of buf already copied in */
-	uint8_t *buf;
-	uint32_t hnext; /* hash chain, UINT32_MAX = end */
-};
-
-struct fpeer {
-	struct xport_peer_info info;
-	const struct xport_ops *ops; /* transport in use, when xp != NULL */
-	struct xport *x;
-	struct xport_peer *xp;
-	struct xport_stats last;
-	const char *last_name;
-	uint64_t opened_ms;
-	int no_verbs; /* verbs did not come up in time: TCP from now on */
-	int warned;
-};
-
-/* A fault that found every slot busy; its deadline runs from t0_ms. */
-struct backlog {
-	struct fmap *map;
-	uint64_t addr;
-	uint64_t t0_ms;
-	struct backlog *next;
-};
-
-/* Pages whose poisoning met -EAGAIN: poisoned again once events are read. */
-struct ppend {
-	struct fmap *map;
-	uint64_t addr;
-	uint32_t npages;
-	struct ppend *next;
-};
-
-enum cmd_kind {
-	CMD_MAP_ADD,
-	CMD_MAP_REMOVE,
-	CMD_PEERS,
-	CMD_PEER_ADDR,
-	CMD_SELF,
-	CMD_REGIONS,
-};
-
-struct cmd {
-	enum cmd_kind kind;
-	int64_t ticket;
-	struct floop_map_desc desc;
-	uint64_t id;
-	struct xport_peer_info *peers; /* CMD_PEERS, or one for CMD_PEER_ADDR */
-	uint32_t n_peers;
-	struct floop_region *regions;
-	uint32_t n_regions;
-	uint64_t epoch, cid;
-	struct cmd *next;
-};
-
-struct floop {
-	struct floop_cfg cfg;
-	struct floop_counters ctr;
-	struct io_uring ring;
-	int ring_ok;
-	struct xport *x;  /* tcp */
-	struct xport *xv; /* verbs, if there is a device */
-	pthread_t thread;
-	int started;
-	int stopping;
-
-	/* cross-thread */
-	pthread_mutex_t lock;
-	struct cmd *cmds, **cmds_tail;
-	int64_t tickets;	      /* last ticket given (under lock) */
-	_Atomic int64_t tickets_done; /* last command carried out */
-	unsigned int sqe_fail_every;  /* test hook (docs/testing.md) */
-	unsigned int sqe_calls;
-	int efd;
-	struct req wake_req; /* REQ_WAKEUP */
-	uint64_t efd_val;
-	struct msg_peer *stats;
-	uint32_t n_stats;
-
-	/* loop thread only */
-	int wake_want;	/* no SQE to arm the wakeup read: again soon */
-	int maps_want;	/* some mapping's poll (or its removal) too */
-	int timer_want; /* ... the tick */
-	uint64_t last_tick_ms;
-	struct req timer_req; /* REQ_TIMER */
-	struct __kernel_timespec tick_ts;
-	struct fmap *maps;
-	struct fetch *slots;
-	uint32_t n_slots; /* single-page slots; runs follow them in slots[] */
-	uint32_t n_all;
-	uint32_t run_free[FLOOP_RUNS];
-	uint32_t n_run_free;
-	uint32_t *free_stack;
-	uint32_t n_free;
-	uint32_t *hash;
-	uint32_t hash_mask;
-	uint8_t *bufs;
-	struct backlog *backlog, **backlog_tail;
-	struct ppend *ppend;
-	struct fpeer *peers;
-	uint32_t n_peers;
-	/* regions as last listed (sorted by name), of tables sync_cid */
-	struct floop_region *regions;
-	uint32_t n_regions;
-	uint64_t sync_epoch, sync_cid;
-};
-
 static int floop_is_stopping(struct floop *f);
 
-static uint64_t floop_now_ms(void)
+uint64_t floop_now_ms(void)
 {
 	struct timespec ts;
 
@@ -252,8 +72,7 @@ static uint32_t floop_hash(const struct floop *f, const struct fmap *m,
 	return (uint32_t)(h ^ (h >> 29)) & f->hash_mask;
 }
 
-static struct fetch *floop_fetch_find(struct floop *f, struct fmap *m,
-				      uint64_t addr)
+struct fetch *floop_fetch_find(struct floop *f, struct fmap *m, uint64_t addr)
 {
 	uint32_t i = f->hash[floop_hash(f, m, addr)];
 
@@ -360,185 +179,6 @@ static void floop_map_kill(struct floop *f, struct fmap *m)
 	if (m->poll_armed)
 		floop_map_poll_remove(f, m);
 	floop_map_free_maybe(f, m);
-}
-
-/* ---- peers ---- */
-
-static struct fpeer *floop_peer_find(struct floop *f, uint64_t node)
-{
-	for (uint32_t i = 0; i < f->n_peers; i++) {
-		if (f->peers[i].info.node == node)
-			return &f->peers[i];
-	}
-	return NULL;
-}
-
-static int floop_peer_wants_verbs(const struct floop *f, const struct fpeer *p);
-
-static void floop_peer_reopen(struct fpeer *p)
-{
-	if (p->xp)
-		p->ops->peer_close(p->xp);
-	p->xp = NULL;
-}
-
-static void floop_peers_update(struct floop *f,
-			       const struct xport_peer_info *in, uint32_t n)
-{
-	for (uint32_t i = 0; i < n; i++) {
-		struct fpeer *p = floop_peer_find(f, in[i].node);
-		uint32_t was;
-
-		if (in[i].node == f->cfg.self)
-			continue;
-		if (!p) {
-			p = realloc(f->peers, (f->n_peers + 1) * sizeof(*p));
-			if (!p) {
-				log_err("no memory for peer %llu",
-					(unsigned long long)in[i].node);
-				return;
-			}
-			f->peers = p;
-			p = &f->peers[f->n_peers++];
-			memset(p, 0, sizeof(*p));
-			p->info = in[i];
-			p->info.addrlen = 0; /* floop_peer_addr_set() */
-			continue;
-		}
-		if (strcmp(p->info.data_addr, in[i].data_addr) ||
-		    p->info.instance != in[i].instance) {
-			/* New address or instance: reads fail -ECANCELED
-			 * and are posted again to the new one (or poisoned:
-			 * a new instance does not hold the old one's data). */
-			floop_peer_reopen(p);
-			if (strcmp(p->info.data_addr, in[i].data_addr))
-				p->info.addrlen = 0;
-			memcpy(p->info.data_addr, in[i].data_addr,
-			       sizeof(p->info.data_addr));
-			p->info.instance = in[i].instance;
-			p->info.flags = in[i].flags;
-			p->no_verbs = 0;
-			continue;
-		}
-		was = p->info.flags;
-		p->info.flags = in[i].flags;
-		/* Back up (a partition healed, say): a connection that is
-		 * down is tried again at once, not after its backoff. */
-		if ((in[i].flags & XPORT_PEER_LIVE) &&
-		    !(was & XPORT_PEER_LIVE) && p->xp &&
-		    p->ops->peer_state(p->xp) == XPORT_PEER_DOWN)
-			floop_peer_reopen(p);
-		/* The peer gained or lost verbs: reopen on the right
-		 * transport; reads are retried. */
-		if (p->xp && (p->ops == &xport_rdma_ops) !=
-				     !!floop_peer_wants_verbs(f, p))
-			floop_peer_reopen(p);
-	}
-}
-
-static void floop_peer_addr_update(struct floop *f,
-				   const struct xport_peer_info *in)
-{
-	struct fpeer *p = floop_peer_find(f, in->node);
-
-	if (!p || strcmp(p->info.data_addr, in->data_addr) ||
-	    in->addrlen > sizeof(p->info.addr))
-		return;
-	memcpy(&p->info.addr, &in->addr, in->addrlen);
-	p->info.addrlen = in->addrlen;
-}
-
-/* Verbs when both ends have it (and it came up in time), else TCP. */
-static int floop_peer_wants_verbs(const struct floop *f, const struct fpeer *p)
-{
-	return f->xv && (p->info.flags & XPORT_PEER_VERBS) && !p->no_verbs;
-}
-
-static struct xport_peer *floop_peer_get(struct floop *f, uint64_t node)
-{
-	struct fpeer *p = floop_peer_find(f, node);
-	int ret;
-
-	if (!p)
-		return NULL;
-	if (p->xp)
-		return p->xp;
-	if (floop_peer_wants_verbs(f, p)) {
-		p->ops = &xport_rdma_ops;
-		p->x = f->xv;
-	} else if (f->cfg.verbs_only) {
-		if (!p->warned)
-			log_err("peer %llu has no verbs endpoint and the "
-				"transport is verbs only: its pages cannot be "
-				"fetched",
-				(unsigned long long)node);
-		p->warned = 1;
-		return NULL;
-	} else {
-		p->ops = f->cfg.xops;
-		p->x = f->x;
-		if (!p->info.addrlen)
-			return NULL; /* resolving on another thread */
-	}
-	ret = p->ops->peer_open(p->x, &p->info, &p->xp);
-	if (ret) {
-		log_errno(ret, "peer %llu (%s): open %s",
-			  (unsigned long long)node, p->info.data_addr,
-			  p->ops->name);
-		p->xp = NULL;
-		return NULL;
-	}
-	p->opened_ms = floop_now_ms();
-	if (p->last_name != p->ops->name)
-		log_info("peer %llu: transport %s", (unsigned long long)node,
-			 p->ops->name);
-	p->last_name = p->ops->name;
-	return p->xp;
-}
-
-/* auto: a verbs peer whose QP is not up in time falls back to TCP, once. */
-static void floop_peers_check(struct floop *f, uint64_t now)
-{
-	for (uint32_t i = 0; i < f->n_peers; i++) {
-		struct fpeer *p = &f->peers[i];
-
-		if (!p->xp || p->ops != &xport_rdma_ops ||
-		    p->ops->peer_state(p->xp) == XPORT_PEER_UP ||
-		    now - p->opened_ms < FLOOP_VERBS_UP_MS)
-			continue;
-		if (f->cfg.verbs_only) {
-			if (!p->warned)
-				log_warn("peer %llu: verbs queue pair not up "
-					 "after %u ms; still waiting",
-					 (unsigned long long)p->info.node,
-					 FLOOP_VERBS_UP_MS);
-			p->warned = 1;
-			continue;
-		}
-		log_warn("peer %llu: verbs queue pair not up after %u ms; "
-			 "using TCP",
-			 (unsigned long long)p->info.node, FLOOP_VERBS_UP_MS);
-		/* Its reads fail -ECANCELED and are posted again over TCP. */
-		p->ops->peer_close(p->xp);
-		p->xp = NULL;
-		p->no_verbs = 1;
-	}
-}
-
-/*
- * A chunk placed on an owner instance that is no longer the owner's: the
- * owner restarted with an empty pool, so reading it would return zeroes.
- */
-static int floop_inst_is_lost(struct floop *f, uint64_t node, uint64_t inst)
-{
-	struct fpeer *p = floop_peer_find(f, node);
-
-	return inst && p && p->info.instance && p->info.instance != inst;
-}
-
-static int floop_chunk_is_lost(struct floop *f, const struct msg_chunk *c)
-{
-	return floop_inst_is_lost(f, c->node, c->inst);
 }
 
 /* ---- fetch slots ---- */
@@ -715,7 +355,6 @@ again:
 
 static void floop_slot_post(struct floop *f, struct fetch *s, uint64_t now)
 {
-	struct xport_peer *xp;
 	uint64_t tag;
 	int ret;
 
@@ -727,7 +366,7 @@ static void floop_slot_post(struct floop *f, struct fetch *s, uint64_t now)
 	/* Checked at every post, not just at the fault: an owner that
 	 * restarted while this waited has an empty pool, and reading it
 	 * would hand the guest zeroes. */
-	if (floop_inst_is_lost(f, s->owner, s->inst)) {
+	if (floop_peer_inst_is_lost(f, s->owner, s->inst)) {
 		if (!s->ahead)
 			floop_poison_n(f, s->map, s->addr, s->npages,
 				       "the owner restarted: its pages are "
@@ -735,21 +374,11 @@ static void floop_slot_post(struct floop *f, struct fetch *s, uint64_t now)
 		floop_slot_release(f, s);
 		return;
 	}
-	xp = floop_peer_get(f, s->owner);
-	if (!xp && s->ahead) {
-		floop_slot_release(f, s);
-		return;
-	}
-	if (!xp) {
-		s->state = FETCH_WAIT;
-		s->next_ms = now + FLOOP_RETRY_MS;
-		return;
-	}
 	tag = ((uint64_t)s->gen << 32) | (uint32_t)(s - f->slots);
-	/* The peer's own transport: verbs or tcp, chosen per peer. */
-	ret = floop_peer_find(f, s->owner)
-		      ->ops->read(xp, s->off, s->npages * FLOOP_PAGE, s->buf,
-				  tag);
+	/* The peer's own transport, chosen per peer; -ENOLINK (no
+	 * transport peer yet) is retried as any other failure. */
+	ret = floop_peer_read(f, s->owner, s->off, s->npages * FLOOP_PAGE,
+			      s->buf, tag);
 	if (ret == 0) {
 		s->state = FETCH_POSTED;
 		return;
@@ -806,13 +435,9 @@ static void floop_on_done(void *arg, uint64_t tag, int status)
 
 /* ---- faults ---- */
 
-/*
- * Takes a free slot for @npages pages at (m, addr) (a run slot if more
- * than one: the caller checked one is free) and posts its read.
- */
-static void floop_fetch_start_n(struct floop *f, struct fmap *m, uint64_t addr,
-				uint64_t owner, uint64_t off, int ahead,
-				uint32_t npages, int pf, uint64_t t0_ms)
+void floop_fetch_start_n(struct floop *f, struct fmap *m, uint64_t addr,
+			 uint64_t owner, uint64_t off, int ahead,
+			 uint32_t npages, int pf, uint64_t t0_ms)
 {
 	struct fetch *s;
 	uint32_t idx, h;
@@ -856,96 +481,6 @@ static void floop_fetch_start(struct floop *f, struct fmap *m, uint64_t addr,
 }
 
 /*
- * Fetches what is ahead at @a (up to @stop) for read-ahead or prefetch:
- * as many contiguous pages of one chunk as a run holds when a run slot is
- * free, else one page. Returns the pages consumed (fetched or skipped).
- */
-static uint32_t floop_fetch_ahead(struct floop *f, struct fmap *m, uint64_t a,
-				  uint64_t stop, int pf)
-{
-	uint64_t rel = a - m->base;
-	const struct msg_chunk *c = &m->chunks[rel >> m->chunk_shift];
-	uint64_t off = c->off + (rel & (m->chunk_size - 1));
-	uint64_t chunk_end =
-		m->base + ((rel >> m->chunk_shift) + 1) * m->chunk_size;
-	uint32_t n = 1;
-
-	if (c->node == f->cfg.self || floop_chunk_is_lost(f, c) ||
-	    floop_fetch_find(f, m, a))
-		return 1;
-	if (stop > chunk_end)
-		stop = chunk_end;
-	if (f->n_run_free) {
-		while (n < FLOOP_RUN_PAGES &&
-		       a + (uint64_t)(n + 1) * FLOOP_PAGE <= stop &&
-		       !floop_fetch_find(f, m, a + (uint64_t)n * FLOOP_PAGE))
-			n++;
-	}
-	floop_fetch_start_n(f, m, a, c->node, off, 1, n, pf, floop_now_ms());
-	return n;
-}
-
-/*
- * Finds the stream a fault continues, or starts one in the least recently
- * used slot. Returns how many pages to read ahead after @addr.
- */
-static uint32_t floop_stream_update(struct floop *f, struct fmap *m,
-				    uint64_t addr)
-{
-	struct fstream *st = NULL, *lru = &m->streams[0];
-	uint64_t max = f->cfg.readahead;
-
-	for (int i = 0; i < FLOOP_STREAMS; i++) {
-		struct fstream *c = &m->streams[i];
-		uint64_t hi = c->end > c->last + FLOOP_PAGE
-				      ? c->end
-				      : c->last + FLOOP_PAGE;
-
-		if (c->used && addr > c->last && addr <= hi) {
-			st = c;
-			break;
-		}
-		if (c->used < lru->used)
-			lru = c;
-	}
-	if (!st) {
-		st = lru;
-		st->win = 0;
-		st->end = addr + FLOOP_PAGE;
-	} else {
-		st->win = st->win ? st->win * 2 : FLOOP_RA_FIRST;
-		if (st->win > max)
-			st->win = (uint32_t)max;
-	}
-	st->last = addr;
-	st->used = ++m->stream_clock;
-	if (st->end < addr + FLOOP_PAGE)
-		st->end = addr + FLOOP_PAGE;
-	return st->win;
-}
-
-static void floop_read_ahead(struct floop *f, struct fmap *m, uint64_t addr,
-			     uint32_t win)
-{
-	struct fstream *st = NULL;
-	uint64_t stop = addr + (uint64_t)(win + 1) * FLOOP_PAGE;
-
-	for (int i = 0; i < FLOOP_STREAMS; i++) {
-		if (m->streams[i].last == addr && m->streams[i].used)
-			st = &m->streams[i];
-	}
-	if (!st)
-		return;
-	if (stop > m->base + m->span)
-		stop = m->base + m->span;
-	/* A quarter of the slots stays free for faults: they always go
-	 * ahead of read-ahead. */
-	while (st->end < stop && f->n_free > f->n_slots / 4)
-		st->end += (uint64_t)floop_fetch_ahead(f, m, st->end, stop, 0) *
-			   FLOOP_PAGE;
-}
-
-/*
  * A fault on a page a peer owns (or a local one whose copy must wait):
  * joins a read in flight, or takes a slot, or waits in the backlog. @t0_ms
  * is when the fault was first read: the fault timeout runs from there.
@@ -960,7 +495,7 @@ static void floop_fault_remote(struct floop *f, struct fmap *m, uint64_t addr,
 	uint32_t win = 0;
 
 	if (f->cfg.readahead && !replay)
-		win = floop_stream_update(f, m, addr);
+		win = floop_ra_stream_update(f, m, addr);
 	dup = floop_fetch_find(f, m, addr);
 	if (dup) {
 		/* Another thread's fault, or read-ahead got there first: now a
@@ -989,7 +524,7 @@ static void floop_fault_remote(struct floop *f, struct fmap *m, uint64_t addr,
 	floop_fetch_start(f, m, addr, owner, off, t0_ms);
 ahead:
 	if (win)
-		floop_read_ahead(f, m, addr, win);
+		floop_ra_read_ahead(f, m, addr, win);
 }
 
 /* Serves one fault (counted by the caller) first read at @t0_ms. */
@@ -1014,7 +549,7 @@ static void floop_fault_handle(struct floop *f, struct fmap *m, uint64_t addr,
 	c = &m->chunks[rel >> m->chunk_shift];
 	off = c->off + (rel & (m->chunk_size - 1));
 	if (c->node != f->cfg.self) {
-		if (floop_chunk_is_lost(f, c)) {
+		if (floop_peer_chunk_is_lost(f, c)) {
 			atomic_fetch_add(&f->ctr.errors, 1);
 			floop_poison(f, m, addr,
 				     "the owner restarted since the region was "
@@ -1234,16 +769,7 @@ static void floop_cmd_self(struct floop *f, uint64_t self)
 		 (unsigned long long)self, (unsigned long long)f->cfg.self);
 	f->cfg.self = self;
 	/* The new id may be a peer's old one: that peer is us now. */
-	for (uint32_t i = 0; i < f->n_peers; i++) {
-		struct fpeer *p = &f->peers[i];
-
-		if (p->info.node != self)
-			continue;
-		floop_peer_reopen(p);
-		p->info.addrlen = 0;
-		p->info.data_addr[0] = '\0';
-		p->info.instance = 0;
-	}
+	floop_peers_self(f, self);
 }
 
 /* ---- commands from other threads ---- */
@@ -1465,46 +991,13 @@ int floop_peers_set(struct floop *f, const struct xport_peer_info *peers,
 
 /* ---- periodic work ---- */
 
-static void floop_stats_publish(struct floop *f)
-{
-	struct msg_peer *st = calloc(f->n_peers ? f->n_peers : 1, sizeof(*st));
-	struct xport_stats xs;
-
-	if (!st)
-		return;
-	for (uint32_t i = 0; i < f->n_peers; i++) {
-		struct fpeer *p = &f->peers[i];
-
-		if (p->xp)
-			p->ops->peer_stats(p->xp, &xs);
-		else
-			xs = p->last;
-		p->last = xs;
-		st[i].node = p->info.node;
-		snprintf(st[i].transport, sizeof(st[i].transport), "%s",
-			 p->last_name ? p->last_name : "none");
-		st[i].reads = xs.completed;
-		st[i].posted = xs.posted;
-		st[i].bytes = xs.bytes;
-		st[i].errors = xs.failed;
-	}
-	pthread_mutex_lock(&f->lock);
-	free(f->stats);
-	f->stats = st;
-	f->n_stats = f->n_peers;
-	pthread_mutex_unlock(&f->lock);
-}
-
 static void floop_tick(struct floop *f)
 {
 	uint64_t now = floop_now_ms();
 	uint64_t limit = f->cfg.fault_timeout_ms;
 
 	f->last_tick_ms = now;
-	f->cfg.xops->tick(f->x, now);
-	if (f->xv)
-		xport_rdma_ops.tick(f->xv, now);
-	floop_peers_check(f, now);
+	floop_peers_tick(f, now);
 	for (uint32_t i = 0; i < f->n_all; i++) {
 		struct fetch *s = &f->slots[i];
 
@@ -1535,31 +1028,7 @@ static void floop_tick(struct floop *f)
 	floop_backlog_drop(f, floop_backlog_is_late, now,
 			   "owner unreachable past the fault timeout");
 	floop_ppend_run(f);
-	floop_stats_publish(f);
-}
-
-/*
- * Background prefetch: walks each prefetching mapping in order, a few reads
- * at a time, and only with slots to spare, so faults always go first and
- * wait behind at most FLOOP_PF_DEPTH pages on the wire.
- */
-static void floop_prefetch_run(struct floop *f)
-{
-	for (struct fmap *m = f->maps; m; m = m->next) {
-		if (!m->prefetch || m->dead || m->gone || m->stale)
-			continue;
-		while (m->pf_next < m->base + m->span &&
-		       m->pf_busy < FLOOP_PF_DEPTH &&
-		       f->n_free > f->n_slots / 4)
-			m->pf_next += (uint64_t)floop_fetch_ahead(
-					      f, m, m->pf_next,
-					      m->base + m->span, 1) *
-				      FLOOP_PAGE;
-		if (m->pf_next >= m->base + m->span && m->prefetch == 1) {
-			m->prefetch = 2; /* done; said once */
-			log_dbg("map %s: background prefetch done", m->name);
-		}
-	}
+	floop_peers_stats_publish(f);
 }
 
 static void floop_backlog_run(struct floop *f)
@@ -1663,12 +1132,9 @@ static void floop_cqe(struct floop *f, struct io_uring_cqe *cqe)
 			floop_arm_timer(f);
 		floop_tick(f);
 		break;
-	case REQ_XPORT:
-		f->cfg.xops->on_cqe(f->x, cqe);
-		break;
-	case REQ_XPORT_VERBS:
-		if (f->xv)
-			xport_rdma_ops.on_cqe(f->xv, cqe);
+	default:
+		/* a transport's: its ops table says which */
+		floop_peers_xport_cqe(f, cqe);
 		break;
 	}
 }
@@ -1746,7 +1212,7 @@ static void *floop_run(void *arg)
 		    floop_now_ms() - f->last_tick_ms >= FLOOP_TICK_MS)
 			floop_tick(f);
 		floop_backlog_run(f);
-		floop_prefetch_run(f);
+		floop_ra_prefetch_run(f);
 	}
 	return NULL;
 }
@@ -1864,17 +1330,10 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 	xcfg.arg = f;
 	xcfg.land = f->bufs;
 	xcfg.land_len = floop_land_len(f);
-	ret = f->cfg.xops->create(&xcfg, &f->x);
+	xcfg.rdma = f->cfg.rdma;
+	ret = floop_peers_xports_create(f, &xcfg);
 	if (ret)
 		goto err;
-	if (f->cfg.rdma) {
-		xcfg.rdma = f->cfg.rdma;
-		ret = xport_rdma_ops.create(&xcfg, &f->xv);
-		if (ret) {
-			log_errno(ret, "verbs transport");
-			goto err;
-		}
-	}
 	*out = f;
 	return 0;
 err:
@@ -1909,14 +1368,7 @@ void floop_destroy(struct floop *f)
 		(void)r;
 		pthread_join(f->thread, NULL);
 	}
-	for (uint32_t i = 0; i < f->n_peers; i++) {
-		if (f->peers[i].xp)
-			f->peers[i].ops->peer_close(f->peers[i].xp);
-	}
-	if (f->xv)
-		xport_rdma_ops.destroy(f->xv);
-	if (f->x)
-		f->cfg.xops->destroy(f->x);
+	floop_peers_xports_destroy(f);
 	for (m = f->maps; m; m = mn) {
 		mn = m->next;
 		close(m->uffd);

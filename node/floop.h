@@ -28,14 +28,22 @@ struct floop_counters {
 	atomic_uint_fast64_t readahead; /* of remote: pages read ahead */
 };
 
+#define FLOOP_XPORTS_MAX 4
+
 struct floop_cfg {
 	uint64_t self;	   /* this node's id */
 	uint64_t instance; /* this agent's instance */
 	const uint8_t *pool_base;
 	uint64_t pool_size;
-	const struct xport_ops *xops;  /* tcp: always there */
-	struct xport_rdma_ctx *rdma;   /* verbs context, or NULL */
-	int verbs_only;		       /* --transport verbs: no fallback */
+	/*
+	 * The transports, in order of preference, each created on the loop's
+	 * ring. A peer is served by the first one that wants it (ops->wants);
+	 * one that does not come up for it in time (ops->up_timeout_ms) is
+	 * passed over for the next one, if any (else the peer waits for it).
+	 */
+	const struct xport_ops *xops[FLOOP_XPORTS_MAX];
+	unsigned int n_xops;
+	struct xport_rdma_ctx *rdma;   /* for verbs (xport_cfg.rdma) */
 	unsigned int fault_timeout_ms; /* then SIGBUS */
 	unsigned int slots;	       /* fetches in flight; 0 = 512 */
 	unsigned int readahead;	       /* max read-ahead window, pages; 0 off */

@@ -25,6 +25,11 @@
 #include <sys/socket.h>
 
 #include "msg.h"
+#include "req.h"
+
+/* Requests are multiples of a page, up to what the TCP wire carries. */
+#define XPORT_PAGE    4096u
+#define XPORT_LEN_MAX (1u << 20)
 
 struct io_uring;
 struct io_uring_cqe;
@@ -54,16 +59,21 @@ struct xport_peer_info {
 #define XPORT_PEER_LIVE	 2u /* its lease holds (the coordinator says) */
 
 struct xport_stats {
-	uint64_t posted;
-	uint64_t completed;
-	uint64_t failed;
-	uint64_t bytes;
+	uint64_t posted;    /* reads accepted (done will be called) */
+	uint64_t completed; /* reads done with the data */
+	uint64_t failed;    /* reads done with an error */
+	uint64_t bytes;	    /* read */
+	uint64_t wposted;   /* the same for writes */
+	uint64_t wcompleted;
+	uint64_t wfailed;
+	uint64_t wbytes;
 };
 
 /*
- * Called on the fault-loop thread for every read posted: status 0 means
- * dst holds the data; -errno means it does not (-ECONNRESET, -ENOTCONN,
- * -ESTALE, -ERANGE for an offset the owner rejects, -ECANCELED on close).
+ * Called on the fault-loop thread for every read or write posted: for a
+ * read, status 0 means dst holds the data; -errno means it does not
+ * (-ECONNRESET, -ENOTCONN, -ESTALE, -ERANGE for an offset the owner
+ * rejects, -ECANCELED on close). For a write, see write below.
  */
 typedef void (*xport_done_fn)(void *arg, uint64_t tag, int status);
 
@@ -74,8 +84,8 @@ struct xport_cfg {
 	struct io_uring *ring; /* the fault loop's ring: all I/O goes here */
 	xport_done_fn done;
 	void *arg;
-	/* Every read's dst lies in [land, land + land_len): verbs registers
-	 * it once here, never on the fault path. */
+	/* Every read's dst and every write's src lies in [land, land +
+	 * land_len): verbs registers it once here, never on the fault path. */
 	void *land;
 	size_t land_len;
 	/* verbs only: device, PD, pool MR, queue pairs (see xport_rdma.h) */
@@ -84,6 +94,21 @@ struct xport_cfg {
 
 struct xport_ops {
 	const char *name; /* "tcp", "verbs" */
+	/* The op of the struct req behind every io_uring request the
+	 * instance posts (one value per transport): the loop hands CQEs
+	 * with it to on_cqe. */
+	enum req_op req_op;
+	/*
+	 * How long a peer may take to come UP after peer_open (and stay
+	 * so) before the fault loop moves it to the next transport that
+	 * wants it, if it has one; 0 = never (a transport that reconnects
+	 * by itself). Verbs: its QP needs an endpoint exchange through the
+	 * coordinator that a peer may never complete.
+	 */
+	unsigned int up_timeout_ms;
+	/* 1 if this transport can serve the peer described by @info (verbs:
+	 * the peer published a pool MR, XPORT_PEER_VERBS); NULL = any. */
+	int (*wants)(const struct xport_peer_info *info);
 	/* Creates an instance doing its I/O on cfg->ring. Returns 0 or
 	 * -errno. */
 	int (*create)(const struct xport_cfg *cfg, struct xport **out);
@@ -114,7 +139,7 @@ struct xport_ops {
 	 */
 	int (*write)(struct xport_peer *p, uint64_t off, uint32_t len,
 		     const void *src, uint64_t tag);
-	/* Handles a CQE whose struct req (op REQ_XPORT) this transport owns. */
+	/* Handles a CQE whose struct req (op req_op) this transport owns. */
 	void (*on_cqe)(struct xport *x, struct io_uring_cqe *cqe);
 	/* Periodic: reconnects DOWN peers with backoff. */
 	void (*tick)(struct xport *x, uint64_t now_ms);

@@ -6,6 +6,7 @@
 #define LOG_PREFIX "xport_tcp: "
 #include "xport.h"
 #include "xport_ring.h"
+#include "xport_slot.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -43,9 +44,9 @@
  * TCP's retransmission backoff (seconds, growing) after the link is back.
  * The owner's kernel acknowledges also while the owner process is stopped. */
 #define XPORT_TCP_USER_TIMEOUT_MS 1500u
-#define XPORT_TCP_PAGE		  4096u
+#define XPORT_TCP_PAGE		  XPORT_PAGE
 #define XPORT_TCP_HELLO_TAG	  0
-#define XPORT_TCP_NIL		  UINT32_MAX
+#define XPORT_TCP_NIL		  XPORT_SLOT_NIL
 /* destroy(): how long to wait for our cancelled requests' CQEs */
 #define XPORT_TCP_REAP_WAIT_MS 5000u
 
@@ -66,24 +67,6 @@ struct xport_tcp_req {
 	struct req req;
 	enum xport_tcp_op op;
 	struct xport_tcp_conn *conn;
-};
-
-enum xport_tcp_slot_state {
-	XPORT_TCP_SLOT_FREE = 0,
-	XPORT_TCP_SLOT_QUEUED,	/* posted while CONNECTING, not encoded yet */
-	XPORT_TCP_SLOT_SENT,	/* header in the send buffer or on the wire */
-	XPORT_TCP_SLOT_FAILING, /* being failed by xport_tcp_peer_fail_all */
-};
-
-struct xport_tcp_slot {
-	enum xport_tcp_slot_state state;
-	uint32_t len;
-	uint32_t gen;  /* high half of the wire tag: catches stray replies */
-	uint32_t next; /* free list or queue link */
-	int status;    /* while FAILING */
-	uint64_t off;
-	uint64_t tag; /* the caller's */
-	void *dst;
 };
 
 /*
@@ -134,10 +117,8 @@ struct xport_tcp_peer {
 	uint64_t
 		conn_deadline; /* CONNECTING: tick time to give up, 0 = unset */
 	unsigned int backoff_ms;
-	uint32_t free_head;
-	uint32_t q_head, q_tail; /* QUEUED slots, FIFO */
-	struct xport_stats st;
-	struct xport_tcp_slot slots[XPORT_TCP_DEPTH];
+	/* SENT: the header is in the send buffer or on the wire */
+	struct xport_slots slots;
 };
 
 struct xport_tcp {
@@ -236,63 +217,29 @@ static void xport_tcp_conn_put(struct xport_tcp_conn *c)
 		xport_tcp_conn_free(c);
 }
 
-static void xport_tcp_peer_put(struct xport_tcp_peer *p)
+/*
+ * Drops a reference; the last one frees @p. Not inlined: GCC's
+ * -Wuse-after-free cannot tell that a caller's own reference keeps @p
+ * alive across the put of a reference taken around callbacks.
+ */
+static void __attribute__((noinline))
+xport_tcp_peer_put(struct xport_tcp_peer *p)
 {
-	if (!--p->refs)
-		free(p);
-}
-
-/* Frees slot @idx and tells the caller; the caller holds a peer ref. */
-static void xport_tcp_slot_finish(struct xport_tcp_peer *p, uint32_t idx,
-				  int status)
-{
-	struct xport_tcp_slot *s = &p->slots[idx];
-	struct xport_tcp *x = p->x;
-	uint64_t tag = s->tag;
-
-	if (status == 0) {
-		p->st.completed++;
-		p->st.bytes += s->len;
-	} else {
-		p->st.failed++;
-	}
-	s->state = XPORT_TCP_SLOT_FREE;
-	s->dst = NULL;
-	s->next = p->free_head;
-	p->free_head = idx;
-	x->done(x->arg, tag, status);
+	if (--p->refs)
+		return;
+	xport_slots_fini(&p->slots);
+	free(p);
 }
 
 /*
  * Fails every busy slot, exactly once: @status, or when 0 -ECONNRESET for
- * reads that went out and -ENOTCONN for reads still queued. Slots are
- * marked first, so reads posted by the callbacks are left alone.
+ * requests that went out and -ENOTCONN for requests still queued.
  */
 static void xport_tcp_peer_fail_all(struct xport_tcp_peer *p, int status)
 {
-	struct xport_tcp_slot *s;
-	uint32_t i;
-
-	for (i = 0; i < XPORT_TCP_DEPTH; i++) {
-		s = &p->slots[i];
-		if (s->state == XPORT_TCP_SLOT_FREE ||
-		    s->state == XPORT_TCP_SLOT_FAILING)
-			continue;
-		if (status)
-			s->status = status;
-		else if (s->state == XPORT_TCP_SLOT_SENT)
-			s->status = -ECONNRESET;
-		else
-			s->status = -ENOTCONN;
-		s->state = XPORT_TCP_SLOT_FAILING;
-	}
-	p->q_head = p->q_tail = XPORT_TCP_NIL;
 	p->refs++;
-	for (i = 0; i < XPORT_TCP_DEPTH; i++) {
-		s = &p->slots[i];
-		if (s->state == XPORT_TCP_SLOT_FAILING)
-			xport_tcp_slot_finish(p, i, s->status);
-	}
+	xport_slots_fail(&p->slots, status ? status : -ENOTCONN,
+			 status ? status : -ECONNRESET);
 	xport_tcp_peer_put(p);
 }
 
@@ -375,7 +322,7 @@ static void xport_tcp_conn_hdr_put(struct xport_tcp_conn *c,
 
 static void xport_tcp_slot_encode(struct xport_tcp_peer *p, uint32_t idx)
 {
-	struct xport_tcp_slot *s = &p->slots[idx];
+	struct xport_slot *s = &p->slots.v[idx];
 	struct wire_hdr h = {
 		.version = WIRE_VERSION,
 		.op = WIRE_OP_READ,
@@ -385,7 +332,7 @@ static void xport_tcp_slot_encode(struct xport_tcp_peer *p, uint32_t idx)
 	};
 
 	xport_tcp_conn_hdr_put(p->conn, &h);
-	s->state = XPORT_TCP_SLOT_SENT;
+	xport_slots_sent(&p->slots, idx);
 }
 
 static void xport_tcp_peer_up(struct xport_tcp_peer *p, uint64_t instance)
@@ -403,11 +350,8 @@ static void xport_tcp_peer_up(struct xport_tcp_peer *p, uint64_t instance)
 		log_dbg("node %" PRIu64 " (%s): up, instance %#" PRIx64,
 			p->info.node, p->info.data_addr, instance);
 	p->down_logged = false;
-	while ((idx = p->q_head) != XPORT_TCP_NIL) {
-		p->q_head = p->slots[idx].next;
+	while ((idx = xport_slots_dequeue(&p->slots)) != XPORT_TCP_NIL)
 		xport_tcp_slot_encode(p, idx);
-	}
-	p->q_tail = XPORT_TCP_NIL;
 	xport_tcp_conn_kick(p->conn);
 }
 
@@ -416,7 +360,7 @@ static int xport_tcp_conn_on_hdr(struct xport_tcp_conn *c,
 				 struct xport_tcp_peer *p,
 				 const struct wire_hdr *h)
 {
-	struct xport_tcp_slot *s;
+	struct xport_slot *s;
 	uint32_t idx;
 
 	if (h->version != WIRE_VERSION)
@@ -442,13 +386,13 @@ static int xport_tcp_conn_on_hdr(struct xport_tcp_conn *c,
 	idx = (uint32_t)h->tag;
 	if (idx >= XPORT_TCP_DEPTH)
 		return -EPROTO;
-	s = &p->slots[idx];
-	if (s->state != XPORT_TCP_SLOT_SENT || s->gen != h->tag >> 32)
+	s = &p->slots.v[idx];
+	if (s->state != XPORT_SLOT_SENT || s->gen != h->tag >> 32)
 		return -EPROTO;
 	if (h->flags_status) {
 		if (h->len)
 			return -EPROTO;
-		xport_tcp_slot_finish(p, idx, -(int)h->flags_status);
+		xport_slots_finish(&p->slots, idx, -(int)h->flags_status);
 		return 0;
 	}
 	if (h->len != s->len)
@@ -474,7 +418,7 @@ static void xport_tcp_reply_log(const struct xport_tcp_peer *p,
 static int xport_tcp_conn_parse(struct xport_tcp_conn *c,
 				struct xport_tcp_peer *p)
 {
-	struct xport_tcp_slot *s;
+	struct xport_slot *s;
 	struct wire_hdr h;
 	size_t pos = 0, n;
 	uint32_t idx;
@@ -482,18 +426,18 @@ static int xport_tcp_conn_parse(struct xport_tcp_conn *c,
 
 	while (!c->dead) {
 		if (c->ridx != XPORT_TCP_NIL) {
-			s = &p->slots[c->ridx];
+			s = &p->slots.v[c->ridx];
 			n = c->rlen - pos;
 			if (n > s->len - c->rgot)
 				n = s->len - c->rgot;
-			memcpy((uint8_t *)s->dst + c->rgot, c->rbuf + pos, n);
+			memcpy((uint8_t *)s->buf + c->rgot, c->rbuf + pos, n);
 			pos += n;
 			c->rgot += n;
 			if (c->rgot < s->len)
 				break;
 			idx = c->ridx;
 			c->ridx = XPORT_TCP_NIL;
-			xport_tcp_slot_finish(p, idx, 0);
+			xport_slots_finish(&p->slots, idx, 0);
 			continue;
 		}
 		if (c->rlen - pos < WIRE_HDR_LEN)
@@ -704,7 +648,6 @@ static int xport_tcp_peer_open(struct xport *xx,
 {
 	struct xport_tcp *x = xport_tcp_from(xx);
 	struct xport_tcp_peer *p;
-	uint32_t i;
 	int ret;
 
 	if (!memchr(info->data_addr, '\0', sizeof(info->data_addr)) ||
@@ -720,10 +663,12 @@ static int xport_tcp_peer_open(struct xport *xx,
 	p->info = *info;
 	p->refs = 1;
 	p->backoff_ms = XPORT_TCP_BACKOFF_MIN_MS;
-	p->q_head = p->q_tail = XPORT_TCP_NIL;
-	for (i = 0; i < XPORT_TCP_DEPTH; i++)
-		p->slots[i].next =
-			i + 1 < XPORT_TCP_DEPTH ? i + 1 : XPORT_TCP_NIL;
+	ret = xport_slots_init(&p->slots, XPORT_TCP_DEPTH, x->done, x->arg,
+			       NULL);
+	if (ret) {
+		free(p);
+		return ret;
+	}
 	memcpy(&p->addr, &info->addr, info->addrlen);
 	p->addrlen = info->addrlen;
 	ret = xport_tcp_peer_connect(p);
@@ -740,6 +685,7 @@ static int xport_tcp_peer_open(struct xport *xx,
 	*out = (struct xport_peer *)p;
 	return 0;
 out_free:
+	xport_slots_fini(&p->slots);
 	free(p);
 	return ret;
 }
@@ -771,46 +717,24 @@ static int xport_tcp_read(struct xport_peer *pp, uint64_t off, uint32_t len,
 			  void *dst, uint64_t tag)
 {
 	struct xport_tcp_peer *p = xport_tcp_peer_from(pp);
-	struct xport_tcp_slot *s;
 	uint32_t idx;
+	int ret;
 
-	if (!len || len % XPORT_TCP_PAGE || len > WIRE_LEN_MAX || !dst)
-		return -EINVAL;
-	if (p->closed)
-		return -ENOTCONN;
-	switch (p->state) {
-	case XPORT_PEER_DOWN:
-		return -ENOTCONN;
-	case XPORT_PEER_STALE:
-		return -ESTALE;
-	case XPORT_PEER_CONNECTING:
-	case XPORT_PEER_UP:
-		break;
-	}
-	idx = p->free_head;
+	ret = xport_slots_check_len(len, dst);
+	if (!ret)
+		ret = xport_slots_check_peer(p->state, p->closed);
+	if (ret)
+		return ret;
+	idx = xport_slots_take(&p->slots, XPORT_SLOT_READ, off, len, dst, tag);
 	if (idx == XPORT_TCP_NIL)
 		return -EAGAIN;
-	s = &p->slots[idx];
-	p->free_head = s->next;
-	s->off = off;
-	s->len = len;
-	s->dst = dst;
-	s->tag = tag;
-	s->gen++;
-	s->next = XPORT_TCP_NIL;
-	p->st.posted++;
 	if (p->state == XPORT_PEER_UP) {
 		xport_tcp_slot_encode(p, idx);
 		xport_tcp_conn_kick(p->conn);
 		xport_tcp_flush(p->x);
 		return 0;
 	}
-	s->state = XPORT_TCP_SLOT_QUEUED;
-	if (p->q_tail == XPORT_TCP_NIL)
-		p->q_head = idx;
-	else
-		p->slots[p->q_tail].next = idx;
-	p->q_tail = idx;
+	xport_slots_queue(&p->slots, idx);
 	return 0;
 }
 
@@ -868,7 +792,7 @@ static enum xport_peer_state xport_tcp_peer_state(const struct xport_peer *pp)
 static void xport_tcp_peer_stats(const struct xport_peer *pp,
 				 struct xport_stats *st)
 {
-	*st = xport_tcp_peer_from_const(pp)->st;
+	*st = xport_tcp_peer_from_const(pp)->slots.st;
 }
 
 static int xport_tcp_create(const struct xport_cfg *cfg, struct xport **out)
@@ -954,6 +878,7 @@ static void xport_tcp_destroy(struct xport *xx)
 
 const struct xport_ops xport_tcp_ops = {
 	.name = "tcp",
+	.req_op = REQ_XPORT,
 	.create = xport_tcp_create,
 	.destroy = xport_tcp_destroy,
 	.peer_open = xport_tcp_peer_open,

@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The fault loop's own declarations, shared by its files: floop.c (the
+ * loop, commands, uffd events, fetch slots), floop_peer.c (peers and the
+ * choice of their transport) and floop_ra.c (read-ahead and prefetch).
+ */
+#ifndef NODE_FLOOP_INT_H
+#define NODE_FLOOP_INT_H
+
+#include <liburing.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "floop.h"
+#include "req.h"
+#include "uffd.h"
+
+#define FLOOP_PAGE	4096u
+#define FLOOP_TICK_MS	20
+#define FLOOP_RETRY_MS	100
+#define FLOOP_MSGS	64
+#define FLOOP_RING	1024
+#define FLOOP_STREAMS	4  /* sequential streams tracked per mapping */
+#define FLOOP_RA_FIRST	4  /* first read-ahead window, pages */
+#define FLOOP_RUNS	32 /* multi-page read-ahead/prefetch reads */
+#define FLOOP_RUN_PAGES 16 /* pages in one such read */
+#define FLOOP_PF_DEPTH	64 /* background prefetch pages in flight per map */
+
+enum fetch_state {
+	FETCH_FREE = 0,
+	FETCH_WAIT,	 /* to be posted (or its copy retried) at next_ms */
+	FETCH_POSTED,	 /* read in flight */
+	FETCH_ABANDONED, /* poisoned while in flight: drop the reply */
+};
+
+/* A sequential fault stream: faults landing just past the previous one
+ * (or inside what was read ahead for it) grow its window. */
+struct fstream {
+	uint64_t last; /* last faulting page */
+	uint64_t end;  /* first page not yet read ahead */
+	uint32_t win;  /* current window, pages; 0 = not sequential yet */
+	uint64_t used; /* for LRU replacement */
+};
+
+struct fmap {
+	struct req preq; /* REQ_UFFD_POLL: first member */
+	struct floop *f;
+	uint64_t id;
+	int uffd;
+	uint64_t base, size, span, chunk_size;
+	unsigned int chunk_shift;
+	struct msg_chunk *chunks;
+	uint32_t n_chunks;
+	uint64_t features;
+	char name[MSG_NAME_MAX];
+	int poll_armed;
+	int poll_want;	 /* no SQE for the poll: arm it again soon */
+	int remove_want; /* no SQE for the poll's removal: send it soon */
+	int dead;
+	int gone;  /* the process or range is gone: drop its faults */
+	int stale; /* its region was deleted: poison every fault */
+	uint64_t epoch, cid;
+	unsigned int inflight;
+	int warned_poison;
+	struct fstream streams[FLOOP_STREAMS];
+	uint64_t stream_clock;
+	int prefetch;	      /* MSG_MAP_PREFETCH: fetch it all */
+	uint64_t pf_next;     /* next page the prefetch looks at */
+	unsigned int pf_busy; /* prefetch reads in flight */
+	struct fmap *next;
+};
+
+struct fetch {
+	enum fetch_state state;
+	uint32_t gen;
+	struct fmap *map;
+	uint64_t addr;
+	uint64_t owner;
+	uint64_t off;
+	uint64_t inst; /* the owner instance the chunk was placed in */
+	uint64_t t0_ms;
+	uint64_t next_ms;
+	int have_data;	   /* buf holds the page; only the copy is left */
+	int ahead;	   /* read ahead, not (yet) faulted on */
+	int pf;		   /* posted by the background prefetch */
+	uint32_t npages;   /* 1, or up to FLOOP_RUN_PAGES for a run */
+	uint32_t done_off; /* bytes of buf already copied in */
+	uint8_t *buf;
+	uint32_t hnext; /* hash chain, UINT32_MAX = end */
+};
+
+/* A transport instance of the loop. */
+struct floop_xport {
+	const struct xport_ops *ops;
+	struct xport *x;
+};
+
+struct fpeer {
+	struct xport_peer_info info;
+	struct floop_xport *t; /* transport in use, when xp != NULL */
+	struct xport_peer *xp;
+	struct xport_stats last;
+	const char *last_name;
+	uint64_t opened_ms;
+	/* bit i: f->xports[i] did not come up in time, the next one is used
+	 * from now on (until the peer's address or instance changes) */
+	uint32_t failed;
+	int warned;
+};
+
+/* A fault that found every slot busy; its deadline runs from t0_ms. */
+struct backlog {
+	struct fmap *map;
+	uint64_t addr;
+	uint64_t t0_ms;
+	struct backlog *next;
+};
+
+/* Pages whose poisoning met -EAGAIN: poisoned again once events are read. */
+struct ppend {
+	struct fmap *map;
+	uint64_t addr;
+	uint32_t npages;
+	struct ppend *next;
+};
+
+enum cmd_kind {
+	CMD_MAP_ADD,
+	CMD_MAP_REMOVE,
+	CMD_PEERS,
+	CMD_PEER_ADDR,
+	CMD_SELF,
+	CMD_REGIONS,
+};
+
+struct cmd {
+	enum cmd_kind kind;
+	int64_t ticket;
+	struct floop_map_desc desc;
+	uint64_t id;
+	struct xport_peer_info *peers; /* CMD_PEERS, or one for CMD_PEER_ADDR */
+	uint32_t n_peers;
+	struct floop_region *regions;
+	uint32_t n_regions;
+	uint64_t epoch, cid;
+	struct cmd *next;
+};
+
+struct floop {
+	struct floop_cfg cfg;
+	struct floop_counters ctr;
+	struct io_uring ring;
+	int ring_ok;
+	/* in order of preference (cfg.xops) */
+	struct floop_xport xports[FLOOP_XPORTS_MAX];
+	unsigned int n_xports;
+	pthread_t thread;
+	int started;
+	int stopping;
+
+	/* cross-thread */
+	pthread_mutex_t lock;
+	struct cmd *cmds, **cmds_tail;
+	int64_t tickets;	      /* last ticket given (under lock) */
+	_Atomic int64_t tickets_done; /* last command carried out */
+	unsigned int sqe_fail_every;  /* test hook (docs/testing.md) */
+	unsigned int sqe_calls;
+	int efd;
+	struct req wake_req; /* REQ_WAKEUP */
+	uint64_t efd_val;
+	struct msg_peer *stats;
+	uint32_t n_stats;
+
+	/* loop thread only */
+	int wake_want;	/* no SQE to arm the wakeup read: again soon */
+	int maps_want;	/* some mapping's poll (or its removal) too */
+	int timer_want; /* ... the tick */
+	uint64_t last_tick_ms;
+	struct req timer_req; /* REQ_TIMER */
+	struct __kernel_timespec tick_ts;
+	struct fmap *maps;
+	struct fetch *slots;
+	uint32_t n_slots; /* single-page slots; runs follow them in slots[] */
+	uint32_t n_all;
+	uint32_t run_free[FLOOP_RUNS];
+	uint32_t n_run_free;
+	uint32_t *free_stack;
+	uint32_t n_free;
+	uint32_t *hash;
+	uint32_t hash_mask;
+	uint8_t *bufs;
+	struct backlog *backlog, **backlog_tail;
+	struct ppend *ppend;
+	struct fpeer *peers;
+	uint32_t n_peers;
+	/* regions as last listed (sorted by name), of tables sync_cid */
+	struct floop_region *regions;
+	uint32_t n_regions;
+	uint64_t sync_epoch, sync_cid;
+};
+
+/* ---- floop.c ---- */
+
+uint64_t floop_now_ms(void);
+/* The fetch of page @addr of @m in flight (or waiting), or NULL. */
+struct fetch *floop_fetch_find(struct floop *f, struct fmap *m, uint64_t addr);
+/*
+ * Takes a free slot for @npages pages at (m, addr) (a run slot if more
+ * than one: the caller checked one is free) and posts its read.
+ */
+void floop_fetch_start_n(struct floop *f, struct fmap *m, uint64_t addr,
+			 uint64_t owner, uint64_t off, int ahead,
+			 uint32_t npages, int pf, uint64_t t0_ms);
+
+/* ---- floop_peer.c ---- */
+
+/* Creates the transports of cfg.xops with @xcfg; returns 0 or -errno. */
+int floop_peers_xports_create(struct floop *f, const struct xport_cfg *xcfg);
+/* Closes every peer's transport peer, then destroys the transports. */
+void floop_peers_xports_destroy(struct floop *f);
+/* Hands @cqe (of a struct req with an op no loop request has) to the
+ * transport whose requests carry that op. */
+void floop_peers_xport_cqe(struct floop *f, struct io_uring_cqe *cqe);
+/* Periodic: ticks the transports, moves peers whose transport did not
+ * come up in time to the next one. */
+void floop_peers_tick(struct floop *f, uint64_t now);
+/* Publishes per-peer figures for floop_peer_stats(). */
+void floop_peers_stats_publish(struct floop *f);
+/* What the coordinator said of peers (floop_peers_set()). */
+void floop_peers_update(struct floop *f, const struct xport_peer_info *in,
+			uint32_t n);
+/* A resolved address (floop_peer_addr_set()). */
+void floop_peer_addr_update(struct floop *f, const struct xport_peer_info *in);
+/* This node is @self now: a peer of that id is closed and forgotten. */
+void floop_peers_self(struct floop *f, uint64_t self);
+/*
+ * Posts a read to @node on its transport, opening the transport peer
+ * first if needed. Returns what the transport's read() does, or -ENOLINK
+ * when the peer cannot be reached yet (unknown, address not resolved, no
+ * transport for it): nothing was posted then.
+ */
+int floop_peer_read(struct floop *f, uint64_t node, uint64_t off, uint32_t len,
+		    void *dst, uint64_t tag);
+/*
+ * A chunk placed on an owner instance that is no longer the owner's: the
+ * owner restarted with an empty pool, so reading it would return zeroes.
+ */
+int floop_peer_inst_is_lost(struct floop *f, uint64_t node, uint64_t inst);
+int floop_peer_chunk_is_lost(struct floop *f, const struct msg_chunk *c);
+
+/* ---- floop_ra.c ---- */
+
+/*
+ * Finds the stream a fault at @addr continues, or starts one in the least
+ * recently used slot. Returns how many pages to read ahead after @addr.
+ */
+uint32_t floop_ra_stream_update(struct floop *f, struct fmap *m, uint64_t addr);
+/* Reads ahead up to @win pages after the fault at @addr (its stream's). */
+void floop_ra_read_ahead(struct floop *f, struct fmap *m, uint64_t addr,
+			 uint32_t win);
+/* Background prefetch of the mappings that asked for it. */
+void floop_ra_prefetch_run(struct floop *f);
+
+#endif

@@ -1,0 +1,332 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Fault loop: peers as the coordinator lists them, and the transport each
+ * one is served by. The loop reaches transports only through their ops.
+ */
+#define LOG_PREFIX "fault: "
+#include "floop_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+/* ---- transports ---- */
+
+int floop_peers_xports_create(struct floop *f, const struct xport_cfg *xcfg)
+{
+	struct floop_xport *t;
+	int ret;
+
+	if (f->cfg.n_xops > FLOOP_XPORTS_MAX)
+		return -EINVAL;
+	for (unsigned int i = 0; i < f->cfg.n_xops; i++) {
+		t = &f->xports[i];
+		t->ops = f->cfg.xops[i];
+		ret = t->ops->create(xcfg, &t->x);
+		if (ret) {
+			log_errno(ret, "%s transport", t->ops->name);
+			return ret;
+		}
+		f->n_xports++;
+	}
+	return 0;
+}
+
+void floop_peers_xports_destroy(struct floop *f)
+{
+	for (uint32_t i = 0; i < f->n_peers; i++) {
+		struct fpeer *p = &f->peers[i];
+
+		if (p->xp)
+			p->t->ops->peer_close(p->xp);
+		p->xp = NULL;
+	}
+	while (f->n_xports) {
+		struct floop_xport *t = &f->xports[--f->n_xports];
+
+		t->ops->destroy(t->x);
+		t->x = NULL;
+	}
+}
+
+void floop_peers_xport_cqe(struct floop *f, struct io_uring_cqe *cqe)
+{
+	const struct req *r = io_uring_cqe_get_data(cqe);
+
+	for (unsigned int i = 0; i < f->n_xports; i++) {
+		if (f->xports[i].ops->req_op == r->op) {
+			f->xports[i].ops->on_cqe(f->xports[i].x, cqe);
+			return;
+		}
+	}
+}
+
+/* The names of the loop's transports ("verbs, tcp") into @buf. */
+static const char *floop_xports_names(const struct floop *f, char *buf,
+				      size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (unsigned int i = 0; i < f->n_xports && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "",
+				      f->xports[i].ops->name);
+	return buf;
+}
+
+/* ---- peers ---- */
+
+static struct fpeer *floop_peer_find(struct floop *f, uint64_t node)
+{
+	for (uint32_t i = 0; i < f->n_peers; i++) {
+		if (f->peers[i].info.node == node)
+			return &f->peers[i];
+	}
+	return NULL;
+}
+
+/*
+ * The first transport that wants @p, passing over those in @skip (bit i:
+ * f->xports[i]); NULL if none does.
+ */
+static struct floop_xport *
+floop_peer_choose(struct floop *f, const struct fpeer *p, uint32_t skip)
+{
+	for (unsigned int i = 0; i < f->n_xports; i++) {
+		struct floop_xport *t = &f->xports[i];
+
+		if (skip & (1u << i))
+			continue;
+		if (!t->ops->wants || t->ops->wants(&p->info))
+			return t;
+	}
+	return NULL;
+}
+
+static uint32_t floop_xport_bit(const struct floop *f,
+				const struct floop_xport *t)
+{
+	return 1u << (t - f->xports);
+}
+
+static void floop_peer_reopen(struct fpeer *p)
+{
+	if (p->xp)
+		p->t->ops->peer_close(p->xp);
+	p->xp = NULL;
+}
+
+void floop_peers_update(struct floop *f, const struct xport_peer_info *in,
+			uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		struct fpeer *p = floop_peer_find(f, in[i].node);
+		uint32_t was;
+
+		if (in[i].node == f->cfg.self)
+			continue;
+		if (!p) {
+			p = realloc(f->peers, (f->n_peers + 1) * sizeof(*p));
+			if (!p) {
+				log_err("no memory for peer %llu",
+					(unsigned long long)in[i].node);
+				return;
+			}
+			f->peers = p;
+			p = &f->peers[f->n_peers++];
+			memset(p, 0, sizeof(*p));
+			p->info = in[i];
+			p->info.addrlen = 0; /* floop_peer_addr_set() */
+			continue;
+		}
+		if (strcmp(p->info.data_addr, in[i].data_addr) ||
+		    p->info.instance != in[i].instance) {
+			/* New address or instance: reads fail -ECANCELED
+			 * and are posted again to the new one (or poisoned:
+			 * a new instance does not hold the old one's data). */
+			floop_peer_reopen(p);
+			if (strcmp(p->info.data_addr, in[i].data_addr))
+				p->info.addrlen = 0;
+			memcpy(p->info.data_addr, in[i].data_addr,
+			       sizeof(p->info.data_addr));
+			p->info.instance = in[i].instance;
+			p->info.flags = in[i].flags;
+			p->failed = 0;
+			continue;
+		}
+		was = p->info.flags;
+		p->info.flags = in[i].flags;
+		/* Back up (a partition healed, say): a connection that is
+		 * down is tried again at once, not after its backoff. */
+		if ((in[i].flags & XPORT_PEER_LIVE) &&
+		    !(was & XPORT_PEER_LIVE) && p->xp &&
+		    p->t->ops->peer_state(p->xp) == XPORT_PEER_DOWN)
+			floop_peer_reopen(p);
+		/* The peer gained or lost a transport (verbs): reopen on the
+		 * right one; reads are retried. */
+		if (p->xp && floop_peer_choose(f, p, p->failed) != p->t)
+			floop_peer_reopen(p);
+	}
+}
+
+void floop_peer_addr_update(struct floop *f, const struct xport_peer_info *in)
+{
+	struct fpeer *p = floop_peer_find(f, in->node);
+
+	if (!p || strcmp(p->info.data_addr, in->data_addr) ||
+	    in->addrlen > sizeof(p->info.addr))
+		return;
+	memcpy(&p->info.addr, &in->addr, in->addrlen);
+	p->info.addrlen = in->addrlen;
+}
+
+void floop_peers_self(struct floop *f, uint64_t self)
+{
+	for (uint32_t i = 0; i < f->n_peers; i++) {
+		struct fpeer *p = &f->peers[i];
+
+		if (p->info.node != self)
+			continue;
+		floop_peer_reopen(p);
+		p->info.addrlen = 0;
+		p->info.data_addr[0] = '\0';
+		p->info.instance = 0;
+	}
+}
+
+/* The transport peer of @p, opened on the transport that wants it. */
+static struct xport_peer *floop_peer_get(struct floop *f, struct fpeer *p)
+{
+	struct floop_xport *t;
+	char names[64];
+	int ret;
+
+	if (p->xp)
+		return p->xp;
+	t = floop_peer_choose(f, p, p->failed);
+	if (!t) {
+		if (!p->warned)
+			log_err("peer %llu: no transport of this node (%s) can "
+				"reach it: its pages cannot be fetched",
+				(unsigned long long)p->info.node,
+				floop_xports_names(f, names, sizeof(names)));
+		p->warned = 1;
+		return NULL;
+	}
+	p->t = t;
+	ret = t->ops->peer_open(t->x, &p->info, &p->xp);
+	if (ret) {
+		/* -EHOSTUNREACH: resolving on another thread */
+		if (ret != -EHOSTUNREACH)
+			log_errno(ret, "peer %llu (%s): open %s",
+				  (unsigned long long)p->info.node,
+				  p->info.data_addr, t->ops->name);
+		p->xp = NULL;
+		return NULL;
+	}
+	p->opened_ms = floop_now_ms();
+	if (p->last_name != t->ops->name)
+		log_info("peer %llu: transport %s",
+			 (unsigned long long)p->info.node, t->ops->name);
+	p->last_name = t->ops->name;
+	return p->xp;
+}
+
+int floop_peer_read(struct floop *f, uint64_t node, uint64_t off, uint32_t len,
+		    void *dst, uint64_t tag)
+{
+	struct fpeer *p = floop_peer_find(f, node);
+	struct xport_peer *xp = p ? floop_peer_get(f, p) : NULL;
+
+	if (!xp)
+		return -ENOLINK;
+	return p->t->ops->read(xp, off, len, dst, tag);
+}
+
+/*
+ * A peer not UP in time on a transport that has a deadline for it moves
+ * to the next transport that wants it (auto: verbs to TCP), once.
+ */
+static void floop_peers_check(struct floop *f, uint64_t now)
+{
+	for (uint32_t i = 0; i < f->n_peers; i++) {
+		struct fpeer *p = &f->peers[i];
+		struct floop_xport *t = p->t, *next;
+		uint32_t skip;
+
+		if (!p->xp || !t->ops->up_timeout_ms ||
+		    t->ops->peer_state(p->xp) == XPORT_PEER_UP ||
+		    now - p->opened_ms < t->ops->up_timeout_ms)
+			continue;
+		skip = p->failed | floop_xport_bit(f, t);
+		next = floop_peer_choose(f, p, skip);
+		if (!next) {
+			if (!p->warned)
+				log_warn("peer %llu: %s not up after %u ms; "
+					 "still waiting",
+					 (unsigned long long)p->info.node,
+					 t->ops->name, t->ops->up_timeout_ms);
+			p->warned = 1;
+			continue;
+		}
+		log_warn("peer %llu: %s not up after %u ms; using %s",
+			 (unsigned long long)p->info.node, t->ops->name,
+			 t->ops->up_timeout_ms, next->ops->name);
+		/* Its reads fail -ECANCELED and are posted again there. */
+		t->ops->peer_close(p->xp);
+		p->xp = NULL;
+		p->failed = skip;
+	}
+}
+
+void floop_peers_tick(struct floop *f, uint64_t now)
+{
+	for (unsigned int i = 0; i < f->n_xports; i++)
+		f->xports[i].ops->tick(f->xports[i].x, now);
+	floop_peers_check(f, now);
+}
+
+int floop_peer_inst_is_lost(struct floop *f, uint64_t node, uint64_t inst)
+{
+	struct fpeer *p = floop_peer_find(f, node);
+
+	return inst && p && p->info.instance && p->info.instance != inst;
+}
+
+int floop_peer_chunk_is_lost(struct floop *f, const struct msg_chunk *c)
+{
+	return floop_peer_inst_is_lost(f, c->node, c->inst);
+}
+
+void floop_peers_stats_publish(struct floop *f)
+{
+	struct msg_peer *st = calloc(f->n_peers ? f->n_peers : 1, sizeof(*st));
+	struct xport_stats xs;
+
+	if (!st)
+		return;
+	for (uint32_t i = 0; i < f->n_peers; i++) {
+		struct fpeer *p = &f->peers[i];
+
+		if (p->xp)
+			p->t->ops->peer_stats(p->xp, &xs);
+		else
+			xs = p->last;
+		p->last = xs;
+		st[i].node = p->info.node;
+		snprintf(st[i].transport, sizeof(st[i].transport), "%s",
+			 p->last_name ? p->last_name : "none");
+		st[i].reads = xs.completed;
+		st[i].posted = xs.posted;
+		st[i].bytes = xs.bytes;
+		st[i].errors = xs.failed;
+	}
+	pthread_mutex_lock(&f->lock);
+	free(f->stats);
+	f->stats = st;
+	f->n_stats = f->n_peers;
+	pthread_mutex_unlock(&f->lock);
+}

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the pieces of the verbs transport share: the context and its
+ * per-peer QPs (xport_rdma_qp.c: device and QP state machine), endpoint
+ * helpers (xport_rdma_ep.c), used by the data path (xport_rdma.c).
+ */
+#ifndef NODE_XPORT_RDMA_INT_H
+#define NODE_XPORT_RDMA_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+
+#include "xport_rdma.h"
+
+enum xport_rdma_qp_state {
+	XPORT_RDMA_QP_NONE = 0, /* no QP yet */
+	XPORT_RDMA_QP_INIT,	/* prepared, endpoint published */
+	XPORT_RDMA_QP_RTS,	/* connected: reads go out */
+	XPORT_RDMA_QP_ERR,	/* in the error state, WRs still flushing */
+	XPORT_RDMA_QP_DRAINED,	/* error state, nothing outstanding */
+};
+
+struct xport_rdma;
+struct xport_rdma_peer;
+
+/*
+ * A peer's QP and CQ. Created on first use and kept until the context goes,
+ * so the fault loop may hold pointers to it. Members up to "fault loop"
+ * are under ctx->lock.
+ */
+struct xport_rdma_qp {
+	struct xport_rdma_ctx *ctx;
+	struct xport_rdma_qp *next; /* ctx->qps */
+	uint64_t node;
+	struct ibv_qp *qp;
+	struct ibv_cq *cq;
+	enum xport_rdma_qp_state state;
+	/* DRAINED for a reconnect, not after an error: the PSN stays */
+	bool keep_psn;
+	/* incarnation, bumped by every (re)INIT: tells a late error
+	 * completion of an older connection from the current one */
+	uint32_t gen;
+	uint32_t psn;
+	/* WRs posted whose work completion was not polled yet */
+	unsigned int inflight;
+	struct xport_rdma_remote remote; /* valid in RTS */
+	struct xport_rdma_peer *xpeer;	 /* set and cleared by the fault loop */
+	/* fault loop only */
+	unsigned int unacked; /* CQ events read and not acked */
+	bool ready;	      /* on this wakeup's list of CQs to poll */
+	struct xport_rdma_qp *ready_next;
+};
+
+struct xport_rdma_ctx {
+	struct ibv_context *dev;
+	char name[IBV_SYSFS_NAME_MAX];
+	uint8_t port;
+	uint8_t gid_index;
+	bool is_roce;
+	uint16_t lid;
+	union ibv_gid gid;
+	enum ibv_mtu mtu; /* min(active_mtu, 4096) */
+	uint8_t rd_atomic;
+	unsigned int depth;
+	uint32_t max_msg;
+	struct ibv_pd *pd;
+	struct ibv_mr *pool_mr;
+	struct ibv_comp_channel *channel;
+	pthread_mutex_t lock;
+	struct xport_rdma_qp *qps;
+	struct xport_rdma *x;	/* the transport instance using this context */
+	struct xport_stats tot; /* relaxed atomics */
+	struct xport_rdma_psn_gen psn_gen; /* under lock */
+};
+
+/* ---- endpoints (xport_rdma_ep.c) ---- */
+
+/* Bytes of an MTU enum (0 if none), and back (0 if not a valid size). */
+uint32_t xport_rdma_mtu_bytes(enum ibv_mtu m);
+enum ibv_mtu xport_rdma_mtu_enum(uint32_t bytes);
+/* @raw as an IPv6 address in @buf ("?" if it cannot be shown). */
+const char *xport_rdma_gid_str(const uint8_t *raw, char *buf, size_t len);
+/* 0, or -EINVAL for a QPN, PSN or MTU out of range. */
+int xport_rdma_ep_check(const struct xport_rdma_ep *ep);
+/* Same QP over there: QPN, PSN and GID. */
+bool xport_rdma_ep_same(const struct xport_rdma_ep *a,
+			const struct xport_rdma_ep *b);
+/* The RoCE v2 GID of an IPv4 (mapped) or IPv6 address; -EINVAL if none. */
+int xport_rdma_ip_to_gid(const char *ip, uint8_t gid[16]);
+
+/* ---- per-peer QPs (xport_rdma_qp.c) ---- */
+
+/* @node's QP entry, made (state NONE) if there is none; NULL if out of
+ * memory. ctx->lock held. */
+struct xport_rdma_qp *xport_rdma_qp_get(struct xport_rdma_ctx *ctx,
+					uint64_t node);
+/* Moves the QP to ERR: outstanding WRs complete flushed. ctx->lock held. */
+void xport_rdma_qp_fail(struct xport_rdma_qp *q);
+/*
+ * @n WCs polled: the NIC is done with their WRs. Returns those left and
+ * the incarnation they belong to in *gen. Takes ctx->lock.
+ */
+unsigned int xport_rdma_qp_reaped(struct xport_rdma_qp *q, unsigned int n,
+				  uint32_t *gen);
+
+#endif

@@ -1,0 +1,814 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Verbs device and queue pairs: the context (device, PD, pool MR,
+ * completion channel) and the per-peer RC QP state machine the agent's
+ * session thread drives through the endpoint exchange.
+ */
+#define LOG_PREFIX "xport_rdma: "
+#include "xport_rdma_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "log.h"
+
+#define XPORT_RDMA_DEPTH_DEFAULT 128u
+#define XPORT_RDMA_RD_ATOMIC_MAX 16
+
+/* QP attributes; docs/rdma.md says why */
+#define XPORT_RDMA_MIN_RNR_TIMER 12 /* 0.64 ms; READs never meet RNR */
+#define XPORT_RDMA_TIMEOUT	 14 /* 4.096 us * 2^14 = 67 ms */
+/* 6, not 7: rdma_rxe treats retry_cnt 7 as "retry forever" (like rnr_retry
+ * 7 everywhere), so a dead owner would never fail a READ */
+#define XPORT_RDMA_RETRY_CNT 6
+#define XPORT_RDMA_RNR_RETRY 7
+#define XPORT_RDMA_HOP_LIMIT 64
+
+/* ---- QP attributes (pure) ------------------------------------------------ */
+
+void xport_rdma_qp_attr_init(struct ibv_qp_attr *a, int *mask, uint8_t port)
+{
+	memset(a, 0, sizeof(*a));
+	a->qp_state = IBV_QPS_INIT;
+	a->pkey_index = 0;
+	a->port_num = port;
+	/* the responder side serves READs of our pool; nobody writes it */
+	a->qp_access_flags = IBV_ACCESS_REMOTE_READ;
+	*mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+		IBV_QP_ACCESS_FLAGS;
+}
+
+void xport_rdma_qp_attr_rtr(struct ibv_qp_attr *a, int *mask,
+			    const struct xport_rdma_ep *remote, uint8_t port,
+			    uint8_t sgid_index, int is_roce, enum ibv_mtu mtu,
+			    uint8_t max_rd_atomic)
+{
+	memset(a, 0, sizeof(*a));
+	a->qp_state = IBV_QPS_RTR;
+	a->path_mtu = mtu;
+	a->dest_qp_num = remote->qpn;
+	a->rq_psn = remote->psn;
+	a->max_dest_rd_atomic = max_rd_atomic;
+	a->min_rnr_timer = XPORT_RDMA_MIN_RNR_TIMER;
+	a->ah_attr.port_num = port;
+	if (is_roce) {
+		/* RoCE: every packet carries a GRH, addressed by GID */
+		a->ah_attr.is_global = 1;
+		memcpy(a->ah_attr.grh.dgid.raw, remote->gid,
+		       sizeof(a->ah_attr.grh.dgid.raw));
+		a->ah_attr.grh.sgid_index = sgid_index;
+		a->ah_attr.grh.hop_limit = XPORT_RDMA_HOP_LIMIT;
+	} else {
+		a->ah_attr.dlid = remote->lid;
+	}
+	*mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+		IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+		IBV_QP_MIN_RNR_TIMER;
+}
+
+void xport_rdma_qp_attr_rts(struct ibv_qp_attr *a, int *mask, uint32_t my_psn,
+			    uint8_t max_rd_atomic)
+{
+	memset(a, 0, sizeof(*a));
+	a->qp_state = IBV_QPS_RTS;
+	a->timeout = XPORT_RDMA_TIMEOUT;
+	a->retry_cnt = XPORT_RDMA_RETRY_CNT;
+	a->rnr_retry = XPORT_RDMA_RNR_RETRY;
+	a->sq_psn = my_psn;
+	a->max_rd_atomic = max_rd_atomic;
+	*mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+		IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
+}
+
+/* ---- context ------------------------------------------------------------ */
+
+static const char *xport_rdma_memlock_str(char *buf, size_t len)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_MEMLOCK, &rl))
+		snprintf(buf, len, "unknown");
+	else if (rl.rlim_cur == RLIM_INFINITY)
+		snprintf(buf, len, "unlimited");
+	else
+		snprintf(buf, len, "%llu KiB",
+			 (unsigned long long)rl.rlim_cur / 1024);
+	return buf;
+}
+
+/* Pinning the pool counts against RLIMIT_MEMLOCK: lift it when allowed. */
+static void xport_rdma_memlock_raise(void)
+{
+	struct rlimit rl = { RLIM_INFINITY, RLIM_INFINITY };
+
+	if (!setrlimit(RLIMIT_MEMLOCK, &rl))
+		return;
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) || rl.rlim_cur >= rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_MEMLOCK, &rl))
+		log_dbg("raising RLIMIT_MEMLOCK: %s", log_strerror(errno));
+}
+
+static void xport_rdma_no_device_log(const char *why)
+{
+	log_err("no RDMA device found (ibv_get_device_list %s): load a driver "
+		"(mlx5_ib, rdma_rxe, siw) or use --transport tcp",
+		why);
+}
+
+/* Opens cfg->device, or the first device whose port is ACTIVE. */
+static int xport_rdma_dev_open(struct xport_rdma_ctx *ctx,
+			       const struct xport_rdma_cfg *cfg)
+{
+	struct ibv_device **list;
+	struct ibv_port_attr pa;
+	struct ibv_context *dev;
+	char seen[256] = "";
+	const char *name;
+	int i, n, ret = -ENODEV;
+
+	list = ibv_get_device_list(&n);
+	if (!list) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "failed: %s", log_strerror(errno));
+		xport_rdma_no_device_log(why);
+		return -ENODEV;
+	}
+	if (n <= 0) {
+		xport_rdma_no_device_log("returned none");
+		ibv_free_device_list(list);
+		return -ENODEV;
+	}
+	for (i = 0; i < n; i++) {
+		name = ibv_get_device_name(list[i]);
+		snprintf(seen + strlen(seen), sizeof(seen) - strlen(seen),
+			 "%s%s", i ? ", " : "", name);
+		if (cfg->device && strcmp(name, cfg->device))
+			continue;
+		dev = ibv_open_device(list[i]);
+		if (!dev) {
+			ret = errno ? -errno : -ENODEV;
+			log_errno(ret, "%s: ibv_open_device", name);
+			continue;
+		}
+		ret = ibv_query_port(dev, ctx->port, &pa);
+		if (ret) {
+			ret = -ret;
+			log_errno(ret, "%s: port %u: ibv_query_port", name,
+				  ctx->port);
+			ibv_close_device(dev);
+			continue;
+		}
+		if (pa.state != IBV_PORT_ACTIVE) {
+			log_err("%s: port %u is %s, not ACTIVE: bring its link "
+				"up (rxe/siw: the netdev must be up)",
+				name, ctx->port, ibv_port_state_str(pa.state));
+			ret = -ENETDOWN;
+			ibv_close_device(dev);
+			continue;
+		}
+		ctx->dev = dev;
+		snprintf(ctx->name, sizeof(ctx->name), "%s", name);
+		break;
+	}
+	ibv_free_device_list(list);
+	if (ctx->dev)
+		return 0;
+	if (cfg->device && ret == -ENODEV)
+		log_err("RDMA device %s not found (have: %s)", cfg->device,
+			seen);
+	return ret;
+}
+
+/* Port, device limits, GID and MTU of the opened device. */
+static int xport_rdma_dev_setup(struct xport_rdma_ctx *ctx,
+				const struct xport_rdma_cfg *cfg)
+{
+	struct ibv_gid_entry *tbl, ge;
+	struct ibv_device_attr da;
+	struct ibv_port_attr pa;
+	char gs[INET6_ADDRSTRLEN];
+	uint8_t want[16];
+	ssize_t n;
+	int ret, idx;
+
+	ret = ibv_query_device(ctx->dev, &da);
+	if (!ret)
+		ret = ibv_query_port(ctx->dev, ctx->port, &pa);
+	if (ret) {
+		log_errno(ret, "%s: querying the device", ctx->name);
+		return -ret;
+	}
+	if (ctx->depth > (unsigned int)da.max_qp_wr ||
+	    ctx->depth > (unsigned int)da.max_cqe) {
+		log_err("%s: depth %u exceeds the device (max_qp_wr %d, "
+			"max_cqe %d)",
+			ctx->name, ctx->depth, da.max_qp_wr, da.max_cqe);
+		return -EINVAL;
+	}
+	/* READs in flight as initiator and as responder: same cap both ways */
+	idx = XPORT_RDMA_RD_ATOMIC_MAX;
+	if (da.max_qp_rd_atom < idx)
+		idx = da.max_qp_rd_atom;
+	if (da.max_qp_init_rd_atom < idx)
+		idx = da.max_qp_init_rd_atom;
+	ctx->rd_atomic = (uint8_t)(idx > 0 ? idx : 1);
+	ctx->mtu = pa.active_mtu < IBV_MTU_4096 ? pa.active_mtu : IBV_MTU_4096;
+	ctx->max_msg = pa.max_msg_sz ? pa.max_msg_sz : UINT32_MAX;
+	if (pa.link_layer != IBV_LINK_LAYER_ETHERNET) {
+		/* InfiniBand: addressed by LID within the subnet */
+		ctx->is_roce = false;
+		ctx->lid = pa.lid;
+		if (!pa.lid) {
+			log_err("%s: port %u has no LID: is a subnet manager "
+				"(opensm) running?",
+				ctx->name, ctx->port);
+			return -ENETDOWN;
+		}
+		idx = cfg->gid_index >= 0 ? cfg->gid_index : 0;
+		ret = ibv_query_gid(ctx->dev, ctx->port, idx, &ctx->gid);
+		if (ret) {
+			log_err("%s: GID index %d of port %u is not valid",
+				ctx->name, idx, ctx->port);
+			return -EINVAL;
+		}
+		ctx->gid_index = (uint8_t)idx;
+		return 0;
+	}
+	ctx->is_roce = true;
+	if (cfg->gid_index >= 0) {
+		ret = ibv_query_gid_ex(ctx->dev, ctx->port, cfg->gid_index, &ge,
+				       0);
+		if (ret) {
+			log_err("%s: GID index %d of port %u is not valid: %s",
+				ctx->name, cfg->gid_index, ctx->port,
+				log_strerror(ret));
+			return -EINVAL;
+		}
+		ctx->gid = ge.gid;
+		ctx->gid_index = (uint8_t)cfg->gid_index;
+		return 0;
+	}
+	if (cfg->data_ip && xport_rdma_ip_to_gid(cfg->data_ip, want)) {
+		log_err("data IP %s is not an IP address", cfg->data_ip);
+		return -EINVAL;
+	}
+	tbl = calloc(pa.gid_tbl_len ? pa.gid_tbl_len : 1, sizeof(*tbl));
+	if (!tbl)
+		return -ENOMEM;
+	n = ibv_query_gid_table(ctx->dev, tbl, pa.gid_tbl_len, 0);
+	if (n < 0) {
+		ret = (int)n;
+		log_errno(ret, "%s: ibv_query_gid_table", ctx->name);
+		goto out_free;
+	}
+	idx = xport_rdma_gid_pick(tbl, (size_t)n, ctx->port, cfg->data_ip);
+	if (idx < 0) {
+		log_err("%s: port %u has no GID: give its netdev an IP "
+			"address (or an IPv6 link-local one)",
+			ctx->name, ctx->port);
+		ret = -EADDRNOTAVAIL;
+		goto out_free;
+	}
+	if (tbl[idx].gid_index > UINT8_MAX) {
+		ret = -ERANGE;
+		goto out_free;
+	}
+	ctx->gid = tbl[idx].gid;
+	ctx->gid_index = (uint8_t)tbl[idx].gid_index;
+	if (cfg->data_ip && memcmp(tbl[idx].gid.raw, want, sizeof(want)))
+		log_warn("%s: no RoCE v2 GID for data IP %s; using GID[%u] %s",
+			 ctx->name, cfg->data_ip, ctx->gid_index,
+			 xport_rdma_gid_str(ctx->gid.raw, gs, sizeof(gs)));
+	ret = 0;
+out_free:
+	free(tbl);
+	return ret;
+}
+
+int xport_rdma_ctx_create(const struct xport_rdma_cfg *cfg,
+			  struct xport_rdma_ctx **out)
+{
+	struct xport_rdma_ctx *ctx;
+	char gs[INET6_ADDRSTRLEN], ml[32];
+	int flags, ret;
+
+	if (!cfg || !out || !cfg->pool || !cfg->pool_len || cfg->port < 0 ||
+	    cfg->port > UINT8_MAX || cfg->gid_index < -1 ||
+	    cfg->gid_index > UINT8_MAX)
+		return -EINVAL;
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return -ENOMEM;
+	pthread_mutex_init(&ctx->lock, NULL);
+	ret = xport_rdma_psn_gen_init(&ctx->psn_gen);
+	if (ret)
+		goto err;
+	ctx->port = (uint8_t)(cfg->port ? cfg->port : 1);
+	ctx->depth = cfg->depth ? cfg->depth : XPORT_RDMA_DEPTH_DEFAULT;
+	ret = xport_rdma_dev_open(ctx, cfg);
+	if (ret)
+		goto err;
+	ret = xport_rdma_dev_setup(ctx, cfg);
+	if (ret)
+		goto err;
+	ctx->pd = ibv_alloc_pd(ctx->dev);
+	if (!ctx->pd) {
+		ret = errno ? -errno : -ENOMEM;
+		log_errno(ret, "%s: ibv_alloc_pd", ctx->name);
+		goto err;
+	}
+	xport_rdma_memlock_raise();
+	ctx->pool_mr =
+		ibv_reg_mr(ctx->pd, cfg->pool, cfg->pool_len,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+	if (!ctx->pool_mr) {
+		ret = errno ? -errno : -ENOMEM;
+		if (ret == -ENOMEM || ret == -EPERM)
+			log_err("%s: registering the %zu-byte pool: %s: the "
+				"locked-memory limit (%s) is too low: raise it "
+				"(ulimit -l unlimited, systemd "
+				"LimitMEMLOCK=infinity)",
+				ctx->name, cfg->pool_len, log_strerror(ret),
+				xport_rdma_memlock_str(ml, sizeof(ml)));
+		else
+			log_errno(ret, "%s: registering the %zu-byte pool",
+				  ctx->name, cfg->pool_len);
+		goto err;
+	}
+	ctx->channel = ibv_create_comp_channel(ctx->dev);
+	if (!ctx->channel) {
+		ret = errno ? -errno : -ENOMEM;
+		log_errno(ret, "%s: ibv_create_comp_channel", ctx->name);
+		goto err;
+	}
+	/* the fault loop drains it until EAGAIN after each io_uring poll */
+	flags = fcntl(ctx->channel->fd, F_GETFL);
+	if (flags < 0 ||
+	    fcntl(ctx->channel->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+		ret = -errno;
+		log_errno(ret, "%s: completion channel O_NONBLOCK", ctx->name);
+		goto err;
+	}
+	log_info("%s port %u: %s, GID[%u] %s, MTU %u, %u READs in flight "
+		 "per QP (rd_atomic %u), pool %zu bytes (rkey %#x)",
+		 ctx->name, ctx->port, ctx->is_roce ? "RoCE" : "InfiniBand",
+		 ctx->gid_index,
+		 xport_rdma_gid_str(ctx->gid.raw, gs, sizeof(gs)),
+		 xport_rdma_mtu_bytes(ctx->mtu), ctx->depth, ctx->rd_atomic,
+		 cfg->pool_len, ctx->pool_mr->rkey);
+	*out = ctx;
+	return 0;
+err:
+	xport_rdma_ctx_destroy(ctx);
+	return ret;
+}
+
+void xport_rdma_ctx_destroy(struct xport_rdma_ctx *ctx)
+{
+	struct xport_rdma_qp *q, *qn;
+	int ret;
+
+	if (!ctx)
+		return;
+	if (ctx->x)
+		log_err("%s: context destroyed before its transport",
+			ctx->name);
+	for (q = ctx->qps; q; q = q->next) {
+		if (q->qp) {
+			ret = ibv_destroy_qp(q->qp);
+			if (ret)
+				log_errno(ret,
+					  "node %" PRIu64 ": ibv_destroy_qp",
+					  q->node);
+			q->qp = NULL;
+		}
+	}
+	for (q = ctx->qps; q; q = qn) {
+		qn = q->next;
+		if (q->cq) {
+			/* destroy_cq waits for every event read to be acked */
+			if (q->unacked)
+				ibv_ack_cq_events(q->cq, q->unacked);
+			ret = ibv_destroy_cq(q->cq);
+			if (ret)
+				log_errno(ret,
+					  "node %" PRIu64 ": ibv_destroy_cq",
+					  q->node);
+		}
+		free(q);
+	}
+	if (ctx->pool_mr) {
+		ret = ibv_dereg_mr(ctx->pool_mr);
+		if (ret)
+			log_errno(ret, "%s: ibv_dereg_mr", ctx->name);
+	}
+	if (ctx->channel)
+		ibv_destroy_comp_channel(ctx->channel);
+	if (ctx->pd) {
+		ret = ibv_dealloc_pd(ctx->pd);
+		if (ret)
+			log_errno(ret, "%s: ibv_dealloc_pd", ctx->name);
+	}
+	if (ctx->dev)
+		ibv_close_device(ctx->dev);
+	pthread_mutex_destroy(&ctx->lock);
+	free(ctx);
+}
+
+void xport_rdma_mr_get(const struct xport_rdma_ctx *ctx, uint64_t *addr,
+		       uint32_t *rkey, uint64_t *len)
+{
+	*addr = (uint64_t)(uintptr_t)ctx->pool_mr->addr;
+	*rkey = ctx->pool_mr->rkey;
+	*len = ctx->pool_mr->length;
+}
+
+const char *xport_rdma_ctx_device(const struct xport_rdma_ctx *ctx)
+{
+	return ctx->name;
+}
+
+void xport_rdma_ctx_stats(const struct xport_rdma_ctx *ctx,
+			  struct xport_stats *st)
+{
+	st->posted = __atomic_load_n(&ctx->tot.posted, __ATOMIC_RELAXED);
+	st->completed = __atomic_load_n(&ctx->tot.completed, __ATOMIC_RELAXED);
+	st->failed = __atomic_load_n(&ctx->tot.failed, __ATOMIC_RELAXED);
+	st->bytes = __atomic_load_n(&ctx->tot.bytes, __ATOMIC_RELAXED);
+}
+
+/* ---- per-peer QPs (session thread; ctx->lock held) ----------------------- */
+
+static struct xport_rdma_qp *xport_rdma_qp_find(struct xport_rdma_ctx *ctx,
+						uint64_t node)
+{
+	struct xport_rdma_qp *q;
+
+	for (q = ctx->qps; q; q = q->next)
+		if (q->node == node)
+			return q;
+	return NULL;
+}
+
+struct xport_rdma_qp *xport_rdma_qp_get(struct xport_rdma_ctx *ctx,
+					uint64_t node)
+{
+	struct xport_rdma_qp *q = xport_rdma_qp_find(ctx, node);
+
+	if (q)
+		return q;
+	q = calloc(1, sizeof(*q));
+	if (!q)
+		return NULL;
+	q->ctx = ctx;
+	q->node = node;
+	q->next = ctx->qps;
+	ctx->qps = q;
+	return q;
+}
+
+/* A CQ of depth entries on the shared channel, armed, and an RC QP on it. */
+static int xport_rdma_qp_create(struct xport_rdma_qp *q)
+{
+	struct xport_rdma_ctx *ctx = q->ctx;
+	struct ibv_qp_init_attr ia;
+	int ret;
+
+	q->cq = ibv_create_cq(ctx->dev, (int)ctx->depth, q, ctx->channel, 0);
+	if (!q->cq)
+		return errno ? -errno : -ENOMEM;
+	ret = ibv_req_notify_cq(q->cq, 0);
+	if (ret) {
+		ret = -ret;
+		goto out_destroy_cq;
+	}
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = q->cq;
+	ia.recv_cq = q->cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.sq_sig_all = 0;
+	ia.cap.max_send_wr = ctx->depth;
+	ia.cap.max_recv_wr = 1; /* nothing is ever received */
+	ia.cap.max_send_sge = 1;
+	ia.cap.max_recv_sge = 1;
+	q->qp = ibv_create_qp(ctx->pd, &ia);
+	if (!q->qp) {
+		ret = errno ? -errno : -ENOMEM;
+		goto out_destroy_cq;
+	}
+	return 0;
+out_destroy_cq:
+	ibv_destroy_cq(q->cq);
+	q->cq = NULL;
+	return ret;
+}
+
+static int xport_rdma_qp_modify_state(struct xport_rdma_qp *q,
+				      enum ibv_qp_state st)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = st;
+	return -ibv_modify_qp(q->qp, &a, IBV_QP_STATE);
+}
+
+/* (RESET ->) INIT */
+static int xport_rdma_qp_to_init(struct xport_rdma_qp *q, bool reset)
+{
+	struct ibv_qp_attr a;
+	int mask, ret;
+
+	if (reset) {
+		ret = xport_rdma_qp_modify_state(q, IBV_QPS_RESET);
+		if (ret)
+			return ret;
+	}
+	q->gen++;
+	xport_rdma_qp_attr_init(&a, &mask, q->ctx->port);
+	return -ibv_modify_qp(q->qp, &a, mask);
+}
+
+/* Moves the QP to ERR: outstanding WRs complete flushed. */
+void xport_rdma_qp_fail(struct xport_rdma_qp *q)
+{
+	int ret = xport_rdma_qp_modify_state(q, IBV_QPS_ERR);
+
+	if (ret)
+		log_errno(ret, "node %" PRIu64 ": QP %u to the error state",
+			  q->node, q->qp->qp_num);
+	q->state = q->inflight ? XPORT_RDMA_QP_ERR : XPORT_RDMA_QP_DRAINED;
+}
+
+static void xport_rdma_qp_ep(const struct xport_rdma_qp *q,
+			     struct xport_rdma_ep *ep)
+{
+	const struct xport_rdma_ctx *ctx = q->ctx;
+
+	memset(ep, 0, sizeof(*ep));
+	ep->qpn = q->qp->qp_num;
+	ep->lid = ctx->is_roce ? 0 : ctx->lid;
+	memcpy(ep->gid, ctx->gid.raw, sizeof(ep->gid));
+	ep->gid_index = ctx->gid_index;
+	ep->psn = q->psn;
+	ep->mtu = xport_rdma_mtu_bytes(ctx->mtu);
+}
+
+int xport_rdma_peer_prepare(struct xport_rdma_ctx *ctx, uint64_t peer,
+			    struct xport_rdma_ep *local)
+{
+	struct xport_rdma_qp *q;
+	uint32_t psn;
+	int ret = 0;
+
+	if (!ctx || !peer || !local)
+		return -EINVAL;
+	pthread_mutex_lock(&ctx->lock);
+	q = xport_rdma_qp_get(ctx, peer);
+	if (!q) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	switch (q->state) {
+	case XPORT_RDMA_QP_NONE:
+		ret = xport_rdma_psn_gen_next(&ctx->psn_gen, &psn);
+		if (ret)
+			break;
+		ret = xport_rdma_qp_create(q);
+		if (ret) {
+			log_errno(ret, "%s: node %" PRIu64 ": creating a QP",
+				  ctx->name, peer);
+			break;
+		}
+		ret = xport_rdma_qp_to_init(q, false);
+		if (ret) {
+			log_errno(ret, "%s: node %" PRIu64 ": QP to INIT",
+				  ctx->name, peer);
+			ibv_destroy_qp(q->qp);
+			ibv_destroy_cq(q->cq);
+			q->qp = NULL;
+			q->cq = NULL;
+			break;
+		}
+		q->psn = psn;
+		q->state = XPORT_RDMA_QP_INIT;
+		log_dbg("%s: node %" PRIu64 ": QP %u created, PSN %#x",
+			ctx->name, peer, q->qp->qp_num, psn);
+		break;
+	case XPORT_RDMA_QP_DRAINED:
+		psn = q->psn;
+		/* a new PSN tells the peer our side restarted (it must
+		 * reconnect); after a reconnect the published one stays */
+		while (!q->keep_psn && psn == q->psn && !ret)
+			ret = xport_rdma_psn_gen_next(&ctx->psn_gen, &psn);
+		if (ret)
+			break;
+		ret = xport_rdma_qp_to_init(q, true);
+		if (ret) {
+			log_errno(ret, "%s: node %" PRIu64 ": QP %u reset",
+				  ctx->name, peer, q->qp->qp_num);
+			break;
+		}
+		q->psn = psn;
+		q->keep_psn = false;
+		q->state = XPORT_RDMA_QP_INIT;
+		log_dbg("%s: node %" PRIu64 ": QP %u reset, PSN %#x", ctx->name,
+			peer, q->qp->qp_num, psn);
+		break;
+	case XPORT_RDMA_QP_ERR:
+		ret = -EBUSY;
+		break;
+	case XPORT_RDMA_QP_INIT:
+	case XPORT_RDMA_QP_RTS:
+		break;
+	}
+	if (!ret)
+		xport_rdma_qp_ep(q, local);
+out:
+	pthread_mutex_unlock(&ctx->lock);
+	return ret;
+}
+
+/* INIT -> RTR -> RTS towards @r. */
+static int xport_rdma_qp_to_rts(struct xport_rdma_qp *q,
+				const struct xport_rdma_remote *r)
+{
+	struct xport_rdma_ctx *ctx = q->ctx;
+	enum ibv_mtu mtu = xport_rdma_mtu_enum(r->ep.mtu);
+	struct ibv_qp_attr a;
+	int mask, ret;
+
+	if (mtu > ctx->mtu)
+		mtu = ctx->mtu;
+	xport_rdma_qp_attr_rtr(&a, &mask, &r->ep, ctx->port, ctx->gid_index,
+			       ctx->is_roce, mtu, ctx->rd_atomic);
+	ret = ibv_modify_qp(q->qp, &a, mask);
+	if (ret) {
+		log_errno(ret,
+			  "%s: node %" PRIu64 ": QP %u to RTR towards QP %u "
+			  "(is the peer's GID reachable?)",
+			  ctx->name, q->node, q->qp->qp_num, r->ep.qpn);
+		return -ret;
+	}
+	xport_rdma_qp_attr_rts(&a, &mask, q->psn, ctx->rd_atomic);
+	ret = ibv_modify_qp(q->qp, &a, mask);
+	if (ret) {
+		log_errno(ret, "%s: node %" PRIu64 ": QP %u to RTS", ctx->name,
+			  q->node, q->qp->qp_num);
+		return -ret;
+	}
+	return 0;
+}
+
+int xport_rdma_peer_connect(struct xport_rdma_ctx *ctx, uint64_t peer,
+			    const struct xport_rdma_remote *r)
+{
+	char gs[INET6_ADDRSTRLEN];
+	struct xport_rdma_qp *q;
+	int ret = 0;
+
+	if (!ctx || !peer || !r || xport_rdma_ep_check(&r->ep))
+		return -EINVAL;
+	pthread_mutex_lock(&ctx->lock);
+	q = xport_rdma_qp_find(ctx, peer);
+	if (!q || q->state == XPORT_RDMA_QP_NONE) {
+		ret = -ENOTCONN;
+		goto out;
+	}
+	switch (q->state) {
+	case XPORT_RDMA_QP_RTS:
+		if (xport_rdma_ep_same(&q->remote.ep, &r->ep)) {
+			/* same QP over there: maybe a new MR */
+			q->remote = *r;
+			goto out;
+		}
+		/* the peer made a new QP: drain ours and reconnect it with
+		 * the PSN we published, which the peer connects to */
+		log_info("%s: node %" PRIu64 ": remote QP %u -> %u, "
+			 "reconnecting QP %u",
+			 ctx->name, peer, q->remote.ep.qpn, r->ep.qpn,
+			 q->qp->qp_num);
+		xport_rdma_qp_fail(q);
+		q->keep_psn = true;
+		if (q->state == XPORT_RDMA_QP_ERR) {
+			ret = -EBUSY;
+			goto out;
+		}
+		/* fall through */
+	case XPORT_RDMA_QP_DRAINED:
+		if (!q->keep_psn) {
+			ret = -ENOTCONN;
+			goto out;
+		}
+		ret = xport_rdma_qp_to_init(q, true);
+		if (ret) {
+			log_errno(ret, "%s: node %" PRIu64 ": QP %u reset",
+				  ctx->name, peer, q->qp->qp_num);
+			goto out;
+		}
+		q->keep_psn = false;
+		q->state = XPORT_RDMA_QP_INIT;
+		/* fall through */
+	case XPORT_RDMA_QP_INIT:
+		ret = xport_rdma_qp_to_rts(q, r);
+		if (ret) {
+			/* whatever state it reached: start over with prepare */
+			xport_rdma_qp_fail(q);
+			q->keep_psn = false;
+			goto out;
+		}
+		q->remote = *r;
+		q->state = XPORT_RDMA_QP_RTS;
+		log_info("%s: node %" PRIu64 ": QP %u connected to QP %u "
+			 "(GID %s), PSN %#x/%#x",
+			 ctx->name, peer, q->qp->qp_num, r->ep.qpn,
+			 xport_rdma_gid_str(r->ep.gid, gs, sizeof(gs)), q->psn,
+			 r->ep.psn);
+		break;
+	case XPORT_RDMA_QP_ERR:
+		ret = -EBUSY;
+		break;
+	case XPORT_RDMA_QP_NONE:
+		break;
+	}
+out:
+	pthread_mutex_unlock(&ctx->lock);
+	return ret;
+}
+
+int xport_rdma_peer_needs_exchange(struct xport_rdma_ctx *ctx, uint64_t peer)
+{
+	struct ibv_qp_init_attr ia;
+	struct xport_rdma_qp *q;
+	struct ibv_qp_attr a;
+	int ret;
+
+	pthread_mutex_lock(&ctx->lock);
+	q = xport_rdma_qp_find(ctx, peer);
+	if (!q || q->state == XPORT_RDMA_QP_NONE) {
+		pthread_mutex_unlock(&ctx->lock);
+		return 1;
+	}
+	/* the responder side fails silently (e.g. a READ with a bad rkey
+	 * puts our QP in ERR with nothing of ours in flight): ask */
+	if (q->state == XPORT_RDMA_QP_RTS &&
+	    !ibv_query_qp(q->qp, &a, IBV_QP_STATE, &ia) &&
+	    (a.qp_state == IBV_QPS_ERR || a.qp_state == IBV_QPS_SQE)) {
+		log_warn("%s: node %" PRIu64 ": QP %u is in the error state "
+			 "(remote error?): exchanging endpoints again",
+			 ctx->name, peer, q->qp->qp_num);
+		xport_rdma_qp_fail(q);
+		q->keep_psn = false;
+	}
+	ret = q->state == XPORT_RDMA_QP_DRAINED && !q->keep_psn;
+	pthread_mutex_unlock(&ctx->lock);
+	return ret;
+}
+
+int xport_rdma_peer_is_connected_to(struct xport_rdma_ctx *ctx, uint64_t peer,
+				    const struct xport_rdma_ep *remote)
+{
+	struct xport_rdma_qp *q;
+	int ret;
+
+	pthread_mutex_lock(&ctx->lock);
+	q = xport_rdma_qp_find(ctx, peer);
+	ret = q && q->state == XPORT_RDMA_QP_RTS &&
+	      xport_rdma_ep_same(&q->remote.ep, remote);
+	pthread_mutex_unlock(&ctx->lock);
+	return ret;
+}
+
+/*
+ * @n WCs polled: the NIC is done with their WRs. Returns those left and
+ * the incarnation they belong to in *gen.
+ */
+unsigned int xport_rdma_qp_reaped(struct xport_rdma_qp *q, unsigned int n,
+				  uint32_t *gen)
+{
+	unsigned int left;
+
+	pthread_mutex_lock(&q->ctx->lock);
+	*gen = q->gen;
+	if (n > q->inflight) {
+		log_err("node %" PRIu64 ": %u completions for %u READs",
+			q->node, n, q->inflight);
+		n = q->inflight;
+	}
+	q->inflight -= n;
+	if (q->state == XPORT_RDMA_QP_ERR && !q->inflight)
+		q->state = XPORT_RDMA_QP_DRAINED;
+	left = q->inflight;
+	pthread_mutex_unlock(&q->ctx->lock);
+	return left;
+}
