@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
  * The owner's TCP page server: one thread, one io_uring; replies are
- * gathered with SENDMSG straight from the pool (no copy of page data).
+ * gathered with SENDMSG straight from the pool, WRITE data is received
+ * straight into it (no copy of page data).
  */
 #define LOG_PREFIX "pagesrv: "
 #include "pagesrv.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -67,6 +69,18 @@ struct pagesrv_reply {
 /*
  * A client connection. Closing shuts the socket down and cancels; the
  * memory goes once the last CQE is reaped (inflight reaches 0).
+ *
+ * Receiving, per request:
+ *
+ *   header --HELLO/READ--> reply queued, next header
+ *     |
+ *     +--WRITE, bad len--> connection closed
+ *     +--WRITE, a queued READ reply sends from its range--> wr_wait:
+ *     |       header left in rbuf, nothing received until that reply
+ *     |       went out (the WRITE must not change what it reads)
+ *     +--WRITE--> wr_active: wr_left data bytes, from what rbuf holds,
+ *             then RECVs straight into the pool (or rbuf, to be dropped,
+ *             wr_status != 0); reply queued when the last one is in
  */
 struct pagesrv_conn {
 	struct pagesrv *s;
@@ -75,7 +89,15 @@ struct pagesrv_conn {
 	unsigned int inflight;
 	bool closing;
 	bool recv_busy;
+	bool recv_pool; /* the posted RECV is into the pool, not rbuf */
 	bool send_busy;
+	bool stalled; /* no RECV for backed-up replies, counted once */
+	bool writer;  /* last request a WRITE: RECV one header at a time */
+	bool wr_wait;
+	bool wr_active;
+	uint16_t wr_status; /* 0: data into the pool, else dropped */
+	uint32_t wr_len, wr_left;
+	uint64_t wr_tag, wr_off;
 	char name[PAGESRV_NAME_MAX];
 	struct pagesrv_req recv_req;
 	struct pagesrv_req send_req;
@@ -96,7 +118,7 @@ struct pagesrv {
 	bool ring_ok;
 	int lfd;
 	int efd;
-	const uint8_t *pool;
+	uint8_t *pool;
 	uint64_t pool_size;
 	uint64_t instance;
 	unsigned int max_conns;
@@ -124,8 +146,11 @@ struct pagesrv {
 	_Atomic uint64_t st_conns;
 	_Atomic uint64_t st_reads;
 	_Atomic uint64_t st_bytes;
+	_Atomic uint64_t st_writes;
+	_Atomic uint64_t st_write_bytes;
 	_Atomic uint64_t st_errors;
 	_Atomic uint64_t st_dropped;
+	_Atomic uint64_t st_stalls;
 };
 
 static void pagesrv_count(_Atomic uint64_t *c, uint64_t n)
@@ -190,8 +215,7 @@ static void pagesrv_conn_reply(struct pagesrv_conn *c, uint8_t op,
 			       uint16_t status, uint32_t len, uint64_t tag,
 			       uint64_t aux, const uint8_t *data)
 {
-	struct pagesrv_reply *r =
-		&c->q[(c->q_head + c->q_n) % PAGESRV_REPLY_CAP];
+	struct pagesrv_reply *r;
 	struct wire_hdr h = {
 		.version = WIRE_VERSION,
 		.op = op,
@@ -201,6 +225,9 @@ static void pagesrv_conn_reply(struct pagesrv_conn *c, uint8_t op,
 		.arg = aux,
 	};
 
+	/* callers check for room before they take a request */
+	assert(c->q_n < PAGESRV_REPLY_CAP);
+	r = &c->q[(c->q_head + c->q_n) % PAGESRV_REPLY_CAP];
 	wire_hdr_pack(&h, r->hdr);
 	r->len = len;
 	r->data = data;
@@ -245,14 +272,102 @@ static void pagesrv_conn_on_read(struct pagesrv_conn *c,
 			   s->pool + h->arg);
 }
 
-/* Turns complete requests into replies while there is room for them. */
+/* True if a queued reply, not all sent yet, sends from [p, p + len). */
+static bool pagesrv_conn_is_sending(const struct pagesrv_conn *c,
+				    const uint8_t *p, uint32_t len)
+{
+	const struct pagesrv_reply *r;
+	uint32_t i;
+
+	for (i = 0; i < c->q_n; i++) {
+		r = &c->q[(c->q_head + i) % PAGESRV_REPLY_CAP];
+		if (r->len && r->data < p + len && p < r->data + r->len)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * A WRITE header: its len data bytes follow, for the pool or to be
+ * dropped. Returns 0 (header taken, c->wr_active), 1 if it has to wait
+ * for queued READ replies from its range to go out first, or -EPROTO for
+ * a len that says nothing trustworthy about where the next header is.
+ */
+static int pagesrv_conn_on_write(struct pagesrv_conn *c,
+				 const struct wire_hdr *h)
+{
+	struct pagesrv *s = c->s;
+
+	if (!h->len || h->len > WIRE_LEN_MAX) {
+		log_warn("%s: write of %u bytes (1..%u), closing", c->name,
+			 h->len, WIRE_LEN_MAX);
+		return -EPROTO;
+	}
+	c->writer = true;
+	c->wr_status = 0;
+	/* written so that off + len cannot overflow */
+	if (h->arg > s->pool_size || h->len > s->pool_size - h->arg) {
+		log_dbg("%s: write of %u bytes at %#llx is outside the pool",
+			c->name, h->len, (unsigned long long)h->arg);
+		c->wr_status = ERANGE;
+	} else if (pagesrv_conn_is_sending(c, s->pool + h->arg, h->len)) {
+		return 1;
+	}
+	c->wr_active = true;
+	c->wr_tag = h->tag;
+	c->wr_off = h->arg;
+	c->wr_len = h->len;
+	c->wr_left = h->len;
+	return 0;
+}
+
+/* The active WRITE's data is all in the pool (or dropped): its reply. */
+static void pagesrv_conn_write_end(struct pagesrv_conn *c)
+{
+	struct pagesrv *s = c->s;
+
+	c->wr_active = false;
+	if (c->wr_status) {
+		pagesrv_count(&s->st_errors, 1);
+	} else {
+		pagesrv_count(&s->st_writes, 1);
+		pagesrv_count(&s->st_write_bytes, c->wr_len);
+	}
+	pagesrv_conn_reply(c, WIRE_OP_WRITE, c->wr_status, 0, c->wr_tag, 0,
+			   NULL);
+}
+
+/*
+ * Turns complete requests into replies while there is room for them;
+ * WRITE data that came into rbuf behind its header is copied to the pool
+ * (a client switching from reads to writes; see pagesrv_conn_recv_room()).
+ */
 static int pagesrv_conn_parse(struct pagesrv_conn *c)
 {
+	struct pagesrv *s = c->s;
 	struct wire_hdr h;
-	size_t pos = 0;
+	size_t pos = 0, n;
 	int ret = 0;
 
-	while (c->rlen - pos >= WIRE_HDR_LEN && c->q_n < PAGESRV_REPLY_CAP) {
+	c->wr_wait = false;
+	for (;;) {
+		if (c->wr_active) {
+			n = c->rlen - pos;
+			if (n > c->wr_left)
+				n = c->wr_left;
+			if (n && !c->wr_status)
+				memcpy(s->pool + c->wr_off + c->wr_len -
+					       c->wr_left,
+				       c->rbuf + pos, n);
+			pos += n;
+			c->wr_left -= (uint32_t)n;
+			if (c->wr_left)
+				break;
+			pagesrv_conn_write_end(c);
+			continue;
+		}
+		if (c->rlen - pos < WIRE_HDR_LEN || c->q_n >= PAGESRV_REPLY_CAP)
+			break;
 		wire_hdr_unpack(c->rbuf + pos, &h);
 		if (h.version != WIRE_VERSION) {
 			log_warn("%s: bad wire version %u, closing", c->name,
@@ -261,9 +376,19 @@ static int pagesrv_conn_parse(struct pagesrv_conn *c)
 			break;
 		}
 		if (h.op == WIRE_OP_HELLO) {
+			c->writer = false;
 			pagesrv_conn_on_hello(c, &h);
 		} else if (h.op == WIRE_OP_READ) {
+			c->writer = false;
 			pagesrv_conn_on_read(c, &h);
+		} else if (h.op == WIRE_OP_WRITE) {
+			ret = pagesrv_conn_on_write(c, &h);
+			if (ret > 0) {
+				c->wr_wait = true;
+				ret = 0;
+			}
+			if (ret || c->wr_wait)
+				break;
 		} else {
 			log_warn("%s: unknown op %u, closing", c->name, h.op);
 			ret = -EPROTO;
@@ -298,7 +423,7 @@ static void pagesrv_conn_send(struct pagesrv_conn *c)
 			skip -= WIRE_HDR_LEN;
 		}
 		if (r->len) {
-			/* the pool is only read: iovec just lacks const */
+			/* a reply only reads the pool: iovec just lacks const */
 			c->iov[n].iov_base =
 				(void *)(uintptr_t)(r->data + skip);
 			c->iov[n].iov_len = r->len - skip;
@@ -320,22 +445,73 @@ static void pagesrv_conn_send(struct pagesrv_conn *c)
 	c->inflight++;
 }
 
+/*
+ * Where the next RECV goes: an accepted WRITE's data straight into the
+ * pool, anything else into rbuf. A client that writes gets its rbuf RECVs
+ * cut at the end of the next header (or of data to drop), so that the
+ * data behind a header is not received into rbuf and copied. Returns the
+ * bytes the RECV may take, with *buf and *pool set, or 0 for no RECV now:
+ * replies backed up (back-pressure), a WRITE waiting, rbuf full.
+ */
+static size_t pagesrv_conn_recv_room(struct pagesrv_conn *c, uint8_t **buf,
+				     bool *pool)
+{
+	size_t room = PAGESRV_RBUF_SIZE - c->rlen;
+
+	*pool = false;
+	if (c->q_n >= PAGESRV_REPLY_HIGH || c->wr_wait)
+		return 0;
+	if (c->wr_active && !c->wr_status && !c->rlen) {
+		*buf = c->s->pool + c->wr_off + c->wr_len - c->wr_left;
+		*pool = true;
+		return c->wr_left;
+	}
+	*buf = c->rbuf + c->rlen;
+	if (c->writer) {
+		if (c->wr_active && c->wr_left < room)
+			room = c->wr_left;
+		else if (!c->wr_active && c->rlen < WIRE_HDR_LEN)
+			room = WIRE_HDR_LEN - c->rlen;
+	}
+	return room;
+}
+
+/* @n bytes came in where pagesrv_conn_recv_room() said (@pool). */
+static void pagesrv_conn_received(struct pagesrv_conn *c, size_t n, bool pool)
+{
+	if (pool)
+		c->wr_left -= (uint32_t)n;
+	else
+		c->rlen += n;
+}
+
 static void pagesrv_conn_recv(struct pagesrv_conn *c)
 {
 	struct io_uring_sqe *sqe;
+	uint8_t *buf;
+	size_t room;
+	bool pool;
 
-	if (c->closing || c->recv_busy || c->q_n >= PAGESRV_REPLY_HIGH ||
-	    c->rlen == PAGESRV_RBUF_SIZE)
+	if (c->closing || c->recv_busy)
 		return;
+	room = pagesrv_conn_recv_room(c, &buf, &pool);
+	if (!room) {
+		if (c->q_n >= PAGESRV_REPLY_HIGH && !c->stalled) {
+			c->stalled = true;
+			pagesrv_count(&c->s->st_stalls, 1);
+		}
+		return;
+	}
+	c->stalled = false;
 	sqe = pagesrv_sqe_get(c->s);
 	if (!sqe) {
 		pagesrv_conn_close(c);
 		return;
 	}
-	io_uring_prep_recv(sqe, c->fd, c->rbuf + c->rlen,
-			   PAGESRV_RBUF_SIZE - c->rlen, 0);
+	io_uring_prep_recv(sqe, c->fd, buf, room, 0);
 	io_uring_sqe_set_data(sqe, &c->recv_req);
 	c->recv_busy = true;
+	c->recv_pool = pool;
 	c->inflight++;
 }
 
@@ -362,10 +538,15 @@ static void pagesrv_conn_on_recv(struct pagesrv_conn *c, int res)
 	if (res <= 0) {
 		if (res < 0 && res != -ECONNRESET)
 			log_dbg("%s: recv: %s", c->name, log_strerror(res));
+		/* no reply: the writer sends the whole range again */
+		if (c->wr_active && !c->wr_status)
+			log_info("%s: gone mid-write at %#llx (%u/%u bytes)",
+				 c->name, (unsigned long long)c->wr_off,
+				 c->wr_len - c->wr_left, c->wr_len);
 		pagesrv_conn_close(c);
 		return;
 	}
-	c->rlen += res;
+	pagesrv_conn_received(c, (size_t)res, c->recv_pool);
 	pagesrv_conn_serve(c);
 }
 
@@ -721,7 +902,11 @@ void pagesrv_stats(const struct pagesrv *s, struct pagesrv_stats *st)
 	st->conns = atomic_load_explicit(&s->st_conns, memory_order_relaxed);
 	st->reads = atomic_load_explicit(&s->st_reads, memory_order_relaxed);
 	st->bytes = atomic_load_explicit(&s->st_bytes, memory_order_relaxed);
+	st->writes = atomic_load_explicit(&s->st_writes, memory_order_relaxed);
+	st->write_bytes =
+		atomic_load_explicit(&s->st_write_bytes, memory_order_relaxed);
 	st->errors = atomic_load_explicit(&s->st_errors, memory_order_relaxed);
 	st->dropped =
 		atomic_load_explicit(&s->st_dropped, memory_order_relaxed);
+	st->stalls = atomic_load_explicit(&s->st_stalls, memory_order_relaxed);
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The owner's TCP page server: answers HELLO and READ requests (wire.h)
- * with bytes straight from the pool, on its own thread and io_uring.
+ * The owner's TCP page server: answers HELLO, READ and WRITE requests
+ * (wire.h), sending from and receiving into the pool without a copy, on its
+ * own thread and io_uring.
  */
 #ifndef NODE_PAGESRV_H
 #define NODE_PAGESRV_H
@@ -13,7 +14,7 @@ struct pagesrv;
 
 struct pagesrv_cfg {
 	const char *listen_addr; /* "host:port", port 0 = any free port */
-	const void *pool;	 /* served read-only, caller keeps it mapped */
+	void *pool;		 /* served read-write, caller keeps it mapped */
 	uint64_t pool_size;
 	uint64_t instance; /* this pool's instance, sent in HELLO replies */
 	unsigned int max_conns; /* 0 = 256; more are accepted and closed */
@@ -21,8 +22,12 @@ struct pagesrv_cfg {
 
 /*
  * Binds and listens on cfg->listen_addr; serves nothing until started.
- * The pool must stay mapped until pagesrv_destroy() returns. Returns 0 and
- * the server in *out, -EINVAL for a bad cfg or address, or -errno.
+ * The pool must stay mapped (and writable) until pagesrv_destroy()
+ * returns: any peer that reaches the address may read and write all of it
+ * (no authentication yet). WRITE data goes into the pool as it arrives, so
+ * a connection lost mid-WRITE leaves that range partly written, never
+ * acknowledged. Returns 0 and the server in *out, -EINVAL for a bad cfg or
+ * address, or -errno.
  */
 int pagesrv_create(const struct pagesrv_cfg *cfg, struct pagesrv **out);
 
@@ -42,11 +47,14 @@ int pagesrv_start(struct pagesrv *s);
 void pagesrv_destroy(struct pagesrv *s);
 
 struct pagesrv_stats {
-	uint64_t conns;	  /* connections accepted and served */
-	uint64_t reads;	  /* READ requests answered with data */
-	uint64_t bytes;	  /* payload bytes of those replies */
-	uint64_t errors;  /* requests answered with an error status */
-	uint64_t dropped; /* connections closed by us: bad input, cap */
+	uint64_t conns;	      /* connections accepted and served */
+	uint64_t reads;	      /* READ requests answered with data */
+	uint64_t bytes;	      /* payload bytes of those replies */
+	uint64_t writes;      /* WRITE requests answered status 0 */
+	uint64_t write_bytes; /* data bytes of those, now in the pool */
+	uint64_t errors;      /* requests answered with an error status */
+	uint64_t dropped;     /* connections closed by us: bad input, cap */
+	uint64_t stalls;      /* reading a client paused: its replies wait */
 };
 
 /* Snapshot of the counters (atomics); callable from any thread. */
