@@ -182,7 +182,8 @@ static int bench_fault_map(struct bench_fault *b)
 {
 	struct farpage_map_opts opts = {
 		.agent_sock = b->agent_sock,
-		.flags = b->map_prefetch ? FARPAGE_MAP_PREFETCH : 0,
+		.flags = FARPAGE_MAP_RDONLY |
+			 (b->map_prefetch ? FARPAGE_MAP_PREFETCH : 0),
 	};
 	int ret;
 

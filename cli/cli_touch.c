@@ -688,7 +688,9 @@ int cli_touch_run(const struct cli *c, int argc, char **argv)
 		}
 	}
 	snprintf(what, sizeof(what), "touch %s", run.name);
-	if (cli_map(c, what, run.name, run.prefetch ? FARPAGE_MAP_PREFETCH : 0,
+	if (cli_map(c, what, run.name,
+		    FARPAGE_MAP_RDONLY |
+			    (run.prefetch ? FARPAGE_MAP_PREFETCH : 0),
 		    &run.m) < 0)
 		goto out_close;
 	run.base = farpage_map_addr(run.m);

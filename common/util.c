@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 /* Parses leading digits; *end points past them. */
@@ -158,4 +159,13 @@ out_unlink:
 		close(fd);
 	unlink(tmp);
 	return ret;
+}
+
+int util_random_u64(uint64_t *v)
+{
+	do {
+		if (getrandom(v, sizeof(*v), 0) != sizeof(*v))
+			return -errno;
+	} while (!*v);
+	return 0;
 }

@@ -31,4 +31,7 @@ int util_u64_parse(const char *s, uint64_t *out);
  */
 int util_write_file(const char *path, const char *text);
 
+/* A random 64-bit value that is not 0 (getrandom). Returns 0 or -errno. */
+int util_random_u64(uint64_t *v);
+
 #endif

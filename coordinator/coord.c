@@ -13,12 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "coord_int.h"
 #include "frame.h"
 #include "log.h"
+#include "util.h"
 #include "msg.h"
 #include "wal.h"
 
@@ -834,15 +834,6 @@ static const struct wal_ops coord_wal_ops = {
 	.snapshot_loaded = coord_wal_snapshot_loaded,
 };
 
-static int coord_random(uint64_t *v)
-{
-	do {
-		if (getrandom(v, sizeof(*v), 0) != sizeof(*v))
-			return -errno;
-	} while (!*v);
-	return 0;
-}
-
 /*
  * The tables' identity: read from @dir's COORD_CID_FILE, or made and
  * written there (durably: file and directory synced) the first time.
@@ -869,7 +860,7 @@ static int coord_cid_load(const char *dir, uint64_t *cid)
 	}
 	if (errno != ENOENT)
 		return -errno;
-	ret = coord_random(cid);
+	ret = util_random_u64(cid);
 	if (ret)
 		return ret;
 	snprintf(buf, sizeof(buf), "%016" PRIx64 "\n", *cid);
@@ -905,7 +896,7 @@ int coord_create(const struct coord_cfg *cfg, uint64_t now_ms,
 	c->snapshot_every = cfg->snapshot_every ? cfg->snapshot_every
 						: COORD_SNAPSHOT_EVERY_DEFAULT;
 	/* Changes with every restart: agents re-read the node table. */
-	ret = coord_random(&c->ngen);
+	ret = util_random_u64(&c->ngen);
 	if (ret)
 		goto err;
 	if (cfg->data_dir) {
@@ -918,7 +909,7 @@ int coord_create(const struct coord_cfg *cfg, uint64_t now_ms,
 			goto err;
 		}
 	} else {
-		ret = coord_random(&c->cid);
+		ret = util_random_u64(&c->cid);
 		if (ret)
 			goto err;
 	}

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -121,12 +120,9 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	a->cfg = *cfg;
 	a->usock = -1;
 	a->pool.fd = -1;
-	if (getrandom(&a->instance, sizeof(a->instance), 0) !=
-	    sizeof(a->instance)) {
-		ret = -errno;
+	ret = util_random_u64(&a->instance); /* 0 means "any" on the wire */
+	if (ret)
 		goto err;
-	}
-	a->instance |= 1; /* never 0: 0 means "any" on the wire */
 
 	ret = pool_init(&a->pool, cfg->pool_size, cfg->huge);
 	if (ret) {

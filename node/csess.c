@@ -27,10 +27,12 @@
 
 #define CSESS_TIMEOUT_MS 3000
 
-/* MAP lookup queued by the control thread. */
+/* MAP lookup queued by the control thread, or a write lease to give back. */
 struct csess_job {
 	uint64_t token;
 	char name[MSG_NAME_MAX];
+	uint64_t lease; /* lookup: also take this write lease; 0 = none */
+	int release;	/* give the write lease back (no result) */
 	struct csess_job *next;
 };
 
@@ -68,6 +70,7 @@ struct csess {
 	int64_t pending_ticket; /* floop ticket of pending_epoch, 0: none */
 	struct msg nodes;	/* the last NODE_LIST */
 	struct csess_cached *cache;
+	struct csess_job *releases; /* write leases not yet given back */
 	struct msg_extent *cleared; /* to report in the next heartbeat */
 	uint32_t n_cleared, cap_cleared;
 	uint64_t next_hb_ms;
@@ -245,6 +248,8 @@ static void csess_cache_flush(struct csess *s)
  */
 static void csess_tables(struct csess *s, uint64_t cid)
 {
+	struct floop_region none = { 0 };
+
 	if (cid == s->cid)
 		return;
 	if (s->cid) {
@@ -259,7 +264,18 @@ static void csess_tables(struct csess *s, uint64_t cid)
 	s->pending_ticket = 0;
 	s->n_cleared = 0;
 	s->need_nodes = 1;
-	s->need_regions = 1; /* also at epoch 0: the fault loop learns cid */
+	s->need_regions = 1;
+	/*
+	 * The fault loop learns the cid now, before any lookup answered from
+	 * these tables can reach it: a mapping of them must not be taken for
+	 * one of the old tables (and poisoned) while REGION_LIST is pending.
+	 * No region listed at epoch 0: theirs all count as made after it.
+	 * (At the first join there is no fault loop yet, nor any mapping.)
+	 */
+	if (s->a->fl && floop_regions_set(s->a->fl, &none, 0, 0, cid) < 0)
+		log_warn("fault loop: no memory to tell it of cluster id "
+			 "%016llx yet",
+			 (unsigned long long)cid);
 }
 
 static int csess_node_resolve_needed(const struct msg *old, uint64_t id,
@@ -616,6 +632,58 @@ static int csess_lookup_cached(struct csess *s, struct csess_result *r,
 	return 0;
 }
 
+/* A writable map: the region's write lease, or the error in @r. */
+static void csess_lease_take(struct csess *s, const struct csess_job *j,
+			     struct csess_result *r)
+{
+	struct msg req, rep;
+	int ret;
+
+	msg_init(&req, MSG_T_WRITE_LEASE);
+	msg_strset(req.name, sizeof(req.name), j->name);
+	req.node = atomic_load(&s->a->node_id);
+	req.instance = s->a->instance;
+	req.lease = j->lease;
+	ret = csess_call_want(s, &req, &rep, MSG_T_OK);
+	if (!ret)
+		return;
+	r->err = csess_err_is_link(ret) ? -EHOSTUNREACH : ret;
+	snprintf(r->text, sizeof(r->text), "region %s: write lease: %s",
+		 j->name,
+		 rep.type == MSG_T_ERROR && rep.text[0]
+			 ? rep.text
+			 : csess_strerror(s, ret));
+	msg_fini(&rep);
+	msg_fini(&r->region);
+}
+
+/*
+ * Gives back the write leases of mappings that ended. One the coordinator
+ * did not hear of stays queued; it also ends with this node's lease.
+ */
+static void csess_releases_run(struct csess *s)
+{
+	struct csess_job **p = &s->releases, *j;
+	struct msg req, rep;
+	int ret;
+
+	while ((j = *p)) {
+		msg_init(&req, MSG_T_WRITE_RELEASE);
+		msg_strset(req.name, sizeof(req.name), j->name);
+		req.node = atomic_load(&s->a->node_id);
+		req.lease = j->lease;
+		ret = csess_call_want(s, &req, &rep, MSG_T_OK);
+		msg_fini(&rep);
+		if (csess_err_is_link(ret))
+			return;
+		if (ret)
+			log_errno(ret, "region %s: giving the write lease back",
+				  j->name);
+		*p = j->next;
+		free(j);
+	}
+}
+
 static void csess_lookup_run(struct csess *s, const struct csess_job *j)
 {
 	struct csess_result *r = calloc(1, sizeof(*r));
@@ -626,7 +694,8 @@ static void csess_lookup_run(struct csess *s, const struct csess_job *j)
 		return; /* the client waits until it gives up */
 	r->token = j->token;
 	/* Known down: do not make every MAP wait for a timeout first. */
-	if (!s->coord_ok && !csess_lookup_cached(s, r, j->name, s->last_err))
+	if (!s->coord_ok && !j->lease &&
+	    !csess_lookup_cached(s, r, j->name, s->last_err))
 		goto out;
 	msg_init(&req, MSG_T_REGION_GET);
 	msg_strset(req.name, sizeof(req.name), j->name);
@@ -635,6 +704,8 @@ static void csess_lookup_run(struct csess *s, const struct csess_job *j)
 		csess_cache_put(s, &r->region);
 		csess_nodes_ensure(s, &r->region);
 		r->cid = s->cid;
+		if (j->lease)
+			csess_lease_take(s, j, r);
 		goto out;
 	}
 	if (r->region.type == MSG_T_ERROR) {
@@ -653,15 +724,24 @@ static void csess_lookup_run(struct csess *s, const struct csess_job *j)
 		goto out;
 	}
 	msg_fini(&r->region);
-	if (csess_err_is_link(ret) && !csess_lookup_cached(s, r, j->name, ret))
+	if (csess_err_is_link(ret) && !j->lease &&
+	    !csess_lookup_cached(s, r, j->name, ret))
 		goto out;
 	r->err = csess_err_is_link(ret) ? -EHOSTUNREACH : ret;
-	snprintf(r->text, sizeof(r->text),
-		 "region %s: coordinator %s %s (%s), and this host has no "
-		 "layout of it cached (never mapped here)",
-		 j->name, s->a->cfg.coordinator,
-		 csess_err_is_link(ret) ? "unreachable" : "failed",
-		 csess_strerror(s, ret));
+	if (j->lease)
+		snprintf(r->text, sizeof(r->text),
+			 "region %s: a writable map needs the region's write "
+			 "lease, and coordinator %s %s (%s); map it read-only",
+			 j->name, s->a->cfg.coordinator,
+			 csess_err_is_link(ret) ? "is unreachable" : "failed",
+			 csess_strerror(s, ret));
+	else
+		snprintf(r->text, sizeof(r->text),
+			 "region %s: coordinator %s %s (%s), and this host has "
+			 "no layout of it cached (never mapped here)",
+			 j->name, s->a->cfg.coordinator,
+			 csess_err_is_link(ret) ? "unreachable" : "failed",
+			 csess_strerror(s, ret));
 out:
 	csess_result_push(s, r);
 }
@@ -677,10 +757,17 @@ static void csess_jobs_run(struct csess *s)
 	pthread_mutex_unlock(&s->lock);
 	for (; j; j = next) {
 		next = j->next;
+		if (j->release) {
+			j->next = s->releases;
+			s->releases = j;
+			continue;
+		}
 		if (!csess_is_stopping(s))
 			csess_lookup_run(s, j);
 		free(j);
 	}
+	if (s->releases && !csess_is_stopping(s))
+		csess_releases_run(s);
 }
 
 /* ---- the thread ---- */
@@ -759,6 +846,10 @@ void csess_destroy(struct csess *s)
 		s->jobs = j->next;
 		free(j);
 	}
+	while ((j = s->releases)) {
+		s->releases = j->next;
+		free(j);
+	}
 	while ((r = s->results)) {
 		s->results = r->next;
 		csess_result_free(r);
@@ -776,7 +867,8 @@ void csess_destroy(struct csess *s)
 	free(s);
 }
 
-int csess_lookup(struct csess *s, uint64_t token, const char *name)
+static int csess_job_push(struct csess *s, uint64_t token, const char *name,
+			  uint64_t lease, int release)
 {
 	struct csess_job *j = calloc(1, sizeof(*j));
 
@@ -784,12 +876,25 @@ int csess_lookup(struct csess *s, uint64_t token, const char *name)
 		return -ENOMEM;
 	j->token = token;
 	snprintf(j->name, sizeof(j->name), "%s", name);
+	j->lease = lease;
+	j->release = release;
 	pthread_mutex_lock(&s->lock);
 	*s->jobs_tail = j;
 	s->jobs_tail = &j->next;
 	pthread_mutex_unlock(&s->lock);
 	csess_efd_signal(s->efd_jobs);
 	return 0;
+}
+
+int csess_lookup(struct csess *s, uint64_t token, const char *name,
+		 uint64_t lease)
+{
+	return csess_job_push(s, token, name, lease, 0);
+}
+
+int csess_lease_release(struct csess *s, const char *name, uint64_t lease)
+{
+	return csess_job_push(s, 0, name, lease, 1);
 }
 
 int csess_event_fd(const struct csess *s)

@@ -63,11 +63,18 @@ int csess_start(struct csess *s);
 int csess_call(struct csess *s, const struct msg *req, struct msg *rep);
 
 /*
- * Control thread: looks region @name up for the request @token; the
- * result comes back through csess_results_take() once csess_event_fd() is
- * readable. Returns 0 or -ENOMEM.
+ * Control thread: looks region @name up for the request @token and, with
+ * @lease not 0 (a writable map), takes the region's write lease under that
+ * id; the result comes back through csess_results_take() once
+ * csess_event_fd() is readable (-EBUSY naming the holder if another
+ * mapping has the lease; a writable map is never served from the cached
+ * layout). Returns 0 or -ENOMEM.
  */
-int csess_lookup(struct csess *s, uint64_t token, const char *name);
+int csess_lookup(struct csess *s, uint64_t token, const char *name,
+		 uint64_t lease);
+/* Any thread: gives region @name's write lease @lease back (retried while
+ * the coordinator cannot be reached). Returns 0 or -ENOMEM. */
+int csess_lease_release(struct csess *s, const char *name, uint64_t lease);
 /* Readable (an eventfd) when results wait. */
 int csess_event_fd(const struct csess *s);
 /* Takes the finished lookups (a list, oldest first; NULL if none). */

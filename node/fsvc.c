@@ -34,6 +34,7 @@
 #include "log.h"
 #include "net.h"
 #include "uffd.h"
+#include "util.h"
 #include "wire.h"
 #include "xport.h"
 
@@ -54,6 +55,9 @@ struct fsvc_conn {
 	enum fsvc_state state;
 	uint64_t token; /* of the lookup */
 	uint64_t map_id;
+	uint64_t flags;	   /* MSG_MAP_* of the MAP request */
+	uint64_t lease;	   /* write lease id of a writable map; 0: none */
+	int cache_fd;	   /* the mapping's cache memfd, -1: none */
 	struct msg layout; /* MAP_LAYOUT as sent */
 	int pinned;	   /* layout's local chunks pinned */
 	int fd_in;	   /* descriptor that came with the frame being read */
@@ -84,6 +88,10 @@ static void fsvc_conn_close(struct fsvc_conn *c)
 		floop_map_remove(a->fl, c->map_id);
 	if (c->pinned)
 		fsvc_pins(c, -1);
+	if (c->lease)
+		csess_lease_release(a->cs, c->layout.name, c->lease);
+	if (c->cache_fd >= 0)
+		close(c->cache_fd);
 	for (p = &a->conns; *p; p = &(*p)->next) {
 		if (*p == c) {
 			*p = c->next;
@@ -113,7 +121,16 @@ static int fsvc_on_map(struct fsvc_conn *c, const struct msg *req)
 	int ret;
 
 	c->token = ++a->next_token;
-	ret = csess_lookup(a->cs, c->token, req->name);
+	c->flags = req->flags & MSG_MAP_RDONLY;
+	/* A writable map holds the region's write lease under its own id. */
+	if (!(c->flags & MSG_MAP_RDONLY)) {
+		ret = util_random_u64(&c->lease);
+		if (ret) {
+			fsvc_reply_error(c, ret, "no random lease id");
+			return ret;
+		}
+	}
+	ret = csess_lookup(a->cs, c->token, req->name, c->lease);
 	if (ret) {
 		fsvc_reply_error(c, ret, "cannot look the region up");
 		return ret;
@@ -393,6 +410,7 @@ static void fsvc_on_accept(struct evl *l, int fd, uint32_t events, void *arg)
 	c->a = a;
 	c->fd = cfd;
 	c->fd_in = -1;
+	c->cache_fd = -1;
 	if (evl_add(a->evl, cfd, EPOLLIN, fsvc_on_conn, c)) {
 		close(cfd);
 		free(c);

@@ -52,6 +52,7 @@ struct farpage_map {
 	struct msg_chunk *chunks;
 	uint32_t n_chunks;
 	uint8_t *is_local; /* per chunk: mapped from the pool */
+	int cache_fd;	   /* cache mode: the agent's cache memfd, else -1 */
 	uint64_t features;
 	unsigned int agent_timeout_ms;
 	uint64_t flags; /* MSG_MAP_* asked for */
@@ -188,6 +189,11 @@ static int farpage_reserve(size_t span, uint8_t **out)
  * free hugepage) is put back as anonymous memory and left to fault: a failed
  * hugetlb MAP_FIXED leaves a hole otherwise.
  */
+static int farpage_prot(const struct farpage_map *m)
+{
+	return (m->flags & MSG_MAP_RDONLY) ? PROT_READ : PROT_READ | PROT_WRITE;
+}
+
 static int farpage_map_local(struct farpage_map *m, int pool_fd)
 {
 	for (uint32_t i = 0; i < m->n_chunks; i++) {
@@ -201,7 +207,7 @@ static int farpage_map_local(struct farpage_map *m, int pool_fd)
 		if (m->chunks[i].inst && m->instance &&
 		    m->chunks[i].inst != m->instance)
 			continue;
-		p = mmap(a, m->chunk_size, PROT_READ | PROT_WRITE,
+		p = mmap(a, m->chunk_size, farpage_prot(m),
 			 MAP_SHARED | MAP_FIXED, pool_fd,
 			 (off_t)m->chunks[i].off);
 		if (p != MAP_FAILED) {
@@ -211,7 +217,7 @@ static int farpage_map_local(struct farpage_map *m, int pool_fd)
 		log_warn("region %s chunk %u: pool map failed (%s); its pages "
 			 "will be copied on fault",
 			 m->name, i, strerror(errno));
-		p = mmap(a, m->chunk_size, PROT_READ | PROT_WRITE,
+		p = mmap(a, m->chunk_size, farpage_prot(m),
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
 				 MAP_NORESERVE,
 			 -1, 0);
@@ -221,14 +227,31 @@ static int farpage_map_local(struct farpage_map *m, int pool_fd)
 	return 0;
 }
 
-/* Registers every maximal run of chunks that are not mapped from the pool. */
+/*
+ * Maps every maximal run of chunks that are not mapped from the pool (the
+ * chunks faults serve) from the cache memfd (cache mode: the file offset is
+ * the offset in the region), or leaves it anonymous, read-only for a
+ * read-only map; and registers it with the uffd: MISSING, in cache mode
+ * also MINOR (pages already in the cache) and, writable, WP (the first
+ * write to a page is how the agent learns it is dirty).
+ */
 static int farpage_register_remote(struct farpage_map *m)
 {
+	uint64_t modes = UFFDIO_REGISTER_MODE_MISSING;
 	uint32_t i = 0;
 	int ret;
 
+	if (m->cache_fd >= 0) {
+		modes |= UFFDIO_REGISTER_MODE_MINOR;
+		if ((m->features & UFFD_FEATURE_WP_HUGETLBFS_SHMEM) &&
+		    !(m->flags & MSG_MAP_RDONLY))
+			modes |= UFFDIO_REGISTER_MODE_WP;
+	}
 	while (i < m->n_chunks) {
+		uint8_t *a = m->base + (size_t)i * m->chunk_size;
 		uint32_t j = i;
+		size_t len;
+		void *p;
 
 		if (m->is_local[i]) {
 			i++;
@@ -236,15 +259,47 @@ static int farpage_register_remote(struct farpage_map *m)
 		}
 		while (j < m->n_chunks && !m->is_local[j])
 			j++;
-		ret = uffd_range_register(m->uffd,
-					  (uint64_t)(uintptr_t)m->base +
-						  i * m->chunk_size,
-					  (uint64_t)(j - i) * m->chunk_size);
+		len = (size_t)(j - i) * m->chunk_size;
+		if (m->cache_fd >= 0)
+			p = mmap(a, len, farpage_prot(m),
+				 MAP_SHARED | MAP_FIXED, m->cache_fd,
+				 (off_t)i * (off_t)m->chunk_size);
+		else if (m->flags & MSG_MAP_RDONLY)
+			p = mprotect(a, len, PROT_READ) ? MAP_FAILED : a;
+		else
+			p = a;
+		if (p == MAP_FAILED)
+			return -errno;
+		ret = uffd_range_register_modes(m->uffd, (uint64_t)(uintptr_t)a,
+						len, modes);
 		if (ret)
 			return ret;
 		i = j;
 	}
 	return 0;
+}
+
+/*
+ * Cache mode when the agent offers it and this kernel has MINOR faults on
+ * shmem; otherwise its memfd is closed and faults are served by copies.
+ */
+static void farpage_cache_choose(struct farpage_map *m, uint64_t supported)
+{
+	uint64_t need = UFFD_FEATURE_MINOR_SHMEM | UFFD_FEATURE_MISSING_SHMEM;
+
+	if (m->cache_fd < 0)
+		return;
+	if ((supported & need) == need) {
+		m->features |=
+			supported & (need | UFFD_FEATURE_WP_HUGETLBFS_SHMEM);
+		m->flags |= MSG_MAP_CACHE;
+		return;
+	}
+	log_warn("region %s: this kernel has no minor faults on shmem; "
+		 "faults are served by copying (writes stay here)",
+		 m->name);
+	close(m->cache_fd);
+	m->cache_fd = -1;
 }
 
 /*
@@ -316,37 +371,43 @@ static size_t farpage_pend_run(struct farpage_map *m)
 }
 
 /*
- * Step one of mapping, on a fresh agent connection: MAP -> MAP_LAYOUT and
- * the pool memfd. Returns 0 with *layout to msg_fini() and *pool_fd to
- * close, the agent's -errno (its text logged), or -EBADMSG.
+ * Step one of mapping, on a fresh agent connection: MAP {flags} ->
+ * MAP_LAYOUT with the pool memfd, and the cache memfd when the layout's
+ * flags say MSG_MAP_CACHE. Returns 0 with *layout to msg_fini() and
+ * fds[0] (pool), fds[1] (cache or -1) to close, the agent's -errno (its
+ * text logged), or -EBADMSG.
  */
-static int farpage_agent_layout(int sock, const char *name, struct msg *layout,
-				int *pool_fd)
+static int farpage_agent_layout(int sock, const char *name, uint64_t flags,
+				struct msg *layout, int fds[2])
 {
 	struct msg req;
-	int n_fds = 1, ret;
+	int n_fds = 2, ret;
 
-	*pool_fd = -1;
+	fds[0] = fds[1] = -1;
 	msg_init(&req, MSG_T_MAP);
 	msg_strset(req.name, sizeof(req.name), name);
+	req.flags = flags & MSG_MAP_RDONLY;
 	ret = ctl_send(sock, &req, NULL, 0);
 	if (ret)
 		return ret;
-	ret = ctl_recv(sock, layout, pool_fd, &n_fds, CALL_TIMEOUT_MS);
+	ret = ctl_recv(sock, layout, fds, &n_fds, CALL_TIMEOUT_MS);
 	if (ret)
 		return ret;
 	if (layout->type == MSG_T_ERROR) {
 		ret = -(int)layout->err;
 		if (layout->text[0])
 			log_err("map %s: %s", name, layout->text);
-	} else if (layout->type != MSG_T_MAP_LAYOUT || n_fds != 1) {
+	} else if (layout->type != MSG_T_MAP_LAYOUT ||
+		   n_fds != ((layout->flags & MSG_MAP_CACHE) ? 2 : 1)) {
 		ret = -EBADMSG;
 	}
+	for (int i = n_fds; i < 2; i++)
+		fds[i] = -1;
 	if (ret) {
 		msg_fini(layout);
-		if (n_fds == 1 && *pool_fd >= 0)
-			close(*pool_fd);
-		*pool_fd = -1;
+		for (int i = 0; i < n_fds; i++)
+			close(fds[i]);
+		fds[0] = fds[1] = -1;
 	}
 	return ret;
 }
@@ -358,11 +419,15 @@ static int farpage_agent_hand_uffd(int sock, const struct farpage_map *m,
 	struct msg req, rep;
 	int ret;
 
+	int fds[2] = { m->uffd, m->cache_fd };
+
 	msg_init(&req, MSG_T_MAP_UFFD);
 	req.base = (uint64_t)(uintptr_t)m->base;
 	req.features = m->features;
 	req.flags = flags;
-	ret = ctl_send(sock, &req, &m->uffd, 1);
+	/* The cache memfd goes back to an agent we hand the mapping to. */
+	ret = ctl_send(sock, &req, fds,
+		       (flags & MSG_MAP_RESUME) && m->cache_fd >= 0 ? 2 : 1);
 	if (ret)
 		return ret;
 	ret = ctl_recv(sock, &rep, NULL, NULL, CALL_TIMEOUT_MS);
@@ -407,14 +472,18 @@ static int farpage_layout_is_same(const struct farpage_map *m,
 static int farpage_resume(struct farpage_map *m)
 {
 	struct msg l;
-	int fd, pool_fd, ret;
+	int fd, fds[2], ret;
 
 	ret = net_unix_connect(m->sock_path, &fd);
 	if (ret)
 		return ret;
-	ret = farpage_agent_layout(fd, m->name, &l, &pool_fd);
+	/* A writable mapping takes the write lease again: the dead agent's
+	 * ended with its instance. */
+	ret = farpage_agent_layout(fd, m->name, m->flags, &l, fds);
 	if (!ret) {
-		close(pool_fd);
+		close(fds[0]);
+		if (fds[1] >= 0)
+			close(fds[1]);
 		if (!farpage_layout_is_same(m, &l))
 			ret = -ESTALE;
 		msg_fini(&l);
@@ -585,6 +654,8 @@ static void farpage_map_free(struct farpage_map *m, int unmapped)
 		close(m->uffd);
 	if (m->stop_efd >= 0)
 		close(m->stop_efd);
+	if (m->cache_fd >= 0)
+		close(m->cache_fd);
 	if (m->base && !unmapped)
 		munmap(m->base, m->span);
 	free(m->chunks);
@@ -599,7 +670,7 @@ int farpage_map(const char *name, const struct farpage_map_opts *opts,
 	struct farpage_map *m;
 	struct msg rep;
 	uint64_t supported;
-	int pool_fd = -1, ret;
+	int fds[2] = { -1, -1 }, pool_fd = -1, ret;
 
 	pthread_once(&farpage_atfork_once, farpage_atfork_register);
 	if (!msg_name_is_valid(name))
@@ -607,20 +678,24 @@ int farpage_map(const char *name, const struct farpage_map_opts *opts,
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
-	m->sock = m->uffd = m->stop_efd = -1;
+	m->sock = m->uffd = m->stop_efd = m->cache_fd = -1;
 	snprintf(m->name, sizeof(m->name), "%s", name);
 	m->agent_timeout_ms = farpage_agent_timeout(opts);
 
 	if (opts && (opts->flags & FARPAGE_MAP_PREFETCH))
 		m->flags |= MSG_MAP_PREFETCH;
+	if (opts && (opts->flags & FARPAGE_MAP_RDONLY))
+		m->flags |= MSG_MAP_RDONLY;
 	snprintf(m->sock_path, sizeof(m->sock_path), "%s",
 		 farpage_sock_path(opts));
 	ret = net_unix_connect(m->sock_path, &m->sock);
 	if (ret)
 		goto err;
-	ret = farpage_agent_layout(m->sock, name, &rep, &pool_fd);
+	ret = farpage_agent_layout(m->sock, name, m->flags, &rep, fds);
 	if (ret)
 		goto err;
+	pool_fd = fds[0];
+	m->cache_fd = fds[1];
 	ret = farpage_layout_check(m, &rep);
 	if (ret) {
 		msg_fini(&rep);
@@ -644,6 +719,11 @@ int farpage_map(const char *name, const struct farpage_map_opts *opts,
 		goto err;
 	}
 
+	ret = uffd_features_probe(&supported);
+	if (ret)
+		goto err;
+	m->features = supported & UFFD_WANTED_FEATURES;
+	farpage_cache_choose(m, supported);
 	ret = farpage_reserve(m->span, &m->base);
 	if (ret) {
 		m->base = NULL;
@@ -654,15 +734,7 @@ int farpage_map(const char *name, const struct farpage_map_opts *opts,
 		goto err;
 	close(pool_fd);
 	pool_fd = -1;
-	if (madvise(m->base, m->span, MADV_DONTFORK)) {
-		ret = -errno;
-		goto err;
-	}
 
-	ret = uffd_features_probe(&supported);
-	if (ret)
-		goto err;
-	m->features = supported & UFFD_WANTED_FEATURES;
 	ret = uffd_open(&m->uffd);
 	if (ret)
 		goto err;
@@ -672,6 +744,11 @@ int farpage_map(const char *name, const struct farpage_map_opts *opts,
 	ret = farpage_register_remote(m);
 	if (ret)
 		goto err;
+	/* After the cache mappings replaced parts of the range. */
+	if (madvise(m->base, m->span, MADV_DONTFORK)) {
+		ret = -errno;
+		goto err;
+	}
 
 	ret = farpage_agent_hand_uffd(m->sock, m, m->flags);
 	if (ret)
@@ -696,9 +773,11 @@ err:
 	return ret;
 }
 
+static int farpage_is_writeback(const struct farpage_map *m);
+
 int farpage_unmap(struct farpage_map *m)
 {
-	int ret = 0;
+	int ret = 0, unmapped;
 
 	if (!m)
 		return 0;
@@ -710,11 +789,48 @@ int farpage_unmap(struct farpage_map *m)
 	 * munmap waits until the agent (or, with the agent gone, our
 	 * watchdog) has read the UNMAP event, so both still run here.
 	 */
-	if (munmap(m->base, m->span))
+	unmapped = !munmap(m->base, m->span);
+	if (!unmapped)
 		ret = -errno;
+	/* Nothing can be written any more: what was is sent home now, while
+	 * our connection keeps the mapping alive in the agent. */
+	if (unmapped && farpage_is_writeback(m)) {
+		ret = farpage_flush(m);
+		if (ret)
+			log_errno(ret, "region %s: flush at unmap", m->name);
+	}
 	/* It reads m->base (poisoning) until it is stopped. */
 	farpage_watchdog_stop(m);
-	farpage_map_free(m, !ret);
+	farpage_map_free(m, unmapped);
+	return ret;
+}
+
+static int farpage_is_writeback(const struct farpage_map *m)
+{
+	return (m->flags & MSG_MAP_CACHE) && !(m->flags & MSG_MAP_RDONLY);
+}
+
+int farpage_flush(struct farpage_map *m)
+{
+	struct msg req, rep;
+	int fd, ret;
+
+	if (m->flags & MSG_MAP_RDONLY)
+		return 0;
+	if (!(m->flags & MSG_MAP_CACHE))
+		return -EOPNOTSUPP;
+	ret = net_unix_connect(m->sock_path, &fd);
+	if (ret)
+		return ret;
+	msg_init(&req, MSG_T_FLUSH);
+	msg_strset(req.name, sizeof(req.name), m->name);
+	/* As long as it takes: the agent answers an error itself when the
+	 * pages cannot go home. */
+	ret = ctl_call(fd, &req, &rep, -1);
+	close(fd);
+	if (ret && rep.type == MSG_T_ERROR && rep.text[0])
+		log_err("region %s: flush: %s", m->name, rep.text);
+	msg_fini(&rep);
 	return ret;
 }
 

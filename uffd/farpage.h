@@ -5,9 +5,13 @@
  * farpage_map() asks the local agent (farpage-node) for the region's layout,
  * reserves an address range, maps the chunks this node owns straight from
  * the agent's pool (MAP_SHARED: writes land in the pool and are what remote
- * readers fetch) and registers the rest with userfaultfd; the agent resolves
- * those faults by fetching pages from their owners. Writes to remote-owned
- * pages stay private to this mapping (no coherence yet).
+ * readers fetch) and maps the rest from the agent's cache of remote pages
+ * (a shmem memfd), registered with userfaultfd: the agent resolves faults
+ * by landing pages from their owners in the cache, learns of writes through
+ * write-protect faults, and writes written pages home (farpage_flush(), at
+ * unmap, in the background, and when it evicts them from its bounded
+ * cache). Without minor faults on shmem, faults are served by copying and
+ * writes to remote-owned pages stay private to this mapping.
  *
  * If the agent dies, faulting threads never see zero-filled pages: they wait
  * up to agent_timeout_ms for an agent to come back on the same socket path
@@ -43,6 +47,13 @@ struct farpage_map_opts {
 /* The agent fetches the whole region in the background (pages not yet
  * touched), keeping room for faults, which always go first. */
 #define FARPAGE_MAP_PREFETCH 1u
+/*
+ * Read-only: the range is PROT_READ (a write is SIGSEGV) and needs no
+ * write lease, so any number of hosts may map the region so. Without it a
+ * map is writable, and at most one writable map of a region exists in the
+ * cluster at a time: another gets -EBUSY (the agent logs who holds it).
+ */
+#define FARPAGE_MAP_RDONLY 2u
 
 /*
  * Maps region @name. @opts may be NULL. On success *out owns the mapping
@@ -53,9 +64,23 @@ struct farpage_map_opts {
 int farpage_map(const char *name, const struct farpage_map_opts *opts,
 		struct farpage_map **out);
 
-/* Unmaps and frees; NULL is a no-op. Returns 0 or -errno (the mapping is
- * freed either way). */
+/*
+ * Unmaps, sends home every page written through the mapping (as
+ * farpage_flush()) and frees; NULL is a no-op. Returns 0 or -errno (the
+ * mapping is freed either way; an error means written pages may not be
+ * home: the agent keeps trying).
+ */
 int farpage_unmap(struct farpage_map *m);
+
+/*
+ * Like msync(): returns 0 once every page that was written through the
+ * mapping before the call is in its owner's pool, or -errno if some could
+ * not be written home (the agent keeps them and keeps trying; they are
+ * never dropped). 0 at once for a read-only map; -EOPNOTSUPP when faults
+ * are served by copying (a kernel without minor faults on shmem, or an
+ * agent run with --fault-mode copy): writes then stay in this process.
+ */
+int farpage_flush(struct farpage_map *m);
 
 void *farpage_map_addr(const struct farpage_map *m);
 size_t farpage_map_size(const struct farpage_map *m);

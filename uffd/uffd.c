@@ -81,18 +81,62 @@ int uffd_api(int uffd, uint64_t features)
 	return 0;
 }
 
-int uffd_range_register(int uffd, uint64_t start, uint64_t len)
+int uffd_range_register_modes(int uffd, uint64_t start, uint64_t len,
+			      uint64_t modes)
 {
 	struct uffdio_register reg = {
 		.range = { .start = start, .len = len },
-		.mode = UFFDIO_REGISTER_MODE_MISSING,
+		.mode = modes,
 	};
-	uint64_t need = (1ull << _UFFDIO_COPY) | (1ull << _UFFDIO_WAKE);
+	uint64_t need = 1ull << _UFFDIO_WAKE;
 
+	if (modes & UFFDIO_REGISTER_MODE_MISSING)
+		need |= 1ull << _UFFDIO_COPY;
+	if (modes & UFFDIO_REGISTER_MODE_MINOR)
+		need |= 1ull << _UFFDIO_CONTINUE;
+	if (modes & UFFDIO_REGISTER_MODE_WP)
+		need |= 1ull << _UFFDIO_WRITEPROTECT;
 	if (ioctl(uffd, UFFDIO_REGISTER, &reg))
 		return -errno;
 	if ((reg.ioctls & need) != need)
 		return -ENOTSUP;
+	return 0;
+}
+
+int uffd_range_register(int uffd, uint64_t start, uint64_t len)
+{
+	return uffd_range_register_modes(uffd, start, len,
+					 UFFDIO_REGISTER_MODE_MISSING);
+}
+
+int uffd_continue(int uffd, uint64_t start, uint64_t len, int wp, int wake,
+		  uint64_t *mapped)
+{
+	struct uffdio_continue c = {
+		.range = { .start = start, .len = len },
+		.mode = (wp ? UFFD_CONTINUE_MODE_WP : 0) |
+			(wake ? 0 : UFFDIO_CONTINUE_MODE_DONTWAKE),
+	};
+	int ret;
+
+	ret = ioctl(uffd, UFFDIO_CONTINUE, &c) ? -errno : 0;
+	if (mapped)
+		*mapped = c.mapped > 0 ? (uint64_t)c.mapped : 0;
+	if (ret && c.mapped < 0)
+		ret = (int)c.mapped;
+	return ret;
+}
+
+int uffd_wp(int uffd, uint64_t start, uint64_t len, int protect, int wake)
+{
+	struct uffdio_writeprotect w = {
+		.range = { .start = start, .len = len },
+		.mode = (protect ? UFFDIO_WRITEPROTECT_MODE_WP : 0) |
+			(wake ? 0 : UFFDIO_WRITEPROTECT_MODE_DONTWAKE),
+	};
+
+	if (ioctl(uffd, UFFDIO_WRITEPROTECT, &w))
+		return -errno;
 	return 0;
 }
 

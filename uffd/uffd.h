@@ -15,6 +15,9 @@
 #define UFFD_FEATURE_POISON (1ull << 14)
 #endif
 
+/* UFFDIO_CONTINUE_MODE_WP came with 6.4; Debian 12's header lacks it. */
+#define UFFD_CONTINUE_MODE_WP (1ull << 1)
+
 #define UFFD_PAGE 4096ull
 
 /* Features libfarpage asks for (those the kernel has). */
@@ -38,6 +41,26 @@ int uffd_api(int uffd, uint64_t features);
 /* Registers [start, start+len) for MISSING faults; checks that COPY and
  * WAKE are allowed there. Returns 0, -ENOTSUP, or -errno. */
 int uffd_range_register(int uffd, uint64_t start, uint64_t len);
+
+/* The same with UFFDIO_REGISTER_MODE_* @modes; checks that the ioctls each
+ * mode needs (COPY, CONTINUE, WRITEPROTECT) are allowed there. */
+int uffd_range_register_modes(int uffd, uint64_t start, uint64_t len,
+			      uint64_t modes);
+
+/*
+ * Maps the pages of [start, start+len) that are in the shmem file behind
+ * the range (UFFDIO_CONTINUE), write-protected if @wp. @wake: wake threads
+ * waiting there. *mapped (may be NULL): bytes mapped before an error.
+ * Returns 0, -EEXIST (a page is mapped already), -EFAULT (a page is not in
+ * the file), -EINVAL (@wp on a kernel before 6.4), -EAGAIN, -ENOENT,
+ * -ESRCH, or -errno.
+ */
+int uffd_continue(int uffd, uint64_t start, uint64_t len, int wp, int wake,
+		  uint64_t *mapped);
+
+/* Write-protects (@protect) or unprotects [start, start+len); unprotecting
+ * with @wake wakes the threads whose writes faulted. Returns 0 or -errno. */
+int uffd_wp(int uffd, uint64_t start, uint64_t len, int protect, int wake);
 
 /*
  * Copies @len bytes from @src to @dst in the registered range. @wake: wake

@@ -62,6 +62,9 @@ static int guest_find(struct farpage_map *m, int local, size_t *off)
 	return -1;
 }
 
+/* Read-only: guests of one region run side by side (one writer at most). */
+static const struct farpage_map_opts guest_ro = { .flags = FARPAGE_MAP_RDONLY };
+
 static int guest_fork(const char *region, uint64_t seed)
 {
 	struct farpage_map *m;
@@ -70,7 +73,7 @@ static int guest_fork(const char *region, uint64_t seed)
 	pid_t pid;
 	int st, ret;
 
-	ret = farpage_map(region, NULL, &m);
+	ret = farpage_map(region, &guest_ro, &m);
 	if (ret) {
 		fprintf(stderr, "fp_guest: map %s: %s\n", region,
 			farpage_strerror(ret));
@@ -384,7 +387,7 @@ static void guest_touch(const struct guest_view *v, size_t from, size_t to,
 
 static int guest_map(const char *region, struct farpage_map **m)
 {
-	int ret = farpage_map(region, NULL, m);
+	int ret = farpage_map(region, &guest_ro, m);
 
 	if (ret)
 		fprintf(stderr, "fp_guest: map %s: %s\n", region,

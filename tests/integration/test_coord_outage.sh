@@ -80,6 +80,7 @@ mkfifo "$FP_TMP/hold.fifo" && exec 7<>"$FP_TMP/hold.fifo" || fp_fail "fifo"
 FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[n1]} "$GUEST" hold r $SEED remote \
 	<"$FP_TMP/hold.fifo" >"$FP_TMP/hold.out" 2>&1 &
 gp=$!
+FP_PIDS+=("$gp") # a failure below must not leave it waiting on the fifo
 fp_wait_log "$FP_TMP/hold.out" "holding" 20 || { cat "$FP_TMP/hold.out" >&2; fp_fail "holder did not start"; }
 kill -KILL "$FP_COORD_PID"
 wait "$FP_COORD_PID" 2>/dev/null
