@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Transports of the fault path as one ops table (tcp now, verbs beside it).
- * A transport instance lives in one fault-loop thread and does its I/O on
- * that thread's io_uring, so one wait covers uffds and the network.
+ * Transports of the fault path as one ops table (tcp, verbs). A transport
+ * instance lives in one fault-loop thread and does its I/O on that thread's
+ * io_uring, so one wait covers uffds and the network. The fault loop holds
+ * a list of instances and reaches them only through their ops: it picks
+ * one per peer (wants, up_timeout_ms) and routes completions by req_op.
  *
  * Peer states:
  *
@@ -12,10 +14,10 @@
  *   DOWN --(tick, backoff)--> CONNECTING           any --> STALE (owner
  *   restarted: its pool is not the one the region's data was written to)
  *
- * Reads posted while CONNECTING are queued and sent once UP. A read that
- * cannot complete (peer DOWN or STALE, connection lost with it in flight) is
- * reported through the done callback with a negative status; the page was
- * NOT filled. The fault loop decides whether to retry.
+ * Reads (and writes) posted while CONNECTING are queued and sent once UP. A
+ * read that cannot complete (peer DOWN or STALE, connection lost with it in
+ * flight) is reported through the done callback with a negative status; the
+ * page was NOT filled. The fault loop decides whether to retry.
  */
 #ifndef NODE_XPORT_H
 #define NODE_XPORT_H
@@ -112,14 +114,15 @@ struct xport_ops {
 	/* Creates an instance doing its I/O on cfg->ring. Returns 0 or
 	 * -errno. */
 	int (*create)(const struct xport_cfg *cfg, struct xport **out);
-	/* Closes every peer (reads fail with -ECANCELED); NULL is a no-op.
+	/* Closes every peer (requests fail with -ECANCELED); NULL is a no-op.
 	 * In-flight io_uring requests are cancelled and reaped here. */
 	void (*destroy)(struct xport *x);
 	/* Starts connecting to a peer. Returns 0, -EHOSTUNREACH if the
 	 * transport needs info->addr and it is not resolved yet, or -errno. */
 	int (*peer_open)(struct xport *x, const struct xport_peer_info *info,
 			 struct xport_peer **out);
-	/* Fails the peer's outstanding reads with -ECANCELED, frees it. */
+	/* Fails the peer's outstanding reads and writes with -ECANCELED,
+	 * frees it. */
 	void (*peer_close)(struct xport_peer *p);
 	/*
 	 * Posts a read of @len bytes (multiple of 4096, <= 1 MiB) at pool

@@ -147,7 +147,10 @@ static void xport_rdma_peer_fail(struct xport_rdma_peer *p, int queued_status,
 	xport_rdma_peer_put(p);
 }
 
-/* Posts slot @idx as a signaled RDMA READ; ctx->lock held, QP in RTS. */
+/*
+ * Posts slot @idx as a signaled RDMA READ (into the landing MR) or WRITE
+ * (from it); ctx->lock held, QP in RTS.
+ */
 static int xport_rdma_post_locked(struct xport_rdma_peer *p, uint32_t idx)
 {
 	struct xport_slot *s = &p->slots.v[idx];
@@ -165,7 +168,8 @@ static int xport_rdma_post_locked(struct xport_rdma_peer *p, uint32_t idx)
 	wr.wr_id = (uint64_t)s->gen << 32 | idx;
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
-	wr.opcode = IBV_WR_RDMA_READ;
+	wr.opcode = s->op == XPORT_SLOT_WRITE ? IBV_WR_RDMA_WRITE
+					      : IBV_WR_RDMA_READ;
 	wr.send_flags = IBV_SEND_SIGNALED;
 	wr.wr.rdma.remote_addr = q->remote.mr_addr + s->off;
 	wr.wr.rdma.rkey = q->remote.rkey;
@@ -268,7 +272,8 @@ static int xport_rdma_wc_errno(enum ibv_wc_status st)
 
 /* An error completion: QP to ERR (the rest flush), peer DOWN. */
 static void xport_rdma_peer_broken(struct xport_rdma_peer *p,
-				   const struct ibv_wc *wc, uint32_t gen)
+				   const struct ibv_wc *wc, uint32_t gen,
+				   enum xport_slot_op op)
 {
 	struct xport_rdma_qp *q = p->q;
 	bool first;
@@ -285,13 +290,16 @@ static void xport_rdma_peer_broken(struct xport_rdma_peer *p,
 	if (!p->down_logged) {
 		if (first)
 			log_err("node %" PRIu64
-				": RDMA READ failed: %s (status %d, vendor "
+				": RDMA %s failed: %s (status %d, vendor "
 				"error %#x, QP %u): peer down until endpoints "
 				"are exchanged again",
-				p->info.node, ibv_wc_status_str(wc->status),
-				wc->status, wc->vendor_err, wc->qp_num);
+				p->info.node,
+				op == XPORT_SLOT_WRITE ? "WRITE" : "READ",
+				ibv_wc_status_str(wc->status), wc->status,
+				wc->vendor_err, wc->qp_num);
 		else
-			log_info("node %" PRIu64 ": READs flushed: %s (QP %u "
+			log_info("node %" PRIu64
+				 ": requests flushed: %s (QP %u "
 				 "reset for a new exchange)",
 				 p->info.node, ibv_wc_status_str(wc->status),
 				 wc->qp_num);
@@ -319,7 +327,7 @@ static void xport_rdma_wc_handle(struct xport_rdma_peer *p,
 		xport_slots_finish(&p->slots, idx, 0);
 		return;
 	}
-	xport_rdma_peer_broken(p, wc, gen);
+	xport_rdma_peer_broken(p, wc, gen, s->op);
 	/* its callbacks may have closed the peer and failed this slot */
 	if (p->closed || s->state != XPORT_SLOT_SENT)
 		return;
@@ -437,7 +445,7 @@ static void xport_rdma_peer_drain(struct xport_rdma_peer *p)
 	pthread_mutex_lock(&ctx->lock);
 	busy = q->inflight > 0;
 	if (busy && q->state == XPORT_RDMA_QP_RTS) {
-		log_info("node %" PRIu64 ": closed with %u READs in flight: "
+		log_info("node %" PRIu64 ": closed with %u requests in flight: "
 			 "QP %u flushed, endpoints to be exchanged again",
 			 q->node, q->inflight, q->qp->qp_num);
 		xport_rdma_qp_fail(q);
@@ -460,7 +468,7 @@ static void xport_rdma_peer_drain(struct xport_rdma_peer *p)
 	if (!busy)
 		return;
 	/* destroying the QP is what guarantees no more DMA */
-	log_err("node %" PRIu64 ": %u READs not flushed after %u ms: "
+	log_err("node %" PRIu64 ": %u requests not flushed after %u ms: "
 		"destroying QP %u",
 		q->node, q->inflight, XPORT_RDMA_DRAIN_MS, q->qp->qp_num);
 	pthread_mutex_lock(&ctx->lock);
@@ -607,19 +615,20 @@ static void xport_rdma_peer_close(struct xport_peer *pp)
 	xport_rdma_peer_put(p);
 }
 
-static int xport_rdma_read(struct xport_peer *pp, uint64_t off, uint32_t len,
-			   void *dst, uint64_t tag)
+/* A read or write: posted at once when UP, queued while CONNECTING. */
+static int xport_rdma_submit(struct xport_rdma_peer *p, enum xport_slot_op op,
+			     uint64_t off, uint32_t len, void *buf,
+			     uint64_t tag)
 {
-	struct xport_rdma_peer *p = xport_rdma_peer_from(pp);
 	struct xport_rdma *x = p->x;
 	struct xport_rdma_ctx *ctx = x->ctx;
-	uintptr_t d = (uintptr_t)dst;
+	uintptr_t d = (uintptr_t)buf;
 	uint32_t idx;
 	int ret;
 
-	if (xport_slots_check_len(len, dst) || len > ctx->max_msg)
+	if (xport_slots_check_len(len, buf) || len > ctx->max_msg)
 		return -EINVAL;
-	/* the landing MR is the only local memory the NIC may write */
+	/* the landing MR is the only local memory the NIC may touch */
 	if (d < x->land || d - x->land > x->land_len ||
 	    len > x->land_len - (d - x->land))
 		return -EINVAL;
@@ -629,7 +638,7 @@ static int xport_rdma_read(struct xport_peer *pp, uint64_t off, uint32_t len,
 	ret = xport_slots_check_peer(p->state, p->closed);
 	if (ret)
 		return ret;
-	idx = xport_slots_take(&p->slots, XPORT_SLOT_READ, off, len, dst, tag);
+	idx = xport_slots_take(&p->slots, op, off, len, buf, tag);
 	if (idx == XPORT_RDMA_NIL)
 		return -EAGAIN;
 	if (p->state == XPORT_PEER_UP) {
@@ -648,6 +657,21 @@ static int xport_rdma_read(struct xport_peer *pp, uint64_t off, uint32_t len,
 	}
 	xport_slots_queue(&p->slots, idx);
 	return 0;
+}
+
+static int xport_rdma_read(struct xport_peer *pp, uint64_t off, uint32_t len,
+			   void *dst, uint64_t tag)
+{
+	return xport_rdma_submit(xport_rdma_peer_from(pp), XPORT_SLOT_READ, off,
+				 len, dst, tag);
+}
+
+static int xport_rdma_write(struct xport_peer *pp, uint64_t off, uint32_t len,
+			    const void *src, uint64_t tag)
+{
+	/* the NIC only reads a write's src (the landing MR allows more) */
+	return xport_rdma_submit(xport_rdma_peer_from(pp), XPORT_SLOT_WRITE,
+				 off, len, (void *)src, tag);
 }
 
 static void xport_rdma_tick(struct xport *xx, uint64_t now_ms)
@@ -793,6 +817,7 @@ const struct xport_ops xport_rdma_ops = {
 	.peer_open = xport_rdma_peer_open,
 	.peer_close = xport_rdma_peer_close,
 	.read = xport_rdma_read,
+	.write = xport_rdma_write,
 	.on_cqe = xport_rdma_on_cqe,
 	.tick = xport_rdma_tick,
 	.peer_state = xport_rdma_peer_state,

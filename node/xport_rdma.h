@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * RDMA (libibverbs) transport of the fault path: one RC queue pair per peer,
- * 4 KiB pages fetched with one-sided RDMA READs from the owner's pool MR.
+ * 4 KiB pages fetched with one-sided RDMA READs from the owner's pool MR
+ * and written back with RDMA WRITEs into it.
  * The context (device, PD, pool MR, QPs) is the agent's; the ops table runs
  * in the fault loop on its io_uring.
  *
@@ -37,9 +38,9 @@ struct xport_rdma_cfg {
 	int gid_index;	     /* -1 = auto (see xport_rdma_gid_pick) */
 	const char *data_ip; /* local data IP for RoCE v2 GID matching, or
 				NULL */
-	void *pool;	     /* registered as one MR, REMOTE_READ only */
+	void *pool; /* registered as one MR, REMOTE_READ | REMOTE_WRITE */
 	size_t pool_len;
-	unsigned int depth; /* READs in flight per QP, 0 = 128 */
+	unsigned int depth; /* READs and WRITEs in flight per QP, 0 = 128 */
 };
 
 /* What a node publishes for one peer (MSG_T_ENDPOINT_PUT). */
@@ -66,8 +67,9 @@ struct xport_rdma_remote {
 /*
  * Opens the device, checks the port is ACTIVE, picks the GID and MTU,
  * allocates one PD, registers the whole pool as one MR (LOCAL_WRITE |
- * REMOTE_READ, never REMOTE_WRITE) and creates the completion channel all
- * the per-peer CQs report to. RLIMIT_MEMLOCK is raised first when allowed.
+ * REMOTE_READ | REMOTE_WRITE: peers read pages and write them back; no
+ * atomics) and creates the completion channel all the per-peer CQs report
+ * to. RLIMIT_MEMLOCK is raised first when allowed.
  * The caller keeps the pool mapped until xport_rdma_ctx_destroy().
  * Returns 0; -ENODEV if there is no RDMA device (or not the one named),
  * -ENETDOWN if no port is ACTIVE, -EINVAL for a bad @cfg or GID index,
@@ -94,7 +96,8 @@ const char *xport_rdma_ctx_device(const struct xport_rdma_ctx *ctx);
 /*
  * Totals over all peers of @ctx, readable from any thread: RDMA READs
  * posted to a QP, completed successfully, failed (error completions, and
- * posted READs cancelled by peer_close/destroy), and bytes read.
+ * posted READs cancelled by peer_close/destroy), and bytes read; the same
+ * for RDMA WRITEs in the w* fields.
  */
 void xport_rdma_ctx_stats(const struct xport_rdma_ctx *ctx,
 			  struct xport_stats *st);
@@ -185,8 +188,10 @@ void xport_rdma_qp_attr_rts(struct ibv_qp_attr *a, int *mask, uint32_t my_psn,
  * "verbs": create() needs cfg->rdma and cfg->land/land_len (registered once
  * here); one instance per context. peer_open() binds to the context's peer
  * info->node (-EBUSY if another transport peer has it). read() posts an RDMA
- * READ of the owner's mr_addr + off: -ERANGE outside the owner's MR, -EINVAL
- * if dst is outside the landing area.
+ * READ of the owner's mr_addr + off, write() an RDMA WRITE to it: -ERANGE
+ * outside the owner's MR, -EINVAL if dst (src) is outside the landing area.
+ * A write's done(0) is its work completion: the owner's NIC acknowledged
+ * the bytes (RC), which are then in its pool.
  */
 extern const struct xport_ops xport_rdma_ops;
 

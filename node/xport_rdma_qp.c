@@ -39,8 +39,9 @@ void xport_rdma_qp_attr_init(struct ibv_qp_attr *a, int *mask, uint8_t port)
 	a->qp_state = IBV_QPS_INIT;
 	a->pkey_index = 0;
 	a->port_num = port;
-	/* the responder side serves READs of our pool; nobody writes it */
-	a->qp_access_flags = IBV_ACCESS_REMOTE_READ;
+	/* the responder side serves READs and WRITEs of our pool (the
+	 * pool MR allows both); never atomics */
+	a->qp_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
 	*mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
 		IBV_QP_ACCESS_FLAGS;
 }
@@ -330,7 +331,8 @@ int xport_rdma_ctx_create(const struct xport_rdma_cfg *cfg,
 	xport_rdma_memlock_raise();
 	ctx->pool_mr =
 		ibv_reg_mr(ctx->pd, cfg->pool, cfg->pool_len,
-			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+				   IBV_ACCESS_REMOTE_WRITE);
 	if (!ctx->pool_mr) {
 		ret = errno ? -errno : -ENOMEM;
 		if (ret == -ENOMEM || ret == -EPERM)
@@ -359,7 +361,7 @@ int xport_rdma_ctx_create(const struct xport_rdma_cfg *cfg,
 		log_errno(ret, "%s: completion channel O_NONBLOCK", ctx->name);
 		goto err;
 	}
-	log_info("%s port %u: %s, GID[%u] %s, MTU %u, %u READs in flight "
+	log_info("%s port %u: %s, GID[%u] %s, MTU %u, %u requests in flight "
 		 "per QP (rd_atomic %u), pool %zu bytes (rkey %#x)",
 		 ctx->name, ctx->port, ctx->is_roce ? "RoCE" : "InfiniBand",
 		 ctx->gid_index,
@@ -445,6 +447,11 @@ void xport_rdma_ctx_stats(const struct xport_rdma_ctx *ctx,
 	st->completed = __atomic_load_n(&ctx->tot.completed, __ATOMIC_RELAXED);
 	st->failed = __atomic_load_n(&ctx->tot.failed, __ATOMIC_RELAXED);
 	st->bytes = __atomic_load_n(&ctx->tot.bytes, __ATOMIC_RELAXED);
+	st->wposted = __atomic_load_n(&ctx->tot.wposted, __ATOMIC_RELAXED);
+	st->wcompleted =
+		__atomic_load_n(&ctx->tot.wcompleted, __ATOMIC_RELAXED);
+	st->wfailed = __atomic_load_n(&ctx->tot.wfailed, __ATOMIC_RELAXED);
+	st->wbytes = __atomic_load_n(&ctx->tot.wbytes, __ATOMIC_RELAXED);
 }
 
 /* ---- per-peer QPs (session thread; ctx->lock held) ----------------------- */
@@ -801,7 +808,7 @@ unsigned int xport_rdma_qp_reaped(struct xport_rdma_qp *q, unsigned int n,
 	pthread_mutex_lock(&q->ctx->lock);
 	*gen = q->gen;
 	if (n > q->inflight) {
-		log_err("node %" PRIu64 ": %u completions for %u READs",
+		log_err("node %" PRIu64 ": %u completions for %u work requests",
 			q->node, n, q->inflight);
 		n = q->inflight;
 	}

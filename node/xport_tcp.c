@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * TCP transport of the fault path: pipelined 24-byte READ requests to the
- * owner's page server (pagesrv.c), all I/O on the fault loop's io_uring.
+ * TCP transport of the fault path: pipelined 24-byte READ and WRITE
+ * requests (a WRITE's data right behind its header, sent from the
+ * caller's buffer) to the owner's page server (pagesrv.c), all I/O on the
+ * fault loop's io_uring.
  */
 #define LOG_PREFIX "xport_tcp: "
 #include "xport.h"
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,6 +52,9 @@
 #define XPORT_TCP_NIL		  XPORT_SLOT_NIL
 /* destroy(): how long to wait for our cancelled requests' CQEs */
 #define XPORT_TCP_REAP_WAIT_MS 5000u
+/* iovecs of one SENDMSG: headers and the data of up to half as many
+ * writes; more goes out with the next one */
+#define XPORT_TCP_IOV 64u
 
 _Static_assert(XPORT_TCP_DEPTH > 0 && XPORT_TCP_DEPTH < XPORT_TCP_NIL,
 	       "slot index must fit the low half of a wire tag");
@@ -61,6 +67,14 @@ enum xport_tcp_op {
 };
 
 struct xport_tcp_conn;
+
+/* A write's data in the send stream: right after sbuf[0, at). */
+struct xport_tcp_data {
+	size_t at;
+	const uint8_t *src; /* the caller's, until the write is done */
+	uint32_t len;
+	uint32_t done; /* bytes of it sent already */
+};
 
 /* user_data of every SQE we post: the fault loop sees req.op REQ_XPORT. */
 struct xport_tcp_req {
@@ -92,9 +106,22 @@ struct xport_tcp_conn {
 	struct xport_tcp_req cancel_req;
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
-	/* request headers, [0, sinflight) owned by the posted SEND */
+	/*
+	 * The send stream: the request headers in sbuf, each write's data
+	 * behind its header (data[], a FIFO of dn entries from dhead). The
+	 * posted SEND owns a prefix of it (iov, msg); what is queued
+	 * meanwhile is appended.
+	 */
 	uint8_t *sbuf;
-	size_t scap, slen, sinflight;
+	size_t scap, slen;
+	struct xport_tcp_data *data;
+	uint32_t dcap, dhead, dn;
+	struct iovec iov[XPORT_TCP_IOV];
+	struct msghdr msg;
+	/* stream bytes ever queued, and sent by completed SENDs */
+	uint64_t queued, sent;
+	/* writes answered before their data's SEND completed (held) */
+	unsigned int held;
 	/* replies; ridx != NIL while copying a payload into that slot */
 	uint8_t *rbuf;
 	size_t rlen;
@@ -181,6 +208,7 @@ static void xport_tcp_conn_free(struct xport_tcp_conn *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	free(c->sbuf);
+	free(c->data);
 	free(c->rbuf);
 	free(c);
 }
@@ -278,10 +306,75 @@ static void xport_tcp_peer_stale(struct xport_tcp_peer *p, uint64_t instance)
 	xport_tcp_peer_fail_all(p, -ESTALE);
 }
 
+/*
+ * The start of the send stream as iovecs in c->iov: headers from sbuf,
+ * each write's data (from the caller's buffer, no copy) behind its
+ * header. Returns how many.
+ */
+static unsigned int xport_tcp_conn_iov(struct xport_tcp_conn *c)
+{
+	unsigned int n = 0, i;
+	size_t pos = 0;
+
+	for (i = 0; i < c->dn && n + 2 <= XPORT_TCP_IOV; i++) {
+		const struct xport_tcp_data *d =
+			&c->data[(c->dhead + i) % c->dcap];
+
+		if (d->at > pos) {
+			c->iov[n].iov_base = c->sbuf + pos;
+			c->iov[n++].iov_len = d->at - pos;
+			pos = d->at;
+		}
+		/* only read from: iovecs are not const */
+		c->iov[n].iov_base = (void *)(d->src + d->done);
+		c->iov[n++].iov_len = d->len - d->done;
+	}
+	if (i == c->dn && pos < c->slen && n < XPORT_TCP_IOV) {
+		c->iov[n].iov_base = c->sbuf + pos;
+		c->iov[n++].iov_len = c->slen - pos;
+	}
+	return n;
+}
+
+/* A SEND completed with @n bytes: that much of the stream is gone. */
+static void xport_tcp_conn_sent(struct xport_tcp_conn *c, size_t n)
+{
+	struct xport_tcp_data *d;
+	size_t hdr = 0, k;
+	uint32_t i;
+
+	c->sent += n;
+	while (n) {
+		d = c->dn ? &c->data[c->dhead] : NULL;
+		k = (d ? d->at : c->slen) - hdr;
+		if (k > n)
+			k = n;
+		hdr += k;
+		n -= k;
+		if (!n || !d)
+			break;
+		k = d->len - d->done;
+		if (k > n)
+			k = n;
+		d->done += (uint32_t)k;
+		n -= k;
+		if (d->done == d->len) {
+			c->dhead = (c->dhead + 1) % c->dcap;
+			c->dn--;
+		}
+	}
+	/* short sends leave the rest (and what came meanwhile) in front */
+	memmove(c->sbuf, c->sbuf + hdr, c->slen - hdr);
+	c->slen -= hdr;
+	for (i = 0; i < c->dn; i++)
+		c->data[(c->dhead + i) % c->dcap].at -= hdr;
+}
+
 /* Posts what the connection lacks: a RECV, and a SEND if bytes wait. */
 static void xport_tcp_conn_kick(struct xport_tcp_conn *c)
 {
 	struct io_uring_sqe *sqe;
+	unsigned int n;
 
 	if (c->dead || !c->connected)
 		return;
@@ -296,13 +389,21 @@ static void xport_tcp_conn_kick(struct xport_tcp_conn *c)
 		c->recv_busy = true;
 		c->inflight++;
 	}
-	if (!c->send_busy && c->slen) {
+	if (!c->send_busy && (c->slen || c->dn)) {
 		sqe = xport_tcp_sqe_get(c->x);
 		if (!sqe)
 			return;
-		io_uring_prep_send(sqe, c->fd, c->sbuf, c->slen, MSG_NOSIGNAL);
+		n = xport_tcp_conn_iov(c);
+		if (n == 1) {
+			io_uring_prep_send(sqe, c->fd, c->iov[0].iov_base,
+					   c->iov[0].iov_len, MSG_NOSIGNAL);
+		} else {
+			c->msg.msg_iov = c->iov;
+			c->msg.msg_iovlen = n;
+			io_uring_prep_sendmsg(sqe, c->fd, &c->msg,
+					      MSG_NOSIGNAL);
+		}
 		io_uring_sqe_set_data(sqe, &c->send_req);
-		c->sinflight = c->slen;
 		c->send_busy = true;
 		c->inflight++;
 	}
@@ -318,20 +419,45 @@ static void xport_tcp_conn_hdr_put(struct xport_tcp_conn *c,
 	}
 	wire_hdr_pack(h, c->sbuf + c->slen);
 	c->slen += WIRE_HDR_LEN;
+	c->queued += WIRE_HDR_LEN;
+}
+
+/* Queues a write's data right behind the header just put. */
+static void xport_tcp_conn_data_put(struct xport_tcp_conn *c, const void *src,
+				    uint32_t len)
+{
+	struct xport_tcp_data *d;
+
+	if (c->dn == c->dcap) {
+		log_err("send queue overflow: %u writes", c->dn);
+		abort();
+	}
+	d = &c->data[(c->dhead + c->dn++) % c->dcap];
+	d->at = c->slen;
+	d->src = src;
+	d->len = len;
+	d->done = 0;
+	c->queued += len;
 }
 
 static void xport_tcp_slot_encode(struct xport_tcp_peer *p, uint32_t idx)
 {
 	struct xport_slot *s = &p->slots.v[idx];
+	bool write = s->op == XPORT_SLOT_WRITE;
 	struct wire_hdr h = {
 		.version = WIRE_VERSION,
-		.op = WIRE_OP_READ,
+		.op = write ? WIRE_OP_WRITE : WIRE_OP_READ,
 		.len = s->len,
 		.tag = (uint64_t)s->gen << 32 | idx,
 		.arg = s->off,
 	};
 
 	xport_tcp_conn_hdr_put(p->conn, &h);
+	if (write) {
+		xport_tcp_conn_data_put(p->conn, s->buf, s->len);
+		/* where its data ends in the stream (xport_tcp_write_done) */
+		s->aux = p->conn->queued;
+	}
 	xport_slots_sent(&p->slots, idx);
 }
 
@@ -353,6 +479,44 @@ static void xport_tcp_peer_up(struct xport_tcp_peer *p, uint64_t instance)
 	while ((idx = xport_slots_dequeue(&p->slots)) != XPORT_TCP_NIL)
 		xport_tcp_slot_encode(p, idx);
 	xport_tcp_conn_kick(p->conn);
+}
+
+/*
+ * A write's reply. The kernel reads its data from the caller's buffer
+ * until the SEND carrying the last of it completes; a reply can come
+ * before that (an error answered before the data was read), and then done
+ * waits for that SEND. (On a failure the socket is shut down first: a
+ * SEND retried after that fails without touching the buffer.)
+ */
+static void xport_tcp_write_done(struct xport_tcp_conn *c,
+				 struct xport_tcp_peer *p, uint32_t idx,
+				 int status)
+{
+	struct xport_slot *s = &p->slots.v[idx];
+
+	if (s->aux <= c->sent) {
+		xport_slots_finish(&p->slots, idx, status);
+		return;
+	}
+	s->held = true;
+	s->status = status;
+	c->held++;
+}
+
+/* Completes the held writes whose data has been sent since. */
+static void xport_tcp_conn_release(struct xport_tcp_conn *c,
+				   struct xport_tcp_peer *p)
+{
+	struct xport_slot *s;
+	uint32_t i;
+
+	for (i = 0; i < XPORT_TCP_DEPTH && c->held && !c->dead; i++) {
+		s = &p->slots.v[i];
+		if (s->state != XPORT_SLOT_SENT || !s->held || s->aux > c->sent)
+			continue;
+		c->held--;
+		xport_slots_finish(&p->slots, i, s->status);
+	}
 }
 
 /* One reply header; returns 0 or -EPROTO (connection to be dropped). */
@@ -381,14 +545,19 @@ static int xport_tcp_conn_on_hdr(struct xport_tcp_conn *c,
 		xport_tcp_peer_up(p, h->arg);
 		return 0;
 	}
-	if (h->op != WIRE_OP_READ)
-		return -EPROTO;
 	idx = (uint32_t)h->tag;
 	if (idx >= XPORT_TCP_DEPTH)
 		return -EPROTO;
 	s = &p->slots.v[idx];
-	if (s->state != XPORT_SLOT_SENT || s->gen != h->tag >> 32)
+	if (s->state != XPORT_SLOT_SENT || s->gen != h->tag >> 32 ||
+	    h->op != (s->op == XPORT_SLOT_WRITE ? WIRE_OP_WRITE : WIRE_OP_READ))
 		return -EPROTO;
+	if (s->op == XPORT_SLOT_WRITE) {
+		if (h->len)
+			return -EPROTO;
+		xport_tcp_write_done(c, p, idx, -(int)h->flags_status);
+		return 0;
+	}
 	if (h->flags_status) {
 		if (h->len)
 			return -EPROTO;
@@ -479,10 +648,9 @@ static void xport_tcp_conn_on_send(struct xport_tcp_conn *c,
 		xport_tcp_peer_down(p, res ? res : -EPIPE, "send");
 		return;
 	}
-	/* short sends leave the rest (and what came meanwhile) in front */
-	memmove(c->sbuf, c->sbuf + res, c->slen - res);
-	c->slen -= res;
-	c->sinflight = 0;
+	xport_tcp_conn_sent(c, (size_t)res);
+	if (c->held)
+		xport_tcp_conn_release(c, p);
 	xport_tcp_conn_kick(c);
 }
 
@@ -585,8 +753,11 @@ static int xport_tcp_peer_connect(struct xport_tcp_peer *p)
 	 */
 	c->scap = (size_t)(2 * XPORT_TCP_DEPTH + 1) * WIRE_HDR_LEN;
 	c->sbuf = malloc(c->scap);
+	/* likewise a write's data */
+	c->dcap = 2 * XPORT_TCP_DEPTH;
+	c->data = calloc(c->dcap, sizeof(*c->data));
 	c->rbuf = malloc(XPORT_TCP_RBUF_SIZE);
-	if (!c->sbuf || !c->rbuf) {
+	if (!c->sbuf || !c->data || !c->rbuf) {
 		ret = -ENOMEM;
 		goto out_free;
 	}
@@ -637,6 +808,7 @@ out_free:
 	if (c->fd >= 0)
 		close(c->fd);
 	free(c->sbuf);
+	free(c->data);
 	free(c->rbuf);
 	free(c);
 	return ret;
@@ -713,19 +885,19 @@ static void xport_tcp_peer_close(struct xport_peer *pp)
 	xport_tcp_peer_put(p);
 }
 
-static int xport_tcp_read(struct xport_peer *pp, uint64_t off, uint32_t len,
-			  void *dst, uint64_t tag)
+/* A read or write: sent at once when UP, queued while CONNECTING. */
+static int xport_tcp_submit(struct xport_tcp_peer *p, enum xport_slot_op op,
+			    uint64_t off, uint32_t len, void *buf, uint64_t tag)
 {
-	struct xport_tcp_peer *p = xport_tcp_peer_from(pp);
 	uint32_t idx;
 	int ret;
 
-	ret = xport_slots_check_len(len, dst);
+	ret = xport_slots_check_len(len, buf);
 	if (!ret)
 		ret = xport_slots_check_peer(p->state, p->closed);
 	if (ret)
 		return ret;
-	idx = xport_slots_take(&p->slots, XPORT_SLOT_READ, off, len, dst, tag);
+	idx = xport_slots_take(&p->slots, op, off, len, buf, tag);
 	if (idx == XPORT_TCP_NIL)
 		return -EAGAIN;
 	if (p->state == XPORT_PEER_UP) {
@@ -736,6 +908,21 @@ static int xport_tcp_read(struct xport_peer *pp, uint64_t off, uint32_t len,
 	}
 	xport_slots_queue(&p->slots, idx);
 	return 0;
+}
+
+static int xport_tcp_read(struct xport_peer *pp, uint64_t off, uint32_t len,
+			  void *dst, uint64_t tag)
+{
+	return xport_tcp_submit(xport_tcp_peer_from(pp), XPORT_SLOT_READ, off,
+				len, dst, tag);
+}
+
+static int xport_tcp_write(struct xport_peer *pp, uint64_t off, uint32_t len,
+			   const void *src, uint64_t tag)
+{
+	/* the slot's buf is only read from for a write */
+	return xport_tcp_submit(xport_tcp_peer_from(pp), XPORT_SLOT_WRITE, off,
+				len, (void *)src, tag);
 }
 
 static void xport_tcp_tick(struct xport *xx, uint64_t now_ms)
@@ -884,6 +1071,7 @@ const struct xport_ops xport_tcp_ops = {
 	.peer_open = xport_tcp_peer_open,
 	.peer_close = xport_tcp_peer_close,
 	.read = xport_tcp_read,
+	.write = xport_tcp_write,
 	.on_cqe = xport_tcp_on_cqe,
 	.tick = xport_tcp_tick,
 	.peer_state = xport_tcp_peer_state,

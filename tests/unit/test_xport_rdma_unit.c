@@ -206,12 +206,12 @@ static void test_xport_rdma_attr_init(void **state)
 	want.qp_state = IBV_QPS_INIT;
 	want.pkey_index = 0;
 	want.port_num = 2;
-	want.qp_access_flags = IBV_ACCESS_REMOTE_READ;
+	want.qp_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
 	assert_memory_equal(&a, &want, sizeof(a));
 	assert_int_equal(mask, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
 				       IBV_QP_ACCESS_FLAGS);
-	/* READs are served; nobody may write our pool */
-	assert_false(a.qp_access_flags & IBV_ACCESS_REMOTE_WRITE);
+	/* READs and WRITEs (write-back) are served; never atomics */
+	assert_true(a.qp_access_flags & IBV_ACCESS_REMOTE_WRITE);
 	assert_false(a.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC);
 }
 
@@ -385,6 +385,7 @@ static void test_xport_rdma_ops_table(void **state)
 	assert_non_null(o->peer_open);
 	assert_non_null(o->peer_close);
 	assert_non_null(o->read);
+	assert_non_null(o->write);
 	assert_non_null(o->on_cqe);
 	assert_non_null(o->tick);
 	assert_non_null(o->peer_state);
