@@ -2,9 +2,10 @@
 /*
  * RDMA transport on a real verbs device (SoftRoCE in the test VM): two
  * contexts exchange endpoints directly, every page of a 16 MiB pool is read
- * and verified both ways, then errors: bounds, full queue, a corrupted rkey
- * (remote access error, peer DOWN, re-exchange, reads verify again), a
- * restarted owner (STALE), close and destroy with READs in flight.
+ * and verified both ways, every page written with RDMA WRITEs and read
+ * back, then errors: bounds, full queue, a corrupted rkey (remote access
+ * error, peer DOWN, re-exchange, reads verify again), a restarted owner
+ * (STALE), close and destroy with READs in flight.
  * Exits 77 when there is no RDMA device.
  *
  * env: FARPAGE_RDMA_DEVS=rxe0,rxe1 (default: the first two devices, or the
@@ -39,6 +40,7 @@
 #define T_NODE_A    1
 #define T_NODE_B    2
 #define T_WAIT_MS   60000u
+#define T_WSEED	    0x77e1735eedull /* what writes put in a pool */
 
 #include "t_xport.h"
 
@@ -220,25 +222,33 @@ static int t_exchange(struct t_side *a, struct t_side *b, uint32_t rkey_xor)
 	return 0;
 }
 
+/* A read into (or write from) @buf of @len bytes at the other side's @off. */
+static int t_post(struct t_side *s, bool write, uint64_t off, uint32_t len,
+		  uint8_t *buf, uint64_t tag)
+{
+	if (write)
+		return s->d.ops->write(s->p, off, len, buf, tag);
+	return s->d.ops->read(s->p, off, len, buf, tag);
+}
+
 /*
- * Reads @n chunks of @len bytes of @o's pool from offset 0 on, chunk i
- * into s->land + i * len, up to @window in flight; verifies every byte.
+ * Reads (or writes) @n chunks of @len bytes of the other side's pool from
+ * offset 0 on, chunk i at s->land + i * len, up to @window in flight; each
+ * is done once, with status 0.
  */
-static int t_read_all(struct t_side *s, struct t_side *o, uint64_t n,
-		      uint32_t len, unsigned int window)
+static int t_xfer_all(struct t_side *s, bool write, uint64_t n, uint32_t len,
+		      unsigned int window)
 {
 	struct t_drv *d = &s->d;
 	uint64_t next = 0, i, end = t_now_ms() + T_WAIT_MS;
-	uint32_t k;
 	int ret;
 
 	T_CHECK(n * len <= T_POOL_SIZE && n <= T_TAGS);
-	memset(s->land, 0, n * len);
 	t_drv_reset(d);
 	while (d->ndone < n) {
 		while (next < n && next - d->ndone < window) {
-			ret = d->ops->read(s->p, next * len, len,
-					   s->land + next * len, next);
+			ret = t_post(s, write, next * len, len,
+				     s->land + next * len, next);
 			if (ret == -EAGAIN)
 				break;
 			T_CHECK(ret == 0);
@@ -248,13 +258,71 @@ static int t_read_all(struct t_side *s, struct t_side *o, uint64_t n,
 		T_CHECK(t_drv_poll(d, 100) == 0);
 	}
 	T_CHECK(d->ndone == n && d->nfail == 0 && d->bad_tags == 0);
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n; i++)
 		T_CHECK(d->calls[i] == 1 && d->status[i] == 0);
-		for (k = 0; k < len; k += PATTERN_PAGE)
-			T_CHECK(pattern_check(s->land + i * len + k, o->seed,
-					      (i * len + k) / PATTERN_PAGE) ==
-				0);
+	return 0;
+}
+
+/* t_xfer_all() reads; every byte verified as @seed's pattern. */
+static int t_read_all_seed(struct t_side *s, uint64_t n, uint32_t len,
+			   unsigned int window, uint64_t seed)
+{
+	uint64_t i;
+
+	memset(s->land, 0, n * len);
+	T_CHECK(t_xfer_all(s, false, n, len, window) == 0);
+	for (i = 0; i < n * len; i += PATTERN_PAGE)
+		T_CHECK(pattern_check(s->land + i, seed, i / PATTERN_PAGE) ==
+			0);
+	return 0;
+}
+
+/* Reads @o's pool as t_xfer_all() does and verifies every byte. */
+static int t_read_all(struct t_side *s, struct t_side *o, uint64_t n,
+		      uint32_t len, unsigned int window)
+{
+	return t_read_all_seed(s, n, len, window, o->seed);
+}
+
+/* @seed's pattern for the first @n pages of a pool into @buf. */
+static void t_fill(uint8_t *buf, uint64_t n, uint64_t seed)
+{
+	uint64_t i;
+
+	for (i = 0; i < n; i++)
+		pattern_fill(buf + i * PATTERN_PAGE, seed, i);
+}
+
+/* True if the first @n pages of @pool hold @seed's pattern. */
+static bool t_pool_holds(const uint8_t *pool, uint64_t n, uint64_t seed)
+{
+	uint64_t i;
+
+	for (i = 0; i < n; i++)
+		if (pattern_check(pool + i * PATTERN_PAGE, seed, i))
+			return false;
+	return true;
+}
+
+/*
+ * Since @st0, @n reads (or writes) were posted and done with 0, moving
+ * @bytes, and none failed.
+ */
+static int t_counted(const struct xport_stats *st,
+		     const struct xport_stats *st0, bool write, uint64_t n,
+		     uint64_t bytes)
+{
+	if (write) {
+		T_CHECK(st->wposted - st0->wposted == n);
+		T_CHECK(st->wcompleted - st0->wcompleted == n);
+		T_CHECK(st->wfailed == st0->wfailed);
+		T_CHECK(st->wbytes - st0->wbytes == bytes);
+		return 0;
 	}
+	T_CHECK(st->posted - st0->posted == n);
+	T_CHECK(st->completed - st0->completed == n);
+	T_CHECK(st->failed == st0->failed);
+	T_CHECK(st->bytes - st0->bytes == bytes);
 	return 0;
 }
 
@@ -298,15 +366,42 @@ static int test_xport_rdma_bulk(struct t_side *a, struct t_side *b)
 	T_CHECK(t_read_all(a, b, T_POOL_SIZE / (256 << 10), 256 << 10, 16) ==
 		0);
 	a->d.ops->peer_stats(a->p, &st);
-	T_CHECK(st.posted - st0.posted == T_PAGES + 64);
-	T_CHECK(st.completed - st0.completed == T_PAGES + 64);
-	T_CHECK(st.failed == st0.failed);
-	T_CHECK(st.bytes - st0.bytes == 2 * T_POOL_SIZE);
+	T_CHECK(t_counted(&st, &st0, false, T_PAGES + 64, 2 * T_POOL_SIZE) ==
+		0);
 	xport_rdma_ctx_stats(a->ctx, &c);
-	T_CHECK(c.posted - c0.posted == T_PAGES + 64);
-	T_CHECK(c.completed - c0.completed == T_PAGES + 64);
-	T_CHECK(c.failed == c0.failed);
-	T_CHECK(c.bytes - c0.bytes == 2 * T_POOL_SIZE);
+	T_CHECK(t_counted(&c, &c0, false, T_PAGES + 64, 2 * T_POOL_SIZE) == 0);
+	return 0;
+}
+
+/*
+ * RDMA WRITEs from the landing area into the owner's pool: every page, in
+ * 4 KiB and in 256 KiB work requests, each done once; the owner's pool
+ * holds them and RDMA READs bring them back, page by page; the last pass
+ * puts the pool back as it was. (Bad arguments: the errors case.)
+ */
+static int test_xport_rdma_write(struct t_side *a, struct t_side *b)
+{
+	struct xport_stats st0, st, c0, c;
+	struct t_drv *d = &a->d;
+
+	d->ops->peer_stats(a->p, &st0);
+	xport_rdma_ctx_stats(a->ctx, &c0);
+	t_fill(a->land, T_PAGES, T_WSEED);
+	T_CHECK(t_xfer_all(a, true, T_PAGES, 4096, a->depth) == 0);
+	/* done(0): the bytes are in the owner's pool */
+	T_CHECK(t_pool_holds(b->pool, T_PAGES, T_WSEED));
+	T_CHECK(t_read_all_seed(a, T_PAGES, 4096, a->depth, T_WSEED) == 0);
+	/* multi-packet WRITEs put the pool back */
+	t_fill(a->land, T_PAGES, b->seed);
+	T_CHECK(t_xfer_all(a, true, T_POOL_SIZE / (256 << 10), 256 << 10, 16) ==
+		0);
+	T_CHECK(t_pool_holds(b->pool, T_PAGES, b->seed));
+	T_CHECK(t_read_all(a, b, T_PAGES, 4096, a->depth) == 0);
+	d->ops->peer_stats(a->p, &st);
+	T_CHECK(t_counted(&st, &st0, true, T_PAGES + 64, 2 * T_POOL_SIZE) == 0);
+	T_CHECK(t_counted(&st, &st0, false, 2 * T_PAGES, 2 * T_POOL_SIZE) == 0);
+	xport_rdma_ctx_stats(a->ctx, &c);
+	T_CHECK(t_counted(&c, &c0, true, T_PAGES + 64, 2 * T_POOL_SIZE) == 0);
 	return 0;
 }
 
@@ -448,24 +543,29 @@ static int test_xport_rdma_errors(struct t_side *a, struct t_side *b)
 	struct t_drv *d = &a->d;
 	uint32_t i;
 
-	/* refused before anything is posted; done is not called */
+	/* reads and writes alike are refused before anything is posted; done
+	 * is not called */
 	t_drv_reset(d);
-	T_CHECK(d->ops->read(a->p, 0, 0, a->land, 0) == -EINVAL);
-	T_CHECK(d->ops->read(a->p, 0, 100, a->land, 0) == -EINVAL);
-	T_CHECK(d->ops->read(a->p, 0, 2u << 20, a->land, 0) == -EINVAL);
-	T_CHECK(d->ops->read(a->p, 0, 4096, outside, 0) == -EINVAL);
-	T_CHECK(d->ops->read(a->p, 0, 8192, a->land + T_POOL_SIZE - 4096, 0) ==
-		-EINVAL);
-	T_CHECK(d->ops->read(a->p, T_POOL_SIZE, 4096, a->land, 0) == -ERANGE);
-	T_CHECK(d->ops->read(a->p, T_POOL_SIZE - 4096, 8192, a->land, 0) ==
-		-ERANGE);
-	T_CHECK(d->ops->read(a->p, UINT64_MAX - 4095, 4096, a->land, 0) ==
-		-ERANGE);
-	/* depth reads in flight: the next one is -EAGAIN */
+	for (int w = 0; w < 2; w++) {
+		T_CHECK(t_post(a, w, 0, 0, a->land, 0) == -EINVAL);
+		T_CHECK(t_post(a, w, 0, 100, a->land, 0) == -EINVAL);
+		T_CHECK(t_post(a, w, 0, 2u << 20, a->land, 0) == -EINVAL);
+		T_CHECK(t_post(a, w, 0, 4096, outside, 0) == -EINVAL);
+		T_CHECK(t_post(a, w, 0, 8192, a->land + T_POOL_SIZE - 4096,
+			       0) == -EINVAL);
+		T_CHECK(t_post(a, w, T_POOL_SIZE, 4096, a->land, 0) == -ERANGE);
+		T_CHECK(t_post(a, w, T_POOL_SIZE - 4096, 8192, a->land, 0) ==
+			-ERANGE);
+		T_CHECK(t_post(a, w, UINT64_MAX - 4095, 4096, a->land, 0) ==
+			-ERANGE);
+	}
+	T_CHECK(d->ndone == 0);
+	/* depth reads in flight: the next one, read or write, is -EAGAIN */
 	for (i = 0; i < a->depth; i++)
 		T_CHECK(d->ops->read(a->p, (uint64_t)i * 4096, 4096,
 				     a->land + (uint64_t)i * 4096, i) == 0);
 	T_CHECK(d->ops->read(a->p, 0, 4096, a->land, a->depth) == -EAGAIN);
+	T_CHECK(d->ops->write(a->p, 0, 4096, a->land, a->depth) == -EAGAIN);
 	T_CHECK(t_wait_done(d, a->depth, T_WAIT_MS));
 	T_CHECK(d->nfail == 0 && d->bad_tags == 0);
 	for (i = 0; i < a->depth; i++)
@@ -748,6 +848,7 @@ int main(void)
 		{ "bulk", test_xport_rdma_bulk },
 		{ "reverse", test_xport_rdma_reverse },
 		{ "errors", test_xport_rdma_errors },
+		{ "write", test_xport_rdma_write },
 		{ "threads", test_xport_rdma_threads },
 		{ "bad_rkey", test_xport_rdma_bad_rkey },
 		{ "stale", test_xport_rdma_stale },
@@ -832,14 +933,20 @@ int main(void)
 		xport_rdma_ctx_stats(b.ctx, &cb);
 	fprintf(stderr,
 		"ctx A: posted %llu completed %llu failed %llu bytes %llu\n"
-		"ctx B: posted %llu completed %llu failed %llu bytes %llu\n",
+		"ctx B: posted %llu completed %llu failed %llu bytes %llu\n"
+		"ctx A writes: posted %llu completed %llu failed %llu bytes "
+		"%llu\n",
 		(unsigned long long)ca.posted, (unsigned long long)ca.completed,
 		(unsigned long long)ca.failed, (unsigned long long)ca.bytes,
 		(unsigned long long)cb.posted, (unsigned long long)cb.completed,
-		(unsigned long long)cb.failed, (unsigned long long)cb.bytes);
+		(unsigned long long)cb.failed, (unsigned long long)cb.bytes,
+		(unsigned long long)ca.wposted,
+		(unsigned long long)ca.wcompleted,
+		(unsigned long long)ca.wfailed, (unsigned long long)ca.wbytes);
 	if (ca.posted != ca.completed + ca.failed ||
 	    cb.posted != cb.completed + cb.failed || !ca.completed ||
-	    !cb.completed) {
+	    !cb.completed || ca.wposted != ca.wcompleted + ca.wfailed ||
+	    !ca.wcompleted) {
 		fprintf(stderr, "counters: posted != completed + failed\n");
 		failed = 1;
 	}
