@@ -787,7 +787,12 @@ static int test_xport_tcp_destroy(const struct t_pool *pool)
 	return 0;
 }
 
-/* True if @n pool pages from @page on hold @seed's pattern. */
+/*
+ * True if @n pool pages from @page on hold @seed's pattern. Only once the
+ * server that wrote them is gone: pthread_join() in pagesrv_destroy()
+ * orders its writes before our reads (its replies go out through io_uring,
+ * which TSan does not see as synchronisation).
+ */
 static bool t_pool_holds(const struct t_pool *pool, uint64_t page, uint64_t n,
 			 uint64_t seed)
 {
@@ -798,7 +803,8 @@ static bool t_pool_holds(const struct t_pool *pool, uint64_t page, uint64_t n,
 /*
  * Writes land in the owner's pool and read back, queued while CONNECTING
  * or pipelined with reads; a write out of the pool is answered -ERANGE,
- * writes nothing, and the connection stays.
+ * writes nothing, and the connection stays. The pool itself is looked at
+ * with the server stopped (t_pool_holds()).
  */
 static int test_xport_tcp_write(const struct t_pool *pool)
 {
@@ -825,17 +831,20 @@ static int test_xport_tcp_write(const struct t_pool *pool)
 	T_CHECK(t_xfer_range(&d, p, true, first * 4096, n, 4096, 128, src) ==
 		0);
 	T_CHECK(d.ops->peer_state(p) == XPORT_PEER_UP);
+	T_CHECK(t_read_range_seed(&d, p, first * 4096, n, 4096, 64, dst,
+				  T_WSEED) == 0);
 	/* done(0): the bytes are in the owner's pool, and only those */
+	pagesrv_destroy(srv);
 	T_CHECK(t_pool_holds(pool, first, n, T_WSEED));
 	T_CHECK(t_pool_holds(pool, 0, first, T_SEED));
 	T_CHECK(t_pool_holds(pool, first + n, T_PAGES - first - n, T_SEED));
-	T_CHECK(t_read_range_seed(&d, p, first * 4096, n, 4096, 64, dst,
-				  T_WSEED) == 0);
+	T_CHECK(t_wait_state(&d, p, XPORT_PEER_DOWN, T_WAIT_MS));
+	T_CHECK(t_srv_start(pool, addr, 0, &srv, NULL, 0) == 0);
+	T_CHECK(t_wait_state(&d, p, XPORT_PEER_UP, T_WAIT_MS));
 	/* 1 MiB writes put the whole pool back; 64 KiB reads check it */
 	t_fill(src, 0, T_POOL_SIZE, T_SEED);
 	T_CHECK(t_xfer_range(&d, p, true, 0, T_POOL_SIZE / WIRE_LEN_MAX,
 			     WIRE_LEN_MAX, 16, src) == 0);
-	T_CHECK(t_pool_holds(pool, 0, T_PAGES, T_SEED));
 	T_CHECK(t_read_range(&d, p, 0, T_POOL_SIZE / 65536, 65536, 64, dst) ==
 		0);
 	d.ops->peer_stats(p, &st);
@@ -844,8 +853,9 @@ static int test_xport_tcp_write(const struct t_pool *pool)
 	T_CHECK(st.wbytes == n * 4096 + T_POOL_SIZE);
 	T_CHECK(st.posted == n + T_POOL_SIZE / 65536 &&
 		st.completed == st.posted);
-	pagesrv_stats(srv, &ss);
-	T_CHECK(ss.writes == st.wcompleted && ss.write_bytes == st.wbytes);
+	pagesrv_stats(srv, &ss); /* the server since its restart */
+	T_CHECK(ss.writes == T_POOL_SIZE / WIRE_LEN_MAX &&
+		ss.write_bytes == T_POOL_SIZE);
 	T_CHECK(ss.errors == 0 && ss.dropped == 0);
 
 	/* bad arguments are refused before anything is queued */
@@ -864,14 +874,11 @@ static int test_xport_tcp_write(const struct t_pool *pool)
 	T_CHECK(t_wait_done(&d, 5, T_WAIT_MS));
 	T_CHECK(d.status[0] == -ERANGE && d.status[1] == -ERANGE &&
 		d.status[2] == -ERANGE && d.status[3] == 0 && d.status[4] == 0);
-	T_CHECK(t_pool_holds(pool, T_PAGES - 1, 1, T_SEED));
-	T_CHECK(t_pool_holds(pool, 5, 1, T_WSEED));
 	/* requests on one connection are served in order */
 	T_CHECK(pattern_check(dst, T_WSEED, 5) == 0);
 	T_CHECK(d.ops->peer_state(p) == XPORT_PEER_UP);
 	t_fill(src, 5 * 4096, 4096, T_SEED);
 	T_CHECK(t_xfer_range(&d, p, true, 5 * 4096, 1, 4096, 1, src) == 0);
-	T_CHECK(t_pool_holds(pool, 5, 1, T_SEED));
 	d.ops->peer_stats(p, &st);
 	T_CHECK(st.wfailed == 3);
 	pagesrv_stats(srv, &ss);
@@ -890,10 +897,11 @@ static int test_xport_tcp_write(const struct t_pool *pool)
 	T_CHECK(t_wait_done(&d, T_DEPTH, T_WAIT_MS));
 	for (i = 0; i < T_DEPTH; i++)
 		T_CHECK(d.calls[i] == 1 && d.status[i] == 0);
-	T_CHECK(t_pool_holds(pool, 0, T_PAGES, T_SEED));
 	d.ops->peer_close(p);
 	t_drv_fini(&d);
 	pagesrv_destroy(srv);
+	/* as it was: also the last page, which the -ERANGE writes spared */
+	T_CHECK(t_pool_holds(pool, 0, T_PAGES, T_SEED));
 	free(src);
 	free(dst);
 	return 0;
@@ -945,10 +953,10 @@ static int test_xport_tcp_write_loss(const struct t_pool *pool)
 	T_CHECK(t_wait_state(&d, p, XPORT_PEER_UP, T_WAIT_MS));
 	t_fill(src, 0, (uint64_t)n * len, T_SEED);
 	T_CHECK(t_xfer_range(&d, p, true, 0, n, len, 8, src) == 0);
-	T_CHECK(t_pool_holds(pool, 0, T_PAGES, T_SEED));
 	d.ops->peer_close(p);
 	t_drv_fini(&d);
 	pagesrv_destroy(srv);
+	T_CHECK(t_pool_holds(pool, 0, T_PAGES, T_SEED));
 	free(src);
 	return 0;
 }
