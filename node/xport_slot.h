@@ -65,9 +65,10 @@ struct xport_slots {
 };
 
 /*
- * Allocates @depth free slots (< XPORT_SLOT_NIL) whose requests complete
- * through @done(@arg, ...), counted in the slots' own stats and, if @tot is
- * not NULL, in *@tot too. Returns 0 or -ENOMEM.
+ * Allocates @depth free slots whose requests complete through
+ * @done(@arg, ...), counted in the slots' own stats and, if @tot is not
+ * NULL, in *@tot too. Returns 0, -EINVAL for a @depth of 0 or not below
+ * XPORT_SLOT_NIL, or -ENOMEM.
  */
 int xport_slots_init(struct xport_slots *ss, uint32_t depth, xport_done_fn done,
 		     void *arg, struct xport_stats *tot);
