@@ -146,6 +146,28 @@ static void t_fill(uint8_t *buf, uint64_t off, uint64_t len, uint64_t seed)
 }
 
 /*
+ * True if @n pool pages from @page on hold @seed's pattern. Only once the
+ * server that wrote them is gone: pthread_join() in pagesrv_destroy()
+ * orders its writes before our reads (its replies go out through io_uring,
+ * which TSan does not see as synchronisation).
+ */
+static bool t_pool_holds(const struct t_pool *pool, uint64_t page, uint64_t n,
+			 uint64_t seed)
+{
+	return t_verify_seed(pool->base + page * PATTERN_PAGE,
+			     page * PATTERN_PAGE, n * PATTERN_PAGE, seed) == 0;
+}
+
+/* A read into (or write from) @buf of @len bytes at pool offset @off. */
+static int t_post(struct t_drv *d, struct xport_peer *p, bool write,
+		  uint64_t off, uint32_t len, uint8_t *buf, uint64_t tag)
+{
+	if (write)
+		return d->ops->write(p, off, len, buf, tag);
+	return d->ops->read(p, off, len, buf, tag);
+}
+
+/*
  * Reads (or writes) @n chunks of @len bytes from (to) pool offset @off on,
  * tag i at buf + i * len, keeping up to @window in flight; each is done
  * once, with status 0.
@@ -160,12 +182,8 @@ static int t_xfer_range(struct t_drv *d, struct xport_peer *p, bool write,
 	t_drv_reset(d);
 	while (d->ndone < n) {
 		while (next < n && next - d->ndone < window) {
-			if (write)
-				ret = d->ops->write(p, off + next * len, len,
-						    buf + next * len, next);
-			else
-				ret = d->ops->read(p, off + next * len, len,
-						   buf + next * len, next);
+			ret = t_post(d, p, write, off + next * len, len,
+				     buf + next * len, next);
 			if (ret == -EAGAIN)
 				break;
 			T_CHECK(ret == 0);
@@ -344,8 +362,13 @@ static int test_xport_tcp_stale(const struct t_pool *pool)
 	return 0;
 }
 
-/* Server gone with reads in flight, then back on the same port. */
-static int test_xport_tcp_restart(const struct t_pool *pool)
+/*
+ * The server goes with 64 MiB of reads (or writes) in flight: each is done
+ * once, those done with 0 with their data (in the pool); the peer is DOWN
+ * and stays so while nobody listens. Once the server is back on the same
+ * port, requests go through again (writes put the pool back).
+ */
+static int t_server_lost(const struct t_pool *pool, bool write)
 {
 	const uint32_t n = 64, len = WIRE_LEN_MAX;
 	struct pagesrv *srv;
@@ -353,11 +376,13 @@ static int test_xport_tcp_restart(const struct t_pool *pool)
 	struct t_drv d;
 	char addr[64];
 	uint64_t ok = 0;
-	uint8_t *dst;
+	uint8_t *buf;
 	uint32_t i;
 
-	dst = malloc((size_t)n * len);
-	T_CHECK(dst);
+	T_CHECK((uint64_t)n * len <= T_POOL_SIZE);
+	buf = malloc((size_t)n * len);
+	T_CHECK(buf);
+	t_fill(buf, 0, (uint64_t)n * len, T_WSEED);
 	T_CHECK(t_srv_start(pool, "127.0.0.1:0", 0, &srv, addr, sizeof(addr)) ==
 		0);
 	T_CHECK(t_drv_init(&d) == 0);
@@ -365,37 +390,49 @@ static int test_xport_tcp_restart(const struct t_pool *pool)
 	T_CHECK(t_wait_state(&d, p, XPORT_PEER_UP, T_WAIT_MS));
 	t_drv_reset(&d);
 	for (i = 0; i < n; i++)
-		T_CHECK(d.ops->read(p, (uint64_t)i * len % T_POOL_SIZE, len,
-				    dst + (size_t)i * len, i) == 0);
-	/* 64 MiB requested cannot fit in socket buffers: most are lost */
+		T_CHECK(t_post(&d, p, write, (uint64_t)i * len, len,
+			       buf + (size_t)i * len, i) == 0);
+	/* 64 MiB cannot fit in socket buffers: most are lost */
 	pagesrv_destroy(srv);
 	T_CHECK(t_wait_done(&d, n, T_WAIT_MS));
 	for (i = 0; i < n; i++) {
-		T_CHECK(d.calls[i] == 1);
-		if (d.status[i] == 0) {
-			T_CHECK(t_verify(dst + (size_t)i * len,
-					 (uint64_t)i * len % T_POOL_SIZE,
-					 len) == 0);
-			ok++;
-		} else {
-			T_CHECK(d.status[i] < 0);
-		}
+		T_CHECK(d.calls[i] == 1 && d.status[i] <= 0);
+		if (d.status[i])
+			continue;
+		if (write)
+			T_CHECK(t_pool_holds(pool, (uint64_t)i * len / 4096,
+					     len / 4096, T_WSEED));
+		else
+			T_CHECK(t_verify(buf + (size_t)i * len,
+					 (uint64_t)i * len, len) == 0);
+		ok++;
 	}
 	T_CHECK(d.nfail > 0 && d.nfail + ok == n);
 	T_CHECK(d.ops->peer_state(p) == XPORT_PEER_DOWN);
-	T_CHECK(d.ops->read(p, 0, 4096, dst, 0) == -ENOTCONN);
+	T_CHECK(t_post(&d, p, write, 0, 4096, buf, 0) == -ENOTCONN);
 	/* nobody listening: reconnects fail, the peer stays DOWN */
 	for (i = 0; i < 40; i++)
 		t_drv_poll(&d, 10);
 	T_CHECK(d.ops->peer_state(p) != XPORT_PEER_UP);
 	T_CHECK(t_srv_start(pool, addr, 0, &srv, NULL, 0) == 0);
 	T_CHECK(t_wait_state(&d, p, XPORT_PEER_UP, T_WAIT_MS));
-	T_CHECK(t_read_range(&d, p, 0, 1024, 4096, 64, dst) == 0);
+	if (write) {
+		t_fill(buf, 0, (uint64_t)n * len, T_SEED);
+		T_CHECK(t_xfer_range(&d, p, true, 0, n, len, 8, buf) == 0);
+	}
+	T_CHECK(t_read_range(&d, p, 0, 1024, 4096, 64, buf) == 0);
 	d.ops->peer_close(p);
 	t_drv_fini(&d);
 	pagesrv_destroy(srv);
-	free(dst);
+	T_CHECK(t_pool_holds(pool, 0, T_PAGES, T_SEED));
+	free(buf);
 	return 0;
+}
+
+/* Server gone with reads in flight, then back on the same port. */
+static int test_xport_tcp_restart(const struct t_pool *pool)
+{
+	return t_server_lost(pool, false);
 }
 
 static int t_raw_connect(const char *addr)
@@ -788,19 +825,6 @@ static int test_xport_tcp_destroy(const struct t_pool *pool)
 }
 
 /*
- * True if @n pool pages from @page on hold @seed's pattern. Only once the
- * server that wrote them is gone: pthread_join() in pagesrv_destroy()
- * orders its writes before our reads (its replies go out through io_uring,
- * which TSan does not see as synchronisation).
- */
-static bool t_pool_holds(const struct t_pool *pool, uint64_t page, uint64_t n,
-			 uint64_t seed)
-{
-	return t_verify_seed(pool->base + page * PATTERN_PAGE,
-			     page * PATTERN_PAGE, n * PATTERN_PAGE, seed) == 0;
-}
-
-/*
  * Writes land in the owner's pool and read back, queued while CONNECTING
  * or pipelined with reads; a write out of the pool is answered -ERANGE,
  * writes nothing, and the connection stays. The pool itself is looked at
@@ -907,58 +931,10 @@ static int test_xport_tcp_write(const struct t_pool *pool)
 	return 0;
 }
 
-/*
- * The server goes with 64 MiB of writes in flight: each is done once;
- * those done with 0 are in the pool. Once it is back, writes put the pool
- * back as it was.
- */
+/* The same with writes: those done with 0 are in the pool. */
 static int test_xport_tcp_write_loss(const struct t_pool *pool)
 {
-	const uint32_t n = 64, len = WIRE_LEN_MAX;
-	struct pagesrv *srv;
-	struct xport_peer *p;
-	struct t_drv d;
-	char addr[64];
-	uint64_t ok = 0;
-	uint8_t *src;
-	uint32_t i;
-
-	T_CHECK((uint64_t)n * len <= T_POOL_SIZE);
-	src = malloc((size_t)n * len);
-	T_CHECK(src);
-	t_fill(src, 0, (uint64_t)n * len, T_WSEED);
-	T_CHECK(t_srv_start(pool, "127.0.0.1:0", 0, &srv, addr, sizeof(addr)) ==
-		0);
-	T_CHECK(t_drv_init(&d) == 0);
-	T_CHECK(t_open(&d, addr, T_INSTANCE, &p) == 0);
-	T_CHECK(t_wait_state(&d, p, XPORT_PEER_UP, T_WAIT_MS));
-	t_drv_reset(&d);
-	for (i = 0; i < n; i++)
-		T_CHECK(d.ops->write(p, (uint64_t)i * len, len,
-				     src + (size_t)i * len, i) == 0);
-	pagesrv_destroy(srv);
-	T_CHECK(t_wait_done(&d, n, T_WAIT_MS));
-	for (i = 0; i < n; i++) {
-		T_CHECK(d.calls[i] == 1 && d.status[i] <= 0);
-		if (d.status[i])
-			continue;
-		T_CHECK(t_pool_holds(pool, (uint64_t)i * len / 4096, len / 4096,
-				     T_WSEED));
-		ok++;
-	}
-	T_CHECK(d.nfail > 0 && d.nfail + ok == n);
-	T_CHECK(d.ops->peer_state(p) == XPORT_PEER_DOWN);
-	T_CHECK(d.ops->write(p, 0, 4096, src, 0) == -ENOTCONN);
-	T_CHECK(t_srv_start(pool, addr, 0, &srv, NULL, 0) == 0);
-	T_CHECK(t_wait_state(&d, p, XPORT_PEER_UP, T_WAIT_MS));
-	t_fill(src, 0, (uint64_t)n * len, T_SEED);
-	T_CHECK(t_xfer_range(&d, p, true, 0, n, len, 8, src) == 0);
-	d.ops->peer_close(p);
-	t_drv_fini(&d);
-	pagesrv_destroy(srv);
-	T_CHECK(t_pool_holds(pool, 0, T_PAGES, T_SEED));
-	free(src);
-	return 0;
+	return t_server_lost(pool, true);
 }
 
 /* A raw server's end of one connection: accepted within 5 s. */
