@@ -382,3 +382,21 @@ int cli_map(const struct cli *c, const char *what, const char *name,
 			c->agent_sock, farpage_strerror(ret));
 	return ret;
 }
+
+int cli_help_only(const char *usage, const char *cmd, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	int ret;
+
+	while ((ret = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		if (ret == 'h') {
+			fputs(usage, stdout);
+			return CLI_EXIT_OK;
+		}
+		return cli_getopt_err(usage, cmd, ret, argv);
+	}
+	return -1;
+}

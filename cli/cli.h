@@ -41,6 +41,7 @@ int cli_region_run(const struct cli *c, int argc, char **argv);
 int cli_fill_run(const struct cli *c, int argc, char **argv);
 int cli_touch_run(const struct cli *c, int argc, char **argv);
 int cli_stats_run(const struct cli *c, int argc, char **argv);
+int cli_flush_run(const struct cli *c, int argc, char **argv);
 
 /*
  * Prints the counters of the agent at @agent_sock on stdout as one line
@@ -65,6 +66,10 @@ int cli_usage_err(const char *usage, const char *fmt, ...)
  * ':') with the command's @usage. Returns CLI_EXIT_USAGE.
  */
 int cli_getopt_err(const char *usage, const char *cmd, int ret, char **argv);
+
+/* Parses the options of a command that has only --help. Returns -1 to go
+ * on (optind is at the first argument), or the exit code to return. */
+int cli_help_only(const char *usage, const char *cmd, int argc, char **argv);
 
 /*
  * Parses option values: a plain unsigned number, a size ("64M", "1GiB"),

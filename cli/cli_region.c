@@ -87,19 +87,10 @@ static int cli_region_pos(const char *usage, const char *cmd, int argc,
 static int cli_region_args(const char *usage, const char *cmd, int argc,
 			   char **argv, int n_args)
 {
-	static const struct option opts[] = {
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	int ret;
+	int ret = cli_help_only(usage, cmd, argc, argv);
 
-	while ((ret = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		if (ret == 'h') {
-			fputs(usage, stdout);
-			return CLI_EXIT_OK;
-		}
-		return cli_getopt_err(usage, cmd, ret, argv);
-	}
+	if (ret >= 0)
+		return ret;
 	return cli_region_pos(usage, cmd, argc, argv, n_args);
 }
 

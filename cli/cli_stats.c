@@ -13,7 +13,12 @@ static const char cli_stats_usage[] =
 	"Prints the local agent's counters: faults served, remote and local\n"
 	"ones, errors and poisoned pages, as one line:\n"
 	"  stats: faults=N remote=N local=N errors=N poisoned=N agent=PATH\n"
-	"The agent is the one at --agent-sock.\n";
+	"and, when remote pages are cached there, its cache as another:\n"
+	"  cache: limit=B resident=B resident_max=B dirty=B hits=N misses=N\n"
+	"         hit_ratio=X evictions=N writebacks=N wb_errors=N "
+	"wp_faults=N\n"
+	"(B: bytes; writebacks and evictions: pages). The agent is the one\n"
+	"at --agent-sock.\n";
 
 int cli_stats_print(const char *agent_sock, const char *label)
 {
@@ -29,24 +34,64 @@ int cli_stats_print(const char *agent_sock, const char *label)
 	       (unsigned long long)st.remote, (unsigned long long)st.local,
 	       (unsigned long long)st.errors, (unsigned long long)st.poisoned,
 	       agent_sock);
+	if (!st.cache_limit)
+		return 0;
+	printf("%s cache: limit=%llu resident=%llu resident_max=%llu "
+	       "dirty=%llu hits=%llu misses=%llu hit_ratio=%.3f "
+	       "evictions=%llu writebacks=%llu wb_errors=%llu "
+	       "wp_faults=%llu\n",
+	       label, (unsigned long long)st.cache_limit,
+	       (unsigned long long)st.cache_resident,
+	       (unsigned long long)st.cache_resident_max,
+	       (unsigned long long)st.cache_dirty,
+	       (unsigned long long)st.cache_hits,
+	       (unsigned long long)st.cache_misses,
+	       st.cache_hits + st.cache_misses
+		       ? (double)st.cache_hits /
+				 (double)(st.cache_hits + st.cache_misses)
+		       : 0.0,
+	       (unsigned long long)st.cache_evictions,
+	       (unsigned long long)st.cache_writebacks,
+	       (unsigned long long)st.cache_wb_errors,
+	       (unsigned long long)st.cache_wp_faults);
 	return 0;
+}
+
+static const char cli_flush_usage[] =
+	"usage: farpage flush NAME\n"
+	"\n"
+	"Sends home every page that mappings of region NAME through the\n"
+	"local agent have written and not yet sent: returns once they are in\n"
+	"their owners' pools (exit 0), or fails naming why (exit 1: an owner\n"
+	"could not be reached within the agent's fault timeout; the pages\n"
+	"are kept and sent again).\n";
+
+int cli_flush_run(const struct cli *c, int argc, char **argv)
+{
+	int ret = cli_help_only(cli_flush_usage, "flush", argc, argv);
+
+	if (ret >= 0)
+		return ret;
+	if (argc - optind != 1)
+		return cli_usage_err(cli_flush_usage, "flush: %s",
+				     argc - optind ? "one region name expected"
+						   : "missing region name");
+	ret = farpage_agent_flush(c->agent_sock, argv[optind]);
+	if (ret < 0) {
+		cli_err("flush %s: agent at %s: %s", argv[optind],
+			c->agent_sock, farpage_strerror(ret));
+		return CLI_EXIT_FAIL;
+	}
+	printf("flush: region %s: every written page is home\n", argv[optind]);
+	return CLI_EXIT_OK;
 }
 
 int cli_stats_run(const struct cli *c, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	int ret;
+	int ret = cli_help_only(cli_stats_usage, "stats", argc, argv);
 
-	while ((ret = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		if (ret == 'h') {
-			fputs(cli_stats_usage, stdout);
-			return CLI_EXIT_OK;
-		}
-		return cli_getopt_err(cli_stats_usage, "stats", ret, argv);
-	}
+	if (ret >= 0)
+		return ret;
 	if (optind < argc)
 		return cli_usage_err(cli_stats_usage,
 				     "stats: unexpected argument '%s'",

@@ -29,7 +29,7 @@ static const char cli_touch_usage[] =
 	"seq|rand]\n"
 	"                          [--threads N] [--lat-file FILE] "
 	"[--local-too]\n"
-	"                          [--prefetch]\n"
+	"                          [--prefetch] [--write]\n"
 	"\n"
 	"Maps region NAME through the local agent and reads one byte of every\n"
 	"page this node does not own, timing each first touch (the page\n"
@@ -47,6 +47,16 @@ static const char cli_touch_usage[] =
 	"\n"
 	"  --seed N          pattern seed (default 1); also seeds --order "
 	"rand\n"
+	"  --write           write seed N's pattern into every page it "
+	"touches (the\n"
+	"                    timed first touch is that write), then verify "
+	"it;\n"
+	"                    maps the region writable (the one writable map "
+	"of it\n"
+	"                    in the cluster) and flushes before it unmaps, "
+	"so the\n"
+	"                    pages are in their owners' pools when it "
+	"exits\n"
 	"  --expect-zero     pages must read as zeroes (a region nobody "
 	"filled);\n"
 	"                    then zero pages are the verified ones\n"
@@ -119,6 +129,7 @@ struct cli_touch {
 	const char *lat_path;
 	int local_too;
 	int prefetch;
+	int write;
 
 	FILE *lat_file;
 	struct farpage_map *m;
@@ -228,7 +239,10 @@ static void cli_touch_pages(struct cli_touch_thread *t)
 		t->cur_page = page;
 
 		clock_gettime(CLOCK_MONOTONIC, &t0);
-		(void)*(const volatile char *)p;
+		if (run->write)
+			pattern_fill((char *)p, run->seed, page);
+		else
+			(void)*(const volatile char *)p;
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 
 		ns = cli_touch_ns(&t0, &t1);
@@ -575,6 +589,29 @@ static int cli_touch_report(const struct cli *c, const struct cli_touch *run,
 	return 0;
 }
 
+/* --write: the pages go home before we say so. */
+static int cli_touch_flush(struct cli_touch *run)
+{
+	struct timespec t0, t1;
+	int ret;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ret = farpage_flush(run->m);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (ret == -EOPNOTSUPP) {
+		printf("flush: not possible: faults are served by copying, "
+		       "writes to remote pages stay in this process\n");
+		return 0;
+	}
+	if (ret < 0) {
+		cli_err("touch %s: flush: %s", run->name,
+			farpage_strerror(ret));
+		return ret;
+	}
+	printf("flush: done in %.3f s\n", cli_touch_ns(&t0, &t1) / 1e9);
+	return 0;
+}
+
 static void cli_touch_fini(struct cli_touch *run)
 {
 	if (run->th)
@@ -598,6 +635,7 @@ static int cli_touch_args(struct cli_touch *run, int argc, char **argv)
 		{ "lat-file", required_argument, NULL, 'f' },
 		{ "local-too", no_argument, NULL, 'l' },
 		{ "prefetch", no_argument, NULL, 'p' },
+		{ "write", no_argument, NULL, 'w' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -645,6 +683,9 @@ static int cli_touch_args(struct cli_touch *run, int argc, char **argv)
 		case 'p':
 			run->prefetch = 1;
 			break;
+		case 'w':
+			run->write = 1;
+			break;
 		case 'h':
 			fputs(usage, stdout);
 			return CLI_EXIT_OK;
@@ -657,6 +698,9 @@ static int cli_touch_args(struct cli_touch *run, int argc, char **argv)
 				     argc - optind ? "one region name expected"
 						   : "missing region name");
 	run->name = argv[optind];
+	if (run->write && run->expect_zero)
+		return cli_usage_err(usage, "touch: --write and --expect-zero "
+					    "exclude each other");
 	return -1;
 }
 
@@ -689,7 +733,7 @@ int cli_touch_run(const struct cli *c, int argc, char **argv)
 	}
 	snprintf(what, sizeof(what), "touch %s", run.name);
 	if (cli_map(c, what, run.name,
-		    FARPAGE_MAP_RDONLY |
+		    (run.write ? 0 : FARPAGE_MAP_RDONLY) |
 			    (run.prefetch ? FARPAGE_MAP_PREFETCH : 0),
 		    &run.m) < 0)
 		goto out_close;
@@ -727,6 +771,8 @@ int cli_touch_run(const struct cli *c, int argc, char **argv)
 			(unsigned long long)run.seed);
 		goto out_unmap;
 	}
+	if (run.write && cli_touch_flush(&run) < 0)
+		goto out_unmap;
 	code = CLI_EXIT_OK;
 out_unmap:
 	ret = farpage_unmap(run.m);

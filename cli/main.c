@@ -29,6 +29,8 @@ static const struct cli_cmd cli_cmds[] = {
 	{ "touch", cli_touch_run,
 	  "fault a region's pages in, time them, verify the pattern" },
 	{ "stats", cli_stats_run, "the local agent's counters" },
+	{ "flush", cli_flush_run,
+	  "send home the pages a region's mappings here have written" },
 };
 
 #define CLI_N_CMDS (sizeof(cli_cmds) / sizeof(cli_cmds[0]))

@@ -241,14 +241,16 @@ struct msg {
 
 /* AGENT_STAT's cache list: index -> figure (later ones may be absent) */
 enum msg_cache_fig {
-	MSG_CACHE_LIMIT = 0,  /* bytes the cache may hold */
-	MSG_CACHE_RESIDENT,   /* bytes of remote pages held */
-	MSG_CACHE_DIRTY,      /* bytes written, not yet home */
-	MSG_CACHE_HITS,	      /* faults on pages already held (MINOR) */
-	MSG_CACHE_MISSES,     /* faults that fetched */
-	MSG_CACHE_EVICTIONS,  /* pages dropped from the cache */
-	MSG_CACHE_WRITEBACKS, /* pages written home */
-	MSG_CACHE_WB_ERRORS,  /* write-backs that failed (retried) */
+	MSG_CACHE_LIMIT = 0,	/* bytes the cache may hold */
+	MSG_CACHE_RESIDENT,	/* bytes of remote pages held */
+	MSG_CACHE_DIRTY,	/* bytes written, not yet home */
+	MSG_CACHE_HITS,		/* faults on pages already held (MINOR) */
+	MSG_CACHE_MISSES,	/* faults that fetched */
+	MSG_CACHE_EVICTIONS,	/* pages dropped from the cache */
+	MSG_CACHE_WRITEBACKS,	/* pages written home */
+	MSG_CACHE_WB_ERRORS,	/* write-backs that failed (retried) */
+	MSG_CACHE_RESIDENT_MAX, /* the most bytes it held */
+	MSG_CACHE_WP_FAULTS,	/* first writes to a page seen */
 	MSG_CACHE__MAX,
 };
 

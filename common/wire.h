@@ -6,8 +6,15 @@
  *   request  0 version | 1 op | 2-3 flags | 4-7 len | 8-15 tag | 16-23 off
  *   reply    0 version | 1 op | 2-3 status| 4-7 len | 8-15 tag | 16-23 aux
  *
- * HELLO: the client sends off = the owner instance it expects (0 = any);
- *        the server replies status 0 and aux = its instance, or ESTALE.
+ * HELLO: the client sends off = the owner instance it expects (0 = any),
+ *        tag = its own id (its agent instance; 0 = none) and len = the
+ *        generation of this connection of that client (1, 2, ...; 0 =
+ *        none); the server replies status 0, tag echoed and aux = its
+ *        instance, or ESTALE. A connection of a client with a newer
+ *        generation fences its older ones: their WRITEs get EPIPE (they
+ *        may carry bytes older than what the client sends again on the
+ *        newer one), and the newer one's WRITEs wait for a WRITE still
+ *        landing from an older one.
  * READ:  len bytes (1..WIRE_LEN_MAX) at pool offset off; the reply carries
  *        status 0 and len bytes of data, or a status errno and no data.
  * WRITE: len bytes (1..WIRE_LEN_MAX) of data follow the header, for pool

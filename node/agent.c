@@ -102,6 +102,43 @@ static void agent_xports(const struct node_agent *a, struct floop_cfg *fc)
 	fc->rdma = a->rdma;
 }
 
+/*
+ * Cache mode (the default where it works): the verbs transport cannot land
+ * pages in the cache yet, so with a verbs device faults are served by
+ * copying. The cache is a quarter of RAM unless told.
+ */
+static int agent_cache_cfg(struct node_agent *a, struct floop_cfg *fcfg)
+{
+	const char *mode = a->cfg.fault_mode ? a->cfg.fault_mode : "auto";
+	long pages = sysconf(_SC_PHYS_PAGES);
+	char sz[32];
+
+	if (!a->cfg.cache_size)
+		a->cfg.cache_size = pages > 0 ? (uint64_t)pages / 4 * 4096
+					      : UINT64_C(1) << 30;
+	a->cfg.cache_size &= ~UINT64_C(4095);
+	a->cache_on = strcmp(mode, "copy") != 0;
+	if (a->cache_on && a->rdma) {
+		if (!strcmp(mode, "cache")) {
+			log_err("--fault-mode cache: the verbs transport "
+				"cannot land pages in the cache yet; use "
+				"--transport tcp or --fault-mode copy");
+			return -EOPNOTSUPP;
+		}
+		log_info("faults are served by copying: the verbs transport "
+			 "cannot land pages in the cache yet");
+		a->cache_on = 0;
+	}
+	fcfg->cache_pages = a->cache_on ? a->cfg.cache_size / 4096 : 0;
+	fcfg->writeback_ms = a->cfg.writeback_ms;
+	if (a->cache_on)
+		log_info("remote pages are cached here: up to %s, written "
+			 "pages go home every %u ms",
+			 util_size_fmt(a->cfg.cache_size, sz, sizeof(sz)),
+			 a->cfg.writeback_ms);
+	return 0;
+}
+
 int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 {
 	struct pagesrv_cfg scfg = { 0 };
@@ -175,6 +212,9 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	fcfg.slots = cfg->slots;
 	fcfg.readahead = cfg->readahead;
 	fcfg.spin_us = cfg->spin_us;
+	ret = agent_cache_cfg(a, &fcfg);
+	if (ret)
+		goto err;
 	ret = floop_create(&fcfg, &a->fl);
 	if (ret) {
 		log_errno(ret, "fault loop");

@@ -19,6 +19,7 @@ struct evl;
 struct floop;
 struct pagesrv;
 struct fsvc_conn;
+struct fsvc_drain;
 struct resolv;
 struct xport_rdma_ctx;
 
@@ -40,6 +41,9 @@ struct node_cfg {
 	const char *rdma_device; /* NULL = first with an active port */
 	int gid_index;		 /* -1 = auto */
 	unsigned int rdma_depth; /* READs in flight per QP, 0 = default */
+	const char *fault_mode;	 /* "auto", "cache", "copy" */
+	uint64_t cache_size;	 /* bytes; 0 = a quarter of RAM */
+	unsigned int writeback_ms;
 };
 
 struct node_agent {
@@ -59,6 +63,10 @@ struct node_agent {
 	uint64_t next_map_id;
 	uint64_t next_token;
 	struct xport_rdma_ctx *rdma; /* NULL: TCP only */
+	int cache_on; /* mappings get a cache memfd (cache mode) */
+	/* writable mappings whose process is gone and whose written pages
+	 * are still going home: their leases, given back when that is done */
+	struct fsvc_drain *draining;
 	/*
 	 * Per POOL_HUGE of the pool: how many local mappings map it. The
 	 * control thread counts, the session thread reads: an extent of a

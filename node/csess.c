@@ -758,8 +758,16 @@ static void csess_jobs_run(struct csess *s)
 	for (; j; j = next) {
 		next = j->next;
 		if (j->release) {
-			j->next = s->releases;
-			s->releases = j;
+			/* In order: a map after this release takes the lease
+			 * the release gave back. */
+			struct csess_job **tail = &s->releases;
+
+			while (*tail)
+				tail = &(*tail)->next;
+			j->next = NULL;
+			*tail = j;
+			if (!csess_is_stopping(s))
+				csess_releases_run(s);
 			continue;
 		}
 		if (!csess_is_stopping(s))

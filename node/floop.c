@@ -116,7 +116,7 @@ static void floop_map_free_maybe(struct floop *f, struct fmap *m)
 {
 	struct fmap **p;
 
-	if (!m->dead || m->poll_armed || m->inflight)
+	if (!m->dead || m->poll_armed || m->inflight || floop_cache_map_busy(m))
 		return;
 	for (p = &f->maps; *p; p = &(*p)->next) {
 		if (*p == m) {
@@ -125,6 +125,8 @@ static void floop_map_free_maybe(struct floop *f, struct fmap *m)
 		}
 	}
 	log_dbg("map %llu (%s) closed", (unsigned long long)m->id, m->name);
+	floop_cache_map_fini(f, m);
+	floop_cache_map_gone(f, m);
 	close(m->uffd);
 	free(m->chunks);
 	free(m);
@@ -176,6 +178,8 @@ static void floop_map_kill(struct floop *f, struct fmap *m)
 	if (m->dead)
 		return;
 	m->dead = 1;
+	/* What it wrote goes home before it is freed. */
+	m->draining = m->cache;
 	if (m->poll_armed)
 		floop_map_poll_remove(f, m);
 	floop_map_free_maybe(f, m);
@@ -189,6 +193,9 @@ static void floop_slot_release(struct floop *f, struct fetch *s)
 
 	if (s->state != FETCH_ABANDONED)
 		floop_hash_del(f, s);
+	/* Never landed whole: not held (whatever bytes came are punched). */
+	if (m->cache && !s->marked)
+		floop_cache_uncharge(f, m, s->addr, s->npages);
 	if (s->pf)
 		m->pf_busy -= s->npages;
 	s->pf = 0;
@@ -240,8 +247,8 @@ static int floop_poison_try(struct floop *f, struct fmap *m, uint64_t addr,
 	return ret == -EAGAIN ? -EAGAIN : 0;
 }
 
-static void floop_poison_n(struct floop *f, struct fmap *m, uint64_t addr,
-			   uint32_t npages, const char *why)
+void floop_poison_n(struct floop *f, struct fmap *m, uint64_t addr,
+		    uint32_t npages, const char *why)
 {
 	uint32_t done;
 	int ret;
@@ -299,26 +306,12 @@ static void floop_poison(struct floop *f, struct fmap *m, uint64_t addr,
 	floop_poison_n(f, m, addr, 1, why);
 }
 
-/* UFFDIO_COPY of a landed page. Returns 1 if the slot is finished. */
-static int floop_slot_copy(struct floop *f, struct fetch *s)
+int floop_slot_resolved(struct floop *f, struct fetch *s, int ret,
+			uint64_t done, const char *what)
 {
-	uint64_t len = (uint64_t)s->npages * FLOOP_PAGE, done;
+	uint64_t len = (uint64_t)s->npages * FLOOP_PAGE;
 	struct fmap *m = s->map;
-	int ret;
 
-	if (m->dead || m->gone)
-		return 1;
-again:
-	/* One copy (and one wake) for the whole run; it stops at a page
-	 * already present, which is skipped. */
-	ret = uffd_copy_n(m->uffd, s->addr + s->done_off, s->buf + s->done_off,
-			  len - s->done_off, 1, &done);
-	s->done_off += (uint32_t)done;
-	atomic_fetch_add(s->owner == f->cfg.self ? &f->ctr.local
-						 : &f->ctr.remote,
-			 done / FLOOP_PAGE);
-	if (s->ahead)
-		atomic_fetch_add(&f->ctr.readahead, done / FLOOP_PAGE);
 	switch (ret) {
 	case 0:
 		return 1;
@@ -326,16 +319,15 @@ again:
 		/* Resolved meanwhile; wake in case a thread raced in. */
 		uffd_wake(m->uffd, s->addr + s->done_off, FLOOP_PAGE);
 		s->done_off += FLOOP_PAGE;
-		if (s->done_off < len)
-			goto again;
-		return 1;
+		return s->done_off < len ? -1 : 1;
 	case -EAGAIN:
-		/* A partial copy is reported as -EAGAIN with the bytes done:
-		 * go on from there (the next call names what stopped it). */
+		/* A partial resolve is reported as -EAGAIN with the bytes
+		 * done: go on from there (the next call names what stopped
+		 * it). */
 		if (done && s->done_off < len)
-			goto again;
+			return -1;
 		/* The guest's address space is changing: read the event
-		 * first, then copy again. */
+		 * first, then resolve again. */
 		s->state = FETCH_WAIT;
 		s->have_data = 1;
 		s->next_ms = 0;
@@ -346,11 +338,40 @@ again:
 		m->gone = ret == -ESRCH;
 		return 1;
 	default:
-		log_errno(ret, "map %s page %#llx: UFFDIO_COPY", m->name,
-			  (unsigned long long)(s->addr - m->base));
+		log_errno(ret, "map %s page %#llx: %s", m->name,
+			  (unsigned long long)(s->addr + s->done_off - m->base),
+			  what);
 		atomic_fetch_add(&f->ctr.errors, 1);
 		return 1;
 	}
+}
+
+/* UFFDIO_COPY of a landed page. Returns 1 if the slot is finished. */
+static int floop_slot_copy(struct floop *f, struct fetch *s)
+{
+	uint64_t len = (uint64_t)s->npages * FLOOP_PAGE, done;
+	struct fmap *m = s->map;
+	int ret;
+
+	if (m->cache)
+		return floop_cache_resolve(f, s);
+	if (m->dead || m->gone)
+		return 1;
+	do {
+		/* One copy (and one wake) for the whole run; it stops at a
+		 * page already present, which is skipped. */
+		ret = uffd_copy_n(m->uffd, s->addr + s->done_off,
+				  s->buf + s->done_off, len - s->done_off, 1,
+				  &done);
+		s->done_off += (uint32_t)done;
+		atomic_fetch_add(s->owner == f->cfg.self ? &f->ctr.local
+							 : &f->ctr.remote,
+				 done / FLOOP_PAGE);
+		if (s->ahead)
+			atomic_fetch_add(&f->ctr.readahead, done / FLOOP_PAGE);
+		ret = floop_slot_resolved(f, s, ret, done, "UFFDIO_COPY");
+	} while (ret < 0);
+	return ret;
 }
 
 static void floop_slot_post(struct floop *f, struct fetch *s, uint64_t now)
@@ -400,6 +421,11 @@ static void floop_on_done(void *arg, uint64_t tag, int status)
 	uint32_t idx = (uint32_t)tag;
 	struct fetch *s;
 
+	if (idx & FLOOP_WB_TAG) {
+		floop_cache_wb_done(f, idx & ~FLOOP_WB_TAG,
+				    (uint32_t)(tag >> 32), status);
+		return;
+	}
 	if (idx >= f->n_all)
 		return;
 	s = &f->slots[idx];
@@ -460,6 +486,15 @@ void floop_fetch_start_n(struct floop *f, struct fmap *m, uint64_t addr,
 	s->t0_ms = t0_ms;
 	s->have_data = 0;
 	s->ahead = ahead;
+	s->marked = 0;
+	s->buf = s->land;
+	if (m->cache) {
+		/* Straight into the cache: no landing copy. */
+		s->buf = m->alias + (addr - m->base);
+		floop_cache_charge(f, m, addr, npages);
+		if (!ahead)
+			atomic_fetch_add(&f->ctr.cache_misses, 1);
+	}
 	/* This node's own page (its chunk could not be mapped from the
 	 * pool): the "read" is a copy from the pool, the rest as usual. */
 	if (owner == f->cfg.self) {
@@ -505,7 +540,7 @@ static void floop_fault_remote(struct floop *f, struct fmap *m, uint64_t addr,
 		dup->ahead = 0;
 		goto ahead;
 	}
-	if (!f->n_free) {
+	if (!f->n_free || (m->cache && !floop_cache_has_room(f))) {
 		b = malloc(sizeof(*b));
 		if (!b) {
 			floop_poison(f, m, addr,
@@ -527,9 +562,10 @@ ahead:
 		floop_ra_read_ahead(f, m, addr, win);
 }
 
-/* Serves one fault (counted by the caller) first read at @t0_ms. */
+/* Serves one fault (counted by the caller) first read at @t0_ms, with
+ * uffd @flags (0 for one replayed from the backlog). */
 static void floop_fault_handle(struct floop *f, struct fmap *m, uint64_t addr,
-			       uint64_t t0_ms, int replay)
+			       uint64_t flags, uint64_t t0_ms, int replay)
 {
 	const struct msg_chunk *c;
 	uint64_t rel, off;
@@ -545,6 +581,8 @@ static void floop_fault_handle(struct floop *f, struct fmap *m, uint64_t addr,
 			     "the region was deleted: its pages are gone");
 		return;
 	}
+	if (m->cache && floop_cache_fault(f, m, addr, flags))
+		return;
 	rel = addr - m->base;
 	c = &m->chunks[rel >> m->chunk_shift];
 	off = c->off + (rel & (m->chunk_size - 1));
@@ -573,6 +611,11 @@ static void floop_fault_handle(struct floop *f, struct fmap *m, uint64_t addr,
 		floop_poison(f, m, addr, "chunk outside the pool");
 		return;
 	}
+	/* In the cache like a peer's page (written back to the pool). */
+	if (m->cache) {
+		floop_fault_remote(f, m, addr, c->node, off, t0_ms, replay);
+		return;
+	}
 	ret = uffd_copy(m->uffd, addr, f->cfg.pool_base + off, FLOOP_PAGE, 1);
 	if (ret == 0)
 		atomic_fetch_add(&f->ctr.local, 1);
@@ -585,10 +628,11 @@ static void floop_fault_handle(struct floop *f, struct fmap *m, uint64_t addr,
 		log_errno(ret, "map %s: local copy", m->name);
 }
 
-static void floop_fault(struct floop *f, struct fmap *m, uint64_t addr)
+static void floop_fault(struct floop *f, struct fmap *m, uint64_t addr,
+			uint64_t flags)
 {
 	atomic_fetch_add(&f->ctr.faults, 1);
-	floop_fault_handle(f, m, addr & ~(uint64_t)(FLOOP_PAGE - 1),
+	floop_fault_handle(f, m, addr & ~(uint64_t)(FLOOP_PAGE - 1), flags,
 			   floop_now_ms(), 0);
 }
 
@@ -598,7 +642,8 @@ static void floop_event(struct floop *f, struct fmap *m,
 	switch (msg->event) {
 	case UFFD_EVENT_PAGEFAULT:
 		if (!m->gone)
-			floop_fault(f, m, msg->arg.pagefault.address);
+			floop_fault(f, m, msg->arg.pagefault.address,
+				    msg->arg.pagefault.flags);
 		break;
 	case UFFD_EVENT_REMOVE:
 		/* Range stays registered; the next touch faults again. */
@@ -747,6 +792,9 @@ static void floop_map_stale(struct floop *f, struct fmap *m)
 	}
 	floop_backlog_drop(f, floop_backlog_is_stale, 0,
 			   "the region was deleted");
+	/* Its pool extents are about to be cleared and reused: what was
+	 * written and not yet sent home must not land there now. */
+	floop_cache_map_stale(f, m);
 }
 
 static void floop_cmd_regions(struct floop *f, struct cmd *c)
@@ -781,6 +829,8 @@ static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
 	if (!m) {
 		log_err("map %s: no memory", d->name);
 		close(d->uffd);
+		if (d->cache_fd >= 0)
+			close(d->cache_fd);
 		free(d->chunks);
 		return;
 	}
@@ -800,7 +850,19 @@ static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
 	m->pf_next = m->base;
 	m->epoch = d->epoch;
 	m->cid = d->cid;
+	m->lease = d->lease;
+	m->cache_fd = -1;
 	memcpy(m->name, d->name, sizeof(m->name));
+	if (d->cache_fd >= 0) {
+		int ret = floop_cache_map_init(f, m, d);
+
+		if (ret) {
+			/* Its faults cannot be served: SIGBUS, not a hang. */
+			log_errno(ret, "map %s: cannot map its cache", m->name);
+			close(d->cache_fd);
+			m->stale = 1;
+		}
+	}
 	m->next = f->maps;
 	f->maps = m;
 	log_dbg("map %llu (%s) at %#llx, %llu bytes", (unsigned long long)m->id,
@@ -856,6 +918,9 @@ static void floop_cmds_run(struct floop *f)
 			break;
 		case CMD_REGIONS:
 			floop_cmd_regions(f, c);
+			break;
+		case CMD_FLUSH:
+			floop_cache_flush_cmd(f, c->name, c->id);
 			break;
 		}
 		atomic_store(&f->tickets_done, c->ticket);
@@ -949,6 +1014,8 @@ int floop_map_add(struct floop *f, struct floop_map_desc *d)
 
 	if (!c) {
 		close(d->uffd);
+		if (d->cache_fd >= 0)
+			close(d->cache_fd);
 		free(d->chunks);
 		return -ENOMEM;
 	}
@@ -968,6 +1035,53 @@ int floop_map_remove(struct floop *f, uint64_t id)
 	c->id = id;
 	floop_cmd_push(f, c);
 	return 0;
+}
+
+int floop_flush(struct floop *f, const char *name, uint64_t cookie)
+{
+	struct cmd *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->kind = CMD_FLUSH;
+	c->id = cookie;
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	floop_cmd_push(f, c);
+	return 0;
+}
+
+void floop_done_push(struct floop *f, struct floop_done *d)
+{
+	uint64_t one = 1;
+	ssize_t r;
+
+	d->next = NULL;
+	pthread_mutex_lock(&f->lock);
+	*f->dones_tail = d;
+	f->dones_tail = &d->next;
+	pthread_mutex_unlock(&f->lock);
+	r = write(f->done_efd, &one, sizeof(one));
+	(void)r;
+}
+
+int floop_done_fd(const struct floop *f)
+{
+	return f->done_efd;
+}
+
+struct floop_done *floop_done_take(struct floop *f)
+{
+	struct floop_done *d;
+	uint64_t v;
+	ssize_t r = read(f->done_efd, &v, sizeof(v));
+
+	(void)r;
+	pthread_mutex_lock(&f->lock);
+	d = f->dones;
+	f->dones = NULL;
+	f->dones_tail = &f->dones;
+	pthread_mutex_unlock(&f->lock);
+	return d;
 }
 
 int floop_peers_set(struct floop *f, const struct xport_peer_info *peers,
@@ -1028,12 +1142,19 @@ static void floop_tick(struct floop *f)
 	floop_backlog_drop(f, floop_backlog_is_late, now,
 			   "owner unreachable past the fault timeout");
 	floop_ppend_run(f);
+	floop_cache_run(f, now, 1);
+	/* Removed mappings whose written pages have gone home since. */
+	for (struct fmap *m = f->maps, *next; m; m = next) {
+		next = m->next;
+		if (m->dead)
+			floop_map_free_maybe(f, m);
+	}
 	floop_peers_stats_publish(f);
 }
 
 static void floop_backlog_run(struct floop *f)
 {
-	while (f->backlog && f->n_free) {
+	while (f->backlog && f->n_free && floop_cache_has_room(f)) {
 		struct backlog *b = f->backlog;
 		struct fmap *m = b->map;
 
@@ -1043,7 +1164,7 @@ static void floop_backlog_run(struct floop *f)
 		m->inflight--;
 		/* Counted when it was read; its deadline runs from then. */
 		if (!m->dead && !m->gone)
-			floop_fault_handle(f, m, b->addr, b->t0_ms, 1);
+			floop_fault_handle(f, m, b->addr, 0, b->t0_ms, 1);
 		else
 			floop_map_free_maybe(f, m);
 		free(b);
@@ -1211,6 +1332,7 @@ static void *floop_run(void *arg)
 		if (f->timer_want &&
 		    floop_now_ms() - f->last_tick_ms >= FLOOP_TICK_MS)
 			floop_tick(f);
+		floop_cache_run(f, floop_now_ms(), 0);
 		floop_backlog_run(f);
 		floop_ra_prefetch_run(f);
 	}
@@ -1276,9 +1398,11 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 	if (!f->cfg.slots)
 		f->cfg.slots = 512;
 	f->efd = -1;
+	f->done_efd = -1;
 	f->bufs = MAP_FAILED;
 	pthread_mutex_init(&f->lock, NULL);
 	f->cmds_tail = &f->cmds;
+	f->dones_tail = &f->dones;
 	f->backlog_tail = &f->backlog;
 	f->wake_req.op = REQ_WAKEUP;
 	f->timer_req.op = REQ_TIMER;
@@ -1302,7 +1426,8 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 	}
 	memset(f->hash, 0xff, hsize * sizeof(*f->hash));
 	for (uint32_t i = 0; i < f->n_slots; i++) {
-		f->slots[i].buf = f->bufs + (size_t)i * FLOOP_PAGE;
+		f->slots[i].land = f->bufs + (size_t)i * FLOOP_PAGE;
+		f->slots[i].buf = f->slots[i].land;
 		f->slots[i].hnext = UINT32_MAX;
 		f->slots[i].npages = 1;
 		f->free_stack[f->n_free++] = f->n_slots - 1 - i;
@@ -1310,14 +1435,16 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 	for (uint32_t i = 0; i < FLOOP_RUNS; i++) {
 		struct fetch *s = &f->slots[f->n_slots + i];
 
-		s->buf = f->bufs + (size_t)f->n_slots * FLOOP_PAGE +
-			 (size_t)i * FLOOP_RUN_PAGES * FLOOP_PAGE;
+		s->land = f->bufs + (size_t)f->n_slots * FLOOP_PAGE +
+			  (size_t)i * FLOOP_RUN_PAGES * FLOOP_PAGE;
+		s->buf = s->land;
 		s->hnext = UINT32_MAX;
 		s->npages = FLOOP_RUN_PAGES;
 		f->run_free[f->n_run_free++] = f->n_slots + FLOOP_RUNS - 1 - i;
 	}
 	f->efd = eventfd(0, EFD_CLOEXEC);
-	if (f->efd < 0) {
+	f->done_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (f->efd < 0 || f->done_efd < 0) {
 		ret = -errno;
 		goto err;
 	}
@@ -1331,6 +1458,7 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 	xcfg.land = f->bufs;
 	xcfg.land_len = floop_land_len(f);
 	xcfg.rdma = f->cfg.rdma;
+	xcfg.client_id = f->cfg.instance;
 	ret = floop_peers_xports_create(f, &xcfg);
 	if (ret)
 		goto err;
@@ -1371,9 +1499,18 @@ void floop_destroy(struct floop *f)
 	floop_peers_xports_destroy(f);
 	for (m = f->maps; m; m = mn) {
 		mn = m->next;
+		floop_cache_map_fini(f, m);
 		close(m->uffd);
 		free(m->chunks);
 		free(m);
+	}
+	for (struct floop_done *d = f->dones, *dn; d; d = dn) {
+		dn = d->next;
+		free(d);
+	}
+	for (struct fwait *w = f->fwaits, *wn; w; w = wn) {
+		wn = w->next;
+		free(w);
 	}
 	for (b = f->backlog; b; b = bn) {
 		bn = b->next;
@@ -1383,6 +1520,8 @@ void floop_destroy(struct floop *f)
 		cn = c->next;
 		if (c->kind == CMD_MAP_ADD) {
 			close(c->desc.uffd);
+			if (c->desc.cache_fd >= 0)
+				close(c->desc.cache_fd);
 			free(c->desc.chunks);
 		}
 		floop_cmd_free(c);
@@ -1396,6 +1535,8 @@ void floop_destroy(struct floop *f)
 		io_uring_queue_exit(&f->ring);
 	if (f->efd >= 0)
 		close(f->efd);
+	if (f->done_efd >= 0)
+		close(f->done_efd);
 	if (f->bufs != MAP_FAILED)
 		munmap(f->bufs, floop_land_len(f));
 	free(f->peers);

@@ -26,6 +26,16 @@ struct floop_counters {
 	atomic_uint_fast64_t errors; /* reads failed (retried) and bad faults */
 	atomic_uint_fast64_t poisoned;	/* pages poisoned after the timeout */
 	atomic_uint_fast64_t readahead; /* of remote: pages read ahead */
+	/* the cache of remote pages (cache mode) */
+	atomic_uint_fast64_t cache_resident;	 /* pages held (or landing) */
+	atomic_uint_fast64_t cache_resident_max; /* high-water mark */
+	atomic_uint_fast64_t cache_dirty;	 /* pages not yet home */
+	atomic_uint_fast64_t cache_hits;	 /* faults on pages held */
+	atomic_uint_fast64_t cache_misses;	 /* faults that fetched */
+	atomic_uint_fast64_t cache_evictions;	 /* pages dropped */
+	atomic_uint_fast64_t cache_writebacks;	 /* pages written home */
+	atomic_uint_fast64_t cache_wb_errors;	 /* write-backs failed */
+	atomic_uint_fast64_t cache_wp_faults;	 /* first writes seen */
 };
 
 #define FLOOP_XPORTS_MAX 4
@@ -48,6 +58,8 @@ struct floop_cfg {
 	unsigned int slots;	       /* fetches in flight; 0 = 512 */
 	unsigned int readahead;	       /* max read-ahead window, pages; 0 off */
 	unsigned int spin_us; /* with reads in flight, spin this long first */
+	uint64_t cache_pages; /* cache mode: pages held at most */
+	unsigned int writeback_ms; /* dirty pages go home this often */
 };
 
 /* A mapping handed over by the fault service; the loop owns uffd and
@@ -65,6 +77,25 @@ struct floop_map_desc {
 	char name[MSG_NAME_MAX];
 	uint64_t epoch; /* of the region as mapped */
 	uint64_t cid;	/* of the coordinator's tables it came from */
+	int cache_fd;	/* MSG_MAP_CACHE: its cache memfd (the loop owns it) */
+	uint64_t lease; /* write lease, handed back when it is done */
+};
+
+/* What the loop reports back to the control thread (floop_done_take()). */
+enum floop_done_kind {
+	FLOOP_DONE_FLUSH,   /* floop_flush(@cookie) finished with @err */
+	FLOOP_DONE_RELEASE, /* mapping of @name with @lease is done: every
+			       page it wrote is home; give the lease back */
+};
+
+struct floop_done {
+	enum floop_done_kind kind;
+	uint64_t cookie;
+	int err;
+	char name[MSG_NAME_MAX];
+	uint64_t lease;
+	char text[MSG_TEXT_MAX];
+	struct floop_done *next;
 };
 
 /* A region that exists, as the coordinator listed them. */
@@ -108,6 +139,18 @@ int64_t floop_regions_set(struct floop *f, const struct floop_region *regions,
 			  uint32_t n, uint64_t epoch, uint64_t cid);
 /* True once the loop has carried out the command that got @ticket. */
 int floop_ticket_done(struct floop *f, int64_t ticket);
+
+/*
+ * Sends home every page of the mappings of region @name here that is dirty
+ * now; reported with @cookie through floop_done_take() once they are home
+ * (err 0), or as -ETIMEDOUT when some could not be written within the
+ * fault timeout (they stay and are retried). Returns 0 or -ENOMEM.
+ */
+int floop_flush(struct floop *f, const char *name, uint64_t cookie);
+/* Readable (an eventfd) when reports wait. */
+int floop_done_fd(const struct floop *f);
+/* Takes the reports (oldest first), NULL if none; free() each. */
+struct floop_done *floop_done_take(struct floop *f);
 
 /* Per-peer transport figures as of the last tick; *out is malloc'd. */
 int floop_peer_stats(struct floop *f, struct msg_peer **out, uint32_t *n);

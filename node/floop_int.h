@@ -25,6 +25,22 @@
 #define FLOOP_RUNS	32 /* multi-page read-ahead/prefetch reads */
 #define FLOOP_RUN_PAGES 16 /* pages in one such read */
 #define FLOOP_PF_DEPTH	64 /* background prefetch pages in flight per map */
+#define FLOOP_WB_SLOTS	64 /* write-back runs in flight */
+#define FLOOP_WB_TAG	0x80000000u /* tag bit of a write-back */
+/* Faults may take the cache this far over its size while victims go
+ * home; beyond it they wait. Reads in flight land within it. */
+#define FLOOP_CACHE_SLACK                          \
+	((uint64_t)(FLOOP_RUNS * FLOOP_RUN_PAGES + \
+		    FLOOP_WB_SLOTS * FLOOP_RUN_PAGES + 512))
+
+/* Page states of a cache mapping (fmap.pst). */
+#define PS_CHARGED 0x01 /* counted as held: landed or landing */
+#define PS_VALID   0x02 /* the cache holds the page's bytes, whole */
+#define PS_DIRTY   0x04 /* written since it last went home */
+#define PS_REF	   0x08 /* touched since the clock hand last passed */
+#define PS_WB	   0x10 /* being written home */
+#define PS_FLUSH   0x20 /* a flush waits for it */
+#define PS_FLUSHWB 0x40 /* ... and the write-back in flight covers it */
 
 enum fetch_state {
 	FETCH_FREE = 0,
@@ -67,7 +83,41 @@ struct fmap {
 	int prefetch;	      /* MSG_MAP_PREFETCH: fetch it all */
 	uint64_t pf_next;     /* next page the prefetch looks at */
 	unsigned int pf_busy; /* prefetch reads in flight */
+	/* cache mode (MSG_MAP_CACHE): remote pages live in a shmem memfd
+	 * that the guest maps and we alias; resolved with CONTINUE */
+	int cache;
+	int cache_fd;
+	uint8_t *alias; /* the memfd, mapped here */
+	uint8_t *pst;	/* PS_* per page */
+	int writable;	/* not MSG_MAP_RDONLY */
+	int wp;		/* registered WP: dirty pages are seen */
+	int wp_cont;	/* CONTINUE maps write-protected (6.4+) */
+	uint64_t n_dirty;
+	uint64_t n_flush; /* pages flushes wait for */
+	unsigned int wb_busy;
+	uint64_t wb_cursor;  /* page the write-back scan goes on from */
+	uint64_t wb_next_ms; /* a write-back failed: not before then */
+	int draining;	     /* removed: home with what it wrote, then freed */
+	uint64_t lease;
 	struct fmap *next;
+};
+
+/* A write-back in flight: @npages dirty pages of @map at @addr. */
+struct wback {
+	int busy;
+	uint32_t gen;
+	struct fmap *map;
+	uint64_t addr;
+	uint32_t npages;
+	uint64_t owner, off;
+};
+
+/* A flush waiting for the pages it marked (PS_FLUSH) to go home. */
+struct fwait {
+	char name[MSG_NAME_MAX];
+	uint64_t cookie;
+	uint64_t t0_ms;
+	struct fwait *next;
 };
 
 struct fetch {
@@ -85,8 +135,10 @@ struct fetch {
 	int pf;		   /* posted by the background prefetch */
 	uint32_t npages;   /* 1, or up to FLOOP_RUN_PAGES for a run */
 	uint32_t done_off; /* bytes of buf already copied in */
-	uint8_t *buf;
-	uint32_t hnext; /* hash chain, UINT32_MAX = end */
+	int marked;	   /* cache mode: landed pages marked valid */
+	uint8_t *buf;	   /* landing: the slot's own, or the cache alias */
+	uint8_t *land;	   /* the slot's own landing buffer */
+	uint32_t hnext;	   /* hash chain, UINT32_MAX = end */
 };
 
 /* A transport instance of the loop. */
@@ -131,6 +183,7 @@ enum cmd_kind {
 	CMD_PEER_ADDR,
 	CMD_SELF,
 	CMD_REGIONS,
+	CMD_FLUSH,
 };
 
 struct cmd {
@@ -143,6 +196,7 @@ struct cmd {
 	struct floop_region *regions;
 	uint32_t n_regions;
 	uint64_t epoch, cid;
+	char name[MSG_NAME_MAX]; /* CMD_FLUSH */
 	struct cmd *next;
 };
 
@@ -197,6 +251,17 @@ struct floop {
 	struct floop_region *regions;
 	uint32_t n_regions;
 	uint64_t sync_epoch, sync_cid;
+	/* the cache (floop_cache.c) */
+	uint64_t resident; /* pages held or landing, all mappings */
+	struct fmap *hand_map;
+	uint64_t hand_page;
+	struct wback wbs[FLOOP_WB_SLOTS];
+	unsigned int n_wb_busy;
+	uint64_t last_wb_ms;
+	struct fwait *fwaits;
+	/* reports to the control thread */
+	int done_efd;
+	struct floop_done *dones, **dones_tail; /* under lock */
 };
 
 /* ---- floop.c ---- */
@@ -211,6 +276,59 @@ struct fetch *floop_fetch_find(struct floop *f, struct fmap *m, uint64_t addr);
 void floop_fetch_start_n(struct floop *f, struct fmap *m, uint64_t addr,
 			 uint64_t owner, uint64_t off, int ahead,
 			 uint32_t npages, int pf, uint64_t t0_ms);
+
+/*
+ * What a resolve (COPY or CONTINUE of @s from done_off on, @done bytes of
+ * it done) returned: 1 the slot is finished, 0 it waits (events first),
+ * -1 go on from done_off. @what names the call in logs.
+ */
+int floop_slot_resolved(struct floop *f, struct fetch *s, int ret,
+			uint64_t done, const char *what);
+/* Poisons @npages from @addr (SIGBUS to threads touching them). */
+void floop_poison_n(struct floop *f, struct fmap *m, uint64_t addr,
+		    uint32_t npages, const char *why);
+/* Reports @d to the control thread (floop_done_take()). */
+void floop_done_push(struct floop *f, struct floop_done *d);
+
+/* ---- floop_cache.c ---- */
+
+/* Sets up cache mode for @m from @d (alias, page states). 0 or -errno. */
+int floop_cache_map_init(struct floop *f, struct fmap *m,
+			 const struct floop_map_desc *d);
+/* Drops what @m holds (pages punched, alias unmapped). */
+void floop_cache_map_fini(struct floop *f, struct fmap *m);
+/* True if page @addr of cache mapping @m is held or landing. */
+int floop_cache_is_held(const struct fmap *m, uint64_t addr);
+/* A fetch of @npages at @addr starts landing in the cache. */
+void floop_cache_charge(struct floop *f, struct fmap *m, uint64_t addr,
+			uint32_t npages);
+/* ... and failed or was dropped: the pages are given up. */
+void floop_cache_uncharge(struct floop *f, struct fmap *m, uint64_t addr,
+			  uint32_t npages);
+/*
+ * A fault of cache mapping @m with uffd @flags: served here (a page held:
+ * CONTINUE; a write to a protected page: now dirty) -> 1; or to be
+ * fetched -> 0.
+ */
+int floop_cache_fault(struct floop *f, struct fmap *m, uint64_t addr,
+		      uint64_t flags);
+/* The pages of @s landed: CONTINUE. Returns 1 if the slot is finished. */
+int floop_cache_resolve(struct floop *f, struct fetch *s);
+/* Room in the cache for a fetch (else the fault waits). */
+int floop_cache_has_room(const struct floop *f);
+/* A write-back completion (tag low word without FLOOP_WB_TAG). */
+void floop_cache_wb_done(struct floop *f, uint32_t idx, uint32_t gen,
+			 int status);
+/* Eviction, write-backs due, flushes done; @tick: the periodic call. */
+void floop_cache_run(struct floop *f, uint64_t now, int tick);
+/* A removed cache mapping with pages to send home stays until they are. */
+int floop_cache_map_busy(const struct fmap *m);
+/* CMD_FLUSH. */
+void floop_cache_flush_cmd(struct floop *f, const char *name, uint64_t cookie);
+/* A removed mapping is freed: its lease goes back. */
+void floop_cache_map_gone(struct floop *f, struct fmap *m);
+/* The region of @m was deleted: what it wrote must not go home now. */
+void floop_cache_map_stale(struct floop *f, struct fmap *m);
 
 /* ---- floop_peer.c ---- */
 
@@ -241,6 +359,9 @@ void floop_peers_self(struct floop *f, uint64_t self);
  */
 int floop_peer_read(struct floop *f, uint64_t node, uint64_t off, uint32_t len,
 		    void *dst, uint64_t tag);
+/* The same for a write (-EOPNOTSUPP if the transport cannot write). */
+int floop_peer_write(struct floop *f, uint64_t node, uint64_t off, uint32_t len,
+		     const void *src, uint64_t tag);
 /*
  * A chunk placed on an owner instance that is no longer the owner's: the
  * owner restarted with an empty pool, so reading it would return zeroes.

@@ -246,6 +246,19 @@ int floop_peer_read(struct floop *f, uint64_t node, uint64_t off, uint32_t len,
 	return p->t->ops->read(xp, off, len, dst, tag);
 }
 
+int floop_peer_write(struct floop *f, uint64_t node, uint64_t off, uint32_t len,
+		     const void *src, uint64_t tag)
+{
+	struct fpeer *p = floop_peer_find(f, node);
+	struct xport_peer *xp = p ? floop_peer_get(f, p) : NULL;
+
+	if (!xp)
+		return -ENOLINK;
+	if (!p->t->ops->write)
+		return -EOPNOTSUPP;
+	return p->t->ops->write(xp, off, len, src, tag);
+}
+
 /*
  * A peer not UP in time on a transport that has a deadline for it moves
  * to the next transport that wants it (auto: verbs to TCP), once.

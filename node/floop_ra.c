@@ -23,15 +23,17 @@ static uint32_t floop_ra_fetch(struct floop *f, struct fmap *m, uint64_t a,
 		m->base + ((rel >> m->chunk_shift) + 1) * m->chunk_size;
 	uint32_t n = 1;
 
+	/* A page the cache holds is never fetched again: it may be dirty. */
 	if (c->node == f->cfg.self || floop_peer_chunk_is_lost(f, c) ||
-	    floop_fetch_find(f, m, a))
+	    floop_fetch_find(f, m, a) || floop_cache_is_held(m, a))
 		return 1;
 	if (stop > chunk_end)
 		stop = chunk_end;
 	if (f->n_run_free) {
 		while (n < FLOOP_RUN_PAGES &&
 		       a + (uint64_t)(n + 1) * FLOOP_PAGE <= stop &&
-		       !floop_fetch_find(f, m, a + (uint64_t)n * FLOOP_PAGE))
+		       !floop_fetch_find(f, m, a + (uint64_t)n * FLOOP_PAGE) &&
+		       !floop_cache_is_held(m, a + (uint64_t)n * FLOOP_PAGE))
 			n++;
 	}
 	floop_fetch_start_n(f, m, a, c->node, off, 1, n, pf, floop_now_ms());
@@ -88,7 +90,8 @@ void floop_ra_read_ahead(struct floop *f, struct fmap *m, uint64_t addr,
 		stop = m->base + m->span;
 	/* A quarter of the slots stays free for faults: they always go
 	 * ahead of read-ahead. */
-	while (st->end < stop && f->n_free > f->n_slots / 4)
+	while (st->end < stop && f->n_free > f->n_slots / 4 &&
+	       (!m->cache || floop_cache_has_room(f)))
 		st->end += (uint64_t)floop_ra_fetch(f, m, st->end, stop, 0) *
 			   FLOOP_PAGE;
 }
@@ -103,9 +106,13 @@ void floop_ra_prefetch_run(struct floop *f)
 	for (struct fmap *m = f->maps; m; m = m->next) {
 		if (!m->prefetch || m->dead || m->gone || m->stale)
 			continue;
+		/* A bounded cache is not filled by the prefetch: it would
+		 * only evict what faults brought in. */
 		while (m->pf_next < m->base + m->span &&
 		       m->pf_busy < FLOOP_PF_DEPTH &&
-		       f->n_free > f->n_slots / 4)
+		       f->n_free > f->n_slots / 4 &&
+		       (!m->cache || !f->cfg.cache_pages ||
+			f->resident < f->cfg.cache_pages))
 			m->pf_next +=
 				(uint64_t)floop_ra_fetch(f, m, m->pf_next,
 							 m->base + m->span, 1) *

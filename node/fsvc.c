@@ -18,10 +18,12 @@
 #include "agent.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -44,9 +46,12 @@
 
 enum fsvc_state {
 	FSVC_NEW = 0,
-	FSVC_LOOKUP, /* the session thread looks the region up */
+	FSVC_DRAIN_WAIT, /* a writable map waits for a mapping here that
+			    goes, to take the lease it gives back */
+	FSVC_LOOKUP,	 /* the session thread looks the region up */
 	FSVC_LAYOUT_SENT,
 	FSVC_MAPPED,
+	FSVC_FLUSH, /* the fault loop sends pages home */
 };
 
 struct fsvc_conn {
@@ -55,16 +60,37 @@ struct fsvc_conn {
 	enum fsvc_state state;
 	uint64_t token; /* of the lookup */
 	uint64_t map_id;
-	uint64_t flags;	   /* MSG_MAP_* of the MAP request */
-	uint64_t lease;	   /* write lease id of a writable map; 0: none */
-	int cache_fd;	   /* the mapping's cache memfd, -1: none */
-	struct msg layout; /* MAP_LAYOUT as sent */
-	int pinned;	   /* layout's local chunks pinned */
-	int fd_in;	   /* descriptor that came with the frame being read */
+	uint64_t flags;		 /* MSG_MAP_* of the MAP request */
+	uint64_t lease;		 /* write lease id of a writable map; 0: none */
+	char name[MSG_NAME_MAX]; /* of the region asked for */
+	int cache_fd;		 /* the mapping's cache memfd, -1: none */
+	struct msg layout;	 /* MAP_LAYOUT as sent */
+	int pinned;		 /* layout's local chunks pinned */
+	int fd_in;  /* descriptor that came with the frame being read */
+	int fd_in2; /* ... and a second one (a resumed cache memfd) */
 	size_t rlen;
 	uint8_t rbuf[FRAME_HDR_LEN + FSVC_FRAME_MAX];
 	struct fsvc_conn *next;
 };
+
+/* A writable mapping that ended, still sending home what it wrote. */
+struct fsvc_drain {
+	char name[MSG_NAME_MAX];
+	uint64_t lease;
+	struct fsvc_drain *next;
+};
+
+static struct fsvc_drain **fsvc_drain_find(struct node_agent *a,
+					   const char *name, uint64_t lease)
+{
+	struct fsvc_drain **p;
+
+	for (p = &a->draining; *p; p = &(*p)->next)
+		if (!strcmp((*p)->name, name) &&
+		    (!lease || (*p)->lease == lease))
+			break;
+	return p;
+}
 
 /* The chunks of the layout this node maps straight from its pool. */
 static void fsvc_pins(struct fsvc_conn *c, int delta)
@@ -88,8 +114,21 @@ static void fsvc_conn_close(struct fsvc_conn *c)
 		floop_map_remove(a->fl, c->map_id);
 	if (c->pinned)
 		fsvc_pins(c, -1);
-	if (c->lease)
-		csess_lease_release(a->cs, c->layout.name, c->lease);
+	/* A mapping the loop has gives its lease back once what it wrote
+	 * is home (FLOOP_DONE_RELEASE); a writable map of the region here
+	 * waits for that. */
+	if (c->lease && c->state == FSVC_MAPPED) {
+		struct fsvc_drain *d = calloc(1, sizeof(*d));
+
+		if (d) {
+			memcpy(d->name, c->name, sizeof(d->name));
+			d->lease = c->lease;
+			d->next = a->draining;
+			a->draining = d;
+		}
+	} else if (c->lease) {
+		csess_lease_release(a->cs, c->name, c->lease);
+	}
 	if (c->cache_fd >= 0)
 		close(c->cache_fd);
 	for (p = &a->conns; *p; p = &(*p)->next) {
@@ -102,6 +141,8 @@ static void fsvc_conn_close(struct fsvc_conn *c)
 	close(c->fd);
 	if (c->fd_in >= 0)
 		close(c->fd_in);
+	if (c->fd_in2 >= 0)
+		close(c->fd_in2);
 	msg_fini(&c->layout);
 	free(c);
 }
@@ -114,6 +155,18 @@ static int fsvc_reply_error(struct fsvc_conn *c, int err, const char *what)
 	return ctl_send(c->fd, &rep, NULL, 0);
 }
 
+static int fsvc_lookup(struct fsvc_conn *c)
+{
+	int ret = csess_lookup(c->a->cs, c->token, c->name, c->lease);
+
+	if (ret) {
+		fsvc_reply_error(c, ret, "cannot look the region up");
+		return ret;
+	}
+	c->state = FSVC_LOOKUP;
+	return 0;
+}
+
 /* MAP: the session thread looks the region up; fsvc_on_lookup() goes on. */
 static int fsvc_on_map(struct fsvc_conn *c, const struct msg *req)
 {
@@ -122,6 +175,7 @@ static int fsvc_on_map(struct fsvc_conn *c, const struct msg *req)
 
 	c->token = ++a->next_token;
 	c->flags = req->flags & MSG_MAP_RDONLY;
+	memcpy(c->name, req->name, sizeof(c->name));
 	/* A writable map holds the region's write lease under its own id. */
 	if (!(c->flags & MSG_MAP_RDONLY)) {
 		ret = util_random_u64(&c->lease);
@@ -130,12 +184,63 @@ static int fsvc_on_map(struct fsvc_conn *c, const struct msg *req)
 			return ret;
 		}
 	}
-	ret = csess_lookup(a->cs, c->token, req->name, c->lease);
-	if (ret) {
-		fsvc_reply_error(c, ret, "cannot look the region up");
+	/* An unmap here that is still sending pages home: its lease comes
+	 * back first (unmap, map again must work). */
+	if (c->lease && *fsvc_drain_find(a, c->name, 0)) {
+		c->state = FSVC_DRAIN_WAIT;
+		return 0;
+	}
+	return fsvc_lookup(c);
+}
+
+/* True if a layout has chunks this node does not own (they fault). */
+static int fsvc_has_remote(const struct msg *l)
+{
+	for (uint32_t i = 0; i < l->n_chunks; i++)
+		if (l->chunks[i].node != l->node)
+			return 1;
+	return 0;
+}
+
+/*
+ * The cache memfd of a mapping: as large as the region (sparse), sealed so
+ * that the process cannot shrink it under our alias (SIGBUS here).
+ */
+static int fsvc_cache_create(const struct msg *l, int *out)
+{
+	uint64_t span = (uint64_t)l->n_chunks * l->chunk_size;
+	int fd, ret;
+
+	fd = memfd_create("farpage-cache", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)span) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+		ret = -errno;
+		close(fd);
 		return ret;
 	}
-	c->state = FSVC_LOOKUP;
+	*out = fd;
+	return 0;
+}
+
+/*
+ * A cache memfd a process hands back when it resumes a mapping with us
+ * (its agent died): ours only if sealed as we seal and of the right size.
+ * Its pages are dropped: we cannot know which of them had landed whole.
+ */
+static int fsvc_cache_adopt(const struct msg *l, int fd)
+{
+	uint64_t span = (uint64_t)l->n_chunks * l->chunk_size;
+	int want = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+	struct stat st;
+
+	if (fcntl(fd, F_GET_SEALS) != want || fstat(fd, &st) ||
+	    (uint64_t)st.st_size != span)
+		return -EBADF;
+	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+		      (off_t)span))
+		return -errno;
 	return 0;
 }
 
@@ -164,10 +269,78 @@ static int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 	r->region.n_chunks = 0;
 	/* Pinned before the pool fd leaves: the process may map at once. */
 	fsvc_pins(c, 1);
-	ret = ctl_send(c->fd, &c->layout, &a->pool.fd, 1);
+	if (a->cache_on && fsvc_has_remote(&c->layout)) {
+		ret = fsvc_cache_create(&c->layout, &c->cache_fd);
+		if (ret)
+			log_errno(ret,
+				  "region %s: cache memfd; faults are "
+				  "served by copying",
+				  c->layout.name);
+		else
+			c->layout.flags = MSG_MAP_CACHE;
+	}
+	{
+		int fds[2] = { a->pool.fd, c->cache_fd };
+
+		ret = ctl_send(c->fd, &c->layout, fds,
+			       c->cache_fd >= 0 ? 2 : 1);
+	}
 	if (!ret)
 		c->state = FSVC_LAYOUT_SENT;
 	return ret;
+}
+
+/* What the fault loop reports: flushes done, leases to give back. */
+static void fsvc_on_dones(struct evl *l, int fd, uint32_t events, void *arg)
+{
+	struct node_agent *a = arg;
+	struct floop_done *d = floop_done_take(a->fl), *next;
+
+	for (; d; d = next) {
+		struct fsvc_conn *c;
+		struct msg rep;
+
+		next = d->next;
+		if (d->kind == FLOOP_DONE_RELEASE) {
+			struct fsvc_drain **p =
+				fsvc_drain_find(a, d->name, d->lease);
+			struct fsvc_conn *w, *wn;
+
+			csess_lease_release(a->cs, d->name, d->lease);
+			if (*p) {
+				struct fsvc_drain *g = *p;
+
+				*p = g->next;
+				free(g);
+			}
+			/* Maps that waited for it: looked up after the
+			 * release, in the session's order. */
+			for (w = a->conns; w; w = wn) {
+				wn = w->next;
+				if (w->state == FSVC_DRAIN_WAIT &&
+				    !*fsvc_drain_find(a, w->name, 0) &&
+				    fsvc_lookup(w))
+					fsvc_conn_close(w);
+			}
+			free(d);
+			continue;
+		}
+		for (c = a->conns; c; c = c->next)
+			if (c->state == FSVC_FLUSH && c->token == d->cookie)
+				break;
+		if (c) {
+			if (d->err)
+				msg_error(&rep, d->err, "%s",
+					  d->text[0] ? d->text
+						     : log_strerror(d->err));
+			else
+				msg_init(&rep, MSG_T_OK);
+			c->state = FSVC_NEW;
+			if (ctl_send(c->fd, &rep, NULL, 0))
+				fsvc_conn_close(c);
+		}
+		free(d);
+	}
 }
 
 /* Finished lookups: each goes to its connection if it is still there. */
@@ -191,7 +364,7 @@ static void fsvc_on_lookups(struct evl *l, int fd, uint32_t events, void *arg)
 }
 
 static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
-			    int uffd)
+			    int uffd, int fd2)
 {
 	struct node_agent *a = c->a;
 	struct floop_map_desc d = { 0 };
@@ -202,6 +375,8 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 	if (uffd < 0 || req->base % FSVC_MAP_ALIGN || !req->base) {
 		if (uffd >= 0)
 			close(uffd);
+		if (fd2 >= 0)
+			close(fd2);
 		fsvc_reply_error(c, -EINVAL,
 				 "map_uffd needs an aligned base "
 				 "and the uffd");
@@ -211,6 +386,8 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 	 * and every guest of this host on its first read. */
 	if (!uffd_fd_is_uffd(uffd)) {
 		close(uffd);
+		if (fd2 >= 0)
+			close(fd2);
 		log_warn("local client handed a descriptor that is not a "
 			 "non-blocking userfaultfd; refused");
 		fsvc_reply_error(c, -EBADF,
@@ -218,10 +395,49 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 				 "non-blocking userfaultfd");
 		return -EBADF;
 	}
+	d.cache_fd = -1;
+	if (req->flags & MSG_MAP_CACHE) {
+		const char *why = NULL;
+
+		if (req->flags & MSG_MAP_RESUME) {
+			/* What the dead agent's cache held is not known
+			 * whole: a writable mapping's unsent writes would be
+			 * lost, so it is not resumed (SIGBUS, not silence). */
+			if (!(req->flags & MSG_MAP_RDONLY))
+				why = "a writable mapping of a dead agent's "
+				      "cache is not resumed: pages it wrote "
+				      "and "
+				      "had not flushed were in that agent";
+			else if (fd2 < 0 || fsvc_cache_adopt(&c->layout, fd2))
+				why = "map_uffd: no usable cache memfd";
+			else {
+				d.cache_fd = fd2;
+				fd2 = -1;
+			}
+		} else if (c->cache_fd < 0) {
+			why = "map_uffd: cache mode without a cache";
+		} else {
+			d.cache_fd = c->cache_fd;
+			c->cache_fd = -1;
+		}
+		if (why) {
+			close(uffd);
+			if (fd2 >= 0)
+				close(fd2);
+			log_warn("local client: %s", why);
+			fsvc_reply_error(c, -EINVAL, why);
+			return -EINVAL;
+		}
+	}
+	if (fd2 >= 0)
+		close(fd2);
+	d.lease = c->lease;
 	clen = (size_t)c->layout.n_chunks * sizeof(*d.chunks);
 	d.chunks = malloc(clen ? clen : 1);
 	if (!d.chunks) {
 		close(uffd);
+		if (d.cache_fd >= 0)
+			close(d.cache_fd);
 		return -ENOMEM;
 	}
 	memcpy(d.chunks, c->layout.chunks, clen);
@@ -263,6 +479,28 @@ static int fsvc_on_stats(struct fsvc_conn *c)
 	rep.errors = atomic_load(&ctr->errors);
 	rep.poisoned = atomic_load(&ctr->poisoned);
 	floop_peer_stats(c->a->fl, &rep.peers, &rep.n_peers);
+	rep.cache = calloc(MSG_CACHE__MAX, sizeof(*rep.cache));
+	if (rep.cache) {
+		rep.n_cache = MSG_CACHE__MAX;
+		rep.cache[MSG_CACHE_LIMIT] =
+			c->a->cache_on ? c->a->cfg.cache_size : 0;
+		rep.cache[MSG_CACHE_RESIDENT] =
+			atomic_load(&ctr->cache_resident) * 4096;
+		rep.cache[MSG_CACHE_RESIDENT_MAX] =
+			atomic_load(&ctr->cache_resident_max) * 4096;
+		rep.cache[MSG_CACHE_DIRTY] =
+			atomic_load(&ctr->cache_dirty) * 4096;
+		rep.cache[MSG_CACHE_HITS] = atomic_load(&ctr->cache_hits);
+		rep.cache[MSG_CACHE_MISSES] = atomic_load(&ctr->cache_misses);
+		rep.cache[MSG_CACHE_EVICTIONS] =
+			atomic_load(&ctr->cache_evictions);
+		rep.cache[MSG_CACHE_WRITEBACKS] =
+			atomic_load(&ctr->cache_writebacks);
+		rep.cache[MSG_CACHE_WB_ERRORS] =
+			atomic_load(&ctr->cache_wb_errors);
+		rep.cache[MSG_CACHE_WP_FAULTS] =
+			atomic_load(&ctr->cache_wp_faults);
+	}
 	ret = ctl_send(c->fd, &rep, NULL, 0);
 	msg_fini(&rep);
 	return ret;
@@ -277,8 +515,17 @@ static int fsvc_dispatch(struct fsvc_conn *c, const struct msg *req, int *fd)
 		ret = fsvc_on_map(c, req);
 	} else if (req->type == MSG_T_MAP_UFFD &&
 		   c->state == FSVC_LAYOUT_SENT) {
-		ret = fsvc_on_map_uffd(c, req, *fd);
+		ret = fsvc_on_map_uffd(c, req, *fd, c->fd_in2);
 		*fd = -1;
+		c->fd_in2 = -1;
+	} else if (req->type == MSG_T_FLUSH && c->state == FSVC_NEW) {
+		c->token = ++c->a->next_token;
+		ret = floop_flush(c->a->fl, req->name, c->token);
+		if (ret) {
+			fsvc_reply_error(c, ret, "cannot queue the flush");
+			return 1;
+		}
+		c->state = FSVC_FLUSH;
 	} else if (req->type == MSG_T_AGENT_STATS) {
 		ret = fsvc_on_stats(c);
 	} else {
@@ -308,6 +555,8 @@ static int fsvc_take_fds(struct fsvc_conn *c, struct msghdr *mh)
 			       sizeof(fd));
 			if (c->fd_in < 0)
 				c->fd_in = fd;
+			else if (c->fd_in2 < 0)
+				c->fd_in2 = fd;
 			else
 				close(fd);
 		}
@@ -365,6 +614,10 @@ static int fsvc_conn_read(struct fsvc_conn *c)
 				close(c->fd_in); /* a descriptor nobody wanted */
 				c->fd_in = -1;
 			}
+			if (c->fd_in2 >= 0) {
+				close(c->fd_in2);
+				c->fd_in2 = -1;
+			}
 			if (ret)
 				return -EPROTO;
 			memmove(c->rbuf, c->rbuf + used,
@@ -409,7 +662,7 @@ static void fsvc_on_accept(struct evl *l, int fd, uint32_t events, void *arg)
 	}
 	c->a = a;
 	c->fd = cfd;
-	c->fd_in = -1;
+	c->fd_in = c->fd_in2 = -1;
 	c->cache_fd = -1;
 	if (evl_add(a->evl, cfd, EPOLLIN, fsvc_on_conn, c)) {
 		close(cfd);
@@ -437,8 +690,13 @@ int fsvc_init(struct node_agent *a)
 	}
 	ret = evl_add(a->evl, csess_event_fd(a->cs), EPOLLIN, fsvc_on_lookups,
 		      a);
-	if (ret)
+	if (ret) {
 		log_errno(ret, "watch lookups");
+		return ret;
+	}
+	ret = evl_add(a->evl, floop_done_fd(a->fl), EPOLLIN, fsvc_on_dones, a);
+	if (ret)
+		log_errno(ret, "watch the fault loop");
 	return ret;
 }
 
@@ -446,8 +704,16 @@ void fsvc_fini(struct node_agent *a)
 {
 	if (a->cs)
 		evl_del(a->evl, csess_event_fd(a->cs));
+	if (a->fl)
+		evl_del(a->evl, floop_done_fd(a->fl));
 	while (a->conns)
 		fsvc_conn_close(a->conns);
+	while (a->draining) {
+		struct fsvc_drain *d = a->draining;
+
+		a->draining = d->next;
+		free(d);
+	}
 	if (a->usock >= 0) {
 		close(a->usock);
 		unlink(a->cfg.sock_path);

@@ -76,6 +76,21 @@ static void main_usage(FILE *out)
 		"      --spin-us N          after each batch of work the fault "
 		"loop polls for\n"
 		"                           N us before sleeping (default 0)\n"
+		"      --fault-mode M       cache: remote pages live in a "
+		"bounded cache shared\n"
+		"                           with the process, writes go home; "
+		"copy: pages are\n"
+		"                           copied in, writes stay in the "
+		"process (default:\n"
+		"                           cache when the kernel and "
+		"transport allow it)\n"
+		"      --cache-size SIZE    remote bytes this host keeps over "
+		"all its mappings\n"
+		"                           (default: a quarter of RAM)\n"
+		"      --writeback-ms N     written pages go home at least "
+		"this often; bounds\n"
+		"                           what a crash of this host loses "
+		"(default 1000)\n"
 		"      --addr-file FILE     write the advertised data address "
 		"here when ready\n"
 		"      --log-level LEVEL    err|warn|info|debug (default "
@@ -117,6 +132,9 @@ int main(int argc, char **argv)
 		{ "inflight", required_argument, NULL, 'I' },
 		{ "readahead", required_argument, NULL, 'R' },
 		{ "spin-us", required_argument, NULL, 'U' },
+		{ "fault-mode", required_argument, NULL, 'M' },
+		{ "cache-size", required_argument, NULL, 'C' },
+		{ "writeback-ms", required_argument, NULL, 'W' },
 		{ "addr-file", required_argument, NULL, 'A' },
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
@@ -134,6 +152,8 @@ int main(int argc, char **argv)
 		.heartbeat_ms = 1000,
 		.readahead = 64,
 		.gid_index = -1,
+		.fault_mode = "auto",
+		.writeback_ms = 1000,
 	};
 	enum log_level lvl = LOG_INFO;
 	struct sigaction sa = { 0 };
@@ -221,6 +241,30 @@ int main(int argc, char **argv)
 						"most 1024 pages\n");
 				return 2;
 			}
+			break;
+		case 'M':
+			if (strcmp(optarg, "auto") && strcmp(optarg, "cache") &&
+			    strcmp(optarg, "copy")) {
+				fprintf(stderr, "farpage-node: --fault-mode: "
+						"auto, cache or copy\n");
+				return 2;
+			}
+			cfg.fault_mode = optarg;
+			break;
+		case 'C':
+			if (util_size_parse(optarg, &cfg.cache_size) ||
+			    cfg.cache_size < (1u << 20)) {
+				fprintf(stderr,
+					"farpage-node: --cache-size: a size of "
+					"at least 1M, not '%s'\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'W':
+			if (main_uint("--writeback-ms", optarg, 10,
+				      &cfg.writeback_ms))
+				return 2;
 			break;
 		case 'A':
 			cfg.addr_file = optarg;

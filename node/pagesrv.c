@@ -40,6 +40,7 @@
 /* iovecs per SENDMSG (header + data per reply), below IOV_MAX */
 #define PAGESRV_IOV_MAX	 512u
 #define PAGESRV_NAME_MAX 80
+#define PAGESRV_CLIENTS	 256 /* clients whose newest connection we know */
 #define PAGESRV_RETRY_NS (100 * 1000000ll)
 
 enum pagesrv_op {
@@ -96,6 +97,12 @@ struct pagesrv_conn {
 	bool wr_wait;
 	bool wr_active;
 	uint16_t wr_status; /* 0: data into the pool, else dropped */
+	/* HELLO: the client's id and this connection's generation of it; a
+	 * newer connection of the same client fences this one (its writes
+	 * are refused: they may be older than the newer one's) */
+	uint64_t client;
+	uint32_t gen;
+	bool fenced;
 	uint32_t wr_len, wr_left;
 	uint64_t wr_tag, wr_off;
 	char name[PAGESRV_NAME_MAX];
@@ -143,6 +150,12 @@ struct pagesrv {
 	struct __kernel_timespec retry_ts;
 	struct pagesrv_conn *conns;
 	unsigned int nconns;
+	/* newest connection generation seen per client id */
+	struct {
+		uint64_t client;
+		uint32_t gen;
+	} gens[PAGESRV_CLIENTS];
+	unsigned int gens_next;
 	_Atomic uint64_t st_conns;
 	_Atomic uint64_t st_reads;
 	_Atomic uint64_t st_bytes;
@@ -169,9 +182,12 @@ static struct io_uring_sqe *pagesrv_sqe_get(struct pagesrv *s)
 	return sqe;
 }
 
+static void pagesrv_waiters_wake(struct pagesrv *s);
+
 static void pagesrv_conn_free(struct pagesrv_conn *c)
 {
 	struct pagesrv *s = c->s;
+	bool fenced = c->fenced;
 
 	if (c->prev)
 		c->prev->next = c->next;
@@ -182,6 +198,8 @@ static void pagesrv_conn_free(struct pagesrv_conn *c)
 	s->nconns--;
 	close(c->fd);
 	free(c);
+	if (fenced)
+		pagesrv_waiters_wake(s);
 }
 
 static void pagesrv_conn_close(struct pagesrv_conn *c)
@@ -234,11 +252,63 @@ static void pagesrv_conn_reply(struct pagesrv_conn *c, uint8_t op,
 	c->q_n++;
 }
 
+/*
+ * A client (tag = its id) says which connection of its this is (len =
+ * generation). Writes of its older connections are refused from now on:
+ * one the client gave up on may still have writes in our buffers, older
+ * than what it sends again on this one.
+ */
+static void pagesrv_conn_fence(struct pagesrv_conn *c, uint64_t client,
+			       uint32_t gen)
+{
+	struct pagesrv *s = c->s;
+	unsigned int i;
+
+	c->client = client;
+	c->gen = gen;
+	if (!client || !gen)
+		return;
+	for (i = 0; i < PAGESRV_CLIENTS; i++)
+		if (s->gens[i].client == client)
+			break;
+	if (i == PAGESRV_CLIENTS) {
+		i = s->gens_next++ % PAGESRV_CLIENTS;
+		s->gens[i].client = client;
+		s->gens[i].gen = 0;
+	}
+	if (gen < s->gens[i].gen) {
+		c->fenced = true;
+		return;
+	}
+	s->gens[i].gen = gen;
+	for (struct pagesrv_conn *o = s->conns; o; o = o->next) {
+		if (o != c && o->client == client && o->gen < gen &&
+		    !o->fenced) {
+			log_dbg("%s: superseded by %s", o->name, c->name);
+			o->fenced = true;
+		}
+	}
+}
+
+/* True while a fenced connection of @c's client still writes the pool: a
+ * write of @c waits for it, so the newer bytes land last. */
+static bool pagesrv_conn_fenced_writing(const struct pagesrv_conn *c)
+{
+	for (const struct pagesrv_conn *o = c->s->conns; o; o = o->next)
+		if (o != c && c->client && o->client == c->client &&
+		    o->fenced &&
+		    ((o->wr_active && !o->wr_status && !o->closing) ||
+		     (o->recv_busy && o->recv_pool)))
+			return true;
+	return false;
+}
+
 static void pagesrv_conn_on_hello(struct pagesrv_conn *c,
 				  const struct wire_hdr *h)
 {
 	struct pagesrv *s = c->s;
 
+	pagesrv_conn_fence(c, h->tag, h->len);
 	/* off = the instance the client expects, 0 = any */
 	if (h->arg && h->arg != s->instance) {
 		log_dbg("%s: expects instance %#llx, we are %#llx", c->name,
@@ -305,8 +375,14 @@ static int pagesrv_conn_on_write(struct pagesrv_conn *c,
 	}
 	c->writer = true;
 	c->wr_status = 0;
-	/* written so that off + len cannot overflow */
-	if (h->arg > s->pool_size || h->len > s->pool_size - h->arg) {
+	if (c->fenced) {
+		log_dbg("%s: write on a superseded connection refused",
+			c->name);
+		c->wr_status = EPIPE;
+	} else if (pagesrv_conn_fenced_writing(c)) {
+		return 1;
+		/* written so that off + len cannot overflow */
+	} else if (h->arg > s->pool_size || h->len > s->pool_size - h->arg) {
 		log_dbg("%s: write of %u bytes at %#llx is outside the pool",
 			c->name, h->len, (unsigned long long)h->arg);
 		c->wr_status = ERANGE;
@@ -335,6 +411,8 @@ static void pagesrv_conn_write_end(struct pagesrv_conn *c)
 	}
 	pagesrv_conn_reply(c, WIRE_OP_WRITE, c->wr_status, 0, c->wr_tag, 0,
 			   NULL);
+	if (c->fenced)
+		pagesrv_waiters_wake(s);
 }
 
 /*
@@ -513,6 +591,20 @@ static void pagesrv_conn_recv(struct pagesrv_conn *c)
 	c->recv_busy = true;
 	c->recv_pool = pool;
 	c->inflight++;
+}
+
+static void pagesrv_conn_serve(struct pagesrv_conn *c);
+
+/* Writes that waited for a superseded connection of their client go on. */
+static void pagesrv_waiters_wake(struct pagesrv *s)
+{
+	struct pagesrv_conn *c, *next;
+
+	for (c = s->conns; c; c = next) {
+		next = c->next;
+		if (c->wr_wait && !c->closing)
+			pagesrv_conn_serve(c);
+	}
 }
 
 /* Parses what is buffered, sends, reads more unless backlogged. */
@@ -748,6 +840,9 @@ static void pagesrv_on_cqe(struct pagesrv *s, struct io_uring_cqe *cqe)
 		c->recv_busy = false;
 		if (!c->closing)
 			pagesrv_conn_on_recv(c, cqe->res);
+		/* the RECV that may have written the pool is over */
+		if (c->fenced)
+			pagesrv_waiters_wake(s);
 		break;
 	case PAGESRV_OP_SEND:
 		c->send_busy = false;

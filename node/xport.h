@@ -92,6 +92,9 @@ struct xport_cfg {
 	size_t land_len;
 	/* verbs only: device, PD, pool MR, queue pairs (see xport_rdma.h) */
 	struct xport_rdma_ctx *rdma;
+	/* this agent's instance: owners fence writes of connections it gave
+	 * up on (tcp: HELLO) */
+	uint64_t client_id;
 };
 
 struct xport_ops {

@@ -48,7 +48,6 @@
  * The owner's kernel acknowledges also while the owner process is stopped. */
 #define XPORT_TCP_USER_TIMEOUT_MS 1500u
 #define XPORT_TCP_PAGE		  XPORT_PAGE
-#define XPORT_TCP_HELLO_TAG	  0
 #define XPORT_TCP_NIL		  XPORT_SLOT_NIL
 /* destroy(): how long to wait for our cancelled requests' CQEs */
 #define XPORT_TCP_REAP_WAIT_MS 5000u
@@ -153,6 +152,8 @@ struct xport_tcp {
 	xport_done_fn done;
 	void *arg;
 	bool need_submit;
+	uint64_t client_id; /* sent in HELLO with conn_gen: see wire.h */
+	uint32_t conn_gen;
 	struct xport_tcp_peer *peers;
 	struct xport_tcp_conn *conns; /* attached and detached */
 };
@@ -530,7 +531,7 @@ static int xport_tcp_conn_on_hdr(struct xport_tcp_conn *c,
 	if (h->version != WIRE_VERSION)
 		return -EPROTO;
 	if (c->hello_pending) {
-		if (h->op != WIRE_OP_HELLO || h->tag != XPORT_TCP_HELLO_TAG ||
+		if (h->op != WIRE_OP_HELLO || h->tag != c->x->client_id ||
 		    h->len)
 			return -EPROTO;
 		c->hello_pending = false;
@@ -734,7 +735,8 @@ static int xport_tcp_peer_connect(struct xport_tcp_peer *p)
 	struct wire_hdr h = {
 		.version = WIRE_VERSION,
 		.op = WIRE_OP_HELLO,
-		.tag = XPORT_TCP_HELLO_TAG,
+		.tag = x->client_id,
+		.len = ++x->conn_gen ? x->conn_gen : ++x->conn_gen,
 		.arg = p->info.instance,
 	};
 	unsigned int user_timeout = XPORT_TCP_USER_TIMEOUT_MS;
@@ -994,6 +996,7 @@ static int xport_tcp_create(const struct xport_cfg *cfg, struct xport **out)
 	x->ring = cfg->ring;
 	x->done = cfg->done;
 	x->arg = cfg->arg;
+	x->client_id = cfg->client_id;
 	*out = (struct xport *)x;
 	return 0;
 }

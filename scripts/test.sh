@@ -2,6 +2,8 @@
 # The whole test suite: installs missing packages, builds farpage four
 # times and runs the tests of each build:
 #   normal       every test, incl. real RDMA verbs in a SoftRoCE VM
+#   copy mode    the integration tests again, agents forced to --fault-mode
+#                copy (faults served by UFFDIO_COPY, no cache)
 #   ASan+UBSan   every test but the VM one
 #   TSan         every test but the VM one
 #   fuzz         clang + libFuzzer: each fuzz target runs briefly
@@ -64,6 +66,9 @@ san_run() {
 	failed+=("$name sanitizer reports")
 }
 run normal "$SRC/build" --
+# The copy path (kernels without MINOR faults on shmem, agents on verbs):
+# the integration tests again with every agent forced to it.
+FP_FAULT_MODE=copy run "copy mode" "$SRC/build" -L integration --
 san_run "ASan+UBSan" "$SRC/build-asan" -- -DFARPAGE_SANITIZE=address,undefined
 # TSan of gcc 12 / LLVM 14 dies at start ("FATAL: ThreadSanitizer: unexpected
 # memory mapping") when mmap randomisation has more than 28 bits

@@ -55,6 +55,8 @@ fp_cleanup() {
 		fp_log "FAIL: a sanitizer reported errors in a daemon or guest (above)"
 		FP_RC=1
 	fi
+	# FP_KEEP=DIR (by hand): the logs and outputs of the run stay there.
+	[ -n "${FP_KEEP:-}" ] && cp -r "$FP_TMP" "$FP_KEEP" 2>/dev/null
 	rm -rf "$FP_TMP"
 }
 FP_RC=0
@@ -154,7 +156,8 @@ fp_node_start() {
 	${FP_HOST_RUN[$h]} "$FP_NODE_BIN" --coordinator "$FP_COORD" --name "$n" \
 		--pool-size "${FP_POOL:-256M}" --data-listen "${FP_HOST_IP[$h]}:0" \
 		--addr-file "$FP_TMP/$n.addr" --sock "${FP_NODE_SOCK[$n]}" \
-		--heartbeat-ms 200 --log-level "${FP_LOG_LEVEL:-info}" "$@" \
+		--heartbeat-ms 200 --log-level "${FP_LOG_LEVEL:-info}" \
+		${FP_FAULT_MODE:+--fault-mode "$FP_FAULT_MODE"} "$@" \
 		>>"$FP_TMP/$n.log" 2>&1 &
 	FP_NODE_PID[$n]=$!
 	FP_PIDS+=("$!")

@@ -289,14 +289,18 @@ static void farpage_cache_choose(struct farpage_map *m, uint64_t supported)
 
 	if (m->cache_fd < 0)
 		return;
+	/* Writes the agent cannot see would never go home. */
+	if (!(m->flags & MSG_MAP_RDONLY))
+		need |= UFFD_FEATURE_WP_HUGETLBFS_SHMEM;
 	if ((supported & need) == need) {
 		m->features |=
 			supported & (need | UFFD_FEATURE_WP_HUGETLBFS_SHMEM);
 		m->flags |= MSG_MAP_CACHE;
 		return;
 	}
-	log_warn("region %s: this kernel has no minor faults on shmem; "
-		 "faults are served by copying (writes stay here)",
+	log_warn("region %s: this kernel has no minor faults (or write "
+		 "protection) on shmem; faults are served by copying (writes "
+		 "stay here)",
 		 m->name);
 	close(m->cache_fd);
 	m->cache_fd = -1;
@@ -810,28 +814,42 @@ static int farpage_is_writeback(const struct farpage_map *m)
 	return (m->flags & MSG_MAP_CACHE) && !(m->flags & MSG_MAP_RDONLY);
 }
 
-int farpage_flush(struct farpage_map *m)
+static int farpage_flush_at(const char *sock_path, const char *name)
 {
 	struct msg req, rep;
 	int fd, ret;
 
+	ret = net_unix_connect(sock_path, &fd);
+	if (ret)
+		return ret;
+	msg_init(&req, MSG_T_FLUSH);
+	msg_strset(req.name, sizeof(req.name), name);
+	/* As long as it takes: the agent answers an error itself when the
+	 * pages cannot go home within its fault timeout. */
+	ret = ctl_call(fd, &req, &rep, -1);
+	close(fd);
+	if (ret && rep.type == MSG_T_ERROR && rep.text[0])
+		log_err("region %s: flush: %s", name, rep.text);
+	msg_fini(&rep);
+	return ret;
+}
+
+int farpage_flush(struct farpage_map *m)
+{
 	if (m->flags & MSG_MAP_RDONLY)
 		return 0;
 	if (!(m->flags & MSG_MAP_CACHE))
 		return -EOPNOTSUPP;
-	ret = net_unix_connect(m->sock_path, &fd);
-	if (ret)
-		return ret;
-	msg_init(&req, MSG_T_FLUSH);
-	msg_strset(req.name, sizeof(req.name), m->name);
-	/* As long as it takes: the agent answers an error itself when the
-	 * pages cannot go home. */
-	ret = ctl_call(fd, &req, &rep, -1);
-	close(fd);
-	if (ret && rep.type == MSG_T_ERROR && rep.text[0])
-		log_err("region %s: flush: %s", m->name, rep.text);
-	msg_fini(&rep);
-	return ret;
+	return farpage_flush_at(m->sock_path, m->name);
+}
+
+int farpage_agent_flush(const char *agent_sock, const char *name)
+{
+	struct farpage_map_opts o = { .agent_sock = agent_sock };
+
+	if (!msg_name_is_valid(name))
+		return -EINVAL;
+	return farpage_flush_at(farpage_sock_path(&o), name);
 }
 
 void *farpage_map_addr(const struct farpage_map *m)
@@ -868,6 +886,11 @@ int farpage_map_is_local(const struct farpage_map *m, size_t off)
 	return m->is_local[off / m->chunk_size];
 }
 
+int farpage_map_is_cached(const struct farpage_map *m)
+{
+	return !!(m->flags & MSG_MAP_CACHE);
+}
+
 int farpage_agent_stats(const char *agent_sock, struct farpage_stats *st)
 {
 	struct farpage_map_opts o = { .agent_sock = agent_sock };
@@ -891,6 +914,23 @@ int farpage_agent_stats(const char *agent_sock, struct farpage_stats *st)
 	st->local = rep.local;
 	st->errors = rep.errors;
 	st->poisoned = rep.poisoned;
+	{
+		uint64_t *dst[MSG_CACHE__MAX] = {
+			[MSG_CACHE_LIMIT] = &st->cache_limit,
+			[MSG_CACHE_RESIDENT] = &st->cache_resident,
+			[MSG_CACHE_RESIDENT_MAX] = &st->cache_resident_max,
+			[MSG_CACHE_DIRTY] = &st->cache_dirty,
+			[MSG_CACHE_HITS] = &st->cache_hits,
+			[MSG_CACHE_MISSES] = &st->cache_misses,
+			[MSG_CACHE_EVICTIONS] = &st->cache_evictions,
+			[MSG_CACHE_WRITEBACKS] = &st->cache_writebacks,
+			[MSG_CACHE_WB_ERRORS] = &st->cache_wb_errors,
+			[MSG_CACHE_WP_FAULTS] = &st->cache_wp_faults,
+		};
+
+		for (uint32_t i = 0; i < MSG_CACHE__MAX; i++)
+			*dst[i] = i < rep.n_cache ? rep.cache[i] : 0;
+	}
 	msg_fini(&rep);
 	return 0;
 }

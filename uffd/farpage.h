@@ -90,6 +90,10 @@ uint64_t farpage_map_node(const struct farpage_map *m);
 uint64_t farpage_map_owner(const struct farpage_map *m, size_t off);
 /* 1 if the byte at @off is backed by this node's pool (never faults). */
 int farpage_map_is_local(const struct farpage_map *m, size_t off);
+/* 1 if remote pages are served from the agent's cache (writes to them go
+ * home, and survive MADV_DONTNEED as on any shared mapping); 0 if they are
+ * copied in (writes to them stay private to this mapping). */
+int farpage_map_is_cached(const struct farpage_map *m);
 
 /*
  * The agent's counters as of now (faults served, remote, local, errors,
@@ -101,8 +105,26 @@ struct farpage_stats {
 	uint64_t local;
 	uint64_t errors;
 	uint64_t poisoned;
+	/* the cache of remote pages; limit 0: faults are served by copying */
+	uint64_t cache_limit;	     /* bytes it may hold */
+	uint64_t cache_resident;     /* bytes it holds */
+	uint64_t cache_resident_max; /* the most it held */
+	uint64_t cache_dirty;	     /* bytes written, not yet home */
+	uint64_t cache_hits;	     /* faults on pages it held */
+	uint64_t cache_misses;	     /* faults that fetched */
+	uint64_t cache_evictions;    /* pages dropped from it */
+	uint64_t cache_writebacks;   /* pages written home */
+	uint64_t cache_wb_errors;    /* write-backs that failed (retried) */
+	uint64_t cache_wp_faults;    /* first writes to a page seen */
 };
 int farpage_agent_stats(const char *agent_sock, struct farpage_stats *st);
+
+/*
+ * Sends home what every mapping of region @name through the agent at
+ * @agent_sock (NULL: the default) has written (farpage_flush() for all of
+ * them). Returns 0, or -errno (the agent logs why).
+ */
+int farpage_agent_flush(const char *agent_sock, const char *name);
 
 /* Human-readable text for a farpage_*() return value. */
 const char *farpage_strerror(int err);

@@ -129,10 +129,13 @@ int uffd_continue(int uffd, uint64_t start, uint64_t len, int wp, int wake,
 
 int uffd_wp(int uffd, uint64_t start, uint64_t len, int protect, int wake)
 {
+	/* The kernel refuses WP with DONTWAKE (-EINVAL): protecting wakes
+	 * nobody anyway. */
 	struct uffdio_writeprotect w = {
 		.range = { .start = start, .len = len },
-		.mode = (protect ? UFFDIO_WRITEPROTECT_MODE_WP : 0) |
-			(wake ? 0 : UFFDIO_WRITEPROTECT_MODE_DONTWAKE),
+		.mode = protect ? UFFDIO_WRITEPROTECT_MODE_WP
+				: (wake ? 0
+					: UFFDIO_WRITEPROTECT_MODE_DONTWAKE),
 	};
 
 	if (ioctl(uffd, UFFDIO_WRITEPROTECT, &w))

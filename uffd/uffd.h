@@ -58,8 +58,10 @@ int uffd_range_register_modes(int uffd, uint64_t start, uint64_t len,
 int uffd_continue(int uffd, uint64_t start, uint64_t len, int wp, int wake,
 		  uint64_t *mapped);
 
-/* Write-protects (@protect) or unprotects [start, start+len); unprotecting
- * with @wake wakes the threads whose writes faulted. Returns 0 or -errno. */
+/* Write-protects (@protect; @wake is ignored then) or unprotects [start,
+ * start+len); unprotecting with @wake wakes the threads whose writes
+ * faulted. Returns 0, -ENOENT (not a registered range), -ESRCH, -EAGAIN,
+ * or -errno. */
 int uffd_wp(int uffd, uint64_t start, uint64_t len, int protect, int wake);
 
 /*

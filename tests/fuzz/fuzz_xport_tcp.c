@@ -188,7 +188,7 @@ static void fuzz_hello_answer(struct fuzz_run *run)
 	struct wire_hdr h = {
 		.version = WIRE_VERSION,
 		.op = WIRE_OP_HELLO,
-		.tag = XPORT_TCP_HELLO_TAG,
+		.tag = 0, /* the client id: none given in cfg */
 		.arg = fuzz_env.info.instance ? fuzz_env.info.instance
 					      : FUZZ_INSTANCE,
 	};

@@ -6,10 +6,12 @@
  *   fp_guest fork REGION SEED   map, verify a local and a remote page, fork:
  *                               the child must not see the range (SIGSEGV),
  *                               the parent must keep working.
- *   fp_guest events REGION SEED write a remote page (private), MADV_DONTNEED
- *                               it (REMOVE): it faults again and holds the
- *                               owner's data; munmap a remote chunk (UNMAP):
- *                               every other page still verifies.
+ *   fp_guest events REGION SEED write a remote page, MADV_DONTNEED it
+ *                               (REMOVE): copy mode, it faults again and
+ *                               holds the owner's data; cache mode, it keeps
+ *                               the write (then the data is put back);
+ *                               munmap a remote chunk (UNMAP): every other
+ *                               page still verifies.
  *   fp_guest garbage SOCK       bad frames to the agent's socket: each such
  *                               client is disconnected, the agent stays up.
  *   fp_guest hold REGION SEED remote|all
@@ -32,6 +34,13 @@
  *                               SIGBUS although poisoning met -EAGAIN all
  *                               that time. Ends with "poison-race:
  *                               sigbus=1 wrong=0 zero=0 dontneed=N".
+ *   fp_guest whold REGION SEED  map writable, write SEED's pattern into
+ *                               every page, flush, print "fp_guest:
+ *                               flushed N pages", hold until a line on
+ *                               stdin (or a kill), unmap.
+ *   fp_guest rdonly-write REGION
+ *                               map read-only, write a remote page: must
+ *                               be SIGSEGV ("rdonly-write: segv=1").
  */
 #include <errno.h>
 #include <pthread.h>
@@ -163,12 +172,26 @@ static int guest_events(const char *region, uint64_t seed)
 		fprintf(stderr, "fp_guest: region needs remote pages\n");
 		return 1;
 	}
-	/* REMOVE: a private write to a remote page is dropped by DONTNEED and
-	 * the next touch faults the owner's page in again. */
+	/* REMOVE, copy mode: a private write to a remote page is dropped by
+	 * DONTNEED and the next touch faults the owner's page in again.
+	 * Cache mode: the mapping is shared, so the write is kept (it goes
+	 * home); the page is put back as it was before the next steps. */
 	memset(base + rem, 0xa5, PATTERN_PAGE);
 	if (madvise(base + rem, PATTERN_PAGE, MADV_DONTNEED)) {
 		perror("fp_guest: madvise");
 		return 1;
+	}
+	if (farpage_map_is_cached(m)) {
+		if (base[rem] != 0xa5 || base[rem + PATTERN_PAGE - 1] != 0xa5) {
+			fprintf(stderr, "fp_guest: cache mode: a write did not "
+					"survive DONTNEED\n");
+			return 1;
+		}
+		pattern_fill(base + rem, seed, rem / PATTERN_PAGE);
+		if (madvise(base + rem, PATTERN_PAGE, MADV_DONTNEED)) {
+			perror("fp_guest: madvise");
+			return 1;
+		}
 	}
 	if (pattern_check(base + rem, seed, rem / PATTERN_PAGE)) {
 		fprintf(stderr,
@@ -569,6 +592,75 @@ static int guest_poison_race(const char *region, unsigned int ms)
 	return 0;
 }
 
+/*
+ * Writable: writes seed's pattern into every page of the region, flushes,
+ * says "fp_guest: flushed N pages", then holds the mapping (and its write
+ * lease) until a line comes on stdin or it is killed.
+ */
+static int guest_whold(const char *region, uint64_t seed)
+{
+	struct farpage_map *m;
+	uint8_t *base;
+	size_t n;
+	char line[64];
+	int ret;
+
+	ret = farpage_map(region, NULL, &m);
+	if (ret) {
+		fprintf(stderr, "fp_guest: map %s writable: %s\n", region,
+			farpage_strerror(ret));
+		return 1;
+	}
+	base = farpage_map_addr(m);
+	n = farpage_map_size(m) / PATTERN_PAGE;
+	for (size_t i = 0; i < n; i++)
+		pattern_fill(base + i * PATTERN_PAGE, seed, i);
+	ret = farpage_flush(m);
+	if (ret) {
+		fprintf(stderr, "fp_guest: flush: %s\n", farpage_strerror(ret));
+		return 1;
+	}
+	printf("fp_guest: flushed %zu pages\n", n);
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		fprintf(stderr, "fp_guest: stdin closed; unmapping\n");
+	return farpage_unmap(m) ? 1 : 0;
+}
+
+static sigjmp_buf guest_segv_jb;
+
+static void guest_on_segv(int sig)
+{
+	(void)sig;
+	siglongjmp(guest_segv_jb, 1);
+}
+
+/* Read-only: a write to a remote page must be SIGSEGV. Prints
+ * "rdonly-write: segv=1" when it was. */
+static int guest_rdonly_write(const char *region)
+{
+	volatile int segv = 0;
+	struct farpage_map *m;
+	size_t rem;
+
+	if (guest_map(region, &m))
+		return 1;
+	if (guest_find(m, 0, &rem)) {
+		fprintf(stderr, "fp_guest: region needs remote pages\n");
+		return 1;
+	}
+	signal(SIGSEGV, guest_on_segv);
+	if (!sigsetjmp(guest_segv_jb, 1))
+		((volatile uint8_t *)farpage_map_addr(m))[rem] = 1;
+	else
+		segv = 1;
+	signal(SIGSEGV, SIG_DFL);
+	printf("rdonly-write: segv=%d\n", segv);
+	fflush(stdout);
+	farpage_unmap(m);
+	return segv ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "fork"))
@@ -583,6 +675,10 @@ int main(int argc, char **argv)
 		return guest_unmap_race(
 			argv[2], strtoull(argv[3], NULL, 0),
 			(unsigned int)strtoul(argv[4], NULL, 0));
+	if (argc == 4 && !strcmp(argv[1], "whold"))
+		return guest_whold(argv[2], strtoull(argv[3], NULL, 0));
+	if (argc == 3 && !strcmp(argv[1], "rdonly-write"))
+		return guest_rdonly_write(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "poison-race"))
 		return guest_poison_race(
 			argv[2], (unsigned int)strtoul(argv[3], NULL, 0));
@@ -591,6 +687,7 @@ int main(int argc, char **argv)
 		"SOCK |\n"
 		"       hold REGION SEED remote|all | unmap-race REGION "
 		"SEED ROUNDS |\n"
-		"       poison-race REGION\n");
+		"       poison-race REGION | whold REGION SEED | rdonly-write "
+		"REGION\n");
 	return 2;
 }

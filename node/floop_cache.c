@@ -1,0 +1,696 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Fault loop: the cache of remote pages (cache mode).
+ *
+ * The remote-owned chunks of a mapping are backed by a shmem memfd (the
+ * cache) that the guest maps MAP_SHARED and that we map too (the alias).
+ * A fetch lands the owner's bytes straight in the alias; UFFDIO_CONTINUE
+ * then maps the page into the guest, write-protected, so that its first
+ * write raises a WP fault: the page is dirty from then on (and writable).
+ * Dirty pages go home (a transport write into the owner's pool) in the
+ * background every writeback_ms, when a flush asks, before their mapping
+ * goes, and before they are evicted. Over its size the cache evicts with a
+ * CLOCK hand: a page touched since the hand last passed (a fault set its
+ * REF) gets another round, a clean one is punched out of the memfd (every
+ * mapping loses it; the next touch fetches it again), a dirty one is sent
+ * home first. A page whose write-back fails stays dirty and is sent again:
+ * it is never dropped, and never read back as zeroes.
+ *
+ * Page states (PS_*): CHARGED from the fetch on (counted as held), VALID
+ * once its bytes landed, DIRTY from the first write until a write-back
+ * that started after it, WB while one is in flight.
+ */
+#define LOG_PREFIX "cache: "
+#include "floop_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define CACHE_SCAN_MAX 4096 /* pages the hand looks at per call */
+
+static uint64_t cache_idx(const struct fmap *m, uint64_t addr)
+{
+	return (addr - m->base) / FLOOP_PAGE;
+}
+
+static uint64_t cache_pages(const struct fmap *m)
+{
+	return m->span / FLOOP_PAGE;
+}
+
+int floop_cache_map_init(struct floop *f, struct fmap *m,
+			 const struct floop_map_desc *d)
+{
+	void *p;
+
+	/* Writes we could not see would never go home. */
+	if (!(d->flags & MSG_MAP_RDONLY) &&
+	    !(d->features & UFFD_FEATURE_WP_HUGETLBFS_SHMEM))
+		return -EOPNOTSUPP;
+	p = mmap(NULL, m->span, PROT_READ | PROT_WRITE, MAP_SHARED, d->cache_fd,
+		 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	m->pst = calloc(cache_pages(m), 1);
+	if (!m->pst) {
+		munmap(p, m->span);
+		return -ENOMEM;
+	}
+	m->alias = p;
+	m->cache = 1;
+	m->cache_fd = d->cache_fd;
+	m->writable = !(d->flags & MSG_MAP_RDONLY);
+	m->wp = m->writable && (d->features & UFFD_FEATURE_WP_HUGETLBFS_SHMEM);
+	m->wp_cont = m->wp;
+	m->lease = d->lease;
+	return 0;
+}
+
+static void cache_dirty_set(struct floop *f, struct fmap *m, uint64_t i)
+{
+	if (m->pst[i] & PS_DIRTY)
+		return;
+	m->pst[i] |= PS_DIRTY;
+	m->n_dirty++;
+	atomic_fetch_add(&f->ctr.cache_dirty, 1);
+}
+
+static void cache_dirty_clear(struct floop *f, struct fmap *m, uint64_t i)
+{
+	if (!(m->pst[i] & PS_DIRTY))
+		return;
+	m->pst[i] &= ~PS_DIRTY;
+	m->n_dirty--;
+	atomic_fetch_sub(&f->ctr.cache_dirty, 1);
+}
+
+/* A flush stops waiting for page @i. */
+static void cache_flush_clear(struct fmap *m, uint64_t i)
+{
+	if (!(m->pst[i] & (PS_FLUSH | PS_FLUSHWB)))
+		return;
+	m->pst[i] &= ~(PS_FLUSH | PS_FLUSHWB);
+	m->n_flush--;
+}
+
+void floop_cache_map_fini(struct floop *f, struct fmap *m)
+{
+	uint64_t n = 0, lost = 0;
+
+	if (!m->cache)
+		return;
+	for (uint64_t i = 0; i < cache_pages(m); i++) {
+		if (m->pst[i] & PS_CHARGED)
+			n++;
+		if (m->pst[i] & (PS_DIRTY | PS_WB))
+			lost++;
+		cache_dirty_clear(f, m, i);
+	}
+	if (lost)
+		log_warn("map %s: %llu written pages never went home", m->name,
+			 (unsigned long long)lost);
+	f->resident -= n;
+	atomic_fetch_sub(&f->ctr.cache_resident, n);
+	if (f->hand_map == m) {
+		f->hand_map = NULL;
+		f->hand_page = 0;
+	}
+	munmap(m->alias, m->span);
+	close(m->cache_fd);
+	free(m->pst);
+	m->cache = 0;
+}
+
+int floop_cache_is_held(const struct fmap *m, uint64_t addr)
+{
+	return m->cache && (m->pst[cache_idx(m, addr)] & PS_CHARGED);
+}
+
+int floop_cache_has_room(const struct floop *f)
+{
+	return !f->cfg.cache_pages ||
+	       f->resident < f->cfg.cache_pages + FLOOP_CACHE_SLACK;
+}
+
+void floop_cache_charge(struct floop *f, struct fmap *m, uint64_t addr,
+			uint32_t npages)
+{
+	uint64_t i = cache_idx(m, addr), n = 0, r;
+
+	for (uint32_t k = 0; k < npages; k++) {
+		if (m->pst[i + k] & PS_CHARGED)
+			continue;
+		m->pst[i + k] |= PS_CHARGED;
+		n++;
+	}
+	f->resident += n;
+	r = atomic_fetch_add(&f->ctr.cache_resident, n) + n;
+	if (r > atomic_load(&f->ctr.cache_resident_max))
+		atomic_store(&f->ctr.cache_resident_max, r);
+}
+
+/* Punches [i, i + n) out of the memfd: every mapping loses the pages. */
+static void cache_punch(struct fmap *m, uint64_t i, uint64_t n)
+{
+	if (fallocate(m->cache_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)(i * FLOOP_PAGE), (off_t)(n * FLOOP_PAGE)))
+		log_errno(-errno, "map %s: punching pages out of the cache",
+			  m->name);
+}
+
+/* Pages that are neither held nor dirty any more. */
+static void cache_forget(struct floop *f, struct fmap *m, uint64_t i,
+			 uint64_t n)
+{
+	uint64_t freed = 0;
+
+	for (uint64_t k = i; k < i + n; k++) {
+		if (m->pst[k] & PS_CHARGED)
+			freed++;
+		cache_dirty_clear(f, m, k);
+		cache_flush_clear(m, k);
+		m->pst[k] = 0;
+	}
+	f->resident -= freed;
+	atomic_fetch_sub(&f->ctr.cache_resident, freed);
+}
+
+void floop_cache_uncharge(struct floop *f, struct fmap *m, uint64_t addr,
+			  uint32_t npages)
+{
+	uint64_t i = cache_idx(m, addr);
+
+	/* Never a page already held: those are not fetched again. */
+	cache_punch(m, i, npages);
+	cache_forget(f, m, i, npages);
+}
+
+/* True if page @i is in the memfd (the guest may have punched it). */
+static int cache_in_file(const struct fmap *m, uint64_t i)
+{
+	unsigned char v = 0;
+
+	if (mincore(m->alias + i * FLOOP_PAGE, FLOOP_PAGE, &v))
+		return 1;
+	return v & 1;
+}
+
+/*
+ * Maps [addr, addr + len) from the cache into the guest: write-protected
+ * when the page is clean and writes must be seen. Kernels before 6.4 have
+ * no CONTINUE_MODE_WP: then CONTINUE without waking, protect, wake; a
+ * thread of the guest could write in between unseen, so such pages count
+ * as dirty until they first went home. Returns uffd_continue()'s value.
+ */
+static int cache_continue(struct floop *f, struct fmap *m, uint64_t addr,
+			  uint64_t len, int wp, uint64_t *mapped)
+{
+	int ret;
+
+	if (wp && m->wp_cont) {
+		ret = uffd_continue(m->uffd, addr, len, 1, 1, mapped);
+		if (ret != -EINVAL)
+			return ret;
+		m->wp_cont = 0;
+		log_info("map %s: this kernel cannot map pages write-protected "
+			 "in one step (before 6.4): every page fetched counts "
+			 "as written until it first went home",
+			 m->name);
+	}
+	if (!wp)
+		return uffd_continue(m->uffd, addr, len, 0, 1, mapped);
+	for (uint64_t i = cache_idx(m, addr); i < cache_idx(m, addr + len); i++)
+		cache_dirty_set(f, m, i);
+	ret = uffd_continue(m->uffd, addr, len, 0, 0, mapped);
+	if (*mapped) {
+		uffd_wp(m->uffd, addr, *mapped, 1, 0);
+		uffd_wake(m->uffd, addr, *mapped);
+	}
+	return ret;
+}
+
+int floop_cache_fault(struct floop *f, struct fmap *m, uint64_t addr,
+		      uint64_t flags)
+{
+	uint64_t i = cache_idx(m, addr), mapped = 0;
+	uint8_t ps = m->pst[i];
+	int ret;
+
+	if (flags & UFFD_PAGEFAULT_FLAG_WP) {
+		/* Evicted since: the thread faults again and fetches. */
+		if (!(ps & PS_VALID)) {
+			uffd_wake(m->uffd, addr, FLOOP_PAGE);
+			return 1;
+		}
+		atomic_fetch_add(&f->ctr.cache_wp_faults, 1);
+		cache_dirty_set(f, m, i);
+		m->pst[i] |= PS_REF;
+		ret = uffd_wp(m->uffd, addr, FLOOP_PAGE, 0, 1);
+		if (ret && ret != -ENOENT && ret != -ESRCH)
+			log_errno(ret, "map %s page %#llx: write unprotect",
+				  m->name,
+				  (unsigned long long)(addr - m->base));
+		return 1;
+	}
+	if (!(ps & PS_VALID))
+		return 0; /* landing (joined there) or to fetch */
+	/* A MISSING fault on a page we hold: an old message (then it is
+	 * mapped already), or the guest punched it out of the memfd. */
+	if (!(flags & UFFD_PAGEFAULT_FLAG_MINOR) && !cache_in_file(m, i)) {
+		cache_forget(f, m, i, 1);
+		return 0;
+	}
+	m->pst[i] |= PS_REF;
+	atomic_fetch_add(&f->ctr.cache_hits, 1);
+	ret = cache_continue(f, m, addr, FLOOP_PAGE,
+			     m->wp && !(m->pst[i] & PS_DIRTY), &mapped);
+	switch (ret) {
+	case 0:
+	case -ENOENT:
+	case -ESRCH:
+		return 1;
+	case -EEXIST:
+		uffd_wake(m->uffd, addr, FLOOP_PAGE);
+		return 1;
+	case -EFAULT:
+		/* Not in the memfd after all (punched): fetch it. */
+		cache_forget(f, m, i, 1);
+		return 0;
+	default:
+		/* -EAGAIN: events first; the thread faults again. */
+		if (ret != -EAGAIN)
+			log_errno(ret, "map %s page %#llx: UFFDIO_CONTINUE",
+				  m->name,
+				  (unsigned long long)(addr - m->base));
+		uffd_wake(m->uffd, addr, FLOOP_PAGE);
+		return 1;
+	}
+}
+
+int floop_cache_resolve(struct floop *f, struct fetch *s)
+{
+	uint64_t len = (uint64_t)s->npages * FLOOP_PAGE, done;
+	struct fmap *m = s->map;
+	uint64_t i0 = cache_idx(m, s->addr);
+	int ret;
+
+	if (!s->marked) {
+		for (uint32_t k = 0; k < s->npages; k++)
+			m->pst[i0 + k] |= PS_VALID | (s->ahead ? 0 : PS_REF);
+		s->marked = 1;
+		atomic_fetch_add(s->owner == f->cfg.self ? &f->ctr.local
+							 : &f->ctr.remote,
+				 s->npages);
+		if (s->ahead)
+			atomic_fetch_add(&f->ctr.readahead, s->npages);
+	}
+	if (m->dead || m->gone)
+		return 1; /* landed: held for nobody, evicted in time */
+	do {
+		done = 0;
+		ret = cache_continue(f, m, s->addr + s->done_off,
+				     len - s->done_off, m->wp, &done);
+		s->done_off += (uint32_t)done;
+		if (ret == -EFAULT) {
+			/* Punched meanwhile (the guest did): it faults again
+			 * and is fetched. */
+			cache_forget(f, m, cache_idx(m, s->addr + s->done_off),
+				     1);
+			uffd_wake(m->uffd, s->addr + s->done_off, FLOOP_PAGE);
+			s->done_off += FLOOP_PAGE;
+			ret = s->done_off < len ? -1 : 1;
+			continue;
+		}
+		ret = floop_slot_resolved(f, s, ret, done, "UFFDIO_CONTINUE");
+	} while (ret < 0);
+	return ret;
+}
+
+/* ---- write-back ---- */
+
+static struct wback *cache_wb_slot(struct floop *f)
+{
+	for (unsigned int k = 0; k < FLOOP_WB_SLOTS; k++)
+		if (!f->wbs[k].busy)
+			return &f->wbs[k];
+	return NULL;
+}
+
+/*
+ * Sends the dirty run at page @i (up to FLOOP_RUN_PAGES of one chunk)
+ * home. Returns the pages it covers (0: nothing could be posted now).
+ */
+static uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i)
+{
+	uint64_t addr = m->base + i * FLOOP_PAGE, rel = addr - m->base;
+	const struct msg_chunk *c = &m->chunks[rel >> m->chunk_shift];
+	uint64_t chunk_end = ((rel >> m->chunk_shift) + 1) * m->chunk_size;
+	struct wback *w = cache_wb_slot(f);
+	uint32_t n = 1;
+	uint64_t tag;
+	int ret;
+
+	if (!w)
+		return 0;
+	while (n < FLOOP_RUN_PAGES && (i + n) * FLOOP_PAGE < chunk_end &&
+	       (m->pst[i + n] & (PS_DIRTY | PS_WB)) == PS_DIRTY)
+		n++;
+	/* Protected first: a write from now on faults and makes the page
+	 * dirty again (it goes home once more); the bytes sent are at least
+	 * as new as every write before. */
+	if (m->wp) {
+		ret = uffd_wp(m->uffd, addr, (uint64_t)n * FLOOP_PAGE, 1, 0);
+		/* -ENOENT/-ESRCH: the range is not mapped any more (unmapped,
+		 * process gone), so nothing can write it while it goes home.
+		 * Anything else (-EAGAIN: address space changing): not sent
+		 * now; a write during the send would go unseen. */
+		if (ret && ret != -ENOENT && ret != -ESRCH) {
+			if (ret != -EAGAIN)
+				log_errno(ret,
+					  "map %s page %#llx: write protect",
+					  m->name, (unsigned long long)rel);
+			m->wb_next_ms = floop_now_ms() + FLOOP_RETRY_MS;
+			return 0;
+		}
+	}
+	w->busy = 1;
+	w->gen++;
+	w->map = m;
+	w->addr = addr;
+	w->npages = n;
+	w->owner = c->node;
+	w->off = c->off + (rel & (m->chunk_size - 1));
+	for (uint32_t k = 0; k < n; k++) {
+		cache_dirty_clear(f, m, i + k);
+		m->pst[i + k] |= PS_WB;
+		if (m->pst[i + k] & PS_FLUSH)
+			m->pst[i + k] = (uint8_t)((m->pst[i + k] & ~PS_FLUSH) |
+						  PS_FLUSHWB);
+	}
+	m->wb_busy++;
+	m->inflight++;
+	f->n_wb_busy++;
+	tag = ((uint64_t)w->gen << 32) | FLOOP_WB_TAG | (uint32_t)(w - f->wbs);
+	if (w->owner == f->cfg.self) {
+		/* Our own page (its chunk was not mapped from the pool). */
+		if (w->off <= f->cfg.pool_size &&
+		    f->cfg.pool_size - w->off >= (uint64_t)n * FLOOP_PAGE)
+			memcpy((uint8_t *)f->cfg.pool_base + w->off,
+			       m->alias + rel, (size_t)n * FLOOP_PAGE);
+		floop_cache_wb_done(f, (uint32_t)(w - f->wbs), w->gen, 0);
+		return n;
+	}
+	ret = floop_peer_write(f, w->owner, w->off, n * FLOOP_PAGE,
+			       m->alias + rel, tag);
+	if (ret)
+		floop_cache_wb_done(f, (uint32_t)(w - f->wbs), w->gen, ret);
+	return n;
+}
+
+void floop_cache_wb_done(struct floop *f, uint32_t idx, uint32_t gen,
+			 int status)
+{
+	struct wback *w;
+	struct fmap *m;
+	uint64_t i;
+
+	if (idx >= FLOOP_WB_SLOTS)
+		return;
+	w = &f->wbs[idx];
+	if (!w->busy || w->gen != gen)
+		return;
+	m = w->map;
+	i = cache_idx(m, w->addr);
+	for (uint32_t k = 0; k < w->npages; k++) {
+		uint8_t *ps = &m->pst[i + k];
+
+		*ps &= ~PS_WB;
+		if (status) {
+			/* Not home: dirty again, sent again later. */
+			if (*ps & PS_VALID)
+				cache_dirty_set(f, m, i + k);
+			if (*ps & PS_FLUSHWB)
+				*ps = (uint8_t)((*ps & ~PS_FLUSHWB) | PS_FLUSH);
+			continue;
+		}
+		/* Home. A flush that marked it before this write-back began
+		 * is done with it once nothing newer waits. */
+		if ((*ps & PS_FLUSHWB) ||
+		    ((*ps & PS_FLUSH) && !(*ps & PS_DIRTY)))
+			cache_flush_clear(m, i + k);
+	}
+	if (status) {
+		atomic_fetch_add(&f->ctr.cache_wb_errors, 1);
+		if (status != -ENOLINK && status != -ECANCELED)
+			log_dbg("map %s page %#llx to node %llu: %s", m->name,
+				(unsigned long long)(w->addr - m->base),
+				(unsigned long long)w->owner,
+				log_strerror(status));
+		m->wb_next_ms = floop_now_ms() + FLOOP_RETRY_MS;
+	} else {
+		atomic_fetch_add(&f->ctr.cache_writebacks, w->npages);
+	}
+	w->busy = 0;
+	w->map = NULL;
+	m->wb_busy--;
+	m->inflight--;
+	f->n_wb_busy--;
+}
+
+/*
+ * Sends home the dirty pages of @m from its cursor on (those a flush waits
+ * for only, if @flush_only), while write-back slots are free.
+ */
+static void cache_wb_scan(struct floop *f, struct fmap *m, uint64_t now,
+			  int flush_only)
+{
+	uint64_t n = cache_pages(m), seen = 0;
+
+	if (now < m->wb_next_ms)
+		return;
+	while (seen < n && f->n_wb_busy < FLOOP_WB_SLOTS) {
+		uint64_t i = m->wb_cursor;
+		uint8_t ps = m->pst[i];
+		uint32_t k = 1;
+
+		if ((ps & (PS_DIRTY | PS_WB)) == PS_DIRTY &&
+		    (!flush_only || (ps & PS_FLUSH))) {
+			k = cache_wb_start(f, m, i);
+			if (!k)
+				return;
+		}
+		seen += k;
+		m->wb_cursor = (i + k) % n;
+	}
+}
+
+/* ---- eviction ---- */
+
+/* The next cache mapping after @m (circular), or NULL if there is none. */
+static struct fmap *cache_next_map(struct floop *f, struct fmap *m)
+{
+	struct fmap *start = m ? m->next : f->maps;
+
+	for (struct fmap *p = start; p; p = p->next)
+		if (p->cache)
+			return p;
+	for (struct fmap *p = f->maps; p && p != start; p = p->next)
+		if (p->cache)
+			return p;
+	return NULL;
+}
+
+/*
+ * Moves the clock hand until the cache is back within its size or the
+ * scan budget is spent: touched pages lose their REF, clean ones go,
+ * dirty ones are sent home first.
+ */
+static void cache_evict(struct floop *f)
+{
+	unsigned int budget = CACHE_SCAN_MAX;
+
+	while (f->resident > f->cfg.cache_pages && budget) {
+		struct fmap *m = f->hand_map;
+		uint8_t *ps;
+
+		if (!m || f->hand_page >= cache_pages(m)) {
+			m = f->hand_map = cache_next_map(f, m);
+			f->hand_page = 0;
+			if (!m)
+				return;
+		}
+		budget--;
+		ps = &m->pst[f->hand_page];
+		if (!(*ps & PS_VALID) || (*ps & PS_WB)) {
+			f->hand_page++;
+			continue;
+		}
+		if (*ps & PS_REF) {
+			*ps &= ~PS_REF;
+			f->hand_page++;
+			continue;
+		}
+		if (*ps & PS_DIRTY) {
+			if (m->wb_next_ms <= floop_now_ms())
+				cache_wb_start(f, m, f->hand_page);
+			f->hand_page++;
+			continue;
+		}
+		cache_punch(m, f->hand_page, 1);
+		cache_forget(f, m, f->hand_page, 1);
+		atomic_fetch_add(&f->ctr.cache_evictions, 1);
+		f->hand_page++;
+	}
+}
+
+/* ---- flushes ---- */
+
+void floop_cache_flush_cmd(struct floop *f, const char *name, uint64_t cookie)
+{
+	struct fwait *w = calloc(1, sizeof(*w));
+	struct floop_done *d;
+
+	if (!w) {
+		d = calloc(1, sizeof(*d));
+		if (!d)
+			return; /* the client waits until it gives up */
+		d->kind = FLOOP_DONE_FLUSH;
+		d->cookie = cookie;
+		d->err = -ENOMEM;
+		floop_done_push(f, d);
+		return;
+	}
+	snprintf(w->name, sizeof(w->name), "%s", name);
+	w->cookie = cookie;
+	w->t0_ms = floop_now_ms();
+	for (struct fmap *m = f->maps; m; m = m->next) {
+		if (!m->cache || strcmp(m->name, name))
+			continue;
+		for (uint64_t i = 0; i < cache_pages(m); i++) {
+			uint8_t *ps = &m->pst[i];
+
+			if (!(*ps & (PS_DIRTY | PS_WB)) ||
+			    (*ps & (PS_FLUSH | PS_FLUSHWB)))
+				continue;
+			*ps |= PS_FLUSH;
+			m->n_flush++;
+		}
+		m->wb_next_ms = 0; /* now, also after a failure */
+	}
+	w->next = f->fwaits;
+	f->fwaits = w;
+}
+
+/* Pages flushes of @name still wait for. */
+static uint64_t cache_flush_left(struct floop *f, const char *name)
+{
+	uint64_t n = 0;
+
+	for (struct fmap *m = f->maps; m; m = m->next)
+		if (m->cache && !strcmp(m->name, name))
+			n += m->n_flush;
+	return n;
+}
+
+static void cache_flushes_check(struct floop *f, uint64_t now)
+{
+	struct fwait **pp = &f->fwaits, *w;
+
+	while ((w = *pp)) {
+		uint64_t left = cache_flush_left(f, w->name);
+		struct floop_done *d;
+
+		if (left && now - w->t0_ms < f->cfg.fault_timeout_ms) {
+			pp = &w->next;
+			continue;
+		}
+		d = calloc(1, sizeof(*d));
+		if (!d) {
+			pp = &w->next;
+			continue;
+		}
+		d->kind = FLOOP_DONE_FLUSH;
+		d->cookie = w->cookie;
+		if (left) {
+			d->err = -ETIMEDOUT;
+			snprintf(d->text, sizeof(d->text),
+				 "%llu written pages of region %s could not be "
+				 "sent home within %u ms (their owners cannot "
+				 "be reached); they are kept and sent again",
+				 (unsigned long long)left, w->name,
+				 f->cfg.fault_timeout_ms);
+		}
+		floop_done_push(f, d);
+		*pp = w->next;
+		free(w);
+	}
+}
+
+/* ---- the loop's calls ---- */
+
+int floop_cache_map_busy(const struct fmap *m)
+{
+	return m->cache && m->writable && (m->n_dirty || m->wb_busy);
+}
+
+void floop_cache_map_stale(struct floop *f, struct fmap *m)
+{
+	uint64_t n = 0;
+
+	if (!m->cache)
+		return;
+	for (uint64_t i = 0; i < cache_pages(m); i++) {
+		if (m->pst[i] & PS_DIRTY)
+			n++;
+		cache_dirty_clear(f, m, i);
+		cache_flush_clear(m, i);
+	}
+	if (n)
+		log_warn("map %s: region deleted; %llu written pages not sent "
+			 "home",
+			 m->name, (unsigned long long)n);
+}
+
+void floop_cache_map_gone(struct floop *f, struct fmap *m)
+{
+	struct floop_done *d;
+
+	if (!m->lease)
+		return;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return; /* the lease ends with this node's */
+	d->kind = FLOOP_DONE_RELEASE;
+	snprintf(d->name, sizeof(d->name), "%s", m->name);
+	d->lease = m->lease;
+	floop_done_push(f, d);
+}
+
+void floop_cache_run(struct floop *f, uint64_t now, int tick)
+{
+	int periodic = tick && f->cfg.writeback_ms &&
+		       now - f->last_wb_ms >= f->cfg.writeback_ms;
+
+	if (periodic)
+		f->last_wb_ms = now;
+	for (struct fmap *m = f->maps; m; m = m->next) {
+		if (!m->cache || !m->n_dirty)
+			continue;
+		/* Removed, or the flusher's turn: all; a flush: its pages. */
+		if (m->draining || periodic)
+			cache_wb_scan(f, m, now, 0);
+		else if (m->n_flush)
+			cache_wb_scan(f, m, now, 1);
+	}
+	if (f->cfg.cache_pages && f->resident > f->cfg.cache_pages)
+		cache_evict(f);
+	if (f->fwaits)
+		cache_flushes_check(f, now);
+}

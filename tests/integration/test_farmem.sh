@@ -1,0 +1,108 @@
+#!/bin/bash
+# Far memory (cache mode, loopback, three agents A, B, C; the region is all
+# B's):
+#   1. a guest on A with a cache 8x smaller than the region writes a new
+#      seed over every page (random order, 4 threads) and reads it back;
+#      A's cache never held more than its size plus the stated slack (the
+#      agent's high-water mark); pages were evicted and written home
+#   2. a guest on A and one on C read the new seed on every page
+#   3. a second writable map is refused naming the holder; a read-only
+#      mapper gets SIGSEGV on a write
+#   4. farpage_flush(), then kill -9 of the guest and of A's agent: C
+#      reads every flushed page
+#   5. the owner SIGSTOPped while a writer evicts: nothing is lost, the
+#      writer resumes when the owner does
+#   6. the flush command of the CLI
+set -uo pipefail
+. "$(dirname "$0")/../lib.sh"
+fp_require
+[ "${FP_FAULT_MODE:-}" = copy ] && fp_skip "copy mode: writes to remote pages stay in the process"
+GUEST=$FP_BIN/tests/fp_guest
+SIZE=${FP_FARMEM_SIZE:-128M}
+CACHE=${FP_FARMEM_CACHE:-16M}
+# the agent's FLOOP_CACHE_SLACK: reads and write-backs in flight (pages)
+SLACK_PAGES=$((32 * 16 + 64 * 16 + 512))
+fp_hosts_loopback H
+fp_coord_start H
+fp_node_start H B
+fp_node_start H A --cache-size "$CACHE" --writeback-ms 200
+fp_node_start H C
+b=$(fp_node_id B) a=$(fp_node_id A)
+owners=$(printf "$b,%.0s" $(seq $(($(numfmt --from=iec "$SIZE") / (2 << 20)))))
+fp_cli H B region create r --size "$SIZE" --owners "${owners%,}" >/dev/null 2>&1 ||
+	fp_fail "create r"
+fp_cli H B fill r --seed 1 >/dev/null 2>&1 || fp_fail "fill r"
+
+stat_of() { # node key: from the cache line of `farpage stats`
+	fp_cli H "$1" stats 2>/dev/null | grep 'cache:' | tr ' ' '\n' | sed -n "s/^$2=//p"
+}
+
+# 1. writes over a cache 8x smaller than the region
+fp_cli H A touch r --write --seed 7 --order rand --threads 4 >"$FP_TMP/w.out" 2>&1 ||
+	{ cat "$FP_TMP/w.out" >&2; fp_fail "writing the new seed on A"; }
+fp_touch_ok "A wrote seed 7 over $SIZE through a $CACHE cache" "$FP_TMP/w.out"
+grep -q '^flush: done' "$FP_TMP/w.out" || { cat "$FP_TMP/w.out" >&2; fp_fail "touch --write did not flush"; }
+limit=$(stat_of A limit) max=$(stat_of A resident_max) ev=$(stat_of A evictions)
+wb=$(stat_of A writebacks) dirty=$(stat_of A dirty)
+[ -n "$limit" ] && [ "$limit" -gt 0 ] || fp_fail "A reports no cache"
+[ "$max" -le $((limit + SLACK_PAGES * 4096)) ] ||
+	fp_fail "A's cache held $max bytes, over $limit + slack $((SLACK_PAGES * 4096))"
+pages=$(($(numfmt --from=iec "$SIZE") / 4096))
+[ "$ev" -gt 0 ] || fp_fail "no page was evicted"
+[ "$wb" -ge "$pages" ] || fp_fail "$wb pages written home, fewer than the $pages written"
+[ "$dirty" = 0 ] || fp_fail "$dirty bytes still dirty after the flush"
+fp_log "ok: A's cache: limit=$limit resident_max=$max (slack $((SLACK_PAGES * 4096))) evictions=$ev writebacks=$wb"
+
+# 2. everyone reads the new seed
+fp_cli H A touch r --seed 7 >"$FP_TMP/ra.out" 2>&1 || { cat "$FP_TMP/ra.out" >&2; fp_fail "A reading seed 7"; }
+fp_touch_ok "A reads seed 7 on every page" "$FP_TMP/ra.out"
+fp_cli H C touch r --seed 7 >"$FP_TMP/rc.out" 2>&1 || { cat "$FP_TMP/rc.out" >&2; fp_fail "C reading seed 7"; }
+fp_touch_ok "C reads seed 7 on every page" "$FP_TMP/rc.out"
+
+# 3. one writer; read-only mappers cannot write
+mkfifo "$FP_TMP/hold.fifo" && exec 7<>"$FP_TMP/hold.fifo" || fp_fail "fifo"
+FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[A]} "$GUEST" whold r 9 <"$FP_TMP/hold.fifo" >"$FP_TMP/whold.out" 2>&1 &
+gp=$!
+FP_PIDS+=("$gp")
+fp_wait_log "$FP_TMP/whold.out" "flushed" 60 || { cat "$FP_TMP/whold.out" >&2; fp_fail "writer did not start"; }
+fp_cli H C touch r --write --seed 9 >"$FP_TMP/busy.out" 2>&1 && fp_fail "a second writable map was granted"
+grep -q "mapped writable on node $a (A)" "$FP_TMP/busy.out" ||
+	{ cat "$FP_TMP/busy.out" >&2; fp_fail "the refusal does not name the holder"; }
+fp_log "ok: a second writable map is refused: $(grep -o "region 'r' is mapped writable on node [0-9]* ([A-Za-z]*)" "$FP_TMP/busy.out" | tail -n1)"
+FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[C]} "$GUEST" rdonly-write r >"$FP_TMP/ro.out" 2>&1 ||
+	{ cat "$FP_TMP/ro.out" >&2; fp_fail "a read-only mapper could write"; }
+fp_log "ok: read-only mapper: $(cat "$FP_TMP/ro.out")"
+# C reads the writer's flushed data meanwhile
+fp_cli H C touch r --seed 9 >"$FP_TMP/r9.out" 2>&1 || { cat "$FP_TMP/r9.out" >&2; fp_fail "C reading the holder's flush"; }
+fp_touch_ok "C reads what the writer flushed" "$FP_TMP/r9.out"
+
+# 4. flushed, then the guest and A's agent die: nothing flushed is lost
+kill -KILL "$gp" "${FP_NODE_PID[A]}"
+wait "$gp" "${FP_NODE_PID[A]}" 2>/dev/null
+fp_cli H C touch r --seed 9 >"$FP_TMP/r9k.out" 2>&1 || { cat "$FP_TMP/r9k.out" >&2; fp_fail "C after A died"; }
+fp_touch_ok "kill -9 of the writer and its agent: C reads every flushed page" "$FP_TMP/r9k.out"
+fp_node_start H A --cache-size "$CACHE" --writeback-ms 200
+# The dead agent's lease ends with its instance: A writes again.
+
+# 5. the owner stops while A evicts (written pages must go home first)
+FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[A]} "$FP_CLI_BIN" --coordinator "$FP_COORD" \
+	touch r --write --seed 11 --order rand --threads 4 >"$FP_TMP/stop.out" 2>&1 &
+tp=$!
+ev0=$(stat_of A evictions)
+for ((i = 0; i < 400; i++)); do
+	[ "$(stat_of A evictions)" -gt "${ev0:-0}" ] && break
+	sleep 0.05
+done
+kill -STOP "${FP_NODE_PID[B]}"
+sleep 2 # the outage itself, not a wait for anything
+kill -CONT "${FP_NODE_PID[B]}"
+fp_wait_pid "$tp" 120 || { cat "$FP_TMP/stop.out" >&2; fp_fail "writer across the owner's stop"; }
+fp_touch_ok "writer went on after the owner's stop" "$FP_TMP/stop.out"
+fp_cli H C touch r --seed 11 >"$FP_TMP/r11.out" 2>&1 || { cat "$FP_TMP/r11.out" >&2; fp_fail "C reading seed 11"; }
+fp_touch_ok "C reads every page written across the owner's stop" "$FP_TMP/r11.out"
+
+# 6. the CLI's flush (nothing mapped: nothing to send, at once)
+fp_cli H A flush r >"$FP_TMP/flush.out" 2>&1 || { cat "$FP_TMP/flush.out" >&2; fp_fail "farpage flush"; }
+grep -q "every written page is home" "$FP_TMP/flush.out" || fp_fail "flush output"
+fp_log "ok: farpage flush"
+exit 0
