@@ -210,6 +210,28 @@ static void floop_slot_release(struct floop *f, struct fetch *s)
 	floop_map_free_maybe(f, m);
 }
 
+/*
+ * Gives up on a fetch whose faults were poisoned. A read in flight still
+ * owns its buffer: in copy mode the slot is unhashed and dropped when the
+ * read completes. In cache mode the buffer is the cache itself, so the
+ * slot stays findable as a best-effort read (a new fault on the page joins
+ * it; it lands like read-ahead or is dropped on failure): a second fetch
+ * of the page must not land beside it, where it could overwrite a write.
+ */
+static void floop_slot_abandon(struct floop *f, struct fetch *s)
+{
+	if (s->state != FETCH_POSTED) {
+		floop_slot_release(f, s);
+		return;
+	}
+	if (s->map->cache) {
+		s->ahead = 1;
+		return;
+	}
+	floop_hash_del(f, s);
+	s->state = FETCH_ABANDONED;
+}
+
 /* Remembers pages whose poisoning must wait for the guest's events. */
 static void floop_ppend_add(struct floop *f, struct fmap *m, uint64_t addr,
 			    uint32_t npages)
@@ -783,12 +805,7 @@ static void floop_map_stale(struct floop *f, struct fmap *m)
 		if (!s->ahead)
 			floop_poison_n(f, m, s->addr, s->npages,
 				       "the region was deleted");
-		if (s->state == FETCH_POSTED) {
-			floop_hash_del(f, s); /* the transport owns buf */
-			s->state = FETCH_ABANDONED;
-		} else {
-			floop_slot_release(f, s);
-		}
+		floop_slot_abandon(f, s);
 	}
 	floop_backlog_drop(f, floop_backlog_is_stale, 0,
 			   "the region was deleted");
@@ -1126,13 +1143,7 @@ static void floop_tick(struct floop *f)
 				floop_poison_n(f, s->map, s->addr, s->npages,
 					       "owner unreachable past the "
 					       "fault timeout");
-			if (s->state == FETCH_POSTED) {
-				/* The transport still owns buf. */
-				floop_hash_del(f, s);
-				s->state = FETCH_ABANDONED;
-			} else {
-				floop_slot_release(f, s);
-			}
+			floop_slot_abandon(f, s);
 			continue;
 		}
 		if (s->state == FETCH_WAIT && s->next_ms <= now)

@@ -311,8 +311,10 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 		if (s->ahead)
 			atomic_fetch_add(&f->ctr.readahead, s->npages);
 	}
-	if (m->dead || m->gone)
-		return 1; /* landed: held for nobody, evicted in time */
+	/* Landed, held for nobody (evicted in time); a deleted region's
+	 * bytes are never mapped (every fault of it is poisoned). */
+	if (m->dead || m->gone || m->stale)
+		return 1;
 	do {
 		done = 0;
 		ret = cache_continue(f, m, s->addr + s->done_off,

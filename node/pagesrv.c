@@ -103,6 +103,7 @@ struct pagesrv_conn {
 	uint64_t client;
 	uint32_t gen;
 	bool fenced;
+	bool said_hello;
 	uint32_t wr_len, wr_left;
 	uint64_t wr_tag, wr_off;
 	char name[PAGESRV_NAME_MAX];
@@ -264,6 +265,10 @@ static void pagesrv_conn_fence(struct pagesrv_conn *c, uint64_t client,
 	struct pagesrv *s = c->s;
 	unsigned int i;
 
+	/* The first HELLO of a connection says whose it is, once. */
+	if (c->said_hello)
+		return;
+	c->said_hello = true;
 	c->client = client;
 	c->gen = gen;
 	if (!client || !gen)
