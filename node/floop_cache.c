@@ -33,6 +33,10 @@
 
 #include "log.h"
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* 5.14; older headers lack it */
+#endif
+
 #define CACHE_SCAN_MAX 4096 /* pages the hand looks at per call */
 
 static uint64_t cache_idx(const struct fmap *m, uint64_t addr)
@@ -150,6 +154,16 @@ void floop_cache_charge(struct floop *f, struct fmap *m, uint64_t addr,
 		m->pst[i + k] |= PS_CHARGED;
 		n++;
 	}
+	/*
+	 * The pages are allocated and mapped here before the read lands in
+	 * them: a receive into an unpopulated page would fault inside it and
+	 * io_uring would hand it to a worker thread (slow).
+	 */
+	if (madvise(m->alias + i * FLOOP_PAGE, (size_t)npages * FLOOP_PAGE,
+		    MADV_POPULATE_WRITE) &&
+	    errno != EINVAL)
+		log_dbg("map %s: populating the cache: %s", m->name,
+			strerror(errno));
 	f->resident += n;
 	r = atomic_fetch_add(&f->ctr.cache_resident, n) + n;
 	if (r > atomic_load(&f->ctr.cache_resident_max))
