@@ -511,8 +511,8 @@ void floop_fetch_start_n(struct floop *f, struct fmap *m, uint64_t addr,
 	s->marked = 0;
 	s->buf = s->land;
 	if (m->cache) {
-		/* Straight into the cache: no landing copy. */
-		s->buf = m->alias + (addr - m->base);
+		/* Lands in the slot's page, then goes into the cache whole
+		 * (floop_cache_resolve()). */
 		floop_cache_charge(f, m, addr, npages);
 		if (!ahead)
 			atomic_fetch_add(&f->ctr.cache_misses, 1);

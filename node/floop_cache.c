@@ -3,9 +3,10 @@
  * Fault loop: the cache of remote pages (cache mode).
  *
  * The remote-owned chunks of a mapping are backed by a shmem memfd (the
- * cache) that the guest maps MAP_SHARED and that we map too (the alias).
- * A fetch lands the owner's bytes straight in the alias; UFFDIO_CONTINUE
- * then maps the page into the guest, write-protected, so that its first
+ * cache) that the guest maps MAP_SHARED and that we map too (the alias,
+ * which write-backs send from). A fetch lands the owner's bytes in its
+ * slot's page and writes them into the memfd whole; UFFDIO_CONTINUE then
+ * maps the page into the guest, write-protected, so that its first
  * write raises a WP fault: the page is dirty from then on (and writable).
  * Dirty pages go home (a transport write into the owner's pool) in the
  * background every writeback_ms, when a flush asks, before their mapping
@@ -32,10 +33,6 @@
 #include <unistd.h>
 
 #include "log.h"
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* 5.14; older headers lack it */
-#endif
 
 #define CACHE_SCAN_MAX 4096 /* pages the hand looks at per call */
 
@@ -154,16 +151,6 @@ void floop_cache_charge(struct floop *f, struct fmap *m, uint64_t addr,
 		m->pst[i + k] |= PS_CHARGED;
 		n++;
 	}
-	/*
-	 * The pages are allocated and mapped here before the read lands in
-	 * them: a receive into an unpopulated page would fault inside it and
-	 * io_uring would hand it to a worker thread (slow).
-	 */
-	if (madvise(m->alias + i * FLOOP_PAGE, (size_t)npages * FLOOP_PAGE,
-		    MADV_POPULATE_WRITE) &&
-	    errno != EINVAL)
-		log_dbg("map %s: populating the cache: %s", m->name,
-			strerror(errno));
 	f->resident += n;
 	r = atomic_fetch_add(&f->ctr.cache_resident, n) + n;
 	if (r > atomic_load(&f->ctr.cache_resident_max))
@@ -316,6 +303,19 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 	int ret;
 
 	if (!s->marked) {
+		/*
+		 * The page enters the cache only whole: one kernel copy from
+		 * the landing page. Receiving straight into the cache mapping
+		 * was slower (page-table writes here for every page; see
+		 * docs/bench.md). A page that could not be written faults
+		 * again (CONTINUE gives -EFAULT) and is fetched again.
+		 */
+		if (pwrite(m->cache_fd, s->buf, len,
+			   (off_t)(s->addr - m->base)) != (ssize_t)len)
+			log_errno(-errno,
+				  "map %s page %#llx: writing the cache",
+				  m->name,
+				  (unsigned long long)(s->addr - m->base));
 		for (uint32_t k = 0; k < s->npages; k++)
 			m->pst[i0 + k] |= PS_VALID | (s->ahead ? 0 : PS_REF);
 		s->marked = 1;
