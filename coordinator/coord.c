@@ -1553,6 +1553,22 @@ coord_writer_live(const struct coord *c, const struct coord_region *r,
 	return &r->writer;
 }
 
+/* Logs and applies the WRITE_LEASE or WRITE_RELEASE record of @req. */
+static int coord_writer_change(struct coord *c, enum msg_type type,
+			       const struct msg *req, struct msg *rep,
+			       int *fatal)
+{
+	struct msg rec;
+
+	msg_init(&rec, type);
+	memcpy(rec.name, req->name, sizeof(rec.name));
+	rec.node = req->node;
+	if (type == MSG_T_WRITE_LEASE)
+		rec.instance = req->instance;
+	rec.lease = req->lease;
+	return coord_change(c, &rec, rep, fatal);
+}
+
 /*
  * A writable mapping asks for the region's write lease: granted (and
  * logged) unless another live mapping holds it; asked again by the holder,
@@ -1564,7 +1580,6 @@ static int coord_on_write_lease(struct coord *c, const struct msg *req,
 	const struct coord_region *r = coord_region_find(c, req->name);
 	const struct coord_node *n = coord_node_find(c, req->node);
 	const struct coord_writer *w;
-	struct msg rec;
 	int ret;
 
 	if (!r) {
@@ -1591,12 +1606,8 @@ static int coord_on_write_lease(struct coord *c, const struct msg *req,
 		return 0;
 	}
 	if (!w) {
-		msg_init(&rec, MSG_T_WRITE_LEASE);
-		memcpy(rec.name, req->name, sizeof(rec.name));
-		rec.node = req->node;
-		rec.instance = req->instance;
-		rec.lease = req->lease;
-		ret = coord_change(c, &rec, rep, fatal);
+		ret = coord_writer_change(c, MSG_T_WRITE_LEASE, req, rep,
+					  fatal);
 		if (ret)
 			return *fatal ? ret : 0;
 		log_info("region '%s': write lease to node %llu", req->name,
@@ -1610,16 +1621,12 @@ static int coord_on_write_release(struct coord *c, const struct msg *req,
 				  struct msg *rep, int *fatal)
 {
 	const struct coord_region *r = coord_region_find(c, req->name);
-	struct msg rec;
 	int ret;
 
 	/* Released twice, or the region is gone: nothing to do. */
 	if (r && r->writer.node == req->node && r->writer.lease == req->lease) {
-		msg_init(&rec, MSG_T_WRITE_RELEASE);
-		memcpy(rec.name, req->name, sizeof(rec.name));
-		rec.node = req->node;
-		rec.lease = req->lease;
-		ret = coord_change(c, &rec, rep, fatal);
+		ret = coord_writer_change(c, MSG_T_WRITE_RELEASE, req, rep,
+					  fatal);
 		if (ret)
 			return *fatal ? ret : 0;
 		log_info("region '%s': write lease of node %llu released",

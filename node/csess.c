@@ -728,20 +728,17 @@ static void csess_lookup_run(struct csess *s, const struct csess_job *j)
 	    !csess_lookup_cached(s, r, j->name, ret))
 		goto out;
 	r->err = csess_err_is_link(ret) ? -EHOSTUNREACH : ret;
-	if (j->lease)
-		snprintf(r->text, sizeof(r->text),
-			 "region %s: a writable map needs the region's write "
-			 "lease, and coordinator %s %s (%s); map it read-only",
-			 j->name, s->a->cfg.coordinator,
-			 csess_err_is_link(ret) ? "is unreachable" : "failed",
-			 csess_strerror(s, ret));
-	else
-		snprintf(r->text, sizeof(r->text),
-			 "region %s: coordinator %s %s (%s), and this host has "
-			 "no layout of it cached (never mapped here)",
-			 j->name, s->a->cfg.coordinator,
-			 csess_err_is_link(ret) ? "unreachable" : "failed",
-			 csess_strerror(s, ret));
+	snprintf(r->text, sizeof(r->text),
+		 "region %s: %scoordinator %s %s (%s)%s", j->name,
+		 j->lease ? "a writable map needs the region's write lease, "
+			    "and "
+			  : "",
+		 s->a->cfg.coordinator,
+		 csess_err_is_link(ret) ? "unreachable" : "failed",
+		 csess_strerror(s, ret),
+		 j->lease ? "; map it read-only"
+			  : ", and this host has no layout of it cached "
+			    "(never mapped here)");
 out:
 	csess_result_push(s, r);
 }

@@ -33,19 +33,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "evl.h"
 #include "log.h"
 #include "util.h"
 #include "xport_ring.h"
 
 static int floop_is_stopping(struct floop *f);
-
-uint64_t floop_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /*
  * An SQE for the loop's own requests, or NULL if the ring stays full after
@@ -193,7 +186,7 @@ static void floop_slot_release(struct floop *f, struct fetch *s)
 
 	if (s->state != FETCH_ABANDONED)
 		floop_hash_del(f, s);
-	/* Never landed whole: not held (whatever bytes came are punched). */
+	/* Never landed: not held (a page enters the cache only whole). */
 	if (m->cache && !s->marked)
 		floop_cache_uncharge(f, m, s->addr, s->npages);
 	if (s->pf)
@@ -478,7 +471,7 @@ static void floop_on_done(void *arg, uint64_t tag, int status)
 		(unsigned long long)(s->addr - s->map->base),
 		(unsigned long long)s->owner, log_strerror(status));
 	s->state = FETCH_WAIT;
-	s->next_ms = floop_now_ms() + FLOOP_RETRY_MS;
+	s->next_ms = evl_now_ms() + FLOOP_RETRY_MS;
 }
 
 /* ---- faults ---- */
@@ -655,7 +648,7 @@ static void floop_fault(struct floop *f, struct fmap *m, uint64_t addr,
 {
 	atomic_fetch_add(&f->ctr.faults, 1);
 	floop_fault_handle(f, m, addr & ~(uint64_t)(FLOOP_PAGE - 1), flags,
-			   floop_now_ms(), 0);
+			   evl_now_ms(), 0);
 }
 
 static void floop_event(struct floop *f, struct fmap *m,
@@ -1124,7 +1117,7 @@ int floop_peers_set(struct floop *f, const struct xport_peer_info *peers,
 
 static void floop_tick(struct floop *f)
 {
-	uint64_t now = floop_now_ms();
+	uint64_t now = evl_now_ms();
 	uint64_t limit = f->cfg.fault_timeout_ms;
 
 	f->last_tick_ms = now;
@@ -1341,9 +1334,9 @@ static void *floop_run(void *arg)
 		if (f->wake_want)
 			floop_cmds_run(f);
 		if (f->timer_want &&
-		    floop_now_ms() - f->last_tick_ms >= FLOOP_TICK_MS)
+		    evl_now_ms() - f->last_tick_ms >= FLOOP_TICK_MS)
 			floop_tick(f);
-		floop_cache_run(f, floop_now_ms(), 0);
+		floop_cache_run(f, evl_now_ms(), 0);
 		floop_backlog_run(f);
 		floop_ra_prefetch_run(f);
 	}

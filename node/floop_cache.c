@@ -68,9 +68,7 @@ int floop_cache_map_init(struct floop *f, struct fmap *m,
 	m->cache = 1;
 	m->cache_fd = d->cache_fd;
 	m->writable = !(d->flags & MSG_MAP_RDONLY);
-	m->wp = m->writable && (d->features & UFFD_FEATURE_WP_HUGETLBFS_SHMEM);
-	m->wp_cont = m->wp;
-	m->lease = d->lease;
+	m->wp_cont = m->writable;
 	return 0;
 }
 
@@ -117,7 +115,6 @@ void floop_cache_map_fini(struct floop *f, struct fmap *m)
 	if (lost)
 		log_warn("map %s: %llu written pages never went home", m->name,
 			 (unsigned long long)lost);
-	f->resident -= n;
 	atomic_fetch_sub(&f->ctr.cache_resident, n);
 	if (f->hand_map == m) {
 		f->hand_map = NULL;
@@ -134,10 +131,16 @@ int floop_cache_is_held(const struct fmap *m, uint64_t addr)
 	return m->cache && (m->pst[cache_idx(m, addr)] & PS_CHARGED);
 }
 
+uint64_t floop_cache_resident(const struct floop *f)
+{
+	return atomic_load_explicit(&f->ctr.cache_resident,
+				    memory_order_relaxed);
+}
+
 int floop_cache_has_room(const struct floop *f)
 {
 	return !f->cfg.cache_pages ||
-	       f->resident < f->cfg.cache_pages + FLOOP_CACHE_SLACK;
+	       floop_cache_resident(f) < f->cfg.cache_pages + FLOOP_CACHE_SLACK;
 }
 
 void floop_cache_charge(struct floop *f, struct fmap *m, uint64_t addr,
@@ -151,7 +154,6 @@ void floop_cache_charge(struct floop *f, struct fmap *m, uint64_t addr,
 		m->pst[i + k] |= PS_CHARGED;
 		n++;
 	}
-	f->resident += n;
 	r = atomic_fetch_add(&f->ctr.cache_resident, n) + n;
 	if (r > atomic_load(&f->ctr.cache_resident_max))
 		atomic_store(&f->ctr.cache_resident_max, r);
@@ -179,18 +181,15 @@ static void cache_forget(struct floop *f, struct fmap *m, uint64_t i,
 		cache_flush_clear(m, k);
 		m->pst[k] = 0;
 	}
-	f->resident -= freed;
 	atomic_fetch_sub(&f->ctr.cache_resident, freed);
 }
 
 void floop_cache_uncharge(struct floop *f, struct fmap *m, uint64_t addr,
 			  uint32_t npages)
 {
-	uint64_t i = cache_idx(m, addr);
-
-	/* Never a page already held: those are not fetched again. */
-	cache_punch(m, i, npages);
-	cache_forget(f, m, i, npages);
+	/* Nothing of it is in the memfd: a page goes there only whole, when
+	 * it landed (floop_cache_resolve()). */
+	cache_forget(f, m, cache_idx(m, addr), npages);
 }
 
 /* True if page @i is in the memfd (the guest may have punched it). */
@@ -271,7 +270,7 @@ int floop_cache_fault(struct floop *f, struct fmap *m, uint64_t addr,
 	m->pst[i] |= PS_REF;
 	atomic_fetch_add(&f->ctr.cache_hits, 1);
 	ret = cache_continue(f, m, addr, FLOOP_PAGE,
-			     m->wp && !(m->pst[i] & PS_DIRTY), &mapped);
+			     m->writable && !(m->pst[i] & PS_DIRTY), &mapped);
 	switch (ret) {
 	case 0:
 	case -ENOENT:
@@ -332,7 +331,7 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 	do {
 		done = 0;
 		ret = cache_continue(f, m, s->addr + s->done_off,
-				     len - s->done_off, m->wp, &done);
+				     len - s->done_off, m->writable, &done);
 		s->done_off += (uint32_t)done;
 		if (ret == -EFAULT) {
 			/* Punched meanwhile (the guest did): it faults again
@@ -380,21 +379,18 @@ static uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i)
 		n++;
 	/* Protected first: a write from now on faults and makes the page
 	 * dirty again (it goes home once more); the bytes sent are at least
-	 * as new as every write before. */
-	if (m->wp) {
-		ret = uffd_wp(m->uffd, addr, (uint64_t)n * FLOOP_PAGE, 1, 0);
-		/* -ENOENT/-ESRCH: the range is not mapped any more (unmapped,
-		 * process gone), so nothing can write it while it goes home.
-		 * Anything else (-EAGAIN: address space changing): not sent
-		 * now; a write during the send would go unseen. */
-		if (ret && ret != -ENOENT && ret != -ESRCH) {
-			if (ret != -EAGAIN)
-				log_errno(ret,
-					  "map %s page %#llx: write protect",
-					  m->name, (unsigned long long)rel);
-			m->wb_next_ms = floop_now_ms() + FLOOP_RETRY_MS;
-			return 0;
-		}
+	 * as new as every write before. -ENOENT/-ESRCH: the range is not
+	 * mapped any more (unmapped, process gone), so nothing can write it
+	 * while it goes home. Anything else (-EAGAIN: address space
+	 * changing): not sent now; a write during the send would go unseen.
+	 * (Only writable mappings have dirty pages, all registered WP.) */
+	ret = uffd_wp(m->uffd, addr, (uint64_t)n * FLOOP_PAGE, 1, 0);
+	if (ret && ret != -ENOENT && ret != -ESRCH) {
+		if (ret != -EAGAIN)
+			log_errno(ret, "map %s page %#llx: write protect",
+				  m->name, (unsigned long long)rel);
+		m->wb_next_ms = evl_now_ms() + FLOOP_RETRY_MS;
+		return 0;
 	}
 	w->busy = 1;
 	w->gen++;
@@ -469,7 +465,7 @@ void floop_cache_wb_done(struct floop *f, uint32_t idx, uint32_t gen,
 				(unsigned long long)(w->addr - m->base),
 				(unsigned long long)w->owner,
 				log_strerror(status));
-		m->wb_next_ms = floop_now_ms() + FLOOP_RETRY_MS;
+		m->wb_next_ms = evl_now_ms() + FLOOP_RETRY_MS;
 	} else {
 		atomic_fetch_add(&f->ctr.cache_writebacks, w->npages);
 	}
@@ -532,7 +528,7 @@ static void cache_evict(struct floop *f)
 {
 	unsigned int budget = CACHE_SCAN_MAX;
 
-	while (f->resident > f->cfg.cache_pages && budget) {
+	while (floop_cache_resident(f) > f->cfg.cache_pages && budget) {
 		struct fmap *m = f->hand_map;
 		uint8_t *ps;
 
@@ -554,7 +550,7 @@ static void cache_evict(struct floop *f)
 			continue;
 		}
 		if (*ps & PS_DIRTY) {
-			if (m->wb_next_ms <= floop_now_ms())
+			if (m->wb_next_ms <= evl_now_ms())
 				cache_wb_start(f, m, f->hand_page);
 			f->hand_page++;
 			continue;
@@ -585,7 +581,7 @@ void floop_cache_flush_cmd(struct floop *f, const char *name, uint64_t cookie)
 	}
 	snprintf(w->name, sizeof(w->name), "%s", name);
 	w->cookie = cookie;
-	w->t0_ms = floop_now_ms();
+	w->t0_ms = evl_now_ms();
 	for (struct fmap *m = f->maps; m; m = m->next) {
 		if (!m->cache || strcmp(m->name, name))
 			continue;
@@ -705,7 +701,7 @@ void floop_cache_run(struct floop *f, uint64_t now, int tick)
 		else if (m->n_flush)
 			cache_wb_scan(f, m, now, 1);
 	}
-	if (f->cfg.cache_pages && f->resident > f->cfg.cache_pages)
+	if (f->cfg.cache_pages && floop_cache_resident(f) > f->cfg.cache_pages)
 		cache_evict(f);
 	if (f->fwaits)
 		cache_flushes_check(f, now);

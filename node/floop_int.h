@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "evl.h"
 #include "floop.h"
 #include "req.h"
 #include "uffd.h"
@@ -89,8 +90,7 @@ struct fmap {
 	int cache_fd;
 	uint8_t *alias; /* the memfd, mapped here */
 	uint8_t *pst;	/* PS_* per page */
-	int writable;	/* not MSG_MAP_RDONLY */
-	int wp;		/* registered WP: dirty pages are seen */
+	int writable;	/* not MSG_MAP_RDONLY: registered WP, writes are seen */
 	int wp_cont;	/* CONTINUE maps write-protected (6.4+) */
 	uint64_t n_dirty;
 	uint64_t n_flush; /* pages flushes wait for */
@@ -252,7 +252,6 @@ struct floop {
 	uint32_t n_regions;
 	uint64_t sync_epoch, sync_cid;
 	/* the cache (floop_cache.c) */
-	uint64_t resident; /* pages held or landing, all mappings */
 	struct fmap *hand_map;
 	uint64_t hand_page;
 	struct wback wbs[FLOOP_WB_SLOTS];
@@ -266,7 +265,6 @@ struct floop {
 
 /* ---- floop.c ---- */
 
-uint64_t floop_now_ms(void);
 /* The fetch of page @addr of @m in flight (or waiting), or NULL. */
 struct fetch *floop_fetch_find(struct floop *f, struct fmap *m, uint64_t addr);
 /*
@@ -314,6 +312,8 @@ int floop_cache_fault(struct floop *f, struct fmap *m, uint64_t addr,
 		      uint64_t flags);
 /* The pages of @s landed: CONTINUE. Returns 1 if the slot is finished. */
 int floop_cache_resolve(struct floop *f, struct fetch *s);
+/* Pages the cache holds or lands, over all mappings (ctr.cache_resident). */
+uint64_t floop_cache_resident(const struct floop *f);
 /* Room in the cache for a fetch (else the fault waits). */
 int floop_cache_has_room(const struct floop *f);
 /* A write-back completion (tag low word without FLOOP_WB_TAG). */

@@ -227,7 +227,7 @@ static struct xport_peer *floop_peer_get(struct floop *f, struct fpeer *p)
 		p->xp = NULL;
 		return NULL;
 	}
-	p->opened_ms = floop_now_ms();
+	p->opened_ms = evl_now_ms();
 	if (p->last_name != t->ops->name)
 		log_info("peer %llu: transport %s",
 			 (unsigned long long)p->info.node, t->ops->name);

@@ -36,7 +36,7 @@ static uint32_t floop_ra_fetch(struct floop *f, struct fmap *m, uint64_t a,
 		       !floop_cache_is_held(m, a + (uint64_t)n * FLOOP_PAGE))
 			n++;
 	}
-	floop_fetch_start_n(f, m, a, c->node, off, 1, n, pf, floop_now_ms());
+	floop_fetch_start_n(f, m, a, c->node, off, 1, n, pf, evl_now_ms());
 	return n;
 }
 
@@ -112,7 +112,7 @@ void floop_ra_prefetch_run(struct floop *f)
 		       m->pf_busy < FLOOP_PF_DEPTH &&
 		       f->n_free > f->n_slots / 4 &&
 		       (!m->cache || !f->cfg.cache_pages ||
-			f->resident < f->cfg.cache_pages))
+			floop_cache_resident(f) < f->cfg.cache_pages))
 			m->pf_next +=
 				(uint64_t)floop_ra_fetch(f, m, m->pf_next,
 							 m->base + m->span, 1) *

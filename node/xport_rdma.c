@@ -18,6 +18,7 @@
 
 #include <liburing.h>
 
+#include "evl.h"
 #include "log.h"
 #include "req.h"
 #include "xport_ring.h"
@@ -75,14 +76,6 @@ struct xport_rdma {
 };
 
 /* ---- small helpers ------------------------------------------------------ */
-
-static uint64_t xport_rdma_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* ---- transport: slots and peer states (fault-loop thread) ---------------- */
 
@@ -454,7 +447,7 @@ static void xport_rdma_peer_drain(struct xport_rdma_peer *p)
 	pthread_mutex_unlock(&ctx->lock);
 	if (!busy)
 		return;
-	end = xport_rdma_now_ms() + XPORT_RDMA_DRAIN_MS;
+	end = evl_now_ms() + XPORT_RDMA_DRAIN_MS;
 	do {
 		n = ibv_poll_cq(q->cq, XPORT_RDMA_POLL_BATCH, wc);
 		if (n > 0) {
@@ -464,7 +457,7 @@ static void xport_rdma_peer_drain(struct xport_rdma_peer *p)
 		} else if (n == 0) {
 			nanosleep(&nap, NULL);
 		}
-	} while (busy && n >= 0 && xport_rdma_now_ms() < end);
+	} while (busy && n >= 0 && evl_now_ms() < end);
 	if (!busy)
 		return;
 	/* destroying the QP is what guarantees no more DMA */

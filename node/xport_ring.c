@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "evl.h"
 #include "log.h"
 
 /* Kernel 6.3+: MSG_RING passes sqe->file_index as the posted CQE's flags. */
@@ -88,18 +89,10 @@ static void xport_ring_repost(struct io_uring *ring,
 	io_uring_submit(ring);
 }
 
-static uint64_t xport_ring_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 bool xport_ring_reap(const struct xport_ring_reaper *r)
 {
 	struct xport_ring_stash stash = { NULL, 0, 0 };
-	uint64_t end = xport_ring_now_ms() + r->wait_ms;
+	uint64_t end = evl_now_ms() + r->wait_ms;
 	struct io_uring_cqe *cqe;
 	unsigned int head, seen;
 	bool ok = true;
@@ -128,7 +121,7 @@ bool xport_ring_reap(const struct xport_ring_reaper *r)
 				xport_ring_stash_add(&stash, cqe);
 		}
 		io_uring_cq_advance(r->ring, seen);
-		if (r->busy(r->arg) && xport_ring_now_ms() > end) {
+		if (r->busy(r->arg) && evl_now_ms() > end) {
 			log_err("%s: destroy: I/O still in flight, leaking it",
 				r->who);
 			ok = false;

@@ -18,16 +18,8 @@
 #include <liburing.h>
 
 #include "req.h"
+#include "t_util.h"
 #include "xport.h"
-
-#define T_CHECK(cond)                                                    \
-	do {                                                             \
-		if (!(cond)) {                                           \
-			fprintf(stderr, "%s:%d: %s: check failed: %s\n", \
-				__FILE__, __LINE__, __func__, #cond);    \
-			return -1;                                       \
-		}                                                        \
-	} while (0)
 
 struct t_drv {
 	struct io_uring ring;
@@ -44,14 +36,6 @@ struct t_drv {
 	uint32_t *retry; /* if set: failed tags to post again */
 	uint32_t nretry;
 };
-
-static inline uint64_t t_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static inline void t_done(void *arg, uint64_t tag, int status)
 {

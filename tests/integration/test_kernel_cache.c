@@ -38,6 +38,7 @@
 #include <linux/userfaultfd.h>
 
 #include "pattern.h"
+#include "t_util.h"
 
 /* Newer than Debian 12's uapi header. */
 #ifndef UFFDIO_CONTINUE_MODE_WP
@@ -117,14 +118,6 @@ struct t_hello {
 	uint64_t base;	  /* guest address of page 0 */
 	char why[160];
 };
-
-static uint64_t t_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static int t_send_all(int fd, const void *buf, size_t len)
 {

@@ -24,6 +24,7 @@
 #include "net.h"
 #include "pagesrv.h"
 #include "pattern.h"
+#include "t_util.h"
 #include "wire.h"
 
 #define T_POOL_SIZE (16ull << 20)
@@ -33,29 +34,12 @@
 #define T_INSTANCE  0x1234567890abcdefull
 #define T_WAIT_MS   60000u /* only for a test that would otherwise hang */
 
-#define T_CHECK(cond)                                                    \
-	do {                                                             \
-		if (!(cond)) {                                           \
-			fprintf(stderr, "%s:%d: %s: check failed: %s\n", \
-				__FILE__, __LINE__, __func__, #cond);    \
-			return -1;                                       \
-		}                                                        \
-	} while (0)
-
 /* The served pool, and what it must hold (the writes applied in order). */
 struct t_pool {
 	uint8_t *base;
 	uint8_t *expect;
 	int fd;
 };
-
-static uint64_t t_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static int t_pool_init(struct t_pool *pool)
 {

@@ -635,6 +635,16 @@ static void t_handle(struct coord *c, struct msg *req, struct msg *rep)
 	msg_fini(req);
 }
 
+/* Serves @req, expects a reply of @type, drops it. */
+static void t_handle_want(struct coord *c, struct msg *req, enum msg_type type)
+{
+	struct msg rep;
+
+	t_handle(c, req, &rep);
+	assert_int_equal(rep.type, type);
+	msg_fini(&rep);
+}
+
 /*
  * A heartbeat of node 1 (instance 7) that has synced @c's epoch, with the
  * extents @ack asked to clear (taken from it) when not NULL.
@@ -672,12 +682,9 @@ static void test_wal_scrub_durable(void **state)
 		/* snapshot_every 1: every change goes through a snapshot */
 		c = t_open(dir, snap ? 1 : 1000);
 		t_join_req(&req, "a", 4 * MIB, 7);
-		t_handle(c, &req, &rep);
-		msg_fini(&rep);
+		t_handle_want(c, &req, MSG_T_NODE_JOINED);
 		t_create_req(&req, "r", 4 * MIB, 0);
-		t_handle(c, &req, &rep);
-		assert_int_equal(rep.type, MSG_T_REGION);
-		msg_fini(&rep);
+		t_handle_want(c, &req, MSG_T_REGION);
 		msg_init(&req, MSG_T_REGION_DELETE);
 		strcpy(req.name, "r");
 		t_handle(c, &req, &rep);
@@ -733,17 +740,13 @@ static void test_wal_write_lease_durable(void **state)
 		t_rmrf(dir);
 		c = t_open(dir, snap ? 1 : 1000);
 		t_join_req(&req, "a", 4 * MIB, 7);
-		t_handle(c, &req, &rep);
-		msg_fini(&rep);
+		t_handle_want(c, &req, MSG_T_NODE_JOINED);
 		t_join_req(&req, "b", 4 * MIB, 8);
-		t_handle(c, &req, &rep);
-		msg_fini(&rep);
+		t_handle_want(c, &req, MSG_T_NODE_JOINED);
 		t_create_req(&req, "r", 4 * MIB, 0);
-		t_handle(c, &req, &rep);
-		msg_fini(&rep);
+		t_handle_want(c, &req, MSG_T_REGION);
 		t_wlease_req(&req, MSG_T_WRITE_LEASE, 1, 7, 77);
-		t_handle(c, &req, &rep);
-		assert_int_equal(rep.type, MSG_T_OK);
+		t_handle_want(c, &req, MSG_T_OK);
 		coord_destroy(c);
 
 		c = t_open(dir, snap ? 1 : 1000);
@@ -753,15 +756,13 @@ static void test_wal_write_lease_durable(void **state)
 		assert_int_equal(rep.err, EBUSY);
 		msg_fini(&rep);
 		t_wlease_req(&req, MSG_T_WRITE_RELEASE, 1, 7, 77);
-		t_handle(c, &req, &rep);
-		assert_int_equal(rep.type, MSG_T_OK);
+		t_handle_want(c, &req, MSG_T_OK);
 		coord_destroy(c);
 
 		c = t_open(dir, snap ? 1 : 1000);
 		assert_int_equal(c->regions[0]->writer.lease, 0);
 		t_wlease_req(&req, MSG_T_WRITE_LEASE, 2, 8, 88);
-		t_handle(c, &req, &rep);
-		assert_int_equal(rep.type, MSG_T_OK);
+		t_handle_want(c, &req, MSG_T_OK);
 		coord_destroy(c);
 	}
 	t_rmrf(dir);
