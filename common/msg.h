@@ -187,10 +187,13 @@ struct msg_region {
 struct msg_peer {
 	uint64_t node;
 	char transport[MSG_XPORT_MAX];
-	uint64_t posted; /* reads posted */
-	uint64_t reads;	 /* reads completed */
-	uint64_t bytes;	 /* bytes read */
-	uint64_t errors; /* reads failed */
+	uint64_t posted;  /* reads posted */
+	uint64_t reads;	  /* reads completed */
+	uint64_t bytes;	  /* bytes read */
+	uint64_t errors;  /* reads failed */
+	uint64_t writes;  /* writes completed (one per run of pages) */
+	uint64_t wbytes;  /* bytes written home */
+	uint64_t werrors; /* write-backs failed */
 };
 
 struct msg {

@@ -1367,10 +1367,12 @@ int floop_peer_stats(struct floop *f, struct msg_peer **out, uint32_t *n)
 	return 0;
 }
 
-/* Landing buffers: one page per slot, then FLOOP_RUN_PAGES per run. */
+/* Landing buffers: one page per slot, then FLOOP_RUN_PAGES per run, then
+ * FLOOP_RUN_PAGES per write-back slot. */
 static size_t floop_land_len(const struct floop *f)
 {
-	return ((size_t)f->n_slots + (size_t)FLOOP_RUNS * FLOOP_RUN_PAGES) *
+	return ((size_t)f->n_slots +
+		(size_t)(FLOOP_RUNS + FLOOP_WB_SLOTS) * FLOOP_RUN_PAGES) *
 	       FLOOP_PAGE;
 }
 
@@ -1446,6 +1448,11 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 		s->npages = FLOOP_RUN_PAGES;
 		f->run_free[f->n_run_free++] = f->n_slots + FLOOP_RUNS - 1 - i;
 	}
+	for (uint32_t i = 0; i < FLOOP_WB_SLOTS; i++)
+		f->wbs[i].buf =
+			f->bufs + ((size_t)f->n_slots +
+				   (size_t)(FLOOP_RUNS + i) * FLOOP_RUN_PAGES) *
+					  FLOOP_PAGE;
 	f->efd = eventfd(0, EFD_CLOEXEC);
 	f->done_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (f->efd < 0 || f->done_efd < 0) {

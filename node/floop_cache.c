@@ -3,14 +3,18 @@
  * Fault loop: the cache of remote pages (cache mode).
  *
  * The remote-owned chunks of a mapping are backed by a shmem memfd (the
- * cache) that the guest maps MAP_SHARED and that we map too (the alias,
- * which write-backs send from). A fetch lands the owner's bytes in its
- * slot's page and writes them into the memfd whole; UFFDIO_CONTINUE then
+ * cache) that the guest maps MAP_SHARED; we only read and write it by
+ * offset, never map it (a page mapped only by the guest can have its
+ * mapping dropped to sample access, see below). A fetch lands the owner's
+ * bytes in its slot's page (tcp receive or RDMA READ: a registered buffer)
+ * and writes them into the memfd whole; UFFDIO_CONTINUE then
  * maps the page into the guest, write-protected, so that its first
  * write raises a WP fault: the page is dirty from then on (and writable).
  * Dirty pages go home (a transport write into the owner's pool) in the
  * background every writeback_ms, when a flush asks, before their mapping
- * goes, and before they are evicted. Over its size the cache evicts with a
+ * goes, and before they are evicted: read from the memfd into a
+ * write-back buffer (registered, like the landing pages) and sent from
+ * there. Over its size the cache evicts with a
  * CLOCK hand: a page touched since the hand last passed (a fault set its
  * REF) gets another round, a clean one is punched out of the memfd (every
  * mapping loses it; the next touch fetches it again), a dirty one is sent
@@ -49,22 +53,14 @@ static uint64_t cache_pages(const struct fmap *m)
 int floop_cache_map_init(struct floop *f, struct fmap *m,
 			 const struct floop_map_desc *d)
 {
-	void *p;
-
+	(void)f;
 	/* Writes we could not see would never go home. */
 	if (!(d->flags & MSG_MAP_RDONLY) &&
 	    !(d->features & UFFD_FEATURE_WP_HUGETLBFS_SHMEM))
 		return -EOPNOTSUPP;
-	p = mmap(NULL, m->span, PROT_READ | PROT_WRITE, MAP_SHARED, d->cache_fd,
-		 0);
-	if (p == MAP_FAILED)
-		return -errno;
 	m->pst = calloc(cache_pages(m), 1);
-	if (!m->pst) {
-		munmap(p, m->span);
+	if (!m->pst)
 		return -ENOMEM;
-	}
-	m->alias = p;
 	m->cache = 1;
 	m->cache_fd = d->cache_fd;
 	m->writable = !(d->flags & MSG_MAP_RDONLY);
@@ -120,7 +116,6 @@ void floop_cache_map_fini(struct floop *f, struct fmap *m)
 		f->hand_map = NULL;
 		f->hand_page = 0;
 	}
-	munmap(m->alias, m->span);
 	close(m->cache_fd);
 	free(m->pst);
 	m->cache = 0;
@@ -195,11 +190,10 @@ void floop_cache_uncharge(struct floop *f, struct fmap *m, uint64_t addr,
 /* True if page @i is in the memfd (the guest may have punched it). */
 static int cache_in_file(const struct fmap *m, uint64_t i)
 {
-	unsigned char v = 0;
+	off_t off = (off_t)(i * FLOOP_PAGE);
 
-	if (mincore(m->alias + i * FLOOP_PAGE, FLOOP_PAGE, &v))
-		return 1;
-	return v & 1;
+	/* -1/ENXIO: only holes from there to the end */
+	return lseek(m->cache_fd, off, SEEK_DATA) == off;
 }
 
 /*
@@ -358,6 +352,29 @@ static struct wback *cache_wb_slot(struct floop *f)
 	return NULL;
 }
 
+/* Reads @n pages at @rel of the cache into @dst. 0 or -errno. */
+static int cache_wb_read(struct fmap *m, uint8_t *dst, uint64_t rel, uint32_t n)
+{
+	size_t len = (size_t)n * FLOOP_PAGE, got = 0;
+
+	while (got < len) {
+		ssize_t r = pread(m->cache_fd, dst + got, len - got,
+				  (off_t)(rel + got));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			int err = r < 0 ? -errno : -EIO;
+
+			log_errno(err, "map %s page %#llx: reading the cache",
+				  m->name, (unsigned long long)(rel + got));
+			return err;
+		}
+		got += (size_t)r;
+	}
+	return 0;
+}
+
 /*
  * Sends the dirty run at page @i (up to FLOOP_RUN_PAGES of one chunk)
  * home. Returns the pages it covers (0: nothing could be posted now).
@@ -410,17 +427,23 @@ static uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i)
 	m->inflight++;
 	f->n_wb_busy++;
 	tag = ((uint64_t)w->gen << 32) | FLOOP_WB_TAG | (uint32_t)(w - f->wbs);
+	/* What is sent is what the memfd holds now (a punched page reads as
+	 * zeroes: the guest dropped its bytes itself). Our own page (its
+	 * chunk was not mapped from the pool) is read straight into it. */
 	if (w->owner == f->cfg.self) {
-		/* Our own page (its chunk was not mapped from the pool). */
+		ret = -ERANGE;
 		if (w->off <= f->cfg.pool_size &&
 		    f->cfg.pool_size - w->off >= (uint64_t)n * FLOOP_PAGE)
-			memcpy((uint8_t *)f->cfg.pool_base + w->off,
-			       m->alias + rel, (size_t)n * FLOOP_PAGE);
-		floop_cache_wb_done(f, (uint32_t)(w - f->wbs), w->gen, 0);
+			ret = cache_wb_read(
+				m, (uint8_t *)f->cfg.pool_base + w->off, rel,
+				n);
+		floop_cache_wb_done(f, (uint32_t)(w - f->wbs), w->gen, ret);
 		return n;
 	}
-	ret = floop_peer_write(f, w->owner, w->off, n * FLOOP_PAGE,
-			       m->alias + rel, tag);
+	ret = cache_wb_read(m, w->buf, rel, n);
+	if (!ret)
+		ret = floop_peer_write(f, w->owner, w->off, n * FLOOP_PAGE,
+				       w->buf, tag);
 	if (ret)
 		floop_cache_wb_done(f, (uint32_t)(w - f->wbs), w->gen, ret);
 	return n;

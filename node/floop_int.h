@@ -85,13 +85,12 @@ struct fmap {
 	uint64_t pf_next;     /* next page the prefetch looks at */
 	unsigned int pf_busy; /* prefetch reads in flight */
 	/* cache mode (MSG_MAP_CACHE): remote pages live in a shmem memfd
-	 * that the guest maps and we alias; resolved with CONTINUE */
+	 * that the guest maps; resolved with CONTINUE */
 	int cache;
 	int cache_fd;
-	uint8_t *alias; /* the memfd, mapped here */
-	uint8_t *pst;	/* PS_* per page */
-	int writable;	/* not MSG_MAP_RDONLY: registered WP, writes are seen */
-	int wp_cont;	/* CONTINUE maps write-protected (6.4+) */
+	uint8_t *pst; /* PS_* per page */
+	int writable; /* not MSG_MAP_RDONLY: registered WP, writes are seen */
+	int wp_cont;  /* CONTINUE maps write-protected (6.4+) */
 	uint64_t n_dirty;
 	uint64_t n_flush; /* pages flushes wait for */
 	unsigned int wb_busy;
@@ -110,6 +109,9 @@ struct wback {
 	uint64_t addr;
 	uint32_t npages;
 	uint64_t owner, off;
+	uint8_t *buf; /* FLOOP_RUN_PAGES pages: what is sent, read from the
+			 cache when it starts (a registered buffer, verbs
+			 sends from it) */
 };
 
 /* A flush waiting for the pages it marked (PS_FLUSH) to go home. */
@@ -136,7 +138,7 @@ struct fetch {
 	uint32_t npages;   /* 1, or up to FLOOP_RUN_PAGES for a run */
 	uint32_t done_off; /* bytes of buf already copied in */
 	int marked;	   /* cache mode: landed pages marked valid */
-	uint8_t *buf;	   /* landing: the slot's own, or the cache alias */
+	uint8_t *buf;	   /* landing: the slot's own */
 	uint8_t *land;	   /* the slot's own landing buffer */
 	uint32_t hnext;	   /* hash chain, UINT32_MAX = end */
 };
@@ -290,10 +292,10 @@ void floop_done_push(struct floop *f, struct floop_done *d);
 
 /* ---- floop_cache.c ---- */
 
-/* Sets up cache mode for @m from @d (alias, page states). 0 or -errno. */
+/* Sets up cache mode for @m from @d (page states). 0 or -errno. */
 int floop_cache_map_init(struct floop *f, struct fmap *m,
 			 const struct floop_map_desc *d);
-/* Drops what @m holds (pages punched, alias unmapped). */
+/* Drops what @m holds (page states, the memfd). */
 void floop_cache_map_fini(struct floop *f, struct fmap *m);
 /* True if page @addr of cache mapping @m is held or landing. */
 int floop_cache_is_held(const struct fmap *m, uint64_t addr);
