@@ -120,10 +120,12 @@ static int agent_cache_cfg(struct node_agent *a, struct floop_cfg *fcfg)
 	a->cache_on = strcmp(mode, "copy") != 0;
 	fcfg->cache_pages = a->cache_on ? a->cfg.cache_size / 4096 : 0;
 	fcfg->writeback_ms = a->cfg.writeback_ms;
+	fcfg->cache_fifo = a->cfg.cache_fifo;
 	if (a->cache_on)
-		log_info("remote pages are cached here: up to %s, written "
-			 "pages go home every %u ms",
+		log_info("remote pages are cached here: up to %s (%s), "
+			 "written pages go home every %u ms",
 			 util_size_fmt(a->cfg.cache_size, sz, sizeof(sz)),
+			 a->cfg.cache_fifo ? "fifo" : "clock",
 			 a->cfg.writeback_ms);
 	return 0;
 }

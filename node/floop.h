@@ -60,6 +60,7 @@ struct floop_cfg {
 	unsigned int spin_us; /* with reads in flight, spin this long first */
 	uint64_t cache_pages; /* cache mode: pages held at most */
 	unsigned int writeback_ms; /* dirty pages go home this often */
+	int cache_fifo; /* evict oldest first, not by the clock hand */
 };
 
 /* A mapping handed over by the fault service; the loop owns uffd and
@@ -78,6 +79,8 @@ struct floop_map_desc {
 	uint64_t epoch; /* of the region as mapped */
 	uint64_t cid;	/* of the coordinator's tables it came from */
 	int cache_fd;	/* MSG_MAP_CACHE: its cache memfd (the loop owns it) */
+	int pidfd;	/* cache mode: the process, to sample its access;
+			   -1: none (the loop owns it) */
 	uint64_t lease; /* write lease, handed back when it is done */
 };
 

@@ -18,7 +18,13 @@
  * CLOCK hand: a page touched since the hand last passed (a fault set its
  * REF) gets another round, a clean one is punched out of the memfd (every
  * mapping loses it; the next touch fetches it again), a dirty one is sent
- * home first. A page whose write-back fails stays dirty and is sent again:
+ * home first. A mapped page faults only once, so to see it touched again
+ * the hand samples: as it clears a page's REF it also drops the guest's
+ * mapping of it (process_madvise(MADV_PAGEOUT) on the guest's pidfd; the
+ * page stays in the memfd, or in swap if the host has some), and the
+ * guest's next touch is a MINOR fault that sets REF again and maps the
+ * page back with one CONTINUE. --cache-policy fifo evicts in the order
+ * pages landed instead (the baseline the clock is measured against). A page whose write-back fails stays dirty and is sent again:
  * it is never dropped, and never read back as zeroes.
  *
  * Page states (PS_*): CHARGED from the fetch on (counted as held), VALID
@@ -53,7 +59,6 @@ static uint64_t cache_pages(const struct fmap *m)
 int floop_cache_map_init(struct floop *f, struct fmap *m,
 			 const struct floop_map_desc *d)
 {
-	(void)f;
 	/* Writes we could not see would never go home. */
 	if (!(d->flags & MSG_MAP_RDONLY) &&
 	    !(d->features & UFFD_FEATURE_WP_HUGETLBFS_SHMEM))
@@ -61,6 +66,23 @@ int floop_cache_map_init(struct floop *f, struct fmap *m,
 	m->pst = calloc(cache_pages(m), 1);
 	if (!m->pst)
 		return -ENOMEM;
+	if (f->cfg.cache_fifo) {
+		if (cache_pages(m) > UINT32_MAX) {
+			free(m->pst);
+			m->pst = NULL;
+			return -EFBIG;
+		}
+		m->fifo = calloc(cache_pages(m), sizeof(*m->fifo));
+		if (!m->fifo) {
+			free(m->pst);
+			m->pst = NULL;
+			return -ENOMEM;
+		}
+	}
+	/* FIFO looks at no access: nothing to sample. */
+	m->pidfd = f->cfg.cache_fifo ? -1 : d->pidfd;
+	if (m->pidfd < 0 && d->pidfd >= 0)
+		close(d->pidfd);
 	m->cache = 1;
 	m->cache_fd = d->cache_fd;
 	m->writable = !(d->flags & MSG_MAP_RDONLY);
@@ -116,7 +138,16 @@ void floop_cache_map_fini(struct floop *f, struct fmap *m)
 		f->hand_map = NULL;
 		f->hand_page = 0;
 	}
+	if (f->smp_map == m) {
+		f->smp_map = NULL;
+		f->n_smp = 0;
+	}
+	if (m->pidfd >= 0)
+		close(m->pidfd);
+	m->pidfd = -1;
 	close(m->cache_fd);
+	free(m->fifo);
+	m->fifo = NULL;
 	free(m->pst);
 	m->cache = 0;
 }
@@ -288,6 +319,76 @@ int floop_cache_fault(struct floop *f, struct fmap *m, uint64_t addr,
 	}
 }
 
+/* ---- --cache-policy fifo ---- */
+
+static struct fmap *cache_map_by_id(struct floop *f, uint64_t id)
+{
+	for (struct fmap *m = f->maps; m; m = m->next)
+		if (m->id == id)
+			return m;
+	return NULL;
+}
+
+/* The map of @e if @e still stands for a page in the cache, or NULL. */
+static struct fmap *cache_fifo_live(struct floop *f, const struct fifo_ent *e)
+{
+	struct fmap *m = cache_map_by_id(f, e->map_id);
+
+	if (!m || !m->cache || !m->fifo || e->idx >= cache_pages(m) ||
+	    m->fifo[e->idx] != e->stamp || !(m->pst[e->idx] & PS_VALID))
+		return NULL;
+	return m;
+}
+
+/* Makes room in the queue: drops stale entries, grows it if that was not
+ * enough. 0 or -ENOMEM. */
+static int cache_fifo_room(struct floop *f)
+{
+	size_t cap = f->fifo_cap, n = 0;
+	struct fifo_ent *q;
+
+	/* In place, in order: the n-th live entry moves to slot n (n <= k,
+	 * so no entry is overwritten before it is read). */
+	for (size_t k = 0; k < f->fifo_len; k++) {
+		struct fifo_ent e = f->fifo[(f->fifo_head + k) % cap];
+
+		if (cache_fifo_live(f, &e))
+			f->fifo[(f->fifo_head + n++) % cap] = e;
+	}
+	f->fifo_len = n;
+	if (n < cap / 2 && cap)
+		return 0;
+	q = malloc((cap ? cap * 2 : 4096) * sizeof(*q));
+	if (!q)
+		return -ENOMEM;
+	for (size_t k = 0; k < n; k++)
+		q[k] = f->fifo[(f->fifo_head + k) % cap];
+	free(f->fifo);
+	f->fifo = q;
+	f->fifo_cap = cap ? cap * 2 : 4096;
+	f->fifo_head = 0;
+	return 0;
+}
+
+/* Page @i of @m landed: it joins the queue's tail. */
+static void cache_fifo_push(struct floop *f, struct fmap *m, uint64_t i)
+{
+	struct fifo_ent *e;
+
+	if (f->fifo_len == f->fifo_cap && cache_fifo_room(f)) {
+		/* Never evicted by the queue then; unmapping frees it. */
+		log_warn("map %s: no memory for the eviction queue", m->name);
+		return;
+	}
+	if (!++f->fifo_stamp)
+		f->fifo_stamp = 1;
+	m->fifo[i] = f->fifo_stamp;
+	e = &f->fifo[(f->fifo_head + f->fifo_len++) % f->fifo_cap];
+	e->map_id = m->id;
+	e->idx = (uint32_t)i;
+	e->stamp = f->fifo_stamp;
+}
+
 int floop_cache_resolve(struct floop *f, struct fetch *s)
 {
 	uint64_t len = (uint64_t)s->npages * FLOOP_PAGE, done;
@@ -309,8 +410,11 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 				  "map %s page %#llx: writing the cache",
 				  m->name,
 				  (unsigned long long)(s->addr - m->base));
-		for (uint32_t k = 0; k < s->npages; k++)
+		for (uint32_t k = 0; k < s->npages; k++) {
 			m->pst[i0 + k] |= PS_VALID | (s->ahead ? 0 : PS_REF);
+			if (m->fifo)
+				cache_fifo_push(f, m, i0 + k);
+		}
 		s->marked = 1;
 		atomic_fetch_add(s->owner == f->cfg.self ? &f->ctr.local
 							 : &f->ctr.remote,
@@ -542,14 +646,107 @@ static struct fmap *cache_next_map(struct floop *f, struct fmap *m)
 	return NULL;
 }
 
+/* Drops the guest's mappings of the pages gathered by cache_sample(). */
+static void cache_sample_flush(struct floop *f)
+{
+	struct fmap *m = f->smp_map;
+	unsigned int n = f->n_smp;
+
+	f->n_smp = 0;
+	if (!m || !n || m->pidfd < 0)
+		return;
+	if (process_madvise(m->pidfd, f->smp, n, MADV_PAGEOUT, 0) >= 0)
+		return;
+	/* ESRCH: the process is gone; ENOMEM: a range is not mapped there
+	 * any more (being unmapped). Anything else will not change. */
+	if (errno == ESRCH || errno == ENOMEM || errno == EAGAIN ||
+	    errno == EINTR)
+		return;
+	log_info("map %s: cannot sample the process's access (process_madvise: "
+		 "%s): pages in use are kept only while their first touch is "
+		 "recent",
+		 m->name, log_strerror(-errno));
+	close(m->pidfd);
+	m->pidfd = -1;
+}
+
+/*
+ * Page @i of @m lost its REF: drop the guest's mapping of it, so that its
+ * next touch is a MINOR fault that sets REF again. Not on a kernel that
+ * cannot CONTINUE write-protected (every re-fault would count as a write).
+ */
+static void cache_sample(struct floop *f, struct fmap *m, uint64_t i)
+{
+	uint64_t addr = m->base + i * FLOOP_PAGE;
+	struct iovec *last;
+
+	if (m->pidfd < 0 || (m->writable && !m->wp_cont))
+		return;
+	if (f->smp_map != m || f->n_smp == FLOOP_SAMPLE_MAX)
+		cache_sample_flush(f);
+	f->smp_map = m;
+	last = f->n_smp ? &f->smp[f->n_smp - 1] : NULL;
+	if (last && (uintptr_t)last->iov_base + last->iov_len == addr) {
+		last->iov_len += FLOOP_PAGE;
+		return;
+	}
+	f->smp[f->n_smp].iov_base = (void *)(uintptr_t)addr;
+	f->smp[f->n_smp].iov_len = FLOOP_PAGE;
+	f->n_smp++;
+}
+
+/* Page @i of @m goes: punched out of the memfd, every mapping loses it. */
+static void cache_drop(struct floop *f, struct fmap *m, uint64_t i)
+{
+	cache_punch(m, i, 1);
+	cache_forget(f, m, i, 1);
+	atomic_fetch_add(&f->ctr.cache_evictions, 1);
+}
+
+/*
+ * --cache-policy fifo: drops pages in the order they landed until the
+ * cache is back within its size or the budget is spent. A dirty page is
+ * sent home first and queued again.
+ */
+static void cache_evict_fifo(struct floop *f)
+{
+	unsigned int budget = CACHE_SCAN_MAX;
+
+	while (floop_cache_resident(f) > f->cfg.cache_pages && budget-- &&
+	       f->fifo_len) {
+		struct fifo_ent e = f->fifo[f->fifo_head];
+		struct fmap *m = cache_fifo_live(f, &e);
+		uint8_t ps;
+
+		f->fifo_head = (f->fifo_head + 1) % f->fifo_cap;
+		f->fifo_len--;
+		if (!m)
+			continue;
+		ps = m->pst[e.idx];
+		if (ps & (PS_DIRTY | PS_WB)) {
+			if (!(ps & PS_WB) && m->wb_next_ms <= evl_now_ms())
+				cache_wb_start(f, m, e.idx);
+			f->fifo[(f->fifo_head + f->fifo_len++) % f->fifo_cap] =
+				e;
+			continue;
+		}
+		cache_drop(f, m, e.idx);
+	}
+}
+
 /*
  * Moves the clock hand until the cache is back within its size or the
- * scan budget is spent: touched pages lose their REF, clean ones go,
- * dirty ones are sent home first.
+ * scan budget is spent: touched pages lose their REF (and are sampled),
+ * clean ones go, dirty ones are sent home first.
  */
 static void cache_evict(struct floop *f)
 {
 	unsigned int budget = CACHE_SCAN_MAX;
+
+	if (f->cfg.cache_fifo) {
+		cache_evict_fifo(f);
+		return;
+	}
 
 	while (floop_cache_resident(f) > f->cfg.cache_pages && budget) {
 		struct fmap *m = f->hand_map;
@@ -559,7 +756,7 @@ static void cache_evict(struct floop *f)
 			m = f->hand_map = cache_next_map(f, m);
 			f->hand_page = 0;
 			if (!m)
-				return;
+				break;
 		}
 		budget--;
 		ps = &m->pst[f->hand_page];
@@ -569,6 +766,7 @@ static void cache_evict(struct floop *f)
 		}
 		if (*ps & PS_REF) {
 			*ps &= ~PS_REF;
+			cache_sample(f, m, f->hand_page);
 			f->hand_page++;
 			continue;
 		}
@@ -578,11 +776,10 @@ static void cache_evict(struct floop *f)
 			f->hand_page++;
 			continue;
 		}
-		cache_punch(m, f->hand_page, 1);
-		cache_forget(f, m, f->hand_page, 1);
-		atomic_fetch_add(&f->ctr.cache_evictions, 1);
+		cache_drop(f, m, f->hand_page);
 		f->hand_page++;
 	}
+	cache_sample_flush(f);
 }
 
 /* ---- flushes ---- */

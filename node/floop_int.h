@@ -10,24 +10,26 @@
 #include <liburing.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "evl.h"
 #include "floop.h"
 #include "req.h"
 #include "uffd.h"
 
-#define FLOOP_PAGE	4096u
-#define FLOOP_TICK_MS	20
-#define FLOOP_RETRY_MS	100
-#define FLOOP_MSGS	64
-#define FLOOP_RING	1024
-#define FLOOP_STREAMS	4  /* sequential streams tracked per mapping */
-#define FLOOP_RA_FIRST	4  /* first read-ahead window, pages */
-#define FLOOP_RUNS	32 /* multi-page read-ahead/prefetch reads */
-#define FLOOP_RUN_PAGES 16 /* pages in one such read */
-#define FLOOP_PF_DEPTH	64 /* background prefetch pages in flight per map */
-#define FLOOP_WB_SLOTS	64 /* write-back runs in flight */
-#define FLOOP_WB_TAG	0x80000000u /* tag bit of a write-back */
+#define FLOOP_PAGE	 4096u
+#define FLOOP_TICK_MS	 20
+#define FLOOP_RETRY_MS	 100
+#define FLOOP_MSGS	 64
+#define FLOOP_RING	 1024
+#define FLOOP_STREAMS	 4  /* sequential streams tracked per mapping */
+#define FLOOP_RA_FIRST	 4  /* first read-ahead window, pages */
+#define FLOOP_RUNS	 32 /* multi-page read-ahead/prefetch reads */
+#define FLOOP_RUN_PAGES	 16 /* pages in one such read */
+#define FLOOP_PF_DEPTH	 64 /* background prefetch pages in flight per map */
+#define FLOOP_WB_SLOTS	 64 /* write-back runs in flight */
+#define FLOOP_WB_TAG	 0x80000000u /* tag bit of a write-back */
+#define FLOOP_SAMPLE_MAX 64	     /* ranges dropped per process_madvise */
 /* Faults may take the cache this far over its size while victims go
  * home; beyond it they wait. Reads in flight land within it. */
 #define FLOOP_CACHE_SLACK                          \
@@ -88,9 +90,11 @@ struct fmap {
 	 * that the guest maps; resolved with CONTINUE */
 	int cache;
 	int cache_fd;
-	uint8_t *pst; /* PS_* per page */
-	int writable; /* not MSG_MAP_RDONLY: registered WP, writes are seen */
-	int wp_cont;  /* CONTINUE maps write-protected (6.4+) */
+	uint8_t *pst;	/* PS_* per page */
+	int pidfd;	/* the guest: its access is sampled; -1: not */
+	uint32_t *fifo; /* --cache-policy fifo: stamp of each page's entry */
+	int writable;	/* not MSG_MAP_RDONLY: registered WP, writes are seen */
+	int wp_cont;	/* CONTINUE maps write-protected (6.4+) */
 	uint64_t n_dirty;
 	uint64_t n_flush; /* pages flushes wait for */
 	unsigned int wb_busy;
@@ -99,6 +103,14 @@ struct fmap {
 	int draining;	     /* removed: home with what it wrote, then freed */
 	uint64_t lease;
 	struct fmap *next;
+};
+
+/* --cache-policy fifo: a page that landed, in order; stale once the
+ * page's stamp changed (evicted and fetched again) or its map went. */
+struct fifo_ent {
+	uint64_t map_id;
+	uint32_t idx;
+	uint32_t stamp;
 };
 
 /* A write-back in flight: @npages dirty pages of @map at @addr. */
@@ -256,6 +268,12 @@ struct floop {
 	/* the cache (floop_cache.c) */
 	struct fmap *hand_map;
 	uint64_t hand_page;
+	struct fmap *smp_map; /* pages of it to sample, not yet dropped */
+	struct iovec smp[FLOOP_SAMPLE_MAX];
+	unsigned int n_smp;
+	struct fifo_ent *fifo; /* fifo: pages in the order they landed */
+	size_t fifo_cap, fifo_head, fifo_len;
+	uint32_t fifo_stamp;
 	struct wback wbs[FLOOP_WB_SLOTS];
 	unsigned int n_wb_busy;
 	uint64_t last_wb_ms;

@@ -184,7 +184,7 @@ if [ $VERBOSE = 1 ]; then
 	echo "  region demo: $pages pages of 4 KiB, $remote owned by host B (remote to A), $local_ by host A"
 	echo "  $passes passes on host A (sequential, random, random x4 threads), every byte verified"
 	[ $WRITE = 1 ] &&
-		echo "  then host A wrote seed $seed2 over all $written pages (random, 4 threads), $writebacks of them went home to host B's pool, and read them back"
+		echo "  then host A wrote seed $seed2 over all $written pages (random, 4 threads), sent $writebacks pages home to host B's pool (a page written again after it went home goes again), and read them back"
 	for f in "$FP_TMP"/touch-seq-*.out "$FP_TMP"/touch-rand-*.out \
 		"$FP_TMP"/touch-write.out "$FP_TMP"/touch-readback.out; do
 		[ -f "$f" ] || continue
