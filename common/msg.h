@@ -254,6 +254,7 @@ enum msg_cache_fig {
 	MSG_CACHE_WB_ERRORS,	/* write-backs that failed (retried) */
 	MSG_CACHE_RESIDENT_MAX, /* the most bytes it held */
 	MSG_CACHE_WP_FAULTS,	/* first writes to a page seen */
+	MSG_CACHE_FILE_MAX,	/* the most bytes its memfds had allocated */
 	MSG_CACHE__MAX,
 };
 

@@ -29,6 +29,9 @@ struct floop_counters {
 	/* the cache of remote pages (cache mode) */
 	atomic_uint_fast64_t cache_resident;	 /* pages held (or landing) */
 	atomic_uint_fast64_t cache_resident_max; /* high-water mark */
+	/* bytes the cache memfds had allocated (st_blocks), the most seen
+	 * when the cache was full and on every tick */
+	atomic_uint_fast64_t cache_file_max;
 	atomic_uint_fast64_t cache_dirty;	 /* pages not yet home */
 	atomic_uint_fast64_t cache_hits;	 /* faults on pages held */
 	atomic_uint_fast64_t cache_misses;	 /* faults that fetched */

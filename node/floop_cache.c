@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -734,6 +735,20 @@ static void cache_evict_fifo(struct floop *f)
 	}
 }
 
+/* Samples what the cache memfds have allocated (the kernel's count, not
+ * ours) into the high-water mark. */
+static void cache_file_sample(struct floop *f)
+{
+	uint64_t bytes = 0;
+	struct stat st;
+
+	for (struct fmap *m = f->maps; m; m = m->next)
+		if (m->cache && !fstat(m->cache_fd, &st))
+			bytes += (uint64_t)st.st_blocks * 512;
+	if (bytes > atomic_load(&f->ctr.cache_file_max))
+		atomic_store(&f->ctr.cache_file_max, bytes);
+}
+
 /*
  * Moves the clock hand until the cache is back within its size or the
  * scan budget is spent: touched pages lose their REF (and are sampled),
@@ -743,6 +758,7 @@ static void cache_evict(struct floop *f)
 {
 	unsigned int budget = CACHE_SCAN_MAX;
 
+	cache_file_sample(f); /* full: at its largest */
 	if (f->cfg.cache_fifo) {
 		cache_evict_fifo(f);
 		return;
@@ -912,6 +928,8 @@ void floop_cache_run(struct floop *f, uint64_t now, int tick)
 
 	if (periodic)
 		f->last_wb_ms = now;
+	if (tick && f->maps)
+		cache_file_sample(f);
 	for (struct fmap *m = f->maps; m; m = m->next) {
 		if (!m->cache || !m->n_dirty)
 			continue;

@@ -526,6 +526,8 @@ static int fsvc_on_stats(struct fsvc_conn *c)
 			atomic_load(&ctr->cache_wb_errors);
 		rep.cache[MSG_CACHE_WP_FAULTS] =
 			atomic_load(&ctr->cache_wp_faults);
+		rep.cache[MSG_CACHE_FILE_MAX] =
+			atomic_load(&ctr->cache_file_max);
 	}
 	ret = ctl_send(c->fd, &rep, NULL, 0);
 	msg_fini(&rep);
