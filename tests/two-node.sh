@@ -91,19 +91,25 @@ LAT=$FP_TMP/lat.txt
 : >"$LAT"
 mism=0
 passes=0
-for pass in "seq 1" "rand 1" "rand 4"; do
-	set -- $pass
-	out=$FP_TMP/touch-$1-$2.out
-	if ! fp_cli A hostA touch demo --seed "$SEED" --order "$1" --threads "$2" \
-		--local-too --lat-file "$LAT" >"$out" 2>&1; then
+# pass OUT WHAT TOUCH-ARGS...: one touch pass on host A (every byte
+# verified); adds its mismatches to mism
+pass() {
+	local out=$1 what=$2 m
+	shift 2
+	if ! fp_cli A hostA touch demo "$@" --local-too >"$out" 2>&1; then
 		cat "$out" >&2
-		fp_fail "touch --order $1 --threads $2 failed"
+		fp_fail "touch $* ($what) failed"
 	fi
-	passes=$((passes + 1))
-	say "$(grep '^touch:' "$out" | tail -n1)"
+	say "$(grep '^touch:' "$out" | tail -n1) ($what)"
 	m=$(fp_field "$out" touch: mismatches)
-	[ -n "$m" ] || fp_fail "touch printed no summary: $(tail -n3 "$out")"
+	[ -n "$m" ] || fp_fail "touch ($what) printed no summary: $(tail -n3 "$out")"
 	mism=$((mism + m))
+}
+for p in "seq 1" "rand 1" "rand 4"; do
+	set -- $p
+	pass "$FP_TMP/touch-$1-$2.out" reads --seed "$SEED" --order "$1" --threads "$2" \
+		--lat-file "$LAT"
+	passes=$((passes + 1))
 done
 last=$FP_TMP/touch-rand-4.out
 
@@ -113,29 +119,11 @@ writebacks=0
 cache_field() { fp_cli A hostA stats 2>&1 | grep ' cache: ' | tr ' ' '\n' | sed -n "s/^$1=//p" | head -n1; }
 if [ $WRITE = 1 ]; then
 	seed2=$((SEED + 1))
-	out=$FP_TMP/touch-write.out
-	if ! fp_cli A hostA touch demo --write --seed "$seed2" --order rand --threads 4 \
-		--local-too >"$out" 2>&1; then
-		cat "$out" >&2
-		fp_fail "touch --write failed"
-	fi
-	say "$(grep '^touch:' "$out" | tail -n1) (writes)"
-	m=$(fp_field "$out" touch: mismatches)
-	[ -n "$m" ] || fp_fail "touch --write printed no summary: $(tail -n3 "$out")"
-	mism=$((mism + m))
-	written=$(fp_field "$out" touch: pages)
+	pass "$FP_TMP/touch-write.out" writes --write --seed "$seed2" --order rand --threads 4
+	written=$(fp_field "$FP_TMP/touch-write.out" touch: pages)
 	writebacks=$(cache_field writebacks)
 	if [ "$(cache_field limit)" -gt 0 ] 2>/dev/null; then
-		out=$FP_TMP/touch-readback.out
-		if ! fp_cli A hostA touch demo --seed "$seed2" --order seq --threads 1 \
-			--local-too >"$out" 2>&1; then
-			cat "$out" >&2
-			fp_fail "reading the written pages back failed"
-		fi
-		say "$(grep '^touch:' "$out" | tail -n1) (read back)"
-		m=$(fp_field "$out" touch: mismatches)
-		[ -n "$m" ] || fp_fail "read back printed no summary: $(tail -n3 "$out")"
-		mism=$((mism + m))
+		pass "$FP_TMP/touch-readback.out" "read back" --seed "$seed2"
 	else
 		say "agent A serves faults by copying: the writes stayed in the mapping, not read back"
 	fi

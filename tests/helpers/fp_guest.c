@@ -357,6 +357,17 @@ static void guest_check(struct guest_counts *c, const uint8_t *p, uint64_t seed,
 		atomic_fetch_add(&c->wrong, 1);
 }
 
+/* Ends the line begun with what @c counted. */
+static void guest_counts_put(struct guest_counts *c)
+{
+	printf(" verified=%lu wrong=%lu zero=%lu sigbus=%lu\n",
+	       (unsigned long)atomic_load(&c->verified),
+	       (unsigned long)atomic_load(&c->wrong),
+	       (unsigned long)atomic_load(&c->zero),
+	       (unsigned long)atomic_load(&c->sigbus));
+	fflush(stdout);
+}
+
 /*
  * What a touching thread needs of a mapping, copied out before it starts:
  * the map itself may be unmapped and freed under it (unmap-race).
@@ -449,12 +460,8 @@ static int guest_hold(const char *region, uint64_t seed, const char *which)
 		guest_touch(&v, 0, half, &c, NULL);
 	if (!atomic_load(&c.sigbus))
 		guest_touch(&v, half, v.n, &c, NULL);
-	printf("hold: verified=%lu wrong=%lu zero=%lu sigbus=%lu\n",
-	       (unsigned long)atomic_load(&c.verified),
-	       (unsigned long)atomic_load(&c.wrong),
-	       (unsigned long)atomic_load(&c.zero),
-	       (unsigned long)atomic_load(&c.sigbus));
-	fflush(stdout);
+	printf("hold:");
+	guest_counts_put(&c);
 	free(v.pages);
 	farpage_unmap(m);
 	return 0;
@@ -691,13 +698,8 @@ static int guest_hotcold(const char *region, uint64_t seed, size_t hot,
 		guest_touch(&v, 0, hot, &c, NULL);
 		guest_touch(&v, hot + r * cold, hot + (r + 1) * cold, &c, NULL);
 	}
-	printf("hotcold: rounds=%zu hot=%zu cold=%zu verified=%lu wrong=%lu "
-	       "zero=%lu sigbus=%lu\n",
-	       r, hot, cold, (unsigned long)atomic_load(&c.verified),
-	       (unsigned long)atomic_load(&c.wrong),
-	       (unsigned long)atomic_load(&c.zero),
-	       (unsigned long)atomic_load(&c.sigbus));
-	fflush(stdout);
+	printf("hotcold: rounds=%zu hot=%zu cold=%zu", r, hot, cold);
+	guest_counts_put(&c);
 	free(v.pages);
 	farpage_unmap(m);
 	return atomic_load(&c.wrong) || atomic_load(&c.zero) ||
