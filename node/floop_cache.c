@@ -57,6 +57,9 @@ static uint64_t cache_pages(const struct fmap *m)
 	return m->span / FLOOP_PAGE;
 }
 
+static void cache_adopt(struct floop *f, struct fmap *m);
+static void cache_fifo_push(struct floop *f, struct fmap *m, uint64_t i);
+
 int floop_cache_map_init(struct floop *f, struct fmap *m,
 			 const struct floop_map_desc *d)
 {
@@ -88,6 +91,8 @@ int floop_cache_map_init(struct floop *f, struct fmap *m,
 	m->cache_fd = d->cache_fd;
 	m->writable = !(d->flags & MSG_MAP_RDONLY);
 	m->wp_cont = m->writable;
+	if (m->writable && (d->flags & MSG_MAP_RESUME))
+		cache_adopt(f, m);
 	return 0;
 }
 
@@ -184,6 +189,39 @@ void floop_cache_charge(struct floop *f, struct fmap *m, uint64_t addr,
 	r = atomic_fetch_add(&f->ctr.cache_resident, n) + n;
 	if (r > atomic_load(&f->ctr.cache_resident_max))
 		atomic_store(&f->ctr.cache_resident_max, r);
+}
+
+/*
+ * A writable mapping handed over by a process whose agent died: every
+ * page in its memfd (each one whole, see fsvc_cache_pages_whole()) is
+ * held and counted as written, since which of them the guest wrote since
+ * they last went home is not known. They all go home.
+ */
+static void cache_adopt(struct floop *f, struct fmap *m)
+{
+	off_t off = 0, end;
+	uint64_t n = 0;
+
+	while ((off = lseek(m->cache_fd, off, SEEK_DATA)) >= 0 &&
+	       (uint64_t)off < m->span) {
+		end = lseek(m->cache_fd, off, SEEK_HOLE);
+		if (end < 0 || (uint64_t)end > m->span)
+			end = (off_t)m->span;
+		for (uint64_t i = (uint64_t)off / FLOOP_PAGE;
+		     i * FLOOP_PAGE < (uint64_t)end; i++) {
+			floop_cache_charge(f, m, m->base + i * FLOOP_PAGE, 1);
+			m->pst[i] |= PS_VALID;
+			cache_dirty_set(f, m, i);
+			if (m->fifo)
+				cache_fifo_push(f, m, i);
+			n++;
+		}
+		off = end;
+	}
+	if (n)
+		log_info("map %s: %llu pages of the dead agent's cache taken "
+			 "over, all counted as written: they go home",
+			 m->name, (unsigned long long)n);
 }
 
 /* Punches [i, i + n) out of the memfd: every mapping loses the pages. */

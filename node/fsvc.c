@@ -17,6 +17,7 @@
 #define LOG_PREFIX "fsvc: "
 #include "agent.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -229,12 +230,67 @@ static int fsvc_cache_create(const struct msg *l, int *out)
 	return 0;
 }
 
+/* The [selected] word of a THP setting in @path, or NULL. */
+static const char *fsvc_thp_sel(const char *path, char *buf, size_t len)
+{
+	FILE *fp = fopen(path, "re");
+	char *sel = NULL, *end;
+
+	if (!fp)
+		return NULL;
+	if (fgets(buf, (int)len, fp) && (sel = strchr(buf, '[')) &&
+	    (end = strchr(sel, ']')))
+		*end = '\0';
+	else
+		sel = NULL;
+	fclose(fp);
+	return sel ? sel + 1 : NULL;
+}
+
+/*
+ * 1 if a page in a cache memfd is one the agent wrote whole: a page
+ * enters it by one pwrite() of the whole page, but where shmem may
+ * allocate huge pages for it, that write brings in zeroed pages around
+ * it, there as well.
+ */
+static int fsvc_cache_pages_whole(void)
+{
+	static const char top[] = "/sys/kernel/mm/transparent_hugepage";
+	char path[320], buf[128];
+	const char *sel;
+	struct dirent *e;
+	DIR *dir;
+	int ok = 1;
+
+	/* [never], [deny] or [advise] (no huge page without a VMA that
+	 * asks: the agent writes by offset), per size [never], [advise] or
+	 * [inherit] (then the top level's). No THP at all: fine. */
+	snprintf(path, sizeof(path), "%s/shmem_enabled", top);
+	if ((sel = fsvc_thp_sel(path, buf, sizeof(buf))))
+		ok = !strcmp(sel, "never") || !strcmp(sel, "deny") ||
+		     !strcmp(sel, "advise");
+	dir = opendir(top);
+	while (ok && dir && (e = readdir(dir))) {
+		if (strncmp(e->d_name, "hugepages-", 10))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/shmem_enabled", top,
+			 e->d_name);
+		if ((sel = fsvc_thp_sel(path, buf, sizeof(buf))))
+			ok = !strcmp(sel, "never") || !strcmp(sel, "advise") ||
+			     !strcmp(sel, "inherit");
+	}
+	if (dir)
+		closedir(dir);
+	return ok;
+}
+
 /*
  * A cache memfd a process hands back when it resumes a mapping with us
  * (its agent died): ours only if sealed as we seal and of the right size.
- * Its pages are dropped: we cannot know which of them had landed whole.
+ * With @empty its pages are dropped (a read-only mapping fetches them
+ * again); else they stay, every one of them whole (fsvc_cache_pages_whole()).
  */
-static int fsvc_cache_adopt(const struct msg *l, int fd)
+static int fsvc_cache_adopt(const struct msg *l, int fd, int empty)
 {
 	uint64_t span = (uint64_t)l->n_chunks * l->chunk_size;
 	int want = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
@@ -243,8 +299,8 @@ static int fsvc_cache_adopt(const struct msg *l, int fd)
 	if (fcntl(fd, F_GET_SEALS) != want || fstat(fd, &st) ||
 	    (uint64_t)st.st_size != span)
 		return -EBADF;
-	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
-		      (off_t)span))
+	if (empty && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			       0, (off_t)span))
 		return -errno;
 	return 0;
 }
@@ -425,15 +481,23 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 		const char *why = NULL;
 
 		if (req->flags & MSG_MAP_RESUME) {
-			/* What the dead agent's cache held is not known
-			 * whole: a writable mapping's unsent writes would be
-			 * lost, so it is not resumed (SIGBUS, not silence). */
-			if (!(req->flags & MSG_MAP_RDONLY))
+			int wr = !(req->flags & MSG_MAP_RDONLY);
+
+			/* Which pages the dead agent's cache held clean is
+			 * not known: a read-only mapping's cache is emptied;
+			 * a writable one's pages are all taken as written
+			 * (floop_cache_map_init()), which needs every page
+			 * in it whole. */
+			if (wr && !fsvc_cache_pages_whole())
 				why = "a writable mapping of a dead agent's "
-				      "cache is not resumed: pages it wrote "
-				      "and "
-				      "had not flushed were in that agent";
-			else if (fd2 < 0 || fsvc_cache_adopt(&c->layout, fd2))
+				      "cache is not resumed: shmem may use "
+				      "huge "
+				      "pages here "
+				      "(transparent_hugepage/shmem_enabled), "
+				      "so a page in the cache may not be one "
+				      "the agent wrote whole";
+			else if (fd2 < 0 ||
+				 fsvc_cache_adopt(&c->layout, fd2, !wr))
 				why = "map_uffd: no usable cache memfd";
 			else {
 				d.cache_fd = fd2;

@@ -41,6 +41,14 @@
  *   fp_guest rdonly-write REGION
  *                               map read-only, write a remote page: must
  *                               be SIGSEGV ("rdonly-write: segv=1").
+ *   fp_guest wresume REGION SEED
+ *                               map writable, write SEED's pattern into
+ *                               every page (no flush), print "fp_guest:
+ *                               written N pages", wait for a line on stdin
+ *                               (the agent is restarted meanwhile), then
+ *                               flush and verify every page; ends with
+ *                               "wresume: flush=ERR verified=N wrong=N
+ *                               zero=N sigbus=N".
  *   fp_guest hotcold REGION SEED HOT COLD ROUNDS
  *                               map read-only; each round reads and
  *                               verifies the first HOT pages (the hot set)
@@ -674,6 +682,43 @@ static int guest_rdonly_write(const char *region)
 	return segv ? 0 : 1;
 }
 
+/* Writes that are still only in the agent's cache when it dies (see the
+ * top). */
+static int guest_wresume(const char *region, uint64_t seed)
+{
+	struct guest_counts c = { 0 };
+	struct farpage_map *m;
+	struct guest_view v;
+	char line[64];
+	int ret;
+
+	ret = farpage_map(region, NULL, &m);
+	if (ret) {
+		fprintf(stderr, "fp_guest: map %s writable: %s\n", region,
+			farpage_strerror(ret));
+		return 1;
+	}
+	if (guest_view_init(&v, m, seed, 1))
+		return 1;
+	for (size_t i = 0; i < v.n; i++)
+		pattern_fill(v.base + v.pages[i] * PATTERN_PAGE, seed,
+			     v.pages[i]);
+	printf("fp_guest: written %zu pages\n", v.n);
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		fprintf(stderr, "fp_guest: stdin closed; flushing\n");
+	guest_signals_catch();
+	ret = farpage_flush(m);
+	guest_touch(&v, 0, v.n, &c, NULL);
+	printf("wresume: flush=%d", ret);
+	guest_counts_put(&c);
+	free(v.pages);
+	if (farpage_unmap(m))
+		ret = -EIO;
+	return ret || atomic_load(&c.wrong) || atomic_load(&c.zero) ||
+	       atomic_load(&c.sigbus);
+}
+
 /* A hot set read every round among pages read once (see the top). */
 static int guest_hotcold(const char *region, uint64_t seed, size_t hot,
 			 size_t cold, size_t rounds)
@@ -722,6 +767,8 @@ int main(int argc, char **argv)
 			(unsigned int)strtoul(argv[4], NULL, 0));
 	if (argc == 4 && !strcmp(argv[1], "whold"))
 		return guest_whold(argv[2], strtoull(argv[3], NULL, 0));
+	if (argc == 4 && !strcmp(argv[1], "wresume"))
+		return guest_wresume(argv[2], strtoull(argv[3], NULL, 0));
 	if (argc == 7 && !strcmp(argv[1], "hotcold"))
 		return guest_hotcold(argv[2], strtoull(argv[3], NULL, 0),
 				     strtoull(argv[4], NULL, 0),
@@ -739,6 +786,7 @@ int main(int argc, char **argv)
 		"SEED ROUNDS |\n"
 		"       poison-race REGION | whold REGION SEED | rdonly-write "
 		"REGION |\n"
-		"       hotcold REGION SEED HOT COLD ROUNDS\n");
+		"       hotcold REGION SEED HOT COLD ROUNDS | wresume REGION "
+		"SEED\n");
 	return 2;
 }

@@ -13,6 +13,8 @@
 #   5. the owner SIGSTOPped while a writer evicts: nothing is lost, the
 #      writer resumes when the owner does
 #   6. the flush command of the CLI
+#   7. A's agent killed -9 with written pages only in its cache, then
+#      restarted: the writer's mapping is handed over, nothing is lost
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 fp_require
@@ -113,4 +115,29 @@ fp_touch_ok "C reads every page written across the owner's stop" "$FP_TMP/r11.ou
 fp_cli H A flush r >"$FP_TMP/flush.out" 2>&1 || { cat "$FP_TMP/flush.out" >&2; fp_fail "farpage flush"; }
 grep -q "every written page is home" "$FP_TMP/flush.out" || fp_fail "flush output"
 fp_log "ok: farpage flush"
+
+# 7. A's agent dies with written pages still only in its cache and comes
+#    back (an upgrade): the writer hands its mapping over, the new agent
+#    takes every page in the cache as written, and they all go home
+kill "${FP_NODE_PID[A]}"
+wait "${FP_NODE_PID[A]}" 2>/dev/null
+fp_node_start H A --cache-size "$CACHE" --writeback-ms 600000
+mkfifo "$FP_TMP/wr.fifo" && exec 8<>"$FP_TMP/wr.fifo" || fp_fail "fifo"
+FARPAGE_AGENT_TIMEOUT_MS=30000 FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[A]} \
+	"$GUEST" wresume r 13 <"$FP_TMP/wr.fifo" >"$FP_TMP/wr.out" 2>&1 &
+gp=$!
+FP_PIDS+=("$gp")
+fp_wait_log "$FP_TMP/wr.out" "written" 120 || { cat "$FP_TMP/wr.out" >&2; fp_fail "writer did not write"; }
+dirty=$(stat_of A dirty)
+[ "${dirty:-0}" -gt 0 ] || fp_fail "no written page was left only in A's cache (dirty=${dirty:-?})"
+kill -KILL "${FP_NODE_PID[A]}"
+wait "${FP_NODE_PID[A]}" 2>/dev/null
+fp_node_start H A --cache-size "$CACHE" --writeback-ms 200
+echo go >&8
+fp_wait_pid "$gp" 120 || { cat "$FP_TMP/wr.out" >&2; fp_fail "writer across its agent's restart"; }
+grep -q "wresume: flush=0 .*wrong=0 zero=0 sigbus=0" "$FP_TMP/wr.out" ||
+	{ cat "$FP_TMP/wr.out" >&2; fp_fail "writer across its agent's restart: $(tail -n1 "$FP_TMP/wr.out")"; }
+grep -q "process handed over region r" "$FP_TMP/A.log" || fp_fail "the new agent did not take the mapping over"
+fp_cli H C touch r --seed 13 >"$FP_TMP/r13.out" 2>&1 || { cat "$FP_TMP/r13.out" >&2; fp_fail "C reading seed 13"; }
+fp_touch_ok "A's agent killed with $dirty written bytes only in its cache, restarted: the writer went on, C reads every page" "$FP_TMP/r13.out"
 exit 0
