@@ -16,7 +16,7 @@ static const char cli_stats_usage[] =
 	"and, when remote pages are cached there, its cache as another:\n"
 	"  cache: limit=B resident=B resident_max=B dirty=B hits=N misses=N\n"
 	"         hit_ratio=X evictions=N writebacks=N wb_errors=N "
-	"wp_faults=N\n"
+	"wp_faults=N file_max=B\n"
 	"(B: bytes; writebacks and evictions: pages). The agent is the one\n"
 	"at --agent-sock.\n";
 
@@ -39,7 +39,7 @@ int cli_stats_print(const char *agent_sock, const char *label)
 	printf("%s cache: limit=%llu resident=%llu resident_max=%llu "
 	       "dirty=%llu hits=%llu misses=%llu hit_ratio=%.3f "
 	       "evictions=%llu writebacks=%llu wb_errors=%llu "
-	       "wp_faults=%llu\n",
+	       "wp_faults=%llu file_max=%llu\n",
 	       label, (unsigned long long)st.cache_limit,
 	       (unsigned long long)st.cache_resident,
 	       (unsigned long long)st.cache_resident_max,
@@ -53,7 +53,8 @@ int cli_stats_print(const char *agent_sock, const char *label)
 	       (unsigned long long)st.cache_evictions,
 	       (unsigned long long)st.cache_writebacks,
 	       (unsigned long long)st.cache_wb_errors,
-	       (unsigned long long)st.cache_wp_faults);
+	       (unsigned long long)st.cache_wp_faults,
+	       (unsigned long long)st.cache_file_max);
 	return 0;
 }
 

@@ -143,6 +143,14 @@ static void cli_status_text(const struct cli *c, const struct cli_status *st)
 			       cli_size_str(p->bytes, size, sizeof(size)),
 			       (unsigned long long)p->errors,
 			       (unsigned long long)p->posted);
+			if (p->writes || p->werrors)
+				printf("        %-11s writes %-9llu bytes "
+				       "%-10s "
+				       "errors %llu\n",
+				       "", (unsigned long long)p->writes,
+				       cli_size_str(p->wbytes, size,
+						    sizeof(size)),
+				       (unsigned long long)p->werrors);
 		}
 	}
 
@@ -199,11 +207,15 @@ static void cli_json_node(const struct msg_node *n)
 		       (unsigned long long)p->node);
 		cli_json_str(p->transport);
 		printf(", \"reads\": %llu, \"bytes\": %llu, \"errors\": %llu, "
-		       "\"posted\": %llu}",
+		       "\"posted\": %llu, \"writes\": %llu, \"wbytes\": %llu, "
+		       "\"werrors\": %llu}",
 		       (unsigned long long)p->reads,
 		       (unsigned long long)p->bytes,
 		       (unsigned long long)p->errors,
-		       (unsigned long long)p->posted);
+		       (unsigned long long)p->posted,
+		       (unsigned long long)p->writes,
+		       (unsigned long long)p->wbytes,
+		       (unsigned long long)p->werrors);
 	}
 	printf("]}");
 }

@@ -110,6 +110,9 @@ static const struct msg_field msg_peer_fields[] = {
 	F_U64(msg_peer, "bytes", bytes, 0, UINT64_MAX),
 	F_U64(msg_peer, "errors", errors, 0, UINT64_MAX),
 	F_U64(msg_peer, "posted", posted, 0, UINT64_MAX),
+	F_U64(msg_peer, "writes", writes, 0, UINT64_MAX),
+	F_U64(msg_peer, "wbytes", wbytes, 0, UINT64_MAX),
+	F_U64(msg_peer, "werrors", werrors, 0, UINT64_MAX),
 };
 
 static const struct msg_rec msg_peer_rec = {

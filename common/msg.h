@@ -187,10 +187,13 @@ struct msg_region {
 struct msg_peer {
 	uint64_t node;
 	char transport[MSG_XPORT_MAX];
-	uint64_t posted; /* reads posted */
-	uint64_t reads;	 /* reads completed */
-	uint64_t bytes;	 /* bytes read */
-	uint64_t errors; /* reads failed */
+	uint64_t posted;  /* reads posted */
+	uint64_t reads;	  /* reads completed */
+	uint64_t bytes;	  /* bytes read */
+	uint64_t errors;  /* reads failed */
+	uint64_t writes;  /* writes completed (one per run of pages) */
+	uint64_t wbytes;  /* bytes written home */
+	uint64_t werrors; /* write-backs failed */
 };
 
 struct msg {
@@ -251,6 +254,7 @@ enum msg_cache_fig {
 	MSG_CACHE_WB_ERRORS,	/* write-backs that failed (retried) */
 	MSG_CACHE_RESIDENT_MAX, /* the most bytes it held */
 	MSG_CACHE_WP_FAULTS,	/* first writes to a page seen */
+	MSG_CACHE_FILE_MAX,	/* the most bytes its memfds had allocated */
 	MSG_CACHE__MAX,
 };
 

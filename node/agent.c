@@ -103,9 +103,9 @@ static void agent_xports(const struct node_agent *a, struct floop_cfg *fc)
 }
 
 /*
- * Cache mode (the default where it works): the verbs transport cannot land
- * pages in the cache yet, so with a verbs device faults are served by
- * copying. The cache is a quarter of RAM unless told.
+ * Cache mode (the default where the kernel can: the fault loop falls back
+ * to copying per mapping otherwise). The cache is a quarter of RAM unless
+ * told.
  */
 static int agent_cache_cfg(struct node_agent *a, struct floop_cfg *fcfg)
 {
@@ -118,23 +118,14 @@ static int agent_cache_cfg(struct node_agent *a, struct floop_cfg *fcfg)
 					      : UINT64_C(1) << 30;
 	a->cfg.cache_size &= ~UINT64_C(4095);
 	a->cache_on = strcmp(mode, "copy") != 0;
-	if (a->cache_on && a->rdma) {
-		if (!strcmp(mode, "cache")) {
-			log_err("--fault-mode cache: the verbs transport "
-				"cannot land pages in the cache yet; use "
-				"--transport tcp or --fault-mode copy");
-			return -EOPNOTSUPP;
-		}
-		log_info("faults are served by copying: the verbs transport "
-			 "cannot land pages in the cache yet");
-		a->cache_on = 0;
-	}
 	fcfg->cache_pages = a->cache_on ? a->cfg.cache_size / 4096 : 0;
 	fcfg->writeback_ms = a->cfg.writeback_ms;
+	fcfg->cache_fifo = a->cfg.cache_fifo;
 	if (a->cache_on)
-		log_info("remote pages are cached here: up to %s, written "
-			 "pages go home every %u ms",
+		log_info("remote pages are cached here: up to %s (%s), "
+			 "written pages go home every %u ms",
 			 util_size_fmt(a->cfg.cache_size, sz, sizeof(sz)),
+			 a->cfg.cache_fifo ? "fifo" : "clock",
 			 a->cfg.writeback_ms);
 	return 0;
 }

@@ -44,6 +44,7 @@ struct node_cfg {
 	const char *fault_mode;	 /* "auto", "cache", "copy" */
 	uint64_t cache_size;	 /* bytes; 0 = a quarter of RAM */
 	unsigned int writeback_ms;
+	int cache_fifo; /* --cache-policy fifo */
 };
 
 struct node_agent {

@@ -832,16 +832,24 @@ static void floop_cmd_self(struct floop *f, uint64_t self)
 
 /* ---- commands from other threads ---- */
 
+/* Frees what @d owns (a map that is not added). */
+static void floop_desc_free(struct floop_map_desc *d)
+{
+	close(d->uffd);
+	if (d->cache_fd >= 0)
+		close(d->cache_fd);
+	if (d->pidfd >= 0)
+		close(d->pidfd);
+	free(d->chunks);
+}
+
 static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
 {
 	struct fmap *m = calloc(1, sizeof(*m));
 
 	if (!m) {
 		log_err("map %s: no memory", d->name);
-		close(d->uffd);
-		if (d->cache_fd >= 0)
-			close(d->cache_fd);
-		free(d->chunks);
+		floop_desc_free(d);
 		return;
 	}
 	m->preq.op = REQ_UFFD_POLL;
@@ -862,6 +870,7 @@ static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
 	m->cid = d->cid;
 	m->lease = d->lease;
 	m->cache_fd = -1;
+	m->pidfd = -1;
 	memcpy(m->name, d->name, sizeof(m->name));
 	if (d->cache_fd >= 0) {
 		int ret = floop_cache_map_init(f, m, d);
@@ -870,6 +879,8 @@ static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
 			/* Its faults cannot be served: SIGBUS, not a hang. */
 			log_errno(ret, "map %s: cannot map its cache", m->name);
 			close(d->cache_fd);
+			if (d->pidfd >= 0)
+				close(d->pidfd);
 			m->stale = 1;
 		}
 	}
@@ -1023,10 +1034,7 @@ int floop_map_add(struct floop *f, struct floop_map_desc *d)
 	struct cmd *c = calloc(1, sizeof(*c));
 
 	if (!c) {
-		close(d->uffd);
-		if (d->cache_fd >= 0)
-			close(d->cache_fd);
-		free(d->chunks);
+		floop_desc_free(d);
 		return -ENOMEM;
 	}
 	c->kind = CMD_MAP_ADD;
@@ -1367,10 +1375,12 @@ int floop_peer_stats(struct floop *f, struct msg_peer **out, uint32_t *n)
 	return 0;
 }
 
-/* Landing buffers: one page per slot, then FLOOP_RUN_PAGES per run. */
+/* Landing buffers: one page per slot, then FLOOP_RUN_PAGES per run, then
+ * FLOOP_RUN_PAGES per write-back slot. */
 static size_t floop_land_len(const struct floop *f)
 {
-	return ((size_t)f->n_slots + (size_t)FLOOP_RUNS * FLOOP_RUN_PAGES) *
+	return ((size_t)f->n_slots +
+		(size_t)(FLOOP_RUNS + FLOOP_WB_SLOTS) * FLOOP_RUN_PAGES) *
 	       FLOOP_PAGE;
 }
 
@@ -1446,6 +1456,11 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 		s->npages = FLOOP_RUN_PAGES;
 		f->run_free[f->n_run_free++] = f->n_slots + FLOOP_RUNS - 1 - i;
 	}
+	for (uint32_t i = 0; i < FLOOP_WB_SLOTS; i++)
+		f->wbs[i].buf =
+			f->bufs + ((size_t)f->n_slots +
+				   (size_t)(FLOOP_RUNS + i) * FLOOP_RUN_PAGES) *
+					  FLOOP_PAGE;
 	f->efd = eventfd(0, EFD_CLOEXEC);
 	f->done_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (f->efd < 0 || f->done_efd < 0) {
@@ -1546,6 +1561,7 @@ void floop_destroy(struct floop *f)
 	free(f->peers);
 	free(f->stats);
 	free(f->slots);
+	free(f->fifo);
 	free(f->free_stack);
 	free(f->hash);
 	pthread_mutex_destroy(&f->lock);

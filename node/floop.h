@@ -29,6 +29,9 @@ struct floop_counters {
 	/* the cache of remote pages (cache mode) */
 	atomic_uint_fast64_t cache_resident;	 /* pages held (or landing) */
 	atomic_uint_fast64_t cache_resident_max; /* high-water mark */
+	/* bytes the cache memfds had allocated (st_blocks), the most seen
+	 * when the cache was full and on every tick */
+	atomic_uint_fast64_t cache_file_max;
 	atomic_uint_fast64_t cache_dirty;	 /* pages not yet home */
 	atomic_uint_fast64_t cache_hits;	 /* faults on pages held */
 	atomic_uint_fast64_t cache_misses;	 /* faults that fetched */
@@ -60,6 +63,7 @@ struct floop_cfg {
 	unsigned int spin_us; /* with reads in flight, spin this long first */
 	uint64_t cache_pages; /* cache mode: pages held at most */
 	unsigned int writeback_ms; /* dirty pages go home this often */
+	int cache_fifo; /* evict oldest first, not by the clock hand */
 };
 
 /* A mapping handed over by the fault service; the loop owns uffd and
@@ -78,6 +82,8 @@ struct floop_map_desc {
 	uint64_t epoch; /* of the region as mapped */
 	uint64_t cid;	/* of the coordinator's tables it came from */
 	int cache_fd;	/* MSG_MAP_CACHE: its cache memfd (the loop owns it) */
+	int pidfd;	/* cache mode: the process, to sample its access;
+			   -1: none (the loop owns it) */
 	uint64_t lease; /* write lease, handed back when it is done */
 };
 

@@ -3,18 +3,28 @@
  * Fault loop: the cache of remote pages (cache mode).
  *
  * The remote-owned chunks of a mapping are backed by a shmem memfd (the
- * cache) that the guest maps MAP_SHARED and that we map too (the alias,
- * which write-backs send from). A fetch lands the owner's bytes in its
- * slot's page and writes them into the memfd whole; UFFDIO_CONTINUE then
+ * cache) that the guest maps MAP_SHARED; we only read and write it by
+ * offset, never map it (a page mapped only by the guest can have its
+ * mapping dropped to sample access, see below). A fetch lands the owner's
+ * bytes in its slot's page (tcp receive or RDMA READ: a registered buffer)
+ * and writes them into the memfd whole; UFFDIO_CONTINUE then
  * maps the page into the guest, write-protected, so that its first
  * write raises a WP fault: the page is dirty from then on (and writable).
  * Dirty pages go home (a transport write into the owner's pool) in the
  * background every writeback_ms, when a flush asks, before their mapping
- * goes, and before they are evicted. Over its size the cache evicts with a
+ * goes, and before they are evicted: read from the memfd into a
+ * write-back buffer (registered, like the landing pages) and sent from
+ * there. Over its size the cache evicts with a
  * CLOCK hand: a page touched since the hand last passed (a fault set its
  * REF) gets another round, a clean one is punched out of the memfd (every
  * mapping loses it; the next touch fetches it again), a dirty one is sent
- * home first. A page whose write-back fails stays dirty and is sent again:
+ * home first. A mapped page faults only once, so to see it touched again
+ * the hand samples: as it clears a page's REF it also drops the guest's
+ * mapping of it (process_madvise(MADV_PAGEOUT) on the guest's pidfd; the
+ * page stays in the memfd, or in swap if the host has some), and the
+ * guest's next touch is a MINOR fault that sets REF again and maps the
+ * page back with one CONTINUE. --cache-policy fifo evicts in the order
+ * pages landed instead (the baseline the clock is measured against). A page whose write-back fails stays dirty and is sent again:
  * it is never dropped, and never read back as zeroes.
  *
  * Page states (PS_*): CHARGED from the fetch on (counted as held), VALID
@@ -30,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -49,22 +60,30 @@ static uint64_t cache_pages(const struct fmap *m)
 int floop_cache_map_init(struct floop *f, struct fmap *m,
 			 const struct floop_map_desc *d)
 {
-	void *p;
-
 	/* Writes we could not see would never go home. */
 	if (!(d->flags & MSG_MAP_RDONLY) &&
 	    !(d->features & UFFD_FEATURE_WP_HUGETLBFS_SHMEM))
 		return -EOPNOTSUPP;
-	p = mmap(NULL, m->span, PROT_READ | PROT_WRITE, MAP_SHARED, d->cache_fd,
-		 0);
-	if (p == MAP_FAILED)
-		return -errno;
 	m->pst = calloc(cache_pages(m), 1);
-	if (!m->pst) {
-		munmap(p, m->span);
+	if (!m->pst)
 		return -ENOMEM;
+	if (f->cfg.cache_fifo) {
+		if (cache_pages(m) > UINT32_MAX) {
+			free(m->pst);
+			m->pst = NULL;
+			return -EFBIG;
+		}
+		m->fifo = calloc(cache_pages(m), sizeof(*m->fifo));
+		if (!m->fifo) {
+			free(m->pst);
+			m->pst = NULL;
+			return -ENOMEM;
+		}
 	}
-	m->alias = p;
+	/* FIFO looks at no access: nothing to sample. */
+	m->pidfd = f->cfg.cache_fifo ? -1 : d->pidfd;
+	if (m->pidfd < 0 && d->pidfd >= 0)
+		close(d->pidfd);
 	m->cache = 1;
 	m->cache_fd = d->cache_fd;
 	m->writable = !(d->flags & MSG_MAP_RDONLY);
@@ -120,8 +139,16 @@ void floop_cache_map_fini(struct floop *f, struct fmap *m)
 		f->hand_map = NULL;
 		f->hand_page = 0;
 	}
-	munmap(m->alias, m->span);
+	if (f->smp_map == m) {
+		f->smp_map = NULL;
+		f->n_smp = 0;
+	}
+	if (m->pidfd >= 0)
+		close(m->pidfd);
+	m->pidfd = -1;
 	close(m->cache_fd);
+	free(m->fifo);
+	m->fifo = NULL;
 	free(m->pst);
 	m->cache = 0;
 }
@@ -195,11 +222,10 @@ void floop_cache_uncharge(struct floop *f, struct fmap *m, uint64_t addr,
 /* True if page @i is in the memfd (the guest may have punched it). */
 static int cache_in_file(const struct fmap *m, uint64_t i)
 {
-	unsigned char v = 0;
+	off_t off = (off_t)(i * FLOOP_PAGE);
 
-	if (mincore(m->alias + i * FLOOP_PAGE, FLOOP_PAGE, &v))
-		return 1;
-	return v & 1;
+	/* -1/ENXIO: only holes from there to the end */
+	return lseek(m->cache_fd, off, SEEK_DATA) == off;
 }
 
 /*
@@ -294,6 +320,76 @@ int floop_cache_fault(struct floop *f, struct fmap *m, uint64_t addr,
 	}
 }
 
+/* ---- --cache-policy fifo ---- */
+
+static struct fmap *cache_map_by_id(struct floop *f, uint64_t id)
+{
+	for (struct fmap *m = f->maps; m; m = m->next)
+		if (m->id == id)
+			return m;
+	return NULL;
+}
+
+/* The map of @e if @e still stands for a page in the cache, or NULL. */
+static struct fmap *cache_fifo_live(struct floop *f, const struct fifo_ent *e)
+{
+	struct fmap *m = cache_map_by_id(f, e->map_id);
+
+	if (!m || !m->cache || !m->fifo || e->idx >= cache_pages(m) ||
+	    m->fifo[e->idx] != e->stamp || !(m->pst[e->idx] & PS_VALID))
+		return NULL;
+	return m;
+}
+
+/* Makes room in the queue: drops stale entries, grows it if that was not
+ * enough. 0 or -ENOMEM. */
+static int cache_fifo_room(struct floop *f)
+{
+	size_t cap = f->fifo_cap, n = 0;
+	struct fifo_ent *q;
+
+	/* In place, in order: the n-th live entry moves to slot n (n <= k,
+	 * so no entry is overwritten before it is read). */
+	for (size_t k = 0; k < f->fifo_len; k++) {
+		struct fifo_ent e = f->fifo[(f->fifo_head + k) % cap];
+
+		if (cache_fifo_live(f, &e))
+			f->fifo[(f->fifo_head + n++) % cap] = e;
+	}
+	f->fifo_len = n;
+	if (n < cap / 2 && cap)
+		return 0;
+	q = malloc((cap ? cap * 2 : 4096) * sizeof(*q));
+	if (!q)
+		return -ENOMEM;
+	for (size_t k = 0; k < n; k++)
+		q[k] = f->fifo[(f->fifo_head + k) % cap];
+	free(f->fifo);
+	f->fifo = q;
+	f->fifo_cap = cap ? cap * 2 : 4096;
+	f->fifo_head = 0;
+	return 0;
+}
+
+/* Page @i of @m landed: it joins the queue's tail. */
+static void cache_fifo_push(struct floop *f, struct fmap *m, uint64_t i)
+{
+	struct fifo_ent *e;
+
+	if (f->fifo_len == f->fifo_cap && cache_fifo_room(f)) {
+		/* Never evicted by the queue then; unmapping frees it. */
+		log_warn("map %s: no memory for the eviction queue", m->name);
+		return;
+	}
+	if (!++f->fifo_stamp)
+		f->fifo_stamp = 1;
+	m->fifo[i] = f->fifo_stamp;
+	e = &f->fifo[(f->fifo_head + f->fifo_len++) % f->fifo_cap];
+	e->map_id = m->id;
+	e->idx = (uint32_t)i;
+	e->stamp = f->fifo_stamp;
+}
+
 int floop_cache_resolve(struct floop *f, struct fetch *s)
 {
 	uint64_t len = (uint64_t)s->npages * FLOOP_PAGE, done;
@@ -315,8 +411,11 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 				  "map %s page %#llx: writing the cache",
 				  m->name,
 				  (unsigned long long)(s->addr - m->base));
-		for (uint32_t k = 0; k < s->npages; k++)
+		for (uint32_t k = 0; k < s->npages; k++) {
 			m->pst[i0 + k] |= PS_VALID | (s->ahead ? 0 : PS_REF);
+			if (m->fifo)
+				cache_fifo_push(f, m, i0 + k);
+		}
 		s->marked = 1;
 		atomic_fetch_add(s->owner == f->cfg.self ? &f->ctr.local
 							 : &f->ctr.remote,
@@ -356,6 +455,29 @@ static struct wback *cache_wb_slot(struct floop *f)
 		if (!f->wbs[k].busy)
 			return &f->wbs[k];
 	return NULL;
+}
+
+/* Reads @n pages at @rel of the cache into @dst. 0 or -errno. */
+static int cache_wb_read(struct fmap *m, uint8_t *dst, uint64_t rel, uint32_t n)
+{
+	size_t len = (size_t)n * FLOOP_PAGE, got = 0;
+
+	while (got < len) {
+		ssize_t r = pread(m->cache_fd, dst + got, len - got,
+				  (off_t)(rel + got));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			int err = r < 0 ? -errno : -EIO;
+
+			log_errno(err, "map %s page %#llx: reading the cache",
+				  m->name, (unsigned long long)(rel + got));
+			return err;
+		}
+		got += (size_t)r;
+	}
+	return 0;
 }
 
 /*
@@ -410,17 +532,23 @@ static uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i)
 	m->inflight++;
 	f->n_wb_busy++;
 	tag = ((uint64_t)w->gen << 32) | FLOOP_WB_TAG | (uint32_t)(w - f->wbs);
+	/* What is sent is what the memfd holds now (a punched page reads as
+	 * zeroes: the guest dropped its bytes itself). Our own page (its
+	 * chunk was not mapped from the pool) is read straight into it. */
 	if (w->owner == f->cfg.self) {
-		/* Our own page (its chunk was not mapped from the pool). */
+		ret = -ERANGE;
 		if (w->off <= f->cfg.pool_size &&
 		    f->cfg.pool_size - w->off >= (uint64_t)n * FLOOP_PAGE)
-			memcpy((uint8_t *)f->cfg.pool_base + w->off,
-			       m->alias + rel, (size_t)n * FLOOP_PAGE);
-		floop_cache_wb_done(f, (uint32_t)(w - f->wbs), w->gen, 0);
+			ret = cache_wb_read(
+				m, (uint8_t *)f->cfg.pool_base + w->off, rel,
+				n);
+		floop_cache_wb_done(f, (uint32_t)(w - f->wbs), w->gen, ret);
 		return n;
 	}
-	ret = floop_peer_write(f, w->owner, w->off, n * FLOOP_PAGE,
-			       m->alias + rel, tag);
+	ret = cache_wb_read(m, w->buf, rel, n);
+	if (!ret)
+		ret = floop_peer_write(f, w->owner, w->off, n * FLOOP_PAGE,
+				       w->buf, tag);
 	if (ret)
 		floop_cache_wb_done(f, (uint32_t)(w - f->wbs), w->gen, ret);
 	return n;
@@ -519,14 +647,122 @@ static struct fmap *cache_next_map(struct floop *f, struct fmap *m)
 	return NULL;
 }
 
+/* Drops the guest's mappings of the pages gathered by cache_sample(). */
+static void cache_sample_flush(struct floop *f)
+{
+	struct fmap *m = f->smp_map;
+	unsigned int n = f->n_smp;
+
+	f->n_smp = 0;
+	if (!m || !n || m->pidfd < 0)
+		return;
+	if (process_madvise(m->pidfd, f->smp, n, MADV_PAGEOUT, 0) >= 0)
+		return;
+	/* ESRCH: the process is gone; ENOMEM: a range is not mapped there
+	 * any more (being unmapped). Anything else will not change. */
+	if (errno == ESRCH || errno == ENOMEM || errno == EAGAIN ||
+	    errno == EINTR)
+		return;
+	log_info("map %s: cannot sample the process's access (process_madvise: "
+		 "%s): pages in use are kept only while their first touch is "
+		 "recent",
+		 m->name, log_strerror(-errno));
+	close(m->pidfd);
+	m->pidfd = -1;
+}
+
+/*
+ * Page @i of @m lost its REF: drop the guest's mapping of it, so that its
+ * next touch is a MINOR fault that sets REF again. Not on a kernel that
+ * cannot CONTINUE write-protected (every re-fault would count as a write).
+ */
+static void cache_sample(struct floop *f, struct fmap *m, uint64_t i)
+{
+	uint64_t addr = m->base + i * FLOOP_PAGE;
+	struct iovec *last;
+
+	if (m->pidfd < 0 || (m->writable && !m->wp_cont))
+		return;
+	if (f->smp_map != m || f->n_smp == FLOOP_SAMPLE_MAX)
+		cache_sample_flush(f);
+	f->smp_map = m;
+	last = f->n_smp ? &f->smp[f->n_smp - 1] : NULL;
+	if (last && (uintptr_t)last->iov_base + last->iov_len == addr) {
+		last->iov_len += FLOOP_PAGE;
+		return;
+	}
+	f->smp[f->n_smp].iov_base = (void *)(uintptr_t)addr;
+	f->smp[f->n_smp].iov_len = FLOOP_PAGE;
+	f->n_smp++;
+}
+
+/* Page @i of @m goes: punched out of the memfd, every mapping loses it. */
+static void cache_drop(struct floop *f, struct fmap *m, uint64_t i)
+{
+	cache_punch(m, i, 1);
+	cache_forget(f, m, i, 1);
+	atomic_fetch_add(&f->ctr.cache_evictions, 1);
+}
+
+/*
+ * --cache-policy fifo: drops pages in the order they landed until the
+ * cache is back within its size or the budget is spent. A dirty page is
+ * sent home first and queued again.
+ */
+static void cache_evict_fifo(struct floop *f)
+{
+	unsigned int budget = CACHE_SCAN_MAX;
+
+	while (floop_cache_resident(f) > f->cfg.cache_pages && budget-- &&
+	       f->fifo_len) {
+		struct fifo_ent e = f->fifo[f->fifo_head];
+		struct fmap *m = cache_fifo_live(f, &e);
+		uint8_t ps;
+
+		f->fifo_head = (f->fifo_head + 1) % f->fifo_cap;
+		f->fifo_len--;
+		if (!m)
+			continue;
+		ps = m->pst[e.idx];
+		if (ps & (PS_DIRTY | PS_WB)) {
+			if (!(ps & PS_WB) && m->wb_next_ms <= evl_now_ms())
+				cache_wb_start(f, m, e.idx);
+			f->fifo[(f->fifo_head + f->fifo_len++) % f->fifo_cap] =
+				e;
+			continue;
+		}
+		cache_drop(f, m, e.idx);
+	}
+}
+
+/* Samples what the cache memfds have allocated (the kernel's count, not
+ * ours) into the high-water mark. */
+static void cache_file_sample(struct floop *f)
+{
+	uint64_t bytes = 0;
+	struct stat st;
+
+	for (struct fmap *m = f->maps; m; m = m->next)
+		if (m->cache && !fstat(m->cache_fd, &st))
+			bytes += (uint64_t)st.st_blocks * 512;
+	if (bytes > atomic_load(&f->ctr.cache_file_max))
+		atomic_store(&f->ctr.cache_file_max, bytes);
+}
+
 /*
  * Moves the clock hand until the cache is back within its size or the
- * scan budget is spent: touched pages lose their REF, clean ones go,
- * dirty ones are sent home first.
+ * scan budget is spent: touched pages lose their REF (and are sampled),
+ * clean ones go, dirty ones are sent home first.
  */
 static void cache_evict(struct floop *f)
 {
 	unsigned int budget = CACHE_SCAN_MAX;
+
+	cache_file_sample(f); /* full: at its largest */
+	if (f->cfg.cache_fifo) {
+		cache_evict_fifo(f);
+		return;
+	}
 
 	while (floop_cache_resident(f) > f->cfg.cache_pages && budget) {
 		struct fmap *m = f->hand_map;
@@ -536,7 +772,7 @@ static void cache_evict(struct floop *f)
 			m = f->hand_map = cache_next_map(f, m);
 			f->hand_page = 0;
 			if (!m)
-				return;
+				break;
 		}
 		budget--;
 		ps = &m->pst[f->hand_page];
@@ -546,6 +782,7 @@ static void cache_evict(struct floop *f)
 		}
 		if (*ps & PS_REF) {
 			*ps &= ~PS_REF;
+			cache_sample(f, m, f->hand_page);
 			f->hand_page++;
 			continue;
 		}
@@ -555,11 +792,10 @@ static void cache_evict(struct floop *f)
 			f->hand_page++;
 			continue;
 		}
-		cache_punch(m, f->hand_page, 1);
-		cache_forget(f, m, f->hand_page, 1);
-		atomic_fetch_add(&f->ctr.cache_evictions, 1);
+		cache_drop(f, m, f->hand_page);
 		f->hand_page++;
 	}
+	cache_sample_flush(f);
 }
 
 /* ---- flushes ---- */
@@ -692,6 +928,8 @@ void floop_cache_run(struct floop *f, uint64_t now, int tick)
 
 	if (periodic)
 		f->last_wb_ms = now;
+	if (tick && f->maps)
+		cache_file_sample(f);
 	for (struct fmap *m = f->maps; m; m = m->next) {
 		if (!m->cache || !m->n_dirty)
 			continue;

@@ -10,24 +10,26 @@
 #include <liburing.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "evl.h"
 #include "floop.h"
 #include "req.h"
 #include "uffd.h"
 
-#define FLOOP_PAGE	4096u
-#define FLOOP_TICK_MS	20
-#define FLOOP_RETRY_MS	100
-#define FLOOP_MSGS	64
-#define FLOOP_RING	1024
-#define FLOOP_STREAMS	4  /* sequential streams tracked per mapping */
-#define FLOOP_RA_FIRST	4  /* first read-ahead window, pages */
-#define FLOOP_RUNS	32 /* multi-page read-ahead/prefetch reads */
-#define FLOOP_RUN_PAGES 16 /* pages in one such read */
-#define FLOOP_PF_DEPTH	64 /* background prefetch pages in flight per map */
-#define FLOOP_WB_SLOTS	64 /* write-back runs in flight */
-#define FLOOP_WB_TAG	0x80000000u /* tag bit of a write-back */
+#define FLOOP_PAGE	 4096u
+#define FLOOP_TICK_MS	 20
+#define FLOOP_RETRY_MS	 100
+#define FLOOP_MSGS	 64
+#define FLOOP_RING	 1024
+#define FLOOP_STREAMS	 4  /* sequential streams tracked per mapping */
+#define FLOOP_RA_FIRST	 4  /* first read-ahead window, pages */
+#define FLOOP_RUNS	 32 /* multi-page read-ahead/prefetch reads */
+#define FLOOP_RUN_PAGES	 16 /* pages in one such read */
+#define FLOOP_PF_DEPTH	 64 /* background prefetch pages in flight per map */
+#define FLOOP_WB_SLOTS	 64 /* write-back runs in flight */
+#define FLOOP_WB_TAG	 0x80000000u /* tag bit of a write-back */
+#define FLOOP_SAMPLE_MAX 64	     /* ranges dropped per process_madvise */
 /* Faults may take the cache this far over its size while victims go
  * home; beyond it they wait. Reads in flight land within it. */
 #define FLOOP_CACHE_SLACK                          \
@@ -85,11 +87,12 @@ struct fmap {
 	uint64_t pf_next;     /* next page the prefetch looks at */
 	unsigned int pf_busy; /* prefetch reads in flight */
 	/* cache mode (MSG_MAP_CACHE): remote pages live in a shmem memfd
-	 * that the guest maps and we alias; resolved with CONTINUE */
+	 * that the guest maps; resolved with CONTINUE */
 	int cache;
 	int cache_fd;
-	uint8_t *alias; /* the memfd, mapped here */
 	uint8_t *pst;	/* PS_* per page */
+	int pidfd;	/* the guest: its access is sampled; -1: not */
+	uint32_t *fifo; /* --cache-policy fifo: stamp of each page's entry */
 	int writable;	/* not MSG_MAP_RDONLY: registered WP, writes are seen */
 	int wp_cont;	/* CONTINUE maps write-protected (6.4+) */
 	uint64_t n_dirty;
@@ -102,6 +105,14 @@ struct fmap {
 	struct fmap *next;
 };
 
+/* --cache-policy fifo: a page that landed, in order; stale once the
+ * page's stamp changed (evicted and fetched again) or its map went. */
+struct fifo_ent {
+	uint64_t map_id;
+	uint32_t idx;
+	uint32_t stamp;
+};
+
 /* A write-back in flight: @npages dirty pages of @map at @addr. */
 struct wback {
 	int busy;
@@ -110,6 +121,9 @@ struct wback {
 	uint64_t addr;
 	uint32_t npages;
 	uint64_t owner, off;
+	uint8_t *buf; /* FLOOP_RUN_PAGES pages: what is sent, read from the
+			 cache when it starts (a registered buffer, verbs
+			 sends from it) */
 };
 
 /* A flush waiting for the pages it marked (PS_FLUSH) to go home. */
@@ -136,7 +150,7 @@ struct fetch {
 	uint32_t npages;   /* 1, or up to FLOOP_RUN_PAGES for a run */
 	uint32_t done_off; /* bytes of buf already copied in */
 	int marked;	   /* cache mode: landed pages marked valid */
-	uint8_t *buf;	   /* landing: the slot's own, or the cache alias */
+	uint8_t *buf;	   /* landing: the slot's own */
 	uint8_t *land;	   /* the slot's own landing buffer */
 	uint32_t hnext;	   /* hash chain, UINT32_MAX = end */
 };
@@ -254,6 +268,12 @@ struct floop {
 	/* the cache (floop_cache.c) */
 	struct fmap *hand_map;
 	uint64_t hand_page;
+	struct fmap *smp_map; /* pages of it to sample, not yet dropped */
+	struct iovec smp[FLOOP_SAMPLE_MAX];
+	unsigned int n_smp;
+	struct fifo_ent *fifo; /* fifo: pages in the order they landed */
+	size_t fifo_cap, fifo_head, fifo_len;
+	uint32_t fifo_stamp;
 	struct wback wbs[FLOOP_WB_SLOTS];
 	unsigned int n_wb_busy;
 	uint64_t last_wb_ms;
@@ -290,10 +310,10 @@ void floop_done_push(struct floop *f, struct floop_done *d);
 
 /* ---- floop_cache.c ---- */
 
-/* Sets up cache mode for @m from @d (alias, page states). 0 or -errno. */
+/* Sets up cache mode for @m from @d (page states). 0 or -errno. */
 int floop_cache_map_init(struct floop *f, struct fmap *m,
 			 const struct floop_map_desc *d);
-/* Drops what @m holds (pages punched, alias unmapped). */
+/* Drops what @m holds (page states, the memfd). */
 void floop_cache_map_fini(struct floop *f, struct fmap *m);
 /* True if page @addr of cache mapping @m is held or landing. */
 int floop_cache_is_held(const struct fmap *m, uint64_t addr);

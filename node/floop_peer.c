@@ -336,6 +336,9 @@ void floop_peers_stats_publish(struct floop *f)
 		st[i].posted = xs.posted;
 		st[i].bytes = xs.bytes;
 		st[i].errors = xs.failed;
+		st[i].writes = xs.wcompleted;
+		st[i].wbytes = xs.wbytes;
+		st[i].werrors = xs.wfailed;
 	}
 	pthread_mutex_lock(&f->lock);
 	free(f->stats);

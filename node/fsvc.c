@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/pidfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -39,6 +40,10 @@
 #include "util.h"
 #include "wire.h"
 #include "xport.h"
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77 /* 6.5+; older kernels: ENOPROTOOPT */
+#endif
 
 /* Requests are a few hundred bytes; a larger declared frame is refused. */
 #define FSVC_FRAME_MAX (64u << 10)
@@ -363,6 +368,26 @@ static void fsvc_on_lookups(struct evl *l, int fd, uint32_t events, void *arg)
 	}
 }
 
+/*
+ * A pidfd of the process at the other end of @sock (the guest), or -1:
+ * the cache samples its access by dropping its page mappings
+ * (process_madvise). SO_PEERPIDFD (6.5+) names the process that connected,
+ * race-free; before it, the pid it had then.
+ */
+static int fsvc_peer_pidfd(int sock)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(int);
+	int fd = -1;
+
+	if (!getsockopt(sock, SOL_SOCKET, SO_PEERPIDFD, &fd, &len) && fd >= 0)
+		return fd;
+	len = sizeof(cr);
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &len) || cr.pid <= 0)
+		return -1;
+	return pidfd_open(cr.pid, 0);
+}
+
 static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 			    int uffd, int fd2)
 {
@@ -451,6 +476,7 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 	d.flags = req->flags;
 	d.epoch = c->layout.epoch;
 	d.cid = c->layout.cid;
+	d.pidfd = d.cache_fd >= 0 ? fsvc_peer_pidfd(c->fd) : -1;
 	memcpy(d.name, c->layout.name, sizeof(d.name));
 	ret = floop_map_add(a->fl, &d);
 	if (ret)
@@ -500,6 +526,8 @@ static int fsvc_on_stats(struct fsvc_conn *c)
 			atomic_load(&ctr->cache_wb_errors);
 		rep.cache[MSG_CACHE_WP_FAULTS] =
 			atomic_load(&ctr->cache_wp_faults);
+		rep.cache[MSG_CACHE_FILE_MAX] =
+			atomic_load(&ctr->cache_file_max);
 	}
 	ret = ctl_send(c->fd, &rep, NULL, 0);
 	msg_fini(&rep);

@@ -87,6 +87,11 @@ static void main_usage(FILE *out)
 		"      --cache-size SIZE    remote bytes this host keeps over "
 		"all its mappings\n"
 		"                           (default: a quarter of RAM)\n"
+		"      --cache-policy P     which pages the cache drops when "
+		"full: clock\n"
+		"                           (pages in use stay; access is "
+		"sampled) or fifo\n"
+		"                           (oldest first) (default clock)\n"
 		"      --writeback-ms N     written pages go home at least "
 		"this often; bounds\n"
 		"                           what a crash of this host loses "
@@ -135,6 +140,7 @@ int main(int argc, char **argv)
 		{ "fault-mode", required_argument, NULL, 'M' },
 		{ "cache-size", required_argument, NULL, 'C' },
 		{ "writeback-ms", required_argument, NULL, 'W' },
+		{ "cache-policy", required_argument, NULL, 'P' },
 		{ "addr-file", required_argument, NULL, 'A' },
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
@@ -260,6 +266,16 @@ int main(int argc, char **argv)
 					optarg);
 				return 2;
 			}
+			break;
+		case 'P':
+			if (strcmp(optarg, "clock") && strcmp(optarg, "fifo")) {
+				fprintf(stderr,
+					"farpage-node: --cache-policy: "
+					"clock or fifo, not '%s'\n",
+					optarg);
+				return 2;
+			}
+			cfg.cache_fifo = !strcmp(optarg, "fifo");
 			break;
 		case 'W':
 			if (main_uint("--writeback-ms", optarg, 10,

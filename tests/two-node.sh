@@ -5,19 +5,25 @@
 # namespaces can't be made), a coordinator, one agent per host, a region
 # interleaved chunk by chunk between them. Each host fills the chunks it
 # owns; host A then maps the region and touches every page (sequential,
-# random, random with 4 threads), verifying every byte. The last line is:
-#   two-node: pages=N remote=N local=N mismatches=N p50_us=X p99_us=X transport=T
+# random, random with 4 threads), verifying every byte. Then (unless
+# --no-write) host A maps it writable, writes a new seed over every page
+# (random, 4 threads), unmaps (its written pages go home to their owners),
+# and maps it read-only again to read the new seed back. The last line is:
+#   two-node: pages=N remote=N local=N mismatches=N p50_us=X p99_us=X
+#             transport=T written=N writebacks=N
 # Exit status: 0 only if everything matched; 77 if the host can't run it.
 #
 #   tests/two-node.sh [--bin BUILD_DIR] [--size SIZE] [--transport T]
 #                     [--seed N] [--verbose] [--addrs IP_A,IP_B]
 #                     [--a-args "AGENT FLAGS"] [--b-args "AGENT FLAGS"]
-#                     [--keep-stats FILE]
+#                     [--keep-stats FILE] [--no-write]
 # --addrs runs both hosts in this namespace on the given local addresses
 # (e.g. the two ends of a veth pair carrying SoftRoCE devices).
 # --keep-stats writes, before cleanup, the coordinator address, both agents'
 # `farpage stats` lines and `farpage status --json` (per-peer read counters
 # as of a heartbeat after the last touch) to FILE.
+# Agents serving faults by copying (--fault-mode copy) keep writes to
+# remote pages private: then the written pages are not read back.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 SIZE=256M
@@ -28,6 +34,7 @@ ADDRS=""
 A_ARGS=""
 B_ARGS=""
 KEEP_STATS=""
+WRITE=1
 while [ $# -gt 0 ]; do
 	case $1 in
 	--bin) FARPAGE_BIN=$(cd "$2" && pwd); shift 2 ;;
@@ -39,7 +46,8 @@ while [ $# -gt 0 ]; do
 	--a-args) A_ARGS=$2; shift 2 ;;
 	--b-args) B_ARGS=$2; shift 2 ;;
 	--keep-stats) KEEP_STATS=$2; shift 2 ;;
-	-h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--no-write) WRITE=0; shift ;;
+	-h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "two-node: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -83,21 +91,43 @@ LAT=$FP_TMP/lat.txt
 : >"$LAT"
 mism=0
 passes=0
-for pass in "seq 1" "rand 1" "rand 4"; do
-	set -- $pass
-	out=$FP_TMP/touch-$1-$2.out
-	if ! fp_cli A hostA touch demo --seed "$SEED" --order "$1" --threads "$2" \
-		--local-too --lat-file "$LAT" >"$out" 2>&1; then
+# pass OUT WHAT TOUCH-ARGS...: one touch pass on host A (every byte
+# verified); adds its mismatches to mism
+pass() {
+	local out=$1 what=$2 m
+	shift 2
+	if ! fp_cli A hostA touch demo "$@" --local-too >"$out" 2>&1; then
 		cat "$out" >&2
-		fp_fail "touch --order $1 --threads $2 failed"
+		fp_fail "touch $* ($what) failed"
 	fi
-	passes=$((passes + 1))
-	say "$(grep '^touch:' "$out" | tail -n1)"
+	say "$(grep '^touch:' "$out" | tail -n1) ($what)"
 	m=$(fp_field "$out" touch: mismatches)
-	[ -n "$m" ] || fp_fail "touch printed no summary: $(tail -n3 "$out")"
+	[ -n "$m" ] || fp_fail "touch ($what) printed no summary: $(tail -n3 "$out")"
 	mism=$((mism + m))
+}
+for p in "seq 1" "rand 1" "rand 4"; do
+	set -- $p
+	pass "$FP_TMP/touch-$1-$2.out" reads --seed "$SEED" --order "$1" --threads "$2" \
+		--lat-file "$LAT"
+	passes=$((passes + 1))
 done
 last=$FP_TMP/touch-rand-4.out
+
+# Far memory: writes go home.
+written=0
+writebacks=0
+cache_field() { fp_cli A hostA stats 2>&1 | grep ' cache: ' | tr ' ' '\n' | sed -n "s/^$1=//p" | head -n1; }
+if [ $WRITE = 1 ]; then
+	seed2=$((SEED + 1))
+	pass "$FP_TMP/touch-write.out" writes --write --seed "$seed2" --order rand --threads 4
+	written=$(fp_field "$FP_TMP/touch-write.out" touch: pages)
+	writebacks=$(cache_field writebacks)
+	if [ "$(cache_field limit)" -gt 0 ] 2>/dev/null; then
+		pass "$FP_TMP/touch-readback.out" "read back" --seed "$seed2"
+	else
+		say "agent A serves faults by copying: the writes stayed in the mapping, not read back"
+	fi
+fi
 pages=$(fp_field "$last" touch: pages)
 remote=$(fp_field "$last" touch: remote)
 local_=$(fp_field "$last" touch: local)
@@ -141,7 +171,11 @@ if [ $VERBOSE = 1 ]; then
 	echo "summary ($PLACEMENT, transport $transport, seed $SEED):"
 	echo "  region demo: $pages pages of 4 KiB, $remote owned by host B (remote to A), $local_ by host A"
 	echo "  $passes passes on host A (sequential, random, random x4 threads), every byte verified"
-	for f in "$FP_TMP"/touch-*.out; do
+	[ $WRITE = 1 ] &&
+		echo "  then host A wrote seed $seed2 over all $written pages (random, 4 threads), sent $writebacks pages home to host B's pool (a page written again after it went home goes again), and read them back"
+	for f in "$FP_TMP"/touch-seq-*.out "$FP_TMP"/touch-rand-*.out \
+		"$FP_TMP"/touch-write.out "$FP_TMP"/touch-readback.out; do
+		[ -f "$f" ] || continue
 		echo "  $(grep '^touch:' "$f" | tail -n1 | awk '{for(i=2;i<=NF;i++) if ($i ~ /^(order|threads|p50_us|p99_us|MBps|mismatches)=/) printf "%s ", $i; print ""}')"
 	done
 	echo "  agent A: $stats"
@@ -149,5 +183,5 @@ fi
 [ -n "$served" ] && [ "$served" -lt $((remote * passes)) ] &&
 	fp_fail "agent A resolved $served remote faults, expected at least $((remote * passes))"
 [ "$mism" = 0 ] || fp_log "FAIL: $mism pages did not verify"
-echo "two-node: pages=$pages remote=$remote local=$local_ mismatches=$mism p50_us=$p50 p99_us=$p99 transport=$transport"
+echo "two-node: pages=$pages remote=$remote local=$local_ mismatches=$mism p50_us=$p50 p99_us=$p99 transport=$transport written=$written writebacks=${writebacks:-0}"
 [ "$mism" = 0 ] && [ "$remote" -gt 0 ] && [ "$local_" -gt 0 ]

@@ -926,6 +926,7 @@ int farpage_agent_stats(const char *agent_sock, struct farpage_stats *st)
 			[MSG_CACHE_WRITEBACKS] = &st->cache_writebacks,
 			[MSG_CACHE_WB_ERRORS] = &st->cache_wb_errors,
 			[MSG_CACHE_WP_FAULTS] = &st->cache_wp_faults,
+			[MSG_CACHE_FILE_MAX] = &st->cache_file_max,
 		};
 
 		for (uint32_t i = 0; i < MSG_CACHE__MAX; i++)

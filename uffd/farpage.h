@@ -116,6 +116,8 @@ struct farpage_stats {
 	uint64_t cache_writebacks;   /* pages written home */
 	uint64_t cache_wb_errors;    /* write-backs that failed (retried) */
 	uint64_t cache_wp_faults;    /* first writes to a page seen */
+	uint64_t cache_file_max;     /* the most bytes its memfds had
+					allocated (the kernel's count) */
 };
 int farpage_agent_stats(const char *agent_sock, struct farpage_stats *st);
 

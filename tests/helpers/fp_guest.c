@@ -41,6 +41,12 @@
  *   fp_guest rdonly-write REGION
  *                               map read-only, write a remote page: must
  *                               be SIGSEGV ("rdonly-write: segv=1").
+ *   fp_guest hotcold REGION SEED HOT COLD ROUNDS
+ *                               map read-only; each round reads and
+ *                               verifies the first HOT pages (the hot set)
+ *                               and then COLD pages never read before (a
+ *                               scan). Ends with "hotcold: rounds=N hot=N
+ *                               cold=N verified=N wrong=N zero=N sigbus=N".
  */
 #include <errno.h>
 #include <pthread.h>
@@ -351,6 +357,17 @@ static void guest_check(struct guest_counts *c, const uint8_t *p, uint64_t seed,
 		atomic_fetch_add(&c->wrong, 1);
 }
 
+/* Ends the line begun with what @c counted. */
+static void guest_counts_put(struct guest_counts *c)
+{
+	printf(" verified=%lu wrong=%lu zero=%lu sigbus=%lu\n",
+	       (unsigned long)atomic_load(&c->verified),
+	       (unsigned long)atomic_load(&c->wrong),
+	       (unsigned long)atomic_load(&c->zero),
+	       (unsigned long)atomic_load(&c->sigbus));
+	fflush(stdout);
+}
+
 /*
  * What a touching thread needs of a mapping, copied out before it starts:
  * the map itself may be unmapped and freed under it (unmap-race).
@@ -443,12 +460,8 @@ static int guest_hold(const char *region, uint64_t seed, const char *which)
 		guest_touch(&v, 0, half, &c, NULL);
 	if (!atomic_load(&c.sigbus))
 		guest_touch(&v, half, v.n, &c, NULL);
-	printf("hold: verified=%lu wrong=%lu zero=%lu sigbus=%lu\n",
-	       (unsigned long)atomic_load(&c.verified),
-	       (unsigned long)atomic_load(&c.wrong),
-	       (unsigned long)atomic_load(&c.zero),
-	       (unsigned long)atomic_load(&c.sigbus));
-	fflush(stdout);
+	printf("hold:");
+	guest_counts_put(&c);
 	free(v.pages);
 	farpage_unmap(m);
 	return 0;
@@ -661,6 +674,38 @@ static int guest_rdonly_write(const char *region)
 	return segv ? 0 : 1;
 }
 
+/* A hot set read every round among pages read once (see the top). */
+static int guest_hotcold(const char *region, uint64_t seed, size_t hot,
+			 size_t cold, size_t rounds)
+{
+	struct guest_counts c = { 0 };
+	struct farpage_map *m;
+	struct guest_view v;
+	size_t r;
+
+	if (guest_map(region, &m))
+		return 1;
+	if (guest_view_init(&v, m, seed, 1))
+		return 1;
+	if (!hot || v.n < hot || (v.n - hot) / (cold ? cold : 1) < rounds) {
+		fprintf(stderr,
+			"fp_guest: %zu pages: fewer than %zu + %zu x %zu\n",
+			v.n, hot, rounds, cold);
+		return 1;
+	}
+	guest_signals_catch();
+	for (r = 0; r < rounds && !atomic_load(&c.sigbus); r++) {
+		guest_touch(&v, 0, hot, &c, NULL);
+		guest_touch(&v, hot + r * cold, hot + (r + 1) * cold, &c, NULL);
+	}
+	printf("hotcold: rounds=%zu hot=%zu cold=%zu", r, hot, cold);
+	guest_counts_put(&c);
+	free(v.pages);
+	farpage_unmap(m);
+	return atomic_load(&c.wrong) || atomic_load(&c.zero) ||
+	       atomic_load(&c.sigbus);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "fork"))
@@ -677,6 +722,11 @@ int main(int argc, char **argv)
 			(unsigned int)strtoul(argv[4], NULL, 0));
 	if (argc == 4 && !strcmp(argv[1], "whold"))
 		return guest_whold(argv[2], strtoull(argv[3], NULL, 0));
+	if (argc == 7 && !strcmp(argv[1], "hotcold"))
+		return guest_hotcold(argv[2], strtoull(argv[3], NULL, 0),
+				     strtoull(argv[4], NULL, 0),
+				     strtoull(argv[5], NULL, 0),
+				     strtoull(argv[6], NULL, 0));
 	if (argc == 3 && !strcmp(argv[1], "rdonly-write"))
 		return guest_rdonly_write(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "poison-race"))
@@ -688,6 +738,7 @@ int main(int argc, char **argv)
 		"       hold REGION SEED remote|all | unmap-race REGION "
 		"SEED ROUNDS |\n"
 		"       poison-race REGION | whold REGION SEED | rdonly-write "
-		"REGION\n");
+		"REGION |\n"
+		"       hotcold REGION SEED HOT COLD ROUNDS\n");
 	return 2;
 }

@@ -20,6 +20,9 @@ fp_require
 GUEST=$FP_BIN/tests/fp_guest
 SIZE=${FP_FARMEM_SIZE:-128M}
 CACHE=${FP_FARMEM_CACHE:-16M}
+# every agent's pool holds the whole region (B owns it all)
+[ "$(numfmt --from=iec "$SIZE")" -gt "$(numfmt --from=iec "${FP_POOL:-256M}")" ] &&
+	export FP_POOL=$SIZE
 # the agent's FLOOP_CACHE_SLACK: reads and write-backs in flight (pages)
 SLACK_PAGES=$((32 * 16 + 64 * 16 + 512))
 fp_hosts_loopback H
@@ -43,15 +46,20 @@ fp_cli H A touch r --write --seed 7 --order rand --threads 4 >"$FP_TMP/w.out" 2>
 fp_touch_ok "A wrote seed 7 over $SIZE through a $CACHE cache" "$FP_TMP/w.out"
 grep -q '^flush: done' "$FP_TMP/w.out" || { cat "$FP_TMP/w.out" >&2; fp_fail "touch --write did not flush"; }
 limit=$(stat_of A limit) max=$(stat_of A resident_max) ev=$(stat_of A evictions)
+fmax=$(stat_of A file_max)
 wb=$(stat_of A writebacks) dirty=$(stat_of A dirty)
 [ -n "$limit" ] && [ "$limit" -gt 0 ] || fp_fail "A reports no cache"
 [ "$max" -le $((limit + SLACK_PAGES * 4096)) ] ||
 	fp_fail "A's cache held $max bytes, over $limit + slack $((SLACK_PAGES * 4096))"
+# the kernel's count: what the cache memfd had allocated when it was full
+[ -n "$fmax" ] && [ "$fmax" -gt 0 ] || fp_fail "A reports no allocated size of its cache memfd"
+[ "$fmax" -le $((limit + SLACK_PAGES * 4096)) ] ||
+	fp_fail "A's cache memfd had $fmax bytes allocated, over $limit + slack $((SLACK_PAGES * 4096))"
 pages=$(($(numfmt --from=iec "$SIZE") / 4096))
 [ "$ev" -gt 0 ] || fp_fail "no page was evicted"
 [ "$wb" -ge "$pages" ] || fp_fail "$wb pages written home, fewer than the $pages written"
 [ "$dirty" = 0 ] || fp_fail "$dirty bytes still dirty after the flush"
-fp_log "ok: A's cache: limit=$limit resident_max=$max (slack $((SLACK_PAGES * 4096))) evictions=$ev writebacks=$wb"
+fp_log "ok: A's cache: limit=$limit resident_max=$max memfd allocated at most $fmax (slack $((SLACK_PAGES * 4096))) evictions=$ev writebacks=$wb"
 
 # 2. everyone reads the new seed
 fp_cli H A touch r --seed 7 >"$FP_TMP/ra.out" 2>&1 || { cat "$FP_TMP/ra.out" >&2; fp_fail "A reading seed 7"; }

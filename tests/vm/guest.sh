@@ -165,6 +165,7 @@ kv() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p" | head -n1; } # "line" key
 step_two_node() {
 	local verbs=0 name t rc out last why="" stats=$OUT/two-node-stats.txt
 	local args=() before after mism remote tr_ a_remote b_id a_reads gidx
+	local a_wbytes="" wbs
 	if "$BIN/node/farpage-node" --help 2>&1 | grep -q -- --rdma-device; then
 		verbs=1
 		gidx=""
@@ -215,7 +216,20 @@ step_two_node() {
 		b_id=$(grep '"name": "hostB"' "$stats" | sed -n 's/^ *{"id": \([0-9]*\),.*/\1/p')
 		a_reads=$(grep '"name": "hostA"' "$stats" |
 			sed -n "s/.*{\"node\": $b_id, \"transport\": \"[a-z]*\", \"reads\": \([0-9]*\),.*/\1/p")
+		a_wbytes=$(grep '"name": "hostA"' "$stats" |
+			sed -n "s/.*{\"node\": $b_id, [^}]*\"wbytes\": \([0-9]*\).*/\1/p")
 		echo "--- host A: remote faults resolved ${a_remote:-?}, reads completed from host B (${tr_:-?}) ${a_reads:-?}"
+		echo "--- host A: pages written back $(kv "$last" writebacks), bytes written to host B (${tr_:-?}) ${a_wbytes:-?}"
+	fi
+	# Far memory: every page written back went as an RDMA WRITE (bytes
+	# completed, a run of pages per WRITE).
+	wbs=$(kv "$last" writebacks)
+	if [ $verbs = 1 ]; then
+		if ! [ "${wbs:-0}" -gt 0 ] 2>/dev/null; then
+			why+="writebacks=${wbs:-?} (must be > 0); "
+		elif [ -z "${a_wbytes:-}" ] || [ $((a_wbytes / 4096)) != "$wbs" ]; then
+			why+="RDMA WRITE pages completed ($((${a_wbytes:-0} / 4096))) != pages written back ($wbs); "
+		fi
 	fi
 	if [ $verbs = 1 ]; then
 		[ "$tr_" = verbs ] || why+="transport=${tr_:-?} (expected verbs); "
@@ -229,7 +243,7 @@ step_two_node() {
 	fi
 	local note="${last#two-node: }"
 	if [ -z "$why" ]; then
-		[ $verbs = 1 ] && note+=" rdma_reads=$a_reads rxe0_sent+=${HW_DELTA[rxe0/sent_pkts]} rxe1_sent+=${HW_DELTA[rxe1/sent_pkts]}"
+		[ $verbs = 1 ] && note+=" rdma_reads=$a_reads rdma_write_pages=$((a_wbytes / 4096)) rxe0_sent+=${HW_DELTA[rxe0/sent_pkts]} rxe1_sent+=${HW_DELTA[rxe1/sent_pkts]}"
 		record "$name" PASS "$secs" "$note"
 	else
 		record "$name" FAIL "$secs" "${why%; }"

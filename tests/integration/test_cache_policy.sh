@@ -1,0 +1,65 @@
+#!/bin/bash
+# The cache keeps the pages in use (cache mode, loopback; the region is all
+# B's). A guest reads a hot set every round among a scan of pages read only
+# once, through an 8 MiB cache on a 64 MiB region: on agent K (the clock,
+# the default) and on agent F (--cache-policy fifo). Read-ahead is off, so
+# every fetch is a touch's own.
+#   - every page verifies on both
+#   - the clock saw touches of mapped pages (hits: MINOR re-faults after it
+#     dropped the guest's mapping to sample access)
+#   - the clock fetched the hot set again less than half as often as FIFO
+#     did (counters, not time)
+set -uo pipefail
+. "$(dirname "$0")/../lib.sh"
+fp_require
+[ "${FP_FAULT_MODE:-}" = copy ] && fp_skip "copy mode: there is no cache"
+GUEST=$FP_BIN/tests/fp_guest
+HOT=512     # pages (2 MiB): a quarter of the cache
+COLD=1024   # pages scanned per round
+ROUNDS=12   # 2 MiB + 12 x 4 MiB = 50 MiB of the 64 MiB region
+fp_hosts_loopback H
+fp_coord_start H
+fp_node_start H B
+fp_node_start H K --cache-size 8M --readahead 0
+fp_node_start H F --cache-size 8M --readahead 0 --cache-policy fifo
+b=$(fp_node_id B)
+owners=$(printf "$b,%.0s" $(seq 32))
+fp_cli H B region create r --size 64M --owners "${owners%,}" >/dev/null 2>&1 ||
+	fp_fail "create r"
+fp_cli H B fill r --seed 3 >/dev/null 2>&1 || fp_fail "fill r"
+
+stat_of() { # node key: from the cache line of `farpage stats`
+	fp_cli H "$1" stats 2>/dev/null | grep 'cache:' | tr ' ' '\n' | sed -n "s/^$2=//p"
+}
+
+# run NODE: the hot set fetched again (misses beyond the first touch of
+# every page) -> REFETCH, hits -> HITS
+run() {
+	local n=$1 m0 h0 m1 h1
+	m0=$(stat_of "$n" misses) h0=$(stat_of "$n" hits)
+	[ -n "$m0" ] || fp_fail "agent $n reports no cache"
+	FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[$n]} "$GUEST" hotcold r 3 $HOT $COLD $ROUNDS \
+		>"$FP_TMP/$n.out" 2>&1 ||
+		{ cat "$FP_TMP/$n.out" >&2; fp_fail "hot/cold reads through agent $n"; }
+	grep -q "wrong=0 zero=0 sigbus=0" "$FP_TMP/$n.out" ||
+		{ cat "$FP_TMP/$n.out" >&2; fp_fail "pages did not verify through agent $n"; }
+	m1=$(stat_of "$n" misses) h1=$(stat_of "$n" hits)
+	REFETCH=$((m1 - m0 - HOT - COLD * ROUNDS))
+	HITS=$((h1 - h0))
+	fp_log "agent $n: $(tail -n1 "$FP_TMP/$n.out"); misses=$((m1 - m0)) (hot set fetched again: $REFETCH) hits=$HITS"
+}
+
+run K
+k_refetch=$REFETCH k_hits=$HITS
+run F
+f_refetch=$REFETCH
+[ "$k_refetch" -ge 0 ] && [ "$f_refetch" -ge 0 ] ||
+	fp_fail "fewer misses than pages read for the first time (clock $k_refetch, fifo $f_refetch)"
+[ "$k_hits" -gt 0 ] || fp_fail "the clock saw no touch of a mapped page (no sampling)"
+[ $((k_refetch * 2)) -lt "$f_refetch" ] ||
+	fp_fail "the clock fetched the hot set again $k_refetch times, FIFO $f_refetch: not less than half"
+touches=$(( (HOT + COLD) * ROUNDS ))
+fp_log "ok: hot set fetched again: clock $k_refetch, fifo $f_refetch ($touches reads each);" \
+	"hit ratio of reads: clock $(awk -v t=$touches -v r=$k_refetch -v c=$((HOT + COLD * ROUNDS)) 'BEGIN{printf "%.3f", 1 - (r + c) / t}')," \
+	"fifo $(awk -v t=$touches -v r=$f_refetch -v c=$((HOT + COLD * ROUNDS)) 'BEGIN{printf "%.3f", 1 - (r + c) / t}')"
+fp_exit
