@@ -64,11 +64,15 @@ case $t in
 tcp | verbs) ;;
 *) echo "test_bench_smoke: FAIL: transport is '$t'" >&2; fail=1 ;;
 esac
-# Far memory needs the cache, which the agent keeps over TCP only.
+# Far memory needs the cache (a kernel with MINOR faults on shmem).
 fm=$(getstr "$TMP/bench.json" farmem.status)
-if [ "$t" = tcp ]; then
-	[ "$fm" = measured ] ||
-		{ echo "test_bench_smoke: FAIL: farmem.status is '$fm'" >&2; fail=1; }
+case $fm in
+measured) ;;
+"n/a (host A's agent serves faults by copying"*)
+	echo "test_bench_smoke: far memory not checked: $fm" >&2 ;;
+*) echo "test_bench_smoke: FAIL: farmem.status is '$fm'" >&2; fail=1 ;;
+esac
+if [ "$fm" = measured ]; then
 	keys="farmem.r4x.zipf.w50.t4.touches_per_s farmem.r4x.zipf.w50.t4.hit_ratio
 		farmem.r4x.zipf.w50.t4.p50_us farmem.r4x.zipf.w50.t4.p99_us
 		farmem.r4x.zipf.w50.t4.wb_MBps farmem.r4x.zipf.w50.t4.flush_secs
@@ -85,8 +89,6 @@ if [ "$t" = tcp ]; then
 	done
 	grep -q '^r4x zipf, 50 % writes, 4 thr' "$TMP/out" ||
 		{ echo "test_bench_smoke: FAIL: no far-memory table printed" >&2; fail=1; }
-else
-	echo "test_bench_smoke: transport $t: far memory not checked ($fm)" >&2
 fi
 if command -v gnuplot >/dev/null; then
 	[ -s "$TMP/bench.png" ] && [ "$(head -c 8 "$TMP/bench.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] ||
