@@ -392,9 +392,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			 * one to go: only sending gets it going again (and
 			 * the parse after it, which a drain above missed) */
 			FUZZ_CHECK(c->q_n || c->wr_wait);
-			fuzz_drain(c, cfg & 0x20 ? (uint32_t)fuzz_rng_size(
-							   &rng, c->q_n)
-						 : c->q_n);
+			/* (only a WRITE may be waiting: nothing queued) */
+			fuzz_drain(c, cfg & 0x20 && c->q_n
+					      ? (uint32_t)fuzz_rng_size(&rng,
+									c->q_n)
+					      : c->q_n);
 			ret = fuzz_parse(run);
 			if (ret)
 				break;
