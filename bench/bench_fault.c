@@ -392,13 +392,15 @@ static int bench_fault_in(struct bench_fault *b, uint64_t run,
 	struct bench_fault_thread th[BENCH_FAULT_THREADS_MAX];
 	uint64_t t0 = UINT64_MAX, t1 = 0, bad;
 	struct farpage_stats before, after;
-	size_t n = b->n_remote;
 	unsigned int started;
+	size_t n;
 	int ret;
 
 	ret = bench_fault_map(b);
 	if (ret)
 		return ret;
+	/* known once the region was first mapped (this may be the first) */
+	n = b->n_remote;
 	bench_fault_plan(b, b->remote, n, order, run * 16 + 8 + order);
 	b->ready = 0;
 	b->go = 0;
