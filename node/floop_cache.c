@@ -644,7 +644,9 @@ void floop_cache_wb_done(struct floop *f, uint32_t idx, uint32_t gen,
 
 /*
  * Sends home the dirty pages of @m from its cursor on (those a flush waits
- * for only, if @flush_only), while write-back slots are free.
+ * for only, if @flush_only), while write-back slots are free; the pages
+ * looked at count against the periodic pass (wb_sweep), which goes on
+ * with the next call once slots are free again.
  */
 static void cache_wb_scan(struct floop *f, struct fmap *m, uint64_t now,
 			  int flush_only)
@@ -666,6 +668,9 @@ static void cache_wb_scan(struct floop *f, struct fmap *m, uint64_t now,
 		}
 		seen += k;
 		m->wb_cursor = (i + k) % n;
+		m->wb_sweep = m->wb_sweep > k ? m->wb_sweep - k : 0;
+		if (!m->wb_sweep && !flush_only && !m->draining)
+			return; /* the pass is done */
 	}
 }
 
@@ -969,10 +974,18 @@ void floop_cache_run(struct floop *f, uint64_t now, int tick)
 	if (tick && f->maps)
 		cache_file_sample(f);
 	for (struct fmap *m = f->maps; m; m = m->next) {
-		if (!m->cache || !m->n_dirty)
+		if (!m->cache)
 			continue;
-		/* Removed, or the flusher's turn: all; a flush: its pages. */
-		if (m->draining || periodic)
+		/* The flusher's turn: one pass over every page, however many
+		 * calls it takes (write-back slots are few). */
+		if (periodic)
+			m->wb_sweep = cache_pages(m);
+		if (!m->n_dirty) {
+			m->wb_sweep = 0;
+			continue;
+		}
+		/* Removed, or a pass under way: all; a flush: its pages. */
+		if (m->draining || m->wb_sweep)
 			cache_wb_scan(f, m, now, 0);
 		else if (m->n_flush)
 			cache_wb_scan(f, m, now, 1);

@@ -99,6 +99,7 @@ struct fmap {
 	uint64_t n_flush; /* pages flushes wait for */
 	unsigned int wb_busy;
 	uint64_t wb_cursor;  /* page the write-back scan goes on from */
+	uint64_t wb_sweep;   /* pages the periodic pass has still to look at */
 	uint64_t wb_next_ms; /* a write-back failed: not before then */
 	int draining;	     /* removed: home with what it wrote, then freed */
 	uint64_t lease;

@@ -15,6 +15,7 @@
 #   6. the flush command of the CLI
 #   7. A's agent killed -9 with written pages only in its cache, then
 #      restarted: the writer's mapping is handed over, nothing is lost
+#   8. the background flusher sends home all that is written, every pass
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 fp_require
@@ -140,4 +141,25 @@ grep -q "wresume: flush=0 .*wrong=0 zero=0 sigbus=0" "$FP_TMP/wr.out" ||
 grep -q "process handed over region r" "$FP_TMP/A.log" || fp_fail "the new agent did not take the mapping over"
 fp_cli H C touch r --seed 13 >"$FP_TMP/r13.out" 2>&1 || { cat "$FP_TMP/r13.out" >&2; fp_fail "C reading seed 13"; }
 fp_touch_ok "A's agent killed with $dirty written bytes only in its cache, restarted: the writer went on, C reads every page" "$FP_TMP/r13.out"
+
+# 8. the background flusher sends home everything written, not only what
+#    its write-back slots hold at its tick: a writer on D (a cache as large
+#    as the region, so nothing is evicted; a pass every 5 s) writes the
+#    whole region and waits; every page is home within three passes
+fp_node_start H D --cache-size $(($(numfmt --from=iec "$SIZE") + (32 << 20))) --writeback-ms 5000
+mkfifo "$FP_TMP/wb.fifo" && exec 9<>"$FP_TMP/wb.fifo" || fp_fail "fifo"
+FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[D]} "$GUEST" wresume r 15 <"$FP_TMP/wb.fifo" >"$FP_TMP/wb.out" 2>&1 &
+gp=$!
+FP_PIDS+=("$gp")
+fp_wait_log "$FP_TMP/wb.out" "written" 120 || { cat "$FP_TMP/wb.out" >&2; fp_fail "writer on D did not write"; }
+for ((i = 0; i < 150; i++)); do
+	dirty=$(stat_of D dirty)
+	[ "$dirty" = 0 ] && break
+	sleep 0.1
+done
+[ "$dirty" = 0 ] ||
+	fp_fail "$dirty written bytes not home after three of D's write-back passes ($(stat_of D writebacks) pages went)"
+echo go >&9
+fp_wait_pid "$gp" 120 || { cat "$FP_TMP/wb.out" >&2; fp_fail "writer on D"; }
+fp_log "ok: D's flusher sent all $SIZE written home without a flush ($(stat_of D writebacks) pages)"
 exit 0
