@@ -443,6 +443,17 @@ static int guest_map(const char *region, struct farpage_map **m)
 	return ret;
 }
 
+/* Maps @region writable (its write lease), or says why not. */
+static int guest_map_rw(const char *region, struct farpage_map **m)
+{
+	int ret = farpage_map(region, NULL, m);
+
+	if (ret)
+		fprintf(stderr, "fp_guest: map %s writable: %s\n", region,
+			farpage_strerror(ret));
+	return ret;
+}
+
 static int guest_hold(const char *region, uint64_t seed, const char *which)
 {
 	struct guest_counts c = { 0 };
@@ -626,12 +637,8 @@ static int guest_whold(const char *region, uint64_t seed)
 	char line[64];
 	int ret;
 
-	ret = farpage_map(region, NULL, &m);
-	if (ret) {
-		fprintf(stderr, "fp_guest: map %s writable: %s\n", region,
-			farpage_strerror(ret));
+	if (guest_map_rw(region, &m))
 		return 1;
-	}
 	base = farpage_map_addr(m);
 	n = farpage_map_size(m) / PATTERN_PAGE;
 	for (size_t i = 0; i < n; i++)
@@ -692,12 +699,8 @@ static int guest_wresume(const char *region, uint64_t seed)
 	char line[64];
 	int ret;
 
-	ret = farpage_map(region, NULL, &m);
-	if (ret) {
-		fprintf(stderr, "fp_guest: map %s writable: %s\n", region,
-			farpage_strerror(ret));
+	if (guest_map_rw(region, &m))
 		return 1;
-	}
 	if (guest_view_init(&v, m, seed, 1))
 		return 1;
 	for (size_t i = 0; i < v.n; i++)
