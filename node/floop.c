@@ -598,6 +598,8 @@ static void floop_fault_handle(struct floop *f, struct fmap *m, uint64_t addr,
 	}
 	if (m->cache && floop_cache_fault(f, m, addr, flags))
 		return;
+	if (m->cache)
+		floop_cache_want_write(m, addr, flags);
 	rel = addr - m->base;
 	c = &m->chunks[rel >> m->chunk_shift];
 	off = c->off + (rel & (m->chunk_size - 1));

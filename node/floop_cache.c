@@ -428,6 +428,35 @@ static void cache_fifo_push(struct floop *f, struct fmap *m, uint64_t i)
 	e->stamp = f->fifo_stamp;
 }
 
+void floop_cache_want_write(struct fmap *m, uint64_t addr, uint64_t flags)
+{
+	if (m->writable && m->wp_cont && (flags & UFFD_PAGEFAULT_FLAG_WRITE) &&
+	    !(flags & (UFFD_PAGEFAULT_FLAG_MINOR | UFFD_PAGEFAULT_FLAG_WP)))
+		m->pst[cache_idx(m, addr)] |= PS_WANTW;
+}
+
+/*
+ * Maps the pages of @s a thread faulted writing, writable and dirty, before
+ * the rest of the run (which then skips them: -EEXIST). A page this fails
+ * for is mapped write-protected with the run; its write faults then.
+ */
+static void cache_resolve_writes(struct floop *f, struct fetch *s)
+{
+	struct fmap *m = s->map;
+	uint64_t i0 = cache_idx(m, s->addr), done;
+
+	for (uint32_t k = 0; k < s->npages; k++) {
+		if (!(m->pst[i0 + k] & PS_WANTW))
+			continue;
+		m->pst[i0 + k] &= ~PS_WANTW;
+		if (!m->wp_cont)
+			continue;
+		cache_dirty_set(f, m, i0 + k);
+		uffd_continue(m->uffd, s->addr + (uint64_t)k * FLOOP_PAGE,
+			      FLOOP_PAGE, 0, 1, &done);
+	}
+}
+
 int floop_cache_resolve(struct floop *f, struct fetch *s)
 {
 	uint64_t len = (uint64_t)s->npages * FLOOP_PAGE, done;
@@ -465,6 +494,8 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 	 * bytes are never mapped (every fault of it is poisoned). */
 	if (m->dead || m->gone || m->stale)
 		return 1;
+	if (!s->done_off && m->writable)
+		cache_resolve_writes(f, s);
 	do {
 		done = 0;
 		ret = cache_continue(f, m, s->addr + s->done_off,

@@ -44,6 +44,7 @@
 #define PS_WB	   0x10 /* being written home */
 #define PS_FLUSH   0x20 /* a flush waits for it */
 #define PS_FLUSHWB 0x40 /* ... and the write-back in flight covers it */
+#define PS_WANTW   0x80 /* a thread faulted writing it: mapped writable */
 
 enum fetch_state {
 	FETCH_FREE = 0,
@@ -311,6 +312,10 @@ void floop_done_push(struct floop *f, struct floop_done *d);
 
 /* ---- floop_cache.c ---- */
 
+/* A MISSING fault of a write at @addr, to be fetched: the page is mapped
+ * writable (and dirty) when it lands, saving the WP fault its write would
+ * raise next. */
+void floop_cache_want_write(struct fmap *m, uint64_t addr, uint64_t flags);
 /* Sets up cache mode for @m from @d (page states). 0 or -errno. */
 int floop_cache_map_init(struct floop *f, struct fmap *m,
 			 const struct floop_map_desc *d);

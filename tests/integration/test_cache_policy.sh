@@ -9,6 +9,8 @@
 #     dropped the guest's mapping to sample access)
 #   - the clock fetched the hot set again less than half as often as FIFO
 #     did (counters, not time)
+#   - pages faulted in by a write are mapped writable at once (no
+#     write-protect fault follows), and the writes reach home
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 fp_require
@@ -62,4 +64,20 @@ touches=$(( (HOT + COLD) * ROUNDS ))
 fp_log "ok: hot set fetched again: clock $k_refetch, fifo $f_refetch ($touches reads each);" \
 	"hit ratio of reads: clock $(awk -v t=$touches -v r=$k_refetch -v c=$((HOT + COLD * ROUNDS)) 'BEGIN{printf "%.3f", 1 - (r + c) / t}')," \
 	"fifo $(awk -v t=$touches -v r=$f_refetch -v c=$((HOT + COLD * ROUNDS)) 'BEGIN{printf "%.3f", 1 - (r + c) / t}')"
+
+# A write that faults a page in maps it writable at once: no write-protect
+# fault follows it (read-ahead off: every page comes in by its own fault)
+w0=$(stat_of K wp_faults)
+fp_cli H K touch r --write --seed 5 --order rand --threads 2 >"$FP_TMP/w.out" 2>&1 ||
+	{ cat "$FP_TMP/w.out" >&2; fp_fail "writing through agent K"; }
+fp_touch_ok "K: every page written as its first touch" "$FP_TMP/w.out"
+w1=$(stat_of K wp_faults)
+pages=$(fp_field "$FP_TMP/w.out" touch: pages)
+# (a few: the clock may send a page home, protecting it, between its
+# landing and the write; without this every page wrote-faulted twice)
+[ $(((w1 - w0) * 100)) -lt "$pages" ] ||
+	fp_fail "$((w1 - w0)) write-protect faults after $pages writes that faulted their pages in"
+fp_log "ok: $((w1 - w0)) write-protect faults after $pages writes that faulted their pages in"
+fp_cli H F touch r --seed 5 >"$FP_TMP/r5.out" 2>&1 || { cat "$FP_TMP/r5.out" >&2; fp_fail "reading seed 5 through F"; }
+fp_touch_ok "F reads what K wrote" "$FP_TMP/r5.out"
 fp_exit
