@@ -32,13 +32,13 @@ struct floop_counters {
 	/* bytes the cache memfds had allocated (st_blocks), the most seen
 	 * when the cache was full and on every tick */
 	atomic_uint_fast64_t cache_file_max;
-	atomic_uint_fast64_t cache_dirty;	 /* pages not yet home */
-	atomic_uint_fast64_t cache_hits;	 /* faults on pages held */
-	atomic_uint_fast64_t cache_misses;	 /* faults that fetched */
-	atomic_uint_fast64_t cache_evictions;	 /* pages dropped */
-	atomic_uint_fast64_t cache_writebacks;	 /* pages written home */
-	atomic_uint_fast64_t cache_wb_errors;	 /* write-backs failed */
-	atomic_uint_fast64_t cache_wp_faults;	 /* first writes seen */
+	atomic_uint_fast64_t cache_dirty;      /* pages not yet home */
+	atomic_uint_fast64_t cache_hits;       /* faults on pages held */
+	atomic_uint_fast64_t cache_misses;     /* faults that fetched */
+	atomic_uint_fast64_t cache_evictions;  /* pages dropped */
+	atomic_uint_fast64_t cache_writebacks; /* pages written home */
+	atomic_uint_fast64_t cache_wb_errors;  /* write-backs failed */
+	atomic_uint_fast64_t cache_wp_faults;  /* first writes seen */
 };
 
 #define FLOOP_XPORTS_MAX 4
