@@ -118,6 +118,31 @@ static int main_uint(const char *opt, const char *s, unsigned int min,
 	return 0;
 }
 
+static const char *const main_transports[] = { "auto", "tcp", "verbs", NULL };
+static const char *const main_fault_modes[] = { "auto", "cache", "copy", NULL };
+static const char *const main_cache_policies[] = { "clock", "fifo", NULL };
+
+/*
+ * The index of @s in @words (NULL-terminated), or -1 after saying which
+ * words @opt takes.
+ */
+static int main_word(const char *opt, const char *s, const char *const *words)
+{
+	int n = 0;
+
+	for (; words[n]; n++)
+		if (!strcmp(s, words[n]))
+			return n;
+	fprintf(stderr, "farpage-node: %s: ", opt);
+	for (int i = 0; i < n; i++)
+		fprintf(stderr, "%s%s", words[i],
+			i + 2 < n   ? ", "
+			: i + 1 < n ? " or "
+				    : "");
+	fprintf(stderr, ", not '%s'\n", s);
+	return -1;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -209,12 +234,9 @@ int main(int argc, char **argv)
 			cfg.sock_path = optarg;
 			break;
 		case 't':
-			if (strcmp(optarg, "auto") && strcmp(optarg, "tcp") &&
-			    strcmp(optarg, "verbs")) {
-				fprintf(stderr, "farpage-node: --transport: "
-						"auto, tcp or verbs\n");
+			if (main_word("--transport", optarg, main_transports) <
+			    0)
 				return 2;
-			}
 			cfg.transport = optarg;
 			break;
 		case 'F':
@@ -249,12 +271,9 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'M':
-			if (strcmp(optarg, "auto") && strcmp(optarg, "cache") &&
-			    strcmp(optarg, "copy")) {
-				fprintf(stderr, "farpage-node: --fault-mode: "
-						"auto, cache or copy\n");
+			if (main_word("--fault-mode", optarg,
+				      main_fault_modes) < 0)
 				return 2;
-			}
 			cfg.fault_mode = optarg;
 			break;
 		case 'C':
@@ -268,14 +287,11 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'P':
-			if (strcmp(optarg, "clock") && strcmp(optarg, "fifo")) {
-				fprintf(stderr,
-					"farpage-node: --cache-policy: "
-					"clock or fifo, not '%s'\n",
-					optarg);
+			ret = main_word("--cache-policy", optarg,
+					main_cache_policies);
+			if (ret < 0)
 				return 2;
-			}
-			cfg.cache_fifo = !strcmp(optarg, "fifo");
+			cfg.cache_fifo = ret == 1; /* fifo */
 			break;
 		case 'W':
 			if (main_uint("--writeback-ms", optarg, 10,
