@@ -67,21 +67,18 @@ int floop_cache_map_init(struct floop *f, struct fmap *m,
 	if (!(d->flags & MSG_MAP_RDONLY) &&
 	    !(d->features & UFFD_FEATURE_WP_HUGETLBFS_SHMEM))
 		return -EOPNOTSUPP;
+	/* (the FIFO queue keeps page indexes in 32 bits) */
+	if (f->cfg.cache_fifo && cache_pages(m) > UINT32_MAX)
+		return -EFBIG;
 	m->pst = calloc(cache_pages(m), 1);
-	if (!m->pst)
-		return -ENOMEM;
-	if (f->cfg.cache_fifo) {
-		if (cache_pages(m) > UINT32_MAX) {
-			free(m->pst);
-			m->pst = NULL;
-			return -EFBIG;
-		}
+	if (f->cfg.cache_fifo)
 		m->fifo = calloc(cache_pages(m), sizeof(*m->fifo));
-		if (!m->fifo) {
-			free(m->pst);
-			m->pst = NULL;
-			return -ENOMEM;
-		}
+	if (!m->pst || (f->cfg.cache_fifo && !m->fifo)) {
+		free(m->pst);
+		free(m->fifo);
+		m->pst = NULL;
+		m->fifo = NULL;
+		return -ENOMEM;
 	}
 	/* FIFO looks at no access: nothing to sample. */
 	m->pidfd = f->cfg.cache_fifo ? -1 : d->pidfd;
