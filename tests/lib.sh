@@ -177,6 +177,13 @@ fp_field() { # file prefix key
 	grep "^$2" "$1" | tail -n1 | tr ' ' '\n' | sed -n "s/^$3=//p"
 }
 
+# fp_cache_stat HOST NODE KEY: KEY= of the cache line of NODE's
+# `farpage stats` (empty if its agent has no cache).
+fp_cache_stat() {
+	fp_cli "$1" "$2" stats 2>/dev/null | grep ' cache: ' | tr ' ' '\n' |
+		sed -n "s/^$3=//p" | head -n1
+}
+
 # fp_touch_ok NAME OUTFILE: a `farpage touch` run passed: every page it
 # touched verified, none wrong or zero, no SIGBUS, some pages remote.
 fp_touch_ok() {

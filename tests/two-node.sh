@@ -116,13 +116,12 @@ last=$FP_TMP/touch-rand-4.out
 # Far memory: writes go home.
 written=0
 writebacks=0
-cache_field() { fp_cli A hostA stats 2>&1 | grep ' cache: ' | tr ' ' '\n' | sed -n "s/^$1=//p" | head -n1; }
 if [ $WRITE = 1 ]; then
 	seed2=$((SEED + 1))
 	pass "$FP_TMP/touch-write.out" writes --write --seed "$seed2" --order rand --threads 4
 	written=$(fp_field "$FP_TMP/touch-write.out" touch: pages)
-	writebacks=$(cache_field writebacks)
-	if [ "$(cache_field limit)" -gt 0 ] 2>/dev/null; then
+	writebacks=$(fp_cache_stat A hostA writebacks)
+	if [ "$(fp_cache_stat A hostA limit)" -gt 0 ] 2>/dev/null; then
 		pass "$FP_TMP/touch-readback.out" "read back" --seed "$seed2"
 	else
 		say "agent A serves faults by copying: the writes stayed in the mapping, not read back"

@@ -30,22 +30,18 @@ fp_cli H B region create r --size 64M --owners "${owners%,}" >/dev/null 2>&1 ||
 	fp_fail "create r"
 fp_cli H B fill r --seed 3 >/dev/null 2>&1 || fp_fail "fill r"
 
-stat_of() { # node key: from the cache line of `farpage stats`
-	fp_cli H "$1" stats 2>/dev/null | grep 'cache:' | tr ' ' '\n' | sed -n "s/^$2=//p"
-}
-
 # run NODE: the hot set fetched again (misses beyond the first touch of
 # every page) -> REFETCH, hits -> HITS
 run() {
 	local n=$1 m0 h0 m1 h1
-	m0=$(stat_of "$n" misses) h0=$(stat_of "$n" hits)
+	m0=$(fp_cache_stat H "$n" misses) h0=$(fp_cache_stat H "$n" hits)
 	[ -n "$m0" ] || fp_fail "agent $n reports no cache"
 	FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[$n]} "$GUEST" hotcold r 3 $HOT $COLD $ROUNDS \
 		>"$FP_TMP/$n.out" 2>&1 ||
 		{ cat "$FP_TMP/$n.out" >&2; fp_fail "hot/cold reads through agent $n"; }
 	grep -q "wrong=0 zero=0 sigbus=0" "$FP_TMP/$n.out" ||
 		{ cat "$FP_TMP/$n.out" >&2; fp_fail "pages did not verify through agent $n"; }
-	m1=$(stat_of "$n" misses) h1=$(stat_of "$n" hits)
+	m1=$(fp_cache_stat H "$n" misses) h1=$(fp_cache_stat H "$n" hits)
 	REFETCH=$((m1 - m0 - HOT - COLD * ROUNDS))
 	HITS=$((h1 - h0))
 	fp_log "agent $n: $(tail -n1 "$FP_TMP/$n.out"); misses=$((m1 - m0)) (hot set fetched again: $REFETCH) hits=$HITS"
@@ -67,11 +63,11 @@ fp_log "ok: hot set fetched again: clock $k_refetch, fifo $f_refetch ($touches r
 
 # A write that faults a page in maps it writable at once: no write-protect
 # fault follows it (read-ahead off: every page comes in by its own fault)
-w0=$(stat_of K wp_faults)
+w0=$(fp_cache_stat H K wp_faults)
 fp_cli H K touch r --write --seed 5 --order rand --threads 2 >"$FP_TMP/w.out" 2>&1 ||
 	{ cat "$FP_TMP/w.out" >&2; fp_fail "writing through agent K"; }
 fp_touch_ok "K: every page written as its first touch" "$FP_TMP/w.out"
-w1=$(stat_of K wp_faults)
+w1=$(fp_cache_stat H K wp_faults)
 pages=$(fp_field "$FP_TMP/w.out" touch: pages)
 # (a few: the clock may send a page home, protecting it, between its
 # landing and the write; without this every page wrote-faulted twice)

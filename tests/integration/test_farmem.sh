@@ -39,18 +39,14 @@ fp_cli H B region create r --size "$SIZE" --owners "${owners%,}" >/dev/null 2>&1
 	fp_fail "create r"
 fp_cli H B fill r --seed 1 >/dev/null 2>&1 || fp_fail "fill r"
 
-stat_of() { # node key: from the cache line of `farpage stats`
-	fp_cli H "$1" stats 2>/dev/null | grep 'cache:' | tr ' ' '\n' | sed -n "s/^$2=//p"
-}
-
 # 1. writes over a cache 8x smaller than the region
 fp_cli H A touch r --write --seed 7 --order rand --threads 4 >"$FP_TMP/w.out" 2>&1 ||
 	{ cat "$FP_TMP/w.out" >&2; fp_fail "writing the new seed on A"; }
 fp_touch_ok "A wrote seed 7 over $SIZE through a $CACHE cache" "$FP_TMP/w.out"
 grep -q '^flush: done' "$FP_TMP/w.out" || { cat "$FP_TMP/w.out" >&2; fp_fail "touch --write did not flush"; }
-limit=$(stat_of A limit) max=$(stat_of A resident_max) ev=$(stat_of A evictions)
-fmax=$(stat_of A file_max)
-wb=$(stat_of A writebacks) dirty=$(stat_of A dirty)
+limit=$(fp_cache_stat H A limit) max=$(fp_cache_stat H A resident_max) ev=$(fp_cache_stat H A evictions)
+fmax=$(fp_cache_stat H A file_max)
+wb=$(fp_cache_stat H A writebacks) dirty=$(fp_cache_stat H A dirty)
 [ -n "$limit" ] && [ "$limit" -gt 0 ] || fp_fail "A reports no cache"
 [ "$max" -le $((limit + SLACK_PAGES * 4096)) ] ||
 	fp_fail "A's cache held $max bytes, over $limit + slack $((SLACK_PAGES * 4096))"
@@ -99,9 +95,9 @@ fp_node_start H A --cache-size "$CACHE" --writeback-ms 200
 FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[A]} "$FP_CLI_BIN" --coordinator "$FP_COORD" \
 	touch r --write --seed 11 --order rand --threads 4 >"$FP_TMP/stop.out" 2>&1 &
 tp=$!
-ev0=$(stat_of A evictions)
+ev0=$(fp_cache_stat H A evictions)
 for ((i = 0; i < 400; i++)); do
-	[ "$(stat_of A evictions)" -gt "${ev0:-0}" ] && break
+	[ "$(fp_cache_stat H A evictions)" -gt "${ev0:-0}" ] && break
 	sleep 0.05
 done
 kill -STOP "${FP_NODE_PID[B]}"
@@ -129,7 +125,7 @@ FARPAGE_AGENT_TIMEOUT_MS=30000 FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[A]} \
 gp=$!
 FP_PIDS+=("$gp")
 fp_wait_log "$FP_TMP/wr.out" "written" 120 || { cat "$FP_TMP/wr.out" >&2; fp_fail "writer did not write"; }
-dirty=$(stat_of A dirty)
+dirty=$(fp_cache_stat H A dirty)
 [ "${dirty:-0}" -gt 0 ] || fp_fail "no written page was left only in A's cache (dirty=${dirty:-?})"
 kill -KILL "${FP_NODE_PID[A]}"
 wait "${FP_NODE_PID[A]}" 2>/dev/null
@@ -153,13 +149,13 @@ gp=$!
 FP_PIDS+=("$gp")
 fp_wait_log "$FP_TMP/wb.out" "written" 120 || { cat "$FP_TMP/wb.out" >&2; fp_fail "writer on D did not write"; }
 for ((i = 0; i < 150; i++)); do
-	dirty=$(stat_of D dirty)
+	dirty=$(fp_cache_stat H D dirty)
 	[ "$dirty" = 0 ] && break
 	sleep 0.1
 done
 [ "$dirty" = 0 ] ||
-	fp_fail "$dirty written bytes not home after three of D's write-back passes ($(stat_of D writebacks) pages went)"
+	fp_fail "$dirty written bytes not home after three of D's write-back passes ($(fp_cache_stat H D writebacks) pages went)"
 echo go >&9
 fp_wait_pid "$gp" 120 || { cat "$FP_TMP/wb.out" >&2; fp_fail "writer on D"; }
-fp_log "ok: D's flusher sent all $SIZE written home without a flush ($(stat_of D writebacks) pages)"
+fp_log "ok: D's flusher sent all $SIZE written home without a flush ($(fp_cache_stat H D writebacks) pages)"
 exit 0
