@@ -138,6 +138,24 @@ int bench_opt_size(const char *prog, const char *opt, const char *s,
 	return 0;
 }
 
+int bench_opt_list(const char *prog, const char *opt, char *s, uint64_t min,
+		   uint64_t max, unsigned int *v, unsigned int cap,
+		   unsigned int *n)
+{
+	char *save = NULL, *w;
+	uint64_t x;
+
+	*n = 0;
+	for (w = strtok_r(s, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+		if (*n == cap)
+			return -EINVAL;
+		if (bench_opt_u64(prog, opt, w, min, max, &x))
+			return -EINVAL;
+		v[(*n)++] = (unsigned int)x;
+	}
+	return *n ? 0 : -EINVAL;
+}
+
 int bench_opt_cpu(const char *prog, const char *opt, const char *s, int *out)
 {
 	uint64_t v;

@@ -57,6 +57,14 @@ int bench_opt_u64(const char *prog, const char *opt, const char *s,
 		  uint64_t min, uint64_t max, uint64_t *out);
 int bench_opt_size(const char *prog, const char *opt, const char *s,
 		   uint64_t min, uint64_t max, uint64_t *out);
+#define BENCH_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* A comma-separated list of at most @cap numbers in [min, max] into
+ * v[0..*n); an empty or longer list is -EINVAL (said only of a bad
+ * number). @s is cut up. */
+int bench_opt_list(const char *prog, const char *opt, char *s, uint64_t min,
+		   uint64_t max, unsigned int *v, unsigned int cap,
+		   unsigned int *n);
 /* A CPU number, or "none"/-1 for no pinning, into *out. */
 int bench_opt_cpu(const char *prog, const char *opt, const char *s, int *out);
 

@@ -672,24 +672,6 @@ static int bench_farmem_dists_parse(struct bench_farmem *b, char *s)
 }
 
 /* A comma-separated list of numbers in [min, max] into @v (at most 8). */
-static int bench_farmem_list_parse(const char *opt, char *s, uint64_t min,
-				   uint64_t max, unsigned int *v,
-				   unsigned int *n)
-{
-	char *save = NULL, *w;
-	uint64_t x;
-
-	*n = 0;
-	for (w = strtok_r(s, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
-		if (*n == 8)
-			return -EINVAL;
-		if (bench_opt_u64("bench_farmem", opt, w, min, max, &x))
-			return -EINVAL;
-		v[(*n)++] = (unsigned int)x;
-	}
-	return *n ? 0 : -EINVAL;
-}
-
 /* A number in (@min, @max). */
 static int bench_farmem_dbl_parse(const char *opt, const char *s, double min,
 				  double max, double *out)
@@ -763,14 +745,16 @@ static int bench_farmem_args(struct bench_farmem *b, int argc, char **argv)
 				return 2;
 			break;
 		case 'w':
-			if (bench_farmem_list_parse("--write-pct", optarg, 0,
-						    100, b->wpcts, &b->n_wpcts))
+			if (bench_opt_list(prog, "--write-pct", optarg, 0, 100,
+					   b->wpcts, BENCH_ARRAY_LEN(b->wpcts),
+					   &b->n_wpcts))
 				return 2;
 			break;
 		case 't':
-			if (bench_farmem_list_parse("--threads", optarg, 1,
-						    BENCH_FARMEM_THREADS_MAX,
-						    b->threads, &b->n_threads))
+			if (bench_opt_list(prog, "--threads", optarg, 1,
+					   BENCH_FARMEM_THREADS_MAX, b->threads,
+					   BENCH_ARRAY_LEN(b->threads),
+					   &b->n_threads))
 				return 2;
 			break;
 		case 'n':

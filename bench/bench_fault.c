@@ -556,23 +556,6 @@ static int bench_fault_list_parse(struct bench_fault *b, int tests, char *s)
 	return 0;
 }
 
-static int bench_fault_threads_parse(struct bench_fault *b, char *s)
-{
-	char *save = NULL, *w;
-	uint64_t v;
-
-	b->n_threads = 0;
-	for (w = strtok_r(s, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
-		if (b->n_threads == sizeof(b->threads) / sizeof(b->threads[0]))
-			return -EINVAL;
-		if (bench_opt_u64("bench_fault", "--threads", w, 1,
-				  BENCH_FAULT_THREADS_MAX, &v))
-			return -EINVAL;
-		b->threads[b->n_threads++] = (unsigned int)v;
-	}
-	return b->n_threads ? 0 : -EINVAL;
-}
-
 static int bench_fault_args(struct bench_fault *b, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -617,7 +600,10 @@ static int bench_fault_args(struct bench_fault *b, int argc, char **argv)
 			}
 			break;
 		case 't':
-			if (bench_fault_threads_parse(b, optarg))
+			if (bench_opt_list(prog, "--threads", optarg, 1,
+					   BENCH_FAULT_THREADS_MAX, b->threads,
+					   BENCH_ARRAY_LEN(b->threads),
+					   &b->n_threads))
 				return 2;
 			break;
 		case 'c':
