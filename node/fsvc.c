@@ -208,9 +208,13 @@ static int fsvc_has_remote(const struct msg *l)
 	return 0;
 }
 
+/* How a cache memfd is sealed: the process cannot resize it under us. */
+#define FSVC_CACHE_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+
 /*
  * The cache memfd of a mapping: as large as the region (sparse), sealed so
- * that the process cannot shrink it under our alias (SIGBUS here).
+ * that the process cannot shrink it under the agent's reads and writes of
+ * it, nor grow it.
  */
 static int fsvc_cache_create(const struct msg *l, int *out)
 {
@@ -221,7 +225,7 @@ static int fsvc_cache_create(const struct msg *l, int *out)
 	if (fd < 0)
 		return -errno;
 	if (ftruncate(fd, (off_t)span) ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+	    fcntl(fd, F_ADD_SEALS, FSVC_CACHE_SEALS)) {
 		ret = -errno;
 		close(fd);
 		return ret;
@@ -293,10 +297,9 @@ static int fsvc_cache_pages_whole(void)
 static int fsvc_cache_adopt(const struct msg *l, int fd, int empty)
 {
 	uint64_t span = (uint64_t)l->n_chunks * l->chunk_size;
-	int want = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 	struct stat st;
 
-	if (fcntl(fd, F_GET_SEALS) != want || fstat(fd, &st) ||
+	if (fcntl(fd, F_GET_SEALS) != FSVC_CACHE_SEALS || fstat(fd, &st) ||
 	    (uint64_t)st.st_size != span)
 		return -EBADF;
 	if (empty && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
