@@ -206,10 +206,11 @@ static void floop_slot_release(struct floop *f, struct fetch *s)
 /*
  * Gives up on a fetch whose faults were poisoned. A read in flight still
  * owns its buffer: in copy mode the slot is unhashed and dropped when the
- * read completes. In cache mode the buffer is the cache itself, so the
- * slot stays findable as a best-effort read (a new fault on the page joins
- * it; it lands like read-ahead or is dropped on failure): a second fetch
- * of the page must not land beside it, where it could overwrite a write.
+ * read completes. In cache mode the slot stays findable as a best-effort
+ * read (a new fault on the page joins it; it lands like read-ahead or is
+ * dropped on failure): a second fetch of the page must not be in flight
+ * beside it: the later of the two would land over writes made to the
+ * page after the first one landed.
  */
 static void floop_slot_abandon(struct floop *f, struct fetch *s)
 {
@@ -598,8 +599,6 @@ static void floop_fault_handle(struct floop *f, struct fmap *m, uint64_t addr,
 	}
 	if (m->cache && floop_cache_fault(f, m, addr, flags))
 		return;
-	if (m->cache)
-		floop_cache_want_write(m, addr, flags);
 	rel = addr - m->base;
 	c = &m->chunks[rel >> m->chunk_shift];
 	off = c->off + (rel & (m->chunk_size - 1));

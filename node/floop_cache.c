@@ -297,8 +297,8 @@ static int cache_continue(struct floop *f, struct fmap *m, uint64_t addr,
 	return ret;
 }
 
-int floop_cache_fault(struct floop *f, struct fmap *m, uint64_t addr,
-		      uint64_t flags)
+static int cache_fault(struct floop *f, struct fmap *m, uint64_t addr,
+		       uint64_t flags)
 {
 	uint64_t i = cache_idx(m, addr), mapped = 0;
 	uint8_t ps = m->pst[i];
@@ -353,6 +353,19 @@ int floop_cache_fault(struct floop *f, struct fmap *m, uint64_t addr,
 		uffd_wake(m->uffd, addr, FLOOP_PAGE);
 		return 1;
 	}
+}
+
+int floop_cache_fault(struct floop *f, struct fmap *m, uint64_t addr,
+		      uint64_t flags)
+{
+	if (cache_fault(f, m, addr, flags))
+		return 1;
+	/* To fetch. If a write faulted it in (MISSING|WRITE), map it
+	 * writable when it lands (cache_resolve_writes()). */
+	if (m->writable && m->wp_cont && (flags & UFFD_PAGEFAULT_FLAG_WRITE) &&
+	    !(flags & (UFFD_PAGEFAULT_FLAG_MINOR | UFFD_PAGEFAULT_FLAG_WP)))
+		m->pst[cache_idx(m, addr)] |= PS_WANTW;
+	return 0;
 }
 
 /* ---- --cache-policy fifo ---- */
@@ -423,13 +436,6 @@ static void cache_fifo_push(struct floop *f, struct fmap *m, uint64_t i)
 	e->map_id = m->id;
 	e->idx = (uint32_t)i;
 	e->stamp = f->fifo_stamp;
-}
-
-void floop_cache_want_write(struct fmap *m, uint64_t addr, uint64_t flags)
-{
-	if (m->writable && m->wp_cont && (flags & UFFD_PAGEFAULT_FLAG_WRITE) &&
-	    !(flags & (UFFD_PAGEFAULT_FLAG_MINOR | UFFD_PAGEFAULT_FLAG_WP)))
-		m->pst[cache_idx(m, addr)] |= PS_WANTW;
 }
 
 /*

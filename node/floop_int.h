@@ -312,10 +312,6 @@ void floop_done_push(struct floop *f, struct floop_done *d);
 
 /* ---- floop_cache.c ---- */
 
-/* A MISSING fault of a write at @addr, to be fetched: the page is mapped
- * writable (and dirty) when it lands, saving the WP fault its write would
- * raise next. */
-void floop_cache_want_write(struct fmap *m, uint64_t addr, uint64_t flags);
 /* Sets up cache mode for @m from @d (page states). 0 or -errno. */
 int floop_cache_map_init(struct floop *f, struct fmap *m,
 			 const struct floop_map_desc *d);
@@ -332,7 +328,8 @@ void floop_cache_uncharge(struct floop *f, struct fmap *m, uint64_t addr,
 /*
  * A fault of cache mapping @m with uffd @flags: served here (a page held:
  * CONTINUE; a write to a protected page: now dirty) -> 1; or to be
- * fetched -> 0.
+ * fetched -> 0 (the page of a MISSING write fault is then mapped writable
+ * and dirty when it lands, saving the WP fault its write would raise).
  */
 int floop_cache_fault(struct floop *f, struct fmap *m, uint64_t addr,
 		      uint64_t flags);
