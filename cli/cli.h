@@ -42,6 +42,7 @@ int cli_fill_run(const struct cli *c, int argc, char **argv);
 int cli_touch_run(const struct cli *c, int argc, char **argv);
 int cli_stats_run(const struct cli *c, int argc, char **argv);
 int cli_flush_run(const struct cli *c, int argc, char **argv);
+int cli_vm_run(const struct cli *c, int argc, char **argv);
 
 /*
  * Prints the counters of the agent at @agent_sock on stdout as one line
@@ -104,6 +105,14 @@ int cli_coord_call(const struct cli *c, const char *what, const struct msg *req,
 int cli_coord_call_wait(const struct cli *c, const char *what,
 			const struct msg *req, struct msg *rep,
 			enum msg_type want, unsigned int wait_ms);
+
+/*
+ * Asks the coordinator for region @name's record (MSG_T_REGION in *rep:
+ * size, chunk size, chunks). On failure prints one line naming @what.
+ * Returns 0 or -errno; *rep is the caller's to msg_fini() either way.
+ */
+int cli_region_get(const struct cli *c, const char *what, const char *name,
+		   struct msg *rep);
 
 /*
  * Maps region @name through the agent at c->agent_sock (farpage_map()).

@@ -105,8 +105,8 @@ static void cli_region_summary(const struct msg *r)
 	cli_chunks_print(stdout, "  ", r->chunks, r->n_chunks);
 }
 
-static int cli_region_get(const struct cli *c, const char *what,
-			  const char *name, struct msg *rep)
+int cli_region_get(const struct cli *c, const char *what, const char *name,
+		   struct msg *rep)
 {
 	struct msg req;
 

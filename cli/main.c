@@ -31,6 +31,7 @@ static const struct cli_cmd cli_cmds[] = {
 	{ "stats", cli_stats_run, "the local agent's counters" },
 	{ "flush", cli_flush_run,
 	  "send home the pages a region's mappings here have written" },
+	{ "vm", cli_vm_run, "run QEMU with its guest RAM in a region" },
 };
 
 #define CLI_N_CMDS (sizeof(cli_cmds) / sizeof(cli_cmds[0]))

@@ -165,12 +165,25 @@ static int farpage_layout_check(struct farpage_map *m, const struct msg *l)
 	return 0;
 }
 
-/* Reserves an address range aligned to MAP_ALIGN. */
-static int farpage_reserve(size_t span, uint8_t **out)
+/*
+ * Reserves an address range aligned to MAP_ALIGN, or takes over the one at
+ * @at (MAP_FIXED: whatever the caller had mapped there is replaced).
+ */
+static int farpage_reserve(size_t span, uint8_t *at, uint8_t **out)
 {
 	size_t len = span + MAP_ALIGN;
 	uint8_t *p, *al;
 
+	if (at) {
+		p = mmap(at, span, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE |
+				 MAP_FIXED,
+			 -1, 0);
+		if (p == MAP_FAILED)
+			return -errno;
+		*out = p;
+		return 0;
+	}
 	p = mmap(NULL, len, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
@@ -668,8 +681,9 @@ static void farpage_map_free(struct farpage_map *m, int unmapped)
 	free(m);
 }
 
-int farpage_map(const char *name, const struct farpage_map_opts *opts,
-		struct farpage_map **out)
+static int farpage_map_common(const char *name,
+			      const struct farpage_map_opts *opts, void *at,
+			      size_t at_len, struct farpage_map **out)
 {
 	struct farpage_map *m;
 	struct msg rep;
@@ -717,6 +731,13 @@ int farpage_map(const char *name, const struct farpage_map_opts *opts,
 	rep.n_chunks = 0;
 	msg_fini(&rep);
 	m->span = (size_t)m->n_chunks * m->chunk_size;
+	if (at && at_len != m->span) {
+		log_err("region %s: %zu bytes asked for at %p, but it maps as "
+			"%zu (%u chunks of %zu)",
+			name, at_len, at, m->span, m->n_chunks, m->chunk_size);
+		ret = -EINVAL;
+		goto err;
+	}
 	m->is_local = calloc(m->n_chunks, 1);
 	if (!m->is_local) {
 		ret = -ENOMEM;
@@ -728,7 +749,7 @@ int farpage_map(const char *name, const struct farpage_map_opts *opts,
 		goto err;
 	m->features = supported & UFFD_WANTED_FEATURES;
 	farpage_cache_choose(m, supported);
-	ret = farpage_reserve(m->span, &m->base);
+	ret = farpage_reserve(m->span, at, &m->base);
 	if (ret) {
 		m->base = NULL;
 		goto err;
@@ -775,6 +796,20 @@ err:
 		close(pool_fd);
 	farpage_map_free(m, 0);
 	return ret;
+}
+
+int farpage_map(const char *name, const struct farpage_map_opts *opts,
+		struct farpage_map **out)
+{
+	return farpage_map_common(name, opts, NULL, 0, out);
+}
+
+int farpage_map_at(const char *name, const struct farpage_map_opts *opts,
+		   void *addr, size_t len, struct farpage_map **out)
+{
+	if (!addr || (uintptr_t)addr % MAP_ALIGN)
+		return -EINVAL;
+	return farpage_map_common(name, opts, addr, len, out);
 }
 
 static int farpage_is_writeback(const struct farpage_map *m);

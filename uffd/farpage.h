@@ -65,6 +65,17 @@ int farpage_map(const char *name, const struct farpage_map_opts *opts,
 		struct farpage_map **out);
 
 /*
+ * Like farpage_map(), at @addr, for a program that placed the memory itself
+ * (a hypervisor's guest RAM): the range [@addr, @addr + @len) is replaced
+ * as by mmap(MAP_FIXED), and on failure may be left unmapped. @addr must
+ * be 2 MiB aligned and @len the region's mapped size (its chunks, whole;
+ * farpage_map_size() of a map of it rounded up to the chunk size); -EINVAL
+ * otherwise.
+ */
+int farpage_map_at(const char *name, const struct farpage_map_opts *opts,
+		   void *addr, size_t len, struct farpage_map **out);
+
+/*
  * Unmaps, sends home every page written through the mapping (as
  * farpage_flush()) and frees; NULL is a no-op. Returns 0 or -errno (the
  * mapping is freed either way; an error means written pages may not be

@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: MIT
+/*
+ * farpage vm: runs an unmodified QEMU with its guest RAM in a region.
+ *
+ * It makes a memfd the size of the region, sealed against writes, keeps it
+ * open across exec and starts QEMU with libfarpage-preload.so in
+ * LD_PRELOAD, a file memory backend on that memfd (share=on) as the
+ * machine's RAM, and -m the region's size. The preload library maps the
+ * region where QEMU maps the file (vm/preload.c). If it is not loaded the
+ * kernel refuses QEMU's writable map of the sealed file and QEMU stops.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "farpage.h"
+#include "vm.h"
+
+static const char cli_vm_usage[] =
+	"usage: farpage vm [--prefetch] [--preload PATH] [--dry-run] REGION "
+	"--\n"
+	"                  QEMU [QEMU OPTIONS]\n"
+	"\n"
+	"Runs QEMU (an unmodified qemu-system-*) with its guest RAM in region\n"
+	"REGION, mapped through the local agent: pages other nodes own are\n"
+	"fetched when the guest touches them, and what the guest writes goes\n"
+	"home (at the agent's write-back period, on eviction from its cache,\n"
+	"and all of it when QEMU exits). The map is writable, so the region\n"
+	"may have no other writable map in the cluster.\n"
+	"\n"
+	"To QEMU's options it adds:\n"
+	"  -object memory-backend-file,id=" VM_BACKEND_ID
+	",size=SIZE,mem-path=/proc/self/fd/N,\n"
+	"                               share=on,align=2M\n"
+	"  -machine memory-backend=" VM_BACKEND_ID "\n"
+	"  -m SIZE   (unless given; it must then be the region's size)\n"
+	"so QEMU's options must not choose another RAM backend (-mem-path,\n"
+	"memory-backend=, -numa ... memdev=). The guest's RAM is the region's\n"
+	"size, a whole number of MiB.\n"
+	"\n"
+	"  --prefetch      the agent also fetches the pages not yet touched,\n"
+	"                  in the background\n"
+	"  --preload PATH  the preload library (default: $" VM_PRELOAD_ENV
+	", else\n"
+	"                  " VM_PRELOAD_NAME
+	" found beside this program's install)\n"
+	"  --dry-run       print the QEMU command line and environment, run "
+	"nothing\n"
+	"\n"
+	"Exits with QEMU's status, or 1 if QEMU could not be started (the\n"
+	"region is unknown, the preload library is missing, ...).\n"
+	"docs/vm.md: sizes, faults while the VM runs, limits.\n";
+
+/* The preload library: --preload, $FARPAGE_PRELOAD, or beside this binary
+ * (its build tree, or its install prefix). */
+static int cli_vm_preload(const char *opt, char *out, size_t len)
+{
+	static const char *const rel[] = { "/../vm/", "/../lib/farpage/" };
+	char exe[PATH_MAX];
+	ssize_t n;
+
+	if (!opt)
+		opt = getenv(VM_PRELOAD_ENV);
+	if (opt && *opt) {
+		if (!realpath(opt, out) || access(out, R_OK)) {
+			cli_err("vm: preload library %s: %s", opt,
+				strerror(errno));
+			return -errno;
+		}
+		return 0;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return -errno;
+	exe[n] = 0;
+	*strrchr(exe, '/') = 0;
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		char cand[PATH_MAX + 64];
+
+		snprintf(cand, sizeof(cand), "%s%s%s", exe, rel[i],
+			 VM_PRELOAD_NAME);
+		if (realpath(cand, out) && !access(out, R_OK))
+			return 0;
+	}
+	cli_err("vm: no %s beside %s (in ../vm or ../lib/farpage); give "
+		"--preload PATH",
+		VM_PRELOAD_NAME, exe);
+	return -ENOENT;
+}
+
+/* Refuses QEMU options that would choose another RAM backend. */
+static int cli_vm_args_check(int argc, char **argv)
+{
+	static const char *const bad[] = { "memory-backend=", "memdev=" };
+	int has_m = 0;
+
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "-m") || !strcmp(a, "--m"))
+			has_m = 1;
+		if (!strcmp(a, "-mem-path") || !strcmp(a, "--mem-path") ||
+		    !strcmp(a, "-mem-prealloc")) {
+			cli_err("vm: QEMU option %s: farpage vm gives QEMU its "
+				"RAM; remove it",
+				a);
+			return -EINVAL;
+		}
+		for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+			if (strstr(a, bad[k])) {
+				cli_err("vm: QEMU argument '%s': farpage vm "
+					"gives QEMU its RAM (%s); remove %s",
+					a, VM_BACKEND_ID, bad[k]);
+				return -EINVAL;
+			}
+		}
+	}
+	return has_m;
+}
+
+/* A memfd of @size QEMU can open but not map writable: only the preload
+ * library's mmap() makes it the guest's RAM. The fd, or -errno. */
+static int cli_vm_ram_file(const char *region, uint64_t size)
+{
+	char name[64 + MSG_NAME_MAX];
+	int fd;
+
+	snprintf(name, sizeof(name), "farpage-vm-%s", region);
+	fd = memfd_create(name, MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)size) ||
+	    fcntl(fd, F_ADD_SEALS,
+		  F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL)) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+static void cli_vm_print(char **argv, const char *const *env)
+{
+	for (; *env; env++)
+		printf("%s\n", *env);
+	for (; *argv; argv++)
+		printf("%s%s", *argv, argv[1] ? " " : "\n");
+}
+
+int cli_vm_run(const struct cli *c, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "prefetch", no_argument, NULL, 'p' },
+		{ "preload", required_argument, NULL, 'l' },
+		{ "dry-run", no_argument, NULL, 'n' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const char *preload_opt = NULL, *region, *ld;
+	char preload[PATH_MAX], what[32 + MSG_NAME_MAX];
+	char obj[256 + PATH_MAX], mach[64], mem[32], fd_s[16];
+	char *env_ld = NULL, *env_region = NULL, *env_fd = NULL,
+	     *env_flags = NULL, *env_sock = NULL;
+	const char *env[6] = { 0 };
+	int prefetch = 0, dry = 0, has_m, fd = -1, ret, n_q;
+	char **qargv = NULL, **q;
+	struct msg rep;
+	uint64_t size;
+
+	/* '+': QEMU's options after REGION are not ours. */
+	while ((ret = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
+		switch (ret) {
+		case 'p':
+			prefetch = 1;
+			break;
+		case 'l':
+			preload_opt = optarg;
+			break;
+		case 'n':
+			dry = 1;
+			break;
+		case 'h':
+			fputs(cli_vm_usage, stdout);
+			return CLI_EXIT_OK;
+		default:
+			return cli_getopt_err(cli_vm_usage, "vm", ret, argv);
+		}
+	}
+	if (optind >= argc)
+		return cli_usage_err(cli_vm_usage, "vm: missing region name");
+	region = argv[optind++];
+	if (optind < argc && !strcmp(argv[optind], "--"))
+		optind++;
+	if (optind >= argc)
+		return cli_usage_err(cli_vm_usage,
+				     "vm: missing the QEMU command after "
+				     "'%s --'",
+				     region);
+	n_q = argc - optind;
+	has_m = cli_vm_args_check(n_q, argv + optind);
+	if (has_m < 0)
+		return CLI_EXIT_USAGE;
+	if (cli_vm_preload(preload_opt, preload, sizeof(preload)))
+		return CLI_EXIT_FAIL;
+
+	snprintf(what, sizeof(what), "vm %s", region);
+	if (cli_region_get(c, what, region, &rep) < 0) {
+		msg_fini(&rep);
+		return CLI_EXIT_FAIL;
+	}
+	size = rep.size;
+	msg_fini(&rep);
+	if (!size || size % (1u << 20)) {
+		cli_err("vm: region %s is %llu bytes: guest RAM is a whole "
+			"number of MiB",
+			region, (unsigned long long)size);
+		return CLI_EXIT_FAIL;
+	}
+	fd = cli_vm_ram_file(region, size);
+	if (fd < 0) {
+		cli_err("vm: a memfd for QEMU to open: %s", strerror(-fd));
+		return CLI_EXIT_FAIL;
+	}
+
+	snprintf(obj, sizeof(obj),
+		 "memory-backend-file,id=%s,size=%lluM,mem-path=/proc/self/"
+		 "fd/%d,share=on,align=2M",
+		 VM_BACKEND_ID, (unsigned long long)(size >> 20), fd);
+	snprintf(mach, sizeof(mach), "memory-backend=%s", VM_BACKEND_ID);
+	snprintf(mem, sizeof(mem), "%lluM", (unsigned long long)(size >> 20));
+	snprintf(fd_s, sizeof(fd_s), "%d", fd);
+	ld = getenv("LD_PRELOAD");
+	ret = -ENOMEM;
+	if (asprintf(&env_ld, "LD_PRELOAD=%s%s%s", preload,
+		     ld && *ld ? ":" : "", ld && *ld ? ld : "") < 0 ||
+	    asprintf(&env_region, "%s=%s", VM_ENV_REGION, region) < 0 ||
+	    asprintf(&env_fd, "%s=%d", VM_ENV_FD, fd) < 0 ||
+	    asprintf(&env_flags, "%s=%s", VM_ENV_FLAGS,
+		     prefetch ? "prefetch" : "") < 0 ||
+	    asprintf(&env_sock, "%s=%s", FARPAGE_AGENT_SOCK_ENV,
+		     c->agent_sock) < 0)
+		goto out;
+	env[0] = env_ld;
+	env[1] = env_region;
+	env[2] = env_fd;
+	env[3] = env_flags;
+	env[4] = env_sock;
+
+	qargv = calloc((size_t)n_q + 7, sizeof(*qargv));
+	if (!qargv)
+		goto out;
+	q = qargv;
+	for (int i = optind; i < argc; i++)
+		*q++ = argv[i];
+	*q++ = (char *)"-object";
+	*q++ = obj;
+	*q++ = (char *)"-machine";
+	*q++ = mach;
+	if (!has_m) {
+		*q++ = (char *)"-m";
+		*q++ = mem;
+	}
+	*q = NULL;
+	if (dry) {
+		cli_vm_print(qargv, env);
+		ret = 0;
+		goto out;
+	}
+	for (int i = 0; env[i]; i++) {
+		if (putenv((char *)env[i])) {
+			ret = -errno;
+			goto out;
+		}
+	}
+	fprintf(stderr,
+		"farpage vm: region %s (%llu MiB) as the guest RAM of %s, "
+		"through the agent at %s\n",
+		region, (unsigned long long)(size >> 20), qargv[0],
+		c->agent_sock);
+	fflush(NULL);
+	execvp(qargv[0], qargv);
+	ret = -errno;
+	cli_err("vm: cannot run %s: %s", qargv[0], strerror(errno));
+out:
+	if (ret == -ENOMEM)
+		cli_err("vm: out of memory");
+	/* After putenv() the environment holds them: they stay. */
+	if (dry || ret == -ENOMEM) {
+		free(env_ld);
+		free(env_region);
+		free(env_fd);
+		free(env_flags);
+		free(env_sock);
+	}
+	free(qargv);
+	close(fd);
+	return ret ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+}
