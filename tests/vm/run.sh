@@ -28,6 +28,8 @@ set -uo pipefail
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 SELF=$SRC/tests/vm/run.sh
 GUEST=$SRC/tests/vm/guest.sh
+# shellcheck source=tests/vm/kernel.sh
+. "$SRC/tests/vm/kernel.sh"
 BIN=$SRC/build
 WORKDIR=""
 VM_TIMEOUT=900
@@ -63,85 +65,16 @@ command -v dpkg-query >/dev/null && command -v apt-get >/dev/null ||
 case $CACHE in *[[:space:]]*) die "cache dir '$CACHE' contains blanks: the guest gets it on the kernel command line" ;; esac
 
 # ------------------------------------------------------------ 1. packages
-APT=(apt-get -o DPkg::Lock::Timeout=600 -o Acquire::Retries=3)
-NEED_PKGS="qemu-system-x86 busybox-static kmod cpio xz-utils gzip rdma-core ibverbs-utils
-	ibverbs-providers iproute2 procps util-linux coreutils"
-missing=$(for p in $NEED_PKGS; do
-	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'ok installed' || echo "$p"
-done | tr '\n' ' ')
-if [ -n "${missing// /}" ]; then
-	log "installing: $missing"
-	"${APT[@]}" update -qq >"/tmp/farpage-vm-apt.$$.log" 2>&1 &&
-		DEBIAN_FRONTEND=noninteractive "${APT[@]}" install -y -qq --no-install-recommends \
-			$missing >>"/tmp/farpage-vm-apt.$$.log" 2>&1
-	rc=$?
-	if [ $rc != 0 ]; then
-		tail -20 "/tmp/farpage-vm-apt.$$.log" >&2
-		rm -f "/tmp/farpage-vm-apt.$$.log"
-		die "could not install $missing (apt-get exit $rc, above); the VM test needs them"
-	fi
-	rm -f "/tmp/farpage-vm-apt.$$.log"
-fi
+vmk_packages qemu-system-x86 busybox-static kmod cpio xz-utils gzip rdma-core ibverbs-utils \
+	ibverbs-providers iproute2 procps util-linux coreutils
 for c in qemu-system-x86_64 busybox modprobe depmod cpio xz gzip dpkg; do
 	command -v "$c" >/dev/null || die "$c is missing although its package is installed"
 done
 [ -e /bin/busybox ] || die "/bin/busybox (busybox-static) is missing"
 
 # ------------------------------------------------------------ 2. cache: kernel + initramfs
-mkdir -p "$CACHE" || die "cannot create the cache dir $CACHE"
-CACHE=$(cd "$CACHE" && pwd)
-exec 9>"$CACHE/.lock"
-flock -w 900 9 || die "another run holds $CACHE/.lock for 15 minutes"
-
-kpkg_name() { apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}'; }
-if ! ls "$CACHE"/kernel/boot/vmlinuz-* >/dev/null 2>&1; then
-	KPKG=$(kpkg_name)
-	if [ -z "$KPKG" ]; then
-		"${APT[@]}" update -qq >/dev/null 2>&1
-		KPKG=$(kpkg_name)
-	fi
-	[ -n "$KPKG" ] || die "apt-cache cannot resolve linux-image-amd64 to a kernel package (apt sources?)"
-	log "downloading $KPKG into $CACHE (once; reused by later runs)"
-	rm -rf "$CACHE/dl" && mkdir -p "$CACHE/dl"
-	if ! (cd "$CACHE/dl" && "${APT[@]}" download "$KPKG") >"$CACHE/dl.log" 2>&1; then
-		# stale package lists name a version the mirror no longer has
-		log "apt-get download failed; apt-get update and retrying"
-		"${APT[@]}" update -qq >>"$CACHE/dl.log" 2>&1
-		KPKG=$(kpkg_name)
-		(cd "$CACHE/dl" && "${APT[@]}" download "$KPKG") >>"$CACHE/dl.log" 2>&1
-	fi
-	deb=$(ls "$CACHE"/dl/linux-image-*.deb 2>/dev/null | head -n1)
-	if [ -z "$deb" ]; then
-		tail -10 "$CACHE/dl.log" >&2
-		die "could not download Debian's kernel package $KPKG (apt-get download, above)"
-	fi
-	log "extracting $(basename "$deb")"
-	rm -rf "$CACHE/kernel.new" "$CACHE/vmlinux" "$CACHE/initramfs.gz"
-	dpkg -x "$deb" "$CACHE/kernel.new" || die "dpkg -x $deb failed"
-	ls "$CACHE"/kernel.new/boot/vmlinuz-* >/dev/null 2>&1 || die "$deb holds no /boot/vmlinuz-*"
-	rm -rf "$CACHE/kernel" && mv "$CACHE/kernel.new" "$CACHE/kernel"
-	mv "$deb" "$CACHE/" && rm -rf "$CACHE/dl"
-fi
-KV=$(basename "$(ls -d "$CACHE"/kernel/lib/modules/* | head -n1)")
-VMLINUZ=$CACHE/kernel/boot/vmlinuz-$KV
-[ -f "$VMLINUZ" ] || die "cached kernel is incomplete ($VMLINUZ missing); remove $CACHE/kernel"
-if [ ! -f "$CACHE/kernel/lib/modules/$KV/modules.dep" ]; then
-	depmod -b "$CACHE/kernel" "$KV" || die "depmod for $KV failed"
-fi
-# The uncompressed ELF vmlinux has a PVH entry note: QEMU boots it directly
-# (no real-mode setup, no in-guest xz decompression): seconds faster in TCG.
-if [ ! -s "$CACHE/vmlinux" ]; then
-	off=$( (LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$VMLINUZ" || true) | head -n1 | cut -d: -f1)
-	if [ -n "$off" ]; then
-		tail -c +$((off + 1)) "$VMLINUZ" | xz -qdc --single-stream >"$CACHE/vmlinux.new" 2>/dev/null
-		if head -c4 "$CACHE/vmlinux.new" | grep -q ELF; then
-			mv "$CACHE/vmlinux.new" "$CACHE/vmlinux"
-		else
-			rm -f "$CACHE/vmlinux.new"
-		fi
-	fi
-fi
-if [ -s "$CACHE/vmlinux" ]; then BOOTK=$CACHE/vmlinux; else BOOTK=$VMLINUZ; fi
+vmk_cache_lock
+vmk_kernel
 
 # The initramfs only mounts the host / (9p) under a tmpfs overlay and runs the
 # guest command; everything else (veth, rdma_rxe, ...) is modprobe'd later from
@@ -215,49 +148,14 @@ EOF
 fi
 
 # ------------------------------------------------------------ 3. accelerator
-# /dev/kvm can be kvm_pvm, which only runs PVM-enabled guest kernels: probe
-# whether KVM boots this kernel (banner within seconds), else TCG. The
-# verdict is remembered for this host boot.
-probe_kvm() {
-	local boot_id f
-	boot_id=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo unknown)
-	f=$CACHE/accel.$boot_id.$KV
-	if [ -s "$f" ]; then
-		cat "$f"
-		return
-	fi
-	rm -f "$CACHE"/accel.*
-	local a="tcg no usable /dev/kvm"
-	if [ -w /dev/kvm ]; then
-		# with working KVM this kernel prints its banner (then panics: no
-		# root) within ~2 s
-		timeout -k 3 10 qemu-system-x86_64 -accel kvm -cpu host -m 256 -nographic -nic none \
-			-no-reboot -kernel "$BOOTK" -append "console=ttyS0 earlyprintk=serial panic=-1" \
-			</dev/null >"$CACHE/kvm-probe.log" 2>&1
-		if grep -q 'Linux version' "$CACHE/kvm-probe.log"; then
-			a=kvm
-		else
-			a="tcg KVM did not boot this kernel: $(grep -m1 -iE 'error|assert' \
-				"$CACHE/kvm-probe.log" || echo 'no kernel output in 10 s')"
-			[ -d /sys/module/kvm_pvm ] && a="$a (/dev/kvm is kvm_pvm: PVM guest kernels only)"
-		fi
-	fi
-	echo "$a" >"$f"
-	echo "$a"
-}
 if [ "$ACCEL" = auto ]; then
-	probe=$(probe_kvm)
+	probe=$(vmk_accel_probe)
 	ACCEL=${probe%% *}
 	[ "$ACCEL" = tcg ] &&
 		log "${probe#tcg }: using TCG (slow; fine for correctness, never for performance figures)"
 fi
-flock -u 9
-# shellcheck disable=SC2054 # "tcg,thread=multi" is one qemu argument
-case $ACCEL in
-kvm) ACCEL_ARGS=(-accel kvm -cpu host) ;;
-tcg) ACCEL_ARGS=(-accel tcg,thread=multi -cpu max) ;;
-*) die "FARPAGE_VM_ACCEL=$ACCEL: use auto, kvm or tcg" ;;
-esac
+vmk_cache_unlock
+vmk_accel_args "$ACCEL" || die "FARPAGE_VM_ACCEL=$ACCEL: use auto, kvm or tcg"
 
 # ------------------------------------------------------------ 4. per-run dir, guest command
 if [ -n "$WORKDIR" ]; then
