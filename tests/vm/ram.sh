@@ -8,8 +8,9 @@
 #   1. region all B's: the guest passes, QEMU exits 0, A fetched at least
 #      the pages the guest touched (all of them B's) and at most the region
 #   2. the same region booted again: the guest sees the first boot's
-#      pattern; B is SIGSTOPped while the guest runs and faults on it:
-#      the vCPU waits and goes on when B does
+#      pattern; a second VM of the region is refused while it runs; B is
+#      SIGSTOPped while the guest runs and faults on it: the vCPU waits
+#      and goes on when B does
 #   3. a region interleaved A/B: B's half fetched, A's half mapped from
 #      A's pool (no fault)
 #   4. A's agent again with --cache-size half the guest's RAM: the guest
@@ -120,6 +121,13 @@ fp_log "ok: 1. QEMU booted with its RAM all on B: guest ok, $fetched pages fetch
 # 2. again; B stopped while the guest runs
 boot b2 ram 12 11
 fp_wait_log "$FP_TMP/b2.serial" '^vm-ram: boot-to-init' 600 || fp_fail "boot 2: init never started"
+# a second VM on the same region is refused while this one runs
+fp_cli A A vm ram -- qemu-system-x86_64 -accel tcg -nographic -nic none -no-reboot \
+	-kernel /dev/null >"$FP_TMP/b2x.out" 2>&1 </dev/null
+rc=$?
+[ "$rc" != 0 ] && grep -q 'unable to map backing store' "$FP_TMP/b2x.out" ||
+	{ cat "$FP_TMP/b2x.out" >&2; fp_fail "boot 2: a second VM of region ram started (exit $rc)"; }
+grep -m1 'farpage-preload.*cannot put' "$FP_TMP/b2x.out" | sed 's/^/    b2x: /' >&2
 f0=$(fp_faults A A)
 kill -STOP "${FP_NODE_PID[B]}"
 # a fault of the guest's waits on B now
