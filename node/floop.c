@@ -539,14 +539,14 @@ static void floop_fetch_start(struct floop *f, struct fmap *m, uint64_t addr,
  */
 static void floop_fault_remote(struct floop *f, struct fmap *m, uint64_t addr,
 			       uint64_t owner, uint64_t off, uint64_t t0_ms,
-			       int replay)
+			       int replay, int write)
 {
 	struct fetch *dup;
 	struct backlog *b;
 	uint32_t win = 0;
 
 	if (f->cfg.readahead && !replay)
-		win = floop_ra_stream_update(f, m, addr);
+		win = floop_ra_stream_update(f, m, addr, write);
 	dup = floop_fetch_find(f, m, addr);
 	if (dup) {
 		/* Another thread's fault, or read-ahead got there first: now a
@@ -583,6 +583,7 @@ ahead:
 static void floop_fault_handle(struct floop *f, struct fmap *m, uint64_t addr,
 			       uint64_t flags, uint64_t t0_ms, int replay)
 {
+	int write = !!(flags & UFFD_PAGEFAULT_FLAG_WRITE);
 	const struct msg_chunk *c;
 	uint64_t rel, off;
 	int ret;
@@ -610,7 +611,8 @@ static void floop_fault_handle(struct floop *f, struct fmap *m, uint64_t addr,
 				     "placed: its pages are gone");
 			return;
 		}
-		floop_fault_remote(f, m, addr, c->node, off, t0_ms, replay);
+		floop_fault_remote(f, m, addr, c->node, off, t0_ms, replay,
+				   write);
 		return;
 	}
 	/* Local chunk not mapped from the pool: placed before this agent
@@ -629,7 +631,8 @@ static void floop_fault_handle(struct floop *f, struct fmap *m, uint64_t addr,
 	}
 	/* In the cache like a peer's page (written back to the pool). */
 	if (m->cache) {
-		floop_fault_remote(f, m, addr, c->node, off, t0_ms, replay);
+		floop_fault_remote(f, m, addr, c->node, off, t0_ms, replay,
+				   write);
 		return;
 	}
 	ret = uffd_copy(m->uffd, addr, f->cfg.pool_base + off, FLOOP_PAGE, 1);
@@ -639,7 +642,8 @@ static void floop_fault_handle(struct floop *f, struct fmap *m, uint64_t addr,
 		uffd_wake(m->uffd, addr, FLOOP_PAGE);
 	else if (ret == -EAGAIN)
 		/* Address space changing: a slot retries the copy later. */
-		floop_fault_remote(f, m, addr, c->node, off, t0_ms, replay);
+		floop_fault_remote(f, m, addr, c->node, off, t0_ms, replay,
+				   write);
 	else if (ret != -ENOENT && ret != -ESRCH)
 		log_errno(ret, "map %s: local copy", m->name);
 }

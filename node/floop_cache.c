@@ -368,6 +368,16 @@ int floop_cache_fault(struct floop *f, struct fmap *m, uint64_t addr,
 	return 0;
 }
 
+void floop_cache_want_write(struct fmap *m, uint64_t addr, uint32_t n)
+{
+	uint64_t i = cache_idx(m, addr);
+
+	if (!m->cache || !m->writable || !m->wp_cont)
+		return;
+	for (uint32_t k = 0; k < n; k++)
+		m->pst[i + k] |= PS_WANTW;
+}
+
 /* ---- --cache-policy fifo ---- */
 
 static struct fmap *cache_map_by_id(struct floop *f, uint64_t id)
@@ -439,24 +449,29 @@ static void cache_fifo_push(struct floop *f, struct fmap *m, uint64_t i)
 }
 
 /*
- * Maps the pages of @s a thread faulted writing, writable and dirty, before
- * the rest of the run (which then skips them: -EEXIST). A page this fails
- * for is mapped write-protected with the run; its write faults then.
+ * Maps the pages of @s a thread faulted writing, or a stream of writes
+ * read ahead, writable and dirty, before the rest of the run (which then
+ * skips them: -EEXIST), one CONTINUE per span of them. A span this fails
+ * for is mapped write-protected with the run; its writes fault then.
  */
 static void cache_resolve_writes(struct floop *f, struct fetch *s)
 {
 	struct fmap *m = s->map;
 	uint64_t i0 = cache_idx(m, s->addr), done;
 
-	for (uint32_t k = 0; k < s->npages; k++) {
-		if (!(m->pst[i0 + k] & PS_WANTW))
-			continue;
-		m->pst[i0 + k] &= ~PS_WANTW;
-		if (!m->wp_cont)
-			continue;
-		cache_dirty_set(f, m, i0 + k);
-		uffd_continue(m->uffd, s->addr + (uint64_t)k * FLOOP_PAGE,
-			      FLOOP_PAGE, 0, 1, &done);
+	for (uint32_t k = 0, n; k < s->npages; k += n) {
+		n = 0;
+		while (k + n < s->npages && (m->pst[i0 + k + n] & PS_WANTW)) {
+			m->pst[i0 + k + n] &= ~PS_WANTW;
+			if (m->wp_cont)
+				cache_dirty_set(f, m, i0 + k + n);
+			n++;
+		}
+		if (n && m->wp_cont)
+			uffd_continue(m->uffd,
+				      s->addr + (uint64_t)k * FLOOP_PAGE,
+				      (uint64_t)n * FLOOP_PAGE, 0, 1, &done);
+		n += !n;
 	}
 }
 

@@ -60,6 +60,7 @@ struct fstream {
 	uint64_t end;  /* first page not yet read ahead */
 	uint32_t win;  /* current window, pages; 0 = not sequential yet */
 	uint64_t used; /* for LRU replacement */
+	int write;     /* its last fault was a write: it writes as it goes */
 };
 
 struct fmap {
@@ -333,6 +334,10 @@ void floop_cache_uncharge(struct floop *f, struct fmap *m, uint64_t addr,
  */
 int floop_cache_fault(struct floop *f, struct fmap *m, uint64_t addr,
 		      uint64_t flags);
+/* The @n pages at @addr, read ahead of a stream of writes, are mapped
+ * writable and dirty when they land, as if each had faulted writing (a
+ * stream writing pages in order writes the next ones too). */
+void floop_cache_want_write(struct fmap *m, uint64_t addr, uint32_t n);
 /* The pages of @s landed: CONTINUE. Returns 1 if the slot is finished. */
 int floop_cache_resolve(struct floop *f, struct fetch *s);
 /* Pages the cache holds or lands, over all mappings (ctr.cache_resident). */
@@ -395,10 +400,12 @@ int floop_peer_chunk_is_lost(struct floop *f, const struct msg_chunk *c);
 /* ---- floop_ra.c ---- */
 
 /*
- * Finds the stream a fault at @addr continues, or starts one in the least
- * recently used slot. Returns how many pages to read ahead after @addr.
+ * Finds the stream a fault at @addr (@write: a thread writing) continues,
+ * or starts one in the least recently used slot. Returns how many pages to
+ * read ahead after @addr.
  */
-uint32_t floop_ra_stream_update(struct floop *f, struct fmap *m, uint64_t addr);
+uint32_t floop_ra_stream_update(struct floop *f, struct fmap *m, uint64_t addr,
+				int write);
 /* Reads ahead up to @win pages after the fault at @addr (its stream's). */
 void floop_ra_read_ahead(struct floop *f, struct fmap *m, uint64_t addr,
 			 uint32_t win);

@@ -14,7 +14,7 @@
  * free, else one page. Returns the pages consumed (fetched or skipped).
  */
 static uint32_t floop_ra_fetch(struct floop *f, struct fmap *m, uint64_t a,
-			       uint64_t stop, int pf)
+			       uint64_t stop, int pf, int write)
 {
 	uint64_t rel = a - m->base;
 	const struct msg_chunk *c = &m->chunks[rel >> m->chunk_shift];
@@ -36,11 +36,14 @@ static uint32_t floop_ra_fetch(struct floop *f, struct fmap *m, uint64_t a,
 		       !floop_cache_is_held(m, a + (uint64_t)n * FLOOP_PAGE))
 			n++;
 	}
+	if (write)
+		floop_cache_want_write(m, a, n);
 	floop_fetch_start_n(f, m, a, c->node, off, 1, n, pf, evl_now_ms());
 	return n;
 }
 
-uint32_t floop_ra_stream_update(struct floop *f, struct fmap *m, uint64_t addr)
+uint32_t floop_ra_stream_update(struct floop *f, struct fmap *m, uint64_t addr,
+				int write)
 {
 	struct fstream *st = NULL, *lru = &m->streams[0];
 	uint64_t max = f->cfg.readahead;
@@ -68,6 +71,7 @@ uint32_t floop_ra_stream_update(struct floop *f, struct fmap *m, uint64_t addr)
 			st->win = (uint32_t)max;
 	}
 	st->last = addr;
+	st->write = write;
 	st->used = ++m->stream_clock;
 	if (st->end < addr + FLOOP_PAGE)
 		st->end = addr + FLOOP_PAGE;
@@ -92,7 +96,8 @@ void floop_ra_read_ahead(struct floop *f, struct fmap *m, uint64_t addr,
 	 * ahead of read-ahead. */
 	while (st->end < stop && f->n_free > f->n_slots / 4 &&
 	       (!m->cache || floop_cache_has_room(f)))
-		st->end += (uint64_t)floop_ra_fetch(f, m, st->end, stop, 0) *
+		st->end += (uint64_t)floop_ra_fetch(f, m, st->end, stop, 0,
+						    st->write) *
 			   FLOOP_PAGE;
 }
 
@@ -113,10 +118,10 @@ void floop_ra_prefetch_run(struct floop *f)
 		       f->n_free > f->n_slots / 4 &&
 		       (!m->cache || !f->cfg.cache_pages ||
 			floop_cache_resident(f) < f->cfg.cache_pages))
-			m->pf_next +=
-				(uint64_t)floop_ra_fetch(f, m, m->pf_next,
-							 m->base + m->span, 1) *
-				FLOOP_PAGE;
+			m->pf_next += (uint64_t)floop_ra_fetch(
+					      f, m, m->pf_next,
+					      m->base + m->span, 1, 0) *
+				      FLOOP_PAGE;
 		if (m->pf_next >= m->base + m->span && m->prefetch == 1) {
 			m->prefetch = 2; /* done; said once */
 			log_dbg("map %s: background prefetch done", m->name);

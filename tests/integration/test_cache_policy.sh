@@ -11,6 +11,7 @@
 #     did (counters, not time)
 #   - pages faulted in by a write are mapped writable at once (no
 #     write-protect fault follows), and the writes reach home
+#   - so are the pages read ahead of a thread writing in order
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 fp_require
@@ -76,4 +77,22 @@ pages=$(fp_field "$FP_TMP/w.out" touch: pages)
 fp_log "ok: $((w1 - w0)) write-protect faults after $pages writes that faulted their pages in"
 fp_cli H F touch r --seed 5 >"$FP_TMP/r5.out" 2>&1 || { cat "$FP_TMP/r5.out" >&2; fp_fail "reading seed 5 through F"; }
 fp_touch_ok "F reads what K wrote" "$FP_TMP/r5.out"
+
+# A thread writing pages in order: what is read ahead of it is mapped
+# writable too (agent W, read-ahead at its default), so its writes raise
+# no write-protect faults either; they reach home
+fp_node_start H W
+fp_cli H W touch r --write --seed 6 --order seq --threads 1 >"$FP_TMP/ws.out" 2>&1 ||
+	{ cat "$FP_TMP/ws.out" >&2; fp_fail "writing in order through agent W"; }
+fp_touch_ok "W: every page written in order" "$FP_TMP/ws.out"
+wp=$(fp_cache_stat H W wp_faults)
+pages=$(fp_field "$FP_TMP/ws.out" touch: pages)
+miss=$(fp_cache_stat H W misses)
+[ "$miss" -lt $((pages / 4)) ] ||
+	fp_fail "W fetched $miss times for $pages pages written in order: no read-ahead"
+[ $((wp * 100)) -lt "$pages" ] ||
+	fp_fail "$wp write-protect faults after $pages pages written in order"
+fp_log "ok: $wp write-protect faults after $pages pages written in order ($miss fetches)"
+fp_cli H F touch r --seed 6 >"$FP_TMP/r6.out" 2>&1 || { cat "$FP_TMP/r6.out" >&2; fp_fail "reading seed 6 through F"; }
+fp_touch_ok "F reads what W wrote" "$FP_TMP/r6.out"
 fp_exit
