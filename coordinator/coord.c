@@ -1726,8 +1726,48 @@ void coord_lease_check(struct coord *c, uint64_t now_ms)
 			log_info("node %u (%s) is up again", n->id, n->name);
 			continue;
 		}
+		c->lease_expiries++;
 		silent = now_ms - n->lease_end + c->lease_ms;
 		log_warn("node %u (%s) is down: no heartbeat for %llu ms",
 			 n->id, n->name, (unsigned long long)silent);
 	}
+}
+
+void coord_figures(struct coord *c, struct coord_figures *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (uint32_t i = 0; i < c->n_nodes; i++) {
+		if (c->nodes[i].was_up)
+			out->nodes_up++;
+		else
+			out->nodes_down++;
+	}
+	out->regions = c->n_regions;
+	out->lease_expiries = c->lease_expiries;
+	/* Counted again only when nodes or regions changed. */
+	if (!c->lost_valid || c->lost_ngen != c->ngen ||
+	    c->lost_epoch != c->epoch) {
+		c->lost = 0;
+		for (uint32_t i = 0; i < c->n_regions; i++) {
+			const struct coord_region *r = c->regions[i];
+
+			for (uint32_t k = 0; k < r->n_chunks; k++) {
+				const struct msg_chunk *ch = &r->chunks[k];
+				const struct coord_node *n =
+					coord_node_find(c, ch->node);
+
+				c->lost += n && ch->inst &&
+					   ch->inst != n->instance;
+			}
+		}
+		c->lost_ngen = c->ngen;
+		c->lost_epoch = c->epoch;
+		c->lost_valid = 1;
+	}
+	out->chunks_lost = c->lost;
+}
+
+const struct wal_stats *coord_wal_stats(const struct coord *c)
+{
+	return c->wal ? wal_stats(c->wal) : NULL;
 }

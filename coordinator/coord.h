@@ -82,4 +82,15 @@ int coord_sync(struct coord *c);
  */
 void coord_lease_check(struct coord *c, uint64_t now_ms);
 
+/* The tables' figures for /metrics (on the loop thread; nodes up as of
+ * the last coord_lease_check()). */
+struct coord_figures {
+	uint32_t nodes_up, nodes_down, regions;
+	uint64_t chunks_lost; /* placed in a pool its owner has since lost */
+	uint64_t lease_expiries;
+};
+void coord_figures(struct coord *c, struct coord_figures *out);
+/* The log's figures (any thread); NULL without a data directory. */
+const struct wal_stats *coord_wal_stats(const struct coord *c);
+
 #endif

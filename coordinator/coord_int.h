@@ -94,6 +94,10 @@ struct coord {
 	uint32_t n_regions, cap_regions;
 	struct coord_endpoint *eps; /* sorted by (node, peer) */
 	uint32_t n_eps, cap_eps;
+	/* for /metrics (coord_figures()) */
+	uint64_t lease_expiries;
+	uint64_t lost_ngen, lost_epoch, lost; /* chunks lost, as of then */
+	int lost_valid;
 };
 
 /*

@@ -36,6 +36,7 @@ enum main_opt {
 	MAIN_OPT_FRAME_TIMEOUT_MS,
 	MAIN_OPT_SNAPSHOT_EVERY,
 	MAIN_OPT_LOG_LEVEL,
+	MAIN_OPT_METRICS_LISTEN,
 };
 
 static void main_usage_print(FILE *f)
@@ -50,7 +51,12 @@ static void main_usage_print(FILE *f)
 		"  --listen ADDR        control address host:port; port 0\n"
 		"                       picks a free one (default %s)\n"
 		"  --addr-file FILE     write the bound host:port to FILE\n"
-		"                       once listening (default: none)\n"
+		"                       once listening (default: none; with\n"
+		"                       --metrics-listen, a second line\n"
+		"                       \"metrics host:port\")\n"
+		"  --metrics-listen ADDR  serve Prometheus /metrics on\n"
+		"                       host:port (default: off; port 0\n"
+		"                       picks a free one)\n"
 		"  --data-dir DIR       log and snapshot, created if missing\n"
 		"                       (default %s)\n"
 		"  --lease-ms MS        a node is down MS ms after its last\n"
@@ -130,6 +136,8 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 		{ "snapshot-every", required_argument, NULL,
 		  MAIN_OPT_SNAPSHOT_EVERY },
 		{ "log-level", required_argument, NULL, MAIN_OPT_LOG_LEVEL },
+		{ "metrics-listen", required_argument, NULL,
+		  MAIN_OPT_METRICS_LISTEN },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -145,6 +153,9 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 			break;
 		case MAIN_OPT_ADDR_FILE:
 			o->scfg.addr_file = optarg;
+			break;
+		case MAIN_OPT_METRICS_LISTEN:
+			o->scfg.metrics_listen = optarg;
 			break;
 		case MAIN_OPT_DATA_DIR:
 			if (!*optarg)

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,9 +31,11 @@
 #include "evl.h"
 #include "frame.h"
 #include "log.h"
+#include "metrics.h"
 #include "msg.h"
 #include "net.h"
 #include "util.h"
+#include "wal.h"
 
 #define SERVER_BACKLOG		128
 #define SERVER_READ_CHUNK	(64u << 10)
@@ -70,6 +73,10 @@ struct server {
 	uint64_t refused_log_ms; /* last "too many connections" warning */
 	unsigned int frame_timeout_ms;
 	char addr[SERVER_PEER_LEN];
+	/* for /metrics: written on the loop thread, read on its own */
+	struct metrics_srv *metrics;
+	_Atomic uint32_t m_conns, m_nodes_up, m_nodes_down, m_regions;
+	atomic_uint_fast64_t m_lost, m_expiries, m_refused, m_conns_refused;
 };
 
 /* The declared payload length of the frame header at @p. */
@@ -295,6 +302,7 @@ static void server_conn_refuse(struct server_conn *cn, int err)
 {
 	struct msg m;
 
+	atomic_fetch_add(&cn->srv->m_refused, 1);
 	msg_error(&m, err, "%s; closing the connection",
 		  err == -EPROTO ? "not a coordinator request"
 				 : "malformed frame or message");
@@ -443,6 +451,7 @@ static void server_accept_one(struct server *s, int fd)
 				 s->max_conns);
 			s->refused_log_ms = now;
 		}
+		atomic_fetch_add(&s->m_conns_refused, 1);
 		close(fd);
 		return;
 	}
@@ -499,6 +508,65 @@ static void on_signal(struct evl *l, int fd, uint32_t events, void *arg)
 	evl_stop(l);
 }
 
+/* What /metrics shows of the tables, as of this tick. */
+static void server_figures(struct server *s)
+{
+	struct coord_figures fig;
+
+	coord_figures(s->coord, &fig);
+	atomic_store(&s->m_conns, s->n_conns);
+	atomic_store(&s->m_nodes_up, fig.nodes_up);
+	atomic_store(&s->m_nodes_down, fig.nodes_down);
+	atomic_store(&s->m_regions, fig.regions);
+	atomic_store(&s->m_lost, fig.chunks_lost);
+	atomic_store(&s->m_expiries, fig.lease_expiries);
+}
+
+static void server_metrics_render(struct metrics_buf *b, void *arg)
+{
+	const struct server *s = arg;
+	const struct wal_stats *w = coord_wal_stats(s->coord);
+	static const char nodes[] = "farpage_nodes";
+
+	metrics_one(b, "farpage_open_connections", "gauge",
+		    "Control connections open (agents, CLIs).",
+		    atomic_load(&s->m_conns));
+	metrics_head(b, nodes, "gauge",
+		     "Nodes in the tables, by lease state (as of the last "
+		     "lease check, every 100 ms).");
+	metrics_u64(b, nodes, "state=\"up\"", atomic_load(&s->m_nodes_up));
+	metrics_u64(b, nodes, "state=\"down\"", atomic_load(&s->m_nodes_down));
+	metrics_one(b, "farpage_lease_expiries_total", "counter",
+		    "Times a node's lease ran out (it went down).",
+		    atomic_load(&s->m_expiries));
+	metrics_one(b, "farpage_regions", "gauge", "Regions in the tables.",
+		    atomic_load(&s->m_regions));
+	metrics_one(b, "farpage_chunks_lost", "gauge",
+		    "Chunks placed in a pool whose owner has restarted since "
+		    "(their pages are gone).",
+		    atomic_load(&s->m_lost));
+	metrics_one(b, "farpage_frames_refused_total", "counter",
+		    "Connections closed for a malformed frame or message, a "
+		    "non-request or a stalled half frame.",
+		    atomic_load(&s->m_refused));
+	metrics_one(b, "farpage_connections_refused_total", "counter",
+		    "Connections refused: too many open.",
+		    atomic_load(&s->m_conns_refused));
+	if (!w)
+		return;
+	metrics_hist_write(b, "farpage_wal_append_duration_seconds",
+			   "Writing one record to the log.", &w->append_ns);
+	metrics_hist_write(b, "farpage_wal_fsync_duration_seconds",
+			   "Making the log durable (fsync) before replies.",
+			   &w->fsync_ns);
+	metrics_one(b, "farpage_snapshots_total", "counter",
+		    "Snapshots of the tables written by this process.",
+		    atomic_load(&w->snapshots));
+	metrics_one(b, "farpage_snapshot_bytes", "gauge",
+		    "Size of the last snapshot written.",
+		    atomic_load(&w->snapshot_bytes));
+}
+
 static void on_lease_tick(struct evl *l, void *arg)
 {
 	struct server *s = arg;
@@ -506,6 +574,7 @@ static void on_lease_tick(struct evl *l, void *arg)
 	struct server_conn *cn, *next;
 
 	coord_lease_check(s->coord, now);
+	server_figures(s);
 	for (cn = s->conns; cn; cn = next) {
 		next = cn->next;
 		/* Only time spent waiting on the peer counts, not time we
@@ -515,6 +584,7 @@ static void on_lease_tick(struct evl *l, void *arg)
 		if (!cn->partial_ms ||
 		    now - cn->partial_ms < s->frame_timeout_ms)
 			continue;
+		atomic_fetch_add(&s->m_refused, 1);
 		log_warn("peer %s: half a frame (%zu bytes) for %u ms; closing",
 			 cn->peer, cn->rlen, s->frame_timeout_ms);
 		server_conn_close(cn);
@@ -524,7 +594,7 @@ static void on_lease_tick(struct evl *l, void *arg)
 int server_create(const struct server_cfg *cfg, struct coord *c,
 		  struct server **out)
 {
-	char text[SERVER_PEER_LEN + 2];
+	char text[2 * SERVER_PEER_LEN + 16];
 	struct server *s;
 	sigset_t mask;
 	int ret;
@@ -572,8 +642,21 @@ int server_create(const struct server_cfg *cfg, struct coord *c,
 	ret = evl_timer_add(s->evl, SERVER_LEASE_TICK, on_lease_tick, s);
 	if (ret < 0)
 		goto err;
+	server_figures(s);
+	if (cfg->metrics_listen) {
+		ret = metrics_srv_start(cfg->metrics_listen, "coordinator",
+					server_metrics_render, s, &s->metrics);
+		if (ret) {
+			log_errno(ret, "--metrics-listen %s",
+				  cfg->metrics_listen);
+			goto err;
+		}
+	}
 	if (cfg->addr_file) {
-		snprintf(text, sizeof(text), "%s\n", s->addr);
+		snprintf(text, sizeof(text), "%s\n%s%s%s", s->addr,
+			 s->metrics ? "metrics " : "",
+			 s->metrics ? metrics_srv_addr(s->metrics) : "",
+			 s->metrics ? "\n" : "");
 		ret = util_write_file(cfg->addr_file, text);
 		if (ret) {
 			log_errno(ret, "cannot write %s", cfg->addr_file);
@@ -592,6 +675,8 @@ void server_destroy(struct server *s)
 {
 	if (!s)
 		return;
+	/* Its thread reads the figures and the log's. */
+	metrics_srv_stop(s->metrics);
 	while (s->conns)
 		server_conn_close(s->conns);
 	if (s->lfd >= 0)

@@ -18,6 +18,10 @@ struct server_cfg {
 	unsigned int max_conns;	 /* 0: SERVER_CONNS_MAX */
 	/* a connection holding half a frame this long is closed; 0: 10000 */
 	unsigned int frame_timeout_ms;
+	/* serve Prometheus /metrics here ("host:port"); NULL: off. Its
+	 * bound address goes on a second line of addr_file
+	 * ("metrics host:port"). */
+	const char *metrics_listen;
 };
 
 /*

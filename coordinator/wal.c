@@ -18,6 +18,7 @@
 
 #include "frame.h"
 #include "log.h"
+#include "metrics.h"
 
 #define WAL_FILE      "wal"
 #define WAL_TMP_FILE  "wal.tmp"
@@ -35,6 +36,7 @@ struct wal {
 	uint64_t end;	    /* byte offset of the next record */
 	uint64_t n_records; /* records in the current wal */
 	int err;	    /* first write/sync failure; sticky */
+	struct wal_stats st;
 };
 
 /* Accumulates a snapshot file; flushed with write() when large. */
@@ -43,6 +45,7 @@ struct wal_snap_writer {
 	uint8_t *buf;
 	size_t len, cap;
 	uint64_t n_records;
+	uint64_t bytes; /* written, header included */
 	int err;
 };
 
@@ -548,6 +551,7 @@ static int wal_fail(struct wal *w, int err, const char *what)
 
 int wal_append(struct wal *w, const uint8_t *payload, size_t len)
 {
+	uint64_t t0 = metrics_now_ns();
 	uint8_t hdr[WAL_REC_HDR_LEN];
 	struct iovec iov[2];
 	uint64_t off;
@@ -586,16 +590,25 @@ int wal_append(struct wal *w, const uint8_t *payload, size_t len)
 	}
 	w->end = off;
 	w->n_records++;
+	metrics_hist_observe(&w->st.append_ns, metrics_now_ns() - t0);
 	return 0;
 }
 
 int wal_sync(struct wal *w)
 {
+	uint64_t t0 = metrics_now_ns();
+
 	if (w->err)
 		return w->err;
 	if (fsync(w->fd) < 0)
 		return wal_fail(w, -errno, "cannot sync");
+	metrics_hist_observe(&w->st.fsync_ns, metrics_now_ns() - t0);
 	return 0;
+}
+
+const struct wal_stats *wal_stats(const struct wal *w)
+{
+	return &w->st;
 }
 
 uint64_t wal_records(const struct wal *w)
@@ -612,6 +625,7 @@ static int wal_snap_flush(struct wal_snap_writer *sw)
 	ret = wal_write_full(sw->fd, sw->buf, sw->len);
 	if (ret)
 		sw->err = ret;
+	sw->bytes += sw->len;
 	sw->len = 0;
 	return ret;
 }
@@ -686,6 +700,7 @@ int wal_snapshot(struct wal *w, uint64_t epoch, wal_dump_fn dump, void *arg)
 	ret = wal_write_full(sw.fd, hdr, sizeof(hdr));
 	if (ret)
 		goto out_close;
+	sw.bytes = sizeof(hdr);
 	ret = dump(arg, wal_snap_emit, &sw);
 	if (!ret)
 		ret = wal_snap_flush(&sw);
@@ -719,6 +734,8 @@ int wal_snapshot(struct wal *w, uint64_t epoch, wal_dump_fn dump, void *arg)
 		w->err = ret;
 		return ret;
 	}
+	atomic_fetch_add(&w->st.snapshots, 1);
+	atomic_store(&w->st.snapshot_bytes, sw.bytes);
 	log_info("wrote %s: generation %llu, %llu records, epoch %llu",
 		 w->snap_path, (unsigned long long)gen,
 		 (unsigned long long)sw.n_records, (unsigned long long)epoch);

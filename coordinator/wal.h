@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "metrics.h"
 #include "msg.h"
 
 #define WAL_REC_MAGIC	 0x46505752u /* "FPWR" */
@@ -79,6 +80,15 @@ int wal_sync(struct wal *w);
 
 /* Records in the current wal (since the last snapshot). */
 uint64_t wal_records(const struct wal *w);
+
+/* Figures for /metrics; read from any thread. */
+struct wal_stats {
+	struct metrics_hist append_ns;	     /* wal_append() */
+	struct metrics_hist fsync_ns;	     /* wal_sync() */
+	atomic_uint_fast64_t snapshots;	     /* written by this process */
+	atomic_uint_fast64_t snapshot_bytes; /* size of the last one */
+};
+const struct wal_stats *wal_stats(const struct wal *w);
 
 /*
  * Writes the state @dump emits as a new snapshot with @epoch: snapshot.tmp,

@@ -16,6 +16,7 @@
 #include "evl.h"
 #include "floop.h"
 #include "log.h"
+#include "metrics.h"
 #include "net.h"
 #include "pagesrv.h"
 #include "resolv.h"
@@ -226,10 +227,17 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	ret = csess_start(a->cs);
 	if (ret)
 		goto err;
+	ret = agent_metrics_start(a);
+	if (ret)
+		goto err;
 	if (cfg->addr_file) {
-		char line[MSG_ADDR_MAX + 2];
+		char line[2 * MSG_ADDR_MAX + 16];
 
-		snprintf(line, sizeof(line), "%s\n", a->data_addr);
+		/* The metrics address, if any, on a second line. */
+		snprintf(line, sizeof(line), "%s\n%s%s%s", a->data_addr,
+			 a->metrics ? "metrics " : "",
+			 a->metrics ? metrics_srv_addr(a->metrics) : "",
+			 a->metrics ? "\n" : "");
 		ret = util_write_file(cfg->addr_file, line);
 		if (ret) {
 			log_errno(ret, "write %s", cfg->addr_file);
@@ -261,6 +269,8 @@ void agent_destroy(struct node_agent *a)
 {
 	if (!a)
 		return;
+	/* Its thread reads the loop's counters and the page server's. */
+	metrics_srv_stop(a->metrics);
 	fsvc_fini(a);
 	/* The session calls into the resolver and the fault loop. */
 	csess_destroy(a->cs);

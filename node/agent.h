@@ -15,6 +15,7 @@
 #include "pool.h"
 
 struct csess;
+struct metrics_srv;
 struct evl;
 struct floop;
 struct pagesrv;
@@ -44,7 +45,8 @@ struct node_cfg {
 	const char *fault_mode;	 /* "auto", "cache", "copy" */
 	uint64_t cache_size;	 /* bytes; 0 = a quarter of RAM */
 	unsigned int writeback_ms;
-	int cache_fifo; /* --cache-policy fifo */
+	int cache_fifo;		    /* --cache-policy fifo */
+	const char *metrics_listen; /* serve /metrics here; NULL: off */
 };
 
 struct node_agent {
@@ -75,6 +77,8 @@ struct node_agent {
 	 */
 	_Atomic uint32_t *pins;
 	uint64_t n_pins;
+	_Atomic uint32_t n_conns; /* local clients connected now */
+	struct metrics_srv *metrics;
 };
 
 /* Creates everything and joins the cluster. Returns 0 or -errno (logged). */
@@ -99,6 +103,9 @@ void agent_rdma_fini(struct node_agent *a);
 int agent_rdma_publish_mr(struct node_agent *a);
 /* Endpoint exchange with every verbs peer in @nodes (a MSG_T_NODES). */
 void agent_rdma_sync(struct node_agent *a, const struct msg *nodes);
+
+/* /metrics (agent_metrics.c): started when cfg.metrics_listen is set. */
+int agent_metrics_start(struct node_agent *a);
 
 /* Fault service (fsvc.c), on the control thread. */
 int fsvc_init(struct node_agent *a);

@@ -118,6 +118,7 @@ static void floop_map_free_maybe(struct floop *f, struct fmap *m)
 		}
 	}
 	log_dbg("map %llu (%s) closed", (unsigned long long)m->id, m->name);
+	atomic_fetch_sub(&f->ctr.mappings, 1);
 	floop_cache_map_fini(f, m);
 	floop_cache_map_gone(f, m);
 	close(m->uffd);
@@ -184,6 +185,10 @@ static void floop_slot_release(struct floop *f, struct fetch *s)
 {
 	struct fmap *m = s->map;
 
+	if (s->t0_ns)
+		metrics_hist_observe(&f->ctr.fault_ns,
+				     metrics_now_ns() - s->t0_ns);
+	s->t0_ns = 0;
 	if (s->state != FETCH_ABANDONED)
 		floop_hash_del(f, s);
 	/* Never landed: not held (a page enters the cache only whole). */
@@ -384,7 +389,9 @@ static int floop_slot_copy(struct floop *f, struct fetch *s)
 							 : &f->ctr.remote,
 				 done / FLOOP_PAGE);
 		if (s->ahead)
-			atomic_fetch_add(&f->ctr.readahead, done / FLOOP_PAGE);
+			atomic_fetch_add(s->pf ? &f->ctr.prefetch
+					       : &f->ctr.readahead,
+					 done / FLOOP_PAGE);
 		ret = floop_slot_resolved(f, s, ret, done, "UFFDIO_COPY");
 	} while (ret < 0);
 	return ret;
@@ -500,6 +507,7 @@ void floop_fetch_start_n(struct floop *f, struct fmap *m, uint64_t addr,
 	s->off = off;
 	s->inst = m->chunks[(addr - m->base) >> m->chunk_shift].inst;
 	s->t0_ms = t0_ms;
+	s->t0_ns = ahead ? 0 : f->fault_ns;
 	s->have_data = 0;
 	s->ahead = ahead;
 	s->marked = 0;
@@ -551,9 +559,12 @@ static void floop_fault_remote(struct floop *f, struct fmap *m, uint64_t addr,
 	if (dup) {
 		/* Another thread's fault, or read-ahead got there first: now a
 		 * thread waits on it, so it is a fault from here on. */
-		if (dup->ahead)
+		if (dup->ahead) {
 			dup->t0_ms = t0_ms;
+			dup->t0_ns = f->fault_ns;
+		}
 		dup->ahead = 0;
+		f->fault_async = 1;
 		goto ahead;
 	}
 	if (!f->n_free || (m->cache && !floop_cache_has_room(f))) {
@@ -567,12 +578,14 @@ static void floop_fault_remote(struct floop *f, struct fmap *m, uint64_t addr,
 		b->addr = addr;
 		b->t0_ms = t0_ms;
 		b->next = NULL;
+		f->fault_async = 1;
 		m->inflight++;
 		*f->backlog_tail = b;
 		f->backlog_tail = &b->next;
 		return;
 	}
 	floop_fetch_start(f, m, addr, owner, off, t0_ms);
+	f->fault_async = 1;
 ahead:
 	if (win)
 		floop_ra_read_ahead(f, m, addr, win);
@@ -652,8 +665,14 @@ static void floop_fault(struct floop *f, struct fmap *m, uint64_t addr,
 			uint64_t flags)
 {
 	atomic_fetch_add(&f->ctr.faults, 1);
+	f->fault_ns = metrics_now_ns();
+	f->fault_async = 0;
 	floop_fault_handle(f, m, addr & ~(uint64_t)(FLOOP_PAGE - 1), flags,
-			   evl_now_ms(), 0);
+			   f->fault_ns / 1000000, 0);
+	/* Served at once (a page held, a local copy, poisoned) */
+	if (!f->fault_async)
+		metrics_hist_observe(&f->ctr.fault_ns,
+				     metrics_now_ns() - f->fault_ns);
 }
 
 static void floop_event(struct floop *f, struct fmap *m,
@@ -891,6 +910,7 @@ static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
 	}
 	m->next = f->maps;
 	f->maps = m;
+	atomic_fetch_add(&f->ctr.mappings, 1);
 	log_dbg("map %llu (%s) at %#llx, %llu bytes", (unsigned long long)m->id,
 		m->name, (unsigned long long)m->base,
 		(unsigned long long)m->size);
@@ -1180,6 +1200,7 @@ static void floop_backlog_run(struct floop *f)
 			f->backlog_tail = &f->backlog;
 		m->inflight--;
 		/* Counted when it was read; its deadline runs from then. */
+		f->fault_ns = b->t0_ms * 1000000;
 		if (!m->dead && !m->gone)
 			floop_fault_handle(f, m, b->addr, 0, b->t0_ms, 1);
 		else

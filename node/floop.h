@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "metrics.h"
 #include "msg.h"
 #include "xport.h"
 
@@ -26,6 +27,11 @@ struct floop_counters {
 	atomic_uint_fast64_t errors; /* reads failed (retried) and bad faults */
 	atomic_uint_fast64_t poisoned;	/* pages poisoned after the timeout */
 	atomic_uint_fast64_t readahead; /* of remote: pages read ahead */
+	atomic_uint_fast64_t prefetch;	/* of remote: pages prefetched */
+	atomic_uint_fast64_t mappings;	/* mappings served now */
+	/* from reading a fault to resolving it (a fetch: the first fault
+	 * that waited on it), as the agent serves it */
+	struct metrics_hist fault_ns;
 	/* the cache of remote pages (cache mode) */
 	atomic_uint_fast64_t cache_resident;	 /* pages held (or landing) */
 	atomic_uint_fast64_t cache_resident_max; /* high-water mark */

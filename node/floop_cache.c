@@ -506,7 +506,9 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 							 : &f->ctr.remote,
 				 s->npages);
 		if (s->ahead)
-			atomic_fetch_add(&f->ctr.readahead, s->npages);
+			atomic_fetch_add(s->pf ? &f->ctr.prefetch
+					       : &f->ctr.readahead,
+					 s->npages);
 	}
 	/* Landed, held for nobody (evicted in time); a deleted region's
 	 * bytes are never mapped (every fault of it is poisoned). */

@@ -146,6 +146,7 @@ struct fetch {
 	uint64_t off;
 	uint64_t inst; /* the owner instance the chunk was placed in */
 	uint64_t t0_ms;
+	uint64_t t0_ns; /* the first fault waiting on it was read; 0: none */
 	uint64_t next_ms;
 	int have_data;	   /* buf holds the page; only the copy is left */
 	int ahead;	   /* read ahead, not (yet) faulted on */
@@ -243,9 +244,11 @@ struct floop {
 	uint32_t n_stats;
 
 	/* loop thread only */
-	int wake_want;	/* no SQE to arm the wakeup read: again soon */
-	int maps_want;	/* some mapping's poll (or its removal) too */
-	int timer_want; /* ... the tick */
+	uint64_t fault_ns; /* when the fault being handled was read */
+	int fault_async;   /* ... and it waits on a fetch (or the backlog) */
+	int wake_want;	   /* no SQE to arm the wakeup read: again soon */
+	int maps_want;	   /* some mapping's poll (or its removal) too */
+	int timer_want;	   /* ... the tick */
 	uint64_t last_tick_ms;
 	struct req timer_req; /* REQ_TIMER */
 	struct __kernel_timespec tick_ts;

@@ -140,6 +140,7 @@ static void fsvc_conn_close(struct fsvc_conn *c)
 	for (p = &a->conns; *p; p = &(*p)->next) {
 		if (*p == c) {
 			*p = c->next;
+			atomic_fetch_sub(&a->n_conns, 1);
 			break;
 		}
 	}
@@ -766,6 +767,7 @@ static void fsvc_on_accept(struct evl *l, int fd, uint32_t events, void *arg)
 	}
 	c->next = a->conns;
 	a->conns = c;
+	atomic_fetch_add(&a->n_conns, 1);
 }
 
 int fsvc_init(struct node_agent *a)

@@ -98,6 +98,12 @@ static void main_usage(FILE *out)
 		"(default 1000)\n"
 		"      --addr-file FILE     write the advertised data address "
 		"here when ready\n"
+		"                           (and \"metrics HOST:PORT\" on a "
+		"second line)\n"
+		"      --metrics-listen ADDR  serve Prometheus /metrics on "
+		"HOST:PORT (off\n"
+		"                           unless set; port 0: any free "
+		"port)\n"
 		"      --log-level LEVEL    err|warn|info|debug (default "
 		"info)\n"
 		"  -h, --help               this text\n"
@@ -167,6 +173,7 @@ int main(int argc, char **argv)
 		{ "writeback-ms", required_argument, NULL, 'W' },
 		{ "cache-policy", required_argument, NULL, 'P' },
 		{ "addr-file", required_argument, NULL, 'A' },
+		{ "metrics-listen", required_argument, NULL, 'm' },
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -300,6 +307,9 @@ int main(int argc, char **argv)
 			break;
 		case 'A':
 			cfg.addr_file = optarg;
+			break;
+		case 'm':
+			cfg.metrics_listen = optarg;
 			break;
 		case 'd':
 			cfg.rdma_device = optarg;

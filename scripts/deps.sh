@@ -4,7 +4,7 @@
 set -euo pipefail
 PKGS="build-essential cmake pkg-config libcbor-dev liburing-dev libibverbs-dev
   ibverbs-providers libcmocka-dev zlib1g-dev libssl-dev iproute2 procps
-  gnuplot-nox"
+  gnuplot-nox libmicrohttpd-dev curl prometheus"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'ok installed' ||

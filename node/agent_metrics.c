@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The agent's /metrics: the fault loop's counters and latency histogram,
+ * per-peer transport figures (as of the loop's last tick), the cache, the
+ * page server's counters. Labels are peer node ids and transport names
+ * only: never addresses or region names.
+ */
+#define LOG_PREFIX "agent: "
+#include "agent.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "floop.h"
+#include "log.h"
+#include "metrics.h"
+#include "pagesrv.h"
+
+#define LD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+
+static void agent_metrics_faults(struct metrics_buf *b,
+				 struct floop_counters *c)
+{
+	static const char n[] = "farpage_faults_total";
+
+	metrics_one(b, "farpage_faults_read_total", "counter",
+		    "Page faults read from the mapped processes.",
+		    LD(c->faults));
+	metrics_head(b, n, "counter",
+		     "Faults served, by kind: pages from a peer (remote) or "
+		     "this node's pool (local), reads retried (retry), pages "
+		     "poisoned after the fault timeout (poisoned).");
+	metrics_u64(b, n, "kind=\"remote\"", LD(c->remote));
+	metrics_u64(b, n, "kind=\"local\"", LD(c->local));
+	metrics_u64(b, n, "kind=\"retry\"", LD(c->errors));
+	metrics_u64(b, n, "kind=\"poisoned\"", LD(c->poisoned));
+	metrics_hist_write(b, "farpage_fault_duration_seconds",
+			   "From reading a fault to resolving it (for a "
+			   "fetch, from the first fault that waited on it).",
+			   &c->fault_ns);
+	metrics_one(b, "farpage_readahead_pages_total", "counter",
+		    "Pages read ahead of sequential fault streams.",
+		    LD(c->readahead));
+	metrics_one(b, "farpage_prefetch_pages_total", "counter",
+		    "Pages fetched by the background prefetch.",
+		    LD(c->prefetch));
+	metrics_one(b, "farpage_mappings", "gauge",
+		    "Mappings this agent serves (incl. ones still sending "
+		    "written pages home).",
+		    LD(c->mappings));
+}
+
+static void agent_metrics_cache(struct metrics_buf *b, struct floop_counters *c,
+				uint64_t limit)
+{
+	metrics_one(b, "farpage_cache_limit_bytes", "gauge",
+		    "Bytes of other nodes' pages this host may keep (0: "
+		    "faults are served by copying).",
+		    limit);
+	metrics_one(b, "farpage_cache_resident_bytes", "gauge",
+		    "Bytes of other nodes' pages held (or landing).",
+		    LD(c->cache_resident) * 4096);
+	metrics_one(b, "farpage_cache_dirty_bytes", "gauge",
+		    "Bytes written here and not yet home.",
+		    LD(c->cache_dirty) * 4096);
+	metrics_one(b, "farpage_cache_hits_total", "counter",
+		    "Faults on pages the cache held.", LD(c->cache_hits));
+	metrics_one(b, "farpage_cache_misses_total", "counter",
+		    "Faults that fetched.", LD(c->cache_misses));
+	metrics_one(b, "farpage_cache_evictions_total", "counter",
+		    "Pages dropped from the cache.", LD(c->cache_evictions));
+	metrics_one(b, "farpage_cache_writebacks_total", "counter",
+		    "Pages written home.", LD(c->cache_writebacks));
+	metrics_one(b, "farpage_cache_writeback_errors_total", "counter",
+		    "Write-backs that failed (the pages stay and are sent "
+		    "again).",
+		    LD(c->cache_wb_errors));
+	metrics_one(b, "farpage_cache_wp_faults_total", "counter",
+		    "First writes to cached pages (write-protect faults).",
+		    LD(c->cache_wp_faults));
+}
+
+/* Per peer: pages and bytes read and written, errors, reads in flight. */
+static void agent_metrics_peers(struct metrics_buf *b, struct floop *fl)
+{
+	static const struct {
+		const char *name, *type, *help;
+	} h[] = {
+		{ "farpage_peer_read_pages_total", "counter",
+		  "Pages read from a peer." },
+		{ "farpage_peer_read_bytes_total", "counter",
+		  "Bytes read from a peer." },
+		{ "farpage_peer_read_errors_total", "counter",
+		  "Reads from a peer that failed (retried)." },
+		{ "farpage_peer_write_pages_total", "counter",
+		  "Pages written home to a peer." },
+		{ "farpage_peer_write_errors_total", "counter",
+		  "Write-backs to a peer that failed (sent again)." },
+	};
+	struct msg_peer *st = NULL;
+	uint64_t inflight = 0;
+	uint32_t n = 0;
+	char l[96];
+
+	if (floop_peer_stats(fl, &st, &n))
+		n = 0;
+	for (size_t k = 0; k < sizeof(h) / sizeof(h[0]); k++) {
+		metrics_head(b, h[k].name, h[k].type, h[k].help);
+		for (uint32_t i = 0; i < n; i++) {
+			uint64_t v[] = { st[i].bytes / 4096, st[i].bytes,
+					 st[i].errors, st[i].wbytes / 4096,
+					 st[i].werrors };
+
+			if (k == 2 || k == 4)
+				snprintf(l, sizeof(l), "peer=\"%llu\"",
+					 (unsigned long long)st[i].node);
+			else
+				snprintf(l, sizeof(l),
+					 "peer=\"%llu\",transport=\"%s\"",
+					 (unsigned long long)st[i].node,
+					 st[i].transport);
+			metrics_u64(b, h[k].name, l, v[k]);
+		}
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (st[i].posted > st[i].reads + st[i].errors)
+			inflight += st[i].posted - st[i].reads - st[i].errors;
+	metrics_one(b, "farpage_reads_in_flight", "gauge",
+		    "Reads posted to peers and not yet done (as of the last "
+		    "tick).",
+		    inflight);
+	free(st);
+}
+
+static void agent_metrics_render(struct metrics_buf *b, void *arg)
+{
+	struct node_agent *a = arg;
+	struct floop_counters *c = floop_counters(a->fl);
+	struct pagesrv_stats ps;
+
+	metrics_one(b, "farpage_open_connections", "gauge",
+		    "Local processes connected to the agent's socket.",
+		    atomic_load(&a->n_conns));
+	metrics_one(b, "farpage_node_id", "gauge",
+		    "This agent's node id in the cluster (0: not joined).",
+		    atomic_load(&a->node_id));
+	metrics_one(b, "farpage_pool_bytes", "gauge",
+		    "Size of this node's page pool.", a->pool.size);
+	agent_metrics_faults(b, c);
+	agent_metrics_peers(b, a->fl);
+	agent_metrics_cache(b, c, a->cache_on ? a->cfg.cache_size : 0);
+	pagesrv_stats(a->srv, &ps);
+	metrics_one(b, "farpage_pagesrv_reads_total", "counter",
+		    "Read requests this node's page server answered with data.",
+		    ps.reads);
+	metrics_one(b, "farpage_pagesrv_read_bytes_total", "counter",
+		    "Bytes this node's page server sent.", ps.bytes);
+	metrics_one(b, "farpage_pagesrv_write_bytes_total", "counter",
+		    "Bytes written home into this node's pool.",
+		    ps.write_bytes);
+	metrics_one(b, "farpage_pagesrv_errors_total", "counter",
+		    "Requests the page server answered with an error.",
+		    ps.errors);
+	metrics_one(b, "farpage_pagesrv_dropped_total", "counter",
+		    "Connections the page server closed (bad input, cap).",
+		    ps.dropped);
+}
+
+int agent_metrics_start(struct node_agent *a)
+{
+	int ret;
+
+	if (!a->cfg.metrics_listen)
+		return 0;
+	ret = metrics_srv_start(a->cfg.metrics_listen, "node",
+				agent_metrics_render, a, &a->metrics);
+	if (ret)
+		log_errno(ret, "--metrics-listen %s", a->cfg.metrics_listen);
+	return ret;
+}
