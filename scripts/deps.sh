@@ -19,3 +19,12 @@ echo "farpage: installing$missing"
 export DEBIAN_FRONTEND=noninteractive
 apt-get -o DPkg::Lock::Timeout=600 update -qq
 apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $missing >/dev/null
+# prometheus is here for its promtool (test_metrics); its server, which
+# the package starts, is not wanted: stopped, unless it was there before.
+case " $missing " in
+*" prometheus "*)
+	if [ -d /run/systemd/system ]; then
+		systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+	fi
+	;;
+esac
