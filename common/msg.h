@@ -194,6 +194,9 @@ struct msg_peer {
 	uint64_t writes;  /* writes completed (one per run of pages) */
 	uint64_t wbytes;  /* bytes written home */
 	uint64_t werrors; /* write-backs failed */
+	/* local only, never on the wire (the agent's /metrics) */
+	uint32_t up;	   /* the transport's connection is up */
+	uint32_t qp_state; /* verbs: enum xport_rdma_qp_state, 0 else */
 };
 
 struct msg {

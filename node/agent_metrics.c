@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "floop.h"
 #include "log.h"
@@ -126,6 +127,23 @@ static void agent_metrics_peers(struct metrics_buf *b, struct floop *fl)
 	for (uint32_t i = 0; i < n; i++)
 		if (st[i].posted > st[i].reads + st[i].errors)
 			inflight += st[i].posted - st[i].reads - st[i].errors;
+	metrics_head(b, "farpage_peer_up", "gauge",
+		     "1 while the transport's connection to a peer is up.");
+	for (uint32_t i = 0; i < n; i++) {
+		snprintf(l, sizeof(l), "peer=\"%llu\",transport=\"%s\"",
+			 (unsigned long long)st[i].node, st[i].transport);
+		metrics_u64(b, "farpage_peer_up", l, st[i].up);
+	}
+	metrics_head(b, "farpage_peer_qp_state", "gauge",
+		     "Verbs: the peer's QP: 0 none, 1 prepared, 2 connected "
+		     "(RTS), 3 error (flushing), 4 error (drained).");
+	for (uint32_t i = 0; i < n; i++) {
+		if (strcmp(st[i].transport, "verbs"))
+			continue;
+		snprintf(l, sizeof(l), "peer=\"%llu\"",
+			 (unsigned long long)st[i].node);
+		metrics_u64(b, "farpage_peer_qp_state", l, st[i].qp_state);
+	}
 	metrics_one(b, "farpage_reads_in_flight", "gauge",
 		    "Reads posted to peers and not yet done (as of the last "
 		    "tick).",

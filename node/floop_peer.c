@@ -339,6 +339,9 @@ void floop_peers_stats_publish(struct floop *f)
 		st[i].writes = xs.wcompleted;
 		st[i].wbytes = xs.wbytes;
 		st[i].werrors = xs.wfailed;
+		st[i].qp_state = p->xp ? xs.qp_state : 0;
+		st[i].up =
+			p->xp && p->t->ops->peer_state(p->xp) == XPORT_PEER_UP;
 	}
 	pthread_mutex_lock(&f->lock);
 	free(f->stats);

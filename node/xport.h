@@ -69,6 +69,7 @@ struct xport_stats {
 	uint64_t wcompleted;
 	uint64_t wfailed;
 	uint64_t wbytes;
+	uint32_t qp_state; /* verbs: the QP's (xport_rdma_int.h); 0 else */
 };
 
 /*

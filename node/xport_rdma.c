@@ -713,7 +713,15 @@ static enum xport_peer_state xport_rdma_peer_state(const struct xport_peer *pp)
 static void xport_rdma_peer_stats(const struct xport_peer *pp,
 				  struct xport_stats *st)
 {
-	*st = xport_rdma_peer_from_const(pp)->slots.st;
+	const struct xport_rdma_peer *p = xport_rdma_peer_from_const(pp);
+
+	*st = p->slots.st;
+	st->qp_state = 0;
+	if (p->q) {
+		pthread_mutex_lock(&p->q->ctx->lock);
+		st->qp_state = p->q->state;
+		pthread_mutex_unlock(&p->q->ctx->lock);
+	}
 }
 
 static bool xport_rdma_busy(void *arg)
