@@ -50,7 +50,8 @@ static const char cli_vm_usage[] =
 	"  --preload PATH  the preload library (default: $" VM_PRELOAD_ENV
 	", else\n"
 	"                  " VM_PRELOAD_NAME
-	" found beside this program's install)\n"
+	" in this program's build or install\n"
+	"                  tree, else in " FARPAGE_PRELOAD_DIR ")\n"
 	"  --dry-run       print the QEMU command line and environment, run "
 	"nothing\n"
 	"\n"
@@ -58,12 +59,20 @@ static const char cli_vm_usage[] =
 	"region is unknown, the preload library is missing, ...).\n"
 	"docs/vm.md: sizes, faults while the VM runs, limits.\n";
 
-/* The preload library: --preload, $FARPAGE_PRELOAD, or beside this binary
- * (its build tree, or its install prefix). */
+/*
+ * The preload library: --preload, $FARPAGE_PRELOAD, else the first found in
+ * this binary's build tree (../vm), in its install tree (the same layout
+ * wherever the tree was put: a DESTDIR, an unpacked package) and in the
+ * configured install directory (this binary copied elsewhere).
+ */
 static int cli_vm_preload(const char *opt, char *out, size_t len)
 {
-	static const char *const rel[] = { "/../vm/", "/../lib/farpage/" };
 	char exe[PATH_MAX];
+	const char *const dirs[][2] = {
+		{ exe, "/../vm" },
+		{ exe, "/" FARPAGE_PRELOAD_RELDIR },
+		{ "", FARPAGE_PRELOAD_DIR },
+	};
 	ssize_t n;
 
 	if (!opt)
@@ -81,17 +90,17 @@ static int cli_vm_preload(const char *opt, char *out, size_t len)
 		return -errno;
 	exe[n] = 0;
 	*strrchr(exe, '/') = 0;
-	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-		char cand[PATH_MAX + 64];
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		char cand[PATH_MAX + 256];
 
-		snprintf(cand, sizeof(cand), "%s%s%s", exe, rel[i],
+		snprintf(cand, sizeof(cand), "%s%s/%s", dirs[i][0], dirs[i][1],
 			 VM_PRELOAD_NAME);
 		if (realpath(cand, out) && !access(out, R_OK))
 			return 0;
 	}
-	cli_err("vm: no %s beside %s (in ../vm or ../lib/farpage); give "
-		"--preload PATH",
-		VM_PRELOAD_NAME, exe);
+	cli_err("vm: no %s in %s/../vm, %s/%s or %s; give --preload PATH",
+		VM_PRELOAD_NAME, exe, exe, FARPAGE_PRELOAD_RELDIR,
+		FARPAGE_PRELOAD_DIR);
 	return -ENOENT;
 }
 

@@ -56,6 +56,7 @@ static void cli_usage_print(FILE *f)
 		"  --timeout-ms N      timeout of each control call "
 		"(default %d)\n"
 		"  --help              this text\n"
+		"  --version           print the version\n"
 		"\n"
 		"'farpage COMMAND --help' describes a command.\n",
 		CLI_TIMEOUT_MS_DEFAULT);
@@ -75,6 +76,7 @@ int main(int argc, char **argv)
 		{ "agent-sock", required_argument, NULL, 'a' },
 		{ "timeout-ms", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
 	};
 	struct cli c = {
@@ -92,7 +94,7 @@ int main(int argc, char **argv)
 
 	opterr = 0;
 	/* '+': stop at the command; its options are its own. */
-	while ((ret = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
+	while ((ret = getopt_long(argc, argv, "+:hV", opts, NULL)) != -1) {
 		switch (ret) {
 		case 'c':
 			c.coordinator = optarg;
@@ -113,6 +115,9 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			cli_usage_print(stdout);
+			return CLI_EXIT_OK;
+		case 'V':
+			printf("farpage %s\n", FARPAGE_VERSION);
 			return CLI_EXIT_OK;
 		default:
 			if (ret == ':')

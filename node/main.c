@@ -339,7 +339,7 @@ int main(int argc, char **argv)
 			main_usage(stdout);
 			return 0;
 		case 'V':
-			printf("farpage-node 0.1.0\n");
+			printf("farpage-node %s\n", FARPAGE_VERSION);
 			return 0;
 		default:
 			main_usage(stderr);

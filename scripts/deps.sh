@@ -1,10 +1,10 @@
 #!/bin/bash
-# Installs the Debian packages farpage needs to build, test and run the
-# demo, if any are missing. Safe to run again.
+# Installs the Debian packages farpage needs to build, test, package and
+# run the demo, if any are missing. Safe to run again.
 set -euo pipefail
 PKGS="build-essential cmake pkg-config libcbor-dev liburing-dev libibverbs-dev
   ibverbs-providers libcmocka-dev zlib1g-dev libssl-dev iproute2 procps
-  gnuplot-nox libmicrohttpd-dev curl prometheus"
+  gnuplot-nox libmicrohttpd-dev curl prometheus help2man dpkg-dev file"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'ok installed' ||
