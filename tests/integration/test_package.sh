@@ -22,10 +22,10 @@ SRC=${FARPAGE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 
 grep -q '^FARPAGE_SANITIZE:STRING=.' "$FP_BIN/CMakeCache.txt" 2>/dev/null &&
 	fp_skip "sanitizer build (the package is a release build, tested once in the normal build)"
-fp_require
-for t in cpack dpkg-deb dpkg-shlibdeps dpkg-architecture file help2man pkg-config cc readelf; do
 [ "${FP_FAULT_MODE:-}" = copy ] &&
 	fp_skip "copy mode: the package does not depend on the fault mode (tested in the normal run)"
+fp_require
+for t in cpack dpkg-deb dpkg-shlibdeps dpkg-architecture file help2man pkg-config cc readelf; do
 	command -v "$t" >/dev/null || fp_skip "no $t (scripts/deps.sh installs it)"
 done
 unset FARPAGE_PRELOAD LD_PRELOAD
