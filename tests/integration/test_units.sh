@@ -190,16 +190,17 @@ run_unit() {
 
 # The daemon's /metrics, where it has one: the port it bound (ss), a
 # scrape, its build_info.
-metrics_ok() { # program pid component
+metrics_ok() { # program pid component its-other-address
 	local p
 	"$1" --help 2>&1 | grep -q -- '--metrics-listen' || return 0
 	shift
 	command -v curl >/dev/null || { fp_log "note: no curl: /metrics not scraped"; return 0; }
 	for p in $(ss -Hltnp 2>/dev/null | grep "pid=$1," | awk '{print $4}' | sed 's/.*://'); do
+		[ "$p" = "${3##*:}" ] && continue
 		if curl -sf --max-time 2 "http://127.0.0.1:$p/metrics" >"$FP_TMP/$2.metrics" 2>/dev/null; then
-			grep -q "^farpage_build_info{.*component=\"$2\"" "$FP_TMP/$2.metrics" ||
-				fp_fail "$2: /metrics on port $p has no farpage_build_info{component=\"$2\"}"
-			fp_log "ok: $2 serves /metrics (port $p)"
+			grep -q '^farpage_build_info{.*component=' "$FP_TMP/$2.metrics" ||
+				fp_fail "$2: /metrics on port $p has no farpage_build_info{component=...}"
+			fp_log "ok: $2 serves /metrics on port $p: $(grep '^farpage_build_info' "$FP_TMP/$2.metrics")"
 			return 0
 		fi
 	done
@@ -228,8 +229,8 @@ NPID=$DPID
 ready "$FP_TMP/node.addr" "$NPID" farpage-node
 [ -S "$FP_TMP/run/agent.sock" ] || fp_fail "the agent has no socket"
 fp_log "ok: agent up, data address $(head -n1 "$FP_TMP/node.addr"): $(cat "$FP_TMP/farpage-node.args")"
-metrics_ok "$FP_COORD_BIN" "$CPID" coordinator
-metrics_ok "$FP_NODE_BIN" "$NPID" node
+metrics_ok "$FP_COORD_BIN" "$CPID" coordinator "$FP_COORD"
+metrics_ok "$FP_NODE_BIN" "$NPID" node "$(head -n1 "$FP_TMP/node.addr")"
 
 for n in node:$NPID coord:$CPID; do
 	kill -TERM "${n#*:}"
