@@ -2,9 +2,11 @@
 # Installs the Debian packages farpage needs to build, test and run the
 # demo, if any are missing. Safe to run again.
 set -euo pipefail
+# systemd (systemd-analyze), prometheus (promtool), ansible-core, jq and
+# curl check deploy/ (test_units, test_monitoring, test_ansible).
 PKGS="build-essential cmake pkg-config libcbor-dev liburing-dev libibverbs-dev
   ibverbs-providers libcmocka-dev zlib1g-dev libssl-dev iproute2 procps
-  gnuplot-nox"
+  gnuplot-nox systemd prometheus ansible-core jq curl"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'ok installed' ||
@@ -17,5 +19,12 @@ if [ "$(id -u)" != 0 ]; then
 fi
 echo "farpage: installing$missing"
 export DEBIAN_FRONTEND=noninteractive
+# Packages of daemons (prometheus) would start them where no systemd runs:
+# only their tools are wanted here.
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+	printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+	chmod 755 /usr/sbin/policy-rc.d
+	trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+fi
 apt-get -o DPkg::Lock::Timeout=600 update -qq
 apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $missing >/dev/null
