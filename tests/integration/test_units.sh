@@ -4,7 +4,8 @@
 #     package installs them (unchanged, in a scratch root where the programs
 #     are at /usr/bin); that it would warn is checked on a broken copy
 #   - their exposure (systemd-analyze security --offline) stays low: a
-#     dropped hardening line shows
+#     dropped hardening line shows (the hardening itself was tried under
+#     systemd 252 booted in a container: docs/operations.md)
 #   - every variable the units read has a default in the unit and the same
 #     value in farpage.env.example, and every variable there is read
 #   - each ExecStart, with the example's variables substituted as systemd
@@ -56,7 +57,9 @@ verify farpage-node.service && fp_fail "verify did not see a missing program"
 cp "$FP_NODE_BIN" "$ROOT/usr/bin/" && rm -f "$u"
 fp_log "ok: verify sees a misspelt key and a missing program"
 
-# Exposure: 10 = none of the hardening; the units are at about 3.5 and 4.8.
+# Exposure: 10 = none of the hardening. The coordinator is at 1.9, the
+# agent (root, no device or system call filter) at 4.6.
+declare -A MAXEXP=([farpage-coordinator.service]=2.5 [farpage-node.service]=5.0)
 for u in $UNITS; do
 	e=$(systemd-analyze security --offline=yes --root="$ROOT" "$u" 2>/dev/null |
 		sed -n 's/.*Overall exposure level for [^ ]*: \([0-9.]*\).*/\1/p')
@@ -64,8 +67,8 @@ for u in $UNITS; do
 		fp_log "note: systemd-analyze security --offline gave no figure for $u"
 		continue
 	fi
-	awk -v e="$e" 'BEGIN { exit !(e <= 5.0) }' ||
-		fp_fail "$u: exposure $e above 5.0: has hardening been dropped?"
+	awk -v e="$e" -v m="${MAXEXP[$u]}" 'BEGIN { exit !(e <= m) }' ||
+		fp_fail "$u: exposure $e above ${MAXEXP[$u]}: has hardening been dropped?"
 	fp_log "ok: $u exposure $e"
 done
 
