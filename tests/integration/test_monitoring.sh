@@ -33,20 +33,19 @@ METRICS="farpage_build_info farpage_process_start_time_seconds
   farpage_snapshots_total farpage_snapshot_bytes farpage_frames_refused_total"
 HISTOGRAMS="farpage_fault_duration_seconds farpage_wal_append_duration_seconds
   farpage_wal_fsync_duration_seconds"
-known=" $(echo $METRICS) "
+known=" $(tr -s '[:space:]' ' ' <<<"$METRICS") "
 for h in $HISTOGRAMS; do known+="${h}_bucket ${h}_sum ${h}_count "; done
 
 jq -e . "$DASH" >/dev/null || fp_fail "$DASH is not valid JSON"
 jq -r '.. | objects | select(has("expr")) | .expr' "$DASH" >"$FP_TMP/dash.exprs"
 grep -h 'expr:' -A6 "$RULES" >"$FP_TMP/rules.exprs"
-n=0
 for f in "$FP_TMP/dash.exprs" "$FP_TMP/rules.exprs"; do
-	for m in $(grep -o 'farpage_[a-z0-9_]*' "$f" | sort -u); do
+	while read -r m; do
 		case $known in *" $m "*) ;; *) fp_fail "$(basename "$f" .exprs) uses $m, which no daemon exports" ;; esac
-		n=$((n + 1))
-	done
+	done < <(grep -o 'farpage_[a-z0-9_]*' "$f" | sort -u)
 done
-fp_log "ok: dashboard and rules use $n known metric names, no other"
+n=$(cat "$FP_TMP/dash.exprs" "$FP_TMP/rules.exprs" | grep -o 'farpage_[a-z0-9_]*' | sort -u | wc -l)
+fp_log "ok: dashboard and rules use $n of the exported metric names, no other"
 
 # Panels: titled, described, queried (rows aside); unique ids.
 bad=$(jq -r '.panels[] | select(.type != "row") |
