@@ -1,21 +1,58 @@
 // SPDX-License-Identifier: MIT
-/* Logging to stderr with program name, level and module prefix. */
+/*
+ * Logging to stderr with program name, level and module prefix; to the
+ * systemd journal with a syslog priority prefix instead.
+ */
 #include "log.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <errno.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
 
 enum log_level log_level_cur = LOG_INFO;
 static const char *log_prog = "farpage";
+static bool log_journal;
+
+/*
+ * True if stderr is the journal's stream: systemd sets JOURNAL_STREAM to
+ * "dev:ino" of the stream it connects; a process whose stderr was
+ * redirected since (to a file, a pipe) inherits the variable all the same,
+ * so the fd must be that very stream (sd_journal_stream_fd(3)).
+ */
+static bool log_stderr_is_journal(void)
+{
+	const char *e = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+	char *end;
+
+	if (!e || !*e)
+		return false;
+	errno = 0;
+	dev = strtoull(e, &end, 10);
+	if (errno || end == e || *end != ':')
+		return false;
+	e = end + 1;
+	ino = strtoull(e, &end, 10);
+	if (errno || end == e || *end)
+		return false;
+	if (fstat(STDERR_FILENO, &st))
+		return false;
+	return st.st_dev == dev && st.st_ino == ino;
+}
 
 void log_init(const char *prog, enum log_level level)
 {
 	log_prog = prog;
 	log_level_cur = level;
+	log_journal = log_stderr_is_journal();
 }
 
 int log_level_parse(const char *s, enum log_level *out)
@@ -40,6 +77,8 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 {
 	static const char *const tags[] = { "error", "warning", "info",
 					    "debug" };
+	/* syslog(3) priorities: LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG */
+	static const int prio[] = { 3, 4, 6, 7 };
 	char line[1024];
 	struct timespec ts;
 	va_list ap;
@@ -47,10 +86,16 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 
 	if (lvl > log_level_cur)
 		return;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	n = snprintf(line, sizeof(line), "%s[%ld.%03ld] %s: ", log_prog,
-		     (long)(ts.tv_sec % 100000), ts.tv_nsec / 1000000,
-		     tags[lvl]);
+	if (log_journal) {
+		/* The journal stamps the time, the unit and the priority,
+		 * which it reads from the "<N>" (sd-daemon(3)). */
+		n = snprintf(line, sizeof(line), "<%d>", prio[lvl]);
+	} else {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		n = snprintf(line, sizeof(line), "%s[%ld.%03ld] %s: ", log_prog,
+			     (long)(ts.tv_sec % 100000), ts.tv_nsec / 1000000,
+			     tags[lvl]);
+	}
 	va_start(ap, fmt);
 	if (n > 0 && (size_t)n < sizeof(line))
 		vsnprintf(line + n, sizeof(line) - n, fmt, ap);

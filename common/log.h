@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Logging: one line per message to stderr, prefixed with the program name,
- * the level and the module's LOG_PREFIX. The level is the one global.
+ * the level and the module's LOG_PREFIX; when stderr is the systemd
+ * journal's stream, with a "<N>" syslog priority instead of the program
+ * name, time and level. The level is the one global.
  */
 #ifndef COMMON_LOG_H
 #define COMMON_LOG_H
@@ -19,7 +21,11 @@ enum log_level {
 
 extern enum log_level log_level_cur;
 
-/* Sets the program name printed at the start of every line (not copied). */
+/*
+ * Sets the program name printed at the start of every line (not copied) and
+ * the level, and looks whether stderr is the journal (JOURNAL_STREAM names
+ * stderr's device and inode): call it again after redirecting stderr.
+ */
 void log_init(const char *prog, enum log_level level);
 
 /* Parses "err", "warn", "info" or "debug"; returns 0 or -EINVAL. */

@@ -2,9 +2,12 @@
 # Installs the Debian packages farpage needs to build, test, package and
 # run the demo, if any are missing. Safe to run again.
 set -euo pipefail
+# systemd (systemd-analyze), prometheus (promtool), ansible-core, jq and
+# curl check deploy/ (test_units, test_monitoring, test_ansible).
 PKGS="build-essential cmake pkg-config libcbor-dev liburing-dev libibverbs-dev
   ibverbs-providers libcmocka-dev zlib1g-dev libssl-dev iproute2 procps
-  gnuplot-nox libmicrohttpd-dev curl prometheus help2man dpkg-dev file"
+  gnuplot-nox libmicrohttpd-dev help2man dpkg-dev file systemd prometheus
+  ansible-core jq curl"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'ok installed' ||
@@ -17,10 +20,17 @@ if [ "$(id -u)" != 0 ]; then
 fi
 echo "farpage: installing$missing"
 export DEBIAN_FRONTEND=noninteractive
+# Packages of daemons (prometheus) would start them where no systemd runs:
+# only their tools are wanted here.
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+	printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+	chmod 755 /usr/sbin/policy-rc.d
+	trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+fi
 apt-get -o DPkg::Lock::Timeout=600 update -qq
 apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $missing >/dev/null
-# prometheus is here for its promtool (test_metrics); its server, which
-# the package starts, is not wanted: stopped, unless it was there before.
+# prometheus is here for its promtool; its server is not wanted at the
+# next boot either, unless it was there before.
 case " $missing " in
 *" prometheus "*)
 	if [ -d /run/systemd/system ]; then

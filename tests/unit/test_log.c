@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: MIT
+/* log: the plain stderr format, and the journal's when stderr is its stream. */
+#define LOG_PREFIX "t: "
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "log.h"
+
+enum t_env {
+	T_ENV_UNSET,  /* no JOURNAL_STREAM */
+	T_ENV_STDERR, /* JOURNAL_STREAM names stderr */
+	T_ENV_OTHER,  /* it names another file (stderr was redirected) */
+	T_ENV_JUNK,   /* it is not dev:ino */
+};
+
+/*
+ * Logs one line at each level with stderr redirected to a fresh file and
+ * JOURNAL_STREAM set as @env says; @buf gets what was written. stderr is
+ * back before any assertion, so cmocka's messages are seen.
+ */
+static void t_log_run(enum t_env env, enum log_level lvl, char *buf, size_t len)
+{
+	char path[] = "/tmp/farpage-test-log.XXXXXX";
+	char val[64];
+	struct stat st;
+	int fd, saved, ok;
+	ssize_t n;
+
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	switch (env) {
+	case T_ENV_UNSET:
+		unsetenv("JOURNAL_STREAM");
+		break;
+	case T_ENV_STDERR:
+	case T_ENV_OTHER:
+		snprintf(val, sizeof(val), "%llu:%llu",
+			 (unsigned long long)st.st_dev,
+			 (unsigned long long)st.st_ino + (env == T_ENV_OTHER));
+		setenv("JOURNAL_STREAM", val, 1);
+		break;
+	case T_ENV_JUNK:
+		snprintf(val, sizeof(val), "%llu:%llu:x",
+			 (unsigned long long)st.st_dev,
+			 (unsigned long long)st.st_ino);
+		setenv("JOURNAL_STREAM", val, 1);
+		break;
+	}
+	fflush(stderr);
+	saved = dup(STDERR_FILENO);
+	assert_true(saved >= 0);
+	ok = dup2(fd, STDERR_FILENO) == STDERR_FILENO;
+	if (ok) {
+		log_init("t_prog", lvl);
+		log_err("err %d", 1);
+		log_warn("warn %s", "2");
+		log_info("info 3");
+		log_dbg("debug %d", 4);
+		fflush(stderr);
+	}
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	unsetenv("JOURNAL_STREAM");
+	log_init("t_prog", LOG_INFO);
+	assert_true(ok);
+	n = pread(fd, buf, len - 1, 0);
+	close(fd);
+	unlink(path);
+	assert_true(n >= 0);
+	buf[n] = '\0';
+}
+
+/* Checks one line of the plain format: t_prog[SSSSS.mmm] TAG: MSG */
+static const char *t_plain_line(const char *p, const char *tag_msg)
+{
+	const char *nl = strchr(p, '\n');
+	unsigned long s, ms;
+	int k = 0;
+
+	assert_non_null(nl);
+	assert_int_equal(sscanf(p, "t_prog[%lu.%lu] %n", &s, &ms, &k), 2);
+	assert_true(k > 0);
+	assert_true(s < 100000 && ms < 1000);
+	assert_int_equal(p[k - 6], '.'); /* three digits of milliseconds */
+	assert_int_equal((size_t)(nl - (p + k)), strlen(tag_msg));
+	assert_memory_equal(p + k, tag_msg, strlen(tag_msg));
+	return nl + 1;
+}
+
+static void test_log_plain(void **state)
+{
+	static const enum t_env envs[] = { T_ENV_UNSET, T_ENV_OTHER,
+					   T_ENV_JUNK };
+	char buf[1024];
+	const char *p;
+
+	for (unsigned int i = 0; i < sizeof(envs) / sizeof(envs[0]); i++) {
+		t_log_run(envs[i], LOG_DBG, buf, sizeof(buf));
+		p = t_plain_line(buf, "error: t: err 1");
+		p = t_plain_line(p, "warning: t: warn 2");
+		p = t_plain_line(p, "info: t: info 3");
+		p = t_plain_line(p, "debug: t: debug 4");
+		assert_string_equal(p, "");
+	}
+	t_log_run(T_ENV_UNSET, LOG_WARN, buf, sizeof(buf));
+	p = t_plain_line(buf, "error: t: err 1");
+	p = t_plain_line(p, "warning: t: warn 2");
+	assert_string_equal(p, "");
+}
+
+static void test_log_journal(void **state)
+{
+	char buf[1024];
+
+	t_log_run(T_ENV_STDERR, LOG_DBG, buf, sizeof(buf));
+	assert_string_equal(buf, "<3>t: err 1\n"
+				 "<4>t: warn 2\n"
+				 "<6>t: info 3\n"
+				 "<7>t: debug 4\n");
+	t_log_run(T_ENV_STDERR, LOG_INFO, buf, sizeof(buf));
+	assert_string_equal(buf, "<3>t: err 1\n"
+				 "<4>t: warn 2\n"
+				 "<6>t: info 3\n");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_log_plain),
+		cmocka_unit_test(test_log_journal),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
