@@ -56,7 +56,7 @@ static void main_usage_print(FILE *f)
 		"                       \"metrics host:port\")\n"
 		"  --metrics-listen ADDR  serve Prometheus /metrics on\n"
 		"                       host:port (default: off; port 0\n"
-		"                       picks a free one)\n"
+		"                       picks a free one; \"\": off)\n"
 		"  --data-dir DIR       log and snapshot, created if missing\n"
 		"                       (default %s)\n"
 		"  --lease-ms MS        a node is down MS ms after its last\n"
@@ -155,7 +155,8 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 			o->scfg.addr_file = optarg;
 			break;
 		case MAIN_OPT_METRICS_LISTEN:
-			o->scfg.metrics_listen = optarg;
+			/* "" (an empty setting in the units): off */
+			o->scfg.metrics_listen = *optarg ? optarg : NULL;
 			break;
 		case MAIN_OPT_DATA_DIR:
 			if (!*optarg)

@@ -103,7 +103,7 @@ static void main_usage(FILE *out)
 		"      --metrics-listen ADDR  serve Prometheus /metrics on "
 		"HOST:PORT (off\n"
 		"                           unless set; port 0: any free "
-		"port)\n"
+		"port; \"\": off)\n"
 		"      --log-level LEVEL    err|warn|info|debug (default "
 		"info)\n"
 		"  -h, --help               this text\n"
@@ -309,7 +309,8 @@ int main(int argc, char **argv)
 			cfg.addr_file = optarg;
 			break;
 		case 'm':
-			cfg.metrics_listen = optarg;
+			/* "" (an empty setting in the units): off */
+			cfg.metrics_listen = *optarg ? optarg : NULL;
 			break;
 		case 'd':
 			cfg.rdma_device = optarg;
