@@ -179,6 +179,15 @@ void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 	return mmap(addr, len, prot, flags, fd, off);
 }
 
+/* One line on how sending the written pages home went. */
+static void vm_report(int err, const char *doing, const char *done)
+{
+	if (err)
+		log_errno(err, "region %s: %s", vm.region, doing);
+	else
+		log_info("region %s: %s", vm.region, done);
+}
+
 /* Unmapping any of the RAM unmaps all of it, written pages sent home. */
 int munmap(void *addr, size_t len)
 {
@@ -194,13 +203,8 @@ int munmap(void *addr, size_t len)
 		err = farpage_unmap(vm.map);
 		vm.map = NULL;
 		vm_inside = 0;
-		if (err)
-			log_errno(err, "region %s: unmapping the guest RAM",
-				  vm.region);
-		else
-			log_info("region %s: guest RAM unmapped, every "
-				 "written page home",
-				 vm.region);
+		vm_report(err, "unmapping the guest RAM",
+			  "guest RAM unmapped, every written page home");
 	}
 	pthread_mutex_unlock(&vm.lock);
 	return vm_sys_munmap(addr, len);
@@ -222,15 +226,11 @@ __attribute__((destructor)) static void vm_fini(void)
 				 "what the guest wrote to remote pages stays "
 				 "in this process and ends with it",
 				 vm.region);
-		else if (err)
-			log_errno(err,
-				  "region %s: sending the guest's "
-				  "written pages home at exit",
-				  vm.region);
 		else
-			log_info("region %s: QEMU exits, every written page "
-				 "home",
-				 vm.region);
+			vm_report(err,
+				  "sending the guest's written pages home at "
+				  "exit",
+				  "QEMU exits, every written page home");
 	}
 	pthread_mutex_unlock(&vm.lock);
 }
