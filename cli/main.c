@@ -38,7 +38,7 @@ static const struct cli_cmd cli_cmds[] = {
 
 static void cli_usage_print(FILE *f)
 {
-	fprintf(f, "usage: farpage [GLOBAL OPTIONS] COMMAND [ARGS]\n"
+	fprintf(f, "Usage: farpage [GLOBAL OPTIONS] COMMAND [ARGS]\n"
 		   "\n"
 		   "commands:\n");
 	for (size_t i = 0; i < CLI_N_CMDS; i++)

@@ -42,7 +42,7 @@ enum main_opt {
 static void main_usage_print(FILE *f)
 {
 	fprintf(f,
-		"usage: farpage-coordinator [OPTIONS]\n"
+		"Usage: farpage-coordinator [OPTIONS]\n"
 		"\n"
 		"Keeps the cluster's nodes, regions and endpoints; every\n"
 		"change is logged to the data directory before it is\n"
