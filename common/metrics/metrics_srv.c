@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: MIT
+/* /metrics served over libmicrohttpd (metrics.h). */
+#define LOG_PREFIX "metrics: "
+#include "metrics.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "net.h"
+
+#ifndef FARPAGE_VERSION
+#define FARPAGE_VERSION "unknown"
+#endif
+
+#define METRICS_CONN_MAX     16 /* scrapers at once */
+#define METRICS_CONN_TIMEOUT 10 /* s: an idle scraper is dropped */
+
+struct metrics_srv {
+	struct MHD_Daemon *mhd;
+	int fd;
+	char addr[64];
+	char component[32];
+	double start_s;
+	metrics_render_fn *render;
+	void *arg;
+};
+
+/* When this process started, seconds since the epoch (as the kernel
+ * counts it: boot time + the start in clock ticks); 0 if unknown. */
+static double metrics_process_start(void)
+{
+	unsigned long long btime = 0, ticks = 0;
+	char line[256], stat[1024], *p;
+	FILE *f = fopen("/proc/stat", "re");
+	size_t n;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "btime %llu", &btime) == 1)
+			break;
+	fclose(f);
+	f = fopen("/proc/self/stat", "re");
+	if (!f)
+		return 0;
+	n = fread(stat, 1, sizeof(stat) - 1, f);
+	fclose(f);
+	stat[n] = 0;
+	/* After the command name (it may hold anything): field 3 on. */
+	p = strrchr(stat, ')');
+	if (!btime || !p)
+		return 0;
+	/* state ppid pgrp session tty tpgid flags minflt cminflt majflt
+	 * cmajflt utime stime cutime cstime priority nice threads
+	 * itrealvalue starttime */
+	if (sscanf(p + 2,
+		   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d "
+		   "%*d %*d %*d %*d %*d %llu",
+		   &ticks) != 1)
+		return 0;
+	return (double)btime + (double)ticks / (double)sysconf(_SC_CLK_TCK);
+}
+
+static enum MHD_Result metrics_answer(void *cls, struct MHD_Connection *conn,
+				      const char *url, const char *method,
+				      const char *version,
+				      const char *upload_data,
+				      size_t *upload_data_size, void **ctx)
+{
+	struct metrics_srv *s = cls;
+	struct metrics_buf b = { 0 };
+	struct MHD_Response *rsp;
+	unsigned int code = MHD_HTTP_OK;
+	enum MHD_Result ret;
+
+	if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
+		code = MHD_HTTP_METHOD_NOT_ALLOWED;
+		metrics_printf(&b, "only GET /metrics\n");
+	} else if (strcmp(url, "/metrics")) {
+		code = MHD_HTTP_NOT_FOUND;
+		metrics_printf(&b, "farpage: see /metrics\n");
+	} else {
+		metrics_head(&b, "farpage_build_info", "gauge",
+			     "Which farpage program and version this is.");
+		metrics_printf(&b,
+			       "farpage_build_info{component=\"%s\","
+			       "version=\"%s\"} 1\n",
+			       s->component, FARPAGE_VERSION);
+		metrics_head(&b, "farpage_process_start_time_seconds", "gauge",
+			     "Start time of the process since the epoch.");
+		metrics_printf(&b, "farpage_process_start_time_seconds %.2f\n",
+			       s->start_s);
+		s->render(&b, s->arg);
+	}
+	if (b.oom) {
+		free(b.p);
+		return MHD_NO; /* the connection is closed */
+	}
+	rsp = MHD_create_response_from_buffer(b.len, b.p,
+					      MHD_RESPMEM_MUST_FREE);
+	if (!rsp) {
+		free(b.p);
+		return MHD_NO;
+	}
+	MHD_add_response_header(rsp, MHD_HTTP_HEADER_CONTENT_TYPE,
+				"text/plain; version=0.0.4; charset=utf-8");
+	ret = MHD_queue_response(conn, code, rsp);
+	MHD_destroy_response(rsp);
+	return ret;
+}
+
+static void metrics_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char line[256];
+
+	vsnprintf(line, sizeof(line), fmt, ap);
+	line[strcspn(line, "\n")] = 0;
+	log_warn("%s", line);
+}
+
+int metrics_srv_start(const char *listen, const char *component,
+		      metrics_render_fn *render, void *arg,
+		      struct metrics_srv **out)
+{
+	struct metrics_srv *s = calloc(1, sizeof(*s));
+	int ret;
+
+	if (!s)
+		return -ENOMEM;
+	snprintf(s->component, sizeof(s->component), "%s", component);
+	s->render = render;
+	s->arg = arg;
+	s->start_s = metrics_process_start();
+	ret = net_listen(listen, 16, &s->fd);
+	if (ret) {
+		free(s);
+		return ret;
+	}
+	net_local_addr(s->fd, s->addr, sizeof(s->addr));
+	s->mhd = MHD_start_daemon(
+		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
+			MHD_USE_ERROR_LOG,
+		0, NULL, NULL, metrics_answer, s, MHD_OPTION_LISTEN_SOCKET,
+		s->fd, MHD_OPTION_CONNECTION_LIMIT,
+		(unsigned int)METRICS_CONN_MAX, MHD_OPTION_CONNECTION_TIMEOUT,
+		(unsigned int)METRICS_CONN_TIMEOUT, MHD_OPTION_EXTERNAL_LOGGER,
+		metrics_mhd_log, NULL, MHD_OPTION_END);
+	if (!s->mhd) {
+		close(s->fd);
+		free(s);
+		return -EIO;
+	}
+	log_info("serving /metrics on http://%s", s->addr);
+	*out = s;
+	return 0;
+}
+
+const char *metrics_srv_addr(const struct metrics_srv *s)
+{
+	return s->addr;
+}
+
+void metrics_srv_stop(struct metrics_srv *s)
+{
+	if (!s)
+		return;
+	/* Takes the listening socket back from MHD: closed here, once. */
+	MHD_quiesce_daemon(s->mhd);
+	MHD_stop_daemon(s->mhd);
+	close(s->fd);
+	free(s);
+}
