@@ -34,7 +34,6 @@
 #include "metrics.h"
 #include "msg.h"
 #include "net.h"
-#include "util.h"
 #include "wal.h"
 
 #define SERVER_BACKLOG		128
@@ -594,7 +593,6 @@ static void on_lease_tick(struct evl *l, void *arg)
 int server_create(const struct server_cfg *cfg, struct coord *c,
 		  struct server **out)
 {
-	char text[2 * SERVER_PEER_LEN + 16];
 	struct server *s;
 	sigset_t mask;
 	int ret;
@@ -653,11 +651,8 @@ int server_create(const struct server_cfg *cfg, struct coord *c,
 		}
 	}
 	if (cfg->addr_file) {
-		snprintf(text, sizeof(text), "%s\n%s%s%s", s->addr,
-			 s->metrics ? "metrics " : "",
-			 s->metrics ? metrics_srv_addr(s->metrics) : "",
-			 s->metrics ? "\n" : "");
-		ret = util_write_file(cfg->addr_file, text);
+		ret = metrics_srv_addr_file(s->metrics, cfg->addr_file,
+					    s->addr);
 		if (ret) {
 			log_errno(ret, "cannot write %s", cfg->addr_file);
 			goto err;

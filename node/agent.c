@@ -231,14 +231,8 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	if (ret)
 		goto err;
 	if (cfg->addr_file) {
-		char line[2 * MSG_ADDR_MAX + 16];
-
-		/* The metrics address, if any, on a second line. */
-		snprintf(line, sizeof(line), "%s\n%s%s%s", a->data_addr,
-			 a->metrics ? "metrics " : "",
-			 a->metrics ? metrics_srv_addr(a->metrics) : "",
-			 a->metrics ? "\n" : "");
-		ret = util_write_file(cfg->addr_file, line);
+		ret = metrics_srv_addr_file(a->metrics, cfg->addr_file,
+					    a->data_addr);
 		if (ret) {
 			log_errno(ret, "write %s", cfg->addr_file);
 			goto err;

@@ -66,6 +66,12 @@ int metrics_srv_start(const char *listen, const char *component,
 		      struct metrics_srv **out);
 /* The bound "host:port". */
 const char *metrics_srv_addr(const struct metrics_srv *s);
+/*
+ * Writes a daemon's --addr-file: "@addr\n", then "metrics HOST:PORT\n"
+ * if @s (may be NULL) serves. Returns 0 or -errno.
+ */
+int metrics_srv_addr_file(const struct metrics_srv *s, const char *path,
+			  const char *addr);
 /* Stops the server thread; NULL is a no-op. */
 void metrics_srv_stop(struct metrics_srv *s);
 

@@ -13,6 +13,7 @@
 
 #include "log.h"
 #include "net.h"
+#include "util.h"
 
 #ifndef FARPAGE_VERSION
 #define FARPAGE_VERSION "unknown"
@@ -164,6 +165,20 @@ int metrics_srv_start(const char *listen, const char *component,
 const char *metrics_srv_addr(const struct metrics_srv *s)
 {
 	return s->addr;
+}
+
+int metrics_srv_addr_file(const struct metrics_srv *s, const char *path,
+			  const char *addr)
+{
+	char *text;
+	int ret;
+
+	if (asprintf(&text, "%s\n%s%s%s", addr, s ? "metrics " : "",
+		     s ? s->addr : "", s ? "\n" : "") < 0)
+		return -ENOMEM;
+	ret = util_write_file(path, text);
+	free(text);
+	return ret;
 }
 
 void metrics_srv_stop(struct metrics_srv *s)
