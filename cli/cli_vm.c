@@ -156,10 +156,16 @@ static int cli_vm_ram_file(const char *region, uint64_t size)
 	return fd;
 }
 
-static void cli_vm_print(char **argv, const char *const *env)
+/* A variable QEMU's environment gets (cli_vm_run() sets them all). */
+struct cli_vm_env {
+	const char *name, *value;
+};
+#define CLI_VM_N_ENV 5
+
+static void cli_vm_print(char **argv, const struct cli_vm_env *env, int n)
 {
-	for (; *env; env++)
-		printf("%s\n", *env);
+	for (int i = 0; i < n; i++)
+		printf("%s=%s\n", env[i].name, env[i].value);
 	for (; *argv; argv++)
 		printf("%s%s", *argv, argv[1] ? " " : "\n");
 }
@@ -176,9 +182,8 @@ int cli_vm_run(const struct cli *c, int argc, char **argv)
 	const char *preload_opt = NULL, *region, *ld;
 	char preload[PATH_MAX], what[32 + MSG_NAME_MAX];
 	char obj[256 + PATH_MAX], mach[64], mem[32], fd_s[16];
-	char *env_ld = NULL, *env_region = NULL, *env_fd = NULL,
-	     *env_flags = NULL, *env_sock = NULL;
-	const char *env[6] = { 0 };
+	char *ld_value = NULL;
+	struct cli_vm_env env[CLI_VM_N_ENV];
 	int prefetch = 0, dry = 0, has_m, fd = -1, ret, n_q;
 	char **qargv = NULL, **q;
 	struct msg rep;
@@ -248,20 +253,17 @@ int cli_vm_run(const struct cli *c, int argc, char **argv)
 	snprintf(fd_s, sizeof(fd_s), "%d", fd);
 	ld = getenv("LD_PRELOAD");
 	ret = -ENOMEM;
-	if (asprintf(&env_ld, "LD_PRELOAD=%s%s%s", preload,
-		     ld && *ld ? ":" : "", ld && *ld ? ld : "") < 0 ||
-	    asprintf(&env_region, "%s=%s", VM_ENV_REGION, region) < 0 ||
-	    asprintf(&env_fd, "%s=%d", VM_ENV_FD, fd) < 0 ||
-	    asprintf(&env_flags, "%s=%s", VM_ENV_FLAGS,
-		     prefetch ? "prefetch" : "") < 0 ||
-	    asprintf(&env_sock, "%s=%s", FARPAGE_AGENT_SOCK_ENV,
-		     c->agent_sock) < 0)
+	if (asprintf(&ld_value, "%s%s%s", preload, ld && *ld ? ":" : "",
+		     ld && *ld ? ld : "") < 0) {
+		ld_value = NULL;
 		goto out;
-	env[0] = env_ld;
-	env[1] = env_region;
-	env[2] = env_fd;
-	env[3] = env_flags;
-	env[4] = env_sock;
+	}
+	env[0] = (struct cli_vm_env){ "LD_PRELOAD", ld_value };
+	env[1] = (struct cli_vm_env){ VM_ENV_REGION, region };
+	env[2] = (struct cli_vm_env){ VM_ENV_FD, fd_s };
+	env[3] =
+		(struct cli_vm_env){ VM_ENV_FLAGS, prefetch ? "prefetch" : "" };
+	env[4] = (struct cli_vm_env){ FARPAGE_AGENT_SOCK_ENV, c->agent_sock };
 
 	qargv = calloc((size_t)n_q + 7, sizeof(*qargv));
 	if (!qargv)
@@ -279,12 +281,12 @@ int cli_vm_run(const struct cli *c, int argc, char **argv)
 	}
 	*q = NULL;
 	if (dry) {
-		cli_vm_print(qargv, env);
+		cli_vm_print(qargv, env, CLI_VM_N_ENV);
 		ret = 0;
 		goto out;
 	}
-	for (int i = 0; env[i]; i++) {
-		if (putenv((char *)env[i])) {
+	for (int i = 0; i < CLI_VM_N_ENV; i++) {
+		if (setenv(env[i].name, env[i].value, 1)) {
 			ret = -errno;
 			goto out;
 		}
@@ -301,14 +303,7 @@ int cli_vm_run(const struct cli *c, int argc, char **argv)
 out:
 	if (ret == -ENOMEM)
 		cli_err("vm: out of memory");
-	/* After putenv() the environment holds them: they stay. */
-	if (dry || ret == -ENOMEM) {
-		free(env_ld);
-		free(env_region);
-		free(env_fd);
-		free(env_flags);
-		free(env_sock);
-	}
+	free(ld_value);
 	free(qargv);
 	close(fd);
 	return ret ? CLI_EXIT_FAIL : CLI_EXIT_OK;
