@@ -327,6 +327,16 @@ static void floop_poison(struct floop *f, struct fmap *m, uint64_t addr,
 	floop_poison_n(f, m, addr, 1, why);
 }
 
+void floop_slot_count(struct floop *f, const struct fetch *s, uint64_t npages)
+{
+	atomic_fetch_add(s->owner == f->cfg.self ? &f->ctr.local
+						 : &f->ctr.remote,
+			 npages);
+	if (s->ahead)
+		atomic_fetch_add(s->pf ? &f->ctr.prefetch : &f->ctr.readahead,
+				 npages);
+}
+
 int floop_slot_resolved(struct floop *f, struct fetch *s, int ret,
 			uint64_t done, const char *what)
 {
@@ -385,13 +395,7 @@ static int floop_slot_copy(struct floop *f, struct fetch *s)
 				  s->buf + s->done_off, len - s->done_off, 1,
 				  &done);
 		s->done_off += (uint32_t)done;
-		atomic_fetch_add(s->owner == f->cfg.self ? &f->ctr.local
-							 : &f->ctr.remote,
-				 done / FLOOP_PAGE);
-		if (s->ahead)
-			atomic_fetch_add(s->pf ? &f->ctr.prefetch
-					       : &f->ctr.readahead,
-					 done / FLOOP_PAGE);
+		floop_slot_count(f, s, done / FLOOP_PAGE);
 		ret = floop_slot_resolved(f, s, ret, done, "UFFDIO_COPY");
 	} while (ret < 0);
 	return ret;

@@ -362,9 +362,9 @@ int floop_cache_fault(struct floop *f, struct fmap *m, uint64_t addr,
 		return 1;
 	/* To fetch. If a write faulted it in (MISSING|WRITE), map it
 	 * writable when it lands (cache_resolve_writes()). */
-	if (m->writable && m->wp_cont && (flags & UFFD_PAGEFAULT_FLAG_WRITE) &&
+	if ((flags & UFFD_PAGEFAULT_FLAG_WRITE) &&
 	    !(flags & (UFFD_PAGEFAULT_FLAG_MINOR | UFFD_PAGEFAULT_FLAG_WP)))
-		m->pst[cache_idx(m, addr)] |= PS_WANTW;
+		floop_cache_want_write(m, addr, 1);
 	return 0;
 }
 
@@ -502,13 +502,7 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 				cache_fifo_push(f, m, i0 + k);
 		}
 		s->marked = 1;
-		atomic_fetch_add(s->owner == f->cfg.self ? &f->ctr.local
-							 : &f->ctr.remote,
-				 s->npages);
-		if (s->ahead)
-			atomic_fetch_add(s->pf ? &f->ctr.prefetch
-					       : &f->ctr.readahead,
-					 s->npages);
+		floop_slot_count(f, s, s->npages);
 	}
 	/* Landed, held for nobody (evicted in time); a deleted region's
 	 * bytes are never mapped (every fault of it is poisoned). */

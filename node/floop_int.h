@@ -301,6 +301,9 @@ void floop_fetch_start_n(struct floop *f, struct fmap *m, uint64_t addr,
 			 uint64_t owner, uint64_t off, int ahead,
 			 uint32_t npages, int pf, uint64_t t0_ms);
 
+/* Counts @npages of @s as served: local or remote, read ahead or
+ * prefetched. */
+void floop_slot_count(struct floop *f, const struct fetch *s, uint64_t npages);
 /*
  * What a resolve (COPY or CONTINUE of @s from done_off on, @done bytes of
  * it done) returned: 1 the slot is finished, 0 it waits (events first),
