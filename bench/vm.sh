@@ -43,14 +43,12 @@ fp_cli B B region create allb --size "$RAM" --owners "$(printf "$b,%.0s" $(seq 2
 fp_cli B B region create ab --size "$RAM" --owners "$(printf "$a,$b,%.0s" $(seq 128) | sed 's/,$//')" \
 	>/dev/null 2>&1 || fp_fail "create region ab"
 
-stat() { fp_cli A A stats 2>/dev/null | tr ' ' '\n' | sed -n "s/^$1=//p" | head -n1; }
-
 # run CONFIG SEED BOOT-ARGS...: one boot; appends a result line to $RES
 RES=$FP_TMP/results
 run() {
 	local cfg=$1 seed=$2 log=$FP_TMP/boot.$1.$2 r0 e0 t0 t1 rc btoi w rd
 	shift 2
-	r0=$(stat remote) e0=$(stat evictions)
+	r0=$(fp_stat A A remote) e0=$(fp_stat A A evictions)
 	t0=$(date +%s.%N)
 	bash "$BOOT" --bin "$FARPAGE_BIN" --ram "$RAM" --reserve-base 96M --reserve-size 384M \
 		--seed "$seed" --accel "$ACCEL" --timeout 900 --log "$log" "$@" >"$log.out" 2>&1
@@ -64,7 +62,7 @@ run() {
 	rd=$(tr -d '\r' <"$log" | sed -n 's/.*read-check \([0-9.]*\) MB\/s.*/\1/p')
 	printf '%s %s %s %s %s %s %s\n' "$cfg" "$btoi" "$w" "$rd" \
 		"$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}')" \
-		"$(($(stat remote) - r0))" "$(($(stat evictions) - e0))" >>"$RES"
+		"$(($(fp_stat A A remote) - r0))" "$(($(fp_stat A A evictions) - e0))" >>"$RES"
 	fp_log "$cfg #$seed: boot-to-init $btoi s, write $w MB/s, read-check $rd MB/s"
 }
 

@@ -177,6 +177,12 @@ fp_field() { # file prefix key
 	grep "^$2" "$1" | tail -n1 | tr ' ' '\n' | sed -n "s/^$3=//p"
 }
 
+# fp_stat HOST NODE KEY: KEY= of NODE's `farpage stats` (its faults line
+# or its cache line: their keys differ; empty if absent).
+fp_stat() {
+	fp_cli "$1" "$2" stats 2>/dev/null | tr ' ' '\n' | sed -n "s/^$3=//p" | head -n1
+}
+
 # fp_cache_stat HOST NODE KEY: KEY= of the cache line of NODE's
 # `farpage stats` (empty if its agent has no cache).
 fp_cache_stat() {

@@ -63,12 +63,6 @@ fp_cli B B region create ram --size "$RAM" --owners "${all_b%,}" >/dev/null 2>&1
 fp_cli B B region create ram2 --size "$RAM" --owners "${ab%,}" >/dev/null 2>&1 ||
 	fp_fail "create region ram2 (A and B interleaved)"
 
-# stat NODE KEY: a figure of NODE's `farpage stats` (faults line, or the
-# cache line for cache keys)
-stat() {
-	fp_cli A "$1" stats 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n1
-}
-
 # boot NAME REGION SEED [EXPECT]: QEMU on A with RAM in REGION, in the
 # background (BOOT_PID); the console goes to $FP_TMP/NAME.serial.
 boot() {
@@ -108,11 +102,11 @@ prev_ok() {
 }
 
 # 1. all of the RAM on B
-r0=$(stat A remote)
+r0=$(fp_stat A A remote)
 boot b1 ram 11
 boot_wait b1
 boot_ok b1
-r1=$(stat A remote)
+r1=$(fp_stat A A remote)
 fetched=$((r1 - r0))
 [ "$fetched" -ge "$PAGES" ] && [ "$fetched" -le "$REGION_PAGES" ] ||
 	fp_fail "boot 1: A fetched $fetched pages from B; the guest touched $PAGES, the region has $REGION_PAGES"
@@ -139,11 +133,11 @@ prev_ok b2 11
 fp_log "ok: 2. booted again: the guest found boot 1's pattern; B stopped and resumed under it"
 
 # 3. interleaved A/B
-r0=$(stat A remote)
+r0=$(fp_stat A A remote)
 boot b3 ram2 21
 boot_wait b3
 boot_ok b3
-fetched=$(($(stat A remote) - r0))
+fetched=$(($(fp_stat A A remote) - r0))
 [ "$fetched" -ge $((PAGES / 2)) ] && [ "$fetched" -le $((REGION_PAGES / 2)) ] ||
 	fp_fail "boot 3: A fetched $fetched pages; the guest touched $((PAGES / 2)) of B's, B has $((REGION_PAGES / 2))"
 fp_log "ok: 3. RAM interleaved A/B: guest ok, $fetched pages fetched from B, A's half from its pool"
@@ -156,7 +150,7 @@ boot b4 ram 13 12
 boot_wait b4
 boot_ok b4
 prev_ok b4 12
-ev=$(stat A evictions) wb=$(stat A writebacks) max=$(stat A resident_max) lim=$(stat A limit)
+ev=$(fp_stat A A evictions) wb=$(fp_stat A A writebacks) max=$(fp_stat A A resident_max) lim=$(fp_stat A A limit)
 [ "${ev:-0}" -gt 0 ] && [ "${wb:-0}" -gt 0 ] || fp_fail "boot 4: evictions=$ev writebacks=$wb through a 256 MiB cache"
 fp_log "ok: 4. through a 256 MiB cache: guest ok, evictions=$ev writebacks=$wb resident_max=$max (limit $lim)"
 
