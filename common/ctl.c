@@ -63,6 +63,23 @@ static int ctl_wait(int fd, short events, int64_t deadline)
 
 int ctl_send(int fd, const struct msg *m, const int *fds, int n_fds)
 {
+	uint8_t *buf;
+	size_t len;
+	int ret;
+
+	if (n_fds < 0 || n_fds > CTL_FDS_MAX || (n_fds && !fds))
+		return -EINVAL;
+	ret = msg_encode(m, &buf, &len);
+	if (ret)
+		return ret;
+	ret = ctl_send_raw(fd, buf, len, fds, n_fds);
+	free(buf);
+	return ret;
+}
+
+int ctl_send_raw(int fd, const uint8_t *buf, size_t len, const int *fds,
+		 int n_fds)
+{
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * CTL_FDS_MAX)];
 		struct cmsghdr align;
@@ -70,23 +87,16 @@ int ctl_send(int fd, const struct msg *m, const int *fds, int n_fds)
 	uint8_t hdr[FRAME_HDR_LEN];
 	struct iovec iov[2], *v = iov;
 	struct msghdr mh = { 0 };
-	uint8_t *buf;
-	size_t len;
 	ssize_t n;
-	int ret, iovcnt = 2;
+	int iovcnt = 2;
 
 	if (n_fds < 0 || n_fds > CTL_FDS_MAX || (n_fds && !fds))
 		return -EINVAL;
-	ret = msg_encode(m, &buf, &len);
-	if (ret)
-		return ret;
-	if (len > FRAME_MAX) {
-		ret = -EMSGSIZE;
-		goto out_free;
-	}
+	if (!len || len > FRAME_MAX)
+		return -EMSGSIZE;
 	frame_hdr_put(hdr, (uint32_t)len);
 	iov[0] = (struct iovec){ .iov_base = hdr, .iov_len = sizeof(hdr) };
-	iov[1] = (struct iovec){ .iov_base = buf, .iov_len = len };
+	iov[1] = (struct iovec){ .iov_base = (void *)buf, .iov_len = len };
 	if (n_fds) {
 		struct cmsghdr *c;
 
@@ -107,13 +117,13 @@ int ctl_send(int fd, const struct msg *m, const int *fds, int n_fds)
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				ret = ctl_wait(fd, POLLOUT, -1);
+				int ret = ctl_wait(fd, POLLOUT, -1);
+
 				if (ret)
-					goto out_free;
+					return ret;
 				continue;
 			}
-			ret = -errno;
-			goto out_free;
+			return -errno;
 		}
 		/* The descriptors went with the first byte sent. */
 		mh.msg_control = NULL;
@@ -128,10 +138,7 @@ int ctl_send(int fd, const struct msg *m, const int *fds, int n_fds)
 			v->iov_len -= (size_t)n;
 		}
 	}
-	ret = 0;
-out_free:
-	free(buf);
-	return ret;
+	return 0;
 }
 
 static void ctl_fds_take(struct ctl_fds *cf, struct msghdr *mh)
@@ -204,6 +211,27 @@ static int ctl_read(int fd, void *buf, size_t len, int64_t deadline,
 
 int ctl_recv(int fd, struct msg *m, int *fds, int *n_fds, int timeout_ms)
 {
+	uint8_t *buf;
+	size_t len;
+	int ret;
+
+	msg_init(m, MSG_T_NONE);
+	ret = ctl_recv_raw(fd, &buf, &len, fds, n_fds, timeout_ms);
+	if (ret)
+		return ret;
+	ret = msg_decode(buf, len, m);
+	free(buf);
+	if (ret && fds && n_fds) {
+		for (int i = 0; i < *n_fds; i++)
+			close(fds[i]);
+		*n_fds = 0;
+	}
+	return ret;
+}
+
+int ctl_recv_raw(int fd, uint8_t **out, size_t *out_len, int *fds, int *n_fds,
+		 int timeout_ms)
+{
 	int64_t deadline = timeout_ms < 0 ? -1 : ctl_now_ms() + timeout_ms;
 	struct ctl_fds cf = { .fds = fds, .cap = (fds && n_fds) ? *n_fds : 0 };
 	uint8_t hdr[FRAME_HDR_LEN];
@@ -213,7 +241,8 @@ int ctl_recv(int fd, struct msg *m, int *fds, int *n_fds, int timeout_ms)
 	ssize_t used;
 	int ret;
 
-	msg_init(m, MSG_T_NONE);
+	*out = NULL;
+	*out_len = 0;
 	if (n_fds)
 		*n_fds = 0;
 	ret = ctl_read(fd, hdr, sizeof(hdr), deadline, &cf);
@@ -233,13 +262,14 @@ int ctl_recv(int fd, struct msg *m, int *fds, int *n_fds, int timeout_ms)
 		goto out_close;
 	}
 	ret = ctl_read(fd, buf, len, deadline, &cf);
-	if (!ret)
-		ret = msg_decode(buf, len, m);
-	free(buf);
-	if (ret)
+	if (ret) {
+		free(buf);
 		goto out_close;
+	}
 	if (n_fds)
 		*n_fds = cf.n;
+	*out = buf;
+	*out_len = len;
 	return 0;
 out_close:
 	ctl_fds_close(&cf);

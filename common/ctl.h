@@ -27,6 +27,16 @@ int ctl_send(int fd, const struct msg *m, const int *fds, int n_fds);
 int ctl_recv(int fd, struct msg *m, int *fds, int *n_fds, int timeout_ms);
 
 /*
+ * The same for a payload already encoded (and perhaps sealed): one frame
+ * of @len bytes (1..FRAME_MAX, else -EMSGSIZE); and one frame received
+ * into a malloc()ed *@buf the caller frees. Same returns otherwise.
+ */
+int ctl_send_raw(int fd, const uint8_t *buf, size_t len, const int *fds,
+		 int n_fds);
+int ctl_recv_raw(int fd, uint8_t **buf, size_t *len, int *fds, int *n_fds,
+		 int timeout_ms);
+
+/*
  * Sends @req and receives the reply into @rep. If the reply is MSG_T_ERROR
  * returns -rep->err (rep keeps the text for the caller to print). Returns 0
  * or -errno otherwise.

@@ -1,0 +1,1112 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Cluster keys, the handshake and sealed records (auth.h). Every
+ * cryptographic primitive is OpenSSL's: RAND_bytes, HKDF-SHA256,
+ * HMAC-SHA256, AES-256-GCM, CRYPTO_memcmp. What is here is the message
+ * layout, the state machine and the key file.
+ */
+#define LOG_PREFIX "auth: "
+#include "auth.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/kdf.h>
+#include <openssl/rand.h>
+
+#define AUTH_MAGIC	   "FPA1"
+#define AUTH_VERSION	   1
+#define AUTH_IV_LEN	   12
+#define AUTH_SESS_KEYS_LEN (2 * AUTH_KEY_LEN + 2 * AUTH_IV_LEN)
+#define AUTH_FILE_MAX	   4096
+
+/* HELLO layout */
+#define H_ROLE	 5
+#define H_FLAGS	 6
+#define H_ID	 8
+#define H_NAME	 16
+#define H_TARGET (H_NAME + AUTH_NAME_MAX)
+#define H_NONCE	 (H_TARGET + AUTH_NAME_MAX)
+/* CHALL layout */
+#define C_STATUS 5
+#define C_FLAGS	 6
+#define C_NONCE	 8
+#define C_PROOF	 (C_NONCE + AUTH_NONCE_LEN)
+/* PROOF and DONE layout */
+#define P_PROOF	 8
+#define D_STATUS 5
+
+_Static_assert(H_NONCE + AUTH_NONCE_LEN == AUTH_HELLO_LEN, "HELLO layout");
+_Static_assert(C_PROOF + 32 == AUTH_CHALL_LEN, "CHALL layout");
+_Static_assert(P_PROOF + 32 == AUTH_PROOF_LEN, "PROOF layout");
+
+struct auth_dir {
+	EVP_CIPHER_CTX *ctx;
+	uint8_t iv[AUTH_IV_LEN];
+	uint64_t seq;
+};
+
+struct auth_sess {
+	struct auth_dir tx, rx;
+	bool encrypt;
+	enum auth_role role;
+	char name[AUTH_NAME_MAX];
+};
+
+enum auth_hs_state {
+	HS_SEND,	/* output pending, then the next state */
+	HS_C_CHALL,	/* client waits for CHALL */
+	HS_C_DONE,	/* client waits for DONE */
+	HS_S_HELLO,	/* server waits for HELLO */
+	HS_S_PROOF,	/* server waits for PROOF */
+	HS_DONE,
+	HS_FAILED,
+};
+
+struct auth_hs {
+	bool server;
+	enum auth_hs_state state, after_send;
+	struct auth_client_cfg ccfg;
+	struct auth_server_cfg scfg;
+	struct auth_hello hello_v;
+	uint8_t key[AUTH_KEY_LEN];
+	unsigned int flags;
+	uint8_t hello[AUTH_HELLO_LEN];
+	uint8_t chall[AUTH_CHALL_LEN];
+	uint8_t proof[AUTH_PROOF_LEN];
+	uint8_t in[AUTH_HELLO_LEN];
+	size_t in_len;
+	uint8_t out[AUTH_HELLO_LEN];
+	size_t out_len, out_pos;
+	struct auth_sess *sess;
+	char err[160];
+};
+
+/* ---- names, roles, statuses ---- */
+
+const char *auth_role_name(enum auth_role r)
+{
+	switch (r) {
+	case AUTH_ROLE_CLUSTER:
+		return "cluster";
+	case AUTH_ROLE_ADMIN:
+		return "admin";
+	case AUTH_ROLE_NODE:
+		return "node";
+	case AUTH_ROLE_PEER:
+		return "peer";
+	default:
+		return "none";
+	}
+}
+
+enum auth_role auth_role_parse(const char *s)
+{
+	for (int r = AUTH_ROLE_CLUSTER; r <= AUTH_ROLE_PEER; r++)
+		if (!strcmp(s, auth_role_name(r)))
+			return r;
+	return AUTH_ROLE_NONE;
+}
+
+const char *auth_status_str(int st)
+{
+	switch (st) {
+	case AUTH_OK:
+		return "ok";
+	case AUTH_E_KEY:
+		return "unknown key (another cluster key?)";
+	case AUTH_E_EXPIRED:
+		return "the key has expired (rolled over)";
+	case AUTH_E_PEER:
+		return "not a member known here";
+	case AUTH_E_ROLE:
+		return "role not accepted here";
+	case AUTH_E_PROOF:
+		return "wrong key (the proof does not verify)";
+	case AUTH_E_BUSY:
+		return "too many connections";
+	case AUTH_E_PROTO:
+		return "malformed handshake";
+	default:
+		return "unknown status";
+	}
+}
+
+void auth_id_hex(const uint8_t id[AUTH_ID_LEN], char *buf)
+{
+	for (int i = 0; i < AUTH_ID_LEN; i++)
+		sprintf(buf + 2 * i, "%02x", id[i]);
+}
+
+/* The node name rule of the control protocol (docs/protocol.md). */
+static bool auth_name_ok(const char *s)
+{
+	size_t n = strnlen(s, AUTH_NAME_MAX);
+
+	if (n == 0 || n >= AUTH_NAME_MAX || !strcmp(s, ".") || !strcmp(s, ".."))
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+		      c == '-'))
+			return false;
+	}
+	return true;
+}
+
+/* ---- keys ---- */
+
+static int auth_hkdf(const uint8_t *ikm, size_t ikm_len, const void *salt,
+		     size_t salt_len, const void *info, size_t info_len,
+		     uint8_t *out, size_t out_len)
+{
+	EVP_PKEY_CTX *pc = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, NULL);
+	int ok;
+
+	if (!pc)
+		return -ENOMEM;
+	ok = EVP_PKEY_derive_init(pc) > 0 &&
+	     EVP_PKEY_CTX_set_hkdf_md(pc, EVP_sha256()) > 0 &&
+	     EVP_PKEY_CTX_set1_hkdf_salt(pc, salt, (int)salt_len) > 0 &&
+	     EVP_PKEY_CTX_set1_hkdf_key(pc, ikm, (int)ikm_len) > 0 &&
+	     EVP_PKEY_CTX_add1_hkdf_info(pc, info, (int)info_len) > 0 &&
+	     EVP_PKEY_derive(pc, out, &out_len) > 0;
+	EVP_PKEY_CTX_free(pc);
+	return ok ? 0 : -EIO;
+}
+
+int auth_key_generate(struct auth_key *k, int64_t not_after)
+{
+	memset(k, 0, sizeof(*k));
+	if (RAND_bytes(k->secret, sizeof(k->secret)) != 1 ||
+	    RAND_bytes(k->id, sizeof(k->id)) != 1)
+		return -EIO;
+	k->role = AUTH_ROLE_CLUSTER;
+	k->not_after = not_after;
+	return 0;
+}
+
+/* Derives from the cluster secret with label @info (@len bytes). */
+static int auth_derive(const struct auth_key *c, const char *info, size_t len,
+		       uint8_t out[AUTH_KEY_LEN])
+{
+	static const char salt[] = "farpage key v1";
+
+	return auth_hkdf(c->secret, sizeof(c->secret), salt, sizeof(salt) - 1,
+			 info, len, out, AUTH_KEY_LEN);
+}
+
+int auth_key_derive(const struct auth_key *c, enum auth_role role,
+		    const char *name, struct auth_key *out)
+{
+	char info[16 + AUTH_NAME_MAX];
+	int n;
+
+	if (role == c->role &&
+	    (role != AUTH_ROLE_NODE || (name && !strcmp(name, c->name)))) {
+		*out = *c;
+		return 0;
+	}
+	if (c->role != AUTH_ROLE_CLUSTER)
+		return -EPERM;
+	if (role == AUTH_ROLE_ADMIN)
+		n = snprintf(info, sizeof(info), "admin");
+	else if (role == AUTH_ROLE_NODE && name && auth_name_ok(name))
+		n = snprintf(info, sizeof(info), "node%c%s", 0, name);
+	else
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	out->role = role;
+	memcpy(out->id, c->id, sizeof(out->id));
+	out->not_after = c->not_after;
+	if (role == AUTH_ROLE_NODE)
+		snprintf(out->name, sizeof(out->name), "%s", name);
+	return auth_derive(c, info, (size_t)n, out->secret);
+}
+
+int auth_pair_key(const struct auth_key *c, const char *a, const char *b,
+		  uint8_t out[AUTH_KEY_LEN])
+{
+	char info[8 + 2 * AUTH_NAME_MAX];
+	int n;
+
+	if (c->role != AUTH_ROLE_CLUSTER)
+		return -EPERM;
+	if (!auth_name_ok(a) || !auth_name_ok(b))
+		return -EINVAL;
+	if (strcmp(a, b) > 0) {
+		const char *t = a;
+
+		a = b;
+		b = t;
+	}
+	n = snprintf(info, sizeof(info), "pair%c%s%c%s", 0, a, 0, b);
+	return auth_derive(c, info, (size_t)n, out);
+}
+
+static void auth_hex(const uint8_t *p, size_t n, char *out)
+{
+	for (size_t i = 0; i < n; i++)
+		sprintf(out + 2 * i, "%02x", p[i]);
+}
+
+static int auth_unhex(const char *s, uint8_t *out, size_t n)
+{
+	if (strlen(s) != 2 * n)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		unsigned int v = 0;
+
+		for (int j = 0; j < 2; j++) {
+			char c = s[2 * i + j];
+
+			v <<= 4;
+			if (c >= '0' && c <= '9')
+				v |= (unsigned int)(c - '0');
+			else if (c >= 'a' && c <= 'f')
+				v |= (unsigned int)(c - 'a' + 10);
+			else
+				return -EINVAL;
+		}
+		out[i] = (uint8_t)v;
+	}
+	return 0;
+}
+
+int auth_key_save(const char *path, const struct auth_key *k, bool force)
+{
+	char secret[2 * AUTH_KEY_LEN + 1], id[2 * AUTH_ID_LEN + 1];
+	char text[512];
+	int fd, n, ret = 0;
+	ssize_t w;
+
+	auth_hex(k->secret, sizeof(k->secret), secret);
+	auth_hex(k->id, sizeof(k->id), id);
+	n = snprintf(text, sizeof(text),
+		     "# farpage %s key: a secret, keep it mode 0600\n"
+		     "farpage-key 1\nrole %s\nid %s\n%s%s%ssecret %s\n",
+		     auth_role_name(k->role), auth_role_name(k->role), id,
+		     k->role == AUTH_ROLE_NODE ? "name " : "",
+		     k->role == AUTH_ROLE_NODE ? k->name : "",
+		     k->role == AUTH_ROLE_NODE ? "\n" : "", secret);
+	if (k->not_after)
+		n += snprintf(text + n, sizeof(text) - (size_t)n,
+			      "not-after %lld\n", (long long)k->not_after);
+	fd = open(path,
+		  O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
+			  (force ? O_TRUNC : O_EXCL),
+		  0600);
+	if (fd < 0)
+		return -errno;
+	/* An existing file keeps its mode on O_TRUNC: make it 0600. */
+	if (fchmod(fd, 0600))
+		ret = -errno;
+	for (int off = 0; !ret && off < n; off += (int)w) {
+		w = write(fd, text + off, (size_t)(n - off));
+		if (w < 0 && errno == EINTR) {
+			w = 0;
+			continue;
+		}
+		if (w <= 0)
+			ret = w < 0 ? -errno : -EIO;
+	}
+	if (!ret && fsync(fd))
+		ret = -errno;
+	if (close(fd) && !ret)
+		ret = -errno;
+	OPENSSL_cleanse(text, sizeof(text));
+	OPENSSL_cleanse(secret, sizeof(secret));
+	return ret;
+}
+
+/* One "key value" line into @k; @seen collects which keys came. */
+static int auth_key_line(char *line, struct auth_key *k, unsigned int *seen,
+			 char *why, size_t why_len)
+{
+	static const char *const keys[] = { "farpage-key", "role", "id",
+					    "name",	   "secret", "not-after" };
+	char *val = strchr(line, ' ');
+	unsigned int i;
+
+	if (!val) {
+		snprintf(why, why_len, "line \"%.40s\" has no value", line);
+		return -EINVAL;
+	}
+	*val++ = 0;
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (!strcmp(line, keys[i]))
+			break;
+	if (i == sizeof(keys) / sizeof(keys[0]) || (*seen & (1u << i))) {
+		snprintf(why, why_len, "%s \"%.40s\"",
+			 i == sizeof(keys) / sizeof(keys[0]) ? "unknown field"
+							     : "repeated field",
+			 line);
+		return -EINVAL;
+	}
+	*seen |= 1u << i;
+	switch (i) {
+	case 0:
+		if (strcmp(val, "1")) {
+			snprintf(why, why_len, "key file version %.20s", val);
+			return -EINVAL;
+		}
+		return 0;
+	case 1:
+		k->role = auth_role_parse(val);
+		if (k->role == AUTH_ROLE_NONE || k->role == AUTH_ROLE_PEER) {
+			snprintf(why, why_len, "bad role \"%.20s\"", val);
+			return -EINVAL;
+		}
+		return 0;
+	case 2:
+		if (auth_unhex(val, k->id, sizeof(k->id))) {
+			snprintf(why, why_len, "bad id");
+			return -EINVAL;
+		}
+		return 0;
+	case 3:
+		if (!auth_name_ok(val)) {
+			snprintf(why, why_len, "bad node name");
+			return -EINVAL;
+		}
+		snprintf(k->name, sizeof(k->name), "%s", val);
+		return 0;
+	case 4:
+		if (auth_unhex(val, k->secret, sizeof(k->secret))) {
+			snprintf(why, why_len, "bad secret (64 hex digits)");
+			return -EINVAL;
+		}
+		return 0;
+	default: {
+		char *end;
+		long long v;
+
+		errno = 0;
+		v = strtoll(val, &end, 10);
+		if (errno || *end || v <= 0) {
+			snprintf(why, why_len, "bad not-after");
+			return -EINVAL;
+		}
+		k->not_after = v;
+		return 0;
+	}
+	}
+}
+
+int auth_key_load(const char *path, struct auth_key *k, char *why,
+		  size_t why_len)
+{
+	char text[AUTH_FILE_MAX + 1], *line, *save = NULL;
+	unsigned int seen = 0, need;
+	struct stat st;
+	ssize_t n;
+	int fd, ret = 0;
+
+	memset(k, 0, sizeof(*k));
+	snprintf(why, why_len, "%s", "");
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		snprintf(why, why_len, "%s", strerror(errno));
+		return ret;
+	}
+	if (fstat(fd, &st)) {
+		ret = -errno;
+	} else if (!S_ISREG(st.st_mode)) {
+		snprintf(why, why_len, "not a regular file");
+		ret = -EINVAL;
+	} else if (st.st_mode & 077) {
+		snprintf(why, why_len,
+			 "mode %03o lets others read it: chmod 600 it",
+			 st.st_mode & 0777);
+		ret = -EPERM;
+	}
+	n = ret ? 0 : read(fd, text, sizeof(text));
+	if (!ret && n < 0)
+		ret = -errno;
+	close(fd);
+	if (!ret && n > AUTH_FILE_MAX) {
+		snprintf(why, why_len, "longer than %d bytes", AUTH_FILE_MAX);
+		ret = -EINVAL;
+	}
+	if (ret) {
+		if (!why[0])
+			snprintf(why, why_len, "%s", strerror(-ret));
+		return ret;
+	}
+	text[n] = 0;
+	if (memchr(text, 0, (size_t)n)) {
+		snprintf(why, why_len, "a NUL byte in the file");
+		return -EINVAL;
+	}
+	for (line = strtok_r(text, "\n", &save); line && !ret;
+	     line = strtok_r(NULL, "\n", &save)) {
+		if (line[0] == '#' || !line[0])
+			continue;
+		ret = auth_key_line(line, k, &seen, why, why_len);
+	}
+	OPENSSL_cleanse(text, sizeof(text));
+	if (ret)
+		goto fail;
+	/* farpage-key, role, id, secret; name exactly for node keys */
+	need = 1u | 1u << 1 | 1u << 2 | 1u << 4;
+	if ((seen & need) != need) {
+		snprintf(why, why_len, "a field is missing (version, role, "
+				       "id and secret are needed)");
+		ret = -EINVAL;
+	} else if ((k->role == AUTH_ROLE_NODE) != !!(seen & (1u << 3))) {
+		snprintf(why, why_len, k->role == AUTH_ROLE_NODE
+					       ? "a node key needs its name"
+					       : "only node keys have a name");
+		ret = -EINVAL;
+	}
+	if (!ret)
+		return 0;
+fail:
+	OPENSSL_cleanse(k, sizeof(*k));
+	return ret;
+}
+
+/* ---- sessions ---- */
+
+enum auth_role auth_sess_role(const struct auth_sess *s)
+{
+	return s->role;
+}
+
+const char *auth_sess_name(const struct auth_sess *s)
+{
+	return s->name;
+}
+
+bool auth_sess_encrypts(const struct auth_sess *s)
+{
+	return s->encrypt;
+}
+
+void auth_sess_free(struct auth_sess *s)
+{
+	if (!s)
+		return;
+	EVP_CIPHER_CTX_free(s->tx.ctx);
+	EVP_CIPHER_CTX_free(s->rx.ctx);
+	OPENSSL_cleanse(s, sizeof(*s));
+	free(s);
+}
+
+static int auth_dir_init(struct auth_dir *d, const uint8_t *key,
+			 const uint8_t *iv, bool enc)
+{
+	d->ctx = EVP_CIPHER_CTX_new();
+	if (!d->ctx)
+		return -ENOMEM;
+	memcpy(d->iv, iv, AUTH_IV_LEN);
+	d->seq = 0;
+	if (EVP_CipherInit_ex(d->ctx, EVP_aes_256_gcm(), NULL, key, NULL,
+			      enc) != 1)
+		return -EIO;
+	return 0;
+}
+
+/* The record's nonce: the IV with the counter xored into its low 8 bytes. */
+static int auth_dir_start(struct auth_dir *d, int enc)
+{
+	uint8_t nonce[AUTH_IV_LEN];
+
+	if (d->seq == UINT64_MAX)
+		return -EIO;
+	memcpy(nonce, d->iv, sizeof(nonce));
+	for (int i = 0; i < 8; i++)
+		nonce[AUTH_IV_LEN - 1 - i] ^= (uint8_t)(d->seq >> (8 * i));
+	d->seq++;
+	return EVP_CipherInit_ex(d->ctx, NULL, NULL, NULL, nonce, enc) == 1
+		       ? 0
+		       : -EIO;
+}
+
+/* Feeds @aad, then the body (encrypting/decrypting in place, or as
+ * additional data when not encrypting). */
+static int auth_dir_feed(struct auth_dir *d, bool encrypt, const void *aad,
+			 size_t aad_len, const struct iovec *iov, int n)
+{
+	int outl;
+
+	if (aad_len > INT_MAX ||
+	    (aad_len &&
+	     EVP_CipherUpdate(d->ctx, NULL, &outl, aad, (int)aad_len) != 1))
+		return -EIO;
+	for (int i = 0; i < n; i++) {
+		uint8_t *p = iov[i].iov_base;
+		size_t left = iov[i].iov_len;
+
+		while (left) {
+			int chunk = left > (1u << 30) ? 1 << 30 : (int)left;
+
+			if (EVP_CipherUpdate(d->ctx, encrypt ? p : NULL, &outl,
+					     p, chunk) != 1)
+				return -EIO;
+			p += chunk;
+			left -= (size_t)chunk;
+		}
+	}
+	return 0;
+}
+
+int auth_seal(struct auth_sess *s, const void *aad, size_t aad_len,
+	      const struct iovec *iov, int n, uint8_t tag[AUTH_TAG_LEN])
+{
+	uint8_t fin[16];
+	int outl;
+
+	if (auth_dir_start(&s->tx, 1) ||
+	    auth_dir_feed(&s->tx, s->encrypt, aad, aad_len, iov, n) ||
+	    EVP_CipherFinal_ex(s->tx.ctx, fin, &outl) != 1 ||
+	    EVP_CIPHER_CTX_ctrl(s->tx.ctx, EVP_CTRL_GCM_GET_TAG, AUTH_TAG_LEN,
+				tag) != 1)
+		return -EIO;
+	return 0;
+}
+
+int auth_open(struct auth_sess *s, const void *aad, size_t aad_len,
+	      const struct iovec *iov, int n, const uint8_t tag[AUTH_TAG_LEN])
+{
+	uint8_t fin[16], t[AUTH_TAG_LEN];
+	int outl;
+
+	memcpy(t, tag, sizeof(t));
+	if (auth_dir_start(&s->rx, 0) ||
+	    auth_dir_feed(&s->rx, s->encrypt, aad, aad_len, iov, n) ||
+	    EVP_CIPHER_CTX_ctrl(s->rx.ctx, EVP_CTRL_GCM_SET_TAG, AUTH_TAG_LEN,
+				t) != 1)
+		return -EIO;
+	return EVP_CipherFinal_ex(s->rx.ctx, fin, &outl) == 1 ? 0 : -EBADMSG;
+}
+
+/* ---- the handshake ---- */
+
+static void auth_put_head(uint8_t *p)
+{
+	memcpy(p, AUTH_MAGIC, 4);
+	p[4] = AUTH_VERSION;
+}
+
+static bool auth_head_ok(const uint8_t *p)
+{
+	return !memcmp(p, AUTH_MAGIC, 4) && p[4] == AUTH_VERSION;
+}
+
+/* HMAC(key, label || hello || chall[0..chall_len)) */
+static int auth_proof(const uint8_t *key, const char *label,
+		      const uint8_t *hello, const uint8_t *chall,
+		      size_t chall_len, uint8_t out[32])
+{
+	uint8_t buf[32 + AUTH_HELLO_LEN + AUTH_CHALL_LEN];
+	size_t l = strlen(label), n = 0;
+	unsigned int outl = 32;
+
+	memcpy(buf, label, l);
+	n += l;
+	memcpy(buf + n, hello, AUTH_HELLO_LEN);
+	n += AUTH_HELLO_LEN;
+	memcpy(buf + n, chall, chall_len);
+	n += chall_len;
+	return HMAC(EVP_sha256(), key, AUTH_KEY_LEN, buf, n, out, &outl)
+		       ? 0
+		       : -EIO;
+}
+
+/* Both directions' keys from K, the nonces and the whole transcript. */
+static int auth_hs_keys(struct auth_hs *h)
+{
+	static const char label[] = "farpage v1 session";
+	uint8_t salt[2 * AUTH_NONCE_LEN], okm[AUTH_SESS_KEYS_LEN];
+	uint8_t info[sizeof(label) + AUTH_HELLO_LEN + AUTH_CHALL_LEN +
+		     AUTH_PROOF_LEN];
+	const uint8_t *c2s, *s2c;
+	struct auth_sess *s;
+	size_t n = 0;
+	int ret;
+
+	memcpy(salt, h->hello + H_NONCE, AUTH_NONCE_LEN);
+	memcpy(salt + AUTH_NONCE_LEN, h->chall + C_NONCE, AUTH_NONCE_LEN);
+	memcpy(info, label, sizeof(label));
+	n += sizeof(label);
+	memcpy(info + n, h->hello, AUTH_HELLO_LEN);
+	n += AUTH_HELLO_LEN;
+	memcpy(info + n, h->chall, AUTH_CHALL_LEN);
+	n += AUTH_CHALL_LEN;
+	memcpy(info + n, h->proof, AUTH_PROOF_LEN);
+	n += AUTH_PROOF_LEN;
+	ret = auth_hkdf(h->key, AUTH_KEY_LEN, salt, sizeof(salt), info, n, okm,
+			sizeof(okm));
+	if (ret)
+		return ret;
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	c2s = okm;
+	s2c = okm + AUTH_KEY_LEN;
+	ret = auth_dir_init(&s->tx, h->server ? s2c : c2s,
+			    okm + 2 * AUTH_KEY_LEN +
+				    (h->server ? AUTH_IV_LEN : 0),
+			    true);
+	if (!ret)
+		ret = auth_dir_init(&s->rx, h->server ? c2s : s2c,
+				    okm + 2 * AUTH_KEY_LEN +
+					    (h->server ? 0 : AUTH_IV_LEN),
+				    false);
+	if (ret) {
+		auth_sess_free(s);
+		goto out;
+	}
+	s->encrypt = h->flags & AUTH_F_ENCRYPT;
+	if (h->server) {
+		s->role = h->hello_v.role;
+		memcpy(s->name, h->hello_v.name, sizeof(s->name));
+	} else {
+		/* The server is what the client asked for. */
+		s->role = h->ccfg.role == AUTH_ROLE_PEER ? AUTH_ROLE_PEER
+							 : AUTH_ROLE_CLUSTER;
+		if (h->ccfg.target)
+			snprintf(s->name, sizeof(s->name), "%s",
+				 h->ccfg.target);
+	}
+	h->sess = s;
+out:
+	OPENSSL_cleanse(okm, sizeof(okm));
+	return ret;
+}
+
+static void auth_hs_send(struct auth_hs *h, const uint8_t *p, size_t n,
+			 enum auth_hs_state after)
+{
+	memcpy(h->out, p, n);
+	h->out_len = n;
+	h->out_pos = 0;
+	h->state = HS_SEND;
+	h->after_send = after;
+}
+
+static int auth_hs_fail(struct auth_hs *h, const char *prefix, const char *a)
+{
+	snprintf(h->err, sizeof(h->err), "%s%s", prefix, a);
+	if (h->state != HS_SEND)
+		h->state = HS_FAILED;
+	else
+		h->after_send = HS_FAILED;
+	return -EACCES;
+}
+
+int auth_hs_client(const struct auth_client_cfg *cfg, struct auth_hs **out)
+{
+	struct auth_hs *h = calloc(1, sizeof(*h));
+	uint8_t *p;
+
+	if (!h)
+		return -ENOMEM;
+	h->ccfg = *cfg;
+	memcpy(h->key, cfg->key, AUTH_KEY_LEN);
+	p = h->hello;
+	auth_put_head(p);
+	p[H_ROLE] = (uint8_t)cfg->role;
+	p[H_FLAGS] = (uint8_t)(cfg->flags >> 8);
+	p[H_FLAGS + 1] = (uint8_t)cfg->flags;
+	memcpy(p + H_ID, cfg->id, AUTH_ID_LEN);
+	if (cfg->name)
+		snprintf((char *)p + H_NAME, AUTH_NAME_MAX, "%s", cfg->name);
+	if (cfg->target)
+		snprintf((char *)p + H_TARGET, AUTH_NAME_MAX, "%s",
+			 cfg->target);
+	if (RAND_bytes(p + H_NONCE, AUTH_NONCE_LEN) != 1) {
+		free(h);
+		return -EIO;
+	}
+	auth_hs_send(h, h->hello, AUTH_HELLO_LEN, HS_C_CHALL);
+	*out = h;
+	return 0;
+}
+
+int auth_hs_server(const struct auth_server_cfg *cfg, struct auth_hs **out)
+{
+	struct auth_hs *h = calloc(1, sizeof(*h));
+
+	if (!h)
+		return -ENOMEM;
+	h->server = true;
+	h->scfg = *cfg;
+	h->state = HS_S_HELLO;
+	*out = h;
+	return 0;
+}
+
+void auth_hs_free(struct auth_hs *h)
+{
+	if (!h)
+		return;
+	auth_sess_free(h->sess);
+	OPENSSL_cleanse(h, sizeof(*h));
+	free(h);
+}
+
+size_t auth_hs_want(const struct auth_hs *h)
+{
+	size_t n;
+
+	switch (h->state) {
+	case HS_C_CHALL:
+		n = AUTH_CHALL_LEN;
+		break;
+	case HS_C_DONE:
+		n = AUTH_DONE_LEN;
+		break;
+	case HS_S_HELLO:
+		n = AUTH_HELLO_LEN;
+		break;
+	case HS_S_PROOF:
+		n = AUTH_PROOF_LEN;
+		break;
+	default:
+		return 0;
+	}
+	return n - h->in_len;
+}
+
+/* A refusal with @st: CHALL or DONE carrying the status, then failed. */
+static int auth_hs_refuse(struct auth_hs *h, int st, const char *why)
+{
+	uint8_t m[AUTH_CHALL_LEN] = { 0 };
+	size_t n = h->state == HS_S_HELLO ? AUTH_CHALL_LEN : AUTH_DONE_LEN;
+
+	auth_put_head(m);
+	m[n == AUTH_CHALL_LEN ? C_STATUS : D_STATUS] = (uint8_t)st;
+	auth_hs_send(h, m, n, HS_FAILED);
+	return auth_hs_fail(h, "", why);
+}
+
+/* Checks a 64-byte NUL-padded name field: "" or a valid name. */
+static bool auth_field_name(const uint8_t *p, char *out, bool need)
+{
+	if (!memchr(p, 0, AUTH_NAME_MAX))
+		return false;
+	memcpy(out, p, AUTH_NAME_MAX);
+	if (!out[0])
+		return !need;
+	/* Bytes after the NUL must be zero too: one encoding per name. */
+	for (size_t i = strlen(out); i < AUTH_NAME_MAX; i++)
+		if (out[i])
+			return false;
+	return auth_name_ok(out);
+}
+
+static int auth_hs_on_hello(struct auth_hs *h)
+{
+	struct auth_hello *v = &h->hello_v;
+	const uint8_t *p = h->hello;
+	uint8_t m[AUTH_CHALL_LEN] = { 0 };
+	char why[128] = "";
+	int st;
+
+	memset(v, 0, sizeof(*v));
+	if (!auth_head_ok(p))
+		return auth_hs_refuse(h, AUTH_E_PROTO,
+				      "not a farpage handshake (no key "
+				      "configured on the peer, or another "
+				      "protocol)");
+	v->role = p[H_ROLE];
+	v->flags = (unsigned int)p[H_FLAGS] << 8 | p[H_FLAGS + 1];
+	memcpy(v->id, p + H_ID, AUTH_ID_LEN);
+	if (v->role < AUTH_ROLE_ADMIN || v->role > AUTH_ROLE_PEER ||
+	    (v->flags & ~AUTH_F_ENCRYPT))
+		return auth_hs_refuse(h, AUTH_E_PROTO, "bad role or flags");
+	if (!auth_field_name(p + H_NAME, v->name, v->role != AUTH_ROLE_ADMIN) ||
+	    !auth_field_name(p + H_TARGET, v->target,
+			     v->role == AUTH_ROLE_PEER))
+		return auth_hs_refuse(h, AUTH_E_PROTO, "bad name field");
+	if ((v->role == AUTH_ROLE_ADMIN && v->name[0]) ||
+	    (v->role != AUTH_ROLE_PEER && v->target[0]))
+		return auth_hs_refuse(h, AUTH_E_PROTO, "bad name field");
+	st = h->scfg.lookup(h->scfg.arg, v, h->key, why, sizeof(why));
+	if (st != AUTH_OK)
+		return auth_hs_refuse(h, st, why[0] ? why : auth_status_str(st));
+	h->flags = v->flags | h->scfg.flags;
+	auth_put_head(m);
+	m[C_FLAGS] = (uint8_t)(h->flags >> 8);
+	m[C_FLAGS + 1] = (uint8_t)h->flags;
+	if (RAND_bytes(m + C_NONCE, AUTH_NONCE_LEN) != 1)
+		return auth_hs_refuse(h, AUTH_E_BUSY, "no random bytes");
+	memcpy(h->chall, m, C_PROOF);
+	if (auth_proof(h->key, "farpage server", h->hello, h->chall, C_PROOF,
+		       h->chall + C_PROOF))
+		return auth_hs_refuse(h, AUTH_E_BUSY, "HMAC failed");
+	auth_hs_send(h, h->chall, AUTH_CHALL_LEN, HS_S_PROOF);
+	return 0;
+}
+
+static int auth_hs_on_proof(struct auth_hs *h)
+{
+	uint8_t want[32], m[AUTH_DONE_LEN] = { 0 };
+	int bad;
+
+	if (!auth_head_ok(h->proof))
+		return auth_hs_refuse(h, AUTH_E_PROTO, "malformed proof");
+	if (auth_proof(h->key, "farpage client", h->hello, h->chall,
+		       AUTH_CHALL_LEN, want))
+		return auth_hs_refuse(h, AUTH_E_BUSY, "HMAC failed");
+	bad = CRYPTO_memcmp(want, h->proof + P_PROOF, sizeof(want));
+	if (bad)
+		return auth_hs_refuse(h, AUTH_E_PROOF,
+				      "wrong key: the proof does not verify "
+				      "(another key, or a replayed "
+				      "handshake)");
+	if (auth_hs_keys(h))
+		return auth_hs_refuse(h, AUTH_E_BUSY, "key derivation failed");
+	auth_put_head(m);
+	auth_hs_send(h, m, AUTH_DONE_LEN, HS_DONE);
+	return 0;
+}
+
+static int auth_hs_on_chall(struct auth_hs *h)
+{
+	uint8_t want[32], *p = h->chall;
+	unsigned int flags;
+
+	if (!auth_head_ok(p))
+		return auth_hs_fail(h, "",
+				    "the server does not speak the farpage "
+				    "handshake (started without a key?)");
+	if (p[C_STATUS] != AUTH_OK)
+		return auth_hs_fail(h, "refused: ",
+				    auth_status_str(p[C_STATUS]));
+	if (auth_proof(h->key, "farpage server", h->hello, p, C_PROOF, want))
+		return auth_hs_fail(h, "", "HMAC failed");
+	if (CRYPTO_memcmp(want, p + C_PROOF, sizeof(want)))
+		return auth_hs_fail(h, "",
+				    "the server does not hold our key "
+				    "(wrong key, or not the farpage server "
+				    "we asked for)");
+	flags = (unsigned int)p[C_FLAGS] << 8 | p[C_FLAGS + 1];
+	if ((flags & h->ccfg.flags) != h->ccfg.flags ||
+	    (flags & ~AUTH_F_ENCRYPT))
+		return auth_hs_fail(h, "", "the server changed our flags");
+	h->flags = flags;
+	auth_put_head(h->proof);
+	if (auth_proof(h->key, "farpage client", h->hello, p, AUTH_CHALL_LEN,
+		       h->proof + P_PROOF) ||
+	    auth_hs_keys(h))
+		return auth_hs_fail(h, "", "key derivation failed");
+	auth_hs_send(h, h->proof, AUTH_PROOF_LEN, HS_C_DONE);
+	return 0;
+}
+
+static int auth_hs_on_done(struct auth_hs *h)
+{
+	if (!auth_head_ok(h->in) || h->in[D_STATUS] != AUTH_OK)
+		return auth_hs_fail(h, "refused: ",
+				    auth_head_ok(h->in)
+					    ? auth_status_str(h->in[D_STATUS])
+					    : "malformed reply");
+	h->state = HS_DONE;
+	return 0;
+}
+
+ssize_t auth_hs_input(struct auth_hs *h, const uint8_t *buf, size_t n)
+{
+	size_t want = auth_hs_want(h), total;
+	uint8_t *dst;
+	int ret = 0;
+
+	if (h->state == HS_FAILED)
+		return -EACCES;
+	if (n > want)
+		n = want;
+	if (!n)
+		return 0;
+	memcpy(h->in + h->in_len, buf, n);
+	h->in_len += n;
+	if (n < want)
+		return (ssize_t)n;
+	total = h->in_len;
+	h->in_len = 0;
+	switch (h->state) {
+	case HS_S_HELLO:
+		dst = h->hello;
+		break;
+	case HS_S_PROOF:
+		dst = h->proof;
+		break;
+	case HS_C_CHALL:
+		dst = h->chall;
+		break;
+	default:
+		dst = NULL;
+		break;
+	}
+	if (dst)
+		memcpy(dst, h->in, total);
+	switch (h->state) {
+	case HS_S_HELLO:
+		ret = auth_hs_on_hello(h);
+		break;
+	case HS_S_PROOF:
+		ret = auth_hs_on_proof(h);
+		break;
+	case HS_C_CHALL:
+		ret = auth_hs_on_chall(h);
+		break;
+	case HS_C_DONE:
+		ret = auth_hs_on_done(h);
+		break;
+	default:
+		break;
+	}
+	return ret ? ret : (ssize_t)n;
+}
+
+size_t auth_hs_output(const struct auth_hs *h, const uint8_t **buf)
+{
+	if (h->state != HS_SEND)
+		return 0;
+	*buf = h->out + h->out_pos;
+	return h->out_len - h->out_pos;
+}
+
+void auth_hs_sent(struct auth_hs *h, size_t n)
+{
+	if (h->state != HS_SEND)
+		return;
+	h->out_pos += n;
+	if (h->out_pos >= h->out_len)
+		h->state = h->after_send;
+}
+
+bool auth_hs_done(const struct auth_hs *h)
+{
+	return h->state == HS_DONE;
+}
+
+bool auth_hs_failed(const struct auth_hs *h)
+{
+	return h->state == HS_FAILED ||
+	       (h->state == HS_SEND && h->after_send == HS_FAILED);
+}
+
+const char *auth_hs_error(const struct auth_hs *h)
+{
+	return h->err;
+}
+
+const struct auth_hello *auth_hs_hello(const struct auth_hs *h)
+{
+	return &h->hello_v;
+}
+
+struct auth_sess *auth_hs_take(struct auth_hs *h)
+{
+	struct auth_sess *s = h->state == HS_DONE ? h->sess : NULL;
+
+	if (s)
+		h->sess = NULL;
+	return s;
+}
+
+static int64_t auth_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int auth_client_run(int fd, const struct auth_client_cfg *cfg, int timeout_ms,
+		    struct auth_sess **out, char *why, size_t why_len)
+{
+	int64_t deadline = timeout_ms < 0 ? -1 : auth_now_ms() + timeout_ms;
+	struct auth_hs *h;
+	int ret;
+
+	snprintf(why, why_len, "%s", "");
+	ret = auth_hs_client(cfg, &h);
+	if (ret)
+		return ret;
+	while (!auth_hs_done(h)) {
+		struct pollfd pfd = { .fd = fd };
+		const uint8_t *o;
+		size_t on = auth_hs_output(h, &o);
+		uint8_t buf[AUTH_HELLO_LEN];
+		int wait = -1;
+		ssize_t r;
+
+		if (auth_hs_failed(h) && !on) {
+			snprintf(why, why_len, "%s", auth_hs_error(h));
+			ret = -EACCES;
+			break;
+		}
+		pfd.events = on ? POLLOUT : POLLIN;
+		if (deadline >= 0) {
+			int64_t left = deadline - auth_now_ms();
+
+			if (left <= 0) {
+				ret = -ETIMEDOUT;
+				break;
+			}
+			wait = left > INT_MAX ? INT_MAX : (int)left;
+		}
+		r = poll(&pfd, 1, wait);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			ret = -errno;
+			break;
+		}
+		if (!r)
+			continue;
+		if (on) {
+			r = send(fd, o, on, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (r < 0 && (errno == EAGAIN || errno == EINTR))
+				continue;
+			if (r < 0) {
+				ret = -errno;
+				break;
+			}
+			auth_hs_sent(h, (size_t)r);
+			continue;
+		}
+		r = recv(fd, buf, auth_hs_want(h), MSG_DONTWAIT);
+		if (r < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (r <= 0) {
+			ret = r < 0 ? -errno : -ECONNRESET;
+			snprintf(why, why_len, "%s",
+				 r ? strerror(errno)
+				   : "the server closed the connection in the "
+				     "handshake (no key there, or it refused "
+				     "us)");
+			break;
+		}
+		if (auth_hs_input(h, buf, (size_t)r) < 0 && !auth_hs_output(h, &o)) {
+			snprintf(why, why_len, "%s", auth_hs_error(h));
+			ret = -EACCES;
+			break;
+		}
+	}
+	if (!ret)
+		*out = auth_hs_take(h);
+	auth_hs_free(h);
+	return ret;
+}

@@ -1,0 +1,391 @@
+// SPDX-License-Identifier: MIT
+/*
+ * auth.c: key files, key derivation, the handshake between a client and a
+ * server state machine (right key, wrong key, wrong role, replayed client
+ * messages, byte-by-byte delivery) and sealed records (tampered,
+ * reordered, replayed: refused).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "auth.h"
+
+static struct auth_key cluster;
+
+/* The coordinator's lookup: admin and node keys from the cluster key. */
+static int lookup(void *arg, const struct auth_hello *h,
+		  uint8_t key[AUTH_KEY_LEN], char *why, size_t why_len)
+{
+	const struct auth_key *c = arg;
+	struct auth_key k;
+
+	if (memcmp(h->id, c->id, AUTH_ID_LEN))
+		return AUTH_E_KEY;
+	if (h->role == AUTH_ROLE_PEER)
+		return AUTH_E_ROLE;
+	if (auth_key_derive(c, h->role, h->name, &k))
+		return AUTH_E_ROLE;
+	memcpy(key, k.secret, AUTH_KEY_LEN);
+	return AUTH_OK;
+}
+
+static void client_cfg(const struct auth_key *c, enum auth_role role,
+		       const char *name, struct auth_client_cfg *cc)
+{
+	struct auth_key k;
+
+	assert_int_equal(auth_key_derive(c, role, name, &k), 0);
+	memset(cc, 0, sizeof(*cc));
+	cc->role = role;
+	cc->name = name;
+	memcpy(cc->id, k.id, AUTH_ID_LEN);
+	memcpy(cc->key, k.secret, AUTH_KEY_LEN);
+}
+
+/* Moves output of @from into @to, @step bytes at a time. */
+static int pump(struct auth_hs *from, struct auth_hs *to, size_t step,
+		uint8_t *log, size_t *log_len)
+{
+	const uint8_t *o;
+	size_t n;
+	int moved = 0;
+
+	while ((n = auth_hs_output(from, &o)) > 0) {
+		size_t k = n < step ? n : step;
+		ssize_t r;
+
+		if (log) {
+			memcpy(log + *log_len, o, k);
+			*log_len += k;
+		}
+		r = auth_hs_input(to, o, k);
+		auth_hs_sent(from, k);
+		moved = 1;
+		if (r < 0)
+			break;
+		assert_int_equal(r, k);
+	}
+	return moved;
+}
+
+/* Runs a handshake to its end; returns 1 if both sides finished. */
+static int run(struct auth_hs *c, struct auth_hs *s, size_t step)
+{
+	for (int i = 0; i < 16; i++) {
+		int m = pump(c, s, step, NULL, NULL);
+
+		m |= pump(s, c, step, NULL, NULL);
+		if (!m)
+			break;
+	}
+	return auth_hs_done(c) && auth_hs_done(s);
+}
+
+static void pair(enum auth_role role, const char *name, size_t step,
+		 struct auth_sess **cs, struct auth_sess **ss)
+{
+	struct auth_server_cfg scfg = { .lookup = lookup, .arg = &cluster };
+	struct auth_client_cfg cc;
+	struct auth_hs *c, *s;
+
+	client_cfg(&cluster, role, name, &cc);
+	cc.flags = AUTH_F_ENCRYPT;
+	assert_int_equal(auth_hs_client(&cc, &c), 0);
+	assert_int_equal(auth_hs_server(&scfg, &s), 0);
+	assert_true(run(c, s, step));
+	*cs = auth_hs_take(c);
+	*ss = auth_hs_take(s);
+	assert_non_null(*cs);
+	assert_non_null(*ss);
+	assert_int_equal(auth_sess_role(*ss), role);
+	assert_string_equal(auth_sess_name(*ss), name ? name : "");
+	assert_true(auth_sess_encrypts(*ss));
+	auth_hs_free(c);
+	auth_hs_free(s);
+}
+
+static void test_handshake_ok(void **state)
+{
+	struct auth_sess *cs, *ss;
+	uint8_t rec[100], copy[100], tag[AUTH_TAG_LEN], hdr[4] = { 1, 2, 3, 4 };
+	struct iovec iov = { rec, sizeof(rec) };
+
+	for (size_t step = 1; step <= AUTH_HELLO_LEN; step += 35) {
+		pair(AUTH_ROLE_NODE, "hostA", step, &cs, &ss);
+		for (int i = 0; i < 3; i++) {
+			memset(rec, 'a' + i, sizeof(rec));
+			memcpy(copy, rec, sizeof(rec));
+			assert_int_equal(auth_seal(cs, hdr, 4, &iov, 1, tag), 0);
+			/* encrypted on the wire */
+			assert_memory_not_equal(rec, copy, sizeof(rec));
+			assert_int_equal(auth_open(ss, hdr, 4, &iov, 1, tag),
+					 0);
+			assert_memory_equal(rec, copy, sizeof(rec));
+		}
+		/* and the other way */
+		assert_int_equal(auth_seal(ss, hdr, 4, &iov, 1, tag), 0);
+		assert_int_equal(auth_open(cs, hdr, 4, &iov, 1, tag), 0);
+		assert_memory_equal(rec, copy, sizeof(rec));
+		auth_sess_free(cs);
+		auth_sess_free(ss);
+	}
+}
+
+static void test_records_refused(void **state)
+{
+	uint8_t r1[64], r2[64], t1[AUTH_TAG_LEN], t2[AUTH_TAG_LEN], save[64];
+	struct iovec v1 = { r1, sizeof(r1) }, v2 = { r2, sizeof(r2) };
+	uint8_t hdr[4] = { 0, 0, 0, 80 };
+	struct auth_sess *cs, *ss;
+
+	/* tampered body, header or tag */
+	for (int what = 0; what < 3; what++) {
+		pair(AUTH_ROLE_ADMIN, NULL, 512, &cs, &ss);
+		memset(r1, 7, sizeof(r1));
+		assert_int_equal(auth_seal(cs, hdr, 4, &v1, 1, t1), 0);
+		if (what == 0)
+			r1[10] ^= 1;
+		else if (what == 1)
+			hdr[3] ^= 1;
+		else
+			t1[0] ^= 0x80;
+		assert_int_equal(auth_open(ss, hdr, 4, &v1, 1, t1), -EBADMSG);
+		hdr[3] = 80;
+		auth_sess_free(cs);
+		auth_sess_free(ss);
+	}
+	/* reordered: the second record first */
+	pair(AUTH_ROLE_ADMIN, NULL, 512, &cs, &ss);
+	memset(r1, 1, sizeof(r1));
+	memset(r2, 2, sizeof(r2));
+	assert_int_equal(auth_seal(cs, hdr, 4, &v1, 1, t1), 0);
+	assert_int_equal(auth_seal(cs, hdr, 4, &v2, 1, t2), 0);
+	assert_int_equal(auth_open(ss, hdr, 4, &v2, 1, t2), -EBADMSG);
+	auth_sess_free(cs);
+	auth_sess_free(ss);
+	/* replayed: the same record twice */
+	pair(AUTH_ROLE_ADMIN, NULL, 512, &cs, &ss);
+	memset(r1, 1, sizeof(r1));
+	assert_int_equal(auth_seal(cs, hdr, 4, &v1, 1, t1), 0);
+	memcpy(save, r1, sizeof(r1));
+	assert_int_equal(auth_open(ss, hdr, 4, &v1, 1, t1), 0);
+	memcpy(r1, save, sizeof(r1));
+	assert_int_equal(auth_open(ss, hdr, 4, &v1, 1, t1), -EBADMSG);
+	auth_sess_free(cs);
+	auth_sess_free(ss);
+}
+
+static void test_wrong_key(void **state)
+{
+	struct auth_server_cfg scfg = { .lookup = lookup, .arg = &cluster };
+	struct auth_key other;
+	struct auth_client_cfg cc;
+	struct auth_hs *c, *s;
+
+	/* same id, other secret: the server's proof fails at the client */
+	assert_int_equal(auth_key_generate(&other, 0), 0);
+	memcpy(other.id, cluster.id, AUTH_ID_LEN);
+	client_cfg(&other, AUTH_ROLE_ADMIN, NULL, &cc);
+	assert_int_equal(auth_hs_client(&cc, &c), 0);
+	assert_int_equal(auth_hs_server(&scfg, &s), 0);
+	assert_false(run(c, s, 512));
+	assert_true(auth_hs_failed(c));
+	assert_non_null(strstr(auth_hs_error(c), "does not hold our key"));
+	assert_null(auth_hs_take(s));
+	auth_hs_free(c);
+	auth_hs_free(s);
+
+	/* another id: refused with a status */
+	assert_int_equal(auth_key_generate(&other, 0), 0);
+	client_cfg(&other, AUTH_ROLE_ADMIN, NULL, &cc);
+	assert_int_equal(auth_hs_client(&cc, &c), 0);
+	assert_int_equal(auth_hs_server(&scfg, &s), 0);
+	assert_false(run(c, s, 512));
+	assert_non_null(strstr(auth_hs_error(c), "unknown key"));
+	assert_true(auth_hs_failed(s));
+	auth_hs_free(c);
+	auth_hs_free(s);
+
+	/* a node key claiming another node's name */
+	{
+		struct auth_key a;
+
+		assert_int_equal(
+			auth_key_derive(&cluster, AUTH_ROLE_NODE, "hostA", &a),
+			0);
+		client_cfg(&a, AUTH_ROLE_NODE, "hostA", &cc);
+		cc.name = "hostB";
+		assert_int_equal(auth_hs_client(&cc, &c), 0);
+		assert_int_equal(auth_hs_server(&scfg, &s), 0);
+		assert_false(run(c, s, 512));
+		assert_true(auth_hs_failed(c));
+		assert_null(auth_hs_take(s));
+		auth_hs_free(c);
+		auth_hs_free(s);
+	}
+	/* a derived key cannot derive another */
+	{
+		struct auth_key a, b;
+
+		assert_int_equal(
+			auth_key_derive(&cluster, AUTH_ROLE_NODE, "hostA", &a),
+			0);
+		assert_int_equal(auth_key_derive(&a, AUTH_ROLE_ADMIN, NULL, &b),
+				 -EPERM);
+		assert_int_equal(auth_key_derive(&a, AUTH_ROLE_NODE, "hostB",
+						 &b),
+				 -EPERM);
+	}
+}
+
+/* A recorded HELLO and PROOF sent again to a new server: refused. */
+static void test_replay(void **state)
+{
+	struct auth_server_cfg scfg = { .lookup = lookup, .arg = &cluster };
+	uint8_t log[1024];
+	size_t log_len = 0;
+	struct auth_client_cfg cc;
+	struct auth_hs *c, *s;
+	const uint8_t *o;
+
+	client_cfg(&cluster, AUTH_ROLE_ADMIN, NULL, &cc);
+	assert_int_equal(auth_hs_client(&cc, &c), 0);
+	assert_int_equal(auth_hs_server(&scfg, &s), 0);
+	pump(c, s, 512, log, &log_len); /* HELLO */
+	pump(s, c, 512, NULL, NULL);	/* CHALL */
+	pump(c, s, 512, log, &log_len); /* PROOF */
+	pump(s, c, 512, NULL, NULL);	/* DONE */
+	assert_true(auth_hs_done(c) && auth_hs_done(s));
+	assert_int_equal(log_len, AUTH_HELLO_LEN + AUTH_PROOF_LEN);
+	auth_hs_free(c);
+	auth_hs_free(s);
+
+	assert_int_equal(auth_hs_server(&scfg, &s), 0);
+	assert_int_equal(auth_hs_input(s, log, AUTH_HELLO_LEN),
+			 AUTH_HELLO_LEN);
+	assert_int_equal(auth_hs_output(s, &o), AUTH_CHALL_LEN);
+	auth_hs_sent(s, AUTH_CHALL_LEN);
+	assert_true(auth_hs_input(s, log + AUTH_HELLO_LEN, AUTH_PROOF_LEN) <
+		    0);
+	assert_true(auth_hs_failed(s));
+	assert_non_null(strstr(auth_hs_error(s), "replayed"));
+	assert_null(auth_hs_take(s));
+	auth_hs_free(s);
+}
+
+static void test_garbage_hello(void **state)
+{
+	struct auth_server_cfg scfg = { .lookup = lookup, .arg = &cluster };
+	uint8_t junk[AUTH_HELLO_LEN];
+	struct auth_hs *s;
+	const uint8_t *o;
+
+	/* e.g. a client without a key: a control frame instead */
+	memset(junk, 0, sizeof(junk));
+	junk[3] = 7;
+	assert_int_equal(auth_hs_server(&scfg, &s), 0);
+	assert_true(auth_hs_input(s, junk, sizeof(junk)) < 0);
+	assert_int_equal(auth_hs_output(s, &o), AUTH_CHALL_LEN);
+	assert_int_equal(o[5], AUTH_E_PROTO);
+	assert_true(auth_hs_failed(s));
+	auth_hs_free(s);
+}
+
+static void test_key_file(void **state)
+{
+	char dir[] = "/tmp/farpage-auth.XXXXXX", path[128], why[160];
+	struct auth_key k, n;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/k", dir);
+	assert_int_equal(auth_key_derive(&cluster, AUTH_ROLE_NODE, "n-1", &k),
+			 0);
+	k.not_after = 1900000000;
+	assert_int_equal(auth_key_save(path, &k, false), 0);
+	assert_int_equal(auth_key_save(path, &k, false), -EEXIST);
+	assert_int_equal(auth_key_load(path, &n, why, sizeof(why)), 0);
+	assert_int_equal(n.role, AUTH_ROLE_NODE);
+	assert_string_equal(n.name, "n-1");
+	assert_int_equal(n.not_after, 1900000000);
+	assert_memory_equal(n.secret, k.secret, AUTH_KEY_LEN);
+	assert_memory_equal(n.id, cluster.id, AUTH_ID_LEN);
+	/* others may read it: refused */
+	assert_int_equal(chmod(path, 0644), 0);
+	assert_int_equal(auth_key_load(path, &n, why, sizeof(why)), -EPERM);
+	assert_non_null(strstr(why, "chmod 600"));
+	/* force rewrites and makes it 0600 again */
+	assert_int_equal(auth_key_save(path, &cluster, true), 0);
+	assert_int_equal(auth_key_load(path, &n, why, sizeof(why)), 0);
+	assert_int_equal(n.role, AUTH_ROLE_CLUSTER);
+	/* malformed files */
+	{
+		static const char *const bad[] = {
+			"farpage-key 1\nrole cluster\nid 00\nsecret 00\n",
+			"farpage-key 2\nrole admin\nid 0011223344556677\n"
+			"secret 0000000000000000000000000000000000000000000000"
+			"000000000000000000\n",
+			"farpage-key 1\nrole node\nid 0011223344556677\n"
+			"secret 0000000000000000000000000000000000000000000000"
+			"000000000000000000\n",
+			"farpage-key 1\nrole admin\nrole admin\n",
+			"farpage-key 1\nbogus 1\n",
+			"",
+		};
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			FILE *f;
+
+			unlink(path);
+			f = fopen(path, "w");
+			assert_non_null(f);
+			fputs(bad[i], f);
+			fclose(f);
+			chmod(path, 0600);
+			assert_int_equal(auth_key_load(path, &n, why,
+						       sizeof(why)),
+					 -EINVAL);
+			assert_true(why[0] != 0);
+		}
+	}
+	unlink(path);
+	rmdir(dir);
+}
+
+static void test_pair_key(void **state)
+{
+	uint8_t ab[AUTH_KEY_LEN], ba[AUTH_KEY_LEN], ac[AUTH_KEY_LEN];
+
+	assert_int_equal(auth_pair_key(&cluster, "a", "b", ab), 0);
+	assert_int_equal(auth_pair_key(&cluster, "b", "a", ba), 0);
+	assert_int_equal(auth_pair_key(&cluster, "a", "c", ac), 0);
+	assert_memory_equal(ab, ba, AUTH_KEY_LEN);
+	assert_memory_not_equal(ab, ac, AUTH_KEY_LEN);
+	assert_int_equal(auth_pair_key(&cluster, "a", "x/y", ab), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_handshake_ok),
+		cmocka_unit_test(test_records_refused),
+		cmocka_unit_test(test_wrong_key),
+		cmocka_unit_test(test_replay),
+		cmocka_unit_test(test_garbage_hello),
+		cmocka_unit_test(test_key_file),
+		cmocka_unit_test(test_pair_key),
+	};
+
+	if (auth_key_generate(&cluster, 0))
+		return 1;
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
