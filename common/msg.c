@@ -156,6 +156,7 @@ static const struct msg_field msg_node_fields[] = {
 	F_U64(msg_node, "rkey", rkey, 0, UINT32_MAX),
 	F_U64(msg_node, "mrlen", mr_len, 0, UINT64_MAX),
 	F_RECS(msg_node, "peers", peers, n_peers, msg_peer_rec),
+	F_BYTES(msg_node, "pkey", pkey),
 };
 
 static const struct msg_rec msg_node_rec = {

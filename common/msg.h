@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #define MSG_VERSION   1
+#define MSG_PKEY_LEN  32  /* pair key bytes in a node record */
 #define MSG_NAME_MAX  64  /* bytes incl. NUL: region and node names */
 #define MSG_ADDR_MAX  64  /* "host:port" incl. NUL */
 #define MSG_TEXT_MAX  256 /* error text incl. NUL */
@@ -172,6 +173,9 @@ struct msg_node {
 	uint64_t mr_len;
 	struct msg_peer *peers; /* as last reported in a heartbeat */
 	uint32_t n_peers;
+	/* the asking node's pair key with this node (all zero: none; only
+	 * a node's own authenticated session gets them) */
+	uint8_t pkey[MSG_PKEY_LEN];
 };
 
 struct msg_region {

@@ -12,6 +12,8 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "csess.h"
 #include "evl.h"
 #include "floop.h"
@@ -149,6 +151,21 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	a->cfg = *cfg;
 	a->usock = -1;
 	a->pool.fd = -1;
+	pthread_mutex_init(&a->pkeys_mu, NULL);
+	if (cfg->insecure) {
+		a->cred.insecure = true;
+		log_warn("--insecure: no authentication; any host that reaches "
+			 "the data address reads and writes this pool");
+	} else {
+		char why[400];
+
+		ret = actl_cred_load(&a->cred, cfg->key_file, AUTH_ROLE_NODE,
+				     cfg->name, why, sizeof(why));
+		if (ret) {
+			log_err("%s", why);
+			goto err;
+		}
+	}
 	ret = util_random_u64(&a->instance); /* 0 means "any" on the wire */
 	if (ret)
 		goto err;
@@ -170,6 +187,11 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	scfg.pool_size = a->pool.size;
 	scfg.instance = a->instance;
 	scfg.max_conns = 1024;
+	scfg.insecure = cfg->insecure;
+	scfg.self_name = cfg->name;
+	scfg.auth_flags = cfg->page_encryption ? AUTH_F_ENCRYPT : 0;
+	scfg.pair_key = agent_pair_key;
+	scfg.pair_key_arg = a;
 	ret = pagesrv_create(&scfg, &a->srv);
 	if (ret) {
 		log_errno(ret, "page server on %s", cfg->data_listen);
@@ -204,6 +226,9 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	fcfg.slots = cfg->slots;
 	fcfg.readahead = cfg->readahead;
 	fcfg.spin_us = cfg->spin_us;
+	fcfg.self_name = cfg->name;
+	fcfg.insecure = cfg->insecure;
+	fcfg.auth_flags = cfg->page_encryption ? AUTH_F_ENCRYPT : 0;
 	ret = agent_cache_cfg(a, &fcfg);
 	if (ret)
 		goto err;
@@ -275,5 +300,57 @@ void agent_destroy(struct node_agent *a)
 	evl_destroy(a->evl);
 	pool_fini(&a->pool);
 	free(a->pins);
+	OPENSSL_cleanse(a->pkeys, a->n_pkeys * sizeof(*a->pkeys));
+	free(a->pkeys);
+	pthread_mutex_destroy(&a->pkeys_mu);
+	OPENSSL_cleanse(&a->cred, sizeof(a->cred));
 	free(a);
+}
+
+int agent_pair_key(void *agent, const char *name, uint8_t key[AUTH_KEY_LEN])
+{
+	struct node_agent *a = agent;
+	int st = AUTH_E_PEER;
+
+	pthread_mutex_lock(&a->pkeys_mu);
+	for (uint32_t i = 0; i < a->n_pkeys; i++)
+		if (!strcmp(a->pkeys[i].name, name)) {
+			memcpy(key, a->pkeys[i].key, AUTH_KEY_LEN);
+			st = AUTH_OK;
+			break;
+		}
+	pthread_mutex_unlock(&a->pkeys_mu);
+	/* A node that joined since our last NODE_LIST: its next try finds
+	 * the key. */
+	if (st != AUTH_OK && a->cs)
+		csess_nodes_due(a->cs);
+	return st;
+}
+
+void agent_pkeys_set(struct node_agent *a, const struct msg *nodes)
+{
+	static const uint8_t zero[MSG_PKEY_LEN];
+	struct agent_pkey *k, *old;
+	uint32_t n = 0, old_n;
+
+	k = calloc(nodes->n_nodes ? nodes->n_nodes : 1, sizeof(*k));
+	if (!k)
+		return; /* the old keys stay: members are rarely removed */
+	for (uint32_t i = 0; i < nodes->n_nodes; i++) {
+		const struct msg_node *m = &nodes->nodes[i];
+
+		if (!memcmp(m->pkey, zero, sizeof(zero)))
+			continue;
+		memcpy(k[n].name, m->name, sizeof(k[n].name));
+		memcpy(k[n].key, m->pkey, sizeof(k[n].key));
+		n++;
+	}
+	pthread_mutex_lock(&a->pkeys_mu);
+	old = a->pkeys;
+	old_n = a->n_pkeys;
+	a->pkeys = k;
+	a->n_pkeys = n;
+	pthread_mutex_unlock(&a->pkeys_mu);
+	OPENSSL_cleanse(old, old_n * sizeof(*old));
+	free(old);
 }

@@ -8,9 +8,12 @@
 #ifndef NODE_AGENT_H
 #define NODE_AGENT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
+#include "actl.h"
 #include "msg.h"
 #include "pool.h"
 
@@ -47,6 +50,9 @@ struct node_cfg {
 	unsigned int writeback_ms;
 	int cache_fifo;		    /* --cache-policy fifo */
 	const char *metrics_listen; /* serve /metrics here; NULL: off */
+	const char *key_file;	    /* NULL: $FARPAGE_KEY_FILE or default */
+	bool insecure;		    /* no authentication at all */
+	bool page_encryption;	    /* page data encrypted, not only MACed */
 };
 
 struct node_agent {
@@ -79,7 +85,28 @@ struct node_agent {
 	uint64_t n_pins;
 	_Atomic uint32_t n_conns; /* local clients connected now */
 	struct metrics_srv *metrics;
+	/* Our key (unless cfg.insecure), and the pair keys of peers by
+	 * name, from the coordinator's NODES (session thread writes, page
+	 * server thread reads). */
+	struct actl_cred cred;
+	pthread_mutex_t pkeys_mu;
+	struct agent_pkey *pkeys;
+	uint32_t n_pkeys;
 };
+
+struct agent_pkey {
+	char name[MSG_NAME_MAX];
+	uint8_t key[AUTH_KEY_LEN];
+};
+
+/*
+ * The page server's key lookup (pagesrv_cfg.pair_key): our pair key with
+ * peer @name, if the coordinator listed it as a member. Returns AUTH_OK or
+ * AUTH_E_PEER (and asks the session for a fresh node list).
+ */
+int agent_pair_key(void *agent, const char *name, uint8_t key[AUTH_KEY_LEN]);
+/* Replaces the pair keys with those of @nodes (a NODES reply). */
+void agent_pkeys_set(struct node_agent *a, const struct msg *nodes);
 
 /* Creates everything and joins the cluster. Returns 0 or -errno (logged). */
 int agent_create(const struct node_cfg *cfg, struct node_agent **out);

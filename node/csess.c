@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "actl.h"
 #include "ctl.h"
 #include "evl.h"
 #include "floop.h"
@@ -56,8 +57,9 @@ struct csess {
 	struct csess_result *results, **results_tail;
 
 	/* session thread only */
-	int coord_fd;
-	int coord_ok; /* the last call got an answer */
+	struct actl coord;	/* fd -1: not connected */
+	_Atomic int want_nodes; /* any thread: NODE_LIST at the next beat */
+	int coord_ok;		/* the last call got an answer */
 	int down_logged;
 	int down_err;	       /* why the last connect failed (-errno) */
 	int last_err;	       /* why the last call failed, when !coord_ok */
@@ -102,15 +104,18 @@ static void csess_efd_drain(int efd)
 static int csess_connect(struct csess *s)
 {
 	const char *addr = s->a->cfg.coordinator;
+	char why[200];
 	int ret;
 
-	if (s->coord_fd >= 0)
+	if (s->coord.fd >= 0)
 		return 0;
-	ret = net_connect(addr, CSESS_TIMEOUT_MS, &s->coord_fd);
+	ret = actl_connect(addr, &s->a->cred, AUTH_ROLE_NODE, s->a->cfg.name,
+			   CSESS_TIMEOUT_MS, &s->coord, why, sizeof(why));
 	if (ret) {
-		s->coord_fd = -1;
 		s->down_err = ret;
-		if (!s->down_logged)
+		if (!s->down_logged && why[0])
+			log_err("coordinator %s: %s", addr, why);
+		else if (!s->down_logged)
 			log_errno(ret, "coordinator %s unreachable", addr);
 		s->down_logged = 1;
 		return -EHOSTUNREACH;
@@ -147,15 +152,14 @@ int csess_call(struct csess *s, const struct msg *req, struct msg *rep)
 		ret = csess_connect(s);
 		if (ret)
 			break;
-		ret = ctl_call(s->coord_fd, req, rep, CSESS_TIMEOUT_MS);
+		ret = actl_call(&s->coord, req, rep, CSESS_TIMEOUT_MS);
 		if (ret != -ECONNRESET && ret != -EPIPE && ret != -ETIMEDOUT &&
 		    ret != -EBADMSG)
 			break;
 		/* A late answer would be taken for the next call's: this
 		 * connection is done. */
 		msg_fini(rep);
-		close(s->coord_fd);
-		s->coord_fd = -1;
+		actl_close(&s->coord);
 		/* Lost (coordinator restarted): once more. Slow: not again,
 		 * the session must get on with heartbeats and lookups. */
 		if (ret == -ETIMEDOUT)
@@ -294,6 +298,7 @@ static int csess_node_resolve_needed(const struct msg *old, uint64_t id,
 static int csess_nodes_refresh(struct csess *s)
 {
 	struct node_agent *a = s->a;
+	static const uint8_t zero[MSG_PKEY_LEN];
 	struct xport_peer_info *peers;
 	uint64_t self = atomic_load(&a->node_id);
 	struct msg req, nodes;
@@ -307,6 +312,7 @@ static int csess_nodes_refresh(struct csess *s)
 		return ret;
 	}
 	agent_rdma_sync(a, &nodes);
+	agent_pkeys_set(a, &nodes);
 	peers = calloc(nodes.n_nodes ? nodes.n_nodes : 1, sizeof(*peers));
 	if (!peers) {
 		msg_fini(&nodes);
@@ -318,6 +324,9 @@ static int csess_nodes_refresh(struct csess *s)
 		if (n->id == self)
 			continue;
 		peers[np].node = n->id;
+		memcpy(peers[np].name, n->name, sizeof(peers[np].name));
+		peers[np].has_pkey = !!memcmp(n->pkey, zero, sizeof(zero));
+		memcpy(peers[np].pkey, n->pkey, sizeof(peers[np].pkey));
 		peers[np].instance = n->instance;
 		memcpy(peers[np].data_addr, n->data_addr,
 		       sizeof(peers[np].data_addr));
@@ -593,6 +602,8 @@ static void csess_heartbeat(struct csess *s)
 	ngen = rep.ngen;
 	csess_scrub(s, &rep);
 	msg_fini(&rep);
+	if (atomic_exchange(&s->want_nodes, 0))
+		s->need_nodes = 1;
 	if ((s->need_nodes || ngen != s->ngen || a->rdma) &&
 	    !csess_nodes_refresh(s))
 		s->ngen = ngen;
@@ -809,7 +820,7 @@ int csess_create(struct node_agent *a, struct csess **out)
 	if (!s)
 		return -ENOMEM;
 	s->a = a;
-	s->coord_fd = -1;
+	s->coord.fd = -1;
 	s->coord_ok = 1;
 	s->jobs_tail = &s->jobs;
 	s->results_tail = &s->results;
@@ -862,8 +873,7 @@ void csess_destroy(struct csess *s)
 	csess_cache_flush(s);
 	msg_fini(&s->nodes);
 	free(s->cleared);
-	if (s->coord_fd >= 0)
-		close(s->coord_fd);
+	actl_close(&s->coord);
 	if (s->efd_jobs >= 0)
 		close(s->efd_jobs);
 	if (s->efd_results >= 0)
@@ -926,4 +936,9 @@ void csess_result_free(struct csess_result *r)
 		return;
 	msg_fini(&r->region);
 	free(r);
+}
+
+void csess_nodes_due(struct csess *s)
+{
+	atomic_store(&s->want_nodes, 1);
 }

@@ -75,6 +75,9 @@ int csess_lookup(struct csess *s, uint64_t token, const char *name,
 /* Any thread: gives region @name's write lease @lease back (retried while
  * the coordinator cannot be reached). Returns 0 or -ENOMEM. */
 int csess_lease_release(struct csess *s, const char *name, uint64_t lease);
+/* Any thread: the node table is fetched again at the next heartbeat (a
+ * peer we hold no pair key for came to our page server). */
+void csess_nodes_due(struct csess *s);
 /* Readable (an eventfd) when results wait. */
 int csess_event_fd(const struct csess *s);
 /* Takes the finished lookups (a list, oldest first; NULL if none). */

@@ -1508,6 +1508,9 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 	xcfg.land_len = floop_land_len(f);
 	xcfg.rdma = f->cfg.rdma;
 	xcfg.client_id = f->cfg.instance;
+	xcfg.self_name = f->cfg.self_name;
+	xcfg.insecure = f->cfg.insecure;
+	xcfg.auth_flags = f->cfg.auth_flags;
 	ret = floop_peers_xports_create(f, &xcfg);
 	if (ret)
 		goto err;

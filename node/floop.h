@@ -70,6 +70,10 @@ struct floop_cfg {
 	uint64_t cache_pages; /* cache mode: pages held at most */
 	unsigned int writeback_ms; /* dirty pages go home this often */
 	int cache_fifo; /* evict oldest first, not by the clock hand */
+	/* xport_cfg's authentication: our node name, no handshake, AUTH_F_* */
+	const char *self_name;
+	bool insecure;
+	unsigned int auth_flags;
 };
 
 /* A mapping handed over by the fault service; the loop owns uffd and

@@ -104,6 +104,19 @@ static void main_usage(FILE *out)
 		"HOST:PORT (off\n"
 		"                           unless set; port 0: any free "
 		"port; \"\": off)\n"
+		"      --key-file FILE      this node's key, or the cluster "
+		"key "
+		"(default:\n"
+		"                           $FARPAGE_KEY_FILE, else "
+		"/etc/farpage/node.key)\n"
+		"      --page-encryption on|off  encrypt pages between nodes, "
+		"or only\n"
+		"                           authenticate them (default on)\n"
+		"      --insecure           no authentication at all; the "
+		"whole "
+		"cluster\n"
+		"                           must run so (benchmarks, trusted "
+		"labs)\n"
 		"      --log-level LEVEL    err|warn|info|debug (default "
 		"info)\n"
 		"  -h, --help               this text\n"
@@ -127,6 +140,7 @@ static int main_uint(const char *opt, const char *s, unsigned int min,
 static const char *const main_transports[] = { "auto", "tcp", "verbs", NULL };
 static const char *const main_fault_modes[] = { "auto", "cache", "copy", NULL };
 static const char *const main_cache_policies[] = { "clock", "fifo", NULL };
+static const char *const main_on_off[] = { "on", "off", NULL };
 
 /*
  * The index of @s in @words (NULL-terminated), or -1 after saying which
@@ -174,6 +188,9 @@ int main(int argc, char **argv)
 		{ "cache-policy", required_argument, NULL, 'P' },
 		{ "addr-file", required_argument, NULL, 'A' },
 		{ "metrics-listen", required_argument, NULL, 'm' },
+		{ "key-file", required_argument, NULL, 'k' },
+		{ "insecure", no_argument, NULL, 'i' },
+		{ "page-encryption", required_argument, NULL, 'e' },
 		{ "log-level", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -192,6 +209,7 @@ int main(int argc, char **argv)
 		.gid_index = -1,
 		.fault_mode = "auto",
 		.writeback_ms = 1000,
+		.page_encryption = true,
 	};
 	enum log_level lvl = LOG_INFO;
 	struct sigaction sa = { 0 };
@@ -314,6 +332,19 @@ int main(int argc, char **argv)
 			break;
 		case 'd':
 			cfg.rdma_device = optarg;
+			break;
+		case 'k':
+			cfg.key_file = optarg;
+			break;
+		case 'i':
+			cfg.insecure = true;
+			break;
+		case 'e':
+			ret = main_word("--page-encryption", optarg,
+					main_on_off);
+			if (ret < 0)
+				return 2;
+			cfg.page_encryption = ret == 0;
 			break;
 		case 'D':
 			if (main_uint("--rdma-depth", optarg, 1,

@@ -8,6 +8,7 @@
 #define NODE_PAGESRV_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 struct pagesrv;
@@ -18,6 +19,16 @@ struct pagesrv_cfg {
 	uint64_t pool_size;
 	uint64_t instance; /* this pool's instance, sent in HELLO replies */
 	unsigned int max_conns; /* 0 = 256; more are accepted and closed */
+	/*
+	 * Peers authenticate (auth.h, role PEER, target = self_name) with
+	 * their pair key, which pair_key finds (called on the server
+	 * thread; it returns an auth_status). insecure: no handshake at all.
+	 */
+	bool insecure;
+	const char *self_name;
+	unsigned int auth_flags; /* AUTH_F_ENCRYPT: page data encrypted */
+	int (*pair_key)(void *arg, const char *peer, uint8_t key[32]);
+	void *pair_key_arg;
 };
 
 /*

@@ -22,6 +22,7 @@
 #ifndef NODE_XPORT_H
 #define NODE_XPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -48,6 +49,9 @@ enum xport_peer_state {
 /* What the fault loop knows of a peer (from the coordinator). */
 struct xport_peer_info {
 	uint64_t node;
+	char name[MSG_NAME_MAX]; /* the peer's node name (authentication) */
+	uint8_t pkey[32];	 /* our pair key with it, from the coordinator */
+	bool has_pkey;
 	char data_addr[MSG_ADDR_MAX];
 	uint64_t instance; /* owner instance the data lives in; 0 = any */
 	uint32_t flags;	   /* XPORT_PEER_* */
@@ -96,6 +100,11 @@ struct xport_cfg {
 	/* this agent's instance: owners fence writes of connections it gave
 	 * up on (tcp: HELLO) */
 	uint64_t client_id;
+	/* tcp: authenticate as self_name with each peer's pair key
+	 * (xport_peer_info.pkey), unless insecure; AUTH_F_* asked for */
+	const char *self_name;
+	bool insecure;
+	unsigned int auth_flags;
 };
 
 struct xport_ops {

@@ -81,18 +81,18 @@ int actl_cred_load(struct actl_cred *c, const char *path, enum auth_role role,
 		ret = actl_cred_client(c, role, name, &cc);
 	memset(&cc, 0, sizeof(cc));
 	if (ret) {
-		snprintf(why, why_len,
-			 "key file %s holds the %s key%s%s; this needs %s%s%s%s",
-			 path, auth_role_name(c->key.role),
-			 c->key.role == AUTH_ROLE_NODE ? " of node " : "",
-			 c->key.role == AUTH_ROLE_NODE ? c->key.name : "",
-			 role == AUTH_ROLE_CLUSTER ? "the cluster key"
-						   : "the ",
-			 role == AUTH_ROLE_CLUSTER ? "" : auth_role_name(role),
-			 role == AUTH_ROLE_NODE ? " key of node " : "",
-			 role == AUTH_ROLE_NODE && name ? name
-			 : role == AUTH_ROLE_ADMIN	? " key (or the cluster key)"
-							: "");
+		snprintf(
+			why, why_len,
+			"key file %s holds the %s key%s%s; this needs %s%s%s%s",
+			path, auth_role_name(c->key.role),
+			c->key.role == AUTH_ROLE_NODE ? " of node " : "",
+			c->key.role == AUTH_ROLE_NODE ? c->key.name : "",
+			role == AUTH_ROLE_CLUSTER ? "the cluster key" : "the ",
+			role == AUTH_ROLE_CLUSTER ? "" : auth_role_name(role),
+			role == AUTH_ROLE_NODE ? " key of node " : "",
+			role == AUTH_ROLE_NODE && name ? name
+			: role == AUTH_ROLE_ADMIN ? " key (or the cluster key)"
+						  : "");
 		memset(&c->key, 0, sizeof(c->key));
 		return -EPERM;
 	}
@@ -150,8 +150,7 @@ int actl_seal_frame(struct auth_sess *s, const uint8_t *payload, size_t len,
 	frame_hdr_put(b, (uint32_t)total);
 	memcpy(b + FRAME_HDR_LEN, payload, len);
 	iov = (struct iovec){ .iov_base = b + FRAME_HDR_LEN, .iov_len = len };
-	if (auth_seal(s, b, FRAME_HDR_LEN, &iov, 1,
-		      b + FRAME_HDR_LEN + len)) {
+	if (auth_seal(s, b, FRAME_HDR_LEN, &iov, 1, b + FRAME_HDR_LEN + len)) {
 		free(b);
 		return -EIO;
 	}
@@ -168,8 +167,7 @@ int actl_open_frame(struct auth_sess *s, const uint8_t hdr[4], uint8_t *buf,
 	if (len <= AUTH_TAG_LEN)
 		return -EBADMSG;
 	iov = (struct iovec){ .iov_base = buf, .iov_len = len - AUTH_TAG_LEN };
-	if (auth_open(s, hdr, FRAME_HDR_LEN, &iov, 1,
-		      buf + len - AUTH_TAG_LEN))
+	if (auth_open(s, hdr, FRAME_HDR_LEN, &iov, 1, buf + len - AUTH_TAG_LEN))
 		return -EBADMSG;
 	*msg_len = len - AUTH_TAG_LEN;
 	return 0;
@@ -194,8 +192,8 @@ int actl_send(struct actl *a, const struct msg *m)
 	if (ret)
 		return ret;
 	/* ctl_send_raw() frames it: pass the sealed part after the header. */
-	ret = ctl_send_raw(a->fd, sealed + FRAME_HDR_LEN,
-			   slen - FRAME_HDR_LEN, NULL, 0);
+	ret = ctl_send_raw(a->fd, sealed + FRAME_HDR_LEN, slen - FRAME_HDR_LEN,
+			   NULL, 0);
 	free(sealed);
 	return ret;
 }

@@ -13,9 +13,9 @@
 
 /* Who this process is on the cluster's TCP connections. */
 struct actl_cred {
-	bool insecure;		  /* no handshake at all (--insecure) */
-	struct auth_key key;	  /* as loaded (cluster, admin or node) */
-	char path[256];		  /* where it came from, for messages */
+	bool insecure;	     /* no handshake at all (--insecure) */
+	struct auth_key key; /* as loaded (cluster, admin or node) */
+	char path[256];	     /* where it came from, for messages */
 };
 
 struct actl {

@@ -66,11 +66,11 @@ struct auth_sess {
 };
 
 enum auth_hs_state {
-	HS_SEND,	/* output pending, then the next state */
-	HS_C_CHALL,	/* client waits for CHALL */
-	HS_C_DONE,	/* client waits for DONE */
-	HS_S_HELLO,	/* server waits for HELLO */
-	HS_S_PROOF,	/* server waits for PROOF */
+	HS_SEND,    /* output pending, then the next state */
+	HS_C_CHALL, /* client waits for CHALL */
+	HS_C_DONE,  /* client waits for DONE */
+	HS_S_HELLO, /* server waits for HELLO */
+	HS_S_PROOF, /* server waits for PROOF */
 	HS_DONE,
 	HS_FAILED,
 };
@@ -337,8 +337,9 @@ int auth_key_save(const char *path, const struct auth_key *k, bool force)
 static int auth_key_line(char *line, struct auth_key *k, unsigned int *seen,
 			 char *why, size_t why_len)
 {
-	static const char *const keys[] = { "farpage-key", "role", "id",
-					    "name",	   "secret", "not-after" };
+	static const char *const keys[] = {
+		"farpage-key", "role", "id", "name", "secret", "not-after"
+	};
 	char *val = strchr(line, ' ');
 	unsigned int i;
 
@@ -465,13 +466,15 @@ int auth_key_load(const char *path, struct auth_key *k, char *why,
 	/* farpage-key, role, id, secret; name exactly for node keys */
 	need = 1u | 1u << 1 | 1u << 2 | 1u << 4;
 	if ((seen & need) != need) {
-		snprintf(why, why_len, "a field is missing (version, role, "
-				       "id and secret are needed)");
+		snprintf(why, why_len,
+			 "a field is missing (version, role, "
+			 "id and secret are needed)");
 		ret = -EINVAL;
 	} else if ((k->role == AUTH_ROLE_NODE) != !!(seen & (1u << 3))) {
-		snprintf(why, why_len, k->role == AUTH_ROLE_NODE
-					       ? "a node key needs its name"
-					       : "only node keys have a name");
+		snprintf(why, why_len,
+			 k->role == AUTH_ROLE_NODE
+				 ? "a node key needs its name"
+				 : "only node keys have a name");
 		ret = -EINVAL;
 	}
 	if (!ret)
@@ -624,9 +627,8 @@ static int auth_proof(const uint8_t *key, const char *label,
 	n += AUTH_HELLO_LEN;
 	memcpy(buf + n, chall, chall_len);
 	n += chall_len;
-	return HMAC(EVP_sha256(), key, AUTH_KEY_LEN, buf, n, out, &outl)
-		       ? 0
-		       : -EIO;
+	return HMAC(EVP_sha256(), key, AUTH_KEY_LEN, buf, n, out, &outl) ? 0
+									 : -EIO;
 }
 
 /* Both directions' keys from K, the nonces and the whole transcript. */
@@ -662,10 +664,9 @@ static int auth_hs_keys(struct auth_hs *h)
 	}
 	c2s = okm;
 	s2c = okm + AUTH_KEY_LEN;
-	ret = auth_dir_init(&s->tx, h->server ? s2c : c2s,
-			    okm + 2 * AUTH_KEY_LEN +
-				    (h->server ? AUTH_IV_LEN : 0),
-			    true);
+	ret = auth_dir_init(
+		&s->tx, h->server ? s2c : c2s,
+		okm + 2 * AUTH_KEY_LEN + (h->server ? AUTH_IV_LEN : 0), true);
 	if (!ret)
 		ret = auth_dir_init(&s->rx, h->server ? c2s : s2c,
 				    okm + 2 * AUTH_KEY_LEN +
@@ -843,7 +844,8 @@ static int auth_hs_on_hello(struct auth_hs *h)
 		return auth_hs_refuse(h, AUTH_E_PROTO, "bad name field");
 	st = h->scfg.lookup(h->scfg.arg, v, h->key, why, sizeof(why));
 	if (st != AUTH_OK)
-		return auth_hs_refuse(h, st, why[0] ? why : auth_status_str(st));
+		return auth_hs_refuse(h, st,
+				      why[0] ? why : auth_status_str(st));
 	h->flags = v->flags | h->scfg.flags;
 	auth_put_head(m);
 	m[C_FLAGS] = (uint8_t)(h->flags >> 8);
@@ -891,8 +893,8 @@ static int auth_hs_on_chall(struct auth_hs *h)
 				    "the server does not speak the farpage "
 				    "handshake (started without a key?)");
 	if (p[C_STATUS] != AUTH_OK)
-		return auth_hs_fail(h, "refused: ",
-				    auth_status_str(p[C_STATUS]));
+		return auth_hs_fail(h,
+				    "refused: ", auth_status_str(p[C_STATUS]));
 	if (auth_proof(h->key, "farpage server", h->hello, p, C_PROOF, want))
 		return auth_hs_fail(h, "", "HMAC failed");
 	if (CRYPTO_memcmp(want, p + C_PROOF, sizeof(want)))
@@ -1099,7 +1101,8 @@ int auth_client_run(int fd, const struct auth_client_cfg *cfg, int timeout_ms,
 				     "us)");
 			break;
 		}
-		if (auth_hs_input(h, buf, (size_t)r) < 0 && !auth_hs_output(h, &o)) {
+		if (auth_hs_input(h, buf, (size_t)r) < 0 &&
+		    !auth_hs_output(h, &o)) {
 			snprintf(why, why_len, "%s", auth_hs_error(h));
 			ret = -EACCES;
 			break;

@@ -36,18 +36,18 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#define AUTH_KEY_LEN	32
-#define AUTH_ID_LEN	8
-#define AUTH_NONCE_LEN	32
-#define AUTH_TAG_LEN	16
-#define AUTH_NAME_MAX	64 /* bytes incl. NUL, as MSG_NAME_MAX */
-#define AUTH_KEYS_MAX	4  /* cluster keys a server accepts at once */
-#define AUTH_DIR	"/etc/farpage"
+#define AUTH_KEY_LEN   32
+#define AUTH_ID_LEN    8
+#define AUTH_NONCE_LEN 32
+#define AUTH_TAG_LEN   16
+#define AUTH_NAME_MAX  64 /* bytes incl. NUL, as MSG_NAME_MAX */
+#define AUTH_KEYS_MAX  4  /* cluster keys a server accepts at once */
+#define AUTH_DIR       "/etc/farpage"
 
-#define AUTH_HELLO_LEN	176
-#define AUTH_CHALL_LEN	72
-#define AUTH_PROOF_LEN	40
-#define AUTH_DONE_LEN	8
+#define AUTH_HELLO_LEN 176
+#define AUTH_CHALL_LEN 72
+#define AUTH_PROOF_LEN 40
+#define AUTH_DONE_LEN  8
 
 enum auth_role {
 	AUTH_ROLE_NONE = 0,
@@ -146,12 +146,12 @@ int auth_open(struct auth_sess *s, const void *aad, size_t aad_len,
 
 /* What a client proves and asks for. */
 struct auth_client_cfg {
-	enum auth_role role;	/* ADMIN, NODE or PEER */
-	const char *name;	/* NODE, PEER: our node name */
-	const char *target;	/* PEER: the node we connect to */
-	uint8_t id[AUTH_ID_LEN];	/* ADMIN, NODE: the cluster key's id */
-	uint8_t key[AUTH_KEY_LEN];	/* the key of that role/name (pair) */
-	unsigned int flags;	/* AUTH_F_* we ask for */
+	enum auth_role role;	   /* ADMIN, NODE or PEER */
+	const char *name;	   /* NODE, PEER: our node name */
+	const char *target;	   /* PEER: the node we connect to */
+	uint8_t id[AUTH_ID_LEN];   /* ADMIN, NODE: the cluster key's id */
+	uint8_t key[AUTH_KEY_LEN]; /* the key of that role/name (pair) */
+	unsigned int flags;	   /* AUTH_F_* we ask for */
 };
 
 /* A server's view of a HELLO, to find the key it proves. */

@@ -125,7 +125,8 @@ static void test_handshake_ok(void **state)
 		for (int i = 0; i < 3; i++) {
 			memset(rec, 'a' + i, sizeof(rec));
 			memcpy(copy, rec, sizeof(rec));
-			assert_int_equal(auth_seal(cs, hdr, 4, &iov, 1, tag), 0);
+			assert_int_equal(auth_seal(cs, hdr, 4, &iov, 1, tag),
+					 0);
 			/* encrypted on the wire */
 			assert_memory_not_equal(rec, copy, sizeof(rec));
 			assert_int_equal(auth_open(ss, hdr, 4, &iov, 1, tag),
@@ -242,9 +243,9 @@ static void test_wrong_key(void **state)
 			0);
 		assert_int_equal(auth_key_derive(&a, AUTH_ROLE_ADMIN, NULL, &b),
 				 -EPERM);
-		assert_int_equal(auth_key_derive(&a, AUTH_ROLE_NODE, "hostB",
-						 &b),
-				 -EPERM);
+		assert_int_equal(
+			auth_key_derive(&a, AUTH_ROLE_NODE, "hostB", &b),
+			-EPERM);
 	}
 }
 
@@ -271,12 +272,10 @@ static void test_replay(void **state)
 	auth_hs_free(s);
 
 	assert_int_equal(auth_hs_server(&scfg, &s), 0);
-	assert_int_equal(auth_hs_input(s, log, AUTH_HELLO_LEN),
-			 AUTH_HELLO_LEN);
+	assert_int_equal(auth_hs_input(s, log, AUTH_HELLO_LEN), AUTH_HELLO_LEN);
 	assert_int_equal(auth_hs_output(s, &o), AUTH_CHALL_LEN);
 	auth_hs_sent(s, AUTH_CHALL_LEN);
-	assert_true(auth_hs_input(s, log + AUTH_HELLO_LEN, AUTH_PROOF_LEN) <
-		    0);
+	assert_true(auth_hs_input(s, log + AUTH_HELLO_LEN, AUTH_PROOF_LEN) < 0);
 	assert_true(auth_hs_failed(s));
 	assert_non_null(strstr(auth_hs_error(s), "replayed"));
 	assert_null(auth_hs_take(s));
@@ -351,9 +350,9 @@ static void test_key_file(void **state)
 			fputs(bad[i], f);
 			fclose(f);
 			chmod(path, 0600);
-			assert_int_equal(auth_key_load(path, &n, why,
-						       sizeof(why)),
-					 -EINVAL);
+			assert_int_equal(
+				auth_key_load(path, &n, why, sizeof(why)),
+				-EINVAL);
 			assert_true(why[0] != 0);
 		}
 	}
