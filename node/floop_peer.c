@@ -154,8 +154,22 @@ void floop_peers_update(struct floop *f, const struct xport_peer_info *in,
 			       sizeof(p->info.data_addr));
 			p->info.instance = in[i].instance;
 			p->info.flags = in[i].flags;
+			memcpy(p->info.name, in[i].name, sizeof(p->info.name));
+			memcpy(p->info.pkey, in[i].pkey, sizeof(p->info.pkey));
+			p->info.has_pkey = in[i].has_pkey;
 			p->failed = 0;
 			continue;
+		}
+		if (strcmp(p->info.name, in[i].name) ||
+		    p->info.has_pkey != in[i].has_pkey ||
+		    memcmp(p->info.pkey, in[i].pkey, sizeof(p->info.pkey))) {
+			/* A pair key now (a peer that joined after our last
+			 * node list), or a new one: transports copied the
+			 * old at open. Reads are retried on the new one. */
+			floop_peer_reopen(p);
+			memcpy(p->info.name, in[i].name, sizeof(p->info.name));
+			memcpy(p->info.pkey, in[i].pkey, sizeof(p->info.pkey));
+			p->info.has_pkey = in[i].has_pkey;
 		}
 		was = p->info.flags;
 		p->info.flags = in[i].flags;

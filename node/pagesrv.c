@@ -1,15 +1,19 @@
 // SPDX-License-Identifier: MIT
 /*
- * The owner's TCP page server: one thread, one io_uring; replies are
- * gathered with SENDMSG straight from the pool, WRITE data is received
- * straight into it (no copy of page data).
+ * The owner's TCP page server: one thread, one io_uring. A connection
+ * starts with the peer handshake (auth.h); then every request and reply is
+ * a sealed record (docs/protocol.md, section 3). Insecure: the plain
+ * protocol, replies gathered with SENDMSG straight from the pool and WRITE
+ * data received straight into it (no copy of page data).
  */
 #define LOG_PREFIX "pagesrv: "
 #include "pagesrv.h"
 
 #include <assert.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -23,6 +27,8 @@
 
 #include <liburing.h>
 
+#include "auth.h"
+#include "evl.h"
 #include "log.h"
 #include "msg.h"
 #include "net.h"
@@ -39,9 +45,25 @@
 #define PAGESRV_REPLY_HIGH (PAGESRV_REPLY_CAP / 2)
 /* iovecs per SENDMSG (header + data per reply), below IOV_MAX */
 #define PAGESRV_IOV_MAX	 512u
-#define PAGESRV_NAME_MAX 80
+#define PAGESRV_NAME_MAX 160
 #define PAGESRV_CLIENTS	 256 /* clients whose newest connection we know */
 #define PAGESRV_RETRY_NS (100 * 1000000ll)
+/* A connection must be done with its handshake this long after accept. */
+#define PAGESRV_HS_TIMEOUT_MS 5000u
+/*
+ * Connections still in their handshake, from one source address and in
+ * all (and at most a quarter of max_conns): past a cap the oldest of them
+ * is closed, so idle or half-open connections cannot keep authenticated
+ * peers out.
+ */
+#define PAGESRV_HS_PER_SRC 8u
+#define PAGESRV_HS_MAX	   64u
+/* Handshake deadlines are checked this often while any runs. */
+#define PAGESRV_TICK_NS (250 * 1000000ll)
+/* Secure replies carry copies of the pool's bytes: parsing stops while
+ * this much of them waits to be sent, reading at half of it. */
+#define PAGESRV_SEAL_CAP  (8u << 20)
+#define PAGESRV_SEAL_HIGH (PAGESRV_SEAL_CAP / 2)
 
 enum pagesrv_op {
 	PAGESRV_OP_ACCEPT = 1,
@@ -51,6 +73,14 @@ enum pagesrv_op {
 	PAGESRV_OP_RECV,
 	PAGESRV_OP_SEND,
 	PAGESRV_OP_CANCEL, /* a connection's cancel on close */
+	PAGESRV_OP_TICK,   /* handshake deadlines */
+};
+
+/* Where a connection's next RECV puts its bytes. */
+enum pagesrv_to {
+	PAGESRV_TO_RBUF = 0,
+	PAGESRV_TO_POOL,  /* insecure: a WRITE's data, straight to the pool */
+	PAGESRV_TO_STAGE, /* secure: a WRITE's data and tag, until it opens */
 };
 
 struct pagesrv_conn;
@@ -64,12 +94,20 @@ struct pagesrv_req {
 struct pagesrv_reply {
 	uint8_t hdr[WIRE_HDR_LEN];
 	uint32_t len;
-	const uint8_t *data; /* into the pool, len bytes */
+	const uint8_t *data; /* len bytes: into the pool, or own */
+	uint8_t *own;	     /* secure: the sealed copy, freed once sent */
+	uint8_t tag[AUTH_TAG_LEN]; /* secure: the record's tag */
 };
 
 /*
  * A client connection. Closing shuts the socket down and cancels; the
  * memory goes once the last CQE is reaped (inflight reaches 0).
+ *
+ * Secure, it starts with the handshake (hs): a RECV of exactly what it
+ * wants next or a SEND of what it says, one at a time, until it is done
+ * (sess: every request and reply from then on is a sealed record) or it
+ * failed (its refusal sent, the connection closed), within
+ * hs_timeout_ms of accept.
  *
  * Receiving, per request:
  *
@@ -82,6 +120,11 @@ struct pagesrv_reply {
  *     +--WRITE--> wr_active: wr_left data bytes, from what rbuf holds,
  *             then RECVs straight into the pool (or rbuf, to be dropped,
  *             wr_status != 0); reply queued when the last one is in
+ *
+ * Secure, nothing is acted on before its record's tag verifies: a HELLO or
+ * READ is taken once header and tag are in; a WRITE's data and tag are
+ * staged (nothing is decided at its header but its len), then opened,
+ * checked and copied to the pool at once (no wr_wait, no partial writes).
  */
 struct pagesrv_conn {
 	struct pagesrv *s;
@@ -90,7 +133,7 @@ struct pagesrv_conn {
 	unsigned int inflight;
 	bool closing;
 	bool recv_busy;
-	bool recv_pool; /* the posted RECV is into the pool, not rbuf */
+	enum pagesrv_to recv_to; /* of the posted RECV */
 	bool send_busy;
 	bool stalled; /* no RECV for backed-up replies, counted once */
 	bool writer;  /* last request a WRITE: RECV one header at a time */
@@ -104,8 +147,24 @@ struct pagesrv_conn {
 	uint32_t gen;
 	bool fenced;
 	bool said_hello;
-	uint32_t wr_len, wr_left;
+	uint32_t wr_len, wr_left; /* secure: wr_left counts the tag too */
 	uint64_t wr_tag, wr_off;
+	/* secure: the handshake until done (in_hs: counted in s->nhs, under
+	 * the deadline), then the session records are sealed with */
+	struct auth_hs *hs;
+	struct auth_sess *sess;
+	bool in_hs;
+	uint64_t hs_deadline; /* evl_now_ms() */
+	size_t hs_got;	      /* handshake bytes received */
+	uint8_t src[16];      /* source address: handshakes per host */
+	uint8_t src_len;
+	/* secure WRITE: its header (the record's additional data), data and
+	 * tag staged until the tag verifies */
+	uint8_t wr_hdr[WIRE_HDR_LEN];
+	uint8_t *stage;
+	uint32_t stage_cap;
+	size_t q_bytes; /* secure: bytes of reply copies queued */
+	char addr[80];	/* "host:port" */
 	char name[PAGESRV_NAME_MAX];
 	struct pagesrv_req recv_req;
 	struct pagesrv_req send_req;
@@ -130,6 +189,13 @@ struct pagesrv {
 	uint64_t pool_size;
 	uint64_t instance;
 	unsigned int max_conns;
+	/* authentication */
+	bool insecure;
+	char self_name[AUTH_NAME_MAX];
+	unsigned int auth_flags;
+	int (*pair_key)(void *arg, const char *peer, uint8_t key[32]);
+	void *pair_key_arg;
+	unsigned int hs_timeout_ms, hs_max, hs_per_src;
 	char addr[MSG_ADDR_MAX];
 	pthread_t thread;
 	bool started;
@@ -139,22 +205,32 @@ struct pagesrv {
 	bool wake_busy;
 	bool timer_busy;
 	bool stop_busy;
+	bool tick_busy;
 	bool cap_logged;
 	bool accept_logged;
 	struct pagesrv_req accept_req;
 	struct pagesrv_req wake_req;
 	struct pagesrv_req timer_req;
 	struct pagesrv_req stop_req;
+	struct pagesrv_req tick_req;
+	struct __kernel_timespec tick_ts;
 	struct sockaddr_storage acc_addr;
 	socklen_t acc_len;
 	uint64_t wake_val;
 	struct __kernel_timespec retry_ts;
 	struct pagesrv_conn *conns;
-	unsigned int nconns;
-	/* newest connection generation seen per client id */
+	unsigned int nconns; /* in the list */
+	unsigned int nlive;  /* not closing */
+	unsigned int nhs;    /* in their handshake */
+	/* refusals logged: a line a second at most, the rest counted */
+	uint64_t log_sec;
+	uint64_t log_quiet;
+	/* newest connection generation seen per client id (and, secure, per
+	 * authenticated peer: one peer cannot fence another's connections) */
 	struct {
 		uint64_t client;
 		uint32_t gen;
+		char peer[AUTH_NAME_MAX];
 	} gens[PAGESRV_CLIENTS];
 	unsigned int gens_next;
 	_Atomic uint64_t st_conns;
@@ -165,6 +241,9 @@ struct pagesrv {
 	_Atomic uint64_t st_errors;
 	_Atomic uint64_t st_dropped;
 	_Atomic uint64_t st_stalls;
+	_Atomic uint64_t st_auth_failures;
+	_Atomic uint64_t st_hs_timeouts;
+	_Atomic uint64_t st_refused;
 };
 
 static void pagesrv_count(_Atomic uint64_t *c, uint64_t n)
@@ -189,6 +268,7 @@ static void pagesrv_conn_free(struct pagesrv_conn *c)
 {
 	struct pagesrv *s = c->s;
 	bool fenced = c->fenced;
+	uint32_t i;
 
 	if (c->prev)
 		c->prev->next = c->next;
@@ -197,10 +277,28 @@ static void pagesrv_conn_free(struct pagesrv_conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	s->nconns--;
+	if (!c->closing)
+		s->nlive--;
+	if (c->in_hs)
+		s->nhs--;
 	close(c->fd);
+	for (i = 0; i < c->q_n; i++)
+		free(c->q[(c->q_head + i) % PAGESRV_REPLY_CAP].own);
+	free(c->stage);
+	auth_hs_free(c->hs);
+	auth_sess_free(c->sess);
 	free(c);
 	if (fenced)
 		pagesrv_waiters_wake(s);
+}
+
+/* @c is out of its handshake: done, or closing. */
+static void pagesrv_conn_hs_end(struct pagesrv_conn *c)
+{
+	if (!c->in_hs)
+		return;
+	c->in_hs = false;
+	c->s->nhs--;
 }
 
 static void pagesrv_conn_close(struct pagesrv_conn *c)
@@ -209,7 +307,9 @@ static void pagesrv_conn_close(struct pagesrv_conn *c)
 
 	if (c->closing)
 		return;
+	pagesrv_conn_hs_end(c);
 	c->closing = true;
+	c->s->nlive--;
 	if (!c->inflight) {
 		pagesrv_conn_free(c);
 		return;
@@ -230,9 +330,65 @@ static void pagesrv_conn_put(struct pagesrv_conn *c)
 		pagesrv_conn_free(c);
 }
 
-static void pagesrv_conn_reply(struct pagesrv_conn *c, uint8_t op,
-			       uint16_t status, uint32_t len, uint64_t tag,
-			       uint64_t aux, const uint8_t *data)
+/*
+ * A connection refused, or failing its handshake or a record: logged at
+ * most once a second (a flood must not fill the disk), with the number of
+ * those left out since.
+ */
+static void pagesrv_refusal_log(struct pagesrv *s, const char *who,
+				const char *what)
+{
+	uint64_t sec = evl_now_ms() / 1000 + 1;
+
+	if (sec == s->log_sec) {
+		s->log_quiet++;
+		return;
+	}
+	s->log_sec = sec;
+	if (s->log_quiet)
+		log_warn("%s: %s (and %" PRIu64 " more refusals not logged)",
+			 who, what, s->log_quiet);
+	else
+		log_warn("%s: %s", who, what);
+	s->log_quiet = 0;
+}
+
+/* True if @n is a node name as auth.c accepts them: safe to log. */
+static bool pagesrv_name_is_printable(const char *n)
+{
+	if (!*n)
+		return false;
+	for (; *n; n++)
+		if (!((*n >= 'a' && *n <= 'z') || (*n >= 'A' && *n <= 'Z') ||
+		      (*n >= '0' && *n <= '9') || *n == '.' || *n == '_' ||
+		      *n == '-'))
+			return false;
+	return true;
+}
+
+/* A sealed record of @c did not open: counted and logged. */
+static void pagesrv_conn_record_fail(struct pagesrv_conn *c, const char *what)
+{
+	char msg[128];
+
+	pagesrv_count(&c->s->st_auth_failures, 1);
+	snprintf(msg, sizeof(msg),
+		 "a %s record does not verify (tampered, or not from the "
+		 "peer), closing",
+		 what);
+	pagesrv_refusal_log(c->s, c->name, msg);
+}
+
+/*
+ * Queues a reply: @len bytes of @data (the pool's) follow its header; or
+ * of @own, a copy it takes, which secure replies with data need: the
+ * record is sealed here, in the order replies go out (the counter is its
+ * nonce), and what is sent must be what was sealed. Returns 0, or -EIO if
+ * sealing failed (the connection must end).
+ */
+static int pagesrv_conn_reply(struct pagesrv_conn *c, uint8_t op,
+			      uint16_t status, uint32_t len, uint64_t tag,
+			      uint64_t aux, const uint8_t *data, uint8_t *own)
 {
 	struct pagesrv_reply *r;
 	struct wire_hdr h = {
@@ -246,23 +402,54 @@ static void pagesrv_conn_reply(struct pagesrv_conn *c, uint8_t op,
 
 	/* callers check for room before they take a request */
 	assert(c->q_n < PAGESRV_REPLY_CAP);
+	assert(!c->sess || !len || own);
 	r = &c->q[(c->q_head + c->q_n) % PAGESRV_REPLY_CAP];
 	wire_hdr_pack(&h, r->hdr);
 	r->len = len;
-	r->data = data;
+	r->data = own ? own : data;
+	r->own = own;
+	if (c->sess) {
+		struct iovec v = { own, len };
+
+		if (auth_seal(c->sess, r->hdr, WIRE_HDR_LEN, &v, len ? 1 : 0,
+			      r->tag)) {
+			log_err("%s: sealing a reply failed, closing", c->name);
+			free(own);
+			r->own = NULL;
+			return -EIO;
+		}
+		c->q_bytes += len;
+	}
 	c->q_n++;
+	return 0;
+}
+
+/* The authenticated peer's name ("" insecure). */
+static const char *pagesrv_conn_peer(const struct pagesrv_conn *c)
+{
+	return c->sess ? auth_sess_name(c->sess) : "";
+}
+
+/* True if @a and @b are connections of the same client. */
+static bool pagesrv_conn_is_same_client(const struct pagesrv_conn *a,
+					const struct pagesrv_conn *b)
+{
+	return a->client == b->client &&
+	       !strcmp(pagesrv_conn_peer(a), pagesrv_conn_peer(b));
 }
 
 /*
  * A client (tag = its id) says which connection of its this is (len =
  * generation). Writes of its older connections are refused from now on:
  * one the client gave up on may still have writes in our buffers, older
- * than what it sends again on this one.
+ * than what it sends again on this one. Secure, a client is its id and
+ * the peer it authenticated as.
  */
 static void pagesrv_conn_fence(struct pagesrv_conn *c, uint64_t client,
 			       uint32_t gen)
 {
 	struct pagesrv *s = c->s;
+	const char *peer = pagesrv_conn_peer(c);
 	unsigned int i;
 
 	/* The first HELLO of a connection says whose it is, once. */
@@ -274,12 +461,14 @@ static void pagesrv_conn_fence(struct pagesrv_conn *c, uint64_t client,
 	if (!client || !gen)
 		return;
 	for (i = 0; i < PAGESRV_CLIENTS; i++)
-		if (s->gens[i].client == client)
+		if (s->gens[i].client == client &&
+		    !strcmp(s->gens[i].peer, peer))
 			break;
 	if (i == PAGESRV_CLIENTS) {
 		i = s->gens_next++ % PAGESRV_CLIENTS;
 		s->gens[i].client = client;
 		s->gens[i].gen = 0;
+		snprintf(s->gens[i].peer, sizeof(s->gens[i].peer), "%s", peer);
 	}
 	if (gen < s->gens[i].gen) {
 		c->fenced = true;
@@ -287,8 +476,8 @@ static void pagesrv_conn_fence(struct pagesrv_conn *c, uint64_t client,
 	}
 	s->gens[i].gen = gen;
 	for (struct pagesrv_conn *o = s->conns; o; o = o->next) {
-		if (o != c && o->client == client && o->gen < gen &&
-		    !o->fenced) {
+		if (o != c && pagesrv_conn_is_same_client(o, c) &&
+		    o->gen < gen && !o->fenced) {
 			log_dbg("%s: superseded by %s", o->name, c->name);
 			o->fenced = true;
 		}
@@ -300,16 +489,16 @@ static void pagesrv_conn_fence(struct pagesrv_conn *c, uint64_t client,
 static bool pagesrv_conn_fenced_writing(const struct pagesrv_conn *c)
 {
 	for (const struct pagesrv_conn *o = c->s->conns; o; o = o->next)
-		if (o != c && c->client && o->client == c->client &&
-		    o->fenced &&
+		if (o != c && c->client && pagesrv_conn_is_same_client(o, c) &&
+		    o->fenced && !o->sess &&
 		    ((o->wr_active && !o->wr_status && !o->closing) ||
-		     (o->recv_busy && o->recv_pool)))
+		     (o->recv_busy && o->recv_to == PAGESRV_TO_POOL)))
 			return true;
 	return false;
 }
 
-static void pagesrv_conn_on_hello(struct pagesrv_conn *c,
-				  const struct wire_hdr *h)
+static int pagesrv_conn_on_hello(struct pagesrv_conn *c,
+				 const struct wire_hdr *h)
 {
 	struct pagesrv *s = c->s;
 
@@ -320,17 +509,18 @@ static void pagesrv_conn_on_hello(struct pagesrv_conn *c,
 			(unsigned long long)h->arg,
 			(unsigned long long)s->instance);
 		pagesrv_count(&s->st_errors, 1);
-		pagesrv_conn_reply(c, WIRE_OP_HELLO, ESTALE, 0, h->tag,
-				   s->instance, NULL);
-		return;
+		return pagesrv_conn_reply(c, WIRE_OP_HELLO, ESTALE, 0, h->tag,
+					  s->instance, NULL, NULL);
 	}
-	pagesrv_conn_reply(c, WIRE_OP_HELLO, 0, 0, h->tag, s->instance, NULL);
+	return pagesrv_conn_reply(c, WIRE_OP_HELLO, 0, 0, h->tag, s->instance,
+				  NULL, NULL);
 }
 
-static void pagesrv_conn_on_read(struct pagesrv_conn *c,
-				 const struct wire_hdr *h)
+static int pagesrv_conn_on_read(struct pagesrv_conn *c,
+				const struct wire_hdr *h)
 {
 	struct pagesrv *s = c->s;
+	uint8_t *own = NULL;
 
 	/* written so that off + len cannot overflow */
 	if (!h->len || h->len > WIRE_LEN_MAX || h->arg > s->pool_size ||
@@ -338,13 +528,27 @@ static void pagesrv_conn_on_read(struct pagesrv_conn *c,
 		log_dbg("%s: read of %u bytes at %#llx is outside the pool",
 			c->name, h->len, (unsigned long long)h->arg);
 		pagesrv_count(&s->st_errors, 1);
-		pagesrv_conn_reply(c, WIRE_OP_READ, ERANGE, 0, h->tag, 0, NULL);
-		return;
+		return pagesrv_conn_reply(c, WIRE_OP_READ, ERANGE, 0, h->tag, 0,
+					  NULL, NULL);
+	}
+	if (c->sess) {
+		/* A copy, sealed (encrypted) as it goes out. Tagging the pool
+		 * in place would not do either: the pool may change before
+		 * the bytes are sent (a local write, another connection's),
+		 * and the peer would reject the record. */
+		own = malloc(h->len);
+		if (!own) {
+			log_err("%s: no memory for a reply of %u bytes, "
+				"closing",
+				c->name, h->len);
+			return -ENOMEM;
+		}
+		memcpy(own, s->pool + h->arg, h->len);
 	}
 	pagesrv_count(&s->st_reads, 1);
 	pagesrv_count(&s->st_bytes, h->len);
-	pagesrv_conn_reply(c, WIRE_OP_READ, 0, h->len, h->tag, 0,
-			   s->pool + h->arg);
+	return pagesrv_conn_reply(c, WIRE_OP_READ, 0, h->len, h->tag, 0,
+				  s->pool + h->arg, own);
 }
 
 /* True if a queued reply, not all sent yet, sends from [p, p + len). */
@@ -356,17 +560,51 @@ static bool pagesrv_conn_is_sending(const struct pagesrv_conn *c,
 
 	for (i = 0; i < c->q_n; i++) {
 		r = &c->q[(c->q_head + i) % PAGESRV_REPLY_CAP];
-		if (r->len && r->data < p + len && p < r->data + r->len)
+		if (r->len && !r->own && r->data < p + len &&
+		    p < r->data + r->len)
 			return true;
 	}
 	return false;
 }
 
 /*
+ * Secure: a WRITE header; its data and tag are staged. Nothing but its len
+ * is looked at before the record opens (pagesrv_conn_write_open()).
+ * Returns 0 or -ENOMEM.
+ */
+static int pagesrv_conn_on_write_sealed(struct pagesrv_conn *c,
+					const struct wire_hdr *h)
+{
+	uint32_t need = h->len + AUTH_TAG_LEN;
+	uint8_t *p;
+
+	if (c->stage_cap < need) {
+		p = realloc(c->stage, need);
+		if (!p) {
+			log_err("%s: no memory to stage a write of %u bytes, "
+				"closing",
+				c->name, h->len);
+			return -ENOMEM;
+		}
+		c->stage = p;
+		c->stage_cap = need;
+	}
+	wire_hdr_pack(h, c->wr_hdr);
+	c->wr_active = true;
+	c->wr_status = 0;
+	c->wr_tag = h->tag;
+	c->wr_off = h->arg;
+	c->wr_len = h->len;
+	c->wr_left = need;
+	return 0;
+}
+
+/*
  * A WRITE header: its len data bytes follow, for the pool or to be
  * dropped. Returns 0 (header taken, c->wr_active), 1 if it has to wait
- * for queued READ replies from its range to go out first, or -EPROTO for
- * a len that says nothing trustworthy about where the next header is.
+ * for queued READ replies from its range to go out first, -EPROTO for a
+ * len that says nothing trustworthy about where the next header is, or
+ * -ENOMEM.
  */
 static int pagesrv_conn_on_write(struct pagesrv_conn *c,
 				 const struct wire_hdr *h)
@@ -379,6 +617,8 @@ static int pagesrv_conn_on_write(struct pagesrv_conn *c,
 		return -EPROTO;
 	}
 	c->writer = true;
+	if (c->sess)
+		return pagesrv_conn_on_write_sealed(c, h);
 	c->wr_status = 0;
 	if (c->fenced) {
 		log_dbg("%s: write on a superseded connection refused",
@@ -402,10 +642,12 @@ static int pagesrv_conn_on_write(struct pagesrv_conn *c,
 	return 0;
 }
 
-/* The active WRITE's data is all in the pool (or dropped): its reply. */
-static void pagesrv_conn_write_end(struct pagesrv_conn *c)
+/* The active WRITE's data is all in the pool (or dropped): its reply.
+ * Returns 0 or -EIO (pagesrv_conn_reply()). */
+static int pagesrv_conn_write_end(struct pagesrv_conn *c)
 {
 	struct pagesrv *s = c->s;
+	int ret;
 
 	c->wr_active = false;
 	if (c->wr_status) {
@@ -414,10 +656,68 @@ static void pagesrv_conn_write_end(struct pagesrv_conn *c)
 		pagesrv_count(&s->st_writes, 1);
 		pagesrv_count(&s->st_write_bytes, c->wr_len);
 	}
-	pagesrv_conn_reply(c, WIRE_OP_WRITE, c->wr_status, 0, c->wr_tag, 0,
-			   NULL);
+	ret = pagesrv_conn_reply(c, WIRE_OP_WRITE, c->wr_status, 0, c->wr_tag,
+				 0, NULL, NULL);
 	if (c->fenced)
 		pagesrv_waiters_wake(s);
+	return ret;
+}
+
+/*
+ * Secure: the active WRITE's data and tag are staged. Its record opens
+ * (else -EBADMSG: the connection ends, nothing was written), then it is
+ * checked as the insecure path checks at the header, and the data goes to
+ * the pool in one copy. Returns 0 or -errno.
+ */
+static int pagesrv_conn_write_open(struct pagesrv_conn *c)
+{
+	struct pagesrv *s = c->s;
+	struct iovec v = { c->stage, c->wr_len };
+
+	if (auth_open(c->sess, c->wr_hdr, WIRE_HDR_LEN, &v, 1,
+		      c->stage + c->wr_len)) {
+		pagesrv_conn_record_fail(c, "WRITE");
+		return -EBADMSG;
+	}
+	if (c->fenced) {
+		log_dbg("%s: write on a superseded connection refused",
+			c->name);
+		c->wr_status = EPIPE;
+		/* written so that off + len cannot overflow */
+	} else if (c->wr_off > s->pool_size ||
+		   c->wr_len > s->pool_size - c->wr_off) {
+		log_dbg("%s: write of %u bytes at %#llx is outside the pool",
+			c->name, c->wr_len, (unsigned long long)c->wr_off);
+		c->wr_status = ERANGE;
+	} else {
+		memcpy(s->pool + c->wr_off, c->stage, c->wr_len);
+	}
+	return pagesrv_conn_write_end(c);
+}
+
+/* No room to answer another request now: replies back up. */
+static bool pagesrv_conn_is_full(const struct pagesrv_conn *c)
+{
+	return c->q_n >= PAGESRV_REPLY_CAP || c->q_bytes >= PAGESRV_SEAL_CAP;
+}
+
+/*
+ * A HELLO or READ whose header (checked) is at @b: secure, its tag follows
+ * and must verify first. Returns 0 or -errno (the connection ends).
+ */
+static int pagesrv_conn_on_request(struct pagesrv_conn *c, const uint8_t *b,
+				   const struct wire_hdr *h)
+{
+	if (c->sess &&
+	    auth_open(c->sess, b, WIRE_HDR_LEN, NULL, 0, b + WIRE_HDR_LEN)) {
+		pagesrv_conn_record_fail(c, h->op == WIRE_OP_READ ? "READ"
+								  : "HELLO");
+		return -EBADMSG;
+	}
+	c->writer = false;
+	if (h->op == WIRE_OP_HELLO)
+		return pagesrv_conn_on_hello(c, h);
+	return pagesrv_conn_on_read(c, h);
 }
 
 /*
@@ -428,6 +728,7 @@ static void pagesrv_conn_write_end(struct pagesrv_conn *c)
 static int pagesrv_conn_parse(struct pagesrv_conn *c)
 {
 	struct pagesrv *s = c->s;
+	size_t tlen = c->sess ? AUTH_TAG_LEN : 0;
 	struct wire_hdr h;
 	size_t pos = 0, n;
 	int ret = 0;
@@ -438,7 +739,11 @@ static int pagesrv_conn_parse(struct pagesrv_conn *c)
 			n = c->rlen - pos;
 			if (n > c->wr_left)
 				n = c->wr_left;
-			if (n && !c->wr_status)
+			if (n && c->sess)
+				memcpy(c->stage + c->wr_len + AUTH_TAG_LEN -
+					       c->wr_left,
+				       c->rbuf + pos, n);
+			else if (n && !c->wr_status)
 				memcpy(s->pool + c->wr_off + c->wr_len -
 					       c->wr_left,
 				       c->rbuf + pos, n);
@@ -446,10 +751,13 @@ static int pagesrv_conn_parse(struct pagesrv_conn *c)
 			c->wr_left -= (uint32_t)n;
 			if (c->wr_left)
 				break;
-			pagesrv_conn_write_end(c);
+			ret = c->sess ? pagesrv_conn_write_open(c)
+				      : pagesrv_conn_write_end(c);
+			if (ret)
+				break;
 			continue;
 		}
-		if (c->rlen - pos < WIRE_HDR_LEN || c->q_n >= PAGESRV_REPLY_CAP)
+		if (c->rlen - pos < WIRE_HDR_LEN || pagesrv_conn_is_full(c))
 			break;
 		wire_hdr_unpack(c->rbuf + pos, &h);
 		if (h.version != WIRE_VERSION) {
@@ -458,12 +766,14 @@ static int pagesrv_conn_parse(struct pagesrv_conn *c)
 			ret = -EPROTO;
 			break;
 		}
-		if (h.op == WIRE_OP_HELLO) {
-			c->writer = false;
-			pagesrv_conn_on_hello(c, &h);
-		} else if (h.op == WIRE_OP_READ) {
-			c->writer = false;
-			pagesrv_conn_on_read(c, &h);
+		if (h.op == WIRE_OP_HELLO || h.op == WIRE_OP_READ) {
+			/* secure: header and tag, one record */
+			if (c->rlen - pos < WIRE_HDR_LEN + tlen)
+				break;
+			ret = pagesrv_conn_on_request(c, c->rbuf + pos, &h);
+			if (ret)
+				break;
+			pos += tlen;
 		} else if (h.op == WIRE_OP_WRITE) {
 			ret = pagesrv_conn_on_write(c, &h);
 			if (ret > 0) {
@@ -484,35 +794,45 @@ static int pagesrv_conn_parse(struct pagesrv_conn *c)
 	return ret;
 }
 
+/* Bytes a reply takes on the wire: header, data, tag (secure). */
+static size_t pagesrv_conn_reply_size(const struct pagesrv_conn *c,
+				      const struct pagesrv_reply *r)
+{
+	return WIRE_HDR_LEN + r->len + (c->sess ? AUTH_TAG_LEN : 0);
+}
+
 /* One SENDMSG for everything queued (up to PAGESRV_IOV_MAX iovecs). */
 static void pagesrv_conn_send(struct pagesrv_conn *c)
 {
 	struct io_uring_sqe *sqe;
 	struct pagesrv_reply *r;
 	size_t skip = c->head_off;
-	unsigned int n = 0;
+	unsigned int n = 0, k;
 	uint32_t i;
 
 	if (c->closing || c->send_busy || !c->q_n)
 		return;
-	for (i = 0; i < c->q_n && n + 2 <= PAGESRV_IOV_MAX; i++) {
+	for (i = 0; i < c->q_n && n + 3 <= PAGESRV_IOV_MAX; i++) {
+		struct iovec part[3];
+
 		r = &c->q[(c->q_head + i) % PAGESRV_REPLY_CAP];
-		if (skip < WIRE_HDR_LEN) {
-			c->iov[n].iov_base = r->hdr + skip;
-			c->iov[n].iov_len = WIRE_HDR_LEN - skip;
+		part[0].iov_base = r->hdr;
+		part[0].iov_len = WIRE_HDR_LEN;
+		/* a reply only reads the pool: iovec just lacks const */
+		part[1].iov_base = (void *)(uintptr_t)r->data;
+		part[1].iov_len = r->len;
+		part[2].iov_base = r->tag;
+		part[2].iov_len = c->sess ? AUTH_TAG_LEN : 0;
+		for (k = 0; k < 3; k++) {
+			if (skip >= part[k].iov_len) {
+				skip -= part[k].iov_len;
+				continue;
+			}
+			c->iov[n].iov_base = (uint8_t *)part[k].iov_base + skip;
+			c->iov[n].iov_len = part[k].iov_len - skip;
 			n++;
 			skip = 0;
-		} else {
-			skip -= WIRE_HDR_LEN;
 		}
-		if (r->len) {
-			/* a reply only reads the pool: iovec just lacks const */
-			c->iov[n].iov_base =
-				(void *)(uintptr_t)(r->data + skip);
-			c->iov[n].iov_len = r->len - skip;
-			n++;
-		}
-		skip = 0;
 	}
 	sqe = pagesrv_sqe_get(c->s);
 	if (!sqe) {
@@ -530,39 +850,48 @@ static void pagesrv_conn_send(struct pagesrv_conn *c)
 
 /*
  * Where the next RECV goes: an accepted WRITE's data straight into the
- * pool, anything else into rbuf. A client that writes gets its rbuf RECVs
- * cut at the end of the next header (or of data to drop), so that the
+ * pool (secure: its data and tag into the stage), anything else into
+ * rbuf. A client that writes gets its rbuf RECVs cut at the end of the
+ * next header (secure: header and tag) or of data to drop, so that the
  * data behind a header is not received into rbuf and copied. Returns the
- * bytes the RECV may take, with *buf and *pool set, or 0 for no RECV now:
+ * bytes the RECV may take, with *buf and *to set, or 0 for no RECV now:
  * replies backed up (back-pressure), a WRITE waiting, rbuf full.
  */
 static size_t pagesrv_conn_recv_room(struct pagesrv_conn *c, uint8_t **buf,
-				     bool *pool)
+				     enum pagesrv_to *to)
 {
 	size_t room = PAGESRV_RBUF_SIZE - c->rlen;
+	size_t hlen = WIRE_HDR_LEN + (c->sess ? AUTH_TAG_LEN : 0);
 
-	*pool = false;
-	if (c->q_n >= PAGESRV_REPLY_HIGH || c->wr_wait)
+	*to = PAGESRV_TO_RBUF;
+	if (c->q_n >= PAGESRV_REPLY_HIGH || c->q_bytes >= PAGESRV_SEAL_HIGH ||
+	    c->wr_wait)
 		return 0;
+	if (c->wr_active && c->sess && !c->rlen) {
+		*buf = c->stage + c->wr_len + AUTH_TAG_LEN - c->wr_left;
+		*to = PAGESRV_TO_STAGE;
+		return c->wr_left;
+	}
 	if (c->wr_active && !c->wr_status && !c->rlen) {
 		*buf = c->s->pool + c->wr_off + c->wr_len - c->wr_left;
-		*pool = true;
+		*to = PAGESRV_TO_POOL;
 		return c->wr_left;
 	}
 	*buf = c->rbuf + c->rlen;
 	if (c->writer) {
 		if (c->wr_active && c->wr_left < room)
 			room = c->wr_left;
-		else if (!c->wr_active && c->rlen < WIRE_HDR_LEN)
-			room = WIRE_HDR_LEN - c->rlen;
+		else if (!c->wr_active && c->rlen < hlen)
+			room = hlen - c->rlen;
 	}
 	return room;
 }
 
-/* @n bytes came in where pagesrv_conn_recv_room() said (@pool). */
-static void pagesrv_conn_received(struct pagesrv_conn *c, size_t n, bool pool)
+/* @n bytes came in where pagesrv_conn_recv_room() said (@to). */
+static void pagesrv_conn_received(struct pagesrv_conn *c, size_t n,
+				  enum pagesrv_to to)
 {
-	if (pool)
+	if (to != PAGESRV_TO_RBUF)
 		c->wr_left -= (uint32_t)n;
 	else
 		c->rlen += n;
@@ -571,15 +900,17 @@ static void pagesrv_conn_received(struct pagesrv_conn *c, size_t n, bool pool)
 static void pagesrv_conn_recv(struct pagesrv_conn *c)
 {
 	struct io_uring_sqe *sqe;
+	enum pagesrv_to to;
 	uint8_t *buf;
 	size_t room;
-	bool pool;
 
 	if (c->closing || c->recv_busy)
 		return;
-	room = pagesrv_conn_recv_room(c, &buf, &pool);
+	room = pagesrv_conn_recv_room(c, &buf, &to);
 	if (!room) {
-		if (c->q_n >= PAGESRV_REPLY_HIGH && !c->stalled) {
+		if ((c->q_n >= PAGESRV_REPLY_HIGH ||
+		     c->q_bytes >= PAGESRV_SEAL_HIGH) &&
+		    !c->stalled) {
 			c->stalled = true;
 			pagesrv_count(&c->s->st_stalls, 1);
 		}
@@ -594,7 +925,7 @@ static void pagesrv_conn_recv(struct pagesrv_conn *c)
 	io_uring_prep_recv(sqe, c->fd, buf, room, 0);
 	io_uring_sqe_set_data(sqe, &c->recv_req);
 	c->recv_busy = true;
-	c->recv_pool = pool;
+	c->recv_to = to;
 	c->inflight++;
 }
 
@@ -636,14 +967,14 @@ static void pagesrv_conn_on_recv(struct pagesrv_conn *c, int res)
 		if (res < 0 && res != -ECONNRESET)
 			log_dbg("%s: recv: %s", c->name, log_strerror(res));
 		/* no reply: the writer sends the whole range again */
-		if (c->wr_active && !c->wr_status)
+		if (c->wr_active && !c->wr_status && !c->sess)
 			log_info("%s: gone mid-write at %#llx (%u/%u bytes)",
 				 c->name, (unsigned long long)c->wr_off,
 				 c->wr_len - c->wr_left, c->wr_len);
 		pagesrv_conn_close(c);
 		return;
 	}
-	pagesrv_conn_received(c, (size_t)res, c->recv_pool);
+	pagesrv_conn_received(c, (size_t)res, c->recv_to);
 	pagesrv_conn_serve(c);
 }
 
@@ -665,21 +996,299 @@ static void pagesrv_conn_on_send(struct pagesrv_conn *c, int res)
 	/* drop what went out; a short send leaves head_off into a reply */
 	while (left && c->q_n) {
 		r = &c->q[c->q_head];
-		rest = WIRE_HDR_LEN + r->len - c->head_off;
+		rest = pagesrv_conn_reply_size(c, r) - c->head_off;
 		if (left < rest) {
 			c->head_off += left;
 			break;
 		}
 		left -= rest;
 		c->head_off = 0;
+		if (r->own) {
+			c->q_bytes -= r->len;
+			free(r->own);
+			r->own = NULL;
+		}
 		c->q_head = (c->q_head + 1) % PAGESRV_REPLY_CAP;
 		c->q_n--;
 	}
 	pagesrv_conn_serve(c);
 }
 
+/*
+ * The page server's key lookup for a HELLO (auth_lookup_fn): peers only,
+ * asking for this node, with a pair key the agent holds for them.
+ */
+static int pagesrv_hs_lookup(void *arg, const struct auth_hello *h,
+			     uint8_t key[AUTH_KEY_LEN], char *why,
+			     size_t why_len)
+{
+	struct pagesrv *s = arg;
+	int st;
+
+	if (h->role != AUTH_ROLE_PEER) {
+		snprintf(why, why_len,
+			 "role %s not served here (the page server takes "
+			 "peers only)",
+			 auth_role_name(h->role));
+		return AUTH_E_ROLE;
+	}
+	if (strcmp(h->target, s->self_name)) {
+		snprintf(why, why_len, "it asks for node %s, this is %s",
+			 h->target, s->self_name);
+		return AUTH_E_PEER;
+	}
+	st = s->pair_key(s->pair_key_arg, h->name, key);
+	if (st == AUTH_E_PEER)
+		snprintf(why, why_len,
+			 "node %s is not a member known here (no pair key "
+			 "for it)",
+			 h->name);
+	return st;
+}
+
+/* The handshake of @c failed: counted and logged (what it claimed too). */
+static void pagesrv_conn_hs_failed(struct pagesrv_conn *c)
+{
+	const struct auth_hello *h = auth_hs_hello(c->hs);
+	char who[PAGESRV_NAME_MAX + AUTH_NAME_MAX + 16];
+	char what[200];
+
+	pagesrv_count(&c->s->st_auth_failures, 1);
+	if (pagesrv_name_is_printable(h->name))
+		snprintf(who, sizeof(who), "%s (says node %s)", c->name,
+			 h->name);
+	else
+		snprintf(who, sizeof(who), "%s", c->name);
+	snprintf(what, sizeof(what), "handshake refused: %s",
+		 auth_hs_error(c->hs));
+	pagesrv_refusal_log(c->s, who, what);
+}
+
+/*
+ * The handshake's next I/O, one at a time: a SEND of what it says, or a
+ * RECV of exactly what it wants (nothing beyond: the records that follow
+ * are not received here). Once it failed and its refusal went out, the
+ * connection closes.
+ */
+static void pagesrv_conn_hs_io(struct pagesrv_conn *c)
+{
+	struct io_uring_sqe *sqe;
+	const uint8_t *out;
+	size_t n;
+
+	if (c->closing || c->recv_busy || c->send_busy)
+		return;
+	n = auth_hs_output(c->hs, &out);
+	if (!n && auth_hs_failed(c->hs)) {
+		pagesrv_count(&c->s->st_dropped, 1);
+		pagesrv_conn_close(c);
+		return;
+	}
+	sqe = pagesrv_sqe_get(c->s);
+	if (!sqe) {
+		pagesrv_conn_close(c);
+		return;
+	}
+	if (n) {
+		/* out lies in c->hs, which lives as long as @c */
+		io_uring_prep_send(sqe, c->fd, out, n, MSG_NOSIGNAL);
+		io_uring_sqe_set_data(sqe, &c->send_req);
+		c->send_busy = true;
+	} else {
+		io_uring_prep_recv(sqe, c->fd, c->rbuf, auth_hs_want(c->hs), 0);
+		io_uring_sqe_set_data(sqe, &c->recv_req);
+		c->recv_busy = true;
+		c->recv_to = PAGESRV_TO_RBUF;
+	}
+	c->inflight++;
+}
+
+/* The handshake is done: the session takes over, requests are served. */
+static void pagesrv_conn_hs_done(struct pagesrv_conn *c)
+{
+	char name[PAGESRV_NAME_MAX];
+
+	c->sess = auth_hs_take(c->hs);
+	auth_hs_free(c->hs);
+	c->hs = NULL;
+	pagesrv_conn_hs_end(c);
+	snprintf(name, sizeof(name), "node %s (%s)", auth_sess_name(c->sess),
+		 c->addr);
+	memcpy(c->name, name, sizeof(c->name));
+	log_dbg("%s: authenticated, page data %s", c->name,
+		auth_sess_encrypts(c->sess) ? "encrypted" : "authenticated");
+	pagesrv_conn_serve(c);
+}
+
+static void pagesrv_conn_hs_on_recv(struct pagesrv_conn *c, int res)
+{
+	if (res == -EINTR || res == -EAGAIN) {
+		pagesrv_conn_hs_io(c);
+		return;
+	}
+	if (res <= 0) {
+		/* nothing at all: a probe (a port scan, a health check) */
+		if (c->hs_got) {
+			pagesrv_count(&c->s->st_auth_failures, 1);
+			pagesrv_refusal_log(c->s, c->name,
+					    "gone in the handshake");
+		} else {
+			log_dbg("%s: closed before its handshake", c->name);
+		}
+		pagesrv_conn_close(c);
+		return;
+	}
+	c->hs_got += (size_t)res;
+	/* it takes all of them: no more was asked for than it wants */
+	if (auth_hs_input(c->hs, c->rbuf, (size_t)res) < 0)
+		pagesrv_conn_hs_failed(c);
+	pagesrv_conn_hs_io(c);
+}
+
+static void pagesrv_conn_hs_on_send(struct pagesrv_conn *c, int res)
+{
+	if (res == -EINTR || res == -EAGAIN) {
+		pagesrv_conn_hs_io(c);
+		return;
+	}
+	if (res <= 0) {
+		log_dbg("%s: send in the handshake: %s", c->name,
+			log_strerror(res ? res : -EPIPE));
+		pagesrv_conn_close(c);
+		return;
+	}
+	auth_hs_sent(c->hs, (size_t)res);
+	if (auth_hs_done(c->hs)) {
+		pagesrv_conn_hs_done(c);
+		return;
+	}
+	pagesrv_conn_hs_io(c);
+}
+
+/* The source address of the connection being accepted, as bytes. */
+static void pagesrv_src_get(const struct sockaddr_storage *ss, uint8_t *src,
+			    uint8_t *len)
+{
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+	const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
+
+	*len = 0;
+	if (ss->ss_family == AF_INET) {
+		memcpy(src, &s4->sin_addr, 4);
+		*len = 4;
+	} else if (ss->ss_family == AF_INET6 &&
+		   IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
+		/* one host, whichever socket family it came through */
+		memcpy(src, s6->sin6_addr.s6_addr + 12, 4);
+		*len = 4;
+	} else if (ss->ss_family == AF_INET6) {
+		memcpy(src, &s6->sin6_addr, 16);
+		*len = 16;
+	}
+}
+
+/*
+ * The oldest connection still in its handshake, of those from @src (all
+ * if @src_len is 0); *n counts them.
+ */
+static struct pagesrv_conn *pagesrv_hs_oldest(struct pagesrv *s,
+					      const uint8_t *src,
+					      uint8_t src_len, unsigned int *n)
+{
+	struct pagesrv_conn *c, *old = NULL;
+
+	*n = 0;
+	for (c = s->conns; c; c = c->next) {
+		if (!c->in_hs || (src_len && (c->src_len != src_len ||
+					      memcmp(c->src, src, src_len))))
+			continue;
+		(*n)++;
+		if (!old || c->hs_deadline <= old->hs_deadline)
+			old = c;
+	}
+	return old;
+}
+
+/* Closes @c, still in its handshake, to make room for a new one. */
+static void pagesrv_hs_evict(struct pagesrv_conn *c, const char *why)
+{
+	pagesrv_count(&c->s->st_refused, 1);
+	pagesrv_count(&c->s->st_dropped, 1);
+	pagesrv_refusal_log(c->s, c->name, why);
+	pagesrv_conn_close(c);
+}
+
+/*
+ * Room for a connection from @src in its handshake: past the caps (per
+ * source, in all) the oldest one in its handshake goes. A flood of idle
+ * or half-open connections then holds at most hs_max of max_conns, and a
+ * peer's own connection, whose handshake takes a round trip or two, gets
+ * in unless the flood opens hs_per_src connections in that time.
+ */
+static void pagesrv_hs_room(struct pagesrv *s, const uint8_t *src,
+			    uint8_t src_len)
+{
+	struct pagesrv_conn *old;
+	unsigned int n;
+
+	old = pagesrv_hs_oldest(s, src, src_len, &n);
+	if (old && n >= s->hs_per_src) {
+		pagesrv_hs_evict(old, "closed: too many connections in their "
+				      "handshake from its address");
+		return;
+	}
+	old = pagesrv_hs_oldest(s, NULL, 0, &n);
+	if (old && s->nhs >= s->hs_max)
+		pagesrv_hs_evict(old, "closed: too many connections in their "
+				      "handshake");
+}
+
+static void pagesrv_tick_arm(struct pagesrv *s)
+{
+	struct io_uring_sqe *sqe;
+
+	if (s->stopping || s->tick_busy || !s->nhs)
+		return;
+	sqe = pagesrv_sqe_get(s);
+	if (!sqe)
+		return; /* armed again by the next connection */
+	s->tick_ts.tv_sec = 0;
+	s->tick_ts.tv_nsec = PAGESRV_TICK_NS;
+	io_uring_prep_timeout(sqe, &s->tick_ts, 0, 0);
+	io_uring_sqe_set_data(sqe, &s->tick_req);
+	s->tick_busy = true;
+}
+
+/* Connections not done with their handshake in time are closed. */
+static void pagesrv_on_tick(struct pagesrv *s)
+{
+	uint64_t now = evl_now_ms();
+	struct pagesrv_conn *c, *next;
+	char what[80];
+
+	for (c = s->conns; c; c = next) {
+		next = c->next;
+		if (!c->in_hs || now < c->hs_deadline)
+			continue;
+		pagesrv_count(&s->st_hs_timeouts, 1);
+		pagesrv_count(&s->st_dropped, 1);
+		snprintf(what, sizeof(what),
+			 "no handshake within %u ms, closing",
+			 s->hs_timeout_ms);
+		pagesrv_refusal_log(s, c->name, what);
+		/* in its handshake, never fenced: frees nothing else */
+		pagesrv_conn_close(c);
+	}
+	pagesrv_tick_arm(s);
+}
+
 static void pagesrv_conn_create(struct pagesrv *s, int fd)
 {
+	struct auth_server_cfg acfg = {
+		.lookup = pagesrv_hs_lookup,
+		.arg = s,
+		.flags = s->auth_flags,
+	};
 	char host[64], port[8]; /* numeric */
 	struct pagesrv_conn *c;
 	int ret;
@@ -699,9 +1308,17 @@ static void pagesrv_conn_create(struct pagesrv *s, int fd)
 			  sizeof(host), port, sizeof(port),
 			  NI_NUMERICHOST | NI_NUMERICSERV);
 	if (ret)
-		snprintf(c->name, sizeof(c->name), "client fd %d", fd);
+		snprintf(c->addr, sizeof(c->addr), "client fd %d", fd);
 	else
-		snprintf(c->name, sizeof(c->name), "%s:%s", host, port);
+		snprintf(c->addr, sizeof(c->addr), "%s:%s", host, port);
+	memcpy(c->name, c->addr, sizeof(c->addr));
+	pagesrv_src_get(&s->acc_addr, c->src, &c->src_len);
+	if (!s->insecure && auth_hs_server(&acfg, &c->hs)) {
+		log_err("%s: no memory for a handshake, closing it", c->name);
+		close(fd);
+		free(c);
+		return;
+	}
 	ret = net_set_nodelay(fd);
 	if (ret)
 		log_dbg("%s: TCP_NODELAY: %s", c->name, log_strerror(ret));
@@ -710,9 +1327,18 @@ static void pagesrv_conn_create(struct pagesrv *s, int fd)
 		s->conns->prev = c;
 	s->conns = c;
 	s->nconns++;
+	s->nlive++;
 	pagesrv_count(&s->st_conns, 1);
 	log_dbg("%s: connected", c->name);
-	pagesrv_conn_recv(c);
+	if (!c->hs) {
+		pagesrv_conn_recv(c);
+		return;
+	}
+	c->in_hs = true;
+	s->nhs++;
+	c->hs_deadline = evl_now_ms() + s->hs_timeout_ms;
+	pagesrv_tick_arm(s);
+	pagesrv_conn_hs_io(c);
 }
 
 static void pagesrv_accept_arm(struct pagesrv *s)
@@ -752,6 +1378,10 @@ static void pagesrv_accept_retry(struct pagesrv *s)
 
 static void pagesrv_on_accept(struct pagesrv *s, int res)
 {
+	struct pagesrv_conn *old;
+	uint8_t src[16], src_len;
+	unsigned int n;
+
 	if (res < 0) {
 		if (s->stopping)
 			return;
@@ -770,12 +1400,21 @@ static void pagesrv_on_accept(struct pagesrv *s, int res)
 		close(res);
 		return;
 	}
-	if (s->nconns >= s->max_conns) {
+	if (!s->insecure) {
+		pagesrv_src_get(&s->acc_addr, src, &src_len);
+		pagesrv_hs_room(s, src, src_len);
+	}
+	/* at the cap, one still in its handshake makes room if there is */
+	old = s->insecure ? NULL : pagesrv_hs_oldest(s, NULL, 0, &n);
+	if (s->nlive >= s->max_conns && old) {
+		pagesrv_hs_evict(old, "closed: connection cap reached");
+	} else if (s->nlive >= s->max_conns) {
 		if (!s->cap_logged)
 			log_warn("connection cap %u reached, closing new ones",
 				 s->max_conns);
 		s->cap_logged = true;
 		pagesrv_count(&s->st_dropped, 1);
+		pagesrv_count(&s->st_refused, 1);
 		close(res);
 		pagesrv_accept_arm(s);
 		return;
@@ -806,12 +1445,12 @@ static void pagesrv_stop(struct pagesrv *s)
 		next = c->next;
 		pagesrv_conn_close(c);
 	}
-	if (!s->accept_busy && !s->timer_busy)
+	if (!s->accept_busy && !s->timer_busy && !s->tick_busy)
 		return;
 	sqe = pagesrv_sqe_get(s);
 	if (!sqe)
 		return;
-	/* everything still armed: accept, retry timer, connections */
+	/* everything still armed: accept, timers, connections */
 	io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
 	io_uring_sqe_set_data(sqe, &s->stop_req);
 	s->stop_busy = true;
@@ -841,9 +1480,16 @@ static void pagesrv_on_cqe(struct pagesrv *s, struct io_uring_cqe *cqe)
 	case PAGESRV_OP_STOP:
 		s->stop_busy = false;
 		return;
+	case PAGESRV_OP_TICK:
+		s->tick_busy = false;
+		if (!s->stopping)
+			pagesrv_on_tick(s);
+		return;
 	case PAGESRV_OP_RECV:
 		c->recv_busy = false;
-		if (!c->closing)
+		if (!c->closing && c->hs)
+			pagesrv_conn_hs_on_recv(c, cqe->res);
+		else if (!c->closing)
 			pagesrv_conn_on_recv(c, cqe->res);
 		/* the RECV that may have written the pool is over */
 		if (c->fenced)
@@ -851,7 +1497,9 @@ static void pagesrv_on_cqe(struct pagesrv *s, struct io_uring_cqe *cqe)
 		break;
 	case PAGESRV_OP_SEND:
 		c->send_busy = false;
-		if (!c->closing)
+		if (!c->closing && c->hs)
+			pagesrv_conn_hs_on_send(c, cqe->res);
+		else if (!c->closing)
 			pagesrv_conn_on_send(c, cqe->res);
 		break;
 	case PAGESRV_OP_CANCEL:
@@ -864,7 +1512,7 @@ static void pagesrv_on_cqe(struct pagesrv *s, struct io_uring_cqe *cqe)
 static bool pagesrv_is_done(const struct pagesrv *s)
 {
 	return s->stopping && !s->accept_busy && !s->wake_busy &&
-	       !s->timer_busy && !s->stop_busy && !s->conns;
+	       !s->timer_busy && !s->stop_busy && !s->tick_busy && !s->conns;
 }
 
 static void *pagesrv_thread(void *arg)
@@ -903,6 +1551,10 @@ int pagesrv_create(const struct pagesrv_cfg *cfg, struct pagesrv **out)
 
 	if (!cfg || !cfg->listen_addr || (!cfg->pool && cfg->pool_size))
 		return -EINVAL;
+	if (!cfg->insecure &&
+	    (!cfg->self_name || !cfg->self_name[0] || !cfg->pair_key ||
+	     strlen(cfg->self_name) >= AUTH_NAME_MAX))
+		return -EINVAL;
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
@@ -913,10 +1565,26 @@ int pagesrv_create(const struct pagesrv_cfg *cfg, struct pagesrv **out)
 	s->instance = cfg->instance;
 	s->max_conns =
 		cfg->max_conns ? cfg->max_conns : PAGESRV_MAX_CONNS_DEFAULT;
+	s->insecure = cfg->insecure;
+	if (!s->insecure)
+		snprintf(s->self_name, sizeof(s->self_name), "%s",
+			 cfg->self_name);
+	s->auth_flags = cfg->auth_flags;
+	s->pair_key = cfg->pair_key;
+	s->pair_key_arg = cfg->pair_key_arg;
+	s->hs_timeout_ms =
+		cfg->hs_timeout_ms ? cfg->hs_timeout_ms : PAGESRV_HS_TIMEOUT_MS;
+	/* at most a quarter of the connections: the rest stay for peers */
+	s->hs_max = s->max_conns / 4 ? s->max_conns / 4 : 1;
+	if (s->hs_max > PAGESRV_HS_MAX)
+		s->hs_max = PAGESRV_HS_MAX;
+	s->hs_per_src =
+		s->hs_max < PAGESRV_HS_PER_SRC ? s->hs_max : PAGESRV_HS_PER_SRC;
 	s->accept_req = (struct pagesrv_req){ PAGESRV_OP_ACCEPT, NULL };
 	s->wake_req = (struct pagesrv_req){ PAGESRV_OP_WAKE, NULL };
 	s->timer_req = (struct pagesrv_req){ PAGESRV_OP_TIMER, NULL };
 	s->stop_req = (struct pagesrv_req){ PAGESRV_OP_STOP, NULL };
+	s->tick_req = (struct pagesrv_req){ PAGESRV_OP_TICK, NULL };
 	ret = net_listen(cfg->listen_addr, PAGESRV_BACKLOG, &s->lfd);
 	if (ret) {
 		log_errno(ret, "listen on %s", cfg->listen_addr);
@@ -967,7 +1635,11 @@ int pagesrv_start(struct pagesrv *s)
 		return -ret;
 	}
 	pthread_setname_np(s->thread, "fp-pagesrv");
-	log_info("serving pages on %s", s->addr);
+	log_info("serving pages on %s (%s)", s->addr,
+		 s->insecure ? "insecure: no authentication"
+		 : s->auth_flags & AUTH_F_ENCRYPT
+			 ? "peers authenticated, page data encrypted"
+			 : "peers authenticated, page data authenticated");
 	return 0;
 }
 
@@ -1009,4 +1681,10 @@ void pagesrv_stats(const struct pagesrv *s, struct pagesrv_stats *st)
 	st->dropped =
 		atomic_load_explicit(&s->st_dropped, memory_order_relaxed);
 	st->stalls = atomic_load_explicit(&s->st_stalls, memory_order_relaxed);
+	st->auth_failures = atomic_load_explicit(&s->st_auth_failures,
+						 memory_order_relaxed);
+	st->hs_timeouts =
+		atomic_load_explicit(&s->st_hs_timeouts, memory_order_relaxed);
+	st->refused =
+		atomic_load_explicit(&s->st_refused, memory_order_relaxed);
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The owner's TCP page server: answers HELLO, READ and WRITE requests
- * (wire.h), sending from and receiving into the pool without a copy, on its
- * own thread and io_uring.
+ * (wire.h) of authenticated peers, each a sealed record (auth.h; insecure:
+ * plain, sent from and received into the pool without a copy), on its own
+ * thread and io_uring.
  */
 #ifndef NODE_PAGESRV_H
 #define NODE_PAGESRV_H
@@ -25,20 +26,25 @@ struct pagesrv_cfg {
 	 * thread; it returns an auth_status). insecure: no handshake at all.
 	 */
 	bool insecure;
-	const char *self_name;
+	const char *self_name;	 /* copied */
 	unsigned int auth_flags; /* AUTH_F_ENCRYPT: page data encrypted */
 	int (*pair_key)(void *arg, const char *peer, uint8_t key[32]);
 	void *pair_key_arg;
+	/* a connection not done with its handshake this long after accept
+	 * is closed; 0 = 5000 */
+	unsigned int hs_timeout_ms;
 };
 
 /*
  * Binds and listens on cfg->listen_addr; serves nothing until started.
  * The pool must stay mapped (and writable) until pagesrv_destroy()
- * returns: any peer that reaches the address may read and write all of it
- * (no authentication yet). WRITE data goes into the pool as it arrives, so
- * a connection lost mid-WRITE leaves that range partly written, never
- * acknowledged. Returns 0 and the server in *out, -EINVAL for a bad cfg or
- * address, or -errno.
+ * returns: a peer that authenticates may read and write all of it
+ * (insecure: any peer that reaches the address). A WRITE's data goes into
+ * the pool once its record's tag verified, at once; insecure, as it
+ * arrives, so that a connection lost mid-WRITE leaves that range partly
+ * written, never acknowledged. Returns 0 and the server in *out, -EINVAL
+ * for a bad cfg (secure without self_name or pair_key) or address, or
+ * -errno.
  */
 int pagesrv_create(const struct pagesrv_cfg *cfg, struct pagesrv **out);
 
@@ -66,6 +72,11 @@ struct pagesrv_stats {
 	uint64_t errors;      /* requests answered with an error status */
 	uint64_t dropped;     /* connections closed by us: bad input, cap */
 	uint64_t stalls;      /* reading a client paused: its replies wait */
+	/* handshakes refused or failed, and sealed records that did not
+	 * open (each closed the connection) */
+	uint64_t auth_failures;
+	uint64_t hs_timeouts; /* closed: no handshake in hs_timeout_ms */
+	uint64_t refused; /* closed unserved for a cap (handshakes, conns) */
 };
 
 /* Snapshot of the counters (atomics); callable from any thread. */

@@ -3,7 +3,9 @@
  * TCP transport of the fault path: pipelined 24-byte READ and WRITE
  * requests (a WRITE's data right behind its header, sent from the
  * caller's buffer) to the owner's page server (pagesrv.c), all I/O on the
- * fault loop's io_uring.
+ * fault loop's io_uring. A connection starts with the peer handshake
+ * (auth.h, the pair key the coordinator gave us); then every request and
+ * reply is a sealed record (docs/protocol.md, section 3).
  */
 #define LOG_PREFIX "xport_tcp: "
 #include "xport.h"
@@ -15,6 +17,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -24,6 +27,7 @@
 
 #include <liburing.h>
 
+#include "auth.h"
 #include "log.h"
 #include "net.h"
 #include "req.h"
@@ -70,7 +74,8 @@ struct xport_tcp_conn;
 /* A write's data in the send stream: right after sbuf[0, at). */
 struct xport_tcp_data {
 	size_t at;
-	const uint8_t *src; /* the caller's, until the write is done */
+	const uint8_t *src; /* the caller's, until the write is done; or own */
+	uint8_t *own;	    /* encrypted: our sealed copy, freed once sent */
 	uint32_t len;
 	uint32_t done; /* bytes of it sent already */
 };
@@ -86,6 +91,12 @@ struct xport_tcp_req {
  * One TCP connection of a peer. The peer drops it on any error (detach);
  * a detached connection lives on, owned by the xport, until the CQEs of
  * all its requests are reaped: the kernel may still use its buffers.
+ *
+ * Secure: CONNECT, then the handshake (hs: one SEND of what it says or
+ * one RECV of exactly what it wants at a time), then the session (sess):
+ * the HELLO and every request go out sealed, every reply is opened before
+ * anything is done with it; a READ's data is copied to its dst as it
+ * comes and opened there, its tag last.
  */
 struct xport_tcp_conn {
 	struct xport_tcp *x;
@@ -125,6 +136,13 @@ struct xport_tcp_conn {
 	uint8_t *rbuf;
 	size_t rlen;
 	uint32_t ridx, rgot;
+	/* secure: the handshake until done, then the session; the HELLO
+	 * waits for it; the header of the reply whose data comes in (its
+	 * record's additional data) */
+	struct auth_hs *hs;
+	struct auth_sess *sess;
+	struct wire_hdr hello;
+	uint8_t rhdr[WIRE_HDR_LEN];
 };
 
 struct xport_tcp_peer {
@@ -139,6 +157,8 @@ struct xport_tcp_peer {
 	bool closed;
 	bool down_logged;
 	bool stale_logged;
+	bool nokey_logged;
+	char refused[160]; /* the handshake refusal last logged, "" = none */
 	uint64_t retry_at; /* DOWN: tick time of the next attempt, 0 = unset */
 	uint64_t
 		conn_deadline; /* CONNECTING: tick time to give up, 0 = unset */
@@ -154,6 +174,9 @@ struct xport_tcp {
 	bool need_submit;
 	uint64_t client_id; /* sent in HELLO with conn_gen: see wire.h */
 	uint32_t conn_gen;
+	bool insecure;
+	char self_name[AUTH_NAME_MAX];
+	unsigned int auth_flags;
 	struct xport_tcp_peer *peers;
 	struct xport_tcp_conn *conns; /* attached and detached */
 };
@@ -208,6 +231,10 @@ static void xport_tcp_conn_free(struct xport_tcp_conn *c)
 		c->next->prev = c->prev;
 	if (c->fd >= 0)
 		close(c->fd);
+	for (uint32_t i = 0; c->data && i < c->dn; i++)
+		free(c->data[(c->dhead + i) % c->dcap].own);
+	auth_hs_free(c->hs);
+	auth_sess_free(c->sess);
 	free(c->sbuf);
 	free(c->data);
 	free(c->rbuf);
@@ -360,6 +387,8 @@ static void xport_tcp_conn_sent(struct xport_tcp_conn *c, size_t n)
 		d->done += (uint32_t)k;
 		n -= k;
 		if (d->done == d->len) {
+			free(d->own);
+			d->own = NULL;
 			c->dhead = (c->dhead + 1) % c->dcap;
 			c->dn--;
 		}
@@ -371,6 +400,37 @@ static void xport_tcp_conn_sent(struct xport_tcp_conn *c, size_t n)
 		c->data[(c->dhead + i) % c->dcap].at -= hdr;
 }
 
+/*
+ * In the handshake: one SEND of what it says, or one RECV of exactly what
+ * it wants (what follows it is not the handshake's).
+ */
+static void xport_tcp_conn_hs_kick(struct xport_tcp_conn *c)
+{
+	struct io_uring_sqe *sqe;
+	const uint8_t *out;
+	size_t n;
+
+	if (c->send_busy || c->recv_busy)
+		return;
+	n = auth_hs_output(c->hs, &out);
+	if (!n && !auth_hs_want(c->hs))
+		return;
+	sqe = xport_tcp_sqe_get(c->x);
+	if (!sqe)
+		return; /* retried on the next event or tick */
+	if (n) {
+		/* out lies in c->hs, which lives as long as @c */
+		io_uring_prep_send(sqe, c->fd, out, n, MSG_NOSIGNAL);
+		io_uring_sqe_set_data(sqe, &c->send_req);
+		c->send_busy = true;
+	} else {
+		io_uring_prep_recv(sqe, c->fd, c->rbuf, auth_hs_want(c->hs), 0);
+		io_uring_sqe_set_data(sqe, &c->recv_req);
+		c->recv_busy = true;
+	}
+	c->inflight++;
+}
+
 /* Posts what the connection lacks: a RECV, and a SEND if bytes wait. */
 static void xport_tcp_conn_kick(struct xport_tcp_conn *c)
 {
@@ -379,6 +439,10 @@ static void xport_tcp_conn_kick(struct xport_tcp_conn *c)
 
 	if (c->dead || !c->connected)
 		return;
+	if (c->hs) {
+		xport_tcp_conn_hs_kick(c);
+		return;
+	}
 	/* while parsing, rbuf is not compacted yet: on_recv posts later */
 	if (!c->recv_busy && !c->parsing) {
 		sqe = xport_tcp_sqe_get(c->x);
@@ -423,9 +487,9 @@ static void xport_tcp_conn_hdr_put(struct xport_tcp_conn *c,
 	c->queued += WIRE_HDR_LEN;
 }
 
-/* Queues a write's data right behind the header just put. */
+/* Queues a write's data right behind the header just put (@own: ours). */
 static void xport_tcp_conn_data_put(struct xport_tcp_conn *c, const void *src,
-				    uint32_t len)
+				    uint8_t *own, uint32_t len)
 {
 	struct xport_tcp_data *d;
 
@@ -436,12 +500,77 @@ static void xport_tcp_conn_data_put(struct xport_tcp_conn *c, const void *src,
 	d = &c->data[(c->dhead + c->dn++) % c->dcap];
 	d->at = c->slen;
 	d->src = src;
+	d->own = own;
 	d->len = len;
 	d->done = 0;
 	c->queued += len;
 }
 
-static void xport_tcp_slot_encode(struct xport_tcp_peer *p, uint32_t idx)
+/* A record's tag, right behind what was put last. */
+static void xport_tcp_conn_tag_put(struct xport_tcp_conn *c,
+				   const uint8_t tag[AUTH_TAG_LEN])
+{
+	if (c->slen + AUTH_TAG_LEN > c->scap) {
+		log_err("send buffer overflow: %zu of %zu bytes", c->slen,
+			c->scap);
+		abort();
+	}
+	memcpy(c->sbuf + c->slen, tag, AUTH_TAG_LEN);
+	c->slen += AUTH_TAG_LEN;
+	c->queued += AUTH_TAG_LEN;
+}
+
+/*
+ * Queues one request: header, a write's @len bytes from @src and, secure,
+ * the record's tag, sealed now (records go out in the order they are
+ * queued: the counter is the nonce). Encrypted, the data is sealed into a
+ * copy (the caller's buffer is not ours to change); only authenticated, it
+ * is sent from @src as insecure, which the caller leaves alone until the
+ * write is done. Returns 0, -ENOMEM or -EIO (nothing queued; after -EIO
+ * the session is out of step and the server drops the connection at the
+ * next record).
+ */
+static int xport_tcp_conn_req_put(struct xport_tcp_conn *c,
+				  const struct wire_hdr *h, const void *src,
+				  uint32_t len)
+{
+	uint8_t tag[AUTH_TAG_LEN], *hdr, *own = NULL;
+	const void *data = src;
+	struct iovec v;
+
+	if (!c->sess) {
+		xport_tcp_conn_hdr_put(c, h);
+		if (len)
+			xport_tcp_conn_data_put(c, src, NULL, len);
+		return 0;
+	}
+	if (len && auth_sess_encrypts(c->sess)) {
+		own = malloc(len);
+		if (!own)
+			return -ENOMEM;
+		memcpy(own, src, len);
+		data = own;
+	}
+	hdr = c->sbuf + c->slen;
+	xport_tcp_conn_hdr_put(c, h);
+	/* only read from unless it is our copy: iovecs are not const */
+	v.iov_base = (void *)data;
+	v.iov_len = len;
+	if (auth_seal(c->sess, hdr, WIRE_HDR_LEN, &v, len ? 1 : 0, tag)) {
+		c->slen -= WIRE_HDR_LEN;
+		c->queued -= WIRE_HDR_LEN;
+		free(own);
+		return -EIO;
+	}
+	if (len)
+		xport_tcp_conn_data_put(c, data, own, len);
+	xport_tcp_conn_tag_put(c, tag);
+	return 0;
+}
+
+/* Puts slot @idx's request in the send stream. Returns 0 or -errno
+ * (xport_tcp_conn_req_put(); the slot is left as it was). */
+static int xport_tcp_slot_encode(struct xport_tcp_peer *p, uint32_t idx)
 {
 	struct xport_slot *s = &p->slots.v[idx];
 	bool write = s->op == XPORT_SLOT_WRITE;
@@ -452,23 +581,29 @@ static void xport_tcp_slot_encode(struct xport_tcp_peer *p, uint32_t idx)
 		.tag = (uint64_t)s->gen << 32 | idx,
 		.arg = s->off,
 	};
+	int ret;
 
-	xport_tcp_conn_hdr_put(p->conn, &h);
-	if (write) {
-		xport_tcp_conn_data_put(p->conn, s->buf, s->len);
-		/* where its data ends in the stream (xport_tcp_write_done) */
-		s->aux = p->conn->queued;
-	}
+	ret = xport_tcp_conn_req_put(p->conn, &h, write ? s->buf : NULL,
+				     write ? s->len : 0);
+	if (ret)
+		return ret;
+	/* where its data ends in the stream (xport_tcp_write_done): before
+	 * the tag, if any */
+	if (write)
+		s->aux = p->conn->queued - (p->conn->sess ? AUTH_TAG_LEN : 0);
 	xport_slots_sent(&p->slots, idx);
+	return 0;
 }
 
 static void xport_tcp_peer_up(struct xport_tcp_peer *p, uint64_t instance)
 {
 	uint32_t idx;
+	int ret;
 
 	p->state = XPORT_PEER_UP;
 	p->conn_deadline = 0;
 	p->backoff_ms = XPORT_TCP_BACKOFF_MIN_MS;
+	p->refused[0] = '\0';
 	if (p->down_logged)
 		log_info("node %" PRIu64
 			 " (%s): reconnected, instance %#" PRIx64,
@@ -477,8 +612,16 @@ static void xport_tcp_peer_up(struct xport_tcp_peer *p, uint64_t instance)
 		log_dbg("node %" PRIu64 " (%s): up, instance %#" PRIx64,
 			p->info.node, p->info.data_addr, instance);
 	p->down_logged = false;
-	while ((idx = xport_slots_dequeue(&p->slots)) != XPORT_TCP_NIL)
-		xport_tcp_slot_encode(p, idx);
+	while ((idx = xport_slots_dequeue(&p->slots)) != XPORT_TCP_NIL) {
+		ret = xport_tcp_slot_encode(p, idx);
+		if (ret) {
+			/* dequeued, still QUEUED: ours to finish */
+			xport_slots_finish(&p->slots, idx, ret);
+			if (p->conn)
+				xport_tcp_peer_down(p, ret, "sealing");
+			return;
+		}
+	}
 	xport_tcp_conn_kick(p->conn);
 }
 
@@ -581,15 +724,32 @@ static void xport_tcp_reply_log(const struct xport_tcp_peer *p,
 		h->flags_status, h->len, h->tag);
 }
 
+/* Secure: a reply record does not open. */
+static void xport_tcp_record_log(const struct xport_tcp_peer *p,
+				 const uint8_t *hdr)
+{
+	struct wire_hdr h;
+
+	wire_hdr_unpack(hdr, &h);
+	log_err("node %" PRIu64 " (%s): a reply does not verify (tampered, "
+		"or not from the peer): op %u len %u tag %#" PRIx64,
+		p->info.node, p->info.data_addr, h.op, h.len, h.tag);
+}
+
 /*
  * Consumes the complete replies in rbuf, copying payloads to their slots.
- * Callbacks may close the peer or drop the connection: stop once dead.
+ * Secure, a reply is acted on only once its record opened: one without
+ * data when its tag is in, a READ's data (opened in its dst) when the tag
+ * behind it is; a read whose data does not verify fails -EBADMSG, and so
+ * does the parse (the connection is dropped). Callbacks may close the
+ * peer or drop the connection: stop once dead.
  */
 static int xport_tcp_conn_parse(struct xport_tcp_conn *c,
 				struct xport_tcp_peer *p)
 {
 	struct xport_slot *s;
 	struct wire_hdr h;
+	struct iovec v;
 	size_t pos = 0, n;
 	uint32_t idx;
 	int ret;
@@ -606,6 +766,23 @@ static int xport_tcp_conn_parse(struct xport_tcp_conn *c,
 			if (c->rgot < s->len)
 				break;
 			idx = c->ridx;
+			if (c->sess) {
+				if (c->rlen - pos < AUTH_TAG_LEN)
+					break;
+				v.iov_base = s->buf;
+				v.iov_len = s->len;
+				ret = auth_open(c->sess, c->rhdr, WIRE_HDR_LEN,
+						&v, 1, c->rbuf + pos);
+				pos += AUTH_TAG_LEN;
+				if (ret) {
+					/* never data that did not verify */
+					xport_tcp_record_log(p, c->rhdr);
+					c->ridx = XPORT_TCP_NIL;
+					xport_slots_finish(&p->slots, idx,
+							   -EBADMSG);
+					return c->dead ? 0 : -EBADMSG;
+				}
+			}
 			c->ridx = XPORT_TCP_NIL;
 			xport_slots_finish(&p->slots, idx, 0);
 			continue;
@@ -613,6 +790,20 @@ static int xport_tcp_conn_parse(struct xport_tcp_conn *c,
 		if (c->rlen - pos < WIRE_HDR_LEN)
 			break;
 		wire_hdr_unpack(c->rbuf + pos, &h);
+		if (c->sess && !h.len) {
+			/* a record of its own: the header and its tag */
+			if (c->rlen - pos < WIRE_HDR_LEN + AUTH_TAG_LEN)
+				break;
+			if (auth_open(c->sess, c->rbuf + pos, WIRE_HDR_LEN,
+				      NULL, 0, c->rbuf + pos + WIRE_HDR_LEN)) {
+				xport_tcp_record_log(p, c->rbuf + pos);
+				return -EBADMSG;
+			}
+			pos += AUTH_TAG_LEN;
+		} else if (c->sess) {
+			/* data follows: opened once it and the tag are in */
+			memcpy(c->rhdr, c->rbuf + pos, WIRE_HDR_LEN);
+		}
 		pos += WIRE_HDR_LEN;
 		ret = xport_tcp_conn_on_hdr(c, p, &h);
 		if (ret < 0) {
@@ -638,6 +829,69 @@ static void xport_tcp_conn_on_connect(struct xport_tcp_conn *c,
 	xport_tcp_conn_kick(c);
 }
 
+/*
+ * The server refused us, or did not prove itself: logged once per reason
+ * (until the peer is up again), then the peer is DOWN as after any failed
+ * connect and tick() tries again.
+ */
+static void xport_tcp_peer_refused(struct xport_tcp_peer *p, const char *why)
+{
+	if (strcmp(p->refused, why)) {
+		log_warn("peer %s (%s): %s", p->info.name, p->info.data_addr,
+			 why);
+		snprintf(p->refused, sizeof(p->refused), "%s", why);
+	}
+	p->down_logged = true; /* said above */
+	xport_tcp_peer_down(p, -EACCES, "handshake");
+}
+
+/* The handshake is done: the session takes over, HELLO goes out first. */
+static void xport_tcp_conn_hs_done(struct xport_tcp_conn *c,
+				   struct xport_tcp_peer *p)
+{
+	int ret;
+
+	c->sess = auth_hs_take(c->hs);
+	auth_hs_free(c->hs);
+	c->hs = NULL;
+	ret = c->sess ? xport_tcp_conn_req_put(c, &c->hello, NULL, 0) : -EIO;
+	if (ret) {
+		xport_tcp_peer_down(p, ret, "sealing HELLO");
+		return;
+	}
+	log_dbg("peer %s (%s): authenticated, page data %s", p->info.name,
+		p->info.data_addr,
+		auth_sess_encrypts(c->sess) ? "encrypted" : "authenticated");
+	xport_tcp_conn_kick(c);
+}
+
+static void xport_tcp_conn_hs_on_recv(struct xport_tcp_conn *c,
+				      struct xport_tcp_peer *p, int res)
+{
+	if (res == -EINTR || res == -EAGAIN || res == -ENOBUFS) {
+		xport_tcp_conn_kick(c);
+		return;
+	}
+	if (res <= 0) {
+		xport_tcp_peer_down(p, res ? res : -ECONNRESET,
+				    res ? "recv in the handshake"
+					: "connection closed in the handshake "
+					  "(a server without a key, or one "
+					  "that refused us)");
+		return;
+	}
+	/* no more was asked for than it wants: it takes them all */
+	if (auth_hs_input(c->hs, c->rbuf, (size_t)res) < 0) {
+		xport_tcp_peer_refused(p, auth_hs_error(c->hs));
+		return;
+	}
+	if (auth_hs_done(c->hs)) {
+		xport_tcp_conn_hs_done(c, p);
+		return;
+	}
+	xport_tcp_conn_kick(c);
+}
+
 static void xport_tcp_conn_on_send(struct xport_tcp_conn *c,
 				   struct xport_tcp_peer *p, int res)
 {
@@ -647,6 +901,11 @@ static void xport_tcp_conn_on_send(struct xport_tcp_conn *c,
 	}
 	if (res <= 0) {
 		xport_tcp_peer_down(p, res ? res : -EPIPE, "send");
+		return;
+	}
+	if (c->hs) {
+		auth_hs_sent(c->hs, (size_t)res);
+		xport_tcp_conn_kick(c);
 		return;
 	}
 	xport_tcp_conn_sent(c, (size_t)res);
@@ -660,6 +919,10 @@ static void xport_tcp_conn_on_recv(struct xport_tcp_conn *c,
 {
 	int ret;
 
+	if (c->hs) {
+		xport_tcp_conn_hs_on_recv(c, p, res);
+		return;
+	}
 	if (res == -EINTR || res == -EAGAIN || res == -ENOBUFS) {
 		xport_tcp_conn_kick(c);
 		return;
@@ -677,7 +940,9 @@ static void xport_tcp_conn_on_recv(struct xport_tcp_conn *c,
 	ret = xport_tcp_conn_parse(c, p);
 	c->parsing = false;
 	if (ret < 0) {
-		xport_tcp_peer_down(p, ret, "protocol error");
+		xport_tcp_peer_down(p, ret,
+				    ret == -EBADMSG ? "reply does not verify"
+						    : "protocol error");
 		return;
 	}
 	xport_tcp_conn_kick(c);
@@ -726,7 +991,11 @@ static void xport_tcp_on_cqe(struct xport *xx, struct io_uring_cqe *cqe)
 	xport_tcp_flush(x);
 }
 
-/* New connection attempt: socket, CONNECT posted, HELLO queued. */
+/*
+ * New connection attempt: socket, CONNECT posted, HELLO queued (secure:
+ * the handshake first, HELLO once it is done). Returns 0, -ENOKEY if we
+ * have no pair key for the peer (yet), or -errno.
+ */
 static int xport_tcp_peer_connect(struct xport_tcp_peer *p)
 {
 	struct xport_tcp *x = p->x;
@@ -740,8 +1009,16 @@ static int xport_tcp_peer_connect(struct xport_tcp_peer *p)
 		.arg = p->info.instance,
 	};
 	unsigned int user_timeout = XPORT_TCP_USER_TIMEOUT_MS;
+	struct auth_client_cfg acfg = {
+		.role = AUTH_ROLE_PEER,
+		.name = x->self_name,
+		.target = p->info.name,
+		.flags = x->auth_flags,
+	};
 	int one = 1, ret;
 
+	if (!x->insecure && (!p->info.has_pkey || !p->info.name[0]))
+		return -ENOKEY;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
@@ -749,11 +1026,12 @@ static int xport_tcp_peer_connect(struct xport_tcp_peer *p)
 	c->fd = -1;
 	c->ridx = XPORT_TCP_NIL;
 	/*
-	 * A slot's header is at most once in the posted SEND and once after
-	 * it: its reply may be parsed (and the slot reused) before that SEND's
-	 * CQE is. Plus the HELLO.
+	 * A slot's header (and tag) is at most once in the posted SEND and
+	 * once after it: its reply may be parsed (and the slot reused) before
+	 * that SEND's CQE is. Plus the HELLO.
 	 */
-	c->scap = (size_t)(2 * XPORT_TCP_DEPTH + 1) * WIRE_HDR_LEN;
+	c->scap = (size_t)(2 * XPORT_TCP_DEPTH + 1) *
+		  (WIRE_HDR_LEN + (x->insecure ? 0 : AUTH_TAG_LEN));
 	c->sbuf = malloc(c->scap);
 	/* likewise a write's data */
 	c->dcap = 2 * XPORT_TCP_DEPTH;
@@ -787,7 +1065,16 @@ static int xport_tcp_peer_connect(struct xport_tcp_peer *p)
 	/* the kernel reads the address while the CONNECT runs: our copy */
 	memcpy(&c->addr, &p->addr, p->addrlen);
 	c->addrlen = p->addrlen;
-	xport_tcp_conn_hdr_put(c, &h);
+	if (x->insecure) {
+		xport_tcp_conn_hdr_put(c, &h);
+	} else {
+		memcpy(acfg.key, p->info.pkey, sizeof(acfg.key));
+		ret = auth_hs_client(&acfg, &c->hs);
+		explicit_bzero(acfg.key, sizeof(acfg.key));
+		if (ret)
+			goto out_free;
+		c->hello = h;
+	}
 	c->hello_pending = true;
 	sqe = xport_tcp_sqe_get(x);
 	if (!sqe) {
@@ -809,6 +1096,7 @@ static int xport_tcp_peer_connect(struct xport_tcp_peer *p)
 out_free:
 	if (c->fd >= 0)
 		close(c->fd);
+	auth_hs_free(c->hs);
 	free(c->sbuf);
 	free(c->data);
 	free(c->rbuf);
@@ -846,6 +1134,16 @@ static int xport_tcp_peer_open(struct xport *xx,
 	memcpy(&p->addr, &info->addr, info->addrlen);
 	p->addrlen = info->addrlen;
 	ret = xport_tcp_peer_connect(p);
+	if (ret == -ENOKEY) {
+		/* DOWN, as after a failed connect; the coordinator's next
+		 * node list has the key, and the peer is opened again */
+		log_warn("peer %s (%s): no pair key for it (not in our node "
+			 "list yet): not connecting",
+			 info->name, info->data_addr);
+		p->down_logged = true;
+		p->state = XPORT_PEER_DOWN;
+		ret = 0;
+	}
 	if (ret < 0) {
 		log_errno(ret, "node %" PRIu64 " (%s): connect", info->node,
 			  info->data_addr);
@@ -903,7 +1201,11 @@ static int xport_tcp_submit(struct xport_tcp_peer *p, enum xport_slot_op op,
 	if (idx == XPORT_TCP_NIL)
 		return -EAGAIN;
 	if (p->state == XPORT_PEER_UP) {
-		xport_tcp_slot_encode(p, idx);
+		ret = xport_tcp_slot_encode(p, idx);
+		if (ret) {
+			xport_slots_put(&p->slots, idx);
+			return ret;
+		}
 		xport_tcp_conn_kick(p->conn);
 		xport_tcp_flush(p->x);
 		return 0;
@@ -990,6 +1292,9 @@ static int xport_tcp_create(const struct xport_cfg *cfg, struct xport **out)
 
 	if (!cfg->ring || !cfg->done)
 		return -EINVAL;
+	if (!cfg->insecure && (!cfg->self_name || !cfg->self_name[0] ||
+			       strlen(cfg->self_name) >= AUTH_NAME_MAX))
+		return -EINVAL;
 	x = calloc(1, sizeof(*x));
 	if (!x)
 		return -ENOMEM;
@@ -997,6 +1302,11 @@ static int xport_tcp_create(const struct xport_cfg *cfg, struct xport **out)
 	x->done = cfg->done;
 	x->arg = cfg->arg;
 	x->client_id = cfg->client_id;
+	x->insecure = cfg->insecure;
+	if (!x->insecure)
+		snprintf(x->self_name, sizeof(x->self_name), "%s",
+			 cfg->self_name);
+	x->auth_flags = cfg->auth_flags;
 	*out = (struct xport *)x;
 	return 0;
 }

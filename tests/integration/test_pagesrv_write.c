@@ -111,6 +111,7 @@ static int t_srv_start(const struct t_pool *pool, struct pagesrv **out,
 		.pool = pool->base,
 		.pool_size = T_POOL_SIZE,
 		.instance = T_INSTANCE,
+		.insecure = true, /* the plain protocol, raw */
 	};
 	int ret;
 

@@ -4,7 +4,10 @@
  * verified page by page, errors (ERANGE, STALE, full queue), server loss
  * and reconnect, bad clients, connection cap, close/destroy with reads in
  * flight on a shared ring; writes read back, out of range, lost with the
- * server, and answered before their data was read (a raw server).
+ * server, and answered before their data was read (a raw server). The
+ * tests between the transport and the page server run insecure, then
+ * authenticated (records MAC'd only, then encrypted); those with a raw
+ * end speak the plain protocol (insecure only).
  */
 #include <errno.h>
 #include <poll.h>
@@ -20,6 +23,7 @@
 
 #include <liburing.h>
 
+#include "auth.h"
 #include "log.h"
 #include "net.h"
 #include "pagesrv.h"
@@ -44,9 +48,28 @@ struct t_pool {
 	int fd;
 };
 
+/* The run's mode: insecure (< 0), else the AUTH_F_* both ends ask for. */
+static int t_auth = -1;
+static const uint8_t t_key[AUTH_KEY_LEN] = "0123456789abcdef0123456789abcde";
+
+/* The server's pair keys: ours for "client", none for anyone else. */
+static int t_pair_key(void *arg, const char *peer, uint8_t key[32])
+{
+	if (strcmp(peer, "client"))
+		return AUTH_E_PEER;
+	memcpy(key, t_key, AUTH_KEY_LEN);
+	return AUTH_OK;
+}
+
 static int t_drv_init(struct t_drv *d)
 {
-	struct xport_cfg cfg = { .done = t_done, .arg = d };
+	struct xport_cfg cfg = {
+		.done = t_done,
+		.arg = d,
+		.insecure = t_auth < 0,
+		.self_name = "client",
+		.auth_flags = t_auth < 0 ? 0 : (unsigned int)t_auth,
+	};
 	int ret;
 
 	ret = t_drv_alloc(d, &xport_tcp_ops, REQ_XPORT);
@@ -69,6 +92,9 @@ static int t_open(struct t_drv *d, const char *addr, uint64_t instance,
 
 	int ret;
 
+	snprintf(info.name, sizeof(info.name), "owner");
+	memcpy(info.pkey, t_key, sizeof(info.pkey));
+	info.has_pkey = true;
 	snprintf(info.data_addr, sizeof(info.data_addr), "%s", addr);
 	ret = net_addr_resolve(addr, &info.addr, &info.addrlen, 0);
 	if (ret)
@@ -104,6 +130,10 @@ static int t_srv_start(const struct t_pool *pool, const char *listen,
 		.pool_size = T_POOL_SIZE,
 		.instance = T_INSTANCE,
 		.max_conns = max_conns,
+		.insecure = t_auth < 0,
+		.self_name = "owner",
+		.auth_flags = t_auth < 0 ? 0 : (unsigned int)t_auth,
+		.pair_key = t_pair_key,
 	};
 	int ret;
 
@@ -706,6 +736,10 @@ static int test_xport_tcp_many(const struct t_pool *pool)
 	T_CHECK(t_drv_init(&d) == 0);
 	for (k = 0; k < NPEERS; k++)
 		T_CHECK(t_open(&d, addr, T_INSTANCE, &p[k]) == 0);
+	/* secure: more handshakes at once from one address than the server
+	 * lets be (PAGESRV_HS_PER_SRC): some are closed, and come back */
+	for (k = 0; t_auth >= 0 && k < NPEERS; k++)
+		T_CHECK(t_wait_state(&d, p[k], XPORT_PEER_UP, T_WAIT_MS));
 	t_drv_reset(&d);
 	end = t_now_ms() + 60000;
 	while (d.ndone < T_PAGES) {
@@ -731,6 +765,11 @@ static int test_xport_tcp_many(const struct t_pool *pool)
 		d.ops->peer_close(p[k]);
 	t_drv_fini(&d);
 	pagesrv_destroy(srv);
+	/* secure: past the cap a connection in its handshake makes room */
+	if (t_auth >= 0) {
+		free(dst);
+		return 0;
+	}
 
 	/* cap of 4: the 5th and 6th are closed and stay DOWN meanwhile */
 	T_CHECK(t_srv_start(pool, "127.0.0.1:0", 4, &srv, addr, sizeof(addr)) ==
@@ -1029,24 +1068,28 @@ int main(void)
 	static const struct {
 		const char *name;
 		int (*fn)(const struct t_pool *pool);
+		bool plain; /* a raw end: insecure only */
 	} tests[] = {
-		{ "bulk", test_xport_tcp_bulk },
-		{ "errors", test_xport_tcp_errors },
-		{ "stale", test_xport_tcp_stale },
-		{ "restart", test_xport_tcp_restart },
-		{ "bad_clients", test_xport_tcp_bad_clients },
-		{ "backpressure", test_xport_tcp_backpressure },
-		{ "many", test_xport_tcp_many },
-		{ "destroy", test_xport_tcp_destroy },
-		{ "write", test_xport_tcp_write },
-		{ "write_loss", test_xport_tcp_write_loss },
-		{ "write_early", test_xport_tcp_write_early },
+		{ "bulk", test_xport_tcp_bulk, false },
+		{ "errors", test_xport_tcp_errors, false },
+		{ "stale", test_xport_tcp_stale, false },
+		{ "restart", test_xport_tcp_restart, false },
+		{ "bad_clients", test_xport_tcp_bad_clients, true },
+		{ "backpressure", test_xport_tcp_backpressure, true },
+		{ "many", test_xport_tcp_many, false },
+		{ "destroy", test_xport_tcp_destroy, false },
+		{ "write", test_xport_tcp_write, false },
+		{ "write_loss", test_xport_tcp_write_loss, false },
+		{ "write_early", test_xport_tcp_write_early, true },
 	};
-	const char *only = getenv("T_ONLY");
+	static const int modes[] = { -1, 0, AUTH_F_ENCRYPT };
+	static const char *const mode_names[] = { "insecure", "mac",
+						  "encrypt" };
+	const char *only = getenv("T_ONLY"), *only_mode = getenv("T_MODE");
 	struct io_uring probe;
 	struct t_pool pool;
 	int ret, failed = 0;
-	size_t i;
+	size_t i, m;
 
 	log_init("test_xport_tcp", getenv("T_DEBUG") ? LOG_DBG : LOG_ERR);
 	ret = io_uring_queue_init(8, &probe, 0);
@@ -1061,12 +1104,19 @@ int main(void)
 		fprintf(stderr, "pool: %s\n", strerror(-ret));
 		return 1;
 	}
-	for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-		if (only && strcmp(only, tests[i].name))
+	for (m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+		if (only_mode && strcmp(only_mode, mode_names[m]))
 			continue;
-		ret = tests[i].fn(&pool);
-		fprintf(stderr, "%s: %s\n", tests[i].name, ret ? "FAIL" : "ok");
-		failed |= ret != 0;
+		t_auth = modes[m];
+		for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+			if ((only && strcmp(only, tests[i].name)) ||
+			    (tests[i].plain && t_auth >= 0))
+				continue;
+			ret = tests[i].fn(&pool);
+			fprintf(stderr, "%s (%s): %s\n", tests[i].name,
+				mode_names[m], ret ? "FAIL" : "ok");
+			failed |= ret != 0;
+		}
 	}
 	munmap(pool.base, T_POOL_SIZE);
 	close(pool.fd);
