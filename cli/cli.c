@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "actl.h"
 #include "ctl.h"
 #include "farpage.h"
 #include "util.h"
@@ -135,8 +136,12 @@ static int cli_coord_result(const struct cli *c, const char *what, int ret,
 		/* Nothing decoded: the coordinator is unreachable or broke
 		 * the protocol; say which coordinator. */
 		msg_init(rep, MSG_T_NONE);
-		cli_err("%s: coordinator %s: %s", what, c->coordinator,
-			strerror(-ret));
+		cli_err("%s: coordinator %s: %s%s", what, c->coordinator,
+			strerror(-ret),
+			ret == -EBADMSG && c->insecure
+				? " (it may require a key: this call was "
+				  "--insecure)"
+				: "");
 		return ret;
 	}
 	if (want != MSG_T_NONE && rep->type != want) {
@@ -148,13 +153,58 @@ static int cli_coord_result(const struct cli *c, const char *what, int ret,
 	return 0;
 }
 
+/*
+ * One call on a connection of its own, authenticated with the admin key
+ * (loaded at the first call). A refused handshake is printed here and
+ * returns -EACCES with @rep empty.
+ */
+static int cli_coord_call_once(const struct cli *c, const char *what,
+			       const struct msg *req, struct msg *rep)
+{
+	static struct actl_cred cred;
+	static int cred_ret = 1; /* 1: not loaded yet */
+	char why[400];
+	struct actl a;
+	int ret;
+
+	if (cred_ret == 1) {
+		if (c->insecure) {
+			cred.insecure = true;
+			cred_ret = 0;
+		} else {
+			cred_ret = actl_cred_load(&cred, c->key_file,
+						  AUTH_ROLE_ADMIN, NULL, why,
+						  sizeof(why));
+			if (cred_ret)
+				cli_err("%s", why);
+		}
+	}
+	if (cred_ret)
+		return -EPERM;
+	ret = actl_connect(c->coordinator, &cred, AUTH_ROLE_ADMIN, NULL,
+			   c->timeout_ms, &a, why, sizeof(why));
+	if (ret == -EACCES || (ret && why[0])) {
+		cli_err("%s: coordinator %s: %s", what, c->coordinator, why);
+		return ret == -EACCES ? ret : -EACCES;
+	}
+	if (ret)
+		return ret;
+	ret = actl_call(&a, req, rep, c->timeout_ms);
+	actl_close(&a);
+	return ret;
+}
+
 int cli_coord_call(const struct cli *c, const char *what, const struct msg *req,
 		   struct msg *rep, enum msg_type want)
 {
 	int ret;
 
 	msg_init(rep, MSG_T_NONE);
-	ret = ctl_call_addr(c->coordinator, req, rep, c->timeout_ms);
+	ret = cli_coord_call_once(c, what, req, rep);
+	if (ret == -EACCES && rep->type == MSG_T_NONE)
+		return ret;
+	if (ret == -EPERM && rep->type == MSG_T_NONE)
+		return ret;
 	return cli_coord_result(c, what, ret, rep, want);
 }
 
@@ -170,7 +220,10 @@ int cli_coord_call_wait(const struct cli *c, const char *what,
 	deadline = (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + wait_ms;
 	for (;;) {
 		msg_init(rep, MSG_T_NONE);
-		ret = ctl_call_addr(c->coordinator, req, rep, c->timeout_ms);
+		ret = cli_coord_call_once(c, what, req, rep);
+		if ((ret == -EACCES || ret == -EPERM) &&
+		    rep->type == MSG_T_NONE)
+			return ret;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		now = (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 		if (ret != -EAGAIN || rep->type != MSG_T_ERROR ||

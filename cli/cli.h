@@ -7,6 +7,7 @@
 #ifndef CLI_CLI_H
 #define CLI_CLI_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -28,6 +29,8 @@ struct cli {
 	const char *coordinator; /* control address "host:port" */
 	const char *agent_sock;	 /* local agent's Unix socket */
 	int timeout_ms;		 /* per control call */
+	const char *key_file;	 /* NULL: $FARPAGE_KEY_FILE or the default */
+	bool insecure;		 /* a cluster without authentication */
 };
 
 /*
@@ -43,6 +46,7 @@ int cli_touch_run(const struct cli *c, int argc, char **argv);
 int cli_stats_run(const struct cli *c, int argc, char **argv);
 int cli_flush_run(const struct cli *c, int argc, char **argv);
 int cli_vm_run(const struct cli *c, int argc, char **argv);
+int cli_keygen_run(const struct cli *c, int argc, char **argv);
 
 /*
  * Prints the counters of the agent at @agent_sock on stdout as one line

@@ -32,6 +32,8 @@ static const struct cli_cmd cli_cmds[] = {
 	{ "flush", cli_flush_run,
 	  "send home the pages a region's mappings here have written" },
 	{ "vm", cli_vm_run, "run QEMU with its guest RAM in a region" },
+	{ "keygen", cli_keygen_run,
+	  "make a cluster key, or derive an admin or node key from it" },
 };
 
 #define CLI_N_CMDS (sizeof(cli_cmds) / sizeof(cli_cmds[0]))
@@ -55,6 +57,13 @@ static void cli_usage_print(FILE *f)
 		" or " FARPAGE_AGENT_SOCK_DEFAULT ")\n"
 		"  --timeout-ms N      timeout of each control call "
 		"(default %d)\n"
+		"  --key-file FILE     the admin key, or the cluster key "
+		"(default\n"
+		"                      $FARPAGE_KEY_FILE, else "
+		"/etc/farpage/admin.key,\n"
+		"                      else /etc/farpage/cluster.key)\n"
+		"  --insecure          the cluster runs without "
+		"authentication\n"
 		"  --help              this text\n"
 		"  --version           print the version\n"
 		"\n"
@@ -75,6 +84,8 @@ int main(int argc, char **argv)
 		{ "coordinator", required_argument, NULL, 'c' },
 		{ "agent-sock", required_argument, NULL, 'a' },
 		{ "timeout-ms", required_argument, NULL, 't' },
+		{ "key-file", required_argument, NULL, 'k' },
+		{ "insecure", no_argument, NULL, 'i' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
@@ -101,6 +112,12 @@ int main(int argc, char **argv)
 			break;
 		case 'a':
 			c.agent_sock = optarg;
+			break;
+		case 'k':
+			c.key_file = optarg;
+			break;
+		case 'i':
+			c.insecure = true;
 			break;
 		case 't':
 			if (util_u64_parse(optarg, &v) < 0 || !v ||

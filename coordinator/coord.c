@@ -8,6 +8,7 @@
 #include "coord.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -1655,6 +1656,69 @@ int coord_msg_is_request(enum msg_type type)
 	default:
 		return 0;
 	}
+}
+
+int coord_authorize(const struct coord *c, enum coord_role role,
+		    const char *name, const struct msg *req, struct msg *rep)
+{
+	const struct coord_node *n;
+	bool node_op;
+
+	msg_init(rep, MSG_T_NONE);
+	switch (req->type) {
+	case MSG_T_NODE_JOIN:
+	case MSG_T_HEARTBEAT:
+	case MSG_T_ENDPOINT_PUT:
+	case MSG_T_MR_PUT:
+	case MSG_T_WRITE_LEASE:
+	case MSG_T_WRITE_RELEASE:
+		node_op = true;
+		break;
+	case MSG_T_REGION_CREATE:
+	case MSG_T_REGION_DELETE:
+		node_op = false;
+		if (role == COORD_ROLE_NODE) {
+			msg_error(rep, -EACCES,
+				  "node %s: %s needs the admin key", name,
+				  msg_type_name(req->type));
+			return -EACCES;
+		}
+		return 0;
+	default:
+		return 0; /* lookups: anyone authenticated */
+	}
+	if (role == COORD_ROLE_ANY)
+		return 0;
+	if (node_op && role != COORD_ROLE_NODE) {
+		msg_error(rep, -EACCES,
+			  "%s is for node keys, not the admin key",
+			  msg_type_name(req->type));
+		return -EACCES;
+	}
+	if (req->type == MSG_T_NODE_JOIN) {
+		if (strcmp(req->name, name)) {
+			msg_error(rep, -EACCES,
+				  "the key of node %s cannot join as %s", name,
+				  req->name);
+			return -EACCES;
+		}
+		return 0;
+	}
+	/* Only for its own node id. An id the tables do not have is the
+	 * handler's to refuse (ENOENT: the agent joins again). */
+	n = coord_node_find(c, req->node);
+	if (n && strcmp(n->name, name)) {
+		/* A heartbeat of an id that is another node's now (tables
+		 * made anew): ESTALE, as for another instance, and the
+		 * agent joins again. */
+		int err = req->type == MSG_T_HEARTBEAT ? -ESTALE : -EACCES;
+
+		msg_error(rep, err,
+			  "the key of node %s cannot act for node %llu (%s)",
+			  name, (unsigned long long)req->node, n->name);
+		return err;
+	}
+	return 0;
 }
 
 int coord_handle(struct coord *c, const struct msg *req, struct msg *rep,

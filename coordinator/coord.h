@@ -68,6 +68,24 @@ int coord_msg_is_request(enum msg_type type);
 int coord_handle(struct coord *c, const struct msg *req, struct msg *rep,
 		 uint64_t now_ms);
 
+/* Who sent a request, as its connection's handshake proved. */
+enum coord_role {
+	COORD_ROLE_ANY = 0, /* unauthenticated cluster (--insecure) */
+	COORD_ROLE_ADMIN,   /* the admin (or cluster) key */
+	COORD_ROLE_NODE,    /* the key of node @name */
+};
+
+/*
+ * May @role (@name for a node) send @req? Node keys may join as their own
+ * name and heartbeat, publish endpoints and MRs and take write leases for
+ * their own node id only, and may not create or delete regions; the admin
+ * key may do everything but act as a node. Returns 0, or -EACCES (-ESTALE
+ * for a HEARTBEAT of another node's id: the agent joins again) with an
+ * ERROR in @rep (initialised; the caller msg_fini()s it).
+ */
+int coord_authorize(const struct coord *c, enum coord_role role,
+		    const char *name, const struct msg *req, struct msg *rep);
+
 /*
  * Makes every change handled so far durable (fsync of the log) and takes a
  * snapshot when enough records have accumulated. Cheap when nothing

@@ -12,7 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 
+#include <openssl/crypto.h>
+
+#include "actl.h"
 #include "coord.h"
 #include "evl.h"
 #include "log.h"
@@ -37,6 +41,8 @@ enum main_opt {
 	MAIN_OPT_SNAPSHOT_EVERY,
 	MAIN_OPT_LOG_LEVEL,
 	MAIN_OPT_METRICS_LISTEN,
+	MAIN_OPT_KEY_FILE,
+	MAIN_OPT_INSECURE,
 };
 
 static void main_usage_print(FILE *f)
@@ -65,6 +71,13 @@ static void main_usage_print(FILE *f)
 		"                       a frame this long (default 10000)\n"
 		"  --snapshot-every N   snapshot after N log records\n"
 		"                       (default %u)\n"
+		"  --key-file FILE      the cluster key; twice during a key\n"
+		"                       rollover, the new key first (default:\n"
+		"                       $FARPAGE_KEY_FILE, else\n"
+		"                       /etc/farpage/cluster.key)\n"
+		"  --insecure           no authentication at all; the whole\n"
+		"                       cluster must run so (benchmarks,\n"
+		"                       trusted labs)\n"
 		"  --log-level LEVEL    err, warn, info or debug\n"
 		"                       (default info)\n"
 		"  -h, --help           this text\n"
@@ -103,6 +116,9 @@ static void main_nofile_raise(void)
 /* Everything the command line sets. */
 struct main_opts {
 	struct server_cfg scfg;
+	const char *key_files[AUTH_KEYS_MAX];
+	unsigned int n_key_files;
+	struct auth_key keys[AUTH_KEYS_MAX];
 	struct coord_cfg ccfg;
 	enum log_level level;
 };
@@ -117,6 +133,65 @@ static int main_opt_count(const char *opt, const char *arg, uint64_t max,
 		return main_usage_err("%s: '%s' is not a number in 1..%llu",
 				      opt, arg, (unsigned long long)max);
 	*out = v;
+	return 0;
+}
+
+/*
+ * The cluster keys of --key-file (or the default), checked: cluster keys,
+ * distinct ids, the first not expired. Returns 0 or -errno (logged).
+ */
+static int main_keys_load(struct main_opts *o)
+{
+	time_t now = time(NULL);
+	char why[400];
+
+	if (o->scfg.insecure) {
+		log_warn("--insecure: no authentication; any host that reaches "
+			 "%s may change the tables",
+			 o->scfg.listen_addr);
+		return 0;
+	}
+	if (!o->n_key_files)
+		o->key_files[o->n_key_files++] = NULL;
+	for (unsigned int i = 0; i < o->n_key_files; i++) {
+		struct actl_cred cr;
+		char id[2 * AUTH_ID_LEN + 1];
+		int ret;
+
+		ret = actl_cred_load(&cr, o->key_files[i], AUTH_ROLE_CLUSTER,
+				     NULL, why, sizeof(why));
+		if (ret) {
+			log_err("%s", why);
+			return ret;
+		}
+		o->keys[i] = cr.key;
+		OPENSSL_cleanse(&cr, sizeof(cr));
+		auth_id_hex(o->keys[i].id, id);
+		for (unsigned int k = 0; k < i; k++)
+			if (!memcmp(o->keys[k].id, o->keys[i].id,
+				    AUTH_ID_LEN)) {
+				log_err("--key-file: key id %s given twice",
+					id);
+				return -EINVAL;
+			}
+		if (o->keys[i].not_after && o->keys[i].not_after < now) {
+			if (!i) {
+				log_err("the current cluster key (id %s) "
+					"expired at %lld: the first --key-file "
+					"must be the new key",
+					id, (long long)o->keys[i].not_after);
+				return -EKEYEXPIRED;
+			}
+			log_warn("cluster key id %s expired at %lld: peers "
+				 "using it are refused",
+				 id, (long long)o->keys[i].not_after);
+		} else {
+			log_info("cluster key id %s%s", id,
+				 i ? " accepted (rollover)" : "");
+		}
+	}
+	o->scfg.keys = o->keys;
+	o->scfg.n_keys = o->n_key_files;
 	return 0;
 }
 
@@ -138,6 +213,8 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 		{ "log-level", required_argument, NULL, MAIN_OPT_LOG_LEVEL },
 		{ "metrics-listen", required_argument, NULL,
 		  MAIN_OPT_METRICS_LISTEN },
+		{ "key-file", required_argument, NULL, MAIN_OPT_KEY_FILE },
+		{ "insecure", no_argument, NULL, MAIN_OPT_INSECURE },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -157,6 +234,16 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 		case MAIN_OPT_METRICS_LISTEN:
 			/* "" (an empty setting in the units): off */
 			o->scfg.metrics_listen = *optarg ? optarg : NULL;
+			break;
+		case MAIN_OPT_KEY_FILE:
+			if (o->n_key_files == AUTH_KEYS_MAX)
+				ret = main_usage_err("--key-file: at most %d",
+						     AUTH_KEYS_MAX);
+			else
+				o->key_files[o->n_key_files++] = optarg;
+			break;
+		case MAIN_OPT_INSECURE:
+			o->scfg.insecure = true;
 			break;
 		case MAIN_OPT_DATA_DIR:
 			if (!*optarg)
@@ -234,6 +321,9 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGTERM);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 
+	ret = main_keys_load(&o);
+	if (ret)
+		return MAIN_EXIT_USAGE;
 	ret = coord_create(&o.ccfg, evl_now_ms(), &c);
 	if (ret) {
 		log_errno(ret, "cannot recover the state from %s",

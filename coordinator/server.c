@@ -11,12 +11,20 @@
  *      |   +--(EOF)--> DRAINING --(output sent)--> closed              |
  *      +----------------------------------------------------------------+
  *   any --(bad frame, bad message, not a request, I/O error)--> closed
+ *
+ * Unless the cluster runs --insecure, a connection starts in HANDSHAKE
+ * (auth.h) and reaches READING only with a proven key; every frame after
+ * that is sealed. Connections in HANDSHAKE are limited per source address
+ * and in total (a quarter of all), so a flood of idle or half-open
+ * connections leaves room for members; they are closed after
+ * hs_timeout_ms, and authenticated ones after idle_timeout_ms of silence.
  */
 #define LOG_PREFIX "coord: "
 #include "server.h"
 
 #include <errno.h>
 #include <netdb.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -25,8 +33,12 @@
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
+#include "actl.h"
 #include "coord.h"
 #include "evl.h"
 #include "frame.h"
@@ -45,6 +57,10 @@
 #define SERVER_LEASE_TICK	100	    /* ms between lease checks */
 #define SERVER_FRAME_TIMEOUT_MS 10000 /* default: half a frame this long */
 #define SERVER_PEER_LEN		(NI_MAXHOST + NI_MAXSERV + 4)
+#define SERVER_HS_TIMEOUT_MS	5000
+#define SERVER_IDLE_TIMEOUT_MS	600000
+#define SERVER_HS_PER_SOURCE	8 /* connections in handshake per address */
+#define SERVER_LOG_BURST	5 /* refusal lines per second, then counted */
 
 struct server_conn {
 	struct server *srv;
@@ -58,7 +74,13 @@ struct server_conn {
 	size_t rlen, rcap;
 	uint8_t *wbuf;
 	size_t wpos, wlen, wcap;
-	uint64_t partial_ms; /* since when rbuf holds half a frame; 0: none */
+	uint64_t partial_ms;   /* since when rbuf holds half a frame; 0: none */
+	char host[NI_MAXHOST]; /* the peer's address without the port */
+	struct auth_hs *hs;    /* in the handshake; NULL after */
+	struct auth_sess *sess;
+	enum coord_role role;
+	char name[MSG_NAME_MAX]; /* a node key's node */
+	uint64_t since_ms;	 /* accepted, or the last frame served */
 };
 
 struct server {
@@ -71,12 +93,54 @@ struct server {
 	struct server_conn *conns;
 	uint64_t refused_log_ms; /* last "too many connections" warning */
 	unsigned int frame_timeout_ms;
+	unsigned int hs_timeout_ms, idle_timeout_ms;
+	bool insecure;
+	struct auth_key keys[AUTH_KEYS_MAX];
+	unsigned int n_keys;
+	unsigned int n_hs; /* connections in the handshake */
+	uint64_t log_sec, log_lines, log_dropped; /* refusal log rate */
 	char addr[SERVER_PEER_LEN];
 	/* for /metrics: written on the loop thread, read on its own */
 	struct metrics_srv *metrics;
 	_Atomic uint32_t m_conns, m_nodes_up, m_nodes_down, m_regions;
 	atomic_uint_fast64_t m_lost, m_expiries, m_refused, m_conns_refused;
+	atomic_uint_fast64_t m_auth_failed, m_denied;
 };
+
+/*
+ * Logs a refusal, at most SERVER_LOG_BURST lines a second: a flood of bad
+ * connections cannot fill the disk. What was left out is counted in the
+ * next line.
+ */
+static void __attribute__((format(printf, 2, 3)))
+server_log_refusal(struct server *s, const char *fmt, ...)
+{
+	uint64_t sec = evl_now_ms() / 1000;
+	char line[512];
+	va_list ap;
+
+	if (sec != s->log_sec) {
+		s->log_sec = sec;
+		s->log_lines = 0;
+	}
+	if (s->log_lines >= SERVER_LOG_BURST) {
+		s->log_dropped++;
+		return;
+	}
+	s->log_lines++;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (s->log_dropped)
+		log_warn("%s (and %llu refusals not logged)", line,
+			 (unsigned long long)s->log_dropped);
+	else
+		log_warn("%s", line);
+	s->log_dropped = 0;
+}
+
+static void server_pair_keys(struct server *s, const char *name,
+			     struct msg *rep);
 
 /* The declared payload length of the frame header at @p. */
 static uint32_t server_frame_len(const uint8_t *p)
@@ -112,6 +176,10 @@ static void server_conn_close(struct server_conn *cn)
 		cn->next->prev = cn->prev;
 	s->n_conns--;
 	log_dbg("peer %s: closed", cn->peer);
+	if (cn->hs)
+		s->n_hs--;
+	auth_hs_free(cn->hs);
+	auth_sess_free(cn->sess);
 	free(cn->rbuf);
 	free(cn->wbuf);
 	free(cn);
@@ -146,23 +214,15 @@ static int server_conn_watch(struct server_conn *cn)
 	return 0;
 }
 
-/* Queues @m as one frame. Returns 0 or -errno (encoding, memory). */
-static int server_conn_queue(struct server_conn *cn, const struct msg *m)
+/* Queues @len bytes of output. Returns 0 or -ENOMEM. */
+static int server_conn_queue_raw(struct server_conn *cn, const uint8_t *p,
+				 size_t len)
 {
-	uint8_t *payload;
-	size_t len, need;
-	int ret;
+	size_t need;
 
-	ret = msg_encode(m, &payload, &len);
-	if (ret)
-		return ret;
-	if (len > FRAME_MAX) {
-		free(payload);
-		return -E2BIG;
-	}
 	if (cn->wpos && cn->wpos == cn->wlen)
 		cn->wpos = cn->wlen = 0;
-	need = cn->wlen + FRAME_HDR_LEN + len;
+	need = cn->wlen + len;
 	if (need > cn->wcap) {
 		size_t cap = cn->wcap ? cn->wcap : 4096;
 		uint8_t *nb;
@@ -179,19 +239,48 @@ static int server_conn_queue(struct server_conn *cn, const struct msg *m)
 			cap *= 2;
 		if (cap > cn->wcap) {
 			nb = realloc(cn->wbuf, cap);
-			if (!nb) {
-				free(payload);
+			if (!nb)
 				return -ENOMEM;
-			}
 			cn->wbuf = nb;
 			cn->wcap = cap;
 		}
 	}
-	frame_hdr_put(cn->wbuf + cn->wlen, (uint32_t)len);
-	memcpy(cn->wbuf + cn->wlen + FRAME_HDR_LEN, payload, len);
-	cn->wlen += FRAME_HDR_LEN + len;
-	free(payload);
+	memcpy(cn->wbuf + cn->wlen, p, len);
+	cn->wlen += len;
 	return 0;
+}
+
+/* Queues @m as one frame, sealed on an authenticated connection. Returns
+ * 0 or -errno (encoding, memory). */
+static int server_conn_queue(struct server_conn *cn, const struct msg *m)
+{
+	uint8_t *payload, *frame;
+	size_t len, flen;
+	int ret;
+
+	ret = msg_encode(m, &payload, &len);
+	if (ret)
+		return ret;
+	if (cn->sess) {
+		ret = actl_seal_frame(cn->sess, payload, len, &frame, &flen);
+	} else if (len > FRAME_MAX) {
+		ret = -E2BIG;
+	} else {
+		flen = FRAME_HDR_LEN + len;
+		frame = malloc(flen);
+		if (!frame) {
+			ret = -ENOMEM;
+		} else {
+			frame_hdr_put(frame, (uint32_t)len);
+			memcpy(frame + FRAME_HDR_LEN, payload, len);
+		}
+	}
+	free(payload);
+	if (ret)
+		return ret == -EMSGSIZE ? -E2BIG : ret;
+	ret = server_conn_queue_raw(cn, frame, flen);
+	free(frame);
+	return ret;
 }
 
 /* Queues @rep, or an ERROR in its place if it cannot be encoded. */
@@ -257,6 +346,18 @@ static int server_conn_serve(struct server_conn *cn)
 			ret = -EBADMSG;
 			break;
 		}
+		if (cn->sess &&
+		    actl_open_frame(cn->sess, cn->rbuf + pos,
+				    (uint8_t *)payload, len, &len)) {
+			atomic_fetch_add(&s->m_auth_failed, 1);
+			server_log_refusal(s,
+					   "peer %s: a frame does not verify "
+					   "(tampered, replayed or out of "
+					   "order); closing",
+					   cn->peer);
+			ret = -EBADMSG;
+			break;
+		}
 		ret = msg_decode(payload, len, &req);
 		if (ret) {
 			log_warn("peer %s: bad %zu-byte message; closing",
@@ -271,10 +372,21 @@ static int server_conn_serve(struct server_conn *cn)
 			ret = -EPROTO;
 			break;
 		}
-		ret = coord_handle(s->coord, &req, &rep, evl_now_ms());
+		cn->since_ms = evl_now_ms();
+		ret = coord_authorize(s->coord, cn->role, cn->name, &req, &rep);
+		if (ret == -EACCES) {
+			atomic_fetch_add(&s->m_denied, 1);
+			server_log_refusal(s, "peer %s: refused: %s", cn->peer,
+					   rep.text);
+		}
+		/* Refused: the ERROR is the reply (ESTALE: join again). */
+		ret = ret ? 0
+			  : coord_handle(s->coord, &req, &rep, cn->since_ms);
 		msg_fini(&req);
 		if (ret)
 			server_fatal(ret);
+		if (cn->role == COORD_ROLE_NODE && rep.type == MSG_T_NODES)
+			server_pair_keys(s, cn->name, &rep);
 		if (rep.type == MSG_T_ERROR)
 			log_dbg("peer %s: %s", cn->peer, rep.text);
 		ret = server_conn_reply(cn, &rep);
@@ -304,7 +416,7 @@ static void server_conn_refuse(struct server_conn *cn, int err)
 	atomic_fetch_add(&cn->srv->m_refused, 1);
 	msg_error(&m, err, "%s; closing the connection",
 		  err == -EPROTO ? "not a coordinator request"
-				 : "malformed frame or message");
+				 : "malformed, tampered or replayed frame");
 	if (!server_conn_queue(cn, &m))
 		server_conn_flush(cn);
 }
@@ -329,10 +441,133 @@ static size_t server_conn_rbuf_want(const struct server_conn *cn)
 	return want > min ? want : min;
 }
 
+/* The node names of a NODES reply get the asking node's pair keys. */
+static void server_pair_keys(struct server *s, const char *name,
+			     struct msg *rep)
+{
+	for (uint32_t i = 0; i < rep->n_nodes; i++) {
+		struct msg_node *n = &rep->nodes[i];
+
+		if (strcmp(n->name, name) &&
+		    auth_pair_key(&s->keys[0], name, n->name, n->pkey))
+			memset(n->pkey, 0, sizeof(n->pkey));
+	}
+}
+
+/* The handshake's key lookup: a key derived from one of ours. */
+static int server_key_lookup(void *arg, const struct auth_hello *h,
+			     uint8_t key[AUTH_KEY_LEN], char *why,
+			     size_t why_len)
+{
+	struct server *s = arg;
+	const struct auth_key *c = NULL;
+	struct auth_key k;
+	char id[2 * AUTH_ID_LEN + 1];
+
+	for (unsigned int i = 0; i < s->n_keys; i++)
+		if (!memcmp(s->keys[i].id, h->id, AUTH_ID_LEN))
+			c = &s->keys[i];
+	auth_id_hex(h->id, id);
+	if (!c) {
+		snprintf(why, why_len, "unknown key id %s (another cluster?)",
+			 id);
+		return AUTH_E_KEY;
+	}
+	if (c->not_after && time(NULL) > c->not_after) {
+		snprintf(why, why_len,
+			 "key id %s expired at %lld (rolled over: give the "
+			 "peer the new key)",
+			 id, (long long)c->not_after);
+		return AUTH_E_EXPIRED;
+	}
+	if (h->role == AUTH_ROLE_PEER) {
+		snprintf(why, why_len, "a page-server handshake (role peer)");
+		return AUTH_E_ROLE;
+	}
+	if (auth_key_derive(c, h->role, h->name, &k))
+		return AUTH_E_ROLE;
+	memcpy(key, k.secret, AUTH_KEY_LEN);
+	OPENSSL_cleanse(&k, sizeof(k));
+	return AUTH_OK;
+}
+
+/*
+ * Moves the handshake on with what the socket has. Returns 0 (more to
+ * come, or done: cn->sess set), or -EACCES once it failed (the caller
+ * sends the status queued for the peer, then closes), or -errno.
+ */
+static int server_conn_handshake(struct server_conn *cn)
+{
+	struct server *s = cn->srv;
+	uint8_t buf[AUTH_HELLO_LEN];
+	const uint8_t *o;
+	size_t want, on;
+	ssize_t n;
+	int ret = 0;
+
+	while ((want = auth_hs_want(cn->hs)) > 0) {
+		n = read(cn->fd, buf, want);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		if (n <= 0) {
+			atomic_fetch_add(&s->m_auth_failed, 1);
+			server_log_refusal(s, "peer %s: %s in the handshake",
+					   cn->peer,
+					   n ? log_strerror(-errno) : "EOF");
+			return n ? -errno : -ECONNRESET;
+		}
+		if (auth_hs_input(cn->hs, buf, (size_t)n) < 0)
+			ret = -EACCES;
+		on = auth_hs_output(cn->hs, &o);
+		if (on) {
+			int qret = server_conn_queue_raw(cn, o, on);
+
+			if (qret)
+				return qret;
+			auth_hs_sent(cn->hs, on);
+		}
+		if (ret)
+			break;
+	}
+	if (ret || auth_hs_failed(cn->hs)) {
+		const struct auth_hello *h = auth_hs_hello(cn->hs);
+
+		atomic_fetch_add(&s->m_auth_failed, 1);
+		server_log_refusal(s, "peer %s: handshake refused (%s%s%s): %s",
+				   cn->peer, auth_role_name(h->role),
+				   h->name[0] ? " " : "", h->name,
+				   auth_hs_error(cn->hs));
+		return -EACCES;
+	}
+	if (!auth_hs_done(cn->hs))
+		return 0;
+	cn->sess = auth_hs_take(cn->hs);
+	cn->role = auth_sess_role(cn->sess) == AUTH_ROLE_NODE
+			   ? COORD_ROLE_NODE
+			   : COORD_ROLE_ADMIN;
+	snprintf(cn->name, sizeof(cn->name), "%s", auth_sess_name(cn->sess));
+	auth_hs_free(cn->hs);
+	cn->hs = NULL;
+	s->n_hs--;
+	cn->since_ms = evl_now_ms();
+	log_dbg("peer %s: authenticated as %s%s%s", cn->peer,
+		cn->role == COORD_ROLE_NODE ? "node " : "admin",
+		cn->role == COORD_ROLE_NODE ? cn->name : "", "");
+	return 0;
+}
+
 /* Reads what is there (bounded), serving frames as they complete. */
 static int server_conn_read(struct server_conn *cn)
 {
 	int ret;
+
+	if (cn->hs) {
+		ret = server_conn_handshake(cn);
+		if (ret || cn->hs)
+			return ret;
+	}
 
 	for (int i = 0; i < SERVER_READS_MAX && !cn->paused && !cn->eof; i++) {
 		ssize_t n;
@@ -388,6 +623,12 @@ static void on_conn(struct evl *l, int fd, uint32_t events, void *arg)
 			return;
 		}
 	}
+	if (ret == -EACCES) {
+		/* The status for the peer, if its socket takes it now. */
+		server_conn_flush(cn);
+		server_conn_close(cn);
+		return;
+	}
 	if (ret == -EBADMSG || ret == -EPROTO) {
 		server_conn_refuse(cn, ret);
 		server_conn_close(cn);
@@ -421,20 +662,38 @@ static void on_conn(struct evl *l, int fd, uint32_t events, void *arg)
 	}
 }
 
-static void server_peer_name(int fd, char *buf, size_t len)
+/* "host:port" of the peer into @buf, and its host alone into @host. */
+static void server_peer_name(int fd, char *buf, size_t len,
+			     char host[NI_MAXHOST])
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
-	char host[NI_MAXHOST], port[NI_MAXSERV];
+	char port[NI_MAXSERV];
 
 	if (getpeername(fd, (struct sockaddr *)&ss, &sl) < 0 ||
-	    getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host), port,
+	    getnameinfo((struct sockaddr *)&ss, sl, host, NI_MAXHOST, port,
 			sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV)) {
 		snprintf(buf, len, "fd %d", fd);
+		snprintf(host, NI_MAXHOST, "fd %d", fd);
 		return;
 	}
 	snprintf(buf, len, ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host,
 		 port);
+}
+
+/* Room for one more connection in the handshake from @host? A quarter
+ * of the connections at most, SERVER_HS_PER_SOURCE from one address. */
+static bool server_hs_room(const struct server *s, const char *host)
+{
+	unsigned int same = 0;
+
+	if (s->n_hs >= s->max_conns / 4)
+		return false;
+	for (const struct server_conn *c = s->conns; c; c = c->next)
+		if (c->hs && !strcmp(c->host, host) &&
+		    ++same >= SERVER_HS_PER_SOURCE)
+			return false;
+	return true;
 }
 
 static void server_accept_one(struct server *s, int fd)
@@ -462,12 +721,39 @@ static void server_accept_one(struct server *s, int fd)
 	cn->srv = s;
 	cn->fd = fd;
 	cn->events = EPOLLIN;
-	server_peer_name(fd, cn->peer, sizeof(cn->peer));
+	cn->since_ms = evl_now_ms();
+	server_peer_name(fd, cn->peer, sizeof(cn->peer), cn->host);
+	if (!s->insecure) {
+		struct auth_server_cfg ac = {
+			.lookup = server_key_lookup,
+			.arg = s,
+		};
+
+		if (!server_hs_room(s, cn->host)) {
+			atomic_fetch_add(&s->m_conns_refused, 1);
+			server_log_refusal(s,
+					   "peer %s: too many connections in "
+					   "the handshake; refused",
+					   cn->peer);
+			close(fd);
+			free(cn);
+			return;
+		}
+		if (auth_hs_server(&ac, &cn->hs)) {
+			close(fd);
+			free(cn);
+			return;
+		}
+		s->n_hs++;
+	}
 	net_set_nodelay(fd);
 	ret = evl_add(s->evl, fd, EPOLLIN, on_conn, cn);
 	if (ret) {
 		log_errno(ret, "peer %s: cannot watch the connection",
 			  cn->peer);
+		if (cn->hs)
+			s->n_hs--;
+		auth_hs_free(cn->hs);
 		close(fd);
 		free(cn);
 		return;
@@ -549,8 +835,17 @@ static void server_metrics_render(struct metrics_buf *b, void *arg)
 		    "non-request or a stalled half frame.",
 		    atomic_load(&s->m_refused));
 	metrics_one(b, "farpage_connections_refused_total", "counter",
-		    "Connections refused: too many open.",
+		    "Connections refused: too many open, or too many in the "
+		    "handshake (from one address or in total).",
 		    atomic_load(&s->m_conns_refused));
+	metrics_one(b, "farpage_auth_failures_total", "counter",
+		    "Connections closed for a failed or timed-out handshake or "
+		    "a frame that does not verify.",
+		    atomic_load(&s->m_auth_failed));
+	metrics_one(b, "farpage_requests_denied_total", "counter",
+		    "Requests refused for the key's role (a node key acting "
+		    "for another node, or as admin).",
+		    atomic_load(&s->m_denied));
 	if (!w)
 		return;
 	metrics_hist_write(b, "farpage_wal_append_duration_seconds",
@@ -580,6 +875,23 @@ static void on_lease_tick(struct evl *l, void *arg)
 		 * stopped reading it (too much of its output queued). */
 		if (cn->paused && cn->partial_ms)
 			cn->partial_ms = now;
+		if (cn->hs && now - cn->since_ms >= s->hs_timeout_ms) {
+			atomic_fetch_add(&s->m_auth_failed, 1);
+			server_log_refusal(s,
+					   "peer %s: no handshake within %u "
+					   "ms; closing",
+					   cn->peer, s->hs_timeout_ms);
+			server_conn_close(cn);
+			continue;
+		}
+		if (!cn->hs && !cn->partial_ms && !cn->paused &&
+		    !server_conn_pending(cn) &&
+		    now - cn->since_ms >= s->idle_timeout_ms) {
+			log_dbg("peer %s: idle for %u ms; closing", cn->peer,
+				s->idle_timeout_ms);
+			server_conn_close(cn);
+			continue;
+		}
 		if (!cn->partial_ms ||
 		    now - cn->partial_ms < s->frame_timeout_ms)
 			continue;
@@ -606,6 +918,18 @@ int server_create(const struct server_cfg *cfg, struct coord *c,
 	s->max_conns = cfg->max_conns ? cfg->max_conns : SERVER_CONNS_MAX;
 	s->frame_timeout_ms = cfg->frame_timeout_ms ? cfg->frame_timeout_ms
 						    : SERVER_FRAME_TIMEOUT_MS;
+	s->hs_timeout_ms =
+		cfg->hs_timeout_ms ? cfg->hs_timeout_ms : SERVER_HS_TIMEOUT_MS;
+	s->idle_timeout_ms = cfg->idle_timeout_ms ? cfg->idle_timeout_ms
+						  : SERVER_IDLE_TIMEOUT_MS;
+	s->insecure = cfg->insecure;
+	if (!s->insecure && (!cfg->n_keys || cfg->n_keys > AUTH_KEYS_MAX)) {
+		log_err("no cluster key (or more than %d)", AUTH_KEYS_MAX);
+		ret = -EINVAL;
+		goto err;
+	}
+	s->n_keys = s->insecure ? 0 : cfg->n_keys;
+	memcpy(s->keys, cfg->keys, s->n_keys * sizeof(s->keys[0]));
 	ret = evl_create(&s->evl);
 	if (ret) {
 		log_errno(ret, "cannot create the event loop");
@@ -679,6 +1003,7 @@ void server_destroy(struct server *s)
 	if (s->sfd >= 0)
 		close(s->sfd);
 	evl_destroy(s->evl);
+	OPENSSL_cleanse(s, sizeof(*s));
 	free(s);
 }
 

@@ -7,6 +7,10 @@
 #ifndef COORDINATOR_SERVER_H
 #define COORDINATOR_SERVER_H
 
+#include <stdbool.h>
+
+#include "auth.h"
+
 struct coord;
 struct server;
 
@@ -22,6 +26,18 @@ struct server_cfg {
 	 * bound address goes on a second line of addr_file
 	 * ("metrics host:port"). */
 	const char *metrics_listen;
+	/*
+	 * Every connection proves a key derived from one of these cluster
+	 * keys (two during a rollover; the first is the current one, which
+	 * pair keys are derived from), unless insecure.
+	 */
+	const struct auth_key *keys;
+	unsigned int n_keys;
+	bool insecure;
+	/* a connection still in its handshake this long is closed; 0: 5000 */
+	unsigned int hs_timeout_ms;
+	/* an authenticated connection silent this long is closed; 0: 600000 */
+	unsigned int idle_timeout_ms;
 };
 
 /*

@@ -72,11 +72,26 @@ fp_exit() {
 }
 trap fp_exit EXIT
 
+# fp_key: the run's cluster key (made once), which every daemon and CLI
+# of the run finds through FARPAGE_KEY_FILE. FP_INSECURE=1: none, and
+# everything runs with --insecure.
+fp_key() {
+	[ "${FP_INSECURE:-0}" = 1 ] && return 0
+	if [ ! -s "$FP_TMP/cluster.key" ]; then
+		"$FP_CLI_BIN" keygen -o "$FP_TMP/cluster.key" >/dev/null ||
+			fp_fail "farpage keygen failed"
+	fi
+	export FARPAGE_KEY_FILE=$FP_TMP/cluster.key
+}
+# What the daemons and the CLI are given for FP_INSECURE=1.
+fp_insecure_flag() { [ "${FP_INSECURE:-0}" = 1 ] && echo --insecure; }
+
 fp_require() {
 	local b
 	for b in "$FP_COORD_BIN" "$FP_NODE_BIN" "$FP_CLI_BIN"; do
 		[ -x "$b" ] || fp_fail "$b not built"
 	done
+	fp_key
 	[ "$(id -u)" = 0 ] || fp_skip "needs root (userfaultfd for all processes, namespaces)"
 	[ -e /proc/sys/vm/unprivileged_userfaultfd ] || [ -e /dev/userfaultfd ] ||
 		fp_skip "kernel without userfaultfd"
@@ -124,13 +139,41 @@ fp_hosts_netns() {
 	return 0
 }
 
+# fp_hosts_lan NAME...: a namespace per host, all on one segment (a bridge
+# in a namespace of its own), at $net.1, $net.2, ... Returns 1 if
+# namespaces cannot be made.
+fp_hosts_lan() {
+	local id=$$$RANDOM sw net i=1 h ns v
+	sw=fp${id}s
+	net=10.$((RANDOM % 200 + 20)).$((RANDOM % 250 + 1))
+	ip netns add "$sw" 2>/dev/null || return 1
+	FP_NETNS+=("$sw")
+	ip -n "$sw" link add br0 type bridge 2>/dev/null &&
+		ip -n "$sw" link set br0 up || return 1
+	for h in "$@"; do
+		ns=fp${id}h$i
+		v=fpl${id: -7}$i
+		ip netns add "$ns" 2>/dev/null || return 1
+		FP_NETNS+=("$ns")
+		ip link add "$v" netns "$ns" type veth peer name "p$i" netns "$sw" 2>/dev/null &&
+			ip -n "$sw" link set "p$i" master br0 && ip -n "$sw" link set "p$i" up &&
+			ip -n "$ns" addr add "$net.$i/24" dev "$v" && ip -n "$ns" link set "$v" up &&
+			ip -n "$ns" link set lo up || return 1
+		FP_HOST_RUN[$h]="ip netns exec $ns"
+		FP_HOST_IP[$h]=$net.$i
+		i=$((i + 1))
+	done
+}
+
 # fp_coord_spawn HOST LISTEN DIR [flags]: a coordinator on HOST, waits for
 # its address file (FP_COORD_PID; the address is in $FP_TMP/coord.addr).
 fp_coord_spawn() {
 	local h=$1 listen=$2 dir=$3
 	shift 3
 	rm -f "$FP_TMP/coord.addr"
-	${FP_HOST_RUN[$h]} "$FP_COORD_BIN" --listen "$listen" \
+	fp_key
+	# shellcheck disable=SC2046
+	${FP_HOST_RUN[$h]} "$FP_COORD_BIN" --listen "$listen" $(fp_insecure_flag) \
 		--addr-file "$FP_TMP/coord.addr" --data-dir "$dir" \
 		--log-level "${FP_LOG_LEVEL:-info}" "$@" >>"$FP_TMP/coord.log" 2>&1 &
 	FP_COORD_PID=$!
@@ -153,7 +196,9 @@ fp_node_start() {
 	shift 2
 	rm -f "$FP_TMP/$n.addr"
 	FP_NODE_SOCK[$n]=$FP_TMP/$n.sock
-	${FP_HOST_RUN[$h]} "$FP_NODE_BIN" --coordinator "$FP_COORD" --name "$n" \
+	fp_key
+	# shellcheck disable=SC2046
+	${FP_HOST_RUN[$h]} "$FP_NODE_BIN" --coordinator "$FP_COORD" --name "$n" $(fp_insecure_flag) \
 		--pool-size "${FP_POOL:-256M}" --data-listen "${FP_HOST_IP[$h]}:0" \
 		--addr-file "$FP_TMP/$n.addr" --sock "${FP_NODE_SOCK[$n]}" \
 		--heartbeat-ms 200 --log-level "${FP_LOG_LEVEL:-info}" \
@@ -168,8 +213,9 @@ fp_node_start() {
 fp_cli() {
 	local h=$1 n=$2
 	shift 2
+	# shellcheck disable=SC2046
 	${FP_HOST_RUN[$h]} env FARPAGE_AGENT_SOCK="${FP_NODE_SOCK[$n]:-}" \
-		"$FP_CLI_BIN" --coordinator "$FP_COORD" "$@"
+		"$FP_CLI_BIN" --coordinator "$FP_COORD" $(fp_insecure_flag) "$@"
 }
 
 # Value of key=VALUE in the last line of $1 matching ^$2.
@@ -246,7 +292,8 @@ fp_coord_respawn() {
 
 # fp_node_id NAME: the node id the coordinator gives agent NAME now.
 fp_node_id() {
-	${FP_HOST_RUN[$FP_COORD_HOST]} "$FP_CLI_BIN" --coordinator "$FP_COORD" status --json 2>/dev/null |
+	# shellcheck disable=SC2046
+	${FP_HOST_RUN[$FP_COORD_HOST]} "$FP_CLI_BIN" --coordinator "$FP_COORD" $(fp_insecure_flag) status --json 2>/dev/null |
 		tr '{' '\n' | grep "\"name\": \"$1\"" | sed -n 's/.*"id": \([0-9]*\).*/\1/p' | head -n1
 }
 

@@ -941,6 +941,16 @@ ssize_t auth_hs_input(struct auth_hs *h, const uint8_t *buf, size_t n)
 		return 0;
 	memcpy(h->in + h->in_len, buf, n);
 	h->in_len += n;
+	/* Not a handshake at all (a client without a key): say so now, not
+	 * after the timeout. */
+	if (h->state == HS_S_HELLO && h->in_len >= 4 &&
+	    memcmp(h->in, AUTH_MAGIC, 4)) {
+		h->in_len = 0;
+		return auth_hs_refuse(h, AUTH_E_PROTO,
+				      "not a farpage handshake (no key "
+				      "configured on the peer, or another "
+				      "protocol)");
+	}
 	if (n < want)
 		return (ssize_t)n;
 	total = h->in_len;

@@ -137,10 +137,13 @@ static inline int t_coord_is_running(struct t_coord *tc)
  */
 static inline int t_coord_start(struct t_coord *tc, const char *const *extra)
 {
+	/* These tests speak the control protocol itself, without the
+	 * handshake (test_security covers that): --insecure. */
 	const char *argv[32] = { tc->bin,	"--listen",    "127.0.0.1:0",
 				 "--addr-file", tc->afile,     "--data-dir",
-				 tc->data,	"--log-level", "info" };
-	int argc = 9, fd;
+				 tc->data,	"--log-level", "info",
+				 "--insecure" };
+	int argc = 10, fd;
 	pid_t parent = getpid();
 	uint64_t deadline;
 	FILE *f;

@@ -1,0 +1,369 @@
+// SPDX-License-Identifier: MIT
+/*
+ * fp_attack: what a hostile host or a hostile member sends, for
+ * test_security.sh. Each mode prints one result line and exits 0 when the
+ * target held (refused what it should), 1 when it did not, 2 on a usage or
+ * local error.
+ *
+ *   fp_attack plain-read ADDR
+ *       page server, no handshake: a plain HELLO and READ of 64 KiB.
+ *       "plain-read: got=N" (bytes received; a page is 4096).
+ *   fp_attack peer ADDR SELF TARGET
+ *       page server, a peer handshake as SELF with a random key.
+ *   fp_attack ctl-plain ADDR
+ *       coordinator, no handshake: a plain REGION_CREATE frame.
+ *   fp_attack ctl-key ADDR KEYFILE
+ *       coordinator, the admin handshake with KEYFILE (another cluster's
+ *       key, an expired one): refused, with the reason printed.
+ *   fp_attack as-node ADDR KEYFILE NAME OTHER_ID
+ *       coordinator with node NAME's key: REGION_CREATE, REGION_DELETE,
+ *       NODE_JOIN as another name, and HEARTBEAT, MR_PUT, ENDPOINT_PUT
+ *       for node OTHER_ID: every one refused with EACCES.
+ *   fp_attack tamper ADDR KEYFILE N
+ *       coordinator, admin key: N frames tampered (a bit of the header,
+ *       payload or tag), truncated, reordered or replayed, each on a
+ *       fresh authenticated connection. "tamper: sent=N accepted=K".
+ *   fp_attack flood ADDR N idle|half
+ *       N connections that send nothing, or half a handshake; prints
+ *       "flood: open=K" and holds them until killed.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/rand.h>
+
+#include "actl.h"
+#include "auth.h"
+#include "ctl.h"
+#include "frame.h"
+#include "msg.h"
+#include "net.h"
+#include "wire.h"
+
+#define ATTACK_TIMEOUT_MS 5000
+
+/* Reads until EOF or @ms of silence; returns the bytes received. */
+static size_t attack_drain(int fd, int ms)
+{
+	uint8_t buf[65536];
+	size_t total = 0;
+
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&p, 1, ms) <= 0)
+			break;
+		n = read(fd, buf, sizeof(buf));
+		if (n <= 0)
+			break;
+		total += (size_t)n;
+	}
+	return total;
+}
+
+static int attack_plain_read(const char *addr)
+{
+	struct wire_hdr h = { .version = WIRE_VERSION, .op = WIRE_OP_HELLO };
+	uint8_t b[2 * WIRE_HDR_LEN];
+	size_t got;
+	int fd;
+
+	if (net_connect(addr, ATTACK_TIMEOUT_MS, &fd))
+		return 2;
+	wire_hdr_pack(&h, b);
+	h = (struct wire_hdr){ .version = WIRE_VERSION,
+			       .op = WIRE_OP_READ,
+			       .len = 65536 };
+	wire_hdr_pack(&h, b + WIRE_HDR_LEN);
+	if (send(fd, b, sizeof(b), MSG_NOSIGNAL) < 0)
+		perror("send");
+	got = attack_drain(fd, 2000);
+	close(fd);
+	printf("plain-read: got=%zu\n", got);
+	return got >= 4096 ? 1 : 0;
+}
+
+static int attack_peer(const char *addr, const char *self, const char *target)
+{
+	struct auth_client_cfg cc = { .role = AUTH_ROLE_PEER,
+				      .name = self,
+				      .target = target };
+	struct auth_sess *s = NULL;
+	char why[256];
+	int fd, ret;
+
+	if (net_connect(addr, ATTACK_TIMEOUT_MS, &fd))
+		return 2;
+	RAND_bytes(cc.key, sizeof(cc.key));
+	ret = auth_client_run(fd, &cc, ATTACK_TIMEOUT_MS, &s, why, sizeof(why));
+	close(fd);
+	auth_sess_free(s);
+	printf("peer: %s: %s\n", ret ? "refused" : "ACCEPTED", why);
+	return ret ? 0 : 1;
+}
+
+static int attack_ctl_plain(const char *addr)
+{
+	struct msg req, rep;
+	int fd, ret;
+
+	if (net_connect(addr, ATTACK_TIMEOUT_MS, &fd))
+		return 2;
+	msg_init(&req, MSG_T_REGION_CREATE);
+	snprintf(req.name, sizeof(req.name), "evil");
+	req.size = 2u << 20;
+	ret = ctl_call(fd, &req, &rep, ATTACK_TIMEOUT_MS);
+	close(fd);
+	printf("ctl-plain: %s (%s)\n", !ret ? "ACCEPTED" : "refused",
+	       strerror(-ret));
+	msg_fini(&rep);
+	return !ret ? 1 : 0;
+}
+
+static int attack_cred(const char *path, struct actl_cred *c)
+{
+	char why[400];
+
+	if (auth_key_load(path, &c->key, why, sizeof(why))) {
+		fprintf(stderr, "fp_attack: %s: %s\n", path, why);
+		return -1;
+	}
+	c->insecure = false;
+	return 0;
+}
+
+static int attack_ctl_key(const char *addr, const char *keyfile)
+{
+	struct actl_cred c = { 0 };
+	struct actl a;
+	char why[400];
+	int ret;
+
+	if (attack_cred(keyfile, &c))
+		return 2;
+	ret = actl_connect(addr, &c, AUTH_ROLE_ADMIN, NULL, ATTACK_TIMEOUT_MS,
+			   &a, why, sizeof(why));
+	if (!ret) {
+		actl_close(&a);
+		printf("ctl-key: ACCEPTED\n");
+		return 1;
+	}
+	printf("ctl-key: refused: %s\n", why);
+	return 0;
+}
+
+/* One request with node NAME's key; 0 if it was refused with EACCES. */
+static int attack_node_req(const char *addr, struct actl_cred *c,
+			   const char *name, struct msg *req)
+{
+	struct actl a;
+	struct msg rep;
+	char why[400];
+	int ret;
+
+	ret = actl_connect(addr, c, AUTH_ROLE_NODE, name, ATTACK_TIMEOUT_MS, &a,
+			   why, sizeof(why));
+	if (ret) {
+		printf("as-node: cannot connect: %s %s\n", strerror(-ret), why);
+		return 2;
+	}
+	ret = actl_call(&a, req, &rep, ATTACK_TIMEOUT_MS);
+	actl_close(&a);
+	/* ESTALE: a heartbeat for another node's id (join again) */
+	ret = ret == -EACCES || ret == -ESTALE ? 0 : 1;
+	printf("as-node: %s: %s%s%s\n", msg_type_name(req->type),
+	       ret ? "NOT REFUSED" : "refused", rep.text[0] ? ": " : "",
+	       rep.text);
+	msg_fini(&rep);
+	msg_fini(req);
+	return ret;
+}
+
+static int attack_as_node(const char *addr, const char *keyfile,
+			  const char *name, uint64_t other)
+{
+	struct actl_cred c = { 0 };
+	struct msg m;
+	int bad = 0;
+
+	if (attack_cred(keyfile, &c))
+		return 2;
+	msg_init(&m, MSG_T_REGION_CREATE);
+	snprintf(m.name, sizeof(m.name), "evil");
+	m.size = 2u << 20;
+	bad |= attack_node_req(addr, &c, name, &m);
+	msg_init(&m, MSG_T_REGION_DELETE);
+	snprintf(m.name, sizeof(m.name), "evil");
+	bad |= attack_node_req(addr, &c, name, &m);
+	msg_init(&m, MSG_T_NODE_JOIN);
+	snprintf(m.name, sizeof(m.name), "%s-not", name);
+	snprintf(m.data_addr, sizeof(m.data_addr), "127.0.0.1:1");
+	m.pool_size = 2u << 20;
+	m.instance = 1;
+	bad |= attack_node_req(addr, &c, name, &m);
+	msg_init(&m, MSG_T_HEARTBEAT);
+	m.node = other;
+	m.instance = 1;
+	bad |= attack_node_req(addr, &c, name, &m);
+	msg_init(&m, MSG_T_MR_PUT);
+	m.node = other;
+	m.mr_addr = 4096;
+	m.rkey = 1;
+	m.mr_len = 4096;
+	bad |= attack_node_req(addr, &c, name, &m);
+	msg_init(&m, MSG_T_ENDPOINT_PUT);
+	m.node = other;
+	m.peer = other;
+	m.mtu = 1024;
+	bad |= attack_node_req(addr, &c, name, &m);
+	return bad ? 1 : 0;
+}
+
+/* A REGION_LIST sealed on @a, as a whole frame. */
+static int attack_frame(struct actl *a, uint8_t **f, size_t *flen)
+{
+	struct msg m;
+	uint8_t *p;
+	size_t n;
+	int ret;
+
+	msg_init(&m, MSG_T_REGION_LIST);
+	ret = msg_encode(&m, &p, &n);
+	if (ret)
+		return ret;
+	ret = actl_seal_frame(a->sess, p, n, f, flen);
+	free(p);
+	return ret;
+}
+
+/* Did the coordinator answer a REGION_LIST (the frame was taken)? */
+static int attack_accepted(struct actl *a)
+{
+	struct msg rep;
+	int ret = actl_recv(a, &rep, 2000);
+	int ok = !ret && rep.type == MSG_T_REGIONS;
+
+	msg_fini(&rep);
+	return ok;
+}
+
+static int attack_tamper(const char *addr, const char *keyfile, long n)
+{
+	struct actl_cred c = { 0 };
+	long accepted = 0, sent = 0;
+	char why[400];
+
+	if (attack_cred(keyfile, &c))
+		return 2;
+	for (long i = 0; i < n; i++) {
+		uint8_t *f1 = NULL, *f2 = NULL;
+		size_t l1, l2;
+		struct actl a;
+		int mode = (int)(i % 6), ok;
+		unsigned int r;
+
+		if (actl_connect(addr, &c, AUTH_ROLE_ADMIN, NULL,
+				 ATTACK_TIMEOUT_MS, &a, why, sizeof(why))) {
+			printf("tamper: cannot connect: %s\n", why);
+			return 2;
+		}
+		if (attack_frame(&a, &f1, &l1) || attack_frame(&a, &f2, &l2))
+			return 2;
+		RAND_bytes((uint8_t *)&r, sizeof(r));
+		switch (mode) {
+		case 0: /* a bit of the length header */
+			f1[3] ^= (uint8_t)(1u << (r % 3));
+			break;
+		case 1: /* a bit of the payload */
+			f1[FRAME_HDR_LEN + r % (l1 - FRAME_HDR_LEN - 16)] ^=
+				(uint8_t)(1u << (r % 8));
+			break;
+		case 2: /* a bit of the tag */
+			f1[l1 - 1 - r % 16] ^= (uint8_t)(1u << (r % 8));
+			break;
+		case 3: /* truncated: half, then the end of the stream */
+			l1 = 1 + r % (l1 - 1);
+			break;
+		default:
+			break;
+		}
+		sent++;
+		if (mode == 4) { /* reordered: the second record first */
+			send(a.fd, f2, l2, MSG_NOSIGNAL);
+			ok = attack_accepted(&a);
+		} else if (mode == 5) { /* replayed: the same record twice */
+			send(a.fd, f1, l1, MSG_NOSIGNAL);
+			if (!attack_accepted(&a)) {
+				printf("tamper: a genuine frame was refused\n");
+				return 1;
+			}
+			send(a.fd, f1, l1, MSG_NOSIGNAL);
+			ok = attack_accepted(&a);
+		} else {
+			send(a.fd, f1, l1, MSG_NOSIGNAL);
+			if (mode == 3)
+				shutdown(a.fd, SHUT_WR);
+			ok = attack_accepted(&a);
+		}
+		accepted += ok;
+		if (ok)
+			printf("tamper: mode %d accepted\n", mode);
+		free(f1);
+		free(f2);
+		actl_close(&a);
+	}
+	printf("tamper: sent=%ld accepted=%ld\n", sent, accepted);
+	return accepted ? 1 : 0;
+}
+
+static int attack_flood(const char *addr, long n, const char *mode)
+{
+	uint8_t half[AUTH_HELLO_LEN / 2];
+	long open = 0;
+	int fd;
+
+	memset(half, 0, sizeof(half));
+	memcpy(half, "FPA1", 4);
+	for (long i = 0; i < n; i++) {
+		if (net_connect(addr, 1000, &fd))
+			continue;
+		if (!strcmp(mode, "half"))
+			send(fd, half, sizeof(half), MSG_NOSIGNAL);
+		open++; /* kept open, never closed: held until we die */
+	}
+	printf("flood: open=%ld\n", open);
+	fflush(stdout);
+	for (;;)
+		pause();
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc == 3 && !strcmp(argv[1], "plain-read"))
+		return attack_plain_read(argv[2]);
+	if (argc == 5 && !strcmp(argv[1], "peer"))
+		return attack_peer(argv[2], argv[3], argv[4]);
+	if (argc == 3 && !strcmp(argv[1], "ctl-plain"))
+		return attack_ctl_plain(argv[2]);
+	if (argc == 4 && !strcmp(argv[1], "ctl-key"))
+		return attack_ctl_key(argv[2], argv[3]);
+	if (argc == 6 && !strcmp(argv[1], "as-node"))
+		return attack_as_node(argv[2], argv[3], argv[4],
+				      strtoull(argv[5], NULL, 10));
+	if (argc == 5 && !strcmp(argv[1], "tamper"))
+		return attack_tamper(argv[2], argv[3], atol(argv[4]));
+	if (argc == 5 && !strcmp(argv[1], "flood"))
+		return attack_flood(argv[2], atol(argv[3]), argv[4]);
+	fprintf(stderr, "usage: fp_attack plain-read|peer|ctl-plain|ctl-key|"
+			"as-node|tamper|flood ... (see the source)\n");
+	return 2;
+}
