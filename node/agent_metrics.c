@@ -183,6 +183,18 @@ static void agent_metrics_render(struct metrics_buf *b, void *arg)
 	metrics_one(b, "farpage_pagesrv_dropped_total", "counter",
 		    "Connections the page server closed (bad input, cap).",
 		    ps.dropped);
+	metrics_one(b, "farpage_pagesrv_auth_failures_total", "counter",
+		    "Peer handshakes refused or failed, and sealed records "
+		    "that did not verify (each closed its connection).",
+		    ps.auth_failures);
+	metrics_one(b, "farpage_pagesrv_handshake_timeouts_total", "counter",
+		    "Connections closed for not finishing their handshake in "
+		    "time.",
+		    ps.hs_timeouts);
+	metrics_one(b, "farpage_pagesrv_refused_total", "counter",
+		    "Connections closed unserved for a cap (connections in "
+		    "their handshake, per address or in all; connections).",
+		    ps.refused);
 }
 
 int agent_metrics_start(struct node_agent *a)
