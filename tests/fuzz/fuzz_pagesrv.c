@@ -13,12 +13,25 @@
  * op or a WRITE len of 0 or above WIRE_LEN_MAX is an error (connection
  * closed).
  *
- * Input: config byte, chunk-size seed byte, then the stream.
+ * Secure (config bit 7): the connection has a session from a real
+ * handshake, and the harness seals the stream's requests as a client
+ * would, one record each (a WRITE's data and the tag staged, never in the
+ * pool before the tag verified); optionally it changes one byte of one
+ * record. Then also: every reply opens with the client's session, in
+ * order; a READ's data is the pool as the requests before it left it (a
+ * copy, not the pool); a WRITE lands whole once answered, never in part;
+ * a record that does not verify (-EBADMSG) closes the connection, and
+ * only the changed one does, with nothing of it done.
+ *
+ * Input: config byte, chunk-size seed byte, [secure byte], the stream.
  *   config bits 0-1 pool (none, 16 KiB, 3 pages + 123 bytes, 1 MiB + 4 KiB)
  *          bits 2-3 chunk sizes (up to: rbuf, 1 byte, 31 bytes, 512 bytes)
  *          bit  4   drain only when the receive path would stop reading
  *          bit  5   partial drains (some replies of the queue, not all)
  *          bit  6   instance 0 instead of FUZZ_INSTANCE
+ *          bit  7   secure: a third config byte follows
+ *   secure bit  0   the session encrypts
+ *          bits 1-7 the record (1 = the first) with a byte changed; 0: none
  */
 #include "../../node/pagesrv.c"
 
@@ -26,6 +39,7 @@
 
 #define FUZZ_INSTANCE 0x1122334455667788ull
 #define FUZZ_POOLS    4
+#define FUZZ_RECS     4096 /* records sealed at most */
 
 /*
  * Pools of exactly their size: ASan sees a reply's data or a WRITE outside
@@ -41,6 +55,14 @@ struct fuzz_pools {
 
 static struct fuzz_pools fuzz_pools;
 
+/* Secure: a record of the sealed stream, and where its request is in the
+ * input (its data in clear). */
+struct fuzz_rec {
+	size_t at;     /* in the sealed stream */
+	size_t plain;  /* in the input */
+	bool tampered; /* a byte of it changed */
+};
+
 /* One input's run: the stream and how far it was fed and answered. */
 struct fuzz_run {
 	struct pagesrv *s;
@@ -53,6 +75,13 @@ struct fuzz_run {
 	bool written;	 /* the pool may differ from its pristine copy */
 	/* stream offsets of the requests a parse answered */
 	size_t req_at[PAGESRV_REPLY_CAP];
+	/* secure: the client's session, the sealed stream and its records,
+	 * the first one not answered */
+	struct auth_sess *cs;
+	const uint8_t *plain;
+	uint8_t *sealed;
+	struct fuzz_rec *recs;
+	size_t n_recs, rec_next;
 };
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -83,19 +112,136 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
+static const uint8_t fuzz_key[AUTH_KEY_LEN] =
+	"the pair key of client and owner";
+
+static int fuzz_lookup(void *arg, const struct auth_hello *h,
+		       uint8_t key[AUTH_KEY_LEN], char *why, size_t why_len)
+{
+	memcpy(key, fuzz_key, AUTH_KEY_LEN);
+	return AUTH_OK;
+}
+
+/* A real handshake of a client and a server: both sessions. */
+static void fuzz_pair(unsigned int flags, struct auth_sess **cs,
+		      struct auth_sess **ss)
+{
+	struct auth_server_cfg scfg = { .lookup = fuzz_lookup };
+	struct auth_client_cfg ccfg = {
+		.role = AUTH_ROLE_PEER,
+		.name = "client",
+		.target = "owner",
+		.flags = flags,
+	};
+	struct auth_hs *h[2];
+	const uint8_t *o;
+	size_t n;
+
+	memcpy(ccfg.key, fuzz_key, sizeof(ccfg.key));
+	FUZZ_CHECK(!auth_hs_client(&ccfg, &h[0]));
+	FUZZ_CHECK(!auth_hs_server(&scfg, &h[1]));
+	for (int i = 0; i < 8; i++) {
+		while ((n = auth_hs_output(h[i % 2], &o)) > 0) {
+			FUZZ_CHECK(auth_hs_input(h[1 - i % 2], o, n) ==
+				   (ssize_t)n);
+			auth_hs_sent(h[i % 2], n);
+		}
+	}
+	*cs = auth_hs_take(h[0]);
+	*ss = auth_hs_take(h[1]);
+	FUZZ_CHECK(*cs && *ss);
+	auth_hs_free(h[0]);
+	auth_hs_free(h[1]);
+}
+
+/*
+ * Secure: the input's requests sealed as a client seals them, one record
+ * each; what follows the last whole one (a request cut short, or from a
+ * WRITE whose len the server refuses at its header on) stays as it is.
+ * One byte of record @tamper (1 = the first; 0 = none) is changed.
+ */
+static void fuzz_seal(struct fuzz_run *run, const uint8_t *in, size_t len,
+		      unsigned int tamper, struct fuzz_rng *rng)
+{
+	size_t pos = 0, out = 0, max = len / WIRE_HDR_LEN + 1, body, total;
+	struct fuzz_rec *rec;
+	struct wire_hdr h;
+	struct iovec v;
+
+	if (max > FUZZ_RECS)
+		max = FUZZ_RECS;
+	run->sealed = malloc(len + max * AUTH_TAG_LEN + 1);
+	run->recs = calloc(max, sizeof(*run->recs));
+	if (!run->sealed || !run->recs)
+		abort();
+	while (len - pos >= WIRE_HDR_LEN && run->n_recs < max) {
+		wire_hdr_unpack(in + pos, &h);
+		body = 0;
+		if (h.op == WIRE_OP_WRITE) {
+			if (!h.len || h.len > WIRE_LEN_MAX)
+				break;
+			body = h.len;
+		}
+		if (len - pos - WIRE_HDR_LEN < body)
+			break;
+		rec = &run->recs[run->n_recs++];
+		rec->at = out;
+		rec->plain = pos;
+		memcpy(run->sealed + out, in + pos, WIRE_HDR_LEN + body);
+		v.iov_base = run->sealed + out + WIRE_HDR_LEN;
+		v.iov_len = body;
+		FUZZ_CHECK(!auth_seal(run->cs, run->sealed + out, WIRE_HDR_LEN,
+				      &v, body ? 1 : 0,
+				      run->sealed + out + WIRE_HDR_LEN + body));
+		total = WIRE_HDR_LEN + body + AUTH_TAG_LEN;
+		if (run->n_recs == tamper) {
+			rec->tampered = true;
+			run->sealed[out + fuzz_rng_next(rng) % total] ^=
+				(uint8_t)(1 + fuzz_rng_next(rng) % 255);
+		}
+		out += total;
+		pos += WIRE_HDR_LEN + body;
+	}
+	memcpy(run->sealed + out, in + pos, len - pos);
+	run->stream = run->sealed;
+	run->len = out + len - pos;
+	run->plain = in;
+}
+
 static bool fuzz_is_outside(const struct pagesrv *s, const struct wire_hdr *h)
 {
 	return !h->len || h->len > WIRE_LEN_MAX || h->arg > s->pool_size ||
 	       h->len > s->pool_size - h->arg;
 }
 
-/* Stream bytes the request at @at takes: header, and a WRITE's data. */
+/* Stream bytes the request at @at takes: header, a WRITE's data, the tag
+ * (secure). */
 static size_t fuzz_req_size(const struct fuzz_run *run, size_t at)
 {
 	struct wire_hdr h;
 
 	wire_hdr_unpack(run->stream + at, &h);
-	return WIRE_HDR_LEN + (h.op == WIRE_OP_WRITE ? h.len : 0);
+	return WIRE_HDR_LEN + (h.op == WIRE_OP_WRITE ? h.len : 0) +
+	       (run->cs ? AUTH_TAG_LEN : 0);
+}
+
+/* The input's (clear) bytes of the request at stream offset @at. */
+static const uint8_t *fuzz_req_plain(const struct fuzz_run *run, size_t at)
+{
+	size_t lo = 0, hi = run->n_recs;
+
+	if (!run->cs)
+		return run->stream + at;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (run->recs[mid].at < at)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	FUZZ_CHECK(lo < run->n_recs && run->recs[lo].at == at);
+	return run->plain + run->recs[lo].plain;
 }
 
 /* The reply @r must be what the server owes request @req. */
@@ -135,6 +281,11 @@ static void fuzz_reply_check(const struct fuzz_run *run,
 	}
 	FUZZ_CHECK(h.flags_status == 0);
 	FUZZ_CHECK(r->len == req->len);
+	if (run->cs) {
+		/* a copy, checked once opened (fuzz_writes_check()) */
+		FUZZ_CHECK(r->own && r->data == r->own);
+		return;
+	}
 	FUZZ_CHECK(r->data == s->pool + req->arg);
 	FUZZ_CHECK(r->data >= s->pool);
 	FUZZ_CHECK(r->len <= s->pool_size);
@@ -154,7 +305,7 @@ static bool fuzz_is_sending(const struct pagesrv_conn *c, uint64_t off,
 
 	for (uint32_t i = 0; i < c->q_n; i++) {
 		r = &c->q[(c->q_head + i) % PAGESRV_REPLY_CAP];
-		if (!r->len)
+		if (!r->len || r->own)
 			continue;
 		roff = (uint64_t)(r->data - c->s->pool);
 		if (roff < off + len && off < roff + r->len)
@@ -163,18 +314,23 @@ static bool fuzz_is_sending(const struct pagesrv_conn *c, uint64_t off,
 	return false;
 }
 
-/* Stream bytes of the active WRITE taken so far (header and data). */
+/* Stream bytes of the active WRITE taken so far (header, data, tag). */
 static size_t fuzz_active_taken(const struct pagesrv_conn *c)
 {
-	return c->wr_active ? WIRE_HDR_LEN + c->wr_len - c->wr_left : 0;
+	if (!c->wr_active)
+		return 0;
+	if (c->sess)
+		return WIRE_HDR_LEN + c->wr_len + AUTH_TAG_LEN - c->wr_left;
+	return WIRE_HDR_LEN + c->wr_len - c->wr_left;
 }
 
-/* Into the shadow: the bytes of the active WRITE that are in so far. */
+/* Into the shadow: the bytes of the active WRITE that are in so far
+ * (insecure; sealed ones land whole, once answered). */
 static void fuzz_active_apply(struct fuzz_run *run)
 {
 	const struct pagesrv_conn *c = run->c;
 
-	if (!c->wr_active || c->wr_status)
+	if (!c->wr_active || c->wr_status || c->sess)
 		return;
 	memcpy(run->shadow + c->wr_off,
 	       run->stream + run->answered + WIRE_HDR_LEN,
@@ -185,18 +341,28 @@ static void fuzz_active_apply(struct fuzz_run *run)
  * The accepted WRITEs among the @n requests of run->req_at one parse
  * answered, and the active one's bytes so far: applied to the shadow in
  * order, then each range compared (a later one may overwrite an earlier
- * one: both see that).
+ * one: both see that). Secure, each READ's data (opened already) is the
+ * shadow as the requests before it left it.
  */
-static void fuzz_writes_check(struct fuzz_run *run, uint32_t n)
+static void fuzz_writes_check(struct fuzz_run *run, uint32_t n, uint32_t first)
 {
 	const struct pagesrv_conn *c = run->c;
 	const struct pagesrv *s = run->s;
+	const struct pagesrv_reply *r;
 	struct wire_hdr req;
 	uint32_t k;
 
 	for (int pass = 0; pass < 2; pass++) {
 		for (k = 0; k < n; k++) {
 			wire_hdr_unpack(run->stream + run->req_at[k], &req);
+			if (!pass && run->cs && req.op == WIRE_OP_READ &&
+			    !fuzz_is_outside(s, &req)) {
+				r = &c->q[(c->q_head + first + k) %
+					  PAGESRV_REPLY_CAP];
+				FUZZ_CHECK(!memcmp(r->own,
+						   run->shadow + req.arg,
+						   req.len));
+			}
 			if (req.op != WIRE_OP_WRITE || fuzz_is_outside(s, &req))
 				continue;
 			if (pass) {
@@ -206,16 +372,42 @@ static void fuzz_writes_check(struct fuzz_run *run, uint32_t n)
 				continue;
 			}
 			memcpy(run->shadow + req.arg,
-			       run->stream + run->req_at[k] + WIRE_HDR_LEN,
+			       fuzz_req_plain(run, run->req_at[k]) +
+				       WIRE_HDR_LEN,
 			       req.len);
 			run->written = true;
 		}
 		if (!pass)
 			fuzz_active_apply(run);
 	}
-	if (c->wr_active && !c->wr_status)
+	if (c->wr_active && !c->wr_status && !c->sess)
 		FUZZ_CHECK(!memcmp(s->pool + c->wr_off, run->shadow + c->wr_off,
 				   c->wr_len - c->wr_left));
+}
+
+/* Secure: reply @r opens with the client's session (in the order sent). */
+static void fuzz_reply_open(struct fuzz_run *run, struct pagesrv_reply *r)
+{
+	struct iovec v = { r->own, r->len };
+
+	if (!run->cs)
+		return;
+	FUZZ_CHECK(!r->len || r->own);
+	FUZZ_CHECK(auth_open(run->cs, r->hdr, WIRE_HDR_LEN, &v, r->len ? 1 : 0,
+			     r->tag) == 0);
+}
+
+/* True if rbuf holds a request's header (secure: and a HELLO's or READ's
+ * tag): the parse takes it unless replies back up or a WRITE waits. */
+static bool fuzz_rbuf_has_request(const struct pagesrv_conn *c)
+{
+	struct wire_hdr h;
+
+	if (c->rlen < WIRE_HDR_LEN)
+		return false;
+	wire_hdr_unpack(c->rbuf, &h);
+	return !c->sess || h.op == WIRE_OP_WRITE ||
+	       c->rlen >= WIRE_HDR_LEN + AUTH_TAG_LEN;
 }
 
 /*
@@ -231,7 +423,7 @@ static int fuzz_parse(struct fuzz_run *run)
 	int ret;
 
 	ret = pagesrv_conn_parse(c);
-	FUZZ_CHECK(ret == 0 || ret == -EPROTO);
+	FUZZ_CHECK(ret == 0 || ret == -EPROTO || (ret == -EBADMSG && run->cs));
 	FUZZ_CHECK(c->rlen <= rlen && c->q_n >= q_n);
 	FUZZ_CHECK(c->q_n <= PAGESRV_REPLY_CAP);
 	/* one reply per request, in order, none for a bad one */
@@ -239,14 +431,30 @@ static int fuzz_parse(struct fuzz_run *run)
 		at = run->answered;
 		FUZZ_CHECK(at + WIRE_HDR_LEN <= run->fed);
 		wire_hdr_unpack(run->stream + at, &req);
+		fuzz_reply_open(run,
+				&c->q[(c->q_head + i) % PAGESRV_REPLY_CAP]);
 		fuzz_reply_check(
 			run, &c->q[(c->q_head + i) % PAGESRV_REPLY_CAP], &req);
 		run->req_at[k] = at;
 		run->answered += fuzz_req_size(run, at);
 		/* a WRITE is answered once all of its data is in */
 		FUZZ_CHECK(run->answered <= run->fed);
+		if (run->cs) {
+			/* what was answered verified: it was not changed */
+			FUZZ_CHECK(run->rec_next < run->n_recs &&
+				   run->recs[run->rec_next].at == at &&
+				   !run->recs[run->rec_next].tampered);
+			run->rec_next++;
+		}
 	}
-	fuzz_writes_check(run, k);
+	fuzz_writes_check(run, k, q_n);
+	if (ret == -EBADMSG) {
+		/* the first record not answered was changed */
+		FUZZ_CHECK(run->rec_next < run->n_recs &&
+			   run->recs[run->rec_next].at == run->answered &&
+			   run->recs[run->rec_next].tampered);
+		return ret;
+	}
 	/* what is left is the stream's unanswered rest: the active WRITE's
 	 * header and data so far, then what rbuf holds */
 	at = run->answered + fuzz_active_taken(c);
@@ -256,9 +464,13 @@ static int fuzz_parse(struct fuzz_run *run)
 		wire_hdr_unpack(run->stream + run->answered, &req);
 		FUZZ_CHECK(req.op == WIRE_OP_WRITE && req.tag == c->wr_tag);
 		FUZZ_CHECK(req.len == c->wr_len && req.arg == c->wr_off);
-		FUZZ_CHECK(c->wr_left && c->wr_left <= c->wr_len);
+		FUZZ_CHECK(c->wr_left &&
+			   c->wr_left <=
+				   c->wr_len + (c->sess ? AUTH_TAG_LEN : 0));
+		/* secure: nothing decided before the record opens */
 		FUZZ_CHECK(c->wr_status ==
-			   (fuzz_is_outside(run->s, &req) ? ERANGE : 0));
+			   (fuzz_is_outside(run->s, &req) && !c->sess ? ERANGE
+								      : 0));
 		/* no queued READ reply sends from where it writes */
 		FUZZ_CHECK(c->wr_status ||
 			   !fuzz_is_sending(c, c->wr_off, c->wr_len));
@@ -286,17 +498,29 @@ static int fuzz_parse(struct fuzz_run *run)
 		return 0;
 	}
 	/* stopped for want of bytes or of room for replies */
-	FUZZ_CHECK(c->rlen < WIRE_HDR_LEN || c->q_n == PAGESRV_REPLY_CAP);
+	FUZZ_CHECK(!fuzz_rbuf_has_request(c) || pagesrv_conn_is_full(c));
 	return 0;
 }
 
-/* A SENDMSG completion: @n replies went out (and the rest of the head's). */
+/* A SENDMSG completion: @n replies went out (and the rest of the head's);
+ * their copies go, as pagesrv_conn_on_send() frees them. */
 static void fuzz_drain(struct pagesrv_conn *c, uint32_t n)
 {
+	struct pagesrv_reply *r;
+
 	if (n > c->q_n)
 		n = c->q_n;
-	c->q_head = (c->q_head + n) % PAGESRV_REPLY_CAP;
-	c->q_n -= n;
+	while (n--) {
+		r = &c->q[c->q_head];
+		if (r->own) {
+			FUZZ_CHECK(c->q_bytes >= r->len);
+			c->q_bytes -= r->len;
+			free(r->own);
+			r->own = NULL;
+		}
+		c->q_head = (c->q_head + 1) % PAGESRV_REPLY_CAP;
+		c->q_n--;
+	}
 	c->head_off = 0;
 }
 
@@ -308,14 +532,22 @@ static bool fuzz_recv(struct fuzz_run *run, size_t max)
 {
 	struct pagesrv_conn *c = run->c;
 	const struct pagesrv *s = run->s;
+	enum pagesrv_to to;
 	size_t room, n;
 	uint8_t *buf;
-	bool pool;
 
-	room = pagesrv_conn_recv_room(c, &buf, &pool);
+	room = pagesrv_conn_recv_room(c, &buf, &to);
 	if (!room)
 		return false;
-	if (pool) {
+	if (to == PAGESRV_TO_STAGE) {
+		/* a sealed WRITE's data and tag, staged, never the pool */
+		FUZZ_CHECK(c->sess && c->wr_active && !c->rlen);
+		FUZZ_CHECK(buf ==
+			   c->stage + c->wr_len + AUTH_TAG_LEN - c->wr_left);
+		FUZZ_CHECK(room == c->wr_left);
+		FUZZ_CHECK(c->wr_len + AUTH_TAG_LEN <= c->stage_cap);
+	} else if (to == PAGESRV_TO_POOL) {
+		FUZZ_CHECK(!c->sess);
 		/* a checked WRITE's data, where it is due, never beyond */
 		FUZZ_CHECK(c->wr_active && !c->wr_status && !c->rlen);
 		FUZZ_CHECK(buf == s->pool + c->wr_off + c->wr_len - c->wr_left);
@@ -330,7 +562,7 @@ static bool fuzz_recv(struct fuzz_run *run, size_t max)
 	if (n > run->len - run->fed)
 		n = run->len - run->fed;
 	memcpy(buf, run->stream + run->fed, n);
-	pagesrv_conn_received(c, n, pool);
+	pagesrv_conn_received(c, n, to);
 	run->fed += n;
 	return true;
 }
@@ -344,7 +576,8 @@ static void fuzz_pool_check(struct fuzz_run *run, int pool)
 {
 	const struct pagesrv *s = run->s;
 
-	if (!run->written)
+	/* secure: a WRITE not answered must not have touched it either */
+	if ((!run->written && !run->cs) || !s->pool_size)
 		return;
 	fuzz_active_apply(run);
 	FUZZ_CHECK(!memcmp(s->pool, run->shadow, s->pool_size));
@@ -359,21 +592,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct pagesrv_conn *c;
 	struct fuzz_rng rng;
 	struct pagesrv *s;
+	size_t off = 2;
 	uint8_t cfg;
 	int pool, ret = 0;
 
-	if (size < 2)
+	if (size < 2 || (data[0] & 0x80 && size < 3))
 		return 0;
 	cfg = data[0];
 	fuzz_rng_init(&rng, data[1]);
+	if (cfg & 0x80)
+		off = 3;
 
 	s = calloc(1, sizeof(*s));
 	c = calloc(1, sizeof(*c));
 	run = calloc(1, sizeof(*run));
 	if (!s || !c || !run)
 		abort();
-	run->stream = data + 2;
-	run->len = size - 2;
+	run->stream = data + off;
+	run->len = size - off;
 	pool = cfg & 3;
 	s->pool = fuzz_pools.base[pool];
 	s->pool_size = fuzz_pools.size[pool];
@@ -384,6 +620,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	run->s = s;
 	run->c = c;
 	run->shadow = fuzz_pools.shadow[pool];
+	if (cfg & 0x80) {
+		fuzz_pair(data[2] & 1 ? AUTH_F_ENCRYPT : 0, &run->cs, &c->sess);
+		fuzz_seal(run, data + off, size - off, data[2] >> 1, &rng);
+	}
 
 	while (run->fed < run->len) {
 		if (!fuzz_recv(run, fuzz_rng_size(&rng,
@@ -411,14 +651,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 						 : c->q_n);
 	}
 	/* the client went quiet: whatever it sent in full is answered */
-	while (!ret && c->rlen >= WIRE_HDR_LEN) {
-		FUZZ_CHECK(c->q_n == PAGESRV_REPLY_CAP || c->wr_wait);
+	while (!ret && fuzz_rbuf_has_request(c)) {
+		FUZZ_CHECK(pagesrv_conn_is_full(c) || c->wr_wait);
 		fuzz_drain(c, c->q_n);
 		ret = fuzz_parse(run);
 	}
 	FUZZ_CHECK(ret ||
 		   run->fed - run->answered == fuzz_active_taken(c) + c->rlen);
 	fuzz_pool_check(run, pool);
+	fuzz_drain(c, c->q_n);
+	FUZZ_CHECK(!c->q_bytes);
+	free(c->stage);
+	auth_sess_free(c->sess);
+	auth_sess_free(run->cs);
+	free(run->sealed);
+	free(run->recs);
 	free(run);
 	free(c);
 	free(s);
