@@ -28,6 +28,7 @@
 #include <liburing.h>
 
 #include "auth.h"
+#include "bufpool.h"
 #include "evl.h"
 #include "log.h"
 #include "msg.h"
@@ -64,6 +65,8 @@
  * this much of them waits to be sent, reading at half of it. */
 #define PAGESRV_SEAL_CAP  (8u << 20)
 #define PAGESRV_SEAL_HIGH (PAGESRV_SEAL_CAP / 2)
+/* Their buffers, kept for the next replies (bufpool.h) up to this much. */
+#define PAGESRV_BUF_CACHE (16u << 20)
 
 enum pagesrv_op {
 	PAGESRV_OP_ACCEPT = 1,
@@ -196,6 +199,7 @@ struct pagesrv {
 	int (*pair_key)(void *arg, const char *peer, uint8_t key[32]);
 	void *pair_key_arg;
 	unsigned int hs_timeout_ms, hs_max, hs_per_src;
+	struct bufpool bufs; /* reply copies (server thread) */
 	char addr[MSG_ADDR_MAX];
 	pthread_t thread;
 	bool started;
@@ -282,8 +286,12 @@ static void pagesrv_conn_free(struct pagesrv_conn *c)
 	if (c->in_hs)
 		s->nhs--;
 	close(c->fd);
-	for (i = 0; i < c->q_n; i++)
-		free(c->q[(c->q_head + i) % PAGESRV_REPLY_CAP].own);
+	for (i = 0; i < c->q_n; i++) {
+		struct pagesrv_reply *r =
+			&c->q[(c->q_head + i) % PAGESRV_REPLY_CAP];
+
+		bufpool_put(&s->bufs, r->own, r->len);
+	}
 	free(c->stage);
 	auth_hs_free(c->hs);
 	auth_sess_free(c->sess);
@@ -414,7 +422,7 @@ static int pagesrv_conn_reply(struct pagesrv_conn *c, uint8_t op,
 		if (auth_seal(c->sess, r->hdr, WIRE_HDR_LEN, &v, len ? 1 : 0,
 			      r->tag)) {
 			log_err("%s: sealing a reply failed, closing", c->name);
-			free(own);
+			bufpool_put(&c->s->bufs, own, len);
 			r->own = NULL;
 			return -EIO;
 		}
@@ -536,7 +544,7 @@ static int pagesrv_conn_on_read(struct pagesrv_conn *c,
 		 * in place would not do either: the pool may change before
 		 * the bytes are sent (a local write, another connection's),
 		 * and the peer would reject the record. */
-		own = malloc(h->len);
+		own = bufpool_get(&s->bufs, h->len);
 		if (!own) {
 			log_err("%s: no memory for a reply of %u bytes, "
 				"closing",
@@ -1005,7 +1013,7 @@ static void pagesrv_conn_on_send(struct pagesrv_conn *c, int res)
 		c->head_off = 0;
 		if (r->own) {
 			c->q_bytes -= r->len;
-			free(r->own);
+			bufpool_put(&c->s->bufs, r->own, r->len);
 			r->own = NULL;
 		}
 		c->q_head = (c->q_head + 1) % PAGESRV_REPLY_CAP;
@@ -1585,6 +1593,7 @@ int pagesrv_create(const struct pagesrv_cfg *cfg, struct pagesrv **out)
 	s->timer_req = (struct pagesrv_req){ PAGESRV_OP_TIMER, NULL };
 	s->stop_req = (struct pagesrv_req){ PAGESRV_OP_STOP, NULL };
 	s->tick_req = (struct pagesrv_req){ PAGESRV_OP_TICK, NULL };
+	bufpool_init(&s->bufs, PAGESRV_BUF_CACHE);
 	ret = net_listen(cfg->listen_addr, PAGESRV_BACKLOG, &s->lfd);
 	if (ret) {
 		log_errno(ret, "listen on %s", cfg->listen_addr);
@@ -1662,6 +1671,7 @@ void pagesrv_destroy(struct pagesrv *s)
 		c->inflight = 0;
 		pagesrv_conn_free(c);
 	}
+	bufpool_fini(&s->bufs);
 	if (s->efd >= 0)
 		close(s->efd);
 	if (s->lfd >= 0)

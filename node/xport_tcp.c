@@ -28,6 +28,7 @@
 #include <liburing.h>
 
 #include "auth.h"
+#include "bufpool.h"
 #include "log.h"
 #include "net.h"
 #include "req.h"
@@ -58,6 +59,8 @@
 /* iovecs of one SENDMSG: headers and the data of up to half as many
  * writes; more goes out with the next one */
 #define XPORT_TCP_IOV 64u
+/* Encrypted writes' copies, kept for the next ones up to this much */
+#define XPORT_TCP_BUF_CACHE (8u << 20)
 
 _Static_assert(XPORT_TCP_DEPTH > 0 && XPORT_TCP_DEPTH < XPORT_TCP_NIL,
 	       "slot index must fit the low half of a wire tag");
@@ -177,6 +180,7 @@ struct xport_tcp {
 	bool insecure;
 	char self_name[AUTH_NAME_MAX];
 	unsigned int auth_flags;
+	struct bufpool bufs; /* encrypted writes' copies */
 	struct xport_tcp_peer *peers;
 	struct xport_tcp_conn *conns; /* attached and detached */
 };
@@ -231,8 +235,11 @@ static void xport_tcp_conn_free(struct xport_tcp_conn *c)
 		c->next->prev = c->prev;
 	if (c->fd >= 0)
 		close(c->fd);
-	for (uint32_t i = 0; c->data && i < c->dn; i++)
-		free(c->data[(c->dhead + i) % c->dcap].own);
+	for (uint32_t i = 0; c->data && i < c->dn; i++) {
+		struct xport_tcp_data *d = &c->data[(c->dhead + i) % c->dcap];
+
+		bufpool_put(&x->bufs, d->own, d->len);
+	}
 	auth_hs_free(c->hs);
 	auth_sess_free(c->sess);
 	free(c->sbuf);
@@ -387,7 +394,7 @@ static void xport_tcp_conn_sent(struct xport_tcp_conn *c, size_t n)
 		d->done += (uint32_t)k;
 		n -= k;
 		if (d->done == d->len) {
-			free(d->own);
+			bufpool_put(&c->x->bufs, d->own, d->len);
 			d->own = NULL;
 			c->dhead = (c->dhead + 1) % c->dcap;
 			c->dn--;
@@ -545,7 +552,7 @@ static int xport_tcp_conn_req_put(struct xport_tcp_conn *c,
 		return 0;
 	}
 	if (len && auth_sess_encrypts(c->sess)) {
-		own = malloc(len);
+		own = bufpool_get(&c->x->bufs, len);
 		if (!own)
 			return -ENOMEM;
 		memcpy(own, src, len);
@@ -559,7 +566,7 @@ static int xport_tcp_conn_req_put(struct xport_tcp_conn *c,
 	if (auth_seal(c->sess, hdr, WIRE_HDR_LEN, &v, len ? 1 : 0, tag)) {
 		c->slen -= WIRE_HDR_LEN;
 		c->queued -= WIRE_HDR_LEN;
-		free(own);
+		bufpool_put(&c->x->bufs, own, len);
 		return -EIO;
 	}
 	if (len)
@@ -1307,6 +1314,7 @@ static int xport_tcp_create(const struct xport_cfg *cfg, struct xport **out)
 		snprintf(x->self_name, sizeof(x->self_name), "%s",
 			 cfg->self_name);
 	x->auth_flags = cfg->auth_flags;
+	bufpool_init(&x->bufs, XPORT_TCP_BUF_CACHE);
 	*out = (struct xport *)x;
 	return 0;
 }
@@ -1373,6 +1381,7 @@ static void xport_tcp_destroy(struct xport *xx)
 	/* memory the kernel may still write to is never freed */
 	if (!xport_tcp_reap_all(x))
 		return;
+	bufpool_fini(&x->bufs);
 	free(x);
 }
 

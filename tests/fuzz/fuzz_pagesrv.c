@@ -515,7 +515,7 @@ static void fuzz_drain(struct pagesrv_conn *c, uint32_t n)
 		if (r->own) {
 			FUZZ_CHECK(c->q_bytes >= r->len);
 			c->q_bytes -= r->len;
-			free(r->own);
+			bufpool_put(&c->s->bufs, r->own, r->len);
 			r->own = NULL;
 		}
 		c->q_head = (c->q_head + 1) % PAGESRV_REPLY_CAP;
@@ -614,6 +614,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	s->pool = fuzz_pools.base[pool];
 	s->pool_size = fuzz_pools.size[pool];
 	s->instance = cfg & 0x40 ? 0 : FUZZ_INSTANCE;
+	bufpool_init(&s->bufs, 1u << 20); /* kept buffers reused too */
 	c->s = s;
 	c->fd = -1;
 	snprintf(c->name, sizeof(c->name), "fuzz client");
@@ -664,6 +665,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(c->stage);
 	auth_sess_free(c->sess);
 	auth_sess_free(run->cs);
+	bufpool_fini(&s->bufs);
 	free(run->sealed);
 	free(run->recs);
 	free(run);
