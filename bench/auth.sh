@@ -7,9 +7,10 @@
 # cluster, with --page-encryption off (records MAC'd only) and on (AES-GCM
 # encrypted). Each reads a region all owned by another agent of its cluster
 # (every fault remote; that owner has --page-encryption off, so the reader's
-# flag decides). Prints each mode's medians and writes them as JSON (keys
-# auth.MODE.*, every run's values in *_runs). Figures only: never fails on
-# them.
+# flag decides). And bench_seal: sealing and opening one record alone, by
+# size. Prints each mode's medians and writes them as JSON (keys
+# auth.MODE.*, auth.crypto.*; every run's values in *_runs). Figures
+# only: never fails on them.
 #
 #   bench/auth.sh [--bin BUILD_DIR] [--rounds N] [--size SIZE] [--json FILE]
 set -uo pipefail
@@ -32,7 +33,8 @@ case $JSON_OUT in /*) ;; *) JSON_OUT=$PWD/$JSON_OUT ;; esac
 . "$SRC/tests/lib.sh"
 fp_require
 BF=$FARPAGE_BIN/bench/bench_fault
-[ -x "$BF" ] || fp_fail "$BF not built"
+BS=$FARPAGE_BIN/bench/bench_seal
+[ -x "$BF" ] && [ -x "$BS" ] || fp_fail "$BF or $BS not built"
 SIZE_BYTES=$(numfmt --from=iec "$SIZE")
 chunks=$((SIZE_BYTES / (2 << 20)))
 [ "$chunks" -ge 1 ] || fp_fail "--size: at least 2M"
@@ -84,6 +86,9 @@ for i in $(seq "$ROUNDS"); do
 	done
 done
 
+"$BS" --runs 3 --bytes 64M >"$FP_TMP/seal.out" 2>&1 || fp_fail "bench_seal: $(tail -n2 "$FP_TMP/seal.out")"
+grep -E '^seal:' "$FP_TMP/seal.out" | sed 's/^/crypto /' >>"$FP_TMP/res"
+
 # figs: "MODE KEY VALUE" lines, one per run, for every figure.
 awk '{
 	delete kv
@@ -92,6 +97,8 @@ awk '{
 		for (k in kv) { if (k ~ /^(p50|p90|p99|p999|max|mean)_us$/) print $1, "remote." kv["order"] "." k, kv[k] }
 	if ($2 == "fault_in:")
 		print $1, "fault_in." kv["order"] ".t" kv["threads"] "_MBps", kv["MBps"]
+	if ($2 == "seal:")
+		for (k in kv) { if (k ~ /^(seal_us|open_us|MBps)$/) print $1, kv["mode"] ".b" kv["len"] "." k, kv[k] }
 }' "$FP_TMP/res" | sort -k1,1 -k2,2 -s >"$FP_TMP/figs"
 # "MODE KEY median min max [runs]"
 awk '
@@ -115,6 +122,13 @@ for m in $MODES; do
 		"$(med $m remote.seq.p50_us) / $(med $m remote.seq.p99_us)" \
 		"$(med $m fault_in.seq.t1_MBps) MB/s" "$(med $m fault_in.rand.t1_MBps) MB/s" \
 		"$(med $m fault_in.rand.t4_MBps) MB/s"
+done
+echo "sealing and opening one record, crypto alone (bench_seal, medians of 3):"
+for m in mac encrypt; do
+	for b in 4096 65536 262144 1048576; do
+		printf '  %-8s %8s B body: seal %s us  open %s us  %s MB/s\n' $m $b \
+			"$(med crypto $m.b$b.seal_us)" "$(med crypto $m.b$b.open_us)" "$(med crypto $m.b$b.MBps)"
+	done
 done
 
 # The JSON, as farpage-bench writes it (dotted keys are nested objects;
