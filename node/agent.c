@@ -148,6 +148,8 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 		return -ENOMEM;
 	a->cfg = *cfg;
 	a->usock = -1;
+	for (int i = 0; i < AGENT_REFUSED_MAX; i++)
+		a->refused[i] = -1;
 	a->pool.fd = -1;
 	ret = util_random_u64(&a->instance); /* 0 means "any" on the wire */
 	if (ret)
