@@ -9,6 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
+#include "actl.h"
 #include "agent.h"
 #include "farpage.h"
 #include "log.h"
@@ -288,6 +291,19 @@ static int main_word(const char *opt, const char *s, const char *const *words)
 	return -1;
 }
 
+/* True if the key the agent would use cannot be loaded for its name. */
+static bool main_key_is_bad(const struct node_cfg *cfg)
+{
+	struct actl_cred c;
+	char why[400];
+	bool bad;
+
+	bad = actl_cred_load(&c, cfg->key_file, AUTH_ROLE_NODE, cfg->name, why,
+			     sizeof(why)) != 0;
+	OPENSSL_cleanse(&c, sizeof(c));
+	return bad;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -537,6 +553,9 @@ int main(int argc, char **argv)
 
 	signal(SIGPIPE, SIG_IGN);
 	ret = agent_create(&cfg, &main_agent);
+	/* No key, or not this node's: a setting to fix, not to retry. */
+	if (ret == -ENOENT || ret == -EPERM || ret == -EINVAL)
+		return !cfg.insecure && main_key_is_bad(&cfg) ? 2 : 1;
 	if (ret)
 		return 1;
 	sa.sa_handler = main_on_signal;
