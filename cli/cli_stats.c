@@ -2,6 +2,7 @@
 /* farpage stats: the local agent's fault counters. */
 #include "cli.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <string.h>
 
@@ -99,8 +100,11 @@ int cli_stats_run(const struct cli *c, int argc, char **argv)
 				     argv[optind]);
 	ret = cli_stats_print(c->agent_sock, "stats");
 	if (ret < 0) {
-		cli_err("stats: agent at %s: %s", c->agent_sock,
-			strerror(-ret));
+		cli_err("stats: agent at %s: %s%s", c->agent_sock,
+			strerror(-ret),
+			ret == -EACCES ? " (the agent does not serve this user: "
+					 "its --allow-uid/--allow-gid)"
+				       : "");
 		return CLI_EXIT_FAIL;
 	}
 	return CLI_EXIT_OK;

@@ -8,9 +8,9 @@
 #include "coord.h"
 
 #include <errno.h>
-#include <stdbool.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +19,9 @@
 #include "coord_int.h"
 #include "frame.h"
 #include "log.h"
-#include "util.h"
 #include "msg.h"
+#include "net.h"
+#include "util.h"
 #include "wal.h"
 
 #define WHY_LEN MSG_TEXT_MAX
@@ -170,14 +171,25 @@ static void coord_ext_remove(struct coord_node *n, uint64_t off)
 
 /*
  * First fit: the lowest @align-aligned offset where @len bytes are free in
- * @n's pool. Returns 0 and *off, or -ENOSPC.
+ * @n's pool, searching from extent *@from on (0: the start; every hole
+ * before it is known to be too small); *@from becomes the index past the
+ * extent @len would be placed at, so that placing many chunks of one size
+ * costs linear time, not quadratic. Returns 0 and *off, or -ENOSPC.
  */
 static int coord_ext_fit(const struct coord_node *n, uint64_t len,
-			 uint64_t align, uint64_t *off)
+			 uint64_t align, uint32_t *from, uint64_t *off)
 {
 	uint64_t cand = 0;
+	uint32_t i = *from > n->n_ext ? n->n_ext : *from;
 
-	for (uint32_t i = 0; i < n->n_ext; i++) {
+	if (i) {
+		const struct coord_extent *e = &n->ext[i - 1];
+
+		if (e->off + e->len > UINT64_MAX - align)
+			return -ENOSPC;
+		cand = (e->off + e->len + align - 1) & ~(align - 1);
+	}
+	for (; i < n->n_ext; i++) {
 		const struct coord_extent *e = &n->ext[i];
 		uint64_t end;
 
@@ -193,6 +205,7 @@ static int coord_ext_fit(const struct coord_node *n, uint64_t len,
 	if (cand > n->pool_size || n->pool_size - cand < len)
 		return -ENOSPC;
 	*off = cand;
+	*from = i + 1;
 	return 0;
 }
 
@@ -1016,6 +1029,36 @@ static int coord_change(struct coord *c, const struct msg *rec, struct msg *rep,
  * *fatal (then @rep must not be sent).
  */
 
+/*
+ * What a joining node reports must make sense before it is placed in the
+ * tables: a "host:port" data address with a port, a pool of whole 2 MiB
+ * units and at most COORD_POOL_MAX. Returns 0, or -EINVAL with @rep.
+ */
+static int coord_join_check(const struct msg *req, struct msg *rep)
+{
+	char host[MSG_ADDR_MAX], port[16];
+	uint64_t p;
+
+	if (net_addr_split(req->data_addr, host, sizeof(host), port,
+			   sizeof(port)) ||
+	    !host[0] || util_u64_parse(port, &p) || !p || p > 65535) {
+		msg_error(rep, -EINVAL,
+			  "node %s: data address '%s' is not host:port",
+			  req->name, req->data_addr);
+		return -EINVAL;
+	}
+	if (!req->pool_size || req->pool_size > COORD_POOL_MAX ||
+	    req->pool_size % COORD_CHUNK_SIZE_MIN) {
+		msg_error(rep, -EINVAL,
+			  "node %s: pool of %llu bytes: not a multiple of 2 "
+			  "MiB up to %llu",
+			  req->name, (unsigned long long)req->pool_size,
+			  (unsigned long long)COORD_POOL_MAX);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int coord_on_join(struct coord *c, const struct msg *req,
 			 struct msg *rep, uint64_t now, int *fatal)
 {
@@ -1025,6 +1068,9 @@ static int coord_on_join(struct coord *c, const struct msg *req,
 	uint64_t old = 0;
 	struct msg rec;
 
+	ret = coord_join_check(req, rep);
+	if (ret)
+		return ret;
 	if (n) {
 		coord_node_row(n, &row);
 		if (n->instance != req->instance) {
@@ -1280,6 +1326,7 @@ static int coord_region_place(struct coord *c, const struct msg *req,
 			      size_t why_len)
 {
 	uint64_t *up = NULL;
+	uint32_t *from = NULL;
 	const uint64_t *ids;
 	uint32_t n_ids, i;
 	int ret = 0;
@@ -1326,11 +1373,18 @@ static int coord_region_place(struct coord *c, const struct msg *req,
 			goto out;
 		}
 	}
+	/* Where each node's search goes on (by node id). */
+	from = calloc(c->n_nodes + 1, sizeof(*from));
+	if (!from) {
+		ret = -ENOMEM;
+		goto out;
+	}
 	for (i = 0; i < r->n_chunks; i++) {
 		struct coord_node *n = coord_node_find(c, ids[i % n_ids]);
 		uint64_t off;
 
-		ret = coord_ext_fit(n, r->chunk_size, r->chunk_size, &off);
+		ret = coord_ext_fit(n, r->chunk_size, r->chunk_size,
+				    &from[n->id], &off);
 		if (!ret)
 			ret = coord_ext_insert(n, off, r->chunk_size);
 		if (ret) {
@@ -1347,6 +1401,7 @@ static int coord_region_place(struct coord *c, const struct msg *req,
 		coord_ext_remove(coord_node_find(c, r->chunks[i].node),
 				 r->chunks[i].off);
 out:
+	free(from);
 	free(up);
 	return ret;
 }

@@ -20,6 +20,7 @@
 #define COORD_REGION_ALIGN	     4096u
 #define COORD_CHUNKS_MAX	     (1u << 18) /* per region */
 #define COORD_NODES_MAX		     4096u
+#define COORD_POOL_MAX		     (UINT64_C(1) << 50) /* a node's pool */
 #define COORD_REGIONS_MAX	     65536u
 #define COORD_SCRUB_BATCH	     4096u /* extents per heartbeat answer */
 #define COORD_CID_FILE		     "cluster-id"

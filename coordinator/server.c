@@ -929,7 +929,8 @@ int server_create(const struct server_cfg *cfg, struct coord *c,
 		goto err;
 	}
 	s->n_keys = s->insecure ? 0 : cfg->n_keys;
-	memcpy(s->keys, cfg->keys, s->n_keys * sizeof(s->keys[0]));
+	if (s->n_keys)
+		memcpy(s->keys, cfg->keys, s->n_keys * sizeof(s->keys[0]));
 	ret = evl_create(&s->evl);
 	if (ret) {
 		log_errno(ret, "cannot create the event loop");

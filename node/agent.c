@@ -150,6 +150,8 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 		return -ENOMEM;
 	a->cfg = *cfg;
 	a->usock = -1;
+	for (int i = 0; i < AGENT_REFUSED_MAX; i++)
+		a->refused[i] = -1;
 	a->pool.fd = -1;
 	pthread_mutex_init(&a->pkeys_mu, NULL);
 	if (cfg->insecure) {

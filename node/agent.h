@@ -16,6 +16,7 @@
 #include "actl.h"
 #include "msg.h"
 #include "pool.h"
+#include "sockauth.h"
 
 struct csess;
 struct metrics_srv;
@@ -27,6 +28,9 @@ struct fsvc_drain;
 struct resolv;
 struct xport_rdma_ctx;
 
+/* Refused clients of the Unix socket waiting to be closed (fsvc.c). */
+#define AGENT_REFUSED_MAX 16
+
 struct node_cfg {
 	const char *coordinator; /* "host:port" */
 	const char *name;
@@ -34,6 +38,8 @@ struct node_cfg {
 	const char *data_listen; /* page server listen "host:port" */
 	const char *data_addr;	 /* advertised; NULL = derived */
 	const char *sock_path;	 /* fault service */
+	struct sockauth allow;	 /* who may use it (include our own uid) */
+	gid_t sock_gid;		 /* the socket's group; (gid_t)-1: ours */
 	const char *addr_file;	 /* write the data address here */
 	const char *transport;	 /* "auto", "tcp", "verbs" */
 	enum pool_huge_mode huge;
@@ -69,6 +75,16 @@ struct node_agent {
 	char data_addr[MSG_ADDR_MAX];
 	int usock;
 	struct fsvc_conn *conns;
+	/*
+	 * Refused clients (fsvc.c): each connection stays until its request
+	 * (or its end) comes, so the client reads why and not EPIPE; a few
+	 * at once, the oldest goes first. -1: a free place. And the warning
+	 * about them, at most one a second (refused_quiet: not told since).
+	 */
+	int refused[AGENT_REFUSED_MAX];
+	unsigned int refused_next;
+	uint64_t refused_log_ms;
+	uint64_t refused_quiet;
 	uint64_t next_map_id;
 	uint64_t next_token;
 	struct xport_rdma_ctx *rdma; /* NULL: TCP only */

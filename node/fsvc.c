@@ -37,6 +37,7 @@
 #include "frame.h"
 #include "log.h"
 #include "net.h"
+#include "sockauth.h"
 #include "uffd.h"
 #include "util.h"
 #include "wire.h"
@@ -742,15 +743,108 @@ static void fsvc_on_conn(struct evl *l, int fd, uint32_t events, void *arg)
 	fsvc_conn_close(c);
 }
 
+/* A refused client's connection ends (its slot: @i). */
+static void fsvc_refused_close(struct node_agent *a, unsigned int i)
+{
+	int fd = a->refused[i];
+
+	a->refused[i] = -1;
+	evl_del(a->evl, fd);
+	close(fd);
+}
+
+/* Its request (or its end) came: it has the reply before it. */
+static void fsvc_on_refused(struct evl *l, int fd, uint32_t events, void *arg)
+{
+	struct node_agent *a = arg;
+
+	for (unsigned int i = 0; i < AGENT_REFUSED_MAX; i++)
+		if (a->refused[i] == fd)
+			fsvc_refused_close(a, i);
+}
+
+/*
+ * The warning about a refused client, at most one a second: a flood of
+ * them cannot fill the log. The next line says how many were not told.
+ */
+static void fsvc_refused_log(struct node_agent *a, const struct ucred *cr,
+			     int err)
+{
+	uint64_t now = evl_now_ms();
+	char more[64] = "";
+
+	if (a->refused_log_ms && now - a->refused_log_ms < 1000) {
+		a->refused_quiet++;
+		return;
+	}
+	if (a->refused_quiet)
+		snprintf(more, sizeof(more),
+			 " (and %llu more since the last such line)",
+			 (unsigned long long)a->refused_quiet);
+	a->refused_log_ms = now;
+	a->refused_quiet = 0;
+	if (err)
+		log_warn("refused a local client whose credentials cannot be "
+			 "read (%s)%s",
+			 log_strerror(err), more);
+	else
+		log_warn("refused local client pid %d uid %u gid %u: not "
+			 "allowed by --allow-uid/--allow-gid%s",
+			 (int)cr->pid, (unsigned int)cr->uid,
+			 (unsigned int)cr->gid, more);
+}
+
+/*
+ * A client that may not use the agent gets one EACCES reply. Its
+ * connection is closed once its request arrives, not at once: the client
+ * writes first, and a write to a closed socket fails (EPIPE) before it
+ * reads why. AGENT_REFUSED_MAX wait at once; beyond them the oldest goes.
+ */
+static void fsvc_refuse(struct node_agent *a, int fd, const struct ucred *cr,
+			int err)
+{
+	unsigned int i = a->refused_next++ % AGENT_REFUSED_MAX;
+	struct msg rep;
+
+	fsvc_refused_log(a, cr, err);
+	if (err)
+		msg_error(&rep, -EACCES,
+			  "the agent cannot read this client's credentials");
+	else
+		msg_error(&rep, -EACCES,
+			  "uid %u is not allowed to use this agent "
+			  "(--allow-uid/--allow-gid)",
+			  (unsigned int)cr->uid);
+	if (ctl_send(fd, &rep, NULL, 0)) {
+		close(fd);
+		return;
+	}
+	if (a->refused[i] >= 0)
+		fsvc_refused_close(a, i);
+	if (evl_add(a->evl, fd, EPOLLIN, fsvc_on_refused, a)) {
+		close(fd);
+		return;
+	}
+	a->refused[i] = fd;
+}
+
 static void fsvc_on_accept(struct evl *l, int fd, uint32_t events, void *arg)
 {
 	struct node_agent *a = arg;
 	struct fsvc_conn *c;
-	int cfd;
+	struct ucred cr;
+	int cfd, ret;
 
 	cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
 	if (cfd < 0)
 		return;
+	/* Whoever maps a region reads and writes its pages, and gets the
+	 * whole pool's memfd: the local users given, nobody else. */
+	ret = sockauth_peer_check(&a->cfg.allow, cfd, &cr);
+	if (ret <= 0) {
+		fsvc_refuse(a, cfd, &cr, ret);
+		return;
+	}
 	c = calloc(1, sizeof(*c));
 	if (!c) {
 		close(cfd);
@@ -770,6 +864,36 @@ static void fsvc_on_accept(struct evl *l, int fd, uint32_t events, void *arg)
 	atomic_fetch_add(&a->n_conns, 1);
 }
 
+/*
+ * The socket file: mode 0660 whatever the umask, in the group given (the
+ * group --allow-gid allows by default), so the file system lets in no more
+ * than the agent's user and that group. A client that connects before the
+ * chmod is checked all the same. A group it cannot give (no CAP_CHOWN, not
+ * a member) is a warning: the socket keeps the agent's group.
+ */
+static int fsvc_sock_mode(struct node_agent *a)
+{
+	const char *path = a->cfg.sock_path;
+	int ret;
+
+	if (a->cfg.sock_gid != (gid_t)-1 &&
+	    lchown(path, (uid_t)-1, a->cfg.sock_gid) < 0) {
+		ret = -errno;
+		log_warn("cannot give %s to group %u (%s): it keeps the "
+			 "agent's group; the agent needs CAP_CHOWN or to be "
+			 "in group %u (under its unit: SupplementaryGroups= in "
+			 "a drop-in)",
+			 path, (unsigned int)a->cfg.sock_gid, log_strerror(ret),
+			 (unsigned int)a->cfg.sock_gid);
+	}
+	if (chmod(path, 0660) < 0) {
+		ret = -errno;
+		log_errno(ret, "chmod 0660 %s", path);
+		return ret;
+	}
+	return 0;
+}
+
 int fsvc_init(struct node_agent *a)
 {
 	int ret;
@@ -779,7 +903,9 @@ int fsvc_init(struct node_agent *a)
 		log_errno(ret, "listen on %s", a->cfg.sock_path);
 		return ret;
 	}
-	chmod(a->cfg.sock_path, 0660);
+	ret = fsvc_sock_mode(a);
+	if (ret)
+		return ret;
 	ret = evl_add(a->evl, a->usock, EPOLLIN, fsvc_on_accept, a);
 	if (ret) {
 		log_errno(ret, "watch %s", a->cfg.sock_path);
@@ -805,6 +931,9 @@ void fsvc_fini(struct node_agent *a)
 		evl_del(a->evl, floop_done_fd(a->fl));
 	while (a->conns)
 		fsvc_conn_close(a->conns);
+	for (unsigned int i = 0; i < AGENT_REFUSED_MAX; i++)
+		if (a->refused[i] >= 0)
+			fsvc_refused_close(a, i);
 	while (a->draining) {
 		struct fsvc_drain *d = a->draining;
 

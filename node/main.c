@@ -9,6 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
+#include "actl.h"
 #include "agent.h"
 #include "farpage.h"
 #include "log.h"
@@ -49,6 +52,17 @@ static void main_usage(FILE *out)
 		"from)\n"
 		"  -s, --sock PATH          Unix socket for local processes "
 		"(default %s)\n"
+		"      --allow-uid LIST     users (names or uids, comma-"
+		"separated) that may\n"
+		"                           use the socket; the agent's own "
+		"user always may\n"
+		"      --allow-gid LIST     groups (names or gids) whose "
+		"members may use it\n"
+		"                           (default, neither given: root and "
+		"the group\n"
+		"                           farpage if it exists). The socket "
+		"is mode 0660,\n"
+		"                           in group farpage if it exists\n"
 		"  -t, --transport T        auto: verbs to peers that have it "
 		"(else TCP),\n"
 		"                           tcp, or verbs (refuse to start "
@@ -137,6 +151,120 @@ static int main_uint(const char *opt, const char *s, unsigned int min,
 	return 0;
 }
 
+/* Every id of a full list fits: 10 digits and a comma each. */
+#define MAIN_IDS_FMT_LEN (SOCKAUTH_IDS_MAX * 11 + 1)
+
+/*
+ * Adds the users (--allow-uid) or groups (--allow-gid) of @list, names or
+ * numbers separated by commas. Returns 0 or -1 after saying what is wrong.
+ */
+static int main_allow(struct sockauth *sa, int groups, const char *list)
+{
+	const char *opt = groups ? "--allow-gid" : "--allow-uid";
+	const char *what = groups ? "group" : "user";
+	char *dup = strdup(list), *w, *next;
+	int ret = 0;
+
+	if (!dup) {
+		fprintf(stderr, "farpage-node: %s: %s\n", opt,
+			strerror(ENOMEM));
+		return -1;
+	}
+	for (w = dup; w && !ret; w = next) {
+		next = strchr(w, ',');
+		if (next)
+			*next++ = '\0';
+		if (groups) {
+			gid_t gid;
+
+			ret = sockauth_group_find(w, &gid);
+			if (!ret)
+				ret = sockauth_gid_allow(sa, gid);
+		} else {
+			uid_t uid;
+
+			ret = sockauth_user_find(w, &uid);
+			if (!ret)
+				ret = sockauth_uid_allow(sa, uid);
+		}
+		if (ret == -ENOENT)
+			fprintf(stderr,
+				"farpage-node: %s: no %s '%s' on this "
+				"host\n",
+				opt, what, w);
+		else if (ret == -EINVAL)
+			fprintf(stderr,
+				"farpage-node: %s: '%s' is not a %s name or "
+				"number\n",
+				opt, w, what);
+		else if (ret == -E2BIG)
+			fprintf(stderr, "farpage-node: %s: at most %d\n", opt,
+				SOCKAUTH_IDS_MAX);
+		else if (ret)
+			fprintf(stderr,
+				"farpage-node: %s: cannot look %s '%s' up: "
+				"%s\n",
+				opt, what, w, strerror(-ret));
+	}
+	free(dup);
+	return ret ? -1 : 0;
+}
+
+/* "0,65534" of @n ids, or "none". */
+static const char *main_ids_fmt(const uint32_t *ids, size_t n,
+				char buf[MAIN_IDS_FMT_LEN])
+{
+	size_t at = 0;
+
+	snprintf(buf, MAIN_IDS_FMT_LEN, "none");
+	for (size_t i = 0; i < n; i++)
+		at += (size_t)snprintf(buf + at, MAIN_IDS_FMT_LEN - at, "%s%u",
+				       i ? "," : "", (unsigned int)ids[i]);
+	return buf;
+}
+
+/*
+ * Who may use the socket: the lists given, or by default root and the
+ * members of group farpage; the agent's own user always. The socket goes
+ * to group farpage where there is one. Says which in one line.
+ */
+static void main_allow_default(struct node_cfg *cfg, int given)
+{
+	char uids[MAIN_IDS_FMT_LEN], gids[MAIN_IDS_FMT_LEN];
+	gid_t gid;
+	int ret;
+
+	ret = sockauth_group_find(SOCKAUTH_GROUP, &gid);
+	if (!ret)
+		cfg->sock_gid = gid;
+	if (!given) {
+		sockauth_uid_allow(&cfg->allow, 0);
+		if (!ret)
+			sockauth_gid_allow(&cfg->allow, gid);
+	}
+	sockauth_uid_allow(&cfg->allow, geteuid());
+	main_ids_fmt(cfg->allow.uids, cfg->allow.n_uids, uids);
+	main_ids_fmt(cfg->allow.gids, cfg->allow.n_gids, gids);
+	if (given)
+		log_info("%s serves uids %s and the members of groups %s "
+			 "(--allow-uid/--allow-gid)",
+			 cfg->sock_path, uids, gids);
+	else if (!ret)
+		log_info("%s serves uids %s and the members of group %s (gid "
+			 "%u): no --allow-uid/--allow-gid",
+			 cfg->sock_path, uids, SOCKAUTH_GROUP,
+			 (unsigned int)gid);
+	else if (ret == -ENOENT)
+		log_info("%s serves uids %s only: no --allow-uid/--allow-gid, "
+			 "and no group %s on this host",
+			 cfg->sock_path, uids, SOCKAUTH_GROUP);
+	else
+		log_warn("%s serves uids %s only: no --allow-uid/--allow-gid, "
+			 "and group %s cannot be looked up (%s)",
+			 cfg->sock_path, uids, SOCKAUTH_GROUP,
+			 log_strerror(ret));
+}
+
 static const char *const main_transports[] = { "auto", "tcp", "verbs", NULL };
 static const char *const main_fault_modes[] = { "auto", "cache", "copy", NULL };
 static const char *const main_cache_policies[] = { "clock", "fifo", NULL };
@@ -163,6 +291,19 @@ static int main_word(const char *opt, const char *s, const char *const *words)
 	return -1;
 }
 
+/* True if the key the agent would use cannot be loaded for its name. */
+static bool main_key_is_bad(const struct node_cfg *cfg)
+{
+	struct actl_cred c;
+	char why[400];
+	bool bad;
+
+	bad = actl_cred_load(&c, cfg->key_file, AUTH_ROLE_NODE, cfg->name, why,
+			     sizeof(why)) != 0;
+	OPENSSL_cleanse(&c, sizeof(c));
+	return bad;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -173,6 +314,8 @@ int main(int argc, char **argv)
 		{ "data-listen", required_argument, NULL, 'l' },
 		{ "data-addr", required_argument, NULL, 'a' },
 		{ "sock", required_argument, NULL, 's' },
+		{ "allow-uid", required_argument, NULL, 'u' },
+		{ "allow-gid", required_argument, NULL, 'g' },
 		{ "transport", required_argument, NULL, 't' },
 		{ "rdma-device", required_argument, NULL, 'd' },
 		{ "gid-index", required_argument, NULL, 'G' },
@@ -201,6 +344,7 @@ int main(int argc, char **argv)
 		.pool_size = 1ull << 30,
 		.data_listen = "0.0.0.0:7701",
 		.sock_path = FARPAGE_AGENT_SOCK_DEFAULT,
+		.sock_gid = (gid_t)-1,
 		.transport = "auto",
 		.huge = POOL_HUGE_AUTO,
 		.fault_timeout_ms = 30000,
@@ -214,6 +358,7 @@ int main(int argc, char **argv)
 	enum log_level lvl = LOG_INFO;
 	struct sigaction sa = { 0 };
 	char host[MSG_NAME_MAX];
+	int allow_given = 0;
 	int c, ret;
 
 	log_init("farpage-node", lvl);
@@ -257,6 +402,12 @@ int main(int argc, char **argv)
 			break;
 		case 's':
 			cfg.sock_path = optarg;
+			break;
+		case 'u':
+		case 'g':
+			if (main_allow(&cfg.allow, c == 'g', optarg))
+				return 2;
+			allow_given = 1;
 			break;
 		case 't':
 			if (main_word("--transport", optarg, main_transports) <
@@ -398,8 +549,13 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	main_allow_default(&cfg, allow_given);
+
 	signal(SIGPIPE, SIG_IGN);
 	ret = agent_create(&cfg, &main_agent);
+	/* No key, or not this node's: a setting to fix, not to retry. */
+	if (ret == -ENOENT || ret == -EPERM || ret == -EINVAL)
+		return !cfg.insecure && main_key_is_bad(&cfg) ? 2 : 1;
 	if (ret)
 		return 1;
 	sa.sa_handler = main_on_signal;

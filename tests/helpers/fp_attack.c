@@ -23,6 +23,9 @@
  *       coordinator, admin key: N frames tampered (a bit of the header,
  *       payload or tag), truncated, reordered or replayed, each on a
  *       fresh authenticated connection. "tamper: sent=N accepted=K".
+ *   fp_attack replay ADDR KEYFILE
+ *       coordinator: an admin handshake recorded (what the client sent),
+ *       then sent again on a new connection: refused.
  *   fp_attack flood ADDR N idle|half
  *       N connections that send nothing, or half a handshake; prints
  *       "flood: open=K" and holds them until killed.
@@ -323,6 +326,90 @@ static int attack_tamper(const char *addr, const char *keyfile, long n)
 	return accepted ? 1 : 0;
 }
 
+/*
+ * Runs a client handshake on @fd, keeping a copy of every byte it sends in
+ * @log. Returns 0 once done, -1 if it failed.
+ */
+static int attack_hs_logged(int fd, const struct auth_client_cfg *cc,
+			    uint8_t *log, size_t *log_len)
+{
+	struct auth_hs *h;
+	int ret = -1;
+
+	if (auth_hs_client(cc, &h))
+		return -1;
+	for (int i = 0; i < 16 && !auth_hs_done(h) && !auth_hs_failed(h); i++) {
+		const uint8_t *o;
+		uint8_t buf[AUTH_HELLO_LEN];
+		size_t n = auth_hs_output(h, &o);
+		ssize_t r;
+
+		if (n) {
+			if (send(fd, o, n, MSG_NOSIGNAL) != (ssize_t)n)
+				break;
+			memcpy(log + *log_len, o, n);
+			*log_len += n;
+			auth_hs_sent(h, n);
+			continue;
+		}
+		r = recv(fd, buf, auth_hs_want(h), MSG_WAITALL);
+		if (r <= 0 || auth_hs_input(h, buf, (size_t)r) < 0)
+			break;
+	}
+	if (auth_hs_done(h))
+		ret = 0;
+	auth_hs_free(h);
+	return ret;
+}
+
+static int attack_replay(const char *addr, const char *keyfile)
+{
+	struct actl_cred c = { 0 };
+	struct auth_client_cfg cc;
+	uint8_t log[512], buf[256];
+	size_t log_len = 0;
+	ssize_t got = 0;
+	int fd;
+
+	if (attack_cred(keyfile, &c) ||
+	    actl_cred_client(&c, AUTH_ROLE_ADMIN, NULL, &cc))
+		return 2;
+	if (net_connect(addr, ATTACK_TIMEOUT_MS, &fd))
+		return 2;
+	if (attack_hs_logged(fd, &cc, log, &log_len)) {
+		printf("replay: the genuine handshake failed\n");
+		return 2;
+	}
+	close(fd);
+	/* The recorded HELLO and PROOF on a new connection. */
+	if (net_connect(addr, ATTACK_TIMEOUT_MS, &fd))
+		return 2;
+	send(fd, log, log_len, MSG_NOSIGNAL);
+	for (size_t n = 0; n < sizeof(buf);) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t r;
+
+		if (poll(&p, 1, 3000) <= 0)
+			break;
+		r = read(fd, buf + n, sizeof(buf) - n);
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+		got = (ssize_t)n;
+	}
+	close(fd);
+	/* CHALL (72) then DONE (8): DONE's status says whether it passed. */
+	if (got >= AUTH_CHALL_LEN + AUTH_DONE_LEN &&
+	    buf[AUTH_CHALL_LEN + 5] == AUTH_OK) {
+		printf("replay: ACCEPTED\n");
+		return 1;
+	}
+	printf("replay: refused (%zd bytes back, status %d)\n", got,
+	       got >= AUTH_CHALL_LEN + AUTH_DONE_LEN ? buf[AUTH_CHALL_LEN + 5]
+						     : -1);
+	return 0;
+}
+
 static int attack_flood(const char *addr, long n, const char *mode)
 {
 	uint8_t half[AUTH_HELLO_LEN / 2];
@@ -361,6 +448,8 @@ int main(int argc, char **argv)
 				      strtoull(argv[5], NULL, 10));
 	if (argc == 5 && !strcmp(argv[1], "tamper"))
 		return attack_tamper(argv[2], argv[3], atol(argv[4]));
+	if (argc == 4 && !strcmp(argv[1], "replay"))
+		return attack_replay(argv[2], argv[3]);
 	if (argc == 5 && !strcmp(argv[1], "flood"))
 		return attack_flood(argv[2], atol(argv[3]), argv[4]);
 	fprintf(stderr, "usage: fp_attack plain-read|peer|ctl-plain|ctl-key|"

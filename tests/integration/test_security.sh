@@ -90,6 +90,10 @@ r0=$(rss)
 "$FP_CLI_BIN" keygen --role admin --from "$FARPAGE_KEY_FILE" -o "$FP_TMP/admin.key" >/dev/null || fp_fail "keygen admin"
 "$ATTACK" tamper "$FP_COORD" "$FP_TMP/admin.key" "${FP_TAMPER:-1200}" >"$FP_TMP/tamper.out" 2>&1 ||
 	fp_fail "tampered frames: $(tail -3 "$FP_TMP/tamper.out")"
+"$ATTACK" replay "$FP_COORD" "$FP_TMP/admin.key" >"$FP_TMP/replay.out" 2>&1 ||
+	fp_fail "a replayed handshake: $(cat "$FP_TMP/replay.out")"
+fp_wait_log "$FP_TMP/coord.log" "replayed handshake" 10 || fp_fail "a replayed handshake: no log line"
+fp_log "ok: $(cat "$FP_TMP/replay.out"); the coordinator logged it"
 r1=$(rss)
 kill -0 "$FP_COORD_PID" || fp_fail "the coordinator died"
 [ "$r1" -lt $((r0 + 65536)) ] || fp_fail "coordinator RSS grew from $r0 to $r1 KiB"

@@ -180,6 +180,12 @@ run_unit() {
 			out+=("$a" "$FP_COORD")
 			skip=1
 			;;
+		--key-file)
+			[ "${args[i + 1]%/*}" = /etc/farpage ] ||
+				fp_fail "$unit: --key-file ${args[i + 1]} is not in /etc/farpage"
+			out+=("$a" "$FARPAGE_KEY_FILE")
+			skip=1
+			;;
 		*) out+=("$a") ;;
 		esac
 	done
@@ -222,6 +228,7 @@ ready() { # file pid name
 }
 
 mkdir -p "$FP_TMP/run"
+fp_key
 run_unit farpage-coordinator.service coord --addr-file "$FP_TMP/coord.addr"
 CPID=$DPID
 ready "$FP_TMP/coord.addr" "$CPID" farpage-coordinator
