@@ -16,8 +16,9 @@
  *
  * Reads (and writes) posted while CONNECTING are queued and sent once UP. A
  * read that cannot complete (peer DOWN or STALE, connection lost with it in
- * flight) is reported through the done callback with a negative status; the
- * page was NOT filled. The fault loop decides whether to retry.
+ * flight, its data not verifying: -EBADMSG) is reported through the done
+ * callback with a negative status; the page was NOT filled (dst may hold
+ * garbage). The fault loop decides whether to retry.
  */
 #ifndef NODE_XPORT_H
 #define NODE_XPORT_H
@@ -141,8 +142,9 @@ struct xport_ops {
 	 * Posts a read of @len bytes (multiple of 4096, <= 1 MiB) at pool
 	 * offset @off into @dst, which the caller leaves alone until done.
 	 * Returns 0 (done will be called exactly once), -ENOTCONN if the peer
-	 * is DOWN, -ESTALE if STALE, -EAGAIN if the queue is full; on an error
-	 * return done is not called.
+	 * is DOWN, -ESTALE if STALE, -EAGAIN if the queue is full, -ENOMEM or
+	 * -EIO if the request could not be sealed (tcp); on an error return
+	 * done is not called.
 	 */
 	int (*read)(struct xport_peer *p, uint64_t off, uint32_t len, void *dst,
 		    uint64_t tag);
