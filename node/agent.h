@@ -88,6 +88,9 @@ struct node_agent {
 	uint64_t next_map_id;
 	uint64_t next_token;
 	struct xport_rdma_ctx *rdma; /* NULL: TCP only */
+	/* peers whose QP went to the error state when their lease expired
+	 * (session thread counts, /metrics reads) */
+	_Atomic uint64_t rdma_revocations;
 	int cache_on; /* mappings get a cache memfd (cache mode) */
 	/* writable mappings whose process is gone and whose written pages
 	 * are still going home: their leases, given back when that is done */
@@ -144,7 +147,8 @@ int agent_pool_is_pinned(struct node_agent *a, uint64_t off, uint64_t len);
 int agent_rdma_init(struct node_agent *a);
 void agent_rdma_fini(struct node_agent *a);
 int agent_rdma_publish_mr(struct node_agent *a);
-/* Endpoint exchange with every verbs peer in @nodes (a MSG_T_NODES). */
+/* Endpoint exchange with every verbs peer in @nodes (a MSG_T_NODES) that
+ * is up; the QP of one that is not is revoked (xport_rdma_peer_revoke). */
 void agent_rdma_sync(struct node_agent *a, const struct msg *nodes);
 
 /* /metrics (agent_metrics.c): started when cfg.metrics_listen is set. */

@@ -165,6 +165,10 @@ static void agent_metrics_render(struct metrics_buf *b, void *arg)
 		    atomic_load(&a->node_id));
 	metrics_one(b, "farpage_pool_bytes", "gauge",
 		    "Size of this node's page pool.", a->pool.size);
+	metrics_one(b, "farpage_rdma_revocations_total", "counter",
+		    "Verbs: peers whose queue pair to this pool was moved to "
+		    "the error state because their lease expired.",
+		    atomic_load(&a->rdma_revocations));
 	agent_metrics_faults(b, c);
 	agent_metrics_peers(b, a->fl);
 	agent_metrics_cache(b, c, a->cache_on ? a->cfg.cache_size : 0);

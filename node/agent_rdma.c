@@ -7,7 +7,8 @@
  * Each side publishes ENDPOINT_PUT(node=self, peer) after preparing its QP
  * and connects to the peer's ENDPOINT(node=peer, peer=self) once it shows
  * up. A QP reset after an error gets a fresh PSN and is published again;
- * the peer sees the change and reconnects to it.
+ * the peer sees the change and reconnects to it. A peer whose lease
+ * expired loses its QP (error state) until it is up again.
  */
 #define LOG_PREFIX "verbs: "
 #include "agent.h"
@@ -146,6 +147,31 @@ static void agent_rdma_peer_sync(struct node_agent *a, const struct msg_node *n)
 			 (unsigned long long)n->id, n->name, remote.ep.qpn);
 }
 
+/*
+ * @n's lease expired: its QP goes to the error state, so nothing it holds
+ * (an old QP, our rkey) reaches our pool any more. It gets a new QP, with
+ * a fresh PSN, through the exchange above once it is up again.
+ */
+static void agent_rdma_peer_revoke(struct node_agent *a,
+				   const struct msg_node *n)
+{
+	int ret = xport_rdma_peer_revoke(a->rdma, n->id);
+
+	if (ret < 0)
+		log_errno(ret,
+			  "node %llu (%s): lease expired, "
+			  "but its queue pair could not be moved to the error "
+			  "state",
+			  (unsigned long long)n->id, n->name);
+	if (ret != 1)
+		return;
+	atomic_fetch_add(&a->rdma_revocations, 1);
+	log_warn("node %llu (%s): "
+		 "lease expired: queue pair moved to the error state; "
+		 "no RDMA access to this pool until it is back",
+		 (unsigned long long)n->id, n->name);
+}
+
 void agent_rdma_sync(struct node_agent *a, const struct msg *nodes)
 {
 	if (!a->rdma)
@@ -153,8 +179,11 @@ void agent_rdma_sync(struct node_agent *a, const struct msg *nodes)
 	for (uint32_t i = 0; i < nodes->n_nodes; i++) {
 		const struct msg_node *n = &nodes->nodes[i];
 
-		if (n->id == atomic_load(&a->node_id) || !n->mr_addr || !n->up)
+		if (n->id == atomic_load(&a->node_id))
 			continue;
-		agent_rdma_peer_sync(a, n);
+		if (!n->up)
+			agent_rdma_peer_revoke(a, n);
+		else if (n->mr_addr)
+			agent_rdma_peer_sync(a, n);
 	}
 }

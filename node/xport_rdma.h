@@ -7,13 +7,15 @@
  * in the fault loop on its io_uring.
  *
  * Per-peer QP as the session thread drives it (needs_exchange is 1 in NONE
- * and in DRAINED after an error):
+ * and in DRAINED after an error or a revoke):
  *
  *   NONE --prepare--> INIT --connect--> RTS --connect(other remote)--+
- *                      ^                 |                           |
- *                      |   completion error / remote QP error        |
- *                      |                 v                           v
- *                      +--prepare-- DRAINED <--(last WR reaped)-- ERR
+ *                      ^  |              |                           |
+ *                      |  |  completion error / remote QP error /    |
+ *                      |  |  revoke (the peer's lease expired)       |
+ *                      |  |              v                           v
+ *                      |  +--revoke--> DRAINED <--(last WR reaped)-- ERR
+ *                      +-----prepare-----+
  *                  (new PSN; or same PSN after a reconnect: connect)
  *
  * The fault loop sees RTS as UP; anything else makes reads wait
@@ -132,6 +134,21 @@ int xport_rdma_peer_connect(struct xport_rdma_ctx *ctx, uint64_t peer,
  * prepare, publish and connect again. 0 otherwise (also while draining).
  */
 int xport_rdma_peer_needs_exchange(struct xport_rdma_ctx *ctx, uint64_t peer);
+
+/*
+ * Control thread: takes @peer's RDMA access to our pool away (its lease
+ * expired, or it left the cluster). Our QP for it, the only one in our PD
+ * connected to it, goes to the error state: from then on its READs and
+ * WRITEs against our pool fail whatever rkey it holds (our responder drops
+ * them; its requester sees retry-exceeded or remote errors), and so do
+ * ours to it (posted ones complete flushed, as failures). The QP is
+ * exchanged again only through prepare, with a fresh PSN, once the caller
+ * sees the peer up again. Returns 1 if the QP was connected or prepared
+ * and is now in the error state, 0 if there was nothing to revoke (no QP,
+ * or already failed), or -errno if the device refused the state change
+ * (logged; the peer may then still reach the pool).
+ */
+int xport_rdma_peer_revoke(struct xport_rdma_ctx *ctx, uint64_t peer);
 
 /* 1 if @peer's QP is RTS connected to exactly @remote (qpn, psn, gid). */
 int xport_rdma_peer_is_connected_to(struct xport_rdma_ctx *ctx, uint64_t peer,

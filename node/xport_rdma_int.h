@@ -41,6 +41,8 @@ struct xport_rdma_qp {
 	enum xport_rdma_qp_state state;
 	/* DRAINED for a reconnect, not after an error: the PSN stays */
 	bool keep_psn;
+	/* moved to ERR by xport_rdma_peer_revoke(), not prepared since */
+	bool revoked;
 	/* incarnation, bumped by every (re)INIT: tells a late error
 	 * completion of an older connection from the current one */
 	uint32_t gen;
@@ -98,8 +100,10 @@ int xport_rdma_ip_to_gid(const char *ip, uint8_t gid[16]);
  * memory. ctx->lock held. */
 struct xport_rdma_qp *xport_rdma_qp_get(struct xport_rdma_ctx *ctx,
 					uint64_t node);
-/* Moves the QP to ERR: outstanding WRs complete flushed. ctx->lock held. */
-void xport_rdma_qp_fail(struct xport_rdma_qp *q);
+/* Moves the QP to ERR: outstanding WRs complete flushed. ctx->lock held.
+ * Returns 0, or -errno from ibv_modify_qp (logged; the state says ERR all
+ * the same, so a new exchange resets it). */
+int xport_rdma_qp_fail(struct xport_rdma_qp *q);
 /*
  * @n WCs polled: the NIC is done with their WRs. Returns those left and
  * the incarnation they belong to in *gen. Takes ctx->lock.

@@ -547,7 +547,7 @@ static int xport_rdma_qp_to_init(struct xport_rdma_qp *q, bool reset)
 }
 
 /* Moves the QP to ERR: outstanding WRs complete flushed. */
-void xport_rdma_qp_fail(struct xport_rdma_qp *q)
+int xport_rdma_qp_fail(struct xport_rdma_qp *q)
 {
 	int ret = xport_rdma_qp_modify_state(q, IBV_QPS_ERR);
 
@@ -555,6 +555,7 @@ void xport_rdma_qp_fail(struct xport_rdma_qp *q)
 		log_errno(ret, "node %" PRIu64 ": QP %u to the error state",
 			  q->node, q->qp->qp_num);
 	q->state = q->inflight ? XPORT_RDMA_QP_ERR : XPORT_RDMA_QP_DRAINED;
+	return ret;
 }
 
 static void xport_rdma_qp_ep(const struct xport_rdma_qp *q,
@@ -609,6 +610,7 @@ int xport_rdma_peer_prepare(struct xport_rdma_ctx *ctx, uint64_t peer,
 		}
 		q->psn = psn;
 		q->state = XPORT_RDMA_QP_INIT;
+		q->revoked = false;
 		log_dbg("%s: node %" PRIu64 ": QP %u created, PSN %#x",
 			ctx->name, peer, q->qp->qp_num, psn);
 		break;
@@ -629,8 +631,15 @@ int xport_rdma_peer_prepare(struct xport_rdma_ctx *ctx, uint64_t peer,
 		q->psn = psn;
 		q->keep_psn = false;
 		q->state = XPORT_RDMA_QP_INIT;
-		log_dbg("%s: node %" PRIu64 ": QP %u reset, PSN %#x", ctx->name,
-			peer, q->qp->qp_num, psn);
+		if (q->revoked)
+			log_info("%s: node %" PRIu64 ": QP %u "
+				 "prepared again after its revocation, "
+				 "fresh PSN %#x",
+				 ctx->name, peer, q->qp->qp_num, psn);
+		else
+			log_dbg("%s: node %" PRIu64 ": QP %u reset, PSN %#x",
+				ctx->name, peer, q->qp->qp_num, psn);
+		q->revoked = false;
 		break;
 	case XPORT_RDMA_QP_ERR:
 		ret = -EBUSY;
@@ -701,10 +710,10 @@ int xport_rdma_peer_connect(struct xport_rdma_ctx *ctx, uint64_t peer,
 		}
 		/* the peer made a new QP: drain ours and reconnect it with
 		 * the PSN we published, which the peer connects to */
-		log_info("%s: node %" PRIu64 ": remote QP %u -> %u, "
-			 "reconnecting QP %u",
-			 ctx->name, peer, q->remote.ep.qpn, r->ep.qpn,
-			 q->qp->qp_num);
+		log_info("%s: node %" PRIu64 ": remote QP %u PSN %#x -> QP %u "
+			 "PSN %#x, reconnecting QP %u",
+			 ctx->name, peer, q->remote.ep.qpn, q->remote.ep.psn,
+			 r->ep.qpn, r->ep.psn, q->qp->qp_num);
 		xport_rdma_qp_fail(q);
 		q->keep_psn = true;
 		if (q->state == XPORT_RDMA_QP_ERR) {
@@ -778,6 +787,41 @@ int xport_rdma_peer_needs_exchange(struct xport_rdma_ctx *ctx, uint64_t peer)
 		q->keep_psn = false;
 	}
 	ret = q->state == XPORT_RDMA_QP_DRAINED && !q->keep_psn;
+	pthread_mutex_unlock(&ctx->lock);
+	return ret;
+}
+
+int xport_rdma_peer_revoke(struct xport_rdma_ctx *ctx, uint64_t peer)
+{
+	struct xport_rdma_qp *q;
+	int ret = 0;
+
+	if (!ctx || !peer)
+		return 0;
+	pthread_mutex_lock(&ctx->lock);
+	q = xport_rdma_qp_find(ctx, peer);
+	if (!q || !q->qp) {
+		pthread_mutex_unlock(&ctx->lock);
+		return 0;
+	}
+	/* ERR or DRAINED: the responder is in the error state already; only
+	 * make sure the next exchange starts over with a fresh PSN (a QP
+	 * draining for a reconnect would otherwise keep its old one) */
+	if (q->state == XPORT_RDMA_QP_INIT || q->state == XPORT_RDMA_QP_RTS) {
+		log_info("%s: node %" PRIu64 ": QP %u revoked (%s), "
+			 "PSN %#x retired",
+			 ctx->name, peer, q->qp->qp_num,
+			 q->state == XPORT_RDMA_QP_RTS ? "connected"
+						       : "prepared",
+			 q->psn);
+		/* READs and WRITEs the fault loop posted on it complete
+		 * flushed: failed requests, never data */
+		ret = xport_rdma_qp_fail(q);
+		q->revoked = true;
+		if (!ret)
+			ret = 1;
+	}
+	q->keep_psn = false;
 	pthread_mutex_unlock(&ctx->lock);
 	return ret;
 }

@@ -4,8 +4,9 @@
  * contexts exchange endpoints directly, every page of a 16 MiB pool is read
  * and verified both ways, every page written with RDMA WRITEs and read
  * back, then errors: bounds, full queue, a corrupted rkey (remote access
- * error, peer DOWN, re-exchange, reads verify again), a restarted owner
- * (STALE), close and destroy with READs in flight.
+ * error, peer DOWN, re-exchange, reads verify again), a revoked peer (its
+ * READs on the old QP fail, a new exchange with a fresh PSN heals it), a
+ * restarted owner (STALE), close and destroy with READs in flight.
  * Exits 77 when there is no RDMA device.
  *
  * env: FARPAGE_RDMA_DEVS=rxe0,rxe1 (default: the first two devices, or the
@@ -623,6 +624,111 @@ static int test_xport_rdma_bad_rkey(struct t_side *a, struct t_side *b)
 	return 0;
 }
 
+#define T_BIG (256u << 10)
+
+/* True if the @len bytes at @p hold @seed's pattern from page @first on. */
+static bool t_pages_hold(const uint8_t *p, size_t len, uint64_t seed,
+			 uint64_t first)
+{
+	for (size_t i = 0; i < len / PATTERN_PAGE; i++)
+		if (pattern_check(p + i * PATTERN_PAGE, seed, first + i))
+			return false;
+	return true;
+}
+
+/* True if @len bytes at @p are all zero: nothing landed there. */
+static bool t_zero(const uint8_t *p, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+/*
+ * B revokes A (A's lease expired): B's QP to A goes to the error state.
+ * B's own READs of A's pool in flight then either completed before (and
+ * verify) or complete flushed: failures, never other bytes. A, which knows
+ * nothing of it, posts READs on its old QP with B's rkey: every one fails
+ * with an error completion and lands nothing. After a new exchange (B's
+ * QP with a fresh PSN) both directions read fine again.
+ */
+static int test_xport_rdma_revoke(struct t_side *a, struct t_side *b)
+{
+	const uint32_t n = a->depth < 32 ? a->depth : 32;
+	struct xport_rdma_ep eb0, eb1;
+	struct xport_stats c0, c;
+	uint32_t i, flushed = 0;
+	uint64_t end;
+
+	/* in RTS, prepare only tells the endpoint B published */
+	T_CHECK(xport_rdma_peer_prepare(b->ctx, a->node, &eb0) == 0);
+	T_CHECK(xport_rdma_peer_revoke(b->ctx, a->node + 100) == 0);
+	/* 256 KiB READs: likelier to be in flight when the QP goes */
+	t_drv_reset(&b->d);
+	memset(b->land, 0, (size_t)n * T_BIG);
+	for (i = 0; i < n; i++)
+		T_CHECK(b->d.ops->read(b->p, (uint64_t)i * T_BIG, T_BIG,
+				       b->land + (uint64_t)i * T_BIG, i) == 0);
+	T_CHECK(xport_rdma_peer_revoke(b->ctx, a->node) == 1);
+	T_CHECK(xport_rdma_peer_revoke(b->ctx, a->node) == 0);
+	T_CHECK(t_wait_done(&b->d, n, T_WAIT_MS));
+	T_CHECK(b->d.ndone == n && b->d.bad_tags == 0);
+	for (i = 0; i < n; i++) {
+		T_CHECK(b->d.calls[i] == 1);
+		if (b->d.status[i] == 0)
+			T_CHECK(t_pages_hold(b->land + (uint64_t)i * T_BIG,
+					     T_BIG, a->seed,
+					     (uint64_t)i * T_BIG / 4096));
+		else
+			T_CHECK(b->d.status[i] == -ECONNRESET);
+		flushed += b->d.status[i] != 0;
+	}
+	fprintf(stderr, "  B: %u of %u READs in flight flushed by the revoke\n",
+		flushed, n);
+	T_CHECK(t_wait_state(&b->d, b->p, XPORT_PEER_DOWN, T_WAIT_MS));
+	T_CHECK(b->d.ops->read(b->p, 0, 4096, b->land, 0) == -ENOTCONN);
+	/* still revoked: not prepared again behind the caller's back */
+	T_CHECK(xport_rdma_peer_revoke(b->ctx, a->node) == 0);
+
+	/* A's old QP, B's rkey: every READ fails, nothing lands */
+	T_CHECK(a->d.ops->peer_state(a->p) == XPORT_PEER_UP);
+	xport_rdma_ctx_stats(a->ctx, &c0);
+	t_drv_reset(&a->d);
+	memset(a->land, 0, (size_t)n * 4096);
+	for (i = 0; i < n; i++)
+		T_CHECK(a->d.ops->read(a->p, (uint64_t)i * 4096, 4096,
+				       a->land + (uint64_t)i * 4096, i) == 0);
+	T_CHECK(t_wait_done(&a->d, n, T_WAIT_MS));
+	T_CHECK(a->d.ndone == n && a->d.nfail == n && a->d.bad_tags == 0);
+	for (i = 0; i < n; i++)
+		T_CHECK(a->d.calls[i] == 1 && a->d.status[i] < 0);
+	T_CHECK(t_zero(a->land, (size_t)n * 4096));
+	xport_rdma_ctx_stats(a->ctx, &c);
+	T_CHECK(c.posted - c0.posted == n && c.failed - c0.failed == n);
+	T_CHECK(c.completed == c0.completed);
+	T_CHECK(a->d.ops->peer_state(a->p) == XPORT_PEER_DOWN);
+
+	/* both sides exchange again; B's QP comes back with a fresh PSN */
+	end = t_now_ms() + T_WAIT_MS;
+	while ((!xport_rdma_peer_needs_exchange(a->ctx, b->node) ||
+		!xport_rdma_peer_needs_exchange(b->ctx, a->node)) &&
+	       t_now_ms() < end)
+		t_poll_both(a, b);
+	T_CHECK(xport_rdma_peer_needs_exchange(b->ctx, a->node));
+	T_CHECK(xport_rdma_peer_needs_exchange(a->ctx, b->node));
+	T_CHECK(t_exchange(a, b, 0) == 0);
+	T_CHECK(xport_rdma_peer_prepare(b->ctx, a->node, &eb1) == 0);
+	T_CHECK(eb1.qpn == eb0.qpn && eb1.psn != eb0.psn);
+	fprintf(stderr, "  B: QP %u PSN %#x -> %#x\n", eb1.qpn, eb0.psn,
+		eb1.psn);
+	T_CHECK(t_wait_state(&a->d, a->p, XPORT_PEER_UP, T_WAIT_MS));
+	T_CHECK(t_wait_state(&b->d, b->p, XPORT_PEER_UP, T_WAIT_MS));
+	T_CHECK(t_read_all(a, b, 1024, 4096, a->depth) == 0);
+	T_CHECK(t_read_all(b, a, 1024, 4096, a->depth) == 0);
+	return 0;
+}
+
 /* The owner restarted: a peer expecting the old instance is STALE. */
 static int test_xport_rdma_stale(struct t_side *a, struct t_side *b)
 {
@@ -851,6 +957,7 @@ int main(void)
 		{ "write", test_xport_rdma_write },
 		{ "threads", test_xport_rdma_threads },
 		{ "bad_rkey", test_xport_rdma_bad_rkey },
+		{ "revoke", test_xport_rdma_revoke },
 		{ "stale", test_xport_rdma_stale },
 		{ "close", test_xport_rdma_close },
 		{ "owner_restart", test_xport_rdma_owner_restart },

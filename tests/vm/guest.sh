@@ -11,6 +11,9 @@
 #      (SKIP while it is not built; its exit 77 is a FAIL here: devices exist)
 #   b. tests/two-node.sh over verbs (agent A on rxe0, agent B on rxe1); over
 #      tcp while farpage-node has no --rdma-device yet
+#   c. tests/vm/revoke.sh: a peer whose lease expired loses RDMA access to
+#      a pool (its READ on the old QP fails) and gets it back with a fresh
+#      exchange once it is up again (SKIP while fp_rdma_peer is not built)
 # Exit status 0 only if every step that ran passed.
 # Environment: FARPAGE_VM_SIZE (region size, default 16M),
 # FARPAGE_VM_GID_INDEX (adds --gid-index N to both agents).
@@ -250,9 +253,32 @@ step_two_node() {
 	fi
 }
 
+# ------------------------------------------------------------ c. revocation
+step_revoke() {
+	local name="revoke (verbs, rxe0 <-> rxe1: expelled peer, stopped agent)"
+	local t rc out=$OUT/revoke.out last args=()
+	echo; echo "=== [$name] tests/vm/revoke.sh --addrs $IP_A,$IP_B --devs rxe0,rxe1"
+	if [ ! -x "$BIN/tests/fp_rdma_peer" ]; then
+		record "$name" SKIP 0 "$BIN/tests/fp_rdma_peer not built yet"
+		return
+	fi
+	[ -n "${FARPAGE_VM_GID_INDEX:-}" ] && args=(--gid-index "$FARPAGE_VM_GID_INDEX")
+	t=$(now)
+	timeout -k 10 600 bash "$SRC/tests/vm/revoke.sh" --bin "$BIN" --addrs "$IP_A,$IP_B" \
+		--devs rxe0,rxe1 "${args[@]}" 2>&1 | tee "$out"
+	rc=${PIPESTATUS[0]}
+	last=$(grep '^revoke:' "$out" | tail -n1)
+	if [ "$rc" = 0 ] && [ -n "$last" ]; then
+		record "$name" PASS "$(since "$t")" "${last#revoke: }"
+	else
+		record "$name" FAIL "$(since "$t")" "exit $rc$([ "$rc" = 124 ] && echo ' (timed out after 600 s)'): $(grep -m1 'FAIL' "$out" | sed 's/^\[[0-9:]*\] //')"
+	fi
+}
+
 if [ $SETUP_OK = 1 ]; then
 	step_xport_rdma
 	step_two_node
+	step_revoke
 fi
 
 # ------------------------------------------------------------ summary
