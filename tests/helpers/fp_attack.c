@@ -26,6 +26,12 @@
  *   fp_attack replay ADDR KEYFILE
  *       coordinator: an admin handshake recorded (what the client sent),
  *       then sent again on a new connection: refused.
+ *   fp_attack tamper-data ADDR CLUSTER_KEY SELF TARGET N
+ *       page server TARGET, as member SELF (its pair key derived from the
+ *       cluster key): after the handshake and a genuine HELLO, a READ
+ *       request tampered (header or tag), truncated, reordered or a
+ *       replayed record, each on a fresh connection. "tamper-data:
+ *       sent=N accepted=K" (accepted: page data came back).
  *   fp_attack flood ADDR N idle|half
  *       N connections that send nothing, or half a handshake; prints
  *       "flood: open=K" and holds them until killed.
@@ -410,6 +416,93 @@ static int attack_replay(const char *addr, const char *keyfile)
 	return 0;
 }
 
+/* A sealed page-server request: header, tag. */
+static int attack_data_rec(struct auth_sess *s, const struct wire_hdr *h,
+			   uint8_t out[WIRE_HDR_LEN + AUTH_TAG_LEN])
+{
+	wire_hdr_pack(h, out);
+	return auth_seal(s, out, WIRE_HDR_LEN, NULL, 0, out + WIRE_HDR_LEN);
+}
+
+static int attack_tamper_data(const char *addr, const char *keyfile,
+			      const char *self, const char *target, long n)
+{
+	struct auth_client_cfg cc = { .role = AUTH_ROLE_PEER,
+				      .name = self,
+				      .target = target,
+				      .flags = AUTH_F_ENCRYPT };
+	struct actl_cred c = { 0 };
+	long accepted = 0, sent = 0;
+	char why[400];
+
+	if (attack_cred(keyfile, &c) ||
+	    auth_pair_key(&c.key, self, target, cc.key))
+		return 2;
+	for (long i = 0; i < n; i++) {
+		struct wire_hdr hello = { .version = WIRE_VERSION,
+					  .op = WIRE_OP_HELLO };
+		struct wire_hdr rd = { .version = WIRE_VERSION,
+				       .op = WIRE_OP_READ,
+				       .len = 4096,
+				       .tag = 7 };
+		uint8_t r1[WIRE_HDR_LEN + AUTH_TAG_LEN];
+		uint8_t r2[WIRE_HDR_LEN + AUTH_TAG_LEN], rep[64];
+		struct auth_sess *s = NULL;
+		int mode = (int)(i % 5), fd;
+		size_t got, l1 = sizeof(r1);
+		unsigned int r;
+
+		if (net_connect(addr, ATTACK_TIMEOUT_MS, &fd))
+			return 2;
+		if (auth_client_run(fd, &cc, ATTACK_TIMEOUT_MS, &s, why,
+				    sizeof(why))) {
+			printf("tamper-data: handshake: %s\n", why);
+			return 2;
+		}
+		if (attack_data_rec(s, &hello, r1) ||
+		    send(fd, r1, sizeof(r1), MSG_NOSIGNAL) != sizeof(r1) ||
+		    recv(fd, rep, WIRE_HDR_LEN + AUTH_TAG_LEN, MSG_WAITALL) !=
+			    WIRE_HDR_LEN + AUTH_TAG_LEN) {
+			printf("tamper-data: the genuine HELLO failed\n");
+			return 2;
+		}
+		RAND_bytes((uint8_t *)&r, sizeof(r));
+		rd.arg = (uint64_t)(r % 16) * 4096;
+		if (mode == 3) { /* replayed: the HELLO record again */
+			sent++;
+			send(fd, r1, sizeof(r1), MSG_NOSIGNAL);
+		} else {
+			attack_data_rec(s, &rd, r1);
+			attack_data_rec(s, &rd, r2);
+			sent++;
+			if (mode == 0) /* a bit of the header */
+				r1[r % WIRE_HDR_LEN] ^=
+					(uint8_t)(1u << (r % 8));
+			else if (mode == 1) /* a bit of the tag */
+				r1[WIRE_HDR_LEN + r % AUTH_TAG_LEN] ^=
+					(uint8_t)(1u << (r % 8));
+			else if (mode == 2) /* truncated */
+				l1 = 1 + r % (sizeof(r1) - 1);
+			if (mode == 4) /* reordered: the second first */
+				send(fd, r2, sizeof(r2), MSG_NOSIGNAL);
+			else
+				send(fd, r1, l1, MSG_NOSIGNAL);
+			if (mode == 2)
+				shutdown(fd, SHUT_WR);
+		}
+		got = attack_drain(fd, 1000);
+		if (got >= 4096) {
+			accepted++;
+			printf("tamper-data: mode %d: %zu bytes came back\n",
+			       mode, got);
+		}
+		auth_sess_free(s);
+		close(fd);
+	}
+	printf("tamper-data: sent=%ld accepted=%ld\n", sent, accepted);
+	return accepted ? 1 : 0;
+}
+
 static int attack_flood(const char *addr, long n, const char *mode)
 {
 	uint8_t half[AUTH_HELLO_LEN / 2];
@@ -448,6 +541,9 @@ int main(int argc, char **argv)
 				      strtoull(argv[5], NULL, 10));
 	if (argc == 5 && !strcmp(argv[1], "tamper"))
 		return attack_tamper(argv[2], argv[3], atol(argv[4]));
+	if (argc == 7 && !strcmp(argv[1], "tamper-data"))
+		return attack_tamper_data(argv[2], argv[3], argv[4], argv[5],
+					  atol(argv[6]));
 	if (argc == 4 && !strcmp(argv[1], "replay"))
 		return attack_replay(argv[2], argv[3]);
 	if (argc == 5 && !strcmp(argv[1], "flood"))

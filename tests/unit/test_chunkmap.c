@@ -409,13 +409,44 @@ static void test_chunkmap_scrub(void **state)
 	msg_fini(&rep);
 }
 
+/* What a joining node reports is checked before it is in the tables. */
+static void test_chunkmap_join_checks(void **state)
+{
+	static const struct {
+		const char *addr;
+		uint64_t pool;
+	} bad[] = {
+		{ "127.0.0.1:7800", 4 * MIB + 4096 },
+		{ "127.0.0.1:7800", 0 },
+		{ "127.0.0.1:7800", UINT64_C(1) << 60 },
+		{ "127.0.0.1", 4 * MIB },
+		{ "127.0.0.1:0", 4 * MIB },
+		{ "127.0.0.1:99999", 4 * MIB },
+		{ ":7800", 4 * MIB },
+	};
+	struct coord *c = *state;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct msg req, rep;
+
+		msg_init(&req, MSG_T_NODE_JOIN);
+		strcpy(req.name, "x");
+		strcpy(req.data_addr, bad[i].addr);
+		req.pool_size = bad[i].pool;
+		req.instance = 1;
+		t_call(c, &req, &rep, T_NOW, -EINVAL);
+		msg_fini(&rep);
+	}
+	assert_int_equal(c->n_nodes, 0);
+}
+
 static void test_chunkmap_enospc(void **state)
 {
 	struct coord *c = *state;
 	struct msg rep;
 
 	t_join(c, "a", 8 * MIB, 1, T_NOW);
-	t_join(c, "b", 4 * MIB + 4096, 2, T_NOW); /* room for 2 chunks */
+	t_join(c, "b", 4 * MIB, 2, T_NOW); /* room for 2 chunks */
 	t_create(c, "r", 6 * MIB, 0, (uint64_t[]){ 1 }, 1, 0, &rep, 0);
 	msg_fini(&rep);
 	/* Needs 2 chunks on a, which has room for 1. */
@@ -702,6 +733,7 @@ int main(void)
 		T(test_chunkmap_place),
 		T(test_chunkmap_owners),
 		T(test_chunkmap_first_fit_reuse),
+		T(test_chunkmap_join_checks),
 		T(test_chunkmap_enospc),
 		T(test_chunkmap_scrub),
 		T(test_chunkmap_bad_sizes),
