@@ -251,7 +251,7 @@ static int server_conn_queue_raw(struct server_conn *cn, const uint8_t *p,
 }
 
 /* Queues @m as one frame, sealed on an authenticated connection. Returns
- * 0 or -errno (encoding, memory). */
+ * 0 or -errno (encoding, memory, -E2BIG past FRAME_MAX). */
 static int server_conn_queue(struct server_conn *cn, const struct msg *m)
 {
 	uint8_t *payload, *frame;
@@ -261,20 +261,7 @@ static int server_conn_queue(struct server_conn *cn, const struct msg *m)
 	ret = msg_encode(m, &payload, &len);
 	if (ret)
 		return ret;
-	if (cn->sess) {
-		ret = actl_seal_frame(cn->sess, payload, len, &frame, &flen);
-	} else if (len > FRAME_MAX) {
-		ret = -E2BIG;
-	} else {
-		flen = FRAME_HDR_LEN + len;
-		frame = malloc(flen);
-		if (!frame) {
-			ret = -ENOMEM;
-		} else {
-			frame_hdr_put(frame, (uint32_t)len);
-			memcpy(frame + FRAME_HDR_LEN, payload, len);
-		}
-	}
+	ret = actl_seal_frame(cn->sess, payload, len, &frame, &flen);
 	free(payload);
 	if (ret)
 		return ret == -EMSGSIZE ? -E2BIG : ret;

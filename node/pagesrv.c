@@ -34,6 +34,7 @@
 #include "msg.h"
 #include "net.h"
 #include "wire.h"
+#include "xport_ring.h"
 
 #define PAGESRV_RING_ENTRIES	  256u
 #define PAGESRV_BACKLOG		  128
@@ -1097,13 +1098,11 @@ static void pagesrv_conn_hs_io(struct pagesrv_conn *c)
 		pagesrv_conn_close(c);
 		return;
 	}
-	if (n) {
-		/* out lies in c->hs, which lives as long as @c */
-		io_uring_prep_send(sqe, c->fd, out, n, MSG_NOSIGNAL);
+	/* what it sends lies in c->hs, which lives as long as @c */
+	if (xport_ring_hs_prep(sqe, c->hs, c->fd, c->rbuf)) {
 		io_uring_sqe_set_data(sqe, &c->send_req);
 		c->send_busy = true;
 	} else {
-		io_uring_prep_recv(sqe, c->fd, c->rbuf, auth_hs_want(c->hs), 0);
 		io_uring_sqe_set_data(sqe, &c->recv_req);
 		c->recv_busy = true;
 		c->recv_to = PAGESRV_TO_RBUF;

@@ -7,8 +7,10 @@
 #include <liburing.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <time.h>
 
+#include "auth.h"
 #include "evl.h"
 #include "log.h"
 
@@ -132,4 +134,18 @@ bool xport_ring_reap(const struct xport_ring_reaper *r)
 		xport_ring_repost(r->ring, &stash);
 	free(stash.v);
 	return ok;
+}
+
+bool xport_ring_hs_prep(struct io_uring_sqe *sqe, struct auth_hs *hs, int fd,
+			void *rbuf)
+{
+	const uint8_t *out;
+	size_t n = auth_hs_output(hs, &out);
+
+	if (n) {
+		io_uring_prep_send(sqe, fd, out, n, MSG_NOSIGNAL);
+		return true;
+	}
+	io_uring_prep_recv(sqe, fd, rbuf, auth_hs_want(hs), 0);
+	return false;
 }

@@ -17,6 +17,17 @@ struct io_uring_sqe;
  * NULL only if the ring is still full after that. */
 struct io_uring_sqe *xport_ring_sqe(struct io_uring *ring);
 
+struct auth_hs;
+
+/*
+ * Queues in @sqe the next I/O of handshake @hs on @fd: a SEND of what it
+ * has to say (returns true; the bytes live in @hs), else a RECV of exactly
+ * what it wants into @rbuf, nothing beyond (false). The page server and
+ * the TCP transport both run their handshakes so.
+ */
+bool xport_ring_hs_prep(struct io_uring_sqe *sqe, struct auth_hs *hs, int fd,
+			void *rbuf);
+
 struct xport_ring_reaper {
 	struct io_uring *ring;
 	void *arg;

@@ -425,13 +425,11 @@ static void xport_tcp_conn_hs_kick(struct xport_tcp_conn *c)
 	sqe = xport_tcp_sqe_get(c->x);
 	if (!sqe)
 		return; /* retried on the next event or tick */
-	if (n) {
-		/* out lies in c->hs, which lives as long as @c */
-		io_uring_prep_send(sqe, c->fd, out, n, MSG_NOSIGNAL);
+	/* what it sends lies in c->hs, which lives as long as @c */
+	if (xport_ring_hs_prep(sqe, c->hs, c->fd, c->rbuf)) {
 		io_uring_sqe_set_data(sqe, &c->send_req);
 		c->send_busy = true;
 	} else {
-		io_uring_prep_recv(sqe, c->fd, c->rbuf, auth_hs_want(c->hs), 0);
 		io_uring_sqe_set_data(sqe, &c->recv_req);
 		c->recv_busy = true;
 	}

@@ -138,11 +138,11 @@ void actl_close(struct actl *a)
 int actl_seal_frame(struct auth_sess *s, const uint8_t *payload, size_t len,
 		    uint8_t **out, size_t *out_len)
 {
-	size_t total = len + AUTH_TAG_LEN;
+	size_t total = len + (s ? AUTH_TAG_LEN : 0);
 	struct iovec iov;
 	uint8_t *b;
 
-	if (total > FRAME_MAX)
+	if (!len || total > FRAME_MAX)
 		return -EMSGSIZE;
 	b = malloc(FRAME_HDR_LEN + total);
 	if (!b)
@@ -150,7 +150,8 @@ int actl_seal_frame(struct auth_sess *s, const uint8_t *payload, size_t len,
 	frame_hdr_put(b, (uint32_t)total);
 	memcpy(b + FRAME_HDR_LEN, payload, len);
 	iov = (struct iovec){ .iov_base = b + FRAME_HDR_LEN, .iov_len = len };
-	if (auth_seal(s, b, FRAME_HDR_LEN, &iov, 1, b + FRAME_HDR_LEN + len)) {
+	if (s &&
+	    auth_seal(s, b, FRAME_HDR_LEN, &iov, 1, b + FRAME_HDR_LEN + len)) {
 		free(b);
 		return -EIO;
 	}

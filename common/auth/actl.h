@@ -59,9 +59,9 @@ int actl_call(struct actl *a, const struct msg *req, struct msg *rep,
 	      int timeout_ms);
 
 /*
- * Seals an encoded payload for a frame: returns a malloc()ed buffer of
- * header + payload + tag in *@out (*@out_len bytes). Returns 0, -EMSGSIZE,
- * -ENOMEM or -EIO.
+ * An encoded payload as a whole frame, sealed if @s (NULL: plain): returns
+ * a malloc()ed buffer of header + payload (+ tag) in *@out (*@out_len
+ * bytes). Returns 0, -EMSGSIZE, -ENOMEM or -EIO.
  */
 int actl_seal_frame(struct auth_sess *s, const uint8_t *payload, size_t len,
 		    uint8_t **out, size_t *out_len);

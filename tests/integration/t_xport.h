@@ -37,6 +37,21 @@ struct t_drv {
 	uint32_t nretry;
 };
 
+/* 0 if this kernel gives us an io_uring, else 77 (skip) after saying why. */
+static inline int t_uring_or_skip(void)
+{
+	struct io_uring probe;
+	int ret = io_uring_queue_init(8, &probe, 0);
+
+	if (ret) {
+		fprintf(stderr, "skip: io_uring unavailable: %s\n",
+			strerror(-ret));
+		return 77;
+	}
+	io_uring_queue_exit(&probe);
+	return 0;
+}
+
 static inline void t_done(void *arg, uint64_t tag, int status)
 {
 	struct t_drv *d = arg;

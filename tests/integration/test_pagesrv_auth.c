@@ -686,18 +686,12 @@ int main(void)
 		{ "xport_tampered", test_pagesrv_auth_xport_tampered },
 	};
 	const char *only = getenv("T_ONLY");
-	struct io_uring probe;
 	struct t_srv t = { 0 };
 	int ret, failed = 0;
 
 	log_init("test_pagesrv_auth", getenv("T_DEBUG") ? LOG_DBG : LOG_ERR);
-	ret = io_uring_queue_init(8, &probe, 0);
-	if (ret) {
-		fprintf(stderr, "skip: io_uring unavailable: %s\n",
-			strerror(-ret));
+	if (t_uring_or_skip())
 		return 77;
-	}
-	io_uring_queue_exit(&probe);
 	t.pool = mmap(NULL, T_POOL_SIZE, PROT_READ | PROT_WRITE,
 		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (t.pool == MAP_FAILED)

@@ -976,7 +976,6 @@ int main(void)
 	const char *ips = getenv("FARPAGE_RDMA_DATA_IPS");
 	char ipbuf[128], *comma;
 	struct xport_stats ca, cb;
-	struct io_uring probe;
 	unsigned int depth = 128;
 	int ret, failed = 0;
 	size_t i;
@@ -987,13 +986,8 @@ int main(void)
 				"found none)\n");
 		return 77;
 	}
-	ret = io_uring_queue_init(8, &probe, 0);
-	if (ret) {
-		fprintf(stderr, "skip: io_uring unavailable: %s\n",
-			strerror(-ret));
+	if (t_uring_or_skip())
 		return 77;
-	}
-	io_uring_queue_exit(&probe);
 	if (getenv("FARPAGE_RDMA_DEPTH"))
 		depth = (unsigned int)strtoul(getenv("FARPAGE_RDMA_DEPTH"),
 					      NULL, 0);

@@ -1086,19 +1086,13 @@ int main(void)
 	static const char *const mode_names[] = { "insecure", "mac",
 						  "encrypt" };
 	const char *only = getenv("T_ONLY"), *only_mode = getenv("T_MODE");
-	struct io_uring probe;
 	struct t_pool pool;
 	int ret, failed = 0;
 	size_t i, m;
 
 	log_init("test_xport_tcp", getenv("T_DEBUG") ? LOG_DBG : LOG_ERR);
-	ret = io_uring_queue_init(8, &probe, 0);
-	if (ret) {
-		fprintf(stderr, "skip: io_uring unavailable: %s\n",
-			strerror(-ret));
+	if (t_uring_or_skip())
 		return 77;
-	}
-	io_uring_queue_exit(&probe);
 	ret = t_pool_init(&pool);
 	if (ret) {
 		fprintf(stderr, "pool: %s\n", strerror(-ret));
