@@ -40,6 +40,8 @@ grep -q "unknown key" "$FP_TMP/x3.out" || fp_fail "wrong key: no clear error: $(
 fp_log "ok: outsider's control requests refused ($(head -c 150 "$FP_TMP/x3.out"))"
 X "$ATTACK" plain-read "$B_DATA" >"$FP_TMP/x4.out" 2>&1 ||
 	fp_fail "page server leaked data: $(cat "$FP_TMP/x4.out")"
+X "$ATTACK" plain-read "$A_DATA" >"$FP_TMP/x4a.out" 2>&1 ||
+	fp_fail "A's page server leaked data: $(cat "$FP_TMP/x4a.out")"
 X "$ATTACK" peer "$B_DATA" a b >"$FP_TMP/x5.out" 2>&1 ||
 	fp_fail "a peer handshake with a made-up key was accepted: $(cat "$FP_TMP/x5.out")"
 fp_log "ok: outsider reads nothing from B's page server ($(cat "$FP_TMP/x4.out"); $(cat "$FP_TMP/x5.out"))"
@@ -86,7 +88,8 @@ fp_cli A a --key-file "$FP_TMP/a.key" region delete r >"$FP_TMP/n2.out" 2>&1 &&
 	fp_fail "the CLI deleted a region with a node key"
 
 # --- 4. Tampered, truncated, reordered and replayed frames.
-rss() { sed -n 's/^VmRSS:\s*\([0-9]*\).*/\1/p' "/proc/$FP_COORD_PID/status"; }
+rss_of() { sed -n 's/^VmRSS:\s*\([0-9]*\).*/\1/p' "/proc/$1/status"; }
+rss() { rss_of "$FP_COORD_PID"; }
 r0=$(rss)
 "$FP_CLI_BIN" keygen --role admin --from "$FARPAGE_KEY_FILE" -o "$FP_TMP/admin.key" >/dev/null || fp_fail "keygen admin"
 A "$ATTACK" tamper "$FP_COORD" "$FP_TMP/admin.key" "${FP_TAMPER:-1200}" >"$FP_TMP/tamper.out" 2>&1 ||
@@ -100,10 +103,13 @@ for i in 1 2 3 4 5 6; do
 done
 grep -q "replayed handshake" "$FP_TMP/coord.log" || fp_fail "a replayed handshake: no log line"
 fp_log "ok: $(cat "$FP_TMP/replay.out"); the coordinator logged it"
+b0=$(rss_of "${FP_NODE_PID[b]}")
 A "$ATTACK" tamper-data "$B_DATA" "$FARPAGE_KEY_FILE" a b "${FP_TAMPER:-1200}" >"$FP_TMP/tamperd.out" 2>&1 ||
 	fp_fail "tampered page-server records: $(tail -3 "$FP_TMP/tamperd.out")"
 kill -0 "${FP_NODE_PID[b]}" || fp_fail "b's agent died"
-fp_log "ok: $(tail -1 "$FP_TMP/tamperd.out") against b's page server"
+b1=$(rss_of "${FP_NODE_PID[b]}")
+[ "$b1" -lt $((b0 + 65536)) ] || fp_fail "b's agent RSS grew from $b0 to $b1 KiB"
+fp_log "ok: $(tail -1 "$FP_TMP/tamperd.out") against b's page server, its agent's RSS $b0 -> $b1 KiB"
 r1=$(rss)
 kill -0 "$FP_COORD_PID" || fp_fail "the coordinator died"
 [ "$r1" -lt $((r0 + 65536)) ] || fp_fail "coordinator RSS grew from $r0 to $r1 KiB"
