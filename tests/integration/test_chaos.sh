@@ -54,7 +54,7 @@
 # Exit status: 0 if nothing failed, 1 on any failure, 77 if the host can't run it.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROUNDS=20
+ROUNDS=${FP_CHAOS_ROUNDS:-20}
 SEED=""
 HANG_S=""
 VERBOSE=${FP_VERBOSE:-0}
