@@ -621,8 +621,11 @@ static int pagesrv_conn_on_write(struct pagesrv_conn *c,
 	struct pagesrv *s = c->s;
 
 	if (!h->len || h->len > WIRE_LEN_MAX) {
-		log_warn("%s: write of %u bytes (1..%u), closing", c->name,
+		char why[64];
+
+		snprintf(why, sizeof(why), "write of %u bytes (1..%u), closing",
 			 h->len, WIRE_LEN_MAX);
+		pagesrv_refusal_log(s, c->name, why);
 		return -EPROTO;
 	}
 	c->writer = true;
@@ -770,8 +773,8 @@ static int pagesrv_conn_parse(struct pagesrv_conn *c)
 			break;
 		wire_hdr_unpack(c->rbuf + pos, &h);
 		if (h.version != WIRE_VERSION) {
-			log_warn("%s: bad wire version %u, closing", c->name,
-				 h.version);
+			pagesrv_refusal_log(s, c->name,
+					    "bad wire version, closing");
 			ret = -EPROTO;
 			break;
 		}
@@ -792,7 +795,7 @@ static int pagesrv_conn_parse(struct pagesrv_conn *c)
 			if (ret || c->wr_wait)
 				break;
 		} else {
-			log_warn("%s: unknown op %u, closing", c->name, h.op);
+			pagesrv_refusal_log(s, c->name, "unknown op, closing");
 			ret = -EPROTO;
 			break;
 		}
