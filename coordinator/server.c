@@ -254,15 +254,11 @@ static int server_conn_queue_raw(struct server_conn *cn, const uint8_t *p,
  * 0 or -errno (encoding, memory, -E2BIG past FRAME_MAX). */
 static int server_conn_queue(struct server_conn *cn, const struct msg *m)
 {
-	uint8_t *payload, *frame;
-	size_t len, flen;
+	uint8_t *frame;
+	size_t flen;
 	int ret;
 
-	ret = msg_encode(m, &payload, &len);
-	if (ret)
-		return ret;
-	ret = actl_seal_frame(cn->sess, payload, len, &frame, &flen);
-	free(payload);
+	ret = actl_encode_frame(cn->sess, m, &frame, &flen);
 	if (ret)
 		return ret == -EMSGSIZE ? -E2BIG : ret;
 	ret = server_conn_queue_raw(cn, frame, flen);

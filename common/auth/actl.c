@@ -174,28 +174,34 @@ int actl_open_frame(struct auth_sess *s, const uint8_t hdr[4], uint8_t *buf,
 	return 0;
 }
 
-int actl_send(struct actl *a, const struct msg *m)
+int actl_encode_frame(struct auth_sess *s, const struct msg *m, uint8_t **out,
+		      size_t *out_len)
 {
-	uint8_t *buf, *sealed;
-	size_t len, slen;
+	uint8_t *buf;
+	size_t len;
 	int ret;
 
 	ret = msg_encode(m, &buf, &len);
 	if (ret)
 		return ret;
-	if (!a->sess) {
-		ret = ctl_send_raw(a->fd, buf, len, NULL, 0);
-		free(buf);
-		return ret;
-	}
-	ret = actl_seal_frame(a->sess, buf, len, &sealed, &slen);
+	ret = actl_seal_frame(s, buf, len, out, out_len);
 	free(buf);
+	return ret;
+}
+
+int actl_send(struct actl *a, const struct msg *m)
+{
+	uint8_t *frame;
+	size_t flen;
+	int ret;
+
+	ret = actl_encode_frame(a->sess, m, &frame, &flen);
 	if (ret)
 		return ret;
-	/* ctl_send_raw() frames it: pass the sealed part after the header. */
-	ret = ctl_send_raw(a->fd, sealed + FRAME_HDR_LEN, slen - FRAME_HDR_LEN,
+	/* ctl_send_raw() frames it: pass what follows the header. */
+	ret = ctl_send_raw(a->fd, frame + FRAME_HDR_LEN, flen - FRAME_HDR_LEN,
 			   NULL, 0);
-	free(sealed);
+	free(frame);
 	return ret;
 }
 

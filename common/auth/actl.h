@@ -65,6 +65,10 @@ int actl_call(struct actl *a, const struct msg *req, struct msg *rep,
  */
 int actl_seal_frame(struct auth_sess *s, const uint8_t *payload, size_t len,
 		    uint8_t **out, size_t *out_len);
+/* @m encoded, then as actl_seal_frame(). */
+int actl_encode_frame(struct auth_sess *s, const struct msg *m, uint8_t **out,
+		      size_t *out_len);
+
 /*
  * Opens a sealed frame's payload (@len bytes after its header @hdr) in
  * place; the message is the first *@msg_len bytes. Returns 0 or -EBADMSG.
