@@ -102,9 +102,10 @@ int cli_stats_run(const struct cli *c, int argc, char **argv)
 	if (ret < 0) {
 		cli_err("stats: agent at %s: %s%s", c->agent_sock,
 			strerror(-ret),
-			ret == -EACCES ? " (the agent does not serve this user: "
-					 "its --allow-uid/--allow-gid)"
-				       : "");
+			ret == -EACCES
+				? " (the agent does not serve this user: "
+				  "its --allow-uid/--allow-gid)"
+				: "");
 		return CLI_EXIT_FAIL;
 	}
 	return CLI_EXIT_OK;

@@ -103,3 +103,19 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 	/* One write per line so lines from several threads never interleave. */
 	fprintf(stderr, "%s\n", line);
 }
+
+bool log_limit_take(struct log_limit *l, uint64_t now_ms, uint64_t *dropped)
+{
+	if (!l->start_ms || now_ms - l->start_ms >= 1000) {
+		l->start_ms = now_ms ? now_ms : 1;
+		l->lines = 0;
+	}
+	if (l->lines >= l->burst) {
+		l->dropped++;
+		return false;
+	}
+	l->lines++;
+	*dropped = l->dropped;
+	l->dropped = 0;
+	return true;
+}

@@ -8,6 +8,9 @@
 #ifndef COMMON_LOG_H
 #define COMMON_LOG_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #ifndef LOG_PREFIX
 #define LOG_PREFIX ""
 #endif
@@ -48,5 +51,24 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 		log_strerror(err))
 
 const char *log_strerror(int err);
+
+/*
+ * A rate limit on one kind of log line (refusals a flood could repeat
+ * without end): at most @burst lines in any window of a second, counted
+ * from the window's first line.
+ */
+struct log_limit {
+	unsigned int burst; /* lines a window */
+	unsigned int lines; /* logged in this window */
+	uint64_t start_ms;  /* the window's first line; 0: none yet */
+	uint64_t dropped;   /* left out since the last line logged */
+};
+
+/*
+ * True if a line may be logged at @now_ms; then *@dropped is how many were
+ * left out before it, and that count starts again. False: this one is
+ * counted as left out.
+ */
+bool log_limit_take(struct log_limit *l, uint64_t now_ms, uint64_t *dropped);
 
 #endif

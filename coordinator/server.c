@@ -97,8 +97,8 @@ struct server {
 	bool insecure;
 	struct auth_key keys[AUTH_KEYS_MAX];
 	unsigned int n_keys;
-	unsigned int n_hs; /* connections in the handshake */
-	uint64_t log_sec, log_lines, log_dropped; /* refusal log rate */
+	unsigned int n_hs;	   /* connections in the handshake */
+	struct log_limit refusals; /* SERVER_LOG_BURST lines a second */
 	char addr[SERVER_PEER_LEN];
 	/* for /metrics: written on the loop thread, read on its own */
 	struct metrics_srv *metrics;
@@ -115,28 +115,20 @@ struct server {
 static void __attribute__((format(printf, 2, 3)))
 server_log_refusal(struct server *s, const char *fmt, ...)
 {
-	uint64_t sec = evl_now_ms() / 1000;
+	uint64_t dropped;
 	char line[512];
 	va_list ap;
 
-	if (sec != s->log_sec) {
-		s->log_sec = sec;
-		s->log_lines = 0;
-	}
-	if (s->log_lines >= SERVER_LOG_BURST) {
-		s->log_dropped++;
+	if (!log_limit_take(&s->refusals, evl_now_ms(), &dropped))
 		return;
-	}
-	s->log_lines++;
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	if (s->log_dropped)
+	if (dropped)
 		log_warn("%s (and %llu refusals not logged)", line,
-			 (unsigned long long)s->log_dropped);
+			 (unsigned long long)dropped);
 	else
 		log_warn("%s", line);
-	s->log_dropped = 0;
 }
 
 static void server_pair_keys(struct server *s, const char *name,
@@ -906,6 +898,7 @@ int server_create(const struct server_cfg *cfg, struct coord *c,
 	s->idle_timeout_ms = cfg->idle_timeout_ms ? cfg->idle_timeout_ms
 						  : SERVER_IDLE_TIMEOUT_MS;
 	s->insecure = cfg->insecure;
+	s->refusals.burst = SERVER_LOG_BURST;
 	if (!s->insecure && (!cfg->n_keys || cfg->n_keys > AUTH_KEYS_MAX)) {
 		log_err("no cluster key (or more than %d)", AUTH_KEYS_MAX);
 		ret = -EINVAL;

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "actl.h"
+#include "log.h"
 #include "msg.h"
 #include "pool.h"
 #include "sockauth.h"
@@ -79,12 +80,11 @@ struct node_agent {
 	 * Refused clients (fsvc.c): each connection stays until its request
 	 * (or its end) comes, so the client reads why and not EPIPE; a few
 	 * at once, the oldest goes first. -1: a free place. And the warning
-	 * about them, at most one a second (refused_quiet: not told since).
+	 * about them, at most one a second.
 	 */
 	int refused[AGENT_REFUSED_MAX];
 	unsigned int refused_next;
-	uint64_t refused_log_ms;
-	uint64_t refused_quiet;
+	struct log_limit refused_log;
 	uint64_t next_map_id;
 	uint64_t next_token;
 	struct xport_rdma_ctx *rdma; /* NULL: TCP only */

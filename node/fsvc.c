@@ -770,19 +770,15 @@ static void fsvc_on_refused(struct evl *l, int fd, uint32_t events, void *arg)
 static void fsvc_refused_log(struct node_agent *a, const struct ucred *cr,
 			     int err)
 {
-	uint64_t now = evl_now_ms();
+	uint64_t dropped;
 	char more[64] = "";
 
-	if (a->refused_log_ms && now - a->refused_log_ms < 1000) {
-		a->refused_quiet++;
+	if (!log_limit_take(&a->refused_log, evl_now_ms(), &dropped))
 		return;
-	}
-	if (a->refused_quiet)
+	if (dropped)
 		snprintf(more, sizeof(more),
 			 " (and %llu more since the last such line)",
-			 (unsigned long long)a->refused_quiet);
-	a->refused_log_ms = now;
-	a->refused_quiet = 0;
+			 (unsigned long long)dropped);
 	if (err)
 		log_warn("refused a local client whose credentials cannot be "
 			 "read (%s)%s",
@@ -898,6 +894,7 @@ int fsvc_init(struct node_agent *a)
 {
 	int ret;
 
+	a->refused_log.burst = 1;
 	ret = net_unix_listen(a->cfg.sock_path, 128, &a->usock);
 	if (ret) {
 		log_errno(ret, "listen on %s", a->cfg.sock_path);

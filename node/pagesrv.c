@@ -228,8 +228,7 @@ struct pagesrv {
 	unsigned int nlive;  /* not closing */
 	unsigned int nhs;    /* in their handshake */
 	/* refusals logged: a line a second at most, the rest counted */
-	uint64_t log_sec;
-	uint64_t log_quiet;
+	struct log_limit refusals;
 	/* newest connection generation seen per client id (and, secure, per
 	 * authenticated peer: one peer cannot fence another's connections) */
 	struct {
@@ -347,19 +346,15 @@ static void pagesrv_conn_put(struct pagesrv_conn *c)
 static void pagesrv_refusal_log(struct pagesrv *s, const char *who,
 				const char *what)
 {
-	uint64_t sec = evl_now_ms() / 1000 + 1;
+	uint64_t dropped;
 
-	if (sec == s->log_sec) {
-		s->log_quiet++;
+	if (!log_limit_take(&s->refusals, evl_now_ms(), &dropped))
 		return;
-	}
-	s->log_sec = sec;
-	if (s->log_quiet)
+	if (dropped)
 		log_warn("%s: %s (and %" PRIu64 " more refusals not logged)",
-			 who, what, s->log_quiet);
+			 who, what, dropped);
 	else
 		log_warn("%s: %s", who, what);
-	s->log_quiet = 0;
 }
 
 /* True if @n is a node name as auth.c accepts them: safe to log. */
@@ -1576,6 +1571,7 @@ int pagesrv_create(const struct pagesrv_cfg *cfg, struct pagesrv **out)
 	s->max_conns =
 		cfg->max_conns ? cfg->max_conns : PAGESRV_MAX_CONNS_DEFAULT;
 	s->insecure = cfg->insecure;
+	s->refusals.burst = 1;
 	if (!s->insecure)
 		snprintf(s->self_name, sizeof(s->self_name), "%s",
 			 cfg->self_name);

@@ -51,7 +51,7 @@ enum xport_peer_state {
 struct xport_peer_info {
 	uint64_t node;
 	char name[MSG_NAME_MAX]; /* the peer's node name (authentication) */
-	uint8_t pkey[32];	 /* our pair key with it, from the coordinator */
+	uint8_t pkey[32]; /* our pair key with it, from the coordinator */
 	bool has_pkey;
 	char data_addr[MSG_ADDR_MAX];
 	uint64_t instance; /* owner instance the data lives in; 0 = any */

@@ -118,6 +118,31 @@ static void test_log_plain(void **state)
 	assert_string_equal(p, "");
 }
 
+/* At most burst lines in a second from the window's first; the next line
+ * says how many were left out. */
+static void test_log_limit(void **state)
+{
+	struct log_limit l = { .burst = 2 };
+	uint64_t d = 99;
+
+	assert_true(log_limit_take(&l, 5000, &d));
+	assert_int_equal(d, 0);
+	assert_true(log_limit_take(&l, 5001, &d));
+	assert_false(log_limit_take(&l, 5500, &d));
+	assert_false(log_limit_take(&l, 5999, &d));
+	assert_true(log_limit_take(&l, 6000, &d));
+	assert_int_equal(d, 2);
+	assert_true(log_limit_take(&l, 6001, &d));
+	assert_int_equal(d, 0);
+	assert_false(log_limit_take(&l, 6999, &d));
+	/* the clock may start at 0 */
+	l = (struct log_limit){ .burst = 1 };
+	assert_true(log_limit_take(&l, 0, &d));
+	assert_false(log_limit_take(&l, 999, &d));
+	assert_true(log_limit_take(&l, 1001, &d));
+	assert_int_equal(d, 1);
+}
+
 static void test_log_journal(void **state)
 {
 	char buf[1024];
@@ -138,6 +163,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_log_plain),
 		cmocka_unit_test(test_log_journal),
+		cmocka_unit_test(test_log_limit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
