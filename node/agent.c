@@ -154,20 +154,11 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 		a->refused[i] = -1;
 	a->pool.fd = -1;
 	pthread_mutex_init(&a->pkeys_mu, NULL);
-	if (cfg->insecure) {
-		a->cred.insecure = true;
+	a->cred = *cfg->cred;
+	a->cfg.cred = &a->cred;
+	if (a->cred.insecure)
 		log_warn("--insecure: no authentication; any host that reaches "
 			 "the data address reads and writes this pool");
-	} else {
-		char why[400];
-
-		ret = actl_cred_load(&a->cred, cfg->key_file, AUTH_ROLE_NODE,
-				     cfg->name, why, sizeof(why));
-		if (ret) {
-			log_err("%s", why);
-			goto err;
-		}
-	}
 	ret = util_random_u64(&a->instance); /* 0 means "any" on the wire */
 	if (ret)
 		goto err;
@@ -189,7 +180,7 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	scfg.pool_size = a->pool.size;
 	scfg.instance = a->instance;
 	scfg.max_conns = 1024;
-	scfg.insecure = cfg->insecure;
+	scfg.insecure = a->cred.insecure;
 	scfg.self_name = cfg->name;
 	scfg.auth_flags = cfg->page_encryption ? AUTH_F_ENCRYPT : 0;
 	scfg.pair_key = agent_pair_key;
@@ -229,7 +220,7 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	fcfg.readahead = cfg->readahead;
 	fcfg.spin_us = cfg->spin_us;
 	fcfg.self_name = cfg->name;
-	fcfg.insecure = cfg->insecure;
+	fcfg.insecure = a->cred.insecure;
 	fcfg.auth_flags = cfg->page_encryption ? AUTH_F_ENCRYPT : 0;
 	ret = agent_cache_cfg(a, &fcfg);
 	if (ret)

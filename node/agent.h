@@ -57,9 +57,9 @@ struct node_cfg {
 	unsigned int writeback_ms;
 	int cache_fifo;		    /* --cache-policy fifo */
 	const char *metrics_listen; /* serve /metrics here; NULL: off */
-	const char *key_file;	    /* NULL: $FARPAGE_KEY_FILE or default */
-	bool insecure;		    /* no authentication at all */
-	bool page_encryption;	    /* page data encrypted, not only MACed */
+	/* our key, loaded by the caller (copied); ->insecure: none at all */
+	const struct actl_cred *cred;
+	bool page_encryption; /* page data encrypted, not only MACed */
 };
 
 struct node_agent {
@@ -104,7 +104,7 @@ struct node_agent {
 	uint64_t n_pins;
 	_Atomic uint32_t n_conns; /* local clients connected now */
 	struct metrics_srv *metrics;
-	/* Our key (unless cfg.insecure), and the pair keys of peers by
+	/* Our key (unless cred.insecure), and the pair keys of peers by
 	 * name, from the coordinator's NODES (session thread writes, page
 	 * server thread reads). */
 	struct actl_cred cred;

@@ -291,19 +291,6 @@ static int main_word(const char *opt, const char *s, const char *const *words)
 	return -1;
 }
 
-/* True if the key the agent would use cannot be loaded for its name. */
-static bool main_key_is_bad(const struct node_cfg *cfg)
-{
-	struct actl_cred c;
-	char why[400];
-	bool bad;
-
-	bad = actl_cred_load(&c, cfg->key_file, AUTH_ROLE_NODE, cfg->name, why,
-			     sizeof(why)) != 0;
-	OPENSSL_cleanse(&c, sizeof(c));
-	return bad;
-}
-
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -357,7 +344,9 @@ int main(int argc, char **argv)
 	};
 	enum log_level lvl = LOG_INFO;
 	struct sigaction sa = { 0 };
-	char host[MSG_NAME_MAX];
+	char host[MSG_NAME_MAX], why[400];
+	struct actl_cred cred = { 0 };
+	const char *key_file = NULL;
 	int allow_given = 0;
 	int c, ret;
 
@@ -485,10 +474,10 @@ int main(int argc, char **argv)
 			cfg.rdma_device = optarg;
 			break;
 		case 'k':
-			cfg.key_file = optarg;
+			key_file = optarg;
 			break;
 		case 'i':
-			cfg.insecure = true;
+			cred.insecure = true;
 			break;
 		case 'e':
 			ret = main_word("--page-encryption", optarg,
@@ -551,11 +540,17 @@ int main(int argc, char **argv)
 
 	main_allow_default(&cfg, allow_given);
 
+	/* No key, or not this node's: a setting to fix, not to retry. */
+	if (!cred.insecure && actl_cred_load(&cred, key_file, AUTH_ROLE_NODE,
+					     cfg.name, why, sizeof(why))) {
+		log_err("%s", why);
+		return 2;
+	}
+	cfg.cred = &cred;
+
 	signal(SIGPIPE, SIG_IGN);
 	ret = agent_create(&cfg, &main_agent);
-	/* No key, or not this node's: a setting to fix, not to retry. */
-	if (ret == -ENOENT || ret == -EPERM || ret == -EINVAL)
-		return !cfg.insecure && main_key_is_bad(&cfg) ? 2 : 1;
+	OPENSSL_cleanse(&cred, sizeof(cred)); /* the agent has its copy */
 	if (ret)
 		return 1;
 	sa.sa_handler = main_on_signal;
