@@ -365,6 +365,13 @@ int msg_strset(char *dst, size_t dst_size, const char *src)
 	return 0;
 }
 
+int msg_node_has_pkey(const struct msg_node *n)
+{
+	static const uint8_t zero[MSG_PKEY_LEN];
+
+	return memcmp(n->pkey, zero, sizeof(zero)) != 0;
+}
+
 int msg_name_is_valid(const char *s)
 {
 	size_t n = strnlen(s, MSG_NAME_MAX);

@@ -302,4 +302,7 @@ int msg_strset(char *dst, size_t dst_size, const char *src);
 /* True if @s is a valid region/node name (1..63 of [A-Za-z0-9._-]). */
 int msg_name_is_valid(const char *s);
 
+/* 1 if node record @n carries a pair key (not all zero), else 0. */
+int msg_node_has_pkey(const struct msg_node *n);
+
 #endif

@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1717,7 +1716,6 @@ int coord_authorize(const struct coord *c, enum coord_role role,
 		    const char *name, const struct msg *req, struct msg *rep)
 {
 	const struct coord_node *n;
-	bool node_op;
 
 	msg_init(rep, MSG_T_NONE);
 	switch (req->type) {
@@ -1727,11 +1725,9 @@ int coord_authorize(const struct coord *c, enum coord_role role,
 	case MSG_T_MR_PUT:
 	case MSG_T_WRITE_LEASE:
 	case MSG_T_WRITE_RELEASE:
-		node_op = true;
-		break;
+		break; /* a node's own business: below */
 	case MSG_T_REGION_CREATE:
 	case MSG_T_REGION_DELETE:
-		node_op = false;
 		if (role == COORD_ROLE_NODE) {
 			msg_error(rep, -EACCES,
 				  "node %s: %s needs the admin key", name,
@@ -1744,7 +1740,7 @@ int coord_authorize(const struct coord *c, enum coord_role role,
 	}
 	if (role == COORD_ROLE_ANY)
 		return 0;
-	if (node_op && role != COORD_ROLE_NODE) {
+	if (role != COORD_ROLE_NODE) {
 		msg_error(rep, -EACCES,
 			  "%s is for node keys, not the admin key",
 			  msg_type_name(req->type));

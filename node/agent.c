@@ -322,7 +322,6 @@ int agent_pair_key(void *agent, const char *name, uint8_t key[AUTH_KEY_LEN])
 
 void agent_pkeys_set(struct node_agent *a, const struct msg *nodes)
 {
-	static const uint8_t zero[MSG_PKEY_LEN];
 	struct agent_pkey *k, *old;
 	uint32_t n = 0, old_n;
 
@@ -332,7 +331,7 @@ void agent_pkeys_set(struct node_agent *a, const struct msg *nodes)
 	for (uint32_t i = 0; i < nodes->n_nodes; i++) {
 		const struct msg_node *m = &nodes->nodes[i];
 
-		if (!memcmp(m->pkey, zero, sizeof(zero)))
+		if (!msg_node_has_pkey(m))
 			continue;
 		memcpy(k[n].name, m->name, sizeof(k[n].name));
 		memcpy(k[n].key, m->pkey, sizeof(k[n].key));

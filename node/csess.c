@@ -298,7 +298,6 @@ static int csess_node_resolve_needed(const struct msg *old, uint64_t id,
 static int csess_nodes_refresh(struct csess *s)
 {
 	struct node_agent *a = s->a;
-	static const uint8_t zero[MSG_PKEY_LEN];
 	struct xport_peer_info *peers;
 	uint64_t self = atomic_load(&a->node_id);
 	struct msg req, nodes;
@@ -325,7 +324,7 @@ static int csess_nodes_refresh(struct csess *s)
 			continue;
 		peers[np].node = n->id;
 		memcpy(peers[np].name, n->name, sizeof(peers[np].name));
-		peers[np].has_pkey = !!memcmp(n->pkey, zero, sizeof(zero));
+		peers[np].has_pkey = msg_node_has_pkey(n);
 		memcpy(peers[np].pkey, n->pkey, sizeof(peers[np].pkey));
 		peers[np].instance = n->instance;
 		memcpy(peers[np].data_addr, n->data_addr,

@@ -17,7 +17,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <openssl/crypto.h>
@@ -25,6 +24,8 @@
 #include <openssl/hmac.h>
 #include <openssl/kdf.h>
 #include <openssl/rand.h>
+
+#include "evl.h"
 
 #define AUTH_MAGIC	   "FPA1"
 #define AUTH_VERSION	   1
@@ -144,10 +145,15 @@ const char *auth_status_str(int st)
 	}
 }
 
+static void auth_hex(const uint8_t *p, size_t n, char *out)
+{
+	for (size_t i = 0; i < n; i++)
+		sprintf(out + 2 * i, "%02x", p[i]);
+}
+
 void auth_id_hex(const uint8_t id[AUTH_ID_LEN], char *buf)
 {
-	for (int i = 0; i < AUTH_ID_LEN; i++)
-		sprintf(buf + 2 * i, "%02x", id[i]);
+	auth_hex(id, AUTH_ID_LEN, buf);
 }
 
 /* The node name rule of the control protocol (docs/protocol.md). */
@@ -256,12 +262,6 @@ int auth_pair_key(const struct auth_key *c, const char *a, const char *b,
 	}
 	n = snprintf(info, sizeof(info), "pair%c%s%c%s", 0, a, 0, b);
 	return auth_derive(c, info, (size_t)n, out);
-}
-
-static void auth_hex(const uint8_t *p, size_t n, char *out)
-{
-	for (size_t i = 0; i < n; i++)
-		sprintf(out + 2 * i, "%02x", p[i]);
 }
 
 static int auth_unhex(const char *s, uint8_t *out, size_t n)
@@ -1037,18 +1037,11 @@ struct auth_sess *auth_hs_take(struct auth_hs *h)
 	return s;
 }
 
-static int64_t auth_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int auth_client_run(int fd, const struct auth_client_cfg *cfg, int timeout_ms,
 		    struct auth_sess **out, char *why, size_t why_len)
 {
-	int64_t deadline = timeout_ms < 0 ? -1 : auth_now_ms() + timeout_ms;
+	int64_t deadline =
+		timeout_ms < 0 ? -1 : (int64_t)evl_now_ms() + timeout_ms;
 	struct auth_hs *h;
 	int ret;
 
@@ -1071,7 +1064,7 @@ int auth_client_run(int fd, const struct auth_client_cfg *cfg, int timeout_ms,
 		}
 		pfd.events = on ? POLLOUT : POLLIN;
 		if (deadline >= 0) {
-			int64_t left = deadline - auth_now_ms();
+			int64_t left = deadline - (int64_t)evl_now_ms();
 
 			if (left <= 0) {
 				ret = -ETIMEDOUT;
