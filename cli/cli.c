@@ -127,6 +127,9 @@ out_free:
 static int cli_coord_result(const struct cli *c, const char *what, int ret,
 			    struct msg *rep, enum msg_type want)
 {
+	/* No key, or the handshake refused: cli_coord_call_once() said so. */
+	if ((ret == -EACCES || ret == -EPERM) && rep->type == MSG_T_NONE)
+		return ret;
 	if (ret < 0 && rep->type == MSG_T_ERROR) {
 		cli_err("%s: %s", what,
 			rep->text[0] ? rep->text : strerror(-ret));
@@ -155,8 +158,8 @@ static int cli_coord_result(const struct cli *c, const char *what, int ret,
 
 /*
  * One call on a connection of its own, authenticated with the admin key
- * (loaded at the first call). A refused handshake is printed here and
- * returns -EACCES with @rep empty.
+ * (loaded at the first call). A key that cannot be loaded (-EPERM) or a
+ * refused handshake (-EACCES) is printed here, and @rep stays empty.
  */
 static int cli_coord_call_once(const struct cli *c, const char *what,
 			       const struct msg *req, struct msg *rep)
@@ -201,10 +204,6 @@ int cli_coord_call(const struct cli *c, const char *what, const struct msg *req,
 
 	msg_init(rep, MSG_T_NONE);
 	ret = cli_coord_call_once(c, what, req, rep);
-	if (ret == -EACCES && rep->type == MSG_T_NONE)
-		return ret;
-	if (ret == -EPERM && rep->type == MSG_T_NONE)
-		return ret;
 	return cli_coord_result(c, what, ret, rep, want);
 }
 
@@ -221,9 +220,6 @@ int cli_coord_call_wait(const struct cli *c, const char *what,
 	for (;;) {
 		msg_init(rep, MSG_T_NONE);
 		ret = cli_coord_call_once(c, what, req, rep);
-		if ((ret == -EACCES || ret == -EPERM) &&
-		    rep->type == MSG_T_NONE)
-			return ret;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		now = (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 		if (ret != -EAGAIN || rep->type != MSG_T_ERROR ||
