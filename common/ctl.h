@@ -9,7 +9,7 @@
 
 #include "msg.h"
 
-#define CTL_FDS_MAX 4
+#define CTL_FDS_MAX 64 /* MSG_POOL_SEGS_MAX */
 
 /*
  * Encodes and sends @m, with @n_fds descriptors attached (0..CTL_FDS_MAX).

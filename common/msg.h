@@ -56,10 +56,11 @@ enum msg_type {
 	MSG_T_ENDPOINT,	    /* node, peer, qpn, lid, gid, gid_index, psn, mtu */
 	MSG_T_MR_PUT,	    /* node, mr_addr, rkey, mr_len -> OK */
 	/* libfarpage <-> agent (Unix socket) */
-	MSG_T_MAP,	   /* name -> MAP_LAYOUT + pool fd */
+	MSG_T_MAP,	   /* name, [flags] -> MAP_LAYOUT */
 	MSG_T_MAP_LAYOUT,  /* name, node, size, chunk_size, epoch, pool_size,
-			      chunks, [instance: the agent's], [cid];
-			      SCM_RIGHTS: pool memfd */
+			      chunks, [instance: the agent's], [cid],
+			      [flags]; SCM_RIGHTS: the cache memfd if
+			      flags has MSG_MAP_CACHE, else nothing */
 	MSG_T_MAP_UFFD,	   /* base, features, [flags]; SCM_RIGHTS: uffd -> OK */
 	MSG_T_AGENT_STATS, /* -> AGENT_STAT */
 	MSG_T_AGENT_STAT,  /* node, faults, remote, local, errors, poisoned,
@@ -76,6 +77,12 @@ enum msg_type {
 	/* libfarpage/CLI <-> agent */
 	MSG_T_FLUSH, /* name -> OK once every page of its mappings here that
 			was dirty is home */
+	/* libfarpage -> agent, after MAP_LAYOUT: the pool segments under
+	 * region bytes [base, base + size), all in chunks the layout places
+	 * on this node (MSG_POOL_SEG aligned, at most MSG_POOL_SEGS_MAX) ->
+	 * MAP_FDS {base, size}; SCM_RIGHTS: one memfd per segment, in order,
+	 * read-only for a read-only map */
+	MSG_T_MAP_FDS,
 	MSG_T__MAX,
 };
 
@@ -126,6 +133,10 @@ enum msg_field_id {
 };
 
 #define MSG_BIT(f) (UINT64_C(1) << (f))
+
+/* A node's pool is handed out in segments of this size (MSG_T_MAP_FDS). */
+#define MSG_POOL_SEG	  (UINT64_C(2) << 20)
+#define MSG_POOL_SEGS_MAX 64 /* per MAP_FDS (CTL_FDS_MAX) */
 
 /* flags of MSG_T_MAP_UFFD */
 #define MSG_MAP_PREFETCH \

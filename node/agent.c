@@ -152,7 +152,6 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	a->usock = -1;
 	for (int i = 0; i < AGENT_REFUSED_MAX; i++)
 		a->refused[i] = -1;
-	a->pool.fd = -1;
 	pthread_mutex_init(&a->pkeys_mu, NULL);
 	a->cred = *cfg->cred;
 	a->cfg.cred = &a->cred;

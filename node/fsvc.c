@@ -5,7 +5,10 @@
  *
  *   MAP {name}            -> (lookup by the session thread: the
  *                             coordinator, or the cached layout)
- *                         -> MAP_LAYOUT {...} + pool memfd
+ *                         -> MAP_LAYOUT {...} [+ cache memfd]
+ *   MAP_FDS {base, size}  -> MAP_FDS + the pool segments (2 MiB memfds)
+ *                            under those bytes of the region, repeated
+ *                            for every run of chunks held here
  *   MAP_UFFD {base, feat} + uffd -> OK      (the fault loop serves it)
  *   EOF (unmap or exit)   -> the mapping is dropped
  *
@@ -99,14 +102,18 @@ static struct fsvc_drain **fsvc_drain_find(struct node_agent *a,
 	return p;
 }
 
-/* The chunks of the layout this node maps straight from its pool. */
+/* A chunk of layout @l that the process maps straight from this pool. */
+static int fsvc_chunk_is_local(const struct msg *l, const struct msg_chunk *ch)
+{
+	return ch->node == l->node && (!ch->inst || ch->inst == l->instance);
+}
+
 static void fsvc_pins(struct fsvc_conn *c, int delta)
 {
 	const struct msg *l = &c->layout;
 
 	for (uint32_t i = 0; i < l->n_chunks; i++)
-		if (l->chunks[i].node == l->node &&
-		    (!l->chunks[i].inst || l->chunks[i].inst == l->instance))
+		if (fsvc_chunk_is_local(l, &l->chunks[i]))
 			agent_pool_pin(c->a, l->chunks[i].off, l->chunk_size,
 				       delta);
 	c->pinned = delta > 0;
@@ -310,7 +317,7 @@ static int fsvc_cache_adopt(const struct msg *l, int fd, int empty)
 	return 0;
 }
 
-/* The lookup of @c is done: the layout and the pool fd, or the error. */
+/* The lookup of @c is done: the layout and the cache fd, or the error. */
 static int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 {
 	struct node_agent *a = c->a;
@@ -333,7 +340,7 @@ static int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 	c->layout.n_chunks = r->region.n_chunks;
 	r->region.chunks = NULL;
 	r->region.n_chunks = 0;
-	/* Pinned before the pool fd leaves: the process may map at once. */
+	/* Pinned before the layout leaves: the process may map at once. */
 	fsvc_pins(c, 1);
 	if (a->cache_on && fsvc_has_remote(&c->layout)) {
 		ret = fsvc_cache_create(&c->layout, &c->cache_fd);
@@ -345,12 +352,7 @@ static int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 		else
 			c->layout.flags = MSG_MAP_CACHE;
 	}
-	{
-		int fds[2] = { a->pool.fd, c->cache_fd };
-
-		ret = ctl_send(c->fd, &c->layout, fds,
-			       c->cache_fd >= 0 ? 2 : 1);
-	}
+	ret = ctl_send(c->fd, &c->layout, &c->cache_fd, c->cache_fd >= 0);
 	if (!ret)
 		c->state = FSVC_LAYOUT_SENT;
 	return ret;
@@ -560,6 +562,71 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 	return ctl_send(c->fd, &ok, NULL, 0);
 }
 
+/*
+ * The pool segments under region bytes [base, base + size) of the layout
+ * sent: each one in a chunk placed here, so a process gets its region's
+ * part of the pool and nothing else. A read-only map gets each segment
+ * opened read-only (its mapping can never be made writable).
+ */
+static int fsvc_on_map_fds(struct fsvc_conn *c, const struct msg *req)
+{
+	const struct msg *l = &c->layout;
+	uint64_t span = (uint64_t)l->n_chunks * l->chunk_size;
+	int fds[MSG_POOL_SEGS_MAX], n = 0, ro, ret = 0;
+	const char *why = NULL;
+	struct msg rep;
+
+	ro = !!(c->flags & MSG_MAP_RDONLY);
+	if (req->base % MSG_POOL_SEG || req->size % MSG_POOL_SEG ||
+	    !req->size || req->size / MSG_POOL_SEG > MSG_POOL_SEGS_MAX ||
+	    req->base > span || req->size > span - req->base) {
+		fsvc_reply_error(c, -EINVAL,
+				 "map_fds: not a run of whole segments of the "
+				 "region");
+		return -EINVAL;
+	}
+	for (uint64_t o = req->base; o < req->base + req->size && !why;
+	     o += MSG_POOL_SEG) {
+		const struct msg_chunk *ch = &l->chunks[o / l->chunk_size];
+		char path[64];
+		int fd;
+
+		if (!fsvc_chunk_is_local(l, ch)) {
+			why = "map_fds: a chunk this node does not hold";
+			ret = -EINVAL;
+			break;
+		}
+		fd = pool_seg_fd(&c->a->pool, ch->off + o % l->chunk_size);
+		if (fd < 0) {
+			why = "map_fds: a chunk outside this node's pool";
+			ret = -ERANGE;
+			break;
+		}
+		if (ro) {
+			snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+			if (fd < 0) {
+				ret = -errno;
+				why = "map_fds: cannot open a segment "
+				      "read-only";
+				break;
+			}
+		}
+		fds[n++] = fd;
+	}
+	if (why) {
+		fsvc_reply_error(c, ret, why);
+	} else {
+		msg_init(&rep, MSG_T_MAP_FDS);
+		rep.base = req->base;
+		rep.size = req->size;
+		ret = ctl_send(c->fd, &rep, fds, n);
+	}
+	for (int i = 0; ro && i < n; i++)
+		close(fds[i]);
+	return ret;
+}
+
 static int fsvc_on_stats(struct fsvc_conn *c)
 {
 	struct floop_counters *ctr = floop_counters(c->a->fl);
@@ -610,6 +677,8 @@ static int fsvc_dispatch(struct fsvc_conn *c, const struct msg *req, int *fd)
 
 	if (req->type == MSG_T_MAP && c->state == FSVC_NEW) {
 		ret = fsvc_on_map(c, req);
+	} else if (req->type == MSG_T_MAP_FDS && c->state == FSVC_LAYOUT_SENT) {
+		ret = fsvc_on_map_fds(c, req);
 	} else if (req->type == MSG_T_MAP_UFFD &&
 		   c->state == FSVC_LAYOUT_SENT) {
 		ret = fsvc_on_map_uffd(c, req, *fd, c->fd_in2);
@@ -834,8 +903,8 @@ static void fsvc_on_accept(struct evl *l, int fd, uint32_t events, void *arg)
 	cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
 	if (cfd < 0)
 		return;
-	/* Whoever maps a region reads and writes its pages, and gets the
-	 * whole pool's memfd: the local users given, nobody else. */
+	/* Whoever maps a region reads and writes its pages (its part of
+	 * the pool): the local users given, nobody else. */
 	ret = sockauth_peer_check(&a->cfg.allow, cfd, &cr);
 	if (ret <= 0) {
 		fsvc_refuse(a, cfd, &cr, ret);

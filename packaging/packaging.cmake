@@ -25,6 +25,11 @@ set(FARPAGE_SYSTEMD_UNITDIR lib/systemd/system CACHE STRING
 install(FILES ${CMAKE_SOURCE_DIR}/deploy/farpage-coordinator.service
 	${CMAKE_SOURCE_DIR}/deploy/farpage-node.service
 	DESTINATION ${FARPAGE_SYSTEMD_UNITDIR})
+# A mapping per 2 MiB pool segment (docs/design.md): vm.max_map_count.
+set(FARPAGE_SYSCTLDIR lib/sysctl.d CACHE STRING
+	"sysctl.d directory (relative to the prefix, or absolute)")
+install(FILES ${CMAKE_SOURCE_DIR}/deploy/60-farpage.conf
+	DESTINATION ${FARPAGE_SYSCTLDIR})
 set(FARPAGE_ENV_FILE ${CMAKE_INSTALL_FULL_SYSCONFDIR}/default/farpage)
 install(FILES ${CMAKE_SOURCE_DIR}/deploy/farpage.env.example
 	DESTINATION ${CMAKE_INSTALL_FULL_SYSCONFDIR}/default RENAME farpage)

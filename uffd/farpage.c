@@ -197,45 +197,111 @@ static int farpage_reserve(size_t span, uint8_t *at, uint8_t **out)
 	return 0;
 }
 
-/*
- * Maps this node's chunks from the pool. A chunk whose map fails (e.g. no
- * free hugepage) is put back as anonymous memory and left to fault: a failed
- * hugetlb MAP_FIXED leaves a hole otherwise.
- */
 static int farpage_prot(const struct farpage_map *m)
 {
 	return (m->flags & MSG_MAP_RDONLY) ? PROT_READ : PROT_READ | PROT_WRITE;
 }
 
-static int farpage_map_local(struct farpage_map *m, int pool_fd)
+/* A chunk this node holds, its data in the agent's pool now. */
+static int farpage_chunk_is_local(const struct farpage_map *m, uint32_t i)
 {
-	for (uint32_t i = 0; i < m->n_chunks; i++) {
-		uint8_t *a = m->base + (size_t)i * m->chunk_size;
-		void *p;
+	/* Placed before the agent restarted: its data is not in this pool.
+	 * Left to fault, the agent answers with SIGBUS. */
+	return m->chunks[i].node == m->node &&
+	       !(m->chunks[i].inst && m->instance &&
+		 m->chunks[i].inst != m->instance);
+}
 
-		if (m->chunks[i].node != m->node)
-			continue;
-		/* Placed before the agent restarted: its data is not in this
-		 * pool. Left to fault, the agent answers with SIGBUS. */
-		if (m->chunks[i].inst && m->instance &&
-		    m->chunks[i].inst != m->instance)
-			continue;
-		p = mmap(a, m->chunk_size, farpage_prot(m),
-			 MAP_SHARED | MAP_FIXED, pool_fd,
-			 (off_t)m->chunks[i].off);
-		if (p != MAP_FAILED) {
-			m->is_local[i] = 1;
-			continue;
-		}
-		log_warn("region %s chunk %u: pool map failed (%s); its pages "
-			 "will be copied on fault",
-			 m->name, i, strerror(errno));
-		p = mmap(a, m->chunk_size, farpage_prot(m),
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
-				 MAP_NORESERVE,
-			 -1, 0);
+/*
+ * Asks the agent for the pool segments under region bytes [off, off + len)
+ * and maps them there. Returns 0, -errno of a segment's mmap() (> 0 if the
+ * agent refused or broke the protocol: the map fails).
+ */
+static int farpage_map_segs(struct farpage_map *m, uint64_t off, uint64_t len)
+{
+	int fds[MSG_POOL_SEGS_MAX], n = MSG_POOL_SEGS_MAX, ret;
+	uint64_t want = len / MSG_POOL_SEG;
+	struct msg req, rep;
+
+	msg_init(&req, MSG_T_MAP_FDS);
+	req.base = off;
+	req.size = len;
+	ret = ctl_send(m->sock, &req, NULL, 0);
+	if (ret)
+		return -ret;
+	ret = ctl_recv(m->sock, &rep, fds, &n, CALL_TIMEOUT_MS);
+	if (ret)
+		return -ret;
+	if (rep.type == MSG_T_ERROR) {
+		log_err("map %s: %s", m->name, rep.text);
+		ret = (int)rep.err;
+	} else if (rep.type != MSG_T_MAP_FDS || rep.base != off ||
+		   rep.size != len || (uint64_t)n != want) {
+		ret = EBADMSG;
+	}
+	for (int i = 0; !ret && i < n; i++) {
+		void *p = mmap(m->base + off + (size_t)i * MSG_POOL_SEG,
+			       MSG_POOL_SEG, farpage_prot(m),
+			       MAP_SHARED | MAP_FIXED, fds[i], 0);
+
 		if (p == MAP_FAILED)
-			return -errno;
+			ret = -errno;
+	}
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	msg_fini(&rep);
+	return ret;
+}
+
+/*
+ * Maps this node's chunks from its pool, asking for their segments run by
+ * run. A chunk whose map fails (e.g. no free hugepage) is put back as
+ * anonymous memory and left to fault: a failed hugetlb MAP_FIXED leaves a
+ * hole otherwise.
+ */
+static int farpage_map_local(struct farpage_map *m)
+{
+	uint64_t batch = MSG_POOL_SEGS_MAX * MSG_POOL_SEG;
+	uint32_t i = 0, j;
+	int ret;
+
+	for (; i < m->n_chunks; i = j) {
+		uint64_t start = (uint64_t)i * m->chunk_size, end;
+
+		j = i + 1;
+		if (!farpage_chunk_is_local(m, i))
+			continue;
+		while (j < m->n_chunks && farpage_chunk_is_local(m, j))
+			j++;
+		end = (uint64_t)j * m->chunk_size;
+		for (uint64_t o = start; o < end; o += batch) {
+			uint64_t len = end - o < batch ? end - o : batch;
+			uint32_t c0 = (uint32_t)(o / m->chunk_size);
+			uint32_t c1 = (uint32_t)((o + len - 1) / m->chunk_size);
+
+			ret = farpage_map_segs(m, o, len);
+			if (ret > 0)
+				return -ret;
+			for (uint32_t c = c0; c <= c1; c++)
+				m->is_local[c] = !ret;
+			if (!ret)
+				continue;
+			log_warn(
+				"region %s chunks %u-%u: pool map failed (%s); "
+				"their pages will be copied on fault",
+				m->name, c0, c1, strerror(-ret));
+			for (uint32_t c = c0; c <= c1; c++) {
+				void *p = mmap(
+					m->base + (size_t)c * m->chunk_size,
+					m->chunk_size, farpage_prot(m),
+					MAP_PRIVATE | MAP_ANONYMOUS |
+						MAP_FIXED | MAP_NORESERVE,
+					-1, 0);
+
+				if (p == MAP_FAILED)
+					return -errno;
+			}
+		}
 	}
 	return 0;
 }
@@ -389,18 +455,18 @@ static size_t farpage_pend_run(struct farpage_map *m)
 
 /*
  * Step one of mapping, on a fresh agent connection: MAP {flags} ->
- * MAP_LAYOUT with the pool memfd, and the cache memfd when the layout's
- * flags say MSG_MAP_CACHE. Returns 0 with *layout to msg_fini() and
- * fds[0] (pool), fds[1] (cache or -1) to close, the agent's -errno (its
- * text logged), or -EBADMSG.
+ * MAP_LAYOUT, with the cache memfd when the layout's flags say
+ * MSG_MAP_CACHE (the pool's segments are asked for next, MAP_FDS). Returns
+ * 0 with *layout to msg_fini() and *cache_fd (or -1) to close, the agent's
+ * -errno (its text logged), -EBADMSG or -EPROTO.
  */
 static int farpage_agent_layout(int sock, const char *name, uint64_t flags,
-				struct msg *layout, int fds[2])
+				struct msg *layout, int *cache_fd)
 {
 	struct msg req;
-	int n_fds = 2, ret;
+	int fds[2], n_fds = 2, ret;
 
-	fds[0] = fds[1] = -1;
+	*cache_fd = -1;
 	msg_init(&req, MSG_T_MAP);
 	msg_strset(req.name, sizeof(req.name), name);
 	req.flags = flags & MSG_MAP_RDONLY;
@@ -414,19 +480,24 @@ static int farpage_agent_layout(int sock, const char *name, uint64_t flags,
 		ret = -(int)layout->err;
 		if (layout->text[0])
 			log_err("map %s: %s", name, layout->text);
-	} else if (layout->type != MSG_T_MAP_LAYOUT ||
-		   n_fds != ((layout->flags & MSG_MAP_CACHE) ? 2 : 1)) {
+	} else if (layout->type != MSG_T_MAP_LAYOUT) {
 		ret = -EBADMSG;
+	} else if (n_fds != !!(layout->flags & MSG_MAP_CACHE)) {
+		/* An agent of another version (one that sent its pool). */
+		log_err("map %s: the agent sent %d descriptors with the "
+			"layout, not %d: is it of another farpage version?",
+			name, n_fds, !!(layout->flags & MSG_MAP_CACHE));
+		ret = -EPROTO;
 	}
-	for (int i = n_fds; i < 2; i++)
-		fds[i] = -1;
 	if (ret) {
 		msg_fini(layout);
 		for (int i = 0; i < n_fds; i++)
 			close(fds[i]);
-		fds[0] = fds[1] = -1;
+		return ret;
 	}
-	return ret;
+	if (n_fds)
+		*cache_fd = fds[0];
+	return 0;
 }
 
 /* Step two: MAP_UFFD with our uffd -> OK. Returns 0 or -errno. */
@@ -489,18 +560,17 @@ static int farpage_layout_is_same(const struct farpage_map *m,
 static int farpage_resume(struct farpage_map *m)
 {
 	struct msg l;
-	int fd, fds[2], ret;
+	int fd, cache_fd, ret;
 
 	ret = net_unix_connect(m->sock_path, &fd);
 	if (ret)
 		return ret;
 	/* A writable mapping takes the write lease again: the dead agent's
 	 * ended with its instance. */
-	ret = farpage_agent_layout(fd, m->name, m->flags, &l, fds);
+	ret = farpage_agent_layout(fd, m->name, m->flags, &l, &cache_fd);
 	if (!ret) {
-		close(fds[0]);
-		if (fds[1] >= 0)
-			close(fds[1]);
+		if (cache_fd >= 0)
+			close(cache_fd);
 		if (!farpage_layout_is_same(m, &l))
 			ret = -ESTALE;
 		msg_fini(&l);
@@ -688,7 +758,7 @@ static int farpage_map_common(const char *name,
 	struct farpage_map *m;
 	struct msg rep;
 	uint64_t supported;
-	int fds[2] = { -1, -1 }, pool_fd = -1, ret;
+	int ret;
 
 	pthread_once(&farpage_atfork_once, farpage_atfork_register);
 	if (!msg_name_is_valid(name))
@@ -709,11 +779,9 @@ static int farpage_map_common(const char *name,
 	ret = net_unix_connect(m->sock_path, &m->sock);
 	if (ret)
 		goto err;
-	ret = farpage_agent_layout(m->sock, name, m->flags, &rep, fds);
+	ret = farpage_agent_layout(m->sock, name, m->flags, &rep, &m->cache_fd);
 	if (ret)
 		goto err;
-	pool_fd = fds[0];
-	m->cache_fd = fds[1];
 	ret = farpage_layout_check(m, &rep);
 	if (ret) {
 		msg_fini(&rep);
@@ -754,11 +822,9 @@ static int farpage_map_common(const char *name,
 		m->base = NULL;
 		goto err;
 	}
-	ret = farpage_map_local(m, pool_fd);
+	ret = farpage_map_local(m);
 	if (ret)
 		goto err;
-	close(pool_fd);
-	pool_fd = -1;
 
 	ret = uffd_open(&m->uffd);
 	if (ret)
@@ -792,8 +858,6 @@ static int farpage_map_common(const char *name,
 	*out = m;
 	return 0;
 err:
-	if (pool_fd >= 0)
-		close(pool_fd);
 	farpage_map_free(m, 0);
 	return ret;
 }

@@ -35,13 +35,26 @@
  *   fp_attack flood ADDR N idle|half
  *       N connections that send nothing, or half a handshake; prints
  *       "flood: open=K" and holds them until killed.
+ *   fp_attack map-fds SOCK REGION SEED rw|ro
+ *       a local mapper at the agent's socket SOCK: MAP REGION, then
+ *       MAP_FDS for every run of chunks the layout places on the agent.
+ *       Every descriptor must be a 2 MiB segment, sealed against
+ *       resizing and new seals, read-only for ro (no writable mapping),
+ *       holding SEED's pattern at its place in REGION. Then what must be
+ *       refused is: MAP_FDS before MAP, of a chunk on another node,
+ *       misaligned, past the region, and more than 64 at once.
+ *       "map-fds: segs=N expected=N bad=K pages=N mismatches=M
+ *       refused=R/5".
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,6 +66,7 @@
 #include "frame.h"
 #include "msg.h"
 #include "net.h"
+#include "pattern.h"
 #include "wire.h"
 
 #define ATTACK_TIMEOUT_MS 5000
@@ -525,6 +539,182 @@ static int attack_flood(const char *addr, long n, const char *mode)
 	return 0;
 }
 
+/* MAP @region on a new connection to @sock; *fd and *l to close/fini. */
+static int attack_map(const char *sock, const char *region, int ro, int *fd,
+		      struct msg *l)
+{
+	struct msg req;
+	int cache = -1, n = 1, ret;
+
+	ret = net_unix_connect(sock, fd);
+	if (ret)
+		return ret;
+	msg_init(&req, MSG_T_MAP);
+	msg_strset(req.name, sizeof(req.name), region);
+	req.flags = ro ? MSG_MAP_RDONLY : 0;
+	ret = ctl_send(*fd, &req, NULL, 0);
+	if (!ret)
+		ret = ctl_recv(*fd, l, &cache, &n, ATTACK_TIMEOUT_MS);
+	if (!ret && n)
+		close(cache);
+	if (!ret && l->type != MSG_T_MAP_LAYOUT) {
+		fprintf(stderr, "fp_attack: map %s: %s\n", region, l->text);
+		ret = -EPROTO;
+	}
+	if (ret)
+		close(*fd);
+	return ret;
+}
+
+/* MAP_FDS [base, base + size) on @fd: the reply's descriptors, or -errno. */
+static int attack_map_fds(int fd, uint64_t base, uint64_t size, int *fds,
+			  int *n)
+{
+	struct msg req, rep;
+	int ret;
+
+	msg_init(&req, MSG_T_MAP_FDS);
+	req.base = base;
+	req.size = size;
+	*n = MSG_POOL_SEGS_MAX;
+	ret = ctl_send(fd, &req, NULL, 0);
+	if (!ret)
+		ret = ctl_recv(fd, &rep, fds, n, ATTACK_TIMEOUT_MS);
+	if (ret) {
+		*n = 0;
+		return ret;
+	}
+	if (rep.type == MSG_T_ERROR)
+		ret = -(int)rep.err;
+	msg_fini(&rep);
+	return ret;
+}
+
+/* One handed segment at region offset @off: 0 if it is what it must be. */
+static int attack_seg_check(int fd, uint64_t off, uint64_t seed, int ro,
+			    long *pages, long *mism)
+{
+	unsigned int want = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+	int seals = fcntl(fd, F_GET_SEALS), acc = fcntl(fd, F_GETFL);
+	struct stat st;
+	uint8_t *p;
+	int bad = 0;
+
+	if (fstat(fd, &st) || (uint64_t)st.st_size != MSG_POOL_SEG)
+		bad |= 1;
+	if (seals < 0 || ((unsigned int)seals & want) != want)
+		bad |= 2;
+	if (!ftruncate(fd, 2 * MSG_POOL_SEG) || !ftruncate(fd, 0))
+		bad |= 4;
+	if (!fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE))
+		bad |= 8;
+	if ((acc & O_ACCMODE) != (ro ? O_RDONLY : O_RDWR))
+		bad |= 16;
+	p = mmap(NULL, MSG_POOL_SEG, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (ro && p != MAP_FAILED)
+		bad |= 32;
+	if (p != MAP_FAILED)
+		munmap(p, MSG_POOL_SEG);
+	p = mmap(NULL, MSG_POOL_SEG, PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return bad | 64;
+	for (uint64_t i = 0; i < MSG_POOL_SEG / PATTERN_PAGE; i++) {
+		(*pages)++;
+		*mism += pattern_check(p + i * PATTERN_PAGE, seed,
+				       off / PATTERN_PAGE + i) != 0;
+	}
+	munmap(p, MSG_POOL_SEG);
+	if (bad)
+		fprintf(stderr, "fp_attack: segment at %#llx: check bits %#x\n",
+			(unsigned long long)off, bad);
+	return bad;
+}
+
+/* A request that must be refused, on a connection of its own. */
+static int attack_map_refused(const char *sock, const char *region, int map,
+			      int ro, uint64_t base, uint64_t size)
+{
+	int fd, fds[MSG_POOL_SEGS_MAX], n = 0, ret;
+	struct msg l;
+
+	if (map) {
+		if (attack_map(sock, region, ro, &fd, &l))
+			return 0;
+		msg_fini(&l);
+	} else if (net_unix_connect(sock, &fd)) {
+		return 0;
+	}
+	ret = attack_map_fds(fd, base, size, fds, &n);
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	close(fd);
+	return ret < 0 && !n;
+}
+
+static int attack_map_fds_all(const char *sock, const char *region,
+			      uint64_t seed, int ro)
+{
+	long segs = 0, expected = 0, bad = 0, pages = 0, mism = 0;
+	uint64_t foreign = UINT64_MAX, span, batch;
+	int fd, refused = 0, ret;
+	struct msg l;
+
+	ret = attack_map(sock, region, ro, &fd, &l);
+	if (ret) {
+		fprintf(stderr, "fp_attack: map %s: %s\n", region,
+			strerror(-ret));
+		return 2;
+	}
+	span = (uint64_t)l.n_chunks * l.chunk_size;
+	batch = MSG_POOL_SEGS_MAX * MSG_POOL_SEG;
+	for (uint32_t i = 0; i < l.n_chunks; i++) {
+		uint64_t c0 = (uint64_t)i * l.chunk_size;
+
+		if (l.chunks[i].node != l.node) {
+			if (foreign == UINT64_MAX)
+				foreign = c0;
+			continue;
+		}
+		expected += (long)(l.chunk_size / MSG_POOL_SEG);
+		for (uint64_t o = c0; o < c0 + l.chunk_size; o += batch) {
+			uint64_t len = c0 + l.chunk_size - o;
+			int fds[MSG_POOL_SEGS_MAX], n;
+
+			len = len < batch ? len : batch;
+			ret = attack_map_fds(fd, o, len, fds, &n);
+			if (ret)
+				fprintf(stderr,
+					"fp_attack: map_fds %#llx: %s\n",
+					(unsigned long long)o, strerror(-ret));
+			for (int k = 0; k < n; k++) {
+				segs++;
+				bad += attack_seg_check(
+					       fds[k], o + k * MSG_POOL_SEG,
+					       seed, ro, &pages, &mism) != 0;
+				close(fds[k]);
+			}
+		}
+	}
+	close(fd);
+	/* What is not the process's to have. */
+	refused += attack_map_refused(sock, region, 0, ro, 0, MSG_POOL_SEG);
+	refused +=
+		foreign == UINT64_MAX ||
+		attack_map_refused(sock, region, 1, ro, foreign, MSG_POOL_SEG);
+	refused += attack_map_refused(sock, region, 1, ro, PATTERN_PAGE,
+				      MSG_POOL_SEG);
+	refused += attack_map_refused(sock, region, 1, ro, span, MSG_POOL_SEG);
+	refused += attack_map_refused(sock, region, 1, ro, 0,
+				      (MSG_POOL_SEGS_MAX + 1) * MSG_POOL_SEG);
+	printf("map-fds: segs=%ld expected=%ld bad=%ld pages=%ld "
+	       "mismatches=%ld refused=%d/5\n",
+	       segs, expected, bad, pages, mism, refused);
+	msg_fini(&l);
+	return segs == expected && expected && !bad && !mism && refused == 5
+		       ? 0
+		       : 1;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -548,7 +738,11 @@ int main(int argc, char **argv)
 		return attack_replay(argv[2], argv[3]);
 	if (argc == 5 && !strcmp(argv[1], "flood"))
 		return attack_flood(argv[2], atol(argv[3]), argv[4]);
+	if (argc == 6 && !strcmp(argv[1], "map-fds"))
+		return attack_map_fds_all(argv[2], argv[3],
+					  strtoull(argv[4], NULL, 0),
+					  !strcmp(argv[5], "ro"));
 	fprintf(stderr, "usage: fp_attack plain-read|peer|ctl-plain|ctl-key|"
-			"as-node|tamper|flood ... (see the source)\n");
+			"as-node|tamper|flood|map-fds ... (see the source)\n");
 	return 2;
 }
