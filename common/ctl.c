@@ -61,7 +61,11 @@ static int ctl_wait(int fd, short events, int64_t deadline)
 	}
 }
 
-int ctl_send(int fd, const struct msg *m, const int *fds, int n_fds)
+static int ctl_send_frame(int fd, const uint8_t *buf, size_t len,
+			  const int *fds, int n_fds, int64_t deadline);
+
+int ctl_send_timed(int fd, const struct msg *m, const int *fds, int n_fds,
+		   int timeout_ms)
 {
 	uint8_t *buf;
 	size_t len;
@@ -72,13 +76,25 @@ int ctl_send(int fd, const struct msg *m, const int *fds, int n_fds)
 	ret = msg_encode(m, &buf, &len);
 	if (ret)
 		return ret;
-	ret = ctl_send_raw(fd, buf, len, fds, n_fds);
+	ret = ctl_send_frame(fd, buf, len, fds, n_fds,
+			     timeout_ms < 0 ? -1 : ctl_now_ms() + timeout_ms);
 	free(buf);
 	return ret;
 }
 
+int ctl_send(int fd, const struct msg *m, const int *fds, int n_fds)
+{
+	return ctl_send_timed(fd, m, fds, n_fds, -1);
+}
+
 int ctl_send_raw(int fd, const uint8_t *buf, size_t len, const int *fds,
 		 int n_fds)
+{
+	return ctl_send_frame(fd, buf, len, fds, n_fds, -1);
+}
+
+static int ctl_send_frame(int fd, const uint8_t *buf, size_t len,
+			  const int *fds, int n_fds, int64_t deadline)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * CTL_FDS_MAX)];
@@ -117,7 +133,7 @@ int ctl_send_raw(int fd, const uint8_t *buf, size_t len, const int *fds,
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				int ret = ctl_wait(fd, POLLOUT, -1);
+				int ret = ctl_wait(fd, POLLOUT, deadline);
 
 				if (ret)
 					return ret;

@@ -18,6 +18,14 @@
 int ctl_send(int fd, const struct msg *m, const int *fds, int n_fds);
 
 /*
+ * ctl_send() that gives up after @timeout_ms (-1 = no limit) on a
+ * non-blocking socket whose peer does not take the bytes: -ETIMEDOUT, and
+ * the stream may end mid-frame (close it).
+ */
+int ctl_send_timed(int fd, const struct msg *m, const int *fds, int n_fds,
+		   int timeout_ms);
+
+/*
  * Receives one message within @timeout_ms (-1 = no limit). Descriptors that
  * arrive with it are stored in fds[] (up to *n_fds, the rest closed) and
  * *n_fds is set to how many; pass fds = NULL to close any that arrive.

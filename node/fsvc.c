@@ -52,6 +52,13 @@
 
 /* Requests are a few hundred bytes; a larger declared frame is refused. */
 #define FSVC_FRAME_MAX (64u << 10)
+/*
+ * Every client waits for each answer before its next request, so an answer
+ * always fits in its socket's buffer. One that does not is a client that
+ * sends without reading: it loses its connection at once, and the control
+ * thread never waits on a client.
+ */
+#define FSVC_SEND_MS   0
 #define FSVC_MAP_ALIGN (2ull << 20)
 
 enum fsvc_state {
@@ -162,12 +169,27 @@ static void fsvc_conn_close(struct fsvc_conn *c)
 	free(c);
 }
 
+/* Every answer to a local client (sockets are non-blocking). */
+static int fsvc_send(int fd, const struct msg *m, const int *fds, int n_fds)
+{
+	static struct log_limit limit = { .burst = 1 };
+	int ret = ctl_send_timed(fd, m, fds, n_fds, FSVC_SEND_MS);
+	uint64_t dropped;
+
+	if (ret == -ETIMEDOUT && log_limit_take(&limit, evl_now_ms(), &dropped))
+		log_warn("a local client sends requests without reading the "
+			 "answers; closing it (%llu more since the last such "
+			 "line)",
+			 (unsigned long long)dropped);
+	return ret;
+}
+
 static int fsvc_reply_error(struct fsvc_conn *c, int err, const char *what)
 {
 	struct msg rep;
 
 	msg_error(&rep, err, "%s", what);
-	return ctl_send(c->fd, &rep, NULL, 0);
+	return fsvc_send(c->fd, &rep, NULL, 0);
 }
 
 static int fsvc_lookup(struct fsvc_conn *c)
@@ -352,7 +374,7 @@ static int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 		else
 			c->layout.flags = MSG_MAP_CACHE;
 	}
-	ret = ctl_send(c->fd, &c->layout, &c->cache_fd, c->cache_fd >= 0);
+	ret = fsvc_send(c->fd, &c->layout, &c->cache_fd, c->cache_fd >= 0);
 	if (!ret)
 		c->state = FSVC_LAYOUT_SENT;
 	return ret;
@@ -404,7 +426,7 @@ static void fsvc_on_dones(struct evl *l, int fd, uint32_t events, void *arg)
 			else
 				msg_init(&rep, MSG_T_OK);
 			c->state = FSVC_NEW;
-			if (ctl_send(c->fd, &rep, NULL, 0))
+			if (fsvc_send(c->fd, &rep, NULL, 0))
 				fsvc_conn_close(c);
 		}
 		free(d);
@@ -559,7 +581,7 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 		 (unsigned long long)d.id,
 		 d.features & UFFD_FEATURE_POISON ? "with" : "WITHOUT");
 	msg_init(&ok, MSG_T_OK);
-	return ctl_send(c->fd, &ok, NULL, 0);
+	return fsvc_send(c->fd, &ok, NULL, 0);
 }
 
 /*
@@ -620,7 +642,7 @@ static int fsvc_on_map_fds(struct fsvc_conn *c, const struct msg *req)
 		msg_init(&rep, MSG_T_MAP_FDS);
 		rep.base = req->base;
 		rep.size = req->size;
-		ret = ctl_send(c->fd, &rep, fds, n);
+		ret = fsvc_send(c->fd, &rep, fds, n);
 	}
 	for (int i = 0; ro && i < n; i++)
 		close(fds[i]);
@@ -665,7 +687,7 @@ static int fsvc_on_stats(struct fsvc_conn *c)
 		rep.cache[MSG_CACHE_FILE_MAX] =
 			atomic_load(&ctr->cache_file_max);
 	}
-	ret = ctl_send(c->fd, &rep, NULL, 0);
+	ret = fsvc_send(c->fd, &rep, NULL, 0);
 	msg_fini(&rep);
 	return ret;
 }
@@ -880,7 +902,7 @@ static void fsvc_refuse(struct node_agent *a, int fd, const struct ucred *cr,
 			  "uid %u is not allowed to use this agent "
 			  "(--allow-uid/--allow-gid)",
 			  (unsigned int)cr->uid);
-	if (ctl_send(fd, &rep, NULL, 0)) {
+	if (fsvc_send(fd, &rep, NULL, 0)) {
 		close(fd);
 		return;
 	}
@@ -900,7 +922,7 @@ static void fsvc_on_accept(struct evl *l, int fd, uint32_t events, void *arg)
 	struct ucred cr;
 	int cfd, ret;
 
-	cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+	cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (cfd < 0)
 		return;
 	/* Whoever maps a region reads and writes its pages (its part of

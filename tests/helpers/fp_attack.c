@@ -45,6 +45,11 @@
  *       misaligned, past the region, and more than 64 at once.
  *       "map-fds: segs=N expected=N bad=K pages=N mismatches=M
  *       refused=R/5".
+ *   fp_attack stuff SOCK
+ *       a local client that sends AGENT_STATS requests to the agent's
+ *       socket SOCK and never reads an answer, until its writes stop
+ *       going through. "stuff: sent=N closed|blocked" (closed: the agent
+ *       ended the connection), then holds it until killed.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -715,6 +720,58 @@ static int attack_map_fds_all(const char *sock, const char *region,
 		       : 1;
 }
 
+static int attack_stuff(const char *sock)
+{
+	uint8_t *buf, frame[FRAME_HDR_LEN + 64];
+	long sent = 0;
+	int fd, closed = 0, ret;
+	struct msg req;
+	size_t len;
+
+	msg_init(&req, MSG_T_AGENT_STATS);
+	if (msg_encode(&req, &buf, &len) || len > sizeof(frame) - FRAME_HDR_LEN)
+		return 2;
+	frame_hdr_put(frame, (uint32_t)len);
+	memcpy(frame + FRAME_HDR_LEN, buf, len);
+	free(buf);
+	len += FRAME_HDR_LEN;
+	ret = net_unix_connect(sock, &fd);
+	if (ret) {
+		fprintf(stderr, "fp_attack: connect %s: %s\n", sock,
+			strerror(-ret));
+		return 2;
+	}
+	for (size_t off = 0;;) {
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		ssize_t n = send(fd, frame + off, len - off,
+				 MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (n > 0) {
+			off += (size_t)n;
+			if (off == len) {
+				off = 0;
+				sent++;
+			}
+			continue;
+		}
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+			closed = 1; /* EPIPE, ECONNRESET */
+			break;
+		}
+		if (poll(&p, 1, ATTACK_TIMEOUT_MS) <= 0)
+			break; /* the agent stopped reading us */
+		if (p.revents & (POLLHUP | POLLERR)) {
+			closed = 1;
+			break;
+		}
+	}
+	printf("stuff: sent=%ld %s\n", sent, closed ? "closed" : "blocked");
+	fflush(stdout);
+	for (;;)
+		pause();
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -738,11 +795,14 @@ int main(int argc, char **argv)
 		return attack_replay(argv[2], argv[3]);
 	if (argc == 5 && !strcmp(argv[1], "flood"))
 		return attack_flood(argv[2], atol(argv[3]), argv[4]);
+	if (argc == 3 && !strcmp(argv[1], "stuff"))
+		return attack_stuff(argv[2]);
 	if (argc == 6 && !strcmp(argv[1], "map-fds"))
 		return attack_map_fds_all(argv[2], argv[3],
 					  strtoull(argv[4], NULL, 0),
 					  !strcmp(argv[5], "ro"));
-	fprintf(stderr, "usage: fp_attack plain-read|peer|ctl-plain|ctl-key|"
-			"as-node|tamper|flood|map-fds ... (see the source)\n");
+	fprintf(stderr,
+		"usage: fp_attack plain-read|peer|ctl-plain|ctl-key|"
+		"as-node|tamper|flood|map-fds|stuff ... (see the source)\n");
 	return 2;
 }

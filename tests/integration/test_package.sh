@@ -76,6 +76,7 @@ awk '$1 !~ /^d/ { print $6 }' "$FP_TMP/contents" | sed 's|^\./|/|' | sort >"$FP_
 		"/$LIB/farpage/libfarpage-preload.so" \
 		/usr/lib/systemd/system/farpage-coordinator.service \
 		/usr/lib/systemd/system/farpage-node.service /etc/default/farpage \
+		/usr/lib/sysctl.d/60-farpage.conf \
 		/usr/share/man/man1/farpage.1.gz /usr/share/man/man8/farpage-coordinator.8.gz \
 		/usr/share/man/man8/farpage-node.8.gz /usr/share/doc/farpage/README.md
 	for f in "$SRC"/docs/*.md; do echo "/usr/share/doc/farpage/docs/${f##*/}"; done

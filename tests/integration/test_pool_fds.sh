@@ -10,6 +10,9 @@
 #   - a guest mapping A holds 8 segment mappings and no pool descriptor;
 #     the agent holds one descriptor per segment of its pool
 #   - fill and touch through the new hand-over read every page back
+#   - a client that sends requests and never reads the answers loses its
+#     connection (the agent's control thread never waits on it) while
+#     another client's stats and a map are served
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 fp_require
@@ -74,4 +77,17 @@ echo go >&7
 fp_wait_pid "$HOLD" 30 || { cat "$FP_TMP/hold.out" >&2; fp_fail "holder failed"; }
 grep -Eq "hold: verified=[0-9]+ wrong=0 zero=0 sigbus=0" "$FP_TMP/hold.out" || fp_fail "holder: $(grep '^hold:' "$FP_TMP/hold.out")"
 fp_log "ok: a guest of A maps $maps segments and keeps $fds pool descriptors; the agent holds $afds"
+# A client that never reads: the agent closes it and serves the others.
+"$ATTACK" stuff "$S1" >"$FP_TMP/stuff.out" 2>&1 &
+STUFF=$!
+FP_PIDS+=("$STUFF")
+fp_wait_log "$FP_TMP/stuff.out" "^stuff:" 60 || { cat "$FP_TMP/stuff.out" >&2; fp_fail "stuff: no result"; }
+grep -q "^stuff: sent=[0-9]* closed" "$FP_TMP/stuff.out" ||
+	fp_fail "the agent kept a client that does not read: $(cat "$FP_TMP/stuff.out")"
+fp_wait_log "$FP_TMP/n1.log" "sends requests without reading the answers; closing it" 10 ||
+	fp_fail "n1 did not log closing the client"
+fp_cli H n1 stats >"$FP_TMP/stats.out" 2>&1 || fp_fail "stats after the stuffing client: $(cat "$FP_TMP/stats.out")"
+fp_cli H n1 touch A --seed 11 --local-too >"$FP_TMP/touch2.out" 2>&1 ||
+	fp_fail "touch A after the stuffing client: $(cat "$FP_TMP/touch2.out")"
+fp_log "ok: a client that does not read is closed ($(cat "$FP_TMP/stuff.out")); stats and touch served"
 fp_log "PASS"
