@@ -10,6 +10,8 @@
 #   - a guest mapping A holds 8 segment mappings and no pool descriptor;
 #     the agent holds one descriptor per segment of its pool
 #   - fill and touch through the new hand-over read every page back
+#   - a pool the open-files hard limit cannot cover (a descriptor per
+#     segment) stops the agent with the limit and the fix named
 #   - a client that sends requests and never reads the answers loses its
 #     connection (the agent's control thread never waits on it) while
 #     another client's stats and a map are served
@@ -77,6 +79,15 @@ echo go >&7
 fp_wait_pid "$HOLD" 30 || { cat "$FP_TMP/hold.out" >&2; fp_fail "holder failed"; }
 grep -Eq "hold: verified=[0-9]+ wrong=0 zero=0 sigbus=0" "$FP_TMP/hold.out" || fp_fail "holder: $(grep '^hold:' "$FP_TMP/hold.out")"
 fp_log "ok: a guest of A maps $maps segments and keeps $fds pool descriptors; the agent holds $afds"
+# 2048 segments, 1500 descriptors allowed: refused at start, the fix named.
+# shellcheck disable=SC2046
+prlimit --nofile=1500:1500 "$FP_NODE_BIN" --coordinator "$FP_COORD" --name big $(fp_insecure_flag) \
+	--pool-size 4G --data-listen 127.0.0.1:0 --sock "$FP_TMP/big.sock" >"$FP_TMP/big.log" 2>&1
+rc=$?
+[ $rc != 0 ] && grep -q "takes a descriptor per 2 MiB segment, 3072 with the agent's own; the open-files hard limit is 1500: raise it" "$FP_TMP/big.log" ||
+	fp_fail "a 4 GiB pool under 1500 descriptors: exit $rc: $(cat "$FP_TMP/big.log")"
+fp_log "ok: $(grep -o "a pool of 4096 MiB.*" "$FP_TMP/big.log" | head -n1) (exit $rc)"
+
 # A client that never reads: the agent closes it and serves the others.
 "$ATTACK" stuff "$S1" >"$FP_TMP/stuff.out" 2>&1 &
 STUFF=$!
