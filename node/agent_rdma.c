@@ -14,6 +14,7 @@
 #include "agent.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "csess.h"
@@ -148,32 +149,43 @@ static void agent_rdma_peer_sync(struct node_agent *a, const struct msg_node *n)
 }
 
 /*
- * @n's lease expired: its QP goes to the error state, so nothing it holds
- * (an old QP, our rkey) reaches our pool any more. It gets a new QP, with
- * a fresh PSN, through the exchange above once it is up again.
+ * Node @id (@name) lost its place (@why: its lease expired, or the
+ * coordinator's node list no longer has it): its QP goes to the error
+ * state, so nothing it holds (an old QP, our rkey) reaches our pool any
+ * more. It gets a new QP, with a fresh PSN, through the exchange above
+ * once it is up again.
  */
-static void agent_rdma_peer_revoke(struct node_agent *a,
-				   const struct msg_node *n)
+static void agent_rdma_peer_revoke(struct node_agent *a, uint64_t id,
+				   const char *name, const char *why)
 {
-	int ret = xport_rdma_peer_revoke(a->rdma, n->id);
+	int ret = xport_rdma_peer_revoke(a->rdma, id);
 
 	if (ret < 0)
 		log_errno(ret,
-			  "node %llu (%s): lease expired, "
-			  "but its queue pair could not be moved to the error "
-			  "state",
-			  (unsigned long long)n->id, n->name);
+			  "node %llu (%s): %s, but its queue pair could not "
+			  "be moved to the error state",
+			  (unsigned long long)id, name, why);
 	if (ret != 1)
 		return;
 	atomic_fetch_add(&a->rdma_revocations, 1);
-	log_warn("node %llu (%s): "
-		 "lease expired: queue pair moved to the error state; "
+	log_warn("node %llu (%s): %s: queue pair moved to the error state; "
 		 "no RDMA access to this pool until it is back",
-		 (unsigned long long)n->id, n->name);
+		 (unsigned long long)id, name, why);
+}
+
+static bool agent_rdma_listed(const struct msg *nodes, uint64_t id)
+{
+	for (uint32_t i = 0; i < nodes->n_nodes; i++)
+		if (nodes->nodes[i].id == id)
+			return true;
+	return false;
 }
 
 void agent_rdma_sync(struct node_agent *a, const struct msg *nodes)
 {
+	uint64_t *ids;
+	size_t n_ids, got;
+
 	if (!a->rdma)
 		return;
 	for (uint32_t i = 0; i < nodes->n_nodes; i++) {
@@ -182,8 +194,22 @@ void agent_rdma_sync(struct node_agent *a, const struct msg *nodes)
 		if (n->id == atomic_load(&a->node_id))
 			continue;
 		if (!n->up)
-			agent_rdma_peer_revoke(a, n);
+			agent_rdma_peer_revoke(a, n->id, n->name,
+					       "lease expired");
 		else if (n->mr_addr)
 			agent_rdma_peer_sync(a, n);
 	}
+	/* A peer the coordinator no longer knows (its tables were made
+	 * anew) has no lease left to expire: it loses its access now. */
+	n_ids = xport_rdma_peers(a->rdma, NULL, 0);
+	ids = n_ids ? malloc(n_ids * sizeof(*ids)) : NULL;
+	if (!ids)
+		return;
+	got = xport_rdma_peers(a->rdma, ids, n_ids);
+	for (size_t i = 0; i < got && i < n_ids; i++)
+		if (!agent_rdma_listed(nodes, ids[i]))
+			agent_rdma_peer_revoke(a, ids[i], "unknown",
+					       "not in the coordinator's node "
+					       "list");
+	free(ids);
 }

@@ -150,6 +150,12 @@ int xport_rdma_peer_needs_exchange(struct xport_rdma_ctx *ctx, uint64_t peer);
  */
 int xport_rdma_peer_revoke(struct xport_rdma_ctx *ctx, uint64_t peer);
 
+/*
+ * The peers this context has a QP for: up to @max node ids into @ids.
+ * Returns how many there are (may exceed @max).
+ */
+size_t xport_rdma_peers(struct xport_rdma_ctx *ctx, uint64_t *ids, size_t max);
+
 /* 1 if @peer's QP is RTS connected to exactly @remote (qpn, psn, gid). */
 int xport_rdma_peer_is_connected_to(struct xport_rdma_ctx *ctx, uint64_t peer,
 				    const struct xport_rdma_ep *remote);

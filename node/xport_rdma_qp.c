@@ -826,6 +826,21 @@ int xport_rdma_peer_revoke(struct xport_rdma_ctx *ctx, uint64_t peer)
 	return ret;
 }
 
+size_t xport_rdma_peers(struct xport_rdma_ctx *ctx, uint64_t *ids, size_t max)
+{
+	struct xport_rdma_qp *q;
+	size_t n = 0;
+
+	if (!ctx)
+		return 0;
+	pthread_mutex_lock(&ctx->lock);
+	for (q = ctx->qps; q; q = q->next, n++)
+		if (n < max)
+			ids[n] = q->node;
+	pthread_mutex_unlock(&ctx->lock);
+	return n;
+}
+
 int xport_rdma_peer_is_connected_to(struct xport_rdma_ctx *ctx, uint64_t peer,
 				    const struct xport_rdma_ep *remote)
 {

@@ -22,6 +22,12 @@
 #    on A reads every page again over verbs, verified.
 #    When it quits, B revokes its new QP as well.
 # 4. B's /metrics counts the three revocations, each logged once.
+# 5. A peer the coordinator forgets: another fp_rdma_peer ("stray") joins,
+#    connects to B and reads a page (verified), then stops heartbeating and
+#    the coordinator is replaced at once by one with fresh tables (no lease
+#    of the stray's is left to expire there). B joins the new one; its node
+#    list lacks the stray, so B moves the stray's QP to the error state
+#    ("not in the coordinator's node list") and the stray's READ on it fails.
 # Readiness is read from the daemons' logs and the peer's answers, never
 # from sleeps. The last line is the "revoke:" summary; exit 0 only if every
 # check held, 77 if this host cannot run it.
@@ -210,4 +216,39 @@ lb=$(grep -c 'lease expired: queue pair moved to the error state' "$LB")
 [ "$rb" = 3 ] && [ "$lb" = 3 ] ||
 	fp_fail "hostB: farpage_rdma_revocations_total is '${rb:-none}' and $lb revocations logged, expected 3 (the intruder twice, hostA once)"
 ok "farpage_rdma_revocations_total: hostB $rb (logged $lb), hostA ${ra:-none}"
-echo "revoke: expelled_read=failed reconnect=ok psn_b_intruder=$PSN1->$PSN2 psn_b_hostA=$PSN_A1->$PSN_A2 revocations_b=$rb revocations_a=${ra:-?} lease_ms=$LEASE"
+
+# ------------------------------------------------------------ 5. forgotten
+"$FP_CLI_BIN" keygen --role node --name stray --from "$FARPAGE_KEY_FILE" \
+	-o "$FP_TMP/stray.key" >/dev/null || fp_fail "farpage keygen --role node failed"
+mkfifo "$FP_TMP/stray.in" || fp_fail "mkfifo"
+PO=$FP_TMP/stray.out PL=$FP_TMP/stray.log
+"$PEER_BIN" --coordinator "$FP_COORD" --name stray --key-file "$FP_TMP/stray.key" \
+	--target hostB --region demo --seed "$SEED" --device "$DEV_A" \
+	--data-ip "${FP_HOST_IP[A]}" "${GARGS[@]}" <"$FP_TMP/stray.in" >"$PO" 2>"$PL" &
+PEER_PID=$!
+FP_PIDS+=("$PEER_PID")
+exec 7>"$FP_TMP/stray.in"
+wait_log "$PO" '^joined: ' 30 || fp_fail "the stray peer did not join: $(tail -n3 "$PL")"
+S_ID=$(field "$(head -n1 "$PO")" node)
+peer connect '^connected: ' 120
+wait_log "$LB" "$(qp_ready "$S_ID" stray)" 60 || fp_fail "hostB did not connect a queue pair to the stray peer"
+peer read '^read: ok verified '
+ok "stray (node $S_ID) read a page of hostB with RDMA READ (verified)"
+peer stop '^heartbeats stopped'
+# Before its lease can run out there: the coordinator stops, then goes.
+kill -STOP "$FP_COORD_PID"
+kill -KILL "$FP_COORD_PID"
+wait "$FP_COORD_PID" 2>/dev/null
+grep -qE "node $S_ID \\(stray\\) is down" "$FP_TMP/coord.log" &&
+	fp_fail "the old coordinator expired the stray's lease before it went; the step tests nothing"
+fp_coord_respawn A --fresh --lease-ms "$LEASE"
+ok "coordinator replaced by one with fresh tables at $FP_COORD"
+FORGOT_RE="node $S_ID \\(unknown\\): not in the coordinator's node list: queue pair moved to the error state"
+wait_log "$LB" "$FORGOT_RE" 120 || fp_fail "hostB did not revoke the queue pair of the peer the coordinator forgot"
+ok "hostB revoked the forgotten peer: $(grep -E "$FORGOT_RE" "$LB" | tail -n1 | sed 's/^.*verbs: //')"
+peer read '^read: failed status=-[0-9]+ .*error completion\) landed=0 posted=1 failed=1 '
+ok "the forgotten peer's RDMA READ on its QP with hostB's rkey failed"
+echo quit >&7
+exec 7>&-
+fp_wait_pid "$PEER_PID" 30 || fp_fail "fp_rdma_peer (stray) exited with status $?"
+echo "revoke: expelled_read=failed forgotten_read=failed reconnect=ok psn_b_intruder=$PSN1->$PSN2 psn_b_hostA=$PSN_A1->$PSN_A2 revocations_b=$rb revocations_a=${ra:-?} lease_ms=$LEASE"
