@@ -218,6 +218,7 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	fcfg.slots = cfg->slots;
 	fcfg.readahead = cfg->readahead;
 	fcfg.spin_us = cfg->spin_us;
+	fcfg.no_direct = cfg->rdma_no_direct;
 	fcfg.self_name = cfg->name;
 	fcfg.insecure = a->cred.insecure;
 	fcfg.auth_flags = cfg->page_encryption ? AUTH_F_ENCRYPT : 0;

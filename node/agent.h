@@ -60,6 +60,7 @@ struct node_cfg {
 	/* our key, loaded by the caller (copied); ->insecure: none at all */
 	const struct actl_cred *cred;
 	bool page_encryption; /* page data encrypted, not only MACed */
+	bool rdma_no_direct;  /* verbs READs land in buffers, then copied */
 };
 
 struct node_agent {

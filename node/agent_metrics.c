@@ -80,6 +80,14 @@ static void agent_metrics_cache(struct metrics_buf *b, struct floop_counters *c,
 	metrics_one(b, "farpage_cache_wp_faults_total", "counter",
 		    "First writes to cached pages (write-protect faults).",
 		    LD(c->cache_wp_faults));
+	metrics_one(b, "farpage_cache_direct_read_pages_total", "counter",
+		    "Fetched pages an RDMA READ put straight into the cache "
+		    "(no landing copy).",
+		    LD(c->cache_direct_pages));
+	metrics_one(b, "farpage_cache_landing_copies_total", "counter",
+		    "Fetched pages that landed in a buffer and were copied "
+		    "into the cache.",
+		    LD(c->cache_landed_pages));
 }
 
 /* Per peer: pages and bytes read and written, errors, reads in flight. */

@@ -401,6 +401,44 @@ static int floop_slot_copy(struct floop *f, struct fetch *s)
 	return ret;
 }
 
+/*
+ * Posts @s's read: in cache mode straight into the cache where the peer's
+ * transport can (verbs), else into the slot's landing buffer.
+ */
+static int floop_slot_read(struct floop *f, struct fetch *s, uint64_t tag)
+{
+	uint32_t len = s->npages * FLOOP_PAGE;
+	uint8_t *alias;
+	int ret = -EOPNOTSUPP;
+
+	s->direct = 0;
+	alias = s->map->cache && !f->cfg.no_direct ? floop_cache_alias(s->map)
+						   : NULL;
+	if (alias) {
+		ret = floop_peer_read_direct(f, s->owner, s->off, len,
+					     alias + (s->addr - s->map->base),
+					     tag);
+		if (!ret) {
+			s->direct = 1;
+			return 0;
+		}
+		/* Not registered (locked memory, say): this one lands. */
+		if ((ret == -ENOMEM || ret == -EPERM || ret == -EFAULT) &&
+		    !f->direct_warned) {
+			f->direct_warned = 1;
+			log_errno(ret,
+				  "map %s: a read straight into the cache "
+				  "could not be set up; such reads land "
+				  "and are copied in",
+				  s->map->name);
+		}
+	}
+	if (ret != -EOPNOTSUPP && ret != -ENOMEM && ret != -EPERM &&
+	    ret != -EFAULT)
+		return ret;
+	return floop_peer_read(f, s->owner, s->off, len, s->buf, tag);
+}
+
 static void floop_slot_post(struct floop *f, struct fetch *s, uint64_t now)
 {
 	uint64_t tag;
@@ -425,8 +463,7 @@ static void floop_slot_post(struct floop *f, struct fetch *s, uint64_t now)
 	tag = ((uint64_t)s->gen << 32) | (uint32_t)(s - f->slots);
 	/* The peer's own transport, chosen per peer; -ENOLINK (no
 	 * transport peer yet) is retried as any other failure. */
-	ret = floop_peer_read(f, s->owner, s->off, s->npages * FLOOP_PAGE,
-			      s->buf, tag);
+	ret = floop_slot_read(f, s, tag);
 	if (ret == 0) {
 		s->state = FETCH_POSTED;
 		return;
@@ -516,6 +553,7 @@ void floop_fetch_start_n(struct floop *f, struct fmap *m, uint64_t addr,
 	s->ahead = ahead;
 	s->marked = 0;
 	s->buf = s->land;
+	s->direct = 0;
 	if (m->cache) {
 		/* Lands in the slot's page, then goes into the cache whole
 		 * (floop_cache_resolve()). */

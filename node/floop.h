@@ -45,6 +45,10 @@ struct floop_counters {
 	atomic_uint_fast64_t cache_writebacks; /* pages written home */
 	atomic_uint_fast64_t cache_wb_errors;  /* write-backs failed */
 	atomic_uint_fast64_t cache_wp_faults;  /* first writes seen */
+	/* fetched pages that entered the cache: read straight into the
+	 * agent's mapping of it (verbs), or landed and copied in */
+	atomic_uint_fast64_t cache_direct_pages;
+	atomic_uint_fast64_t cache_landed_pages;
 };
 
 #define FLOOP_XPORTS_MAX 4
@@ -67,7 +71,8 @@ struct floop_cfg {
 	unsigned int slots;	       /* fetches in flight; 0 = 512 */
 	unsigned int readahead;	       /* max read-ahead window, pages; 0 off */
 	unsigned int spin_us; /* with reads in flight, spin this long first */
-	uint64_t cache_pages; /* cache mode: pages held at most */
+	bool no_direct; /* cache mode: never read_direct (land, then copy) */
+	uint64_t cache_pages;	   /* cache mode: pages held at most */
 	unsigned int writeback_ms; /* dirty pages go home this often */
 	int cache_fifo; /* evict oldest first, not by the clock hand */
 	/* xport_cfg's authentication: our node name, no handshake, AUTH_F_* */

@@ -148,11 +148,34 @@ void floop_cache_map_fini(struct floop *f, struct fmap *m)
 	if (m->pidfd >= 0)
 		close(m->pidfd);
 	m->pidfd = -1;
+	if (m->alias)
+		munmap(m->alias, m->span);
+	m->alias = NULL;
 	close(m->cache_fd);
 	free(m->fifo);
 	m->fifo = NULL;
 	free(m->pst);
 	m->cache = 0;
+}
+
+uint8_t *floop_cache_alias(struct fmap *m)
+{
+	void *p;
+
+	if (m->alias || m->alias_off || !m->cache)
+		return m->alias;
+	p = mmap(NULL, m->span, PROT_READ | PROT_WRITE, MAP_SHARED, m->cache_fd,
+		 0);
+	if (p == MAP_FAILED) {
+		log_errno(-errno,
+			  "map %s: mapping its cache in the agent; fetched "
+			  "pages are copied in",
+			  m->name);
+		m->alias_off = 1;
+		return NULL;
+	}
+	m->alias = p;
+	return m->alias;
 }
 
 int floop_cache_is_held(const struct fmap *m, uint64_t addr)
@@ -482,7 +505,21 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 	uint64_t i0 = cache_idx(m, s->addr);
 	int ret;
 
-	if (!s->marked) {
+	if (!s->marked && s->direct) {
+		/*
+		 * The READ put the bytes in the cache itself (its pages,
+		 * pinned for it, are in the memfd). The agent's own page-table
+		 * entries for them go: a page only the guest maps is one the
+		 * clock's sampling (MADV_PAGEOUT) can unmap.
+		 */
+		if (madvise(m->alias + (s->addr - m->base), len, MADV_DONTNEED))
+			log_errno(-errno,
+				  "map %s page %#llx: dropping the "
+				  "agent's mapping",
+				  m->name,
+				  (unsigned long long)(s->addr - m->base));
+		atomic_fetch_add(&f->ctr.cache_direct_pages, s->npages);
+	} else if (!s->marked) {
 		/*
 		 * The page enters the cache only whole: one kernel copy from
 		 * the landing page. Receiving straight into the cache mapping
@@ -496,6 +533,9 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 				  "map %s page %#llx: writing the cache",
 				  m->name,
 				  (unsigned long long)(s->addr - m->base));
+		atomic_fetch_add(&f->ctr.cache_landed_pages, s->npages);
+	}
+	if (!s->marked) {
 		for (uint32_t k = 0; k < s->npages; k++) {
 			m->pst[i0 + k] |= PS_VALID | (s->ahead ? 0 : PS_REF);
 			if (m->fifo)

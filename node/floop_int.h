@@ -92,6 +92,10 @@ struct fmap {
 	 * that the guest maps; resolved with CONTINUE */
 	int cache;
 	int cache_fd;
+	/* the agent's own mapping of cache_fd, for reads that land in it
+	 * (floop_cache_alias()); alias_off: it could not be had */
+	uint8_t *alias;
+	int alias_off;
 	uint8_t *pst;	/* PS_* per page */
 	int pidfd;	/* the guest: its access is sampled; -1: not */
 	uint32_t *fifo; /* --cache-policy fifo: stamp of each page's entry */
@@ -154,6 +158,7 @@ struct fetch {
 	uint32_t npages;   /* 1, or up to FLOOP_RUN_PAGES for a run */
 	uint32_t done_off; /* bytes of buf already copied in */
 	int marked;	   /* cache mode: landed pages marked valid */
+	int direct;	   /* cache mode: read straight into the cache */
 	uint8_t *buf;	   /* landing: the slot's own */
 	uint8_t *land;	   /* the slot's own landing buffer */
 	uint32_t hnext;	   /* hash chain, UINT32_MAX = end */
@@ -221,6 +226,7 @@ struct cmd {
 struct floop {
 	struct floop_cfg cfg;
 	struct floop_counters ctr;
+	int direct_warned; /* a read_direct could not be set up: said once */
 	struct io_uring ring;
 	int ring_ok;
 	/* in order of preference (cfg.xops) */
@@ -326,6 +332,8 @@ int floop_cache_map_init(struct floop *f, struct fmap *m,
 void floop_cache_map_fini(struct floop *f, struct fmap *m);
 /* True if page @addr of cache mapping @m is held or landing. */
 int floop_cache_is_held(const struct fmap *m, uint64_t addr);
+/* The agent's mapping of @m's cache memfd (made on first use), or NULL. */
+uint8_t *floop_cache_alias(struct fmap *m);
 /* A fetch of @npages at @addr starts landing in the cache. */
 void floop_cache_charge(struct floop *f, struct fmap *m, uint64_t addr,
 			uint32_t npages);
@@ -393,6 +401,12 @@ void floop_peers_self(struct floop *f, uint64_t self);
  */
 int floop_peer_read(struct floop *f, uint64_t node, uint64_t off, uint32_t len,
 		    void *dst, uint64_t tag);
+/*
+ * The same, landing straight in @dst (any memory of the agent) where the
+ * peer's transport can do that (read_direct); -EOPNOTSUPP where it cannot.
+ */
+int floop_peer_read_direct(struct floop *f, uint64_t node, uint64_t off,
+			   uint32_t len, void *dst, uint64_t tag);
 /* The same for a write (-EOPNOTSUPP if the transport cannot write). */
 int floop_peer_write(struct floop *f, uint64_t node, uint64_t off, uint32_t len,
 		     const void *src, uint64_t tag);

@@ -249,28 +249,48 @@ static struct xport_peer *floop_peer_get(struct floop *f, struct fpeer *p)
 	return p->xp;
 }
 
-int floop_peer_read(struct floop *f, uint64_t node, uint64_t off, uint32_t len,
-		    void *dst, uint64_t tag)
+/* @node's transport peer (opened if need be) and its ops, or NULL. */
+static struct xport_peer *floop_peer_xp(struct floop *f, uint64_t node,
+					const struct xport_ops **ops)
 {
 	struct fpeer *p = floop_peer_find(f, node);
 	struct xport_peer *xp = p ? floop_peer_get(f, p) : NULL;
 
+	if (xp)
+		*ops = p->t->ops;
+	return xp;
+}
+
+int floop_peer_read(struct floop *f, uint64_t node, uint64_t off, uint32_t len,
+		    void *dst, uint64_t tag)
+{
+	const struct xport_ops *o;
+	struct xport_peer *xp = floop_peer_xp(f, node, &o);
+
+	return xp ? o->read(xp, off, len, dst, tag) : -ENOLINK;
+}
+
+int floop_peer_read_direct(struct floop *f, uint64_t node, uint64_t off,
+			   uint32_t len, void *dst, uint64_t tag)
+{
+	const struct xport_ops *o;
+	struct xport_peer *xp = floop_peer_xp(f, node, &o);
+
 	if (!xp)
 		return -ENOLINK;
-	return p->t->ops->read(xp, off, len, dst, tag);
+	return o->read_direct ? o->read_direct(xp, off, len, dst, tag)
+			      : -EOPNOTSUPP;
 }
 
 int floop_peer_write(struct floop *f, uint64_t node, uint64_t off, uint32_t len,
 		     const void *src, uint64_t tag)
 {
-	struct fpeer *p = floop_peer_find(f, node);
-	struct xport_peer *xp = p ? floop_peer_get(f, p) : NULL;
+	const struct xport_ops *o;
+	struct xport_peer *xp = floop_peer_xp(f, node, &o);
 
 	if (!xp)
 		return -ENOLINK;
-	if (!p->t->ops->write)
-		return -EOPNOTSUPP;
-	return p->t->ops->write(xp, off, len, src, tag);
+	return o->write ? o->write(xp, off, len, src, tag) : -EOPNOTSUPP;
 }
 
 /*

@@ -76,6 +76,13 @@ static void main_usage(FILE *out)
 		"      --rdma-depth N       RDMA READs in flight per queue "
 		"pair "
 		"(default 128)\n"
+		"      --rdma-direct on|off cache mode over verbs: a READ "
+		"lands "
+		"straight in\n"
+		"                           the cache (its pages registered "
+		"for that READ),\n"
+		"                           or in a buffer, then copied in "
+		"(default on)\n"
 		"      --fault-timeout-ms N how long a fault waits for an "
 		"unreachable owner\n"
 		"                           before the process gets SIGBUS "
@@ -307,6 +314,7 @@ int main(int argc, char **argv)
 		{ "rdma-device", required_argument, NULL, 'd' },
 		{ "gid-index", required_argument, NULL, 'G' },
 		{ "rdma-depth", required_argument, NULL, 'D' },
+		{ "rdma-direct", required_argument, NULL, 'r' },
 		{ "fault-timeout-ms", required_argument, NULL, 'F' },
 		{ "heartbeat-ms", required_argument, NULL, 'B' },
 		{ "inflight", required_argument, NULL, 'I' },
@@ -485,6 +493,12 @@ int main(int argc, char **argv)
 			if (ret < 0)
 				return 2;
 			cfg.page_encryption = ret == 0;
+			break;
+		case 'r':
+			ret = main_word("--rdma-direct", optarg, main_on_off);
+			if (ret < 0)
+				return 2;
+			cfg.rdma_no_direct = ret != 0;
 			break;
 		case 'D':
 			if (main_uint("--rdma-depth", optarg, 1,

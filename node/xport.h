@@ -149,6 +149,17 @@ struct xport_ops {
 	int (*read)(struct xport_peer *p, uint64_t off, uint32_t len, void *dst,
 		    uint64_t tag);
 	/*
+	 * Optional (NULL: only read): the same read, landing in @dst
+	 * anywhere in the caller's memory, not only in the landing area:
+	 * the transport makes @dst reachable for this read alone (verbs
+	 * registers it, pinning its pages, and drops the registration when
+	 * done is called). The same returns as read, and -ENOMEM, -EPERM or
+	 * -EFAULT if @dst could not be made reachable (read lands where it
+	 * can instead).
+	 */
+	int (*read_direct)(struct xport_peer *p, uint64_t off, uint32_t len,
+			   void *dst, uint64_t tag);
+	/*
 	 * Posts a write of @len bytes (multiple of 4096, <= 1 MiB) from @src
 	 * to pool offset @off of the peer; the caller leaves @src alone until
 	 * done. done(0) means the bytes are in the owner's pool; done(<0)

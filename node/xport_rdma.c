@@ -140,9 +140,21 @@ static void xport_rdma_peer_fail(struct xport_rdma_peer *p, int queued_status,
 	xport_rdma_peer_put(p);
 }
 
+/* A direct read's MR goes with its slot (xport_slots.release). */
+static void xport_rdma_slot_release(struct xport_slot *s)
+{
+	struct ibv_mr *mr = (struct ibv_mr *)(uintptr_t)s->aux;
+	int ret = ibv_dereg_mr(mr);
+
+	if (ret)
+		log_errno(-ret, "ibv_dereg_mr of a direct read's %u bytes",
+			  s->len);
+}
+
 /*
- * Posts slot @idx as a signaled RDMA READ (into the landing MR) or WRITE
- * (from it); ctx->lock held, QP in RTS.
+ * Posts slot @idx as a signaled RDMA READ (into the landing MR, or the MR
+ * of a direct read, in aux) or WRITE (from the landing MR); ctx->lock
+ * held, QP in RTS.
  */
 static int xport_rdma_post_locked(struct xport_rdma_peer *p, uint32_t idx)
 {
@@ -156,7 +168,8 @@ static int xport_rdma_post_locked(struct xport_rdma_peer *p, uint32_t idx)
 		return -ERANGE;
 	sge.addr = (uintptr_t)s->buf;
 	sge.length = s->len;
-	sge.lkey = p->x->land_mr->lkey;
+	sge.lkey = s->aux ? ((struct ibv_mr *)(uintptr_t)s->aux)->lkey
+			  : p->x->land_mr->lkey;
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = (uint64_t)s->gen << 32 | idx;
 	wr.sg_list = &sge;
@@ -558,6 +571,7 @@ static int xport_rdma_peer_open(struct xport *xx,
 		free(p);
 		return ret;
 	}
+	p->slots.release = xport_rdma_slot_release;
 	pthread_mutex_lock(&ctx->lock);
 	q = xport_rdma_qp_get(ctx, info->node);
 	if (!q)
@@ -608,10 +622,15 @@ static void xport_rdma_peer_close(struct xport_peer *pp)
 	xport_rdma_peer_put(p);
 }
 
-/* A read or write: posted at once when UP, queued while CONNECTING. */
+/*
+ * A read or write: posted at once when UP, queued while CONNECTING. @mr:
+ * a direct read's, registered over exactly [buf, buf + len), which the
+ * slot owns from here on (also on failure); NULL: buf lies in the landing
+ * MR.
+ */
 static int xport_rdma_submit(struct xport_rdma_peer *p, enum xport_slot_op op,
 			     uint64_t off, uint32_t len, void *buf,
-			     uint64_t tag)
+			     uint64_t tag, struct ibv_mr *mr)
 {
 	struct xport_rdma *x = p->x;
 	struct xport_rdma_ctx *ctx = x->ctx;
@@ -620,20 +639,26 @@ static int xport_rdma_submit(struct xport_rdma_peer *p, enum xport_slot_op op,
 	int ret;
 
 	if (xport_slots_check_len(len, buf) || len > ctx->max_msg)
-		return -EINVAL;
-	/* the landing MR is the only local memory the NIC may touch */
-	if (d < x->land || d - x->land > x->land_len ||
-	    len > x->land_len - (d - x->land))
-		return -EINVAL;
-	if (p->closed)
-		return -ENOTCONN;
-	xport_rdma_peer_refresh(p);
-	ret = xport_slots_check_peer(p->state, p->closed);
-	if (ret)
-		return ret;
-	idx = xport_slots_take(&p->slots, op, off, len, buf, tag);
-	if (idx == XPORT_RDMA_NIL)
-		return -EAGAIN;
+		ret = -EINVAL;
+	/* the landing MR is the only local memory the NIC may touch, but
+	 * for the pages a direct read registered */
+	else if (!mr && (d < x->land || d - x->land > x->land_len ||
+			 len > x->land_len - (d - x->land)))
+		ret = -EINVAL;
+	else if (p->closed)
+		ret = -ENOTCONN;
+	else {
+		xport_rdma_peer_refresh(p);
+		ret = xport_slots_check_peer(p->state, p->closed);
+	}
+	idx = ret ? XPORT_RDMA_NIL
+		  : xport_slots_take(&p->slots, op, off, len, buf, tag);
+	if (idx == XPORT_RDMA_NIL) {
+		if (mr)
+			ibv_dereg_mr(mr);
+		return ret ? ret : -EAGAIN;
+	}
+	p->slots.v[idx].aux = (uintptr_t)mr;
 	if (p->state == XPORT_PEER_UP) {
 		pthread_mutex_lock(&ctx->lock);
 		ret = p->q->state == XPORT_RDMA_QP_RTS
@@ -656,7 +681,28 @@ static int xport_rdma_read(struct xport_peer *pp, uint64_t off, uint32_t len,
 			   void *dst, uint64_t tag)
 {
 	return xport_rdma_submit(xport_rdma_peer_from(pp), XPORT_SLOT_READ, off,
-				 len, dst, tag);
+				 len, dst, tag, NULL);
+}
+
+/*
+ * A READ straight into @dst (the agent's mapping of a cache memfd): @dst's
+ * pages are registered for this read alone, so a page punched out of the
+ * memfd later is never left pinned in an MR that a later READ would fill.
+ * Without on-demand paging the registration pins and allocates exactly
+ * the pages about to be filled, which the cache is about to hold anyway.
+ */
+static int xport_rdma_read_direct(struct xport_peer *pp, uint64_t off,
+				  uint32_t len, void *dst, uint64_t tag)
+{
+	struct xport_rdma_peer *p = xport_rdma_peer_from(pp);
+	struct ibv_mr *mr;
+
+	if (xport_slots_check_len(len, dst))
+		return -EINVAL;
+	mr = ibv_reg_mr(p->x->ctx->pd, dst, len, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr)
+		return errno == EPERM || errno == EFAULT ? -errno : -ENOMEM;
+	return xport_rdma_submit(p, XPORT_SLOT_READ, off, len, dst, tag, mr);
 }
 
 static int xport_rdma_write(struct xport_peer *pp, uint64_t off, uint32_t len,
@@ -664,7 +710,7 @@ static int xport_rdma_write(struct xport_peer *pp, uint64_t off, uint32_t len,
 {
 	/* the NIC only reads a write's src (the landing MR allows more) */
 	return xport_rdma_submit(xport_rdma_peer_from(pp), XPORT_SLOT_WRITE,
-				 off, len, (void *)src, tag);
+				 off, len, (void *)src, tag, NULL);
 }
 
 static void xport_rdma_tick(struct xport *xx, uint64_t now_ms)
@@ -818,6 +864,7 @@ const struct xport_ops xport_rdma_ops = {
 	.peer_open = xport_rdma_peer_open,
 	.peer_close = xport_rdma_peer_close,
 	.read = xport_rdma_read,
+	.read_direct = xport_rdma_read_direct,
 	.write = xport_rdma_write,
 	.on_cqe = xport_rdma_on_cqe,
 	.tick = xport_rdma_tick,

@@ -22,6 +22,7 @@ int xport_slots_init(struct xport_slots *ss, uint32_t depth, xport_done_fn done,
 		return -ENOMEM;
 	ss->done = done;
 	ss->arg = arg;
+	ss->release = NULL;
 	ss->tot = tot;
 	ss->depth = depth;
 	ss->free_head = 0;
@@ -85,6 +86,9 @@ static void xport_slot_free(struct xport_slots *ss, uint32_t idx)
 {
 	struct xport_slot *s = &ss->v[idx];
 
+	if (s->aux && ss->release)
+		ss->release(s);
+	s->aux = 0;
 	s->state = XPORT_SLOT_FREE;
 	s->sent = false;
 	s->held = false;

@@ -55,6 +55,9 @@ struct xport_slot {
 struct xport_slots {
 	xport_done_fn done;
 	void *arg;
+	/* called for a slot whose aux is not 0 as it is freed (the
+	 * transport's per-request resources), before done; NULL: none */
+	void (*release)(struct xport_slot *s);
 	/* totals shared by several peers (relaxed atomics), or NULL */
 	struct xport_stats *tot;
 	uint32_t depth;

@@ -160,6 +160,9 @@ if [ -n "$KEEP_STATS" ]; then
 		echo "hostA $(fp_cli A hostA stats 2>&1)"
 		echo "hostB $(fp_cli B hostB stats 2>&1)"
 		fp_cli A hostA status --json 2>&1
+		# host A's cache counters, if it serves /metrics (--metrics-listen)
+		m=$(sed -n 's/^metrics //p' "$FP_TMP/hostA.addr" 2>/dev/null)
+		[ -n "$m" ] && curl -sf "http://$m/metrics" | grep '^farpage_cache_' | sed 's/^/hostA metric /'
 	} >"$KEEP_STATS"
 fi
 

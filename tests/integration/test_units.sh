@@ -146,7 +146,7 @@ run_unit() {
 	*) fp_fail "$unit runs ${args[0]}, not a farpage program in /usr/bin" ;;
 	esac
 	local have_metrics=1
-	"$prog" --help 2>&1 | grep -q -- '--metrics-listen' || have_metrics=0
+	"$prog" --help 2>&1 | grep -- '--metrics-listen' >/dev/null || have_metrics=0
 	local out=()
 	for ((i = 1; i < ${#args[@]}; i++)); do
 		a=${args[$i]}
@@ -201,7 +201,7 @@ run_unit() {
 # scrape, its build_info.
 metrics_ok() { # program pid component its-other-address
 	local p
-	"$1" --help 2>&1 | grep -q -- '--metrics-listen' || return 0
+	"$1" --help 2>&1 | grep -- '--metrics-listen' >/dev/null || return 0
 	shift
 	command -v curl >/dev/null || { fp_log "note: no curl: /metrics not scraped"; return 0; }
 	for p in $(ss -Hltnp 2>/dev/null | grep "pid=$1," | awk '{print $4}' | sed 's/.*://'); do

@@ -168,19 +168,22 @@ kv() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p" | head -n1; } # "line" key
 step_two_node() {
 	local verbs=0 name t rc out last why="" stats=$OUT/two-node-stats.txt
 	local args=() before after mism remote tr_ a_remote b_id a_reads gidx
-	local a_wbytes="" wbs
-	if "$BIN/node/farpage-node" --help 2>&1 | grep -q -- --rdma-device; then
+	local a_wbytes="" a_bytes="" direct="" landed="" wbs
+	if "$BIN/node/farpage-node" --help 2>&1 | grep -- --rdma-device >/dev/null; then
 		verbs=1
 		gidx=""
 		if [ -n "${FARPAGE_VM_GID_INDEX:-}" ] &&
-			"$BIN/node/farpage-node" --help 2>&1 | grep -q -- --gid-index; then
+			"$BIN/node/farpage-node" --help 2>&1 | grep -- --gid-index >/dev/null; then
 			gidx=" --gid-index $FARPAGE_VM_GID_INDEX"
 		fi
 		name="two-node (verbs, rxe0 <-> rxe1, $SIZE)"
 		# Read-ahead off: every remote page is then exactly one fault and
 		# one RDMA READ, which is what the counter check below compares
 		# (read-ahead may fetch a page another fault already brought in).
-		args=(--transport verbs --a-args "--rdma-device rxe0 --readahead 0$gidx"
+		# A's cache holds 4 MiB, a quarter of the region: pages are
+		# evicted (punched out of the memfd) and fetched again, each
+		# READ into pages registered for it alone.
+		args=(--transport verbs --a-args "--rdma-device rxe0 --readahead 0$gidx --metrics-listen $IP_A:0 --cache-size 4M"
 			--b-args "--rdma-device rxe1 --readahead 0$gidx")
 	else
 		name="two-node (tcp, verbs not available yet)"
@@ -221,6 +224,11 @@ step_two_node() {
 			sed -n "s/.*{\"node\": $b_id, \"transport\": \"[a-z]*\", \"reads\": \([0-9]*\),.*/\1/p")
 		a_wbytes=$(grep '"name": "hostA"' "$stats" |
 			sed -n "s/.*{\"node\": $b_id, [^}]*\"wbytes\": \([0-9]*\).*/\1/p")
+		a_bytes=$(grep '"name": "hostA"' "$stats" |
+			sed -n "s/.*{\"node\": $b_id, [^}]*\"bytes\": \([0-9]*\).*/\1/p")
+		direct=$(awk '$1 == "hostA" && $2 == "metric" && $3 == "farpage_cache_direct_read_pages_total" { print $4 }' "$stats")
+		landed=$(awk '$1 == "hostA" && $2 == "metric" && $3 == "farpage_cache_landing_copies_total" { print $4 }' "$stats")
+		echo "--- host A: pages read from host B ${a_bytes:+$((a_bytes / 4096))}, into the cache straight by RDMA READ ${direct:-?}, landed and copied ${landed:-?}"
 		echo "--- host A: remote faults resolved ${a_remote:-?}, reads completed from host B (${tr_:-?}) ${a_reads:-?}"
 		echo "--- host A: pages written back $(kv "$last" writebacks), bytes written to host B (${tr_:-?}) ${a_wbytes:-?}"
 	fi
@@ -241,12 +249,19 @@ step_two_node() {
 		elif [ "$a_reads" != "$a_remote" ]; then
 			why+="RDMA READs completed ($a_reads) != remote faults ($a_remote); "
 		fi
+		# Cache mode: every page read from B went straight into the
+		# cache (the READ's pages registered for it), none was copied.
+		if [ -z "$direct" ] || [ -z "$a_bytes" ]; then
+			why+="no cache metrics or read bytes from --keep-stats; "
+		elif [ "$direct" != $((a_bytes / 4096)) ] || [ "${landed:-x}" != 0 ]; then
+			why+="pages READ straight into the cache ($direct) != pages read from host B ($((a_bytes / 4096))), or landing copies ${landed:-?} != 0; "
+		fi
 		[ "${HW_DELTA[rxe0/sent_pkts]:-0}" -gt 0 ] || why+="rxe0 sent_pkts did not grow; "
 		[ "${HW_DELTA[rxe1/sent_pkts]:-0}" -gt 0 ] || why+="rxe1 sent_pkts did not grow; "
 	fi
 	local note="${last#two-node: }"
 	if [ -z "$why" ]; then
-		[ $verbs = 1 ] && note+=" rdma_reads=$a_reads rdma_write_pages=$((a_wbytes / 4096)) rxe0_sent+=${HW_DELTA[rxe0/sent_pkts]} rxe1_sent+=${HW_DELTA[rxe1/sent_pkts]}"
+		[ $verbs = 1 ] && note+=" rdma_reads=$a_reads direct_pages=$direct landing_copies=$landed rdma_write_pages=$((a_wbytes / 4096)) rxe0_sent+=${HW_DELTA[rxe0/sent_pkts]} rxe1_sent+=${HW_DELTA[rxe1/sent_pkts]}"
 		record "$name" PASS "$secs" "$note"
 	else
 		record "$name" FAIL "$secs" "${why%; }"
