@@ -25,7 +25,7 @@
 #include "util.h"
 #include "xport.h"
 
-#define COORD_TIMEOUT_MS 3000
+#define COORD_FINAL_TRIES 5 /* as csess.c: a name that does not resolve */
 
 void agent_pool_pin(struct node_agent *a, uint64_t off, uint64_t len, int delta)
 {
@@ -63,17 +63,45 @@ static int agent_data_addr(struct node_agent *a)
 		return ret;
 	if (strcmp(host, "0.0.0.0") && strcmp(host, "::"))
 		return msg_strset(a->data_addr, sizeof(a->data_addr), bound);
-	/* Wildcard: advertise the address we reach the coordinator from. */
-	while ((ret = net_connect(a->cfg.coordinator, COORD_TIMEOUT_MS, &fd)) <
-	       0) {
-		log_errno(ret, "coordinator %s unreachable; waiting for it",
-			  a->cfg.coordinator);
+	/*
+	 * Wildcard: advertise the address we reach the coordinator from. A
+	 * connected UDP socket tells the route's source address without
+	 * sending anything (a TCP connect would open, and abandon, a
+	 * handshake at the coordinator).
+	 */
+	for (unsigned int tries = 0;; tries++) {
+		uint32_t len;
+
+		ret = net_addr_resolve(a->cfg.coordinator, &ss, &len, 0);
+		if (!ret) {
+			fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+			if (fd < 0)
+				return -errno;
+			if (connect(fd, (struct sockaddr *)&ss, len) ||
+			    getsockname(fd, (struct sockaddr *)&ss, &sl))
+				ret = -errno;
+			close(fd);
+		}
+		if (!ret)
+			break;
+		if (ret == -EADDRNOTAVAIL && tries + 1 >= COORD_FINAL_TRIES) {
+			log_err("coordinator %s: no such host name; check "
+				"--coordinator",
+				a->cfg.coordinator);
+			return -EDESTADDRREQ;
+		}
+		if (!tries && ret == -EADDRNOTAVAIL)
+			log_err("coordinator %s: no such host name; trying a "
+				"few times",
+				a->cfg.coordinator);
+		else if (!tries)
+			log_errno(ret,
+				  "coordinator %s: no route to it yet, so no "
+				  "data address to advertise (or give "
+				  "--data-addr); waiting",
+				  a->cfg.coordinator);
 		sleep(1);
 	}
-	ret = getsockname(fd, (struct sockaddr *)&ss, &sl) ? -errno : 0;
-	close(fd);
-	if (ret)
-		return ret;
 	if (ss.ss_family == AF_INET)
 		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, ip,
 			  sizeof(ip));
@@ -194,8 +222,9 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 		goto err;
 	ret = agent_data_addr(a);
 	if (ret) {
-		log_errno(ret, "cannot tell the data address to advertise; "
-			       "give --data-addr");
+		if (ret != -EDESTADDRREQ)
+			log_errno(ret, "cannot tell the data address to "
+				       "advertise; give --data-addr");
 		goto err;
 	}
 	ret = agent_rdma_init(a);

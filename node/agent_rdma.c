@@ -33,6 +33,7 @@ int agent_rdma_init(struct node_agent *a)
 	rc.device = a->cfg.rdma_device;
 	rc.gid_index = a->cfg.gid_index;
 	rc.depth = a->cfg.rdma_depth;
+	rc.optional = !strcmp(a->cfg.transport, "auto");
 	if (!net_addr_split(a->data_addr, host, sizeof(host), port,
 			    sizeof(port)))
 		rc.data_ip = host;
@@ -54,7 +55,9 @@ int agent_rdma_init(struct node_agent *a)
 			"to start (use --transport auto or tcp)");
 		return ret;
 	}
-	log_info("no usable RDMA device; every peer uses TCP");
+	/* No device at all was said (info) where it was found out. */
+	if (ret != -ENODEV || !rc.optional || rc.device)
+		log_info("no usable RDMA device; every peer uses TCP");
 	return 0;
 }
 

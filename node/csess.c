@@ -27,6 +27,9 @@
 #include "xport.h"
 
 #define CSESS_TIMEOUT_MS 3000
+/* Tries of a join that cannot succeed (refused key, no such host) before
+ * the agent gives up at start. */
+#define CSESS_FINAL_TRIES 5
 
 /* MAP lookup queued by the control thread, or a write lease to give back. */
 struct csess_job {
@@ -62,6 +65,7 @@ struct csess {
 	int coord_ok;		/* the last call got an answer */
 	int down_logged;
 	int down_err;	       /* why the last connect failed (-errno) */
+	char down_why[200];    /* and the refusal's reason, if refused */
 	int last_err;	       /* why the last call failed, when !coord_ok */
 	uint64_t cid;	       /* of the tables we synced with; 0: none */
 	uint64_t ngen;	       /* node table generation we have */
@@ -101,6 +105,15 @@ static void csess_efd_drain(int efd)
 
 /* ---- calls ---- */
 
+/* True if @addr's host is a name that does not exist (not "no answer"). */
+static int csess_name_unknown(const char *addr)
+{
+	struct sockaddr_storage ss;
+	uint32_t len;
+
+	return net_addr_resolve(addr, &ss, &len, 0) == -EADDRNOTAVAIL;
+}
+
 static int csess_connect(struct csess *s)
 {
 	const char *addr = s->a->cfg.coordinator;
@@ -113,8 +126,15 @@ static int csess_connect(struct csess *s)
 			   CSESS_TIMEOUT_MS, &s->coord, why, sizeof(why));
 	if (ret) {
 		s->down_err = ret;
+		snprintf(s->down_why, sizeof(s->down_why), "%s", why);
 		if (!s->down_logged && why[0])
 			log_err("coordinator %s: %s", addr, why);
+		else if (!s->down_logged && csess_name_unknown(addr))
+			log_err("coordinator %s: no such host name", addr);
+		else if (!s->down_logged && ret == -EAGAIN)
+			log_err("coordinator %s: the host name cannot be "
+				"looked up now (no DNS answer); trying again",
+				addr);
 		else if (!s->down_logged)
 			log_errno(ret, "coordinator %s unreachable", addr);
 		s->down_logged = 1;
@@ -469,13 +489,52 @@ static int csess_join(struct csess *s)
 	return 0;
 }
 
+/*
+ * A refusal that trying again cannot change: our key is not the
+ * coordinator's (unknown, expired, the wrong secret, the wrong role).
+ * "Too many connections" passes.
+ */
+static int csess_refusal_is_final(const char *why)
+{
+	static const int final[] = { AUTH_E_KEY, AUTH_E_EXPIRED, AUTH_E_ROLE,
+				     AUTH_E_PROOF };
+
+	for (size_t i = 0; i < sizeof(final) / sizeof(final[0]); i++)
+		if (strstr(why, auth_status_str(final[i])))
+			return 1;
+	return strstr(why, "does not hold our key") != NULL;
+}
+
 int csess_join_wait(struct csess *s, volatile int *stop)
 {
+	unsigned int same = 0;
 	int ret;
 
 	while ((ret = csess_join(s)) == -EHOSTUNREACH) {
+		int final = 0;
+
 		if (stop && *stop)
 			return -EINTR;
+		/* What cannot succeed is tried a few times (a key being
+		 * installed, a name being published), then given up. */
+		if (s->down_err == -EACCES)
+			final = csess_refusal_is_final(s->down_why);
+		else if (s->down_err == -EINVAL ||
+			 (s->down_err == -EADDRNOTAVAIL &&
+			  csess_name_unknown(s->a->cfg.coordinator)))
+			final = 1;
+		same = final ? same + 1 : 0;
+		if (same >= CSESS_FINAL_TRIES) {
+			log_err("coordinator %s: giving up after %u tries: %s",
+				s->a->cfg.coordinator, same,
+				s->down_err == -EACCES
+					? "it refuses this node's key; check "
+					  "--key-file (docs/security.md)"
+					: "no such host name; check "
+					  "--coordinator");
+			return s->down_err == -EACCES ? -EKEYREJECTED
+						      : -EDESTADDRREQ;
+		}
 		sleep(1);
 	}
 	return ret;

@@ -48,7 +48,10 @@ void csess_destroy(struct csess *s);
 /*
  * Before csess_start(): joins the cluster, waiting for the coordinator as
  * long as it takes (checking @stop, if not NULL, every second). Sets the
- * agent's node id. Returns 0, -EINTR if *stop was set, or -errno.
+ * agent's node id. Returns 0, -EINTR if *stop was set, -EKEYREJECTED
+ * when the coordinator refused our key a few times in a row,
+ * -EDESTADDRREQ when its address cannot be resolved or is malformed, or
+ * -errno.
  */
 int csess_join_wait(struct csess *s, volatile int *stop);
 /* Starts the thread: heartbeats and lookups. Returns 0 or -errno. */

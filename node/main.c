@@ -15,6 +15,7 @@
 #include "agent.h"
 #include "farpage.h"
 #include "log.h"
+#include "net.h"
 #include "util.h"
 
 static struct node_agent *main_agent;
@@ -276,6 +277,27 @@ static const char *const main_transports[] = { "auto", "tcp", "verbs", NULL };
 static const char *const main_fault_modes[] = { "auto", "cache", "copy", NULL };
 static const char *const main_cache_policies[] = { "clock", "fifo", NULL };
 static const char *const main_on_off[] = { "on", "off", NULL };
+
+/* -1 after saying what is wrong if @addr is not HOST:PORT. */
+static int main_addr_check(const char *opt, const char *addr)
+{
+	char host[256], port[8];
+
+	if (!net_addr_split(addr, host, sizeof(host), port, sizeof(port)))
+		return 0;
+	if (!strchr(addr, ':'))
+		fprintf(stderr,
+			"farpage-node: %s: '%s' has no port: give HOST:PORT, "
+			"e.g. %s:%s\n",
+			opt, addr, addr,
+			strcmp(opt, "--coordinator") ? "7701" : "7700");
+	else
+		fprintf(stderr,
+			"farpage-node: %s: '%s' is not HOST:PORT (an IPv6 "
+			"address goes in brackets: [::1]:7700)\n",
+			opt, addr);
+	return -1;
+}
 
 /*
  * The index of @s in @words (NULL-terminated), or -1 after saying which
@@ -552,6 +574,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	if (main_addr_check("--coordinator", cfg.coordinator) ||
+	    (cfg.data_listen &&
+	     main_addr_check("--data-listen", cfg.data_listen)))
+		return 2;
 	main_allow_default(&cfg, allow_given);
 
 	/* No key, or not this node's: a setting to fix, not to retry. */
@@ -565,6 +591,10 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	ret = agent_create(&cfg, &main_agent);
 	OPENSSL_cleanse(&cred, sizeof(cred)); /* the agent has its copy */
+	/* A key the coordinator refuses, an address that cannot be: fixed
+	 * by the operator, not by starting again (the unit does not). */
+	if (ret == -EKEYREJECTED || ret == -EDESTADDRREQ)
+		return 2;
 	if (ret)
 		return 1;
 	sa.sa_handler = main_on_signal;

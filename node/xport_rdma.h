@@ -24,6 +24,7 @@
 #ifndef NODE_XPORT_RDMA_H
 #define NODE_XPORT_RDMA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,8 @@ struct xport_rdma_cfg {
 	void *pool; /* registered as one MR, REMOTE_READ | REMOTE_WRITE */
 	size_t pool_len;
 	unsigned int depth; /* READs and WRITEs in flight per QP, 0 = 128 */
+	bool optional;	    /* no device at all is normal (--transport auto):
+			       said at info level, not as an error */
 };
 
 /* What a node publishes for one peer (MSG_T_ENDPOINT_PUT). */

@@ -118,11 +118,18 @@ static void xport_rdma_memlock_raise(void)
 		log_dbg("raising RLIMIT_MEMLOCK: %s", log_strerror(errno));
 }
 
-static void xport_rdma_no_device_log(const char *why)
+static void xport_rdma_no_device_log(const struct xport_rdma_cfg *cfg,
+				     const char *why)
 {
-	log_err("no RDMA device found (ibv_get_device_list %s): load a driver "
-		"(mlx5_ib, rdma_rxe, siw) or use --transport tcp",
-		why);
+	if (cfg->optional)
+		log_info("no RDMA device (ibv_get_device_list %s): every peer "
+			 "uses TCP",
+			 why);
+	else
+		log_err("no RDMA device found (ibv_get_device_list %s): load "
+			"a driver (mlx5_ib, rdma_rxe, siw) or use --transport "
+			"tcp",
+			why);
 }
 
 /* Opens cfg->device, or the first device whose port is ACTIVE. */
@@ -141,11 +148,11 @@ static int xport_rdma_dev_open(struct xport_rdma_ctx *ctx,
 		char why[96];
 
 		snprintf(why, sizeof(why), "failed: %s", log_strerror(errno));
-		xport_rdma_no_device_log(why);
+		xport_rdma_no_device_log(cfg, why);
 		return -ENODEV;
 	}
 	if (n <= 0) {
-		xport_rdma_no_device_log("returned none");
+		xport_rdma_no_device_log(cfg, "returned none");
 		ibv_free_device_list(list);
 		return -ENODEV;
 	}

@@ -12,6 +12,23 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 "$SRC/scripts/deps.sh" || exit 1
 rc=0
 failed=()
+skipped=()
+# shellcheck source=../tests/procs.sh
+. "$SRC/tests/procs.sh"
+# Every process the suite starts carries this tag; at the end none may be
+# left (tests/procs.sh).
+export FP_SUITE_ID="$$.$(date +%s%N)"
+# skip_reason BUILD-DIR NAME: the test's last line that says why it skipped
+# (or its last line), from ctest's log of the run.
+skip_reason() {
+	awk -v t="$2" '
+		$0 ~ "^[0-9]+/[0-9]+ Testing: " t "$" { on = 1; out = 0; next }
+		on && /^Output:/ { out = 1; getline; next }
+		on && out && /^<end of output>/ { exit }
+		on && out && NF { last = $0; if (tolower($0) ~ /skip/) why = $0 }
+		END { print (why != "" ? why : last) }
+	' "$1/Testing/Temporary/LastTest.log" 2>/dev/null | cut -c1-200
+}
 run() { # name build-dir ctest-args -- cmake-args...
 	local name=$1 b=$2 cargs=()
 	shift 2
@@ -28,8 +45,27 @@ run() { # name build-dir ctest-args -- cmake-args...
 		return
 	fi
 	echo "=== $name tests"
-	"${CTEST_WRAP[@]}" ctest --test-dir "$b" --output-on-failure -j2 "${cargs[@]}" ||
-		{ rc=1; failed+=("$name tests"); }
+	rm -f "$b/Testing/Temporary/LastTestsFailed.log"
+	"${CTEST_WRAP[@]}" ctest --test-dir "$b" --output-on-failure -j2 "${cargs[@]}" \
+		2>&1 | tee "$b/ctest-$$.out"
+	if [ "${PIPESTATUS[0]}" != 0 ]; then
+		rc=1
+		local t list=()
+		while IFS=: read -r _ t; do
+			list+=("$t")
+		done < <(cat "$b/Testing/Temporary/LastTestsFailed.log" 2>/dev/null)
+		if [ ${#list[@]} -gt 0 ]; then
+			failed+=("$name: ${list[*]}")
+		else
+			failed+=("$name tests")
+		fi
+	fi
+	local t
+	while read -r t; do
+		skipped+=("$name: $t: $(skip_reason "$b" "$t")")
+	done < <(sed -n 's/^ *[0-9]*\/[0-9]* *Test *#[0-9]*: \([^ ]*\) .*\*\*\*Skipped.*/\1/p' \
+		"$b/ctest-$$.out" | sort -u)
+	rm -f "$b/ctest-$$.out"
 }
 CTEST_WRAP=()
 # san_run NAME BUILD-DIR -- CMAKE-ARGS: run() for a sanitizer build. Every
@@ -88,9 +124,23 @@ FP_FARMEM_SIZE=64M FP_CHAOS_ROUNDS=10 san_run TSan "$SRC/build-tsan" \
 	-E test_bench_smoke -- -DFARPAGE_SANITIZE=thread
 CTEST_WRAP=()
 CC=clang run fuzz "$SRC/build-fuzz" -L fuzz -- -DFARPAGE_FUZZ=ON
+# Nothing the suite started may outlive it.
+mapfile -t left < <(fp_tagged FP_SUITE_ID "$FP_SUITE_ID")
+if [ ${#left[@]} -gt 0 ]; then
+	echo "=== ${#left[@]} process(es) the tests started are still running (ended now):"
+	fp_tagged_show "${left[@]}"
+	kill -KILL "${left[@]}" 2>/dev/null
+	rc=1
+	failed+=("processes left running")
+fi
+if [ ${#skipped[@]} -gt 0 ]; then
+	echo "=== skipped (${#skipped[@]}):"
+	printf '  %s\n' "${skipped[@]}"
+fi
 if [ $rc = 0 ]; then
 	echo "=== all tests passed (normal, ASan+UBSan, TSan and fuzz builds)"
 else
-	echo "=== TESTS FAILED: ${failed[*]}"
+	msg=$(printf '%s; ' "${failed[@]}")
+	echo "=== TESTS FAILED: ${msg%; }"
 fi
 exit $rc

@@ -12,6 +12,11 @@ FP_COORD_BIN=$FP_BIN/coordinator/farpage-coordinator
 FP_NODE_BIN=$FP_BIN/node/farpage-node
 FP_CLI_BIN=$FP_BIN/cli/farpage
 FP_TMP=$(mktemp -d /tmp/farpage-test.XXXXXX)
+# shellcheck source=procs.sh
+. "$(dirname "${BASH_SOURCE[0]}")/procs.sh"
+# Every process this test starts carries the tag: fp_cleanup finds and
+# ends them all, also the ones whose parent (a subshell) is gone.
+export FP_RUN_ID=$FP_TMP
 FP_PIDS=()
 FP_NETNS=()
 declare -A FP_HOST_RUN FP_HOST_IP FP_NODE_PID FP_NODE_SOCK
@@ -45,6 +50,7 @@ fp_cleanup() {
 	done
 	for p in "${FP_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
 	wait 2>/dev/null
+	fp_end_tagged
 	for n in "${FP_NETNS[@]}"; do ip netns del "$n" 2>/dev/null; done
 	# A sanitizer report from any daemon (*.log) or guest (*.out, *.err)
 	# fails the test, whatever else passed.
@@ -59,6 +65,38 @@ fp_cleanup() {
 	[ -n "${FP_KEEP:-}" ] && cp -r "$FP_TMP" "$FP_KEEP" 2>/dev/null
 	rm -rf "$FP_TMP"
 }
+# fp_end_tagged: ends whatever this test started that is still running
+# (started in a subshell whose PID was the one recorded, a daemon's
+# child): TERM, then KILL. Each is named on stderr, and the test fails:
+# a test ends every process it starts (fp_bg gives the PID to end).
+fp_end_tagged() {
+	local left i
+	mapfile -t left < <(fp_tagged FP_RUN_ID "$FP_RUN_ID")
+	[ ${#left[@]} = 0 ] && return 0
+	fp_log "FAIL: the test left ${#left[@]} process(es) running (ended now):"
+	FP_RC=1
+	fp_tagged_show "${left[@]}" >&2
+	kill -TERM "${left[@]}" 2>/dev/null
+	for ((i = 0; i < 50; i++)); do
+		mapfile -t left < <(fp_tagged FP_RUN_ID "$FP_RUN_ID")
+		[ ${#left[@]} = 0 ] && return 0
+		sleep 0.1
+	done
+	kill -KILL "${left[@]}" 2>/dev/null
+}
+
+# fp_bg HOST CMD...: starts CMD on HOST in the background as a simple
+# command, so that $! (FP_BG_PID, also in FP_PIDS) is the command itself,
+# not a subshell around it.
+fp_bg() {
+	local h=$1
+	shift
+	# shellcheck disable=SC2086
+	${FP_HOST_RUN[$h]} "$@" &
+	FP_BG_PID=$!
+	FP_PIDS+=("$FP_BG_PID")
+}
+
 FP_RC=0
 FP_AT_EXIT=()
 # fp_at_exit CMD: run CMD on exit, after processes and namespaces are gone.

@@ -89,17 +89,30 @@ static inline int t_coord_init(struct t_coord *tc, const char *name)
 {
 	const char *bin = getenv("FARPAGE_BIN");
 	const char *tmp = getenv("TMPDIR");
+	char self[PATH_MAX - 64], *slash;
+	ssize_t n;
 
 	memset(tc, 0, sizeof(*tc));
 	signal(SIGPIPE, SIG_IGN);
-	if (!bin || !*bin) {
-		fprintf(stderr, "%s: FARPAGE_BIN is not set; skipping\n", name);
-		return T_SKIP;
+	if (bin && *bin) {
+		snprintf(tc->bin, sizeof(tc->bin),
+			 "%s/coordinator/farpage-coordinator", bin);
+	} else {
+		/* Run by hand: the build dir is the one this test is in
+		 * (BUILD/tests/NAME). */
+		n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		self[n > 0 ? n : 0] = '\0';
+		for (int i = 0; i < 2 && (slash = strrchr(self, '/')); i++)
+			*slash = '\0';
+		snprintf(tc->bin, sizeof(tc->bin),
+			 "%s/coordinator/farpage-coordinator", self);
 	}
-	snprintf(tc->bin, sizeof(tc->bin), "%s/coordinator/farpage-coordinator",
-		 bin);
 	if (access(tc->bin, X_OK)) {
-		fprintf(stderr, "%s: %s: %s\n", name, tc->bin, strerror(errno));
+		fprintf(stderr,
+			"%s: %s: %s\n%s: run it with the build directory in "
+			"FARPAGE_BIN (FARPAGE_BIN=BUILD %s), or through ctest "
+			"(ctest --test-dir BUILD -R %s)\n",
+			name, tc->bin, strerror(errno), name, name, name);
 		return T_FAIL;
 	}
 	snprintf(tc->dir, sizeof(tc->dir), "%s/%s.XXXXXX",

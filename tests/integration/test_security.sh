@@ -46,11 +46,10 @@ X "$ATTACK" peer "$B_DATA" a b >"$FP_TMP/x5.out" 2>&1 ||
 	fp_fail "a peer handshake with a made-up key was accepted: $(cat "$FP_TMP/x5.out")"
 fp_log "ok: outsider reads nothing from B's page server ($(cat "$FP_TMP/x4.out"); $(cat "$FP_TMP/x5.out"))"
 # Taking over b's name with its own key (another cluster's) fails.
-X "$FP_NODE_BIN" --coordinator "$FP_COORD" --name b --key-file "$FP_TMP/other.key" \
+fp_bg X "$FP_NODE_BIN" --coordinator "$FP_COORD" --name b --key-file "$FP_TMP/other.key" \
 	--pool-size 64M --data-listen "${FP_HOST_IP[X]}:0" --sock "$FP_TMP/x.sock" \
-	--addr-file "$FP_TMP/x.addr" >"$FP_TMP/x-node.log" 2>&1 &
-XPID=$!
-FP_PIDS+=("$XPID")
+	--addr-file "$FP_TMP/x.addr" >"$FP_TMP/x-node.log" 2>&1
+XPID=$FP_BG_PID
 fp_wait_log "$FP_TMP/x-node.log" "unknown key" 20 || fp_fail "impostor agent: no refusal: $(tail -5 "$FP_TMP/x-node.log")"
 kill "$XPID" 2>/dev/null
 fp_cli A a status --json >"$FP_TMP/st.json" 2>&1 || fp_fail "status"
@@ -61,10 +60,8 @@ fp_wait_log "$FP_TMP/coord.log" "handshake refused" 5 || fp_fail "the coordinato
 fp_log "ok: nothing changed at the coordinator, refusals logged"
 
 # --- 2. A flood of idle and half-open connections from X.
-X "$ATTACK" flood "$FP_COORD" 1100 idle >"$FP_TMP/fc.out" 2>&1 &
-FP_PIDS+=("$!")
-X "$ATTACK" flood "$B_DATA" 1100 half >"$FP_TMP/fb.out" 2>&1 &
-FP_PIDS+=("$!")
+fp_bg X "$ATTACK" flood "$FP_COORD" 1100 idle >"$FP_TMP/fc.out" 2>&1
+fp_bg X "$ATTACK" flood "$B_DATA" 1100 half >"$FP_TMP/fb.out" 2>&1
 fp_wait_file "$FP_TMP/fc.out" 60 && fp_wait_file "$FP_TMP/fb.out" 60 || fp_fail "flood did not start"
 fp_log "flood: coordinator $(cat "$FP_TMP/fc.out"), page server $(cat "$FP_TMP/fb.out")"
 fp_cli A a status >"$FP_TMP/st2.out" 2>&1 || fp_fail "status during the flood: $(cat "$FP_TMP/st2.out")"

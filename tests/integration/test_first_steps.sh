@@ -1,0 +1,83 @@
+#!/bin/bash
+# What a new user meets when an agent is started wrong, and on a normal
+# start (loopback):
+#   - a --coordinator without a port is refused at once (exit 2), naming
+#     the missing port
+#   - an agent whose key the coordinator refuses gives up after a few tries
+#     with exit status 2 (the unit does not restart it) and says why
+#   - a coordinator host name that does not exist: exit 2, "no such host
+#     name" (where this host's resolver says so rather than "try later")
+#   - a normal start with a wildcard data address and --transport auto
+#     logs no error or warning at either end (no RDMA device is said at
+#     info level; the coordinator sees no abandoned handshake)
+set -uo pipefail
+. "$(dirname "$0")/../lib.sh"
+fp_require
+fp_hosts_loopback H
+fp_coord_start H
+
+# agent NAME ARGS...: an agent in the foreground, bounded (a hang check):
+# its exit status in RC, its log in $FP_TMP/NAME.log.
+agent() {
+	local n=$1
+	shift
+	fp_bg H "$FP_NODE_BIN" --name "$n" --pool-size 16M --sock "$FP_TMP/$n.sock" \
+		--data-listen 127.0.0.1:0 "$@" >"$FP_TMP/$n.log" 2>&1
+	fp_wait_pid "$FP_BG_PID" 120
+	RC=$?
+}
+
+# --- 1. No port.
+agent noport --coordinator 127.0.0.1
+[ "$RC" = 2 ] || fp_fail "--coordinator without a port: exit $RC, not 2: $(cat "$FP_TMP/noport.log")"
+grep -q "has no port" "$FP_TMP/noport.log" || fp_fail "no port: unclear: $(cat "$FP_TMP/noport.log")"
+grep -q "joined" "$FP_TMP/noport.log" && fp_fail "no port: it joined something"
+fp_log "ok: no port: $(grep 'has no port' "$FP_TMP/noport.log")"
+
+# --- 2. A key of another cluster.
+"$FP_CLI_BIN" keygen -o "$FP_TMP/other.key" >/dev/null || fp_fail keygen
+agent wrongkey --coordinator "$FP_COORD" --key-file "$FP_TMP/other.key"
+[ "$RC" = 2 ] || fp_fail "refused key: exit $RC, not 2 (124: still retrying): $(tail -3 "$FP_TMP/wrongkey.log")"
+grep -q "giving up after .* tries: it refuses this node's key" "$FP_TMP/wrongkey.log" ||
+	fp_fail "refused key: no reason given: $(cat "$FP_TMP/wrongkey.log")"
+n=$(grep -c "error" "$FP_TMP/wrongkey.log")
+[ "$n" -le 3 ] || fp_fail "refused key: $n error lines (one a try?): $(cat "$FP_TMP/wrongkey.log")"
+fp_log "ok: refused key: $(grep 'giving up' "$FP_TMP/wrongkey.log")"
+
+# --- 3. A host name that does not exist (RFC 6761: .invalid never does).
+if getent hosts nosuchhost.invalid >/dev/null; then
+	fp_log "note: this host resolves nosuchhost.invalid; step 3 left out"
+else
+	agent noname --coordinator nosuchhost.invalid:7700
+	if grep -q "cannot be looked up now" "$FP_TMP/noname.log"; then
+		fp_log "note: this host's resolver answers 'try later' for any name; step 3 left out"
+	else
+		[ "$RC" = 2 ] || fp_fail "unknown host: exit $RC, not 2: $(tail -3 "$FP_TMP/noname.log")"
+		grep -q "no such host name; check --coordinator" "$FP_TMP/noname.log" ||
+			fp_fail "unknown host: unclear: $(cat "$FP_TMP/noname.log")"
+		fp_log "ok: unknown host: $(tail -n1 "$FP_TMP/noname.log")"
+	fi
+fi
+
+# --- 4. A normal start says nothing alarming.
+: >"$FP_TMP/coord.log.mark"
+before=$(wc -l <"$FP_TMP/coord.log")
+fp_bg H "$FP_NODE_BIN" --coordinator "$FP_COORD" --name calm --pool-size 16M \
+	--sock "$FP_TMP/calm.sock" --data-listen 0.0.0.0:0 --transport auto \
+	--addr-file "$FP_TMP/calm.addr" >"$FP_TMP/calm.log" 2>&1
+CALM=$FP_BG_PID
+fp_wait_log "$FP_TMP/calm.log" "serving faults" 60 || fp_fail "agent calm did not start: $(cat "$FP_TMP/calm.log")"
+fp_wait_log "$FP_TMP/coord.log" "[(]calm[)] joined" 20 || fp_fail "calm did not join"
+# Its first heartbeat after the join: the coordinator has seen all the
+# connections a start makes.
+fp_cli H calm status >"$FP_TMP/st.out" 2>&1 || fp_fail "status: $(cat "$FP_TMP/st.out")"
+kill "$CALM"
+fp_wait_pid "$CALM" 30 || true
+bad=$(grep -E "error|warning" "$FP_TMP/calm.log" | grep -vE "hugepages|no group farpage")
+[ -z "$bad" ] || fp_fail "a normal start logs errors or warnings: $bad"
+grep -q "no RDMA device" "$FP_TMP/calm.log" || fp_fail "the agent did not say it found no RDMA device"
+bad=$(tail -n +"$((before + 1))" "$FP_TMP/coord.log" | grep -E "error|warning")
+[ -z "$bad" ] || fp_fail "the coordinator logs errors or warnings on a normal join: $bad"
+grep -q "calm.*127.0.0.1:" "$FP_TMP/st.out" || fp_fail "calm's data address is not the one it reaches the coordinator from: $(cat "$FP_TMP/st.out")"
+fp_log "ok: a normal start (wildcard data address, --transport auto) logs nothing alarming"
+echo "first steps: ok"
