@@ -51,8 +51,10 @@ fp_log "ok: --transport verbs refused: $(grep -m1 'no RDMA device' "$FP_TMP/verb
 fp_node_start H a --transport auto
 fp_node_start H b --transport auto
 for n in a b; do
-	grep -q "no usable RDMA device; every peer uses TCP" "$FP_TMP/$n.log" ||
-		fp_fail "agent $n did not say it falls back to TCP"
+	grep -q "info: .*no RDMA device .*: every peer uses TCP" "$FP_TMP/$n.log" ||
+		fp_fail "agent $n did not say (at info level) it falls back to TCP"
+	grep -q "error: .*RDMA" "$FP_TMP/$n.log" &&
+		fp_fail "agent $n: no device under --transport auto logged as an error"
 done
 fp_cli H a region create r --size 8M >/dev/null 2>&1 || fp_fail "create"
 fp_cli H a fill r >/dev/null 2>&1 && fp_cli H b fill r >/dev/null 2>&1 || fp_fail "fill"
