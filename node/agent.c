@@ -161,6 +161,20 @@ static int agent_cache_cfg(struct node_agent *a, struct floop_cfg *fcfg)
 	return 0;
 }
 
+/* -EALREADY, said, if an agent answers on @path. */
+static int agent_sock_check(const char *path)
+{
+	int fd;
+
+	if (net_unix_connect(path, &fd))
+		return 0; /* none, or a stale file fsvc_init() replaces */
+	close(fd);
+	log_err("%s: another agent serves this socket; stop it first, or "
+		"give this one its own --sock (and --data-listen, --name)",
+		path);
+	return -EALREADY;
+}
+
 int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 {
 	struct pagesrv_cfg scfg = { 0 };
@@ -187,6 +201,11 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 		log_warn("--insecure: no authentication; any host that reaches "
 			 "the data address reads and writes this pool");
 	ret = util_random_u64(&a->instance); /* 0 means "any" on the wire */
+	if (ret)
+		goto err;
+	/* Before anything is joined or bound: a second agent on the same
+	 * socket would take over from the first at the coordinator. */
+	ret = agent_sock_check(a->cfg.sock_path);
 	if (ret)
 		goto err;
 

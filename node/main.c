@@ -591,9 +591,10 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	ret = agent_create(&cfg, &main_agent);
 	OPENSSL_cleanse(&cred, sizeof(cred)); /* the agent has its copy */
-	/* A key the coordinator refuses, an address that cannot be: fixed
-	 * by the operator, not by starting again (the unit does not). */
-	if (ret == -EKEYREJECTED || ret == -EDESTADDRREQ)
+	/* A key the coordinator refuses, an address that cannot be, a
+	 * socket another agent serves: fixed by the operator, not by
+	 * starting again (the unit does not). */
+	if (ret == -EKEYREJECTED || ret == -EDESTADDRREQ || ret == -EALREADY)
 		return 2;
 	if (ret)
 		return 1;

@@ -10,6 +10,8 @@
 #   - a normal start with a wildcard data address and --transport auto
 #     logs no error or warning at either end (no RDMA device is said at
 #     info level; the coordinator sees no abandoned handshake)
+#   - a second agent on a socket another agent serves: exit 2 before it
+#     joins, and the first keeps serving
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 fp_require
@@ -66,11 +68,25 @@ fp_bg H "$FP_NODE_BIN" --coordinator "$FP_COORD" --name calm --pool-size 16M \
 	--sock "$FP_TMP/calm.sock" --data-listen 0.0.0.0:0 --transport auto \
 	--addr-file "$FP_TMP/calm.addr" >"$FP_TMP/calm.log" 2>&1
 CALM=$FP_BG_PID
+FP_NODE_SOCK[calm]=$FP_TMP/calm.sock
 fp_wait_log "$FP_TMP/calm.log" "serving faults" 60 || fp_fail "agent calm did not start: $(cat "$FP_TMP/calm.log")"
 fp_wait_log "$FP_TMP/coord.log" "[(]calm[)] joined" 20 || fp_fail "calm did not join"
 # Its first heartbeat after the join: the coordinator has seen all the
 # connections a start makes.
 fp_cli H calm status >"$FP_TMP/st.out" 2>&1 || fp_fail "status: $(cat "$FP_TMP/st.out")"
+# --- 5. A second agent on the socket calm serves: refused before it
+# joins or binds anything.
+fp_bg H "$FP_NODE_BIN" --coordinator "$FP_COORD" --name second --pool-size 16M \
+	--sock "$FP_TMP/calm.sock" --data-listen 127.0.0.1:0 >"$FP_TMP/second.log" 2>&1
+fp_wait_pid "$FP_BG_PID" 120
+RC=$?
+[ "$RC" = 2 ] || fp_fail "second agent on a socket in use: exit $RC, not 2: $(cat "$FP_TMP/second.log")"
+grep -q "another agent serves this socket" "$FP_TMP/second.log" ||
+	fp_fail "second agent: unclear: $(cat "$FP_TMP/second.log")"
+grep -q "(second) joined" "$FP_TMP/coord.log" && fp_fail "the second agent joined before it gave up"
+fp_cli H calm stats >"$FP_TMP/stats.out" 2>&1 || fp_fail "calm no longer serves its socket: $(cat "$FP_TMP/stats.out")"
+fp_log "ok: a second agent on a socket in use: $(grep 'another agent' "$FP_TMP/second.log" | sed 's/.*error: //')"
+
 kill "$CALM"
 fp_wait_pid "$CALM" 30 || true
 bad=$(grep -E "error|warning" "$FP_TMP/calm.log" | grep -vE "hugepages|no group farpage")
