@@ -20,6 +20,8 @@
  *      for a client of root, the agent's socket policy is the boundary)
  *   6. F_SEAL_FUTURE_WRITE would stop every uid, but also a writable
  *      mapper's new shared writable mapping (recorded: why it is not used)
+ *   7. the agent's own pool (pool_init()): every segment is mode 0600 and
+ *      uid 65534, given one read-only, cannot reopen it for writing
  *
  * Lines "ok - ", "not ok - ", "skip - ", "info - "; exit 0 if every fact
  * checked holds, 1 if one does not, 77 when not root (no uid to drop to).
@@ -39,6 +41,7 @@
 #include <sys/wait.h>
 
 #include "pattern.h"
+#include "pool.h"
 
 #ifndef MFD_HUGE_2MB
 #define MFD_HUGE_2MB (21 << 26)
@@ -351,6 +354,45 @@ static void t_future_write(void)
 	close(fd);
 }
 
+/* 7: the segments of a pool as the agent makes it. */
+static void t_pool(struct t_state *t)
+{
+	struct pool p;
+	int res[T__N], bad = 0, ret;
+	char what[160];
+
+	ret = pool_init(&p, 2 * POOL_SEG, POOL_HUGE_OFF);
+	if (ret) {
+		printf("not ok - pool_init: %s\n", strerror(-ret));
+		t->failed = 1;
+		return;
+	}
+	for (uint32_t i = 0; i < p.n_segs; i++) {
+		struct stat st;
+		int ro;
+
+		if (fstat(p.fds[i], &st) ||
+		    (st.st_mode & 07777) != POOL_SEG_MODE) {
+			printf("# pool segment %u: mode %04o\n", i,
+			       (unsigned int)(st.st_mode & 07777));
+			bad++;
+			continue;
+		}
+		ro = t_reopen_ro(p.fds[i]);
+		if (ro < 0 || t_attack_as(ro, p.fds[i], T_UID, res) ||
+		    res[T_REOPEN_RW] != EACCES || res[T_REOPEN_WO] != EACCES)
+			bad++;
+		if (ro >= 0)
+			close(ro);
+	}
+	snprintf(what, sizeof(what),
+		 "the agent's pool: %u segments of mode %04o, none reopened "
+		 "for writing by uid %d (%d not so)",
+		 p.n_segs, POOL_SEG_MODE, T_UID, bad);
+	t_ok(t, !bad, what);
+	pool_fini(&p);
+}
+
 int main(void)
 {
 	struct t_state t = { 0 };
@@ -373,6 +415,7 @@ int main(void)
 		printf("skip - hugetlb memfd: %s (no free 2 MiB page?)\n",
 		       strerror(-ret));
 	t_future_write();
+	t_pool(&t);
 	uname(&u);
 	printf("# kernel %s\n%s\n", u.release, t.failed ? "FAIL" : "PASS");
 	return t.failed;
