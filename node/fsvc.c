@@ -473,6 +473,45 @@ static int fsvc_peer_pidfd(int sock)
 	return pidfd_open(cr.pid, 0);
 }
 
+/*
+ * MAP_UFFD asks for what MAP granted, nothing more: a read-only map (no
+ * write lease) stays read-only, whatever the flags say (a writable uffd
+ * would have its pages written home, as resuming one would its cache's);
+ * a writable map says so again. Anything else is refused, logged (at most
+ * FSVC_GRANT_LOG_BURST lines a second) and ends the connection.
+ */
+#define FSVC_GRANT_LOG_BURST 10
+
+static int fsvc_grant_check(struct fsvc_conn *c, const struct msg *req)
+{
+	static struct log_limit limit = { .burst = FSVC_GRANT_LOG_BURST };
+	int ro = !!(c->flags & MSG_MAP_RDONLY);
+	struct ucred cr = { .pid = 0, .uid = (uid_t)-1 };
+	socklen_t len = sizeof(cr);
+	const char *why;
+	uint64_t dropped;
+	char more[64] = "";
+
+	if (ro == !!(req->flags & MSG_MAP_RDONLY) && (ro || c->lease))
+		return 0;
+	why = ro ? "a read-only map asked for a writable uffd"
+		 : "a writable map asked for a read-only uffd";
+	if (log_limit_take(&limit, evl_now_ms(), &dropped)) {
+		if (dropped)
+			snprintf(more, sizeof(more),
+				 " (and %llu more since the last such line)",
+				 (unsigned long long)dropped);
+		getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cr, &len);
+		log_warn("local client pid %d uid %u: %s (region %s, "
+			 "MAP_UFFD flags %#llx); refused, connection "
+			 "closed%s",
+			 (int)cr.pid, (unsigned int)cr.uid, why, c->name,
+			 (unsigned long long)req->flags, more);
+	}
+	fsvc_reply_error(c, -EPERM, why);
+	return -EPERM;
+}
+
 static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 			    int uffd, int fd2)
 {
@@ -482,6 +521,14 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 	size_t clen;
 	int ret;
 
+	ret = fsvc_grant_check(c, req);
+	if (ret) {
+		if (uffd >= 0)
+			close(uffd);
+		if (fd2 >= 0)
+			close(fd2);
+		return ret;
+	}
 	if (uffd < 0 || req->base % FSVC_MAP_ALIGN || !req->base) {
 		if (uffd >= 0)
 			close(uffd);

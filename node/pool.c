@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -107,7 +108,14 @@ static int pool_seg_map(struct pool *p, uint32_t i, unsigned int mfd_flags)
 	if (fd < 0)
 		return -errno;
 	p->fds[i] = fd;
-	if (ftruncate(fd, (off_t)POOL_SEG))
+	/*
+	 * A memfd is made with mode 0777: a process of another uid given
+	 * it read-only (MAP_FDS of a read-only map) could reopen it
+	 * read-write through /proc/self/fd/N. 0600, the agent's uid's: the
+	 * agent still reopens it read-only; any other uid but root gets
+	 * EACCES.
+	 */
+	if (fchmod(fd, POOL_SEG_MODE) || ftruncate(fd, (off_t)POOL_SEG))
 		return -errno;
 	/* A shared hugetlb mapping reserves its page here: ENOMEM if short. */
 	m = mmap(at, POOL_SEG, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,

@@ -18,6 +18,9 @@
 
 /* Seals of every segment: no process it is handed to resizes it. */
 #define POOL_SEG_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+/* Mode of every segment: only the agent's uid (and root) may open it again,
+ * so a read-only descriptor handed out cannot be reopened for writing. */
+#define POOL_SEG_MODE 0600
 
 enum pool_huge_mode {
 	POOL_HUGE_AUTO = 0, /* hugetlb if reserved pages suffice, else shmem */

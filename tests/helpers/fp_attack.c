@@ -45,6 +45,22 @@
  *       misaligned, past the region, and more than 64 at once.
  *       "map-fds: segs=N expected=N bad=K pages=N mismatches=M
  *       refused=R/5".
+ *   fp_attack reopen-rw SOCK REGION EVIL
+ *       a read-only mapper: MAP REGION read-only, MAP_FDS of its first
+ *       segment on the agent, then /proc/self/fd/N reopened O_RDWR, mapped
+ *       writable and EVIL's pattern written to its first page (and by
+ *       pwrite to its second). "reopen-rw: uid=U open=yes|ERR
+ *       written=N" (pages written).
+ *   fp_attack uffd-upgrade SOCK REGION EVIL [resume]
+ *       a read-only mapper: MAP REGION read-only (no write lease), its
+ *       remote chunks mapped from the cache memfd and registered with WP
+ *       as a writable mapping's are, then MAP_UFFD without RDONLY (with
+ *       resume: RESUME and a cache memfd of our own holding EVIL's pattern
+ *       in the first remote page). If the agent takes it, EVIL's pattern is
+ *       written to the first remote page and the region flushed.
+ *       "uffd-upgrade: map_uffd=refused|ACCEPTED closed=yes|no
+ *       written=N flush=ok|ERR|-"; exit 77 if this kernel lacks minor
+ *       faults or write protection on shmem, or the agent gave no cache.
  *   fp_attack stuff SOCK
  *       a local client that sends AGENT_STATS requests to the agent's
  *       socket SOCK and never reads an answer, until its writes stop
@@ -60,6 +76,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -72,6 +89,7 @@
 #include "msg.h"
 #include "net.h"
 #include "pattern.h"
+#include "uffd.h"
 #include "wire.h"
 
 #define ATTACK_TIMEOUT_MS 5000
@@ -720,6 +738,240 @@ static int attack_map_fds_all(const char *sock, const char *region,
 		       : 1;
 }
 
+/* The first segment of @l placed on the agent (region offset), or -1. */
+static int64_t attack_first_local(const struct msg *l)
+{
+	for (uint32_t i = 0; i < l->n_chunks; i++)
+		if (l->chunks[i].node == l->node)
+			return (int64_t)i * (int64_t)l->chunk_size;
+	return -1;
+}
+
+static int attack_reopen_rw(const char *sock, const char *region, uint64_t evil)
+{
+	uint8_t page[PATTERN_PAGE];
+	int fd, seg, rw = -1, n = 0, written = 0, err = 0;
+	char path[64];
+	int64_t off;
+	struct msg l;
+	uint8_t *p;
+
+	if (attack_map(sock, region, 1, &fd, &l))
+		return 2;
+	off = attack_first_local(&l);
+	msg_fini(&l);
+	if (off < 0 ||
+	    attack_map_fds(fd, (uint64_t)off, MSG_POOL_SEG, &seg, &n) ||
+	    n != 1) {
+		fprintf(stderr, "fp_attack: no segment of %s handed\n", region);
+		close(fd);
+		return 2;
+	}
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", seg);
+	rw = open(path, O_RDWR | O_CLOEXEC);
+	if (rw < 0)
+		err = errno;
+	if (rw >= 0) {
+		p = mmap(NULL, MSG_POOL_SEG, PROT_READ | PROT_WRITE, MAP_SHARED,
+			 rw, 0);
+		if (p != MAP_FAILED) {
+			pattern_fill(p, evil, (uint64_t)off / PATTERN_PAGE);
+			written++;
+			munmap(p, MSG_POOL_SEG);
+		}
+		pattern_fill(page, evil, (uint64_t)off / PATTERN_PAGE + 1);
+		if (pwrite(rw, page, sizeof(page), PATTERN_PAGE) ==
+		    (ssize_t)sizeof(page))
+			written++;
+		close(rw);
+	}
+	close(seg);
+	close(fd);
+	printf("reopen-rw: uid=%u open=%s written=%d\n", (unsigned int)getuid(),
+	       rw >= 0 ? "yes" : strerror(err), written);
+	return written ? 1 : 0;
+}
+
+/* A cache memfd of our own, sealed as the agent seals its own, @evil's
+ * pattern at region offset @off. */
+static int attack_own_cache(uint64_t span, uint64_t off, uint64_t evil)
+{
+	uint8_t page[PATTERN_PAGE];
+	int fd = memfd_create("farpage-cache", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	if (fd < 0)
+		return -1;
+	pattern_fill(page, evil, off / PATTERN_PAGE);
+	if (ftruncate(fd, (off_t)span) ||
+	    pwrite(fd, page, sizeof(page), (off_t)off) != sizeof(page) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* FLUSH @region on a connection of its own: 0 or -errno. */
+static int attack_flush(const char *sock, const char *region)
+{
+	struct msg req, rep;
+	int fd, ret;
+
+	ret = net_unix_connect(sock, &fd);
+	if (ret)
+		return ret;
+	msg_init(&req, MSG_T_FLUSH);
+	msg_strset(req.name, sizeof(req.name), region);
+	ret = ctl_call(fd, &req, &rep, 60000);
+	msg_fini(&rep);
+	close(fd);
+	return ret;
+}
+
+/*
+ * Maps the chunks of @l not on the agent from @cache at @base, writable,
+ * and registers them MISSING|MINOR|WP on @uffd: as libfarpage does for a
+ * writable mapping. The first such chunk's region offset in *first.
+ */
+static int attack_map_remote(const struct msg *l, uint8_t *base, int cache,
+			     int uffd, int64_t *first)
+{
+	uint64_t modes = UFFDIO_REGISTER_MODE_MISSING |
+			 UFFDIO_REGISTER_MODE_MINOR | UFFDIO_REGISTER_MODE_WP;
+
+	*first = -1;
+	for (uint32_t i = 0; i < l->n_chunks; i++) {
+		uint64_t off = (uint64_t)i * l->chunk_size;
+		void *p;
+
+		if (l->chunks[i].node == l->node)
+			continue;
+		if (*first < 0)
+			*first = (int64_t)off;
+		p = mmap(base + off, l->chunk_size, PROT_READ | PROT_WRITE,
+			 MAP_SHARED | MAP_FIXED, cache, (off_t)off);
+		if (p == MAP_FAILED ||
+		    uffd_range_register_modes(uffd, (uint64_t)(uintptr_t)p,
+					      l->chunk_size, modes))
+			return -1;
+	}
+	return *first < 0 ? -1 : 0;
+}
+
+static int attack_uffd_upgrade(const char *sock, const char *region,
+			       uint64_t evil, int resume)
+{
+	uint64_t need = UFFD_FEATURE_MINOR_SHMEM | UFFD_FEATURE_MISSING_SHMEM |
+			UFFD_FEATURE_WP_HUGETLBFS_SHMEM;
+	int fd, cache = -1, n = 1, uffd = -1, own = -1, ret, rc = 2;
+	int accepted = 0, closed = 0, written = 0, flush = 1;
+	uint64_t supported = 0, span, len;
+	struct msg req, rep, l;
+	int64_t first;
+	uint8_t *base, *r;
+	char buf[1], fl[64];
+
+	ret = net_unix_connect(sock, &fd);
+	if (ret)
+		return 2;
+	msg_init(&req, MSG_T_MAP);
+	msg_strset(req.name, sizeof(req.name), region);
+	req.flags = MSG_MAP_RDONLY;
+	if (ctl_send(fd, &req, NULL, 0) ||
+	    ctl_recv(fd, &l, &cache, &n, ATTACK_TIMEOUT_MS) ||
+	    l.type != MSG_T_MAP_LAYOUT) {
+		fprintf(stderr, "fp_attack: read-only map of %s failed\n",
+			region);
+		close(fd);
+		return 2;
+	}
+	if (!n || cache < 0) {
+		printf("uffd-upgrade: the agent gave no cache memfd (cache "
+		       "off, or no remote chunk)\n");
+		rc = 77;
+		goto out;
+	}
+	if (uffd_features_probe(&supported) || (supported & need) != need) {
+		printf("uffd-upgrade: no minor faults or write protection "
+		       "on shmem here\n");
+		rc = 77;
+		goto out;
+	}
+	span = (uint64_t)l.n_chunks * l.chunk_size;
+	len = span + MSG_POOL_SEG;
+	r = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (r == MAP_FAILED)
+		goto out;
+	base = (uint8_t *)(((uintptr_t)r + MSG_POOL_SEG - 1) &
+			   ~(uintptr_t)(MSG_POOL_SEG - 1));
+	if (uffd_open(&uffd) || uffd_api(uffd, need) ||
+	    attack_map_remote(&l, base, cache, uffd, &first)) {
+		fprintf(stderr, "fp_attack: cannot set the mapping up\n");
+		goto out_unmap;
+	}
+	if (resume) {
+		own = attack_own_cache(span, (uint64_t)first, evil);
+		if (own < 0)
+			goto out_unmap;
+	}
+	msg_init(&req, MSG_T_MAP_UFFD);
+	req.base = (uint64_t)(uintptr_t)base;
+	req.features = need; /* no UNMAP events: munmap never waits */
+	/* What a writable map sends: no MSG_MAP_RDONLY. */
+	req.flags = MSG_MAP_CACHE | (resume ? MSG_MAP_RESUME : 0);
+	{
+		int fds[2] = { uffd, own };
+
+		ret = ctl_send(fd, &req, fds, resume ? 2 : 1);
+	}
+	if (!ret)
+		ret = ctl_recv(fd, &rep, NULL, NULL, ATTACK_TIMEOUT_MS);
+	if (!ret) {
+		accepted = rep.type == MSG_T_OK;
+		if (!accepted)
+			printf("uffd-upgrade: the agent said: %s\n", rep.text);
+		msg_fini(&rep);
+	}
+	if (!accepted) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+
+		/* The agent must end the connection after its answer. */
+		closed = poll(&p, 1, ATTACK_TIMEOUT_MS) == 1 &&
+			 recv(fd, buf, sizeof(buf), MSG_DONTWAIT) == 0;
+	} else {
+		uint8_t *pg = base + first;
+
+		if (!resume)
+			pattern_fill(pg, evil, (uint64_t)first / PATTERN_PAGE);
+		written = 1;
+		flush = attack_flush(sock, region);
+	}
+	if (!accepted)
+		snprintf(fl, sizeof(fl), "-");
+	else
+		snprintf(fl, sizeof(fl), "%s", flush ? strerror(-flush) : "ok");
+	printf("uffd-upgrade: map_uffd=%s closed=%s written=%d flush=%s\n",
+	       accepted ? "ACCEPTED" : "refused", closed ? "yes" : "no",
+	       written, fl);
+	rc = accepted || !closed ? 1 : 0;
+out_unmap:
+	if (uffd >= 0)
+		close(uffd);
+	uffd = -1;
+	munmap(r, len);
+out:
+	if (own >= 0)
+		close(own);
+	if (uffd >= 0)
+		close(uffd);
+	if (cache >= 0)
+		close(cache);
+	msg_fini(&l);
+	close(fd);
+	return rc;
+}
+
 static int attack_stuff(const char *sock)
 {
 	uint8_t *buf, frame[FRAME_HDR_LEN + 64];
@@ -801,8 +1053,17 @@ int main(int argc, char **argv)
 		return attack_map_fds_all(argv[2], argv[3],
 					  strtoull(argv[4], NULL, 0),
 					  !strcmp(argv[5], "ro"));
+	if (argc == 5 && !strcmp(argv[1], "reopen-rw"))
+		return attack_reopen_rw(argv[2], argv[3],
+					strtoull(argv[4], NULL, 0));
+	if ((argc == 5 || (argc == 6 && !strcmp(argv[5], "resume"))) &&
+	    !strcmp(argv[1], "uffd-upgrade"))
+		return attack_uffd_upgrade(argv[2], argv[3],
+					   strtoull(argv[4], NULL, 0),
+					   argc == 6);
 	fprintf(stderr,
 		"usage: fp_attack plain-read|peer|ctl-plain|ctl-key|"
-		"as-node|tamper|flood|map-fds|stuff ... (see the source)\n");
+		"as-node|tamper|flood|map-fds|reopen-rw|uffd-upgrade|stuff "
+		"... (see the source)\n");
 	return 2;
 }
