@@ -130,7 +130,9 @@ static void main_usage(FILE *out)
 		"key "
 		"(default:\n"
 		"                           $FARPAGE_KEY_FILE, else "
-		"/etc/farpage/node.key)\n"
+		"/etc/farpage/node.key,\n"
+		"                           else /etc/farpage/cluster.key; "
+		"\"\": the default)\n"
 		"      --page-encryption on|off  encrypt pages between nodes, "
 		"or only\n"
 		"                           authenticate them (default on)\n"
@@ -504,7 +506,8 @@ int main(int argc, char **argv)
 			cfg.rdma_device = optarg;
 			break;
 		case 'k':
-			key_file = optarg;
+			/* "" (an empty setting in the units): the default */
+			key_file = *optarg ? optarg : NULL;
 			break;
 		case 'i':
 			cred.insecure = true;

@@ -43,6 +43,40 @@ int actl_cred_client(const struct actl_cred *c, enum auth_role role,
 	return 0;
 }
 
+/*
+ * What to do about a missing key file @path of @role. Only the cluster key
+ * is made where it is used: the others are derived from it on the
+ * coordinator's host and copied (a `farpage keygen` elsewhere would make a
+ * new cluster).
+ */
+static void actl_key_hint(enum auth_role role, const char *name,
+			  const char *path, char *why, size_t why_len)
+{
+	char how[240];
+
+	if (role == AUTH_ROLE_CLUSTER)
+		snprintf(how, sizeof(how),
+			 "make the cluster key with `farpage keygen` on this "
+			 "host");
+	else if (role == AUTH_ROLE_NODE)
+		snprintf(how, sizeof(how),
+			 "on the coordinator's host make it with `farpage "
+			 "keygen --role node --name %s -o %s.key`, then copy "
+			 "it here as %s (mode 0600)",
+			 name ? name : "NAME", name ? name : "NAME",
+			 actl_key_default(role));
+	else
+		snprintf(how, sizeof(how),
+			 "on the coordinator's host make it with `farpage "
+			 "keygen --role admin -o admin.key`, then copy it here "
+			 "as %s (mode 0600)",
+			 actl_key_default(role));
+	snprintf(why, why_len,
+		 "no key file %s: %s (docs/security.md); or pass --key-file, "
+		 "or run the whole cluster with --insecure",
+		 path, how);
+}
+
 int actl_cred_load(struct actl_cred *c, const char *path, enum auth_role role,
 		   const char *name, char *why, size_t why_len)
 {
@@ -64,11 +98,7 @@ int actl_cred_load(struct actl_cred *c, const char *path, enum auth_role role,
 	snprintf(c->path, sizeof(c->path), "%s", path);
 	ret = auth_key_load(path, &c->key, err, sizeof(err));
 	if (ret == -ENOENT) {
-		snprintf(why, why_len,
-			 "no key file %s: make one with `farpage keygen` "
-			 "(docs/security.md), pass --key-file, or run the "
-			 "whole cluster with --insecure",
-			 path);
+		actl_key_hint(role, name, path, why, why_len);
 		return ret;
 	}
 	if (ret) {

@@ -5,6 +5,8 @@
 #     the missing port
 #   - an agent whose key the coordinator refuses gives up after a few tries
 #     with exit status 2 (the unit does not restart it) and says why
+#   - a missing key file: the agent's and the CLI's hints name the key to
+#     derive on the coordinator's host (not a new cluster key)
 #   - a coordinator host name that does not exist: exit 2, "no such host
 #     name" (where this host's resolver says so rather than "try later")
 #   - a normal start with a wildcard data address and --transport auto
@@ -45,6 +47,17 @@ grep -q "giving up after .* tries: it refuses this node's key" "$FP_TMP/wrongkey
 n=$(grep -c "error" "$FP_TMP/wrongkey.log")
 [ "$n" -le 3 ] || fp_fail "refused key: $n error lines (one a try?): $(cat "$FP_TMP/wrongkey.log")"
 fp_log "ok: refused key: $(grep 'giving up' "$FP_TMP/wrongkey.log")"
+
+# --- 2b. No key file: the hint names the key to make, and where.
+agent nokey --coordinator "$FP_COORD" --key-file "$FP_TMP/none.key"
+[ "$RC" = 2 ] || fp_fail "no key file: exit $RC, not 2: $(cat "$FP_TMP/nokey.log")"
+grep -q "on the coordinator's host make it with \`farpage keygen --role node --name nokey" "$FP_TMP/nokey.log" ||
+	fp_fail "no key file: the agent's hint is not the node key's: $(cat "$FP_TMP/nokey.log")"
+"$FP_CLI_BIN" --coordinator "$FP_COORD" --key-file "$FP_TMP/none.key" status >"$FP_TMP/nokey-cli.out" 2>&1 &&
+	fp_fail "the CLI ran without its key"
+grep -q "farpage keygen --role admin" "$FP_TMP/nokey-cli.out" ||
+	fp_fail "no key file: the CLI's hint is not the admin key's: $(cat "$FP_TMP/nokey-cli.out")"
+fp_log "ok: missing keys: each hint names the key to derive on the coordinator's host"
 
 # --- 3. A host name that does not exist (RFC 6761: .invalid never does).
 if getent hosts nosuchhost.invalid >/dev/null; then

@@ -181,7 +181,8 @@ run_unit() {
 			skip=1
 			;;
 		--key-file)
-			[ "${args[i + 1]%/*}" = /etc/farpage ] ||
+			# "": the program's own search (ROLE.key, cluster.key)
+			[ -z "${args[i + 1]}" ] || [ "${args[i + 1]%/*}" = /etc/farpage ] ||
 				fp_fail "$unit: --key-file ${args[i + 1]} is not in /etc/farpage"
 			out+=("$a" "$FARPAGE_KEY_FILE")
 			skip=1
