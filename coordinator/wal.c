@@ -180,6 +180,7 @@ struct wal_fmt {
 	uint32_t hdr_len;      /* wal header */
 	uint32_t snap_hdr_len; /* snapshot header */
 	uint32_t rec_hdr_len;  /* record header */
+	uint32_t rec_magic;    /* a record header's first 4 bytes */
 	/* Checks and parses a header whose magic and version are read (@p:
 	 * hdr_len or snap_hdr_len bytes). Returns 0 or -EBADMSG (@why). */
 	int (*hdr_parse)(const uint8_t *p, bool snap, struct wal_hdr *h,
@@ -232,6 +233,7 @@ static const struct wal_fmt wal_fmts[] = {
 		.hdr_len = WAL_HDR_LEN,
 		.snap_hdr_len = WAL_SNAP_HDR_LEN,
 		.rec_hdr_len = WAL_REC_HDR_LEN,
+		.rec_magic = WAL_REC_MAGIC,
 		.hdr_parse = wal_v1_hdr_parse,
 		.rec_hdr_parse = wal_v1_rec_hdr_parse,
 	},
@@ -241,6 +243,13 @@ static const struct wal_fmt wal_fmts[] = {
 #define WAL_HDR_BUF	   64 /* the longest header of any version */
 #define WAL_REC_HDR_BUF	   32 /* the longest record header */
 #define WAL_VERSION_OLDEST (wal_fmts[WAL_FMTS - 1].version)
+
+_Static_assert(WAL_SNAP_HDR_LEN <= WAL_HDR_BUF && WAL_HDR_LEN <= WAL_HDR_BUF &&
+		       WAL_REC_HDR_LEN <= WAL_REC_HDR_BUF,
+	       "header buffers");
+/* Whoever adds version 2 reads struct wal_fmt's comment first. */
+_Static_assert(WAL_VERSION == 1, "see struct wal_fmt: appending to an older "
+				 "version's wal");
 
 static const struct wal_fmt *wal_fmt_find(uint32_t version)
 {
@@ -382,7 +391,8 @@ static int wal_intact_find(const struct wal_fmt *fmt, int fd, uint64_t from,
 			   uint64_t size, uint64_t *at)
 {
 	char why[WAL_WHY_MAX];
-	const uint8_t *m;
+	const uint8_t *m, *p;
+	uint8_t magic[4];
 	uint32_t len, crc;
 	int found = 0;
 
@@ -393,13 +403,17 @@ static int wal_intact_find(const struct wal_fmt *fmt, int fd, uint64_t from,
 	m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
 	if (m == MAP_FAILED)
 		return -errno;
-	for (uint64_t p = from; p + fmt->rec_hdr_len <= size; p++) {
-		if (fmt->rec_hdr_parse(m + p, &len, &crc, why, sizeof(why)))
+	wal_put32(magic, fmt->rec_magic);
+	for (p = m + from; (size_t)(m + size - p) >= fmt->rec_hdr_len; p++) {
+		p = memmem(p, (size_t)(m + size - p), magic, sizeof(magic));
+		if (!p || (size_t)(m + size - p) < fmt->rec_hdr_len)
+			break;
+		if (fmt->rec_hdr_parse(p, &len, &crc, why, sizeof(why)))
 			continue;
-		if (size - p - fmt->rec_hdr_len < len)
+		if ((size_t)(m + size - p) - fmt->rec_hdr_len < len)
 			continue;
-		if (wal_crc(m + p + fmt->rec_hdr_len, len) == crc) {
-			*at = p;
+		if (wal_crc(p + fmt->rec_hdr_len, len) == crc) {
+			*at = (uint64_t)(p - m);
 			found = 1;
 			break;
 		}
