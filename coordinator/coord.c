@@ -943,6 +943,21 @@ err:
 	return ret;
 }
 
+int coord_check(const char *data_dir, unsigned int flags,
+		struct wal_report *rep)
+{
+	struct coord_cfg cfg = { 0 }; /* in memory: the records apply here */
+	struct coord *c;
+	int ret;
+
+	ret = coord_create(&cfg, 0, &c);
+	if (ret)
+		return ret;
+	ret = wal_check(data_dir, flags, &coord_wal_ops, c, rep);
+	coord_destroy(c);
+	return ret;
+}
+
 void coord_destroy(struct coord *c)
 {
 	if (!c)

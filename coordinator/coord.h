@@ -26,6 +26,7 @@
 #define COORD_CID_FILE		     "cluster-id"
 
 struct coord;
+struct wal_report;
 
 struct coord_cfg {
 	const char *data_dir;	 /* NULL: tables live in memory only */
@@ -36,18 +37,30 @@ struct coord_cfg {
 /*
  * Creates the tables. With cfg->data_dir set, the directory is created if
  * missing, locked against a second coordinator, and the state is recovered
- * from its snapshot and write-ahead log (a torn or corrupt log tail is
- * truncated with a warning). The tables get an identity, the cid: random,
- * kept in the data directory's COORD_CID_FILE (random per start without
- * one); agents that see another cid know every region and node id they had
- * belongs to tables that are gone. Recovered nodes get one lease period, counted
- * from @now_ms, to send a heartbeat. Returns 0 and the tables in *out (free
- * with coord_destroy()), -EBADMSG if the snapshot is invalid or does not
- * match the log, -EWOULDBLOCK if another process holds the data directory,
- * or -errno.
+ * from its snapshot and write-ahead log (a torn last record is cut with a
+ * warning; anything else wrong refuses the directory: wal.h). The tables
+ * get an identity, the cid: random, kept in the data directory's
+ * COORD_CID_FILE (random per start without one); agents that see another
+ * cid know every region and node id they had belongs to tables that are
+ * gone. Recovered nodes get one lease period, counted from @now_ms, to
+ * send a heartbeat. Returns 0 and the tables in *out (free with
+ * coord_destroy()), -EBADMSG if the data directory is refused (a bad
+ * snapshot or cluster id, a wal newer than the snapshot, a bad wal header,
+ * a bad record that is not the torn last one), -EWOULDBLOCK if another
+ * process holds the data directory, or -errno.
  */
 int coord_create(const struct coord_cfg *cfg, uint64_t now_ms,
 		 struct coord **out);
+
+/*
+ * Checks the data directory @data_dir as coord_create() would recover it
+ * (every record applied to tables in memory), changing nothing unless
+ * @flags has WAL_CHECK_REPAIR: see wal_check(). Returns 0 with the
+ * findings in @rep, -ENOENT, -EWOULDBLOCK (a coordinator runs on it), or
+ * -errno.
+ */
+int coord_check(const char *data_dir, unsigned int flags,
+		struct wal_report *rep);
 
 /* Frees the tables and closes the log; NULL is a no-op. */
 void coord_destroy(struct coord *c);

@@ -8,6 +8,7 @@
 #include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include "evl.h"
 #include "log.h"
 #include "server.h"
+#include "wal.h"
 #include "util.h"
 
 #ifndef FARPAGE_VERSION
@@ -31,6 +33,8 @@
 #define MAIN_DATA_DIR_DEFAULT "/var/lib/farpage"
 #define MAIN_LEASE_MS_MAX     86400000u /* one day */
 #define MAIN_EXIT_USAGE	      2
+/* The data directory needs the operator (a restart does not fix it). */
+#define MAIN_EXIT_DATA 3
 
 enum main_opt {
 	MAIN_OPT_LISTEN = 256,
@@ -43,12 +47,15 @@ enum main_opt {
 	MAIN_OPT_METRICS_LISTEN,
 	MAIN_OPT_KEY_FILE,
 	MAIN_OPT_INSECURE,
+	MAIN_OPT_CHECK,
+	MAIN_OPT_REPAIR,
 };
 
 static void main_usage_print(FILE *f)
 {
 	fprintf(f,
 		"Usage: farpage-coordinator [OPTIONS]\n"
+		"       farpage-coordinator --check [--repair] [DATA_DIR]\n"
 		"\n"
 		"Keeps the cluster's nodes, regions and endpoints; every\n"
 		"change is logged to the data directory before it is\n"
@@ -80,10 +87,25 @@ static void main_usage_print(FILE *f)
 		"                       trusted labs)\n"
 		"  --log-level LEVEL    err, warn, info or debug\n"
 		"                       (default info)\n"
+		"  --check              read the data directory (DATA_DIR,\n"
+		"                       else --data-dir) as start-up would,\n"
+		"                       report, change nothing, and exit: 0\n"
+		"                       clean, %d problems found, 1 could\n"
+		"                       not check (a coordinator runs on it)\n"
+		"  --repair             with --check (implied): cut the log\n"
+		"                       at its first bad record, keeping the\n"
+		"                       bytes cut in wal.<generation>.cut-\n"
+		"                       <offset> beside it; 0 if the\n"
+		"                       directory is clean afterwards\n"
 		"  -h, --help           this text\n"
-		"  -V, --version        the version\n",
+		"  -V, --version        the version\n"
+		"\n"
+		"Start-up cuts a torn last log record (logged with its\n"
+		"offset) and refuses any other damage to the data\n"
+		"directory with exit status %d.\n",
 		MAIN_LISTEN_DEFAULT, MAIN_DATA_DIR_DEFAULT,
-		COORD_LEASE_MS_DEFAULT, COORD_SNAPSHOT_EVERY_DEFAULT);
+		COORD_LEASE_MS_DEFAULT, COORD_SNAPSHOT_EVERY_DEFAULT,
+		MAIN_EXIT_DATA, MAIN_EXIT_DATA);
 }
 
 /* Prints a command-line error. Returns MAIN_EXIT_USAGE. */
@@ -121,6 +143,7 @@ struct main_opts {
 	struct auth_key keys[AUTH_KEYS_MAX];
 	struct coord_cfg ccfg;
 	enum log_level level;
+	bool check, repair; /* --check, --repair: no server */
 };
 
 /* Parses a count option (1..@max). Returns 0, or MAIN_EXIT_USAGE. */
@@ -215,6 +238,8 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 		  MAIN_OPT_METRICS_LISTEN },
 		{ "key-file", required_argument, NULL, MAIN_OPT_KEY_FILE },
 		{ "insecure", no_argument, NULL, MAIN_OPT_INSECURE },
+		{ "check", no_argument, NULL, MAIN_OPT_CHECK },
+		{ "repair", no_argument, NULL, MAIN_OPT_REPAIR },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -244,6 +269,12 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 			break;
 		case MAIN_OPT_INSECURE:
 			o->scfg.insecure = true;
+			break;
+		case MAIN_OPT_REPAIR:
+			o->repair = true;
+			/* fall through */
+		case MAIN_OPT_CHECK:
+			o->check = true;
 			break;
 		case MAIN_OPT_DATA_DIR:
 			if (!*optarg)
@@ -290,9 +321,107 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 	}
 	if (ret)
 		return ret;
+	if (o->check && optind < argc) {
+		if (!*argv[optind])
+			return main_usage_err("DATA_DIR: empty");
+		o->ccfg.data_dir = argv[optind++];
+	}
 	if (optind < argc)
 		return main_usage_err("unexpected argument '%s'", argv[optind]);
 	return -1;
+}
+
+/* Prints what coord_check() found in @dir. */
+static void main_report_print(const char *dir, const struct wal_report *r)
+{
+	bool snap_bad = r->state == WAL_STATE_BAD && r->bad_in_snap;
+
+	if (r->tmp_left)
+		printf("leftover snapshot.tmp or wal.tmp in %s: start-up "
+		       "removes it\n",
+		       dir);
+	if (!r->snap_found)
+		printf("snapshot %s/snapshot: none\n", dir);
+	else if (!snap_bad)
+		printf("snapshot %s/snapshot: version %u, generation %llu, "
+		       "epoch %llu, %llu records, %llu bytes\n",
+		       dir, r->snap_version, (unsigned long long)r->snap_gen,
+		       (unsigned long long)r->snap_epoch,
+		       (unsigned long long)r->snap_records,
+		       (unsigned long long)r->snap_size);
+	if (snap_bad)
+		;
+	else if (!r->wal_found)
+		printf("wal %s/wal: none (start-up writes an empty one)\n",
+		       dir);
+	else if (r->wal_stale)
+		printf("wal %s/wal: generation %llu, older than the "
+		       "snapshot's: start-up discards it (the snapshot holds "
+		       "all of it)\n",
+		       dir, (unsigned long long)r->wal_gen);
+	else if (r->wal_version)
+		printf("wal %s/wal: version %u, generation %llu, %llu "
+		       "records, good up to byte %llu of %llu\n",
+		       dir, r->wal_version, (unsigned long long)r->wal_gen,
+		       (unsigned long long)r->wal_records,
+		       (unsigned long long)r->wal_end,
+		       (unsigned long long)r->wal_size);
+	switch (r->state) {
+	case WAL_STATE_CLEAN:
+		printf("clean\n");
+		break;
+	case WAL_STATE_TORN:
+		printf("problem: %s/wal at byte %llu: %s: a torn last record "
+		       "(%llu bytes, never acknowledged); start-up cuts it\n",
+		       dir, (unsigned long long)r->bad_off, r->why,
+		       (unsigned long long)(r->wal_size - r->bad_off));
+		break;
+	case WAL_STATE_BAD:
+		printf("problem: %s/%s at byte %llu: %s: start-up refuses "
+		       "the directory\n",
+		       dir, r->bad_in_snap ? "snapshot" : "wal",
+		       (unsigned long long)r->bad_off, r->why);
+		if (r->repairable)
+			printf("--repair cuts %s/wal at byte %llu (%llu bytes, "
+			       "kept in a copy beside it)\n",
+			       dir, (unsigned long long)r->bad_off,
+			       (unsigned long long)(r->wal_size - r->bad_off));
+		else
+			printf("--repair cannot fix this: restore %s from a "
+			       "backup\n",
+			       dir);
+		break;
+	}
+}
+
+/*
+ * --check [--repair]: reports on the data directory (and repairs it).
+ * Returns the exit status.
+ */
+static int main_check(const char *dir, bool repair)
+{
+	struct wal_report rep;
+	int ret;
+
+	ret = coord_check(dir, repair ? WAL_CHECK_REPAIR : 0, &rep);
+	if (ret) {
+		log_errno(ret, "cannot check %s", dir);
+		return 1;
+	}
+	main_report_print(dir, &rep);
+	if (!rep.cut_name[0])
+		return rep.state == WAL_STATE_CLEAN ? 0 : MAIN_EXIT_DATA;
+	printf("repaired: cut %s/wal at byte %llu; the %llu bytes cut are "
+	       "kept in %s/%s\n",
+	       dir, (unsigned long long)rep.cut_off,
+	       (unsigned long long)rep.cut_bytes, dir, rep.cut_name);
+	ret = coord_check(dir, 0, &rep);
+	if (ret) {
+		log_errno(ret, "cannot check %s", dir);
+		return 1;
+	}
+	main_report_print(dir, &rep);
+	return rep.state == WAL_STATE_CLEAN ? 0 : MAIN_EXIT_DATA;
 }
 
 int main(int argc, char **argv)
@@ -313,6 +442,8 @@ int main(int argc, char **argv)
 	if (ret >= 0)
 		return ret;
 	log_init("farpage-coordinator", o.level);
+	if (o.check)
+		return main_check(o.ccfg.data_dir, o.repair);
 	main_nofile_raise();
 	signal(SIGPIPE, SIG_IGN);
 	/* Delivered through the server's signalfd instead. */
@@ -328,7 +459,8 @@ int main(int argc, char **argv)
 	if (ret) {
 		log_errno(ret, "cannot recover the state from %s",
 			  o.ccfg.data_dir);
-		return 1;
+		/* Refused: restarting would only refuse again. */
+		return ret == -EBADMSG ? MAIN_EXIT_DATA : 1;
 	}
 	ret = server_create(&o.scfg, c, &srv);
 	if (ret)

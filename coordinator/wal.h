@@ -17,10 +17,29 @@
  * Integers are big-endian. A snapshot of generation G is continued by the
  * wal of generation G; a wal of an older generation is left over from a
  * crash between the two renames of a snapshot and is discarded.
+ *
+ * Versions: every header starts magic u32 | version u32 in every version,
+ * so a binary can tell which version a file is before it parses the rest.
+ * WAL_VERSION is what is written; wal.c keeps a table of the versions it
+ * reads (today only 1), and a newer format adds its entry there without
+ * removing the older ones, so a newer binary reads an older one's data
+ * directory. A version above WAL_VERSION is refused, never discarded.
+ *
+ * Recovery (wal_open()): the snapshot must read to its last byte. In the
+ * wal, only a torn last record is cut: a record header or payload that the
+ * end of the file cuts short, or a record that fails its checks with no
+ * intact record (magic, length, CRC) anywhere after it. Everything else (a
+ * bad record with an intact one after it, an intact record that does not
+ * decode or apply, a bad wal header, an unknown version, a wal newer than
+ * the snapshot, a bad snapshot) is refused with the file and byte offset:
+ * nothing that was acknowledged is dropped behind the operator's back.
+ * wal_check() reports the same without changing anything, and repairs on
+ * request, keeping a copy of what it cuts.
  */
 #ifndef COORDINATOR_WAL_H
 #define COORDINATOR_WAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,6 +53,7 @@
 #define WAL_REC_HDR_LEN	 12u
 #define WAL_HDR_LEN	 20u
 #define WAL_SNAP_HDR_LEN 36u
+#define WAL_WHY_MAX	 (MSG_TEXT_MAX + 192) /* a problem's description */
 
 struct wal;
 
@@ -55,15 +75,64 @@ typedef int (*wal_dump_fn)(void *arg, wal_emit_fn emit, void *emit_arg);
  * Opens the log in @dir (created with its parents if missing, and locked
  * against a second process), loads the snapshot through ops->apply and
  * reports its epoch through ops->snapshot_loaded (not called without a
- * snapshot), then replays the wal through ops->apply. The
- * first wal record that is short, has a bad magic, length or CRC, does not
- * decode or does not apply ends the log: a warning names its byte offset
- * and the file is truncated there. Returns 0 and the log in *out, -EBADMSG
- * if the snapshot is invalid in any way or older than the wal,
- * -EWOULDBLOCK if @dir is locked by another process, or -errno.
+ * snapshot), then replays the wal through ops->apply. A torn last record
+ * (see above) is cut off with a warning naming its byte offset and size;
+ * anything else wrong is logged as an error naming the file and offset.
+ * Returns 0 and the log in *out, -EBADMSG if the data directory is refused
+ * (nothing in it changed), -EWOULDBLOCK if @dir is locked by another
+ * process, or -errno.
  */
 int wal_open(const char *dir, const struct wal_ops *ops, void *arg,
 	     struct wal **out);
+
+/* How a data directory reads. */
+enum wal_state {
+	WAL_STATE_CLEAN = 0, /* wal_open() changes nothing */
+	WAL_STATE_TORN,	     /* a torn last record: wal_open() cuts it */
+	WAL_STATE_BAD,	     /* wal_open() refuses the directory */
+};
+
+/* What wal_check() found (and did). */
+struct wal_report {
+	enum wal_state state;
+	bool tmp_left; /* snapshot.tmp or wal.tmp: wal_open() removes them */
+	/* The snapshot: found, and its header's figures once they read. */
+	bool snap_found;
+	uint32_t snap_version;
+	uint64_t snap_gen, snap_epoch, snap_records, snap_size;
+	/* The wal (read only when the snapshot reads). */
+	bool wal_found;
+	bool wal_stale; /* older generation: wal_open() discards it */
+	uint32_t wal_version;
+	uint64_t wal_gen, wal_size;
+	uint64_t wal_records; /* records that read and apply */
+	uint64_t wal_end;     /* byte offset after the last of them */
+	/* The first problem (state not CLEAN). */
+	bool bad_in_snap; /* in the snapshot, else in the wal */
+	bool repairable;  /* WAL_CHECK_REPAIR cuts the wal at bad_off */
+	uint64_t bad_off; /* byte offset in that file */
+	char why[WAL_WHY_MAX];
+	/* What WAL_CHECK_REPAIR cut (cut_name "" if nothing). */
+	uint64_t cut_off, cut_bytes;
+	char cut_name[64]; /* the copy of the cut bytes, in the directory */
+};
+
+#define WAL_CHECK_REPAIR 1u
+
+/*
+ * Reads the data directory @dir as wal_open() would (locked against a
+ * coordinator meanwhile; records applied through @ops) and fills @rep,
+ * changing nothing: the directory is not created, leftovers are not
+ * removed, a torn tail is not cut. With WAL_CHECK_REPAIR in @flags, a
+ * repairable problem (torn tail, bad record or bad header of the wal) is
+ * repaired: the bytes from rep->bad_off to the end of the wal are first
+ * copied to "wal.<generation>.cut-<offset>" beside it (synced), then the
+ * wal is cut there (a bad header: replaced by an empty wal). Returns 0
+ * (@rep says what was found), -ENOENT if @dir does not exist,
+ * -EWOULDBLOCK if it is locked, or -errno.
+ */
+int wal_check(const char *dir, unsigned int flags, const struct wal_ops *ops,
+	      void *arg, struct wal_report *rep);
 
 /* Closes the log (no sync) and releases the lock; NULL is a no-op. */
 void wal_close(struct wal *w);

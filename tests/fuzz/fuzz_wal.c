@@ -5,9 +5,12 @@
  * through coord_record_apply()) from files the input gives. Raw mode writes
  * input bytes as the files; framed mode wraps payloads from the input in
  * valid headers, magics, lengths and CRCs, so the CBOR decoder and the
- * tables get them. Nothing may crash, leak or hang, and a state recovered
- * once must come back the same (coord_records_dump()) from the log it left
- * (torn tail truncated), and again from a snapshot of it.
+ * tables get them. Nothing may crash, leak or hang; coord_check() must
+ * agree with recovery (refused exactly when it finds the directory bad)
+ * and change nothing; a refusal changes nothing either, and a repairable
+ * one starts after coord_check()'s repair; a state recovered once must
+ * come back the same (coord_records_dump()) from the log it left (torn
+ * tail cut), and again from a snapshot of it.
  *
  * One temporary data directory per process (removed at exit); the wal and
  * snapshot files are rewritten for every input.
@@ -278,6 +281,56 @@ static int fuzz_open(struct coord **c, struct fuzz_state *st)
 	return 0;
 }
 
+/* Reads @path into @b (emptied first); false if there is no such file. */
+static bool fuzz_file_get(const char *path, struct fuzz_buf *b)
+{
+	uint8_t chunk[4096];
+	ssize_t n;
+	int fd;
+
+	b->len = 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		FUZZ_CHECK(errno == ENOENT);
+		return false;
+	}
+	while ((n = read(fd, chunk, sizeof(chunk))) > 0)
+		fuzz_buf_put(b, chunk, (size_t)n);
+	FUZZ_CHECK(n == 0);
+	close(fd);
+	return true;
+}
+
+/* The wal and snapshot as they are now. */
+struct fuzz_files {
+	struct fuzz_buf wal, snap;
+	bool has_wal, has_snap;
+};
+
+static void fuzz_files_get(struct fuzz_files *f)
+{
+	f->has_wal = fuzz_file_get(fuzz_env.wal, &f->wal);
+	f->has_snap = fuzz_file_get(fuzz_env.snap, &f->snap);
+}
+
+static bool fuzz_buf_same(const struct fuzz_buf *a, const struct fuzz_buf *b)
+{
+	return a->len == b->len && (!a->len || !memcmp(a->p, b->p, a->len));
+}
+
+/* Fails unless the files are still as @f has them. */
+static void fuzz_files_same(const struct fuzz_files *f)
+{
+	struct fuzz_files now = { 0 };
+
+	fuzz_files_get(&now);
+	FUZZ_CHECK(now.has_wal == f->has_wal && now.has_snap == f->has_snap);
+	FUZZ_CHECK(fuzz_buf_same(&now.wal, &f->wal));
+	FUZZ_CHECK(fuzz_buf_same(&now.snap, &f->snap));
+	free(now.wal.p);
+	free(now.snap.p);
+}
+
 static void fuzz_state_same(const struct fuzz_state *a,
 			    const struct fuzz_state *b)
 {
@@ -289,6 +342,9 @@ static void fuzz_state_same(const struct fuzz_state *a,
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct fuzz_state st[3] = { 0 };
+	struct fuzz_files files = { 0 };
+	struct wal_report rep;
+	char cut[256];
 	struct coord *c;
 	int ret;
 
@@ -299,11 +355,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	else
 		fuzz_raw(data, size);
 
+	/* the check reads as recovery does, and changes nothing */
+	fuzz_files_get(&files);
+	FUZZ_CHECK(!coord_check(fuzz_env.dir, 0, &rep));
+	fuzz_files_same(&files);
 	ret = fuzz_open(&c, &st[0]);
+	FUZZ_CHECK((ret != 0) == (rep.state == WAL_STATE_BAD));
 	if (ret) {
-		/* an invalid snapshot, or a wal newer than it */
+		/* refused: nothing changed; repaired: it starts */
 		FUZZ_CHECK(ret == -EBADMSG);
-		goto out;
+		fuzz_files_same(&files);
+		if (!rep.repairable)
+			goto out;
+		FUZZ_CHECK(!coord_check(fuzz_env.dir, WAL_CHECK_REPAIR, &rep));
+		FUZZ_CHECK(rep.cut_name[0]);
+		snprintf(cut, sizeof(cut), "%s/%s", fuzz_env.dir, rep.cut_name);
+		FUZZ_CHECK(!unlink(cut));
+		FUZZ_CHECK(!fuzz_open(&c, &st[0]));
 	}
 	coord_destroy(c);
 	/* the log as recovery left it (bad tail cut off) gives the same */
@@ -318,5 +386,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 out:
 	for (int i = 0; i < 3; i++)
 		free(st[i].dump.p);
+	free(files.wal.p);
+	free(files.snap.p);
 	return 0;
 }

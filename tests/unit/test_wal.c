@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * The coordinator's write-ahead log and snapshot: recovery from a log cut at
- * every byte, corruption in the middle of the log, records that do not
- * apply, snapshot + log replay, stale logs and invalid snapshots.
+ * every byte (a torn last record is cut, and logged), corruption in the
+ * middle of the log and records that do not apply (refused, naming the
+ * offset, the files untouched), snapshot + log replay, stale logs, invalid
+ * snapshots, versions, and the check and repair of a data directory.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +15,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,6 +124,64 @@ static void t_stderr_restore(int saved)
 	fflush(stderr);
 	dup2(saved, 2);
 	close(saved);
+}
+
+/* Sends stderr (the log) to a temporary file until t_capture_end(). */
+struct t_capture {
+	int saved;
+	FILE *f;
+};
+
+static void t_capture_begin(struct t_capture *cap)
+{
+	cap->f = tmpfile();
+	assert_non_null(cap->f);
+	fflush(stderr);
+	cap->saved = dup(2);
+	assert_true(cap->saved >= 0);
+	assert_true(dup2(fileno(cap->f), 2) == 2);
+}
+
+/* Restores stderr; returns what was logged (free() it). */
+static char *t_capture_end(struct t_capture *cap)
+{
+	long len;
+	char *text;
+
+	t_stderr_restore(cap->saved);
+	assert_int_equal(fseek(cap->f, 0, SEEK_END), 0);
+	len = ftell(cap->f);
+	assert_true(len >= 0);
+	rewind(cap->f);
+	text = calloc(1, (size_t)len + 1);
+	assert_non_null(text);
+	assert_int_equal(fread(text, 1, (size_t)len, cap->f), (size_t)len);
+	fclose(cap->f);
+	return text;
+}
+
+/* Fails unless @text holds the line part @needle. */
+static void t_log_expect(const char *text, const char *needle, const char *what,
+			 uint64_t arg)
+{
+	if (!strstr(text, needle))
+		fail_msg("%s %llu: no '%s' in the log:\n%s", what,
+			 (unsigned long long)arg, needle, text);
+}
+
+/* Entries in @dir (besides . and ..). */
+static int t_dir_entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			n++;
+	closedir(d);
+	return n;
 }
 
 static uint64_t *t_ids(uint32_t n, ...)
@@ -404,14 +465,39 @@ static void t_recover_expect(const struct t_wal *t, const char *dir,
 			     const uint8_t *wal, size_t wal_len, int k,
 			     uint64_t size, const char *what, uint64_t arg)
 {
+	struct coord_cfg cfg = { .data_dir = dir, .snapshot_every = 1000000 };
 	char *path = t_path(dir, "wal");
+	struct t_capture cap;
+	char *logged, line[512];
 	struct coord *c;
+	int ret;
 
 	mkdir(dir, 0700);
 	t_file_write(path, wal, wal_len);
-	c = t_open(dir, 1000000);
+	t_capture_begin(&cap);
+	log_level_cur = LOG_WARN;
+	ret = coord_create(&cfg, T_NOW, &c);
+	log_level_cur = LOG_ERR;
+	logged = t_capture_end(&cap);
+	if (ret)
+		fail_msg("%s %llu: not recovered (%s):\n%s", what,
+			 (unsigned long long)arg, strerror(-ret), logged);
 	t_state_expect(c, &t->expect[k], what, arg);
 	coord_destroy(c);
+	/* A cut is logged with its offset and size. */
+	if (size < wal_len) {
+		snprintf(line, sizeof(line),
+			 "%s: torn last record at byte %llu: ", path,
+			 (unsigned long long)size);
+		t_log_expect(logged, line, what, arg);
+		snprintf(line, sizeof(line), "; cutting %llu bytes",
+			 (unsigned long long)(wal_len - size));
+		t_log_expect(logged, line, what, arg);
+	} else if (strstr(logged, "torn")) {
+		fail_msg("%s %llu: nothing to cut, but: %s", what,
+			 (unsigned long long)arg, logged);
+	}
+	free(logged);
 	if (t_file_size(path) != size)
 		fail_msg("%s %llu: wal is %llu bytes, want %llu", what,
 			 (unsigned long long)arg,
@@ -422,6 +508,51 @@ static void t_recover_expect(const struct t_wal *t, const char *dir,
 	t_state_expect(c, &t->expect[k], what, arg);
 	coord_destroy(c);
 	assert_int_equal(t_file_size(path), size);
+	free(path);
+}
+
+/*
+ * Recovers a data dir whose wal is @wal: expects a refusal (-EBADMSG)
+ * logged as "<dir>/<file> is invalid at byte <off>: ", and every file as
+ * it was (twice: a refusal changes nothing).
+ */
+static void t_refusal_expect(const char *dir, const char *file,
+			     const uint8_t *wal, size_t wal_len, uint64_t off,
+			     const char *what, uint64_t arg)
+{
+	char *path = t_path(dir, "wal");
+	char *bad = t_path(dir, file);
+	struct t_capture cap;
+	char *logged, line[512];
+	struct t_buf after;
+	int entries, ret;
+
+	mkdir(dir, 0700);
+	t_file_write(path, wal, wal_len);
+	entries = t_dir_entries(dir);
+	for (int i = 0; i < 2; i++) {
+		t_capture_begin(&cap);
+		ret = t_open_err(dir);
+		logged = t_capture_end(&cap);
+		if (ret != -EBADMSG)
+			fail_msg("%s %llu: not refused (%s):\n%s", what,
+				 (unsigned long long)arg, strerror(-ret),
+				 logged);
+		snprintf(line, sizeof(line),
+			 "%s is invalid at byte %llu: ", bad,
+			 (unsigned long long)off);
+		t_log_expect(logged, line, what, arg);
+		t_log_expect(logged, "refusing to start", what, arg);
+		free(logged);
+		after = t_file_read(path);
+		if (after.len != wal_len || memcmp(after.p, wal, wal_len))
+			fail_msg("%s %llu: refused, but the wal changed", what,
+				 (unsigned long long)arg);
+		free(after.p);
+		/* No file made or removed either. */
+		assert_int_equal(t_dir_entries(dir), entries);
+	}
+	free(bad);
 	free(path);
 }
 
@@ -437,9 +568,14 @@ static void test_wal_every_truncation(void **state)
 	assert_int_equal(wal.len, t->ends[T_CHANGES]);
 	for (size_t len = 0; len <= wal.len; len++) {
 		int k = t_complete(t, len);
-		uint64_t size = len < WAL_HDR_LEN ? WAL_HDR_LEN : t->ends[k];
 
-		t_recover_expect(t, dir, wal.p, len, k, size, "length", len);
+		/* Written whole (tmp + rename): a short header is damage. */
+		if (len < WAL_HDR_LEN)
+			t_refusal_expect(dir, "wal", wal.p, len, 0, "length",
+					 len);
+		else
+			t_recover_expect(t, dir, wal.p, len, k, t->ends[k],
+					 "length", len);
 	}
 	/* No wal file at all: an empty log. */
 	free(path);
@@ -462,40 +598,80 @@ static void test_wal_corruption_mid_log(void **state)
 	char *path = t_path(base, "wal");
 	char *dir = t_path(t->dir, "bad");
 	struct t_buf wal = t_file_read(path);
-	uint8_t *copy = malloc(wal.len);
+	uint8_t *copy = malloc(wal.len + 8192);
+	const int last = T_CHANGES - 1;
 
 	assert_non_null(copy);
-	/* A payload byte of every record in turn: CRC mismatch there. */
+	/*
+	 * A payload byte of every record in turn, then the CRC field: an
+	 * intact record follows all but the last, which is refused at the
+	 * bad record's offset; the last one is a torn tail, cut.
+	 */
 	for (int k = 0; k < T_CHANGES; k++) {
 		uint64_t rec = t->ends[k];
 		uint64_t plen = t->ends[k + 1] - rec - WAL_REC_HDR_LEN;
 
-		memcpy(copy, wal.p, wal.len);
-		copy[rec + WAL_REC_HDR_LEN + plen / 2] ^= 0x20;
-		t_recover_expect(t, dir, copy, wal.len, k, rec, "payload flip",
-				 (uint64_t)k);
-		/* The CRC field itself. */
-		memcpy(copy, wal.p, wal.len);
-		copy[rec + 9] ^= 0x01;
-		t_recover_expect(t, dir, copy, wal.len, k, rec, "crc flip",
-				 (uint64_t)k);
+		for (int crc = 0; crc < 2; crc++) {
+			memcpy(copy, wal.p, wal.len);
+			if (crc)
+				copy[rec + 9] ^= 0x01;
+			else
+				copy[rec + WAL_REC_HDR_LEN + plen / 2] ^= 0x20;
+			if (k == last)
+				t_recover_expect(t, dir, copy, wal.len, k, rec,
+						 "last record flip",
+						 (uint64_t)k);
+			else
+				t_refusal_expect(dir, "wal", copy, wal.len, rec,
+						 "record flip", (uint64_t)k);
+		}
 	}
 	/* Bad magic in the middle. */
 	memcpy(copy, wal.p, wal.len);
 	copy[t->ends[8]] ^= 0xff;
-	t_recover_expect(t, dir, copy, wal.len, 8, t->ends[8], "magic", 8);
-	/* A length beyond FRAME_MAX, and one of zero. */
+	t_refusal_expect(dir, "wal", copy, wal.len, t->ends[8], "magic", 8);
+	/* A length beyond FRAME_MAX, one of zero, one past the file end. */
 	memcpy(copy, wal.p, wal.len);
 	memset(copy + t->ends[3] + 4, 0xff, 4);
-	t_recover_expect(t, dir, copy, wal.len, 3, t->ends[3], "length", 3);
+	t_refusal_expect(dir, "wal", copy, wal.len, t->ends[3], "length", 3);
 	memcpy(copy, wal.p, wal.len);
 	memset(copy + t->ends[4] + 4, 0, 4);
-	t_recover_expect(t, dir, copy, wal.len, 4, t->ends[4], "zero length",
+	t_refusal_expect(dir, "wal", copy, wal.len, t->ends[4], "zero length",
 			 4);
-	/* A bad wal header: nothing in it is trusted. */
+	memcpy(copy, wal.p, wal.len);
+	copy[t->ends[5] + 5] = 0x7f;
+	t_refusal_expect(dir, "wal", copy, wal.len, t->ends[5], "long length",
+			 5);
+	/* A bad wal header: refused, never discarded. */
 	memcpy(copy, wal.p, wal.len);
 	copy[2] ^= 0x01;
-	t_recover_expect(t, dir, copy, wal.len, 0, WAL_HDR_LEN, "header", 0);
+	t_refusal_expect(dir, "wal", copy, wal.len, 0, "header magic", 0);
+	memcpy(copy, wal.p, wal.len);
+	copy[17] ^= 0x01;
+	t_refusal_expect(dir, "wal", copy, wal.len, 0, "header crc", 0);
+
+	/* Torn tails: zeros after the log (blocks never written)... */
+	memcpy(copy, wal.p, wal.len);
+	memset(copy + wal.len, 0, 8192);
+	t_recover_expect(t, dir, copy, wal.len + 8192, T_CHANGES, wal.len,
+			 "zero tail", 0);
+	/* ...the last record's header torn, its payload there... */
+	memcpy(copy, wal.p, wal.len);
+	memset(copy + t->ends[last], 0, 4);
+	t_recover_expect(t, dir, copy, wal.len, last, t->ends[last],
+			 "torn magic", 0);
+	/* ...a bad record and the start of one more, nothing intact after. */
+	memcpy(copy, wal.p, wal.len);
+	copy[t->ends[last - 1] + WAL_REC_HDR_LEN + 1] ^= 0x40;
+	t_recover_expect(t, dir, copy, t->ends[last] + 5, last - 1,
+			 t->ends[last - 1], "two torn", 0);
+	/* An intact record after zeros is no torn tail. */
+	memcpy(copy, wal.p, t->ends[last]);
+	memset(copy + t->ends[last], 0, 100);
+	memcpy(copy + t->ends[last] + 100, wal.p + t->ends[last],
+	       wal.len - t->ends[last]);
+	t_refusal_expect(dir, "wal", copy, wal.len + 100, t->ends[last],
+			 "zeros then a record", 0);
 	free(copy);
 	free(wal.p);
 	free(dir);
@@ -542,17 +718,19 @@ static void test_wal_record_not_applicable(void **state)
 	m.chunks = &chunk;
 	m.n_chunks = 1;
 	t_record_append(&wal, &m);
-	/* A good record after it is not replayed either. */
+	/* Intact, so written whole: refused even as the last record. */
+	t_refusal_expect(dir, "wal", wal.p, wal.len, t->ends[T_CHANGES],
+			 "not applicable, last", 0);
 	t_endpoint_req(&m, 3, 1, 0x301);
 	t_record_append(&wal, &m);
-	t_recover_expect(t, dir, wal.p, wal.len, T_CHANGES, t->ends[T_CHANGES],
+	t_refusal_expect(dir, "wal", wal.p, wal.len, t->ends[T_CHANGES],
 			 "not applicable", 0);
 
 	/* A record type that is no change at all. */
 	wal.len = t->ends[T_CHANGES];
 	msg_init(&m, MSG_T_NODE_LIST);
 	t_record_append(&wal, &m);
-	t_recover_expect(t, dir, wal.p, wal.len, T_CHANGES, t->ends[T_CHANGES],
+	t_refusal_expect(dir, "wal", wal.p, wal.len, t->ends[T_CHANGES],
 			 "no change", 0);
 	free(wal.p);
 	free(dir);
@@ -886,6 +1064,254 @@ static void test_wal_lock(void **state)
 	free(dir);
 }
 
+static int t_dump(void *arg, wal_emit_fn emit, void *emit_arg)
+{
+	return coord_records_dump(arg, emit, emit_arg);
+}
+
+/* Sets the version of the wal or snapshot header @p (@hdr_len bytes). */
+static void t_hdr_version_set(uint8_t *p, size_t hdr_len, uint32_t version)
+{
+	uint32_t v = htobe32(version), crc;
+
+	memcpy(p + 4, &v, 4);
+	crc = htobe32(
+		(uint32_t)crc32(crc32(0L, Z_NULL, 0), p, (uInt)(hdr_len - 4)));
+	memcpy(p + hdr_len - 4, &crc, 4);
+}
+
+/* coord_check() on @dir, which must succeed. */
+static void t_check(const char *dir, unsigned int flags, struct wal_report *rep)
+{
+	int saved, ret;
+
+	t_stderr_mute(&saved);
+	ret = coord_check(dir, flags, rep);
+	t_stderr_restore(saved);
+	if (ret)
+		fail_msg("coord_check(%s): %s", dir, strerror(-ret));
+}
+
+/*
+ * --check reports without changing anything; --repair cuts at the first
+ * bad record and keeps what it cut beside the wal; a clean log stays as
+ * it is; a running coordinator's directory is not checked.
+ */
+static void test_wal_check_repair(void **state)
+{
+	struct t_wal *t = *state;
+	char *base = t_path(t->dir, "base");
+	char *dir = t_path(t->dir, "check");
+	char *path = t_path(dir, "wal");
+	struct t_buf wal, orig, cut;
+	struct wal_report rep;
+	char *name, *missing;
+	struct coord *c;
+	int entries;
+
+	t_rmrf(dir);
+	mkdir(dir, 0700);
+	free(path);
+	path = t_path(base, "wal");
+	wal = t_file_read(path);
+	free(path);
+	path = t_path(dir, "wal");
+
+	/* Clean. */
+	t_file_write(path, wal.p, wal.len);
+	t_check(dir, 0, &rep);
+	assert_int_equal(rep.state, WAL_STATE_CLEAN);
+	assert_true(rep.wal_found);
+	assert_false(rep.snap_found);
+	assert_int_equal(rep.wal_version, WAL_VERSION);
+	assert_int_equal(rep.wal_records, T_CHANGES);
+	assert_int_equal(rep.wal_end, wal.len);
+	assert_int_equal(rep.wal_size, wal.len);
+	t_check(dir, WAL_CHECK_REPAIR, &rep);
+	assert_int_equal(rep.state, WAL_STATE_CLEAN);
+	assert_string_equal(rep.cut_name, "");
+	assert_int_equal(t_dir_entries(dir), 1);
+
+	/* Record 6 damaged: refused, and --check says where. */
+	orig = t_file_read(path);
+	orig.p[t->ends[6] + WAL_REC_HDR_LEN + 3] ^= 0x10;
+	t_file_write(path, orig.p, orig.len);
+	name = t_path(dir, "snapshot.tmp");
+	t_file_write(name, wal.p, 1);
+	free(name);
+	entries = t_dir_entries(dir);
+	t_check(dir, 0, &rep);
+	assert_int_equal(rep.state, WAL_STATE_BAD);
+	assert_false(rep.bad_in_snap);
+	assert_true(rep.repairable);
+	assert_true(rep.tmp_left);
+	assert_int_equal(rep.bad_off, t->ends[6]);
+	assert_int_equal(rep.wal_records, 6);
+	assert_int_equal(rep.wal_end, t->ends[6]);
+	assert_non_null(strstr(rep.why, "CRC mismatch, and an intact record "
+					"follows at byte"));
+	/* Nothing changed: not the wal, not the leftover. */
+	cut = t_file_read(path);
+	assert_int_equal(cut.len, orig.len);
+	assert_memory_equal(cut.p, orig.p, orig.len);
+	free(cut.p);
+	assert_int_equal(t_dir_entries(dir), entries);
+
+	/* --repair: a copy of the cut bytes first, then the cut. */
+	t_check(dir, WAL_CHECK_REPAIR, &rep);
+	assert_int_equal(rep.state, WAL_STATE_BAD);
+	assert_int_equal(rep.cut_off, t->ends[6]);
+	assert_int_equal(rep.cut_bytes, orig.len - t->ends[6]);
+	assert_true(asprintf(&name, "wal.0.cut-%llu",
+			     (unsigned long long)t->ends[6]) > 0);
+	assert_string_equal(rep.cut_name, name);
+	free(name);
+	name = t_path(dir, rep.cut_name);
+	cut = t_file_read(name);
+	assert_int_equal(cut.len, orig.len - t->ends[6]);
+	assert_memory_equal(cut.p, orig.p + t->ends[6], cut.len);
+	free(cut.p);
+	assert_int_equal(t_file_size(path), t->ends[6]);
+	cut = t_file_read(path);
+	assert_memory_equal(cut.p, orig.p, t->ends[6]);
+	free(cut.p);
+	t_check(dir, 0, &rep);
+	assert_int_equal(rep.state, WAL_STATE_CLEAN);
+	c = t_open(dir, 1000000);
+	t_state_expect(c, &t->expect[6], "repaired", 6);
+	/* A running coordinator's directory is not checked. */
+	assert_int_equal(coord_check(dir, 0, &rep), -EWOULDBLOCK);
+	coord_destroy(c);
+	unlink(name);
+	free(name);
+
+	/* A torn tail: reported as such, cut by --repair with a copy too. */
+	t_file_write(path, wal.p, t->ends[9] + 7);
+	t_check(dir, 0, &rep);
+	assert_int_equal(rep.state, WAL_STATE_TORN);
+	assert_int_equal(rep.bad_off, t->ends[9]);
+	assert_int_equal(t_file_size(path), t->ends[9] + 7);
+	t_check(dir, WAL_CHECK_REPAIR, &rep);
+	assert_int_equal(rep.cut_bytes, 7);
+	name = t_path(dir, rep.cut_name);
+	cut = t_file_read(name);
+	assert_int_equal(cut.len, 7);
+	assert_memory_equal(cut.p, wal.p + t->ends[9], 7);
+	free(cut.p);
+	assert_int_equal(t_file_size(path), t->ends[9]);
+	/* Cut at the same offset again: the first copy is kept. */
+	t_file_write(path, wal.p, t->ends[9] + 9);
+	t_check(dir, WAL_CHECK_REPAIR, &rep);
+	assert_int_equal(rep.cut_bytes, 9);
+	assert_string_not_equal(rep.cut_name, strrchr(name, '/') + 1);
+	assert_int_equal(t_file_size(name), 7);
+	unlink(name);
+	free(name);
+	name = t_path(dir, rep.cut_name);
+	assert_int_equal(t_file_size(name), 9);
+	unlink(name);
+	free(name);
+
+	/* A bad header: the whole wal is kept, an empty one replaces it. */
+	memcpy(orig.p, wal.p, wal.len);
+	orig.p[0] ^= 0x01;
+	t_file_write(path, orig.p, orig.len);
+	t_check(dir, WAL_CHECK_REPAIR, &rep);
+	assert_int_equal(rep.bad_off, 0);
+	assert_string_equal(rep.cut_name, "wal.0.cut-0");
+	name = t_path(dir, rep.cut_name);
+	cut = t_file_read(name);
+	assert_int_equal(cut.len, orig.len);
+	assert_memory_equal(cut.p, orig.p, orig.len);
+	free(cut.p);
+	assert_int_equal(t_file_size(path), WAL_HDR_LEN);
+	c = t_open(dir, 1000000);
+	t_state_expect(c, &t->expect[0], "header repaired", 0);
+	coord_destroy(c);
+	free(name);
+
+	/* No such directory: not created. */
+	missing = t_path(t->dir, "missing");
+	assert_int_equal(coord_check(missing, 0, &rep), -ENOENT);
+	assert_false(t_file_exists(missing));
+	free(missing);
+	free(orig.p);
+	free(wal.p);
+	free(path);
+	free(dir);
+	free(base);
+}
+
+/*
+ * Versions: a wal or snapshot of a version newer than this binary reads is
+ * refused (never discarded) and --repair leaves it alone; an unknown older
+ * one is refused too; the version this binary writes is read back.
+ */
+static void test_wal_versions(void **state)
+{
+	struct t_wal *t = *state;
+	char *base = t_path(t->dir, "base");
+	char *dir = t_path(t->dir, "version");
+	char *path = t_path(base, "wal");
+	char *snap = t_path(dir, "snapshot");
+	struct t_buf wal = t_file_read(path), s, after;
+	struct wal_report rep;
+	struct coord *c;
+
+	t_rmrf(dir);
+	free(path);
+	path = t_path(dir, "wal");
+	assert_int_equal(be32toh(*(uint32_t *)(wal.p + 4)), WAL_VERSION);
+
+	t_hdr_version_set(wal.p, WAL_HDR_LEN, WAL_VERSION + 1);
+	t_refusal_expect(dir, "wal", wal.p, wal.len, 0, "newer wal", 0);
+	t_check(dir, WAL_CHECK_REPAIR, &rep);
+	assert_int_equal(rep.state, WAL_STATE_BAD);
+	assert_false(rep.repairable);
+	assert_string_equal(rep.cut_name, "");
+	assert_non_null(strstr(rep.why, "newer version"));
+	after = t_file_read(path);
+	assert_int_equal(after.len, wal.len);
+	assert_memory_equal(after.p, wal.p, wal.len);
+	free(after.p);
+
+	t_hdr_version_set(wal.p, WAL_HDR_LEN, 0);
+	t_refusal_expect(dir, "wal", wal.p, wal.len, 0, "version 0", 0);
+	t_check(dir, 0, &rep);
+	assert_non_null(strstr(rep.why, "unknown version 0"));
+	assert_true(rep.repairable);
+
+	t_hdr_version_set(wal.p, WAL_HDR_LEN, WAL_VERSION);
+	t_recover_expect(t, dir, wal.p, wal.len, T_CHANGES, wal.len,
+			 "current version", 0);
+
+	/* A snapshot of a newer version. */
+	c = t_open(dir, 1000000);
+	assert_int_equal(wal_snapshot(c->wal, c->epoch, t_dump, c), 0);
+	coord_destroy(c);
+	s = t_file_read(snap);
+	t_hdr_version_set(s.p, WAL_SNAP_HDR_LEN, WAL_VERSION + 1);
+	t_file_write(snap, s.p, s.len);
+	assert_int_equal(t_open_err(dir), -EBADMSG);
+	t_check(dir, WAL_CHECK_REPAIR, &rep);
+	assert_int_equal(rep.state, WAL_STATE_BAD);
+	assert_true(rep.bad_in_snap);
+	assert_false(rep.repairable);
+	assert_string_equal(rep.cut_name, "");
+	assert_non_null(strstr(rep.why, "newer version"));
+	t_hdr_version_set(s.p, WAL_SNAP_HDR_LEN, WAL_VERSION);
+	t_file_write(snap, s.p, s.len);
+	c = t_open(dir, 1000000);
+	t_state_expect(c, &t->expect[T_CHANGES], "snapshot", 0);
+	coord_destroy(c);
+	free(s.p);
+	free(wal.p);
+	free(snap);
+	free(path);
+	free(dir);
+	free(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -898,6 +1324,8 @@ int main(void)
 		cmocka_unit_test(test_wal_stale_generation),
 		cmocka_unit_test(test_wal_snapshot_corrupt_refuses),
 		cmocka_unit_test(test_wal_lock),
+		cmocka_unit_test(test_wal_check_repair),
+		cmocka_unit_test(test_wal_versions),
 	};
 
 	return cmocka_run_group_tests(tests, t_setup, t_teardown);
