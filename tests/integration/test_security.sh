@@ -136,6 +136,11 @@ fp_wait_pid "$FP_COORD_PID" 20
 fp_coord_respawn A --key-file "$FP_TMP/new.key" --key-file "$FP_TMP/old.key"
 fp_cli A a --key-file "$FP_TMP/old.key" status >"$FP_TMP/exp.out" 2>&1 && fp_fail "an expired key was accepted"
 grep -q "expired" "$FP_TMP/exp.out" || fp_fail "expired key: no clear error: $(cat "$FP_TMP/exp.out")"
-grep -q "expired at" "$FP_TMP/coord.log" || fp_fail "expired key: no log line"
+# The CLI stops at its own key's end; a client that goes on anyway is
+# refused by the coordinator, which logs the key id.
+A "$ATTACK" ctl-key "$FP_COORD" "$FP_TMP/old.key" >"$FP_TMP/exp2.out" 2>&1 ||
+	fp_fail "the coordinator accepted an expired key: $(cat "$FP_TMP/exp2.out")"
+grep -q "expired" "$FP_TMP/exp2.out" || fp_fail "expired key: no clear refusal: $(cat "$FP_TMP/exp2.out")"
+fp_wait_log "$FP_TMP/coord.log" "expired at" 5 || fp_fail "expired key: no log line"
 fp_log "ok: expired rollover key refused ($(head -c 160 "$FP_TMP/exp.out"))"
 fp_log "PASS"
