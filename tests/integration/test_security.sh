@@ -33,6 +33,8 @@ X "$FP_CLI_BIN" --coordinator "$FP_COORD" --insecure region create evil --size 2
 	>"$FP_TMP/x2.out" 2>&1 && fp_fail "region create without a key succeeded"
 X "$FP_CLI_BIN" --coordinator "$FP_COORD" --insecure status >"$FP_TMP/x2b.out" 2>&1 &&
 	fp_fail "status without a key succeeded"
+[ "$(grep -c 'warning: --insecure: .*unauthenticated' "$FP_TMP/x2b.out")" = 1 ] ||
+	fp_fail "the CLI's --insecure gave no one-line warning: $(cat "$FP_TMP/x2b.out")"
 "$FP_CLI_BIN" keygen -o "$FP_TMP/other.key" >/dev/null || fp_fail "keygen"
 X "$FP_CLI_BIN" --coordinator "$FP_COORD" --key-file "$FP_TMP/other.key" region create evil --size 2M \
 	>"$FP_TMP/x3.out" 2>&1 && fp_fail "another cluster's key created a region"
