@@ -471,14 +471,13 @@ static int server_key_lookup(void *arg, const struct auth_hello *h,
 
 /*
  * Logs the identity the finished handshake of @cn (its session just taken)
- * proved and where it came
- * from, at most SERVER_SESS_BURST lines a second (a member opening
- * sessions in a loop), the rest counted in the next line.
+ * proved and where it came from, at most SERVER_SESS_BURST lines a second
+ * (a member opening sessions in a loop), the rest counted in the next line.
  */
 static void server_log_session(struct server_conn *cn)
 {
 	const struct auth_hello *h = auth_hs_hello(cn->hs);
-	char id[2 * AUTH_ID_LEN + 1], more[48] = "";
+	char id[2 * AUTH_ID_LEN + 1], more[64] = "";
 	uint64_t dropped;
 
 	if (!log_limit_take(&cn->srv->sessions, evl_now_ms(), &dropped))

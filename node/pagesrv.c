@@ -1115,7 +1115,7 @@ static void pagesrv_conn_hs_io(struct pagesrv_conn *c)
 /* The handshake is done: the session takes over, requests are served. */
 static void pagesrv_conn_hs_done(struct pagesrv_conn *c)
 {
-	char name[PAGESRV_NAME_MAX], more[48] = "";
+	char name[PAGESRV_NAME_MAX], more[64] = "";
 	uint64_t dropped;
 
 	c->sess = auth_hs_take(c->hs);

@@ -56,6 +56,7 @@ fp_node_start A a
 fp_node_start B b
 ID_B=$(fp_node_id b)
 [ -n "$ID_B" ] || fp_fail "no node id for b"
+B_DATA=$(head -n1 "$FP_TMP/b.addr")
 R1=wirecap-region-one
 fp_cli A a region create $R1 --size 8M --owners "$ID_B,$ID_B,$ID_B,$ID_B" \
 	>"$FP_TMP/create1.out" 2>&1 || fp_fail "create: $(cat "$FP_TMP/create1.out")"
@@ -65,12 +66,15 @@ fp_touch_ok "A reads B's pages" "$FP_TMP/t1.out"
 fp_cli A a touch $R1 --seed 9 --write >"$FP_TMP/t1w.out" 2>&1
 fp_touch_ok "A writes B's pages" "$FP_TMP/t1w.out"
 fp_cli A a status >"$FP_TMP/st1.out" 2>&1 || fp_fail "status: $(cat "$FP_TMP/st1.out")"
+# What the on-path host of the report did: a HELLO naming an unknown node
+# at B's page server makes B's agent fetch a fresh node list.
+${FP_HOST_RUN[C]} "$ATTACK" peer "$B_DATA" stranger b >"$FP_TMP/peer.out" 2>&1 ||
+	fp_fail "a made-up peer got in: $(cat "$FP_TMP/peer.out")"
 
 sniff_stop "$CAP1"
 
 # The capture holds the traffic: control to C, and the pages from and to
 # B's page server (8 MiB each way, sealed).
-B_DATA=$(head -n1 "$FP_TMP/b.addr")
 n=$(bytes_of "$CAP1/*-${FP_COORD/:/_}.tcp")
 [ "$n" -gt 1000 ] || fp_fail "only $n bytes to the coordinator captured"
 n=$(bytes_of "$CAP1/${B_DATA/:/_}-*.tcp")
