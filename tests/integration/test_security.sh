@@ -48,7 +48,9 @@ X "$ATTACK" peer "$B_DATA" a b >"$FP_TMP/x5.out" 2>&1 ||
 	fp_fail "a peer handshake with a made-up key was accepted: $(cat "$FP_TMP/x5.out")"
 fp_log "ok: outsider reads nothing from B's page server ($(cat "$FP_TMP/x4.out"); $(cat "$FP_TMP/x5.out"))"
 # Taking over b's name with its own key (another cluster's) fails.
-X "$FP_NODE_BIN" --coordinator "$FP_COORD" --name b --key-file "$FP_TMP/other.key" \
+# (not through X: a function run in the background is a subshell, and $!
+# would be its PID, not the program's, which then outlives the test)
+${FP_HOST_RUN[X]} "$FP_NODE_BIN" --coordinator "$FP_COORD" --name b --key-file "$FP_TMP/other.key" \
 	--pool-size 64M --data-listen "${FP_HOST_IP[X]}:0" --sock "$FP_TMP/x.sock" \
 	--addr-file "$FP_TMP/x.addr" >"$FP_TMP/x-node.log" 2>&1 &
 XPID=$!
@@ -63,9 +65,9 @@ fp_wait_log "$FP_TMP/coord.log" "handshake refused" 5 || fp_fail "the coordinato
 fp_log "ok: nothing changed at the coordinator, refusals logged"
 
 # --- 2. A flood of idle and half-open connections from X.
-X "$ATTACK" flood "$FP_COORD" 1100 idle >"$FP_TMP/fc.out" 2>&1 &
+${FP_HOST_RUN[X]} "$ATTACK" flood "$FP_COORD" 1100 idle >"$FP_TMP/fc.out" 2>&1 &
 FP_PIDS+=("$!")
-X "$ATTACK" flood "$B_DATA" 1100 half >"$FP_TMP/fb.out" 2>&1 &
+${FP_HOST_RUN[X]} "$ATTACK" flood "$B_DATA" 1100 half >"$FP_TMP/fb.out" 2>&1 &
 FP_PIDS+=("$!")
 fp_wait_file "$FP_TMP/fc.out" 60 && fp_wait_file "$FP_TMP/fb.out" 60 || fp_fail "flood did not start"
 fp_log "flood: coordinator $(cat "$FP_TMP/fc.out"), page server $(cat "$FP_TMP/fb.out")"
