@@ -172,6 +172,10 @@ static int cli_coord_call_once(const struct cli *c, const char *what,
 
 	if (cred_ret == 1) {
 		if (c->insecure) {
+			cli_err("warning: --insecure: traffic with coordinator "
+				"%s is unauthenticated and unencrypted: anyone "
+				"on the path can read and change it",
+				c->coordinator);
 			cred.insecure = true;
 			cred_ret = 0;
 		} else {

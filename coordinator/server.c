@@ -61,6 +61,8 @@
 #define SERVER_IDLE_TIMEOUT_MS	600000
 #define SERVER_HS_PER_SOURCE	8 /* connections in handshake per address */
 #define SERVER_LOG_BURST	5 /* refusal lines per second, then counted */
+/* session lines per second, then counted */
+#define SERVER_SESS_BURST 20
 
 struct server_conn {
 	struct server *srv;
@@ -99,6 +101,7 @@ struct server {
 	unsigned int n_keys;
 	unsigned int n_hs;	   /* connections in the handshake */
 	struct log_limit refusals; /* SERVER_LOG_BURST lines a second */
+	struct log_limit sessions; /* SERVER_SESS_BURST a second */
 	char addr[SERVER_PEER_LEN];
 	/* for /metrics: written on the loop thread, read on its own */
 	struct metrics_srv *metrics;
@@ -467,6 +470,29 @@ static int server_key_lookup(void *arg, const struct auth_hello *h,
 }
 
 /*
+ * Logs the identity the finished handshake of @cn (its session just taken)
+ * proved and where it came from, at most SERVER_SESS_BURST lines a second
+ * (a member opening sessions in a loop), the rest counted in the next line.
+ */
+static void server_log_session(struct server_conn *cn)
+{
+	const struct auth_hello *h = auth_hs_hello(cn->hs);
+	char id[2 * AUTH_ID_LEN + 1], more[64] = "";
+	uint64_t dropped;
+
+	if (!log_limit_take(&cn->srv->sessions, evl_now_ms(), &dropped))
+		return;
+	if (dropped)
+		snprintf(more, sizeof(more), " (and %llu sessions not logged)",
+			 (unsigned long long)dropped);
+	auth_id_hex(h->id, id);
+	log_info("peer %s: session as %s%s%s (key id %s), %s%s", cn->peer,
+		 auth_role_name(h->role), h->name[0] ? " " : "", h->name, id,
+		 auth_sess_encrypts(cn->sess) ? "encrypted" : "NOT encrypted",
+		 more);
+}
+
+/*
  * Moves the handshake on with what the socket has. Returns 0 (more to
  * come, or done: cn->sess set), or -EACCES once it failed (the caller
  * sends the status queued for the peer, then closes), or -errno.
@@ -519,6 +545,7 @@ static int server_conn_handshake(struct server_conn *cn)
 	if (!auth_hs_done(cn->hs))
 		return 0;
 	cn->sess = auth_hs_take(cn->hs);
+	server_log_session(cn);
 	cn->role = auth_sess_role(cn->sess) == AUTH_ROLE_NODE
 			   ? COORD_ROLE_NODE
 			   : COORD_ROLE_ADMIN;
@@ -527,9 +554,6 @@ static int server_conn_handshake(struct server_conn *cn)
 	cn->hs = NULL;
 	s->n_hs--;
 	cn->since_ms = evl_now_ms();
-	log_dbg("peer %s: authenticated as %s%s%s", cn->peer,
-		cn->role == COORD_ROLE_NODE ? "node " : "admin",
-		cn->role == COORD_ROLE_NODE ? cn->name : "", "");
 	return 0;
 }
 
@@ -702,6 +726,8 @@ static void server_accept_one(struct server *s, int fd)
 		struct auth_server_cfg ac = {
 			.lookup = server_key_lookup,
 			.arg = s,
+			.flags = AUTH_F_ENCRYPT,
+			.require = AUTH_F_ENCRYPT,
 		};
 
 		if (!server_hs_room(s, cn->host)) {
@@ -899,6 +925,7 @@ int server_create(const struct server_cfg *cfg, struct coord *c,
 						  : SERVER_IDLE_TIMEOUT_MS;
 	s->insecure = cfg->insecure;
 	s->refusals.burst = SERVER_LOG_BURST;
+	s->sessions.burst = SERVER_SESS_BURST;
 	if (!s->insecure && (!cfg->n_keys || cfg->n_keys > AUTH_KEYS_MAX)) {
 		log_err("no cluster key (or more than %d)", AUTH_KEYS_MAX);
 		ret = -EINVAL;

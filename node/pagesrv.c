@@ -52,6 +52,8 @@
 #define PAGESRV_RETRY_NS (100 * 1000000ll)
 /* A connection must be done with its handshake this long after accept. */
 #define PAGESRV_HS_TIMEOUT_MS 5000u
+/* authenticated sessions logged a second, the rest counted in the next */
+#define PAGESRV_SESSION_LOG_BURST 20u
 /*
  * Connections still in their handshake, from one source address and in
  * all (and at most a quarter of max_conns): past a cap the oldest of them
@@ -229,6 +231,8 @@ struct pagesrv {
 	unsigned int nhs;    /* in their handshake */
 	/* refusals logged: a line a second at most, the rest counted */
 	struct log_limit refusals;
+	/* sessions logged: PAGESRV_SESSION_LOG_BURST a second, ditto */
+	struct log_limit sessions;
 	/* newest connection generation seen per client id (and, secure, per
 	 * authenticated peer: one peer cannot fence another's connections) */
 	struct {
@@ -1111,7 +1115,8 @@ static void pagesrv_conn_hs_io(struct pagesrv_conn *c)
 /* The handshake is done: the session takes over, requests are served. */
 static void pagesrv_conn_hs_done(struct pagesrv_conn *c)
 {
-	char name[PAGESRV_NAME_MAX];
+	char name[PAGESRV_NAME_MAX], more[64] = "";
+	uint64_t dropped;
 
 	c->sess = auth_hs_take(c->hs);
 	auth_hs_free(c->hs);
@@ -1120,8 +1125,19 @@ static void pagesrv_conn_hs_done(struct pagesrv_conn *c)
 	snprintf(name, sizeof(name), "node %s (%s)", auth_sess_name(c->sess),
 		 c->addr);
 	memcpy(c->name, name, sizeof(c->name));
-	log_dbg("%s: authenticated, page data %s", c->name,
-		auth_sess_encrypts(c->sess) ? "encrypted" : "authenticated");
+	if (log_limit_take(&c->s->sessions, evl_now_ms(), &dropped)) {
+		if (dropped)
+			snprintf(more, sizeof(more),
+				 " (and %" PRIu64 " sessions not logged)",
+				 dropped);
+		log_info("%s: session as peer %s, page data %s%s", c->addr,
+			 auth_sess_name(c->sess),
+			 auth_sess_encrypts(c->sess)
+				 ? "encrypted"
+				 : "authenticated only (--page-encryption "
+				   "off at both ends)",
+			 more);
+	}
 	pagesrv_conn_serve(c);
 }
 
@@ -1572,6 +1588,7 @@ int pagesrv_create(const struct pagesrv_cfg *cfg, struct pagesrv **out)
 		cfg->max_conns ? cfg->max_conns : PAGESRV_MAX_CONNS_DEFAULT;
 	s->insecure = cfg->insecure;
 	s->refusals.burst = 1;
+	s->sessions.burst = PAGESRV_SESSION_LOG_BURST;
 	if (!s->insecure)
 		snprintf(s->self_name, sizeof(s->self_name), "%s",
 			 cfg->self_name);

@@ -178,14 +178,16 @@ fp_hosts_netns() {
 }
 
 # fp_hosts_lan NAME...: a namespace per host, all on one segment (a bridge
-# in a namespace of its own), at $net.1, $net.2, ... Returns 1 if
-# namespaces cannot be made.
+# in a namespace of its own, FP_LAN_NS: every frame between two hosts
+# passes through it), at $net.1, $net.2, ... Returns 1 if namespaces
+# cannot be made.
 fp_hosts_lan() {
 	local id=$$$RANDOM sw net i=1 h ns v
 	sw=fp${id}s
 	net=10.$((RANDOM % 200 + 20)).$((RANDOM % 250 + 1))
 	ip netns add "$sw" 2>/dev/null || return 1
 	FP_NETNS+=("$sw")
+	FP_LAN_NS=$sw
 	ip -n "$sw" link add br0 type bridge 2>/dev/null &&
 		ip -n "$sw" link set br0 up || return 1
 	for h in "$@"; do

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ctl.h"
@@ -37,6 +38,9 @@ int actl_cred_client(const struct actl_cred *c, enum auth_role role,
 		return -EPERM;
 	out->role = role;
 	out->name = role == AUTH_ROLE_NODE ? name : NULL;
+	/* Control frames carry pair keys, MRs and endpoints: always
+	 * encrypted, and a server that does not grant it is refused. */
+	out->flags = AUTH_F_ENCRYPT;
 	memcpy(out->id, k.id, sizeof(out->id));
 	memcpy(out->key, k.secret, sizeof(out->key));
 	memset(&k, 0, sizeof(k));
@@ -104,6 +108,25 @@ int actl_cred_load(struct actl_cred *c, const char *path, enum auth_role role,
 	if (ret) {
 		snprintf(why, why_len, "key file %s: %s", path, err);
 		return ret;
+	}
+	/* A client stops using its key at its end (the coordinator has it
+	 * too, but cannot know the end of a derived key given its own). */
+	if (role != AUTH_ROLE_CLUSTER && c->key.not_after &&
+	    time(NULL) > c->key.not_after) {
+		time_t t = (time_t)c->key.not_after;
+		struct tm tm;
+		char when[32] = "?";
+
+		if (gmtime_r(&t, &tm))
+			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC",
+				 &tm);
+		snprintf(why, why_len,
+			 "key file %s: the key expired at %s (not-after "
+			 "%lld): use the key that replaced it "
+			 "(docs/security.md, key rollover)",
+			 path, when, (long long)c->key.not_after);
+		memset(&c->key, 0, sizeof(c->key));
+		return -EKEYEXPIRED;
 	}
 	if (role == AUTH_ROLE_CLUSTER && c->key.role != AUTH_ROLE_CLUSTER)
 		ret = -EPERM;

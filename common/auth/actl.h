@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Control connections over TCP with their session: the blocking calls of
- * ctl.h, each frame sealed (auth.h) when the connection has a session.
+ * ctl.h, each frame sealed and encrypted (auth.h) when the connection has a
+ * session.
  * Sealed frame: the 4-byte length header (authenticated), the CBOR payload
  * (encrypted), a 16-byte tag; the length counts payload and tag.
  */
@@ -26,8 +27,9 @@ struct actl {
 /*
  * Loads the key for a client of @role (ADMIN for the CLI, NODE for agent
  * @name) from @path, or from $FARPAGE_KEY_FILE, or from the role's default
- * under AUTH_DIR. A cluster key serves any role. Returns 0, or -errno with
- * a complete message in @why.
+ * under AUTH_DIR. A cluster key serves any role. A client's key (@role not
+ * CLUSTER) whose not-after has passed is refused: -EKEYEXPIRED. Returns 0,
+ * or -errno with a complete message in @why.
  */
 int actl_cred_load(struct actl_cred *c, const char *path, enum auth_role role,
 		   const char *name, char *why, size_t why_len);
@@ -36,8 +38,9 @@ int actl_cred_load(struct actl_cred *c, const char *path, enum auth_role role,
 const char *actl_key_default(enum auth_role role);
 
 /*
- * The handshake config for @role from @c (ADMIN or NODE @name). Returns 0,
- * or -EPERM if @c's key cannot act in that role.
+ * The handshake config for @role from @c (ADMIN or NODE @name), asking for
+ * AUTH_F_ENCRYPT: a server that does not grant it fails the handshake.
+ * Returns 0, or -EPERM if @c's key cannot act in that role.
  */
 int actl_cred_client(const struct actl_cred *c, enum auth_role role,
 		     const char *name, struct auth_client_cfg *out);

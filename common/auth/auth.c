@@ -140,6 +140,9 @@ const char *auth_status_str(int st)
 		return "too many connections";
 	case AUTH_E_PROTO:
 		return "malformed handshake";
+	case AUTH_E_FLAGS:
+		return "the server requires encryption, which the client did "
+		       "not ask for (an older farpage?)";
 	default:
 		return "unknown status";
 	}
@@ -279,6 +282,8 @@ static int auth_unhex(const char *s, uint8_t *out, size_t n)
 				v |= (unsigned int)(c - '0');
 			else if (c >= 'a' && c <= 'f')
 				v |= (unsigned int)(c - 'a' + 10);
+			else if (c >= 'A' && c <= 'F')
+				v |= (unsigned int)(c - 'A' + 10);
 			else
 				return -EINVAL;
 		}
@@ -362,7 +367,10 @@ static int auth_key_line(char *line, struct auth_key *k, unsigned int *seen,
 	switch (i) {
 	case 0:
 		if (strcmp(val, "1")) {
-			snprintf(why, why_len, "key file version %.20s", val);
+			snprintf(why, why_len,
+				 "key file version \"%.20s\" (this farpage "
+				 "reads version 1)",
+				 val);
 			return -EINVAL;
 		}
 		return 0;
@@ -375,7 +383,7 @@ static int auth_key_line(char *line, struct auth_key *k, unsigned int *seen,
 		return 0;
 	case 2:
 		if (auth_unhex(val, k->id, sizeof(k->id))) {
-			snprintf(why, why_len, "bad id");
+			snprintf(why, why_len, "bad id (16 hex digits)");
 			return -EINVAL;
 		}
 		return 0;
@@ -456,6 +464,12 @@ int auth_key_load(const char *path, struct auth_key *k, char *why,
 	}
 	for (line = strtok_r(text, "\n", &save); line && !ret;
 	     line = strtok_r(NULL, "\n", &save)) {
+		size_t len = strlen(line);
+
+		/* CRLF line ends (a file edited on Windows), trailing blanks */
+		while (len && (line[len - 1] == '\r' || line[len - 1] == ' ' ||
+			       line[len - 1] == '\t'))
+			line[--len] = 0;
 		if (line[0] == '#' || !line[0])
 			continue;
 		ret = auth_key_line(line, k, &seen, why, why_len);
@@ -842,6 +856,11 @@ static int auth_hs_on_hello(struct auth_hs *h)
 	if ((v->role == AUTH_ROLE_ADMIN && v->name[0]) ||
 	    (v->role != AUTH_ROLE_PEER && v->target[0]))
 		return auth_hs_refuse(h, AUTH_E_PROTO, "bad name field");
+	if ((v->flags & h->scfg.require) != h->scfg.require)
+		return auth_hs_refuse(h, AUTH_E_FLAGS,
+				      "the client did not ask for encryption, "
+				      "which this server requires (an older "
+				      "farpage, or a downgrade attempt)");
 	st = h->scfg.lookup(h->scfg.arg, v, h->key, why, sizeof(why));
 	if (st != AUTH_OK)
 		return auth_hs_refuse(h, st,
@@ -903,9 +922,12 @@ static int auth_hs_on_chall(struct auth_hs *h)
 				    "(wrong key, or not the farpage server "
 				    "we asked for)");
 	flags = (unsigned int)p[C_FLAGS] << 8 | p[C_FLAGS + 1];
-	if ((flags & h->ccfg.flags) != h->ccfg.flags ||
-	    (flags & ~AUTH_F_ENCRYPT))
-		return auth_hs_fail(h, "", "the server changed our flags");
+	if (flags & ~AUTH_F_ENCRYPT)
+		return auth_hs_fail(h, "", "the server sent unknown flags");
+	if ((flags & h->ccfg.flags) != h->ccfg.flags)
+		return auth_hs_fail(h, "",
+				    "the server did not grant the encryption "
+				    "we asked for (an older farpage?)");
 	h->flags = flags;
 	auth_put_head(h->proof);
 	if (auth_proof(h->key, "farpage client", h->hello, p, AUTH_CHALL_LEN,

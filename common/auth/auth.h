@@ -67,6 +67,7 @@ enum auth_status {
 	AUTH_E_PROOF = 5,   /* the client's proof is wrong */
 	AUTH_E_BUSY = 6,    /* too many connections */
 	AUTH_E_PROTO = 7,   /* malformed handshake */
+	AUTH_E_FLAGS = 8,   /* the client did not ask for what we require */
 };
 
 /* Handshake flags. */
@@ -174,7 +175,18 @@ typedef int (*auth_lookup_fn)(void *arg, const struct auth_hello *h,
 struct auth_server_cfg {
 	auth_lookup_fn lookup;
 	void *arg;
-	unsigned int flags; /* AUTH_F_* we insist on */
+	/*
+	 * AUTH_F_* the session gets whatever the client asked for: a client
+	 * that asked for less is upgraded (the page server's
+	 * --page-encryption on).
+	 */
+	unsigned int flags;
+	/*
+	 * AUTH_F_* the client must ask for itself: a HELLO without them is
+	 * refused with AUTH_E_FLAGS before any key is looked up (the
+	 * coordinator: control frames are always encrypted).
+	 */
+	unsigned int require;
 };
 
 struct auth_hs;

@@ -20,6 +20,8 @@
  *          bits 2-3 chunk sizes (up to: all, 1 byte, 7 bytes, 64 bytes)
  *          bit  4   the client asks for AUTH_F_ENCRYPT
  *          bit  5   the server insists on AUTH_F_ENCRYPT
+ *          bit  6   the server requires the client to ask for it
+ *                   (auth_server_cfg.require, as the coordinator)
  *   byte 1          seed of the chunk sizes
  */
 #include "auth.h"
@@ -126,10 +128,11 @@ static void fuzz_not_done(struct auth_hs *h)
 
 static void fuzz_server(const uint8_t *p, size_t len, bool real_hello,
 			unsigned int cflags, unsigned int sflags,
-			struct fuzz_rng *rng, size_t cmax)
+			unsigned int require, struct fuzz_rng *rng, size_t cmax)
 {
 	struct auth_server_cfg scfg = { .lookup = fuzz_lookup,
-					.flags = sflags };
+					.flags = sflags,
+					.require = require };
 	struct auth_client_cfg ccfg = {
 		.role = AUTH_ROLE_PEER,
 		.name = "client",
@@ -143,7 +146,15 @@ static void fuzz_server(const uint8_t *p, size_t len, bool real_hello,
 		memcpy(ccfg.key, fuzz_key, sizeof(ccfg.key));
 		FUZZ_CHECK(!auth_hs_client(&ccfg, &c));
 		fuzz_pump(c, s);
-		/* a real HELLO of a known peer: the server challenges */
+		/* a real HELLO of a known peer: the server challenges,
+		 * unless it requires what the client did not ask for */
+		if ((cflags & require) != require) {
+			FUZZ_CHECK(auth_hs_failed(s));
+			fuzz_not_done(s);
+			auth_hs_free(s);
+			auth_hs_free(c);
+			return;
+		}
 		FUZZ_CHECK(!auth_hs_failed(s));
 		FUZZ_CHECK(auth_hs_hello(s)->role == AUTH_ROLE_PEER);
 		FUZZ_CHECK(!strcmp(auth_hs_hello(s)->name, "client"));
@@ -265,7 +276,7 @@ static void fuzz_records(const uint8_t *p, size_t len, unsigned int cflags,
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const size_t chunk_max[4] = { 4096, 1, 7, 64 };
-	unsigned int cflags, sflags;
+	unsigned int cflags, sflags, require;
 	struct fuzz_rng rng;
 	size_t cmax;
 
@@ -274,12 +285,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cmax = chunk_max[(data[0] >> 2) & 3];
 	cflags = data[0] & 0x10 ? AUTH_F_ENCRYPT : 0;
 	sflags = data[0] & 0x20 ? AUTH_F_ENCRYPT : 0;
+	require = data[0] & 0x40 ? AUTH_F_ENCRYPT : 0;
 	fuzz_rng_init(&rng, data[1]);
 	switch (data[0] & 3) {
 	case 0:
 	case 1:
 		fuzz_server(data + 2, size - 2, data[0] & 1, cflags, sflags,
-			    &rng, cmax);
+			    require, &rng, cmax);
 		break;
 	case 2:
 		fuzz_client(data + 2, size - 2, cflags, &rng, cmax);

@@ -15,6 +15,10 @@
  *   fp_attack ctl-key ADDR KEYFILE
  *       coordinator, the admin handshake with KEYFILE (another cluster's
  *       key, an expired one): refused, with the reason printed.
+ *   fp_attack ctl-clear ADDR KEYFILE
+ *       coordinator, the admin handshake with KEYFILE (a good key) but
+ *       without asking for encryption (frames in clear, as before control
+ *       frames were encrypted): refused, with the reason printed.
  *   fp_attack as-node ADDR KEYFILE NAME OTHER_ID
  *       coordinator with node NAME's key: REGION_CREATE, REGION_DELETE,
  *       NODE_JOIN as another name, and HEARTBEAT, MR_PUT, ENDPOINT_PUT
@@ -202,6 +206,32 @@ static int attack_ctl_key(const char *addr, const char *keyfile)
 		return 1;
 	}
 	printf("ctl-key: refused: %s\n", why);
+	return 0;
+}
+
+static int attack_ctl_clear(const char *addr, const char *keyfile)
+{
+	struct actl_cred c = { 0 };
+	struct auth_client_cfg cc;
+	struct auth_sess *s = NULL;
+	char why[400];
+	int fd, ret;
+
+	if (attack_cred(keyfile, &c) ||
+	    actl_cred_client(&c, AUTH_ROLE_ADMIN, NULL, &cc))
+		return 2;
+	cc.flags = 0;
+	if (net_connect(addr, ATTACK_TIMEOUT_MS, &fd))
+		return 2;
+	ret = auth_client_run(fd, &cc, ATTACK_TIMEOUT_MS, &s, why, sizeof(why));
+	close(fd);
+	if (!ret) {
+		printf("ctl-clear: ACCEPTED (session %s)\n",
+		       auth_sess_encrypts(s) ? "encrypted anyway" : "in clear");
+		auth_sess_free(s);
+		return 1;
+	}
+	printf("ctl-clear: refused: %s\n", why);
 	return 0;
 }
 
@@ -1035,6 +1065,8 @@ int main(int argc, char **argv)
 		return attack_ctl_plain(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "ctl-key"))
 		return attack_ctl_key(argv[2], argv[3]);
+	if (argc == 4 && !strcmp(argv[1], "ctl-clear"))
+		return attack_ctl_clear(argv[2], argv[3]);
 	if (argc == 6 && !strcmp(argv[1], "as-node"))
 		return attack_as_node(argv[2], argv[3], argv[4],
 				      strtoull(argv[5], NULL, 10));
@@ -1062,7 +1094,7 @@ int main(int argc, char **argv)
 					   strtoull(argv[4], NULL, 0),
 					   argc == 6);
 	fprintf(stderr,
-		"usage: fp_attack plain-read|peer|ctl-plain|ctl-key|"
+		"usage: fp_attack plain-read|peer|ctl-plain|ctl-key|ctl-clear|"
 		"as-node|tamper|flood|map-fds|reopen-rw|uffd-upgrade|stuff "
 		"... (see the source)\n");
 	return 2;

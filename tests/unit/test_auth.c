@@ -2,8 +2,9 @@
 /*
  * auth.c: key files, key derivation, the handshake between a client and a
  * server state machine (right key, wrong key, wrong role, replayed client
- * messages, byte-by-byte delivery) and sealed records (tampered,
- * reordered, replayed: refused).
+ * messages, byte-by-byte delivery, encryption required and granted) and
+ * sealed records (tampered, reordered, replayed: refused); key files as
+ * people write them (uppercase hex, CRLF) and a client's expired key.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -14,10 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
 
+#include "actl.h"
 #include "auth.h"
 
 static struct auth_key cluster;
@@ -372,6 +377,222 @@ static void test_pair_key(void **state)
 	assert_int_equal(auth_pair_key(&cluster, "a", "x/y", ab), -EINVAL);
 }
 
+/* A server that requires encryption refuses a client that does not ask. */
+static void test_require_encrypt(void **state)
+{
+	struct auth_server_cfg scfg = { .lookup = lookup,
+					.arg = &cluster,
+					.flags = AUTH_F_ENCRYPT,
+					.require = AUTH_F_ENCRYPT };
+	struct auth_client_cfg cc;
+	struct auth_hs *c, *s;
+	struct auth_sess *cs, *ss;
+	const uint8_t *o;
+
+	client_cfg(&cluster, AUTH_ROLE_NODE, "hostA", &cc);
+	cc.flags = 0;
+	assert_int_equal(auth_hs_client(&cc, &c), 0);
+	assert_int_equal(auth_hs_server(&scfg, &s), 0);
+	pump(c, s, 512, NULL, NULL); /* HELLO */
+	assert_true(auth_hs_failed(s));
+	assert_int_equal(auth_hs_output(s, &o), AUTH_CHALL_LEN);
+	assert_int_equal(o[5], AUTH_E_FLAGS);
+	assert_non_null(strstr(auth_hs_error(s), "did not ask for encryption"));
+	pump(s, c, 512, NULL, NULL); /* the refusal */
+	assert_true(auth_hs_failed(c));
+	assert_non_null(strstr(auth_hs_error(c), "requires encryption"));
+	assert_null(auth_hs_take(s));
+	auth_hs_free(c);
+	auth_hs_free(s);
+
+	/* asking for it: an encrypted session at both ends */
+	cc.flags = AUTH_F_ENCRYPT;
+	assert_int_equal(auth_hs_client(&cc, &c), 0);
+	assert_int_equal(auth_hs_server(&scfg, &s), 0);
+	assert_true(run(c, s, 512));
+	cs = auth_hs_take(c);
+	ss = auth_hs_take(s);
+	assert_true(auth_sess_encrypts(cs) && auth_sess_encrypts(ss));
+	auth_sess_free(cs);
+	auth_sess_free(ss);
+	auth_hs_free(c);
+	auth_hs_free(s);
+
+	/* without require, flags upgrade a client that asked for less */
+	scfg.require = 0;
+	cc.flags = 0;
+	assert_int_equal(auth_hs_client(&cc, &c), 0);
+	assert_int_equal(auth_hs_server(&scfg, &s), 0);
+	assert_true(run(c, s, 512));
+	cs = auth_hs_take(c);
+	assert_true(auth_sess_encrypts(cs));
+	auth_sess_free(cs);
+	auth_hs_free(c);
+	auth_hs_free(s);
+}
+
+/*
+ * A server that holds the key but does not grant the encryption the client
+ * asked for (its CHALL has flags 0 and a genuine proof): the client
+ * refuses it.
+ */
+static void test_client_insists(void **state)
+{
+	uint8_t hello[AUTH_HELLO_LEN], chall[AUTH_CHALL_LEN];
+	uint8_t buf[16 + AUTH_HELLO_LEN + AUTH_CHALL_LEN];
+	unsigned int outl = 32;
+	struct auth_client_cfg cc;
+	struct auth_hs *c;
+	const uint8_t *o;
+	size_t n;
+
+	client_cfg(&cluster, AUTH_ROLE_ADMIN, NULL, &cc);
+	cc.flags = AUTH_F_ENCRYPT;
+	assert_int_equal(auth_hs_client(&cc, &c), 0);
+	assert_int_equal(auth_hs_output(c, &o), AUTH_HELLO_LEN);
+	memcpy(hello, o, sizeof(hello));
+	auth_hs_sent(c, AUTH_HELLO_LEN);
+	memset(chall, 0, sizeof(chall));
+	memcpy(chall, "FPA1", 4);
+	chall[4] = 1;
+	assert_int_equal(RAND_bytes(chall + 8, 32), 1);
+	n = strlen("farpage server");
+	memcpy(buf, "farpage server", n);
+	memcpy(buf + n, hello, AUTH_HELLO_LEN);
+	memcpy(buf + n + AUTH_HELLO_LEN, chall, 40);
+	assert_non_null(HMAC(EVP_sha256(), cc.key, AUTH_KEY_LEN, buf,
+			     n + AUTH_HELLO_LEN + 40, chall + 40, &outl));
+	assert_true(auth_hs_input(c, chall, sizeof(chall)) < 0);
+	assert_true(auth_hs_failed(c));
+	assert_non_null(strstr(auth_hs_error(c), "did not grant"));
+	assert_null(auth_hs_take(c));
+	auth_hs_free(c);
+}
+
+/* Writes @text as a key file, mode 0600. */
+static void key_file_write(const char *path, const char *text)
+{
+	FILE *f;
+
+	unlink(path);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	assert_int_equal(chmod(path, 0600), 0);
+}
+
+/* Uppercase hex and CRLF line ends are read as the file means them. */
+static void test_key_file_forms(void **state)
+{
+	char dir[] = "/tmp/farpage-auth.XXXXXX", path[128], why[160];
+	char text[512], *p;
+	struct auth_key n;
+	FILE *f;
+	size_t len;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/k", dir);
+	assert_int_equal(auth_key_save(path, &cluster, true), 0);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	len = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[len] = 0;
+
+	/* uppercase hex digits */
+	{
+		static const char *const fields[] = { "\nid ", "\nsecret " };
+		char up[512];
+
+		memcpy(up, text, len + 1);
+		for (size_t i = 0; i < 2; i++) {
+			p = strstr(up, fields[i]);
+			assert_non_null(p);
+			for (p += strlen(fields[i]); *p && *p != '\n'; p++)
+				if (*p >= 'a' && *p <= 'f')
+					*p = (char)(*p - 'a' + 'A');
+		}
+		assert_non_null(strpbrk(strstr(up, "\nsecret ") + 8, "ABCDEF"));
+		key_file_write(path, up);
+		assert_int_equal(auth_key_load(path, &n, why, sizeof(why)), 0);
+		assert_int_equal(n.role, AUTH_ROLE_CLUSTER);
+		assert_memory_equal(n.id, cluster.id, AUTH_ID_LEN);
+		assert_memory_equal(n.secret, cluster.secret, AUTH_KEY_LEN);
+	}
+	/* CRLF line ends, and blanks at the ends of lines */
+	{
+		char crlf[1024];
+		size_t k = 0;
+
+		for (size_t i = 0; i < len; i++) {
+			if (text[i] == '\n') {
+				if (i % 3 == 0)
+					crlf[k++] = ' ';
+				crlf[k++] = '\r';
+			}
+			crlf[k++] = text[i];
+		}
+		crlf[k] = 0;
+		key_file_write(path, crlf);
+		assert_int_equal(auth_key_load(path, &n, why, sizeof(why)), 0);
+		assert_memory_equal(n.id, cluster.id, AUTH_ID_LEN);
+		assert_memory_equal(n.secret, cluster.secret, AUTH_KEY_LEN);
+	}
+	/* another version: said as such */
+	key_file_write(path, "farpage-key 2\r\nrole cluster\r\n");
+	assert_int_equal(auth_key_load(path, &n, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "version \"2\""));
+	/* a hex digit that is none */
+	key_file_write(path, "farpage-key 1\nrole admin\nid 00112233445566GG\n"
+			     "secret 00000000000000000000000000000000000000000"
+			     "00000000000000000000000\n");
+	assert_int_equal(auth_key_load(path, &n, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "bad id"));
+	unlink(path);
+	rmdir(dir);
+}
+
+/* A client does not use its own key past its not-after. */
+static void test_client_key_expired(void **state)
+{
+	char dir[] = "/tmp/farpage-auth.XXXXXX", path[128], why[400];
+	struct auth_key admin;
+	struct actl_cred cred;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/admin.key", dir);
+	assert_int_equal(
+		auth_key_derive(&cluster, AUTH_ROLE_ADMIN, NULL, &admin), 0);
+	admin.not_after = (int64_t)time(NULL) - 10;
+	assert_int_equal(auth_key_save(path, &admin, true), 0);
+	assert_int_equal(actl_cred_load(&cred, path, AUTH_ROLE_ADMIN, NULL, why,
+					sizeof(why)),
+			 -EKEYEXPIRED);
+	assert_non_null(strstr(why, "expired"));
+	assert_non_null(strstr(why, path));
+	/* the cluster key in a client's hands: the same */
+	admin = cluster;
+	admin.not_after = (int64_t)time(NULL) - 10;
+	assert_int_equal(auth_key_save(path, &admin, true), 0);
+	assert_int_equal(actl_cred_load(&cred, path, AUTH_ROLE_ADMIN, NULL, why,
+					sizeof(why)),
+			 -EKEYEXPIRED);
+	/* the coordinator still loads it (a rollover's old key) */
+	assert_int_equal(actl_cred_load(&cred, path, AUTH_ROLE_CLUSTER, NULL,
+					why, sizeof(why)),
+			 0);
+	/* not yet expired: in use */
+	admin.not_after = (int64_t)time(NULL) + 3600;
+	assert_int_equal(auth_key_save(path, &admin, true), 0);
+	assert_int_equal(actl_cred_load(&cred, path, AUTH_ROLE_ADMIN, NULL, why,
+					sizeof(why)),
+			 0);
+	memset(&cred, 0, sizeof(cred));
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -382,6 +603,10 @@ int main(void)
 		cmocka_unit_test(test_garbage_hello),
 		cmocka_unit_test(test_key_file),
 		cmocka_unit_test(test_pair_key),
+		cmocka_unit_test(test_require_encrypt),
+		cmocka_unit_test(test_client_insists),
+		cmocka_unit_test(test_key_file_forms),
+		cmocka_unit_test(test_client_key_expired),
 	};
 
 	if (auth_key_generate(&cluster, 0))
