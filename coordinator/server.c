@@ -72,9 +72,9 @@
 #define SERVER_PEER_LEN		(NI_MAXHOST + NI_MAXSERV + 4)
 #define SERVER_HS_TIMEOUT_MS	5000
 #define SERVER_IDLE_TIMEOUT_MS	600000
-#define SERVER_HS_PER_PREFIX	8 /* in the handshake per /24 or /64 */
-#define SERVER_CONNS_PER_NODE	4 /* authenticated per node name */
-#define SERVER_LOG_BURST	5 /* refusal lines per second, then counted */
+#define SERVER_HS_PER_PREFIX	32 /* in the handshake per /24 or /64 */
+#define SERVER_CONNS_PER_NODE	4  /* authenticated per node name */
+#define SERVER_LOG_BURST	5  /* refusal lines per second, then counted */
 
 struct server_conn {
 	struct server *srv;
