@@ -999,6 +999,8 @@ static void on_lease_tick(struct evl *l, void *arg)
 	/* Under pressure (the pool more than half full) a quarter of it. */
 	hs_ms = s->n_hs > s->hs_max / 2 ? s->hs_timeout_ms / 4
 					: s->hs_timeout_ms;
+	if (!hs_ms)
+		hs_ms = 1;
 	for (cn = s->conns; cn; cn = next) {
 		next = cn->next;
 		/* Only time spent waiting on the peer counts, not time we
@@ -1035,6 +1037,7 @@ static void on_lease_tick(struct evl *l, void *arg)
 int server_create(const struct server_cfg *cfg, struct coord *c,
 		  struct server **out)
 {
+	unsigned int reserve;
 	struct server *s;
 	sigset_t mask;
 	int ret;
@@ -1054,10 +1057,10 @@ int server_create(const struct server_cfg *cfg, struct coord *c,
 						  : SERVER_IDLE_TIMEOUT_MS;
 	/* A quarter in the handshake, 1/32 kept for admins, nodes the rest. */
 	s->hs_max = s->max_conns / 4 ? s->max_conns / 4 : 1;
-	s->nodes_max = s->max_conns - s->hs_max -
-		       (s->max_conns / 32 ? s->max_conns / 32 : 1);
-	if ((int)s->nodes_max <= 0)
-		s->nodes_max = 1;
+	reserve = s->max_conns / 32 ? s->max_conns / 32 : 1;
+	s->nodes_max = s->max_conns > s->hs_max + reserve
+			       ? s->max_conns - s->hs_max - reserve
+			       : 1;
 	s->insecure = cfg->insecure;
 	s->refusals.burst = SERVER_LOG_BURST;
 	if (!s->insecure && (!cfg->n_keys || cfg->n_keys > AUTH_KEYS_MAX)) {

@@ -67,9 +67,11 @@ cli_from() { ${FP_HOST_RUN[$1]} "$FP_CLI_BIN" --coordinator "$FP_COORD" status; 
 scrape() { A curl -sf --max-time 20 "http://$1/metrics" >"$FP_TMP/scrape.prom" && grep -q "^$2" "$FP_TMP/scrape.prom"; }
 
 # --- 1. Unauthenticated floods from many addresses.
+FLOOD_PIDS=()
 flood() { # NAME ADDR N MODE
 	X "$ATTACK" flood "$2" "$3" "$4" "$SRCS" >"$FP_TMP/$1.out" 2>&1 &
 	FP_PIDS+=("$!")
+	FLOOD_PIDS+=("$!")
 }
 flood fhalf "$FP_COORD" 1024 half
 flood fidle "$FP_COORD" 1024 idle
@@ -108,10 +110,9 @@ scrape "$C_METRICS" farpage_connections_dropped_total || fp_fail "no farpage_con
 dropped=$(sed -n 's/^farpage_connections_dropped_total //p' "$FP_TMP/scrape.prom")
 [ "${dropped:-0}" -gt 0 ] || fp_fail "no handshake was dropped to make room"
 fp_log "ok: the coordinator dropped $dropped connections in their handshake to make room"
-for p in "${FP_PIDS[@]}"; do
-	case " ${FP_NODE_PID[*]} $FP_COORD_PID " in *" $p "*) continue ;; esac
-	kill "$p" 2>/dev/null
-	wait "$p" 2>/dev/null
+for p in "${FLOOD_PIDS[@]}"; do
+	kill "$p"
+	fp_wait_pid "$p" 20
 done
 
 # --- 2. One member's node key holds as many connections as it can.
