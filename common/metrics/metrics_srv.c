@@ -226,7 +226,8 @@ int metrics_srv_start(const char *listen, const char *component,
 	s->render = render;
 	s->arg = arg;
 	s->start_s = metrics_process_start();
-	ret = net_listen(listen, 16, &s->fd);
+	/* a burst of connections waits to be accepted, not dropped */
+	ret = net_listen(listen, METRICS_CONN_HARD_MAX, &s->fd);
 	if (ret) {
 		free(s);
 		return ret;
@@ -235,13 +236,14 @@ int metrics_srv_start(const char *listen, const char *component,
 	s->mhd = MHD_start_daemon(
 		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
 			MHD_USE_ERROR_LOG,
-		0, NULL, NULL, metrics_answer, s, MHD_OPTION_LISTEN_SOCKET,
-		s->fd, MHD_OPTION_CONNECTION_LIMIT,
+		0, NULL, NULL, metrics_answer, s,
+		/* first, or MHD warns that it may log on its own */
+		MHD_OPTION_EXTERNAL_LOGGER, metrics_mhd_log, NULL,
+		MHD_OPTION_LISTEN_SOCKET, s->fd, MHD_OPTION_CONNECTION_LIMIT,
 		(unsigned int)METRICS_CONN_HARD_MAX,
 		MHD_OPTION_NOTIFY_CONNECTION, metrics_notify, s,
 		MHD_OPTION_CONNECTION_TIMEOUT,
-		(unsigned int)METRICS_CONN_TIMEOUT, MHD_OPTION_EXTERNAL_LOGGER,
-		metrics_mhd_log, NULL, MHD_OPTION_END);
+		(unsigned int)METRICS_CONN_TIMEOUT, MHD_OPTION_END);
 	if (!s->mhd) {
 		close(s->fd);
 		free(s);
