@@ -42,6 +42,7 @@ enum main_opt {
 	MAIN_OPT_DATA_DIR,
 	MAIN_OPT_LEASE_MS,
 	MAIN_OPT_FRAME_TIMEOUT_MS,
+	MAIN_OPT_HS_TIMEOUT_MS,
 	MAIN_OPT_SNAPSHOT_EVERY,
 	MAIN_OPT_LOG_LEVEL,
 	MAIN_OPT_METRICS_LISTEN,
@@ -76,6 +77,11 @@ static void main_usage_print(FILE *f)
 		"                       heartbeat (default %u)\n"
 		"  --frame-timeout-ms MS  close a connection that holds half\n"
 		"                       a frame this long (default 10000)\n"
+		"  --handshake-timeout-ms MS  close a connection not done\n"
+		"                       with its handshake this long after\n"
+		"                       accept, a quarter of it while more\n"
+		"                       than half the handshake slots are\n"
+		"                       taken (default 5000)\n"
 		"  --snapshot-every N   snapshot after N log records\n"
 		"                       (default %u)\n"
 		"  --key-file FILE      the cluster key; twice during a key\n"
@@ -231,6 +237,8 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 		{ "lease-ms", required_argument, NULL, MAIN_OPT_LEASE_MS },
 		{ "frame-timeout-ms", required_argument, NULL,
 		  MAIN_OPT_FRAME_TIMEOUT_MS },
+		{ "handshake-timeout-ms", required_argument, NULL,
+		  MAIN_OPT_HS_TIMEOUT_MS },
 		{ "snapshot-every", required_argument, NULL,
 		  MAIN_OPT_SNAPSHOT_EVERY },
 		{ "log-level", required_argument, NULL, MAIN_OPT_LOG_LEVEL },
@@ -292,6 +300,14 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 			ret = main_opt_count("--frame-timeout-ms", optarg,
 					     MAIN_LEASE_MS_MAX, &v);
 			o->scfg.frame_timeout_ms = (unsigned int)v;
+			break;
+		}
+		case MAIN_OPT_HS_TIMEOUT_MS: {
+			uint64_t v = 0;
+
+			ret = main_opt_count("--handshake-timeout-ms", optarg,
+					     MAIN_LEASE_MS_MAX, &v);
+			o->scfg.hs_timeout_ms = (unsigned int)v;
 			break;
 		}
 		case MAIN_OPT_SNAPSHOT_EVERY:

@@ -14,10 +14,23 @@
  *
  * Unless the cluster runs --insecure, a connection starts in HANDSHAKE
  * (auth.h) and reaches READING only with a proven key; every frame after
- * that is sealed. Connections in HANDSHAKE are limited per source address
- * and in total (a quarter of all), so a flood of idle or half-open
- * connections leaves room for members; they are closed after
- * hs_timeout_ms, and authenticated ones after idle_timeout_ms of silence.
+ * that is sealed. Connection accounting (server_hs_room(),
+ * server_ident_admit()):
+ *
+ *   in HANDSHAKE   at most a quarter of max_conns, SERVER_HS_PER_PREFIX from
+ *                  one IPv4 /24 or IPv6 /64; past either cap the OLDEST in
+ *                  its handshake is closed to make room, so a flood holding
+ *                  slots from any number of addresses cannot keep out a
+ *                  member, whose handshake takes a round trip or two.
+ *                  Closed after hs_timeout_ms, a quarter of that while the
+ *                  pool is more than half full.
+ *   node keys      SERVER_CONNS_PER_NODE per node name (past it the name's
+ *                  oldest connection goes: a key hurts only itself), and
+ *                  all node keys together leave the admin reserve free.
+ *   admin key      the rest: the handshake pool and the node keys can never
+ *                  take the last max_conns / 32 slots.
+ *
+ * Authenticated connections are closed after idle_timeout_ms of silence.
  */
 #define LOG_PREFIX "coord: "
 #include "server.h"
@@ -59,10 +72,10 @@
 #define SERVER_PEER_LEN		(NI_MAXHOST + NI_MAXSERV + 4)
 #define SERVER_HS_TIMEOUT_MS	5000
 #define SERVER_IDLE_TIMEOUT_MS	600000
-#define SERVER_HS_PER_SOURCE	8 /* connections in handshake per address */
-#define SERVER_LOG_BURST	5 /* refusal lines per second, then counted */
-/* session lines per second, then counted */
-#define SERVER_SESS_BURST 20
+#define SERVER_HS_PER_PREFIX	32 /* in the handshake per /24 or /64 */
+#define SERVER_CONNS_PER_NODE	4  /* authenticated per node name */
+#define SERVER_LOG_BURST	5  /* refusal lines per second, then counted */
+#define SERVER_SESS_BURST	20 /* session lines per second, then counted */
 
 struct server_conn {
 	struct server *srv;
@@ -78,6 +91,9 @@ struct server_conn {
 	size_t wpos, wlen, wcap;
 	uint64_t partial_ms;   /* since when rbuf holds half a frame; 0: none */
 	char host[NI_MAXHOST]; /* the peer's address without the port */
+	uint8_t prefix[8];     /* its /24 (IPv4) or /64 (IPv6) */
+	uint8_t prefix_len;    /* 3, 8, or 0 if unknown */
+	uint64_t seq;	       /* order of accept: oldest first */
 	struct auth_hs *hs;    /* in the handshake; NULL after */
 	struct auth_sess *sess;
 	enum coord_role role;
@@ -100,6 +116,9 @@ struct server {
 	struct auth_key keys[AUTH_KEYS_MAX];
 	unsigned int n_keys;
 	unsigned int n_hs;	   /* connections in the handshake */
+	unsigned int hs_max;	   /* of them at most */
+	unsigned int nodes_max;	   /* authenticated with node keys, at most */
+	uint64_t seq;		   /* accepts so far */
 	struct log_limit refusals; /* SERVER_LOG_BURST lines a second */
 	struct log_limit sessions; /* SERVER_SESS_BURST a second */
 	char addr[SERVER_PEER_LEN];
@@ -107,7 +126,7 @@ struct server {
 	struct metrics_srv *metrics;
 	_Atomic uint32_t m_conns, m_nodes_up, m_nodes_down, m_regions;
 	atomic_uint_fast64_t m_lost, m_expiries, m_refused, m_conns_refused;
-	atomic_uint_fast64_t m_auth_failed, m_denied;
+	atomic_uint_fast64_t m_auth_failed, m_denied, m_dropped;
 };
 
 /*
@@ -136,6 +155,7 @@ server_log_refusal(struct server *s, const char *fmt, ...)
 
 static void server_pair_keys(struct server *s, const char *name,
 			     struct msg *rep);
+static int server_ident_admit(struct server_conn *cn);
 
 /* The declared payload length of the frame header at @p. */
 static uint32_t server_frame_len(const uint8_t *p)
@@ -566,6 +586,9 @@ static int server_conn_read(struct server_conn *cn)
 		ret = server_conn_handshake(cn);
 		if (ret || cn->hs)
 			return ret;
+		ret = server_ident_admit(cn);
+		if (ret)
+			return ret;
 	}
 
 	for (int i = 0; i < SERVER_READS_MAX && !cn->paused && !cn->eof; i++) {
@@ -680,38 +703,149 @@ static void server_peer_name(int fd, char *buf, size_t len,
 		 port);
 }
 
-/* Room for one more connection in the handshake from @host? A quarter
- * of the connections at most, SERVER_HS_PER_SOURCE from one address. */
-static bool server_hs_room(const struct server *s, const char *host)
+/* The /24 (IPv4, also mapped in IPv6) or /64 (IPv6) the peer is in. */
+static void server_peer_prefix(int fd, struct server_conn *cn)
 {
-	unsigned int same = 0;
+	struct sockaddr_storage ss;
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)&ss;
+	const struct sockaddr_in *s4 = (const struct sockaddr_in *)&ss;
+	socklen_t sl = sizeof(ss);
 
-	if (s->n_hs >= s->max_conns / 4)
-		return false;
-	for (const struct server_conn *c = s->conns; c; c = c->next)
-		if (c->hs && !strcmp(c->host, host) &&
-		    ++same >= SERVER_HS_PER_SOURCE)
-			return false;
-	return true;
+	cn->prefix_len = 0;
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) < 0)
+		return;
+	if (ss.ss_family == AF_INET) {
+		memcpy(cn->prefix, &s4->sin_addr, 3);
+		cn->prefix_len = 3;
+	} else if (ss.ss_family == AF_INET6 &&
+		   IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
+		memcpy(cn->prefix, s6->sin6_addr.s6_addr + 12, 3);
+		cn->prefix_len = 3;
+	} else if (ss.ss_family == AF_INET6) {
+		memcpy(cn->prefix, s6->sin6_addr.s6_addr, 8);
+		cn->prefix_len = 8;
+	}
+}
+
+/*
+ * The oldest connection in its handshake, of those from @cn's prefix if
+ * @same (of all if not); *n counts them.
+ */
+static struct server_conn *server_hs_oldest(struct server *s,
+					    const struct server_conn *cn,
+					    bool same, unsigned int *n)
+{
+	struct server_conn *c, *old = NULL;
+
+	*n = 0;
+	for (c = s->conns; c; c = c->next) {
+		if (!c->hs)
+			continue;
+		if (same && (c->prefix_len != cn->prefix_len ||
+			     memcmp(c->prefix, cn->prefix, cn->prefix_len)))
+			continue;
+		(*n)++;
+		if (!old || c->seq < old->seq)
+			old = c;
+	}
+	return old;
+}
+
+/* Closes @c, still in its handshake, to make room for @cn. */
+static void server_hs_evict(struct server_conn *c, const struct server_conn *cn,
+			    const char *why)
+{
+	struct server *s = c->srv;
+
+	atomic_fetch_add(&s->m_dropped, 1);
+	atomic_fetch_add(&s->m_auth_failed, 1);
+	server_log_refusal(s,
+			   "peer %s: closed: too many connections in the "
+			   "handshake%s; the oldest goes (for peer %s)",
+			   c->peer, why, cn->peer);
+	server_conn_close(c);
+}
+
+/*
+ * Room for @cn's handshake: past the cap of its prefix, or of all
+ * handshakes, the oldest connection in its handshake (of that prefix, or
+ * of all) is closed. A newcomer always gets in; slots held by a flood go
+ * first, and a member's handshake, a round trip or two, finishes unless
+ * the flood opens that many connections in the meantime.
+ */
+static void server_hs_room(struct server *s, const struct server_conn *cn)
+{
+	struct server_conn *old;
+	unsigned int n;
+
+	old = server_hs_oldest(s, cn, true, &n);
+	if (old && n >= SERVER_HS_PER_PREFIX) {
+		server_hs_evict(old, cn,
+				cn->prefix_len == 8 ? " from its /64"
+						    : " from its /24");
+		return;
+	}
+	old = server_hs_oldest(s, cn, false, &n);
+	if (old && n >= s->hs_max)
+		server_hs_evict(old, cn, "");
+}
+
+/*
+ * Connections per proven identity, once @cn has proven one: a node name
+ * holds at most SERVER_CONNS_PER_NODE (past it, its oldest connection is
+ * closed: a key can crowd out only itself), and node keys together at
+ * most nodes_max, which leaves the admin reserve free. Returns 0, or
+ * -EACCES with an ERROR queued for the peer (the caller sends it and
+ * closes).
+ */
+static int server_ident_admit(struct server_conn *cn)
+{
+	struct server *s = cn->srv;
+	struct server_conn *c, *old = NULL;
+	unsigned int same = 0, nodes = 0;
+	struct msg m;
+
+	if (cn->role != COORD_ROLE_NODE)
+		return 0;
+	for (c = s->conns; c; c = c->next) {
+		if (c == cn || c->hs || c->role != COORD_ROLE_NODE)
+			continue;
+		nodes++;
+		if (strcmp(c->name, cn->name))
+			continue;
+		same++;
+		if (!old || c->seq < old->seq)
+			old = c;
+	}
+	if (old && same >= SERVER_CONNS_PER_NODE) {
+		atomic_fetch_add(&s->m_dropped, 1);
+		server_log_refusal(s,
+				   "node %s: more than %u connections; closing "
+				   "its oldest, peer %s (for peer %s)",
+				   cn->name, SERVER_CONNS_PER_NODE, old->peer,
+				   cn->peer);
+		server_conn_close(old);
+		return 0;
+	}
+	if (nodes < s->nodes_max)
+		return 0;
+	atomic_fetch_add(&s->m_conns_refused, 1);
+	server_log_refusal(s,
+			   "peer %s: node %s: node keys hold %u connections, "
+			   "the rest is kept for admins; refused",
+			   cn->peer, cn->name, nodes);
+	msg_error(&m, -EUSERS,
+		  "the coordinator has no room for more node connections");
+	server_conn_queue(cn, &m);
+	return -EACCES;
 }
 
 static void server_accept_one(struct server *s, int fd)
 {
-	struct server_conn *cn;
+	struct server_conn *cn, *old;
+	unsigned int n;
 	int ret;
 
-	if (s->n_conns >= s->max_conns) {
-		uint64_t now = evl_now_ms();
-
-		if (now - s->refused_log_ms >= 1000) {
-			log_warn("too many connections (%u); refusing new ones",
-				 s->max_conns);
-			s->refused_log_ms = now;
-		}
-		atomic_fetch_add(&s->m_conns_refused, 1);
-		close(fd);
-		return;
-	}
 	cn = calloc(1, sizeof(*cn));
 	if (!cn) {
 		close(fd);
@@ -721,7 +855,28 @@ static void server_accept_one(struct server *s, int fd)
 	cn->fd = fd;
 	cn->events = EPOLLIN;
 	cn->since_ms = evl_now_ms();
+	cn->seq = ++s->seq;
 	server_peer_name(fd, cn->peer, sizeof(cn->peer), cn->host);
+	server_peer_prefix(fd, cn);
+	if (!s->insecure)
+		server_hs_room(s, cn);
+	/* At the cap, one still in its handshake makes room if there is. */
+	old = s->insecure ? NULL : server_hs_oldest(s, cn, false, &n);
+	if (s->n_conns >= s->max_conns && old) {
+		server_hs_evict(old, cn, ", and no connection free");
+	} else if (s->n_conns >= s->max_conns) {
+		uint64_t now = evl_now_ms();
+
+		if (now - s->refused_log_ms >= 1000) {
+			log_warn("too many connections (%u); refusing new ones",
+				 s->max_conns);
+			s->refused_log_ms = now;
+		}
+		atomic_fetch_add(&s->m_conns_refused, 1);
+		close(fd);
+		free(cn);
+		return;
+	}
 	if (!s->insecure) {
 		struct auth_server_cfg ac = {
 			.lookup = server_key_lookup,
@@ -730,16 +885,6 @@ static void server_accept_one(struct server *s, int fd)
 			.require = AUTH_F_ENCRYPT,
 		};
 
-		if (!server_hs_room(s, cn->host)) {
-			atomic_fetch_add(&s->m_conns_refused, 1);
-			server_log_refusal(s,
-					   "peer %s: too many connections in "
-					   "the handshake; refused",
-					   cn->peer);
-			close(fd);
-			free(cn);
-			return;
-		}
 		if (auth_hs_server(&ac, &cn->hs)) {
 			close(fd);
 			free(cn);
@@ -836,9 +981,14 @@ static void server_metrics_render(struct metrics_buf *b, void *arg)
 		    "non-request or a stalled half frame.",
 		    atomic_load(&s->m_refused));
 	metrics_one(b, "farpage_connections_refused_total", "counter",
-		    "Connections refused: too many open, or too many in the "
-		    "handshake (from one address or in total).",
+		    "Connections refused: all open ones authenticated, or "
+		    "node keys past their share (the admin reserve).",
 		    atomic_load(&s->m_conns_refused));
+	metrics_one(b, "farpage_connections_dropped_total", "counter",
+		    "Connections closed to make room: the oldest in its "
+		    "handshake past a cap (per /24 or /64, or in all), or a "
+		    "node name's oldest past its cap.",
+		    atomic_load(&s->m_dropped));
 	metrics_one(b, "farpage_auth_failures_total", "counter",
 		    "Connections closed for a failed or timed-out handshake or "
 		    "a frame that does not verify.",
@@ -867,21 +1017,27 @@ static void on_lease_tick(struct evl *l, void *arg)
 	struct server *s = arg;
 	uint64_t now = evl_now_ms();
 	struct server_conn *cn, *next;
+	unsigned int hs_ms;
 
 	coord_lease_check(s->coord, now);
 	server_figures(s);
+	/* Under pressure (the pool more than half full) a quarter of it. */
+	hs_ms = s->n_hs > s->hs_max / 2 ? s->hs_timeout_ms / 4
+					: s->hs_timeout_ms;
+	if (!hs_ms)
+		hs_ms = 1;
 	for (cn = s->conns; cn; cn = next) {
 		next = cn->next;
 		/* Only time spent waiting on the peer counts, not time we
 		 * stopped reading it (too much of its output queued). */
 		if (cn->paused && cn->partial_ms)
 			cn->partial_ms = now;
-		if (cn->hs && now - cn->since_ms >= s->hs_timeout_ms) {
+		if (cn->hs && now - cn->since_ms >= hs_ms) {
 			atomic_fetch_add(&s->m_auth_failed, 1);
 			server_log_refusal(s,
 					   "peer %s: no handshake within %u "
 					   "ms; closing",
-					   cn->peer, s->hs_timeout_ms);
+					   cn->peer, hs_ms);
 			server_conn_close(cn);
 			continue;
 		}
@@ -906,6 +1062,7 @@ static void on_lease_tick(struct evl *l, void *arg)
 int server_create(const struct server_cfg *cfg, struct coord *c,
 		  struct server **out)
 {
+	unsigned int reserve;
 	struct server *s;
 	sigset_t mask;
 	int ret;
@@ -923,6 +1080,12 @@ int server_create(const struct server_cfg *cfg, struct coord *c,
 		cfg->hs_timeout_ms ? cfg->hs_timeout_ms : SERVER_HS_TIMEOUT_MS;
 	s->idle_timeout_ms = cfg->idle_timeout_ms ? cfg->idle_timeout_ms
 						  : SERVER_IDLE_TIMEOUT_MS;
+	/* A quarter in the handshake, 1/32 kept for admins, nodes the rest. */
+	s->hs_max = s->max_conns / 4 ? s->max_conns / 4 : 1;
+	reserve = s->max_conns / 32 ? s->max_conns / 32 : 1;
+	s->nodes_max = s->max_conns > s->hs_max + reserve
+			       ? s->max_conns - s->hs_max - reserve
+			       : 1;
 	s->insecure = cfg->insecure;
 	s->refusals.burst = SERVER_LOG_BURST;
 	s->sessions.burst = SERVER_SESS_BURST;

@@ -1,14 +1,21 @@
 // SPDX-License-Identifier: MIT
-/* /metrics served over libmicrohttpd (metrics.h). */
+/*
+ * /metrics served over libmicrohttpd (metrics.h). Past METRICS_CONN_MAX
+ * connections the oldest one goes (the oldest of those that never asked
+ * for anything first): idle connections held open cannot keep a scraper
+ * out, whose request follows its connect at once.
+ */
 #define LOG_PREFIX "metrics: "
 #include "metrics.h"
 
 #include <errno.h>
 #include <microhttpd.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -19,11 +26,23 @@
 #define FARPAGE_VERSION "unknown"
 #endif
 
-#define METRICS_CONN_MAX     16 /* scrapers at once */
+#define METRICS_CONN_MAX     16 /* scrapers at once; past it the oldest goes */
 #define METRICS_CONN_TIMEOUT 10 /* s: an idle scraper is dropped */
+/* MHD's own cap: room for new ones while those shut down are closed */
+#define METRICS_CONN_HARD_MAX (4 * METRICS_CONN_MAX)
+
+/* A connection MHD has, as MHD's thread tracks it (no lock needed). */
+struct metrics_conn {
+	struct metrics_conn *prev, *next;
+	int fd;
+	bool asked;   /* a request came on it */
+	bool dropped; /* shut down to make room; MHD closes it */
+};
 
 struct metrics_srv {
 	struct MHD_Daemon *mhd;
+	struct metrics_conn *conns; /* newest first */
+	unsigned int n_live;	    /* tracked and not dropped */
 	int fd;
 	char addr[64];
 	char component[32];
@@ -78,8 +97,12 @@ static enum MHD_Result metrics_answer(void *cls, struct MHD_Connection *conn,
 	struct metrics_buf b = { 0 };
 	struct MHD_Response *rsp;
 	unsigned int code = MHD_HTTP_OK;
+	const union MHD_ConnectionInfo *ci;
 	enum MHD_Result ret;
 
+	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	if (ci && ci->socket_context)
+		((struct metrics_conn *)ci->socket_context)->asked = true;
 	if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
 		code = MHD_HTTP_METHOD_NOT_ALLOWED;
 		metrics_printf(&b, "only GET /metrics\n");
@@ -116,6 +139,71 @@ static enum MHD_Result metrics_answer(void *cls, struct MHD_Connection *conn,
 	return ret;
 }
 
+/*
+ * Shuts down the oldest live connection but @cn (of those that never
+ * asked, if any): MHD then sees it end and closes it.
+ */
+static void metrics_conn_drop_oldest(struct metrics_srv *s,
+				     const struct metrics_conn *cn)
+{
+	struct metrics_conn *c, *idle = NULL, *any = NULL;
+
+	for (c = s->conns; c; c = c->next) {
+		if (c == cn || c->dropped)
+			continue;
+		any = c; /* newest first: the last one seen is the oldest */
+		if (!c->asked)
+			idle = c;
+	}
+	c = idle ? idle : any;
+	if (!c)
+		return;
+	log_dbg("%u connections: closing the oldest (fd %d)", s->n_live, c->fd);
+	shutdown(c->fd, SHUT_RDWR);
+	c->dropped = true;
+	s->n_live--;
+}
+
+/* MHD's thread: a connection starts or ends. */
+static void metrics_notify(void *cls, struct MHD_Connection *conn,
+			   void **socket_ctx,
+			   enum MHD_ConnectionNotificationCode toe)
+{
+	struct metrics_srv *s = cls;
+	struct metrics_conn *cn = *socket_ctx;
+	const union MHD_ConnectionInfo *ci;
+
+	if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+		if (!cn)
+			return;
+		if (cn->prev)
+			cn->prev->next = cn->next;
+		else
+			s->conns = cn->next;
+		if (cn->next)
+			cn->next->prev = cn->prev;
+		if (!cn->dropped)
+			s->n_live--;
+		free(cn);
+		*socket_ctx = NULL;
+		return;
+	}
+	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	cn = calloc(1, sizeof(*cn));
+	if (!ci || !cn) {
+		free(cn);
+		return; /* not tracked: MHD's own cap still holds */
+	}
+	cn->fd = ci->connect_fd;
+	cn->next = s->conns;
+	if (s->conns)
+		s->conns->prev = cn;
+	s->conns = cn;
+	*socket_ctx = cn;
+	if (++s->n_live > METRICS_CONN_MAX)
+		metrics_conn_drop_oldest(s, cn);
+}
+
 static void metrics_mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	char line[256];
@@ -138,7 +226,8 @@ int metrics_srv_start(const char *listen, const char *component,
 	s->render = render;
 	s->arg = arg;
 	s->start_s = metrics_process_start();
-	ret = net_listen(listen, 16, &s->fd);
+	/* a burst of connections waits to be accepted, not dropped */
+	ret = net_listen(listen, METRICS_CONN_HARD_MAX, &s->fd);
 	if (ret) {
 		free(s);
 		return ret;
@@ -147,11 +236,14 @@ int metrics_srv_start(const char *listen, const char *component,
 	s->mhd = MHD_start_daemon(
 		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
 			MHD_USE_ERROR_LOG,
-		0, NULL, NULL, metrics_answer, s, MHD_OPTION_LISTEN_SOCKET,
-		s->fd, MHD_OPTION_CONNECTION_LIMIT,
-		(unsigned int)METRICS_CONN_MAX, MHD_OPTION_CONNECTION_TIMEOUT,
-		(unsigned int)METRICS_CONN_TIMEOUT, MHD_OPTION_EXTERNAL_LOGGER,
-		metrics_mhd_log, NULL, MHD_OPTION_END);
+		0, NULL, NULL, metrics_answer, s,
+		/* first, or MHD warns that it may log on its own */
+		MHD_OPTION_EXTERNAL_LOGGER, metrics_mhd_log, NULL,
+		MHD_OPTION_LISTEN_SOCKET, s->fd, MHD_OPTION_CONNECTION_LIMIT,
+		(unsigned int)METRICS_CONN_HARD_MAX,
+		MHD_OPTION_NOTIFY_CONNECTION, metrics_notify, s,
+		MHD_OPTION_CONNECTION_TIMEOUT,
+		(unsigned int)METRICS_CONN_TIMEOUT, MHD_OPTION_END);
 	if (!s->mhd) {
 		close(s->fd);
 		free(s);

@@ -36,9 +36,15 @@
  *       request tampered (header or tag), truncated, reordered or a
  *       replayed record, each on a fresh connection. "tamper-data:
  *       sent=N accepted=K" (accepted: page data came back).
- *   fp_attack flood ADDR N idle|half
- *       N connections that send nothing, or half a handshake; prints
+ *   fp_attack flood ADDR N idle|half [SRC,SRC,...]
+ *       N connections that send nothing, or half a handshake, each from
+ *       the next of the source addresses SRC in turn if given; prints
  *       "flood: open=K" and holds them until killed.
+ *   fp_attack hold-node ADDR KEYFILE NAME N
+ *       coordinator, node NAME's key: N connections, each through the
+ *       handshake and one REGION_LIST, all held. Prints "hold-node:
+ *       answered=A failed=F alive=L" (L: not closed by the coordinator
+ *       when the last was answered), then holds them until killed.
  *   fp_attack map-fds SOCK REGION SEED rw|ro
  *       a local mapper at the agent's socket SOCK: MAP REGION, then
  *       MAP_FDS for every run of chunks the layout places on the agent.
@@ -71,13 +77,17 @@
  *       going through. "stuff: sent=N closed|blocked" (closed: the agent
  *       ended the connection), then holds it until killed.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -570,22 +580,135 @@ static int attack_tamper_data(const char *addr, const char *keyfile,
 	return accepted ? 1 : 0;
 }
 
-static int attack_flood(const char *addr, long n, const char *mode)
+/* A TCP connection to @addr ("a.b.c.d:port") from source address @src. */
+static int attack_connect_from(const char *addr, const char *src, int *out)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct sockaddr_in from = { .sin_family = AF_INET };
+	struct pollfd p;
+	char host[64], *colon;
+	int fd, err = 0;
+	socklen_t el = sizeof(err);
+
+	snprintf(host, sizeof(host), "%s", addr);
+	colon = strrchr(host, ':');
+	if (!colon)
+		return -EINVAL;
+	*colon = 0;
+	sa.sin_port = htons((uint16_t)atoi(colon + 1));
+	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1 ||
+	    inet_pton(AF_INET, src, &from.sin_addr) != 1)
+		return -EINVAL;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&from, sizeof(from)) < 0)
+		goto out_errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 &&
+	    errno != EINPROGRESS)
+		goto out_errno;
+	p = (struct pollfd){ .fd = fd, .events = POLLOUT };
+	if (poll(&p, 1, 1000) != 1 ||
+	    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0 || err) {
+		close(fd);
+		return -ETIMEDOUT;
+	}
+	*out = fd;
+	return 0;
+out_errno:
+	err = -errno;
+	close(fd);
+	return err;
+}
+
+static int attack_flood(const char *addr, long n, const char *mode,
+			const char *srcs)
 {
 	uint8_t half[AUTH_HELLO_LEN / 2];
+	const char *next = srcs;
 	long open = 0;
-	int fd;
+	int fd, ret;
 
 	memset(half, 0, sizeof(half));
 	memcpy(half, "FPA1", 4);
 	for (long i = 0; i < n; i++) {
-		if (net_connect(addr, 1000, &fd))
+		char src[64];
+		size_t len;
+
+		if (!srcs) {
+			ret = net_connect(addr, 1000, &fd);
+		} else {
+			if (!*next)
+				next = srcs;
+			len = strcspn(next, ",");
+			snprintf(src, sizeof(src), "%.*s", (int)len, next);
+			next += len + (next[len] == ',');
+			ret = attack_connect_from(addr, src, &fd);
+			if (ret == -EINVAL) {
+				fprintf(stderr, "fp_attack: bad source %s\n",
+					src);
+				return 2;
+			}
+		}
+		if (ret)
 			continue;
 		if (!strcmp(mode, "half"))
 			send(fd, half, sizeof(half), MSG_NOSIGNAL);
 		open++; /* kept open, never closed: held until we die */
 	}
 	printf("flood: open=%ld\n", open);
+	fflush(stdout);
+	for (;;)
+		pause();
+	return 0;
+}
+
+/* Has the peer closed @fd (EOF or an error waiting)? */
+static bool attack_closed(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+	uint8_t b;
+
+	if (poll(&p, 1, 0) != 1)
+		return false;
+	return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) <= 0;
+}
+
+static int attack_hold_node(const char *addr, const char *keyfile,
+			    const char *name, long n)
+{
+	struct actl_cred c = { 0 };
+	long answered = 0, failed = 0, alive = 0;
+	struct actl *a;
+	char why[400];
+
+	if (attack_cred(keyfile, &c) || n <= 0)
+		return 2;
+	a = calloc((size_t)n, sizeof(*a));
+	if (!a)
+		return 2;
+	for (long i = 0; i < n; i++) {
+		struct msg req, rep;
+
+		a[i].fd = -1;
+		if (actl_connect(addr, &c, AUTH_ROLE_NODE, name,
+				 ATTACK_TIMEOUT_MS, &a[i], why, sizeof(why))) {
+			failed++;
+			a[i].fd = -1;
+			continue;
+		}
+		msg_init(&req, MSG_T_REGION_LIST);
+		if (actl_call(&a[i], &req, &rep, ATTACK_TIMEOUT_MS))
+			failed++;
+		else
+			answered++;
+		msg_fini(&rep);
+	}
+	for (long i = 0; i < n; i++)
+		if (a[i].fd >= 0 && !attack_closed(a[i].fd))
+			alive++;
+	printf("hold-node: answered=%ld failed=%ld alive=%ld\n", answered,
+	       failed, alive);
 	fflush(stdout);
 	for (;;)
 		pause();
@@ -1056,7 +1179,14 @@ static int attack_stuff(const char *sock)
 
 int main(int argc, char **argv)
 {
+	struct rlimit rl;
+
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	/* floods: as many descriptors as we may have */
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
 	if (argc == 3 && !strcmp(argv[1], "plain-read"))
 		return attack_plain_read(argv[2]);
 	if (argc == 5 && !strcmp(argv[1], "peer"))
@@ -1077,8 +1207,12 @@ int main(int argc, char **argv)
 					  atol(argv[6]));
 	if (argc == 4 && !strcmp(argv[1], "replay"))
 		return attack_replay(argv[2], argv[3]);
-	if (argc == 5 && !strcmp(argv[1], "flood"))
-		return attack_flood(argv[2], atol(argv[3]), argv[4]);
+	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "flood"))
+		return attack_flood(argv[2], atol(argv[3]), argv[4],
+				    argc == 6 ? argv[5] : NULL);
+	if (argc == 6 && !strcmp(argv[1], "hold-node"))
+		return attack_hold_node(argv[2], argv[3], argv[4],
+					atol(argv[5]));
 	if (argc == 3 && !strcmp(argv[1], "stuff"))
 		return attack_stuff(argv[2]);
 	if (argc == 6 && !strcmp(argv[1], "map-fds"))
@@ -1095,7 +1229,7 @@ int main(int argc, char **argv)
 					   argc == 6);
 	fprintf(stderr,
 		"usage: fp_attack plain-read|peer|ctl-plain|ctl-key|ctl-clear|"
-		"as-node|tamper|flood|map-fds|reopen-rw|uffd-upgrade|stuff "
-		"... (see the source)\n");
+		"as-node|tamper|flood|hold-node|map-fds|reopen-rw|uffd-upgrade|"
+		"stuff ... (see the source)\n");
 	return 2;
 }
