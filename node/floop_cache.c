@@ -1034,6 +1034,18 @@ void floop_cache_map_stale(struct floop *f, struct fmap *m)
 			 m->name, (unsigned long long)n);
 }
 
+void floop_cache_poison_present(struct floop *f, struct fmap *m, uint64_t addr)
+{
+	uint64_t i;
+
+	if (!m->cache || !m->writable)
+		return;
+	i = cache_idx(m, addr);
+	/* (a page held is mapped only from the cache: always valid then) */
+	if ((m->pst[i] & PS_VALID) && !m->stale)
+		cache_dirty_set(f, m, i);
+}
+
 void floop_cache_map_gone(struct floop *f, struct fmap *m)
 {
 	struct floop_done *d;
