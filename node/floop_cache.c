@@ -1041,7 +1041,8 @@ void floop_cache_poison_present(struct floop *f, struct fmap *m, uint64_t addr)
 	if (!m->cache || !m->writable)
 		return;
 	i = cache_idx(m, addr);
-	/* (a page held is mapped only from the cache: always valid then) */
+	/* A page the guest maps came from the cache, so it is VALID here;
+	 * a deleted region's writes never go home. */
 	if ((m->pst[i] & PS_VALID) && !m->stale)
 		cache_dirty_set(f, m, i);
 }
