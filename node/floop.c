@@ -250,20 +250,38 @@ static void floop_ppend_add(struct floop *f, struct fmap *m, uint64_t addr,
 	m->inflight++;
 }
 
-/* Poisons @npages from @addr; returns -EAGAIN with *done set to the pages
- * behind us when the rest must wait for the guest's events. */
+/*
+ * Poisons @npages from @addr, page by page; returns -EAGAIN with *done set
+ * to the pages behind us when the rest must wait for the guest's events.
+ * Every thread waiting on one of them ends: it gets SIGBUS, or, where the
+ * page is present after all, it is woken to read it (a page of a writable
+ * cache mapping found so was unprotected: it counts as written).
+ */
 static int floop_poison_try(struct floop *f, struct fmap *m, uint64_t addr,
 			    uint32_t npages, uint32_t *done, int *err)
 {
-	uint64_t n = 0, next = addr;
+	uint64_t n = 0;
+	uint32_t k = 0;
 	int ret = -EINVAL;
 
-	if (m->features & UFFD_FEATURE_POISON)
-		ret = uffd_poison(m->uffd, addr, (uint64_t)npages * FLOOP_PAGE,
-				  &n, &next);
+	if (m->features & UFFD_FEATURE_POISON) {
+		for (ret = 0; k < npages; k++) {
+			uint64_t a = addr + (uint64_t)k * FLOOP_PAGE;
+
+			ret = uffd_poison_page(m->uffd, a);
+			if (ret == UFFD_POISON_PRESENT) {
+				floop_cache_poison_present(f, m, a);
+				ret = 0;
+			} else if (!ret) {
+				n++;
+			} else {
+				break;
+			}
+		}
+	}
 	if (n)
 		atomic_fetch_add(&f->ctr.poisoned, n);
-	*done = (uint32_t)((next - addr) / FLOOP_PAGE);
+	*done = k;
 	*err = ret;
 	return ret == -EAGAIN ? -EAGAIN : 0;
 }

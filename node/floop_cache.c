@@ -1034,6 +1034,19 @@ void floop_cache_map_stale(struct floop *f, struct fmap *m)
 			 m->name, (unsigned long long)n);
 }
 
+void floop_cache_poison_present(struct floop *f, struct fmap *m, uint64_t addr)
+{
+	uint64_t i;
+
+	if (!m->cache || !m->writable)
+		return;
+	i = cache_idx(m, addr);
+	/* A page the guest maps came from the cache, so it is VALID here;
+	 * a deleted region's writes never go home. */
+	if ((m->pst[i] & PS_VALID) && !m->stale)
+		cache_dirty_set(f, m, i);
+}
+
 void floop_cache_map_gone(struct floop *f, struct fmap *m)
 {
 	struct floop_done *d;

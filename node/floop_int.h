@@ -369,6 +369,12 @@ int floop_cache_map_busy(const struct fmap *m);
 void floop_cache_flush_cmd(struct floop *f, const char *name, uint64_t cookie);
 /* A removed mapping is freed: its lease goes back. */
 void floop_cache_map_gone(struct floop *f, struct fmap *m);
+/*
+ * Page @addr of @m was to be poisoned but is present: uffd_poison_page()
+ * unprotected it, so a write to it is no longer seen: it counts as written
+ * (its write-back protects it again).
+ */
+void floop_cache_poison_present(struct floop *f, struct fmap *m, uint64_t addr);
 /* The region of @m was deleted: what it wrote must not go home now. */
 void floop_cache_map_stale(struct floop *f, struct fmap *m);
 

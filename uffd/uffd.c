@@ -176,6 +176,41 @@ int uffd_wake(int uffd, uint64_t start, uint64_t len)
 	return 0;
 }
 
+static int uffd_poison_ioctl(int uffd, uint64_t addr)
+{
+	struct uffd_poison_arg p = {
+		.range = { .start = addr, .len = UFFD_PAGE },
+	};
+
+	return ioctl(uffd, UFFD_IOC_POISON, &p) ? -errno : 0;
+}
+
+int uffd_poison_page(int uffd, uint64_t addr)
+{
+	int ret;
+
+	ret = uffd_poison_ioctl(uffd, addr);
+	if (ret != -EEXIST)
+		return ret;
+	/*
+	 * Present, or only a write-protect marker: a page of a WP-registered
+	 * range unmapped while protected (punched out of a shmem file, paged
+	 * out) keeps one, and POISON refuses to replace it (its threads
+	 * would wait forever). Unprotecting clears a marker (without waking:
+	 * the thread must find the poison); on a range without WP it fails
+	 * (-ENOENT) and changes nothing.
+	 */
+	ret = uffd_wp(uffd, addr, UFFD_PAGE, 0, 0);
+	if (ret == -EAGAIN || ret == -ESRCH)
+		return ret;
+	ret = uffd_poison_ioctl(uffd, addr);
+	if (ret != -EEXIST)
+		return ret;
+	/* Present: nothing to poison; a thread that waited there reads it. */
+	ret = uffd_wake(uffd, addr, UFFD_PAGE);
+	return ret ? ret : UFFD_POISON_PRESENT;
+}
+
 int uffd_poison(int uffd, uint64_t start, uint64_t len, uint64_t *n_poisoned,
 		uint64_t *next)
 {
@@ -184,21 +219,17 @@ int uffd_poison(int uffd, uint64_t start, uint64_t len, uint64_t *n_poisoned,
 
 	/* One page at a time: a range call stops at the first present page. */
 	for (a = start; a < start + len; a += UFFD_PAGE) {
-		struct uffd_poison_arg p = {
-			.range = { .start = a, .len = UFFD_PAGE },
-		};
-
-		if (ioctl(uffd, UFFD_IOC_POISON, &p) == 0) {
+		ret = uffd_poison_page(uffd, a);
+		if (ret == 0)
 			n++;
+		if (ret >= 0)
 			continue;
-		}
-		if (errno == EEXIST)
-			continue; /* present: nothing to poison */
 		/* -EAGAIN: the page was NOT poisoned; its thread would wait
 		 * forever if this were taken as done. */
-		ret = -errno;
 		break;
 	}
+	if (ret > 0)
+		ret = 0;
 	if (n_poisoned)
 		*n_poisoned = n;
 	if (next)

@@ -80,15 +80,33 @@ int uffd_copy_n(int uffd, uint64_t dst, const void *src, uint64_t len, int wake,
 /* Wakes threads waiting on [start, start+len). */
 int uffd_wake(int uffd, uint64_t start, uint64_t len);
 
+/* uffd_poison_page(): the page is present (nothing to poison). */
+#define UFFD_POISON_PRESENT 1
+
 /*
- * Poisons every page of [start, start+len) that is not present, page by
- * page, so threads touching them get SIGBUS. *n_poisoned (may be NULL) is
- * set to how many pages were poisoned. Returns 0; -EAGAIN if the guest's
- * address space is changing (an event is waiting to be read): *next (may be
- * NULL) is then the first page not yet done, to be poisoned again after the
- * events are read; -EINVAL if the uffd was not set up with
- * UFFD_FEATURE_POISON, -ENOENT/-ESRCH if the range or process is gone, or
- * -errno.
+ * Poisons page @addr so that threads touching it get SIGBUS, and wakes the
+ * threads waiting there. A write-protect marker left in the page table (a
+ * page of a WP-registered range unmapped while protected: punched out of
+ * its shmem file, paged out) is cleared first: the kernel refuses to
+ * poison over it (-EEXIST, as for a present page). Returns 0 (poisoned),
+ * UFFD_POISON_PRESENT (the page is mapped: threads waiting there are woken
+ * and read it; in a WP-registered range it is no longer write-protected,
+ * so the caller counts it as written), -EAGAIN (the guest's address space
+ * is changing: read its events, then call again; nothing was poisoned),
+ * -EINVAL (no UFFD_FEATURE_POISON), -ENOENT/-ESRCH (range or process
+ * gone), or -errno.
+ */
+int uffd_poison_page(int uffd, uint64_t addr);
+
+/*
+ * uffd_poison_page() for every page of [start, start+len), so threads
+ * touching them get SIGBUS (a present page is left, its waiters woken).
+ * *n_poisoned (may be NULL) is set to how many pages were poisoned.
+ * Returns 0; -EAGAIN if the guest's address space is changing (an event is
+ * waiting to be read): *next (may be NULL) is then the first page not yet
+ * done, to be poisoned again after the events are read; -EINVAL if the
+ * uffd was not set up with UFFD_FEATURE_POISON, -ENOENT/-ESRCH if the
+ * range or process is gone, or -errno.
  */
 int uffd_poison(int uffd, uint64_t start, uint64_t len, uint64_t *n_poisoned,
 		uint64_t *next);

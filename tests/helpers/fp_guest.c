@@ -49,6 +49,24 @@
  *                               flush and verify every page; ends with
  *                               "wresume: flush=ERR verified=N wrong=N
  *                               zero=N sigbus=N".
+ *   fp_guest wcut REGION SEED OLDSEED NWRITE
+ *                               map writable, write SEED's pattern into
+ *                               pages [0, NWRITE) (the rest hold OLDSEED's,
+ *                               filled by the owner), print "fp_guest:
+ *                               written N pages", wait for a line on stdin;
+ *                               print "fp_guest: flushing", flush, print
+ *                               "fp_guest: flush=ERR", wait for a line
+ *                               (the owner is cut off meanwhile); then 16
+ *                               threads read a spread of pages (every
+ *                               n/32-th, the last 32 written, the last 32
+ *                               of the region), going on past a SIGBUS,
+ *                               and write (WSEED = SEED + 1) and read back
+ *                               another spread (every n/32-th from n/64
+ *                               on, the 32 written before the last 32).
+ *                               Ends with "wcut: read pages=N verified=N
+ *                               wrong=N zero=N sigbus=N" and "wcut: write
+ *                               pages=N ..." (each page once: its right
+ *                               bytes, or a SIGBUS).
  *   fp_guest hotcold REGION SEED HOT COLD ROUNDS
  *                               map read-only; each round reads and
  *                               verifies the first HOT pages (the hot set)
@@ -722,6 +740,160 @@ static int guest_wresume(const char *region, uint64_t seed)
 	       atomic_load(&c.sigbus);
 }
 
+/* ---- wcut: every page after the owner is cut off ---- */
+
+#define WCUT_THREADS 16
+
+struct wcut_thr {
+	pthread_t th;
+	uint8_t *base;
+	const size_t *pages;
+	size_t n;
+	uint64_t seed, old, wseed;
+	size_t nwrite;
+	int write;
+	struct guest_counts *c;
+};
+
+/* Each page of its share once: read (or written, then read back) and
+ * checked, or counted as a SIGBUS; then the next one. */
+static void *wcut_thread(void *arg)
+{
+	struct wcut_thr *t = arg;
+	struct guest_jmp j = { 0 };
+	volatile size_t k = 0;
+
+	guest_jmp_self = &j;
+	for (; k < t->n; k++) {
+		size_t page = t->pages[k];
+		uint8_t *p = t->base + page * PATTERN_PAGE;
+
+		if (sigsetjmp(j.jb, 1)) {
+			atomic_fetch_add(j.sig == SIGBUS ? &t->c->sigbus
+							 : &t->c->segv,
+					 1);
+			continue;
+		}
+		j.armed = 1;
+		if (t->write) {
+			pattern_fill(p, t->wseed, page);
+			guest_check(t->c, p, t->wseed, page);
+		} else {
+			guest_check(t->c, p,
+				    page < t->nwrite ? t->seed : t->old, page);
+		}
+		j.armed = 0;
+	}
+	guest_jmp_self = NULL;
+	return NULL;
+}
+
+/* Runs the threads over @pages; prints "wcut: WHAT pages=N ...". Returns 1
+ * if a page was wrong or zero, or a thread could not start. */
+static int wcut_phase(const char *what, uint8_t *base, const size_t *pages,
+		      size_t n, uint64_t seed, uint64_t old, size_t nwrite,
+		      int write)
+{
+	struct wcut_thr t[WCUT_THREADS];
+	struct guest_counts c = { 0 };
+	size_t per = (n + WCUT_THREADS - 1) / WCUT_THREADS;
+	int bad = 0;
+
+	for (unsigned int i = 0; i < WCUT_THREADS; i++) {
+		size_t from = i * per < n ? i * per : n;
+
+		t[i] = (struct wcut_thr){
+			.base = base,
+			.pages = pages + from,
+			.n = n - from < per ? n - from : per,
+			.seed = seed,
+			.old = old,
+			.wseed = seed + 1,
+			.nwrite = nwrite,
+			.write = write,
+			.c = &c,
+		};
+		if (pthread_create(&t[i].th, NULL, wcut_thread, &t[i])) {
+			t[i].n = 0;
+			bad = 1;
+		}
+	}
+	for (unsigned int i = 0; i < WCUT_THREADS; i++)
+		if (!bad || t[i].n)
+			pthread_join(t[i].th, NULL);
+	printf("wcut: %s pages=%zu", what, n);
+	guest_counts_put(&c);
+	return bad || atomic_load(&c.wrong) || atomic_load(&c.zero) ||
+	       atomic_load(&c.segv) ||
+	       atomic_load(&c.verified) + atomic_load(&c.sigbus) != n;
+}
+
+/* Appends page @i to @v once (@seen: a page per byte). */
+static void wcut_add(size_t *v, size_t *n, uint8_t *seen, size_t i)
+{
+	if (seen[i])
+		return;
+	seen[i] = 1;
+	v[(*n)++] = i;
+}
+
+static int guest_wcut(const char *region, uint64_t seed, uint64_t old,
+		      size_t nwrite)
+{
+	size_t total, stride, *rd, *wr, nr = 0, nw = 0;
+	struct farpage_map *m;
+	uint8_t *base, *seen;
+	char line[64];
+	int ret, bad;
+
+	if (guest_map_rw(region, &m))
+		return 1;
+	base = farpage_map_addr(m);
+	total = farpage_map_size(m) / PATTERN_PAGE;
+	if (nwrite > total || nwrite < 64 || total < 128) {
+		fprintf(stderr, "fp_guest: %zu pages, %zu to write: too few\n",
+			total, nwrite);
+		return 1;
+	}
+	stride = total / 32;
+	rd = calloc(total, sizeof(*rd));
+	wr = calloc(total, sizeof(*wr));
+	seen = calloc(total, 1);
+	if (!rd || !wr || !seen)
+		return 1;
+	for (size_t i = 0; i < total; i += stride)
+		wcut_add(rd, &nr, seen, i);
+	for (size_t i = nwrite - 32; i < nwrite; i++)
+		wcut_add(rd, &nr, seen, i);
+	for (size_t i = total - 32; i < total; i++)
+		wcut_add(rd, &nr, seen, i);
+	for (size_t i = stride / 2; i < total; i += stride)
+		wcut_add(wr, &nw, seen, i);
+	for (size_t i = nwrite - 64; i < nwrite - 32; i++)
+		wcut_add(wr, &nw, seen, i);
+
+	for (size_t i = 0; i < nwrite; i++)
+		pattern_fill(base + i * PATTERN_PAGE, seed, i);
+	printf("fp_guest: written %zu pages\n", nwrite);
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		fprintf(stderr, "fp_guest: stdin closed; flushing\n");
+	printf("fp_guest: flushing\n");
+	fflush(stdout);
+	ret = farpage_flush(m);
+	printf("fp_guest: flush=%d\n", ret);
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		fprintf(stderr, "fp_guest: stdin closed; reading\n");
+	guest_signals_catch();
+	bad = wcut_phase("read", base, rd, nr, seed, old, nwrite, 0);
+	bad |= wcut_phase("write", base, wr, nw, seed, old, nwrite, 1);
+	fflush(stdout);
+	/* Not unmapped: writes the owner cannot take would keep the unmap
+	 * waiting; the process's exit ends the mapping. */
+	_exit(bad);
+}
+
 /* A hot set read every round among pages read once (see the top). */
 static int guest_hotcold(const char *region, uint64_t seed, size_t hot,
 			 size_t cold, size_t rounds)
@@ -777,6 +949,10 @@ int main(int argc, char **argv)
 				     strtoull(argv[4], NULL, 0),
 				     strtoull(argv[5], NULL, 0),
 				     strtoull(argv[6], NULL, 0));
+	if (argc == 6 && !strcmp(argv[1], "wcut"))
+		return guest_wcut(argv[2], strtoull(argv[3], NULL, 0),
+				  strtoull(argv[4], NULL, 0),
+				  strtoull(argv[5], NULL, 0));
 	if (argc == 3 && !strcmp(argv[1], "rdonly-write"))
 		return guest_rdonly_write(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "poison-race"))
@@ -790,6 +966,7 @@ int main(int argc, char **argv)
 		"       poison-race REGION | whold REGION SEED | rdonly-write "
 		"REGION |\n"
 		"       hotcold REGION SEED HOT COLD ROUNDS | wresume REGION "
-		"SEED\n");
+		"SEED |\n"
+		"       wcut REGION SEED OLDSEED NWRITE\n");
 	return 2;
 }
