@@ -29,6 +29,6 @@ fp_tagged_show() {
 	for p in "$@"; do
 		c=$(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline") || continue
 		pp=$(sed -n 's/^PPid:[[:space:]]*//p' "/proc/$p/status" 2>/dev/null)
-		echo "  pid $p (parent ${pp:-?}): ${c:-?}"
+		echo "  pid $p (parent ${pp:-?}): ${c:0:200}"
 	done
 }

@@ -69,9 +69,8 @@ scrape() { A curl -sf --max-time 20 "http://$1/metrics" >"$FP_TMP/scrape.prom" &
 # --- 1. Unauthenticated floods from many addresses.
 FLOOD_PIDS=()
 flood() { # NAME ADDR N MODE
-	X "$ATTACK" flood "$2" "$3" "$4" "$SRCS" >"$FP_TMP/$1.out" 2>&1 &
-	FP_PIDS+=("$!")
-	FLOOD_PIDS+=("$!")
+	fp_bg X "$ATTACK" flood "$2" "$3" "$4" "$SRCS" >"$FP_TMP/$1.out" 2>&1
+	FLOOD_PIDS+=("$FP_BG_PID")
 }
 flood fhalf "$FP_COORD" 1024 half
 flood fidle "$FP_COORD" 1024 idle
@@ -118,8 +117,7 @@ done
 # --- 2. One member's node key holds as many connections as it can.
 "$FP_CLI_BIN" keygen --role node --name a --from "$FARPAGE_KEY_FILE" -o "$FP_TMP/a.key" >/dev/null ||
 	fp_fail "keygen node"
-X "$ATTACK" hold-node "$FP_COORD" "$FP_TMP/a.key" a 1100 >"$FP_TMP/hold.out" 2>&1 &
-FP_PIDS+=("$!")
+fp_bg X "$ATTACK" hold-node "$FP_COORD" "$FP_TMP/a.key" a 1100 >"$FP_TMP/hold.out" 2>&1
 fp_wait_log "$FP_TMP/hold.out" "^hold-node:" 300 || fp_fail "hold-node did not finish: $(cat "$FP_TMP/hold.out")"
 fp_log "$(cat "$FP_TMP/hold.out")"
 alive=$(fp_field "$FP_TMP/hold.out" hold-node: alive)
