@@ -121,6 +121,7 @@ struct server {
 	uint64_t seq;		   /* accepts so far */
 	struct log_limit refusals; /* SERVER_LOG_BURST lines a second */
 	struct log_limit sessions; /* SERVER_SESS_BURST a second */
+	struct log_limit capped;   /* node keys past their cap, as refusals */
 	char addr[SERVER_PEER_LEN];
 	/* for /metrics: written on the loop thread, read on its own */
 	struct metrics_srv *metrics;
@@ -130,27 +131,47 @@ struct server {
 };
 
 /*
- * Logs a refusal, at most SERVER_LOG_BURST lines a second: a flood of bad
+ * Logs a line of @l's kind, at most @l's burst a second: a flood of bad
  * connections cannot fill the disk. What was left out is counted in the
  * next line.
  */
-static void __attribute__((format(printf, 2, 3)))
-server_log_refusal(struct server *s, const char *fmt, ...)
+static void __attribute__((format(printf, 2, 0)))
+server_log_limited(struct log_limit *l, const char *fmt, va_list ap)
 {
 	uint64_t dropped;
 	char line[512];
-	va_list ap;
 
-	if (!log_limit_take(&s->refusals, evl_now_ms(), &dropped))
+	if (!log_limit_take(l, evl_now_ms(), &dropped))
 		return;
-	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
 	if (dropped)
-		log_warn("%s (and %llu refusals not logged)", line,
+		log_warn("%s (and %llu more not logged)", line,
 			 (unsigned long long)dropped);
 	else
 		log_warn("%s", line);
+}
+
+/* A refusal (SERVER_LOG_BURST lines a second). */
+static void __attribute__((format(printf, 2, 3)))
+server_log_refusal(struct server *s, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	server_log_limited(&s->refusals, fmt, ap);
+	va_end(ap);
+}
+
+/* A node key past its connection cap: lines of their own, so that a
+ * flood of refusals just before cannot hide them. */
+static void __attribute__((format(printf, 2, 3)))
+server_log_capped(struct server *s, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	server_log_limited(&s->capped, fmt, ap);
+	va_end(ap);
 }
 
 static void server_pair_keys(struct server *s, const char *name,
@@ -819,11 +840,11 @@ static int server_ident_admit(struct server_conn *cn)
 	}
 	if (old && same >= SERVER_CONNS_PER_NODE) {
 		atomic_fetch_add(&s->m_dropped, 1);
-		server_log_refusal(s,
-				   "node %s: more than %u connections; closing "
-				   "its oldest, peer %s (for peer %s)",
-				   cn->name, SERVER_CONNS_PER_NODE, old->peer,
-				   cn->peer);
+		server_log_capped(s,
+				  "node %s: more than %u connections; closing "
+				  "its oldest, peer %s (for peer %s)",
+				  cn->name, SERVER_CONNS_PER_NODE, old->peer,
+				  cn->peer);
 		server_conn_close(old);
 		return 0;
 	}
@@ -1089,6 +1110,7 @@ int server_create(const struct server_cfg *cfg, struct coord *c,
 	s->insecure = cfg->insecure;
 	s->refusals.burst = SERVER_LOG_BURST;
 	s->sessions.burst = SERVER_SESS_BURST;
+	s->capped.burst = SERVER_LOG_BURST;
 	if (!s->insecure && (!cfg->n_keys || cfg->n_keys > AUTH_KEYS_MAX)) {
 		log_err("no cluster key (or more than %d)", AUTH_KEYS_MAX);
 		ret = -EINVAL;
