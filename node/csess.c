@@ -33,7 +33,8 @@ struct csess_job {
 	uint64_t token;
 	char name[MSG_NAME_MAX];
 	uint64_t lease; /* lookup: also take this write lease; 0 = none */
-	int release;	/* give the write lease back (no result) */
+	uint64_t wgen;	/* lookup: resume the lease of this generation */
+	int release;	/* give the write lease back (a result if token) */
 	struct csess_job *next;
 };
 
@@ -654,9 +655,15 @@ static void csess_lease_take(struct csess *s, const struct csess_job *j,
 	req.node = atomic_load(&s->a->node_id);
 	req.instance = s->a->instance;
 	req.lease = j->lease;
+	req.wgen = j->wgen;
 	ret = csess_call_want(s, &req, &rep, MSG_T_OK);
-	if (!ret)
+	if (!ret && !rep.wgen)
+		ret = -EPROTO; /* a coordinator without lease generations */
+	if (!ret) {
+		r->wgen = rep.wgen;
+		msg_fini(&rep);
 		return;
+	}
 	r->err = csess_err_is_link(ret) ? -EHOSTUNREACH : ret;
 	snprintf(r->text, sizeof(r->text), "region %s: write lease: %s",
 		 j->name,
@@ -665,6 +672,31 @@ static void csess_lease_take(struct csess *s, const struct csess_job *j,
 			 : csess_strerror(s, ret));
 	msg_fini(&rep);
 	msg_fini(&r->region);
+}
+
+/* A release someone waits for (its token): how it went, told once. */
+static void csess_release_tell(struct csess *s, struct csess_job *j, int err)
+{
+	struct csess_result *r;
+
+	if (!j->token)
+		return;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return; /* the client waits until it gives up */
+	r->token = j->token;
+	r->err = err;
+	if (err)
+		snprintf(r->text, sizeof(r->text),
+			 "region %s: the write lease was not given back: "
+			 "coordinator %s: %s%s",
+			 j->name, s->a->cfg.coordinator, csess_strerror(s, err),
+			 csess_err_is_link(err)
+				 ? " (retried until it answers; the lease ends "
+				   "with this node's)"
+				 : "");
+	j->token = 0;
+	csess_result_push(s, r);
 }
 
 /*
@@ -684,11 +716,14 @@ static void csess_releases_run(struct csess *s)
 		req.lease = j->lease;
 		ret = csess_call_want(s, &req, &rep, MSG_T_OK);
 		msg_fini(&rep);
-		if (csess_err_is_link(ret))
+		if (csess_err_is_link(ret)) {
+			csess_release_tell(s, j, -EHOSTUNREACH);
 			return;
+		}
 		if (ret)
 			log_errno(ret, "region %s: giving the write lease back",
 				  j->name);
+		csess_release_tell(s, j, ret);
 		*p = j->next;
 		free(j);
 	}
@@ -882,7 +917,7 @@ void csess_destroy(struct csess *s)
 }
 
 static int csess_job_push(struct csess *s, uint64_t token, const char *name,
-			  uint64_t lease, int release)
+			  uint64_t lease, uint64_t wgen, int release)
 {
 	struct csess_job *j = calloc(1, sizeof(*j));
 
@@ -891,6 +926,7 @@ static int csess_job_push(struct csess *s, uint64_t token, const char *name,
 	j->token = token;
 	snprintf(j->name, sizeof(j->name), "%s", name);
 	j->lease = lease;
+	j->wgen = wgen;
 	j->release = release;
 	pthread_mutex_lock(&s->lock);
 	*s->jobs_tail = j;
@@ -901,14 +937,15 @@ static int csess_job_push(struct csess *s, uint64_t token, const char *name,
 }
 
 int csess_lookup(struct csess *s, uint64_t token, const char *name,
-		 uint64_t lease)
+		 uint64_t lease, uint64_t wgen)
 {
-	return csess_job_push(s, token, name, lease, 0);
+	return csess_job_push(s, token, name, lease, wgen, 0);
 }
 
-int csess_lease_release(struct csess *s, const char *name, uint64_t lease)
+int csess_lease_release(struct csess *s, uint64_t token, const char *name,
+			uint64_t lease)
 {
-	return csess_job_push(s, 0, name, lease, 1);
+	return csess_job_push(s, token, name, lease, 0, 1);
 }
 
 int csess_event_fd(const struct csess *s)

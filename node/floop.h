@@ -100,6 +100,7 @@ struct floop_map_desc {
 	int pidfd;	/* cache mode: the process, to sample its access;
 			   -1: none (the loop owns it) */
 	uint64_t lease; /* write lease, handed back when it is done */
+	uint64_t wgen;	/* its generation: every write-back carries it */
 };
 
 /* What the loop reports back to the control thread (floop_done_take()). */
