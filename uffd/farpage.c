@@ -1020,8 +1020,18 @@ int farpage_flush(struct farpage_map *m)
 			m->name);
 		return -ENOLCK;
 	}
-	/* Agent gone: what was written waits in the cache for a restarted
-	 * agent (an agent there now has no mapping of ours to flush). */
+	/* Agent gone: what was written waits in the cache for the mapping
+	 * to be handed to a restarted agent (an agent there before that has
+	 * no mapping of ours to flush); the watchdog ends the wait. */
+	while (atomic_load(&m->state) == MAP_ORPHAN &&
+	       !atomic_load(&m->lease_lost))
+		nanosleep(&(struct timespec){ .tv_nsec = 10000000 }, NULL);
+	if (atomic_load(&m->lease_lost)) {
+		log_err("region %s: flush: the write lease was lost; what "
+			"this mapping wrote is not home",
+			m->name);
+		return -ENOLCK;
+	}
 	if (atomic_load(&m->state) != MAP_LIVE) {
 		log_err("region %s: flush: the agent is gone; written pages "
 			"are not home",

@@ -49,6 +49,17 @@
  *                               flush and verify every page; ends with
  *                               "wresume: flush=ERR verified=N wrong=N
  *                               zero=N sigbus=N".
+ *   fp_guest wsteal REGION SEED1 SEED2
+ *                               map writable, write SEED1's pattern into
+ *                               every page, flush (must be 0), print
+ *                               "fp_guest: flushed N pages", wait for a
+ *                               line on stdin (meanwhile the agent is
+ *                               restarted and another host writes), then
+ *                               write SEED2's pattern into every page, a
+ *                               SIGBUS skipping to the next page, flush,
+ *                               unmap; ends with "wsteal: pages=N
+ *                               written=N sigbus=N segv=N flush=ERR
+ *                               unmap=ERR".
  *   fp_guest hotcold REGION SEED HOT COLD ROUNDS
  *                               map read-only; each round reads and
  *                               verifies the first HOT pages (the hot set)
@@ -722,6 +733,68 @@ static int guest_wresume(const char *region, uint64_t seed)
 	       atomic_load(&c.sigbus);
 }
 
+/* Writes @seed's pattern into every page of @m; a fault signal skips
+ * that page (counted in @c). Returns the pages written. */
+static size_t guest_write_all(struct farpage_map *m, uint64_t seed,
+			      struct guest_counts *c)
+{
+	uint8_t *base = farpage_map_addr(m);
+	size_t n = farpage_map_size(m) / PATTERN_PAGE;
+	struct guest_jmp j = { 0 };
+	volatile size_t i = 0, written = 0;
+
+	guest_jmp_self = &j;
+	if (sigsetjmp(j.jb, 1)) {
+		atomic_fetch_add(j.sig == SIGBUS ? &c->sigbus : &c->segv, 1);
+		i++;
+	}
+	for (; i < n; i++) {
+		j.armed = 1;
+		pattern_fill(base + i * PATTERN_PAGE, seed, i);
+		j.armed = 0;
+		written++;
+	}
+	guest_jmp_self = NULL;
+	return written;
+}
+
+/* A writer whose lease is taken while its agent is away (see the top). */
+static int guest_wsteal(const char *region, uint64_t seed1, uint64_t seed2)
+{
+	struct guest_counts c = { 0 };
+	struct farpage_map *m;
+	size_t n, written;
+	char line[64];
+	int flush, unmap;
+
+	if (guest_map_rw(region, &m))
+		return 1;
+	n = farpage_map_size(m) / PATTERN_PAGE;
+	for (size_t i = 0; i < n; i++)
+		pattern_fill((uint8_t *)farpage_map_addr(m) + i * PATTERN_PAGE,
+			     seed1, i);
+	flush = farpage_flush(m);
+	if (flush) {
+		fprintf(stderr, "fp_guest: flush: %s\n",
+			farpage_strerror(flush));
+		return 1;
+	}
+	printf("fp_guest: flushed %zu pages\n", n);
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		fprintf(stderr, "fp_guest: stdin closed; writing\n");
+	guest_signals_catch();
+	written = guest_write_all(m, seed2, &c);
+	flush = farpage_flush(m);
+	unmap = farpage_unmap(m);
+	printf("wsteal: pages=%zu written=%zu sigbus=%lu segv=%lu flush=%d "
+	       "unmap=%d\n",
+	       n, written, (unsigned long)atomic_load(&c.sigbus),
+	       (unsigned long)atomic_load(&c.segv), flush, unmap);
+	fflush(stdout);
+	return 0;
+}
+
 /* A hot set read every round among pages read once (see the top). */
 static int guest_hotcold(const char *region, uint64_t seed, size_t hot,
 			 size_t cold, size_t rounds)
@@ -772,6 +845,9 @@ int main(int argc, char **argv)
 		return guest_whold(argv[2], strtoull(argv[3], NULL, 0));
 	if (argc == 4 && !strcmp(argv[1], "wresume"))
 		return guest_wresume(argv[2], strtoull(argv[3], NULL, 0));
+	if (argc == 5 && !strcmp(argv[1], "wsteal"))
+		return guest_wsteal(argv[2], strtoull(argv[3], NULL, 0),
+				    strtoull(argv[4], NULL, 0));
 	if (argc == 7 && !strcmp(argv[1], "hotcold"))
 		return guest_hotcold(argv[2], strtoull(argv[3], NULL, 0),
 				     strtoull(argv[4], NULL, 0),
@@ -790,6 +866,7 @@ int main(int argc, char **argv)
 		"       poison-race REGION | whold REGION SEED | rdonly-write "
 		"REGION |\n"
 		"       hotcold REGION SEED HOT COLD ROUNDS | wresume REGION "
-		"SEED\n");
+		"SEED |\n"
+		"       wsteal REGION SEED1 SEED2\n");
 	return 2;
 }

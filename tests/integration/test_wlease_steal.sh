@@ -1,0 +1,94 @@
+#!/bin/bash
+# A writer whose agent restarts while another host takes the write lease
+# (loopback, agents A, C, D and B, the owner of every page), 10 seeded
+# rounds:
+#   1. a guest on A maps r writable, writes seed a into every page and
+#      flushes (0): D reads seed a on every page, from B's pool
+#   2. A's agent is killed -9 and restarted at once, but the guest cannot
+#      reach it yet (its socket path is a symlink, taken away meanwhile):
+#      C maps writable (the dead agent's lease ended with its instance),
+#      writes seed c into every page, flushes and unmaps: D reads seed c
+#   3. the guest can reach the restarted agent again: handing its mapping
+#      over needs its lease back, but C held it since (a newer
+#      generation): the lease is lost, for good. The guest writes seed a2
+#      into every page: each write is SIGBUS, its flush and unmap fail,
+#      and D still reads seed c on every page (the old code handed the
+#      mapping over, took a fresh lease and sent A's cache home: every
+#      page of C's reverted)
+set -uo pipefail
+. "$(dirname "$0")/../lib.sh"
+fp_require
+[ "${FP_FAULT_MODE:-}" = copy ] && fp_skip "copy mode: writes to remote pages stay in the process"
+GUEST=$FP_BIN/tests/fp_guest
+ROUNDS=${FP_WLEASE_ROUNDS:-10}
+SIZE=16M
+PAGES=$(($(numfmt --from=iec $SIZE) / 4096))
+fp_hosts_loopback H
+fp_coord_start H
+fp_node_start H B
+fp_node_start H A --cache-size 64M --writeback-ms 200
+fp_node_start H C --cache-size 64M --writeback-ms 200
+fp_node_start H D
+b=$(fp_node_id B)
+owners=$(printf "$b,%.0s" $(seq $(($(numfmt --from=iec $SIZE) / (2 << 20)))))
+fp_cli H B region create r --size $SIZE --owners "${owners%,}" >/dev/null 2>&1 ||
+	fp_fail "create r"
+# The guest's way to A's agent: taken away while C writes.
+LINK=$FP_TMP/a-link.sock
+
+# D reads seed $1 on every page ($2: what for).
+owner_has() {
+	fp_cli H D touch r --seed "$1" >"$FP_TMP/d.out" 2>&1 ||
+		{ cat "$FP_TMP/d.out" >&2; fp_fail "round $r: $2: B's pool does not hold seed $1 on every page"; }
+	fp_touch_ok "round $r: $2: B's pool holds seed $1 on every page" "$FP_TMP/d.out"
+}
+
+for ((r = 1; r <= ROUNDS; r++)); do
+	sa=$((100 + r)) sc=$((200 + r)) sa2=$((300 + r))
+	ln -sfn "${FP_NODE_SOCK[A]}" "$LINK"
+	rm -f "$FP_TMP/g.fifo"
+	mkfifo "$FP_TMP/g.fifo" && exec 7<>"$FP_TMP/g.fifo" || fp_fail "fifo"
+	FARPAGE_AGENT_TIMEOUT_MS=120000 FARPAGE_AGENT_SOCK=$LINK \
+		"$GUEST" wsteal r $sa $sa2 <"$FP_TMP/g.fifo" >"$FP_TMP/g$r.out" 2>&1 &
+	gp=$!
+	FP_PIDS+=("$gp")
+	fp_wait_log "$FP_TMP/g$r.out" "flushed $PAGES pages" 60 ||
+		{ cat "$FP_TMP/g$r.out" >&2; fp_fail "round $r: A's writer did not write and flush"; }
+	owner_has $sa "A flushed"
+
+	rm -f "$LINK"
+	kill -KILL "${FP_NODE_PID[A]}"
+	wait "${FP_NODE_PID[A]}" 2>/dev/null
+	fp_node_start H A --cache-size 64M --writeback-ms 200
+	fp_cli H C touch r --write --seed $sc >"$FP_TMP/c$r.out" 2>&1 ||
+		{ cat "$FP_TMP/c$r.out" >&2; fp_fail "round $r: C could not write (A's agent restarted)"; }
+	fp_touch_ok "round $r: C wrote seed $sc" "$FP_TMP/c$r.out"
+	grep -q '^flush: done' "$FP_TMP/c$r.out" || fp_fail "round $r: C did not flush"
+	owner_has $sc "C flushed and unmapped"
+
+	# The guest finds the agent again: its resume is refused (or, in the
+	# old code, accepted).
+	ln -sfn "${FP_NODE_SOCK[A]}" "$LINK"
+	fp_wait_log "$FP_TMP/g$r.out" "write lease .* is lost|handed over to the restarted agent" 60 ||
+		{ cat "$FP_TMP/g$r.out" >&2; fp_fail "round $r: A's guest never met its restarted agent"; }
+	echo go >&7
+	fp_wait_pid "$gp" 120 || { cat "$FP_TMP/g$r.out" >&2; fp_fail "round $r: A's guest did not end"; }
+	exec 7>&-
+	line=$(grep '^wsteal:' "$FP_TMP/g$r.out")
+	[ -n "$line" ] || { cat "$FP_TMP/g$r.out" >&2; fp_fail "round $r: A's guest printed no result"; }
+	fp_log "round $r: A's guest: $line"
+	owner_has $sc "after A's lost writer"
+	sigbus=$(fp_field "$FP_TMP/g$r.out" wsteal: sigbus)
+	written=$(fp_field "$FP_TMP/g$r.out" wsteal: written)
+	flush=$(fp_field "$FP_TMP/g$r.out" wsteal: flush)
+	unmap=$(fp_field "$FP_TMP/g$r.out" wsteal: unmap)
+	[ "$sigbus" = "$PAGES" ] && [ "$written" = 0 ] ||
+		{ cat "$FP_TMP/g$r.out" >&2; fp_fail "round $r: A wrote after losing its lease: $line"; }
+	[ "$flush" != 0 ] && [ "$unmap" != 0 ] ||
+		{ cat "$FP_TMP/g$r.out" >&2; fp_fail "round $r: A's flush or unmap said 0 after losing its lease: $line"; }
+	fp_log "ok: round $r: A lost its lease: SIGBUS on each write, flush=$flush unmap=$unmap"
+	grep -q "process handed over region r" "$FP_TMP/A.log" &&
+		fp_fail "round $r: A's restarted agent took the lost writer's mapping over"
+done
+fp_log "ok: $ROUNDS rounds: the owner always held the last acknowledged writer's bytes"
+exit 0
