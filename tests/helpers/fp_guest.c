@@ -60,6 +60,18 @@
  *                               unmap; ends with "wsteal: pages=N
  *                               written=N sigbus=N segv=N flush=ERR
  *                               unmap=ERR".
+ *   fp_guest wstale REGION SEED1 SEED2 SEED3
+ *                               map writable, write SEED1's pattern into
+ *                               every page, flush (must be 0), write
+ *                               SEED2's (not flushed), print "fp_guest:
+ *                               written N pages", wait for a line on stdin
+ *                               (meanwhile the agent is stopped and another
+ *                               host writes), then twice: write SEED3's
+ *                               pattern into every page (a SIGBUS skipping
+ *                               to the next page) and flush; unmap. Ends
+ *                               with "wstale: pages=N written1=N sigbus1=N
+ *                               flush1=ERR written2=N sigbus2=N flush2=ERR
+ *                               unmap=ERR".
  *   fp_guest hotcold REGION SEED HOT COLD ROUNDS
  *                               map read-only; each round reads and
  *                               verifies the first HOT pages (the hot set)
@@ -795,6 +807,46 @@ static int guest_wsteal(const char *region, uint64_t seed1, uint64_t seed2)
 	return 0;
 }
 
+/* A writer whose lease is taken while its agent is stopped, with written
+ * pages still only in that agent's cache (see the top). */
+static int guest_wstale(const char *region, uint64_t seed1, uint64_t seed2,
+			uint64_t seed3)
+{
+	struct guest_counts c1 = { 0 }, c2 = { 0 };
+	struct farpage_map *m;
+	size_t n, w1, w2;
+	int f1, f2, unmap;
+	char line[64];
+
+	if (guest_map_rw(region, &m))
+		return 1;
+	n = farpage_map_size(m) / PATTERN_PAGE;
+	guest_signals_catch();
+	if (guest_write_all(m, seed1, &c1) != n || (f1 = farpage_flush(m))) {
+		fprintf(stderr, "fp_guest: first write and flush failed\n");
+		return 1;
+	}
+	if (guest_write_all(m, seed2, &c1) != n) {
+		fprintf(stderr, "fp_guest: second write failed\n");
+		return 1;
+	}
+	printf("fp_guest: written %zu pages\n", n);
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		fprintf(stderr, "fp_guest: stdin closed; writing\n");
+	w1 = guest_write_all(m, seed3, &c1);
+	f1 = farpage_flush(m);
+	w2 = guest_write_all(m, seed3, &c2);
+	f2 = farpage_flush(m);
+	unmap = farpage_unmap(m);
+	printf("wstale: pages=%zu written1=%zu sigbus1=%lu flush1=%d "
+	       "written2=%zu sigbus2=%lu flush2=%d unmap=%d\n",
+	       n, w1, (unsigned long)atomic_load(&c1.sigbus), f1, w2,
+	       (unsigned long)atomic_load(&c2.sigbus), f2, unmap);
+	fflush(stdout);
+	return 0;
+}
+
 /* A hot set read every round among pages read once (see the top). */
 static int guest_hotcold(const char *region, uint64_t seed, size_t hot,
 			 size_t cold, size_t rounds)
@@ -848,6 +900,10 @@ int main(int argc, char **argv)
 	if (argc == 5 && !strcmp(argv[1], "wsteal"))
 		return guest_wsteal(argv[2], strtoull(argv[3], NULL, 0),
 				    strtoull(argv[4], NULL, 0));
+	if (argc == 6 && !strcmp(argv[1], "wstale"))
+		return guest_wstale(argv[2], strtoull(argv[3], NULL, 0),
+				    strtoull(argv[4], NULL, 0),
+				    strtoull(argv[5], NULL, 0));
 	if (argc == 7 && !strcmp(argv[1], "hotcold"))
 		return guest_hotcold(argv[2], strtoull(argv[3], NULL, 0),
 				     strtoull(argv[4], NULL, 0),
@@ -867,6 +923,7 @@ int main(int argc, char **argv)
 		"REGION |\n"
 		"       hotcold REGION SEED HOT COLD ROUNDS | wresume REGION "
 		"SEED |\n"
-		"       wsteal REGION SEED1 SEED2\n");
+		"       wsteal REGION SEED1 SEED2 | wstale REGION SEED1 SEED2 "
+		"SEED3\n");
 	return 2;
 }

@@ -15,6 +15,13 @@
 #      and D still reads seed c on every page (the old code handed the
 #      mapping over, took a fresh lease and sent A's cache home: every
 #      page of C's reverted)
+#   4. (once) a guest on A writes and flushes seed a, writes seed a2 (left
+#      only in A's cache), and A's agent is stopped (SIGSTOP) until the
+#      coordinator has it down: C maps writable, writes seed c, flushes and
+#      unmaps. A's agent goes on; the guest writes seed a3 and flushes:
+#      B refuses the write-backs of A's superseded lease generation, the
+#      flush fails, and from then on every write of the guest is SIGBUS;
+#      D reads seed c on every page
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 fp_require
@@ -24,7 +31,7 @@ ROUNDS=${FP_WLEASE_ROUNDS:-10}
 SIZE=16M
 PAGES=$(($(numfmt --from=iec $SIZE) / 4096))
 fp_hosts_loopback H
-fp_coord_start H
+fp_coord_start H --lease-ms 2000
 fp_node_start H B
 fp_node_start H A --cache-size 64M --writeback-ms 200
 fp_node_start H C --cache-size 64M --writeback-ms 200
@@ -91,4 +98,45 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		fp_fail "round $r: A's restarted agent took the lost writer's mapping over"
 done
 fp_log "ok: $ROUNDS rounds: the owner always held the last acknowledged writer's bytes"
+
+# 4. A's agent stopped (a partition from the coordinator) with written
+#    pages only in its cache; C writes meanwhile; A's write-backs of the
+#    older generation are refused by the owner.
+r=stale
+fp_node_start H A2 --cache-size 64M --writeback-ms 600000
+rm -f "$FP_TMP/s.fifo"
+mkfifo "$FP_TMP/s.fifo" && exec 7<>"$FP_TMP/s.fifo" || fp_fail "fifo"
+FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[A2]} "$GUEST" wstale r 401 402 403 <"$FP_TMP/s.fifo" >"$FP_TMP/s.out" 2>&1 &
+gp=$!
+FP_PIDS+=("$gp")
+fp_wait_log "$FP_TMP/s.out" "written $PAGES pages" 60 ||
+	{ cat "$FP_TMP/s.out" >&2; fp_fail "A2's writer did not write"; }
+owner_has 401 "A2 flushed seed 401, wrote 402 unflushed"
+kill -STOP "${FP_NODE_PID[A2]}"
+for ((i = 0; i < 600; i++)); do
+	fp_cli H C status 2>/dev/null | awk '$2 == "A2" && / DOWN /' | grep -q . && break
+	sleep 0.05
+done
+[ $i -lt 600 ] || { kill -CONT "${FP_NODE_PID[A2]}"; fp_fail "the coordinator never had the stopped agent down"; }
+fp_cli H C touch r --write --seed 404 >"$FP_TMP/cs.out" 2>&1 ||
+	{ kill -CONT "${FP_NODE_PID[A2]}"; cat "$FP_TMP/cs.out" >&2; fp_fail "C could not write while A2 was down"; }
+fp_touch_ok "C wrote seed 404 while A2's agent was stopped" "$FP_TMP/cs.out"
+owner_has 404 "C flushed and unmapped"
+kill -CONT "${FP_NODE_PID[A2]}"
+echo go >&7
+fp_wait_pid "$gp" 120 || { cat "$FP_TMP/s.out" >&2; fp_fail "A2's guest did not end"; }
+exec 7>&-
+line=$(grep '^wstale:' "$FP_TMP/s.out")
+[ -n "$line" ] || { cat "$FP_TMP/s.out" >&2; fp_fail "A2's guest printed no result"; }
+fp_log "A2's guest: $line"
+owner_has 404 "after A2's stale write-backs"
+[ "$(fp_field "$FP_TMP/s.out" wstale: flush1)" != 0 ] ||
+	fp_fail "A2's flush said 0 though the owner refused its generation: $line"
+[ "$(fp_field "$FP_TMP/s.out" wstale: sigbus2)" = "$PAGES" ] &&
+	[ "$(fp_field "$FP_TMP/s.out" wstale: written2)" = 0 ] &&
+	[ "$(fp_field "$FP_TMP/s.out" wstale: flush2)" != 0 ] ||
+	fp_fail "A2's guest could write on after its lease was lost: $line"
+grep -q "an owner refused its write-back" "$FP_TMP/A2.log" ||
+	fp_fail "A2's agent did not say its write-backs were refused"
+fp_log "ok: A2's write-backs of a superseded generation were refused: flush failed, then SIGBUS on every write"
 exit 0
