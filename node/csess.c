@@ -28,13 +28,21 @@
 
 #define CSESS_TIMEOUT_MS 3000
 
-/* MAP lookup queued by the control thread, or a write lease to give back. */
+enum csess_job_kind {
+	CSESS_JOB_LOOKUP = 0,
+	CSESS_JOB_RELEASE,
+	CSESS_JOB_CHECK,
+};
+
+/* MAP lookup queued by the control thread, a write lease to give back, or
+ * one to check. */
 struct csess_job {
 	uint64_t token;
 	char name[MSG_NAME_MAX];
 	uint64_t lease; /* lookup: also take this write lease; 0 = none */
 	uint64_t wgen;	/* lookup: resume the lease of this generation */
 	int release;	/* give the write lease back (a result if token) */
+	int check;	/* is the write lease still ours? (a result) */
 	struct csess_job *next;
 };
 
@@ -788,6 +796,19 @@ out:
 	csess_result_push(s, r);
 }
 
+/* Is write lease @j->lease of generation @j->wgen still ours? The
+ * answer in a result: 0, -ENOLCK or -EBUSY (lost), or a link error. */
+static void csess_check_run(struct csess *s, const struct csess_job *j)
+{
+	struct csess_result *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return; /* the client waits until it gives up */
+	r->token = j->token;
+	csess_lease_take(s, j, r);
+	csess_result_push(s, r);
+}
+
 static void csess_jobs_run(struct csess *s)
 {
 	struct csess_job *j, *next;
@@ -812,8 +833,12 @@ static void csess_jobs_run(struct csess *s)
 				csess_releases_run(s);
 			continue;
 		}
-		if (!csess_is_stopping(s))
-			csess_lookup_run(s, j);
+		if (!csess_is_stopping(s)) {
+			if (j->check)
+				csess_check_run(s, j);
+			else
+				csess_lookup_run(s, j);
+		}
 		free(j);
 	}
 	if (s->releases && !csess_is_stopping(s))
@@ -917,7 +942,8 @@ void csess_destroy(struct csess *s)
 }
 
 static int csess_job_push(struct csess *s, uint64_t token, const char *name,
-			  uint64_t lease, uint64_t wgen, int release)
+			  uint64_t lease, uint64_t wgen,
+			  enum csess_job_kind kind)
 {
 	struct csess_job *j = calloc(1, sizeof(*j));
 
@@ -927,7 +953,8 @@ static int csess_job_push(struct csess *s, uint64_t token, const char *name,
 	snprintf(j->name, sizeof(j->name), "%s", name);
 	j->lease = lease;
 	j->wgen = wgen;
-	j->release = release;
+	j->release = kind == CSESS_JOB_RELEASE;
+	j->check = kind == CSESS_JOB_CHECK;
 	pthread_mutex_lock(&s->lock);
 	*s->jobs_tail = j;
 	s->jobs_tail = &j->next;
@@ -939,13 +966,19 @@ static int csess_job_push(struct csess *s, uint64_t token, const char *name,
 int csess_lookup(struct csess *s, uint64_t token, const char *name,
 		 uint64_t lease, uint64_t wgen)
 {
-	return csess_job_push(s, token, name, lease, wgen, 0);
+	return csess_job_push(s, token, name, lease, wgen, CSESS_JOB_LOOKUP);
 }
 
 int csess_lease_release(struct csess *s, uint64_t token, const char *name,
 			uint64_t lease)
 {
-	return csess_job_push(s, token, name, lease, 0, 1);
+	return csess_job_push(s, token, name, lease, 0, CSESS_JOB_RELEASE);
+}
+
+int csess_lease_check(struct csess *s, uint64_t token, const char *name,
+		      uint64_t lease, uint64_t wgen)
+{
+	return csess_job_push(s, token, name, lease, wgen, CSESS_JOB_CHECK);
 }
 
 int csess_event_fd(const struct csess *s)

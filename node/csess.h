@@ -83,6 +83,15 @@ int csess_lookup(struct csess *s, uint64_t token, const char *name,
  */
 int csess_lease_release(struct csess *s, uint64_t token, const char *name,
 			uint64_t lease);
+/*
+ * Control thread: asks the coordinator whether write lease @lease of
+ * region @name, generation @wgen, is still this mapping's (as a resume
+ * would: it is taken again if this node's lease had lapsed and nobody
+ * took it). The result of @token (no region) has err 0, -ENOLCK or
+ * -EBUSY if it is lost, or -EHOSTUNREACH. Returns 0 or -ENOMEM.
+ */
+int csess_lease_check(struct csess *s, uint64_t token, const char *name,
+		      uint64_t lease, uint64_t wgen);
 /* Any thread: the node table is fetched again at the next heartbeat (a
  * peer we hold no pair key for came to our page server). */
 void csess_nodes_due(struct csess *s);

@@ -898,10 +898,9 @@ void floop_map_lease_lost(struct floop *f, struct fmap *m)
 	if (m->lease_lost || m->dead)
 		return;
 	m->lease_lost = 1;
-	log_err("map %llu: region %s: an owner refused its write-back: its "
-		"write lease (generation %llu) was taken by another mapping; "
-		"what it wrote is not sent home, its flushes fail and its "
-		"faults raise SIGBUS",
+	log_err("map %llu: region %s: its write lease (generation %llu) was "
+		"taken by another mapping: what it wrote is not sent home, its "
+		"flushes fail and its faults raise SIGBUS",
 		(unsigned long long)m->id, m->name,
 		(unsigned long long)m->wgen);
 	for (uint32_t i = 0; i < f->n_all; i++) {
@@ -1027,6 +1026,11 @@ static void floop_cmds_run(struct floop *f)
 			if (m)
 				floop_map_kill(f, m);
 			break;
+		case CMD_MAP_LOST:
+			m = floop_map_find(f, c->id);
+			if (m)
+				floop_map_lease_lost(f, m);
+			break;
 		case CMD_PEERS:
 			floop_peers_update(f, c->peers, c->n_peers);
 			break;
@@ -1149,6 +1153,18 @@ int floop_map_remove(struct floop *f, uint64_t id)
 	if (!c)
 		return -ENOMEM;
 	c->kind = CMD_MAP_REMOVE;
+	c->id = id;
+	floop_cmd_push(f, c);
+	return 0;
+}
+
+int floop_map_lost(struct floop *f, uint64_t id)
+{
+	struct cmd *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->kind = CMD_MAP_LOST;
 	c->id = id;
 	floop_cmd_push(f, c);
 	return 0;

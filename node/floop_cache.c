@@ -727,8 +727,14 @@ void floop_cache_wb_done(struct floop *f, uint32_t idx, uint32_t gen,
 	f->n_wb_busy--;
 	/* The owner knows a newer generation of the region's write lease:
 	 * this mapping's is lost for good. */
-	if (status == -ENOLCK)
+	if (status == -ENOLCK && !m->lease_lost) {
+		log_err("map %s: node %llu refused its write-back: an owner "
+			"refused it, it has seen a newer generation of the "
+			"region's write lease than %llu",
+			m->name, (unsigned long long)w->owner,
+			(unsigned long long)m->wgen);
 		floop_map_lease_lost(f, m);
+	}
 }
 
 /*
@@ -1005,7 +1011,7 @@ static void cache_flushes_check(struct floop *f, uint64_t now)
 			snprintf(d->text, sizeof(d->text),
 				 "region %s: the write lease of this mapping "
 				 "was lost (another mapping took it): what it "
-				 "wrote was refused, not sent home",
+				 "wrote and had not sent home is dropped",
 				 w->name);
 		} else if (left) {
 			d->err = -ETIMEDOUT;

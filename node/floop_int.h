@@ -210,6 +210,7 @@ enum cmd_kind {
 	CMD_SELF,
 	CMD_REGIONS,
 	CMD_FLUSH,
+	CMD_MAP_LOST, /* the coordinator says the map's write lease is lost */
 };
 
 struct cmd {

@@ -72,6 +72,7 @@ enum fsvc_state {
 	FSVC_LAYOUT_SENT,
 	FSVC_MAPPED,
 	FSVC_FLUSH,	  /* the fault loop sends pages home */
+	FSVC_FLUSH_CHECK, /* ... they are: is the write lease still ours? */
 	FSVC_UNMAP_DRAIN, /* UNMAP: what the mapping wrote goes home */
 	FSVC_RELEASING,	  /* UNMAP: its write lease goes back */
 	FSVC_UNMAPPED,	  /* UNMAP answered: nothing more but stats */
@@ -395,6 +396,70 @@ static int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 	return ret;
 }
 
+/*
+ * A flush of @c's region is done: if a writable mapping of it here holds
+ * the write lease, the coordinator is asked whether it still does before
+ * the client is told (fsvc_flush_checked()). An owner refuses write-backs
+ * of a generation older than one it has seen, but it may not have seen
+ * the newer one yet, and an RDMA WRITE carries none. Returns 1 if the
+ * check is under way.
+ */
+static int fsvc_flush_check(struct fsvc_conn *c)
+{
+	struct node_agent *a = c->a;
+	struct fsvc_conn *w;
+
+	for (w = a->conns; w; w = w->next)
+		if (w->state == FSVC_MAPPED && w->lease &&
+		    !strcmp(w->name, c->name))
+			break;
+	if (!w)
+		return 0;
+	c->token = ++a->next_token;
+	c->map_id = w->map_id;
+	if (csess_lease_check(a->cs, c->token, w->name, w->lease, w->wgen))
+		return 0;
+	c->state = FSVC_FLUSH_CHECK;
+	return 1;
+}
+
+/*
+ * The coordinator's word on the write lease of a flushed mapping. Lost:
+ * the fault loop marks the mapping so, then the flush runs again there,
+ * after it, and fails: the client hears of it only once every fault of
+ * the mapping raises SIGBUS.
+ */
+static void fsvc_flush_checked(struct fsvc_conn *c,
+			       const struct csess_result *r)
+{
+	struct node_agent *a = c->a;
+	struct msg rep;
+
+	c->state = FSVC_NEW;
+	if (r->err == -ENOLCK || r->err == -EBUSY) {
+		log_err("region %s: the coordinator says the write lease of "
+			"map %llu is lost: %s",
+			c->name, (unsigned long long)c->map_id, r->text);
+		c->token = ++a->next_token;
+		if (!floop_map_lost(a->fl, c->map_id) &&
+		    !floop_flush(a->fl, c->name, c->token)) {
+			c->state = FSVC_FLUSH;
+			return;
+		}
+		msg_error(&rep, -ENOLCK, "region %s: %s", c->name, r->text);
+	} else {
+		/* Home, but not confirmed (no coordinator): said so. */
+		if (r->err)
+			log_warn(
+				"region %s: flushed; the write lease could not "
+				"be confirmed: %s",
+				c->name, r->text);
+		msg_init(&rep, MSG_T_OK);
+	}
+	if (fsvc_send(c->fd, &rep, NULL, 0))
+		fsvc_conn_close(c);
+}
+
 /* What the fault loop reports: flushes done, leases to give back. */
 static void fsvc_on_dones(struct evl *l, int fd, uint32_t events, void *arg)
 {
@@ -453,6 +518,10 @@ static void fsvc_on_dones(struct evl *l, int fd, uint32_t events, void *arg)
 		for (c = a->conns; c; c = c->next)
 			if (c->state == FSVC_FLUSH && c->token == d->cookie)
 				break;
+		if (c && !d->err && fsvc_flush_check(c)) {
+			free(d);
+			continue;
+		}
 		if (c) {
 			if (d->err)
 				msg_error(&rep, d->err, "%s",
@@ -535,11 +604,14 @@ static void fsvc_on_lookups(struct evl *l, int fd, uint32_t events, void *arg)
 		next = r->next;
 		for (c = a->conns; c; c = c->next)
 			if ((c->state == FSVC_LOOKUP ||
-			     c->state == FSVC_RELEASING) &&
+			     c->state == FSVC_RELEASING ||
+			     c->state == FSVC_FLUSH_CHECK) &&
 			    c->token == r->token)
 				break;
 		if (c && c->state == FSVC_RELEASING) {
 			fsvc_unmap_reply(c, r);
+		} else if (c && c->state == FSVC_FLUSH_CHECK) {
+			fsvc_flush_checked(c, r);
 		} else if (c && fsvc_map_reply(c, r)) {
 			/* A failed map ends the connection. */
 			fsvc_conn_close(c);
@@ -804,6 +876,7 @@ static int fsvc_dispatch(struct fsvc_conn *c, const struct msg *req, int *fd)
 		c->fd_in2 = -1;
 	} else if (req->type == MSG_T_FLUSH && c->state == FSVC_NEW) {
 		c->token = ++c->a->next_token;
+		memcpy(c->name, req->name, sizeof(c->name));
 		ret = floop_flush(c->a->fl, req->name, c->token);
 		if (ret) {
 			fsvc_reply_error(c, ret, "cannot queue the flush");

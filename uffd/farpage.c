@@ -618,23 +618,27 @@ static int farpage_resume(struct farpage_map *m)
  */
 static void farpage_lease_lose(struct farpage_map *m, int err)
 {
-	atomic_store(&m->lease_lost, 1);
 	log_err("region %s: the write lease (generation %llu) is lost: %s; "
 		"what this mapping wrote and had not flushed is dropped, its "
 		"flushes fail, and its remote pages raise SIGBUS",
 		m->name, (unsigned long long)m->wgen, log_strerror(err));
-	if (m->cache_fd < 0)
-		return;
-	for (uint32_t i = 0; i < m->n_chunks; i++) {
-		uint64_t a = (uint64_t)(uintptr_t)m->base +
-			     (uint64_t)i * m->chunk_size;
+	if (m->cache_fd >= 0) {
+		for (uint32_t i = 0; i < m->n_chunks; i++) {
+			uint64_t a = (uint64_t)(uintptr_t)m->base +
+				     (uint64_t)i * m->chunk_size;
 
-		if (!m->is_local[i])
-			uffd_wp(m->uffd, a, m->chunk_size, 0, 0);
+			if (!m->is_local[i])
+				uffd_wp(m->uffd, a, m->chunk_size, 0, 0);
+		}
+		if (fallocate(m->cache_fd,
+			      FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+			      (off_t)m->span))
+			log_errno(-errno, "region %s: dropping the cache",
+				  m->name);
 	}
-	if (fallocate(m->cache_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-		      0, (off_t)m->span))
-		log_errno(-errno, "region %s: dropping the cache", m->name);
+	/* Said once the pages are gone: a flush that fails now is followed
+	 * by SIGBUS on every touch of a remote page, never a quiet write. */
+	atomic_store(&m->lease_lost, 1);
 }
 
 static int farpage_orphan(struct farpage_map *m)

@@ -15,13 +15,17 @@
 #      and D still reads seed c on every page (the old code handed the
 #      mapping over, took a fresh lease and sent A's cache home: every
 #      page of C's reverted)
-#   4. (once) a guest on A writes and flushes seed a, writes seed a2 (left
-#      only in A's cache), and A's agent is stopped (SIGSTOP) until the
-#      coordinator has it down: C maps writable, writes seed c, flushes and
-#      unmaps. A's agent goes on; the guest writes seed a3 and flushes:
-#      B refuses the write-backs of A's superseded lease generation, the
-#      flush fails, and from then on every write of the guest is SIGBUS;
-#      D reads seed c on every page
+#   4. (once) a guest on A2 writes and flushes seed a, writes seed a2
+#      (left only in A2's cache), and A2's agent is stopped (SIGSTOP)
+#      until the coordinator has it down: C maps writable, writes seed c,
+#      flushes and unmaps. A2's agent goes on; the guest writes seed a3
+#      and flushes: B refuses the write-backs of A2's superseded lease
+#      generation, the flush fails, and from then on every write of the
+#      guest is SIGBUS; D reads seed c on every page
+#   5. (once) the same on A3, but C only maps writable and unmaps (it
+#      writes nothing): B never saw the newer generation and takes A3's
+#      pages, but the flush asks the coordinator, which has A3's lease
+#      lost: the flush fails, then every write is SIGBUS
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 fp_require
@@ -99,44 +103,66 @@ for ((r = 1; r <= ROUNDS; r++)); do
 done
 fp_log "ok: $ROUNDS rounds: the owner always held the last acknowledged writer's bytes"
 
-# 4. A's agent stopped (a partition from the coordinator) with written
-#    pages only in its cache; C writes meanwhile; A's write-backs of the
-#    older generation are refused by the owner.
-r=stale
-fp_node_start H A2 --cache-size 64M --writeback-ms 600000
-rm -f "$FP_TMP/s.fifo"
-mkfifo "$FP_TMP/s.fifo" && exec 7<>"$FP_TMP/s.fifo" || fp_fail "fifo"
-FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[A2]} "$GUEST" wstale r 401 402 403 <"$FP_TMP/s.fifo" >"$FP_TMP/s.out" 2>&1 &
-gp=$!
-FP_PIDS+=("$gp")
-fp_wait_log "$FP_TMP/s.out" "written $PAGES pages" 60 ||
-	{ cat "$FP_TMP/s.out" >&2; fp_fail "A2's writer did not write"; }
-owner_has 401 "A2 flushed seed 401, wrote 402 unflushed"
-kill -STOP "${FP_NODE_PID[A2]}"
-for ((i = 0; i < 600; i++)); do
-	fp_cli H C status 2>/dev/null | awk '$2 == "A2" && / DOWN /' | grep -q . && break
-	sleep 0.05
-done
-[ $i -lt 600 ] || { kill -CONT "${FP_NODE_PID[A2]}"; fp_fail "the coordinator never had the stopped agent down"; }
-fp_cli H C touch r --write --seed 404 >"$FP_TMP/cs.out" 2>&1 ||
-	{ kill -CONT "${FP_NODE_PID[A2]}"; cat "$FP_TMP/cs.out" >&2; fp_fail "C could not write while A2 was down"; }
-fp_touch_ok "C wrote seed 404 while A2's agent was stopped" "$FP_TMP/cs.out"
-owner_has 404 "C flushed and unmapped"
-kill -CONT "${FP_NODE_PID[A2]}"
-echo go >&7
-fp_wait_pid "$gp" 120 || { cat "$FP_TMP/s.out" >&2; fp_fail "A2's guest did not end"; }
-exec 7>&-
-line=$(grep '^wstale:' "$FP_TMP/s.out")
-[ -n "$line" ] || { cat "$FP_TMP/s.out" >&2; fp_fail "A2's guest printed no result"; }
-fp_log "A2's guest: $line"
-owner_has 404 "after A2's stale write-backs"
-[ "$(fp_field "$FP_TMP/s.out" wstale: flush1)" != 0 ] ||
-	fp_fail "A2's flush said 0 though the owner refused its generation: $line"
-[ "$(fp_field "$FP_TMP/s.out" wstale: sigbus2)" = "$PAGES" ] &&
-	[ "$(fp_field "$FP_TMP/s.out" wstale: written2)" = 0 ] &&
-	[ "$(fp_field "$FP_TMP/s.out" wstale: flush2)" != 0 ] ||
-	fp_fail "A2's guest could write on after its lease was lost: $line"
-grep -q "an owner refused its write-back" "$FP_TMP/A2.log" ||
+# 4./5. A guest's agent stopped (a partition from the coordinator) with
+#    written pages only in its cache while another host takes the lease:
+#    stale_case AGENT SEED C_SEED: C writes C_SEED over every page (the
+#    owner then refuses the stopped agent's older generation), or with
+#    C_SEED 0 only maps writable and unmaps (`fill`: C owns no page), so
+#    the owner has not seen the newer generation: the coordinator,
+#    asked at the flush, tells the writer its lease is lost.
+stale_case() {
+	local n=$1 s=$2 cs=$3 line
+	r=$n
+	fp_node_start H "$n" --cache-size 64M --writeback-ms 600000
+	rm -f "$FP_TMP/s.fifo"
+	mkfifo "$FP_TMP/s.fifo" && exec 7<>"$FP_TMP/s.fifo" || fp_fail "fifo"
+	FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[$n]} "$GUEST" wstale r $s $((s + 1)) $((s + 2)) \
+		<"$FP_TMP/s.fifo" >"$FP_TMP/s$n.out" 2>&1 &
+	gp=$!
+	FP_PIDS+=("$gp")
+	fp_wait_log "$FP_TMP/s$n.out" "written $PAGES pages" 60 ||
+		{ cat "$FP_TMP/s$n.out" >&2; fp_fail "$n's writer did not write"; }
+	owner_has $s "$n flushed seed $s, wrote $((s + 1)) unflushed"
+	kill -STOP "${FP_NODE_PID[$n]}"
+	for ((i = 0; i < 600; i++)); do
+		fp_cli H C status 2>/dev/null | awk -v n="$n" '$2 == n && / DOWN /' | grep -q . && break
+		sleep 0.05
+	done
+	[ $i -lt 600 ] || { kill -CONT "${FP_NODE_PID[$n]}"; fp_fail "the coordinator never had the stopped agent $n down"; }
+	if [ "$cs" != 0 ]; then
+		fp_cli H C touch r --write --seed $cs >"$FP_TMP/cs.out" 2>&1 ||
+			{ kill -CONT "${FP_NODE_PID[$n]}"; cat "$FP_TMP/cs.out" >&2; fp_fail "C could not write while $n was down"; }
+		fp_touch_ok "C wrote seed $cs while $n's agent was stopped" "$FP_TMP/cs.out"
+		owner_has $cs "C flushed and unmapped"
+	else
+		fp_cli H C fill r >"$FP_TMP/cs.out" 2>&1 ||
+			{ kill -CONT "${FP_NODE_PID[$n]}"; cat "$FP_TMP/cs.out" >&2; fp_fail "C could not map writable while $n was down"; }
+		fp_log "C took the write lease and gave it back while $n's agent was stopped, writing nothing"
+	fi
+	kill -CONT "${FP_NODE_PID[$n]}"
+	echo go >&7
+	fp_wait_pid "$gp" 120 || { cat "$FP_TMP/s$n.out" >&2; fp_fail "$n's guest did not end"; }
+	exec 7>&-
+	line=$(grep '^wstale:' "$FP_TMP/s$n.out")
+	[ -n "$line" ] || { cat "$FP_TMP/s$n.out" >&2; fp_fail "$n's guest printed no result"; }
+	fp_log "$n's guest: $line"
+	[ "$cs" != 0 ] && owner_has $cs "after $n's stale write-backs"
+	[ "$(fp_field "$FP_TMP/s$n.out" wstale: flush1)" != 0 ] ||
+		fp_fail "$n's flush said 0 though its lease was lost: $line"
+	[ "$(fp_field "$FP_TMP/s$n.out" wstale: sigbus2)" = "$PAGES" ] &&
+		[ "$(fp_field "$FP_TMP/s$n.out" wstale: written2)" = 0 ] &&
+		[ "$(fp_field "$FP_TMP/s$n.out" wstale: flush2)" != 0 ] ||
+		fp_fail "$n's guest could write on after its lease was lost: $line"
+}
+
+stale_case A2 401 404
+grep -q "refused its write-back" "$FP_TMP/A2.log" ||
 	fp_fail "A2's agent did not say its write-backs were refused"
 fp_log "ok: A2's write-backs of a superseded generation were refused: flush failed, then SIGBUS on every write"
+stale_case A3 501 0
+grep -q "the coordinator says the write lease of map [0-9]* is lost" "$FP_TMP/A3.log" ||
+	fp_fail "A3's flush did not say the coordinator had the lease lost"
+grep -q "refused its write-back" "$FP_TMP/A3.log" &&
+	fp_fail "B refused A3's write-backs: it should not have seen a newer generation"
+fp_log "ok: A3's lease lost with no newer generation at the owner: the flush asked the coordinator and failed, then SIGBUS on every write"
 exit 0
