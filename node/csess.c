@@ -805,7 +805,16 @@ static void csess_check_run(struct csess *s, const struct csess_job *j)
 	if (!r)
 		return; /* the client waits until it gives up */
 	r->token = j->token;
-	csess_lease_take(s, j, r);
+	/* Known down: the flush is not held up by a timeout first. */
+	if (!s->coord_ok) {
+		r->err = -EHOSTUNREACH;
+		snprintf(r->text, sizeof(r->text), "coordinator %s: %s",
+			 s->a->cfg.coordinator,
+			 csess_strerror(s, s->last_err ? s->last_err
+						       : -EHOSTUNREACH));
+	} else {
+		csess_lease_take(s, j, r);
+	}
 	csess_result_push(s, r);
 }
 
