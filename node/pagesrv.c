@@ -166,7 +166,6 @@ struct pagesrv_conn {
 	 * tag staged until the tag verifies */
 	uint8_t wr_hdr[WIRE_HDR_LEN + WIRE_WGEN_LEN];
 	uint32_t wr_aad_len; /* of wr_hdr: the header, and the generation */
-	uint64_t wr_wgen;    /* the WRITE's write-lease generation (0: none) */
 	uint8_t *stage;
 	uint32_t stage_cap;
 	size_t q_bytes; /* secure: bytes of reply copies queued */
@@ -949,6 +948,12 @@ static size_t pagesrv_conn_recv_room(struct pagesrv_conn *c, uint8_t **buf,
 		*to = PAGESRV_TO_POOL;
 		return c->wr_left;
 	}
+	/* insecure: a WRITE's generation after its header, then its data
+	 * straight into the pool */
+	if (!c->sess && c->rlen >= WIRE_HDR_LEN &&
+	    c->rbuf[1] == WIRE_OP_WRITE &&
+	    (wire_get(c->rbuf + 2, 2) & WIRE_F_WGEN))
+		hlen += WIRE_WGEN_LEN;
 	*buf = c->rbuf + c->rlen;
 	if (c->writer) {
 		if (c->wr_active && c->wr_left < room)
