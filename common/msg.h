@@ -154,6 +154,12 @@ enum msg_field_id {
 					       background when the link is idle */
 /* handed over by a guest whose agent died: wake the whole range */
 #define MSG_MAP_RESUME (UINT64_C(1) << 1)
+/*
+ * WRITE_LEASE wgen of a new writable map: no generation to resume; the
+ * reply carries the one granted (agents before generations send no wgen
+ * and get none back).
+ */
+#define MSG_WGEN_NEW UINT64_MAX
 /* MAP and MAP_UFFD: a read-only mapping (no write lease, writes SIGSEGV) */
 #define MSG_MAP_RDONLY (UINT64_C(1) << 2)
 /* MAP_LAYOUT: remote chunks are to be mapped from the cache memfd (the

@@ -1658,13 +1658,17 @@ static uint64_t coord_wgen_next(const struct coord *c,
  * asked again by the holder, it is simply granted. A resumed mapping
  * (req->wgen: the generation it held, under an agent that died) gets it
  * back, under the same generation, only if nobody took it since and it
- * was this node's: else -ENOLCK, the lease is lost.
+ * was this node's: else -ENOLCK, the lease is lost. The reply carries the
+ * generation for an agent that sent one (MSG_WGEN_NEW: a new map); an
+ * agent of an older version sends none and gets none back.
  */
 static int coord_on_write_lease(struct coord *c, const struct msg *req,
 				struct msg *rep, uint64_t now, int *fatal)
 {
 	struct coord_region *r = coord_region_find(c, req->name);
 	const struct coord_node *n = coord_node_find(c, req->node);
+	int aware = req->wgen != 0;
+	uint64_t resume = req->wgen == MSG_WGEN_NEW ? 0 : req->wgen;
 	const struct coord_writer *w;
 	uint64_t wgen;
 	int ret;
@@ -1682,18 +1686,19 @@ static int coord_on_write_lease(struct coord *c, const struct msg *req,
 		return 0;
 	}
 	w = coord_writer_live(c, r, now);
-	if (w && w->node == req->node && w->lease == req->lease) {
+	if (w && w->node == req->node && w->lease == req->lease &&
+	    (!resume || resume == r->wgen)) {
 		msg_init(rep, MSG_T_OK);
-		rep->wgen = r->wgen;
+		rep->wgen = aware ? r->wgen : 0;
 		return 0;
 	}
-	if (req->wgen && (req->wgen != r->wgen || !r->writer.lease ||
-			  r->writer.node != req->node)) {
+	if (resume && (resume != r->wgen || !r->writer.lease ||
+		       r->writer.node != req->node)) {
 		msg_error(rep, -ENOLCK,
 			  "region '%s': the write lease of generation %llu "
 			  "is lost (now %llu%s): another mapping held it "
 			  "since",
-			  r->name, (unsigned long long)req->wgen,
+			  r->name, (unsigned long long)resume,
 			  (unsigned long long)r->wgen,
 			  r->writer.lease ? "" : ", not held");
 		return 0;
@@ -1708,15 +1713,15 @@ static int coord_on_write_lease(struct coord *c, const struct msg *req,
 			  h ? h->name : "?");
 		return 0;
 	}
-	wgen = req->wgen ? req->wgen : coord_wgen_next(c, r);
+	wgen = resume ? resume : coord_wgen_next(c, r);
 	ret = coord_writer_change(c, MSG_T_WRITE_LEASE, req, wgen, rep, fatal);
 	if (ret)
 		return *fatal ? ret : 0;
 	log_info("region '%s': write lease to node %llu, generation %llu%s",
 		 req->name, (unsigned long long)req->node,
-		 (unsigned long long)wgen, req->wgen ? " (resumed)" : "");
+		 (unsigned long long)wgen, resume ? " (resumed)" : "");
 	msg_init(rep, MSG_T_OK);
-	rep->wgen = r->wgen;
+	rep->wgen = aware ? r->wgen : 0;
 	return 0;
 }
 

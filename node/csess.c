@@ -663,7 +663,7 @@ static void csess_lease_take(struct csess *s, const struct csess_job *j,
 	req.node = atomic_load(&s->a->node_id);
 	req.instance = s->a->instance;
 	req.lease = j->lease;
-	req.wgen = j->wgen;
+	req.wgen = j->wgen ? j->wgen : MSG_WGEN_NEW;
 	ret = csess_call_want(s, &req, &rep, MSG_T_OK);
 	if (!ret && !rep.wgen)
 		ret = -EPROTO; /* a coordinator without lease generations */

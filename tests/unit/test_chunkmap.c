@@ -741,7 +741,7 @@ static uint64_t t_wlease_gen(struct coord *c, const char *name, uint64_t node,
 	req.node = node;
 	req.instance = inst;
 	req.lease = lease;
-	req.wgen = wgen;
+	req.wgen = wgen ? wgen : MSG_WGEN_NEW;
 	t_call(c, &req, &rep, now, want_err);
 	got = want_err ? 0 : rep.wgen;
 	if (!want_err)
@@ -760,16 +760,31 @@ static void test_chunkmap_write_lease_gen(void **state)
 {
 	struct coord *c = *state;
 	uint64_t g1, g2, g3;
-	struct msg rep;
+	struct msg req, rep;
+	uint8_t *buf;
+	size_t len;
 
 	t_join(c, "a", 64 * MIB, 11, T_NOW);
 	t_join(c, "b", 64 * MIB, 22, T_NOW);
 	t_create(c, "r", 8 * MIB, 2 * MIB, NULL, 0, 0, &rep, 0);
 	msg_fini(&rep);
 	g1 = t_wlease_gen(c, "r", 1, 11, 5, 0, T_NOW, 0);
-	assert_true(g1 > 0);
+	assert_true(g1 > 0 && g1 != MSG_WGEN_NEW);
 	assert_int_equal(c->regions[0]->wgen, g1);
 	assert_int_equal(t_wlease_gen(c, "r", 1, 11, 5, 0, T_NOW, 0), g1);
+	/* an agent of an older version (no wgen asked) gets none back */
+	msg_init(&req, MSG_T_WRITE_LEASE);
+	strcpy(req.name, "r");
+	req.node = 1;
+	req.instance = 11;
+	req.lease = 5;
+	t_call(c, &req, &rep, T_NOW, 0);
+	assert_int_equal(rep.type, MSG_T_OK);
+	assert_int_equal(rep.wgen, 0);
+	assert_int_equal(msg_encode(&rep, &buf, &len), 0);
+	assert_null(memmem(buf, len, "wgen", 4));
+	free(buf);
+	msg_fini(&rep);
 
 	/* a's agent restarts: the mapping resumes under its generation */
 	t_join(c, "a", 64 * MIB, 12, T_NOW);

@@ -775,6 +775,8 @@ static uint64_t t_wlease_gen(struct coord *c, struct msg *req)
 	struct msg rep;
 	uint64_t g;
 
+	if (!req->wgen)
+		req->wgen = MSG_WGEN_NEW;
 	t_handle(c, req, &rep);
 	if (rep.type != MSG_T_OK)
 		fail_msg("write lease: %s", rep.text);
