@@ -87,6 +87,7 @@ struct fsvc_conn {
 	uint64_t flags;		 /* MSG_MAP_* of the MAP request */
 	uint64_t lease;		 /* write lease id of a writable map; 0: none */
 	uint64_t wgen;		 /* its generation (MAP: the one to resume) */
+	int wgen_asked;		 /* MAP carried wgen: MAP_LAYOUT carries it */
 	char name[MSG_NAME_MAX]; /* of the region asked for */
 	int cache_fd;		 /* the mapping's cache memfd, -1: none */
 	struct msg layout;	 /* MAP_LAYOUT as sent */
@@ -230,8 +231,10 @@ static int fsvc_on_map(struct fsvc_conn *c, const struct msg *req)
 			return ret;
 		}
 		/* A mapping handed over after its agent died: the lease of
-		 * that generation, or none (lost). */
-		c->wgen = req->wgen;
+		 * that generation, or none (lost). A library of an older
+		 * version sends no wgen, and must get none back. */
+		c->wgen = req->wgen == MSG_WGEN_NEW ? 0 : req->wgen;
+		c->wgen_asked = req->wgen != 0;
 	}
 	/* An unmap here that is still sending pages home: its lease comes
 	 * back first (unmap, map again must work). */
@@ -374,7 +377,7 @@ static int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 	c->layout.n_chunks = r->region.n_chunks;
 	if (c->lease) {
 		c->wgen = r->wgen;
-		c->layout.wgen = r->wgen;
+		c->layout.wgen = c->wgen_asked ? r->wgen : 0;
 	}
 	r->region.chunks = NULL;
 	r->region.n_chunks = 0;

@@ -830,8 +830,9 @@ static int farpage_map_common(const char *name,
 	ret = net_unix_connect(m->sock_path, &m->sock);
 	if (ret)
 		goto err;
-	ret = farpage_agent_layout(m->sock, name, m->flags, 0, &rep,
-				   &m->cache_fd);
+	ret = farpage_agent_layout(m->sock, name, m->flags,
+				   m->flags & MSG_MAP_RDONLY ? 0 : MSG_WGEN_NEW,
+				   &rep, &m->cache_fd);
 	if (ret)
 		goto err;
 	ret = farpage_layout_check(m, &rep);
@@ -846,6 +847,14 @@ static int farpage_map_common(const char *name,
 	m->epoch = rep.epoch;
 	m->cid = rep.cid;
 	m->wgen = rep.wgen;
+	if (!(m->flags & MSG_MAP_RDONLY) && !m->wgen) {
+		log_err("map %s: the agent gave no write-lease generation: is "
+			"it of another farpage version?",
+			name);
+		msg_fini(&rep);
+		ret = -EPROTO;
+		goto err;
+	}
 	m->n_chunks = rep.n_chunks;
 	m->chunks = rep.chunks; /* ownership moves here */
 	rep.chunks = NULL;
