@@ -895,7 +895,7 @@ static void floop_cmd_regions(struct floop *f, struct cmd *c)
 
 void floop_map_lease_lost(struct floop *f, struct fmap *m)
 {
-	if (m->lease_lost || m->dead)
+	if (m->lease_lost)
 		return;
 	m->lease_lost = 1;
 	log_err("map %llu: region %s: its write lease (generation %llu) was "
@@ -903,7 +903,9 @@ void floop_map_lease_lost(struct floop *f, struct fmap *m)
 		"flushes fail and its faults raise SIGBUS",
 		(unsigned long long)m->id, m->name,
 		(unsigned long long)m->wgen);
-	for (uint32_t i = 0; i < f->n_all; i++) {
+	/* Removed (still sending home what it wrote): no fault waits, and
+	 * what is left of its pages goes, so that it can be freed. */
+	for (uint32_t i = 0; i < f->n_all && !m->dead; i++) {
 		struct fetch *s = &f->slots[i];
 
 		if (s->map != m || s->have_data ||

@@ -26,6 +26,9 @@
 #      writes nothing): B never saw the newer generation and takes A3's
 #      pages, but the flush asks the coordinator, which has A3's lease
 #      lost: the flush fails, then every write is SIGBUS
+#   6. (once) the same on A4 with C writing, but the guest is killed while
+#      its agent is stopped: the agent's write-backs for the dead process
+#      are refused, dropped, and a writable map on A4 works again
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 fp_require
@@ -165,4 +168,39 @@ grep -q "the coordinator says the write lease of map [0-9]* is lost" "$FP_TMP/A3
 grep -q "refused its write-back" "$FP_TMP/A3.log" &&
 	fp_fail "B refused A3's write-backs: it should not have seen a newer generation"
 fp_log "ok: A3's lease lost with no newer generation at the owner: the flush asked the coordinator and failed, then SIGBUS on every write"
+
+# 6. The same writer killed while its agent is stopped: the agent, going
+#    on, sends home what the dead process wrote; the owner refuses it; the
+#    mapping is dropped (not retried for ever) and a writable map on that
+#    host works again.
+r=A4
+fp_node_start H A4 --cache-size 64M --writeback-ms 600000
+rm -f "$FP_TMP/s.fifo"
+mkfifo "$FP_TMP/s.fifo" && exec 7<>"$FP_TMP/s.fifo" || fp_fail "fifo"
+FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[A4]} "$GUEST" wstale r 601 602 603 <"$FP_TMP/s.fifo" >"$FP_TMP/sA4.out" 2>&1 &
+gp=$!
+FP_PIDS+=("$gp")
+fp_wait_log "$FP_TMP/sA4.out" "written $PAGES pages" 60 ||
+	{ cat "$FP_TMP/sA4.out" >&2; fp_fail "A4's writer did not write"; }
+kill -STOP "${FP_NODE_PID[A4]}"
+for ((i = 0; i < 600; i++)); do
+	fp_cli H C status 2>/dev/null | awk '$2 == "A4" && / DOWN /' | grep -q . && break
+	sleep 0.05
+done
+[ $i -lt 600 ] || { kill -CONT "${FP_NODE_PID[A4]}"; fp_fail "the coordinator never had the stopped agent A4 down"; }
+fp_cli H C touch r --write --seed 604 >"$FP_TMP/cs.out" 2>&1 ||
+	{ kill -CONT "${FP_NODE_PID[A4]}"; cat "$FP_TMP/cs.out" >&2; fp_fail "C could not write while A4 was down"; }
+owner_has 604 "C flushed and unmapped while A4 was stopped"
+kill -KILL "$gp"
+wait "$gp" 2>/dev/null
+exec 7>&-
+kill -CONT "${FP_NODE_PID[A4]}"
+fp_cli H A4 touch r --write --seed 605 >"$FP_TMP/a4.out" 2>&1 &
+tp=$!
+fp_wait_pid "$tp" 60 || { cat "$FP_TMP/a4.out" >&2; fp_fail "a writable map on A4 after its dead writer's refused write-backs"; }
+fp_touch_ok "A4 writes again after its dead writer's write-backs were refused" "$FP_TMP/a4.out"
+owner_has 605 "A4's new writer flushed"
+grep -q "refused its write-back" "$FP_TMP/A4.log" ||
+	fp_fail "B did not refuse the dead writer's write-backs on A4"
+fp_log "ok: a dead writer's refused write-backs were dropped, not retried: A4 maps writable again"
 exit 0
