@@ -119,7 +119,7 @@ stale_case() {
 	fp_node_start H "$n" --cache-size 64M --writeback-ms 600000
 	rm -f "$FP_TMP/s.fifo"
 	mkfifo "$FP_TMP/s.fifo" && exec 7<>"$FP_TMP/s.fifo" || fp_fail "fifo"
-	FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[$n]} "$GUEST" wstale r $s $((s + 1)) $((s + 2)) \
+	FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[$n]} "$GUEST" wstale r "$s" $((s + 1)) $((s + 2)) \
 		<"$FP_TMP/s.fifo" >"$FP_TMP/s$n.out" 2>&1 &
 	gp=$!
 	FP_PIDS+=("$gp")
