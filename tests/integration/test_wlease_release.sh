@@ -38,7 +38,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 done
 [ $busy = 0 ] || fp_fail "$busy of $ROUNDS writable maps on C got EBUSY right after B's fill returned"
 fp_log "ok: $ROUNDS rounds: a writable map on C right after B's fill returned got the lease every time"
-fp_cli H D touch r --seed $ROUNDS >"$FP_TMP/d.out" 2>&1 ||
+fp_cli H D touch r --seed "$ROUNDS" >"$FP_TMP/d.out" 2>&1 ||
 	{ cat "$FP_TMP/d.out" >&2; fp_fail "D reading the last round's seed"; }
 fp_touch_ok "D reads the last round's seed $ROUNDS on every page" "$FP_TMP/d.out"
 exit 0

@@ -125,7 +125,7 @@ stale_case() {
 	FP_PIDS+=("$gp")
 	fp_wait_log "$FP_TMP/s$n.out" "written $PAGES pages" 60 ||
 		{ cat "$FP_TMP/s$n.out" >&2; fp_fail "$n's writer did not write"; }
-	owner_has $s "$n flushed seed $s, wrote $((s + 1)) unflushed"
+	owner_has "$s" "$n flushed seed $s, wrote $((s + 1)) unflushed"
 	kill -STOP "${FP_NODE_PID[$n]}"
 	for ((i = 0; i < 600; i++)); do
 		fp_cli H C status 2>/dev/null | awk -v n="$n" '$2 == n && / DOWN /' | grep -q . && break
@@ -133,10 +133,10 @@ stale_case() {
 	done
 	[ $i -lt 600 ] || { kill -CONT "${FP_NODE_PID[$n]}"; fp_fail "the coordinator never had the stopped agent $n down"; }
 	if [ "$cs" != 0 ]; then
-		fp_cli H C touch r --write --seed $cs >"$FP_TMP/cs.out" 2>&1 ||
+		fp_cli H C touch r --write --seed "$cs" >"$FP_TMP/cs.out" 2>&1 ||
 			{ kill -CONT "${FP_NODE_PID[$n]}"; cat "$FP_TMP/cs.out" >&2; fp_fail "C could not write while $n was down"; }
 		fp_touch_ok "C wrote seed $cs while $n's agent was stopped" "$FP_TMP/cs.out"
-		owner_has $cs "C flushed and unmapped"
+		owner_has "$cs" "C flushed and unmapped"
 	else
 		fp_cli H C fill r >"$FP_TMP/cs.out" 2>&1 ||
 			{ kill -CONT "${FP_NODE_PID[$n]}"; cat "$FP_TMP/cs.out" >&2; fp_fail "C could not map writable while $n was down"; }
@@ -149,7 +149,7 @@ stale_case() {
 	line=$(grep '^wstale:' "$FP_TMP/s$n.out")
 	[ -n "$line" ] || { cat "$FP_TMP/s$n.out" >&2; fp_fail "$n's guest printed no result"; }
 	fp_log "$n's guest: $line"
-	[ "$cs" != 0 ] && owner_has $cs "after $n's stale write-backs"
+	[ "$cs" != 0 ] && owner_has "$cs" "after $n's stale write-backs"
 	[ "$(fp_field "$FP_TMP/s$n.out" wstale: flush1)" != 0 ] ||
 		fp_fail "$n's flush said 0 though its lease was lost: $line"
 	[ "$(fp_field "$FP_TMP/s$n.out" wstale: sigbus2)" = "$PAGES" ] &&
