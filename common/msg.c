@@ -225,6 +225,7 @@ static const struct msg_field msg_fields[MSG_F__MAX] = {
 		F_RECS(msg, "extents", extents, n_extents, msg_extent_rec),
 	[MSG_F_LEASE] = F_U64(msg, "wlease", lease, 1, UINT64_MAX),
 	[MSG_F_CACHE] = F_LIST(msg, "cache", cache, n_cache, 0, UINT64_MAX),
+	[MSG_F_WGEN] = F_U64(msg, "wgen", wgen, 1, UINT64_MAX),
 };
 
 #define B(f) MSG_BIT(MSG_F_##f)
@@ -244,7 +245,7 @@ static const struct msg_field msg_fields[MSG_F__MAX] = {
  * present. Lists are never required (an empty list is not written).
  */
 static const struct msg_schema msg_schema[MSG_T__MAX] = {
-	[MSG_T_OK] = { "ok", 0, 0 },
+	[MSG_T_OK] = { "ok", B(WGEN), 0 },
 	[MSG_T_ERROR] = { "error", B(ERR) | B(TEXT), B(ERR) },
 	[MSG_T_NODE_JOIN] = { "node_join", JOIN_REQ, JOIN_REQ },
 	[MSG_T_NODE_JOINED] = { "node_joined", B(NODE) | B(LEASE_MS) | B(CID),
@@ -270,10 +271,10 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 	[MSG_T_ENDPOINT] = { "endpoint", EP_FIELDS, EP_FIELDS },
 	[MSG_T_MR_PUT] = { "mr_put", B(NODE) | B(MR_ADDR) | B(RKEY) | B(MR_LEN),
 			   B(NODE) | B(MR_ADDR) | B(RKEY) | B(MR_LEN) },
-	[MSG_T_MAP] = { "map", B(NAME) | B(FLAGS), B(NAME) },
+	[MSG_T_MAP] = { "map", B(NAME) | B(FLAGS) | B(WGEN), B(NAME) },
 	[MSG_T_MAP_LAYOUT] = { "map_layout",
 			       LAYOUT_REQ | B(CHUNKS) | B(INSTANCE) | B(CID) |
-				       B(FLAGS),
+				       B(FLAGS) | B(WGEN),
 			       LAYOUT_REQ },
 	[MSG_T_MAP_UFFD] = { "map_uffd", B(BASE) | B(FEATURES) | B(FLAGS),
 			     B(BASE) | B(FEATURES) },
@@ -286,11 +287,13 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 	[MSG_T_SCRUB] = { "scrub", B(NODE) | B(EPOCH) | B(EXTENTS),
 			  B(NODE) | B(EPOCH) },
 	[MSG_T_SCRUB_DONE] = { "scrub_done", B(NODE) | B(EXTENTS), B(NODE) },
-	[MSG_T_WRITE_LEASE] = { "write_lease", WLEASE_REQ | B(INSTANCE),
+	[MSG_T_WRITE_LEASE] = { "write_lease",
+				WLEASE_REQ | B(INSTANCE) | B(WGEN),
 				WLEASE_REQ | B(INSTANCE) },
 	[MSG_T_WRITE_RELEASE] = { "write_release", WLEASE_REQ, WLEASE_REQ },
 	[MSG_T_FLUSH] = { "flush", B(NAME), B(NAME) },
 	[MSG_T_MAP_FDS] = { "map_fds", B(BASE) | B(SIZE), B(BASE) | B(SIZE) },
+	[MSG_T_UNMAP] = { "unmap", 0, 0 },
 };
 
 _Static_assert(MSG_F__MAX <= 64, "field ids must fit msg.present");

@@ -72,7 +72,10 @@ enum msg_type {
 			     epoch, to be cleared by the owner before reuse */
 	MSG_T_SCRUB_DONE, /* node, extents: cleared by the owner, free */
 	/* write leases: request and change record alike */
-	MSG_T_WRITE_LEASE,   /* name, node, instance, lease -> OK or EBUSY */
+	MSG_T_WRITE_LEASE,   /* name, node, instance, lease, [wgen: resume the
+				lease of that generation] -> OK {wgen}, EBUSY,
+				or ENOLCK (lease lost); as a record: wgen
+				granted (absent in older logs: 0) */
 	MSG_T_WRITE_RELEASE, /* name, node, lease -> OK */
 	/* libfarpage/CLI <-> agent */
 	MSG_T_FLUSH, /* name -> OK once every page of its mappings here that
@@ -83,6 +86,11 @@ enum msg_type {
 	 * MAP_FDS {base, size}; SCM_RIGHTS: one memfd per segment, in order,
 	 * read-only for a read-only map */
 	MSG_T_MAP_FDS,
+	/* libfarpage -> agent, on the mapping's connection once the range is
+	 * unmapped: the mapping ends; OK once what it wrote is home and its
+	 * write lease is given back (the coordinator acknowledged), or the
+	 * error that kept it */
+	MSG_T_UNMAP,
 	MSG_T__MAX,
 };
 
@@ -129,6 +137,8 @@ enum msg_field_id {
 	MSG_F_EXTENTS, /* list of struct msg_extent */
 	MSG_F_LEASE,   /* u64, write-lease id: random per writable mapping */
 	MSG_F_CACHE,   /* list of u64 cache figures (msg_cache_*) */
+	MSG_F_WGEN,    /* u64, write-lease generation of a region: increases
+			  with every grant to a new holder */
 	MSG_F__MAX,
 };
 
@@ -144,6 +154,12 @@ enum msg_field_id {
 					       background when the link is idle */
 /* handed over by a guest whose agent died: wake the whole range */
 #define MSG_MAP_RESUME (UINT64_C(1) << 1)
+/*
+ * WRITE_LEASE wgen of a new writable map: no generation to resume; the
+ * reply carries the one granted (agents before generations send no wgen
+ * and get none back).
+ */
+#define MSG_WGEN_NEW UINT64_MAX
 /* MAP and MAP_UFFD: a read-only mapping (no write lease, writes SIGSEGV) */
 #define MSG_MAP_RDONLY (UINT64_C(1) << 2)
 /* MAP_LAYOUT: remote chunks are to be mapped from the cache memfd (the
@@ -240,6 +256,7 @@ struct msg {
 	uint64_t cid;
 	uint64_t ngen;
 	uint64_t lease;
+	uint64_t wgen;
 
 	/* Lists are heap arrays owned by the message; msg_fini() frees them. */
 	uint64_t *place;

@@ -21,6 +21,12 @@
  *        offset off; the reply (len 0) carries status 0 once the bytes are
  *        in the owner's pool, or a status errno (nothing was written; the
  *        data bytes were read and dropped, the stream stays in step).
+ *        With flag WIRE_F_WGEN an 8-byte big-endian write-lease generation
+ *        comes between the header and the data (not counted in len;
+ *        secure: authenticated with the header, as its additional data);
+ *        without it the generation is 0. The owner remembers the newest
+ *        generation written to each 2 MiB segment of its pool and refuses
+ *        an older one with ENOLCK: the writer's lease was taken over.
  */
 #ifndef COMMON_WIRE_H
 #define COMMON_WIRE_H
@@ -36,6 +42,10 @@ enum wire_op {
 	WIRE_OP_READ = 2,
 	WIRE_OP_WRITE = 3,
 };
+
+/* WRITE flags */
+#define WIRE_F_WGEN   0x1u /* a write-lease generation follows the header */
+#define WIRE_WGEN_LEN 8u
 
 struct wire_hdr {
 	uint8_t version;

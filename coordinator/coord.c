@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "coord_int.h"
@@ -645,6 +646,11 @@ static int coord_apply_writer(struct coord *c, const struct msg *rec, char *why,
 		r->writer.node = rec->node;
 		r->writer.instance = rec->instance;
 		r->writer.lease = rec->lease;
+		/* Logs of older versions carry no generation (0). */
+		if (rec->wgen > r->wgen)
+			r->wgen = rec->wgen;
+		if (rec->wgen > c->wgen_last)
+			c->wgen_last = rec->wgen;
 	} else if (r->writer.node == rec->node &&
 		   r->writer.lease == rec->lease) {
 		memset(&r->writer, 0, sizeof(r->writer));
@@ -803,6 +809,7 @@ int coord_records_dump(const struct coord *c,
 		m.node = r->writer.node;
 		m.instance = r->writer.instance;
 		m.lease = r->writer.lease;
+		m.wgen = r->wgen;
 		ret = emit(arg, &m);
 		if (ret)
 			return ret;
@@ -1623,33 +1630,62 @@ coord_writer_live(const struct coord *c, const struct coord_region *r,
 	return &r->writer;
 }
 
-/* Logs and applies the WRITE_LEASE or WRITE_RELEASE record of @req. */
+/* Logs and applies the WRITE_LEASE (generation @wgen) or WRITE_RELEASE
+ * record of @req. */
 static int coord_writer_change(struct coord *c, enum msg_type type,
-			       const struct msg *req, struct msg *rep,
-			       int *fatal)
+			       const struct msg *req, uint64_t wgen,
+			       struct msg *rep, int *fatal)
 {
 	struct msg rec;
 
 	msg_init(&rec, type);
 	memcpy(rec.name, req->name, sizeof(rec.name));
 	rec.node = req->node;
-	if (type == MSG_T_WRITE_LEASE)
+	if (type == MSG_T_WRITE_LEASE) {
 		rec.instance = req->instance;
+		rec.wgen = wgen;
+	}
 	rec.lease = req->lease;
 	return coord_change(c, &rec, rep, fatal);
 }
 
 /*
+ * The generation of a grant to a new holder: larger than any granted or
+ * recovered here (of any region: one made again on the same extents
+ * gets a larger one too) and at least the wall clock in ms, so that it
+ * also grows across a restart that lost the last one (no data directory,
+ * a snapshot taken while no mapping held it).
+ */
+static uint64_t coord_wgen_next(const struct coord *c,
+				const struct coord_region *r)
+{
+	uint64_t now, next = c->wgen_last > r->wgen ? c->wgen_last : r->wgen;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return next + 1 > now ? next + 1 : now;
+}
+
+/*
  * A writable mapping asks for the region's write lease: granted (and
- * logged) unless another live mapping holds it; asked again by the holder,
- * it is simply granted.
+ * logged, with a new generation) unless another live mapping holds it;
+ * asked again by the holder, it is simply granted. A resumed mapping
+ * (req->wgen: the generation it held, under an agent that died) gets it
+ * back, under the same generation, only if nobody took it since and it
+ * was this node's: else -ENOLCK, the lease is lost. The reply carries the
+ * generation for an agent that sent one (MSG_WGEN_NEW: a new map); an
+ * agent of an older version sends none and gets none back.
  */
 static int coord_on_write_lease(struct coord *c, const struct msg *req,
 				struct msg *rep, uint64_t now, int *fatal)
 {
-	const struct coord_region *r = coord_region_find(c, req->name);
+	struct coord_region *r = coord_region_find(c, req->name);
 	const struct coord_node *n = coord_node_find(c, req->node);
+	int aware = req->wgen != 0;
+	uint64_t resume = req->wgen == MSG_WGEN_NEW ? 0 : req->wgen;
 	const struct coord_writer *w;
+	uint64_t wgen;
 	int ret;
 
 	if (!r) {
@@ -1665,7 +1701,24 @@ static int coord_on_write_lease(struct coord *c, const struct msg *req,
 		return 0;
 	}
 	w = coord_writer_live(c, r, now);
-	if (w && (w->node != req->node || w->lease != req->lease)) {
+	if (w && w->node == req->node && w->lease == req->lease &&
+	    (!resume || resume == r->wgen)) {
+		msg_init(rep, MSG_T_OK);
+		rep->wgen = aware ? r->wgen : 0;
+		return 0;
+	}
+	if (resume && (resume != r->wgen || !r->writer.lease ||
+		       r->writer.node != req->node)) {
+		msg_error(rep, -ENOLCK,
+			  "region '%s': the write lease of generation %llu "
+			  "is lost (now %llu%s): another mapping held it "
+			  "since",
+			  r->name, (unsigned long long)resume,
+			  (unsigned long long)r->wgen,
+			  r->writer.lease ? "" : ", not held");
+		return 0;
+	}
+	if (w) {
 		const struct coord_node *h = coord_node_find(c, w->node);
 
 		msg_error(rep, -EBUSY,
@@ -1675,15 +1728,15 @@ static int coord_on_write_lease(struct coord *c, const struct msg *req,
 			  h ? h->name : "?");
 		return 0;
 	}
-	if (!w) {
-		ret = coord_writer_change(c, MSG_T_WRITE_LEASE, req, rep,
-					  fatal);
-		if (ret)
-			return *fatal ? ret : 0;
-		log_info("region '%s': write lease to node %llu", req->name,
-			 (unsigned long long)req->node);
-	}
+	wgen = resume ? resume : coord_wgen_next(c, r);
+	ret = coord_writer_change(c, MSG_T_WRITE_LEASE, req, wgen, rep, fatal);
+	if (ret)
+		return *fatal ? ret : 0;
+	log_info("region '%s': write lease to node %llu, generation %llu%s",
+		 req->name, (unsigned long long)req->node,
+		 (unsigned long long)wgen, resume ? " (resumed)" : "");
 	msg_init(rep, MSG_T_OK);
+	rep->wgen = aware ? r->wgen : 0;
 	return 0;
 }
 
@@ -1695,7 +1748,7 @@ static int coord_on_write_release(struct coord *c, const struct msg *req,
 
 	/* Released twice, or the region is gone: nothing to do. */
 	if (r && r->writer.node == req->node && r->writer.lease == req->lease) {
-		ret = coord_writer_change(c, MSG_T_WRITE_RELEASE, req, rep,
+		ret = coord_writer_change(c, MSG_T_WRITE_RELEASE, req, 0, rep,
 					  fatal);
 		if (ret)
 			return *fatal ? ret : 0;

@@ -71,6 +71,9 @@ struct coord_region {
 	struct msg_chunk *chunks;
 	uint32_t n_chunks;
 	struct coord_writer writer;
+	/* write-lease generation of the last grant (kept after a release):
+	 * every grant to a new holder takes a larger one */
+	uint64_t wgen;
 };
 
 struct coord_endpoint {
@@ -85,9 +88,11 @@ struct coord {
 	struct wal *wal; /* NULL without a data directory */
 	int dirty;	 /* records written since the last sync */
 
-	uint64_t epoch; /* bumped by every region change */
-	uint64_t cid;	/* these tables' identity (coord.h) */
-	uint64_t ngen;	/* changes with every node table change */
+	uint64_t epoch;	    /* bumped by every region change */
+	uint64_t cid;	    /* these tables' identity (coord.h) */
+	uint64_t ngen;	    /* changes with every node table change */
+	uint64_t wgen_last; /* largest write-lease generation granted or
+			       recovered, of any region */
 	struct coord_node *nodes;
 	uint32_t n_nodes, cap_nodes;
 	struct coord_region **regions; /* in creation order */

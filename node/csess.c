@@ -31,12 +31,21 @@
  * the agent gives up at start. */
 #define CSESS_FINAL_TRIES 5
 
-/* MAP lookup queued by the control thread, or a write lease to give back. */
+enum csess_job_kind {
+	CSESS_JOB_LOOKUP = 0,
+	CSESS_JOB_RELEASE,
+	CSESS_JOB_CHECK,
+};
+
+/* MAP lookup queued by the control thread, a write lease to give back, or
+ * one to check. */
 struct csess_job {
 	uint64_t token;
 	char name[MSG_NAME_MAX];
 	uint64_t lease; /* lookup: also take this write lease; 0 = none */
-	int release;	/* give the write lease back (no result) */
+	uint64_t wgen;	/* lookup: resume the lease of this generation */
+	int release;	/* give the write lease back (a result if token) */
+	int check;	/* is the write lease still ours? (a result) */
 	struct csess_job *next;
 };
 
@@ -713,9 +722,15 @@ static void csess_lease_take(struct csess *s, const struct csess_job *j,
 	req.node = atomic_load(&s->a->node_id);
 	req.instance = s->a->instance;
 	req.lease = j->lease;
+	req.wgen = j->wgen ? j->wgen : MSG_WGEN_NEW;
 	ret = csess_call_want(s, &req, &rep, MSG_T_OK);
-	if (!ret)
+	if (!ret && !rep.wgen)
+		ret = -EPROTO; /* a coordinator without lease generations */
+	if (!ret) {
+		r->wgen = rep.wgen;
+		msg_fini(&rep);
 		return;
+	}
 	r->err = csess_err_is_link(ret) ? -EHOSTUNREACH : ret;
 	snprintf(r->text, sizeof(r->text), "region %s: write lease: %s",
 		 j->name,
@@ -724,6 +739,31 @@ static void csess_lease_take(struct csess *s, const struct csess_job *j,
 			 : csess_strerror(s, ret));
 	msg_fini(&rep);
 	msg_fini(&r->region);
+}
+
+/* A release someone waits for (its token): how it went, told once. */
+static void csess_release_tell(struct csess *s, struct csess_job *j, int err)
+{
+	struct csess_result *r;
+
+	if (!j->token)
+		return;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return; /* the client waits until it gives up */
+	r->token = j->token;
+	r->err = err;
+	if (err)
+		snprintf(r->text, sizeof(r->text),
+			 "region %s: the write lease was not given back: "
+			 "coordinator %s: %s%s",
+			 j->name, s->a->cfg.coordinator, csess_strerror(s, err),
+			 csess_err_is_link(err)
+				 ? " (retried until it answers; the lease ends "
+				   "with this node's)"
+				 : "");
+	j->token = 0;
+	csess_result_push(s, r);
 }
 
 /*
@@ -743,11 +783,14 @@ static void csess_releases_run(struct csess *s)
 		req.lease = j->lease;
 		ret = csess_call_want(s, &req, &rep, MSG_T_OK);
 		msg_fini(&rep);
-		if (csess_err_is_link(ret))
+		if (csess_err_is_link(ret)) {
+			csess_release_tell(s, j, -EHOSTUNREACH);
 			return;
+		}
 		if (ret)
 			log_errno(ret, "region %s: giving the write lease back",
 				  j->name);
+		csess_release_tell(s, j, ret);
 		*p = j->next;
 		free(j);
 	}
@@ -812,6 +855,28 @@ out:
 	csess_result_push(s, r);
 }
 
+/* Is write lease @j->lease of generation @j->wgen still ours? The
+ * answer in a result: 0, -ENOLCK or -EBUSY (lost), or a link error. */
+static void csess_check_run(struct csess *s, const struct csess_job *j)
+{
+	struct csess_result *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return; /* the client waits until it gives up */
+	r->token = j->token;
+	/* Known down: the flush is not held up by a timeout first. */
+	if (!s->coord_ok) {
+		r->err = -EHOSTUNREACH;
+		snprintf(r->text, sizeof(r->text), "coordinator %s: %s",
+			 s->a->cfg.coordinator,
+			 csess_strerror(s, s->last_err ? s->last_err
+						       : -EHOSTUNREACH));
+	} else {
+		csess_lease_take(s, j, r);
+	}
+	csess_result_push(s, r);
+}
+
 static void csess_jobs_run(struct csess *s)
 {
 	struct csess_job *j, *next;
@@ -836,8 +901,12 @@ static void csess_jobs_run(struct csess *s)
 				csess_releases_run(s);
 			continue;
 		}
-		if (!csess_is_stopping(s))
-			csess_lookup_run(s, j);
+		if (!csess_is_stopping(s)) {
+			if (j->check)
+				csess_check_run(s, j);
+			else
+				csess_lookup_run(s, j);
+		}
 		free(j);
 	}
 	if (s->releases && !csess_is_stopping(s))
@@ -941,7 +1010,8 @@ void csess_destroy(struct csess *s)
 }
 
 static int csess_job_push(struct csess *s, uint64_t token, const char *name,
-			  uint64_t lease, int release)
+			  uint64_t lease, uint64_t wgen,
+			  enum csess_job_kind kind)
 {
 	struct csess_job *j = calloc(1, sizeof(*j));
 
@@ -950,7 +1020,9 @@ static int csess_job_push(struct csess *s, uint64_t token, const char *name,
 	j->token = token;
 	snprintf(j->name, sizeof(j->name), "%s", name);
 	j->lease = lease;
-	j->release = release;
+	j->wgen = wgen;
+	j->release = kind == CSESS_JOB_RELEASE;
+	j->check = kind == CSESS_JOB_CHECK;
 	pthread_mutex_lock(&s->lock);
 	*s->jobs_tail = j;
 	s->jobs_tail = &j->next;
@@ -960,14 +1032,21 @@ static int csess_job_push(struct csess *s, uint64_t token, const char *name,
 }
 
 int csess_lookup(struct csess *s, uint64_t token, const char *name,
-		 uint64_t lease)
+		 uint64_t lease, uint64_t wgen)
 {
-	return csess_job_push(s, token, name, lease, 0);
+	return csess_job_push(s, token, name, lease, wgen, CSESS_JOB_LOOKUP);
 }
 
-int csess_lease_release(struct csess *s, const char *name, uint64_t lease)
+int csess_lease_release(struct csess *s, uint64_t token, const char *name,
+			uint64_t lease)
 {
-	return csess_job_push(s, 0, name, lease, 1);
+	return csess_job_push(s, token, name, lease, 0, CSESS_JOB_RELEASE);
+}
+
+int csess_lease_check(struct csess *s, uint64_t token, const char *name,
+		      uint64_t lease, uint64_t wgen)
+{
+	return csess_job_push(s, token, name, lease, wgen, CSESS_JOB_CHECK);
 }
 
 int csess_event_fd(const struct csess *s)

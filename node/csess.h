@@ -37,6 +37,7 @@ struct csess_result {
 	char text[MSG_TEXT_MAX + MSG_ADDR_MAX + MSG_NAME_MAX + 128]; /* why */
 	struct msg region; /* MSG_T_REGION */
 	uint64_t cid;	   /* of the tables the layout is from */
+	uint64_t wgen;	   /* the write lease's generation, if one was taken */
 	struct csess_result *next;
 };
 
@@ -68,16 +69,32 @@ int csess_call(struct csess *s, const struct msg *req, struct msg *rep);
 /*
  * Control thread: looks region @name up for the request @token and, with
  * @lease not 0 (a writable map), takes the region's write lease under that
- * id; the result comes back through csess_results_take() once
+ * id (with @wgen not 0: resumes the lease of that generation, which fails
+ * with -ENOLCK if another mapping held it since); the result, with the
+ * lease's generation, comes back through csess_results_take() once
  * csess_event_fd() is readable (-EBUSY naming the holder if another
  * mapping has the lease; a writable map is never served from the cached
  * layout). Returns 0 or -ENOMEM.
  */
 int csess_lookup(struct csess *s, uint64_t token, const char *name,
-		 uint64_t lease);
-/* Any thread: gives region @name's write lease @lease back (retried while
- * the coordinator cannot be reached). Returns 0 or -ENOMEM. */
-int csess_lease_release(struct csess *s, const char *name, uint64_t lease);
+		 uint64_t lease, uint64_t wgen);
+/*
+ * Any thread: gives region @name's write lease @lease back (retried while
+ * the coordinator cannot be reached). With @token not 0 a result of that
+ * token (no region) tells once whether the coordinator acknowledged it
+ * (err 0) or not (-EHOSTUNREACH: still retried). Returns 0 or -ENOMEM.
+ */
+int csess_lease_release(struct csess *s, uint64_t token, const char *name,
+			uint64_t lease);
+/*
+ * Control thread: asks the coordinator whether write lease @lease of
+ * region @name, generation @wgen, is still this mapping's (as a resume
+ * would: it is taken again if this node's lease had lapsed and nobody
+ * took it). The result of @token (no region) has err 0, -ENOLCK or
+ * -EBUSY if it is lost, or -EHOSTUNREACH. Returns 0 or -ENOMEM.
+ */
+int csess_lease_check(struct csess *s, uint64_t token, const char *name,
+		      uint64_t lease, uint64_t wgen);
 /* Any thread: the node table is fetched again at the next heartbeat (a
  * peer we hold no pair key for came to our page server). */
 void csess_nodes_due(struct csess *s);

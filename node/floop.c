@@ -671,6 +671,12 @@ static void floop_fault_handle(struct floop *f, struct fmap *m, uint64_t addr,
 			     "the region was deleted: its pages are gone");
 		return;
 	}
+	if (m->lease_lost) {
+		floop_poison(f, m, addr,
+			     "its write lease was lost (another mapping took "
+			     "it): what it wrote is refused");
+		return;
+	}
 	if (m->cache && floop_cache_fault(f, m, addr, flags))
 		return;
 	rel = addr - m->base;
@@ -905,6 +911,32 @@ static void floop_cmd_regions(struct floop *f, struct cmd *c)
 			floop_map_stale(f, m);
 }
 
+void floop_map_lease_lost(struct floop *f, struct fmap *m)
+{
+	if (m->lease_lost)
+		return;
+	m->lease_lost = 1;
+	log_err("map %llu: region %s: its write lease (generation %llu) was "
+		"taken by another mapping: what it wrote is not sent home, its "
+		"flushes fail and its faults raise SIGBUS",
+		(unsigned long long)m->id, m->name,
+		(unsigned long long)m->wgen);
+	/* Removed (still sending home what it wrote): no fault waits, and
+	 * what is left of its pages goes, so that it can be freed. */
+	for (uint32_t i = 0; i < f->n_all && !m->dead; i++) {
+		struct fetch *s = &f->slots[i];
+
+		if (s->map != m || s->have_data ||
+		    (s->state != FETCH_WAIT && s->state != FETCH_POSTED))
+			continue;
+		if (!s->ahead)
+			floop_poison_n(f, m, s->addr, s->npages,
+				       "the write lease was lost");
+		floop_slot_abandon(f, s);
+	}
+	floop_cache_lease_lost(f, m);
+}
+
 static void floop_cmd_self(struct floop *f, uint64_t self)
 {
 	log_warn("this node is node %llu now (was %llu)",
@@ -953,6 +985,7 @@ static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
 	m->epoch = d->epoch;
 	m->cid = d->cid;
 	m->lease = d->lease;
+	m->wgen = d->wgen;
 	m->cache_fd = -1;
 	m->pidfd = -1;
 	memcpy(m->name, d->name, sizeof(m->name));
@@ -1012,6 +1045,11 @@ static void floop_cmds_run(struct floop *f)
 			m = floop_map_find(f, c->id);
 			if (m)
 				floop_map_kill(f, m);
+			break;
+		case CMD_MAP_LOST:
+			m = floop_map_find(f, c->id);
+			if (m)
+				floop_map_lease_lost(f, m);
 			break;
 		case CMD_PEERS:
 			floop_peers_update(f, c->peers, c->n_peers);
@@ -1135,6 +1173,18 @@ int floop_map_remove(struct floop *f, uint64_t id)
 	if (!c)
 		return -ENOMEM;
 	c->kind = CMD_MAP_REMOVE;
+	c->id = id;
+	floop_cmd_push(f, c);
+	return 0;
+}
+
+int floop_map_lost(struct floop *f, uint64_t id)
+{
+	struct cmd *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->kind = CMD_MAP_LOST;
 	c->id = id;
 	floop_cmd_push(f, c);
 	return 0;

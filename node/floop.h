@@ -100,6 +100,7 @@ struct floop_map_desc {
 	int pidfd;	/* cache mode: the process, to sample its access;
 			   -1: none (the loop owns it) */
 	uint64_t lease; /* write lease, handed back when it is done */
+	uint64_t wgen;	/* its generation: every write-back carries it */
 };
 
 /* What the loop reports back to the control thread (floop_done_take()). */
@@ -136,6 +137,9 @@ struct floop_counters *floop_counters(struct floop *f);
 /* Thread-safe: queue work for the loop thread. Return 0 or -ENOMEM. */
 int floop_map_add(struct floop *f, struct floop_map_desc *d);
 int floop_map_remove(struct floop *f, uint64_t id);
+/* Mapping @id's write lease is lost (another mapping took it): as if an
+ * owner had refused its write-back (floop_map_lease_lost()). */
+int floop_map_lost(struct floop *f, uint64_t id);
 /*
  * Sets what the loop knows of peers (address, owner instance, up). A peer
  * whose data address changed waits for floop_peer_addr_set() before it is

@@ -671,7 +671,7 @@ static uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i)
 	ret = cache_wb_read(m, w->buf, rel, n);
 	if (!ret)
 		ret = floop_peer_write(f, w->owner, w->off, n * FLOOP_PAGE,
-				       w->buf, tag);
+				       w->buf, m->wgen, tag);
 	if (ret)
 		floop_cache_wb_done(f, (uint32_t)(w - f->wbs), w->gen, ret);
 	return n;
@@ -725,6 +725,16 @@ void floop_cache_wb_done(struct floop *f, uint32_t idx, uint32_t gen,
 	m->wb_busy--;
 	m->inflight--;
 	f->n_wb_busy--;
+	/* The owner knows a newer generation of the region's write lease:
+	 * this mapping's is lost for good. */
+	if (status == -ENOLCK && !m->lease_lost) {
+		log_err("map %s: node %llu refused its write-back: an owner "
+			"refused it, it has seen a newer generation of the "
+			"region's write lease than %llu",
+			m->name, (unsigned long long)w->owner,
+			(unsigned long long)m->wgen);
+		floop_map_lease_lost(f, m);
+	}
 }
 
 /*
@@ -975,6 +985,8 @@ static uint64_t cache_flush_left(struct floop *f, const char *name)
 	return n;
 }
 
+static int cache_name_is_lost(const struct floop *f, const char *name);
+
 static void cache_flushes_check(struct floop *f, uint64_t now)
 {
 	struct fwait **pp = &f->fwaits, *w;
@@ -994,7 +1006,14 @@ static void cache_flushes_check(struct floop *f, uint64_t now)
 		}
 		d->kind = FLOOP_DONE_FLUSH;
 		d->cookie = w->cookie;
-		if (left) {
+		if (cache_name_is_lost(f, w->name)) {
+			d->err = -ENOLCK;
+			snprintf(d->text, sizeof(d->text),
+				 "region %s: the write lease of this mapping "
+				 "was lost (another mapping took it): what it "
+				 "wrote and had not sent home is dropped",
+				 w->name);
+		} else if (left) {
 			d->err = -ETIMEDOUT;
 			snprintf(d->text, sizeof(d->text),
 				 "%llu written pages of region %s could not be "
@@ -1043,8 +1062,41 @@ void floop_cache_poison_present(struct floop *f, struct fmap *m, uint64_t addr)
 	i = cache_idx(m, addr);
 	/* A page the guest maps came from the cache, so it is VALID here;
 	 * a deleted region's writes never go home. */
-	if ((m->pst[i] & PS_VALID) && !m->stale)
+	if ((m->pst[i] & PS_VALID) && !m->stale && !m->lease_lost)
 		cache_dirty_set(f, m, i);
+}
+
+void floop_cache_lease_lost(struct floop *f, struct fmap *m)
+{
+	uint64_t n = 0, pages;
+	int ret;
+
+	if (!m->cache)
+		return;
+	pages = cache_pages(m);
+	for (uint64_t i = 0; i < pages; i++)
+		if (m->pst[i] & PS_DIRTY)
+			n++;
+	/* Unprotected first: a page punched while write-protected would
+	 * keep a marker that poisoning cannot replace. */
+	ret = uffd_wp(m->uffd, m->base, pages * FLOOP_PAGE, 0, 0);
+	if (ret && ret != -ENOENT && ret != -ESRCH)
+		log_errno(ret, "map %s: write unprotect", m->name);
+	cache_punch(m, 0, pages);
+	cache_forget(f, m, 0, pages);
+	if (n)
+		log_warn("map %s: write lease lost; %llu written pages not "
+			 "sent home",
+			 m->name, (unsigned long long)n);
+}
+
+/* 1 if a mapping of region @name here lost its write lease. */
+static int cache_name_is_lost(const struct floop *f, const char *name)
+{
+	for (const struct fmap *m = f->maps; m; m = m->next)
+		if (m->lease_lost && !strcmp(m->name, name))
+			return 1;
+	return 0;
 }
 
 void floop_cache_map_gone(struct floop *f, struct fmap *m)

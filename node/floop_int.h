@@ -78,8 +78,10 @@ struct fmap {
 	int poll_want;	 /* no SQE for the poll: arm it again soon */
 	int remove_want; /* no SQE for the poll's removal: send it soon */
 	int dead;
-	int gone;  /* the process or range is gone: drop its faults */
-	int stale; /* its region was deleted: poison every fault */
+	int gone;	/* the process or range is gone: drop its faults */
+	int stale;	/* its region was deleted: poison every fault */
+	int lease_lost; /* an owner refused its write-back: another mapping
+			   took the write lease; poison every fault */
 	uint64_t epoch, cid;
 	unsigned int inflight;
 	int warned_poison;
@@ -109,6 +111,7 @@ struct fmap {
 	uint64_t wb_next_ms; /* a write-back failed: not before then */
 	int draining;	     /* removed: home with what it wrote, then freed */
 	uint64_t lease;
+	uint64_t wgen; /* the write lease's generation */
 	struct fmap *next;
 };
 
@@ -207,6 +210,7 @@ enum cmd_kind {
 	CMD_SELF,
 	CMD_REGIONS,
 	CMD_FLUSH,
+	CMD_MAP_LOST, /* the coordinator says the map's write lease is lost */
 };
 
 struct cmd {
@@ -377,6 +381,13 @@ void floop_cache_map_gone(struct floop *f, struct fmap *m);
 void floop_cache_poison_present(struct floop *f, struct fmap *m, uint64_t addr);
 /* The region of @m was deleted: what it wrote must not go home now. */
 void floop_cache_map_stale(struct floop *f, struct fmap *m);
+/* An owner refused a write-back of @m (its write lease is lost): nothing
+ * of it goes home any more; its pages leave the cache (the guest's next
+ * touch of them faults and gets SIGBUS). */
+void floop_cache_lease_lost(struct floop *f, struct fmap *m);
+/* The write lease of @m is lost: every fault of it from now on gets
+ * SIGBUS, and flushes of its region fail. */
+void floop_map_lease_lost(struct floop *f, struct fmap *m);
 
 /* ---- floop_peer.c ---- */
 
@@ -415,7 +426,7 @@ int floop_peer_read_direct(struct floop *f, uint64_t node, uint64_t off,
 			   uint32_t len, void *dst, uint64_t tag);
 /* The same for a write (-EOPNOTSUPP if the transport cannot write). */
 int floop_peer_write(struct floop *f, uint64_t node, uint64_t off, uint32_t len,
-		     const void *src, uint64_t tag);
+		     const void *src, uint64_t wgen, uint64_t tag);
 /*
  * A chunk placed on an owner instance that is no longer the owner's: the
  * owner restarted with an empty pool, so reading it would return zeroes.

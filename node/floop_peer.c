@@ -283,14 +283,14 @@ int floop_peer_read_direct(struct floop *f, uint64_t node, uint64_t off,
 }
 
 int floop_peer_write(struct floop *f, uint64_t node, uint64_t off, uint32_t len,
-		     const void *src, uint64_t tag)
+		     const void *src, uint64_t wgen, uint64_t tag)
 {
 	const struct xport_ops *o;
 	struct xport_peer *xp = floop_peer_xp(f, node, &o);
 
 	if (!xp)
 		return -ENOLINK;
-	return o->write ? o->write(xp, off, len, src, tag) : -EOPNOTSUPP;
+	return o->write ? o->write(xp, off, len, src, wgen, tag) : -EOPNOTSUPP;
 }
 
 /*

@@ -10,7 +10,10 @@
  *                            under those bytes of the region, repeated
  *                            for every run of chunks held here
  *   MAP_UFFD {base, feat} + uffd -> OK      (the fault loop serves it)
- *   EOF (unmap or exit)   -> the mapping is dropped
+ *   UNMAP                 -> OK once what it wrote is home and its write
+ *                            lease given back (coordinator acknowledged)
+ *   EOF (exit)            -> the mapping is dropped; its write lease goes
+ *                            back once what it wrote is home, unwaited
  *
  * AGENT_STATS may be sent on any connection and never waits for the
  * coordinator. The pool chunks a layout lets the process map are pinned
@@ -68,7 +71,11 @@ enum fsvc_state {
 	FSVC_LOOKUP,	 /* the session thread looks the region up */
 	FSVC_LAYOUT_SENT,
 	FSVC_MAPPED,
-	FSVC_FLUSH, /* the fault loop sends pages home */
+	FSVC_FLUSH,	  /* the fault loop sends pages home */
+	FSVC_FLUSH_CHECK, /* ... they are: is the write lease still ours? */
+	FSVC_UNMAP_DRAIN, /* UNMAP: what the mapping wrote goes home */
+	FSVC_RELEASING,	  /* UNMAP: its write lease goes back */
+	FSVC_UNMAPPED,	  /* UNMAP answered: nothing more but stats */
 };
 
 struct fsvc_conn {
@@ -79,6 +86,8 @@ struct fsvc_conn {
 	uint64_t map_id;
 	uint64_t flags;		 /* MSG_MAP_* of the MAP request */
 	uint64_t lease;		 /* write lease id of a writable map; 0: none */
+	uint64_t wgen;		 /* its generation (MAP: the one to resume) */
+	int wgen_asked;		 /* MAP carried wgen: MAP_LAYOUT carries it */
 	char name[MSG_NAME_MAX]; /* of the region asked for */
 	int cache_fd;		 /* the mapping's cache memfd, -1: none */
 	struct msg layout;	 /* MAP_LAYOUT as sent */
@@ -137,7 +146,7 @@ static void fsvc_conn_close(struct fsvc_conn *c)
 		fsvc_pins(c, -1);
 	/* A mapping the loop has gives its lease back once what it wrote
 	 * is home (FLOOP_DONE_RELEASE); a writable map of the region here
-	 * waits for that. */
+	 * waits for that. After UNMAP the drain owns the lease. */
 	if (c->lease && c->state == FSVC_MAPPED) {
 		struct fsvc_drain *d = calloc(1, sizeof(*d));
 
@@ -147,8 +156,9 @@ static void fsvc_conn_close(struct fsvc_conn *c)
 			d->next = a->draining;
 			a->draining = d;
 		}
-	} else if (c->lease) {
-		csess_lease_release(a->cs, c->name, c->lease);
+	} else if (c->lease && c->state != FSVC_UNMAP_DRAIN &&
+		   c->state != FSVC_RELEASING) {
+		csess_lease_release(a->cs, 0, c->name, c->lease);
 	}
 	if (c->cache_fd >= 0)
 		close(c->cache_fd);
@@ -194,7 +204,7 @@ static int fsvc_reply_error(struct fsvc_conn *c, int err, const char *what)
 
 static int fsvc_lookup(struct fsvc_conn *c)
 {
-	int ret = csess_lookup(c->a->cs, c->token, c->name, c->lease);
+	int ret = csess_lookup(c->a->cs, c->token, c->name, c->lease, c->wgen);
 
 	if (ret) {
 		fsvc_reply_error(c, ret, "cannot look the region up");
@@ -220,6 +230,11 @@ static int fsvc_on_map(struct fsvc_conn *c, const struct msg *req)
 			fsvc_reply_error(c, ret, "no random lease id");
 			return ret;
 		}
+		/* A mapping handed over after its agent died: the lease of
+		 * that generation, or none (lost). A library of an older
+		 * version sends no wgen, and must get none back. */
+		c->wgen = req->wgen == MSG_WGEN_NEW ? 0 : req->wgen;
+		c->wgen_asked = req->wgen != 0;
 	}
 	/* An unmap here that is still sending pages home: its lease comes
 	 * back first (unmap, map again must work). */
@@ -360,6 +375,10 @@ static int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 	c->layout.instance = a->instance;
 	c->layout.chunks = r->region.chunks;
 	c->layout.n_chunks = r->region.n_chunks;
+	if (c->lease) {
+		c->wgen = r->wgen;
+		c->layout.wgen = c->wgen_asked ? r->wgen : 0;
+	}
 	r->region.chunks = NULL;
 	r->region.n_chunks = 0;
 	/* Pinned before the layout leaves: the process may map at once. */
@@ -380,6 +399,70 @@ static int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 	return ret;
 }
 
+/*
+ * A flush of @c's region is done: if a writable mapping of it here holds
+ * the write lease, the coordinator is asked whether it still does before
+ * the client is told (fsvc_flush_checked()). An owner refuses write-backs
+ * of a generation older than one it has seen, but it may not have seen
+ * the newer one yet, and an RDMA WRITE carries none. Returns 1 if the
+ * check is under way.
+ */
+static int fsvc_flush_check(struct fsvc_conn *c)
+{
+	struct node_agent *a = c->a;
+	struct fsvc_conn *w;
+
+	for (w = a->conns; w; w = w->next)
+		if (w->state == FSVC_MAPPED && w->lease &&
+		    !strcmp(w->name, c->name))
+			break;
+	if (!w)
+		return 0;
+	c->token = ++a->next_token;
+	c->map_id = w->map_id;
+	if (csess_lease_check(a->cs, c->token, w->name, w->lease, w->wgen))
+		return 0;
+	c->state = FSVC_FLUSH_CHECK;
+	return 1;
+}
+
+/*
+ * The coordinator's word on the write lease of a flushed mapping. Lost:
+ * the fault loop marks the mapping so, then the flush runs again there,
+ * after it, and fails: the client hears of it only once every fault of
+ * the mapping raises SIGBUS.
+ */
+static void fsvc_flush_checked(struct fsvc_conn *c,
+			       const struct csess_result *r)
+{
+	struct node_agent *a = c->a;
+	struct msg rep;
+
+	c->state = FSVC_NEW;
+	if (r->err == -ENOLCK || r->err == -EBUSY) {
+		log_err("region %s: the coordinator says the write lease of "
+			"map %llu is lost: %s",
+			c->name, (unsigned long long)c->map_id, r->text);
+		c->token = ++a->next_token;
+		if (!floop_map_lost(a->fl, c->map_id) &&
+		    !floop_flush(a->fl, c->name, c->token)) {
+			c->state = FSVC_FLUSH;
+			return;
+		}
+		msg_error(&rep, -ENOLCK, "region %s: %s", c->name, r->text);
+	} else {
+		/* Home, but not confirmed (no coordinator): said so. */
+		if (r->err)
+			log_warn(
+				"region %s: flushed; the write lease could not "
+				"be confirmed: %s",
+				c->name, r->text);
+		msg_init(&rep, MSG_T_OK);
+	}
+	if (fsvc_send(c->fd, &rep, NULL, 0))
+		fsvc_conn_close(c);
+}
+
 /* What the fault loop reports: flushes done, leases to give back. */
 static void fsvc_on_dones(struct evl *l, int fd, uint32_t events, void *arg)
 {
@@ -395,8 +478,28 @@ static void fsvc_on_dones(struct evl *l, int fd, uint32_t events, void *arg)
 			struct fsvc_drain **p =
 				fsvc_drain_find(a, d->name, d->lease);
 			struct fsvc_conn *w, *wn;
+			uint64_t token = 0;
 
-			csess_lease_release(a->cs, d->name, d->lease);
+			/* An UNMAP waits for the coordinator's answer. */
+			for (w = a->conns; w; w = w->next) {
+				if (w->state == FSVC_UNMAP_DRAIN &&
+				    w->lease == d->lease &&
+				    !strcmp(w->name, d->name)) {
+					w->state = FSVC_RELEASING;
+					w->token = ++a->next_token;
+					token = w->token;
+					break;
+				}
+			}
+			if (csess_lease_release(a->cs, token, d->name,
+						d->lease) &&
+			    w) {
+				w->state = FSVC_UNMAPPED;
+				if (fsvc_reply_error(w, -ENOMEM,
+						     "cannot queue the lease's "
+						     "release"))
+					fsvc_conn_close(w);
+			}
 			if (*p) {
 				struct fsvc_drain *g = *p;
 
@@ -418,6 +521,10 @@ static void fsvc_on_dones(struct evl *l, int fd, uint32_t events, void *arg)
 		for (c = a->conns; c; c = c->next)
 			if (c->state == FSVC_FLUSH && c->token == d->cookie)
 				break;
+		if (c && !d->err && fsvc_flush_check(c)) {
+			free(d);
+			continue;
+		}
 		if (c) {
 			if (d->err)
 				msg_error(&rep, d->err, "%s",
@@ -433,6 +540,61 @@ static void fsvc_on_dones(struct evl *l, int fd, uint32_t events, void *arg)
 	}
 }
 
+/* UNMAP's answer: its lease was given back, or why not. */
+static void fsvc_unmap_reply(struct fsvc_conn *c, const struct csess_result *r)
+{
+	struct msg rep;
+
+	c->state = FSVC_UNMAPPED;
+	c->lease = 0;
+	if (r->err)
+		msg_error(&rep, r->err, "%s", r->text);
+	else
+		msg_init(&rep, MSG_T_OK);
+	if (fsvc_send(c->fd, &rep, NULL, 0))
+		fsvc_conn_close(c);
+}
+
+/*
+ * UNMAP: the process unmapped the range (and flushed). The mapping ends
+ * here; a writable one's lease goes back once what it wrote is home
+ * (FLOOP_DONE_RELEASE), and the answer waits for the coordinator's.
+ */
+static int fsvc_on_unmap(struct fsvc_conn *c)
+{
+	struct node_agent *a = c->a;
+	struct fsvc_drain *d;
+	struct msg ok;
+	int ret;
+
+	ret = floop_map_remove(a->fl, c->map_id);
+	if (ret) {
+		fsvc_reply_error(c, ret, "cannot drop the mapping");
+		return ret;
+	}
+	if (c->pinned)
+		fsvc_pins(c, -1);
+	if (!c->lease) {
+		c->state = FSVC_UNMAPPED;
+		msg_init(&ok, MSG_T_OK);
+		return fsvc_send(c->fd, &ok, NULL, 0);
+	}
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		/* The lease goes back once the mapping is gone, unwaited. */
+		c->state = FSVC_UNMAPPED;
+		c->lease = 0;
+		fsvc_reply_error(c, -ENOMEM, "no memory to wait for the lease");
+		return -ENOMEM;
+	}
+	memcpy(d->name, c->name, sizeof(d->name));
+	d->lease = c->lease;
+	d->next = a->draining;
+	a->draining = d;
+	c->state = FSVC_UNMAP_DRAIN;
+	return 0;
+}
+
 /* Finished lookups: each goes to its connection if it is still there. */
 static void fsvc_on_lookups(struct evl *l, int fd, uint32_t events, void *arg)
 {
@@ -444,11 +606,19 @@ static void fsvc_on_lookups(struct evl *l, int fd, uint32_t events, void *arg)
 
 		next = r->next;
 		for (c = a->conns; c; c = c->next)
-			if (c->state == FSVC_LOOKUP && c->token == r->token)
+			if ((c->state == FSVC_LOOKUP ||
+			     c->state == FSVC_RELEASING ||
+			     c->state == FSVC_FLUSH_CHECK) &&
+			    c->token == r->token)
 				break;
-		/* A failed map ends the connection. */
-		if (c && fsvc_map_reply(c, r))
+		if (c && c->state == FSVC_RELEASING) {
+			fsvc_unmap_reply(c, r);
+		} else if (c && c->state == FSVC_FLUSH_CHECK) {
+			fsvc_flush_checked(c, r);
+		} else if (c && fsvc_map_reply(c, r)) {
+			/* A failed map ends the connection. */
 			fsvc_conn_close(c);
+		}
 		csess_result_free(r);
 	}
 }
@@ -597,6 +767,7 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 	if (fd2 >= 0)
 		close(fd2);
 	d.lease = c->lease;
+	d.wgen = c->wgen;
 	clen = (size_t)c->layout.n_chunks * sizeof(*d.chunks);
 	d.chunks = malloc(clen ? clen : 1);
 	if (!d.chunks) {
@@ -755,12 +926,16 @@ static int fsvc_dispatch(struct fsvc_conn *c, const struct msg *req, int *fd)
 		c->fd_in2 = -1;
 	} else if (req->type == MSG_T_FLUSH && c->state == FSVC_NEW) {
 		c->token = ++c->a->next_token;
+		memcpy(c->name, req->name, sizeof(c->name));
 		ret = floop_flush(c->a->fl, req->name, c->token);
 		if (ret) {
 			fsvc_reply_error(c, ret, "cannot queue the flush");
 			return 1;
 		}
 		c->state = FSVC_FLUSH;
+	} else if (req->type == MSG_T_UNMAP && c->state == FSVC_MAPPED) {
+		ret = fsvc_on_unmap(c);
+		return ret != 0;
 	} else if (req->type == MSG_T_AGENT_STATS) {
 		ret = fsvc_on_stats(c);
 	} else {

@@ -166,7 +166,8 @@ struct pagesrv_conn {
 	uint8_t src_len;
 	/* secure WRITE: its header (the record's additional data), data and
 	 * tag staged until the tag verifies */
-	uint8_t wr_hdr[WIRE_HDR_LEN];
+	uint8_t wr_hdr[WIRE_HDR_LEN + WIRE_WGEN_LEN];
+	uint32_t wr_aad_len; /* of wr_hdr: the header, and the generation */
 	uint8_t *stage;
 	uint32_t stage_cap;
 	size_t q_bytes; /* secure: bytes of reply copies queued */
@@ -241,6 +242,10 @@ struct pagesrv {
 		char peer[AUTH_NAME_MAX];
 	} gens[PAGESRV_CLIENTS];
 	unsigned int gens_next;
+	/* newest write-lease generation written to each MSG_POOL_SEG of the
+	 * pool (server thread only) */
+	uint64_t *wgens;
+	uint64_t n_wgens;
 	_Atomic uint64_t st_conns;
 	_Atomic uint64_t st_reads;
 	_Atomic uint64_t st_bytes;
@@ -576,12 +581,45 @@ static bool pagesrv_conn_is_sending(const struct pagesrv_conn *c,
 }
 
 /*
- * Secure: a WRITE header; its data and tag are staged. Nothing but its len
- * is looked at before the record opens (pagesrv_conn_write_open()).
- * Returns 0 or -ENOMEM.
+ * A write of generation @wgen to [off, off + len) (inside the pool): 0 if
+ * no segment under it saw a newer generation (they remember this one),
+ * else ENOLCK: the write lease it was made under was taken over.
+ */
+static uint16_t pagesrv_wgen_check(struct pagesrv *s, const char *who,
+				   uint64_t off, uint32_t len, uint64_t wgen)
+{
+	uint64_t first = off / MSG_POOL_SEG,
+		 last = (off + len - 1) / MSG_POOL_SEG;
+
+	if (last >= s->n_wgens)
+		return 0;
+	for (uint64_t i = first; i <= last; i++) {
+		if (s->wgens[i] > wgen) {
+			char why[160];
+
+			snprintf(why, sizeof(why),
+				 "write at %#" PRIx64 " of lease generation "
+				 "%" PRIu64 " refused: generation %" PRIu64
+				 " wrote there since",
+				 off, wgen, s->wgens[i]);
+			pagesrv_refusal_log(s, who, why);
+			return ENOLCK;
+		}
+	}
+	for (uint64_t i = first; i <= last; i++)
+		s->wgens[i] = wgen;
+	return 0;
+}
+
+/*
+ * Secure: a WRITE header (and its generation, @g: WIRE_WGEN_LEN bytes, or
+ * NULL); its data and tag are staged. Nothing but its len is looked at
+ * before the record opens (pagesrv_conn_write_open()). Returns 0 or
+ * -ENOMEM.
  */
 static int pagesrv_conn_on_write_sealed(struct pagesrv_conn *c,
-					const struct wire_hdr *h)
+					const struct wire_hdr *h,
+					const uint8_t *g)
 {
 	uint32_t need = h->len + AUTH_TAG_LEN;
 	uint8_t *p;
@@ -598,6 +636,11 @@ static int pagesrv_conn_on_write_sealed(struct pagesrv_conn *c,
 		c->stage_cap = need;
 	}
 	wire_hdr_pack(h, c->wr_hdr);
+	c->wr_aad_len = WIRE_HDR_LEN;
+	if (g) {
+		memcpy(c->wr_hdr + WIRE_HDR_LEN, g, WIRE_WGEN_LEN);
+		c->wr_aad_len += WIRE_WGEN_LEN;
+	}
 	c->wr_active = true;
 	c->wr_status = 0;
 	c->wr_tag = h->tag;
@@ -608,14 +651,14 @@ static int pagesrv_conn_on_write_sealed(struct pagesrv_conn *c,
 }
 
 /*
- * A WRITE header: its len data bytes follow, for the pool or to be
- * dropped. Returns 0 (header taken, c->wr_active), 1 if it has to wait
- * for queued READ replies from its range to go out first, -EPROTO for a
- * len that says nothing trustworthy about where the next header is, or
- * -ENOMEM.
+ * A WRITE header (and its generation, @g, or NULL): its len data bytes
+ * follow, for the pool or to be dropped. Returns 0 (header taken,
+ * c->wr_active), 1 if it has to wait for queued READ replies from its
+ * range to go out first, -EPROTO for a len that says nothing trustworthy
+ * about where the next header is, or -ENOMEM.
  */
 static int pagesrv_conn_on_write(struct pagesrv_conn *c,
-				 const struct wire_hdr *h)
+				 const struct wire_hdr *h, const uint8_t *g)
 {
 	struct pagesrv *s = c->s;
 
@@ -629,7 +672,7 @@ static int pagesrv_conn_on_write(struct pagesrv_conn *c,
 	}
 	c->writer = true;
 	if (c->sess)
-		return pagesrv_conn_on_write_sealed(c, h);
+		return pagesrv_conn_on_write_sealed(c, h, g);
 	c->wr_status = 0;
 	if (c->fenced) {
 		log_dbg("%s: write on a superseded connection refused",
@@ -644,6 +687,10 @@ static int pagesrv_conn_on_write(struct pagesrv_conn *c,
 		c->wr_status = ERANGE;
 	} else if (pagesrv_conn_is_sending(c, s->pool + h->arg, h->len)) {
 		return 1;
+	} else {
+		c->wr_status =
+			pagesrv_wgen_check(s, c->name, h->arg, h->len,
+					   g ? wire_get(g, WIRE_WGEN_LEN) : 0);
 	}
 	c->wr_active = true;
 	c->wr_tag = h->tag;
@@ -685,7 +732,7 @@ static int pagesrv_conn_write_open(struct pagesrv_conn *c)
 	struct pagesrv *s = c->s;
 	struct iovec v = { c->stage, c->wr_len };
 
-	if (auth_open(c->sess, c->wr_hdr, WIRE_HDR_LEN, &v, 1,
+	if (auth_open(c->sess, c->wr_hdr, c->wr_aad_len, &v, 1,
 		      c->stage + c->wr_len)) {
 		pagesrv_conn_record_fail(c, "WRITE");
 		return -EBADMSG;
@@ -701,7 +748,14 @@ static int pagesrv_conn_write_open(struct pagesrv_conn *c)
 			c->name, c->wr_len, (unsigned long long)c->wr_off);
 		c->wr_status = ERANGE;
 	} else {
-		memcpy(s->pool + c->wr_off, c->stage, c->wr_len);
+		c->wr_status = pagesrv_wgen_check(
+			s, c->name, c->wr_off, c->wr_len,
+			c->wr_aad_len > WIRE_HDR_LEN
+				? wire_get(c->wr_hdr + WIRE_HDR_LEN,
+					   WIRE_WGEN_LEN)
+				: 0);
+		if (!c->wr_status)
+			memcpy(s->pool + c->wr_off, c->stage, c->wr_len);
 	}
 	return pagesrv_conn_write_end(c);
 }
@@ -786,13 +840,23 @@ static int pagesrv_conn_parse(struct pagesrv_conn *c)
 				break;
 			pos += tlen;
 		} else if (h.op == WIRE_OP_WRITE) {
-			ret = pagesrv_conn_on_write(c, &h);
+			size_t glen = h.flags_status & WIRE_F_WGEN
+					      ? WIRE_WGEN_LEN
+					      : 0;
+
+			/* the generation comes in rbuf with the header */
+			if (c->rlen - pos < WIRE_HDR_LEN + glen)
+				break;
+			ret = pagesrv_conn_on_write(
+				c, &h,
+				glen ? c->rbuf + pos + WIRE_HDR_LEN : NULL);
 			if (ret > 0) {
 				c->wr_wait = true;
 				ret = 0;
 			}
 			if (ret || c->wr_wait)
 				break;
+			pos += glen;
 		} else {
 			pagesrv_refusal_log(s, c->name, "unknown op, closing");
 			ret = -EPROTO;
@@ -888,6 +952,12 @@ static size_t pagesrv_conn_recv_room(struct pagesrv_conn *c, uint8_t **buf,
 		*to = PAGESRV_TO_POOL;
 		return c->wr_left;
 	}
+	/* insecure: a WRITE's generation after its header, then its data
+	 * straight into the pool */
+	if (!c->sess && c->rlen >= WIRE_HDR_LEN &&
+	    c->rbuf[1] == WIRE_OP_WRITE &&
+	    (wire_get(c->rbuf + 2, 2) & WIRE_F_WGEN))
+		hlen += WIRE_WGEN_LEN;
 	*buf = c->rbuf + c->rlen;
 	if (c->writer) {
 		if (c->wr_active && c->wr_left < room)
@@ -1583,6 +1653,12 @@ int pagesrv_create(const struct pagesrv_cfg *cfg, struct pagesrv **out)
 	s->efd = -1;
 	s->pool = cfg->pool;
 	s->pool_size = cfg->pool_size;
+	s->n_wgens = (cfg->pool_size + MSG_POOL_SEG - 1) / MSG_POOL_SEG;
+	s->wgens = calloc(s->n_wgens ? s->n_wgens : 1, sizeof(*s->wgens));
+	if (!s->wgens) {
+		free(s);
+		return -ENOMEM;
+	}
 	s->instance = cfg->instance;
 	s->max_conns =
 		cfg->max_conns ? cfg->max_conns : PAGESRV_MAX_CONNS_DEFAULT;
@@ -1687,6 +1763,7 @@ void pagesrv_destroy(struct pagesrv *s)
 		pagesrv_conn_free(c);
 	}
 	bufpool_fini(&s->bufs);
+	free(s->wgens);
 	if (s->efd >= 0)
 		close(s->efd);
 	if (s->lfd >= 0)

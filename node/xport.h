@@ -163,11 +163,15 @@ struct xport_ops {
 	 * Posts a write of @len bytes (multiple of 4096, <= 1 MiB) from @src
 	 * to pool offset @off of the peer; the caller leaves @src alone until
 	 * done. done(0) means the bytes are in the owner's pool; done(<0)
-	 * that they may not be (the caller writes them again). Same returns
-	 * as read.
+	 * that they may not be (the caller writes them again), except
+	 * done(-ENOLCK): the owner refused them for good, it knows a newer
+	 * generation of the region's write lease than @wgen (the writer's;
+	 * 0: none). TCP carries @wgen to the owner; verbs cannot (an RDMA
+	 * WRITE goes to the owner's memory unseen) and ignores it. Same
+	 * returns as read.
 	 */
 	int (*write)(struct xport_peer *p, uint64_t off, uint32_t len,
-		     const void *src, uint64_t tag);
+		     const void *src, uint64_t wgen, uint64_t tag);
 	/* Handles a CQE whose struct req (op req_op) this transport owns. */
 	void (*on_cqe)(struct xport *x, struct io_uring_cqe *cqe);
 	/* Periodic: reconnects DOWN peers with backoff. */

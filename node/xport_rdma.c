@@ -706,8 +706,9 @@ static int xport_rdma_read_direct(struct xport_peer *pp, uint64_t off,
 }
 
 static int xport_rdma_write(struct xport_peer *pp, uint64_t off, uint32_t len,
-			    const void *src, uint64_t tag)
+			    const void *src, uint64_t wgen, uint64_t tag)
 {
+	/* An RDMA WRITE cannot carry @wgen: the owner never sees it. */
 	/* the NIC only reads a write's src (the landing MR allows more) */
 	return xport_rdma_submit(xport_rdma_peer_from(pp), XPORT_SLOT_WRITE,
 				 off, len, (void *)src, tag, NULL);

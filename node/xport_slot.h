@@ -47,9 +47,10 @@ struct xport_slot {
 	uint32_t next; /* free list or queue link */
 	int status;    /* while FAILING or held */
 	uint64_t off;
-	uint64_t tag; /* the caller's */
-	void *buf;    /* a read's dst, a write's src */
-	uint64_t aux; /* the transport's own */
+	uint64_t tag;  /* the caller's */
+	uint64_t wgen; /* a write's write-lease generation (TCP sends it) */
+	void *buf;     /* a read's dst, a write's src */
+	uint64_t aux;  /* the transport's own */
 };
 
 struct xport_slots {

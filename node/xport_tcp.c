@@ -535,16 +535,32 @@ static void xport_tcp_conn_tag_put(struct xport_tcp_conn *c,
  * the session is out of step and the server drops the connection at the
  * next record).
  */
+/* A WRITE's generation, right behind its header (WIRE_F_WGEN). */
+static void xport_tcp_conn_wgen_put(struct xport_tcp_conn *c, uint64_t wgen)
+{
+	if (c->slen + WIRE_WGEN_LEN > c->scap) {
+		log_err("send buffer overflow: %zu of %zu bytes", c->slen,
+			c->scap);
+		abort();
+	}
+	wire_put64(c->sbuf + c->slen, wgen);
+	c->slen += WIRE_WGEN_LEN;
+	c->queued += WIRE_WGEN_LEN;
+}
+
 static int xport_tcp_conn_req_put(struct xport_tcp_conn *c,
 				  const struct wire_hdr *h, const void *src,
-				  uint32_t len)
+				  uint32_t len, uint64_t wgen)
 {
 	uint8_t tag[AUTH_TAG_LEN], *hdr, *own = NULL;
+	size_t hlen = WIRE_HDR_LEN;
 	const void *data = src;
 	struct iovec v;
 
 	if (!c->sess) {
 		xport_tcp_conn_hdr_put(c, h);
+		if (h->flags_status & WIRE_F_WGEN)
+			xport_tcp_conn_wgen_put(c, wgen);
 		if (len)
 			xport_tcp_conn_data_put(c, src, NULL, len);
 		return 0;
@@ -558,12 +574,17 @@ static int xport_tcp_conn_req_put(struct xport_tcp_conn *c,
 	}
 	hdr = c->sbuf + c->slen;
 	xport_tcp_conn_hdr_put(c, h);
+	/* the generation is authenticated with the header */
+	if (h->flags_status & WIRE_F_WGEN) {
+		xport_tcp_conn_wgen_put(c, wgen);
+		hlen += WIRE_WGEN_LEN;
+	}
 	/* only read from unless it is our copy: iovecs are not const */
 	v.iov_base = (void *)data;
 	v.iov_len = len;
-	if (auth_seal(c->sess, hdr, WIRE_HDR_LEN, &v, len ? 1 : 0, tag)) {
-		c->slen -= WIRE_HDR_LEN;
-		c->queued -= WIRE_HDR_LEN;
+	if (auth_seal(c->sess, hdr, hlen, &v, len ? 1 : 0, tag)) {
+		c->slen -= hlen;
+		c->queued -= hlen;
 		bufpool_put(&c->x->bufs, own, len);
 		return -EIO;
 	}
@@ -582,6 +603,7 @@ static int xport_tcp_slot_encode(struct xport_tcp_peer *p, uint32_t idx)
 	struct wire_hdr h = {
 		.version = WIRE_VERSION,
 		.op = write ? WIRE_OP_WRITE : WIRE_OP_READ,
+		.flags_status = write ? WIRE_F_WGEN : 0,
 		.len = s->len,
 		.tag = (uint64_t)s->gen << 32 | idx,
 		.arg = s->off,
@@ -589,7 +611,7 @@ static int xport_tcp_slot_encode(struct xport_tcp_peer *p, uint32_t idx)
 	int ret;
 
 	ret = xport_tcp_conn_req_put(p->conn, &h, write ? s->buf : NULL,
-				     write ? s->len : 0);
+				     write ? s->len : 0, s->wgen);
 	if (ret)
 		return ret;
 	/* where its data ends in the stream (xport_tcp_write_done): before
@@ -859,7 +881,7 @@ static void xport_tcp_conn_hs_done(struct xport_tcp_conn *c,
 	c->sess = auth_hs_take(c->hs);
 	auth_hs_free(c->hs);
 	c->hs = NULL;
-	ret = c->sess ? xport_tcp_conn_req_put(c, &c->hello, NULL, 0) : -EIO;
+	ret = c->sess ? xport_tcp_conn_req_put(c, &c->hello, NULL, 0, 0) : -EIO;
 	if (ret) {
 		xport_tcp_peer_down(p, ret, "sealing HELLO");
 		return;
@@ -1036,7 +1058,8 @@ static int xport_tcp_peer_connect(struct xport_tcp_peer *p)
 	 * that SEND's CQE is. Plus the HELLO.
 	 */
 	c->scap = (size_t)(2 * XPORT_TCP_DEPTH + 1) *
-		  (WIRE_HDR_LEN + (x->insecure ? 0 : AUTH_TAG_LEN));
+		  (WIRE_HDR_LEN + WIRE_WGEN_LEN +
+		   (x->insecure ? 0 : AUTH_TAG_LEN));
 	c->sbuf = malloc(c->scap);
 	/* likewise a write's data */
 	c->dcap = 2 * XPORT_TCP_DEPTH;
@@ -1192,7 +1215,8 @@ static void xport_tcp_peer_close(struct xport_peer *pp)
 
 /* A read or write: sent at once when UP, queued while CONNECTING. */
 static int xport_tcp_submit(struct xport_tcp_peer *p, enum xport_slot_op op,
-			    uint64_t off, uint32_t len, void *buf, uint64_t tag)
+			    uint64_t off, uint32_t len, void *buf,
+			    uint64_t wgen, uint64_t tag)
 {
 	uint32_t idx;
 	int ret;
@@ -1205,6 +1229,7 @@ static int xport_tcp_submit(struct xport_tcp_peer *p, enum xport_slot_op op,
 	idx = xport_slots_take(&p->slots, op, off, len, buf, tag);
 	if (idx == XPORT_TCP_NIL)
 		return -EAGAIN;
+	p->slots.v[idx].wgen = wgen;
 	if (p->state == XPORT_PEER_UP) {
 		ret = xport_tcp_slot_encode(p, idx);
 		if (ret) {
@@ -1223,15 +1248,15 @@ static int xport_tcp_read(struct xport_peer *pp, uint64_t off, uint32_t len,
 			  void *dst, uint64_t tag)
 {
 	return xport_tcp_submit(xport_tcp_peer_from(pp), XPORT_SLOT_READ, off,
-				len, dst, tag);
+				len, dst, 0, tag);
 }
 
 static int xport_tcp_write(struct xport_peer *pp, uint64_t off, uint32_t len,
-			   const void *src, uint64_t tag)
+			   const void *src, uint64_t wgen, uint64_t tag)
 {
 	/* the slot's buf is only read from for a write */
 	return xport_tcp_submit(xport_tcp_peer_from(pp), XPORT_SLOT_WRITE, off,
-				len, (void *)src, tag);
+				len, (void *)src, wgen, tag);
 }
 
 static void xport_tcp_tick(struct xport *xx, uint64_t now_ms)

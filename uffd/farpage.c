@@ -9,6 +9,7 @@
 #include "farpage.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -56,6 +57,10 @@ struct farpage_map {
 	uint64_t features;
 	unsigned int agent_timeout_ms;
 	uint64_t flags; /* MSG_MAP_* asked for */
+	uint64_t wgen;	/* writable: its write lease's generation */
+	/* the write lease is lost for good (another mapping took it while
+	 * the agent was away): flushes fail, every remote page is poisoned */
+	_Atomic int lease_lost;
 	char sock_path[108];
 	int sock;
 	int uffd;
@@ -461,7 +466,8 @@ static size_t farpage_pend_run(struct farpage_map *m)
  * -errno (its text logged), -EBADMSG or -EPROTO.
  */
 static int farpage_agent_layout(int sock, const char *name, uint64_t flags,
-				struct msg *layout, int *cache_fd)
+				uint64_t wgen, struct msg *layout,
+				int *cache_fd)
 {
 	struct msg req;
 	int fds[2], n_fds = 2, ret;
@@ -470,6 +476,7 @@ static int farpage_agent_layout(int sock, const char *name, uint64_t flags,
 	msg_init(&req, MSG_T_MAP);
 	msg_strset(req.name, sizeof(req.name), name);
 	req.flags = flags & MSG_MAP_RDONLY;
+	req.wgen = wgen;
 	ret = ctl_send(sock, &req, NULL, 0);
 	if (ret)
 		return ret;
@@ -555,7 +562,9 @@ static int farpage_layout_is_same(const struct farpage_map *m,
  * Hands the uffd to an agent that came back on the same socket: it serves
  * the mapping from now on and wakes the whole range, so threads blocked on
  * faults the old agent (or we) had read fault again. Chunks mapped from
- * the old pool stay as they are. Returns 0 or -errno.
+ * the old pool stay as they are. A writable mapping must get its write
+ * lease back under the generation it held: -ENOLCK (or -EBUSY) if another
+ * mapping held it since, for good. Returns 0 or -errno.
  */
 static int farpage_resume(struct farpage_map *m)
 {
@@ -565,9 +574,10 @@ static int farpage_resume(struct farpage_map *m)
 	ret = net_unix_connect(m->sock_path, &fd);
 	if (ret)
 		return ret;
-	/* A writable mapping takes the write lease again: the dead agent's
-	 * ended with its instance. */
-	ret = farpage_agent_layout(fd, m->name, m->flags, &l, &cache_fd);
+	/* A writable mapping takes the write lease again, if still its own:
+	 * the dead agent's ended with its instance. */
+	ret = farpage_agent_layout(fd, m->name, m->flags, m->wgen, &l,
+				   &cache_fd);
 	if (!ret) {
 		if (cache_fd >= 0)
 			close(cache_fd);
@@ -599,11 +609,44 @@ static int farpage_resume(struct farpage_map *m)
  * socket (returns 1 then). Faults stay blocked until the deadline, then
  * every unfetched page is poisoned (returns 0 when told to stop).
  */
+/*
+ * The write lease is lost: what this mapping wrote and did not send home
+ * was overwritten by another writer, and must not be read back or sent.
+ * Its pages leave the cache memfd (unprotected first: a write-protected
+ * page punched would keep a marker poisoning cannot replace), so that
+ * every touch of a remote page faults, and is poisoned.
+ */
+static void farpage_lease_lose(struct farpage_map *m, int err)
+{
+	log_err("region %s: the write lease (generation %llu) is lost: %s; "
+		"what this mapping wrote and had not flushed is dropped, its "
+		"flushes fail, and its remote pages raise SIGBUS",
+		m->name, (unsigned long long)m->wgen, log_strerror(err));
+	if (m->cache_fd >= 0) {
+		for (uint32_t i = 0; i < m->n_chunks; i++) {
+			uint64_t a = (uint64_t)(uintptr_t)m->base +
+				     (uint64_t)i * m->chunk_size;
+
+			if (!m->is_local[i])
+				uffd_wp(m->uffd, a, m->chunk_size, 0, 0);
+		}
+		if (fallocate(m->cache_fd,
+			      FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+			      (off_t)m->span))
+			log_errno(-errno, "region %s: dropping the cache",
+				  m->name);
+	}
+	/* Said once the pages are gone: a flush that fails now is followed
+	 * by SIGBUS on every touch of a remote page, never a quiet write. */
+	atomic_store(&m->lease_lost, 1);
+}
+
 static int farpage_orphan(struct farpage_map *m)
 {
 	struct uffd_msg msgs[32];
 	struct timespec ts;
 	int64_t deadline, now, retry = 0;
+	int ret;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	deadline =
@@ -624,9 +667,17 @@ static int farpage_orphan(struct farpage_map *m)
 			clock_gettime(CLOCK_MONOTONIC, &ts);
 			now = ts.tv_sec * 1000ll + ts.tv_nsec / 1000000;
 			if (now >= retry) {
-				if (!farpage_resume(m))
+				ret = farpage_resume(m);
+				if (!ret)
 					return 1;
 				retry = now + RESUME_RETRY_MS;
+				/* Final: never retried (it would take the
+				 * lease back from under its new holder). */
+				if (!(m->flags & MSG_MAP_RDONLY) &&
+				    (ret == -ENOLCK || ret == -EBUSY)) {
+					farpage_lease_lose(m, ret);
+					deadline = now;
+				}
 			}
 			if (now >= deadline) {
 				if (!(m->features & UFFD_FEATURE_POISON)) {
@@ -779,7 +830,9 @@ static int farpage_map_common(const char *name,
 	ret = net_unix_connect(m->sock_path, &m->sock);
 	if (ret)
 		goto err;
-	ret = farpage_agent_layout(m->sock, name, m->flags, &rep, &m->cache_fd);
+	ret = farpage_agent_layout(m->sock, name, m->flags,
+				   m->flags & MSG_MAP_RDONLY ? 0 : MSG_WGEN_NEW,
+				   &rep, &m->cache_fd);
 	if (ret)
 		goto err;
 	ret = farpage_layout_check(m, &rep);
@@ -793,6 +846,15 @@ static int farpage_map_common(const char *name,
 	m->instance = rep.instance;
 	m->epoch = rep.epoch;
 	m->cid = rep.cid;
+	m->wgen = rep.wgen;
+	if (!(m->flags & MSG_MAP_RDONLY) && !m->wgen) {
+		log_err("map %s: the agent gave no write-lease generation: is "
+			"it of another farpage version?",
+			name);
+		msg_fini(&rep);
+		ret = -EPROTO;
+		goto err;
+	}
 	m->n_chunks = rep.n_chunks;
 	m->chunks = rep.chunks; /* ownership moves here */
 	rep.chunks = NULL;
@@ -877,6 +939,7 @@ int farpage_map_at(const char *name, const struct farpage_map_opts *opts,
 }
 
 static int farpage_is_writeback(const struct farpage_map *m);
+static int farpage_agent_unmap(struct farpage_map *m);
 
 int farpage_unmap(struct farpage_map *m)
 {
@@ -902,9 +965,34 @@ int farpage_unmap(struct farpage_map *m)
 		if (ret)
 			log_errno(ret, "region %s: flush at unmap", m->name);
 	}
-	/* It reads m->base (poisoning) until it is stopped. */
+	/* It reads m->base (poisoning) until it is stopped, and the socket:
+	 * UNMAP's answer is ours. */
 	farpage_watchdog_stop(m);
+	if (unmapped && !ret && atomic_load(&m->state) == MAP_LIVE)
+		ret = farpage_agent_unmap(m);
 	farpage_map_free(m, unmapped);
+	return ret;
+}
+
+/*
+ * UNMAP on the mapping's connection: the agent's answer comes once the
+ * mapping is gone there and its write lease given back, the coordinator
+ * acknowledging it (a writable map on another host may follow at once).
+ * Returns 0 or -errno (the agent gives the lease back later itself).
+ */
+static int farpage_agent_unmap(struct farpage_map *m)
+{
+	struct msg req, rep;
+	int ret;
+
+	msg_init(&req, MSG_T_UNMAP);
+	ret = ctl_call(m->sock, &req, &rep, CALL_TIMEOUT_MS);
+	if (ret)
+		log_err("region %s: unmap: %s", m->name,
+			rep.type == MSG_T_ERROR && rep.text[0]
+				? rep.text
+				: log_strerror(ret));
+	msg_fini(&rep);
 	return ret;
 }
 
@@ -939,6 +1027,30 @@ int farpage_flush(struct farpage_map *m)
 		return 0;
 	if (!(m->flags & MSG_MAP_CACHE))
 		return -EOPNOTSUPP;
+	if (atomic_load(&m->lease_lost)) {
+		log_err("region %s: flush: the write lease was lost; what "
+			"this mapping wrote is not home",
+			m->name);
+		return -ENOLCK;
+	}
+	/* Agent gone: what was written waits in the cache for the mapping
+	 * to be handed to a restarted agent (an agent there before that has
+	 * no mapping of ours to flush); the watchdog ends the wait. */
+	while (atomic_load(&m->state) == MAP_ORPHAN &&
+	       !atomic_load(&m->lease_lost))
+		nanosleep(&(struct timespec){ .tv_nsec = 10000000 }, NULL);
+	if (atomic_load(&m->lease_lost)) {
+		log_err("region %s: flush: the write lease was lost; what "
+			"this mapping wrote is not home",
+			m->name);
+		return -ENOLCK;
+	}
+	if (atomic_load(&m->state) != MAP_LIVE) {
+		log_err("region %s: flush: the agent is gone; written pages "
+			"are not home",
+			m->name);
+		return -ENOTCONN;
+	}
 	return farpage_flush_at(m->sock_path, m->name);
 }
 

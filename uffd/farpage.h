@@ -17,7 +17,10 @@
  * up to agent_timeout_ms for an agent to come back on the same socket path
  * (the mapping is handed over to it, and it serves them: an agent can be
  * restarted under running guests) and otherwise get SIGBUS (BUS_ADRERR) on
- * every page not yet fetched.
+ * every page not yet fetched. A writable mapping is handed over only if it
+ * still holds the region's write lease (no other mapping took it while the
+ * agent was away); if not, the lease is lost for good: its unflushed
+ * writes are dropped, every remote page raises SIGBUS, and flushes fail.
  *
  * The mapped range is not inherited across fork(): the child does not have
  * it (touching it there is SIGSEGV), and a warning is printed.
@@ -77,17 +80,28 @@ int farpage_map_at(const char *name, const struct farpage_map_opts *opts,
 
 /*
  * Unmaps, sends home every page written through the mapping (as
- * farpage_flush()) and frees; NULL is a no-op. Returns 0 or -errno (the
- * mapping is freed either way; an error means written pages may not be
- * home: the agent keeps trying).
+ * farpage_flush()), waits until the agent has given the region's write
+ * lease back and the coordinator acknowledged it (a writable map on
+ * another host may follow at once), and frees; NULL is a no-op. Returns 0
+ * or -errno (the mapping is freed either way; an error means written
+ * pages may not be home, or the lease not given back yet: the agent
+ * keeps trying; -ENOLCK: the write lease was lost, see farpage_flush()).
+ * A process that exits without it: the agent sends the pages home and
+ * gives the lease back on its own, later.
  */
 int farpage_unmap(struct farpage_map *m);
 
 /*
  * Like msync(): returns 0 once every page that was written through the
- * mapping before the call is in its owner's pool, or -errno if some could
- * not be written home (the agent keeps them and keeps trying; they are
- * never dropped). 0 at once for a read-only map; -EOPNOTSUPP when faults
+ * mapping before the call is in its owner's pool (and the coordinator, if
+ * it can be reached, confirmed the mapping still holds the write lease),
+ * or -errno if some could not be written home (the agent keeps them and
+ * keeps trying; they are never dropped). -ENOLCK: the mapping's write
+ * lease was lost (another mapping took it): what it wrote and had not
+ * sent home is dropped, for good, and every touch of a remote page raises
+ * SIGBUS from then on. While the agent is gone it waits for the mapping
+ * to be handed to a restarted one (-ENOTCONN if none came within the
+ * agent timeout). 0 at once for a read-only map; -EOPNOTSUPP when faults
  * are served by copying (a kernel without minor faults on shmem, or an
  * agent run with --fault-mode copy): writes then stay in this process.
  */

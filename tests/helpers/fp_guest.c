@@ -67,6 +67,29 @@
  *                               wrong=N zero=N sigbus=N" and "wcut: write
  *                               pages=N ..." (each page once: its right
  *                               bytes, or a SIGBUS).
+ *   fp_guest wsteal REGION SEED1 SEED2
+ *                               map writable, write SEED1's pattern into
+ *                               every page, flush (must be 0), print
+ *                               "fp_guest: flushed N pages", wait for a
+ *                               line on stdin (meanwhile the agent is
+ *                               restarted and another host writes), then
+ *                               write SEED2's pattern into every page, a
+ *                               SIGBUS skipping to the next page, flush,
+ *                               unmap; ends with "wsteal: pages=N
+ *                               written=N sigbus=N segv=N flush=ERR
+ *                               unmap=ERR".
+ *   fp_guest wstale REGION SEED1 SEED2 SEED3
+ *                               map writable, write SEED1's pattern into
+ *                               every page, flush (must be 0), write
+ *                               SEED2's (not flushed), print "fp_guest:
+ *                               written N pages", wait for a line on stdin
+ *                               (meanwhile the agent is stopped and another
+ *                               host writes), then twice: write SEED3's
+ *                               pattern into every page (a SIGBUS skipping
+ *                               to the next page) and flush; unmap. Ends
+ *                               with "wstale: pages=N written1=N sigbus1=N
+ *                               flush1=ERR written2=N sigbus2=N flush2=ERR
+ *                               unmap=ERR".
  *   fp_guest hotcold REGION SEED HOT COLD ROUNDS
  *                               map read-only; each round reads and
  *                               verifies the first HOT pages (the hot set)
@@ -894,6 +917,108 @@ static int guest_wcut(const char *region, uint64_t seed, uint64_t old,
 	_exit(bad);
 }
 
+/* Writes @seed's pattern into every page of @m; a fault signal skips
+ * that page (counted in @c). Returns the pages written. */
+static size_t guest_write_all(struct farpage_map *m, uint64_t seed,
+			      struct guest_counts *c)
+{
+	uint8_t *base = farpage_map_addr(m);
+	size_t n = farpage_map_size(m) / PATTERN_PAGE;
+	struct guest_jmp j = { 0 };
+	volatile size_t i = 0, written = 0;
+
+	guest_jmp_self = &j;
+	if (sigsetjmp(j.jb, 1)) {
+		atomic_fetch_add(j.sig == SIGBUS ? &c->sigbus : &c->segv, 1);
+		i++;
+	}
+	for (; i < n; i++) {
+		j.armed = 1;
+		pattern_fill(base + i * PATTERN_PAGE, seed, i);
+		j.armed = 0;
+		written++;
+	}
+	guest_jmp_self = NULL;
+	return written;
+}
+
+/* A writer whose lease is taken while its agent is away (see the top). */
+static int guest_wsteal(const char *region, uint64_t seed1, uint64_t seed2)
+{
+	struct guest_counts c = { 0 };
+	struct farpage_map *m;
+	size_t n, written;
+	char line[64];
+	int flush, unmap;
+
+	if (guest_map_rw(region, &m))
+		return 1;
+	n = farpage_map_size(m) / PATTERN_PAGE;
+	for (size_t i = 0; i < n; i++)
+		pattern_fill((uint8_t *)farpage_map_addr(m) + i * PATTERN_PAGE,
+			     seed1, i);
+	flush = farpage_flush(m);
+	if (flush) {
+		fprintf(stderr, "fp_guest: flush: %s\n",
+			farpage_strerror(flush));
+		return 1;
+	}
+	printf("fp_guest: flushed %zu pages\n", n);
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		fprintf(stderr, "fp_guest: stdin closed; writing\n");
+	guest_signals_catch();
+	written = guest_write_all(m, seed2, &c);
+	flush = farpage_flush(m);
+	unmap = farpage_unmap(m);
+	printf("wsteal: pages=%zu written=%zu sigbus=%lu segv=%lu flush=%d "
+	       "unmap=%d\n",
+	       n, written, (unsigned long)atomic_load(&c.sigbus),
+	       (unsigned long)atomic_load(&c.segv), flush, unmap);
+	fflush(stdout);
+	return 0;
+}
+
+/* A writer whose lease is taken while its agent is stopped, with written
+ * pages still only in that agent's cache (see the top). */
+static int guest_wstale(const char *region, uint64_t seed1, uint64_t seed2,
+			uint64_t seed3)
+{
+	struct guest_counts c1 = { 0 }, c2 = { 0 };
+	struct farpage_map *m;
+	size_t n, w1, w2;
+	int f1, f2, unmap;
+	char line[64];
+
+	if (guest_map_rw(region, &m))
+		return 1;
+	n = farpage_map_size(m) / PATTERN_PAGE;
+	guest_signals_catch();
+	if (guest_write_all(m, seed1, &c1) != n || (f1 = farpage_flush(m))) {
+		fprintf(stderr, "fp_guest: first write and flush failed\n");
+		return 1;
+	}
+	if (guest_write_all(m, seed2, &c1) != n) {
+		fprintf(stderr, "fp_guest: second write failed\n");
+		return 1;
+	}
+	printf("fp_guest: written %zu pages\n", n);
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		fprintf(stderr, "fp_guest: stdin closed; writing\n");
+	w1 = guest_write_all(m, seed3, &c1);
+	f1 = farpage_flush(m);
+	w2 = guest_write_all(m, seed3, &c2);
+	f2 = farpage_flush(m);
+	unmap = farpage_unmap(m);
+	printf("wstale: pages=%zu written1=%zu sigbus1=%lu flush1=%d "
+	       "written2=%zu sigbus2=%lu flush2=%d unmap=%d\n",
+	       n, w1, (unsigned long)atomic_load(&c1.sigbus), f1, w2,
+	       (unsigned long)atomic_load(&c2.sigbus), f2, unmap);
+	fflush(stdout);
+	return 0;
+}
+
 /* A hot set read every round among pages read once (see the top). */
 static int guest_hotcold(const char *region, uint64_t seed, size_t hot,
 			 size_t cold, size_t rounds)
@@ -944,6 +1069,13 @@ int main(int argc, char **argv)
 		return guest_whold(argv[2], strtoull(argv[3], NULL, 0));
 	if (argc == 4 && !strcmp(argv[1], "wresume"))
 		return guest_wresume(argv[2], strtoull(argv[3], NULL, 0));
+	if (argc == 5 && !strcmp(argv[1], "wsteal"))
+		return guest_wsteal(argv[2], strtoull(argv[3], NULL, 0),
+				    strtoull(argv[4], NULL, 0));
+	if (argc == 6 && !strcmp(argv[1], "wstale"))
+		return guest_wstale(argv[2], strtoull(argv[3], NULL, 0),
+				    strtoull(argv[4], NULL, 0),
+				    strtoull(argv[5], NULL, 0));
 	if (argc == 7 && !strcmp(argv[1], "hotcold"))
 		return guest_hotcold(argv[2], strtoull(argv[3], NULL, 0),
 				     strtoull(argv[4], NULL, 0),
@@ -967,6 +1099,8 @@ int main(int argc, char **argv)
 		"REGION |\n"
 		"       hotcold REGION SEED HOT COLD ROUNDS | wresume REGION "
 		"SEED |\n"
-		"       wcut REGION SEED OLDSEED NWRITE\n");
+		"       wcut REGION SEED OLDSEED NWRITE | wsteal REGION SEED1 "
+		"SEED2 |\n"
+		"       wstale REGION SEED1 SEED2 SEED3\n");
 	return 2;
 }

@@ -228,7 +228,7 @@ static int t_post(struct t_side *s, bool write, uint64_t off, uint32_t len,
 		  uint8_t *buf, uint64_t tag)
 {
 	if (write)
-		return s->d.ops->write(s->p, off, len, buf, tag);
+		return s->d.ops->write(s->p, off, len, buf, 0, tag);
 	return s->d.ops->read(s->p, off, len, buf, tag);
 }
 
@@ -566,7 +566,7 @@ static int test_xport_rdma_errors(struct t_side *a, struct t_side *b)
 		T_CHECK(d->ops->read(a->p, (uint64_t)i * 4096, 4096,
 				     a->land + (uint64_t)i * 4096, i) == 0);
 	T_CHECK(d->ops->read(a->p, 0, 4096, a->land, a->depth) == -EAGAIN);
-	T_CHECK(d->ops->write(a->p, 0, 4096, a->land, a->depth) == -EAGAIN);
+	T_CHECK(d->ops->write(a->p, 0, 4096, a->land, 0, a->depth) == -EAGAIN);
 	T_CHECK(t_wait_done(d, a->depth, T_WAIT_MS));
 	T_CHECK(d->nfail == 0 && d->bad_tags == 0);
 	for (i = 0; i < a->depth; i++)

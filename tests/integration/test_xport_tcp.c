@@ -193,7 +193,7 @@ static int t_post(struct t_drv *d, struct xport_peer *p, bool write,
 		  uint64_t off, uint32_t len, uint8_t *buf, uint64_t tag)
 {
 	if (write)
-		return d->ops->write(p, off, len, buf, tag);
+		return d->ops->write(p, off, len, buf, 0, tag);
 	return d->ops->read(p, off, len, buf, tag);
 }
 
@@ -922,17 +922,17 @@ static int test_xport_tcp_write(const struct t_pool *pool)
 	T_CHECK(ss.errors == 0 && ss.dropped == 0);
 
 	/* bad arguments are refused before anything is queued */
-	T_CHECK(d.ops->write(p, 0, 0, src, 0) == -EINVAL);
-	T_CHECK(d.ops->write(p, 0, 100, src, 0) == -EINVAL);
-	T_CHECK(d.ops->write(p, 0, 2 * WIRE_LEN_MAX, src, 0) == -EINVAL);
-	T_CHECK(d.ops->write(p, 0, 4096, NULL, 0) == -EINVAL);
+	T_CHECK(d.ops->write(p, 0, 0, src, 0, 0) == -EINVAL);
+	T_CHECK(d.ops->write(p, 0, 100, src, 0, 0) == -EINVAL);
+	T_CHECK(d.ops->write(p, 0, 2 * WIRE_LEN_MAX, src, 0, 0) == -EINVAL);
+	T_CHECK(d.ops->write(p, 0, 4096, NULL, 0, 0) == -EINVAL);
 	/* out of the pool: -ERANGE, nothing written; the connection stays */
 	t_fill(src, 5 * 4096, 4096, T_WSEED);
 	t_drv_reset(&d);
-	T_CHECK(d.ops->write(p, T_POOL_SIZE, 4096, src, 0) == 0);
-	T_CHECK(d.ops->write(p, T_POOL_SIZE - 4096, 8192, src, 1) == 0);
-	T_CHECK(d.ops->write(p, UINT64_MAX - 4095, 8192, src, 2) == 0);
-	T_CHECK(d.ops->write(p, 5 * 4096, 4096, src, 3) == 0);
+	T_CHECK(d.ops->write(p, T_POOL_SIZE, 4096, src, 0, 0) == 0);
+	T_CHECK(d.ops->write(p, T_POOL_SIZE - 4096, 8192, src, 0, 1) == 0);
+	T_CHECK(d.ops->write(p, UINT64_MAX - 4095, 8192, src, 0, 2) == 0);
+	T_CHECK(d.ops->write(p, 5 * 4096, 4096, src, 0, 3) == 0);
 	T_CHECK(d.ops->read(p, 5 * 4096, 4096, dst, 4) == 0);
 	T_CHECK(t_wait_done(&d, 5, T_WAIT_MS));
 	T_CHECK(d.status[0] == -ERANGE && d.status[1] == -ERANGE &&
@@ -951,12 +951,13 @@ static int test_xport_tcp_write(const struct t_pool *pool)
 	for (i = 0; i < T_DEPTH; i++) {
 		if (i % 2)
 			T_CHECK(d.ops->write(p, (uint64_t)i * 4096, 4096,
-					     src + (uint64_t)i * 4096, i) == 0);
+					     src + (uint64_t)i * 4096, 0,
+					     i) == 0);
 		else
 			T_CHECK(d.ops->read(p, (uint64_t)i * 4096, 4096,
 					    dst + (uint64_t)i * 4096, i) == 0);
 	}
-	T_CHECK(d.ops->write(p, 0, 4096, src, T_DEPTH) == -EAGAIN);
+	T_CHECK(d.ops->write(p, 0, 4096, src, 0, T_DEPTH) == -EAGAIN);
 	T_CHECK(t_wait_done(&d, T_DEPTH, T_WAIT_MS));
 	for (i = 0; i < T_DEPTH; i++)
 		T_CHECK(d.calls[i] == 1 && d.status[i] == 0);
@@ -1025,7 +1026,7 @@ static int test_xport_tcp_write_early(const struct t_pool *pool)
 	t_drv_reset(&d);
 	for (i = 0; i < n; i++)
 		T_CHECK(d.ops->write(p, (uint64_t)i * len, len,
-				     src + (size_t)i * len, i) == 0);
+				     src + (size_t)i * len, 0, i) == 0);
 	/* ERANGE to all of them, before reading any data. The wire tag is
 	 * generation << 32 | slot (docs/transport.md): a new peer's
 	 * requests take slots 0, 1, ... in their first generation. */

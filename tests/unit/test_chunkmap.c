@@ -724,6 +724,99 @@ static void test_chunkmap_write_lease(void **state)
 	t_wlease(c, "r", 1, 12, 9, T_NOW + 6000, 0, NULL);
 }
 
+/*
+ * Write lease @lease of region @name for @node/@inst, resuming generation
+ * @wgen (0: a new map); returns the generation granted, or 0 after the
+ * error @want_err.
+ */
+static uint64_t t_wlease_gen(struct coord *c, const char *name, uint64_t node,
+			     uint64_t inst, uint64_t lease, uint64_t wgen,
+			     uint64_t now, int want_err)
+{
+	struct msg req, rep;
+	uint64_t got;
+
+	msg_init(&req, MSG_T_WRITE_LEASE);
+	strcpy(req.name, name);
+	req.node = node;
+	req.instance = inst;
+	req.lease = lease;
+	req.wgen = wgen ? wgen : MSG_WGEN_NEW;
+	t_call(c, &req, &rep, now, want_err);
+	got = want_err ? 0 : rep.wgen;
+	if (!want_err)
+		assert_int_equal(rep.type, MSG_T_OK);
+	msg_fini(&rep);
+	return got;
+}
+
+/*
+ * Every grant to a new holder gets a larger generation; the holder asking
+ * again keeps its own. A mapping resumed under a restarted agent gets the
+ * lease back under its generation only while nobody held it since, and
+ * only on its node: else ENOLCK, for good.
+ */
+static void test_chunkmap_write_lease_gen(void **state)
+{
+	struct coord *c = *state;
+	uint64_t g1, g2, g3;
+	struct msg req, rep;
+	uint8_t *buf;
+	size_t len;
+
+	t_join(c, "a", 64 * MIB, 11, T_NOW);
+	t_join(c, "b", 64 * MIB, 22, T_NOW);
+	t_create(c, "r", 8 * MIB, 2 * MIB, NULL, 0, 0, &rep, 0);
+	msg_fini(&rep);
+	g1 = t_wlease_gen(c, "r", 1, 11, 5, 0, T_NOW, 0);
+	assert_true(g1 > 0 && g1 != MSG_WGEN_NEW);
+	assert_int_equal(c->regions[0]->wgen, g1);
+	assert_int_equal(t_wlease_gen(c, "r", 1, 11, 5, 0, T_NOW, 0), g1);
+	/* an agent of an older version (no wgen asked) gets none back */
+	msg_init(&req, MSG_T_WRITE_LEASE);
+	strcpy(req.name, "r");
+	req.node = 1;
+	req.instance = 11;
+	req.lease = 5;
+	t_call(c, &req, &rep, T_NOW, 0);
+	assert_int_equal(rep.type, MSG_T_OK);
+	assert_int_equal(rep.wgen, 0);
+	assert_int_equal(msg_encode(&rep, &buf, &len), 0);
+	assert_null(memmem(buf, len, "wgen", 4));
+	free(buf);
+	msg_fini(&rep);
+
+	/* a's agent restarts: the mapping resumes under its generation */
+	t_join(c, "a", 64 * MIB, 12, T_NOW);
+	t_wlease_gen(c, "r", 2, 22, 7, g1, T_NOW, -ENOLCK); /* not b's */
+	assert_int_equal(t_wlease_gen(c, "r", 1, 12, 6, g1, T_NOW, 0), g1);
+	assert_int_equal(c->regions[0]->writer.lease, 6);
+	assert_int_equal(c->regions[0]->writer.instance, 12);
+	/* held (live): a resume of it elsewhere is refused too */
+	t_wlease_gen(c, "r", 2, 22, 7, 0, T_NOW, -EBUSY);
+
+	/* a's agent restarts again; b takes the lease meanwhile, writes,
+	 * gives it back: a's resume finds a newer generation */
+	t_join(c, "a", 64 * MIB, 13, T_NOW);
+	g2 = t_wlease_gen(c, "r", 2, 22, 7, 0, T_NOW, 0);
+	assert_true(g2 > g1);
+	t_wrelease(c, "r", 2, 7);
+	assert_int_equal(c->regions[0]->writer.lease, 0);
+	assert_int_equal(c->regions[0]->wgen, g2); /* kept */
+	t_wlease_gen(c, "r", 1, 13, 8, g1, T_NOW, -ENOLCK);
+	t_wlease_gen(c, "r", 1, 13, 8, g2, T_NOW, -ENOLCK); /* not a's */
+	assert_int_equal(c->regions[0]->writer.lease, 0);
+	/* a new map of a's gets a new generation */
+	g3 = t_wlease_gen(c, "r", 1, 13, 8, 0, T_NOW, 0);
+	assert_true(g3 > g2);
+
+	/* made again under the same name: larger still */
+	t_delete(c, "r", 0);
+	t_create(c, "r", 8 * MIB, 2 * MIB, NULL, 0, 0, &rep, 0);
+	msg_fini(&rep);
+	assert_true(t_wlease_gen(c, "r", 2, 22, 9, 0, T_NOW, 0) > g3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -741,6 +834,7 @@ int main(void)
 		T(test_chunkmap_get_list_epochs),
 		T(test_chunkmap_rejoin_endpoints),
 		T(test_chunkmap_write_lease),
+		T(test_chunkmap_write_lease_gen),
 #undef T
 	};
 

@@ -947,6 +947,127 @@ static void test_wal_write_lease_durable(void **state)
 	free(dir);
 }
 
+/* Serves WRITE_LEASE @req; expects OK and returns its generation. */
+static uint64_t t_wlease_gen(struct coord *c, struct msg *req)
+{
+	struct msg rep;
+	uint64_t g;
+
+	if (!req->wgen)
+		req->wgen = MSG_WGEN_NEW;
+	t_handle(c, req, &rep);
+	if (rep.type != MSG_T_OK)
+		fail_msg("write lease: %s", rep.text);
+	g = rep.wgen;
+	msg_fini(&rep);
+	return g;
+}
+
+/*
+ * A write lease's generation survives restarts (wal, snapshot) with and
+ * without a holder: a mapping resumed after its agent restarted gets the
+ * lease back only while nobody held it since, also across a coordinator
+ * restart. A log of an older version (its WRITE_LEASE records have no
+ * generation: 0) is read as before.
+ */
+static void test_wal_write_lease_gen(void **state)
+{
+	struct t_wal *t = *state;
+	char *dir = t_path(t->dir, "wgen");
+	uint64_t g1, g2;
+	struct msg req, rep;
+	struct coord *c;
+	uint8_t *buf;
+	size_t len;
+
+	for (int snap = 0; snap < 2; snap++) {
+		t_rmrf(dir);
+		c = t_open(dir, snap ? 1 : 1000);
+		t_join_req(&req, "a", 4 * MIB, 7);
+		t_handle_want(c, &req, MSG_T_NODE_JOINED);
+		t_join_req(&req, "b", 4 * MIB, 8);
+		t_handle_want(c, &req, MSG_T_NODE_JOINED);
+		t_create_req(&req, "r", 4 * MIB, 0);
+		t_handle_want(c, &req, MSG_T_REGION);
+		t_wlease_req(&req, MSG_T_WRITE_LEASE, 1, 7, 77);
+		g1 = t_wlease_gen(c, &req);
+		assert_true(g1 > 0);
+		coord_destroy(c);
+
+		/* a's agent restarted (instance 9): its mapping resumes */
+		c = t_open(dir, snap ? 1 : 1000);
+		assert_int_equal(c->regions[0]->wgen, g1);
+		t_join_req(&req, "a", 4 * MIB, 9);
+		t_handle_want(c, &req, MSG_T_NODE_JOINED);
+		t_wlease_req(&req, MSG_T_WRITE_LEASE, 1, 9, 78);
+		req.wgen = g1;
+		assert_int_equal(t_wlease_gen(c, &req), g1);
+		coord_destroy(c);
+
+		/* it restarts again; b takes the lease and gives it back */
+		c = t_open(dir, snap ? 1 : 1000);
+		assert_int_equal(c->regions[0]->writer.lease, 78);
+		t_join_req(&req, "a", 4 * MIB, 10);
+		t_handle_want(c, &req, MSG_T_NODE_JOINED);
+		t_wlease_req(&req, MSG_T_WRITE_LEASE, 2, 8, 88);
+		g2 = t_wlease_gen(c, &req);
+		assert_true(g2 > g1);
+		t_wlease_req(&req, MSG_T_WRITE_RELEASE, 2, 8, 88);
+		t_handle_want(c, &req, MSG_T_OK);
+		coord_destroy(c);
+
+		c = t_open(dir, snap ? 1 : 1000);
+		assert_int_equal(c->regions[0]->writer.lease, 0);
+		t_wlease_req(&req, MSG_T_WRITE_LEASE, 1, 10, 79);
+		req.wgen = g1;
+		t_handle(c, &req, &rep);
+		assert_int_equal(rep.type, MSG_T_ERROR);
+		assert_int_equal(rep.err, ENOLCK);
+		msg_fini(&rep);
+		t_wlease_req(&req, MSG_T_WRITE_LEASE, 1, 10, 79);
+		assert_true(t_wlease_gen(c, &req) > g2);
+		coord_destroy(c);
+	}
+
+	/* An older version's record: no generation on the wire at all. */
+	t_rmrf(dir);
+	c = t_open(dir, 1000);
+	t_join_req(&req, "a", 4 * MIB, 7);
+	t_handle_want(c, &req, MSG_T_NODE_JOINED);
+	t_join_req(&req, "b", 4 * MIB, 8);
+	t_handle_want(c, &req, MSG_T_NODE_JOINED);
+	t_create_req(&req, "r", 4 * MIB, 0);
+	t_handle_want(c, &req, MSG_T_REGION);
+	t_wlease_req(&req, MSG_T_WRITE_LEASE, 1, 7, 77);
+	assert_int_equal(msg_encode(&req, &buf, &len), 0);
+	assert_null(memmem(buf, len, "wgen", 4));
+	assert_int_equal(wal_append(c->wal, buf, len), 0);
+	assert_int_equal(wal_sync(c->wal), 0);
+	free(buf);
+	msg_fini(&req);
+	coord_destroy(c);
+	for (int snap = 0; snap < 2; snap++) {
+		c = t_open(dir, snap ? 1 : 1000);
+		assert_int_equal(c->regions[0]->writer.lease, 77);
+		assert_int_equal(c->regions[0]->wgen, 0);
+		/* held: b is refused; its release lets b in, generation > 0 */
+		t_wlease_req(&req, MSG_T_WRITE_LEASE, 2, 8, 88);
+		t_handle(c, &req, &rep);
+		assert_int_equal(rep.type, MSG_T_ERROR);
+		assert_int_equal(rep.err, EBUSY);
+		msg_fini(&rep);
+		coord_destroy(c);
+	}
+	c = t_open(dir, 1);
+	t_wlease_req(&req, MSG_T_WRITE_RELEASE, 1, 7, 77);
+	t_handle_want(c, &req, MSG_T_OK);
+	t_wlease_req(&req, MSG_T_WRITE_LEASE, 2, 8, 88);
+	assert_true(t_wlease_gen(c, &req) > 0);
+	coord_destroy(c);
+	t_rmrf(dir);
+	free(dir);
+}
+
 static void test_wal_stale_generation(void **state)
 {
 	struct t_wal *t = *state;
@@ -1321,6 +1442,7 @@ int main(void)
 		cmocka_unit_test(test_wal_snapshot_replay),
 		cmocka_unit_test(test_wal_scrub_durable),
 		cmocka_unit_test(test_wal_write_lease_durable),
+		cmocka_unit_test(test_wal_write_lease_gen),
 		cmocka_unit_test(test_wal_stale_generation),
 		cmocka_unit_test(test_wal_snapshot_corrupt_refuses),
 		cmocka_unit_test(test_wal_lock),
