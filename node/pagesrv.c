@@ -393,11 +393,11 @@ static void pagesrv_conn_record_fail(struct pagesrv_conn *c, const char *what)
 }
 
 /*
- * Queues a reply: @len bytes of @data (the pool's) follow its header; or
- * of @own, a copy it takes, which secure replies with data need: the
- * record is sealed here, in the order replies go out (the counter is its
- * nonce), and what is sent must be what was sealed. Returns 0, or -EIO if
- * sealing failed (the connection must end).
+ * Queues a reply: @len bytes of @data (the pool's) follow its header;
+ * secure, they are sealed from @data into @own (a buffer it takes) in one
+ * pass, and @own is sent: the record is sealed here, in the order replies
+ * go out (the counter is its nonce), and what is sent must be what was
+ * sealed. Returns 0, or -EIO if sealing failed (the connection must end).
  */
 static int pagesrv_conn_reply(struct pagesrv_conn *c, uint8_t op,
 			      uint16_t status, uint32_t len, uint64_t tag,
@@ -422,10 +422,8 @@ static int pagesrv_conn_reply(struct pagesrv_conn *c, uint8_t op,
 	r->data = own ? own : data;
 	r->own = own;
 	if (c->sess) {
-		struct iovec v = { own, len };
-
-		if (auth_seal(c->sess, r->hdr, WIRE_HDR_LEN, &v, len ? 1 : 0,
-			      r->tag)) {
+		if (auth_seal_to(c->sess, r->hdr, WIRE_HDR_LEN, data, own, len,
+				 r->tag)) {
 			log_err("%s: sealing a reply failed, closing", c->name);
 			bufpool_put(&c->s->bufs, own, len);
 			r->own = NULL;
@@ -545,8 +543,9 @@ static int pagesrv_conn_on_read(struct pagesrv_conn *c,
 					  NULL, NULL);
 	}
 	if (c->sess) {
-		/* A copy, sealed (encrypted) as it goes out. Tagging the pool
-		 * in place would not do either: the pool may change before
+		/* Sealed from the pool into a buffer of its own, which is
+		 * sent: encrypted there, or copied there and tagged. Tagging
+		 * the pool in place would not do: the pool may change before
 		 * the bytes are sent (a local write, another connection's),
 		 * and the peer would reject the record. */
 		own = bufpool_get(&s->bufs, h->len);
@@ -556,7 +555,6 @@ static int pagesrv_conn_on_read(struct pagesrv_conn *c,
 				c->name, h->len);
 			return -ENOMEM;
 		}
-		memcpy(own, s->pool + h->arg, h->len);
 	}
 	pagesrv_count(&s->st_reads, 1);
 	pagesrv_count(&s->st_bytes, h->len);

@@ -98,8 +98,8 @@ struct xport_tcp_req {
  * Secure: CONNECT, then the handshake (hs: one SEND of what it says or
  * one RECV of exactly what it wants at a time), then the session (sess):
  * the HELLO and every request go out sealed, every reply is opened before
- * anything is done with it; a READ's data is copied to its dst as it
- * comes and opened there, its tag last.
+ * anything is done with it; a READ's data is opened (decrypted) from
+ * rbuf straight into its dst as it comes, its tag last.
  */
 struct xport_tcp_conn {
 	struct xport_tcp *x;
@@ -766,9 +766,9 @@ static void xport_tcp_record_log(const struct xport_tcp_peer *p,
 /*
  * Consumes the complete replies in rbuf, copying payloads to their slots.
  * Secure, a reply is acted on only once its record opened: one without
- * data when its tag is in, a READ's data (opened in its dst) when the tag
- * behind it is; a read whose data does not verify fails -EBADMSG, and so
- * does the parse (the connection is dropped). Callbacks may close the
+ * data when its tag is in, a READ's data (opened into its dst as it
+ * comes, in one pass) when the tag behind it is; a read whose data does
+ * not verify fails -EBADMSG, and so does the parse (the connection is dropped). Callbacks may close the
  * peer or drop the connection: stop once dead.
  */
 static int xport_tcp_conn_parse(struct xport_tcp_conn *c,
@@ -776,7 +776,6 @@ static int xport_tcp_conn_parse(struct xport_tcp_conn *c,
 {
 	struct xport_slot *s;
 	struct wire_hdr h;
-	struct iovec v;
 	size_t pos = 0, n;
 	uint32_t idx;
 	int ret;
@@ -787,19 +786,26 @@ static int xport_tcp_conn_parse(struct xport_tcp_conn *c,
 			n = c->rlen - pos;
 			if (n > s->len - c->rgot)
 				n = s->len - c->rgot;
-			memcpy((uint8_t *)s->buf + c->rgot, c->rbuf + pos, n);
+			ret = 0;
+			if (!c->sess)
+				memcpy((uint8_t *)s->buf + c->rgot,
+				       c->rbuf + pos, n);
+			else if (n)
+				/* opened from rbuf straight into dst */
+				ret = auth_open_update(
+					c->sess, c->rbuf + pos,
+					(uint8_t *)s->buf + c->rgot, n);
 			pos += n;
 			c->rgot += n;
-			if (c->rgot < s->len)
+			if (!ret && c->rgot < s->len)
 				break;
 			idx = c->ridx;
 			if (c->sess) {
-				if (c->rlen - pos < AUTH_TAG_LEN)
+				if (!ret && c->rlen - pos < AUTH_TAG_LEN)
 					break;
-				v.iov_base = s->buf;
-				v.iov_len = s->len;
-				ret = auth_open(c->sess, c->rhdr, WIRE_HDR_LEN,
-						&v, 1, c->rbuf + pos);
+				if (!ret)
+					ret = auth_open_end(c->sess,
+							    c->rbuf + pos);
 				pos += AUTH_TAG_LEN;
 				if (ret) {
 					/* never data that did not verify */
@@ -828,11 +834,16 @@ static int xport_tcp_conn_parse(struct xport_tcp_conn *c,
 			}
 			pos += AUTH_TAG_LEN;
 		} else if (c->sess) {
-			/* data follows: opened once it and the tag are in */
+			/* data follows: opened as it comes, acted on once
+			 * its tag verifies */
 			memcpy(c->rhdr, c->rbuf + pos, WIRE_HDR_LEN);
 		}
 		pos += WIRE_HDR_LEN;
 		ret = xport_tcp_conn_on_hdr(c, p, &h);
+		if (!ret && c->sess && h.len &&
+		    (c->ridx == XPORT_TCP_NIL ||
+		     auth_open_begin(c->sess, c->rhdr, WIRE_HDR_LEN)))
+			ret = -EPROTO;
 		if (ret < 0) {
 			xport_tcp_reply_log(p, &h);
 			return ret;

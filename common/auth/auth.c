@@ -613,6 +613,77 @@ int auth_open(struct auth_sess *s, const void *aad, size_t aad_len,
 	return EVP_CipherFinal_ex(s->rx.ctx, fin, &outl) == 1 ? 0 : -EBADMSG;
 }
 
+/* @in to @out through d's cipher (encrypting or decrypting), or copied
+ * and fed as additional data when not encrypting. */
+static int auth_dir_feed_to(struct auth_dir *d, bool encrypt, const void *in,
+			    void *out, size_t len)
+{
+	const uint8_t *p = in;
+	uint8_t *q = out;
+	int outl;
+
+	while (len) {
+		int chunk = len > (1u << 30) ? 1 << 30 : (int)len;
+
+		if (encrypt) {
+			if (EVP_CipherUpdate(d->ctx, q, &outl, p, chunk) != 1)
+				return -EIO;
+		} else {
+			/* copy first: the tag covers the bytes in @out */
+			memcpy(q, p, (size_t)chunk);
+			if (EVP_CipherUpdate(d->ctx, NULL, &outl, q, chunk) !=
+			    1)
+				return -EIO;
+		}
+		p += chunk;
+		q += chunk;
+		len -= (size_t)chunk;
+	}
+	return 0;
+}
+
+int auth_seal_to(struct auth_sess *s, const void *aad, size_t aad_len,
+		 const void *in, void *out, size_t len,
+		 uint8_t tag[AUTH_TAG_LEN])
+{
+	uint8_t fin[16];
+	int outl;
+
+	if (auth_dir_start(&s->tx, 1) ||
+	    auth_dir_feed(&s->tx, s->encrypt, aad, aad_len, NULL, 0) ||
+	    auth_dir_feed_to(&s->tx, s->encrypt, in, out, len) ||
+	    EVP_CipherFinal_ex(s->tx.ctx, fin, &outl) != 1 ||
+	    EVP_CIPHER_CTX_ctrl(s->tx.ctx, EVP_CTRL_GCM_GET_TAG, AUTH_TAG_LEN,
+				tag) != 1)
+		return -EIO;
+	return 0;
+}
+
+int auth_open_begin(struct auth_sess *s, const void *aad, size_t aad_len)
+{
+	if (auth_dir_start(&s->rx, 0) ||
+	    auth_dir_feed(&s->rx, s->encrypt, aad, aad_len, NULL, 0))
+		return -EIO;
+	return 0;
+}
+
+int auth_open_update(struct auth_sess *s, const void *in, void *out, size_t len)
+{
+	return auth_dir_feed_to(&s->rx, s->encrypt, in, out, len);
+}
+
+int auth_open_end(struct auth_sess *s, const uint8_t tag[AUTH_TAG_LEN])
+{
+	uint8_t fin[16], t[AUTH_TAG_LEN];
+	int outl;
+
+	memcpy(t, tag, sizeof(t));
+	if (EVP_CIPHER_CTX_ctrl(s->rx.ctx, EVP_CTRL_GCM_SET_TAG, AUTH_TAG_LEN,
+				t) != 1)
+		return -EIO;
+	return EVP_CipherFinal_ex(s->rx.ctx, fin, &outl) == 1 ? 0 : -EBADMSG;
+}
+
 /* ---- the handshake ---- */
 
 static void auth_put_head(uint8_t *p)

@@ -143,6 +143,30 @@ int auth_seal(struct auth_sess *s, const void *aad, size_t aad_len,
 int auth_open(struct auth_sess *s, const void *aad, size_t aad_len,
 	      const struct iovec *iov, int n, const uint8_t tag[AUTH_TAG_LEN]);
 
+/*
+ * Seals one outgoing record whose body is read from @in and written,
+ * encrypted (or, with encryption off, copied and only authenticated), to
+ * @out: one pass over the bytes instead of a copy and a seal in place.
+ * The tag covers what was written to @out, even if @in changes meanwhile.
+ * @in and @out must not overlap. Returns 0 or -EIO.
+ */
+int auth_seal_to(struct auth_sess *s, const void *aad, size_t aad_len,
+		 const void *in, void *out, size_t len,
+		 uint8_t tag[AUTH_TAG_LEN]);
+/*
+ * Opens one incoming record as its body arrives, from where it was
+ * received into its destination: begin with the additional data, update
+ * with each piece of the body in order (@in decrypted, or copied, to @out;
+ * they must not overlap), end with the tag. Until end returns 0 the bytes
+ * in the destination are not to be trusted; -EBADMSG from end: the record
+ * does not verify (the connection must end). Nothing else may be opened
+ * on @s between begin and end. begin and update return 0 or -EIO.
+ */
+int auth_open_begin(struct auth_sess *s, const void *aad, size_t aad_len);
+int auth_open_update(struct auth_sess *s, const void *in, void *out,
+		     size_t len);
+int auth_open_end(struct auth_sess *s, const uint8_t tag[AUTH_TAG_LEN]);
+
 /* ---- the handshake ---- */
 
 /* What a client proves and asks for. */

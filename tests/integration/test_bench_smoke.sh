@@ -90,6 +90,26 @@ if [ "$fm" = measured ]; then
 	grep -q '^r4x zipf, 50 % writes, 4 thr' "$TMP/out" ||
 		{ echo "test_bench_smoke: FAIL: no far-memory table printed" >&2; fail=1; }
 fi
+# What security and the cache cost: the four configurations' rows.
+sec=$(getstr "$TMP/bench.json" secure.status)
+if [ "$sec" = measured ]; then
+	for k in secure.defaults.seq_MBps secure.defaults.seqpf_MBps \
+		secure.defaults.randpf_MBps secure.defaults.rand_p50_us \
+		secure.noenc.seqpf_MBps secure.insecure.seqpf_MBps \
+		secure.copy.seqpf_MBps secure.copy.rand_p50_us \
+		secure.defaults.cost.seqpf.a_cpu_us secure.defaults.cost.seqpf.b_cpu_us \
+		secure.targets.seqpf_vs_copy; do
+		if ! getnum "$TMP/bench.json" "$k"; then
+			echo "test_bench_smoke: FAIL: $k missing or not a number" >&2
+			fail=1
+		fi
+	done
+	grep -q '^sequential + prefetch, MB/s' "$TMP/out" ||
+		{ echo "test_bench_smoke: FAIL: no security table printed" >&2; fail=1; }
+else
+	echo "test_bench_smoke: FAIL: secure.status is '$sec'" >&2
+	fail=1
+fi
 if command -v gnuplot >/dev/null; then
 	[ -s "$TMP/bench.png" ] && [ "$(head -c 8 "$TMP/bench.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] ||
 		{ echo "test_bench_smoke: FAIL: no PNG plot" >&2; fail=1; }

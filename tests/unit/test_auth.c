@@ -96,15 +96,16 @@ static int run(struct auth_hs *c, struct auth_hs *s, size_t step)
 	return auth_hs_done(c) && auth_hs_done(s);
 }
 
-static void pair(enum auth_role role, const char *name, size_t step,
-		 struct auth_sess **cs, struct auth_sess **ss)
+static void pair_flags(enum auth_role role, const char *name, size_t step,
+		       unsigned int flags, struct auth_sess **cs,
+		       struct auth_sess **ss)
 {
 	struct auth_server_cfg scfg = { .lookup = lookup, .arg = &cluster };
 	struct auth_client_cfg cc;
 	struct auth_hs *c, *s;
 
 	client_cfg(&cluster, role, name, &cc);
-	cc.flags = AUTH_F_ENCRYPT;
+	cc.flags = flags;
 	assert_int_equal(auth_hs_client(&cc, &c), 0);
 	assert_int_equal(auth_hs_server(&scfg, &s), 0);
 	assert_true(run(c, s, step));
@@ -114,9 +115,15 @@ static void pair(enum auth_role role, const char *name, size_t step,
 	assert_non_null(*ss);
 	assert_int_equal(auth_sess_role(*ss), role);
 	assert_string_equal(auth_sess_name(*ss), name ? name : "");
-	assert_true(auth_sess_encrypts(*ss));
+	assert_int_equal(auth_sess_encrypts(*ss), !!(flags & AUTH_F_ENCRYPT));
 	auth_hs_free(c);
 	auth_hs_free(s);
+}
+
+static void pair(enum auth_role role, const char *name, size_t step,
+		 struct auth_sess **cs, struct auth_sess **ss)
+{
+	pair_flags(role, name, step, AUTH_F_ENCRYPT, cs, ss);
 }
 
 static void test_handshake_ok(void **state)
@@ -189,6 +196,90 @@ static void test_records_refused(void **state)
 	assert_int_equal(auth_open(ss, hdr, 4, &v1, 1, t1), -EBADMSG);
 	auth_sess_free(cs);
 	auth_sess_free(ss);
+}
+
+/* Opens @len bytes of @wire into @dst in pieces of @piece bytes. */
+static int open_pieces(struct auth_sess *s, const uint8_t *hdr,
+		       const uint8_t *wire, uint8_t *dst, size_t len,
+		       size_t piece, const uint8_t *tag)
+{
+	assert_int_equal(auth_open_begin(s, hdr, 4), 0);
+	for (size_t off = 0; off < len; off += piece) {
+		size_t n = len - off < piece ? len - off : piece;
+
+		assert_int_equal(auth_open_update(s, wire + off, dst + off, n),
+				 0);
+	}
+	return auth_open_end(s, tag);
+}
+
+/*
+ * Records sealed from one buffer into another and opened piece by piece
+ * into a third are the records auth_seal() and auth_open() make and take,
+ * encrypted or only authenticated; a changed byte, header or tag still
+ * fails.
+ */
+static void test_records_out_of_place(void **state)
+{
+	static uint8_t src[3 * 4096 + 5], wire[sizeof(src)], dst[sizeof(src)];
+	static const size_t pieces[] = { 1, 7, 4096, 1000, sizeof(src) };
+	uint8_t tag[AUTH_TAG_LEN], hdr[4] = { 9, 8, 7, 6 };
+	struct iovec v = { wire, sizeof(wire) };
+	struct auth_sess *cs, *ss;
+
+	for (int i = 0; i < (int)sizeof(src); i++)
+		src[i] = (uint8_t)(i * 31 + 7);
+	for (unsigned int fl = 0; fl <= AUTH_F_ENCRYPT; fl += AUTH_F_ENCRYPT) {
+		pair_flags(AUTH_ROLE_NODE, "hostB", 512, fl, &cs, &ss);
+		for (size_t k = 0; k < sizeof(pieces) / sizeof(*pieces); k++) {
+			memset(dst, 0, sizeof(dst));
+			assert_int_equal(auth_seal_to(cs, hdr, 4, src, wire,
+						      sizeof(src), tag),
+					 0);
+			if (fl)
+				assert_memory_not_equal(wire, src, 64);
+			else
+				assert_memory_equal(wire, src, sizeof(src));
+			assert_int_equal(open_pieces(ss, hdr, wire, dst,
+						     sizeof(src), pieces[k],
+						     tag),
+					 0);
+			assert_memory_equal(dst, src, sizeof(src));
+		}
+		/* with the in-place forms, both ways round */
+		assert_int_equal(
+			auth_seal_to(cs, hdr, 4, src, wire, sizeof(src), tag),
+			0);
+		assert_int_equal(auth_open(ss, hdr, 4, &v, 1, tag), 0);
+		assert_memory_equal(wire, src, sizeof(src));
+		assert_int_equal(auth_seal(cs, hdr, 4, &v, 1, tag), 0);
+		assert_int_equal(
+			open_pieces(ss, hdr, wire, dst, sizeof(src), 1000, tag),
+			0);
+		assert_memory_equal(dst, src, sizeof(src));
+		/* tampered body, header or tag: refused */
+		for (int what = 0; what < 3; what++) {
+			assert_int_equal(auth_seal_to(cs, hdr, 4, src, wire,
+						      sizeof(src), tag),
+					 0);
+			if (what == 0)
+				wire[5000] ^= 1;
+			else if (what == 1)
+				hdr[0] ^= 1;
+			else
+				tag[3] ^= 0x10;
+			assert_int_equal(open_pieces(ss, hdr, wire, dst,
+						     sizeof(src), 4096, tag),
+					 -EBADMSG);
+			hdr[0] = 9;
+			/* the session is spent: a new pair for the next */
+			auth_sess_free(cs);
+			auth_sess_free(ss);
+			pair_flags(AUTH_ROLE_NODE, "hostB", 512, fl, &cs, &ss);
+		}
+		auth_sess_free(cs);
+		auth_sess_free(ss);
+	}
 }
 
 static void test_wrong_key(void **state)
@@ -598,6 +689,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_handshake_ok),
 		cmocka_unit_test(test_records_refused),
+		cmocka_unit_test(test_records_out_of_place),
 		cmocka_unit_test(test_wrong_key),
 		cmocka_unit_test(test_replay),
 		cmocka_unit_test(test_garbage_hello),
