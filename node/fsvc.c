@@ -76,6 +76,8 @@ enum fsvc_state {
 	FSVC_UNMAP_DRAIN, /* UNMAP: what the mapping wrote goes home */
 	FSVC_RELEASING,	  /* UNMAP: its write lease goes back */
 	FSVC_UNMAPPED,	  /* UNMAP answered: nothing more but stats */
+	FSVC_FLUSH_LOOKUP, /* FLUSH of a region not mapped here: does it
+			      exist at all? */
 };
 
 struct fsvc_conn {
@@ -463,6 +465,37 @@ static void fsvc_flush_checked(struct fsvc_conn *c,
 		fsvc_conn_close(c);
 }
 
+/*
+ * FLUSH of a region no mapping here has: nothing to send, unless the
+ * region does not exist at all (a typo is an error, not "every page is
+ * home"). A coordinator that cannot say leaves it at nothing to send.
+ */
+static void fsvc_flush_looked_up(struct fsvc_conn *c,
+				 const struct csess_result *r)
+{
+	struct msg rep;
+
+	c->state = FSVC_NEW;
+	if (r->err == -ENOENT)
+		msg_error(&rep, -ENOENT, "%s", r->text);
+	else
+		msg_init(&rep, MSG_T_OK);
+	if (fsvc_send(c->fd, &rep, NULL, 0))
+		fsvc_conn_close(c);
+}
+
+/* 1 if a mapping of region @name is served here, or still sends pages
+ * home. */
+static int fsvc_name_is_here(struct node_agent *a, const char *name)
+{
+	for (struct fsvc_conn *c = a->conns; c; c = c->next)
+		if ((c->state == FSVC_MAPPED || c->state == FSVC_UNMAP_DRAIN ||
+		     c->state == FSVC_RELEASING) &&
+		    !strcmp(c->name, name))
+			return 1;
+	return *fsvc_drain_find(a, name, 0) != NULL;
+}
+
 /* What the fault loop reports: flushes done, leases to give back. */
 static void fsvc_on_dones(struct evl *l, int fd, uint32_t events, void *arg)
 {
@@ -608,11 +641,14 @@ static void fsvc_on_lookups(struct evl *l, int fd, uint32_t events, void *arg)
 		for (c = a->conns; c; c = c->next)
 			if ((c->state == FSVC_LOOKUP ||
 			     c->state == FSVC_RELEASING ||
-			     c->state == FSVC_FLUSH_CHECK) &&
+			     c->state == FSVC_FLUSH_CHECK ||
+			     c->state == FSVC_FLUSH_LOOKUP) &&
 			    c->token == r->token)
 				break;
 		if (c && c->state == FSVC_RELEASING) {
 			fsvc_unmap_reply(c, r);
+		} else if (c && c->state == FSVC_FLUSH_LOOKUP) {
+			fsvc_flush_looked_up(c, r);
 		} else if (c && c->state == FSVC_FLUSH_CHECK) {
 			fsvc_flush_checked(c, r);
 		} else if (c && fsvc_map_reply(c, r)) {
@@ -927,6 +963,16 @@ static int fsvc_dispatch(struct fsvc_conn *c, const struct msg *req, int *fd)
 	} else if (req->type == MSG_T_FLUSH && c->state == FSVC_NEW) {
 		c->token = ++c->a->next_token;
 		memcpy(c->name, req->name, sizeof(c->name));
+		if (!fsvc_name_is_here(c->a, c->name)) {
+			ret = csess_lookup(c->a->cs, c->token, c->name, 0, 0);
+			if (ret) {
+				fsvc_reply_error(c, ret,
+						 "cannot look the region up");
+				return 1;
+			}
+			c->state = FSVC_FLUSH_LOOKUP;
+			return 0;
+		}
 		ret = floop_flush(c->a->fl, req->name, c->token);
 		if (ret) {
 			fsvc_reply_error(c, ret, "cannot queue the flush");

@@ -12,6 +12,8 @@
 #   - a normal start with a wildcard data address and --transport auto
 #     logs no error or warning at either end (no RDMA device is said at
 #     info level; the coordinator sees no abandoned handshake)
+#   - `farpage flush` of a region that does not exist fails and says so;
+#     of one not mapped here, nothing to send (exit 0)
 #   - a second agent on a socket another agent serves: exit 2 before it
 #     joins, and the first keeps serving
 set -uo pipefail
@@ -87,6 +89,18 @@ fp_wait_log "$FP_TMP/coord.log" "[(]calm[)] joined" 20 || fp_fail "calm did not 
 # Its first heartbeat after the join: the coordinator has seen all the
 # connections a start makes.
 fp_cli H calm status >"$FP_TMP/st.out" 2>&1 || fp_fail "status: $(cat "$FP_TMP/st.out")"
+# --- 4b. Flushing a region: one that does not exist is an error; one that
+# exists but is not mapped here has nothing to send.
+fp_cli H calm flush nosuch >"$FP_TMP/flush-nosuch.out" 2>&1 &&
+	fp_fail "farpage flush of a region that does not exist exits 0: $(cat "$FP_TMP/flush-nosuch.out")"
+grep -qi "nosuch" "$FP_TMP/flush-nosuch.out" && ! grep -q "every written page is home" "$FP_TMP/flush-nosuch.out" ||
+	fp_fail "flush nosuch: unclear: $(cat "$FP_TMP/flush-nosuch.out")"
+"$FP_CLI_BIN" --coordinator "$FP_COORD" region create known --size 4M >"$FP_TMP/create.out" 2>&1 ||
+	fp_fail "region create: $(cat "$FP_TMP/create.out")"
+fp_cli H calm flush known >"$FP_TMP/flush-known.out" 2>&1 ||
+	fp_fail "flush of a region not mapped here: $(cat "$FP_TMP/flush-known.out")"
+fp_log "ok: flush: $(head -c 200 "$FP_TMP/flush-nosuch.out"); a region not mapped here: $(cat "$FP_TMP/flush-known.out")"
+
 # --- 5. A second agent on the socket calm serves: refused before it
 # joins or binds anything.
 fp_bg H "$FP_NODE_BIN" --coordinator "$FP_COORD" --name second --pool-size 16M \
