@@ -135,8 +135,10 @@ struct xport_ops {
 	 * transport needs info->addr and it is not resolved yet, or -errno. */
 	int (*peer_open)(struct xport *x, const struct xport_peer_info *info,
 			 struct xport_peer **out);
-	/* Fails the peer's outstanding reads and writes with -ECANCELED,
-	 * frees it. */
+	/* Fails the peer's outstanding reads and writes with -ECANCELED and
+	 * frees it. Never waits: those the network (NIC) may still write
+	 * into or send from fail as their completions are reaped on the
+	 * ring (verbs: the QP is flushed), the rest at once. */
 	void (*peer_close)(struct xport_peer *p);
 	/*
 	 * Posts a read of @len bytes (multiple of 4096, <= 1 MiB) at pool

@@ -32,14 +32,16 @@
 #define XPORT_RDMA_CONNECT_TIMEOUT_MS 5000u
 /* auto: a QP not up by then sends the peer to the next transport (tcp) */
 #define XPORT_RDMA_UP_TIMEOUT_MS 5000u
-/* peer_close: how long flushed WRs may take to complete */
+/* peer_close: how long flushed WRs may take to complete before the QP is
+ * destroyed (checked by tick, never waited for) */
 #define XPORT_RDMA_DRAIN_MS 5000u
 /* destroy(): how long to wait for our io_uring requests' CQEs */
 #define XPORT_RDMA_REAP_WAIT_MS 5000u
 
 struct xport_rdma_peer {
 	struct xport_rdma *x;
-	struct xport_rdma_peer *prev, *next; /* x->peers */
+	/* x->peers; once closed with WRs still flushing, x->drains */
+	struct xport_rdma_peer *prev, *next;
 	struct xport_rdma_qp *q;
 	struct xport_peer_info info;
 	enum xport_peer_state state;
@@ -66,6 +68,7 @@ struct xport_rdma {
 	size_t land_len;
 	struct ibv_mr *land_mr;
 	struct xport_rdma_peer *peers;
+	struct xport_rdma_peer *drains; /* closed, completions awaited */
 	unsigned int peers_gen; /* bumped by peer_close: lists restart */
 	struct xport_rdma_req poll_req;
 	struct xport_rdma_req cancel_req;
@@ -323,12 +326,18 @@ static void xport_rdma_wc_handle(struct xport_rdma_peer *p,
 	struct xport_slot *s;
 
 	/* a slot peer_close already failed: its done was called */
-	if (!p || p->closed || idx >= p->slots.depth)
+	if (!p || idx >= p->slots.depth)
 		return;
 	s = &p->slots.v[idx];
 	if (s->state != XPORT_SLOT_SENT ||
 	    s->gen != (uint32_t)(wc->wr_id >> 32))
 		return;
+	if (p->closed) {
+		/* closed while in flight: the NIC is done with its buffer
+		 * now, so the caller may have it back */
+		xport_slots_finish(&p->slots, idx, -ECANCELED);
+		return;
+	}
 	if (wc->status == IBV_WC_SUCCESS) {
 		xport_slots_finish(&p->slots, idx, 0);
 		return;
@@ -340,11 +349,39 @@ static void xport_rdma_wc_handle(struct xport_rdma_peer *p,
 	xport_slots_finish(&p->slots, idx, xport_rdma_wc_errno(wc->status));
 }
 
-/* Polls @q's CQ empty, in batches; callbacks may close peers. */
+/*
+ * The last WR of @q's draining peer was reaped (or the QP destroyed): its
+ * slots still SENT fail -ECANCELED and the drain's reference goes.
+ */
+static void xport_rdma_drain_done(struct xport_rdma_qp *q)
+{
+	struct xport_rdma_peer *p = q->draining;
+	struct xport_rdma *x = p->x;
+
+	q->draining = NULL;
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		x->drains = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	p->prev = p->next = NULL;
+	log_dbg("node %" PRIu64 ": drained", q->node);
+	xport_rdma_peer_fail(p, -ECANCELED, -ECANCELED);
+	xport_rdma_peer_put(p);
+}
+
+/*
+ * Polls @q's CQ empty, in batches; callbacks may close peers. Completions
+ * go to the peer closed while they were in flight, if any: until its last
+ * one is reaped no new peer can post on the QP (it is not RTS before it
+ * drained), so a batch never mixes the two.
+ */
 static void xport_rdma_cq_poll(struct xport_rdma_qp *q)
 {
 	struct ibv_wc wc[XPORT_RDMA_POLL_BATCH];
 	struct xport_rdma_peer *p;
+	unsigned int left;
 	uint32_t gen;
 	int i, n;
 
@@ -360,14 +397,16 @@ static void xport_rdma_cq_poll(struct xport_rdma_qp *q)
 		if (!n)
 			return;
 		/* the NIC is done with these: counts as drained at once */
-		xport_rdma_qp_reaped(q, (unsigned int)n, &gen);
-		p = q->xpeer;
+		left = xport_rdma_qp_reaped(q, (unsigned int)n, &gen);
+		p = q->draining ? q->draining : q->xpeer;
 		if (p)
 			p->refs++;
 		for (i = 0; i < n; i++)
 			xport_rdma_wc_handle(p, &wc[i], gen);
 		if (p)
 			xport_rdma_peer_put(p);
+		if (!left && q->draining)
+			xport_rdma_drain_done(q);
 	} while (n == XPORT_RDMA_POLL_BATCH);
 }
 
@@ -433,23 +472,61 @@ static void xport_rdma_on_cqe(struct xport *xx, struct io_uring_cqe *cqe)
 }
 
 /*
- * Waits until none of @p's WRs is outstanding, so the NIC no longer writes
- * to any dst: the QP goes to ERR (flushing them) and its CQ is polled. If
- * the device does not flush in time, the QP and CQ are destroyed instead.
+ * A drain that did not finish in time (the device never flushed): the QP
+ * and its CQ are destroyed, which is what guarantees no more DMA into the
+ * slots' buffers, and the slots fail. Not while the session thread works
+ * on the QP (sess_busy): the next tick tries again. Returns true if done.
  */
-static void xport_rdma_peer_drain(struct xport_rdma_peer *p)
+static bool xport_rdma_drain_force(struct xport_rdma_qp *q)
 {
-	struct ibv_wc wc[XPORT_RDMA_POLL_BATCH];
-	struct xport_rdma_qp *q = p->q;
 	struct xport_rdma_ctx *ctx = q->ctx;
-	struct timespec nap = { 0, 200000 };
-	uint64_t end;
-	uint32_t gen;
-	bool busy;
-	int n;
 
 	pthread_mutex_lock(&ctx->lock);
-	busy = q->inflight > 0;
+	if (q->sess_busy) {
+		pthread_mutex_unlock(&ctx->lock);
+		return false;
+	}
+	log_err("node %" PRIu64 ": %u requests not flushed after %u ms: "
+		"destroying QP %u",
+		q->node, q->inflight, XPORT_RDMA_DRAIN_MS,
+		q->qp ? q->qp->qp_num : 0);
+	if (q->qp)
+		ibv_destroy_qp(q->qp);
+	if (q->cq) {
+		if (q->unacked)
+			ibv_ack_cq_events(q->cq, q->unacked);
+		ibv_destroy_cq(q->cq);
+	}
+	q->qp = NULL;
+	q->cq = NULL;
+	q->unacked = 0;
+	q->inflight = 0;
+	q->keep_psn = false;
+	q->state = XPORT_RDMA_QP_NONE;
+	pthread_mutex_unlock(&ctx->lock);
+	xport_rdma_drain_done(q);
+	return true;
+}
+
+/*
+ * Closing @p with WRs of its QP outstanding: the QP goes to ERR (they
+ * complete flushed) and @p stays, off the peer list, until the completion
+ * path reaps the last of them; the NIC may write into its slots' buffers
+ * until then, so those slots fail only then. Never waits. Returns true if
+ * @p drains (the caller's reference is the drain's), false if nothing
+ * was outstanding.
+ */
+static bool xport_rdma_peer_drain(struct xport_rdma_peer *p)
+{
+	struct xport_rdma_qp *q = p->q;
+	struct xport_rdma *x = p->x;
+	struct xport_rdma_ctx *ctx = q->ctx;
+	bool busy;
+
+	pthread_mutex_lock(&ctx->lock);
+	if (q->xpeer == p)
+		q->xpeer = NULL;
+	busy = q->inflight > 0 && !q->draining;
 	if (busy && q->state == XPORT_RDMA_QP_RTS) {
 		log_info("node %" PRIu64 ": closed with %u requests in flight: "
 			 "QP %u flushed, endpoints to be exchanged again",
@@ -459,36 +536,15 @@ static void xport_rdma_peer_drain(struct xport_rdma_peer *p)
 	}
 	pthread_mutex_unlock(&ctx->lock);
 	if (!busy)
-		return;
-	end = evl_now_ms() + XPORT_RDMA_DRAIN_MS;
-	do {
-		n = ibv_poll_cq(q->cq, XPORT_RDMA_POLL_BATCH, wc);
-		if (n > 0) {
-			/* discarded: the caller fails these slots */
-			busy = xport_rdma_qp_reaped(q, (unsigned int)n, &gen) >
-			       0;
-		} else if (n == 0) {
-			nanosleep(&nap, NULL);
-		}
-	} while (busy && n >= 0 && evl_now_ms() < end);
-	if (!busy)
-		return;
-	/* destroying the QP is what guarantees no more DMA */
-	log_err("node %" PRIu64 ": %u requests not flushed after %u ms: "
-		"destroying QP %u",
-		q->node, q->inflight, XPORT_RDMA_DRAIN_MS, q->qp->qp_num);
-	pthread_mutex_lock(&ctx->lock);
-	ibv_destroy_qp(q->qp);
-	if (q->unacked)
-		ibv_ack_cq_events(q->cq, q->unacked);
-	ibv_destroy_cq(q->cq);
-	q->qp = NULL;
-	q->cq = NULL;
-	q->unacked = 0;
-	q->inflight = 0;
-	q->keep_psn = false;
-	q->state = XPORT_RDMA_QP_NONE;
-	pthread_mutex_unlock(&ctx->lock);
+		return false;
+	q->draining = p;
+	q->drain_deadline = evl_now_ms() + XPORT_RDMA_DRAIN_MS;
+	p->prev = NULL;
+	p->next = x->drains;
+	if (x->drains)
+		x->drains->prev = p;
+	x->drains = p;
+	return true;
 }
 
 /* ---- transport: ops ------------------------------------------------------ */
@@ -612,12 +668,14 @@ static void xport_rdma_peer_close(struct xport_peer *pp)
 		x->peers = p->next;
 	if (p->next)
 		p->next->prev = p->prev;
-	xport_rdma_peer_drain(p);
-	pthread_mutex_lock(&x->ctx->lock);
-	p->q->xpeer = NULL;
-	pthread_mutex_unlock(&x->ctx->lock);
+	p->prev = p->next = NULL;
 	if (p->state != XPORT_PEER_STALE)
 		p->state = XPORT_PEER_DOWN;
+	if (xport_rdma_peer_drain(p)) {
+		/* queued ones never reached the NIC: they fail now */
+		xport_rdma_peer_fail(p, -ECANCELED, 0);
+		return;
+	}
 	xport_rdma_peer_fail(p, -ECANCELED, -ECANCELED);
 	xport_rdma_peer_put(p);
 }
@@ -721,6 +779,13 @@ static void xport_rdma_tick(struct xport *xx, uint64_t now_ms)
 
 	if (x->rearm && !x->poll_armed)
 		x->rearm = xport_rdma_poll_arm(x) != 0;
+	for (p = x->drains; p; p = p->next) {
+		if (now_ms < p->q->drain_deadline ||
+		    !xport_rdma_drain_force(p->q))
+			continue;
+		/* the list changed under us: the next tick sees the rest */
+		break;
+	}
 again:
 	gen = x->peers_gen;
 	for (p = x->peers; p; p = p->next) {
@@ -817,6 +882,27 @@ static bool xport_rdma_reap_all(struct xport_rdma *x)
 	return xport_ring_reap(&r);
 }
 
+/*
+ * destroy(): the loop is going away and the landing area with it, so this
+ * one waits (bounded) for the flushed completions of peers still draining,
+ * polling their CQs; a QP that does not drain in time is destroyed.
+ */
+static void xport_rdma_drains_finish(struct xport_rdma *x)
+{
+	struct timespec nap = { 0, 200000 };
+	uint64_t end = evl_now_ms() + XPORT_RDMA_DRAIN_MS;
+
+	while (x->drains && evl_now_ms() < end) {
+		xport_rdma_cq_poll(x->drains->q);
+		if (x->drains)
+			nanosleep(&nap, NULL);
+	}
+	while (x->drains) {
+		if (!xport_rdma_drain_force(x->drains->q))
+			nanosleep(&nap, NULL);
+	}
+}
+
 static void xport_rdma_destroy(struct xport *xx)
 {
 	struct xport_rdma *x = xport_rdma_from(xx);
@@ -831,6 +917,7 @@ static void xport_rdma_destroy(struct xport *xx)
 	x->dying = true;
 	while (x->peers)
 		xport_rdma_peer_close((struct xport_peer *)x->peers);
+	xport_rdma_drains_finish(x);
 	reaped = xport_rdma_reap_all(x);
 	pthread_mutex_lock(&ctx->lock);
 	for (q = ctx->qps; q; q = q->next) {

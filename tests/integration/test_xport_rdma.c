@@ -7,6 +7,9 @@
  * error, peer DOWN, re-exchange, reads verify again), a revoked peer (its
  * READs on the old QP fail, a new exchange with a fresh PSN heals it), a
  * restarted owner (STALE), close and destroy with READs in flight.
+ * Throughout, the session side's verbs calls (ibv_create_cq/create_qp/
+ * modify_qp/query_qp, wrapped at link time) are checked to be made without
+ * the context lock the fault loop posts under.
  * Exits 77 when there is no RDMA device.
  *
  * env: FARPAGE_RDMA_DEVS=rxe0,rxe1 (default: the first two devices, or the
@@ -22,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,6 +38,7 @@
 #include "req.h"
 #include "xport.h"
 #include "xport_rdma.h"
+#include "xport_rdma_int.h"
 
 #define T_POOL_SIZE (16ull << 20)
 #define T_PAGES	    (T_POOL_SIZE / PATTERN_PAGE)
@@ -63,6 +68,106 @@ struct t_side {
 };
 
 static int t_side_start(struct t_side *s);
+
+/*
+ * The session thread's QP calls must not hold ctx->lock (the fault loop
+ * takes it to post every READ): the session entry points and the verbs
+ * calls they make are wrapped (-Wl,--wrap, see tests/CMakeLists.txt); a
+ * verbs call made inside a session call while this thread owns the lock
+ * of a context is counted.
+ */
+static struct t_side *t_watch[2];
+static __thread int t_in_session;
+static unsigned long t_sess_verbs, t_sess_verbs_locked;
+
+static void t_verbs_probe(const char *what)
+{
+	int me = (int)syscall(SYS_gettid);
+
+	if (!t_in_session)
+		return;
+	__atomic_fetch_add(&t_sess_verbs, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < 2; i++) {
+		struct xport_rdma_ctx *c = t_watch[i] ? t_watch[i]->ctx : NULL;
+
+		/* glibc: the owner's TID of a locked normal mutex */
+		if (c && __atomic_load_n(&c->lock.__data.__owner,
+					 __ATOMIC_RELAXED) == me) {
+			__atomic_fetch_add(&t_sess_verbs_locked, 1,
+					   __ATOMIC_RELAXED);
+			fprintf(stderr, "  %s with ctx->lock held\n", what);
+		}
+	}
+}
+
+struct ibv_cq *__real_ibv_create_cq(struct ibv_context *c, int cqe,
+				    void *cq_ctx, struct ibv_comp_channel *ch,
+				    int vec);
+struct ibv_cq *__wrap_ibv_create_cq(struct ibv_context *c, int cqe,
+				    void *cq_ctx, struct ibv_comp_channel *ch,
+				    int vec);
+struct ibv_cq *__wrap_ibv_create_cq(struct ibv_context *c, int cqe,
+				    void *cq_ctx, struct ibv_comp_channel *ch,
+				    int vec)
+{
+	t_verbs_probe("ibv_create_cq");
+	return __real_ibv_create_cq(c, cqe, cq_ctx, ch, vec);
+}
+
+struct ibv_qp *__real_ibv_create_qp(struct ibv_pd *pd,
+				    struct ibv_qp_init_attr *a);
+struct ibv_qp *__wrap_ibv_create_qp(struct ibv_pd *pd,
+				    struct ibv_qp_init_attr *a);
+struct ibv_qp *__wrap_ibv_create_qp(struct ibv_pd *pd,
+				    struct ibv_qp_init_attr *a)
+{
+	t_verbs_probe("ibv_create_qp");
+	return __real_ibv_create_qp(pd, a);
+}
+
+int __real_ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask);
+int __wrap_ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask);
+int __wrap_ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
+{
+	t_verbs_probe("ibv_modify_qp");
+	return __real_ibv_modify_qp(qp, a, mask);
+}
+
+int __real_ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask,
+			struct ibv_qp_init_attr *ia);
+int __wrap_ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask,
+			struct ibv_qp_init_attr *ia);
+int __wrap_ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask,
+			struct ibv_qp_init_attr *ia)
+{
+	t_verbs_probe("ibv_query_qp");
+	return __real_ibv_query_qp(qp, a, mask, ia);
+}
+
+#define T_SESSION_WRAP(ret_t, name, params, args) \
+	ret_t __real_##name params;               \
+	ret_t __wrap_##name params;               \
+	ret_t __wrap_##name params                \
+	{                                         \
+		ret_t ret_;                       \
+		t_in_session++;                   \
+		ret_ = __real_##name args;        \
+		t_in_session--;                   \
+		return ret_;                      \
+	}
+
+T_SESSION_WRAP(int, xport_rdma_peer_prepare,
+	       (struct xport_rdma_ctx * ctx, uint64_t peer,
+		struct xport_rdma_ep *local),
+	       (ctx, peer, local))
+T_SESSION_WRAP(int, xport_rdma_peer_connect,
+	       (struct xport_rdma_ctx * ctx, uint64_t peer,
+		const struct xport_rdma_remote *r),
+	       (ctx, peer, r))
+T_SESSION_WRAP(int, xport_rdma_peer_needs_exchange,
+	       (struct xport_rdma_ctx * ctx, uint64_t peer), (ctx, peer))
+T_SESSION_WRAP(int, xport_rdma_peer_revoke,
+	       (struct xport_rdma_ctx * ctx, uint64_t peer), (ctx, peer))
 
 static int t_side_init(struct t_side *s)
 {
@@ -751,7 +856,11 @@ static int test_xport_rdma_stale(struct t_side *a, struct t_side *b)
 	return 0;
 }
 
-/* peer_close with READs in flight: each fails -ECANCELED, once. */
+/*
+ * peer_close with READs in flight: the close does not wait for the NIC
+ * (nothing posted is done when it returns); each READ fails -ECANCELED,
+ * once, as the loop reaps its flushed completion.
+ */
 static int test_xport_rdma_close(struct t_side *a, struct t_side *b)
 {
 	const uint32_t n = a->depth < 64 ? a->depth : 64;
@@ -765,6 +874,13 @@ static int test_xport_rdma_close(struct t_side *a, struct t_side *b)
 				     a->land + (uint64_t)i * 4096, i) == 0);
 	d->ops->peer_close(a->p);
 	a->p = NULL;
+	if (d->ndone)
+		fprintf(stderr,
+			"  peer_close returned with %llu of %u posted "
+			"READs done: it waited for the drain\n",
+			(unsigned long long)d->ndone, a->depth);
+	T_CHECK(d->ndone == 0);
+	T_CHECK(t_wait_done(d, a->depth, T_WAIT_MS));
 	T_CHECK(d->ndone == a->depth && d->bad_tags == 0);
 	for (i = 0; i < a->depth; i++)
 		T_CHECK(d->calls[i] == 1 && d->status[i] == -ECANCELED);
@@ -994,6 +1110,8 @@ int main(void)
 	if (!depth || depth > 1024)
 		depth = 128;
 	a.depth = b.depth = depth;
+	t_watch[0] = &a;
+	t_watch[1] = &b;
 	if (ips && *ips) {
 		snprintf(ipbuf, sizeof(ipbuf), "%s", ips);
 		comma = strchr(ipbuf, ',');
@@ -1049,6 +1167,13 @@ int main(void)
 	    !cb.completed || ca.wposted != ca.wcompleted + ca.wfailed ||
 	    !ca.wcompleted) {
 		fprintf(stderr, "counters: posted != completed + failed\n");
+		failed = 1;
+	}
+	fprintf(stderr, "session verbs calls: %lu, with ctx->lock held: %lu\n",
+		t_sess_verbs, t_sess_verbs_locked);
+	if (!t_sess_verbs || t_sess_verbs_locked) {
+		fprintf(stderr, "the session side held ctx->lock across verbs "
+				"calls (or none was seen)\n");
 		failed = 1;
 	}
 	t_hw_counters(a.dev);
