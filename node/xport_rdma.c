@@ -59,6 +59,14 @@ struct xport_rdma_req {
 	struct xport_rdma *x;
 };
 
+/* A cache alias registered once (on-demand paging), xport_ops.mem_add. */
+struct xport_rdma_mem {
+	struct xport_rdma_mem *next;
+	uintptr_t base;
+	size_t len;
+	struct ibv_mr *mr;
+};
+
 struct xport_rdma {
 	struct xport_rdma_ctx *ctx;
 	struct io_uring *ring;
@@ -67,6 +75,7 @@ struct xport_rdma {
 	uintptr_t land;
 	size_t land_len;
 	struct ibv_mr *land_mr;
+	struct xport_rdma_mem *mems; /* on-demand paging only */
 	struct xport_rdma_peer *peers;
 	struct xport_rdma_peer *drains; /* closed, completions awaited */
 	unsigned int peers_gen; /* bumped by peer_close: lists restart */
@@ -143,12 +152,27 @@ static void xport_rdma_peer_fail(struct xport_rdma_peer *p, int queued_status,
 	xport_rdma_peer_put(p);
 }
 
-/* A direct read's MR goes with its slot (xport_slots.release). */
+/*
+ * A slot's aux: the MR of a direct read, with XPORT_RDMA_MR_SHARED set if
+ * it is a mapping's (mem_add) and not the read's own.
+ */
+#define XPORT_RDMA_MR_SHARED 1u
+
+static struct ibv_mr *xport_rdma_slot_mr(const struct xport_slot *s)
+{
+	return (struct ibv_mr *)(uintptr_t)(s->aux &
+					    ~(uint64_t)XPORT_RDMA_MR_SHARED);
+}
+
+/* A direct read's own MR goes with its slot (xport_slots.release). */
 static void xport_rdma_slot_release(struct xport_slot *s)
 {
-	struct ibv_mr *mr = (struct ibv_mr *)(uintptr_t)s->aux;
-	int ret = ibv_dereg_mr(mr);
+	struct ibv_mr *mr = xport_rdma_slot_mr(s);
+	int ret;
 
+	if (s->aux & XPORT_RDMA_MR_SHARED)
+		return;
+	ret = ibv_dereg_mr(mr);
 	if (ret)
 		log_errno(-ret, "ibv_dereg_mr of a direct read's %u bytes",
 			  s->len);
@@ -171,8 +195,7 @@ static int xport_rdma_post_locked(struct xport_rdma_peer *p, uint32_t idx)
 		return -ERANGE;
 	sge.addr = (uintptr_t)s->buf;
 	sge.length = s->len;
-	sge.lkey = s->aux ? ((struct ibv_mr *)(uintptr_t)s->aux)->lkey
-			  : p->x->land_mr->lkey;
+	sge.lkey = s->aux ? xport_rdma_slot_mr(s)->lkey : p->x->land_mr->lkey;
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = (uint64_t)s->gen << 32 | idx;
 	wr.sg_list = &sge;
@@ -688,7 +711,7 @@ static void xport_rdma_peer_close(struct xport_peer *pp)
  */
 static int xport_rdma_submit(struct xport_rdma_peer *p, enum xport_slot_op op,
 			     uint64_t off, uint32_t len, void *buf,
-			     uint64_t tag, struct ibv_mr *mr)
+			     uint64_t tag, struct ibv_mr *mr, bool shared)
 {
 	struct xport_rdma *x = p->x;
 	struct xport_rdma_ctx *ctx = x->ctx;
@@ -712,11 +735,12 @@ static int xport_rdma_submit(struct xport_rdma_peer *p, enum xport_slot_op op,
 	idx = ret ? XPORT_RDMA_NIL
 		  : xport_slots_take(&p->slots, op, off, len, buf, tag);
 	if (idx == XPORT_RDMA_NIL) {
-		if (mr)
+		if (mr && !shared)
 			ibv_dereg_mr(mr);
 		return ret ? ret : -EAGAIN;
 	}
-	p->slots.v[idx].aux = (uintptr_t)mr;
+	p->slots.v[idx].aux =
+		(uintptr_t)mr | (shared ? XPORT_RDMA_MR_SHARED : 0);
 	if (p->state == XPORT_PEER_UP) {
 		pthread_mutex_lock(&ctx->lock);
 		ret = p->q->state == XPORT_RDMA_QP_RTS
@@ -739,15 +763,29 @@ static int xport_rdma_read(struct xport_peer *pp, uint64_t off, uint32_t len,
 			   void *dst, uint64_t tag)
 {
 	return xport_rdma_submit(xport_rdma_peer_from(pp), XPORT_SLOT_READ, off,
-				 len, dst, tag, NULL);
+				 len, dst, tag, NULL, false);
+}
+
+/* The on-demand-paging MR of a mapping holding [d, d + len), or NULL. */
+static struct ibv_mr *xport_rdma_mem_find(const struct xport_rdma *x,
+					  uintptr_t d, uint32_t len)
+{
+	for (const struct xport_rdma_mem *m = x->mems; m; m = m->next)
+		if (d >= m->base && d - m->base <= m->len &&
+		    len <= m->len - (d - m->base))
+			return m->mr;
+	return NULL;
 }
 
 /*
- * A READ straight into @dst (the agent's mapping of a cache memfd): @dst's
- * pages are registered for this read alone, so a page punched out of the
- * memfd later is never left pinned in an MR that a later READ would fill.
- * Without on-demand paging the registration pins and allocates exactly
- * the pages about to be filled, which the cache is about to hold anyway.
+ * A READ straight into @dst (the agent's mapping of a cache memfd). With
+ * on-demand paging the mapping's MR (mem_add) covers it: nothing is
+ * registered here, and the kernel keeps the MR in step with pages punched
+ * out of the memfd. Without it @dst's pages are registered for this read
+ * alone, so a page punched out of the memfd later is never left pinned in
+ * an MR that a later READ would fill; the registration pins and allocates
+ * exactly the pages about to be filled, which the cache is about to hold
+ * anyway (docs/rdma.md says why no longer-lived MR is correct then).
  */
 static int xport_rdma_read_direct(struct xport_peer *pp, uint64_t off,
 				  uint32_t len, void *dst, uint64_t tag)
@@ -757,10 +795,76 @@ static int xport_rdma_read_direct(struct xport_peer *pp, uint64_t off,
 
 	if (xport_slots_check_len(len, dst))
 		return -EINVAL;
+	mr = xport_rdma_mem_find(p->x, (uintptr_t)dst, len);
+	if (mr)
+		return xport_rdma_submit(p, XPORT_SLOT_READ, off, len, dst, tag,
+					 mr, true);
 	mr = ibv_reg_mr(p->x->ctx->pd, dst, len, IBV_ACCESS_LOCAL_WRITE);
 	if (!mr)
 		return errno == EPERM || errno == EFAULT ? -errno : -ENOMEM;
-	return xport_rdma_submit(p, XPORT_SLOT_READ, off, len, dst, tag, mr);
+	__atomic_fetch_add(&p->x->ctx->mr_regs, 1, __ATOMIC_RELAXED);
+	return xport_rdma_submit(p, XPORT_SLOT_READ, off, len, dst, tag, mr,
+				 false);
+}
+
+/*
+ * With on-demand paging: one MR over a mapping's cache alias for its whole
+ * life. It pins nothing; the NIC faults pages in as READs land, and a page
+ * punched out of the memfd leaves the MR with it (MMU notifier). Without:
+ * nothing (read_direct registers per READ).
+ */
+static int xport_rdma_mem_add(struct xport *xx, void *base, size_t len)
+{
+	struct xport_rdma *x = xport_rdma_from(xx);
+	struct xport_rdma_mem *m;
+	int ret;
+
+	if (!x->ctx->odp || !base || !len)
+		return 0;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->mr = ibv_reg_mr(x->ctx->pd, base, len,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
+	if (!m->mr) {
+		ret = errno ? -errno : -ENOMEM;
+		log_errno(ret,
+			  "%s: registering a %zu-byte cache mapping "
+			  "(on-demand paging); its READs register per READ",
+			  x->ctx->name, len);
+		free(m);
+		return ret;
+	}
+	__atomic_fetch_add(&x->ctx->mr_regs, 1, __ATOMIC_RELAXED);
+	m->base = (uintptr_t)base;
+	m->len = len;
+	m->next = x->mems;
+	x->mems = m;
+	return 0;
+}
+
+static void xport_rdma_mem_free(struct xport_rdma *x, struct xport_rdma_mem *m)
+{
+	int ret = ibv_dereg_mr(m->mr);
+
+	if (ret)
+		log_errno(ret, "%s: ibv_dereg_mr (a cache mapping)",
+			  x->ctx->name);
+	free(m);
+}
+
+static void xport_rdma_mem_del(struct xport *xx, void *base)
+{
+	struct xport_rdma *x = xport_rdma_from(xx);
+	struct xport_rdma_mem **pm, *m;
+
+	for (pm = &x->mems; (m = *pm); pm = &m->next) {
+		if (m->base == (uintptr_t)base) {
+			*pm = m->next;
+			xport_rdma_mem_free(x, m);
+			return;
+		}
+	}
 }
 
 static int xport_rdma_write(struct xport_peer *pp, uint64_t off, uint32_t len,
@@ -768,7 +872,7 @@ static int xport_rdma_write(struct xport_peer *pp, uint64_t off, uint32_t len,
 {
 	/* the NIC only reads a write's src (the landing MR allows more) */
 	return xport_rdma_submit(xport_rdma_peer_from(pp), XPORT_SLOT_WRITE,
-				 off, len, (void *)src, tag, NULL);
+				 off, len, (void *)src, tag, NULL, false);
 }
 
 static void xport_rdma_tick(struct xport *xx, uint64_t now_ms)
@@ -928,6 +1032,12 @@ static void xport_rdma_destroy(struct xport *xx)
 	ctx->x = NULL;
 	pthread_mutex_unlock(&ctx->lock);
 	/* every peer drained: no WR references the landing area */
+	while (x->mems) {
+		struct xport_rdma_mem *m = x->mems;
+
+		x->mems = m->next;
+		xport_rdma_mem_free(x, m);
+	}
 	ret = ibv_dereg_mr(x->land_mr);
 	if (ret)
 		log_errno(ret, "%s: ibv_dereg_mr (landing area)", ctx->name);
@@ -952,6 +1062,8 @@ const struct xport_ops xport_rdma_ops = {
 	.peer_close = xport_rdma_peer_close,
 	.read = xport_rdma_read,
 	.read_direct = xport_rdma_read_direct,
+	.mem_add = xport_rdma_mem_add,
+	.mem_del = xport_rdma_mem_del,
 	.write = xport_rdma_write,
 	.on_cqe = xport_rdma_on_cqe,
 	.tick = xport_rdma_tick,

@@ -83,6 +83,9 @@ struct xport_rdma_ctx {
 	uint8_t rd_atomic;
 	unsigned int depth;
 	uint32_t max_msg;
+	/* on-demand paging for RC READs into local memory: a mapping's
+	 * cache alias is registered once (xport_ops.mem_add) */
+	bool odp;
 	struct ibv_pd *pd;
 	struct ibv_mr *pool_mr;
 	struct ibv_comp_channel *channel;
@@ -93,6 +96,9 @@ struct xport_rdma_ctx {
 	struct xport_rdma_qp *qps;
 	struct xport_rdma *x;	/* the transport instance using this context */
 	struct xport_stats tot; /* relaxed atomics */
+	/* memory registrations made for direct reads: per READ, or per
+	 * mapping with on-demand paging (relaxed atomic) */
+	uint64_t mr_regs;
 	struct xport_rdma_psn_gen psn_gen; /* under lock */
 };
 

@@ -197,6 +197,28 @@ static int xport_rdma_dev_open(struct xport_rdma_ctx *ctx,
 	return ret;
 }
 
+/*
+ * On-demand paging for RDMA READs into local memory over RC: then a cache
+ * alias can be one MR for the mapping's life (docs/rdma.md, "The cache
+ * over verbs"); without it each direct READ registers its own pages.
+ */
+static void xport_rdma_odp_probe(struct xport_rdma_ctx *ctx)
+{
+	struct ibv_device_attr_ex dx;
+
+	memset(&dx, 0, sizeof(dx));
+	if (ibv_query_device_ex(ctx->dev, NULL, &dx))
+		return;
+	ctx->odp = (dx.odp_caps.general_caps & IBV_ODP_SUPPORT) &&
+		   (dx.odp_caps.per_transport_caps.rc_odp_caps &
+		    IBV_ODP_SUPPORT_READ);
+	log_info("%s: %s", ctx->name,
+		 ctx->odp ? "on-demand paging: one registration per cache "
+			    "mapping"
+			  : "no on-demand paging: READs straight into a "
+			    "cache register their pages per READ");
+}
+
 /* Port, device limits, GID and MTU of the opened device. */
 static int xport_rdma_dev_setup(struct xport_rdma_ctx *ctx,
 				const struct xport_rdma_cfg *cfg)
@@ -230,6 +252,7 @@ static int xport_rdma_dev_setup(struct xport_rdma_ctx *ctx,
 	if (da.max_qp_init_rd_atom < idx)
 		idx = da.max_qp_init_rd_atom;
 	ctx->rd_atomic = (uint8_t)(idx > 0 ? idx : 1);
+	xport_rdma_odp_probe(ctx);
 	ctx->mtu = pa.active_mtu < IBV_MTU_4096 ? pa.active_mtu : IBV_MTU_4096;
 	ctx->max_msg = pa.max_msg_sz ? pa.max_msg_sz : UINT32_MAX;
 	if (pa.link_layer != IBV_LINK_LAYER_ETHERNET) {
@@ -447,6 +470,11 @@ void xport_rdma_mr_get(const struct xport_rdma_ctx *ctx, uint64_t *addr,
 const char *xport_rdma_ctx_device(const struct xport_rdma_ctx *ctx)
 {
 	return ctx->name;
+}
+
+uint64_t xport_rdma_ctx_mr_registrations(const struct xport_rdma_ctx *ctx)
+{
+	return __atomic_load_n(&ctx->mr_regs, __ATOMIC_RELAXED);
 }
 
 void xport_rdma_ctx_stats(const struct xport_rdma_ctx *ctx,
