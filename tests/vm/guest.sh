@@ -263,7 +263,9 @@ step_two_node() {
 		fi
 		# Read-ahead off: one page per READ, so one registration per
 		# direct page (rxe on 6.1 has no on-demand paging).
-		if [ -n "$mrregs" ] && [ -n "$direct" ] && [ "$mrregs" != "$direct" ]; then
+		if [ -z "$mrregs" ]; then
+			why+="no farpage_rdma_mr_registrations_total from --keep-stats; "
+		elif [ -n "$direct" ] && [ "$mrregs" != "$direct" ]; then
 			why+="memory registrations ($mrregs) != READs straight into the cache ($direct); "
 		fi
 		[ "${HW_DELTA[rxe0/sent_pkts]:-0}" -gt 0 ] || why+="rxe0 sent_pkts did not grow; "
