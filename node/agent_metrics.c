@@ -17,6 +17,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "pagesrv.h"
+#include "xport_rdma.h"
 
 #define LD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
@@ -177,6 +178,12 @@ static void agent_metrics_render(struct metrics_buf *b, void *arg)
 		    "Verbs: peers whose queue pair to this pool was moved to "
 		    "the error state because their lease expired.",
 		    atomic_load(&a->rdma_revocations));
+	if (a->rdma)
+		metrics_one(b, "farpage_rdma_mr_registrations_total", "counter",
+			    "Verbs: memory registrations made for READs "
+			    "straight into a cache, one per such READ (see "
+			    "docs/rdma.md).",
+			    xport_rdma_ctx_mr_registrations(a->rdma));
 	agent_metrics_faults(b, c);
 	agent_metrics_peers(b, a->fl);
 	agent_metrics_cache(b, c, a->cache_on ? a->cfg.cache_size : 0);

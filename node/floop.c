@@ -430,8 +430,9 @@ static int floop_slot_read(struct floop *f, struct fetch *s, uint64_t tag)
 	int ret = -EOPNOTSUPP;
 
 	s->direct = 0;
-	alias = s->map->cache && !f->cfg.no_direct ? floop_cache_alias(s->map)
-						   : NULL;
+	alias = s->map->cache && !f->cfg.no_direct
+			? floop_cache_alias(f, s->map)
+			: NULL;
 	if (alias) {
 		ret = floop_peer_read_direct(f, s->owner, s->off, len,
 					     alias + (s->addr - s->map->base),

@@ -148,8 +148,10 @@ void floop_cache_map_fini(struct floop *f, struct fmap *m)
 	if (m->pidfd >= 0)
 		close(m->pidfd);
 	m->pidfd = -1;
-	if (m->alias)
+	if (m->alias) {
+		floop_peers_mem_del(f, m->alias);
 		munmap(m->alias, m->span);
+	}
 	m->alias = NULL;
 	close(m->cache_fd);
 	free(m->fifo);
@@ -158,7 +160,7 @@ void floop_cache_map_fini(struct floop *f, struct fmap *m)
 	m->cache = 0;
 }
 
-uint8_t *floop_cache_alias(struct fmap *m)
+uint8_t *floop_cache_alias(struct floop *f, struct fmap *m)
 {
 	void *p;
 
@@ -175,6 +177,7 @@ uint8_t *floop_cache_alias(struct fmap *m)
 		return NULL;
 	}
 	m->alias = p;
+	floop_peers_mem_add(f, p, m->span);
 	return m->alias;
 }
 

@@ -336,8 +336,9 @@ int floop_cache_map_init(struct floop *f, struct fmap *m,
 void floop_cache_map_fini(struct floop *f, struct fmap *m);
 /* True if page @addr of cache mapping @m is held or landing. */
 int floop_cache_is_held(const struct fmap *m, uint64_t addr);
-/* The agent's mapping of @m's cache memfd (made on first use), or NULL. */
-uint8_t *floop_cache_alias(struct fmap *m);
+/* The agent's mapping of @m's cache memfd (made on first use, and handed
+ * to the transports: floop_peers_mem_add), or NULL. */
+uint8_t *floop_cache_alias(struct floop *f, struct fmap *m);
 /* A fetch of @npages at @addr starts landing in the cache. */
 void floop_cache_charge(struct floop *f, struct fmap *m, uint64_t addr,
 			uint32_t npages);
@@ -424,6 +425,11 @@ int floop_peer_read(struct floop *f, uint64_t node, uint64_t off, uint32_t len,
  */
 int floop_peer_read_direct(struct floop *f, uint64_t node, uint64_t off,
 			   uint32_t len, void *dst, uint64_t tag);
+/* [base, base + len) (a cache alias) will be read_direct's dst until
+ * floop_peers_mem_del: transports that can register it once do
+ * (xport_ops.mem_add). */
+void floop_peers_mem_add(struct floop *f, void *base, size_t len);
+void floop_peers_mem_del(struct floop *f, void *base);
 /* The same for a write (-EOPNOTSUPP if the transport cannot write). */
 int floop_peer_write(struct floop *f, uint64_t node, uint64_t off, uint32_t len,
 		     const void *src, uint64_t wgen, uint64_t tag);

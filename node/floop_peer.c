@@ -282,6 +282,26 @@ int floop_peer_read_direct(struct floop *f, uint64_t node, uint64_t off,
 			      : -EOPNOTSUPP;
 }
 
+void floop_peers_mem_add(struct floop *f, void *base, size_t len)
+{
+	for (unsigned int i = 0; i < f->n_xports; i++) {
+		struct floop_xport *t = &f->xports[i];
+
+		if (t->ops->mem_add)
+			t->ops->mem_add(t->x, base, len);
+	}
+}
+
+void floop_peers_mem_del(struct floop *f, void *base)
+{
+	for (unsigned int i = 0; i < f->n_xports; i++) {
+		struct floop_xport *t = &f->xports[i];
+
+		if (t->ops->mem_del)
+			t->ops->mem_del(t->x, base);
+	}
+}
+
 int floop_peer_write(struct floop *f, uint64_t node, uint64_t off, uint32_t len,
 		     const void *src, uint64_t wgen, uint64_t tag)
 {

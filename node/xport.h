@@ -135,8 +135,10 @@ struct xport_ops {
 	 * transport needs info->addr and it is not resolved yet, or -errno. */
 	int (*peer_open)(struct xport *x, const struct xport_peer_info *info,
 			 struct xport_peer **out);
-	/* Fails the peer's outstanding reads and writes with -ECANCELED,
-	 * frees it. */
+	/* Fails the peer's outstanding reads and writes with -ECANCELED and
+	 * frees it. Never waits: those the network (NIC) may still write
+	 * into or send from fail as their completions are reaped on the
+	 * ring (verbs: the QP is flushed), the rest at once. */
 	void (*peer_close)(struct xport_peer *p);
 	/*
 	 * Posts a read of @len bytes (multiple of 4096, <= 1 MiB) at pool
@@ -153,12 +155,26 @@ struct xport_ops {
 	 * anywhere in the caller's memory, not only in the landing area:
 	 * the transport makes @dst reachable for this read alone (verbs
 	 * registers it, pinning its pages, and drops the registration when
-	 * done is called). The same returns as read, and -ENOMEM, -EPERM or
-	 * -EFAULT if @dst could not be made reachable (read lands where it
-	 * can instead).
+	 * done is called), unless it lies in memory mem_add made reachable
+	 * already. The same returns as read, and -ENOMEM, -EPERM or -EFAULT
+	 * if @dst could not be made reachable (read lands where it can
+	 * instead).
 	 */
 	int (*read_direct)(struct xport_peer *p, uint64_t off, uint32_t len,
 			   void *dst, uint64_t tag);
+	/*
+	 * Optional (NULL: nothing to do): [base, base + len) will be the dst
+	 * of read_direct calls (a mapping's cache alias) until mem_del. A
+	 * transport that can make it reachable once without pinning it
+	 * (verbs with on-demand paging: one MR the kernel keeps in step
+	 * with the pages) does so here, and read_direct into it then
+	 * registers nothing. Returns 0 (also when it makes nothing) or
+	 * -errno (logged; read_direct then goes on per read).
+	 */
+	int (*mem_add)(struct xport *x, void *base, size_t len);
+	/* Optional: drops what mem_add made for @base. No read_direct into
+	 * it may be in flight. */
+	void (*mem_del)(struct xport *x, void *base);
 	/*
 	 * Posts a write of @len bytes (multiple of 4096, <= 1 MiB) from @src
 	 * to pool offset @off of the peer; the caller leaves @src alone until

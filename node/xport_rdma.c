@@ -32,14 +32,16 @@
 #define XPORT_RDMA_CONNECT_TIMEOUT_MS 5000u
 /* auto: a QP not up by then sends the peer to the next transport (tcp) */
 #define XPORT_RDMA_UP_TIMEOUT_MS 5000u
-/* peer_close: how long flushed WRs may take to complete */
+/* peer_close: how long flushed WRs may take to complete before the QP is
+ * destroyed (checked by tick, never waited for) */
 #define XPORT_RDMA_DRAIN_MS 5000u
 /* destroy(): how long to wait for our io_uring requests' CQEs */
 #define XPORT_RDMA_REAP_WAIT_MS 5000u
 
 struct xport_rdma_peer {
 	struct xport_rdma *x;
-	struct xport_rdma_peer *prev, *next; /* x->peers */
+	/* x->peers; once closed with WRs still flushing, x->drains */
+	struct xport_rdma_peer *prev, *next;
 	struct xport_rdma_qp *q;
 	struct xport_peer_info info;
 	enum xport_peer_state state;
@@ -57,6 +59,14 @@ struct xport_rdma_req {
 	struct xport_rdma *x;
 };
 
+/* A cache alias registered once (on-demand paging), xport_ops.mem_add. */
+struct xport_rdma_mem {
+	struct xport_rdma_mem *next;
+	uintptr_t base;
+	size_t len;
+	struct ibv_mr *mr;
+};
+
 struct xport_rdma {
 	struct xport_rdma_ctx *ctx;
 	struct io_uring *ring;
@@ -65,7 +75,9 @@ struct xport_rdma {
 	uintptr_t land;
 	size_t land_len;
 	struct ibv_mr *land_mr;
+	struct xport_rdma_mem *mems; /* on-demand paging only */
 	struct xport_rdma_peer *peers;
+	struct xport_rdma_peer *drains; /* closed, completions awaited */
 	unsigned int peers_gen; /* bumped by peer_close: lists restart */
 	struct xport_rdma_req poll_req;
 	struct xport_rdma_req cancel_req;
@@ -140,12 +152,27 @@ static void xport_rdma_peer_fail(struct xport_rdma_peer *p, int queued_status,
 	xport_rdma_peer_put(p);
 }
 
-/* A direct read's MR goes with its slot (xport_slots.release). */
+/*
+ * A slot's aux: the MR of a direct read, with XPORT_RDMA_MR_SHARED set if
+ * it is a mapping's (mem_add) and not the read's own.
+ */
+#define XPORT_RDMA_MR_SHARED 1u
+
+static struct ibv_mr *xport_rdma_slot_mr(const struct xport_slot *s)
+{
+	return (struct ibv_mr *)(uintptr_t)(s->aux &
+					    ~(uint64_t)XPORT_RDMA_MR_SHARED);
+}
+
+/* A direct read's own MR goes with its slot (xport_slots.release). */
 static void xport_rdma_slot_release(struct xport_slot *s)
 {
-	struct ibv_mr *mr = (struct ibv_mr *)(uintptr_t)s->aux;
-	int ret = ibv_dereg_mr(mr);
+	struct ibv_mr *mr = xport_rdma_slot_mr(s);
+	int ret;
 
+	if (s->aux & XPORT_RDMA_MR_SHARED)
+		return;
+	ret = ibv_dereg_mr(mr);
 	if (ret)
 		log_errno(-ret, "ibv_dereg_mr of a direct read's %u bytes",
 			  s->len);
@@ -168,8 +195,7 @@ static int xport_rdma_post_locked(struct xport_rdma_peer *p, uint32_t idx)
 		return -ERANGE;
 	sge.addr = (uintptr_t)s->buf;
 	sge.length = s->len;
-	sge.lkey = s->aux ? ((struct ibv_mr *)(uintptr_t)s->aux)->lkey
-			  : p->x->land_mr->lkey;
+	sge.lkey = s->aux ? xport_rdma_slot_mr(s)->lkey : p->x->land_mr->lkey;
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = (uint64_t)s->gen << 32 | idx;
 	wr.sg_list = &sge;
@@ -323,12 +349,18 @@ static void xport_rdma_wc_handle(struct xport_rdma_peer *p,
 	struct xport_slot *s;
 
 	/* a slot peer_close already failed: its done was called */
-	if (!p || p->closed || idx >= p->slots.depth)
+	if (!p || idx >= p->slots.depth)
 		return;
 	s = &p->slots.v[idx];
 	if (s->state != XPORT_SLOT_SENT ||
 	    s->gen != (uint32_t)(wc->wr_id >> 32))
 		return;
+	if (p->closed) {
+		/* closed while in flight: the NIC is done with its buffer
+		 * now, so the caller may have it back */
+		xport_slots_finish(&p->slots, idx, -ECANCELED);
+		return;
+	}
 	if (wc->status == IBV_WC_SUCCESS) {
 		xport_slots_finish(&p->slots, idx, 0);
 		return;
@@ -340,11 +372,39 @@ static void xport_rdma_wc_handle(struct xport_rdma_peer *p,
 	xport_slots_finish(&p->slots, idx, xport_rdma_wc_errno(wc->status));
 }
 
-/* Polls @q's CQ empty, in batches; callbacks may close peers. */
+/*
+ * The last WR of @q's draining peer was reaped (or the QP destroyed): its
+ * slots still SENT fail -ECANCELED and the drain's reference goes.
+ */
+static void xport_rdma_drain_done(struct xport_rdma_qp *q)
+{
+	struct xport_rdma_peer *p = q->draining;
+	struct xport_rdma *x = p->x;
+
+	q->draining = NULL;
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		x->drains = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	p->prev = p->next = NULL;
+	log_dbg("node %" PRIu64 ": drained", q->node);
+	xport_rdma_peer_fail(p, -ECANCELED, -ECANCELED);
+	xport_rdma_peer_put(p);
+}
+
+/*
+ * Polls @q's CQ empty, in batches; callbacks may close peers. Completions
+ * go to the peer closed while they were in flight, if any: until its last
+ * one is reaped no new peer can post on the QP (it is not RTS before it
+ * drained), so a batch never mixes the two.
+ */
 static void xport_rdma_cq_poll(struct xport_rdma_qp *q)
 {
 	struct ibv_wc wc[XPORT_RDMA_POLL_BATCH];
 	struct xport_rdma_peer *p;
+	unsigned int left;
 	uint32_t gen;
 	int i, n;
 
@@ -360,14 +420,16 @@ static void xport_rdma_cq_poll(struct xport_rdma_qp *q)
 		if (!n)
 			return;
 		/* the NIC is done with these: counts as drained at once */
-		xport_rdma_qp_reaped(q, (unsigned int)n, &gen);
-		p = q->xpeer;
+		left = xport_rdma_qp_reaped(q, (unsigned int)n, &gen);
+		p = q->draining ? q->draining : q->xpeer;
 		if (p)
 			p->refs++;
 		for (i = 0; i < n; i++)
 			xport_rdma_wc_handle(p, &wc[i], gen);
 		if (p)
 			xport_rdma_peer_put(p);
+		if (!left && q->draining)
+			xport_rdma_drain_done(q);
 	} while (n == XPORT_RDMA_POLL_BATCH);
 }
 
@@ -433,23 +495,61 @@ static void xport_rdma_on_cqe(struct xport *xx, struct io_uring_cqe *cqe)
 }
 
 /*
- * Waits until none of @p's WRs is outstanding, so the NIC no longer writes
- * to any dst: the QP goes to ERR (flushing them) and its CQ is polled. If
- * the device does not flush in time, the QP and CQ are destroyed instead.
+ * A drain that did not finish in time (the device never flushed): the QP
+ * and its CQ are destroyed, which is what guarantees no more DMA into the
+ * slots' buffers, and the slots fail. Not while the session thread works
+ * on the QP (sess_busy): the next tick tries again. Returns true if done.
  */
-static void xport_rdma_peer_drain(struct xport_rdma_peer *p)
+static bool xport_rdma_drain_force(struct xport_rdma_qp *q)
 {
-	struct ibv_wc wc[XPORT_RDMA_POLL_BATCH];
-	struct xport_rdma_qp *q = p->q;
 	struct xport_rdma_ctx *ctx = q->ctx;
-	struct timespec nap = { 0, 200000 };
-	uint64_t end;
-	uint32_t gen;
-	bool busy;
-	int n;
 
 	pthread_mutex_lock(&ctx->lock);
-	busy = q->inflight > 0;
+	if (q->sess_busy) {
+		pthread_mutex_unlock(&ctx->lock);
+		return false;
+	}
+	log_err("node %" PRIu64 ": %u requests not flushed after %u ms: "
+		"destroying QP %u",
+		q->node, q->inflight, XPORT_RDMA_DRAIN_MS,
+		q->qp ? q->qp->qp_num : 0);
+	if (q->qp)
+		ibv_destroy_qp(q->qp);
+	if (q->cq) {
+		if (q->unacked)
+			ibv_ack_cq_events(q->cq, q->unacked);
+		ibv_destroy_cq(q->cq);
+	}
+	q->qp = NULL;
+	q->cq = NULL;
+	q->unacked = 0;
+	q->inflight = 0;
+	q->keep_psn = false;
+	q->state = XPORT_RDMA_QP_NONE;
+	pthread_mutex_unlock(&ctx->lock);
+	xport_rdma_drain_done(q);
+	return true;
+}
+
+/*
+ * Closing @p with WRs of its QP outstanding: the QP goes to ERR (they
+ * complete flushed) and @p stays, off the peer list, until the completion
+ * path reaps the last of them; the NIC may write into its slots' buffers
+ * until then, so those slots fail only then. Never waits. Returns true if
+ * @p drains (the caller's reference is the drain's), false if nothing
+ * was outstanding.
+ */
+static bool xport_rdma_peer_drain(struct xport_rdma_peer *p)
+{
+	struct xport_rdma_qp *q = p->q;
+	struct xport_rdma *x = p->x;
+	struct xport_rdma_ctx *ctx = q->ctx;
+	bool busy;
+
+	pthread_mutex_lock(&ctx->lock);
+	if (q->xpeer == p)
+		q->xpeer = NULL;
+	busy = q->inflight > 0 && !q->draining;
 	if (busy && q->state == XPORT_RDMA_QP_RTS) {
 		log_info("node %" PRIu64 ": closed with %u requests in flight: "
 			 "QP %u flushed, endpoints to be exchanged again",
@@ -459,36 +559,15 @@ static void xport_rdma_peer_drain(struct xport_rdma_peer *p)
 	}
 	pthread_mutex_unlock(&ctx->lock);
 	if (!busy)
-		return;
-	end = evl_now_ms() + XPORT_RDMA_DRAIN_MS;
-	do {
-		n = ibv_poll_cq(q->cq, XPORT_RDMA_POLL_BATCH, wc);
-		if (n > 0) {
-			/* discarded: the caller fails these slots */
-			busy = xport_rdma_qp_reaped(q, (unsigned int)n, &gen) >
-			       0;
-		} else if (n == 0) {
-			nanosleep(&nap, NULL);
-		}
-	} while (busy && n >= 0 && evl_now_ms() < end);
-	if (!busy)
-		return;
-	/* destroying the QP is what guarantees no more DMA */
-	log_err("node %" PRIu64 ": %u requests not flushed after %u ms: "
-		"destroying QP %u",
-		q->node, q->inflight, XPORT_RDMA_DRAIN_MS, q->qp->qp_num);
-	pthread_mutex_lock(&ctx->lock);
-	ibv_destroy_qp(q->qp);
-	if (q->unacked)
-		ibv_ack_cq_events(q->cq, q->unacked);
-	ibv_destroy_cq(q->cq);
-	q->qp = NULL;
-	q->cq = NULL;
-	q->unacked = 0;
-	q->inflight = 0;
-	q->keep_psn = false;
-	q->state = XPORT_RDMA_QP_NONE;
-	pthread_mutex_unlock(&ctx->lock);
+		return false;
+	q->draining = p;
+	q->drain_deadline = evl_now_ms() + XPORT_RDMA_DRAIN_MS;
+	p->prev = NULL;
+	p->next = x->drains;
+	if (x->drains)
+		x->drains->prev = p;
+	x->drains = p;
+	return true;
 }
 
 /* ---- transport: ops ------------------------------------------------------ */
@@ -612,12 +691,14 @@ static void xport_rdma_peer_close(struct xport_peer *pp)
 		x->peers = p->next;
 	if (p->next)
 		p->next->prev = p->prev;
-	xport_rdma_peer_drain(p);
-	pthread_mutex_lock(&x->ctx->lock);
-	p->q->xpeer = NULL;
-	pthread_mutex_unlock(&x->ctx->lock);
+	p->prev = p->next = NULL;
 	if (p->state != XPORT_PEER_STALE)
 		p->state = XPORT_PEER_DOWN;
+	if (xport_rdma_peer_drain(p)) {
+		/* queued ones never reached the NIC: they fail now */
+		xport_rdma_peer_fail(p, -ECANCELED, 0);
+		return;
+	}
 	xport_rdma_peer_fail(p, -ECANCELED, -ECANCELED);
 	xport_rdma_peer_put(p);
 }
@@ -630,7 +711,7 @@ static void xport_rdma_peer_close(struct xport_peer *pp)
  */
 static int xport_rdma_submit(struct xport_rdma_peer *p, enum xport_slot_op op,
 			     uint64_t off, uint32_t len, void *buf,
-			     uint64_t tag, struct ibv_mr *mr)
+			     uint64_t tag, struct ibv_mr *mr, bool shared)
 {
 	struct xport_rdma *x = p->x;
 	struct xport_rdma_ctx *ctx = x->ctx;
@@ -654,11 +735,12 @@ static int xport_rdma_submit(struct xport_rdma_peer *p, enum xport_slot_op op,
 	idx = ret ? XPORT_RDMA_NIL
 		  : xport_slots_take(&p->slots, op, off, len, buf, tag);
 	if (idx == XPORT_RDMA_NIL) {
-		if (mr)
+		if (mr && !shared)
 			ibv_dereg_mr(mr);
 		return ret ? ret : -EAGAIN;
 	}
-	p->slots.v[idx].aux = (uintptr_t)mr;
+	p->slots.v[idx].aux =
+		(uintptr_t)mr | (shared ? XPORT_RDMA_MR_SHARED : 0);
 	if (p->state == XPORT_PEER_UP) {
 		pthread_mutex_lock(&ctx->lock);
 		ret = p->q->state == XPORT_RDMA_QP_RTS
@@ -681,15 +763,29 @@ static int xport_rdma_read(struct xport_peer *pp, uint64_t off, uint32_t len,
 			   void *dst, uint64_t tag)
 {
 	return xport_rdma_submit(xport_rdma_peer_from(pp), XPORT_SLOT_READ, off,
-				 len, dst, tag, NULL);
+				 len, dst, tag, NULL, false);
+}
+
+/* The on-demand-paging MR of a mapping holding [d, d + len), or NULL. */
+static struct ibv_mr *xport_rdma_mem_find(const struct xport_rdma *x,
+					  uintptr_t d, uint32_t len)
+{
+	for (const struct xport_rdma_mem *m = x->mems; m; m = m->next)
+		if (d >= m->base && d - m->base <= m->len &&
+		    len <= m->len - (d - m->base))
+			return m->mr;
+	return NULL;
 }
 
 /*
- * A READ straight into @dst (the agent's mapping of a cache memfd): @dst's
- * pages are registered for this read alone, so a page punched out of the
- * memfd later is never left pinned in an MR that a later READ would fill.
- * Without on-demand paging the registration pins and allocates exactly
- * the pages about to be filled, which the cache is about to hold anyway.
+ * A READ straight into @dst (the agent's mapping of a cache memfd). With
+ * on-demand paging the mapping's MR (mem_add) covers it: nothing is
+ * registered here, and the kernel keeps the MR in step with pages punched
+ * out of the memfd. Without it @dst's pages are registered for this read
+ * alone, so a page punched out of the memfd later is never left pinned in
+ * an MR that a later READ would fill; the registration pins and allocates
+ * exactly the pages about to be filled, which the cache is about to hold
+ * anyway (docs/rdma.md says why no longer-lived MR is correct then).
  */
 static int xport_rdma_read_direct(struct xport_peer *pp, uint64_t off,
 				  uint32_t len, void *dst, uint64_t tag)
@@ -699,10 +795,76 @@ static int xport_rdma_read_direct(struct xport_peer *pp, uint64_t off,
 
 	if (xport_slots_check_len(len, dst))
 		return -EINVAL;
+	mr = xport_rdma_mem_find(p->x, (uintptr_t)dst, len);
+	if (mr)
+		return xport_rdma_submit(p, XPORT_SLOT_READ, off, len, dst, tag,
+					 mr, true);
 	mr = ibv_reg_mr(p->x->ctx->pd, dst, len, IBV_ACCESS_LOCAL_WRITE);
 	if (!mr)
 		return errno == EPERM || errno == EFAULT ? -errno : -ENOMEM;
-	return xport_rdma_submit(p, XPORT_SLOT_READ, off, len, dst, tag, mr);
+	__atomic_fetch_add(&p->x->ctx->mr_regs, 1, __ATOMIC_RELAXED);
+	return xport_rdma_submit(p, XPORT_SLOT_READ, off, len, dst, tag, mr,
+				 false);
+}
+
+/*
+ * With on-demand paging: one MR over a mapping's cache alias for its whole
+ * life. It pins nothing; the NIC faults pages in as READs land, and a page
+ * punched out of the memfd leaves the MR with it (MMU notifier). Without:
+ * nothing (read_direct registers per READ).
+ */
+static int xport_rdma_mem_add(struct xport *xx, void *base, size_t len)
+{
+	struct xport_rdma *x = xport_rdma_from(xx);
+	struct xport_rdma_mem *m;
+	int ret;
+
+	if (!x->ctx->odp || !base || !len)
+		return 0;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->mr = ibv_reg_mr(x->ctx->pd, base, len,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
+	if (!m->mr) {
+		ret = errno ? -errno : -ENOMEM;
+		log_errno(ret,
+			  "%s: registering a %zu-byte cache mapping "
+			  "(on-demand paging); its READs register per READ",
+			  x->ctx->name, len);
+		free(m);
+		return ret;
+	}
+	__atomic_fetch_add(&x->ctx->mr_regs, 1, __ATOMIC_RELAXED);
+	m->base = (uintptr_t)base;
+	m->len = len;
+	m->next = x->mems;
+	x->mems = m;
+	return 0;
+}
+
+static void xport_rdma_mem_free(struct xport_rdma *x, struct xport_rdma_mem *m)
+{
+	int ret = ibv_dereg_mr(m->mr);
+
+	if (ret)
+		log_errno(ret, "%s: ibv_dereg_mr (a cache mapping)",
+			  x->ctx->name);
+	free(m);
+}
+
+static void xport_rdma_mem_del(struct xport *xx, void *base)
+{
+	struct xport_rdma *x = xport_rdma_from(xx);
+	struct xport_rdma_mem **pm, *m;
+
+	for (pm = &x->mems; (m = *pm); pm = &m->next) {
+		if (m->base == (uintptr_t)base) {
+			*pm = m->next;
+			xport_rdma_mem_free(x, m);
+			return;
+		}
+	}
 }
 
 static int xport_rdma_write(struct xport_peer *pp, uint64_t off, uint32_t len,
@@ -711,7 +873,7 @@ static int xport_rdma_write(struct xport_peer *pp, uint64_t off, uint32_t len,
 	/* An RDMA WRITE cannot carry @wgen: the owner never sees it. */
 	/* the NIC only reads a write's src (the landing MR allows more) */
 	return xport_rdma_submit(xport_rdma_peer_from(pp), XPORT_SLOT_WRITE,
-				 off, len, (void *)src, tag, NULL);
+				 off, len, (void *)src, tag, NULL, false);
 }
 
 static void xport_rdma_tick(struct xport *xx, uint64_t now_ms)
@@ -722,6 +884,13 @@ static void xport_rdma_tick(struct xport *xx, uint64_t now_ms)
 
 	if (x->rearm && !x->poll_armed)
 		x->rearm = xport_rdma_poll_arm(x) != 0;
+	for (p = x->drains; p; p = p->next) {
+		if (now_ms < p->q->drain_deadline ||
+		    !xport_rdma_drain_force(p->q))
+			continue;
+		/* the list changed under us: the next tick sees the rest */
+		break;
+	}
 again:
 	gen = x->peers_gen;
 	for (p = x->peers; p; p = p->next) {
@@ -818,6 +987,27 @@ static bool xport_rdma_reap_all(struct xport_rdma *x)
 	return xport_ring_reap(&r);
 }
 
+/*
+ * destroy(): the loop is going away and the landing area with it, so this
+ * one waits (bounded) for the flushed completions of peers still draining,
+ * polling their CQs; a QP that does not drain in time is destroyed.
+ */
+static void xport_rdma_drains_finish(struct xport_rdma *x)
+{
+	struct timespec nap = { 0, 200000 };
+	uint64_t end = evl_now_ms() + XPORT_RDMA_DRAIN_MS;
+
+	while (x->drains && evl_now_ms() < end) {
+		xport_rdma_cq_poll(x->drains->q);
+		if (x->drains)
+			nanosleep(&nap, NULL);
+	}
+	while (x->drains) {
+		if (!xport_rdma_drain_force(x->drains->q))
+			nanosleep(&nap, NULL);
+	}
+}
+
 static void xport_rdma_destroy(struct xport *xx)
 {
 	struct xport_rdma *x = xport_rdma_from(xx);
@@ -832,6 +1022,7 @@ static void xport_rdma_destroy(struct xport *xx)
 	x->dying = true;
 	while (x->peers)
 		xport_rdma_peer_close((struct xport_peer *)x->peers);
+	xport_rdma_drains_finish(x);
 	reaped = xport_rdma_reap_all(x);
 	pthread_mutex_lock(&ctx->lock);
 	for (q = ctx->qps; q; q = q->next) {
@@ -842,6 +1033,12 @@ static void xport_rdma_destroy(struct xport *xx)
 	ctx->x = NULL;
 	pthread_mutex_unlock(&ctx->lock);
 	/* every peer drained: no WR references the landing area */
+	while (x->mems) {
+		struct xport_rdma_mem *m = x->mems;
+
+		x->mems = m->next;
+		xport_rdma_mem_free(x, m);
+	}
 	ret = ibv_dereg_mr(x->land_mr);
 	if (ret)
 		log_errno(ret, "%s: ibv_dereg_mr (landing area)", ctx->name);
@@ -866,6 +1063,8 @@ const struct xport_ops xport_rdma_ops = {
 	.peer_close = xport_rdma_peer_close,
 	.read = xport_rdma_read,
 	.read_direct = xport_rdma_read_direct,
+	.mem_add = xport_rdma_mem_add,
+	.mem_del = xport_rdma_mem_del,
 	.write = xport_rdma_write,
 	.on_cqe = xport_rdma_on_cqe,
 	.tick = xport_rdma_tick,

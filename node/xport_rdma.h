@@ -108,6 +108,12 @@ void xport_rdma_ctx_stats(const struct xport_rdma_ctx *ctx,
 			  struct xport_stats *st);
 
 /*
+ * Memory registrations the transport made for direct reads (read_direct,
+ * one per READ: see docs/rdma.md), readable from any thread.
+ */
+uint64_t xport_rdma_ctx_mr_registrations(const struct xport_rdma_ctx *ctx);
+
+/*
  * Control thread: makes sure @peer has an RC QP in INIT and fills @local
  * with the endpoint to publish. Creates the QP (and its CQ) the first time;
  * after an error (DRAINED) resets it to INIT with a fresh PSN; in INIT or

@@ -31,6 +31,14 @@ struct xport_rdma_peer;
  * A peer's QP and CQ. Created on first use and kept until the context goes,
  * so the fault loop may hold pointers to it. Members up to "fault loop"
  * are under ctx->lock.
+ *
+ * Locking: ctx->lock guards these fields only, never a verbs call of the
+ * session thread, so the fault loop (which takes it to post every READ)
+ * never waits on a device command. The session thread serialises its own
+ * operations with ctx->sess_lock and makes its verbs calls (create, modify,
+ * query) outside ctx->lock: it first moves the state here to one the fault
+ * loop leaves alone (anything but RTS), or marks sess_busy while it works
+ * on a QP the fault loop might tear down (a drain that timed out).
  */
 struct xport_rdma_qp {
 	struct xport_rdma_ctx *ctx;
@@ -43,6 +51,8 @@ struct xport_rdma_qp {
 	bool keep_psn;
 	/* moved to ERR by xport_rdma_peer_revoke(), not prepared since */
 	bool revoked;
+	/* the session thread works on qp/cq outside ctx->lock */
+	bool sess_busy;
 	/* incarnation, bumped by every (re)INIT: tells a late error
 	 * completion of an older connection from the current one */
 	uint32_t gen;
@@ -52,8 +62,12 @@ struct xport_rdma_qp {
 	struct xport_rdma_remote remote; /* valid in RTS */
 	struct xport_rdma_peer *xpeer;	 /* set and cleared by the fault loop */
 	/* fault loop only */
-	unsigned int unacked; /* CQ events read and not acked */
-	bool ready;	      /* on this wakeup's list of CQs to poll */
+	/* a closed peer whose WRs still flush: its slots (and their
+	 * buffers) are done when the last completion is reaped */
+	struct xport_rdma_peer *draining;
+	uint64_t drain_deadline; /* ms: the QP is destroyed if still busy */
+	unsigned int unacked;	 /* CQ events read and not acked */
+	bool ready;		 /* on this wakeup's list of CQs to poll */
 	struct xport_rdma_qp *ready_next;
 };
 
@@ -69,13 +83,22 @@ struct xport_rdma_ctx {
 	uint8_t rd_atomic;
 	unsigned int depth;
 	uint32_t max_msg;
+	/* on-demand paging for RC READs into local memory: a mapping's
+	 * cache alias is registered once (xport_ops.mem_add) */
+	bool odp;
 	struct ibv_pd *pd;
 	struct ibv_mr *pool_mr;
 	struct ibv_comp_channel *channel;
 	pthread_mutex_t lock;
+	/* serialises the session thread's QP operations; the fault loop
+	 * never takes it */
+	pthread_mutex_t sess_lock;
 	struct xport_rdma_qp *qps;
 	struct xport_rdma *x;	/* the transport instance using this context */
 	struct xport_stats tot; /* relaxed atomics */
+	/* memory registrations made for direct reads: per READ, or per
+	 * mapping with on-demand paging (relaxed atomic) */
+	uint64_t mr_regs;
 	struct xport_rdma_psn_gen psn_gen; /* under lock */
 };
 
@@ -100,7 +123,8 @@ int xport_rdma_ip_to_gid(const char *ip, uint8_t gid[16]);
  * memory. ctx->lock held. */
 struct xport_rdma_qp *xport_rdma_qp_get(struct xport_rdma_ctx *ctx,
 					uint64_t node);
-/* Moves the QP to ERR: outstanding WRs complete flushed. ctx->lock held.
+/* Fault loop, ctx->lock held, QP in RTS: moves it to ERR (outstanding WRs
+ * complete flushed).
  * Returns 0, or -errno from ibv_modify_qp (logged; the state says ERR all
  * the same, so a new exchange resets it). */
 int xport_rdma_qp_fail(struct xport_rdma_qp *q);

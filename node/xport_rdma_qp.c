@@ -197,6 +197,28 @@ static int xport_rdma_dev_open(struct xport_rdma_ctx *ctx,
 	return ret;
 }
 
+/*
+ * On-demand paging for RDMA READs into local memory over RC: then a cache
+ * alias can be one MR for the mapping's life (docs/rdma.md, "The cache
+ * over verbs"); without it each direct READ registers its own pages.
+ */
+static void xport_rdma_odp_probe(struct xport_rdma_ctx *ctx)
+{
+	struct ibv_device_attr_ex dx;
+
+	memset(&dx, 0, sizeof(dx));
+	if (ibv_query_device_ex(ctx->dev, NULL, &dx))
+		return;
+	ctx->odp = (dx.odp_caps.general_caps & IBV_ODP_SUPPORT) &&
+		   (dx.odp_caps.per_transport_caps.rc_odp_caps &
+		    IBV_ODP_SUPPORT_READ);
+	log_info("%s: %s", ctx->name,
+		 ctx->odp ? "on-demand paging: one registration per cache "
+			    "mapping"
+			  : "no on-demand paging: READs straight into a "
+			    "cache register their pages per READ");
+}
+
 /* Port, device limits, GID and MTU of the opened device. */
 static int xport_rdma_dev_setup(struct xport_rdma_ctx *ctx,
 				const struct xport_rdma_cfg *cfg)
@@ -230,6 +252,7 @@ static int xport_rdma_dev_setup(struct xport_rdma_ctx *ctx,
 	if (da.max_qp_init_rd_atom < idx)
 		idx = da.max_qp_init_rd_atom;
 	ctx->rd_atomic = (uint8_t)(idx > 0 ? idx : 1);
+	xport_rdma_odp_probe(ctx);
 	ctx->mtu = pa.active_mtu < IBV_MTU_4096 ? pa.active_mtu : IBV_MTU_4096;
 	ctx->max_msg = pa.max_msg_sz ? pa.max_msg_sz : UINT32_MAX;
 	if (pa.link_layer != IBV_LINK_LAYER_ETHERNET) {
@@ -318,6 +341,7 @@ int xport_rdma_ctx_create(const struct xport_rdma_cfg *cfg,
 	if (!ctx)
 		return -ENOMEM;
 	pthread_mutex_init(&ctx->lock, NULL);
+	pthread_mutex_init(&ctx->sess_lock, NULL);
 	ret = xport_rdma_psn_gen_init(&ctx->psn_gen);
 	if (ret)
 		goto err;
@@ -431,6 +455,7 @@ void xport_rdma_ctx_destroy(struct xport_rdma_ctx *ctx)
 	if (ctx->dev)
 		ibv_close_device(ctx->dev);
 	pthread_mutex_destroy(&ctx->lock);
+	pthread_mutex_destroy(&ctx->sess_lock);
 	free(ctx);
 }
 
@@ -447,6 +472,11 @@ const char *xport_rdma_ctx_device(const struct xport_rdma_ctx *ctx)
 	return ctx->name;
 }
 
+uint64_t xport_rdma_ctx_mr_registrations(const struct xport_rdma_ctx *ctx)
+{
+	return __atomic_load_n(&ctx->mr_regs, __ATOMIC_RELAXED);
+}
+
 void xport_rdma_ctx_stats(const struct xport_rdma_ctx *ctx,
 			  struct xport_stats *st)
 {
@@ -461,7 +491,7 @@ void xport_rdma_ctx_stats(const struct xport_rdma_ctx *ctx,
 	st->wbytes = __atomic_load_n(&ctx->tot.wbytes, __ATOMIC_RELAXED);
 }
 
-/* ---- per-peer QPs (session thread; ctx->lock held) ----------------------- */
+/* ---- per-peer QPs (session thread) ---------------------------------------- */
 
 static struct xport_rdma_qp *xport_rdma_qp_find(struct xport_rdma_ctx *ctx,
 						uint64_t node)
@@ -491,77 +521,107 @@ struct xport_rdma_qp *xport_rdma_qp_get(struct xport_rdma_ctx *ctx,
 	return q;
 }
 
-/* A CQ of depth entries on the shared channel, armed, and an RC QP on it. */
-static int xport_rdma_qp_create(struct xport_rdma_qp *q)
+/*
+ * A CQ of depth entries on the shared channel, armed, and an RC QP on it,
+ * moved to INIT. Session thread, ctx->lock not held: @q is only the CQ's
+ * context here, the caller publishes *cq and *qp under the lock.
+ */
+static int xport_rdma_qp_create(struct xport_rdma_qp *q, struct ibv_cq **cqp,
+				struct ibv_qp **qpp)
 {
 	struct xport_rdma_ctx *ctx = q->ctx;
 	struct ibv_qp_init_attr ia;
-	int ret;
+	struct ibv_qp_attr a;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	int mask, ret;
 
-	q->cq = ibv_create_cq(ctx->dev, (int)ctx->depth, q, ctx->channel, 0);
-	if (!q->cq)
+	cq = ibv_create_cq(ctx->dev, (int)ctx->depth, q, ctx->channel, 0);
+	if (!cq)
 		return errno ? -errno : -ENOMEM;
-	ret = ibv_req_notify_cq(q->cq, 0);
+	ret = ibv_req_notify_cq(cq, 0);
 	if (ret) {
 		ret = -ret;
 		goto out_destroy_cq;
 	}
 	memset(&ia, 0, sizeof(ia));
-	ia.send_cq = q->cq;
-	ia.recv_cq = q->cq;
+	ia.send_cq = cq;
+	ia.recv_cq = cq;
 	ia.qp_type = IBV_QPT_RC;
 	ia.sq_sig_all = 0;
 	ia.cap.max_send_wr = ctx->depth;
 	ia.cap.max_recv_wr = 1; /* nothing is ever received */
 	ia.cap.max_send_sge = 1;
 	ia.cap.max_recv_sge = 1;
-	q->qp = ibv_create_qp(ctx->pd, &ia);
-	if (!q->qp) {
+	qp = ibv_create_qp(ctx->pd, &ia);
+	if (!qp) {
 		ret = errno ? -errno : -ENOMEM;
 		goto out_destroy_cq;
 	}
+	xport_rdma_qp_attr_init(&a, &mask, ctx->port);
+	ret = -ibv_modify_qp(qp, &a, mask);
+	if (ret) {
+		log_errno(ret, "%s: node %" PRIu64 ": QP to INIT", ctx->name,
+			  q->node);
+		ibv_destroy_qp(qp);
+		goto out_destroy_cq;
+	}
+	*cqp = cq;
+	*qpp = qp;
 	return 0;
 out_destroy_cq:
-	ibv_destroy_cq(q->cq);
-	q->cq = NULL;
+	ibv_destroy_cq(cq);
 	return ret;
 }
 
-static int xport_rdma_qp_modify_state(struct xport_rdma_qp *q,
-				      enum ibv_qp_state st)
+static int xport_rdma_qp_modify_state(struct ibv_qp *qp, enum ibv_qp_state st)
 {
 	struct ibv_qp_attr a;
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = st;
-	return -ibv_modify_qp(q->qp, &a, IBV_QP_STATE);
+	return -ibv_modify_qp(qp, &a, IBV_QP_STATE);
 }
 
-/* (RESET ->) INIT */
-static int xport_rdma_qp_to_init(struct xport_rdma_qp *q, bool reset)
+/* RESET -> INIT; ctx->lock not held. */
+static int xport_rdma_qp_reinit(struct xport_rdma_ctx *ctx, struct ibv_qp *qp)
 {
 	struct ibv_qp_attr a;
 	int mask, ret;
 
-	if (reset) {
-		ret = xport_rdma_qp_modify_state(q, IBV_QPS_RESET);
-		if (ret)
-			return ret;
-	}
-	q->gen++;
-	xport_rdma_qp_attr_init(&a, &mask, q->ctx->port);
-	return -ibv_modify_qp(q->qp, &a, mask);
+	ret = xport_rdma_qp_modify_state(qp, IBV_QPS_RESET);
+	if (ret)
+		return ret;
+	xport_rdma_qp_attr_init(&a, &mask, ctx->port);
+	return -ibv_modify_qp(qp, &a, mask);
 }
 
-/* Moves the QP to ERR: outstanding WRs complete flushed. */
+/* ctx->lock held: the books say the QP failed (the caller moves it). */
+static void xport_rdma_qp_mark_failed(struct xport_rdma_qp *q)
+{
+	q->state = q->inflight ? XPORT_RDMA_QP_ERR : XPORT_RDMA_QP_DRAINED;
+}
+
+/* Session thread, ctx->lock not held, sess_busy set: @qp to ERR. */
+static int xport_rdma_qp_to_err(struct xport_rdma_qp *q, struct ibv_qp *qp)
+{
+	int ret = xport_rdma_qp_modify_state(qp, IBV_QPS_ERR);
+
+	if (ret)
+		log_errno(ret, "node %" PRIu64 ": QP %u to the error state",
+			  q->node, qp->qp_num);
+	return ret;
+}
+
+/* Fault loop, ctx->lock held, QP in RTS: to ERR, outstanding WRs flush. */
 int xport_rdma_qp_fail(struct xport_rdma_qp *q)
 {
-	int ret = xport_rdma_qp_modify_state(q, IBV_QPS_ERR);
+	int ret = xport_rdma_qp_modify_state(q->qp, IBV_QPS_ERR);
 
 	if (ret)
 		log_errno(ret, "node %" PRIu64 ": QP %u to the error state",
 			  q->node, q->qp->qp_num);
-	q->state = q->inflight ? XPORT_RDMA_QP_ERR : XPORT_RDMA_QP_DRAINED;
+	xport_rdma_qp_mark_failed(q);
 	return ret;
 }
 
@@ -579,15 +639,88 @@ static void xport_rdma_qp_ep(const struct xport_rdma_qp *q,
 	ep->mtu = xport_rdma_mtu_bytes(ctx->mtu);
 }
 
+/* NONE -> INIT: a new CQ and QP. ctx->lock held on entry and return,
+ * dropped around the verbs calls. */
+static int xport_rdma_prepare_new(struct xport_rdma_ctx *ctx,
+				  struct xport_rdma_qp *q)
+{
+	struct ibv_cq *cq = NULL;
+	struct ibv_qp *qp = NULL;
+	uint32_t psn;
+	int ret;
+
+	ret = xport_rdma_psn_gen_next(&ctx->psn_gen, &psn);
+	if (ret)
+		return ret;
+	/* NONE: the fault loop has nothing to do with this QP */
+	pthread_mutex_unlock(&ctx->lock);
+	ret = xport_rdma_qp_create(q, &cq, &qp);
+	pthread_mutex_lock(&ctx->lock);
+	if (ret) {
+		log_errno(ret, "%s: node %" PRIu64 ": creating a QP", ctx->name,
+			  q->node);
+		return ret;
+	}
+	q->cq = cq;
+	q->qp = qp;
+	q->gen++;
+	q->psn = psn;
+	q->state = XPORT_RDMA_QP_INIT;
+	q->revoked = false;
+	log_dbg("%s: node %" PRIu64 ": QP %u created, PSN %#x", ctx->name,
+		q->node, qp->qp_num, psn);
+	return 0;
+}
+
+/* DRAINED -> INIT with a fresh PSN (or the published one after a
+ * reconnect). ctx->lock held on entry and return. */
+static int xport_rdma_prepare_again(struct xport_rdma_ctx *ctx,
+				    struct xport_rdma_qp *q)
+{
+	struct ibv_qp *qp = q->qp;
+	uint32_t psn = q->psn;
+	int ret = 0;
+
+	/* a new PSN tells the peer our side restarted (it must
+	 * reconnect); after a reconnect the published one stays */
+	while (!q->keep_psn && psn == q->psn && !ret)
+		ret = xport_rdma_psn_gen_next(&ctx->psn_gen, &psn);
+	if (ret)
+		return ret;
+	q->sess_busy = true;
+	pthread_mutex_unlock(&ctx->lock);
+	ret = xport_rdma_qp_reinit(ctx, qp);
+	pthread_mutex_lock(&ctx->lock);
+	q->sess_busy = false;
+	if (ret) {
+		log_errno(ret, "%s: node %" PRIu64 ": QP %u reset", ctx->name,
+			  q->node, qp->qp_num);
+		return ret;
+	}
+	q->gen++;
+	q->psn = psn;
+	q->keep_psn = false;
+	q->state = XPORT_RDMA_QP_INIT;
+	if (q->revoked)
+		log_info("%s: node %" PRIu64 ": QP %u prepared again after "
+			 "its revocation, fresh PSN %#x",
+			 ctx->name, q->node, qp->qp_num, psn);
+	else
+		log_dbg("%s: node %" PRIu64 ": QP %u reset, PSN %#x", ctx->name,
+			q->node, qp->qp_num, psn);
+	q->revoked = false;
+	return 0;
+}
+
 int xport_rdma_peer_prepare(struct xport_rdma_ctx *ctx, uint64_t peer,
 			    struct xport_rdma_ep *local)
 {
 	struct xport_rdma_qp *q;
-	uint32_t psn;
 	int ret = 0;
 
 	if (!ctx || !peer || !local)
 		return -EINVAL;
+	pthread_mutex_lock(&ctx->sess_lock);
 	pthread_mutex_lock(&ctx->lock);
 	q = xport_rdma_qp_get(ctx, peer);
 	if (!q) {
@@ -596,57 +729,10 @@ int xport_rdma_peer_prepare(struct xport_rdma_ctx *ctx, uint64_t peer,
 	}
 	switch (q->state) {
 	case XPORT_RDMA_QP_NONE:
-		ret = xport_rdma_psn_gen_next(&ctx->psn_gen, &psn);
-		if (ret)
-			break;
-		ret = xport_rdma_qp_create(q);
-		if (ret) {
-			log_errno(ret, "%s: node %" PRIu64 ": creating a QP",
-				  ctx->name, peer);
-			break;
-		}
-		ret = xport_rdma_qp_to_init(q, false);
-		if (ret) {
-			log_errno(ret, "%s: node %" PRIu64 ": QP to INIT",
-				  ctx->name, peer);
-			ibv_destroy_qp(q->qp);
-			ibv_destroy_cq(q->cq);
-			q->qp = NULL;
-			q->cq = NULL;
-			break;
-		}
-		q->psn = psn;
-		q->state = XPORT_RDMA_QP_INIT;
-		q->revoked = false;
-		log_dbg("%s: node %" PRIu64 ": QP %u created, PSN %#x",
-			ctx->name, peer, q->qp->qp_num, psn);
+		ret = xport_rdma_prepare_new(ctx, q);
 		break;
 	case XPORT_RDMA_QP_DRAINED:
-		psn = q->psn;
-		/* a new PSN tells the peer our side restarted (it must
-		 * reconnect); after a reconnect the published one stays */
-		while (!q->keep_psn && psn == q->psn && !ret)
-			ret = xport_rdma_psn_gen_next(&ctx->psn_gen, &psn);
-		if (ret)
-			break;
-		ret = xport_rdma_qp_to_init(q, true);
-		if (ret) {
-			log_errno(ret, "%s: node %" PRIu64 ": QP %u reset",
-				  ctx->name, peer, q->qp->qp_num);
-			break;
-		}
-		q->psn = psn;
-		q->keep_psn = false;
-		q->state = XPORT_RDMA_QP_INIT;
-		if (q->revoked)
-			log_info("%s: node %" PRIu64 ": QP %u "
-				 "prepared again after its revocation, "
-				 "fresh PSN %#x",
-				 ctx->name, peer, q->qp->qp_num, psn);
-		else
-			log_dbg("%s: node %" PRIu64 ": QP %u reset, PSN %#x",
-				ctx->name, peer, q->qp->qp_num, psn);
-		q->revoked = false;
+		ret = xport_rdma_prepare_again(ctx, q);
 		break;
 	case XPORT_RDMA_QP_ERR:
 		ret = -EBUSY;
@@ -659,12 +745,13 @@ int xport_rdma_peer_prepare(struct xport_rdma_ctx *ctx, uint64_t peer,
 		xport_rdma_qp_ep(q, local);
 out:
 	pthread_mutex_unlock(&ctx->lock);
+	pthread_mutex_unlock(&ctx->sess_lock);
 	return ret;
 }
 
-/* INIT -> RTR -> RTS towards @r. */
-static int xport_rdma_qp_to_rts(struct xport_rdma_qp *q,
-				const struct xport_rdma_remote *r)
+/* INIT -> RTR -> RTS towards @r; ctx->lock not held. */
+static int xport_rdma_qp_to_rts(struct xport_rdma_qp *q, struct ibv_qp *qp,
+				uint32_t psn, const struct xport_rdma_remote *r)
 {
 	struct xport_rdma_ctx *ctx = q->ctx;
 	enum ibv_mtu mtu = xport_rdma_mtu_enum(r->ep.mtu);
@@ -675,22 +762,40 @@ static int xport_rdma_qp_to_rts(struct xport_rdma_qp *q,
 		mtu = ctx->mtu;
 	xport_rdma_qp_attr_rtr(&a, &mask, &r->ep, ctx->port, ctx->gid_index,
 			       ctx->is_roce, mtu, ctx->rd_atomic);
-	ret = ibv_modify_qp(q->qp, &a, mask);
+	ret = ibv_modify_qp(qp, &a, mask);
 	if (ret) {
 		log_errno(ret,
 			  "%s: node %" PRIu64 ": QP %u to RTR towards QP %u "
 			  "(is the peer's GID reachable?)",
-			  ctx->name, q->node, q->qp->qp_num, r->ep.qpn);
+			  ctx->name, q->node, qp->qp_num, r->ep.qpn);
 		return -ret;
 	}
-	xport_rdma_qp_attr_rts(&a, &mask, q->psn, ctx->rd_atomic);
-	ret = ibv_modify_qp(q->qp, &a, mask);
+	xport_rdma_qp_attr_rts(&a, &mask, psn, ctx->rd_atomic);
+	ret = ibv_modify_qp(qp, &a, mask);
 	if (ret) {
 		log_errno(ret, "%s: node %" PRIu64 ": QP %u to RTS", ctx->name,
-			  q->node, q->qp->qp_num);
+			  q->node, qp->qp_num);
 		return -ret;
 	}
 	return 0;
+}
+
+/*
+ * Session thread, ctx->lock held on entry and return: marks the QP failed
+ * and moves it to ERR with the lock dropped. Returns ibv_modify_qp's.
+ */
+static int xport_rdma_qp_fail_unlocked(struct xport_rdma_qp *q)
+{
+	struct ibv_qp *qp = q->qp;
+	int ret;
+
+	xport_rdma_qp_mark_failed(q);
+	q->sess_busy = true;
+	pthread_mutex_unlock(&q->ctx->lock);
+	ret = xport_rdma_qp_to_err(q, qp);
+	pthread_mutex_lock(&q->ctx->lock);
+	q->sess_busy = false;
+	return ret;
 }
 
 int xport_rdma_peer_connect(struct xport_rdma_ctx *ctx, uint64_t peer,
@@ -698,16 +803,19 @@ int xport_rdma_peer_connect(struct xport_rdma_ctx *ctx, uint64_t peer,
 {
 	char gs[INET6_ADDRSTRLEN];
 	struct xport_rdma_qp *q;
+	struct ibv_qp *qp;
 	int ret = 0;
 
 	if (!ctx || !peer || !r || xport_rdma_ep_check(&r->ep))
 		return -EINVAL;
+	pthread_mutex_lock(&ctx->sess_lock);
 	pthread_mutex_lock(&ctx->lock);
 	q = xport_rdma_qp_find(ctx, peer);
 	if (!q || q->state == XPORT_RDMA_QP_NONE) {
 		ret = -ENOTCONN;
 		goto out;
 	}
+	qp = q->qp;
 	switch (q->state) {
 	case XPORT_RDMA_QP_RTS:
 		if (xport_rdma_ep_same(&q->remote.ep, &r->ep)) {
@@ -720,10 +828,10 @@ int xport_rdma_peer_connect(struct xport_rdma_ctx *ctx, uint64_t peer,
 		log_info("%s: node %" PRIu64 ": remote QP %u PSN %#x -> QP %u "
 			 "PSN %#x, reconnecting QP %u",
 			 ctx->name, peer, q->remote.ep.qpn, q->remote.ep.psn,
-			 r->ep.qpn, r->ep.psn, q->qp->qp_num);
-		xport_rdma_qp_fail(q);
+			 r->ep.qpn, r->ep.psn, qp->qp_num);
 		q->keep_psn = true;
-		if (q->state == XPORT_RDMA_QP_ERR) {
+		xport_rdma_qp_fail_unlocked(q);
+		if (q->state != XPORT_RDMA_QP_DRAINED) {
 			ret = -EBUSY;
 			goto out;
 		}
@@ -733,31 +841,44 @@ int xport_rdma_peer_connect(struct xport_rdma_ctx *ctx, uint64_t peer,
 			ret = -ENOTCONN;
 			goto out;
 		}
-		ret = xport_rdma_qp_to_init(q, true);
+		q->sess_busy = true;
+		pthread_mutex_unlock(&ctx->lock);
+		ret = xport_rdma_qp_reinit(ctx, qp);
+		pthread_mutex_lock(&ctx->lock);
+		q->sess_busy = false;
 		if (ret) {
 			log_errno(ret, "%s: node %" PRIu64 ": QP %u reset",
-				  ctx->name, peer, q->qp->qp_num);
+				  ctx->name, peer, qp->qp_num);
 			goto out;
 		}
+		q->gen++;
 		q->keep_psn = false;
 		q->state = XPORT_RDMA_QP_INIT;
 		/* fall through */
-	case XPORT_RDMA_QP_INIT:
-		ret = xport_rdma_qp_to_rts(q, r);
+	case XPORT_RDMA_QP_INIT: {
+		uint32_t psn = q->psn;
+
+		/* INIT: the fault loop neither posts nor fails it */
+		q->sess_busy = true;
+		pthread_mutex_unlock(&ctx->lock);
+		ret = xport_rdma_qp_to_rts(q, qp, psn, r);
+		pthread_mutex_lock(&ctx->lock);
+		q->sess_busy = false;
 		if (ret) {
 			/* whatever state it reached: start over with prepare */
-			xport_rdma_qp_fail(q);
 			q->keep_psn = false;
+			xport_rdma_qp_fail_unlocked(q);
 			goto out;
 		}
 		q->remote = *r;
 		q->state = XPORT_RDMA_QP_RTS;
 		log_info("%s: node %" PRIu64 ": QP %u connected to QP %u "
 			 "(GID %s), PSN %#x/%#x",
-			 ctx->name, peer, q->qp->qp_num, r->ep.qpn,
-			 xport_rdma_gid_str(r->ep.gid, gs, sizeof(gs)), q->psn,
+			 ctx->name, peer, qp->qp_num, r->ep.qpn,
+			 xport_rdma_gid_str(r->ep.gid, gs, sizeof(gs)), psn,
 			 r->ep.psn);
 		break;
+	}
 	case XPORT_RDMA_QP_ERR:
 		ret = -EBUSY;
 		break;
@@ -766,6 +887,7 @@ int xport_rdma_peer_connect(struct xport_rdma_ctx *ctx, uint64_t peer,
 	}
 out:
 	pthread_mutex_unlock(&ctx->lock);
+	pthread_mutex_unlock(&ctx->sess_lock);
 	return ret;
 }
 
@@ -774,27 +896,42 @@ int xport_rdma_peer_needs_exchange(struct xport_rdma_ctx *ctx, uint64_t peer)
 	struct ibv_qp_init_attr ia;
 	struct xport_rdma_qp *q;
 	struct ibv_qp_attr a;
+	struct ibv_qp *qp;
+	uint32_t gen;
 	int ret;
 
+	pthread_mutex_lock(&ctx->sess_lock);
 	pthread_mutex_lock(&ctx->lock);
 	q = xport_rdma_qp_find(ctx, peer);
 	if (!q || q->state == XPORT_RDMA_QP_NONE) {
-		pthread_mutex_unlock(&ctx->lock);
-		return 1;
+		ret = 1;
+		goto out;
 	}
 	/* the responder side fails silently (e.g. a READ with a bad rkey
 	 * puts our QP in ERR with nothing of ours in flight): ask */
-	if (q->state == XPORT_RDMA_QP_RTS &&
-	    !ibv_query_qp(q->qp, &a, IBV_QP_STATE, &ia) &&
-	    (a.qp_state == IBV_QPS_ERR || a.qp_state == IBV_QPS_SQE)) {
-		log_warn("%s: node %" PRIu64 ": QP %u is in the error state "
-			 "(remote error?): exchanging endpoints again",
-			 ctx->name, peer, q->qp->qp_num);
-		xport_rdma_qp_fail(q);
-		q->keep_psn = false;
+	if (q->state == XPORT_RDMA_QP_RTS) {
+		qp = q->qp;
+		gen = q->gen;
+		q->sess_busy = true;
+		pthread_mutex_unlock(&ctx->lock);
+		ret = ibv_query_qp(qp, &a, IBV_QP_STATE, &ia);
+		pthread_mutex_lock(&ctx->lock);
+		q->sess_busy = false;
+		/* the fault loop may have failed it meanwhile */
+		if (!ret && q->state == XPORT_RDMA_QP_RTS && q->gen == gen &&
+		    (a.qp_state == IBV_QPS_ERR || a.qp_state == IBV_QPS_SQE)) {
+			log_warn("%s: node %" PRIu64 ": QP %u is in the error "
+				 "state (remote error?): exchanging endpoints "
+				 "again",
+				 ctx->name, peer, qp->qp_num);
+			q->keep_psn = false;
+			xport_rdma_qp_fail_unlocked(q);
+		}
 	}
 	ret = q->state == XPORT_RDMA_QP_DRAINED && !q->keep_psn;
+out:
 	pthread_mutex_unlock(&ctx->lock);
+	pthread_mutex_unlock(&ctx->sess_lock);
 	return ret;
 }
 
@@ -805,12 +942,11 @@ int xport_rdma_peer_revoke(struct xport_rdma_ctx *ctx, uint64_t peer)
 
 	if (!ctx || !peer)
 		return 0;
+	pthread_mutex_lock(&ctx->sess_lock);
 	pthread_mutex_lock(&ctx->lock);
 	q = xport_rdma_qp_find(ctx, peer);
-	if (!q || !q->qp) {
-		pthread_mutex_unlock(&ctx->lock);
-		return 0;
-	}
+	if (!q || !q->qp)
+		goto out;
 	/* ERR or DRAINED: the responder is in the error state already; only
 	 * make sure the next exchange starts over with a fresh PSN (a QP
 	 * draining for a reconnect would otherwise keep its old one) */
@@ -823,13 +959,15 @@ int xport_rdma_peer_revoke(struct xport_rdma_ctx *ctx, uint64_t peer)
 			 q->psn);
 		/* READs and WRITEs the fault loop posted on it complete
 		 * flushed: failed requests, never data */
-		ret = xport_rdma_qp_fail(q);
 		q->revoked = true;
+		ret = xport_rdma_qp_fail_unlocked(q);
 		if (!ret)
 			ret = 1;
 	}
 	q->keep_psn = false;
+out:
 	pthread_mutex_unlock(&ctx->lock);
+	pthread_mutex_unlock(&ctx->sess_lock);
 	return ret;
 }
 

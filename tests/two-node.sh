@@ -162,7 +162,7 @@ if [ -n "$KEEP_STATS" ]; then
 		fp_cli A hostA status --json 2>&1
 		# host A's cache counters, if it serves /metrics (--metrics-listen)
 		m=$(sed -n 's/^metrics //p' "$FP_TMP/hostA.addr" 2>/dev/null)
-		[ -n "$m" ] && curl -sf "http://$m/metrics" | grep '^farpage_cache_' | sed 's/^/hostA metric /'
+		[ -n "$m" ] && curl -sf "http://$m/metrics" | grep -E '^farpage_(cache|rdma)_' | sed 's/^/hostA metric /'
 	} >"$KEEP_STATS"
 fi
 

@@ -51,6 +51,9 @@ record() { # name result secs note
 
 # ------------------------------------------------------------ setup
 ulimit -l unlimited # MRs pin memory
+# bash process substitution (tests/lib.sh) needs /dev/fd; the bare devtmpfs
+# has none
+[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
 ip link set lo up   # nothing else brings lo up in this bare guest
 setup() {
 	local m i
@@ -168,7 +171,7 @@ kv() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p" | head -n1; } # "line" key
 step_two_node() {
 	local verbs=0 name t rc out last why="" stats=$OUT/two-node-stats.txt
 	local args=() before after mism remote tr_ a_remote b_id a_reads gidx
-	local a_wbytes="" a_bytes="" direct="" landed="" wbs
+	local a_wbytes="" a_bytes="" direct="" landed="" wbs mrregs=
 	if "$BIN/node/farpage-node" --help 2>&1 | grep -- --rdma-device >/dev/null; then
 		verbs=1
 		gidx=""
@@ -228,8 +231,10 @@ step_two_node() {
 			sed -n "s/.*{\"node\": $b_id, [^}]*\"bytes\": \([0-9]*\).*/\1/p")
 		direct=$(awk '$1 == "hostA" && $2 == "metric" && $3 == "farpage_cache_direct_read_pages_total" { print $4 }' "$stats")
 		landed=$(awk '$1 == "hostA" && $2 == "metric" && $3 == "farpage_cache_landing_copies_total" { print $4 }' "$stats")
+		mrregs=$(awk '$1 == "hostA" && $2 == "metric" && $3 == "farpage_rdma_mr_registrations_total" { print $4 }' "$stats")
 		echo "--- host A: pages read from host B ${a_bytes:+$((a_bytes / 4096))}, into the cache straight by RDMA READ ${direct:-?}, landed and copied ${landed:-?}"
 		echo "--- host A: remote faults resolved ${a_remote:-?}, reads completed from host B (${tr_:-?}) ${a_reads:-?}"
+		echo "--- host A: memory registrations for READs straight into the cache ${mrregs:-?} (one per READ without on-demand paging, docs/rdma.md)"
 		echo "--- host A: pages written back $(kv "$last" writebacks), bytes written to host B (${tr_:-?}) ${a_wbytes:-?}"
 	fi
 	# Far memory: every page written back went as an RDMA WRITE (bytes
@@ -256,12 +261,19 @@ step_two_node() {
 		elif [ "$direct" != $((a_bytes / 4096)) ] || [ "${landed:-x}" != 0 ]; then
 			why+="pages READ straight into the cache ($direct) != pages read from host B ($((a_bytes / 4096))), or landing copies ${landed:-?} != 0; "
 		fi
+		# Read-ahead off: one page per READ, so one registration per
+		# direct page (rxe on 6.1 has no on-demand paging).
+		if [ -z "$mrregs" ]; then
+			why+="no farpage_rdma_mr_registrations_total from --keep-stats; "
+		elif [ -n "$direct" ] && [ "$mrregs" != "$direct" ]; then
+			why+="memory registrations ($mrregs) != READs straight into the cache ($direct); "
+		fi
 		[ "${HW_DELTA[rxe0/sent_pkts]:-0}" -gt 0 ] || why+="rxe0 sent_pkts did not grow; "
 		[ "${HW_DELTA[rxe1/sent_pkts]:-0}" -gt 0 ] || why+="rxe1 sent_pkts did not grow; "
 	fi
 	local note="${last#two-node: }"
 	if [ -z "$why" ]; then
-		[ $verbs = 1 ] && note+=" rdma_reads=$a_reads direct_pages=$direct landing_copies=$landed rdma_write_pages=$((a_wbytes / 4096)) rxe0_sent+=${HW_DELTA[rxe0/sent_pkts]} rxe1_sent+=${HW_DELTA[rxe1/sent_pkts]}"
+		[ $verbs = 1 ] && note+=" rdma_reads=$a_reads direct_pages=$direct mr_registrations=${mrregs:-?} landing_copies=$landed rdma_write_pages=$((a_wbytes / 4096)) rxe0_sent+=${HW_DELTA[rxe0/sent_pkts]} rxe1_sent+=${HW_DELTA[rxe1/sent_pkts]}"
 		record "$name" PASS "$secs" "$note"
 	else
 		record "$name" FAIL "$secs" "${why%; }"
