@@ -53,12 +53,16 @@
 /* Requests are a few hundred bytes; a larger declared frame is refused. */
 #define FSVC_FRAME_MAX (64u << 10)
 /*
- * Every client waits for each answer before its next request, so an answer
- * always fits in its socket's buffer. One that does not is a client that
- * sends without reading: it loses its connection at once, and the control
- * thread never waits on a client.
+ * Every client waits for each answer before its next request. An answer
+ * that does not fit the socket's buffer at once (the layout of a big
+ * region) is queued and sent in parts as the socket becomes writable: the
+ * control thread never waits on a client. A client that sends a new
+ * request while an answer to it is still queued unsent sends without
+ * reading: it loses its connection. So does one whose queued answers would
+ * exceed FSVC_OUT_MAX bytes.
  */
 #define FSVC_SEND_MS   0
+#define FSVC_OUT_MAX   (2 * (size_t)(FRAME_HDR_LEN + FRAME_MAX))
 #define FSVC_MAP_ALIGN (2ull << 20)
 
 enum fsvc_state {
@@ -69,6 +73,17 @@ enum fsvc_state {
 	FSVC_LAYOUT_SENT,
 	FSVC_MAPPED,
 	FSVC_FLUSH, /* the fault loop sends pages home */
+};
+
+/* An answer queued for a client: a whole frame, sent from @off on. */
+struct fsvc_out {
+	struct fsvc_out *next;
+	uint8_t *buf; /* header and payload */
+	size_t len;
+	size_t off;
+	int fds[CTL_FDS_MAX]; /* go with the frame's first byte */
+	int n_fds;
+	int own_fds; /* fds[] are ours to close (dup()s) */
 };
 
 struct fsvc_conn {
@@ -85,6 +100,8 @@ struct fsvc_conn {
 	int pinned;		 /* layout's local chunks pinned */
 	int fd_in;  /* descriptor that came with the frame being read */
 	int fd_in2; /* ... and a second one (a resumed cache memfd) */
+	struct fsvc_out *out; /* answers not yet sent, oldest first */
+	size_t out_bytes;     /* their bytes left to send */
 	size_t rlen;
 	uint8_t rbuf[FRAME_HDR_LEN + FSVC_FRAME_MAX];
 	struct fsvc_conn *next;
@@ -126,6 +143,71 @@ static void fsvc_pins(struct fsvc_conn *c, int delta)
 	c->pinned = delta > 0;
 }
 
+static void fsvc_out_pop(struct fsvc_conn *c)
+{
+	struct fsvc_out *o = c->out;
+
+	c->out = o->next;
+	c->out_bytes -= o->len - o->off;
+	for (int i = 0; o->own_fds && i < o->n_fds; i++)
+		close(o->fds[i]);
+	free(o->buf);
+	free(o);
+}
+
+/*
+ * Sends what the socket of @c takes now of the queued answers. Returns 0
+ * (done, or the rest waits for EPOLLOUT) or -errno if the client is gone.
+ */
+static int fsvc_out_flush(struct fsvc_conn *c)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * CTL_FDS_MAX)];
+		struct cmsghdr align;
+	} cbuf;
+
+	while (c->out) {
+		struct fsvc_out *o = c->out;
+		struct iovec iov = { .iov_base = o->buf + o->off,
+				     .iov_len = o->len - o->off };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+		ssize_t n;
+
+		if (!o->off && o->n_fds) {
+			struct cmsghdr *cm;
+
+			memset(&cbuf, 0, sizeof(cbuf));
+			mh.msg_control = cbuf.buf;
+			mh.msg_controllen =
+				CMSG_SPACE(sizeof(int) * (size_t)o->n_fds);
+			cm = CMSG_FIRSTHDR(&mh);
+			cm->cmsg_level = SOL_SOCKET;
+			cm->cmsg_type = SCM_RIGHTS;
+			cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)o->n_fds);
+			memcpy(CMSG_DATA(cm), o->fds,
+			       sizeof(int) * (size_t)o->n_fds);
+		}
+		n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			return -errno;
+		}
+		if (mh.msg_control) { /* the descriptors went */
+			for (int i = 0; o->own_fds && i < o->n_fds; i++)
+				close(o->fds[i]);
+			o->n_fds = 0;
+		}
+		o->off += (size_t)n;
+		c->out_bytes -= (size_t)n;
+		if (o->off == o->len)
+			fsvc_out_pop(c);
+	}
+	return 0;
+}
+
 static void fsvc_conn_close(struct fsvc_conn *c)
 {
 	struct node_agent *a = c->a;
@@ -159,6 +241,10 @@ static void fsvc_conn_close(struct fsvc_conn *c)
 			break;
 		}
 	}
+	/* A last answer (an error) goes if the socket takes it now. */
+	fsvc_out_flush(c);
+	while (c->out)
+		fsvc_out_pop(c);
 	evl_del(a->evl, c->fd);
 	close(c->fd);
 	if (c->fd_in >= 0)
@@ -169,19 +255,101 @@ static void fsvc_conn_close(struct fsvc_conn *c)
 	free(c);
 }
 
-/* Every answer to a local client (sockets are non-blocking). */
-static int fsvc_send(int fd, const struct msg *m, const int *fds, int n_fds)
+/* The line about a client that sends without reading, one a second. */
+static void fsvc_log_unread(void)
 {
 	static struct log_limit limit = { .burst = 1 };
-	int ret = ctl_send_timed(fd, m, fds, n_fds, FSVC_SEND_MS);
 	uint64_t dropped;
 
-	if (ret == -ETIMEDOUT && log_limit_take(&limit, evl_now_ms(), &dropped))
+	if (log_limit_take(&limit, evl_now_ms(), &dropped))
 		log_warn("a local client sends requests without reading the "
 			 "answers; closing it (%llu more since the last such "
 			 "line)",
 			 (unsigned long long)dropped);
+}
+
+/* The one answer to a refused client: it fits, or the client goes. */
+static int fsvc_send_now(int fd, const struct msg *m)
+{
+	int ret = ctl_send_timed(fd, m, NULL, 0, FSVC_SEND_MS);
+
+	if (ret == -ETIMEDOUT)
+		fsvc_log_unread();
 	return ret;
+}
+
+/*
+ * Every answer to a local client (sockets are non-blocking): sent now as
+ * far as the socket takes it, the rest queued for EPOLLOUT (the caller's
+ * @fds are dup()ed if they must wait). Returns 0, or -errno if the
+ * connection must end.
+ */
+static int fsvc_send(struct fsvc_conn *c, const struct msg *m, const int *fds,
+		     int n_fds)
+{
+	struct fsvc_out *o, **tail;
+	uint8_t *payload;
+	size_t len;
+	int ret;
+
+	if (n_fds < 0 || n_fds > CTL_FDS_MAX || (n_fds && !fds))
+		return -EINVAL;
+	ret = msg_encode(m, &payload, &len);
+	if (ret)
+		return ret;
+	if (!len || len > FRAME_MAX) {
+		free(payload);
+		return -EMSGSIZE;
+	}
+	if (c->out_bytes + FRAME_HDR_LEN + len > FSVC_OUT_MAX) {
+		free(payload);
+		fsvc_log_unread();
+		return -ENOBUFS;
+	}
+	o = calloc(1, sizeof(*o));
+	if (o)
+		o->buf = malloc(FRAME_HDR_LEN + len);
+	if (!o || !o->buf) {
+		free(o);
+		free(payload);
+		return -ENOMEM;
+	}
+	frame_hdr_put(o->buf, (uint32_t)len);
+	memcpy(o->buf + FRAME_HDR_LEN, payload, len);
+	free(payload);
+	o->len = FRAME_HDR_LEN + len;
+	o->n_fds = n_fds;
+	if (n_fds)
+		memcpy(o->fds, fds, sizeof(int) * (size_t)n_fds);
+	for (tail = &c->out; *tail; tail = &(*tail)->next)
+		;
+	*tail = o;
+	c->out_bytes += o->len;
+	ret = fsvc_out_flush(c);
+	if (ret || !c->out) {
+		for (o = c->out; o; o = o->next)
+			if (!o->own_fds)
+				o->n_fds = 0; /* the caller's: not kept */
+		return ret;
+	}
+	/* Still queued with its descriptors: they must outlive the
+	 * caller's (a read-only map's are closed after this). */
+	for (o = c->out; o; o = o->next) {
+		for (int i = 0; !o->own_fds && i < o->n_fds; i++) {
+			int fd = fcntl(o->fds[i], F_DUPFD_CLOEXEC, 0);
+
+			if (fd < 0) {
+				ret = -errno;
+				for (int k = 0; k < i; k++)
+					close(o->fds[k]);
+				o->n_fds = 0;
+				return ret;
+			}
+			o->fds[i] = fd;
+		}
+		o->own_fds = 1;
+	}
+	return evl_mod(c->a->evl, c->fd, EPOLLIN | EPOLLOUT);
 }
 
 static int fsvc_reply_error(struct fsvc_conn *c, int err, const char *what)
@@ -189,7 +357,7 @@ static int fsvc_reply_error(struct fsvc_conn *c, int err, const char *what)
 	struct msg rep;
 
 	msg_error(&rep, err, "%s", what);
-	return fsvc_send(c->fd, &rep, NULL, 0);
+	return fsvc_send(c, &rep, NULL, 0);
 }
 
 static int fsvc_lookup(struct fsvc_conn *c)
@@ -374,7 +542,7 @@ static int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 		else
 			c->layout.flags = MSG_MAP_CACHE;
 	}
-	ret = fsvc_send(c->fd, &c->layout, &c->cache_fd, c->cache_fd >= 0);
+	ret = fsvc_send(c, &c->layout, &c->cache_fd, c->cache_fd >= 0);
 	if (!ret)
 		c->state = FSVC_LAYOUT_SENT;
 	return ret;
@@ -426,7 +594,7 @@ static void fsvc_on_dones(struct evl *l, int fd, uint32_t events, void *arg)
 			else
 				msg_init(&rep, MSG_T_OK);
 			c->state = FSVC_NEW;
-			if (fsvc_send(c->fd, &rep, NULL, 0))
+			if (fsvc_send(c, &rep, NULL, 0))
 				fsvc_conn_close(c);
 		}
 		free(d);
@@ -628,7 +796,7 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 		 (unsigned long long)d.id,
 		 d.features & UFFD_FEATURE_POISON ? "with" : "WITHOUT");
 	msg_init(&ok, MSG_T_OK);
-	return fsvc_send(c->fd, &ok, NULL, 0);
+	return fsvc_send(c, &ok, NULL, 0);
 }
 
 /*
@@ -689,7 +857,7 @@ static int fsvc_on_map_fds(struct fsvc_conn *c, const struct msg *req)
 		msg_init(&rep, MSG_T_MAP_FDS);
 		rep.base = req->base;
 		rep.size = req->size;
-		ret = fsvc_send(c->fd, &rep, fds, n);
+		ret = fsvc_send(c, &rep, fds, n);
 	}
 	for (int i = 0; ro && i < n; i++)
 		close(fds[i]);
@@ -734,7 +902,7 @@ static int fsvc_on_stats(struct fsvc_conn *c)
 		rep.cache[MSG_CACHE_FILE_MAX] =
 			atomic_load(&ctr->cache_file_max);
 	}
-	ret = fsvc_send(c->fd, &rep, NULL, 0);
+	ret = fsvc_send(c, &rep, NULL, 0);
 	msg_fini(&rep);
 	return ret;
 }
@@ -840,6 +1008,12 @@ static int fsvc_conn_read(struct fsvc_conn *c)
 		c->rlen += (size_t)n;
 		while ((used = frame_parse(c->rbuf, c->rlen, &payload, &plen)) >
 		       0) {
+			/* A request while an answer is still unsent: this
+			 * client sends without reading. */
+			if (c->out) {
+				fsvc_log_unread();
+				return -EPROTO;
+			}
 			ret = msg_decode(payload, plen, &req);
 			if (ret)
 				return ret;
@@ -871,9 +1045,15 @@ static int fsvc_conn_read(struct fsvc_conn *c)
 static void fsvc_on_conn(struct evl *l, int fd, uint32_t events, void *arg)
 {
 	struct fsvc_conn *c = arg;
-	int ret;
+	int ret = 0;
 
-	ret = fsvc_conn_read(c);
+	if (events & EPOLLOUT) {
+		ret = fsvc_out_flush(c);
+		if (!ret && !c->out)
+			ret = evl_mod(l, c->fd, EPOLLIN);
+	}
+	if (!ret && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+		ret = fsvc_conn_read(c);
 	if (!ret)
 		return;
 	if (ret != -ECONNRESET && ret != -EPROTO)
@@ -949,7 +1129,7 @@ static void fsvc_refuse(struct node_agent *a, int fd, const struct ucred *cr,
 			  "uid %u is not allowed to use this agent "
 			  "(--allow-uid/--allow-gid)",
 			  (unsigned int)cr->uid);
-	if (fsvc_send(fd, &rep, NULL, 0)) {
+	if (fsvc_send_now(fd, &rep)) {
 		close(fd);
 		return;
 	}

@@ -1,0 +1,94 @@
+#!/bin/bash
+# Big regions (loopback): a guest maps regions of 16, 64 and 256 GiB whose
+# chunks are all on other agents, and one of 64 GiB with half its chunks in
+# its own agent's pool; in each it writes 4096 pages spread over the whole
+# range, flushes, unmaps, maps again read-only and verifies them (they come
+# back from their owners). Pools are sparse memfds: only the pages written
+# cost memory. Owners hold at most 32 GiB each (a descriptor per 2 MiB
+# segment under the open-files hard limit), so 256 GiB takes 9 of them.
+# The guest's and every agent's peak RSS are printed and must stay far
+# below the region size (a leak or per-page-array check, not a speed test).
+set -uo pipefail
+. "$(dirname "$0")/../lib.sh"
+fp_require
+GUEST=$FP_BIN/tests/fp_guest
+[ -x "$GUEST" ] || fp_fail "no $GUEST"
+
+OWNERS=9
+POOL=32G
+# A 32 GiB pool takes 16384 descriptors, the agent's own come on top.
+hard=$(ulimit -Hn)
+[ "$hard" = unlimited ] || [ "$hard" -ge 17000 ] ||
+	fp_skip "open-files hard limit $hard: a 32 GiB pool needs about 17000"
+mmc=$(cat /proc/sys/vm/max_map_count)
+[ "$mmc" -ge 20000 ] || fp_skip "vm.max_map_count $mmc: the half-local map needs 16384 mappings"
+PAGES=4096
+# Peak RSS allowed: far below any region here, far above what 4096 pages
+# and the agents' own tables take.
+GUEST_HWM_MAX=$((256 << 10)) # KiB
+AGENT_HWM_MAX=$((512 << 10)) # KiB
+
+fp_hosts_loopback H
+fp_coord_start H
+FP_POOL=$POOL fp_node_start H g --cache-size 256M
+OWN=()
+for ((i = 1; i <= OWNERS; i++)); do
+	FP_POOL=$POOL fp_node_start H "o$i" --cache-size 64M
+	OWN+=("$(fp_node_id "o$i")")
+done
+G=$(fp_node_id g)
+ALL=$(
+	IFS=,
+	echo "${OWN[*]}"
+)
+
+# hwm PID: peak RSS of PID in KiB.
+hwm() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\).*/\1/p' "/proc/$1/status"; }
+
+# big NAME SIZE NODES SEED EXPECT_LOCAL(0|1)
+big() {
+	local name=$1 size=$2 nodes=$3 seed=$4 want_local=$5 line rc
+	fp_cli H g region create "$name" --size "$size" --nodes "$nodes" --wait 120 \
+		>"$FP_TMP/create.out" 2>&1 || fp_fail "create $name: $(tail -n3 "$FP_TMP/create.out")"
+	FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[g]} "$GUEST" sparse "$name" "$seed" $PAGES \
+		>"$FP_TMP/$name.out" 2>&1 &
+	local pid=$!
+	FP_PIDS+=("$pid")
+	fp_wait_pid "$pid" 300
+	rc=$?
+	line=$(grep '^sparse: pages=' "$FP_TMP/$name.out")
+	[ $rc = 0 ] && [ -n "$line" ] ||
+		{ cat "$FP_TMP/$name.out" >&2; fp_fail "$name ($size): fp_guest exit $rc"; }
+	[[ $line == "sparse: pages=$PAGES "*" verified=$PAGES wrong=0 zero=0 sigbus=0 "* ]] ||
+		fp_fail "$name ($size): $line"
+	local remote local_n ghwm
+	remote=$(fp_field "$FP_TMP/$name.out" "sparse: pages" remote)
+	local_n=$(fp_field "$FP_TMP/$name.out" "sparse: pages" local)
+	if [ "$want_local" = 0 ]; then
+		[ "$remote" = $PAGES ] || fp_fail "$name: $remote of $PAGES pages remote, want all"
+	else
+		[ "$remote" -gt $((PAGES / 4)) ] && [ "$local_n" -gt $((PAGES / 4)) ] ||
+			fp_fail "$name: remote=$remote local=$local_n, want about half each"
+	fi
+	ghwm=$(fp_field "$FP_TMP/$name.out" "sparse: pages" hwm_kb)
+	[ "$ghwm" -lt $GUEST_HWM_MAX ] || fp_fail "$name: guest peak RSS ${ghwm} KiB (bound $GUEST_HWM_MAX)"
+	local rss="" n h
+	for n in g $(seq -f 'o%g' 1 $OWNERS); do
+		h=$(hwm "${FP_NODE_PID[$n]}")
+		rss+=" $n=${h}K"
+		[ "$h" -lt $AGENT_HWM_MAX ] || fp_fail "$name: agent $n peak RSS ${h} KiB (bound $AGENT_HWM_MAX)"
+	done
+	fp_log "ok: $name ($size): $line"
+	fp_log "    $(grep '^sparse: map_ms' "$FP_TMP/$name.out")"
+	fp_log "    agents' peak RSS:$rss"
+	fp_cli H g region delete "$name" >"$FP_TMP/delete.out" 2>&1 ||
+		fp_fail "delete $name: $(cat "$FP_TMP/delete.out")"
+}
+
+big r16 16G "$ALL" 16 0
+big r64 64G "$ALL" 64 0
+big r256 256G "$ALL" 256 0
+big h64 64G "$G,${OWN[0]}" 65 1
+grep -h "sends requests without reading" "$FP_TMP"/*.log &&
+	fp_fail "an agent took a waiting client for one that does not read"
+fp_log "PASS"
