@@ -8,7 +8,9 @@
 #define LOG_PREFIX "farpage: "
 #include "farpage.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -17,6 +19,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -210,6 +213,106 @@ static int farpage_chunk_is_local(const struct farpage_map *m, uint32_t i)
 	return m->chunks[i].node == m->node &&
 	       !(m->chunks[i].inst && m->instance &&
 		 m->chunks[i].inst != m->instance);
+}
+
+/* A number in a /proc file, or 0. */
+static uint64_t farpage_read_u64(const char *path)
+{
+	unsigned long long v = 0;
+	FILE *fp = fopen(path, "re");
+
+	if (fp) {
+		if (fscanf(fp, "%llu", &v) != 1)
+			v = 0;
+		fclose(fp);
+	}
+	return v;
+}
+
+/* Lines of /proc/self/maps: the mappings this process has now. */
+static uint64_t farpage_maps_now(void)
+{
+	char buf[1 << 16];
+	uint64_t n = 0;
+	ssize_t r;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	while ((r = read(fd, buf, sizeof(buf))) > 0)
+		for (ssize_t i = 0; i < r; i++)
+			n += buf[i] == '\n';
+	close(fd);
+	return n;
+}
+
+/* Headroom beyond the map's own: the process maps other things too. */
+#define MAP_COUNT_SLACK 1024
+/* Descriptors that must be free: a batch of segments, the cache, a uffd. */
+#define FD_SLACK (MSG_POOL_SEGS_MAX + 16)
+
+/*
+ * What mapping @m takes of the process's limits, checked before anything
+ * is mapped: a mapping per 2 MiB pool segment held here (each is its own
+ * memfd) and per run of chunks that fault, against vm.max_map_count; a
+ * batch of segment descriptors at a time against the open-files limit.
+ * Past either the map fails with the limit and the fix named, never
+ * half-way through.
+ */
+static int farpage_limits_check(const struct farpage_map *m)
+{
+	uint64_t segs = 0, runs = 0, need, have, max;
+	struct rlimit rl;
+	uint64_t open_fds = 0;
+	DIR *d;
+
+	for (uint32_t i = 0; i < m->n_chunks; i++) {
+		if (farpage_chunk_is_local(m, i))
+			segs += m->chunk_size / MSG_POOL_SEG;
+		else if (!i || farpage_chunk_is_local(m, i - 1))
+			runs++;
+	}
+	need = segs + runs;
+	/* Reading the maps costs a line per mapping: only for maps that
+	 * could come near the limit. */
+	max = farpage_read_u64("/proc/sys/vm/max_map_count");
+	if (max && need + MAP_COUNT_SLACK > max / 4) {
+		have = farpage_maps_now();
+		if (have + need + MAP_COUNT_SLACK > max) {
+			log_err("map %s: it takes %llu memory mappings (one "
+				"per 2 MiB of it in this node's pool: %llu "
+				"MiB, and one per run of chunks on other "
+				"nodes); this process has %llu and "
+				"vm.max_map_count is %llu: raise it (sysctl -w "
+				"vm.max_map_count=%llu; the farpage package's "
+				"60-farpage.conf sets 1048576)",
+				m->name, (unsigned long long)need,
+				(unsigned long long)(segs * 2),
+				(unsigned long long)have,
+				(unsigned long long)max,
+				(unsigned long long)(have + need +
+						     2 * MAP_COUNT_SLACK));
+			return -ENOMEM;
+		}
+	}
+	if (!segs || getrlimit(RLIMIT_NOFILE, &rl) ||
+	    rl.rlim_cur == RLIM_INFINITY)
+		return 0;
+	d = opendir("/proc/self/fd");
+	while (d && readdir(d))
+		open_fds++;
+	if (d)
+		closedir(d);
+	if (open_fds + FD_SLACK > rl.rlim_cur) {
+		log_err("map %s: its pool segments come %d descriptors at a "
+			"time; this process has %llu open and its open-files "
+			"limit is %llu: raise it (ulimit -n, LimitNOFILE=)",
+			m->name, MSG_POOL_SEGS_MAX,
+			(unsigned long long)open_fds,
+			(unsigned long long)rl.rlim_cur);
+		return -EMFILE;
+	}
+	return 0;
 }
 
 /*
@@ -817,6 +920,9 @@ static int farpage_map_common(const char *name,
 		goto err;
 	m->features = supported & UFFD_WANTED_FEATURES;
 	farpage_cache_choose(m, supported);
+	ret = farpage_limits_check(m);
+	if (ret)
+		goto err;
 	ret = farpage_reserve(m->span, at, &m->base);
 	if (ret) {
 		m->base = NULL;

@@ -49,7 +49,7 @@
  *                               flush and verify every page; ends with
  *                               "wresume: flush=ERR verified=N wrong=N
  *                               zero=N sigbus=N".
- *   fp_guest sparse REGION SEED PAGES
+ *   fp_guest sparse REGION SEED PAGES [HOLD_MAPS]
  *                               map writable, write SEED's pattern into
  *                               PAGES pages spread evenly over the whole
  *                               region, flush, unmap; then map read-only
@@ -57,7 +57,9 @@
  *                               owners). Prints "sparse: map_ms=...",
  *                               then "sparse: pages=N remote=N local=N
  *                               verified=N wrong=N zero=N sigbus=0
- *                               hwm_kb=N" (its peak RSS).
+ *                               hwm_kb=N" (its peak RSS). HOLD_MAPS:
+ *                               first make that many memory mappings of
+ *                               its own (toward vm.max_map_count).
  *   fp_guest hotcold REGION SEED HOT COLD ROUNDS
  *                               map read-only; each round reads and
  *                               verifies the first HOT pages (the hot set)
@@ -695,7 +697,23 @@ static size_t guest_spread(size_t k, size_t n, size_t total)
 	       (k * 7) % (total / n ? total / n : 1);
 }
 
-static int guest_sparse(const char *region, uint64_t seed, size_t n)
+/* @n one-page mappings that do not merge (every other one read-only). */
+static int guest_hold_maps(size_t n)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	uint8_t *p = mmap(NULL, n * (size_t)pg, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	if (p == MAP_FAILED)
+		return -1;
+	for (size_t i = 1; i < n; i += 2)
+		if (mprotect(p + i * (size_t)pg, (size_t)pg, PROT_READ))
+			return -1;
+	return 0;
+}
+
+static int guest_sparse(const char *region, uint64_t seed, size_t n,
+			size_t hold_maps)
 {
 	struct guest_counts c = { 0 };
 	size_t total, remote = 0, local = 0;
@@ -704,6 +722,11 @@ static int guest_sparse(const char *region, uint64_t seed, size_t n)
 	uint8_t *base;
 	int ret;
 
+	if (hold_maps && guest_hold_maps(hold_maps)) {
+		fprintf(stderr, "fp_guest: cannot make %zu mappings\n",
+			hold_maps);
+		return 2;
+	}
 	t0 = guest_ms();
 	if (guest_map_rw(region, &m))
 		return 1;
@@ -873,9 +896,10 @@ int main(int argc, char **argv)
 			(unsigned int)strtoul(argv[4], NULL, 0));
 	if (argc == 4 && !strcmp(argv[1], "whold"))
 		return guest_whold(argv[2], strtoull(argv[3], NULL, 0));
-	if (argc == 5 && !strcmp(argv[1], "sparse"))
+	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "sparse"))
 		return guest_sparse(argv[2], strtoull(argv[3], NULL, 0),
-				    strtoull(argv[4], NULL, 0));
+				    strtoull(argv[4], NULL, 0),
+				    argc == 6 ? strtoull(argv[5], NULL, 0) : 0);
 	if (argc == 4 && !strcmp(argv[1], "wresume"))
 		return guest_wresume(argv[2], strtoull(argv[3], NULL, 0));
 	if (argc == 7 && !strcmp(argv[1], "hotcold"))
@@ -897,6 +921,6 @@ int main(int argc, char **argv)
 		"REGION |\n"
 		"       hotcold REGION SEED HOT COLD ROUNDS | wresume REGION "
 		"SEED |\n"
-		"       sparse REGION SEED PAGES\n");
+		"       sparse REGION SEED PAGES [HOLD_MAPS]\n");
 	return 2;
 }

@@ -45,7 +45,7 @@ ALL=$(
 # hwm PID: peak RSS of PID in KiB.
 hwm() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\).*/\1/p' "/proc/$1/status"; }
 
-# big NAME SIZE NODES SEED EXPECT_LOCAL(0|1)
+# big NAME SIZE NODES SEED EXPECT_LOCAL(0|1) [keep]
 big() {
 	local name=$1 size=$2 nodes=$3 seed=$4 want_local=$5 line rc
 	fp_cli H g region create "$name" --size "$size" --nodes "$nodes" --wait 120 \
@@ -81,6 +81,7 @@ big() {
 	fp_log "ok: $name ($size): $line"
 	fp_log "    $(grep '^sparse: map_ms' "$FP_TMP/$name.out")"
 	fp_log "    agents' peak RSS:$rss"
+	[ "${6:-}" = keep ] && return
 	fp_cli H g region delete "$name" >"$FP_TMP/delete.out" 2>&1 ||
 		fp_fail "delete $name: $(cat "$FP_TMP/delete.out")"
 }
@@ -88,7 +89,26 @@ big() {
 big r16 16G "$ALL" 16 0
 big r64 64G "$ALL" 64 0
 big r256 256G "$ALL" 256 0
-big h64 64G "$G,${OWN[0]}" 65 1
+big h64 64G "$G,${OWN[0]}" 65 1 keep
+
+# h64 takes 32768 mappings in the guest (16384 pool segments, 16384 runs of
+# remote chunks): a guest that already holds 40000 cannot, nor one whose
+# open-files limit cannot take a batch of segment descriptors. The map
+# fails before mapping anything, with the limit and the fix named.
+# limit_fail WHAT REGEX cmd...
+limit_fail() {
+	local what=$1 re=$2 rc
+	shift 2
+	FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[g]} "$@" >"$FP_TMP/limit.out" 2>&1
+	rc=$?
+	[ $rc = 1 ] && grep -Eq "$re" "$FP_TMP/limit.out" ||
+		{ cat "$FP_TMP/limit.out" >&2; fp_fail "$what: exit $rc, no message naming the limit"; }
+	fp_log "ok: $what: $(grep -Eo "$re.*" "$FP_TMP/limit.out" | head -n1)"
+}
+limit_fail "h64 with 40000 mappings held" "vm.max_map_count is [0-9]+: raise it" \
+	"$GUEST" sparse h64 65 16 40000
+limit_fail "h64 under 40 open files" "open-files limit is 40: raise it" \
+	prlimit --nofile=40:40 "$GUEST" sparse h64 65 16
 grep -h "sends requests without reading" "$FP_TMP"/*.log &&
 	fp_fail "an agent took a waiting client for one that does not read"
 fp_log "PASS"
