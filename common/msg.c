@@ -797,113 +797,227 @@ static int msg_scan(const uint8_t *buf, size_t len)
 
 /* ---- decoder: fields ---------------------------------------------------- */
 
-static bool msg_key_is(const cbor_item_t *k, const char *key)
+/*
+ * The fields are read straight from the bytes msg_scan() accepted: no tree
+ * of items is built (a layout of 2^17 chunks is ~900 Ki items, which a
+ * cbor_load() tree holds in ~80 MB). Every head, length and count is still
+ * checked against the bytes left.
+ */
+struct msg_rd {
+	const uint8_t *p;
+	const uint8_t *end;
+};
+
+/* Major type and argument of the next head (definite lengths only). */
+static int msg_rd_head(struct msg_rd *r, unsigned int *major, uint64_t *arg)
 {
-	size_t n = strlen(key);
+	unsigned int info;
+	size_t n;
+	uint64_t v = 0;
 
-	return cbor_string_length(k) == n &&
-	       !memcmp(cbor_string_handle(k), key, n);
-}
-
-static bool msg_key_is_text(const cbor_item_t *k)
-{
-	return cbor_isa_string(k) && cbor_string_is_definite(k);
-}
-
-static int msg_map_decode(const cbor_item_t *map, void *base,
-			  const struct msg_field *f, unsigned int n,
-			  uint64_t carries, uint64_t requires, uint64_t *seen,
-			  bool top);
-
-static int msg_list_alloc(void *base, const struct msg_field *f,
-			  const cbor_item_t *v, void **out)
-{
-	size_t cnt;
-	void *list;
-
-	if (!cbor_isa_array(v) || !cbor_array_is_definite(v))
+	if (r->p >= r->end)
 		return -EBADMSG;
-	cnt = cbor_array_size(v);
-	if (cnt > MSG_LIST_MAX)
+	*major = *r->p >> 5;
+	info = *r->p++ & 31u;
+	if (info < 24) {
+		*arg = info;
+		return 0;
+	}
+	if (info > 27)
+		return -EBADMSG;
+	n = (size_t)1 << (info - 24);
+	if ((size_t)(r->end - r->p) < n)
+		return -EBADMSG;
+	for (size_t i = 0; i < n; i++)
+		v = v << 8 | r->p[i];
+	r->p += n;
+	*arg = v;
+	return 0;
+}
+
+/* Well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates). */
+static bool msg_utf8_is_valid(const uint8_t *p, uint64_t n)
+{
+	for (uint64_t i = 0; i < n;) {
+		uint8_t c = p[i];
+		unsigned int k;
+		uint8_t lo = 0x80, hi = 0xbf;
+
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf)
+			k = 1;
+		else if (c >= 0xe0 && c <= 0xef)
+			k = 2;
+		else if (c >= 0xf0 && c <= 0xf4)
+			k = 3;
+		else
+			return false;
+		if (c == 0xe0)
+			lo = 0xa0;
+		else if (c == 0xed)
+			hi = 0x9f;
+		else if (c == 0xf0)
+			lo = 0x90;
+		else if (c == 0xf4)
+			hi = 0x8f;
+		if (n - i <= k)
+			return false;
+		if (p[i + 1] < lo || p[i + 1] > hi)
+			return false;
+		for (unsigned int j = 2; j <= k; j++)
+			if (p[i + j] < 0x80 || p[i + j] > 0xbf)
+				return false;
+		i += k + 1;
+	}
+	return true;
+}
+
+/* The next item if it is of @major; strings: its bytes, skipped over
+ * (text must be UTF-8). */
+static int msg_rd_expect(struct msg_rd *r, unsigned int major, uint64_t *arg,
+			 const uint8_t **data)
+{
+	unsigned int got;
+	int ret = msg_rd_head(r, &got, arg);
+
+	if (ret || got != major)
+		return -EBADMSG;
+	if (major == CBOR_TYPE_BYTESTRING || major == CBOR_TYPE_STRING) {
+		if (*arg > (uint64_t)(r->end - r->p))
+			return -EBADMSG;
+		if (major == CBOR_TYPE_STRING && !msg_utf8_is_valid(r->p, *arg))
+			return -EBADMSG;
+		*data = r->p;
+		r->p += *arg;
+	}
+	return 0;
+}
+
+/* Skips one whole item (msg_scan() bounded its nesting and size). */
+static int msg_rd_skip(struct msg_rd *r)
+{
+	uint64_t pending = 1, arg;
+	unsigned int major;
+
+	while (pending--) {
+		if (msg_rd_head(r, &major, &arg))
+			return -EBADMSG;
+		switch (major) {
+		case CBOR_TYPE_BYTESTRING:
+		case CBOR_TYPE_STRING:
+			if (arg > (uint64_t)(r->end - r->p) ||
+			    (major == CBOR_TYPE_STRING &&
+			     !msg_utf8_is_valid(r->p, arg)))
+				return -EBADMSG;
+			r->p += arg;
+			break;
+		case CBOR_TYPE_ARRAY:
+			if (arg > MSG_ITEMS_MAX)
+				return -EBADMSG;
+			pending += arg;
+			break;
+		case CBOR_TYPE_MAP:
+			if (arg > MSG_ITEMS_MAX)
+				return -EBADMSG;
+			pending += 2 * arg;
+			break;
+		case CBOR_TYPE_TAG:
+			return -EBADMSG;
+		default:
+			break;
+		}
+	}
+	return 0;
+}
+
+static bool msg_rd_key_is(const uint8_t *k, uint64_t n, const char *key)
+{
+	return strlen(key) == n && !memcmp(k, key, n);
+}
+
+static int msg_rd_map(struct msg_rd *r, void *base, const struct msg_field *f,
+		      unsigned int n, uint64_t carries, uint64_t requires,
+		      uint64_t *seen, bool top);
+
+/* A definite array of at most MSG_LIST_MAX elements, allocated in @base. */
+static int msg_rd_list(struct msg_rd *r, void *base, const struct msg_field *f,
+		       uint64_t *cnt, void **out)
+{
+	void *list;
+	int ret = msg_rd_expect(r, CBOR_TYPE_ARRAY, cnt, NULL);
+
+	if (ret)
+		return ret;
+	if (*cnt > MSG_LIST_MAX || *cnt > (uint64_t)(r->end - r->p))
 		return -EBADMSG;
 	*out = NULL;
-	if (!cnt)
+	if (!*cnt)
 		return 0;
-	list = calloc(cnt, f->size);
+	list = calloc((size_t)*cnt, f->size);
 	if (!list)
 		return -ENOMEM;
 	/* Owned by the message from here on: msg_fini() frees it. */
 	*(void **)msg_at(base, f->off) = list;
-	*(uint32_t *)msg_at(base, f->n_off) = (uint32_t)cnt;
+	*(uint32_t *)msg_at(base, f->n_off) = (uint32_t)*cnt;
 	*out = list;
 	return 0;
 }
 
-static int msg_field_decode(const cbor_item_t *v, void *base,
-			    const struct msg_field *f)
+static int msg_rd_field(struct msg_rd *r, void *base, const struct msg_field *f)
 {
 	char *p = msg_at(base, f->off);
-	cbor_item_t **items;
-	uint64_t seen, u;
+	const uint8_t *d = NULL;
+	uint64_t u, cnt, seen;
 	void *list;
-	size_t len;
 	int ret;
 
 	switch (f->kind) {
 	case MSG_K_U64:
-		if (!cbor_isa_uint(v))
-			return -EBADMSG;
-		u = cbor_get_int(v);
-		if (!msg_u64_is_valid(f, u))
+		if (msg_rd_expect(r, CBOR_TYPE_UINT, &u, NULL) ||
+		    !msg_u64_is_valid(f, u))
 			return -EBADMSG;
 		*(uint64_t *)msg_at(base, f->off) = u;
 		return 0;
 	case MSG_K_STR:
-		if (!cbor_isa_string(v) || !cbor_string_is_definite(v))
+		if (msg_rd_expect(r, CBOR_TYPE_STRING, &u, &d) ||
+		    u >= f->size || (u && memchr(d, 0, (size_t)u)))
 			return -EBADMSG;
-		len = cbor_string_length(v);
-		if (len >= f->size ||
-		    (len && memchr(cbor_string_handle(v), 0, len)))
-			return -EBADMSG;
-		if (len)
-			memcpy(p, cbor_string_handle(v), len);
-		p[len] = '\0';
+		if (u)
+			memcpy(p, d, (size_t)u);
+		p[u] = '\0';
 		if (f->check == MSG_C_NAME && !msg_name_is_valid(p))
 			return -EBADMSG;
 		return 0;
 	case MSG_K_BYTES:
-		if (!cbor_isa_bytestring(v) ||
-		    !cbor_bytestring_is_definite(v) ||
-		    cbor_bytestring_length(v) != f->size)
+		if (msg_rd_expect(r, CBOR_TYPE_BYTESTRING, &u, &d) ||
+		    u != f->size)
 			return -EBADMSG;
-		memcpy(p, cbor_bytestring_handle(v), f->size);
+		memcpy(p, d, f->size);
 		return 0;
 	case MSG_K_U64_LIST:
-		ret = msg_list_alloc(base, f, v, &list);
+		ret = msg_rd_list(r, base, f, &cnt, &list);
 		if (ret || !list)
 			return ret;
-		items = cbor_array_handle(v);
-		for (size_t i = 0; i < cbor_array_size(v); i++) {
-			if (!cbor_isa_uint(items[i]))
-				return -EBADMSG;
-			u = cbor_get_int(items[i]);
-			if (!msg_u64_is_valid(f, u))
+		for (uint64_t i = 0; i < cnt; i++) {
+			if (msg_rd_expect(r, CBOR_TYPE_UINT, &u, NULL) ||
+			    !msg_u64_is_valid(f, u))
 				return -EBADMSG;
 			((uint64_t *)list)[i] = u;
 		}
 		return 0;
 	case MSG_K_REC_LIST:
-		ret = msg_list_alloc(base, f, v, &list);
+		ret = msg_rd_list(r, base, f, &cnt, &list);
 		if (ret || !list)
 			return ret;
-		items = cbor_array_handle(v);
-		for (size_t i = 0; i < cbor_array_size(v); i++) {
+		for (uint64_t i = 0; i < cnt; i++) {
 			seen = 0;
-			ret = msg_map_decode(
-				items[i], msg_at(list, i * f->size),
-				f->rec->fields, f->rec->n_fields,
-				(UINT64_C(1) << f->rec->n_fields) - 1,
-				f->rec->required, &seen, false);
+			ret = msg_rd_map(r, msg_at(list, (size_t)i * f->size),
+					 f->rec->fields, f->rec->n_fields,
+					 (UINT64_C(1) << f->rec->n_fields) - 1,
+					 f->rec->required, &seen, false);
 			if (ret)
 				return ret;
 		}
@@ -913,36 +1027,39 @@ static int msg_field_decode(const cbor_item_t *v, void *base,
 }
 
 /*
- * Decodes the pairs of @map into @base. Every key must name a carried field
- * and appear once; @top skips "v" and "t", which the caller has checked.
+ * Decodes the pairs of the map at @r into @base. Every key must be text,
+ * name a carried field and appear once; @top skips "v" and "t", which the
+ * caller has checked.
  */
-static int msg_map_decode(const cbor_item_t *map, void *base,
-			  const struct msg_field *f, unsigned int n,
-			  uint64_t carries, uint64_t requires, uint64_t *seen,
-			  bool top)
+static int msg_rd_map(struct msg_rd *r, void *base, const struct msg_field *f,
+		      unsigned int n, uint64_t carries, uint64_t requires,
+		      uint64_t *seen, bool top)
 {
-	struct cbor_pair *pairs;
+	uint64_t pairs, kn;
+	const uint8_t *k;
 	unsigned int i;
 	int ret;
 
-	if (!cbor_isa_map(map) || !cbor_map_is_definite(map))
+	if (msg_rd_expect(r, CBOR_TYPE_MAP, &pairs, NULL))
 		return -EBADMSG;
-	pairs = cbor_map_handle(map);
-	for (size_t j = 0; j < cbor_map_size(map); j++) {
-		const cbor_item_t *k = pairs[j].key;
-
-		if (!msg_key_is_text(k))
+	for (uint64_t j = 0; j < pairs; j++) {
+		if (msg_rd_expect(r, CBOR_TYPE_STRING, &kn, &k))
 			return -EBADMSG;
-		if (top && (msg_key_is(k, "v") || msg_key_is(k, "t")))
+		if (top &&
+		    (msg_rd_key_is(k, kn, "v") || msg_rd_key_is(k, kn, "t"))) {
+			if (msg_rd_skip(r))
+				return -EBADMSG;
 			continue;
+		}
 		for (i = 0; i < n; i++) {
-			if ((carries & MSG_BIT(i)) && msg_key_is(k, f[i].key))
+			if ((carries & MSG_BIT(i)) &&
+			    msg_rd_key_is(k, kn, f[i].key))
 				break;
 		}
 		if (i == n || (*seen & MSG_BIT(i)))
 			return -EBADMSG;
 		*seen |= MSG_BIT(i);
-		ret = msg_field_decode(pairs[j].value, base, &f[i]);
+		ret = msg_rd_field(r, base, &f[i]);
 		if (ret)
 			return ret;
 	}
@@ -950,32 +1067,34 @@ static int msg_map_decode(const cbor_item_t *map, void *base,
 }
 
 /* Finds "v" and "t" in the top map; each must appear exactly once. */
-static int msg_head_decode(const cbor_item_t *map, enum msg_type *type)
+static int msg_rd_head_fields(struct msg_rd r, enum msg_type *type)
 {
-	struct cbor_pair *pairs;
-	uint64_t v = 0, t = 0;
+	uint64_t pairs, kn, v = 0, t = 0, val;
+	const uint8_t *k;
 	bool has_v = false, has_t = false;
 
-	if (!cbor_isa_map(map) || !cbor_map_is_definite(map))
+	if (msg_rd_expect(&r, CBOR_TYPE_MAP, &pairs, NULL))
 		return -EBADMSG;
-	pairs = cbor_map_handle(map);
-	for (size_t j = 0; j < cbor_map_size(map); j++) {
-		const cbor_item_t *k = pairs[j].key, *val = pairs[j].value;
+	for (uint64_t j = 0; j < pairs; j++) {
 		bool is_v;
 
-		if (!msg_key_is_text(k))
+		if (msg_rd_expect(&r, CBOR_TYPE_STRING, &kn, &k))
 			return -EBADMSG;
-		is_v = msg_key_is(k, "v");
-		if (!is_v && !msg_key_is(k, "t"))
+		is_v = msg_rd_key_is(k, kn, "v");
+		if (!is_v && !msg_rd_key_is(k, kn, "t")) {
+			if (msg_rd_skip(&r))
+				return -EBADMSG;
 			continue;
-		if ((is_v ? has_v : has_t) || !cbor_isa_uint(val))
+		}
+		if ((is_v ? has_v : has_t) ||
+		    msg_rd_expect(&r, CBOR_TYPE_UINT, &val, NULL))
 			return -EBADMSG;
 		if (is_v) {
 			has_v = true;
-			v = cbor_get_int(val);
+			v = val;
 		} else {
 			has_t = true;
-			t = cbor_get_int(val);
+			t = val;
 		}
 	}
 	if (!has_v || !has_t || v != MSG_VERSION || !msg_type_is_valid(t))
@@ -986,9 +1105,8 @@ static int msg_head_decode(const cbor_item_t *map, enum msg_type *type)
 
 int msg_decode(const uint8_t *buf, size_t len, struct msg *m)
 {
-	struct cbor_load_result res;
+	struct msg_rd r = { .p = buf, .end = buf + len };
 	enum msg_type type;
-	cbor_item_t *item;
 	uint64_t seen = 0;
 	int ret;
 
@@ -998,27 +1116,20 @@ int msg_decode(const uint8_t *buf, size_t len, struct msg *m)
 		log_dbg("rejected %zu bytes before parsing", len);
 		return ret;
 	}
-	item = cbor_load(buf, len, &res);
-	if (!item)
-		return res.error.code == CBOR_ERR_MEMERROR ? -ENOMEM : -EBADMSG;
-	if (res.read != len) {
-		ret = -EBADMSG;
-		goto out_decref;
-	}
-	ret = msg_head_decode(item, &type);
+	ret = msg_rd_head_fields(r, &type);
 	if (ret)
-		goto out_decref;
+		return ret;
 	m->type = type;
-	ret = msg_map_decode(item, m, msg_fields, MSG_F__MAX,
-			     msg_schema[type].carries,
-			     msg_schema[type].requires, &seen, true);
+	ret = msg_rd_map(&r, m, msg_fields, MSG_F__MAX,
+			 msg_schema[type].carries, msg_schema[type].requires,
+			 &seen, true);
+	if (!ret && r.p != r.end)
+		ret = -EBADMSG;
 	if (ret) {
 		log_dbg("bad %s message", msg_type_name(type));
 		msg_fini(m);
-		goto out_decref;
+		return ret;
 	}
 	m->present = seen;
-out_decref:
-	cbor_decref(&item);
-	return ret;
+	return 0;
 }
