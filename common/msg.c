@@ -1037,7 +1037,7 @@ static int msg_rd_map(struct msg_rd *r, void *base, const struct msg_field *f,
 {
 	uint64_t pairs, kn;
 	const uint8_t *k;
-	unsigned int i;
+	unsigned int i, n_head = 0;
 	int ret;
 
 	if (msg_rd_expect(r, CBOR_TYPE_MAP, &pairs, NULL))
@@ -1047,7 +1047,8 @@ static int msg_rd_map(struct msg_rd *r, void *base, const struct msg_field *f,
 			return -EBADMSG;
 		if (top &&
 		    (msg_rd_key_is(k, kn, "v") || msg_rd_key_is(k, kn, "t"))) {
-			if (msg_rd_skip(r))
+			/* Checked by msg_rd_head_fields(); once each. */
+			if (++n_head > 2 || msg_rd_skip(r))
 				return -EBADMSG;
 			continue;
 		}
@@ -1066,7 +1067,11 @@ static int msg_rd_map(struct msg_rd *r, void *base, const struct msg_field *f,
 	return (*seen & requires) == requires ? 0 : -EBADMSG;
 }
 
-/* Finds "v" and "t" in the top map; each must appear exactly once. */
+/*
+ * Finds "v" and "t" in the top map (first, as msg_encode() puts them: the
+ * look stops there); a second "v" or "t" is refused, here or by
+ * msg_rd_map(), which counts them.
+ */
 static int msg_rd_head_fields(struct msg_rd r, enum msg_type *type)
 {
 	uint64_t pairs, kn, v = 0, t = 0, val;
@@ -1075,7 +1080,7 @@ static int msg_rd_head_fields(struct msg_rd r, enum msg_type *type)
 
 	if (msg_rd_expect(&r, CBOR_TYPE_MAP, &pairs, NULL))
 		return -EBADMSG;
-	for (uint64_t j = 0; j < pairs; j++) {
+	for (uint64_t j = 0; j < pairs && !(has_v && has_t); j++) {
 		bool is_v;
 
 		if (msg_rd_expect(&r, CBOR_TYPE_STRING, &kn, &k))
