@@ -84,7 +84,14 @@ big() {
 	[ "${6:-}" = keep ] && return
 	fp_cli H g region delete "$name" >"$FP_TMP/delete.out" 2>&1 ||
 		fp_fail "delete $name: $(cat "$FP_TMP/delete.out")"
+	# Its space is free again once every owner has cleared its extents
+	# (one line each): the next create does not wait on a busy
+	# coordinator (a slow build).
+	DELETES=$((DELETES + 1))
+	fp_wait_log "$FP_TMP/coord.log" "extents cleared after deletes" 180 $((DELETES * OWNERS)) ||
+		fp_log "note: not every owner said it cleared $name yet"
 }
+DELETES=0
 
 big r16 16G "$ALL" 16 0
 big r64 64G "$ALL" 64 0
