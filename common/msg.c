@@ -638,9 +638,9 @@ int msg_encode(const struct msg *m, uint8_t **buf, size_t *len)
 /* ---- decoder: pre-scan -------------------------------------------------- */
 
 /*
- * Walks the encoded item with the streaming decoder before cbor_load() sees
- * it, so that nothing is allocated for a declared length the bytes cannot
- * hold and nothing recurses deeper than MSG_DEPTH_MAX. The top item is at
+ * Walks the encoded item head by head before any field is read, so that
+ * nothing is allocated for a declared length the bytes cannot hold and
+ * nothing nests deeper than MSG_DEPTH_MAX. The top item is at
  * depth 0; the deepest legal shape (map, nodes array, node map, peers array,
  * peer map) puts a map at depth 4.
  */
@@ -662,7 +662,7 @@ static void msg_scan_item(struct msg_scan *s)
 		s->depth--;
 }
 
-static void msg_scan_open(struct msg_scan *s, uint64_t items, size_t n)
+static void msg_scan_open(struct msg_scan *s, uint64_t items, uint64_t n)
 {
 	if (s->depth > MSG_DEPTH_MAX || n > MSG_LIST_MAX || items > s->avail ||
 	    ++s->items > MSG_ITEMS_MAX) {
@@ -678,131 +678,6 @@ static void msg_scan_open(struct msg_scan *s, uint64_t items, size_t n)
 	s->left[s->depth++] = items;
 }
 
-static void msg_scan_u8(void *ctx, uint8_t v)
-{
-	msg_scan_item(ctx);
-}
-
-static void msg_scan_u16(void *ctx, uint16_t v)
-{
-	msg_scan_item(ctx);
-}
-
-static void msg_scan_u32(void *ctx, uint32_t v)
-{
-	msg_scan_item(ctx);
-}
-
-static void msg_scan_u64(void *ctx, uint64_t v)
-{
-	msg_scan_item(ctx);
-}
-
-static void msg_scan_str(void *ctx, cbor_data d, size_t n)
-{
-	msg_scan_item(ctx);
-}
-
-static void msg_scan_simple(void *ctx)
-{
-	msg_scan_item(ctx);
-}
-
-static void msg_scan_float(void *ctx, float v)
-{
-	msg_scan_item(ctx);
-}
-
-static void msg_scan_double(void *ctx, double v)
-{
-	msg_scan_item(ctx);
-}
-
-static void msg_scan_bool(void *ctx, bool v)
-{
-	msg_scan_item(ctx);
-}
-
-static void msg_scan_array(void *ctx, size_t n)
-{
-	msg_scan_open(ctx, n, n);
-}
-
-static void msg_scan_map(void *ctx, size_t n)
-{
-	struct msg_scan *s = ctx;
-
-	/* A map of n pairs holds 2n items; n is checked before doubling. */
-	msg_scan_open(s, n > MSG_LIST_MAX ? UINT64_MAX : 2 * (uint64_t)n, n);
-}
-
-static void msg_scan_reject(void *ctx)
-{
-	((struct msg_scan *)ctx)->bad = true;
-}
-
-static void msg_scan_reject_tag(void *ctx, uint64_t v)
-{
-	((struct msg_scan *)ctx)->bad = true;
-}
-
-static const struct cbor_callbacks msg_scan_callbacks = {
-	.uint8 = msg_scan_u8,
-	.uint16 = msg_scan_u16,
-	.uint32 = msg_scan_u32,
-	.uint64 = msg_scan_u64,
-	.negint8 = msg_scan_u8,
-	.negint16 = msg_scan_u16,
-	.negint32 = msg_scan_u32,
-	.negint64 = msg_scan_u64,
-	.byte_string = msg_scan_str,
-	.string = msg_scan_str,
-	.undefined = msg_scan_simple,
-	.null = msg_scan_simple,
-	.boolean = msg_scan_bool,
-	.float2 = msg_scan_float,
-	.float4 = msg_scan_float,
-	.float8 = msg_scan_double,
-	.array_start = msg_scan_array,
-	.map_start = msg_scan_map,
-	/* indefinite lengths and tags */
-	.byte_string_start = msg_scan_reject,
-	.string_start = msg_scan_reject,
-	.indef_array_start = msg_scan_reject,
-	.indef_map_start = msg_scan_reject,
-	.indef_break = msg_scan_reject,
-	.tag = msg_scan_reject_tag,
-};
-
-static int msg_scan(const uint8_t *buf, size_t len)
-{
-	struct msg_scan s = { .depth = 0 };
-	struct cbor_decoder_result r;
-	size_t pos = 0;
-
-	do {
-		if (pos >= len)
-			return -EBADMSG;
-		/* At least one byte of every contained item follows the
-		 * head, which is one byte or more. */
-		s.avail = len - pos - 1;
-		r = cbor_stream_decode(buf + pos, len - pos,
-				       &msg_scan_callbacks, &s);
-		if (r.status != CBOR_DECODER_FINISHED || !r.read || s.bad)
-			return -EBADMSG;
-		pos += r.read;
-	} while (s.depth);
-	return pos == len ? 0 : -EBADMSG;
-}
-
-/* ---- decoder: fields ---------------------------------------------------- */
-
-/*
- * The fields are read straight from the bytes msg_scan() accepted: no tree
- * of items is built (a layout of 2^17 chunks is ~900 Ki items, which a
- * cbor_load() tree holds in ~80 MB). Every head, length and count is still
- * checked against the bytes left.
- */
 struct msg_rd {
 	const uint8_t *p;
 	const uint8_t *end;
@@ -835,6 +710,68 @@ static int msg_rd_head(struct msg_rd *r, unsigned int *major, uint64_t *arg)
 	return 0;
 }
 
+/*
+ * The heads are read one by one (strings with their bytes): floats and
+ * false, true, null, undefined pass as items; other simple values,
+ * reserved and indefinite lengths, breaks and tags are refused.
+ */
+static int msg_scan(const uint8_t *buf, size_t len)
+{
+	struct msg_scan s = { .depth = 0 };
+	struct msg_rd r = { .p = buf, .end = buf + len };
+	unsigned int major, info;
+	uint64_t arg;
+
+	do {
+		if (r.p >= r.end)
+			return -EBADMSG;
+		/* At least one byte of every contained item follows the
+		 * head's first byte. */
+		s.avail = (size_t)(r.end - r.p) - 1;
+		info = *r.p & 31u;
+		if (*r.p >> 5 == CBOR_TYPE_FLOAT_CTRL &&
+		    !(info >= 20 && info <= 23) && !(info >= 25 && info <= 27))
+			return -EBADMSG;
+		if (msg_rd_head(&r, &major, &arg))
+			return -EBADMSG;
+		switch (major) {
+		case CBOR_TYPE_BYTESTRING:
+		case CBOR_TYPE_STRING:
+			if (arg > (uint64_t)(r.end - r.p))
+				return -EBADMSG;
+			r.p += arg;
+			msg_scan_item(&s);
+			break;
+		case CBOR_TYPE_ARRAY:
+			msg_scan_open(&s, arg, arg);
+			break;
+		case CBOR_TYPE_MAP:
+			/* A map of n pairs holds 2n items; n is checked
+			 * before doubling. */
+			msg_scan_open(&s,
+				      arg > MSG_LIST_MAX ? UINT64_MAX : 2 * arg,
+				      arg);
+			break;
+		case CBOR_TYPE_TAG:
+			return -EBADMSG;
+		default:
+			msg_scan_item(&s);
+			break;
+		}
+		if (s.bad)
+			return -EBADMSG;
+	} while (s.depth);
+	return r.p == r.end ? 0 : -EBADMSG;
+}
+
+/* ---- decoder: fields ---------------------------------------------------- */
+
+/*
+ * The fields are read straight from the bytes msg_scan() accepted: no tree
+ * of items is built (a layout of 2^17 chunks is ~900 Ki items, which a
+ * cbor_load() tree holds in ~80 MB). Every head, length and count is still
+ * checked against the bytes left.
+ */
 /* Well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates). */
 static bool msg_utf8_is_valid(const uint8_t *p, uint64_t n)
 {
