@@ -872,7 +872,9 @@ static int msg_rd_skip(struct msg_rd *r)
 
 static bool msg_rd_key_is(const uint8_t *k, uint64_t n, const char *key)
 {
-	return strlen(key) == n && !memcmp(k, key, n);
+	/* The first byte rules most keys out before strlen(). */
+	return n && k[0] == (uint8_t)key[0] && strlen(key) == n &&
+	       !memcmp(k, key, n);
 }
 
 static int msg_rd_map(struct msg_rd *r, void *base, const struct msg_field *f,

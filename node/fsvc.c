@@ -78,8 +78,9 @@ enum fsvc_state {
 /* An answer queued for a client: a whole frame, sent from @off on. */
 struct fsvc_out {
 	struct fsvc_out *next;
-	uint8_t *buf; /* header and payload */
-	size_t len;
+	uint8_t hdr[FRAME_HDR_LEN];
+	uint8_t *buf; /* the payload */
+	size_t len;   /* of header and payload */
 	size_t off;
 	int fds[CTL_FDS_MAX]; /* go with the frame's first byte */
 	int n_fds;
@@ -168,10 +169,21 @@ static int fsvc_out_flush(struct fsvc_conn *c)
 
 	while (c->out) {
 		struct fsvc_out *o = c->out;
-		struct iovec iov = { .iov_base = o->buf + o->off,
-				     .iov_len = o->len - o->off };
-		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+		struct iovec iov[2];
+		struct msghdr mh = { .msg_iov = iov };
 		ssize_t n;
+
+		if (o->off < FRAME_HDR_LEN) {
+			iov[0].iov_base = o->hdr + o->off;
+			iov[0].iov_len = FRAME_HDR_LEN - o->off;
+			iov[1].iov_base = o->buf;
+			iov[1].iov_len = o->len - FRAME_HDR_LEN;
+			mh.msg_iovlen = 2;
+		} else {
+			iov[0].iov_base = o->buf + (o->off - FRAME_HDR_LEN);
+			iov[0].iov_len = o->len - o->off;
+			mh.msg_iovlen = 1;
+		}
 
 		if (!o->off && o->n_fds) {
 			struct cmsghdr *cm;
@@ -307,16 +319,12 @@ static int fsvc_send(struct fsvc_conn *c, const struct msg *m, const int *fds,
 		return -ENOBUFS;
 	}
 	o = calloc(1, sizeof(*o));
-	if (o)
-		o->buf = malloc(FRAME_HDR_LEN + len);
-	if (!o || !o->buf) {
-		free(o);
+	if (!o) {
 		free(payload);
 		return -ENOMEM;
 	}
-	frame_hdr_put(o->buf, (uint32_t)len);
-	memcpy(o->buf + FRAME_HDR_LEN, payload, len);
-	free(payload);
+	frame_hdr_put(o->hdr, (uint32_t)len);
+	o->buf = payload;
 	o->len = FRAME_HDR_LEN + len;
 	o->n_fds = n_fds;
 	if (n_fds)
