@@ -299,10 +299,12 @@ static int farpage_limits_check(const struct farpage_map *m)
 	    rl.rlim_cur == RLIM_INFINITY)
 		return 0;
 	d = opendir("/proc/self/fd");
-	while (d && readdir(d))
-		open_fds++;
-	if (d)
+	for (struct dirent *e; d && (e = readdir(d));)
+		open_fds += e->d_name[0] != '.';
+	if (d) {
 		closedir(d);
+		open_fds--; /* the listing's own */
+	}
 	if (open_fds + FD_SLACK > rl.rlim_cur) {
 		log_err("map %s: its pool segments come %d descriptors at a "
 			"time; this process has %llu open and its open-files "
