@@ -290,7 +290,8 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 				WLEASE_REQ | B(INSTANCE) },
 	[MSG_T_WRITE_RELEASE] = { "write_release", WLEASE_REQ, WLEASE_REQ },
 	[MSG_T_FLUSH] = { "flush", B(NAME), B(NAME) },
-	[MSG_T_MAP_FDS] = { "map_fds", B(BASE) | B(SIZE), B(BASE) | B(SIZE) },
+	[MSG_T_MAP_FDS] = { "map_fds", B(BASE) | B(SIZE) | B(EXTENTS),
+			    B(BASE) | B(SIZE) },
 };
 
 _Static_assert(MSG_F__MAX <= 64, "field ids must fit msg.present");

@@ -82,7 +82,9 @@ enum msg_type {
 	 * region bytes [base, base + size), all in chunks the layout places
 	 * on this node (MSG_POOL_SEG aligned, at most MSG_POOL_SEGS_MAX) ->
 	 * MAP_FDS {base, size}; SCM_RIGHTS: one memfd per segment, in order,
-	 * read-only for a read-only map */
+	 * read-only for a read-only map. With extents, the segments under
+	 * those byte ranges instead, in order (ascending, apart; base is the
+	 * first one's offset, size their total) */
 	MSG_T_MAP_FDS,
 	MSG_T__MAX,
 };

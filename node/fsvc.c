@@ -808,9 +808,47 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 }
 
 /*
+ * The byte ranges of a MAP_FDS: its extents, or [base, base + size). Each
+ * of whole segments inside the region, ascending and apart, base the first
+ * one's offset and size their total, at most MSG_POOL_SEGS_MAX segments.
+ */
+static int fsvc_map_fds_ranges(const struct msg *req, uint64_t span,
+			       struct msg_extent *one,
+			       const struct msg_extent **ext, uint32_t *n_ext)
+{
+	uint64_t total = 0, next = 0;
+
+	*ext = req->extents;
+	*n_ext = req->n_extents;
+	if (!*n_ext) {
+		one->off = req->base;
+		one->len = req->size;
+		*ext = one;
+		*n_ext = 1;
+	}
+	if (*n_ext > MSG_POOL_SEGS_MAX || (*ext)[0].off != req->base)
+		return -EINVAL;
+	for (uint32_t i = 0; i < *n_ext; i++) {
+		const struct msg_extent *e = &(*ext)[i];
+
+		if (e->off % MSG_POOL_SEG || e->len % MSG_POOL_SEG || !e->len ||
+		    e->len / MSG_POOL_SEG > MSG_POOL_SEGS_MAX ||
+		    e->off > span || e->len > span - e->off ||
+		    (i && e->off < next))
+			return -EINVAL;
+		next = e->off + e->len;
+		total += e->len;
+		if (total / MSG_POOL_SEG > MSG_POOL_SEGS_MAX)
+			return -EINVAL;
+	}
+	return total == req->size ? 0 : -EINVAL;
+}
+
+/*
  * The pool segments under region bytes [base, base + size) of the layout
- * sent: each one in a chunk placed here, so a process gets its region's
- * part of the pool and nothing else. A read-only map gets each segment
+ * sent, or under the extents given (a batch of chunks apart): each one in
+ * a chunk placed here, so a process gets its region's part of the pool
+ * and nothing else. A read-only map gets each segment
  * opened read-only (its mapping can never be made writable).
  */
 static int fsvc_on_map_fds(struct fsvc_conn *c, const struct msg *req)
@@ -818,23 +856,28 @@ static int fsvc_on_map_fds(struct fsvc_conn *c, const struct msg *req)
 	const struct msg *l = &c->layout;
 	uint64_t span = (uint64_t)l->n_chunks * l->chunk_size;
 	int fds[MSG_POOL_SEGS_MAX], n = 0, ro, ret = 0;
+	const struct msg_extent *ext;
+	struct msg_extent one;
 	const char *why = NULL;
+	uint32_t n_ext, k = 0;
 	struct msg rep;
 
 	ro = !!(c->flags & MSG_MAP_RDONLY);
-	if (req->base % MSG_POOL_SEG || req->size % MSG_POOL_SEG ||
-	    !req->size || req->size / MSG_POOL_SEG > MSG_POOL_SEGS_MAX ||
-	    req->base > span || req->size > span - req->base) {
+	if (fsvc_map_fds_ranges(req, span, &one, &ext, &n_ext)) {
 		fsvc_reply_error(c, -EINVAL,
 				 "map_fds: not a run of whole segments of the "
 				 "region");
 		return -EINVAL;
 	}
-	for (uint64_t o = req->base; o < req->base + req->size && !why;
-	     o += MSG_POOL_SEG) {
-		const struct msg_chunk *ch = &l->chunks[o / l->chunk_size];
+	for (uint64_t o = ext[0].off, s = 0;
+	     s < req->size / MSG_POOL_SEG && !why; s++, o += MSG_POOL_SEG) {
+		const struct msg_chunk *ch;
 		char path[64];
 		int fd;
+
+		if (o == ext[k].off + ext[k].len)
+			o = ext[++k].off; /* the next range */
+		ch = &l->chunks[o / l->chunk_size];
 
 		if (!fsvc_chunk_is_local(l, ch)) {
 			why = "map_fds: a chunk this node does not hold";

@@ -12,7 +12,8 @@ set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 fp_require
 GUEST=$FP_BIN/tests/fp_guest
-[ -x "$GUEST" ] || fp_fail "no $GUEST"
+ATTACK=$FP_BIN/tests/fp_attack
+[ -x "$GUEST" ] && [ -x "$ATTACK" ] || fp_fail "no $GUEST or $ATTACK"
 
 OWNERS=9
 POOL=32G
@@ -104,6 +105,14 @@ big r16 16G "$ALL" 16 0
 big r64 64G "$ALL" 64 0
 big r256 256G "$ALL" 256 0
 big h64 64G "$G,${OWN[0]}" 65 1 keep
+
+# h64's chunks alternate between g and o1: the guest asks for g's segments
+# 64 at a time as extents (one MAP_FDS, not one per chunk); extents that
+# reach a chunk of o1, go backwards, overlap, do not add up to the size or
+# ask for 65 segments are refused.
+"$ATTACK" map-fds-ext "${FP_NODE_SOCK[g]}" h64 >"$FP_TMP/ext.out" 2>&1 ||
+	{ cat "$FP_TMP/ext.out" >&2; fp_fail "map-fds-ext h64: $(grep '^map-fds-ext:' "$FP_TMP/ext.out")"; }
+fp_log "ok: $(grep '^map-fds-ext:' "$FP_TMP/ext.out")"
 
 # h64 takes 32768 mappings in the guest (16384 pool segments, 16384 runs of
 # remote chunks): a guest that already holds 40000 cannot, nor one whose

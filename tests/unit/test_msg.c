@@ -63,7 +63,7 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_WRITE_LEASE] = B(NAME) | B(NODE) | B(INSTANCE) | B(LEASE),
 	[MSG_T_WRITE_RELEASE] = B(NAME) | B(NODE) | B(LEASE),
 	[MSG_T_FLUSH] = B(NAME),
-	[MSG_T_MAP_FDS] = B(BASE) | B(SIZE),
+	[MSG_T_MAP_FDS] = B(BASE) | B(SIZE) | B(EXTENTS),
 };
 
 /* ---- a small CBOR writer for hand-made inputs ----------------------------- */
