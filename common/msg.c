@@ -292,7 +292,8 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 				WLEASE_REQ | B(INSTANCE) },
 	[MSG_T_WRITE_RELEASE] = { "write_release", WLEASE_REQ, WLEASE_REQ },
 	[MSG_T_FLUSH] = { "flush", B(NAME), B(NAME) },
-	[MSG_T_MAP_FDS] = { "map_fds", B(BASE) | B(SIZE), B(BASE) | B(SIZE) },
+	[MSG_T_MAP_FDS] = { "map_fds", B(BASE) | B(SIZE) | B(EXTENTS),
+			    B(BASE) | B(SIZE) },
 	[MSG_T_UNMAP] = { "unmap", 0, 0 },
 };
 
@@ -641,9 +642,9 @@ int msg_encode(const struct msg *m, uint8_t **buf, size_t *len)
 /* ---- decoder: pre-scan -------------------------------------------------- */
 
 /*
- * Walks the encoded item with the streaming decoder before cbor_load() sees
- * it, so that nothing is allocated for a declared length the bytes cannot
- * hold and nothing recurses deeper than MSG_DEPTH_MAX. The top item is at
+ * Walks the encoded item head by head before any field is read, so that
+ * nothing is allocated for a declared length the bytes cannot hold and
+ * nothing nests deeper than MSG_DEPTH_MAX. The top item is at
  * depth 0; the deepest legal shape (map, nodes array, node map, peers array,
  * peer map) puts a map at depth 4.
  */
@@ -665,7 +666,7 @@ static void msg_scan_item(struct msg_scan *s)
 		s->depth--;
 }
 
-static void msg_scan_open(struct msg_scan *s, uint64_t items, size_t n)
+static void msg_scan_open(struct msg_scan *s, uint64_t items, uint64_t n)
 {
 	if (s->depth > MSG_DEPTH_MAX || n > MSG_LIST_MAX || items > s->avail ||
 	    ++s->items > MSG_ITEMS_MAX) {
@@ -681,232 +682,285 @@ static void msg_scan_open(struct msg_scan *s, uint64_t items, size_t n)
 	s->left[s->depth++] = items;
 }
 
-static void msg_scan_u8(void *ctx, uint8_t v)
-{
-	msg_scan_item(ctx);
-}
-
-static void msg_scan_u16(void *ctx, uint16_t v)
-{
-	msg_scan_item(ctx);
-}
-
-static void msg_scan_u32(void *ctx, uint32_t v)
-{
-	msg_scan_item(ctx);
-}
-
-static void msg_scan_u64(void *ctx, uint64_t v)
-{
-	msg_scan_item(ctx);
-}
-
-static void msg_scan_str(void *ctx, cbor_data d, size_t n)
-{
-	msg_scan_item(ctx);
-}
-
-static void msg_scan_simple(void *ctx)
-{
-	msg_scan_item(ctx);
-}
-
-static void msg_scan_float(void *ctx, float v)
-{
-	msg_scan_item(ctx);
-}
-
-static void msg_scan_double(void *ctx, double v)
-{
-	msg_scan_item(ctx);
-}
-
-static void msg_scan_bool(void *ctx, bool v)
-{
-	msg_scan_item(ctx);
-}
-
-static void msg_scan_array(void *ctx, size_t n)
-{
-	msg_scan_open(ctx, n, n);
-}
-
-static void msg_scan_map(void *ctx, size_t n)
-{
-	struct msg_scan *s = ctx;
-
-	/* A map of n pairs holds 2n items; n is checked before doubling. */
-	msg_scan_open(s, n > MSG_LIST_MAX ? UINT64_MAX : 2 * (uint64_t)n, n);
-}
-
-static void msg_scan_reject(void *ctx)
-{
-	((struct msg_scan *)ctx)->bad = true;
-}
-
-static void msg_scan_reject_tag(void *ctx, uint64_t v)
-{
-	((struct msg_scan *)ctx)->bad = true;
-}
-
-static const struct cbor_callbacks msg_scan_callbacks = {
-	.uint8 = msg_scan_u8,
-	.uint16 = msg_scan_u16,
-	.uint32 = msg_scan_u32,
-	.uint64 = msg_scan_u64,
-	.negint8 = msg_scan_u8,
-	.negint16 = msg_scan_u16,
-	.negint32 = msg_scan_u32,
-	.negint64 = msg_scan_u64,
-	.byte_string = msg_scan_str,
-	.string = msg_scan_str,
-	.undefined = msg_scan_simple,
-	.null = msg_scan_simple,
-	.boolean = msg_scan_bool,
-	.float2 = msg_scan_float,
-	.float4 = msg_scan_float,
-	.float8 = msg_scan_double,
-	.array_start = msg_scan_array,
-	.map_start = msg_scan_map,
-	/* indefinite lengths and tags */
-	.byte_string_start = msg_scan_reject,
-	.string_start = msg_scan_reject,
-	.indef_array_start = msg_scan_reject,
-	.indef_map_start = msg_scan_reject,
-	.indef_break = msg_scan_reject,
-	.tag = msg_scan_reject_tag,
+struct msg_rd {
+	const uint8_t *p;
+	const uint8_t *end;
 };
 
+/* Major type and argument of the next head (definite lengths only). */
+static int msg_rd_head(struct msg_rd *r, unsigned int *major, uint64_t *arg)
+{
+	unsigned int info;
+	size_t n;
+	uint64_t v = 0;
+
+	if (r->p >= r->end)
+		return -EBADMSG;
+	*major = *r->p >> 5;
+	info = *r->p++ & 31u;
+	if (info < 24) {
+		*arg = info;
+		return 0;
+	}
+	if (info > 27)
+		return -EBADMSG;
+	n = (size_t)1 << (info - 24);
+	if ((size_t)(r->end - r->p) < n)
+		return -EBADMSG;
+	for (size_t i = 0; i < n; i++)
+		v = v << 8 | r->p[i];
+	r->p += n;
+	*arg = v;
+	return 0;
+}
+
+/*
+ * The heads are read one by one (strings with their bytes): floats and
+ * false, true, null, undefined pass as items; other simple values,
+ * reserved and indefinite lengths, breaks and tags are refused.
+ */
 static int msg_scan(const uint8_t *buf, size_t len)
 {
 	struct msg_scan s = { .depth = 0 };
-	struct cbor_decoder_result r;
-	size_t pos = 0;
+	struct msg_rd r = { .p = buf, .end = buf + len };
+	unsigned int major, info;
+	uint64_t arg;
 
 	do {
-		if (pos >= len)
+		if (r.p >= r.end)
 			return -EBADMSG;
 		/* At least one byte of every contained item follows the
-		 * head, which is one byte or more. */
-		s.avail = len - pos - 1;
-		r = cbor_stream_decode(buf + pos, len - pos,
-				       &msg_scan_callbacks, &s);
-		if (r.status != CBOR_DECODER_FINISHED || !r.read || s.bad)
+		 * head's first byte. */
+		s.avail = (size_t)(r.end - r.p) - 1;
+		info = *r.p & 31u;
+		if (*r.p >> 5 == CBOR_TYPE_FLOAT_CTRL &&
+		    !(info >= 20 && info <= 23) && !(info >= 25 && info <= 27))
 			return -EBADMSG;
-		pos += r.read;
+		if (msg_rd_head(&r, &major, &arg))
+			return -EBADMSG;
+		switch (major) {
+		case CBOR_TYPE_BYTESTRING:
+		case CBOR_TYPE_STRING:
+			if (arg > (uint64_t)(r.end - r.p))
+				return -EBADMSG;
+			r.p += arg;
+			msg_scan_item(&s);
+			break;
+		case CBOR_TYPE_ARRAY:
+			msg_scan_open(&s, arg, arg);
+			break;
+		case CBOR_TYPE_MAP:
+			/* A map of n pairs holds 2n items; n is checked
+			 * before doubling. */
+			msg_scan_open(&s,
+				      arg > MSG_LIST_MAX ? UINT64_MAX : 2 * arg,
+				      arg);
+			break;
+		case CBOR_TYPE_TAG:
+			return -EBADMSG;
+		default:
+			msg_scan_item(&s);
+			break;
+		}
+		if (s.bad)
+			return -EBADMSG;
 	} while (s.depth);
-	return pos == len ? 0 : -EBADMSG;
+	return r.p == r.end ? 0 : -EBADMSG;
 }
 
 /* ---- decoder: fields ---------------------------------------------------- */
 
-static bool msg_key_is(const cbor_item_t *k, const char *key)
+/*
+ * The fields are read straight from the bytes msg_scan() accepted: no tree
+ * of items is built (a layout of 2^17 chunks is ~900 Ki items, which a
+ * cbor_load() tree holds in ~80 MB). Every head, length and count is still
+ * checked against the bytes left.
+ */
+/* Well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates). */
+static bool msg_utf8_is_valid(const uint8_t *p, uint64_t n)
 {
-	size_t n = strlen(key);
+	for (uint64_t i = 0; i < n;) {
+		uint8_t c = p[i];
+		unsigned int k;
+		uint8_t lo = 0x80, hi = 0xbf;
 
-	return cbor_string_length(k) == n &&
-	       !memcmp(cbor_string_handle(k), key, n);
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf)
+			k = 1;
+		else if (c >= 0xe0 && c <= 0xef)
+			k = 2;
+		else if (c >= 0xf0 && c <= 0xf4)
+			k = 3;
+		else
+			return false;
+		if (c == 0xe0)
+			lo = 0xa0;
+		else if (c == 0xed)
+			hi = 0x9f;
+		else if (c == 0xf0)
+			lo = 0x90;
+		else if (c == 0xf4)
+			hi = 0x8f;
+		if (n - i <= k)
+			return false;
+		if (p[i + 1] < lo || p[i + 1] > hi)
+			return false;
+		for (unsigned int j = 2; j <= k; j++)
+			if (p[i + j] < 0x80 || p[i + j] > 0xbf)
+				return false;
+		i += k + 1;
+	}
+	return true;
 }
 
-static bool msg_key_is_text(const cbor_item_t *k)
+/* The next item if it is of @major; strings: its bytes, skipped over
+ * (text must be UTF-8). */
+static int msg_rd_expect(struct msg_rd *r, unsigned int major, uint64_t *arg,
+			 const uint8_t **data)
 {
-	return cbor_isa_string(k) && cbor_string_is_definite(k);
-}
+	unsigned int got;
+	int ret = msg_rd_head(r, &got, arg);
 
-static int msg_map_decode(const cbor_item_t *map, void *base,
-			  const struct msg_field *f, unsigned int n,
-			  uint64_t carries, uint64_t requires, uint64_t *seen,
-			  bool top);
-
-static int msg_list_alloc(void *base, const struct msg_field *f,
-			  const cbor_item_t *v, void **out)
-{
-	size_t cnt;
-	void *list;
-
-	if (!cbor_isa_array(v) || !cbor_array_is_definite(v))
+	if (ret || got != major)
 		return -EBADMSG;
-	cnt = cbor_array_size(v);
-	if (cnt > MSG_LIST_MAX)
+	if (major == CBOR_TYPE_BYTESTRING || major == CBOR_TYPE_STRING) {
+		if (*arg > (uint64_t)(r->end - r->p))
+			return -EBADMSG;
+		if (major == CBOR_TYPE_STRING && !msg_utf8_is_valid(r->p, *arg))
+			return -EBADMSG;
+		*data = r->p;
+		r->p += *arg;
+	}
+	return 0;
+}
+
+/* Skips one whole item (msg_scan() bounded its nesting and size). */
+static int msg_rd_skip(struct msg_rd *r)
+{
+	uint64_t pending = 1, arg;
+	unsigned int major;
+
+	while (pending--) {
+		if (msg_rd_head(r, &major, &arg))
+			return -EBADMSG;
+		switch (major) {
+		case CBOR_TYPE_BYTESTRING:
+		case CBOR_TYPE_STRING:
+			if (arg > (uint64_t)(r->end - r->p) ||
+			    (major == CBOR_TYPE_STRING &&
+			     !msg_utf8_is_valid(r->p, arg)))
+				return -EBADMSG;
+			r->p += arg;
+			break;
+		case CBOR_TYPE_ARRAY:
+			if (arg > MSG_ITEMS_MAX)
+				return -EBADMSG;
+			pending += arg;
+			break;
+		case CBOR_TYPE_MAP:
+			if (arg > MSG_ITEMS_MAX)
+				return -EBADMSG;
+			pending += 2 * arg;
+			break;
+		case CBOR_TYPE_TAG:
+			return -EBADMSG;
+		default:
+			break;
+		}
+	}
+	return 0;
+}
+
+static bool msg_rd_key_is(const uint8_t *k, uint64_t n, const char *key)
+{
+	/* The first byte rules most keys out before strlen(). */
+	return n && k[0] == (uint8_t)key[0] && strlen(key) == n &&
+	       !memcmp(k, key, n);
+}
+
+static int msg_rd_map(struct msg_rd *r, void *base, const struct msg_field *f,
+		      unsigned int n, uint64_t carries, uint64_t requires,
+		      uint64_t *seen, bool top);
+
+/* A definite array of at most MSG_LIST_MAX elements, allocated in @base. */
+static int msg_rd_list(struct msg_rd *r, void *base, const struct msg_field *f,
+		       uint64_t *cnt, void **out)
+{
+	void *list;
+	int ret = msg_rd_expect(r, CBOR_TYPE_ARRAY, cnt, NULL);
+
+	if (ret)
+		return ret;
+	if (*cnt > MSG_LIST_MAX || *cnt > (uint64_t)(r->end - r->p))
 		return -EBADMSG;
 	*out = NULL;
-	if (!cnt)
+	if (!*cnt)
 		return 0;
-	list = calloc(cnt, f->size);
+	list = calloc((size_t)*cnt, f->size);
 	if (!list)
 		return -ENOMEM;
 	/* Owned by the message from here on: msg_fini() frees it. */
 	*(void **)msg_at(base, f->off) = list;
-	*(uint32_t *)msg_at(base, f->n_off) = (uint32_t)cnt;
+	*(uint32_t *)msg_at(base, f->n_off) = (uint32_t)*cnt;
 	*out = list;
 	return 0;
 }
 
-static int msg_field_decode(const cbor_item_t *v, void *base,
-			    const struct msg_field *f)
+static int msg_rd_field(struct msg_rd *r, void *base, const struct msg_field *f)
 {
 	char *p = msg_at(base, f->off);
-	cbor_item_t **items;
-	uint64_t seen, u;
+	const uint8_t *d = NULL;
+	uint64_t u, cnt, seen;
 	void *list;
-	size_t len;
 	int ret;
 
 	switch (f->kind) {
 	case MSG_K_U64:
-		if (!cbor_isa_uint(v))
-			return -EBADMSG;
-		u = cbor_get_int(v);
-		if (!msg_u64_is_valid(f, u))
+		if (msg_rd_expect(r, CBOR_TYPE_UINT, &u, NULL) ||
+		    !msg_u64_is_valid(f, u))
 			return -EBADMSG;
 		*(uint64_t *)msg_at(base, f->off) = u;
 		return 0;
 	case MSG_K_STR:
-		if (!cbor_isa_string(v) || !cbor_string_is_definite(v))
+		if (msg_rd_expect(r, CBOR_TYPE_STRING, &u, &d) ||
+		    u >= f->size || (u && memchr(d, 0, (size_t)u)))
 			return -EBADMSG;
-		len = cbor_string_length(v);
-		if (len >= f->size ||
-		    (len && memchr(cbor_string_handle(v), 0, len)))
-			return -EBADMSG;
-		if (len)
-			memcpy(p, cbor_string_handle(v), len);
-		p[len] = '\0';
+		if (u)
+			memcpy(p, d, (size_t)u);
+		p[u] = '\0';
 		if (f->check == MSG_C_NAME && !msg_name_is_valid(p))
 			return -EBADMSG;
 		return 0;
 	case MSG_K_BYTES:
-		if (!cbor_isa_bytestring(v) ||
-		    !cbor_bytestring_is_definite(v) ||
-		    cbor_bytestring_length(v) != f->size)
+		if (msg_rd_expect(r, CBOR_TYPE_BYTESTRING, &u, &d) ||
+		    u != f->size)
 			return -EBADMSG;
-		memcpy(p, cbor_bytestring_handle(v), f->size);
+		memcpy(p, d, f->size);
 		return 0;
 	case MSG_K_U64_LIST:
-		ret = msg_list_alloc(base, f, v, &list);
+		ret = msg_rd_list(r, base, f, &cnt, &list);
 		if (ret || !list)
 			return ret;
-		items = cbor_array_handle(v);
-		for (size_t i = 0; i < cbor_array_size(v); i++) {
-			if (!cbor_isa_uint(items[i]))
-				return -EBADMSG;
-			u = cbor_get_int(items[i]);
-			if (!msg_u64_is_valid(f, u))
+		for (uint64_t i = 0; i < cnt; i++) {
+			if (msg_rd_expect(r, CBOR_TYPE_UINT, &u, NULL) ||
+			    !msg_u64_is_valid(f, u))
 				return -EBADMSG;
 			((uint64_t *)list)[i] = u;
 		}
 		return 0;
 	case MSG_K_REC_LIST:
-		ret = msg_list_alloc(base, f, v, &list);
+		ret = msg_rd_list(r, base, f, &cnt, &list);
 		if (ret || !list)
 			return ret;
-		items = cbor_array_handle(v);
-		for (size_t i = 0; i < cbor_array_size(v); i++) {
+		for (uint64_t i = 0; i < cnt; i++) {
 			seen = 0;
-			ret = msg_map_decode(
-				items[i], msg_at(list, i * f->size),
-				f->rec->fields, f->rec->n_fields,
-				(UINT64_C(1) << f->rec->n_fields) - 1,
-				f->rec->required, &seen, false);
+			ret = msg_rd_map(r, msg_at(list, (size_t)i * f->size),
+					 f->rec->fields, f->rec->n_fields,
+					 (UINT64_C(1) << f->rec->n_fields) - 1,
+					 f->rec->required, &seen, false);
 			if (ret)
 				return ret;
 		}
@@ -916,69 +970,79 @@ static int msg_field_decode(const cbor_item_t *v, void *base,
 }
 
 /*
- * Decodes the pairs of @map into @base. Every key must name a carried field
- * and appear once; @top skips "v" and "t", which the caller has checked.
+ * Decodes the pairs of the map at @r into @base. Every key must be text,
+ * name a carried field and appear once; @top skips "v" and "t", which the
+ * caller has checked.
  */
-static int msg_map_decode(const cbor_item_t *map, void *base,
-			  const struct msg_field *f, unsigned int n,
-			  uint64_t carries, uint64_t requires, uint64_t *seen,
-			  bool top)
+static int msg_rd_map(struct msg_rd *r, void *base, const struct msg_field *f,
+		      unsigned int n, uint64_t carries, uint64_t requires,
+		      uint64_t *seen, bool top)
 {
-	struct cbor_pair *pairs;
-	unsigned int i;
+	uint64_t pairs, kn;
+	const uint8_t *k;
+	unsigned int i, n_head = 0;
 	int ret;
 
-	if (!cbor_isa_map(map) || !cbor_map_is_definite(map))
+	if (msg_rd_expect(r, CBOR_TYPE_MAP, &pairs, NULL))
 		return -EBADMSG;
-	pairs = cbor_map_handle(map);
-	for (size_t j = 0; j < cbor_map_size(map); j++) {
-		const cbor_item_t *k = pairs[j].key;
-
-		if (!msg_key_is_text(k))
+	for (uint64_t j = 0; j < pairs; j++) {
+		if (msg_rd_expect(r, CBOR_TYPE_STRING, &kn, &k))
 			return -EBADMSG;
-		if (top && (msg_key_is(k, "v") || msg_key_is(k, "t")))
+		if (top &&
+		    (msg_rd_key_is(k, kn, "v") || msg_rd_key_is(k, kn, "t"))) {
+			/* Checked by msg_rd_head_fields(); once each. */
+			if (++n_head > 2 || msg_rd_skip(r))
+				return -EBADMSG;
 			continue;
+		}
 		for (i = 0; i < n; i++) {
-			if ((carries & MSG_BIT(i)) && msg_key_is(k, f[i].key))
+			if ((carries & MSG_BIT(i)) &&
+			    msg_rd_key_is(k, kn, f[i].key))
 				break;
 		}
 		if (i == n || (*seen & MSG_BIT(i)))
 			return -EBADMSG;
 		*seen |= MSG_BIT(i);
-		ret = msg_field_decode(pairs[j].value, base, &f[i]);
+		ret = msg_rd_field(r, base, &f[i]);
 		if (ret)
 			return ret;
 	}
 	return (*seen & requires) == requires ? 0 : -EBADMSG;
 }
 
-/* Finds "v" and "t" in the top map; each must appear exactly once. */
-static int msg_head_decode(const cbor_item_t *map, enum msg_type *type)
+/*
+ * Finds "v" and "t" in the top map (first, as msg_encode() puts them: the
+ * look stops there); a second "v" or "t" is refused, here or by
+ * msg_rd_map(), which counts them.
+ */
+static int msg_rd_head_fields(struct msg_rd r, enum msg_type *type)
 {
-	struct cbor_pair *pairs;
-	uint64_t v = 0, t = 0;
+	uint64_t pairs, kn, v = 0, t = 0, val;
+	const uint8_t *k;
 	bool has_v = false, has_t = false;
 
-	if (!cbor_isa_map(map) || !cbor_map_is_definite(map))
+	if (msg_rd_expect(&r, CBOR_TYPE_MAP, &pairs, NULL))
 		return -EBADMSG;
-	pairs = cbor_map_handle(map);
-	for (size_t j = 0; j < cbor_map_size(map); j++) {
-		const cbor_item_t *k = pairs[j].key, *val = pairs[j].value;
+	for (uint64_t j = 0; j < pairs && !(has_v && has_t); j++) {
 		bool is_v;
 
-		if (!msg_key_is_text(k))
+		if (msg_rd_expect(&r, CBOR_TYPE_STRING, &kn, &k))
 			return -EBADMSG;
-		is_v = msg_key_is(k, "v");
-		if (!is_v && !msg_key_is(k, "t"))
+		is_v = msg_rd_key_is(k, kn, "v");
+		if (!is_v && !msg_rd_key_is(k, kn, "t")) {
+			if (msg_rd_skip(&r))
+				return -EBADMSG;
 			continue;
-		if ((is_v ? has_v : has_t) || !cbor_isa_uint(val))
+		}
+		if ((is_v ? has_v : has_t) ||
+		    msg_rd_expect(&r, CBOR_TYPE_UINT, &val, NULL))
 			return -EBADMSG;
 		if (is_v) {
 			has_v = true;
-			v = cbor_get_int(val);
+			v = val;
 		} else {
 			has_t = true;
-			t = cbor_get_int(val);
+			t = val;
 		}
 	}
 	if (!has_v || !has_t || v != MSG_VERSION || !msg_type_is_valid(t))
@@ -989,9 +1053,8 @@ static int msg_head_decode(const cbor_item_t *map, enum msg_type *type)
 
 int msg_decode(const uint8_t *buf, size_t len, struct msg *m)
 {
-	struct cbor_load_result res;
+	struct msg_rd r = { .p = buf, .end = buf + len };
 	enum msg_type type;
-	cbor_item_t *item;
 	uint64_t seen = 0;
 	int ret;
 
@@ -1001,27 +1064,20 @@ int msg_decode(const uint8_t *buf, size_t len, struct msg *m)
 		log_dbg("rejected %zu bytes before parsing", len);
 		return ret;
 	}
-	item = cbor_load(buf, len, &res);
-	if (!item)
-		return res.error.code == CBOR_ERR_MEMERROR ? -ENOMEM : -EBADMSG;
-	if (res.read != len) {
-		ret = -EBADMSG;
-		goto out_decref;
-	}
-	ret = msg_head_decode(item, &type);
+	ret = msg_rd_head_fields(r, &type);
 	if (ret)
-		goto out_decref;
+		return ret;
 	m->type = type;
-	ret = msg_map_decode(item, m, msg_fields, MSG_F__MAX,
-			     msg_schema[type].carries,
-			     msg_schema[type].requires, &seen, true);
+	ret = msg_rd_map(&r, m, msg_fields, MSG_F__MAX,
+			 msg_schema[type].carries, msg_schema[type].requires,
+			 &seen, true);
+	if (!ret && r.p != r.end)
+		ret = -EBADMSG;
 	if (ret) {
 		log_dbg("bad %s message", msg_type_name(type));
 		msg_fini(m);
-		goto out_decref;
+		return ret;
 	}
 	m->present = seen;
-out_decref:
-	cbor_decref(&item);
-	return ret;
+	return 0;
 }

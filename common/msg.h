@@ -25,9 +25,10 @@
 #define MSG_GID_LEN   16
 #define MSG_LIST_MAX  (1u << 20) /* elements in any list */
 #define MSG_DEPTH_MAX 4		 /* nesting of arrays/maps */
-/* CBOR items in one message: bounds what decoding a hostile frame can
- * allocate (~64-90 bytes per item) well below FRAME_MAX's 16 Mi one-byte
- * items; the largest legal message, a REGION of 2^18 chunks, has ~1.9 Mi. */
+/* CBOR items in one message, checked by a scan before anything is decoded
+ * (the decoder reads fields straight from the bytes: it allocates only the
+ * lists, at most a few bytes of struct per byte of frame); the largest
+ * legal message, a REGION of 2^18 chunks, has ~1.9 Mi. */
 #define MSG_ITEMS_MAX (1u << 21)
 
 enum msg_type {
@@ -84,7 +85,9 @@ enum msg_type {
 	 * region bytes [base, base + size), all in chunks the layout places
 	 * on this node (MSG_POOL_SEG aligned, at most MSG_POOL_SEGS_MAX) ->
 	 * MAP_FDS {base, size}; SCM_RIGHTS: one memfd per segment, in order,
-	 * read-only for a read-only map */
+	 * read-only for a read-only map. With extents, the segments under
+	 * those byte ranges instead, in order (ascending, apart; base is the
+	 * first one's offset, size their total) */
 	MSG_T_MAP_FDS,
 	/* libfarpage -> agent, on the mapping's connection once the range is
 	 * unmapped: the mapping ends; OK once what it wrote is home and its

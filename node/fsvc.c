@@ -56,12 +56,16 @@
 /* Requests are a few hundred bytes; a larger declared frame is refused. */
 #define FSVC_FRAME_MAX (64u << 10)
 /*
- * Every client waits for each answer before its next request, so an answer
- * always fits in its socket's buffer. One that does not is a client that
- * sends without reading: it loses its connection at once, and the control
- * thread never waits on a client.
+ * Every client waits for each answer before its next request. An answer
+ * that does not fit the socket's buffer at once (the layout of a big
+ * region) is queued and sent in parts as the socket becomes writable: the
+ * control thread never waits on a client. A client that sends a new
+ * request while an answer to it is still queued unsent sends without
+ * reading: it loses its connection. So does one whose queued answers would
+ * exceed FSVC_OUT_MAX bytes.
  */
 #define FSVC_SEND_MS   0
+#define FSVC_OUT_MAX   (2 * (size_t)(FRAME_HDR_LEN + FRAME_MAX))
 #define FSVC_MAP_ALIGN (2ull << 20)
 
 enum fsvc_state {
@@ -80,6 +84,18 @@ enum fsvc_state {
 			      exist at all? */
 };
 
+/* An answer queued for a client: a whole frame, sent from @off on. */
+struct fsvc_out {
+	struct fsvc_out *next;
+	uint8_t hdr[FRAME_HDR_LEN];
+	uint8_t *buf; /* the payload */
+	size_t len;   /* of header and payload */
+	size_t off;
+	int fds[CTL_FDS_MAX]; /* go with the frame's first byte */
+	int n_fds;
+	int own_fds; /* fds[] are ours to close (dup()s) */
+};
+
 struct fsvc_conn {
 	struct node_agent *a;
 	int fd;
@@ -96,6 +112,8 @@ struct fsvc_conn {
 	int pinned;		 /* layout's local chunks pinned */
 	int fd_in;  /* descriptor that came with the frame being read */
 	int fd_in2; /* ... and a second one (a resumed cache memfd) */
+	struct fsvc_out *out; /* answers not yet sent, oldest first */
+	size_t out_bytes;     /* their bytes left to send */
 	size_t rlen;
 	uint8_t rbuf[FRAME_HDR_LEN + FSVC_FRAME_MAX];
 	struct fsvc_conn *next;
@@ -137,6 +155,82 @@ static void fsvc_pins(struct fsvc_conn *c, int delta)
 	c->pinned = delta > 0;
 }
 
+static void fsvc_out_pop(struct fsvc_conn *c)
+{
+	struct fsvc_out *o = c->out;
+
+	c->out = o->next;
+	c->out_bytes -= o->len - o->off;
+	for (int i = 0; o->own_fds && i < o->n_fds; i++)
+		close(o->fds[i]);
+	free(o->buf);
+	free(o);
+}
+
+/*
+ * Sends what the socket of @c takes now of the queued answers. Returns 0
+ * (done, or the rest waits for EPOLLOUT) or -errno if the client is gone.
+ */
+static int fsvc_out_flush(struct fsvc_conn *c)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * CTL_FDS_MAX)];
+		struct cmsghdr align;
+	} cbuf;
+
+	while (c->out) {
+		struct fsvc_out *o = c->out;
+		struct iovec iov[2];
+		struct msghdr mh = { .msg_iov = iov };
+		ssize_t n;
+
+		if (o->off < FRAME_HDR_LEN) {
+			iov[0].iov_base = o->hdr + o->off;
+			iov[0].iov_len = FRAME_HDR_LEN - o->off;
+			iov[1].iov_base = o->buf;
+			iov[1].iov_len = o->len - FRAME_HDR_LEN;
+			mh.msg_iovlen = 2;
+		} else {
+			iov[0].iov_base = o->buf + (o->off - FRAME_HDR_LEN);
+			iov[0].iov_len = o->len - o->off;
+			mh.msg_iovlen = 1;
+		}
+
+		if (!o->off && o->n_fds) {
+			struct cmsghdr *cm;
+
+			memset(&cbuf, 0, sizeof(cbuf));
+			mh.msg_control = cbuf.buf;
+			mh.msg_controllen =
+				CMSG_SPACE(sizeof(int) * (size_t)o->n_fds);
+			cm = CMSG_FIRSTHDR(&mh);
+			cm->cmsg_level = SOL_SOCKET;
+			cm->cmsg_type = SCM_RIGHTS;
+			cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)o->n_fds);
+			memcpy(CMSG_DATA(cm), o->fds,
+			       sizeof(int) * (size_t)o->n_fds);
+		}
+		n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			return -errno;
+		}
+		if (mh.msg_control) { /* the descriptors went */
+			for (int i = 0; o->own_fds && i < o->n_fds; i++)
+				close(o->fds[i]);
+			o->n_fds = 0;
+		}
+		o->off += (size_t)n;
+		c->out_bytes -= (size_t)n;
+		if (o->off == o->len)
+			fsvc_out_pop(c);
+	}
+	return 0;
+}
+
 static void fsvc_conn_close(struct fsvc_conn *c)
 {
 	struct node_agent *a = c->a;
@@ -171,6 +265,10 @@ static void fsvc_conn_close(struct fsvc_conn *c)
 			break;
 		}
 	}
+	/* A last answer (an error) goes if the socket takes it now. */
+	fsvc_out_flush(c);
+	while (c->out)
+		fsvc_out_pop(c);
 	evl_del(a->evl, c->fd);
 	close(c->fd);
 	if (c->fd_in >= 0)
@@ -181,19 +279,97 @@ static void fsvc_conn_close(struct fsvc_conn *c)
 	free(c);
 }
 
-/* Every answer to a local client (sockets are non-blocking). */
-static int fsvc_send(int fd, const struct msg *m, const int *fds, int n_fds)
+/* The line about a client that sends without reading, one a second. */
+static void fsvc_log_unread(void)
 {
 	static struct log_limit limit = { .burst = 1 };
-	int ret = ctl_send_timed(fd, m, fds, n_fds, FSVC_SEND_MS);
 	uint64_t dropped;
 
-	if (ret == -ETIMEDOUT && log_limit_take(&limit, evl_now_ms(), &dropped))
+	if (log_limit_take(&limit, evl_now_ms(), &dropped))
 		log_warn("a local client sends requests without reading the "
 			 "answers; closing it (%llu more since the last such "
 			 "line)",
 			 (unsigned long long)dropped);
+}
+
+/* The one answer to a refused client: it fits, or the client goes. */
+static int fsvc_send_now(int fd, const struct msg *m)
+{
+	int ret = ctl_send_timed(fd, m, NULL, 0, FSVC_SEND_MS);
+
+	if (ret == -ETIMEDOUT)
+		fsvc_log_unread();
 	return ret;
+}
+
+/*
+ * Every answer to a local client (sockets are non-blocking): sent now as
+ * far as the socket takes it, the rest queued for EPOLLOUT (the caller's
+ * @fds are dup()ed if they must wait). Returns 0, or -errno if the
+ * connection must end.
+ */
+static int fsvc_send(struct fsvc_conn *c, const struct msg *m, const int *fds,
+		     int n_fds)
+{
+	struct fsvc_out *o, **tail;
+	uint8_t *payload;
+	size_t len;
+	int ret;
+
+	if (n_fds < 0 || n_fds > CTL_FDS_MAX || (n_fds && !fds))
+		return -EINVAL;
+	ret = msg_encode(m, &payload, &len);
+	if (ret)
+		return ret;
+	if (!len || len > FRAME_MAX) {
+		free(payload);
+		return -EMSGSIZE;
+	}
+	if (c->out_bytes + FRAME_HDR_LEN + len > FSVC_OUT_MAX) {
+		free(payload);
+		fsvc_log_unread();
+		return -ENOBUFS;
+	}
+	o = calloc(1, sizeof(*o));
+	if (!o) {
+		free(payload);
+		return -ENOMEM;
+	}
+	frame_hdr_put(o->hdr, (uint32_t)len);
+	o->buf = payload;
+	o->len = FRAME_HDR_LEN + len;
+	o->n_fds = n_fds;
+	if (n_fds)
+		memcpy(o->fds, fds, sizeof(int) * (size_t)n_fds);
+	for (tail = &c->out; *tail; tail = &(*tail)->next)
+		;
+	*tail = o;
+	c->out_bytes += o->len;
+	ret = fsvc_out_flush(c);
+	if (ret || !c->out) {
+		for (o = c->out; o; o = o->next)
+			if (!o->own_fds)
+				o->n_fds = 0; /* the caller's: not kept */
+		return ret;
+	}
+	/* Still queued with its descriptors: they must outlive the
+	 * caller's (a read-only map's are closed after this). */
+	for (o = c->out; o; o = o->next) {
+		for (int i = 0; !o->own_fds && i < o->n_fds; i++) {
+			int fd = fcntl(o->fds[i], F_DUPFD_CLOEXEC, 0);
+
+			if (fd < 0) {
+				ret = -errno;
+				for (int k = 0; k < i; k++)
+					close(o->fds[k]);
+				o->n_fds = 0;
+				return ret;
+			}
+			o->fds[i] = fd;
+		}
+		o->own_fds = 1;
+	}
+	return evl_mod(c->a->evl, c->fd, EPOLLIN | EPOLLOUT);
 }
 
 static int fsvc_reply_error(struct fsvc_conn *c, int err, const char *what)
@@ -201,7 +377,7 @@ static int fsvc_reply_error(struct fsvc_conn *c, int err, const char *what)
 	struct msg rep;
 
 	msg_error(&rep, err, "%s", what);
-	return fsvc_send(c->fd, &rep, NULL, 0);
+	return fsvc_send(c, &rep, NULL, 0);
 }
 
 static int fsvc_lookup(struct fsvc_conn *c)
@@ -395,7 +571,7 @@ static int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 		else
 			c->layout.flags = MSG_MAP_CACHE;
 	}
-	ret = fsvc_send(c->fd, &c->layout, &c->cache_fd, c->cache_fd >= 0);
+	ret = fsvc_send(c, &c->layout, &c->cache_fd, c->cache_fd >= 0);
 	if (!ret)
 		c->state = FSVC_LAYOUT_SENT;
 	return ret;
@@ -566,7 +742,7 @@ static void fsvc_on_dones(struct evl *l, int fd, uint32_t events, void *arg)
 			else
 				msg_init(&rep, MSG_T_OK);
 			c->state = FSVC_NEW;
-			if (fsvc_send(c->fd, &rep, NULL, 0))
+			if (fsvc_send(c, &rep, NULL, 0))
 				fsvc_conn_close(c);
 		}
 		free(d);
@@ -835,13 +1011,51 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 		 (unsigned long long)d.id,
 		 d.features & UFFD_FEATURE_POISON ? "with" : "WITHOUT");
 	msg_init(&ok, MSG_T_OK);
-	return fsvc_send(c->fd, &ok, NULL, 0);
+	return fsvc_send(c, &ok, NULL, 0);
+}
+
+/*
+ * The byte ranges of a MAP_FDS: its extents, or [base, base + size). Each
+ * of whole segments inside the region, ascending and apart, base the first
+ * one's offset and size their total, at most MSG_POOL_SEGS_MAX segments.
+ */
+static int fsvc_map_fds_ranges(const struct msg *req, uint64_t span,
+			       struct msg_extent *one,
+			       const struct msg_extent **ext, uint32_t *n_ext)
+{
+	uint64_t total = 0, next = 0;
+
+	*ext = req->extents;
+	*n_ext = req->n_extents;
+	if (!*n_ext) {
+		one->off = req->base;
+		one->len = req->size;
+		*ext = one;
+		*n_ext = 1;
+	}
+	if (*n_ext > MSG_POOL_SEGS_MAX || (*ext)[0].off != req->base)
+		return -EINVAL;
+	for (uint32_t i = 0; i < *n_ext; i++) {
+		const struct msg_extent *e = &(*ext)[i];
+
+		if (e->off % MSG_POOL_SEG || e->len % MSG_POOL_SEG || !e->len ||
+		    e->len / MSG_POOL_SEG > MSG_POOL_SEGS_MAX ||
+		    e->off > span || e->len > span - e->off ||
+		    (i && e->off < next))
+			return -EINVAL;
+		next = e->off + e->len;
+		total += e->len;
+		if (total / MSG_POOL_SEG > MSG_POOL_SEGS_MAX)
+			return -EINVAL;
+	}
+	return total == req->size ? 0 : -EINVAL;
 }
 
 /*
  * The pool segments under region bytes [base, base + size) of the layout
- * sent: each one in a chunk placed here, so a process gets its region's
- * part of the pool and nothing else. A read-only map gets each segment
+ * sent, or under the extents given (a batch of chunks apart): each one in
+ * a chunk placed here, so a process gets its region's part of the pool
+ * and nothing else. A read-only map gets each segment
  * opened read-only (its mapping can never be made writable).
  */
 static int fsvc_on_map_fds(struct fsvc_conn *c, const struct msg *req)
@@ -849,23 +1063,28 @@ static int fsvc_on_map_fds(struct fsvc_conn *c, const struct msg *req)
 	const struct msg *l = &c->layout;
 	uint64_t span = (uint64_t)l->n_chunks * l->chunk_size;
 	int fds[MSG_POOL_SEGS_MAX], n = 0, ro, ret = 0;
+	const struct msg_extent *ext;
+	struct msg_extent one;
 	const char *why = NULL;
+	uint32_t n_ext, k = 0;
 	struct msg rep;
 
 	ro = !!(c->flags & MSG_MAP_RDONLY);
-	if (req->base % MSG_POOL_SEG || req->size % MSG_POOL_SEG ||
-	    !req->size || req->size / MSG_POOL_SEG > MSG_POOL_SEGS_MAX ||
-	    req->base > span || req->size > span - req->base) {
+	if (fsvc_map_fds_ranges(req, span, &one, &ext, &n_ext)) {
 		fsvc_reply_error(c, -EINVAL,
 				 "map_fds: not a run of whole segments of the "
 				 "region");
 		return -EINVAL;
 	}
-	for (uint64_t o = req->base; o < req->base + req->size && !why;
-	     o += MSG_POOL_SEG) {
-		const struct msg_chunk *ch = &l->chunks[o / l->chunk_size];
+	for (uint64_t o = ext[0].off, s = 0;
+	     s < req->size / MSG_POOL_SEG && !why; s++, o += MSG_POOL_SEG) {
+		const struct msg_chunk *ch;
 		char path[64];
 		int fd;
+
+		if (o == ext[k].off + ext[k].len)
+			o = ext[++k].off; /* the next range */
+		ch = &l->chunks[o / l->chunk_size];
 
 		if (!fsvc_chunk_is_local(l, ch)) {
 			why = "map_fds: a chunk this node does not hold";
@@ -896,7 +1115,7 @@ static int fsvc_on_map_fds(struct fsvc_conn *c, const struct msg *req)
 		msg_init(&rep, MSG_T_MAP_FDS);
 		rep.base = req->base;
 		rep.size = req->size;
-		ret = fsvc_send(c->fd, &rep, fds, n);
+		ret = fsvc_send(c, &rep, fds, n);
 	}
 	for (int i = 0; ro && i < n; i++)
 		close(fds[i]);
@@ -941,7 +1160,7 @@ static int fsvc_on_stats(struct fsvc_conn *c)
 		rep.cache[MSG_CACHE_FILE_MAX] =
 			atomic_load(&ctr->cache_file_max);
 	}
-	ret = fsvc_send(c->fd, &rep, NULL, 0);
+	ret = fsvc_send(c, &rep, NULL, 0);
 	msg_fini(&rep);
 	return ret;
 }
@@ -1061,6 +1280,12 @@ static int fsvc_conn_read(struct fsvc_conn *c)
 		c->rlen += (size_t)n;
 		while ((used = frame_parse(c->rbuf, c->rlen, &payload, &plen)) >
 		       0) {
+			/* A request while an answer is still unsent: this
+			 * client sends without reading. */
+			if (c->out) {
+				fsvc_log_unread();
+				return -EPROTO;
+			}
 			ret = msg_decode(payload, plen, &req);
 			if (ret)
 				return ret;
@@ -1092,9 +1317,15 @@ static int fsvc_conn_read(struct fsvc_conn *c)
 static void fsvc_on_conn(struct evl *l, int fd, uint32_t events, void *arg)
 {
 	struct fsvc_conn *c = arg;
-	int ret;
+	int ret = 0;
 
-	ret = fsvc_conn_read(c);
+	if (events & EPOLLOUT) {
+		ret = fsvc_out_flush(c);
+		if (!ret && !c->out)
+			ret = evl_mod(l, c->fd, EPOLLIN);
+	}
+	if (!ret && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+		ret = fsvc_conn_read(c);
 	if (!ret)
 		return;
 	if (ret != -ECONNRESET && ret != -EPROTO)
@@ -1170,7 +1401,7 @@ static void fsvc_refuse(struct node_agent *a, int fd, const struct ucred *cr,
 			  "uid %u is not allowed to use this agent "
 			  "(--allow-uid/--allow-gid)",
 			  (unsigned int)cr->uid);
-	if (fsvc_send(fd, &rep, NULL, 0)) {
+	if (fsvc_send_now(fd, &rep)) {
 		close(fd);
 		return;
 	}

@@ -8,6 +8,7 @@
 #define LOG_PREFIX "farpage: "
 #include "farpage.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -18,6 +19,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -217,20 +219,131 @@ static int farpage_chunk_is_local(const struct farpage_map *m, uint32_t i)
 		 m->chunks[i].inst != m->instance);
 }
 
+/* A number in a /proc file, or 0. */
+static uint64_t farpage_read_u64(const char *path)
+{
+	unsigned long long v = 0;
+	FILE *fp = fopen(path, "re");
+
+	if (fp) {
+		if (fscanf(fp, "%llu", &v) != 1)
+			v = 0;
+		fclose(fp);
+	}
+	return v;
+}
+
+/* Lines of /proc/self/maps: the mappings this process has now. */
+static uint64_t farpage_maps_now(void)
+{
+	char buf[1 << 16];
+	uint64_t n = 0;
+	ssize_t r;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	while ((r = read(fd, buf, sizeof(buf))) > 0)
+		for (ssize_t i = 0; i < r; i++)
+			n += buf[i] == '\n';
+	close(fd);
+	return n;
+}
+
+/* Headroom beyond the map's own: the process maps other things too. */
+#define MAP_COUNT_SLACK 1024
+/* Descriptors that must be free: a batch of segments, the cache, a uffd. */
+#define FD_SLACK (MSG_POOL_SEGS_MAX + 16)
+
 /*
- * Asks the agent for the pool segments under region bytes [off, off + len)
- * and maps them there. Returns 0, -errno of a segment's mmap() (> 0 if the
- * agent refused or broke the protocol: the map fails).
+ * What mapping @m takes of the process's limits, checked before anything
+ * is mapped: a mapping per 2 MiB pool segment held here (each is its own
+ * memfd) and per run of chunks that fault, against vm.max_map_count; a
+ * batch of segment descriptors at a time against the open-files limit.
+ * Past either the map fails with the limit and the fix named, never
+ * half-way through.
  */
-static int farpage_map_segs(struct farpage_map *m, uint64_t off, uint64_t len)
+static int farpage_limits_check(const struct farpage_map *m)
+{
+	uint64_t segs = 0, runs = 0, need, have, max;
+	struct rlimit rl;
+	uint64_t open_fds = 0;
+	DIR *d;
+
+	for (uint32_t i = 0; i < m->n_chunks; i++) {
+		if (farpage_chunk_is_local(m, i))
+			segs += m->chunk_size / MSG_POOL_SEG;
+		else if (!i || farpage_chunk_is_local(m, i - 1))
+			runs++;
+	}
+	need = segs + runs;
+	/* Reading the maps costs a line per mapping: only for maps that
+	 * could come near the limit. */
+	max = farpage_read_u64("/proc/sys/vm/max_map_count");
+	if (max && need + MAP_COUNT_SLACK > max / 4) {
+		have = farpage_maps_now();
+		if (have + need + MAP_COUNT_SLACK > max) {
+			log_err("map %s: it takes %llu memory mappings (one "
+				"per 2 MiB of it in this node's pool: %llu "
+				"MiB, and one per run of chunks on other "
+				"nodes); this process has %llu and "
+				"vm.max_map_count is %llu: raise it (sysctl -w "
+				"vm.max_map_count=%llu; the farpage package's "
+				"60-farpage.conf sets 1048576)",
+				m->name, (unsigned long long)need,
+				(unsigned long long)(segs * 2),
+				(unsigned long long)have,
+				(unsigned long long)max,
+				(unsigned long long)(have + need +
+						     2 * MAP_COUNT_SLACK));
+			return -ENOMEM;
+		}
+	}
+	if (!segs || getrlimit(RLIMIT_NOFILE, &rl) ||
+	    rl.rlim_cur == RLIM_INFINITY)
+		return 0;
+	d = opendir("/proc/self/fd");
+	for (struct dirent *e; d && (e = readdir(d));)
+		open_fds += e->d_name[0] != '.';
+	if (d) {
+		closedir(d);
+		open_fds--; /* the listing's own */
+	}
+	if (open_fds + FD_SLACK > rl.rlim_cur) {
+		log_err("map %s: its pool segments come %d descriptors at a "
+			"time; this process has %llu open and its open-files "
+			"limit is %llu: raise it (ulimit -n, LimitNOFILE=)",
+			m->name, MSG_POOL_SEGS_MAX,
+			(unsigned long long)open_fds,
+			(unsigned long long)rl.rlim_cur);
+		return -EMFILE;
+	}
+	return 0;
+}
+
+/*
+ * Asks the agent for the pool segments under the region byte ranges
+ * @ext[0..n_ext) (whole segments, ascending, @segs of them in all, at
+ * most MSG_POOL_SEGS_MAX) and maps them there. Returns 0, -errno of a
+ * segment's mmap() (> 0 if the agent refused or broke the protocol: the
+ * map fails).
+ */
+static int farpage_map_segs(struct farpage_map *m, const struct msg_extent *ext,
+			    uint32_t n_ext, uint64_t segs)
 {
 	int fds[MSG_POOL_SEGS_MAX], n = MSG_POOL_SEGS_MAX, ret;
-	uint64_t want = len / MSG_POOL_SEG;
 	struct msg req, rep;
+	uint64_t off;
+	uint32_t k = 0;
 
 	msg_init(&req, MSG_T_MAP_FDS);
-	req.base = off;
-	req.size = len;
+	req.base = ext[0].off;
+	req.size = segs * MSG_POOL_SEG;
+	/* One range goes as base and size alone. */
+	if (n_ext > 1) {
+		req.extents = (struct msg_extent *)ext;
+		req.n_extents = n_ext;
+	}
 	ret = ctl_send(m->sock, &req, NULL, 0);
 	if (ret)
 		return -ret;
@@ -240,15 +353,18 @@ static int farpage_map_segs(struct farpage_map *m, uint64_t off, uint64_t len)
 	if (rep.type == MSG_T_ERROR) {
 		log_err("map %s: %s", m->name, rep.text);
 		ret = (int)rep.err;
-	} else if (rep.type != MSG_T_MAP_FDS || rep.base != off ||
-		   rep.size != len || (uint64_t)n != want) {
+	} else if (rep.type != MSG_T_MAP_FDS || rep.base != req.base ||
+		   rep.size != req.size || (uint64_t)n != segs) {
 		ret = EBADMSG;
 	}
-	for (int i = 0; !ret && i < n; i++) {
-		void *p = mmap(m->base + off + (size_t)i * MSG_POOL_SEG,
-			       MSG_POOL_SEG, farpage_prot(m),
-			       MAP_SHARED | MAP_FIXED, fds[i], 0);
+	off = ext[0].off;
+	for (int i = 0; !ret && i < n; i++, off += MSG_POOL_SEG) {
+		void *p;
 
+		if (off == ext[k].off + ext[k].len)
+			off = ext[++k].off;
+		p = mmap(m->base + off, MSG_POOL_SEG, farpage_prot(m),
+			 MAP_SHARED | MAP_FIXED, fds[i], 0);
 		if (p == MAP_FAILED)
 			ret = -errno;
 	}
@@ -258,57 +374,89 @@ static int farpage_map_segs(struct farpage_map *m, uint64_t off, uint64_t len)
 	return ret;
 }
 
+/* A batch of pool segments to ask for at once, and its chunks. */
+struct farpage_batch {
+	struct msg_extent ext[MSG_POOL_SEGS_MAX];
+	uint32_t n_ext;
+	uint64_t segs;
+	uint32_t c0, c1; /* first and last chunk in it */
+};
+
 /*
- * Maps this node's chunks from its pool, asking for their segments run by
- * run. A chunk whose map fails (e.g. no free hugepage) is put back as
- * anonymous memory and left to fault: a failed hugetlb MAP_FIXED leaves a
- * hole otherwise.
+ * Maps the batch's segments; chunks of a batch that fails to map (e.g. no
+ * free hugepage) are put back as anonymous memory and left to fault: a
+ * failed hugetlb MAP_FIXED leaves a hole otherwise.
+ */
+static int farpage_batch_map(struct farpage_map *m, struct farpage_batch *b)
+{
+	int ret;
+
+	if (!b->segs)
+		return 0;
+	ret = farpage_map_segs(m, b->ext, b->n_ext, b->segs);
+	if (ret > 0)
+		return -ret;
+	if (ret) {
+		log_warn("region %s chunks %u-%u: pool map failed (%s); "
+			 "their pages will be copied on fault",
+			 m->name, b->c0, b->c1, strerror(-ret));
+		for (uint32_t c = b->c0; c <= b->c1; c++) {
+			void *p;
+
+			if (!m->is_local[c])
+				continue;
+			m->is_local[c] = 0;
+			p = mmap(m->base + (size_t)c * m->chunk_size,
+				 m->chunk_size, farpage_prot(m),
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
+					 MAP_NORESERVE,
+				 -1, 0);
+			if (p == MAP_FAILED)
+				return -errno;
+		}
+	}
+	b->n_ext = 0;
+	b->segs = 0;
+	return 0;
+}
+
+/*
+ * Maps this node's chunks from its pool, their segments asked for
+ * MSG_POOL_SEGS_MAX at a time whether the chunks are side by side or
+ * not (a region spread over nodes alternates them).
  */
 static int farpage_map_local(struct farpage_map *m)
 {
-	uint64_t batch = MSG_POOL_SEGS_MAX * MSG_POOL_SEG;
-	uint32_t i = 0, j;
+	struct farpage_batch b = { .n_ext = 0 };
 	int ret;
 
-	for (; i < m->n_chunks; i = j) {
-		uint64_t start = (uint64_t)i * m->chunk_size, end;
+	for (uint32_t c = 0; c < m->n_chunks; c++)
+		m->is_local[c] = farpage_chunk_is_local(m, c);
+	for (uint32_t c = 0; c < m->n_chunks; c++) {
+		uint64_t o = (uint64_t)c * m->chunk_size;
 
-		j = i + 1;
-		if (!farpage_chunk_is_local(m, i))
-			continue;
-		while (j < m->n_chunks && farpage_chunk_is_local(m, j))
-			j++;
-		end = (uint64_t)j * m->chunk_size;
-		for (uint64_t o = start; o < end; o += batch) {
-			uint64_t len = end - o < batch ? end - o : batch;
-			uint32_t c0 = (uint32_t)(o / m->chunk_size);
-			uint32_t c1 = (uint32_t)((o + len - 1) / m->chunk_size);
+		for (; m->is_local[c] && o < (uint64_t)(c + 1) * m->chunk_size;
+		     o += MSG_POOL_SEG) {
+			struct msg_extent *e =
+				b.n_ext ? &b.ext[b.n_ext - 1] : NULL;
 
-			ret = farpage_map_segs(m, o, len);
-			if (ret > 0)
-				return -ret;
-			for (uint32_t c = c0; c <= c1; c++)
-				m->is_local[c] = !ret;
-			if (!ret)
-				continue;
-			log_warn(
-				"region %s chunks %u-%u: pool map failed (%s); "
-				"their pages will be copied on fault",
-				m->name, c0, c1, strerror(-ret));
-			for (uint32_t c = c0; c <= c1; c++) {
-				void *p = mmap(
-					m->base + (size_t)c * m->chunk_size,
-					m->chunk_size, farpage_prot(m),
-					MAP_PRIVATE | MAP_ANONYMOUS |
-						MAP_FIXED | MAP_NORESERVE,
-					-1, 0);
-
-				if (p == MAP_FAILED)
-					return -errno;
+			if (!b.segs)
+				b.c0 = c;
+			b.c1 = c;
+			if (e && e->off + e->len == o) {
+				e->len += MSG_POOL_SEG;
+			} else {
+				b.ext[b.n_ext].off = o;
+				b.ext[b.n_ext++].len = MSG_POOL_SEG;
+			}
+			if (++b.segs == MSG_POOL_SEGS_MAX) {
+				ret = farpage_batch_map(m, &b);
+				if (ret)
+					return ret;
 			}
 		}
 	}
-	return 0;
+	return farpage_batch_map(m, &b);
 }
 
 /*
@@ -879,6 +1027,9 @@ static int farpage_map_common(const char *name,
 		goto err;
 	m->features = supported & UFFD_WANTED_FEATURES;
 	farpage_cache_choose(m, supported);
+	ret = farpage_limits_check(m);
+	if (ret)
+		goto err;
 	ret = farpage_reserve(m->span, at, &m->base);
 	if (ret) {
 		m->base = NULL;

@@ -55,6 +55,13 @@
  *       misaligned, past the region, and more than 64 at once.
  *       "map-fds: segs=N expected=N bad=K pages=N mismatches=M
  *       refused=R/5".
+ *   fp_attack map-fds-ext SOCK REGION
+ *       MAP REGION (its chunks alternate between the agent and another
+ *       node) and ask for the agent's first 64 segments at once as
+ *       extents: 64 memfds of 2 MiB must come. Then what must be refused
+ *       is: extents with a chunk of the other node, descending,
+ *       overlapping, not adding up to the size, 65 segments.
+ *       "map-fds-ext: segs=N expected=64 bad=K refused=R/5".
  *   fp_attack reopen-rw SOCK REGION EVIL
  *       a read-only mapper: MAP REGION read-only, MAP_FDS of its first
  *       segment on the agent, then /proc/self/fd/N reopened O_RDWR, mapped
@@ -766,6 +773,125 @@ static int attack_map_fds(int fd, uint64_t base, uint64_t size, int *fds,
 	return ret;
 }
 
+/* MAP_FDS of the segments under @ext[0..n_ext) (@size bytes in all). */
+static int attack_map_fds_ext(int fd, const struct msg_extent *ext,
+			      uint32_t n_ext, uint64_t size, int *fds, int *n)
+{
+	struct msg req, rep;
+	int ret;
+
+	msg_init(&req, MSG_T_MAP_FDS);
+	req.base = ext[0].off;
+	req.size = size;
+	req.extents = (struct msg_extent *)ext;
+	req.n_extents = n_ext;
+	*n = MSG_POOL_SEGS_MAX;
+	ret = ctl_send(fd, &req, NULL, 0);
+	if (!ret)
+		ret = ctl_recv(fd, &rep, fds, n, ATTACK_TIMEOUT_MS);
+	if (ret) {
+		*n = 0;
+		return ret;
+	}
+	if (rep.type == MSG_T_ERROR)
+		ret = -(int)rep.err;
+	msg_fini(&rep);
+	return ret;
+}
+
+/* 1 if MAP_FDS of @ext is refused, on a connection of its own. */
+static int attack_ext_refused(const char *sock, const char *region,
+			      const struct msg_extent *ext, uint32_t n_ext,
+			      uint64_t size)
+{
+	int fd, fds[MSG_POOL_SEGS_MAX], n = 0, ret;
+	struct msg l;
+
+	if (attack_map(sock, region, 0, &fd, &l))
+		return 0;
+	msg_fini(&l);
+	ret = attack_map_fds_ext(fd, ext, n_ext, size, fds, &n);
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	close(fd);
+	return ret < 0 && !n;
+}
+
+static int attack_map_fds_ext_all(const char *sock, const char *region)
+{
+	struct msg_extent loc[MSG_POOL_SEGS_MAX + 1], bad2[2];
+	uint64_t foreign = UINT64_MAX;
+	int fd, fds[MSG_POOL_SEGS_MAX], n = 0, refused = 0, bad = 0, ret;
+	uint32_t nl = 0;
+	struct msg l;
+
+	ret = attack_map(sock, region, 0, &fd, &l);
+	if (ret) {
+		fprintf(stderr, "fp_attack: map %s: %s\n", region,
+			strerror(-ret));
+		return 2;
+	}
+	for (uint32_t i = 0; i < l.n_chunks && nl <= MSG_POOL_SEGS_MAX; i++) {
+		uint64_t c0 = (uint64_t)i * l.chunk_size;
+
+		if (l.chunks[i].node != l.node) {
+			if (foreign == UINT64_MAX)
+				foreign = c0;
+			continue;
+		}
+		for (uint64_t o = c0;
+		     o < c0 + l.chunk_size && nl <= MSG_POOL_SEGS_MAX;
+		     o += MSG_POOL_SEG) {
+			loc[nl].off = o;
+			loc[nl++].len = MSG_POOL_SEG;
+		}
+	}
+	if (nl <= MSG_POOL_SEGS_MAX || foreign == UINT64_MAX ||
+	    loc[MSG_POOL_SEGS_MAX - 1].off - loc[0].off <
+		    MSG_POOL_SEGS_MAX * MSG_POOL_SEG) {
+		fprintf(stderr,
+			"fp_attack: %s: needs more than 64 local "
+			"segments apart and a chunk elsewhere\n",
+			region);
+		close(fd);
+		msg_fini(&l);
+		return 2;
+	}
+	ret = attack_map_fds_ext(fd, loc, MSG_POOL_SEGS_MAX,
+				 MSG_POOL_SEGS_MAX * MSG_POOL_SEG, fds, &n);
+	if (ret)
+		fprintf(stderr, "fp_attack: map_fds with extents: %s\n",
+			strerror(-ret));
+	for (int k = 0; k < n; k++) {
+		struct stat st;
+
+		bad += fstat(fds[k], &st) ||
+		       (uint64_t)st.st_size != MSG_POOL_SEG;
+		close(fds[k]);
+	}
+	close(fd);
+	bad2[0] = loc[0];
+	bad2[1] = (struct msg_extent){ .off = foreign, .len = MSG_POOL_SEG };
+	if (bad2[1].off < bad2[0].off) {
+		bad2[1] = bad2[0];
+		bad2[0].off = foreign;
+	}
+	refused += attack_ext_refused(sock, region, bad2, 2, 2 * MSG_POOL_SEG);
+	bad2[0] = loc[1];
+	bad2[1] = loc[0];
+	refused += attack_ext_refused(sock, region, bad2, 2, 2 * MSG_POOL_SEG);
+	bad2[0] = loc[0];
+	bad2[1] = loc[0];
+	refused += attack_ext_refused(sock, region, bad2, 2, 2 * MSG_POOL_SEG);
+	refused += attack_ext_refused(sock, region, loc, 2, MSG_POOL_SEG);
+	refused += attack_ext_refused(sock, region, loc, MSG_POOL_SEGS_MAX + 1,
+				      (MSG_POOL_SEGS_MAX + 1) * MSG_POOL_SEG);
+	printf("map-fds-ext: segs=%d expected=%d bad=%d refused=%d/5\n", n,
+	       MSG_POOL_SEGS_MAX, bad, refused);
+	msg_fini(&l);
+	return n == MSG_POOL_SEGS_MAX && !bad && refused == 5 ? 0 : 1;
+}
+
 /* One handed segment at region offset @off: 0 if it is what it must be. */
 static int attack_seg_check(int fd, uint64_t off, uint64_t seed, int ro,
 			    long *pages, long *mism)
@@ -1219,6 +1345,8 @@ int main(int argc, char **argv)
 		return attack_map_fds_all(argv[2], argv[3],
 					  strtoull(argv[4], NULL, 0),
 					  !strcmp(argv[5], "ro"));
+	if (argc == 4 && !strcmp(argv[1], "map-fds-ext"))
+		return attack_map_fds_ext_all(argv[2], argv[3]);
 	if (argc == 5 && !strcmp(argv[1], "reopen-rw"))
 		return attack_reopen_rw(argv[2], argv[3],
 					strtoull(argv[4], NULL, 0));
@@ -1229,7 +1357,7 @@ int main(int argc, char **argv)
 					   argc == 6);
 	fprintf(stderr,
 		"usage: fp_attack plain-read|peer|ctl-plain|ctl-key|ctl-clear|"
-		"as-node|tamper|flood|hold-node|map-fds|reopen-rw|uffd-upgrade|"
-		"stuff ... (see the source)\n");
+		"as-node|tamper|flood|hold-node|map-fds|map-fds-ext|reopen-rw|"
+		"uffd-upgrade|stuff ... (see the source)\n");
 	return 2;
 }

@@ -90,6 +90,17 @@
  *                               with "wstale: pages=N written1=N sigbus1=N
  *                               flush1=ERR written2=N sigbus2=N flush2=ERR
  *                               unmap=ERR".
+ *   fp_guest sparse REGION SEED PAGES [HOLD_MAPS]
+ *                               map writable, write SEED's pattern into
+ *                               PAGES pages spread evenly over the whole
+ *                               region, flush, unmap; then map read-only
+ *                               and verify them (they come from their
+ *                               owners). Prints "sparse: map_ms=...",
+ *                               then "sparse: pages=N remote=N local=N
+ *                               verified=N wrong=N zero=N sigbus=0
+ *                               hwm_kb=N" (its peak RSS). HOLD_MAPS:
+ *                               first make that many memory mappings of
+ *                               its own (toward vm.max_map_count).
  *   fp_guest hotcold REGION SEED HOT COLD ROUNDS
  *                               map read-only; each round reads and
  *                               verifies the first HOT pages (the hot set)
@@ -696,6 +707,121 @@ static int guest_whold(const char *region, uint64_t seed)
 	return farpage_unmap(m) ? 1 : 0;
 }
 
+static double guest_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* A "Key:   N kB" figure of /proc/self/status, or 0. */
+static unsigned long guest_status_kb(const char *key)
+{
+	char line[256];
+	unsigned long v = 0;
+	size_t n = strlen(key);
+	FILE *fp = fopen("/proc/self/status", "re");
+
+	while (fp && fgets(line, sizeof(line), fp))
+		if (!strncmp(line, key, n) && line[n] == ':')
+			v = strtoul(line + n + 1, NULL, 10);
+	if (fp)
+		fclose(fp);
+	return v;
+}
+
+/* Page k of @n spread over a region of @total pages. */
+static size_t guest_spread(size_t k, size_t n, size_t total)
+{
+	return (size_t)((unsigned __int128)k * total / n) +
+	       (k * 7) % (total / n ? total / n : 1);
+}
+
+/* @n one-page mappings that do not merge (every other one read-only). */
+static int guest_hold_maps(size_t n)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	uint8_t *p = mmap(NULL, n * (size_t)pg, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	if (p == MAP_FAILED)
+		return -1;
+	for (size_t i = 1; i < n; i += 2)
+		if (mprotect(p + i * (size_t)pg, (size_t)pg, PROT_READ))
+			return -1;
+	return 0;
+}
+
+static int guest_sparse(const char *region, uint64_t seed, size_t n,
+			size_t hold_maps)
+{
+	struct guest_counts c = { 0 };
+	size_t total, remote = 0, local = 0;
+	double t0, t_map, t_write, t_flush, t_unmap, t_map2, t_unmap2;
+	struct farpage_map *m;
+	uint8_t *base;
+	int ret;
+
+	if (hold_maps && guest_hold_maps(hold_maps)) {
+		fprintf(stderr, "fp_guest: cannot make %zu mappings\n",
+			hold_maps);
+		return 2;
+	}
+	t0 = guest_ms();
+	if (guest_map_rw(region, &m))
+		return 1;
+	t_map = guest_ms();
+	base = farpage_map_addr(m);
+	total = farpage_map_size(m) / PATTERN_PAGE;
+	if (n > total)
+		n = total;
+	for (size_t k = 0; k < n; k++)
+		pattern_fill(base + guest_spread(k, n, total) * PATTERN_PAGE,
+			     seed, guest_spread(k, n, total));
+	t_write = guest_ms();
+	ret = farpage_flush(m);
+	if (ret) {
+		fprintf(stderr, "fp_guest: flush: %s\n", farpage_strerror(ret));
+		return 1;
+	}
+	t_flush = guest_ms();
+	ret = farpage_unmap(m);
+	if (ret) {
+		fprintf(stderr, "fp_guest: unmap: %s\n", farpage_strerror(ret));
+		return 1;
+	}
+	t_unmap = guest_ms();
+	if (guest_map(region, &m))
+		return 1;
+	t_map2 = guest_ms();
+	base = farpage_map_addr(m);
+	for (size_t k = 0; k < n; k++) {
+		size_t page = guest_spread(k, n, total);
+
+		if (farpage_map_is_local(m, page * PATTERN_PAGE))
+			local++;
+		else
+			remote++;
+		guest_check(&c, base + page * PATTERN_PAGE, seed, page);
+	}
+	t_unmap2 = guest_ms();
+	ret = farpage_unmap(m);
+	printf("sparse: map_ms=%.1f write_ms=%.1f flush_ms=%.1f "
+	       "unmap_ms=%.1f map_ro_ms=%.1f read_ms=%.1f unmap_ro_ms=%.1f\n",
+	       t_map - t0, t_write - t_map, t_flush - t_write,
+	       t_unmap - t_flush, t_map2 - t_unmap, t_unmap2 - t_map2,
+	       guest_ms() - t_unmap2);
+	printf("sparse: pages=%zu remote=%zu local=%zu", n, remote, local);
+	printf(" verified=%lu wrong=%lu zero=%lu sigbus=%lu hwm_kb=%lu\n",
+	       (unsigned long)atomic_load(&c.verified),
+	       (unsigned long)atomic_load(&c.wrong),
+	       (unsigned long)atomic_load(&c.zero),
+	       (unsigned long)atomic_load(&c.sigbus), guest_status_kb("VmHWM"));
+	fflush(stdout);
+	return ret ? 1 : 0;
+}
+
 static sigjmp_buf guest_segv_jb;
 
 static void guest_on_segv(int sig)
@@ -1067,6 +1193,10 @@ int main(int argc, char **argv)
 			(unsigned int)strtoul(argv[4], NULL, 0));
 	if (argc == 4 && !strcmp(argv[1], "whold"))
 		return guest_whold(argv[2], strtoull(argv[3], NULL, 0));
+	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "sparse"))
+		return guest_sparse(argv[2], strtoull(argv[3], NULL, 0),
+				    strtoull(argv[4], NULL, 0),
+				    argc == 6 ? strtoull(argv[5], NULL, 0) : 0);
 	if (argc == 4 && !strcmp(argv[1], "wresume"))
 		return guest_wresume(argv[2], strtoull(argv[3], NULL, 0));
 	if (argc == 5 && !strcmp(argv[1], "wsteal"))
@@ -1101,6 +1231,7 @@ int main(int argc, char **argv)
 		"SEED |\n"
 		"       wcut REGION SEED OLDSEED NWRITE | wsteal REGION SEED1 "
 		"SEED2 |\n"
-		"       wstale REGION SEED1 SEED2 SEED3\n");
+		"       wstale REGION SEED1 SEED2 SEED3 | sparse REGION SEED PAGES "
+		"[HOLD_MAPS]\n");
 	return 2;
 }
