@@ -637,7 +637,7 @@ static void fsvc_flush_checked(struct fsvc_conn *c,
 				c->name, r->text);
 		msg_init(&rep, MSG_T_OK);
 	}
-	if (fsvc_send(c->fd, &rep, NULL, 0))
+	if (fsvc_send(c, &rep, NULL, 0))
 		fsvc_conn_close(c);
 }
 
@@ -656,7 +656,7 @@ static void fsvc_flush_looked_up(struct fsvc_conn *c,
 		msg_error(&rep, -ENOENT, "%s", r->text);
 	else
 		msg_init(&rep, MSG_T_OK);
-	if (fsvc_send(c->fd, &rep, NULL, 0))
+	if (fsvc_send(c, &rep, NULL, 0))
 		fsvc_conn_close(c);
 }
 
@@ -760,7 +760,7 @@ static void fsvc_unmap_reply(struct fsvc_conn *c, const struct csess_result *r)
 		msg_error(&rep, r->err, "%s", r->text);
 	else
 		msg_init(&rep, MSG_T_OK);
-	if (fsvc_send(c->fd, &rep, NULL, 0))
+	if (fsvc_send(c, &rep, NULL, 0))
 		fsvc_conn_close(c);
 }
 
@@ -786,7 +786,7 @@ static int fsvc_on_unmap(struct fsvc_conn *c)
 	if (!c->lease) {
 		c->state = FSVC_UNMAPPED;
 		msg_init(&ok, MSG_T_OK);
-		return fsvc_send(c->fd, &ok, NULL, 0);
+		return fsvc_send(c, &ok, NULL, 0);
 	}
 	d = calloc(1, sizeof(*d));
 	if (!d) {
