@@ -120,6 +120,10 @@ fp_cli H a touch r --write --seed 7 >"$FP_TMP/a2.out" 2>&1 ||
 fp_touch_ok "a writes again after the break" "$FP_TMP/a2.out"
 owner_has 7 "a's new mapping flushed"
 
+fp_cli H o region writers r a,nosuch >"$FP_TMP/w.out" 2>&1 && fp_fail "writers: a name that never joined was taken"
+grep -q "no node named 'nosuch'" "$FP_TMP/w.out" || fp_fail "writers a,nosuch: $(cat "$FP_TMP/w.out")"
+fp_cli H o region writers r 999 >"$FP_TMP/w.out" 2>&1 && fp_fail "writers: node id 999 was taken"
+grep -q "unknown node 999" "$FP_TMP/w.out" || fp_fail "writers 999: $(cat "$FP_TMP/w.out")"
 fp_cli H o region writers r a,$ID_B >"$FP_TMP/w.out" 2>&1 || fp_fail "region writers r a,b: $(cat "$FP_TMP/w.out")"
 grep -q "writers: a ($ID_A), b ($ID_B)\$" "$FP_TMP/w.out" || fp_fail "region writers said: $(cat "$FP_TMP/w.out")"
 fp_cli H b touch r --write --seed 8 >"$FP_TMP/b2.out" 2>&1 ||
