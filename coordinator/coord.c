@@ -1833,14 +1833,15 @@ static uint64_t coord_wgen_next(const struct coord *c,
  * back, under the same generation, only if nobody took it since and it
  * was this node's: else -ENOLCK, the lease is lost. The reply carries the
  * generation for an agent that sent one (MSG_WGEN_NEW: a new map); an
- * agent of an older version sends none and gets none back.
+ * agent of an older version sends none and gets none back. A node that is
+ * not one of the region's writers gets -EACCES (-ENOLCK for a resume).
  */
 static int coord_on_write_lease(struct coord *c, const struct msg *req,
 				struct msg *rep, uint64_t now, int *fatal)
 {
 	struct coord_region *r = coord_region_find(c, req->name);
 	const struct coord_node *n = coord_node_find(c, req->node);
-	int aware = req->wgen != 0;
+	int aware = req->wgen != 0, allowed;
 	uint64_t resume = req->wgen == MSG_WGEN_NEW ? 0 : req->wgen;
 	const struct coord_writer *w;
 	uint64_t wgen;
@@ -1858,25 +1859,28 @@ static int coord_on_write_lease(struct coord *c, const struct msg *req,
 			  (unsigned long long)req->instance);
 		return 0;
 	}
+	/* A holder that is no longer a writer has lost the lease (the
+	 * writers change breaks it; this covers a log cut between the two). */
+	allowed = coord_writer_is_allowed(r, req->node);
 	w = coord_writer_live(c, r, now);
-	if (w && w->node == req->node && w->lease == req->lease &&
+	if (allowed && w && w->node == req->node && w->lease == req->lease &&
 	    (!resume || resume == r->wgen)) {
 		msg_init(rep, MSG_T_OK);
 		rep->wgen = aware ? r->wgen : 0;
 		return 0;
 	}
 	if (resume && (resume != r->wgen || !r->writer.lease ||
-		       r->writer.node != req->node)) {
+		       r->writer.node != req->node || !allowed)) {
 		msg_error(rep, -ENOLCK,
 			  "region '%s': the write lease of generation %llu "
 			  "is lost (now %llu%s): another mapping held it "
-			  "since",
+			  "since, or the admin broke it",
 			  r->name, (unsigned long long)resume,
 			  (unsigned long long)r->wgen,
 			  r->writer.lease ? "" : ", not held");
 		return 0;
 	}
-	if (!coord_writer_is_allowed(r, req->node)) {
+	if (!allowed) {
 		char list[MSG_TEXT_MAX];
 
 		coord_writers_str(c, r, list, sizeof(list));
