@@ -126,6 +126,13 @@ int cli_region_get(const struct cli *c, const char *what, const char *name,
 int cli_map(const struct cli *c, const char *what, const char *name,
 	    unsigned int flags, struct farpage_map **m);
 
+/*
+ * Prints "<indent>writers: a (1), b (2)" for region record @r (names
+ * from the NODES reply @nodes, NULL: ids only), or "writers: any node".
+ */
+void cli_writers_print(FILE *f, const char *indent, const struct msg *r,
+		       const struct msg *nodes);
+
 /* Formats a byte count ("64 MiB") into buf; returns buf. */
 const char *cli_size_str(uint64_t bytes, char *buf, size_t len);
 

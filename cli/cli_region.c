@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * farpage region create|list|show|delete: region management through the
- * coordinator.
+ * farpage region create|list|show|delete|writers|lease-break: region
+ * management through the coordinator.
  */
 #include "cli.h"
 
@@ -10,15 +10,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
+
 #define CLI_CHUNK_SIZE_MIN (2u << 20) /* msg.h: MSG_F_CHUNK_SIZE */
 
 static const char cli_region_usage[] =
 	"usage: farpage region create NAME --size SIZE [--chunk-size SIZE]\n"
 	"                             [--nodes ID,ID,... | --owners "
 	"ID,ID,...]\n"
+	"                             [--writers NODE,NODE,...]\n"
 	"       farpage region list\n"
 	"       farpage region show NAME\n"
 	"       farpage region delete NAME\n"
+	"       farpage region writers NAME NODE,NODE,...|any\n"
+	"       farpage region lease-break NAME\n"
 	"\n"
 	"Sizes take K/M/G/T suffixes (powers of 1024), e.g. 64M, 1G.\n"
 	"'farpage region SUBCOMMAND --help' describes a subcommand.\n";
@@ -27,7 +32,8 @@ static const char cli_region_create_usage[] =
 	"usage: farpage region create NAME --size SIZE [--chunk-size SIZE]\n"
 	"                             [--nodes ID,ID,... | --owners "
 	"ID,ID,...]\n"
-	"                             [--wait SECONDS]\n"
+	"                             [--writers NODE,NODE,...] "
+	"[--wait SECONDS]\n"
 	"\n"
 	"Creates region NAME and prints its chunk map. The pool space of a\n"
 	"deleted region comes back once its owner has cleared it (every node\n"
@@ -40,6 +46,9 @@ static const char cli_region_create_usage[] =
 	"  --nodes LIST       interleave the chunks across these node ids\n"
 	"                     (default: the coordinator's placement)\n"
 	"  --owners LIST      owner node id of each chunk, in order\n"
+	"  --writers LIST     the only nodes (names or ids, joined already)\n"
+	"                     whose agents may map it writable (take its\n"
+	"                     write lease); default: any node\n"
 	"  --wait SECONDS     how long to wait for space being cleared\n"
 	"                     (default 15; 0: fail at once)\n"
 	"  --help             this text\n";
@@ -59,6 +68,22 @@ static const char cli_region_delete_usage[] =
 	"usage: farpage region delete NAME\n"
 	"\n"
 	"Deletes region NAME.\n";
+
+static const char cli_region_writers_usage[] =
+	"usage: farpage region writers NAME NODE,NODE,...|any\n"
+	"\n"
+	"Sets the nodes (names or ids, joined already) whose agents may map\n"
+	"region NAME writable, or 'any' node. A mapping that holds the write\n"
+	"lease on a node no longer allowed loses it at once (as with\n"
+	"lease-break). Needs the admin key.\n";
+
+static const char cli_region_lease_break_usage[] =
+	"usage: farpage region lease-break NAME\n"
+	"\n"
+	"Ends the write lease of region NAME at once: the mapping that\n"
+	"held it can no longer write (its next flush fails, then every\n"
+	"write to it is SIGBUS) and another can take it. Needs the admin\n"
+	"key.\n";
 
 /*
  * Checks the @n_args positional arguments left after the options (0, or 1
@@ -105,6 +130,122 @@ static void cli_region_summary(const struct msg *r)
 	cli_chunks_print(stdout, "  ", r->chunks, r->n_chunks);
 }
 
+void cli_writers_print(FILE *f, const char *indent, const struct msg *r,
+		       const struct msg *nodes)
+{
+	fprintf(f, "%swriters: ", indent);
+	if (!r->n_writers)
+		fprintf(f, "any node");
+	for (uint32_t i = 0; i < r->n_writers; i++) {
+		const char *name = NULL;
+
+		for (uint32_t j = 0; nodes && j < nodes->n_nodes; j++)
+			if (nodes->nodes[j].id == r->writers[i])
+				name = nodes->nodes[j].name;
+		if (name)
+			fprintf(f, "%s%s (%llu)", i ? ", " : "", name,
+				(unsigned long long)r->writers[i]);
+		else
+			fprintf(f, "%s%llu", i ? ", " : "",
+				(unsigned long long)r->writers[i]);
+	}
+	fputc('\n', f);
+}
+
+/* The node table, for names; on failure the node list is empty. */
+static void cli_region_nodes(const struct cli *c, const char *what,
+			     struct msg *nodes)
+{
+	struct msg req;
+
+	msg_init(&req, MSG_T_NODE_LIST);
+	if (cli_coord_call(c, what, &req, nodes, MSG_T_NODES) < 0) {
+		msg_fini(nodes);
+		msg_init(nodes, MSG_T_NODES);
+	}
+}
+
+/*
+ * Parses writers list @arg: node ids, or names of nodes in the node table
+ * (asked of the coordinator if a name is given). Returns 0 with the ids,
+ * -EINVAL (usage, said) or another -errno (said).
+ */
+static int cli_writers_parse(const struct cli *c, const char *usage,
+			     const char *opt, const char *arg, uint64_t **out,
+			     uint32_t *n_out)
+{
+	struct msg nodes;
+	uint64_t *ids;
+	char *copy, *tok, *save;
+	uint32_t cnt = 1, n = 0;
+	int ret = 0, have_nodes = 0;
+
+	msg_init(&nodes, MSG_T_NONE);
+	for (const char *p = arg; *p; p++)
+		cnt += *p == ',';
+	ids = calloc(cnt, sizeof(*ids));
+	copy = strdup(arg);
+	if (!ids || !copy) {
+		cli_err("%s: %s", opt, strerror(ENOMEM));
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (tok = strtok_r(copy, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		uint64_t id = 0;
+
+		if (tok[0] >= '0' && tok[0] <= '9') {
+			if (util_u64_parse(tok, &id) < 0 || !id ||
+			    id > UINT32_MAX) {
+				cli_usage_err(usage,
+					      "%s: '%s' is not a node id", opt,
+					      tok);
+				ret = -EINVAL;
+				goto out;
+			}
+			ids[n++] = id;
+			continue;
+		}
+		if (!msg_name_is_valid(tok)) {
+			cli_usage_err(usage, "%s: '%s' is not a node name", opt,
+				      tok);
+			ret = -EINVAL;
+			goto out;
+		}
+		if (!have_nodes) {
+			struct msg req;
+
+			msg_init(&req, MSG_T_NODE_LIST);
+			ret = cli_coord_call(c, opt, &req, &nodes, MSG_T_NODES);
+			if (ret < 0)
+				goto out;
+			have_nodes = 1;
+		}
+		for (uint32_t j = 0; j < nodes.n_nodes; j++)
+			if (!strcmp(nodes.nodes[j].name, tok))
+				id = nodes.nodes[j].id;
+		if (!id) {
+			cli_err("%s: no node named '%s' has joined", opt, tok);
+			ret = -ENOENT;
+			goto out;
+		}
+		ids[n++] = id;
+	}
+	if (!n) {
+		cli_usage_err(usage, "%s: empty list of nodes", opt);
+		ret = -EINVAL;
+		goto out;
+	}
+	*out = ids;
+	*n_out = n;
+	ids = NULL;
+out:
+	msg_fini(&nodes);
+	free(copy);
+	free(ids);
+	return ret;
+}
+
 int cli_region_get(const struct cli *c, const char *what, const char *name,
 		   struct msg *rep)
 {
@@ -122,6 +263,7 @@ static int cli_region_create(const struct cli *c, int argc, char **argv)
 		{ "chunk-size", required_argument, NULL, 'c' },
 		{ "nodes", required_argument, NULL, 'n' },
 		{ "owners", required_argument, NULL, 'o' },
+		{ "writers", required_argument, NULL, 'W' },
 		{ "wait", required_argument, NULL, 'w' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -179,6 +321,17 @@ static int cli_region_create(const struct cli *c, int argc, char **argv)
 				goto out;
 			}
 			break;
+		case 'W':
+			free(req.writers);
+			req.writers = NULL;
+			ret = cli_writers_parse(c, usage, "--writers", optarg,
+						&req.writers, &req.n_writers);
+			if (ret < 0) {
+				code = ret == -EINVAL ? CLI_EXIT_USAGE
+						      : CLI_EXIT_FAIL;
+				goto out;
+			}
+			break;
 		case 'w':
 			if (cli_opt_u64(usage, "--wait", optarg, &wait_s))
 				goto out;
@@ -225,6 +378,7 @@ static int cli_region_create(const struct cli *c, int argc, char **argv)
 	}
 	printf("created ");
 	cli_region_summary(&rep);
+	cli_writers_print(stdout, "  ", &rep, NULL);
 	code = CLI_EXIT_OK;
 out:
 	msg_fini(&rep);
@@ -284,6 +438,16 @@ static int cli_region_show(const struct cli *c, int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	}
 	cli_region_summary(&rep);
+	if (rep.n_writers) {
+		struct msg nodes;
+
+		msg_init(&nodes, MSG_T_NONE);
+		cli_region_nodes(c, what, &nodes);
+		cli_writers_print(stdout, "  ", &rep, &nodes);
+		msg_fini(&nodes);
+	} else {
+		cli_writers_print(stdout, "  ", &rep, NULL);
+	}
 	printf("\n%7s  %-18s %6s  %s\n", "CHUNK", "REGION OFFSET", "OWNER",
 	       "POOL OFFSET");
 	for (uint32_t i = 0; i < rep.n_chunks; i++)
@@ -316,6 +480,92 @@ static int cli_region_delete(const struct cli *c, int argc, char **argv)
 	return CLI_EXIT_OK;
 }
 
+static int cli_region_writers(const struct cli *c, int argc, char **argv)
+{
+	const char *usage = cli_region_writers_usage;
+	char what[32 + MSG_NAME_MAX];
+	struct msg req, rep;
+	int ret, code;
+
+	ret = cli_help_only(usage, "region writers", argc, argv);
+	if (ret >= 0)
+		return ret;
+	if (argc - optind < 2)
+		return cli_usage_err(usage, "region writers: want NAME and "
+					    "NODE,NODE,... or 'any'");
+	if (argc - optind > 2)
+		return cli_usage_err(usage,
+				     "region writers: unexpected argument "
+				     "'%s'",
+				     argv[optind + 2]);
+	if (!msg_name_is_valid(argv[optind]))
+		return cli_usage_err(usage,
+				     "region writers: '%s' is not a region "
+				     "name (1-63 of A-Z a-z 0-9 . _ -)",
+				     argv[optind]);
+	msg_init(&req, MSG_T_REGION_WRITERS);
+	msg_init(&rep, MSG_T_NONE);
+	msg_strset(req.name, sizeof(req.name), argv[optind]);
+	snprintf(what, sizeof(what), "region writers %s", req.name);
+	if (strcmp(argv[optind + 1], "any")) {
+		ret = cli_writers_parse(c, usage, what, argv[optind + 1],
+					&req.writers, &req.n_writers);
+		if (ret < 0) {
+			code = ret == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+			goto out;
+		}
+	}
+	code = CLI_EXIT_FAIL;
+	if (cli_coord_call(c, what, &req, &rep, MSG_T_OK) < 0)
+		goto out;
+	msg_fini(&rep);
+	if (cli_region_get(c, what, req.name, &rep) < 0)
+		goto out;
+	printf("region %s: ", req.name);
+	if (rep.n_writers) {
+		struct msg nodes;
+
+		msg_init(&nodes, MSG_T_NONE);
+		cli_region_nodes(c, what, &nodes);
+		cli_writers_print(stdout, "", &rep, &nodes);
+		msg_fini(&nodes);
+	} else {
+		cli_writers_print(stdout, "", &rep, NULL);
+	}
+	code = CLI_EXIT_OK;
+out:
+	msg_fini(&rep);
+	msg_fini(&req);
+	return code;
+}
+
+static int cli_region_lease_break(const struct cli *c, int argc, char **argv)
+{
+	char what[32 + MSG_NAME_MAX];
+	struct msg req, rep;
+	int ret;
+
+	ret = cli_region_args(cli_region_lease_break_usage,
+			      "region lease-break", argc, argv, 1);
+	if (ret >= 0)
+		return ret;
+	msg_init(&req, MSG_T_LEASE_BREAK);
+	msg_strset(req.name, sizeof(req.name), argv[optind]);
+	snprintf(what, sizeof(what), "region lease-break %s", req.name);
+	ret = cli_coord_call(c, what, &req, &rep, MSG_T_OK);
+	if (ret < 0) {
+		msg_fini(&rep);
+		return CLI_EXIT_FAIL;
+	}
+	if (rep.wgen)
+		printf("region %s: write lease broken (generation now %llu)\n",
+		       req.name, (unsigned long long)rep.wgen);
+	else
+		printf("region %s: no write lease was held\n", req.name);
+	msg_fini(&rep);
+	return CLI_EXIT_OK;
+}
+
 int cli_region_run(const struct cli *c, int argc, char **argv)
 {
 	static const struct {
@@ -326,6 +576,8 @@ int cli_region_run(const struct cli *c, int argc, char **argv)
 		{ "list", cli_region_list },
 		{ "show", cli_region_show },
 		{ "delete", cli_region_delete },
+		{ "writers", cli_region_writers },
+		{ "lease-break", cli_region_lease_break },
 	};
 
 	if (argc < 2)

@@ -166,6 +166,7 @@ static void cli_status_text(const struct cli *c, const struct cli_status *st)
 		       cli_size_str(r->chunk_size, chunk, sizeof(chunk)),
 		       r->n_chunks, (unsigned long long)r->epoch);
 		cli_chunks_print(stdout, "      ", r->chunks, r->n_chunks);
+		cli_writers_print(stdout, "      ", r, nodes);
 		lost = cli_status_lost(st, r);
 		if (lost)
 			printf("      LOST: %u chunks: their owner restarted "
@@ -241,6 +242,10 @@ static int cli_json_region(const struct msg *r, uint32_t lost)
 	for (uint32_t j = 0; j < r->n_chunks; j++)
 		printf("%s%llu", j ? ", " : "",
 		       (unsigned long long)r->chunks[j].node);
+	printf("], \"writers\": [");
+	for (uint32_t j = 0; j < r->n_writers; j++)
+		printf("%s%llu", j ? ", " : "",
+		       (unsigned long long)r->writers[j]);
 	printf("], \"lost_chunks\": %u}", lost);
 	free(ids);
 	free(counts);

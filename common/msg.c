@@ -226,6 +226,8 @@ static const struct msg_field msg_fields[MSG_F__MAX] = {
 	[MSG_F_LEASE] = F_U64(msg, "wlease", lease, 1, UINT64_MAX),
 	[MSG_F_CACHE] = F_LIST(msg, "cache", cache, n_cache, 0, UINT64_MAX),
 	[MSG_F_WGEN] = F_U64(msg, "wgen", wgen, 1, UINT64_MAX),
+	[MSG_F_WRITERS] =
+		F_LIST(msg, "writers", writers, n_writers, 1, UINT32_MAX),
 };
 
 #define B(f) MSG_BIT(MSG_F_##f)
@@ -258,10 +260,11 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 	[MSG_T_NODES] = { "nodes", B(NODES), 0 },
 	[MSG_T_REGION_CREATE] = { "region_create",
 				  B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(PLACE) |
-					  B(OWNERS),
+					  B(OWNERS) | B(WRITERS),
 				  B(NAME) | B(SIZE) },
 	[MSG_T_REGION_GET] = { "region_get", B(NAME), B(NAME) },
-	[MSG_T_REGION] = { "region", REGION_REQ | B(CHUNKS), REGION_REQ },
+	[MSG_T_REGION] = { "region", REGION_REQ | B(CHUNKS) | B(WRITERS),
+			   REGION_REQ },
 	[MSG_T_REGION_LIST] = { "region_list", 0, 0 },
 	[MSG_T_REGIONS] = { "regions", B(REGIONS), 0 },
 	[MSG_T_REGION_DELETE] = { "region_delete", B(NAME), B(NAME) },
@@ -295,6 +298,9 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 	[MSG_T_MAP_FDS] = { "map_fds", B(BASE) | B(SIZE) | B(EXTENTS),
 			    B(BASE) | B(SIZE) },
 	[MSG_T_UNMAP] = { "unmap", 0, 0 },
+	[MSG_T_REGION_WRITERS] = { "region_writers", B(NAME) | B(WRITERS),
+				   B(NAME) },
+	[MSG_T_LEASE_BREAK] = { "lease_break", B(NAME) | B(WGEN), B(NAME) },
 };
 
 _Static_assert(MSG_F__MAX <= 64, "field ids must fit msg.present");

@@ -45,9 +45,11 @@ enum msg_type {
 	MSG_T_NODE_LIST,   /* -> NODES */
 	MSG_T_NODES,	   /* nodes */
 	/* regions */
-	MSG_T_REGION_CREATE, /* name, size, [chunk_size], [place] | [owners] */
+	MSG_T_REGION_CREATE, /* name, size, [chunk_size], [place] | [owners],
+				[writers] */
 	MSG_T_REGION_GET,    /* name -> REGION */
-	MSG_T_REGION,	     /* name, size, chunk_size, epoch, chunks */
+	MSG_T_REGION,	     /* name, size, chunk_size, epoch, chunks,
+				[writers] (older logs: none) */
 	MSG_T_REGION_LIST,   /* -> REGIONS */
 	MSG_T_REGIONS,	     /* regions */
 	MSG_T_REGION_DELETE, /* name -> OK */
@@ -94,6 +96,15 @@ enum msg_type {
 	 * write lease is given back (the coordinator acknowledged), or the
 	 * error that kept it */
 	MSG_T_UNMAP,
+	/* admin -> coordinator: who may take a region's write lease:
+	 * name, [writers] (none: any node) -> OK; as a record the same. A
+	 * holder no longer allowed loses the lease (a LEASE_BREAK record). */
+	MSG_T_REGION_WRITERS,
+	/* admin -> coordinator: name -> OK {wgen: the generation the break
+	 * moved to; absent if no lease was held}. Ends the region's write
+	 * lease at once. As a record: name, wgen (the region's generation
+	 * from then on; no writer). */
+	MSG_T_LEASE_BREAK,
 	MSG_T__MAX,
 };
 
@@ -142,6 +153,8 @@ enum msg_field_id {
 	MSG_F_CACHE,   /* list of u64 cache figures (msg_cache_*) */
 	MSG_F_WGEN,    /* u64, write-lease generation of a region: increases
 			  with every grant to a new holder */
+	MSG_F_WRITERS, /* list of u64 node ids that may take a region's
+			  write lease; none: any node */
 	MSG_F__MAX,
 };
 
@@ -276,6 +289,8 @@ struct msg {
 	uint32_t n_peers;
 	struct msg_extent *extents;
 	uint32_t n_extents;
+	uint64_t *writers; /* node ids; none: any node */
+	uint32_t n_writers;
 	uint64_t *cache; /* MSG_CACHE_* figures, indexed */
 	uint32_t n_cache;
 };

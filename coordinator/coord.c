@@ -377,7 +377,91 @@ static void coord_region_free(struct coord_region *r)
 	if (!r)
 		return;
 	free(r->chunks);
+	free(r->writers);
 	free(r);
+}
+
+/*
+ * A copy of writers list @ids (@n ids) for a region, in @out (NULL for
+ * none: any node): every id a known node's, no more than there can be
+ * nodes. Ascending, duplicates dropped.
+ */
+static int coord_writers_copy(const struct coord *c, const uint64_t *ids,
+			      uint32_t n, uint64_t **out, uint32_t *n_out,
+			      char *why, size_t why_len)
+{
+	uint64_t *w;
+	uint32_t k = 0;
+
+	*out = NULL;
+	*n_out = 0;
+	if (!n)
+		return 0;
+	if (n > COORD_NODES_MAX) {
+		snprintf(why, why_len, "%u writers; at most %u", n,
+			 COORD_NODES_MAX);
+		return -E2BIG;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (!coord_node_find(c, ids[i])) {
+			snprintf(why, why_len, "writers: unknown node %llu",
+				 (unsigned long long)ids[i]);
+			return -ENOENT;
+		}
+	}
+	w = malloc((size_t)n * sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	/* Insertion sort: a handful of ids. */
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t j = k;
+
+		while (j && w[j - 1] > ids[i])
+			j--;
+		if (j && w[j - 1] == ids[i])
+			continue;
+		memmove(&w[j + 1], &w[j], (size_t)(k - j) * sizeof(*w));
+		w[j] = ids[i];
+		k++;
+	}
+	*out = w;
+	*n_out = k;
+	return 0;
+}
+
+/* May node @id take region @r's write lease? */
+static int coord_writer_is_allowed(const struct coord_region *r, uint64_t id)
+{
+	if (!r->n_writers)
+		return 1;
+	for (uint32_t i = 0; i < r->n_writers; i++)
+		if (r->writers[i] == id)
+			return 1;
+	return 0;
+}
+
+/* "a (1), c (3)" for region @r's writers, or "any node". */
+static void coord_writers_str(const struct coord *c,
+			      const struct coord_region *r, char *buf,
+			      size_t len)
+{
+	size_t used = 0;
+
+	if (!r->n_writers) {
+		snprintf(buf, len, "any node");
+		return;
+	}
+	buf[0] = '\0';
+	for (uint32_t i = 0; i < r->n_writers && used < len; i++) {
+		const struct coord_node *n = coord_node_find(c, r->writers[i]);
+		int k = snprintf(buf + used, len - used, "%s%s (%llu)",
+				 i ? ", " : "", n ? n->name : "?",
+				 (unsigned long long)r->writers[i]);
+
+		if (k < 0)
+			break;
+		used += (size_t)k;
+	}
 }
 
 static int coord_apply_region(struct coord *c, const struct msg *rec, char *why,
@@ -418,6 +502,10 @@ static int coord_apply_region(struct coord *c, const struct msg *rec, char *why,
 		ret = -ENOMEM;
 		goto out_free;
 	}
+	ret = coord_writers_copy(c, rec->writers, rec->n_writers, &r->writers,
+				 &r->n_writers, why, why_len);
+	if (ret)
+		goto out_free;
 	for (i = 0; i < rec->n_chunks; i++) {
 		const struct msg_chunk *ch = &rec->chunks[i];
 		struct coord_node *n = coord_node_find(c, ch->node);
@@ -658,6 +746,45 @@ static int coord_apply_writer(struct coord *c, const struct msg *rec, char *why,
 	return 0;
 }
 
+static int coord_apply_region_writers(struct coord *c, const struct msg *rec,
+				      char *why, size_t why_len)
+{
+	struct coord_region *r = coord_region_find(c, rec->name);
+	uint32_t n;
+	uint64_t *w;
+	int ret;
+
+	if (!r) {
+		snprintf(why, why_len, "no region '%s'", rec->name);
+		return -ENOENT;
+	}
+	ret = coord_writers_copy(c, rec->writers, rec->n_writers, &w, &n, why,
+				 why_len);
+	if (ret)
+		return ret;
+	free(r->writers);
+	r->writers = w;
+	r->n_writers = n;
+	return 0;
+}
+
+static int coord_apply_lease_break(struct coord *c, const struct msg *rec,
+				   char *why, size_t why_len)
+{
+	struct coord_region *r = coord_region_find(c, rec->name);
+
+	if (!r) {
+		snprintf(why, why_len, "no region '%s'", rec->name);
+		return -ENOENT;
+	}
+	memset(&r->writer, 0, sizeof(r->writer));
+	if (rec->wgen > r->wgen)
+		r->wgen = rec->wgen;
+	if (rec->wgen > c->wgen_last)
+		c->wgen_last = rec->wgen;
+	return 0;
+}
+
 int coord_record_apply(struct coord *c, const struct msg *rec, char *why,
 		       size_t why_len)
 {
@@ -686,6 +813,10 @@ int coord_record_apply(struct coord *c, const struct msg *rec, char *why,
 	case MSG_T_WRITE_LEASE:
 	case MSG_T_WRITE_RELEASE:
 		return coord_apply_writer(c, rec, why, why_len);
+	case MSG_T_REGION_WRITERS:
+		return coord_apply_region_writers(c, rec, why, why_len);
+	case MSG_T_LEASE_BREAK:
+		return coord_apply_lease_break(c, rec, why, why_len);
 	default:
 		snprintf(why, why_len, "%s is not a change record",
 			 msg_type_name(rec->type));
@@ -795,6 +926,8 @@ int coord_records_dump(const struct coord *c,
 		m.epoch = r->epoch;
 		m.chunks = r->chunks;
 		m.n_chunks = r->n_chunks;
+		m.writers = r->writers;
+		m.n_writers = r->n_writers;
 		ret = emit(arg, &m);
 		if (ret)
 			return ret;
@@ -802,6 +935,16 @@ int coord_records_dump(const struct coord *c,
 	for (uint32_t i = 0; i < c->n_regions; i++) {
 		const struct coord_region *r = c->regions[i];
 
+		if (!r->writer.lease && r->wgen) {
+			/* No holder: the generation a new one must top. */
+			msg_init(&m, MSG_T_LEASE_BREAK);
+			memcpy(m.name, r->name, sizeof(m.name));
+			m.wgen = r->wgen;
+			ret = emit(arg, &m);
+			if (ret)
+				return ret;
+			continue;
+		}
 		if (!r->writer.lease)
 			continue;
 		msg_init(&m, MSG_T_WRITE_LEASE);
@@ -1456,6 +1599,10 @@ static int coord_on_region_create(struct coord *c, const struct msg *req,
 		goto out_err;
 	}
 	rec.n_chunks = (uint32_t)n_chunks;
+	ret = coord_writers_copy(c, req->writers, req->n_writers, &rec.writers,
+				 &rec.n_writers, why, sizeof(why));
+	if (ret)
+		goto out_err;
 	ret = coord_region_place(c, req, &rec, now, why, sizeof(why));
 	if (ret)
 		goto out_err;
@@ -1502,6 +1649,17 @@ static void coord_on_region_get(struct coord *c, const struct msg *req,
 	memcpy(rep->chunks, r->chunks,
 	       (size_t)r->n_chunks * sizeof(*r->chunks));
 	rep->n_chunks = r->n_chunks;
+	if (!r->n_writers)
+		return;
+	rep->writers = malloc((size_t)r->n_writers * sizeof(*rep->writers));
+	if (!rep->writers) {
+		msg_fini(rep);
+		msg_error(rep, -ENOMEM, "out of memory");
+		return;
+	}
+	memcpy(rep->writers, r->writers,
+	       (size_t)r->n_writers * sizeof(*r->writers));
+	rep->n_writers = r->n_writers;
 }
 
 static void coord_on_region_list(struct coord *c, struct msg *rep)
@@ -1675,14 +1833,15 @@ static uint64_t coord_wgen_next(const struct coord *c,
  * back, under the same generation, only if nobody took it since and it
  * was this node's: else -ENOLCK, the lease is lost. The reply carries the
  * generation for an agent that sent one (MSG_WGEN_NEW: a new map); an
- * agent of an older version sends none and gets none back.
+ * agent of an older version sends none and gets none back. A node that is
+ * not one of the region's writers gets -EACCES (-ENOLCK for a resume).
  */
 static int coord_on_write_lease(struct coord *c, const struct msg *req,
 				struct msg *rep, uint64_t now, int *fatal)
 {
 	struct coord_region *r = coord_region_find(c, req->name);
 	const struct coord_node *n = coord_node_find(c, req->node);
-	int aware = req->wgen != 0;
+	int aware = req->wgen != 0, allowed;
 	uint64_t resume = req->wgen == MSG_WGEN_NEW ? 0 : req->wgen;
 	const struct coord_writer *w;
 	uint64_t wgen;
@@ -1700,22 +1859,36 @@ static int coord_on_write_lease(struct coord *c, const struct msg *req,
 			  (unsigned long long)req->instance);
 		return 0;
 	}
+	/* A holder that is no longer a writer has lost the lease (the
+	 * writers change breaks it; this covers a log cut between the two). */
+	allowed = coord_writer_is_allowed(r, req->node);
 	w = coord_writer_live(c, r, now);
-	if (w && w->node == req->node && w->lease == req->lease &&
+	if (allowed && w && w->node == req->node && w->lease == req->lease &&
 	    (!resume || resume == r->wgen)) {
 		msg_init(rep, MSG_T_OK);
 		rep->wgen = aware ? r->wgen : 0;
 		return 0;
 	}
 	if (resume && (resume != r->wgen || !r->writer.lease ||
-		       r->writer.node != req->node)) {
+		       r->writer.node != req->node || !allowed)) {
 		msg_error(rep, -ENOLCK,
 			  "region '%s': the write lease of generation %llu "
 			  "is lost (now %llu%s): another mapping held it "
-			  "since",
+			  "since, or the admin broke it",
 			  r->name, (unsigned long long)resume,
 			  (unsigned long long)r->wgen,
 			  r->writer.lease ? "" : ", not held");
+		return 0;
+	}
+	if (!allowed) {
+		char list[MSG_TEXT_MAX];
+
+		coord_writers_str(c, r, list, sizeof(list));
+		msg_error(rep, -EACCES,
+			  "region '%s': node %llu (%s) may not take its write "
+			  "lease; its writers: %s",
+			  r->name, (unsigned long long)req->node, n->name,
+			  list);
 		return 0;
 	}
 	if (w) {
@@ -1759,6 +1932,89 @@ static int coord_on_write_release(struct coord *c, const struct msg *req,
 	return 0;
 }
 
+/* Ends region @r's write lease (a LEASE_BREAK record): the generation
+ * moves on, so the holder's next check (a flush) finds it lost. */
+static int coord_lease_break(struct coord *c, const struct coord_region *r,
+			     const char *why, struct msg *rep, int *fatal,
+			     uint64_t *wgen)
+{
+	uint64_t node = r->writer.node;
+	struct msg rec;
+	int ret;
+
+	msg_init(&rec, MSG_T_LEASE_BREAK);
+	memcpy(rec.name, r->name, sizeof(rec.name));
+	rec.wgen = coord_wgen_next(c, r);
+	ret = coord_change(c, &rec, rep, fatal);
+	if (ret)
+		return ret;
+	log_info("region '%s': write lease of node %llu broken (%s), "
+		 "generation now %llu",
+		 r->name, (unsigned long long)node, why,
+		 (unsigned long long)rec.wgen);
+	*wgen = rec.wgen;
+	return 0;
+}
+
+/*
+ * The admin sets who may take a region's write lease (none: any node). A
+ * holder that is not one of them loses the lease at once.
+ */
+static int coord_on_region_writers(struct coord *c, const struct msg *req,
+				   struct msg *rep, int *fatal)
+{
+	const struct coord_region *r = coord_region_find(c, req->name);
+	char list[MSG_TEXT_MAX];
+	uint64_t wgen;
+	struct msg rec;
+	int ret;
+
+	if (!r) {
+		msg_error(rep, -ENOENT, "no region '%s'", req->name);
+		return 0;
+	}
+	msg_init(&rec, MSG_T_REGION_WRITERS);
+	memcpy(rec.name, req->name, sizeof(rec.name));
+	rec.writers = req->writers; /* req's: never msg_fini() rec */
+	rec.n_writers = req->n_writers;
+	ret = coord_change(c, &rec, rep, fatal);
+	if (ret)
+		return *fatal ? ret : 0;
+	coord_writers_str(c, r, list, sizeof(list));
+	log_info("region '%s': writers now %s", r->name, list);
+	if (r->writer.lease && !coord_writer_is_allowed(r, r->writer.node)) {
+		ret = coord_lease_break(c, r, "no longer a writer", rep, fatal,
+					&wgen);
+		if (ret)
+			return *fatal ? ret : 0;
+	}
+	msg_init(rep, MSG_T_OK);
+	return 0;
+}
+
+/* The admin ends a region's write lease at once. */
+static int coord_on_lease_break(struct coord *c, const struct msg *req,
+				struct msg *rep, int *fatal)
+{
+	const struct coord_region *r = coord_region_find(c, req->name);
+	uint64_t wgen = 0;
+	int ret;
+
+	if (!r) {
+		msg_error(rep, -ENOENT, "no region '%s'", req->name);
+		return 0;
+	}
+	if (r->writer.lease) {
+		ret = coord_lease_break(c, r, "by the admin", rep, fatal,
+					&wgen);
+		if (ret)
+			return *fatal ? ret : 0;
+	}
+	msg_init(rep, MSG_T_OK);
+	rep->wgen = wgen;
+	return 0;
+}
+
 int coord_msg_is_request(enum msg_type type)
 {
 	switch (type) {
@@ -1774,6 +2030,8 @@ int coord_msg_is_request(enum msg_type type)
 	case MSG_T_MR_PUT:
 	case MSG_T_WRITE_LEASE:
 	case MSG_T_WRITE_RELEASE:
+	case MSG_T_REGION_WRITERS:
+	case MSG_T_LEASE_BREAK:
 		return 1;
 	default:
 		return 0;
@@ -1796,6 +2054,8 @@ int coord_authorize(const struct coord *c, enum coord_role role,
 		break; /* a node's own business: below */
 	case MSG_T_REGION_CREATE:
 	case MSG_T_REGION_DELETE:
+	case MSG_T_REGION_WRITERS:
+	case MSG_T_LEASE_BREAK:
 		if (role == COORD_ROLE_NODE) {
 			msg_error(rep, -EACCES,
 				  "node %s: %s needs the admin key", name,
@@ -1882,6 +2142,12 @@ int coord_handle(struct coord *c, const struct msg *req, struct msg *rep,
 		break;
 	case MSG_T_WRITE_RELEASE:
 		coord_on_write_release(c, req, rep, &fatal);
+		break;
+	case MSG_T_REGION_WRITERS:
+		coord_on_region_writers(c, req, rep, &fatal);
+		break;
+	case MSG_T_LEASE_BREAK:
+		coord_on_lease_break(c, req, rep, &fatal);
 		break;
 	default:
 		return -EPROTO;

@@ -71,9 +71,12 @@ struct coord_region {
 	struct msg_chunk *chunks;
 	uint32_t n_chunks;
 	struct coord_writer writer;
-	/* write-lease generation of the last grant (kept after a release):
-	 * every grant to a new holder takes a larger one */
+	/* write-lease generation of the last grant or break (kept after a
+	 * release): every grant to a new holder takes a larger one */
 	uint64_t wgen;
+	/* the nodes that may take the write lease, ascending; none: any */
+	uint64_t *writers;
+	uint32_t n_writers;
 };
 
 struct coord_endpoint {
@@ -112,7 +115,12 @@ struct coord {
  *   MSG_T_NODES (one node)  node row: id, name, data_addr, pool_size,
  *                           instance, mr_addr/rkey/mr_len (insert or update;
  *                           a changed instance drops the node's endpoints)
- *   MSG_T_REGION            a region with its full chunk map and epoch
+ *   MSG_T_REGION            a region with its full chunk map, epoch and
+ *                           writers (absent in older logs: any node)
+ *   MSG_T_REGION_WRITERS    name, writers: who may take its write lease
+ *                           from now on (none: any node)
+ *   MSG_T_LEASE_BREAK       name, wgen: no writer, the generation raised
+ *                           to wgen (if larger)
  *   MSG_T_REGION_DELETE     name; bumps the global epoch; the region's
  *                           extents wait to be cleared (coord_scrub), but
  *                           those of an owner that restarted since (its
@@ -133,7 +141,8 @@ int coord_record_apply(struct coord *c, const struct msg *rec, char *why,
 
 /*
  * Writes every table row as change records (the above) through @emit, in an
- * order coord_record_apply() accepts: nodes, regions, write leases, scrub
+ * order coord_record_apply() accepts: nodes, regions, write leases (a
+ * LEASE_BREAK for a region with a generation but no holder), scrub
  * entries, endpoints. Returns 0 or the first error of @emit.
  */
 int coord_records_dump(const struct coord *c,

@@ -243,9 +243,10 @@ static int csess_region_copy(const struct msg *src, struct msg *dst)
 		return -ENOMEM;
 	}
 	memcpy(dst->chunks, src->chunks, len);
-	/* A REGION carries no other list. */
-	dst->place = dst->owners = NULL;
-	dst->n_place = dst->n_owners = 0;
+	/* No other list is needed here (the writers are the coordinator's
+	 * to check). */
+	dst->place = dst->owners = dst->writers = NULL;
+	dst->n_place = dst->n_owners = dst->n_writers = 0;
 	return 0;
 }
 

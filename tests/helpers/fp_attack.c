@@ -23,6 +23,12 @@
  *       coordinator with node NAME's key: REGION_CREATE, REGION_DELETE,
  *       NODE_JOIN as another name, and HEARTBEAT, MR_PUT, ENDPOINT_PUT
  *       for node OTHER_ID: every one refused with EACCES.
+ *   fp_attack lease ADDR KEYFILE NAME REGION
+ *       coordinator with node NAME's key, as node NAME itself (its id and
+ *       instance from the node list): WRITE_LEASE of REGION (a region
+ *       whose writers leave NAME out), REGION_WRITERS naming NAME, and
+ *       LEASE_BREAK of REGION: every one refused with EACCES (a lease
+ *       wrongly granted is given back).
  *   fp_attack tamper ADDR KEYFILE N
  *       coordinator, admin key: N frames tampered (a bit of the header,
  *       payload or tag), truncated, reordered or replayed, each on a
@@ -316,6 +322,81 @@ static int attack_as_node(const char *addr, const char *keyfile,
 	m.peer = other;
 	m.mtu = 1024;
 	bad |= attack_node_req(addr, &c, name, &m);
+	return bad ? 1 : 0;
+}
+
+static int attack_lease(const char *addr, const char *keyfile, const char *name,
+			const char *region)
+{
+	struct actl_cred c = { 0 };
+	struct msg req, rep;
+	uint64_t id = 0, inst = 0, lease;
+	char why[400];
+	struct actl a;
+	int ret, bad = 0;
+
+	if (attack_cred(keyfile, &c))
+		return 2;
+	ret = actl_connect(addr, &c, AUTH_ROLE_NODE, name, ATTACK_TIMEOUT_MS,
+			   &a, why, sizeof(why));
+	if (ret) {
+		printf("lease: cannot connect: %s %s\n", strerror(-ret), why);
+		return 2;
+	}
+	msg_init(&req, MSG_T_NODE_LIST);
+	ret = actl_call(&a, &req, &rep, ATTACK_TIMEOUT_MS);
+	for (uint32_t i = 0; !ret && i < rep.n_nodes; i++) {
+		if (!strcmp(rep.nodes[i].name, name)) {
+			id = rep.nodes[i].id;
+			inst = rep.nodes[i].instance;
+		}
+	}
+	msg_fini(&rep);
+	if (!id) {
+		actl_close(&a);
+		printf("lease: node %s is not in the node list\n", name);
+		return 2;
+	}
+	if (RAND_bytes((unsigned char *)&lease, sizeof(lease)) != 1) {
+		actl_close(&a);
+		return 2;
+	}
+	lease |= 1;
+	msg_init(&req, MSG_T_WRITE_LEASE);
+	snprintf(req.name, sizeof(req.name), "%s", region);
+	req.node = id;
+	req.instance = inst;
+	req.lease = lease;
+	req.wgen = MSG_WGEN_NEW;
+	ret = actl_call(&a, &req, &rep, ATTACK_TIMEOUT_MS);
+	printf("as-node: %s: %s%s%s\n", msg_type_name(req.type),
+	       ret == -EACCES ? "refused" : "NOT REFUSED",
+	       rep.text[0] ? ": " : "", rep.text);
+	if (ret != -EACCES)
+		bad = 1;
+	msg_fini(&rep);
+	if (!ret) {
+		/* Granted: given back, so the cluster goes on. */
+		msg_init(&req, MSG_T_WRITE_RELEASE);
+		snprintf(req.name, sizeof(req.name), "%s", region);
+		req.node = id;
+		req.lease = lease;
+		actl_call(&a, &req, &rep, ATTACK_TIMEOUT_MS);
+		msg_fini(&rep);
+	}
+	actl_close(&a);
+
+	msg_init(&req, MSG_T_REGION_WRITERS);
+	snprintf(req.name, sizeof(req.name), "%s", region);
+	req.writers = malloc(sizeof(*req.writers));
+	if (!req.writers)
+		return 2;
+	req.writers[0] = id;
+	req.n_writers = 1;
+	bad |= attack_node_req(addr, &c, name, &req);
+	msg_init(&req, MSG_T_LEASE_BREAK);
+	snprintf(req.name, sizeof(req.name), "%s", region);
+	bad |= attack_node_req(addr, &c, name, &req);
 	return bad ? 1 : 0;
 }
 
@@ -1326,6 +1407,8 @@ int main(int argc, char **argv)
 	if (argc == 6 && !strcmp(argv[1], "as-node"))
 		return attack_as_node(argv[2], argv[3], argv[4],
 				      strtoull(argv[5], NULL, 10));
+	if (argc == 6 && !strcmp(argv[1], "lease"))
+		return attack_lease(argv[2], argv[3], argv[4], argv[5]);
 	if (argc == 5 && !strcmp(argv[1], "tamper"))
 		return attack_tamper(argv[2], argv[3], atol(argv[4]));
 	if (argc == 7 && !strcmp(argv[1], "tamper-data"))
@@ -1357,7 +1440,8 @@ int main(int argc, char **argv)
 					   argc == 6);
 	fprintf(stderr,
 		"usage: fp_attack plain-read|peer|ctl-plain|ctl-key|ctl-clear|"
-		"as-node|tamper|flood|hold-node|map-fds|map-fds-ext|reopen-rw|"
+		"as-node|lease|tamper|flood|hold-node|map-fds|map-fds-ext|"
+		"reopen-rw|"
 		"uffd-upgrade|stuff ... (see the source)\n");
 	return 2;
 }

@@ -37,11 +37,11 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 			    B(CID) | B(EXTENTS),
 	[MSG_T_NODE_LIST] = 0,
 	[MSG_T_NODES] = B(NODES),
-	[MSG_T_REGION_CREATE] =
-		B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(PLACE) | B(OWNERS),
+	[MSG_T_REGION_CREATE] = B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(PLACE) |
+				B(OWNERS) | B(WRITERS),
 	[MSG_T_REGION_GET] = B(NAME),
-	[MSG_T_REGION] =
-		B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(EPOCH) | B(CHUNKS),
+	[MSG_T_REGION] = B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(EPOCH) |
+			 B(CHUNKS) | B(WRITERS),
 	[MSG_T_REGION_LIST] = 0,
 	[MSG_T_REGIONS] = B(REGIONS),
 	[MSG_T_REGION_DELETE] = B(NAME),
@@ -64,6 +64,8 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_WRITE_RELEASE] = B(NAME) | B(NODE) | B(LEASE),
 	[MSG_T_FLUSH] = B(NAME),
 	[MSG_T_MAP_FDS] = B(BASE) | B(SIZE) | B(EXTENTS),
+	[MSG_T_REGION_WRITERS] = B(NAME) | B(WRITERS),
+	[MSG_T_LEASE_BREAK] = B(NAME),
 };
 
 /* ---- a small CBOR writer for hand-made inputs ----------------------------- */
@@ -242,6 +244,11 @@ static void t_msg_fill(struct msg *m, enum msg_type type, uint32_t n_chunks)
 	m->n_owners = 5;
 	for (int i = 0; i < 5; i++)
 		m->owners[i] = UINT32_MAX - (uint64_t)i;
+	m->writers = calloc(2, sizeof(uint64_t));
+	assert_non_null(m->writers);
+	m->n_writers = 2;
+	m->writers[0] = 3;
+	m->writers[1] = UINT32_MAX;
 	t_chunks_fill(&m->chunks, &m->n_chunks, n_chunks);
 	t_peers_fill(&m->peers, &m->n_peers, 3, 100);
 
@@ -353,6 +360,9 @@ static void t_msg_equal(const struct msg *a, const struct msg *d, uint64_t mask)
 	assert_int_equal(d->n_owners, (mask & B(OWNERS)) ? a->n_owners : 0);
 	if (d->n_owners)
 		assert_memory_equal(d->owners, a->owners, a->n_owners * 8);
+	assert_int_equal(d->n_writers, (mask & B(WRITERS)) ? a->n_writers : 0);
+	if (d->n_writers)
+		assert_memory_equal(d->writers, a->writers, a->n_writers * 8);
 	if (mask & B(CHUNKS))
 		t_chunks_equal(a->chunks, a->n_chunks, d->chunks, d->n_chunks);
 	else

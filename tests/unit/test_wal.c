@@ -1068,6 +1068,189 @@ static void test_wal_write_lease_gen(void **state)
 	free(dir);
 }
 
+/* Serves a request that must be refused with @err; its text in @text. */
+static void t_handle_err(struct coord *c, struct msg *req, uint64_t err,
+			 char *text, size_t text_len)
+{
+	struct msg rep;
+
+	t_handle(c, req, &rep);
+	if (rep.type != MSG_T_ERROR || rep.err != err)
+		fail_msg("want error %llu, got type %d err %llu: %s",
+			 (unsigned long long)err, rep.type,
+			 (unsigned long long)rep.err, rep.text);
+	if (text)
+		snprintf(text, text_len, "%s", rep.text);
+	msg_fini(&rep);
+}
+
+static void t_writers_req(struct msg *m, enum msg_type type,
+			  const uint64_t *ids, uint32_t n)
+{
+	msg_init(m, type);
+	strcpy(m->name, "r");
+	if (n) {
+		m->writers = malloc(n * sizeof(*m->writers));
+		assert_non_null(m->writers);
+		memcpy(m->writers, ids, n * sizeof(*ids));
+		m->n_writers = n;
+	}
+}
+
+/*
+ * A region's writers: only they get its write lease (EACCES naming them
+ * for anyone else), durable in the wal and the snapshot, changed by
+ * REGION_WRITERS (a holder no longer allowed loses the lease); the admin's
+ * LEASE_BREAK ends a lease at once and its holder's check (a resume under
+ * its generation, as at a flush) finds it lost. Node keys may do neither.
+ * A region logged without writers (older logs and snapshots) is any
+ * node's.
+ */
+static void test_wal_writers(void **state)
+{
+	static const uint64_t only_a[] = { 1 }, only_b[] = { 2 };
+	struct t_wal *t = *state;
+	char *dir = t_path(t->dir, "writers");
+	uint64_t g1, g2;
+	struct msg req, rep;
+	struct t_buf b;
+	char text[MSG_TEXT_MAX];
+	struct coord *c;
+
+	for (int snap = 0; snap < 2; snap++) {
+		t_rmrf(dir);
+		c = t_open(dir, snap ? 1 : 1000);
+		t_join_req(&req, "a", 4 * MIB, 7);
+		t_handle_want(c, &req, MSG_T_NODE_JOINED);
+		t_join_req(&req, "b", 4 * MIB, 8);
+		t_handle_want(c, &req, MSG_T_NODE_JOINED);
+		t_writers_req(&req, MSG_T_REGION_CREATE, only_a, 1);
+		req.size = 4 * MIB;
+		t_handle(c, &req, &rep);
+		assert_int_equal(rep.type, MSG_T_REGION);
+		assert_int_equal(rep.n_writers, 1);
+		assert_int_equal(rep.writers[0], 1);
+		msg_fini(&rep);
+		/* an unknown node cannot be a writer */
+		t_writers_req(&req, MSG_T_REGION_WRITERS, (uint64_t[]){ 3 }, 1);
+		t_handle_err(c, &req, ENOENT, NULL, 0);
+		t_wlease_req(&req, MSG_T_WRITE_LEASE, 2, 8, 88);
+		req.wgen = MSG_WGEN_NEW;
+		t_handle_err(c, &req, EACCES, text, sizeof(text));
+		assert_non_null(strstr(text, "writers: a (1)"));
+		t_wlease_req(&req, MSG_T_WRITE_LEASE, 1, 7, 77);
+		g1 = t_wlease_gen(c, &req);
+		coord_destroy(c);
+
+		c = t_open(dir, snap ? 1 : 1000);
+		assert_int_equal(c->regions[0]->n_writers, 1);
+		assert_int_equal(c->regions[0]->writers[0], 1);
+		assert_int_equal(c->regions[0]->writer.lease, 77);
+		/* REGION_GET carries the writers */
+		msg_init(&req, MSG_T_REGION_GET);
+		strcpy(req.name, "r");
+		t_handle(c, &req, &rep);
+		assert_int_equal(rep.type, MSG_T_REGION);
+		assert_int_equal(rep.n_writers, 1);
+		msg_fini(&rep);
+		/* node keys may not break leases or change writers */
+		t_writers_req(&req, MSG_T_LEASE_BREAK, NULL, 0);
+		assert_int_equal(
+			coord_authorize(c, COORD_ROLE_NODE, "a", &req, &rep),
+			-EACCES);
+		msg_fini(&rep);
+		assert_int_equal(
+			coord_authorize(c, COORD_ROLE_ADMIN, "", &req, &rep),
+			0);
+		msg_fini(&rep);
+		t_handle(c, &req, &rep);
+		assert_int_equal(rep.type, MSG_T_OK);
+		g2 = rep.wgen;
+		assert_true(g2 > g1);
+		msg_fini(&rep);
+		assert_int_equal(c->regions[0]->writer.lease, 0);
+		/* the holder's flush-time check: lost */
+		t_wlease_req(&req, MSG_T_WRITE_LEASE, 1, 7, 77);
+		req.wgen = g1;
+		t_handle_err(c, &req, ENOLCK, NULL, 0);
+		coord_destroy(c);
+
+		c = t_open(dir, snap ? 1 : 1000);
+		assert_int_equal(c->regions[0]->writer.lease, 0);
+		assert_int_equal(c->regions[0]->wgen, g2); /* also snapshot */
+		t_wlease_req(&req, MSG_T_WRITE_LEASE, 1, 7, 77);
+		req.wgen = g1;
+		t_handle_err(c, &req, ENOLCK, NULL, 0);
+		/* a takes it anew; then only b may write: a loses it */
+		t_wlease_req(&req, MSG_T_WRITE_LEASE, 1, 7, 78);
+		assert_true(t_wlease_gen(c, &req) > g2);
+		t_writers_req(&req, MSG_T_REGION_WRITERS, only_b, 1);
+		assert_int_equal(
+			coord_authorize(c, COORD_ROLE_NODE, "b", &req, &rep),
+			-EACCES);
+		msg_fini(&rep);
+		t_handle_want(c, &req, MSG_T_OK);
+		assert_int_equal(c->regions[0]->writer.lease, 0);
+		coord_destroy(c);
+
+		c = t_open(dir, snap ? 1 : 1000);
+		assert_int_equal(c->regions[0]->n_writers, 1);
+		assert_int_equal(c->regions[0]->writers[0], 2);
+		assert_int_equal(c->regions[0]->writer.lease, 0);
+		t_wlease_req(&req, MSG_T_WRITE_LEASE, 1, 7, 79);
+		req.wgen = MSG_WGEN_NEW;
+		t_handle_err(c, &req, EACCES, NULL, 0);
+		t_wlease_req(&req, MSG_T_WRITE_LEASE, 2, 8, 89);
+		t_wlease_gen(c, &req);
+		t_wlease_req(&req, MSG_T_WRITE_RELEASE, 2, 8, 89);
+		t_handle_want(c, &req, MSG_T_OK);
+		/* any node again */
+		t_writers_req(&req, MSG_T_REGION_WRITERS, NULL, 0);
+		t_handle_want(c, &req, MSG_T_OK);
+		coord_destroy(c);
+
+		c = t_open(dir, snap ? 1 : 1000);
+		assert_int_equal(c->regions[0]->n_writers, 0);
+		t_wlease_req(&req, MSG_T_WRITE_LEASE, 1, 7, 80);
+		t_wlease_gen(c, &req);
+		coord_destroy(c);
+	}
+
+	/* Written without writers (as every older version did): the log
+	 * and the snapshot have no such field, and any node may write. */
+	for (int snap = 0; snap < 2; snap++) {
+		t_rmrf(dir);
+		c = t_open(dir, snap ? 1 : 1000);
+		t_join_req(&req, "a", 4 * MIB, 7);
+		t_handle_want(c, &req, MSG_T_NODE_JOINED);
+		t_join_req(&req, "b", 4 * MIB, 8);
+		t_handle_want(c, &req, MSG_T_NODE_JOINED);
+		t_create_req(&req, "r", 4 * MIB, 0);
+		t_handle_want(c, &req, MSG_T_REGION);
+		coord_destroy(c);
+		{
+			char *f = t_path(dir, snap ? "snapshot" : "wal");
+
+			b = t_file_read(f);
+			assert_true(b.len > WAL_HDR_LEN);
+			assert_null(memmem(b.p, b.len, "writers", 7));
+			free(b.p);
+			free(f);
+		}
+		c = t_open(dir, 1000);
+		assert_int_equal(c->regions[0]->n_writers, 0);
+		t_wlease_req(&req, MSG_T_WRITE_LEASE, 2, 8, 88);
+		t_wlease_gen(c, &req);
+		t_wlease_req(&req, MSG_T_WRITE_RELEASE, 2, 8, 88);
+		t_handle_want(c, &req, MSG_T_OK);
+		t_wlease_req(&req, MSG_T_WRITE_LEASE, 1, 7, 77);
+		t_wlease_gen(c, &req);
+		coord_destroy(c);
+	}
+	t_rmrf(dir);
+	free(dir);
+}
+
 static void test_wal_stale_generation(void **state)
 {
 	struct t_wal *t = *state;
@@ -1443,6 +1626,7 @@ int main(void)
 		cmocka_unit_test(test_wal_scrub_durable),
 		cmocka_unit_test(test_wal_write_lease_durable),
 		cmocka_unit_test(test_wal_write_lease_gen),
+		cmocka_unit_test(test_wal_writers),
 		cmocka_unit_test(test_wal_stale_generation),
 		cmocka_unit_test(test_wal_snapshot_corrupt_refuses),
 		cmocka_unit_test(test_wal_lock),
