@@ -17,7 +17,7 @@ set -uo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 ROUNDS=5
 SIZE=64M
-JSON_OUT=auth-results.json
+JSON_OUT=bench-results/auth.json
 export FARPAGE_BIN=${FARPAGE_BIN:-$SRC/build}
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -30,6 +30,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 case $JSON_OUT in /*) ;; *) JSON_OUT=$PWD/$JSON_OUT ;; esac
+mkdir -p "$(dirname "$JSON_OUT")" || { echo "auth.sh: cannot make the folder of $JSON_OUT" >&2; exit 2; }
 . "$SRC/tests/lib.sh"
 fp_require
 BF=$FARPAGE_BIN/bench/bench_fault

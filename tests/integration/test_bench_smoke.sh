@@ -3,7 +3,8 @@
 # farpage-bench smoke run: a 16 MiB region, one run of every figure, and a
 # quick far-memory run (a 4 MiB cache, one workload of each kind). Checks
 # that the JSON has every required key with a number and that the plot was
-# drawn; never looks at how fast anything was.
+# drawn, both where they go by default (bench-results/ in the current
+# directory); never looks at how fast anything was.
 set -uo pipefail
 BIN=${FARPAGE_BIN:?FARPAGE_BIN must name the build dir}
 SRC=${FARPAGE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -35,9 +36,10 @@ fi
 
 TMP=$(mktemp -d /tmp/farpage-bench-smoke.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
-FARPAGE_SRC=$SRC "$BENCH" --bin "$BIN" --size 16M --runs 1 \
-	--farmem quick --farmem-cache 4M --farmem-secs 0.3 \
-	--json "$TMP/bench.json" --png "$TMP/bench.png" >"$TMP/out" 2>&1
+# No --json or --png: the defaults, under bench-results/ of the current
+# directory (here $TMP).
+(cd "$TMP" && exec env FARPAGE_SRC="$SRC" "$BENCH" --bin "$BIN" --size 16M --runs 1 \
+	--farmem quick --farmem-cache 4M --farmem-secs 0.3) >"$TMP/out" 2>&1
 rc=$?
 if [ $rc = 77 ]; then
 	tail -n3 "$TMP/out" >&2
@@ -49,6 +51,10 @@ if [ $rc != 0 ]; then
 	exit 1
 fi
 
+[ -f "$TMP/bench-results/bench.json" ] ||
+	{ echo "test_bench_smoke: FAIL: no bench-results/bench.json: $(ls "$TMP")" >&2; exit 1; }
+ln -s bench-results/bench.json "$TMP/bench.json"
+ln -s bench-results/bench-latency.png "$TMP/bench.png"
 fail=0
 for k in floors.uffd_p50_us floors.rtt_p50_us floors.stream_MBps \
 	remote.seq.p50_us remote.seq.p99_us remote.rand.p50_us \
