@@ -4,7 +4,8 @@
 set -euo pipefail
 # systemd (systemd-analyze), prometheus (promtool), ansible-core, jq and
 # curl check deploy/ (test_units, test_monitoring, test_ansible); lintian
-# checks the Debian packages (test_package).
+# checks the Debian packages (test_package); jq also makes the benchmarks'
+# JSON (bench/kv2json.jq).
 PKGS="build-essential cmake pkg-config libcbor-dev liburing-dev libibverbs-dev
   ibverbs-providers libcmocka-dev zlib1g-dev libssl-dev iproute2 procps
   gnuplot-nox libmicrohttpd-dev libjson-c-dev help2man dpkg-dev file lintian
