@@ -282,6 +282,42 @@ static struct json_object *cli_status_json_obj(const char *coordinator,
 	return o;
 }
 
+/*
+ * Prints @o as one JSON object in the layout scripts read line by line (a
+ * line per node and per region, as in docs/cli.md); every value is printed
+ * by json-c.
+ */
+static int cli_status_json_print(struct json_object *o)
+{
+	static const char *const lists[] = { "nodes", "regions" };
+	struct json_object *v;
+	const char *t;
+
+	if (!json_object_object_get_ex(o, "coordinator", &v))
+		return -EINVAL;
+	t = fp_json_text(v);
+	if (!t)
+		return -ENOMEM;
+	printf("{\n  \"coordinator\": %s,\n", t);
+	for (size_t l = 0; l < 2; l++) {
+		size_t n;
+
+		if (!json_object_object_get_ex(o, lists[l], &v))
+			return -EINVAL;
+		n = json_object_array_length(v);
+		printf("  \"%s\": [\n", lists[l]);
+		for (size_t i = 0; i < n; i++) {
+			t = fp_json_text(json_object_array_get_idx(v, i));
+			if (!t)
+				return -ENOMEM;
+			printf("    %s%s\n", t, i + 1 < n ? "," : "");
+		}
+		printf("  ]%s\n", l ? "" : ",");
+	}
+	printf("}\n");
+	return fflush(stdout) || ferror(stdout) ? -EIO : 0;
+}
+
 static int cli_status_json(const struct cli *c, const struct cli_status *st)
 {
 	struct json_object *o = cli_status_json_obj(c->coordinator, st);
@@ -291,7 +327,7 @@ static int cli_status_json(const struct cli *c, const struct cli_status *st)
 		cli_err("status: %s", strerror(ENOMEM));
 		return -ENOMEM;
 	}
-	ret = fp_json_print(stdout, o);
+	ret = cli_status_json_print(o);
 	json_object_put(o);
 	if (ret < 0)
 		cli_err("status: writing the JSON: %s", strerror(-ret));

@@ -128,10 +128,15 @@ int fp_json_push(struct json_object *arr, struct json_object *val)
 	return 0;
 }
 
+const char *fp_json_text(struct json_object *obj)
+{
+	return json_object_to_json_string_ext(
+		obj, JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
+}
+
 int fp_json_print(FILE *f, struct json_object *obj)
 {
-	const char *text = json_object_to_json_string_ext(
-		obj, JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
+	const char *text = fp_json_text(obj);
 
 	if (!text)
 		return -ENOMEM;

@@ -34,6 +34,12 @@ int fp_json_set_dbl(struct json_object *obj, const char *key, double v,
 int fp_json_push(struct json_object *arr, struct json_object *val);
 
 /*
+ * @obj as JSON text on one line ("key": value, ", " between members, no
+ * escaped slashes), owned by @obj; NULL if json-c has no memory for it.
+ */
+const char *fp_json_text(struct json_object *obj);
+
+/*
  * Prints @obj on one line ("key": value, ", " between members, no escaped
  * slashes) and a newline on @f. 0, -ENOMEM or -EIO.
  */
