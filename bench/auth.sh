@@ -17,7 +17,7 @@ set -uo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 ROUNDS=5
 SIZE=64M
-JSON_OUT=auth-results.json
+JSON_OUT=bench-results/auth.json
 export FARPAGE_BIN=${FARPAGE_BIN:-$SRC/build}
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -30,6 +30,8 @@ while [ $# -gt 0 ]; do
 	esac
 done
 case $JSON_OUT in /*) ;; *) JSON_OUT=$PWD/$JSON_OUT ;; esac
+command -v jq >/dev/null || { echo "auth.sh: needs jq for the JSON (scripts/deps.sh installs it)" >&2; exit 2; }
+mkdir -p "$(dirname "$JSON_OUT")" || { echo "auth.sh: cannot make the folder of $JSON_OUT" >&2; exit 2; }
 . "$SRC/tests/lib.sh"
 fp_require
 BF=$FARPAGE_BIN/bench/bench_fault
@@ -146,28 +148,8 @@ awk '{ k = "auth." $1 "." $2; print k "=" $3; print k "_spread=[" $4 "," $5 "]";
 	echo "machine.loadavg_end=$(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "timestamp=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 } >>"$KV"
-LC_ALL=C sort -t= -k1,1 -s "$KV" | awk '
-function ind(d,   s) { s = ""; while (d-- > 0) s = s "  "; return s }
-function sep() { printf "%s", (cnt[depth]++ ? ",\n" : "\n") }
-function val(v) {
-	if (v ~ /^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$/ || v ~ /^\[.*\]$/ || v == "null")
-		return v
-	gsub(/\\/, "\\\\", v); gsub(/"/, "\\\"", v); gsub(/\t/, " ", v)
-	return "\"" v "\""
-}
-BEGIN { printf "{"; depth = 0; cnt[0] = 0 }
-{
-	eq = index($0, "="); key = substr($0, 1, eq - 1); v = substr($0, eq + 1)
-	n = split(key, p, ".")
-	c = 0
-	while (c < depth && c < n - 1 && open[c + 1] == p[c + 1]) c++
-	while (depth > c) { printf "\n%s}", ind(depth); depth-- }
-	for (i = c + 1; i < n; i++) {
-		sep(); printf "%s\"%s\": {", ind(depth + 1), p[i]
-		depth++; open[depth] = p[i]; cnt[depth] = 0
-	}
-	sep(); printf "%s\"%s\": %s", ind(depth + 1), p[n], val(v)
-}
-END { while (depth > 0) { printf "\n%s}", ind(depth); depth-- } printf "\n}\n" }' >"$JSON_OUT"
+# Nested at the dots by jq (bench/kv2json.jq).
+LC_ALL=C sort -t= -k1,1 -s "$KV" | jq -Rn -f "$SRC/bench/kv2json.jq" >"$JSON_OUT" ||
+	fp_fail "cannot write $JSON_OUT"
 echo "JSON: $JSON_OUT"
 fp_exit

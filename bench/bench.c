@@ -172,45 +172,68 @@ int bench_opt_cpu(const char *prog, const char *opt, const char *s, int *out)
 
 static void bench_out_key(struct bench_out *o, const char *key)
 {
-	if (o->json)
-		printf(",\"%s\":", key);
-	else
-		printf(" %s=", key);
+	printf(" %s=", key);
 	o->n++;
 }
 
 void bench_out_begin(struct bench_out *o, const char *what)
 {
 	o->n = 0;
-	if (o->json)
-		printf("{\"what\":\"%s\"", what);
-	else
+	o->err = 0;
+	if (o->json) {
+		o->obj = json_object_new_object();
+		o->err = o->obj ? fp_json_set_str(o->obj, "what", what)
+				: -ENOMEM;
+	} else {
 		printf("%s:", what);
+	}
 }
 
 void bench_out_str(struct bench_out *o, const char *key, const char *val)
 {
+	if (o->json) {
+		if (o->obj)
+			o->err |= fp_json_set_str(o->obj, key, val);
+		return;
+	}
 	bench_out_key(o, key);
-	printf(o->json ? "\"%s\"" : "%s", val);
+	printf("%s", val);
 }
 
 void bench_out_u64(struct bench_out *o, const char *key, uint64_t val)
 {
+	if (o->json) {
+		if (o->obj)
+			o->err |= fp_json_set_u64(o->obj, key, val);
+		return;
+	}
 	bench_out_key(o, key);
 	printf("%llu", (unsigned long long)val);
 }
 
 void bench_out_int(struct bench_out *o, const char *key, int val)
 {
+	if (o->json) {
+		if (o->obj)
+			o->err |= fp_json_set_int(o->obj, key, val);
+		return;
+	}
 	bench_out_key(o, key);
 	printf("%d", val);
 }
 
 void bench_out_dbl(struct bench_out *o, const char *key, double val)
 {
-	bench_out_key(o, key);
 	/* 4 significant figures below 1000 are plenty for latencies */
-	printf(val < 1000 ? "%.3f" : "%.1f", val);
+	int decimals = val < 1000 ? 3 : 1;
+
+	if (o->json) {
+		if (o->obj)
+			o->err |= fp_json_set_dbl(o->obj, key, val, decimals);
+		return;
+	}
+	bench_out_key(o, key);
+	printf("%.*f", decimals, val);
 }
 
 void bench_out_lat(struct bench_out *o, const struct bench_lat *st)
@@ -227,6 +250,16 @@ void bench_out_lat(struct bench_out *o, const struct bench_lat *st)
 
 void bench_out_end(struct bench_out *o)
 {
-	fputs(o->json ? "}\n" : "\n", stdout);
-	fflush(stdout);
+	if (!o->json) {
+		fputs("\n", stdout);
+		fflush(stdout);
+		return;
+	}
+	if (o->obj && !o->err)
+		o->err = fp_json_print(stdout, o->obj);
+	if (o->err)
+		fprintf(stderr, "bench: JSON result: %s\n",
+			strerror(o->err == -EIO ? EIO : ENOMEM));
+	json_object_put(o->obj);
+	o->obj = NULL;
 }

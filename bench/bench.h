@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "fp_json.h"
+
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t bench_ns(void);
 
@@ -69,13 +71,16 @@ int bench_opt_list(const char *prog, const char *opt, char *s, uint64_t min,
 int bench_opt_cpu(const char *prog, const char *opt, const char *s, int *out);
 
 /*
- * One result line on stdout. key=value form: "<what>: k=v k=v ...";
- * JSON form: {"what":"<what>","k":v,...} (one object per line). Keys and
- * string values must not need quoting.
+ * One result line on stdout. key=value form: "<what>: k=v k=v ..." (keys
+ * and string values must not need quoting); JSON form: {"what": "<what>",
+ * "k": v, ...}, one object per line, made and printed by json-c at
+ * bench_out_end (any string: made valid UTF-8, escaped; fp_json.h).
  */
 struct bench_out {
 	int json;
 	unsigned int n;
+	struct json_object *obj; /* JSON form: the line being made */
+	int err;		 /* JSON form: -ENOMEM or -EIO seen */
 };
 
 void bench_out_begin(struct bench_out *o, const char *what);

@@ -5,6 +5,7 @@
  * tables or as JSON.
  */
 #include "cli.h"
+#include "fp_json.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -175,103 +176,168 @@ static void cli_status_text(const struct cli *c, const struct cli_status *st)
 	}
 }
 
-static void cli_json_str(const char *s)
+static struct json_object *cli_json_node(const struct msg_node *n)
 {
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
+	struct json_object *o = json_object_new_object(), *peers;
+	int err = 0;
 
-		if (ch == '"' || ch == '\\')
-			printf("\\%c", ch);
-		else if (ch < 0x20)
-			printf("\\u%04x", ch);
-		else
-			putchar(ch);
-	}
-	putchar('"');
-}
-
-static void cli_json_node(const struct msg_node *n)
-{
-	printf("    {\"id\": %llu, \"name\": ", (unsigned long long)n->id);
-	cli_json_str(n->name);
-	printf(", \"data_addr\": ");
-	cli_json_str(n->data_addr);
-	printf(", \"pool_size\": %llu, \"up\": %s, \"lease_ms\": %llu,"
-	       " \"peers\": [",
-	       (unsigned long long)n->pool_size, n->up ? "true" : "false",
-	       (unsigned long long)n->lease_ms);
-	for (uint32_t j = 0; j < n->n_peers; j++) {
+	if (!o)
+		return NULL;
+	err |= fp_json_set_u64(o, "id", n->id);
+	err |= fp_json_set_str(o, "name", n->name);
+	err |= fp_json_set_str(o, "data_addr", n->data_addr);
+	err |= fp_json_set_u64(o, "pool_size", n->pool_size);
+	err |= fp_json_set_bool(o, "up", n->up);
+	err |= fp_json_set_u64(o, "lease_ms", n->lease_ms);
+	peers = json_object_new_array();
+	err |= fp_json_set(o, "peers", peers);
+	for (uint32_t j = 0; j < n->n_peers && !err; j++) {
 		const struct msg_peer *p = &n->peers[j];
+		struct json_object *q = json_object_new_object();
 
-		printf("%s{\"node\": %llu, \"transport\": ", j ? ", " : "",
-		       (unsigned long long)p->node);
-		cli_json_str(p->transport);
-		printf(", \"reads\": %llu, \"bytes\": %llu, \"errors\": %llu, "
-		       "\"posted\": %llu, \"writes\": %llu, \"wbytes\": %llu, "
-		       "\"werrors\": %llu}",
-		       (unsigned long long)p->reads,
-		       (unsigned long long)p->bytes,
-		       (unsigned long long)p->errors,
-		       (unsigned long long)p->posted,
-		       (unsigned long long)p->writes,
-		       (unsigned long long)p->wbytes,
-		       (unsigned long long)p->werrors);
+		err |= fp_json_push(peers, q);
+		if (err)
+			break;
+		err |= fp_json_set_u64(q, "node", p->node);
+		err |= fp_json_set_str(q, "transport", p->transport);
+		err |= fp_json_set_u64(q, "reads", p->reads);
+		err |= fp_json_set_u64(q, "bytes", p->bytes);
+		err |= fp_json_set_u64(q, "errors", p->errors);
+		err |= fp_json_set_u64(q, "posted", p->posted);
+		err |= fp_json_set_u64(q, "writes", p->writes);
+		err |= fp_json_set_u64(q, "wbytes", p->wbytes);
+		err |= fp_json_set_u64(q, "werrors", p->werrors);
 	}
-	printf("]}");
+	if (err) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
 }
 
-static int cli_json_region(const struct msg *r, uint32_t lost)
+static struct json_object *cli_json_region(const struct msg *r, uint32_t lost)
 {
+	struct json_object *o, *per, *owners, *writers;
 	uint64_t *ids, *counts;
 	uint32_t n_ids;
+	int err = 0;
 
 	if (cli_chunks_count(r->chunks, r->n_chunks, &ids, &counts, &n_ids))
-		return -ENOMEM;
-	printf("    {\"name\": ");
-	cli_json_str(r->name);
-	printf(", \"size\": %llu, \"chunk_size\": %llu, \"epoch\": %llu,"
-	       " \"chunks_per_node\": {",
-	       (unsigned long long)r->size, (unsigned long long)r->chunk_size,
-	       (unsigned long long)r->epoch);
-	for (uint32_t j = 0; j < n_ids; j++)
-		printf("%s\"%llu\": %llu", j ? ", " : "",
-		       (unsigned long long)ids[j],
-		       (unsigned long long)counts[j]);
-	printf("}, \"owners\": [");
-	for (uint32_t j = 0; j < r->n_chunks; j++)
-		printf("%s%llu", j ? ", " : "",
-		       (unsigned long long)r->chunks[j].node);
-	printf("], \"writers\": [");
-	for (uint32_t j = 0; j < r->n_writers; j++)
-		printf("%s%llu", j ? ", " : "",
-		       (unsigned long long)r->writers[j]);
-	printf("], \"lost_chunks\": %u}", lost);
+		return NULL;
+	o = json_object_new_object();
+	if (!o)
+		goto out;
+	err |= fp_json_set_str(o, "name", r->name);
+	err |= fp_json_set_u64(o, "size", r->size);
+	err |= fp_json_set_u64(o, "chunk_size", r->chunk_size);
+	err |= fp_json_set_u64(o, "epoch", r->epoch);
+	per = json_object_new_object();
+	err |= fp_json_set(o, "chunks_per_node", per);
+	for (uint32_t j = 0; j < n_ids && !err; j++) {
+		char id[24];
+
+		snprintf(id, sizeof(id), "%llu", (unsigned long long)ids[j]);
+		err |= fp_json_set_u64(per, id, counts[j]);
+	}
+	owners = json_object_new_array_ext((int)r->n_chunks);
+	err |= fp_json_set(o, "owners", owners);
+	for (uint32_t j = 0; j < r->n_chunks && !err; j++)
+		err |= fp_json_push(owners,
+				    json_object_new_uint64(r->chunks[j].node));
+	writers = json_object_new_array_ext((int)r->n_writers);
+	err |= fp_json_set(o, "writers", writers);
+	for (uint32_t j = 0; j < r->n_writers && !err; j++)
+		err |= fp_json_push(writers,
+				    json_object_new_uint64(r->writers[j]));
+	err |= fp_json_set_u64(o, "lost_chunks", lost);
+	if (err) {
+		json_object_put(o);
+		o = NULL;
+	}
+out:
 	free(ids);
 	free(counts);
-	return 0;
+	return o;
+}
+
+/* The JSON object of `status --json` (NULL: no memory). */
+static struct json_object *cli_status_json_obj(const char *coordinator,
+					       const struct cli_status *st)
+{
+	struct json_object *o = json_object_new_object(), *nodes, *regions;
+	int err = 0;
+
+	if (!o)
+		return NULL;
+	err |= fp_json_set_str(o, "coordinator", coordinator);
+	nodes = json_object_new_array();
+	err |= fp_json_set(o, "nodes", nodes);
+	for (uint32_t i = 0; i < st->nodes.n_nodes && !err; i++)
+		err |= fp_json_push(nodes, cli_json_node(&st->nodes.nodes[i]));
+	regions = json_object_new_array();
+	err |= fp_json_set(o, "regions", regions);
+	for (uint32_t i = 0; i < st->n_maps && !err; i++)
+		err |= fp_json_push(
+			regions,
+			cli_json_region(&st->maps[i],
+					cli_status_lost(st, &st->maps[i])));
+	if (err) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
+/*
+ * Prints @o as one JSON object in the layout scripts read line by line (a
+ * line per node and per region, as in docs/cli.md); every value is printed
+ * by json-c.
+ */
+static int cli_status_json_print(struct json_object *o)
+{
+	static const char *const lists[] = { "nodes", "regions" };
+	struct json_object *v;
+	const char *t;
+
+	if (!json_object_object_get_ex(o, "coordinator", &v))
+		return -EINVAL;
+	t = fp_json_text(v);
+	if (!t)
+		return -ENOMEM;
+	printf("{\n  \"coordinator\": %s,\n", t);
+	for (size_t l = 0; l < 2; l++) {
+		size_t n;
+
+		if (!json_object_object_get_ex(o, lists[l], &v))
+			return -EINVAL;
+		n = json_object_array_length(v);
+		printf("  \"%s\": [\n", lists[l]);
+		for (size_t i = 0; i < n; i++) {
+			t = fp_json_text(json_object_array_get_idx(v, i));
+			if (!t)
+				return -ENOMEM;
+			printf("    %s%s\n", t, i + 1 < n ? "," : "");
+		}
+		printf("  ]%s\n", l ? "" : ",");
+	}
+	printf("}\n");
+	return fflush(stdout) || ferror(stdout) ? -EIO : 0;
 }
 
 static int cli_status_json(const struct cli *c, const struct cli_status *st)
 {
-	printf("{\n  \"coordinator\": ");
-	cli_json_str(c->coordinator);
-	printf(",\n  \"nodes\": [\n");
-	for (uint32_t i = 0; i < st->nodes.n_nodes; i++) {
-		cli_json_node(&st->nodes.nodes[i]);
-		printf("%s\n", i + 1 < st->nodes.n_nodes ? "," : "");
+	struct json_object *o = cli_status_json_obj(c->coordinator, st);
+	int ret;
+
+	if (!o) {
+		cli_err("status: %s", strerror(ENOMEM));
+		return -ENOMEM;
 	}
-	printf("  ],\n  \"regions\": [\n");
-	for (uint32_t i = 0; i < st->n_maps; i++) {
-		if (cli_json_region(&st->maps[i],
-				    cli_status_lost(st, &st->maps[i])) < 0) {
-			cli_err("status: %s", strerror(ENOMEM));
-			return -ENOMEM;
-		}
-		printf("%s\n", i + 1 < st->n_maps ? "," : "");
-	}
-	printf("  ]\n}\n");
-	return 0;
+	ret = cli_status_json_print(o);
+	json_object_put(o);
+	if (ret < 0)
+		cli_err("status: writing the JSON: %s", strerror(-ret));
+	return ret;
 }
 
 int cli_status_run(const struct cli *c, int argc, char **argv)

@@ -19,6 +19,9 @@
 enum log_level log_level_cur = LOG_INFO;
 static const char *log_prog = "farpage";
 static bool log_journal;
+/* FARPAGE_LOG_TIME=wall: the date and time of day (UTC, ms) on each line,
+ * instead of the seconds of the clock modulo 100000. */
+static bool log_wall;
 
 /*
  * True if stderr is the journal's stream: systemd sets JOURNAL_STREAM to
@@ -50,9 +53,18 @@ static bool log_stderr_is_journal(void)
 
 void log_init(const char *prog, enum log_level level)
 {
+	const char *e;
+
 	log_prog = prog;
 	log_level_cur = level;
 	log_journal = log_stderr_is_journal();
+	e = getenv("FARPAGE_LOG_TIME");
+	log_wall = e && !strcmp(e, "wall");
+	if (e && *e && strcmp(e, "wall") && strcmp(e, "short"))
+		log_msg(LOG_WARN,
+			"FARPAGE_LOG_TIME=%s: not 'wall' or 'short'; "
+			"short timestamps",
+			e);
 }
 
 int log_level_parse(const char *s, enum log_level *out)
@@ -90,6 +102,16 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 		/* The journal stamps the time, the unit and the priority,
 		 * which it reads from the "<N>" (sd-daemon(3)). */
 		n = snprintf(line, sizeof(line), "<%d>", prio[lvl]);
+	} else if (log_wall) {
+		struct tm tm;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		gmtime_r(&ts.tv_sec, &tm);
+		n = snprintf(line, sizeof(line),
+			     "%s[%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ] %s: ",
+			     log_prog, tm.tm_year + 1900, tm.tm_mon + 1,
+			     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+			     ts.tv_nsec / 1000000, tags[lvl]);
 	} else {
 		clock_gettime(CLOCK_REALTIME, &ts);
 		n = snprintf(line, sizeof(line), "%s[%ld.%03ld] %s: ", log_prog,

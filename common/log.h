@@ -1,9 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Logging: one line per message to stderr, prefixed with the program name,
- * the level and the module's LOG_PREFIX; when stderr is the systemd
- * journal's stream, with a "<N>" syslog priority instead of the program
- * name, time and level. The level is the one global.
+ * the time, the level and the module's LOG_PREFIX; when stderr is the
+ * systemd journal's stream, with a "<N>" syslog priority instead of the
+ * program name, time and level. The level is the one global.
+ *
+ * The time is the seconds of the wall clock modulo 100000 with ms
+ * ("farpage-node[51966.123] info: ..."), or with FARPAGE_LOG_TIME=wall in
+ * the environment at log_init the UTC date and time of day
+ * ("farpage-node[2026-11-25T14:26:06.123Z] info: ...").
  */
 #ifndef COMMON_LOG_H
 #define COMMON_LOG_H
@@ -26,8 +31,10 @@ extern enum log_level log_level_cur;
 
 /*
  * Sets the program name printed at the start of every line (not copied) and
- * the level, and looks whether stderr is the journal (JOURNAL_STREAM names
- * stderr's device and inode): call it again after redirecting stderr.
+ * the level, looks whether stderr is the journal (JOURNAL_STREAM names
+ * stderr's device and inode) and reads FARPAGE_LOG_TIME ("wall" or
+ * "short", the default; anything else is said at warning level): call it
+ * again after redirecting stderr.
  */
 void log_init(const char *prog, enum log_level level);
 

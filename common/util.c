@@ -107,7 +107,9 @@ char *util_size_fmt(uint64_t v, char *buf, size_t len)
 	while (i < 6 && v >> (10 * (i + 1)) &&
 	       !(v & ((UINT64_C(1) << (10 * (i + 1))) - 1)))
 		i++;
-	if (i || v < 1024) {
+	/* Exact in the largest unit that divides v, but a count of KiB only
+	 * below 1 MiB: 6171024 KiB reads as 5.9 GiB, like the rest. */
+	if (i >= 2 || (i == 1 && v < (UINT64_C(1) << 20)) || v < 1024) {
 		snprintf(buf, len, "%llu %s",
 			 (unsigned long long)(v >> (10 * i)), units[i]);
 		return buf;

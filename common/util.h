@@ -16,7 +16,9 @@ int util_size_parse(const char *s, uint64_t *out);
 
 /*
  * Formats @v with the largest binary unit that divides it ("256 MiB",
- * "4 KiB", "1000 B"), else with one decimal ("1.5 GiB"). Returns buf.
+ * "4 KiB", "1000 B"), else with one decimal in the largest unit it reaches
+ * ("1.5 GiB"); a count of KiB only below 1 MiB (6171024 KiB is "5.9 GiB").
+ * Returns buf.
  */
 char *util_size_fmt(uint64_t v, char *buf, size_t len);
 

@@ -3,11 +3,13 @@
 # run the demo, if any are missing. Safe to run again.
 set -euo pipefail
 # systemd (systemd-analyze), prometheus (promtool), ansible-core, jq and
-# curl check deploy/ (test_units, test_monitoring, test_ansible).
+# curl check deploy/ (test_units, test_monitoring, test_ansible); lintian
+# checks the Debian packages (test_package); jq also makes the benchmarks'
+# JSON (bench/kv2json.jq).
 PKGS="build-essential cmake pkg-config libcbor-dev liburing-dev libibverbs-dev
   ibverbs-providers libcmocka-dev zlib1g-dev libssl-dev iproute2 procps
-  gnuplot-nox libmicrohttpd-dev help2man dpkg-dev file systemd prometheus
-  ansible-core jq curl"
+  gnuplot-nox libmicrohttpd-dev libjson-c-dev help2man dpkg-dev file lintian
+  systemd prometheus ansible-core jq curl"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'ok installed' ||

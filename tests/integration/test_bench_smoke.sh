@@ -3,7 +3,10 @@
 # farpage-bench smoke run: a 16 MiB region, one run of every figure, and a
 # quick far-memory run (a 4 MiB cache, one workload of each kind). Checks
 # that the JSON has every required key with a number and that the plot was
-# drawn; never looks at how fast anything was.
+# drawn, both where they go by default (bench-results/ in the current
+# directory), and that an awkward host name (quote, backslash, control
+# character, a byte that is not UTF-8) leaves the JSON valid; never looks
+# at how fast anything was.
 set -uo pipefail
 BIN=${FARPAGE_BIN:?FARPAGE_BIN must name the build dir}
 SRC=${FARPAGE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -35,9 +38,16 @@ fi
 
 TMP=$(mktemp -d /tmp/farpage-bench-smoke.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
-FARPAGE_SRC=$SRC "$BENCH" --bin "$BIN" --size 16M --runs 1 \
-	--farmem quick --farmem-cache 4M --farmem-secs 0.3 \
-	--json "$TMP/bench.json" --png "$TMP/bench.png" >"$TMP/out" 2>&1
+# No --json or --png: the defaults, under bench-results/ of the current
+# directory (here $TMP). In a UTS namespace whose host name has a quote, a
+# backslash, a control character and a byte that is not UTF-8: the JSON
+# (machine.hostname) must stay valid.
+ODD_HOST=$(printf 'fp"h\\\001\377')
+ODD_HOST_JSON=$(printf 'fp"h\\\001\357\277\275') # \377 as U+FFFD
+# shellcheck disable=SC2016 # for the inner shell
+(cd "$TMP" && exec unshare -u bash -c 'printf %s "$1" >/proc/sys/kernel/hostname && shift && exec "$@"' \
+	_ "$ODD_HOST" env FARPAGE_SRC="$SRC" "$BENCH" --bin "$BIN" --size 16M --runs 1 \
+	--farmem quick --farmem-cache 4M --farmem-secs 0.3) >"$TMP/out" 2>&1
 rc=$?
 if [ $rc = 77 ]; then
 	tail -n3 "$TMP/out" >&2
@@ -49,6 +59,14 @@ if [ $rc != 0 ]; then
 	exit 1
 fi
 
+[ -f "$TMP/bench-results/bench.json" ] ||
+	{ echo "test_bench_smoke: FAIL: no bench-results/bench.json: $(ls "$TMP")" >&2; exit 1; }
+ln -s bench-results/bench.json "$TMP/bench.json"
+ln -s bench-results/bench-latency.png "$TMP/bench.png"
+jq -e . "$TMP/bench.json" >/dev/null 2>&1 ||
+	{ echo "test_bench_smoke: FAIL: bench.json is not valid JSON: $(jq . "$TMP/bench.json" 2>&1 | tail -1)" >&2; exit 1; }
+[ "$(getstr "$TMP/bench.json" machine.hostname)" = "$ODD_HOST_JSON" ] ||
+	{ echo "test_bench_smoke: FAIL: machine.hostname is '$(getstr "$TMP/bench.json" machine.hostname | od -c)'" >&2; exit 1; }
 fail=0
 for k in floors.uffd_p50_us floors.rtt_p50_us floors.stream_MBps \
 	remote.seq.p50_us remote.seq.p99_us remote.rand.p50_us \

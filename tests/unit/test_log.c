@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <time.h>
 #include <sys/stat.h>
 
 #include <cmocka.h>
@@ -118,6 +119,63 @@ static void test_log_plain(void **state)
 	assert_string_equal(p, "");
 }
 
+/* Checks one line of FARPAGE_LOG_TIME=wall:
+ * t_prog[YYYY-MM-DDTHH:MM:SS.mmmZ] TAG: MSG, a time in [t0, t1]. */
+static const char *t_wall_line(const char *p, const char *tag_msg, time_t t0,
+			       time_t t1)
+{
+	const char *nl = strchr(p, '\n');
+	struct tm tm = { 0 };
+	int ms, k = 0;
+	time_t t;
+
+	assert_non_null(nl);
+	assert_int_equal(sscanf(p, "t_prog[%4d-%2d-%2dT%2d:%2d:%2d.%3dZ] %n",
+				&tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+				&tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms, &k),
+			 7);
+	assert_true(k == (int)strlen("t_prog[2026-11-25T14:26:06.123Z] "));
+	assert_true(ms >= 0 && ms < 1000);
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	t = timegm(&tm);
+	assert_true(t >= t0 && t <= t1);
+	assert_int_equal((size_t)(nl - (p + k)), strlen(tag_msg));
+	assert_memory_equal(p + k, tag_msg, strlen(tag_msg));
+	return nl + 1;
+}
+
+static void test_log_wall(void **state)
+{
+	char buf[1024];
+	const char *p;
+	time_t t0, t1;
+
+	setenv("FARPAGE_LOG_TIME", "wall", 1);
+	t0 = time(NULL);
+	t_log_run(T_ENV_UNSET, LOG_INFO, buf, sizeof(buf));
+	t1 = time(NULL);
+	unsetenv("FARPAGE_LOG_TIME");
+	p = t_wall_line(buf, "error: t: err 1", t0, t1);
+	p = t_wall_line(p, "warning: t: warn 2", t0, t1);
+	p = t_wall_line(p, "info: t: info 3", t0, t1);
+	assert_string_equal(p, "");
+	/* "short" is the default; anything else is said, and short */
+	setenv("FARPAGE_LOG_TIME", "short", 1);
+	t_log_run(T_ENV_UNSET, LOG_WARN, buf, sizeof(buf));
+	p = t_plain_line(buf, "error: t: err 1");
+	p = t_plain_line(p, "warning: t: warn 2");
+	assert_string_equal(p, "");
+	setenv("FARPAGE_LOG_TIME", "local", 1);
+	t_log_run(T_ENV_UNSET, LOG_WARN, buf, sizeof(buf));
+	unsetenv("FARPAGE_LOG_TIME");
+	p = t_plain_line(buf, "warning: FARPAGE_LOG_TIME=local: not 'wall' or "
+			      "'short'; short timestamps");
+	p = t_plain_line(p, "error: t: err 1");
+	p = t_plain_line(p, "warning: t: warn 2");
+	assert_string_equal(p, "");
+}
+
 /* At most burst lines in a second from the window's first; the next line
  * says how many were left out. */
 static void test_log_limit(void **state)
@@ -164,6 +222,7 @@ int main(void)
 		cmocka_unit_test(test_log_plain),
 		cmocka_unit_test(test_log_journal),
 		cmocka_unit_test(test_log_limit),
+		cmocka_unit_test(test_log_wall),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -79,6 +79,16 @@ static void test_util_size_fmt(void **state)
 		"3.0 GiB");
 	assert_string_equal(util_size_fmt(1536 + 1, buf, sizeof(buf)),
 			    "1.5 KiB");
+	/* no count of KiB from 1 MiB up: one style, MiB and above */
+	assert_string_equal(
+		util_size_fmt(UINT64_C(6171024) << 10, buf, sizeof(buf)),
+		"5.9 GiB");
+	assert_string_equal(
+		util_size_fmt((UINT64_C(1) << 20) + 4096, buf, sizeof(buf)),
+		"1.0 MiB");
+	assert_string_equal(util_size_fmt(UINT64_C(1023) << 10, buf,
+					  sizeof(buf)),
+			    "1023 KiB");
 	util_size_fmt(UINT64_MAX, buf, sizeof(buf));
 	assert_string_equal(buf, "16.0 EiB");
 	/* its output parses back */
