@@ -14,7 +14,9 @@
  *                                            ABANDONED until done, FREE
  *
  * A fault that finds no free slot waits in the backlog with its deadline
- * (its first read from the uffd). A poison that meets -EAGAIN (the guest's
+ * (its first read from the uffd); its entry comes from a pool (as many as
+ * there are slots at first, grown by a block when it runs out, never
+ * shrunk), not from malloc. A poison that meets -EAGAIN (the guest's
  * address space is changing) waits in the poison list until the events are
  * read. A mapping of a region that was deleted (or of other coordinator
  * tables) goes stale: whatever of it is in flight and every later fault is
@@ -101,6 +103,43 @@ static void floop_hash_del(struct floop *f, struct fetch *s)
 		}
 		p = &f->slots[*p].hnext;
 	}
+}
+
+/* ---- the backlog's pool ---- */
+
+#define FLOOP_BACKLOG_BLOCK 256 /* entries the pool grows by */
+
+static void floop_backlog_put(struct floop *f, struct backlog *b)
+{
+	b->next = f->backlog_free;
+	f->backlog_free = b;
+}
+
+/* Adds @n entries to the pool. 0 or -ENOMEM. */
+static int floop_backlog_grow(struct floop *f, uint32_t n)
+{
+	struct backlog_block *blk;
+
+	blk = calloc(1, sizeof(*blk) + (size_t)n * sizeof(blk->ent[0]));
+	if (!blk)
+		return -ENOMEM;
+	blk->next = f->backlog_blocks;
+	f->backlog_blocks = blk;
+	for (uint32_t i = n; i--;)
+		floop_backlog_put(f, &blk->ent[i]);
+	return 0;
+}
+
+/* An entry from the pool, or NULL (no memory to grow it). */
+static struct backlog *floop_backlog_get(struct floop *f)
+{
+	struct backlog *b;
+
+	if (!f->backlog_free && floop_backlog_grow(f, FLOOP_BACKLOG_BLOCK))
+		return NULL;
+	b = f->backlog_free;
+	f->backlog_free = b->next;
+	return b;
 }
 
 /* ---- mappings ---- */
@@ -629,7 +668,7 @@ static void floop_fault_remote(struct floop *f, struct fmap *m, uint64_t addr,
 		goto ahead;
 	}
 	if (!f->n_free || (m->cache && !floop_cache_has_room(f))) {
-		b = malloc(sizeof(*b));
+		b = floop_backlog_get(f);
 		if (!b) {
 			floop_poison(f, m, addr,
 				     "no memory to queue the fault");
@@ -844,7 +883,7 @@ static unsigned int floop_backlog_drop(struct floop *f,
 			floop_poison(f, m, b->addr, why);
 		m->inflight--;
 		floop_map_free_maybe(f, m);
-		free(b);
+		floop_backlog_put(f, b);
 		n++;
 	}
 	f->backlog_tail = pp;
@@ -1316,7 +1355,7 @@ static void floop_backlog_run(struct floop *f)
 			floop_fault_handle(f, m, b->addr, 0, b->t0_ms, 1);
 		else
 			floop_map_free_maybe(f, m);
-		free(b);
+		floop_backlog_put(f, b);
 	}
 }
 
@@ -1497,17 +1536,29 @@ struct floop_counters *floop_counters(struct floop *f)
 
 int floop_peer_stats(struct floop *f, struct msg_peer **out, uint32_t *n)
 {
+	uint32_t cap = 0;
 	struct msg_peer *st;
 
+	/* Allocated outside the lock (the fault loop takes it to publish):
+	 * sized by the last look, again if the table grew meanwhile. */
 	pthread_mutex_lock(&f->lock);
-	st = calloc(f->n_stats ? f->n_stats : 1, sizeof(*st));
-	if (st && f->n_stats) /* f->stats is NULL before the first tick */
-		memcpy(st, f->stats, f->n_stats * sizeof(*st));
-	if (st)
-		*n = f->n_stats;
+	cap = f->n_stats;
 	pthread_mutex_unlock(&f->lock);
-	if (!st)
-		return -ENOMEM;
+	for (;;) {
+		st = calloc(cap ? cap : 1, sizeof(*st));
+		if (!st)
+			return -ENOMEM;
+		pthread_mutex_lock(&f->lock);
+		if (f->n_stats <= cap)
+			break;
+		cap = f->n_stats;
+		pthread_mutex_unlock(&f->lock);
+		free(st);
+	}
+	if (f->n_stats) /* f->stats is NULL before the first tick */
+		memcpy(st, f->stats, f->n_stats * sizeof(*st));
+	*n = f->n_stats;
+	pthread_mutex_unlock(&f->lock);
 	*out = st;
 	return 0;
 }
@@ -1571,7 +1622,8 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 	/* Landing buffers: allocated once, never on the fault path. */
 	f->bufs = mmap(NULL, floop_land_len(f), PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (!f->slots || !f->free_stack || !f->hash || f->bufs == MAP_FAILED) {
+	if (!f->slots || !f->free_stack || !f->hash || f->bufs == MAP_FAILED ||
+	    floop_backlog_grow(f, f->n_slots)) {
 		ret = -ENOMEM;
 		goto err;
 	}
@@ -1641,7 +1693,6 @@ int floop_start(struct floop *f)
 void floop_destroy(struct floop *f)
 {
 	struct cmd *c, *cn;
-	struct backlog *b, *bn;
 	struct fmap *m, *mn;
 
 	if (!f)
@@ -1671,9 +1722,9 @@ void floop_destroy(struct floop *f)
 		wn = w->next;
 		free(w);
 	}
-	for (b = f->backlog; b; b = bn) {
-		bn = b->next;
-		free(b);
+	for (struct backlog_block *k = f->backlog_blocks, *kn; k; k = kn) {
+		kn = k->next;
+		free(k);
 	}
 	for (c = f->cmds; c; c = cn) {
 		cn = c->next;

@@ -29,7 +29,12 @@
  *
  * Page states (PS_*): CHARGED from the fetch on (counted as held), VALID
  * once its bytes landed, DIRTY from the first write until a write-back
- * that started after it, WB while one is in flight.
+ * that started after it, WB while one is in flight. Every change of a
+ * page's state goes through cache_ps_put(), which keeps two page sets in
+ * step (pgset.h): the pages with any state (live) and those written, going
+ * home or awaited by a flush (wset). The clock hand, the write-back pass,
+ * flushes, unmapping and a deleted region walk those sets, so their cost
+ * follows the pages held or written, not the size of the mapping.
  */
 #define LOG_PREFIX "cache: "
 #include "floop_int.h"
@@ -60,6 +65,36 @@ static uint64_t cache_pages(const struct fmap *m)
 static void cache_adopt(struct floop *f, struct fmap *m);
 static void cache_fifo_push(struct floop *f, struct fmap *m, uint64_t i);
 
+/* Page @i of @m is in state @ps from now on. */
+static void cache_ps_put(struct fmap *m, uint64_t i, uint8_t ps)
+{
+	uint8_t old = m->pst[i];
+
+	m->pst[i] = ps;
+	if (!old != !ps) {
+		if (ps)
+			pgset_add(&m->live, i);
+		else
+			pgset_del(&m->live, i);
+	}
+	if (!(old & PS_WMASK) != !(ps & PS_WMASK)) {
+		if (ps & PS_WMASK)
+			pgset_add(&m->wset, i);
+		else
+			pgset_del(&m->wset, i);
+	}
+}
+
+static void cache_ps_set(struct fmap *m, uint64_t i, uint8_t bits)
+{
+	cache_ps_put(m, i, (uint8_t)(m->pst[i] | bits));
+}
+
+static void cache_ps_clear(struct fmap *m, uint64_t i, uint8_t bits)
+{
+	cache_ps_put(m, i, (uint8_t)(m->pst[i] & ~bits));
+}
+
 int floop_cache_map_init(struct floop *f, struct fmap *m,
 			 const struct floop_map_desc *d)
 {
@@ -70,12 +105,18 @@ int floop_cache_map_init(struct floop *f, struct fmap *m,
 	/* (the FIFO queue keeps page indexes in 32 bits) */
 	if (f->cfg.cache_fifo && cache_pages(m) > UINT32_MAX)
 		return -EFBIG;
+	/* Allocated, never cleared by hand: the kernel backs what is
+	 * touched (a page state array of a 64 GiB mapping is 16 MiB). */
 	m->pst = calloc(cache_pages(m), 1);
 	if (f->cfg.cache_fifo)
 		m->fifo = calloc(cache_pages(m), sizeof(*m->fifo));
-	if (!m->pst || (f->cfg.cache_fifo && !m->fifo)) {
+	if (!m->pst || (f->cfg.cache_fifo && !m->fifo) ||
+	    pgset_init(&m->live, cache_pages(m)) ||
+	    pgset_init(&m->wset, cache_pages(m))) {
 		free(m->pst);
 		free(m->fifo);
+		pgset_fini(&m->live);
+		pgset_fini(&m->wset);
 		m->pst = NULL;
 		m->fifo = NULL;
 		return -ENOMEM;
@@ -97,7 +138,7 @@ static void cache_dirty_set(struct floop *f, struct fmap *m, uint64_t i)
 {
 	if (m->pst[i] & PS_DIRTY)
 		return;
-	m->pst[i] |= PS_DIRTY;
+	cache_ps_set(m, i, PS_DIRTY);
 	m->n_dirty++;
 	atomic_fetch_add(&f->ctr.cache_dirty, 1);
 }
@@ -106,7 +147,7 @@ static void cache_dirty_clear(struct floop *f, struct fmap *m, uint64_t i)
 {
 	if (!(m->pst[i] & PS_DIRTY))
 		return;
-	m->pst[i] &= ~PS_DIRTY;
+	cache_ps_clear(m, i, PS_DIRTY);
 	m->n_dirty--;
 	atomic_fetch_sub(&f->ctr.cache_dirty, 1);
 }
@@ -116,7 +157,7 @@ static void cache_flush_clear(struct fmap *m, uint64_t i)
 {
 	if (!(m->pst[i] & (PS_FLUSH | PS_FLUSHWB)))
 		return;
-	m->pst[i] &= ~(PS_FLUSH | PS_FLUSHWB);
+	cache_ps_clear(m, i, PS_FLUSH | PS_FLUSHWB);
 	m->n_flush--;
 }
 
@@ -126,7 +167,8 @@ void floop_cache_map_fini(struct floop *f, struct fmap *m)
 
 	if (!m->cache)
 		return;
-	for (uint64_t i = 0; i < cache_pages(m); i++) {
+	for (uint64_t i = pgset_next(&m->live, 0); i < cache_pages(m);
+	     i = pgset_next(&m->live, i + 1)) {
 		if (m->pst[i] & PS_CHARGED)
 			n++;
 		if (m->pst[i] & (PS_DIRTY | PS_WB))
@@ -157,6 +199,8 @@ void floop_cache_map_fini(struct floop *f, struct fmap *m)
 	free(m->fifo);
 	m->fifo = NULL;
 	free(m->pst);
+	pgset_fini(&m->live);
+	pgset_fini(&m->wset);
 	m->cache = 0;
 }
 
@@ -206,7 +250,7 @@ void floop_cache_charge(struct floop *f, struct fmap *m, uint64_t addr,
 	for (uint32_t k = 0; k < npages; k++) {
 		if (m->pst[i + k] & PS_CHARGED)
 			continue;
-		m->pst[i + k] |= PS_CHARGED;
+		cache_ps_set(m, i + k, PS_CHARGED);
 		n++;
 	}
 	r = atomic_fetch_add(&f->ctr.cache_resident, n) + n;
@@ -233,7 +277,7 @@ static void cache_adopt(struct floop *f, struct fmap *m)
 		for (uint64_t i = (uint64_t)off / FLOOP_PAGE;
 		     i * FLOOP_PAGE < (uint64_t)end; i++) {
 			floop_cache_charge(f, m, m->base + i * FLOOP_PAGE, 1);
-			m->pst[i] |= PS_VALID;
+			cache_ps_set(m, i, PS_VALID);
 			cache_dirty_set(f, m, i);
 			if (m->fifo)
 				cache_fifo_push(f, m, i);
@@ -256,18 +300,20 @@ static void cache_punch(struct fmap *m, uint64_t i, uint64_t n)
 			  m->name);
 }
 
-/* Pages that are neither held nor dirty any more. */
+/* Pages that are neither held nor dirty any more (those of them that
+ * have a state: the others are that already). */
 static void cache_forget(struct floop *f, struct fmap *m, uint64_t i,
 			 uint64_t n)
 {
 	uint64_t freed = 0;
 
-	for (uint64_t k = i; k < i + n; k++) {
+	for (uint64_t k = pgset_next(&m->live, i); k < i + n;
+	     k = pgset_next(&m->live, k + 1)) {
 		if (m->pst[k] & PS_CHARGED)
 			freed++;
 		cache_dirty_clear(f, m, k);
 		cache_flush_clear(m, k);
-		m->pst[k] = 0;
+		cache_ps_put(m, k, 0);
 	}
 	atomic_fetch_sub(&f->ctr.cache_resident, freed);
 }
@@ -338,7 +384,7 @@ static int cache_fault(struct floop *f, struct fmap *m, uint64_t addr,
 		}
 		atomic_fetch_add(&f->ctr.cache_wp_faults, 1);
 		cache_dirty_set(f, m, i);
-		m->pst[i] |= PS_REF;
+		cache_ps_set(m, i, PS_REF);
 		ret = uffd_wp(m->uffd, addr, FLOOP_PAGE, 0, 1);
 		if (ret && ret != -ENOENT && ret != -ESRCH)
 			log_errno(ret, "map %s page %#llx: write unprotect",
@@ -354,7 +400,7 @@ static int cache_fault(struct floop *f, struct fmap *m, uint64_t addr,
 		cache_forget(f, m, i, 1);
 		return 0;
 	}
-	m->pst[i] |= PS_REF;
+	cache_ps_set(m, i, PS_REF);
 	atomic_fetch_add(&f->ctr.cache_hits, 1);
 	ret = cache_continue(f, m, addr, FLOOP_PAGE,
 			     m->writable && !(m->pst[i] & PS_DIRTY), &mapped);
@@ -401,7 +447,7 @@ void floop_cache_want_write(struct fmap *m, uint64_t addr, uint32_t n)
 	if (!m->cache || !m->writable || !m->wp_cont)
 		return;
 	for (uint32_t k = 0; k < n; k++)
-		m->pst[i + k] |= PS_WANTW;
+		cache_ps_set(m, i + k, PS_WANTW);
 }
 
 /* ---- --cache-policy fifo ---- */
@@ -488,7 +534,7 @@ static void cache_resolve_writes(struct floop *f, struct fetch *s)
 	for (uint32_t k = 0, n; k < s->npages; k += n) {
 		n = 0;
 		while (k + n < s->npages && (m->pst[i0 + k + n] & PS_WANTW)) {
-			m->pst[i0 + k + n] &= ~PS_WANTW;
+			cache_ps_clear(m, i0 + k + n, PS_WANTW);
 			if (m->wp_cont)
 				cache_dirty_set(f, m, i0 + k + n);
 			n++;
@@ -540,7 +586,8 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 	}
 	if (!s->marked) {
 		for (uint32_t k = 0; k < s->npages; k++) {
-			m->pst[i0 + k] |= PS_VALID | (s->ahead ? 0 : PS_REF);
+			cache_ps_set(m, i0 + k,
+				     PS_VALID | (s->ahead ? 0 : PS_REF));
 			if (m->fifo)
 				cache_fifo_push(f, m, i0 + k);
 		}
@@ -649,10 +696,11 @@ static uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i)
 	w->off = c->off + (rel & (m->chunk_size - 1));
 	for (uint32_t k = 0; k < n; k++) {
 		cache_dirty_clear(f, m, i + k);
-		m->pst[i + k] |= PS_WB;
+		cache_ps_set(m, i + k, PS_WB);
 		if (m->pst[i + k] & PS_FLUSH)
-			m->pst[i + k] = (uint8_t)((m->pst[i + k] & ~PS_FLUSH) |
-						  PS_FLUSHWB);
+			cache_ps_put(m, i + k,
+				     (uint8_t)((m->pst[i + k] & ~PS_FLUSH) |
+					       PS_FLUSHWB));
 	}
 	m->wb_busy++;
 	m->inflight++;
@@ -697,13 +745,15 @@ void floop_cache_wb_done(struct floop *f, uint32_t idx, uint32_t gen,
 	for (uint32_t k = 0; k < w->npages; k++) {
 		uint8_t *ps = &m->pst[i + k];
 
-		*ps &= ~PS_WB;
+		cache_ps_clear(m, i + k, PS_WB);
 		if (status) {
 			/* Not home: dirty again, sent again later. */
 			if (*ps & PS_VALID)
 				cache_dirty_set(f, m, i + k);
 			if (*ps & PS_FLUSHWB)
-				*ps = (uint8_t)((*ps & ~PS_FLUSHWB) | PS_FLUSH);
+				cache_ps_put(m, i + k,
+					     (uint8_t)((*ps & ~PS_FLUSHWB) |
+						       PS_FLUSH));
 			continue;
 		}
 		/* Home. A flush that marked it before this write-back began
@@ -743,21 +793,41 @@ void floop_cache_wb_done(struct floop *f, uint32_t idx, uint32_t gen,
 /*
  * Sends home the dirty pages of @m from its cursor on (those a flush waits
  * for only, if @flush_only), while write-back slots are free; the pages
- * looked at count against the periodic pass (wb_sweep), which goes on
- * with the next call once slots are free again.
+ * passed count against the periodic pass (wb_sweep), which goes on
+ * with the next call once slots are free again. The cursor jumps over the
+ * pages not in wset (nothing to send there) in one step: the pass ends
+ * where it would have ended looking at each of them.
  */
 static void cache_wb_scan(struct floop *f, struct fmap *m, uint64_t now,
 			  int flush_only)
 {
 	uint64_t n = cache_pages(m), seen = 0;
+	int pass = !flush_only && !m->draining; /* ends with wb_sweep */
 
 	if (now < m->wb_next_ms)
 		return;
 	while (seen < n && f->n_wb_busy < FLOOP_WB_SLOTS) {
-		uint64_t i = m->wb_cursor;
-		uint8_t ps = m->pst[i];
+		uint64_t i = m->wb_cursor, j = pgset_next(&m->wset, i), skip;
+		uint8_t ps;
 		uint32_t k = 1;
 
+		if (j >= n) /* none after the cursor: from the start */
+			j = pgset_next(&m->wset, 0) + n;
+		skip = j - i;
+		if (skip) {
+			if (skip > n - seen)
+				skip = n - seen;
+			if (pass && skip > m->wb_sweep)
+				skip = m->wb_sweep;
+			seen += skip;
+			m->wb_cursor = (i + skip) % n;
+			m->wb_sweep =
+				m->wb_sweep > skip ? m->wb_sweep - skip : 0;
+			if (!m->wb_sweep && pass)
+				return; /* the pass is done */
+			continue;
+		}
+		ps = m->pst[i];
 		if ((ps & (PS_DIRTY | PS_WB)) == PS_DIRTY &&
 		    (!flush_only || (ps & PS_FLUSH))) {
 			k = cache_wb_start(f, m, i);
@@ -767,7 +837,7 @@ static void cache_wb_scan(struct floop *f, struct fmap *m, uint64_t now,
 		seen += k;
 		m->wb_cursor = (i + k) % n;
 		m->wb_sweep = m->wb_sweep > k ? m->wb_sweep - k : 0;
-		if (!m->wb_sweep && !flush_only && !m->draining)
+		if (!m->wb_sweep && pass)
 			return; /* the pass is done */
 	}
 }
@@ -909,11 +979,16 @@ static void cache_evict(struct floop *f)
 		struct fmap *m = f->hand_map;
 		uint8_t *ps;
 
+		/* Pages without a state hold nothing: passed over. */
+		if (m && f->hand_page < cache_pages(m))
+			f->hand_page = pgset_next(&m->live, f->hand_page);
 		if (!m || f->hand_page >= cache_pages(m)) {
-			m = f->hand_map = cache_next_map(f, m);
+			f->hand_map = cache_next_map(f, m);
 			f->hand_page = 0;
-			if (!m)
+			if (!f->hand_map)
 				break;
+			budget--; /* (every mapping may hold nothing) */
+			continue;
 		}
 		budget--;
 		ps = &m->pst[f->hand_page];
@@ -922,7 +997,7 @@ static void cache_evict(struct floop *f)
 			continue;
 		}
 		if (*ps & PS_REF) {
-			*ps &= ~PS_REF;
+			cache_ps_clear(m, f->hand_page, PS_REF);
 			cache_sample(f, m, f->hand_page);
 			f->hand_page++;
 			continue;
@@ -962,13 +1037,14 @@ void floop_cache_flush_cmd(struct floop *f, const char *name, uint64_t cookie)
 	for (struct fmap *m = f->maps; m; m = m->next) {
 		if (!m->cache || strcmp(m->name, name))
 			continue;
-		for (uint64_t i = 0; i < cache_pages(m); i++) {
-			uint8_t *ps = &m->pst[i];
+		for (uint64_t i = pgset_next(&m->wset, 0); i < cache_pages(m);
+		     i = pgset_next(&m->wset, i + 1)) {
+			uint8_t ps = m->pst[i];
 
-			if (!(*ps & (PS_DIRTY | PS_WB)) ||
-			    (*ps & (PS_FLUSH | PS_FLUSHWB)))
+			if (!(ps & (PS_DIRTY | PS_WB)) ||
+			    (ps & (PS_FLUSH | PS_FLUSHWB)))
 				continue;
-			*ps |= PS_FLUSH;
+			cache_ps_set(m, i, PS_FLUSH);
 			m->n_flush++;
 		}
 		m->wb_next_ms = 0; /* now, also after a failure */
@@ -1044,7 +1120,8 @@ void floop_cache_map_stale(struct floop *f, struct fmap *m)
 
 	if (!m->cache)
 		return;
-	for (uint64_t i = 0; i < cache_pages(m); i++) {
+	for (uint64_t i = pgset_next(&m->wset, 0); i < cache_pages(m);
+	     i = pgset_next(&m->wset, i + 1)) {
 		if (m->pst[i] & PS_DIRTY)
 			n++;
 		cache_dirty_clear(f, m, i);
@@ -1071,15 +1148,13 @@ void floop_cache_poison_present(struct floop *f, struct fmap *m, uint64_t addr)
 
 void floop_cache_lease_lost(struct floop *f, struct fmap *m)
 {
-	uint64_t n = 0, pages;
+	uint64_t n, pages;
 	int ret;
 
 	if (!m->cache)
 		return;
 	pages = cache_pages(m);
-	for (uint64_t i = 0; i < pages; i++)
-		if (m->pst[i] & PS_DIRTY)
-			n++;
+	n = m->n_dirty; /* the pages with PS_DIRTY */
 	/* Unprotected first: a page punched while write-protected would
 	 * keep a marker that poisoning cannot replace. */
 	ret = uffd_wp(m->uffd, m->base, pages * FLOOP_PAGE, 0, 0);

@@ -14,6 +14,7 @@
 
 #include "evl.h"
 #include "floop.h"
+#include "pgset.h"
 #include "req.h"
 #include "uffd.h"
 
@@ -45,6 +46,8 @@
 #define PS_FLUSH   0x20 /* a flush waits for it */
 #define PS_FLUSHWB 0x40 /* ... and the write-back in flight covers it */
 #define PS_WANTW   0x80 /* a thread faulted writing it: mapped writable */
+/* States that make a page one to write home or to wait for (fmap.wset). */
+#define PS_WMASK (PS_DIRTY | PS_WB | PS_FLUSH | PS_FLUSHWB)
 
 enum fetch_state {
 	FETCH_FREE = 0,
@@ -98,7 +101,11 @@ struct fmap {
 	 * (floop_cache_alias()); alias_off: it could not be had */
 	uint8_t *alias;
 	int alias_off;
-	uint8_t *pst;	/* PS_* per page */
+	uint8_t *pst; /* PS_* per page */
+	/* pages whose state is not 0, and those with a PS_WMASK state: the
+	 * scans (clock hand, write-back, flush, unmap) walk these, so their
+	 * cost follows the pages held or written, not the mapping's size */
+	struct pgset live, wset;
 	int pidfd;	/* the guest: its access is sampled; -1: not */
 	uint32_t *fifo; /* --cache-policy fifo: stamp of each page's entry */
 	int writable;	/* not MSG_MAP_RDONLY: registered WP, writes are seen */
@@ -194,6 +201,13 @@ struct backlog {
 	struct backlog *next;
 };
 
+/* Backlog entries, allocated together (floop.c: a pool, never a malloc per
+ * fault once it is as large as the backlog has been). */
+struct backlog_block {
+	struct backlog_block *next;
+	struct backlog ent[];
+};
+
 /* Pages whose poisoning met -EAGAIN: poisoned again once events are read. */
 struct ppend {
 	struct fmap *map;
@@ -274,6 +288,8 @@ struct floop {
 	uint32_t hash_mask;
 	uint8_t *bufs;
 	struct backlog *backlog, **backlog_tail;
+	struct backlog *backlog_free; /* the pool's free entries */
+	struct backlog_block *backlog_blocks;
 	struct ppend *ppend;
 	struct fpeer *peers;
 	uint32_t n_peers;

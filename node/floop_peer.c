@@ -371,6 +371,7 @@ int floop_peer_chunk_is_lost(struct floop *f, const struct msg_chunk *c)
 void floop_peers_stats_publish(struct floop *f)
 {
 	struct msg_peer *st = calloc(f->n_peers ? f->n_peers : 1, sizeof(*st));
+	struct msg_peer *old;
 	struct xport_stats xs;
 
 	if (!st)
@@ -398,8 +399,9 @@ void floop_peers_stats_publish(struct floop *f)
 			p->xp && p->t->ops->peer_state(p->xp) == XPORT_PEER_UP;
 	}
 	pthread_mutex_lock(&f->lock);
-	free(f->stats);
+	old = f->stats;
 	f->stats = st;
 	f->n_stats = f->n_peers;
 	pthread_mutex_unlock(&f->lock);
+	free(old); /* not under the lock the control thread takes */
 }

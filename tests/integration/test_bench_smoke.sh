@@ -71,7 +71,8 @@ fail=0
 for k in floors.uffd_p50_us floors.rtt_p50_us floors.stream_MBps \
 	remote.seq.p50_us remote.seq.p99_us remote.rand.p50_us \
 	remote.rand.p99_us fault_in.seq.t1_MBps fault_in.rand.t1_MBps \
-	fault_in.rand.t4_MBps runs region.remote_pages; do
+	fault_in.rand.t4_MBps runs region.remote_pages scale.touched_mib \
+	scale.g1.flush_us scale.g4.stale_us scale.g16.unmap_us; do
 	if ! getnum "$TMP/bench.json" "$k"; then
 		echo "test_bench_smoke: FAIL: $k missing or not a number" >&2
 		fail=1
