@@ -1160,16 +1160,25 @@ int floop_peer_addr_set(struct floop *f, uint64_t node, const char *data_addr,
 	return 0;
 }
 
-int floop_self_set(struct floop *f, uint64_t self)
+/* Queues a command of @kind that carries only @id (and @name, if any). */
+static int floop_cmd_id(struct floop *f, enum cmd_kind kind, uint64_t id,
+			const char *name)
 {
 	struct cmd *c = calloc(1, sizeof(*c));
 
 	if (!c)
 		return -ENOMEM;
-	c->kind = CMD_SELF;
-	c->id = self;
+	c->kind = kind;
+	c->id = id;
+	if (name)
+		snprintf(c->name, sizeof(c->name), "%s", name);
 	floop_cmd_push(f, c);
 	return 0;
+}
+
+int floop_self_set(struct floop *f, uint64_t self)
+{
+	return floop_cmd_id(f, CMD_SELF, self, NULL);
 }
 
 int64_t floop_regions_set(struct floop *f, const struct floop_region *regions,
@@ -1208,39 +1217,17 @@ int floop_map_add(struct floop *f, struct floop_map_desc *d)
 
 int floop_map_remove(struct floop *f, uint64_t id)
 {
-	struct cmd *c = calloc(1, sizeof(*c));
-
-	if (!c)
-		return -ENOMEM;
-	c->kind = CMD_MAP_REMOVE;
-	c->id = id;
-	floop_cmd_push(f, c);
-	return 0;
+	return floop_cmd_id(f, CMD_MAP_REMOVE, id, NULL);
 }
 
 int floop_map_lost(struct floop *f, uint64_t id)
 {
-	struct cmd *c = calloc(1, sizeof(*c));
-
-	if (!c)
-		return -ENOMEM;
-	c->kind = CMD_MAP_LOST;
-	c->id = id;
-	floop_cmd_push(f, c);
-	return 0;
+	return floop_cmd_id(f, CMD_MAP_LOST, id, NULL);
 }
 
 int floop_flush(struct floop *f, const char *name, uint64_t cookie)
 {
-	struct cmd *c = calloc(1, sizeof(*c));
-
-	if (!c)
-		return -ENOMEM;
-	c->kind = CMD_FLUSH;
-	c->id = cookie;
-	snprintf(c->name, sizeof(c->name), "%s", name);
-	floop_cmd_push(f, c);
-	return 0;
+	return floop_cmd_id(f, CMD_FLUSH, cookie, name);
 }
 
 void floop_done_push(struct floop *f, struct floop_done *d)
