@@ -645,6 +645,187 @@ int msg_encode(const struct msg *m, uint8_t **buf, size_t *len)
 	return 0;
 }
 
+/* ---- decoder: item heads ------------------------------------------------ */
+
+/*
+ * Every item head is read by libcbor's streaming decoder: one call of
+ * cbor_stream_decode() decodes one head (a definite string together with
+ * its bytes), calls the callback of its kind and says how many bytes it
+ * took. The callbacks below note the head in a struct msg_head; nothing is
+ * built or allocated. libcbor itself fails a head or string longer than
+ * the bytes left, the reserved additional information 28-30 of every
+ * major type, the unassigned simple values (additional information 0-19
+ * and 24 of major type 7) and the heads 0xc6-0xd4 (tags 6-20). The
+ * callbacks accept what may stand in a message: definite integers,
+ * strings, arrays and maps, and floats, false, true, null and undefined
+ * (items no field takes). Indefinite lengths, breaks and the other tags
+ * reach callbacks that accept nothing: a head no callback accepted is
+ * refused.
+ */
+struct msg_head {
+	unsigned int major;  /* CBOR_TYPE_* */
+	uint64_t arg;	     /* integer (negative: -1 - arg), length */
+	const uint8_t *data; /* strings: their arg bytes */
+	bool ok;	     /* a callback accepted the head */
+};
+
+/* libcbor hands 64-bit lengths over as size_t: they must not be cut. */
+_Static_assert(SIZE_MAX >= UINT64_MAX, "size_t must hold a CBOR length");
+
+static void msg_head_set(void *ctx, unsigned int major, uint64_t arg)
+{
+	struct msg_head *h = ctx;
+
+	h->major = major;
+	h->arg = arg;
+	h->ok = true;
+}
+
+static void msg_head_uint8(void *ctx, uint8_t v)
+{
+	msg_head_set(ctx, CBOR_TYPE_UINT, v);
+}
+
+static void msg_head_uint16(void *ctx, uint16_t v)
+{
+	msg_head_set(ctx, CBOR_TYPE_UINT, v);
+}
+
+static void msg_head_uint32(void *ctx, uint32_t v)
+{
+	msg_head_set(ctx, CBOR_TYPE_UINT, v);
+}
+
+static void msg_head_uint64(void *ctx, uint64_t v)
+{
+	msg_head_set(ctx, CBOR_TYPE_UINT, v);
+}
+
+static void msg_head_negint8(void *ctx, uint8_t v)
+{
+	msg_head_set(ctx, CBOR_TYPE_NEGINT, v);
+}
+
+static void msg_head_negint16(void *ctx, uint16_t v)
+{
+	msg_head_set(ctx, CBOR_TYPE_NEGINT, v);
+}
+
+static void msg_head_negint32(void *ctx, uint32_t v)
+{
+	msg_head_set(ctx, CBOR_TYPE_NEGINT, v);
+}
+
+static void msg_head_negint64(void *ctx, uint64_t v)
+{
+	msg_head_set(ctx, CBOR_TYPE_NEGINT, v);
+}
+
+static void msg_head_bytes(void *ctx, cbor_data d, size_t n)
+{
+	struct msg_head *h = ctx;
+
+	msg_head_set(h, CBOR_TYPE_BYTESTRING, n);
+	h->data = d;
+}
+
+static void msg_head_text(void *ctx, cbor_data d, size_t n)
+{
+	struct msg_head *h = ctx;
+
+	msg_head_set(h, CBOR_TYPE_STRING, n);
+	h->data = d;
+}
+
+static void msg_head_array(void *ctx, size_t n)
+{
+	msg_head_set(ctx, CBOR_TYPE_ARRAY, n);
+}
+
+static void msg_head_map(void *ctx, size_t n)
+{
+	msg_head_set(ctx, CBOR_TYPE_MAP, n);
+}
+
+/* Floats and false, true, null, undefined: items no field takes. */
+static void msg_head_float(void *ctx, float v)
+{
+	msg_head_set(ctx, CBOR_TYPE_FLOAT_CTRL, 0);
+}
+
+static void msg_head_double(void *ctx, double v)
+{
+	msg_head_set(ctx, CBOR_TYPE_FLOAT_CTRL, 0);
+}
+
+static void msg_head_bool(void *ctx, bool v)
+{
+	msg_head_set(ctx, CBOR_TYPE_FLOAT_CTRL, 0);
+}
+
+static void msg_head_simple(void *ctx)
+{
+	msg_head_set(ctx, CBOR_TYPE_FLOAT_CTRL, 0);
+}
+
+/* Indefinite lengths, breaks and tags: the head stays refused. */
+static void msg_head_refuse(void *ctx)
+{
+}
+
+static void msg_head_refuse_tag(void *ctx, uint64_t v)
+{
+}
+
+static const struct cbor_callbacks msg_head_callbacks = {
+	.uint8 = msg_head_uint8,
+	.uint16 = msg_head_uint16,
+	.uint32 = msg_head_uint32,
+	.uint64 = msg_head_uint64,
+	.negint8 = msg_head_negint8,
+	.negint16 = msg_head_negint16,
+	.negint32 = msg_head_negint32,
+	.negint64 = msg_head_negint64,
+	.byte_string = msg_head_bytes,
+	.string = msg_head_text,
+	.array_start = msg_head_array,
+	.map_start = msg_head_map,
+	.float2 = msg_head_float,
+	.float4 = msg_head_float,
+	.float8 = msg_head_double,
+	.undefined = msg_head_simple,
+	.null = msg_head_simple,
+	.boolean = msg_head_bool,
+	.byte_string_start = msg_head_refuse,
+	.string_start = msg_head_refuse,
+	.indef_array_start = msg_head_refuse,
+	.indef_map_start = msg_head_refuse,
+	.indef_break = msg_head_refuse,
+	.tag = msg_head_refuse_tag,
+};
+
+struct msg_rd {
+	const uint8_t *p;
+	const uint8_t *end;
+};
+
+/* The next head (strings with their bytes), read past. libcbor never
+ * reports more bytes read than it was given; checked all the same, since
+ * the position moves by it. */
+static int msg_rd_head(struct msg_rd *r, struct msg_head *h)
+{
+	struct cbor_decoder_result res;
+
+	h->ok = false;
+	res = cbor_stream_decode(r->p, (size_t)(r->end - r->p),
+				 &msg_head_callbacks, h);
+	if (res.status != CBOR_DECODER_FINISHED || !h->ok || !res.read ||
+	    res.read > (size_t)(r->end - r->p))
+		return -EBADMSG;
+	r->p += res.read;
+	return 0;
+}
+
 /* ---- decoder: pre-scan -------------------------------------------------- */
 
 /*
@@ -688,49 +869,15 @@ static void msg_scan_open(struct msg_scan *s, uint64_t items, uint64_t n)
 	s->left[s->depth++] = items;
 }
 
-struct msg_rd {
-	const uint8_t *p;
-	const uint8_t *end;
-};
-
-/* Major type and argument of the next head (definite lengths only). */
-static int msg_rd_head(struct msg_rd *r, unsigned int *major, uint64_t *arg)
-{
-	unsigned int info;
-	size_t n;
-	uint64_t v = 0;
-
-	if (r->p >= r->end)
-		return -EBADMSG;
-	*major = *r->p >> 5;
-	info = *r->p++ & 31u;
-	if (info < 24) {
-		*arg = info;
-		return 0;
-	}
-	if (info > 27)
-		return -EBADMSG;
-	n = (size_t)1 << (info - 24);
-	if ((size_t)(r->end - r->p) < n)
-		return -EBADMSG;
-	for (size_t i = 0; i < n; i++)
-		v = v << 8 | r->p[i];
-	r->p += n;
-	*arg = v;
-	return 0;
-}
-
 /*
- * The heads are read one by one (strings with their bytes): floats and
- * false, true, null, undefined pass as items; other simple values,
- * reserved and indefinite lengths, breaks and tags are refused.
+ * The heads one by one through msg_rd_head(), which refuses what a
+ * message may not hold; here: depth, counts and lengths.
  */
 static int msg_scan(const uint8_t *buf, size_t len)
 {
 	struct msg_scan s = { .depth = 0 };
 	struct msg_rd r = { .p = buf, .end = buf + len };
-	unsigned int major, info;
-	uint64_t arg;
+	struct msg_head h;
 
 	do {
 		if (r.p >= r.end)
@@ -738,32 +885,20 @@ static int msg_scan(const uint8_t *buf, size_t len)
 		/* At least one byte of every contained item follows the
 		 * head's first byte. */
 		s.avail = (size_t)(r.end - r.p) - 1;
-		info = *r.p & 31u;
-		if (*r.p >> 5 == CBOR_TYPE_FLOAT_CTRL &&
-		    !(info >= 20 && info <= 23) && !(info >= 25 && info <= 27))
+		if (msg_rd_head(&r, &h))
 			return -EBADMSG;
-		if (msg_rd_head(&r, &major, &arg))
-			return -EBADMSG;
-		switch (major) {
-		case CBOR_TYPE_BYTESTRING:
-		case CBOR_TYPE_STRING:
-			if (arg > (uint64_t)(r.end - r.p))
-				return -EBADMSG;
-			r.p += arg;
-			msg_scan_item(&s);
-			break;
+		switch (h.major) {
 		case CBOR_TYPE_ARRAY:
-			msg_scan_open(&s, arg, arg);
+			msg_scan_open(&s, h.arg, h.arg);
 			break;
 		case CBOR_TYPE_MAP:
 			/* A map of n pairs holds 2n items; n is checked
 			 * before doubling. */
 			msg_scan_open(&s,
-				      arg > MSG_LIST_MAX ? UINT64_MAX : 2 * arg,
-				      arg);
+				      h.arg > MSG_LIST_MAX ? UINT64_MAX
+							   : 2 * h.arg,
+				      h.arg);
 			break;
-		case CBOR_TYPE_TAG:
-			return -EBADMSG;
 		default:
 			msg_scan_item(&s);
 			break;
@@ -777,12 +912,20 @@ static int msg_scan(const uint8_t *buf, size_t len)
 /* ---- decoder: fields ---------------------------------------------------- */
 
 /*
- * The fields are read straight from the bytes msg_scan() accepted: no tree
- * of items is built (a layout of 2^17 chunks is ~900 Ki items, which a
- * cbor_load() tree holds in ~80 MB). Every head, length and count is still
- * checked against the bytes left.
+ * The fields are read straight from the bytes msg_scan() accepted, head by
+ * head through msg_rd_head(): no tree of items is built (a layout of 2^17
+ * chunks is ~900 Ki items, which a cbor_load() tree holds in ~80 MB).
+ * Every head, length and count is still checked against the bytes left.
  */
-/* Well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates). */
+
+/*
+ * Well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing
+ * past U+10FFFF). Written here because no library the project links
+ * offers it: libcbor 0.8 checks text only inside cbor_load() (its checker,
+ * _cbor_unicode_codepoint_count(), is internal, not API), OpenSSL has no
+ * public UTF-8 validator, and glibc's mbrtowc() depends on a UTF-8 locale
+ * being installed and selected, and accepts F4 90 80 80 (past U+10FFFF).
+ */
 static bool msg_utf8_is_valid(const uint8_t *p, uint64_t n)
 {
 	for (uint64_t i = 0; i < n;) {
@@ -827,52 +970,42 @@ static bool msg_utf8_is_valid(const uint8_t *p, uint64_t n)
 static int msg_rd_expect(struct msg_rd *r, unsigned int major, uint64_t *arg,
 			 const uint8_t **data)
 {
-	unsigned int got;
-	int ret = msg_rd_head(r, &got, arg);
+	struct msg_head h;
 
-	if (ret || got != major)
+	if (msg_rd_head(r, &h) || h.major != major)
 		return -EBADMSG;
-	if (major == CBOR_TYPE_BYTESTRING || major == CBOR_TYPE_STRING) {
-		if (*arg > (uint64_t)(r->end - r->p))
-			return -EBADMSG;
-		if (major == CBOR_TYPE_STRING && !msg_utf8_is_valid(r->p, *arg))
-			return -EBADMSG;
-		*data = r->p;
-		r->p += *arg;
-	}
+	if (major == CBOR_TYPE_STRING && !msg_utf8_is_valid(h.data, h.arg))
+		return -EBADMSG;
+	*arg = h.arg;
+	if (data)
+		*data = h.data;
 	return 0;
 }
 
 /* Skips one whole item (msg_scan() bounded its nesting and size). */
 static int msg_rd_skip(struct msg_rd *r)
 {
-	uint64_t pending = 1, arg;
-	unsigned int major;
+	uint64_t pending = 1;
+	struct msg_head h;
 
 	while (pending--) {
-		if (msg_rd_head(r, &major, &arg))
+		if (msg_rd_head(r, &h))
 			return -EBADMSG;
-		switch (major) {
-		case CBOR_TYPE_BYTESTRING:
+		switch (h.major) {
 		case CBOR_TYPE_STRING:
-			if (arg > (uint64_t)(r->end - r->p) ||
-			    (major == CBOR_TYPE_STRING &&
-			     !msg_utf8_is_valid(r->p, arg)))
+			if (!msg_utf8_is_valid(h.data, h.arg))
 				return -EBADMSG;
-			r->p += arg;
 			break;
 		case CBOR_TYPE_ARRAY:
-			if (arg > MSG_ITEMS_MAX)
+			if (h.arg > MSG_ITEMS_MAX)
 				return -EBADMSG;
-			pending += arg;
+			pending += h.arg;
 			break;
 		case CBOR_TYPE_MAP:
-			if (arg > MSG_ITEMS_MAX)
+			if (h.arg > MSG_ITEMS_MAX)
 				return -EBADMSG;
-			pending += 2 * arg;
+			pending += 2 * h.arg;
 			break;
-		case CBOR_TYPE_TAG:
-			return -EBADMSG;
 		default:
 			break;
 		}

@@ -1451,9 +1451,9 @@ static void test_msg_helpers(void **state)
 
 /*
  * A frame far below FRAME_MAX made of tiny items: @n_lists lists of @each
- * zero bytes in one map. Over MSG_ITEMS_MAX the scan refuses it before
- * cbor_load() builds its tree; just under, the tree is built (then the
- * schema refuses the unknown keys). Peak RSS shows which happened.
+ * zero bytes in one map. Over MSG_ITEMS_MAX the scan refuses it; just
+ * under, the scan passes it and the schema refuses the unknown keys. Peak
+ * RSS shows that no tree of its items was built either way.
  */
 static size_t t_lists(uint8_t *b, unsigned int n_lists, uint32_t each)
 {
