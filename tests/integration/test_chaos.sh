@@ -5,22 +5,24 @@
 # whose chunks alternate between a and b, filled with a known pattern (most
 # on both hosts, some on one host only: then only the other host maps them,
 # and its agent has no layout of them cached before the first guest does).
+# Agents "o1" on host A and "o2" on host B only own the writer rounds'
+# regions (below). Every agent sends written pages home every 200 ms.
 #
-# Every round starts 1-4 guests (`farpage touch` with various --order,
-# --threads, --prefetch, --local-too, on either host, each after a random
-# delay) and, at a random moment after the first one started, kills -9
-# none, one or two of: the owner's agent, the guest's own agent, the
-# coordinator. What was killed is restarted (the coordinator on the same
-# address and data dir; agents under the same name, on the same or a new
-# data port; sometimes the agents before the coordinator is back), at once,
-# under the guests, or after they ended. Some rounds also delete a region a
+# Reader rounds (two of every three) start 1-4 guests (`farpage touch`
+# with various --order, --threads, --prefetch, --local-too, on either host,
+# each after a random delay) and, at a random moment after the first one
+# started, kill -9 none, one or two of: the owner's agent, the guest's own
+# agent, the coordinator. What was killed is restarted (the coordinator on
+# the same address and data dir; agents under the same name, on the same or
+# a new data port; sometimes the agents before the coordinator is back), at
+# once, under the guests, or after they ended. Some rounds also delete a region a
 # guest maps and create and fill another one (which may reuse its pool
 # space), and a control-plane client creates and deletes small regions
 # meanwhile. A restarted agent's pool is empty: the chunks it had are lost;
 # between rounds such regions are mostly deleted and made again, some are
 # kept for a round so that guests meet their lost chunks.
 #
-# What must hold, whatever happens:
+# What must hold in reader rounds, whatever happens:
 #  - every guest either passes with every page verified or fails loudly: a
 #    SIGBUS, or a clean error message with a non-zero exit; never a wrong or
 #    a zero page (wrong=0 zero=0 wherever a result line was printed), never
@@ -35,14 +37,61 @@
 #    acknowledged creates are listed, acknowledged deletes are not, and the
 #    data regions' chunk tables are as created.
 #
+# Writer rounds (every third round). A region w (8 or 12 MiB, its 2 MiB
+# chunks on o1 and o2 at random, both) is filled with seed s0 by its
+# owners: every page is remote to both writers and goes home by write-back.
+# W1 (fp_guest wplay) on one host maps w writable, writes seed s1 into a
+# seeded set of pages, flushes, sometimes holds its mapping until W2 has
+# ended, sometimes writes s2 into another set and flushes again, and
+# unmaps. W2 on the other host starts at a seeded moment after one of W1's
+# markers (its map, the start or the end of its first flush) and asks for
+# the write lease every 50-200 ms for up to 3 s (9 s in a sanitizer build);
+# once it has it, it writes s3 into a set, flushes and unmaps. Killed -9 at
+# a seeded delay after W1's map (while it writes, with write-backs in
+# flight), the start of W1's first or second flush, or the start of W2's
+# flush: none, W1's agent, an owner, W1's agent and an owner, W2's agent,
+# both owners, or both writers' agents; restarted under the writers (after
+# a seeded delay) or after them. Then w is read on either host (fp_guest
+# wverify: the seed each page's words are from) and deleted.
+#
+# The rule a writer round is judged by, per page p of w. A flush or an
+# unmap that returned 0 acknowledges each page its writer wrote before it
+# (not one whose write raised SIGBUS) with the seed it last wrote there.
+# Writers hold the lease one after the other: W1 first (W2 starts after
+# W1's map), W2 only once W1's lease was given back or lost. E(p) is the
+# seed of the last acknowledgement of p by the latest holder that has one
+# (s0 if none). M(p) holds the seeds written to p and never acknowledged
+# (their writer was told: its flush or unmap failed, or that write raised
+# SIGBUS), by that holder after that acknowledgement or by a later holder;
+# an earlier holder's unacknowledged writes are not in it (the owner
+# refuses the older generation once the later holder wrote the page).
+#  - the owner's pool holds E(p) on every word when M(p) is empty; else
+#    each word is one of E(p) and M(p) (a writer that was told may have
+#    sent part of a page, or its older bytes). Never zeros, never another
+#    seed, never a mix with no unacknowledged write;
+#  - a page whose owner was killed (restarted with an empty pool) raises
+#    SIGBUS when read, never returns bytes;
+#  - one holder at a time: no flush or unmap of W1 that was called after
+#    W2's writable map returned may return 0;
+#  - each writer ends (no hang: the hang bound, twice for W1 whose hold
+#    waits for W2, plus W2's lease budget), never crashes, never gets
+#    SIGSEGV writing; W1's map succeeds (the fillers' lease is back); W2's
+#    succeeds or gets -EBUSY, or, when something was killed, another error;
+#  - every daemon not killed still runs, as in reader rounds.
+# With FP_FAULT_MODE=copy, writes stay in the writers' processes (flushes
+# say -EOPNOTSUPP): every page must hold s0.
+#
 #   tests/integration/test_chaos.sh [--seed N] [--rounds N] [--hang-s N]
-#                                   [--stop] [--verbose] [--keep DIR]
+#                                   [--writers N] [--stop] [--verbose]
+#                                   [--keep DIR]
 #
 # --seed N   replay a run (default: random); the seed is printed first and
 #            in every failure message. Choices and delays come from it (the
 #            scheduling of the processes does not, so a replay makes the same
 #            events at the same planned moments, not always the same bug).
-# --rounds N rounds (default 20).
+# --rounds N rounds (default 30; FP_CHAOS_ROUNDS too).
+# --writers N every N-th round is a writer round (default 3; 1: all of them;
+#            0: none).
 # --hang-s N a guest running longer than N s is a hang (default 20, 60 in a
 #            sanitizer build).
 # --stop     stop after the first failing round (default: run every round
@@ -51,10 +100,11 @@
 # --keep DIR copy the daemons' logs and the guests' outputs to DIR.
 # One line per round, then
 #   chaos: seed=S rounds=N guests=N passed=N sigbus=N clean_errors=N wrong=N zero=N
+#          writer_rounds=N bad_pages=N failures=N time=S
 # Exit status: 0 if nothing failed, 1 on any failure, 77 if the host can't run it.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROUNDS=${FP_CHAOS_ROUNDS:-20}
+ROUNDS=${FP_CHAOS_ROUNDS:-30}
 WEVERY=3
 SEED=""
 HANG_S=""
@@ -70,7 +120,7 @@ while [ $# -gt 0 ]; do
 	--verbose) VERBOSE=1; shift ;;
 	--stop) STOP=1; shift ;;
 	--keep) KEEP=$2; shift 2 ;;
-	-h|--help) sed -n '2,54p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "test_chaos: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -586,7 +636,7 @@ w_guest_verdict() {
 # chaos_wround: a writer round (see the top).
 chaos_wround() {
 	local i o ids="" x y out=$FP_TMP/wcreate.out t v g m n f base
-	local w2_state=wait w2_due=0 k_state=wait k_due=0 r_state=none r_due=0 go_state=none
+	local w2_state=pending w2_due=0 k_state=pending k_due=0 r_state=none r_due=0 go_state=none
 	local W1_PID W2_PID="" W1_RC="" W2_RC="" W2_T0=0 W1_FD vh vn vrc
 	GEN=$((GEN + 1))
 	WNAME=w${ROUND}g$GEN
@@ -666,7 +716,7 @@ chaos_wround() {
 	mkfifo "$FP_TMP/w1.fifo" || fp_fail "mkfifo"
 	exec {W1_FD}<>"$FP_TMP/w1.fifo"
 	[ -n "$WV" ] || k_state=none
-	[ "$W1_HOLD" = 1 ] && go_state=wait
+	[ "$W1_HOLD" = 1 ] && go_state=pending
 	KILLED_AT="" RESTARTED_AT=""
 	now_ms; T0=$NOW
 	# shellcheck disable=SC2086 # the steps are words
@@ -699,7 +749,7 @@ chaos_wround() {
 				W2_RC=hang
 			fi
 		fi
-		if [ $w2_state = wait ]; then
+		if [ $w2_state = pending ]; then
 			w_count "$W1_OUT" "^wplay: $W2_AT"
 			if [ "$W_N" -ge 1 ] || [ -n "$W1_RC" ]; then
 				w2_state=armed w2_due=$((t + W2_DELAY))
@@ -711,7 +761,7 @@ chaos_wround() {
 				"$GUEST" wplay "$WNAME" "$W2_TRIES" "$W2_RETRY" $W2_STEPS </dev/null >"$W2_OUT" 2>&1
 			W2_PID=$FP_BG_PID W2_T0=$t w2_state=started
 		fi
-		if [ $k_state = wait ]; then
+		if [ $k_state = pending ]; then
 			IFS=: read -r g m n <<<"$WK_AT"
 			if [ "$g" = 1 ]; then f=$W1_OUT v=$W1_RC; else f=$W2_OUT v=$W2_RC; fi
 			w_count "$f" "^wplay: $m"
@@ -723,30 +773,30 @@ chaos_wround() {
 		fi
 		if [ $k_state = armed ] && [ "$t" -ge "$k_due" ]; then
 			for v in $WV; do chaos_kill "$v"; done
-			KILLED_AT=$t k_state=done
+			KILLED_AT=$t k_state=fired
 			[ "$WR_NOW" = 1 ] && r_state=armed r_due=$((t + WR_DELAY))
 		fi
 		if [ $r_state = armed ] && [ "$t" -ge "$r_due" ]; then
 			chaos_restart "$WV"
-			now_ms; RESTARTED_AT=$((NOW - T0)) r_state=done
+			now_ms; RESTARTED_AT=$((NOW - T0)) r_state=fired
 		fi
 		# W1's hold ends once W2 ended (and a restart planned under the
 		# writers is done).
-		if [ $go_state = wait ] && [ -n "$W2_RC" ] && [ $r_state != armed ]; then
+		if [ $go_state = pending ] && [ -n "$W2_RC" ] && [ $r_state != armed ]; then
 			echo go >&"$W1_FD"
-			go_state=done
+			go_state=fired
 		fi
 		[ -n "$W1_RC" ] && [ -n "$W2_RC" ] && [ $k_state != armed ] && [ $r_state != armed ] && break
 		sleep 0.02
 	done
 	exec {W1_FD}>&-
 	now_ms; T_GDONE=$((NOW - T0))
-	if [ $k_state = done ] && [ $r_state = none ]; then
+	if [ $k_state = fired ] && [ $r_state = none ]; then
 		chaos_restart "$WV"
 		now_ms; RESTARTED_AT=$((NOW - T0))
 	fi
 	VICTIMS=""
-	[ $k_state = done ] && VICTIMS=$WV
+	[ $k_state = fired ] && VICTIMS=$WV
 	chaos_daemons
 
 	# --- the writers' verdicts
@@ -797,13 +847,14 @@ chaos_wround() {
 	if [ -n "$WV" ]; then
 		kills="${WV// /+}@${WK_AT}+${WK_DELAY}ms"
 		case $k_state in
-		done) kills="$kills=${KILLED_AT}ms restart@${RESTARTED_AT:-?}ms" ;;
+		fired) kills="$kills=${KILLED_AT}ms restart@${RESTARTED_AT:-?}ms" ;;
 		*) kills="$kills(not reached)" ;;
 		esac
 	fi
 	w1=$(grep -E '^wplay: (map|flush|unmap)=' "$W1_OUT" | sed 's/^wplay: //; s/ .*//' | tr '\n' ',')
 	w2=$(grep -E '^wplay: (map|flush|unmap)=' "$W2_OUT" | sed 's/^wplay: //; s/ .*//' | tr '\n' ',')
 	echo "chaos: seed=$SEED round=$ROUND writers $WNAME(${WSIZE}M ${WOWN[*]}) kill=$kills W1[$WH:$W1_STEPS]=${w1%,}(rc=$W1_RC) W2[$WOH@$W2_AT+${W2_DELAY}ms:$W2_STEPS]=${w2%,}(rc=$W2_RC) pages:${W_SUM:- not read}$([ $ROUND_FAILED = 1 ] && echo "  <-- FAILED")"
+	[ "$ROUND_FAILED" = 1 ] && chaos_round_logs
 	N_WROUNDS=$((N_WROUNDS + 1))
 }
 
