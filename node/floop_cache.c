@@ -672,6 +672,28 @@ static uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i)
 	while (n < FLOOP_RUN_PAGES && (i + n) * FLOOP_PAGE < chunk_end &&
 	       (m->pst[i + n] & (PS_DIRTY | PS_WB)) == PS_DIRTY)
 		n++;
+	/* The chunk's owner restarted since the region was placed: its pool
+	 * is new, and the coordinator frees the chunk's extent there at once
+	 * when the region is deleted, so a write would land in whatever is
+	 * placed there next. Readers get SIGBUS for the chunk; what was
+	 * written to it can never go home: it is dropped, and every flush
+	 * of the mapping fails from now on. */
+	if (c->node == f->cfg.self
+		    ? c->inst && f->cfg.instance && c->inst != f->cfg.instance
+		    : floop_peer_chunk_is_lost(f, c)) {
+		if (!m->wb_gone)
+			log_err("map %s: node %llu restarted since the region "
+				"was placed: written pages of its chunks "
+				"cannot "
+				"go home and are dropped",
+				m->name, (unsigned long long)c->node);
+		for (uint32_t k = 0; k < n; k++) {
+			cache_dirty_clear(f, m, i + k);
+			cache_flush_clear(m, i + k);
+		}
+		m->wb_gone += n;
+		return n;
+	}
 	/* Protected first: a write from now on faults and makes the page
 	 * dirty again (it goes home once more); the bytes sent are at least
 	 * as new as every write before. -ENOENT/-ESRCH: the range is not
@@ -1066,12 +1088,24 @@ static uint64_t cache_flush_left(struct floop *f, const char *name)
 
 static int cache_name_is_lost(const struct floop *f, const char *name);
 
+/* Written pages of mappings of @name dropped because their owner
+ * restarted (see cache_wb_start()). */
+static uint64_t cache_name_gone(const struct floop *f, const char *name)
+{
+	uint64_t n = 0;
+
+	for (const struct fmap *m = f->maps; m; m = m->next)
+		if (m->cache && !strcmp(m->name, name))
+			n += m->wb_gone;
+	return n;
+}
+
 static void cache_flushes_check(struct floop *f, uint64_t now)
 {
 	struct fwait **pp = &f->fwaits, *w;
 
 	while ((w = *pp)) {
-		uint64_t left = cache_flush_left(f, w->name);
+		uint64_t left = cache_flush_left(f, w->name), gone;
 		struct floop_done *d;
 
 		if (left && now - w->t0_ms < f->cfg.fault_timeout_ms) {
@@ -1085,6 +1119,7 @@ static void cache_flushes_check(struct floop *f, uint64_t now)
 		}
 		d->kind = FLOOP_DONE_FLUSH;
 		d->cookie = w->cookie;
+		gone = cache_name_gone(f, w->name);
 		if (cache_name_is_lost(f, w->name)) {
 			d->err = -ENOLCK;
 			snprintf(d->text, sizeof(d->text),
@@ -1092,6 +1127,14 @@ static void cache_flushes_check(struct floop *f, uint64_t now)
 				 "was lost (another mapping took it): what it "
 				 "wrote and had not sent home is dropped",
 				 w->name);
+		} else if (gone) {
+			d->err = -EIO;
+			snprintf(
+				d->text, sizeof(d->text),
+				"%llu written pages of region %s were dropped: "
+				"the owner of their chunk restarted since the "
+				"region was placed (its pool is new)",
+				(unsigned long long)gone, w->name);
 		} else if (left) {
 			d->err = -ETIMEDOUT;
 			snprintf(d->text, sizeof(d->text),

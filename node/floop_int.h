@@ -112,6 +112,8 @@ struct fmap {
 	int wp_cont;	/* CONTINUE maps write-protected (6.4+) */
 	uint64_t n_dirty;
 	uint64_t n_flush; /* pages flushes wait for */
+	uint64_t wb_gone; /* written pages dropped: their owner restarted
+			   * since the region was placed (flushes fail) */
 	unsigned int wb_busy;
 	uint64_t wb_cursor;  /* page the write-back scan goes on from */
 	uint64_t wb_sweep;   /* pages the periodic pass has still to look at */

@@ -101,6 +101,35 @@
  *                               hwm_kb=N" (its peak RSS). HOLD_MAPS:
  *                               first make that many memory mappings of
  *                               its own (toward vm.max_map_count).
+ *   fp_guest wplay REGION TRIES RETRY_MS STEP...
+ *                               map writable, trying up to TRIES times
+ *                               while the map is refused with -EBUSY
+ *                               (another host holds the write lease),
+ *                               RETRY_MS ms apart; "wplay: map=ERR
+ *                               tries=N t=MS". Then the steps in order:
+ *                               wSEED:FROM:TO:STEP writes SEED's pattern
+ *                               into pages FROM, FROM+STEP, ... below TO,
+ *                               stopping at the first SIGBUS or SIGSEGV
+ *                               ("wplay: write seed=S ... written=N
+ *                               bus=PAGE|-1 sig=SIGNAL|0");
+ *                               f flushes ("wplay: flushing t=MS", then
+ *                               "wplay: flush=ERR t=MS"); h waits for a
+ *                               line on stdin ("wplay: holding"); u
+ *                               unmaps ("wplay: unmap=ERR t=MS"). Times
+ *                               are CLOCK_MONOTONIC ms. Ends with
+ *                               "wplay: end".
+ *   fp_guest wverify REGION SEED...
+ *                               map read-only and read every page,
+ *                               going on past a SIGBUS (the rest of that
+ *                               chunk is skipped); each page is one of
+ *                               sK (every word is seed K's, K an index
+ *                               into the SEEDs), mMASK (each word is one
+ *                               of the seeds in MASK's bits, not all the
+ *                               same one), zero, other (a word matches no
+ *                               seed), bus (SIGBUS), skip. Prints runs of
+ *                               pages of one class, "wverify: FROM TO
+ *                               CLASS" (TO inclusive), then "wverify:
+ *                               pages=N".
  *   fp_guest hotcold REGION SEED HOT COLD ROUNDS
  *                               map read-only; each round reads and
  *                               verifies the first HOT pages (the hot set)
@@ -1145,6 +1174,216 @@ static int guest_wstale(const char *region, uint64_t seed1, uint64_t seed2,
 	return 0;
 }
 
+/* ---- wplay, wverify: the chaos test's writers and their judge ---- */
+
+/* Writes @seed's pattern into pages from, from + step, ... below @to;
+ * stops at the first fault signal. Returns the pages written; *bus is the
+ * page that raised SIGBUS (or SIGSEGV), or -1. */
+static size_t wplay_write(uint8_t *base, size_t total, uint64_t seed,
+			  size_t from, size_t to, size_t step, long *bus,
+			  int *sig)
+{
+	struct guest_jmp j = { 0 };
+	volatile size_t i = from, written = 0;
+
+	*bus = -1;
+	if (to > total)
+		to = total;
+	guest_jmp_self = &j;
+	if (sigsetjmp(j.jb, 1)) {
+		*bus = (long)i;
+		*sig = j.sig;
+		guest_jmp_self = NULL;
+		return written;
+	}
+	for (; i < to; i += step) {
+		j.armed = 1;
+		pattern_fill(base + i * PATTERN_PAGE, seed, i);
+		j.armed = 0;
+		written++;
+	}
+	guest_jmp_self = NULL;
+	return written;
+}
+
+static int guest_wplay(const char *region, unsigned int tries,
+		       unsigned int retry_ms, char **steps, int nsteps)
+{
+	struct timespec pause = { .tv_sec = retry_ms / 1000,
+				  .tv_nsec =
+					  (long)(retry_ms % 1000) * 1000000 };
+	struct farpage_map *m = NULL;
+	unsigned int t = 0;
+	size_t total;
+	char line[64];
+	int ret;
+
+	do {
+		if (t)
+			nanosleep(&pause, NULL);
+		ret = farpage_map(region, NULL, &m);
+		t++;
+	} while (ret == -EBUSY && t < tries);
+	printf("wplay: map=%d tries=%u t=%llu\n", ret, t,
+	       (unsigned long long)guest_now_ms());
+	fflush(stdout);
+	if (ret) {
+		fprintf(stderr, "fp_guest: map %s writable: %s\n", region,
+			farpage_strerror(ret));
+		printf("wplay: end\n");
+		return 0;
+	}
+	guest_signals_catch();
+	total = farpage_map_size(m) / PATTERN_PAGE;
+	for (int k = 0; k < nsteps; k++) {
+		const char *s = steps[k];
+		unsigned long long seed, from, to, step;
+		int sig = 0;
+		long bus;
+		size_t n;
+
+		if (s[0] == 'w' &&
+		    sscanf(s + 1, "%llu:%llu:%llu:%llu", &seed, &from, &to,
+			   &step) == 4 &&
+		    step) {
+			n = wplay_write(farpage_map_addr(m), total, seed, from,
+					to, step, &bus, &sig);
+			printf("wplay: write seed=%llu from=%llu to=%llu "
+			       "step=%llu written=%zu bus=%ld sig=%d t=%llu\n",
+			       seed, from, to, step, n, bus, sig,
+			       (unsigned long long)guest_now_ms());
+		} else if (!strcmp(s, "f")) {
+			printf("wplay: flushing t=%llu\n",
+			       (unsigned long long)guest_now_ms());
+			fflush(stdout);
+			ret = farpage_flush(m);
+			printf("wplay: flush=%d t=%llu\n", ret,
+			       (unsigned long long)guest_now_ms());
+		} else if (!strcmp(s, "h")) {
+			printf("wplay: holding\n");
+			fflush(stdout);
+			if (!fgets(line, sizeof(line), stdin))
+				fprintf(stderr,
+					"fp_guest: stdin closed; going on\n");
+		} else if (!strcmp(s, "u")) {
+			printf("wplay: unmapping t=%llu\n",
+			       (unsigned long long)guest_now_ms());
+			fflush(stdout);
+			ret = farpage_unmap(m);
+			m = NULL;
+			printf("wplay: unmap=%d t=%llu\n", ret,
+			       (unsigned long long)guest_now_ms());
+			fflush(stdout);
+			break;
+		} else {
+			fprintf(stderr, "fp_guest: wplay: bad step %s\n", s);
+			return 2;
+		}
+		fflush(stdout);
+	}
+	if (m) {
+		ret = farpage_unmap(m);
+		printf("wplay: unmap=%d t=%llu\n", ret,
+		       (unsigned long long)guest_now_ms());
+	}
+	printf("wplay: end\n");
+	fflush(stdout);
+	return 0;
+}
+
+#define WVERIFY_SEEDS 16
+
+/* The class of page @page at @p among @seeds: its name into @cls. */
+static void wverify_class(const uint8_t *p, const uint64_t *seeds, int n,
+			  uint64_t page, char *cls, size_t len)
+{
+	const uint64_t *w = (const uint64_t *)p;
+	unsigned int all = (1u << n) - 1, any = 0;
+	int zero = 1;
+
+	for (size_t i = 0; i < PATTERN_WORDS; i++) {
+		unsigned int match = 0;
+
+		for (int k = 0; k < n; k++)
+			if (w[i] == pattern_word(seeds[k], page, i))
+				match |= 1u << k;
+		if (w[i])
+			zero = 0;
+		all &= match;
+		if (!match) {
+			snprintf(cls, len,
+				 zero && guest_is_zero(p) ? "zero" : "other");
+			return;
+		}
+		any |= match;
+	}
+	for (int k = 0; k < n; k++) {
+		if (all & (1u << k)) {
+			snprintf(cls, len, "s%d", k);
+			return;
+		}
+	}
+	snprintf(cls, len, "m%u", any);
+}
+
+static int guest_wverify(const char *region, char **args, int nargs)
+{
+	uint64_t seeds[WVERIFY_SEEDS];
+	struct farpage_map *m;
+	struct guest_jmp j = { 0 };
+	char run[16] = "";
+	size_t total, cpages, from = 0;
+	volatile size_t skip_to = 0;
+	uint8_t *base;
+
+	if (nargs < 1 || nargs > WVERIFY_SEEDS) {
+		fprintf(stderr, "fp_guest: wverify: 1 to %d seeds\n",
+			WVERIFY_SEEDS);
+		return 2;
+	}
+	for (int k = 0; k < nargs; k++)
+		seeds[k] = strtoull(args[k], NULL, 0);
+	if (guest_map(region, &m))
+		return 1;
+	base = farpage_map_addr(m);
+	total = farpage_map_size(m) / PATTERN_PAGE;
+	cpages = farpage_map_chunk_size(m) / PATTERN_PAGE;
+	guest_signals_catch();
+	guest_jmp_self = &j;
+	for (size_t i = 0; i < total; i++) {
+		const uint8_t *p = base + i * PATTERN_PAGE;
+		char cls[16];
+
+		if (i < skip_to) {
+			snprintf(cls, sizeof(cls), "skip");
+		} else if (sigsetjmp(j.jb, 1)) {
+			/* The rest of its chunk is not waited for: an owner
+			 * that cannot be reached costs a fault timeout a
+			 * page. */
+			snprintf(cls, sizeof(cls), "%s",
+				 j.sig == SIGBUS ? "bus" : "segv");
+			skip_to = (i / cpages + 1) * cpages;
+		} else {
+			j.armed = 1;
+			(void)*(const volatile uint8_t *)p;
+			wverify_class(p, seeds, nargs, i, cls, sizeof(cls));
+			j.armed = 0;
+		}
+		if (i && strcmp(cls, run)) {
+			printf("wverify: %zu %zu %s\n", from, i - 1, run);
+			from = i;
+		}
+		snprintf(run, sizeof(run), "%s", cls);
+	}
+	guest_jmp_self = NULL;
+	if (total)
+		printf("wverify: %zu %zu %s\n", from, total - 1, run);
+	printf("wverify: pages=%zu\n", total);
+	fflush(stdout);
+	farpage_unmap(m);
+	return 0;
+}
+
 /* A hot set read every round among pages read once (see the top). */
 static int guest_hotcold(const char *region, uint64_t seed, size_t hot,
 			 size_t cold, size_t rounds)
@@ -1215,6 +1454,13 @@ int main(int argc, char **argv)
 		return guest_wcut(argv[2], strtoull(argv[3], NULL, 0),
 				  strtoull(argv[4], NULL, 0),
 				  strtoull(argv[5], NULL, 0));
+	if (argc >= 6 && !strcmp(argv[1], "wplay"))
+		return guest_wplay(argv[2],
+				   (unsigned int)strtoul(argv[3], NULL, 0),
+				   (unsigned int)strtoul(argv[4], NULL, 0),
+				   argv + 5, argc - 5);
+	if (argc >= 4 && !strcmp(argv[1], "wverify"))
+		return guest_wverify(argv[2], argv + 3, argc - 3);
 	if (argc == 3 && !strcmp(argv[1], "rdonly-write"))
 		return guest_rdonly_write(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "poison-race"))
@@ -1232,6 +1478,8 @@ int main(int argc, char **argv)
 		"       wcut REGION SEED OLDSEED NWRITE | wsteal REGION SEED1 "
 		"SEED2 |\n"
 		"       wstale REGION SEED1 SEED2 SEED3 | sparse REGION SEED PAGES "
-		"[HOLD_MAPS]\n");
+		"[HOLD_MAPS] |\n"
+		"       wplay REGION TRIES RETRY_MS STEP... | wverify REGION "
+		"SEED...\n");
 	return 2;
 }
