@@ -60,7 +60,15 @@ cat >"$FP_TMP/runner.sh" <<'RUN'
 set -u
 blk=$1 # relative to the working directory, which the /tmp below hides
 ip link set lo up || exit 99
+# The build directory may itself be under /tmp (a clone there): it is
+# held open across the mount and bound back at its own path.
+exec 4<"$FP_BIN_DIR" || exit 99
 mount -t tmpfs tmpfs /tmp || exit 99
+case $FP_BIN_DIR in
+/tmp/*) mkdir -p "$FP_BIN_DIR" &&
+		mount --no-canonicalize --bind /proc/self/fd/4 "$FP_BIN_DIR" || exit 99 ;;
+esac
+exec 4<&-
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null' EXIT
 k=0
@@ -88,7 +96,8 @@ for ((b = 1; b <= nblk; b++)); do
 	where=$(cat "$d.where")
 	fp_log "running the session at $where ($(wc -l <"$d.cmds") commands)"
 	# (the working directory stays reachable under the private /tmp)
-	(cd "$FP_TMP" && PATH="$FP_BIN/cli:$FP_BIN/node:$FP_BIN/coordinator:$PATH" \
+	(cd "$FP_TMP" && FP_BIN_DIR=$(cd "$FP_BIN" && pwd -P) &&
+		export FP_BIN_DIR && PATH="$FP_BIN_DIR/cli:$FP_BIN_DIR/node:$FP_BIN_DIR/coordinator:$PATH" \
 		exec unshare --net --mount --propagation private --fork \
 		bash ./runner.sh "blk.$b") &
 	pid=$!

@@ -253,7 +253,9 @@ PC_FLAGS=$(pkg-config --cflags --libs farpage) || fp_fail "pkg-config --cflags -
 # shellcheck disable=SC2086 # the flags are words
 cc -std=c17 -Wall -Wextra -Werror -o "$FP_TMP/pkg_guest" "$FP_TMP/pkg_guest.c" $PC_FLAGS \
 	>"$FP_TMP/cc.err" 2>&1 || { cat "$FP_TMP/cc.err" >&2; fp_fail "building against the package: cc ... $PC_FLAGS"; }
-LD_LIBRARY_PATH=$ROOT/$LIB ldd "$FP_TMP/pkg_guest" | grep -q "libfarpage.so.0 => $ROOT/$LIB/libfarpage.so.0 " ||
+# (grep reads all: with -q it may exit first and ldd die of SIGPIPE,
+# which pipefail counts as a failure)
+LD_LIBRARY_PATH=$ROOT/$LIB ldd "$FP_TMP/pkg_guest" | grep "libfarpage.so.0 => $ROOT/$LIB/libfarpage.so.0 " >/dev/null ||
 	fp_fail "pkg_guest does not load the package's libfarpage: $(LD_LIBRARY_PATH=$ROOT/$LIB ldd "$FP_TMP/pkg_guest")"
 FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[n1]} LD_LIBRARY_PATH=$ROOT/$LIB \
 	"$FP_TMP/pkg_guest" pkg 7 >"$FP_TMP/guest.out" 2>&1 ||
@@ -269,7 +271,7 @@ PRE=$ROOT/$LIB/farpage/libfarpage-preload.so
 fp_cli H n1 vm --dry-run pkg -- qemu-system-x86_64 >"$FP_TMP/vm.out" 2>&1 ||
 	{ cat "$FP_TMP/vm.out" >&2; fp_fail "farpage vm --dry-run"; }
 grep -qx "LD_PRELOAD=$PRE" "$FP_TMP/vm.out" || { cat "$FP_TMP/vm.out" >&2; fp_fail "farpage vm did not preload $PRE"; }
-"$FP_CLI_BIN" vm --help | grep -q "/$LIB/farpage)" || fp_fail "farpage vm --help does not name /$LIB/farpage"
+"$FP_CLI_BIN" vm --help | grep "/$LIB/farpage)" >/dev/null || fp_fail "farpage vm --help does not name /$LIB/farpage"
 fp_log "ok: the unpacked farpage vm preloads $PRE; the configured path is /$LIB/farpage"
 
 # 8. Installed for real and purged: as root, where none of the packages is
@@ -312,7 +314,7 @@ else
 	"${APT[@]}" purge farpage libfarpage0 libfarpage-dev >>"$FP_TMP/apt.out" 2>&1 ||
 		{ cat "$FP_TMP/apt.out" >&2; fp_fail "apt-get purge"; }
 	for p in farpage libfarpage0 libfarpage-dev; do
-		dpkg-query -W -f='${Status}' $p 2>/dev/null | grep -q ' installed$' && fp_fail "$p still installed"
+		dpkg-query -W -f='${Status}' $p 2>/dev/null | grep ' installed$' >/dev/null && fp_fail "$p still installed"
 	done
 	left=$(while read -r f; do [ -e "$f" ] && [ ! -d "$f" ] && echo "$f"; done <"$FP_TMP/installed")
 	[ -z "$left" ] || fp_fail "the purge left: $left"

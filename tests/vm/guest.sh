@@ -222,13 +222,13 @@ step_two_node() {
 		grep -E '^(coordinator|host[AB]) ' "$stats"
 		grep -E '"name": "host[AB]"' "$stats" | sed 's/, "data_addr".*"peers"/ ... "peers"/'
 		a_remote=$(kv "$(grep '^hostA stats:' "$stats")" remote)
-		b_id=$(grep '"name": "hostB"' "$stats" | sed -n 's/^ *{"id": \([0-9]*\),.*/\1/p')
+		b_id=$(grep '"name": "hostB"' "$stats" | sed -n 's/^ *{ *"id": \([0-9]*\),.*/\1/p')
 		a_reads=$(grep '"name": "hostA"' "$stats" |
-			sed -n "s/.*{\"node\": $b_id, \"transport\": \"[a-z]*\", \"reads\": \([0-9]*\),.*/\1/p")
+			sed -n "s/.*{ *\"node\": $b_id, \"transport\": \"[a-z]*\", \"reads\": \([0-9]*\),.*/\1/p")
 		a_wbytes=$(grep '"name": "hostA"' "$stats" |
-			sed -n "s/.*{\"node\": $b_id, [^}]*\"wbytes\": \([0-9]*\).*/\1/p")
+			sed -n "s/.*{ *\"node\": $b_id, [^}]*\"wbytes\": \([0-9]*\).*/\1/p")
 		a_bytes=$(grep '"name": "hostA"' "$stats" |
-			sed -n "s/.*{\"node\": $b_id, [^}]*\"bytes\": \([0-9]*\).*/\1/p")
+			sed -n "s/.*{ *\"node\": $b_id, [^}]*\"bytes\": \([0-9]*\).*/\1/p")
 		direct=$(awk '$1 == "hostA" && $2 == "metric" && $3 == "farpage_cache_direct_read_pages_total" { print $4 }' "$stats")
 		landed=$(awk '$1 == "hostA" && $2 == "metric" && $3 == "farpage_cache_landing_copies_total" { print $4 }' "$stats")
 		mrregs=$(awk '$1 == "hostA" && $2 == "metric" && $3 == "farpage_rdma_mr_registrations_total" { print $4 }' "$stats")
