@@ -106,10 +106,11 @@ run normal "$SRC/build" --
 # the integration tests again with every agent forced to it.
 # Tests that do not fault pages in (security, packaging, units, monitoring,
 # the coordinator alone, the docs, a new user's first steps) have nothing
-# to do with the fault path: not again. Nor the wire capture and the lease
-# ACLs, whose guests write pages home (copy mode keeps them in the process).
+# to do with the fault path: not again. Nor the wire capture, the lease
+# ACLs and the local mappers' attacks, whose guests write pages home
+# (copy mode keeps them in the process).
 FP_FAULT_MODE=copy run "copy mode" "$SRC/build" -L integration \
-	-E 'test_(security|wire_capture|lease_acl|peercred|units|ansible|monitoring|package|metrics|coord_|pagesrv_auth|docs_|first_steps)' --
+	-E 'test_(security|wire_capture|lease_acl|local_mapper|peercred|units|ansible|monitoring|package|metrics|coord_|pagesrv_auth|docs_|first_steps)' --
 san_run "ASan+UBSan" "$SRC/build-asan" -- -DFARPAGE_SANITIZE=address,undefined
 # TSan of gcc 12 / LLVM 14 dies at start ("FATAL: ThreadSanitizer: unexpected
 # memory mapping") when mmap randomisation has more than 28 bits
