@@ -406,8 +406,13 @@ static bool fuzz_rbuf_has_request(const struct pagesrv_conn *c)
 	if (c->rlen < WIRE_HDR_LEN)
 		return false;
 	wire_hdr_unpack(c->rbuf, &h);
-	return !c->sess || h.op == WIRE_OP_WRITE ||
-	       c->rlen >= WIRE_HDR_LEN + AUTH_TAG_LEN;
+	/* A WRITE's header is whole with its generation, if it has one
+	 * (its data and tag come after, not in rbuf). */
+	if (h.op == WIRE_OP_WRITE)
+		return c->rlen >= WIRE_HDR_LEN + (h.flags_status & WIRE_F_WGEN
+							  ? WIRE_WGEN_LEN
+							  : 0);
+	return !c->sess || c->rlen >= WIRE_HDR_LEN + AUTH_TAG_LEN;
 }
 
 /*
