@@ -905,6 +905,27 @@ static int floop_backlog_is_stale(struct floop *f, const struct backlog *b,
 }
 
 /*
+ * Fetches of @m still waiting or in flight are given up: the faults they
+ * serve (not read-ahead) get SIGBUS (@why in the log), and their slots go
+ * free once the transport is done with them.
+ */
+static void floop_map_fetches_abandon(struct floop *f, struct fmap *m,
+				      const char *why)
+{
+	/* (a removed map may end with its last slot: m->dead) */
+	for (uint32_t i = 0; i < f->n_all && !m->dead; i++) {
+		struct fetch *s = &f->slots[i];
+
+		if (s->map != m || s->have_data ||
+		    (s->state != FETCH_WAIT && s->state != FETCH_POSTED))
+			continue;
+		if (!s->ahead)
+			floop_poison_n(f, m, s->addr, s->npages, why);
+		floop_slot_abandon(f, s);
+	}
+}
+
+/*
  * The region of @m was deleted: a guest must not read what an owner clears
  * (or hands to the next region) from now on. Faults waiting and reads in
  * flight are poisoned (their bytes would come from a pool extent that is
@@ -919,17 +940,7 @@ static void floop_map_stale(struct floop *f, struct fmap *m)
 		 "yet fetched raise SIGBUS",
 		 (unsigned long long)m->id, m->name,
 		 (unsigned long long)m->epoch);
-	for (uint32_t i = 0; i < f->n_all; i++) {
-		struct fetch *s = &f->slots[i];
-
-		if (s->map != m || s->have_data ||
-		    (s->state != FETCH_WAIT && s->state != FETCH_POSTED))
-			continue;
-		if (!s->ahead)
-			floop_poison_n(f, m, s->addr, s->npages,
-				       "the region was deleted");
-		floop_slot_abandon(f, s);
-	}
+	floop_map_fetches_abandon(f, m, "the region was deleted");
 	floop_backlog_drop(f, floop_backlog_is_stale, 0,
 			   "the region was deleted");
 	/* Its pool extents are about to be cleared and reused: what was
@@ -963,17 +974,7 @@ void floop_map_lease_lost(struct floop *f, struct fmap *m)
 		(unsigned long long)m->wgen);
 	/* Removed (still sending home what it wrote): no fault waits, and
 	 * what is left of its pages goes, so that it can be freed. */
-	for (uint32_t i = 0; i < f->n_all && !m->dead; i++) {
-		struct fetch *s = &f->slots[i];
-
-		if (s->map != m || s->have_data ||
-		    (s->state != FETCH_WAIT && s->state != FETCH_POSTED))
-			continue;
-		if (!s->ahead)
-			floop_poison_n(f, m, s->addr, s->npages,
-				       "the write lease was lost");
-		floop_slot_abandon(f, s);
-	}
+	floop_map_fetches_abandon(f, m, "the write lease was lost");
 	floop_cache_lease_lost(f, m);
 }
 
