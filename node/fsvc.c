@@ -75,11 +75,11 @@ enum fsvc_state {
 	FSVC_LOOKUP,	 /* the session thread looks the region up */
 	FSVC_LAYOUT_SENT,
 	FSVC_MAPPED,
-	FSVC_FLUSH,	  /* the fault loop sends pages home */
-	FSVC_FLUSH_CHECK, /* ... they are: is the write lease still ours? */
-	FSVC_UNMAP_DRAIN, /* UNMAP: what the mapping wrote goes home */
-	FSVC_RELEASING,	  /* UNMAP: its write lease goes back */
-	FSVC_UNMAPPED,	  /* UNMAP answered: nothing more but stats */
+	FSVC_FLUSH,	   /* the fault loop sends pages home */
+	FSVC_FLUSH_CHECK,  /* ... they are: is the write lease still ours? */
+	FSVC_UNMAP_DRAIN,  /* UNMAP: what the mapping wrote goes home */
+	FSVC_RELEASING,	   /* UNMAP: its write lease goes back */
+	FSVC_UNMAPPED,	   /* UNMAP answered: nothing more but stats */
 	FSVC_FLUSH_LOOKUP, /* FLUSH of a region not mapped here: does it
 			      exist at all? */
 };

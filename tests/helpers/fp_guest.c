@@ -1477,8 +1477,8 @@ int main(int argc, char **argv)
 		"SEED |\n"
 		"       wcut REGION SEED OLDSEED NWRITE | wsteal REGION SEED1 "
 		"SEED2 |\n"
-		"       wstale REGION SEED1 SEED2 SEED3 | sparse REGION SEED PAGES "
-		"[HOLD_MAPS] |\n"
+		"       wstale REGION SEED1 SEED2 SEED3 |\n"
+		"       sparse REGION SEED PAGES [HOLD_MAPS] |\n"
 		"       wplay REGION TRIES RETRY_MS STEP... | wverify REGION "
 		"SEED...\n");
 	return 2;

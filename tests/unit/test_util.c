@@ -86,9 +86,9 @@ static void test_util_size_fmt(void **state)
 	assert_string_equal(
 		util_size_fmt((UINT64_C(1) << 20) + 4096, buf, sizeof(buf)),
 		"1.0 MiB");
-	assert_string_equal(util_size_fmt(UINT64_C(1023) << 10, buf,
-					  sizeof(buf)),
-			    "1023 KiB");
+	assert_string_equal(
+		util_size_fmt(UINT64_C(1023) << 10, buf, sizeof(buf)),
+		"1023 KiB");
 	util_size_fmt(UINT64_MAX, buf, sizeof(buf));
 	assert_string_equal(buf, "16.0 EiB");
 	/* its output parses back */
