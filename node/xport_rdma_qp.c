@@ -596,6 +596,28 @@ static int xport_rdma_qp_reinit(struct xport_rdma_ctx *ctx, struct ibv_qp *qp)
 	return -ibv_modify_qp(qp, &a, mask);
 }
 
+/*
+ * Session thread: @q's QP RESET -> INIT. ctx->lock is held on entry and
+ * return and dropped for the device calls (sess_busy keeps a timed-out
+ * drain from destroying the QP meanwhile). Returns 0 or -errno, said.
+ */
+static int xport_rdma_qp_reset(struct xport_rdma_ctx *ctx,
+			       struct xport_rdma_qp *q)
+{
+	struct ibv_qp *qp = q->qp;
+	int ret;
+
+	q->sess_busy = true;
+	pthread_mutex_unlock(&ctx->lock);
+	ret = xport_rdma_qp_reinit(ctx, qp);
+	pthread_mutex_lock(&ctx->lock);
+	q->sess_busy = false;
+	if (ret)
+		log_errno(ret, "%s: node %" PRIu64 ": QP %u reset", ctx->name,
+			  q->node, qp->qp_num);
+	return ret;
+}
+
 /* ctx->lock held: the books say the QP failed (the caller moves it). */
 static void xport_rdma_qp_mark_failed(struct xport_rdma_qp *q)
 {
@@ -687,16 +709,9 @@ static int xport_rdma_prepare_again(struct xport_rdma_ctx *ctx,
 		ret = xport_rdma_psn_gen_next(&ctx->psn_gen, &psn);
 	if (ret)
 		return ret;
-	q->sess_busy = true;
-	pthread_mutex_unlock(&ctx->lock);
-	ret = xport_rdma_qp_reinit(ctx, qp);
-	pthread_mutex_lock(&ctx->lock);
-	q->sess_busy = false;
-	if (ret) {
-		log_errno(ret, "%s: node %" PRIu64 ": QP %u reset", ctx->name,
-			  q->node, qp->qp_num);
+	ret = xport_rdma_qp_reset(ctx, q);
+	if (ret)
 		return ret;
-	}
 	q->gen++;
 	q->psn = psn;
 	q->keep_psn = false;
@@ -841,16 +856,9 @@ int xport_rdma_peer_connect(struct xport_rdma_ctx *ctx, uint64_t peer,
 			ret = -ENOTCONN;
 			goto out;
 		}
-		q->sess_busy = true;
-		pthread_mutex_unlock(&ctx->lock);
-		ret = xport_rdma_qp_reinit(ctx, qp);
-		pthread_mutex_lock(&ctx->lock);
-		q->sess_busy = false;
-		if (ret) {
-			log_errno(ret, "%s: node %" PRIu64 ": QP %u reset",
-				  ctx->name, peer, qp->qp_num);
+		ret = xport_rdma_qp_reset(ctx, q);
+		if (ret)
 			goto out;
-		}
 		q->gen++;
 		q->keep_psn = false;
 		q->state = XPORT_RDMA_QP_INIT;
