@@ -33,7 +33,7 @@
  *   secure bit  0   the session encrypts
  *          bits 1-7 the record (1 = the first) with a byte changed; 0: none
  */
-#include "../../node/pagesrv.c"
+#include "../../node/pagesrv/pagesrv.c"
 
 #include "fuzz.h"
 

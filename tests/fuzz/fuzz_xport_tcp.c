@@ -39,7 +39,7 @@
  *          bit  7   secure: the client asks for encryption
  *   byte 2          seed of the chunk sizes and read lengths
  */
-#include "../../node/xport_tcp.c"
+#include "../../node/xport/xport_tcp.c"
 
 #include <netinet/in.h>
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The page set of the cache's scans (node/pgset.c): add, remove, test,
+ * The page set of the cache's scans (node/fault/pgset.c): add, remove, test,
  * the walk (pgset_next) across word and summary-word boundaries, clearing,
  * and a long random run checked against a plain array of flags.
  */
