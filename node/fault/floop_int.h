@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The fault loop's own declarations, shared by its files: floop.c (the
- * loop, commands, uffd events, fetch slots), floop_peer.c (peers and the
- * choice of their transport) and floop_ra.c (read-ahead and prefetch).
+ * loop, mappings, uffd events), floop_fetch.c (fetch slots, the backlog,
+ * poisoning), floop_cmd.c (commands from other threads), floop_cache.c
+ * (cache mode), floop_peer.c (peers and the choice of their transport) and
+ * floop_ra.c (read-ahead and prefetch).
  */
 #ifndef NODE_FLOOP_INT_H
 #define NODE_FLOOP_INT_H
@@ -319,6 +321,19 @@ struct floop {
 
 /* ---- floop.c ---- */
 
+/* A mapping that is removed is freed once nothing of it is in flight. */
+void floop_map_free_maybe(struct floop *f, struct fmap *m);
+/* Arms the poll of @m's uffd (again soon if no SQE is free). */
+void floop_map_poll(struct floop *f, struct fmap *m);
+/* The mapping @id not removed, or NULL. */
+struct fmap *floop_map_find(struct floop *f, uint64_t id);
+/* Removes @m: freed once what it wrote is home and nothing is in flight. */
+void floop_map_kill(struct floop *f, struct fmap *m);
+/* Reads and serves the uffd messages of @m (never blocks). */
+void floop_uffd_read(struct floop *f, struct fmap *m);
+
+/* ---- floop_fetch.c ---- */
+
 /* The fetch of page @addr of @m in flight (or waiting), or NULL. */
 struct fetch *floop_fetch_find(struct floop *f, struct fmap *m, uint64_t addr);
 /*
@@ -328,6 +343,15 @@ struct fetch *floop_fetch_find(struct floop *f, struct fmap *m, uint64_t addr);
 void floop_fetch_start_n(struct floop *f, struct fmap *m, uint64_t addr,
 			 uint64_t owner, uint64_t off, int ahead,
 			 uint32_t npages, int pf, uint64_t t0_ms);
+/* The same for the one page of a fault. */
+void floop_fetch_start(struct floop *f, struct fmap *m, uint64_t addr,
+		       uint64_t owner, uint64_t off, uint64_t t0_ms);
+/* Posts (or copies, once it has the data) the fetch of @s. */
+void floop_slot_post(struct floop *f, struct fetch *s, uint64_t now);
+/* Gives up on a fetch whose faults were poisoned. */
+void floop_slot_abandon(struct floop *f, struct fetch *s);
+/* A transport's completion of the read (or write-back) tagged @tag. */
+void floop_on_done(void *arg, uint64_t tag, int status);
 
 /* Counts @npages of @s as served: local or remote, read ahead or
  * prefetched. */
@@ -342,8 +366,40 @@ int floop_slot_resolved(struct floop *f, struct fetch *s, int ret,
 /* Poisons @npages from @addr (SIGBUS to threads touching them). */
 void floop_poison_n(struct floop *f, struct fmap *m, uint64_t addr,
 		    uint32_t npages, const char *why);
+void floop_poison(struct floop *f, struct fmap *m, uint64_t addr,
+		  const char *why);
+/* Poisons what waited for the guest's events (called after reading them). */
+void floop_ppend_run(struct floop *f);
+
+/* The backlog's pool of entries. */
+void floop_backlog_put(struct floop *f, struct backlog *b);
+int floop_backlog_grow(struct floop *f, uint32_t n);
+struct backlog *floop_backlog_get(struct floop *f);
+/* Poisons and drops the faults waiting in the backlog for which @pred
+ * holds; returns how many. */
+unsigned int floop_backlog_drop(struct floop *f,
+				int (*pred)(struct floop *f,
+					    const struct backlog *b,
+					    uint64_t now),
+				uint64_t now, const char *why);
+int floop_backlog_is_late(struct floop *f, const struct backlog *b,
+			  uint64_t now);
+int floop_backlog_is_stale(struct floop *f, const struct backlog *b,
+			   uint64_t now);
+/* Fetches of @m still waiting or in flight are given up (@why). */
+void floop_map_fetches_abandon(struct floop *f, struct fmap *m,
+			       const char *why);
+
+/* ---- floop_cmd.c ---- */
+
+/* Carries out the commands queued by other threads. */
+void floop_cmds_run(struct floop *f);
+void floop_cmd_free(struct cmd *c);
 /* Reports @d to the control thread (floop_done_take()). */
 void floop_done_push(struct floop *f, struct floop_done *d);
+/* The write lease of @m is lost: every fault of it from now on gets
+ * SIGBUS, and flushes of its region fail. */
+void floop_map_lease_lost(struct floop *f, struct fmap *m);
 
 /* ---- floop_cache.c ---- */
 
@@ -404,10 +460,6 @@ void floop_cache_map_stale(struct floop *f, struct fmap *m);
  * of it goes home any more; its pages leave the cache (the guest's next
  * touch of them faults and gets SIGBUS). */
 void floop_cache_lease_lost(struct floop *f, struct fmap *m);
-/* The write lease of @m is lost: every fault of it from now on gets
- * SIGBUS, and flushes of its region fail. */
-void floop_map_lease_lost(struct floop *f, struct fmap *m);
-
 /* ---- floop_peer.c ---- */
 
 /* Creates the transports of cfg.xops with @xcfg; returns 0 or -errno. */

@@ -1,0 +1,403 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The fault loop's commands: what other threads queue for the loop thread
+ * (mappings added and removed, peers, this node's id, the regions that
+ * exist, flushes), carried out by floop_cmds_run() on the loop thread, and
+ * the reports going back (floop_done_take()). A mapping of a region that
+ * was deleted (or of other coordinator tables) goes stale: whatever of it
+ * is in flight and every later fault is poisoned.
+ */
+#define LOG_PREFIX "fault: "
+#include "floop_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+/* ---- deleted regions ---- */
+
+static int floop_region_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct floop_region *)a)->name,
+		      ((const struct floop_region *)b)->name);
+}
+
+/* True if @m maps a region the coordinator's tables no longer have. */
+static int floop_map_is_deleted(const struct floop *f, const struct fmap *m)
+{
+	struct floop_region key, *r;
+
+	if (!f->sync_cid)
+		return 0; /* no list yet */
+	if (m->cid != f->sync_cid)
+		return 1; /* of tables that are gone */
+	if (m->epoch > f->sync_epoch)
+		return 0; /* made after the list */
+	memcpy(key.name, m->name, sizeof(key.name));
+	r = bsearch(&key, f->regions, f->n_regions, sizeof(*r),
+		    floop_region_cmp);
+	return !r || r->epoch != m->epoch;
+}
+
+/*
+ * The region of @m was deleted: a guest must not read what an owner clears
+ * (or hands to the next region) from now on. Faults waiting and reads in
+ * flight are poisoned (their bytes would come from a pool extent that is
+ * about to be cleared), and so is every fault to come.
+ */
+static void floop_map_stale(struct floop *f, struct fmap *m)
+{
+	if (m->stale || m->dead)
+		return;
+	m->stale = 1;
+	log_warn("map %llu: region %s (epoch %llu) was deleted; its pages not "
+		 "yet fetched raise SIGBUS",
+		 (unsigned long long)m->id, m->name,
+		 (unsigned long long)m->epoch);
+	floop_map_fetches_abandon(f, m, "the region was deleted");
+	floop_backlog_drop(f, floop_backlog_is_stale, 0,
+			   "the region was deleted");
+	/* Its pool extents are about to be cleared and reused: what was
+	 * written and not yet sent home must not land there now. */
+	floop_cache_map_stale(f, m);
+}
+
+static void floop_cmd_regions(struct floop *f, struct cmd *c)
+{
+	free(f->regions);
+	f->regions = c->regions;
+	f->n_regions = c->n_regions;
+	c->regions = NULL;
+	qsort(f->regions, f->n_regions, sizeof(*f->regions), floop_region_cmp);
+	f->sync_epoch = c->epoch;
+	f->sync_cid = c->cid;
+	for (struct fmap *m = f->maps; m; m = m->next)
+		if (floop_map_is_deleted(f, m))
+			floop_map_stale(f, m);
+}
+
+void floop_map_lease_lost(struct floop *f, struct fmap *m)
+{
+	if (m->lease_lost)
+		return;
+	m->lease_lost = 1;
+	log_err("map %llu: region %s: its write lease (generation %llu) was "
+		"taken by another mapping: what it wrote is not sent home, its "
+		"flushes fail and its faults raise SIGBUS",
+		(unsigned long long)m->id, m->name,
+		(unsigned long long)m->wgen);
+	/* Removed (still sending home what it wrote): no fault waits, and
+	 * what is left of its pages goes, so that it can be freed. */
+	floop_map_fetches_abandon(f, m, "the write lease was lost");
+	floop_cache_lease_lost(f, m);
+}
+
+static void floop_cmd_self(struct floop *f, uint64_t self)
+{
+	log_warn("this node is node %llu now (was %llu)",
+		 (unsigned long long)self, (unsigned long long)f->cfg.self);
+	f->cfg.self = self;
+	/* The new id may be a peer's old one: that peer is us now. */
+	floop_peers_self(f, self);
+}
+
+/* ---- commands from other threads ---- */
+
+/* Frees what @d owns (a map that is not added). */
+static void floop_desc_free(struct floop_map_desc *d)
+{
+	close(d->uffd);
+	if (d->cache_fd >= 0)
+		close(d->cache_fd);
+	if (d->pidfd >= 0)
+		close(d->pidfd);
+	free(d->chunks);
+}
+
+static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
+{
+	struct fmap *m = calloc(1, sizeof(*m));
+
+	if (!m) {
+		log_err("map %s: no memory", d->name);
+		floop_desc_free(d);
+		return;
+	}
+	m->preq.op = REQ_UFFD_POLL;
+	m->f = f;
+	m->id = d->id;
+	m->uffd = d->uffd;
+	m->base = d->base;
+	m->size = d->size;
+	m->chunk_size = d->chunk_size;
+	m->chunk_shift = (unsigned int)__builtin_ctzll(d->chunk_size);
+	m->chunks = d->chunks;
+	m->n_chunks = d->n_chunks;
+	m->span = (uint64_t)d->n_chunks * d->chunk_size;
+	m->features = d->features;
+	m->prefetch = !!(d->flags & MSG_MAP_PREFETCH);
+	m->pf_next = m->base;
+	m->epoch = d->epoch;
+	m->cid = d->cid;
+	m->lease = d->lease;
+	m->wgen = d->wgen;
+	m->cache_fd = -1;
+	m->pidfd = -1;
+	memcpy(m->name, d->name, sizeof(m->name));
+	if (d->cache_fd >= 0) {
+		int ret = floop_cache_map_init(f, m, d);
+
+		if (ret) {
+			/* Its faults cannot be served: SIGBUS, not a hang. */
+			log_errno(ret, "map %s: cannot map its cache", m->name);
+			close(d->cache_fd);
+			if (d->pidfd >= 0)
+				close(d->pidfd);
+			m->stale = 1;
+		}
+	}
+	m->next = f->maps;
+	f->maps = m;
+	atomic_fetch_add(&f->ctr.mappings, 1);
+	log_dbg("map %llu (%s) at %#llx, %llu bytes", (unsigned long long)m->id,
+		m->name, (unsigned long long)m->base,
+		(unsigned long long)m->size);
+	/* Deleted between its lookup and now. */
+	if (floop_map_is_deleted(f, m))
+		floop_map_stale(f, m);
+	floop_map_poll(f, m);
+	/* Faults queued before the poll was armed are read right away. */
+	floop_uffd_read(f, m);
+	/* Threads blocked on faults a dead agent had read: fault again. */
+	if (d->flags & MSG_MAP_RESUME)
+		uffd_wake(m->uffd, m->base, m->span);
+}
+
+void floop_cmd_free(struct cmd *c)
+{
+	free(c->peers);
+	free(c->regions);
+	free(c);
+}
+
+void floop_cmds_run(struct floop *f)
+{
+	struct cmd *c, *next;
+	struct fmap *m;
+
+	pthread_mutex_lock(&f->lock);
+	c = f->cmds;
+	f->cmds = NULL;
+	f->cmds_tail = &f->cmds;
+	pthread_mutex_unlock(&f->lock);
+	for (; c; c = next) {
+		next = c->next;
+		switch (c->kind) {
+		case CMD_MAP_ADD:
+			floop_cmd_map_add(f, &c->desc);
+			break;
+		case CMD_MAP_REMOVE:
+			m = floop_map_find(f, c->id);
+			if (m)
+				floop_map_kill(f, m);
+			break;
+		case CMD_MAP_LOST:
+			m = floop_map_find(f, c->id);
+			if (m)
+				floop_map_lease_lost(f, m);
+			break;
+		case CMD_PEERS:
+			floop_peers_update(f, c->peers, c->n_peers);
+			break;
+		case CMD_PEER_ADDR:
+			floop_peer_addr_update(f, c->peers);
+			break;
+		case CMD_SELF:
+			floop_cmd_self(f, c->id);
+			break;
+		case CMD_REGIONS:
+			floop_cmd_regions(f, c);
+			break;
+		case CMD_FLUSH:
+			floop_cache_flush_cmd(f, c->name, c->id);
+			break;
+		}
+		atomic_store(&f->tickets_done, c->ticket);
+		floop_cmd_free(c);
+	}
+}
+
+/* Queues @c for the loop thread; returns its ticket. */
+static int64_t floop_cmd_push(struct floop *f, struct cmd *c)
+{
+	uint64_t one = 1;
+	int64_t t;
+	ssize_t r;
+
+	c->next = NULL;
+	pthread_mutex_lock(&f->lock);
+	t = c->ticket = ++f->tickets;
+	*f->cmds_tail = c;
+	f->cmds_tail = &c->next;
+	pthread_mutex_unlock(&f->lock);
+	r = write(f->efd, &one, sizeof(one));
+	(void)r;
+	return t;
+}
+
+int floop_ticket_done(struct floop *f, int64_t ticket)
+{
+	return atomic_load(&f->tickets_done) >= ticket;
+}
+
+int floop_peer_addr_set(struct floop *f, uint64_t node, const char *data_addr,
+			const void *addr, uint32_t addrlen)
+{
+	struct cmd *c;
+
+	if (addrlen > sizeof(c->peers->addr))
+		return -EINVAL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->peers = calloc(1, sizeof(*c->peers));
+	if (!c->peers) {
+		free(c);
+		return -ENOMEM;
+	}
+	c->kind = CMD_PEER_ADDR;
+	c->peers->node = node;
+	snprintf(c->peers->data_addr, sizeof(c->peers->data_addr), "%s",
+		 data_addr);
+	memcpy(&c->peers->addr, addr, addrlen);
+	c->peers->addrlen = addrlen;
+	floop_cmd_push(f, c);
+	return 0;
+}
+
+/* Queues a command of @kind that carries only @id (and @name, if any). */
+static int floop_cmd_id(struct floop *f, enum cmd_kind kind, uint64_t id,
+			const char *name)
+{
+	struct cmd *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->kind = kind;
+	c->id = id;
+	if (name)
+		snprintf(c->name, sizeof(c->name), "%s", name);
+	floop_cmd_push(f, c);
+	return 0;
+}
+
+int floop_self_set(struct floop *f, uint64_t self)
+{
+	return floop_cmd_id(f, CMD_SELF, self, NULL);
+}
+
+int64_t floop_regions_set(struct floop *f, const struct floop_region *regions,
+			  uint32_t n, uint64_t epoch, uint64_t cid)
+{
+	struct cmd *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->regions = malloc((n ? n : 1) * sizeof(*regions));
+	if (!c->regions) {
+		free(c);
+		return -ENOMEM;
+	}
+	memcpy(c->regions, regions, n * sizeof(*regions));
+	c->kind = CMD_REGIONS;
+	c->n_regions = n;
+	c->epoch = epoch;
+	c->cid = cid;
+	return floop_cmd_push(f, c);
+}
+
+int floop_map_add(struct floop *f, struct floop_map_desc *d)
+{
+	struct cmd *c = calloc(1, sizeof(*c));
+
+	if (!c) {
+		floop_desc_free(d);
+		return -ENOMEM;
+	}
+	c->kind = CMD_MAP_ADD;
+	c->desc = *d;
+	floop_cmd_push(f, c);
+	return 0;
+}
+
+int floop_map_remove(struct floop *f, uint64_t id)
+{
+	return floop_cmd_id(f, CMD_MAP_REMOVE, id, NULL);
+}
+
+int floop_map_lost(struct floop *f, uint64_t id)
+{
+	return floop_cmd_id(f, CMD_MAP_LOST, id, NULL);
+}
+
+int floop_flush(struct floop *f, const char *name, uint64_t cookie)
+{
+	return floop_cmd_id(f, CMD_FLUSH, cookie, name);
+}
+
+void floop_done_push(struct floop *f, struct floop_done *d)
+{
+	uint64_t one = 1;
+	ssize_t r;
+
+	d->next = NULL;
+	pthread_mutex_lock(&f->lock);
+	*f->dones_tail = d;
+	f->dones_tail = &d->next;
+	pthread_mutex_unlock(&f->lock);
+	r = write(f->done_efd, &one, sizeof(one));
+	(void)r;
+}
+
+int floop_done_fd(const struct floop *f)
+{
+	return f->done_efd;
+}
+
+struct floop_done *floop_done_take(struct floop *f)
+{
+	struct floop_done *d;
+	uint64_t v;
+	ssize_t r = read(f->done_efd, &v, sizeof(v));
+
+	(void)r;
+	pthread_mutex_lock(&f->lock);
+	d = f->dones;
+	f->dones = NULL;
+	f->dones_tail = &f->dones;
+	pthread_mutex_unlock(&f->lock);
+	return d;
+}
+
+int floop_peers_set(struct floop *f, const struct xport_peer_info *peers,
+		    uint32_t n)
+{
+	struct cmd *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->kind = CMD_PEERS;
+	c->peers = calloc(n ? n : 1, sizeof(*peers));
+	if (!c->peers) {
+		free(c);
+		return -ENOMEM;
+	}
+	memcpy(c->peers, peers, n * sizeof(*peers));
+	c->n_peers = n;
+	floop_cmd_push(f, c);
+	return 0;
+}
