@@ -135,10 +135,24 @@ fp_require() {
 		fp_skip "kernel without userfaultfd"
 }
 
+# Every wait below is for something that must happen (a readiness marker,
+# a process that must end): its bound only tells a hang from a slow
+# machine, so it is never shorter than FP_WAIT_MIN seconds (default 60),
+# whatever the caller asks: a loaded machine (CI, a user's busy host) may
+# take seconds for what takes milliseconds here. A test that must see
+# something NOT happen within a time does not use these.
+# fp_deadline SECS: the time (date +%s) at which a wait of SECS gives up.
+fp_deadline() {
+	local s=${1:-20} min=${FP_WAIT_MIN:-60}
+	[ "$s" -ge "$min" ] || s=$min
+	echo $(($(date +%s) + s))
+}
+
 # Waits until file $1 exists and is non-empty (up to $2 s, default 20).
 fp_wait_file() {
-	local i
-	for ((i = 0; i < ${2:-20} * 20; i++)); do
+	local end
+	end=$(fp_deadline "${2:-20}")
+	while [ "$(date +%s)" -le "$end" ]; do
 		[ -s "$1" ] && return 0
 		sleep 0.05
 	done
@@ -306,8 +320,9 @@ fp_touch_sigbus() {
 # 1) lines matching REGEX (grep -E), up to SECS (default 20). Returns 1 if
 # they never come.
 fp_wait_log() {
-	local i n
-	for ((i = 0; i < ${3:-20} * 20; i++)); do
+	local end n
+	end=$(fp_deadline "${3:-20}")
+	while [ "$(date +%s)" -le "$end" ]; do
 		n=$(grep -cE "$2" "$1" 2>/dev/null)
 		[ "${n:-0}" -ge "${4:-1}" ] && return 0
 		sleep 0.05
@@ -341,8 +356,9 @@ fp_node_id() {
 # (default 60): a hang detector. Returns its exit status, or 124 (and
 # kills it) if it is still running then.
 fp_wait_pid() {
-	local i
-	for ((i = 0; i < ${2:-60} * 20; i++)); do
+	local end
+	end=$(fp_deadline "${2:-60}")
+	while [ "$(date +%s)" -le "$end" ]; do
 		kill -0 "$1" 2>/dev/null || break
 		sleep 0.05
 	done
@@ -363,8 +379,9 @@ fp_faults() {
 # least MIN faults (guests are blocked on them): the readiness marker for
 # "a guest waits on a fault now".
 fp_wait_faults() {
-	local i f
-	for ((i = 0; i < ${4:-20} * 20; i++)); do
+	local end f
+	end=$(fp_deadline "${4:-20}")
+	while [ "$(date +%s)" -le "$end" ]; do
 		f=$(fp_faults "$1" "$2")
 		[ "${f:-0}" -ge "$3" ] && return 0
 		sleep 0.05
