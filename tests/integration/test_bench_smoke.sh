@@ -129,12 +129,21 @@ else
 	echo "test_bench_smoke: FAIL: secure.status is '$sec'" >&2
 	fail=1
 fi
-if command -v gnuplot >/dev/null; then
+# The plot: a PNG where the JSON says (matplotlib, if installed).
+if python3 -c 'import matplotlib' 2>/dev/null; then
 	[ -s "$TMP/bench.png" ] && [ "$(head -c 8 "$TMP/bench.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] ||
 		{ echo "test_bench_smoke: FAIL: no PNG plot" >&2; fail=1; }
+	[ "$(getstr "$TMP/bench.json" plot)" = "$TMP/bench-results/bench-latency.png" ] ||
+		{ echo "test_bench_smoke: FAIL: plot is '$(getstr "$TMP/bench.json" plot)'" >&2; fail=1; }
 else
-	echo "test_bench_smoke: gnuplot not installed; plot not checked" >&2
+	echo "test_bench_smoke: python3-matplotlib not installed; plot not checked" >&2
 fi
+# Every figure comes with its spread (min <= median <= max) and its runs
+# (one number a run).
+jq -e '[.remote.rand.p50_us_spread, .remote.rand.p50_us, .runs, (.remote.rand.p50_us_runs | length)]
+	| (.[0] | length == 2) and .[0][0] <= .[1] and .[1] <= .[0][1] and .[3] == .[2]' \
+	"$TMP/bench.json" >/dev/null 2>&1 ||
+	{ echo "test_bench_smoke: FAIL: remote.rand.p50_us_spread / _runs do not fit the median" >&2; fail=1; }
 grep -q '^remote fault seq p50' "$TMP/out" ||
 	{ echo "test_bench_smoke: FAIL: no table printed" >&2; fail=1; }
 if [ $fail != 0 ]; then
