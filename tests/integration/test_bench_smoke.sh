@@ -129,8 +129,10 @@ else
 	echo "test_bench_smoke: FAIL: secure.status is '$sec'" >&2
 	fail=1
 fi
-# The plot: a PNG where the JSON says (matplotlib, if installed).
-if python3 -c 'import matplotlib' 2>/dev/null; then
+# The plot: a PNG where the JSON says (matplotlib, if the interpreter the
+# driver runs with has it).
+PY=$(sed -n '1s/^#! *//p' "$BENCH")
+if ${PY:-python3} -c 'import matplotlib' 2>/dev/null; then
 	[ -s "$TMP/bench.png" ] && [ "$(head -c 8 "$TMP/bench.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] ||
 		{ echo "test_bench_smoke: FAIL: no PNG plot" >&2; fail=1; }
 	[ "$(getstr "$TMP/bench.json" plot)" = "$TMP/bench-results/bench-latency.png" ] ||
