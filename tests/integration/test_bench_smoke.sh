@@ -12,6 +12,16 @@ BIN=${FARPAGE_BIN:?FARPAGE_BIN must name the build dir}
 SRC=${FARPAGE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 BENCH=$BIN/bench/farpage-bench
 [ -x "$BENCH" ] || { echo "test_bench_smoke: $BENCH not built" >&2; exit 1; }
+# --help lists every option (one a line) and docs/bench.md's option table
+# has the same ones.
+help_opts=$("$BENCH" --help | grep -oE '^(-h, )?--[a-z-]+' | sed 's/^-h, //' | sort -u)
+doc_opts=$(awk '/^\| option \| default \| meaning \|/ { t = 1; next } t && !/^\|/ { exit } t' \
+	"$SRC/docs/bench.md" | grep -oE '^\| `(-h`, `)?--[a-z-]+' | sed -E 's/^\| `(-h`, `)?//' | sort -u)
+if [ -z "$help_opts" ] || [ "$help_opts" != "$doc_opts" ]; then
+	echo "test_bench_smoke: FAIL: --help and docs/bench.md's option table differ:" >&2
+	diff <(echo "$help_opts") <(echo "$doc_opts") >&2
+	exit 1
+fi
 [ "$(id -u)" = 0 ] || { echo "test_bench_smoke: SKIP: needs root" >&2; exit 77; }
 if command -v jq >/dev/null; then
 	getnum() { jq -e "getpath(\$p | split(\".\")) | numbers" --arg p "$2" "$1" >/dev/null 2>&1; }
