@@ -15,6 +15,7 @@ BENCH=$BIN/bench/farpage-bench
 # --help lists every option (one a line) and docs/bench.md's option table
 # has the same ones.
 help_opts=$("$BENCH" --help | grep -oE '^(-h, )?--[a-z-]+' | sed 's/^-h, //' | sort -u)
+# shellcheck disable=SC2016 # the backquotes are markdown's
 doc_opts=$(awk '/^\| option \| default \| meaning \|/ { t = 1; next } t && !/^\|/ { exit } t' \
 	"$SRC/docs/bench.md" | grep -oE '^\| `(-h`, `)?--[a-z-]+' | sed -E 's/^\| `(-h`, `)?//' | sort -u)
 if [ -z "$help_opts" ] || [ "$help_opts" != "$doc_opts" ]; then
