@@ -4,11 +4,12 @@
 set -euo pipefail
 # systemd (systemd-analyze), prometheus (promtool), ansible-core, jq and
 # curl check deploy/ (test_units, test_monitoring, test_ansible); lintian
-# checks the Debian packages (test_package); jq also makes the benchmarks'
-# JSON (bench/kv2json.jq).
+# checks the Debian packages (test_package); jq also makes bench/auth.sh's
+# JSON (bench/kv2json.jq). python3 runs the benchmark driver
+# (bench/farpage-bench), python3-matplotlib draws its plot.
 PKGS="build-essential cmake pkg-config libcbor-dev liburing-dev libibverbs-dev
   ibverbs-providers libcmocka-dev zlib1g-dev libssl-dev iproute2 procps
-  gnuplot-nox libmicrohttpd-dev libjson-c-dev help2man dpkg-dev file lintian
+  python3 python3-matplotlib libmicrohttpd-dev libjson-c-dev help2man dpkg-dev file lintian
   systemd prometheus ansible-core jq curl"
 missing=""
 for p in $PKGS; do

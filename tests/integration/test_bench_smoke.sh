@@ -12,6 +12,17 @@ BIN=${FARPAGE_BIN:?FARPAGE_BIN must name the build dir}
 SRC=${FARPAGE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 BENCH=$BIN/bench/farpage-bench
 [ -x "$BENCH" ] || { echo "test_bench_smoke: $BENCH not built" >&2; exit 1; }
+# --help lists every option (one a line) and docs/bench.md's option table
+# has the same ones.
+help_opts=$("$BENCH" --help | grep -oE '^(-h, )?--[a-z-]+' | sed 's/^-h, //' | sort -u)
+# shellcheck disable=SC2016 # the backquotes are markdown's
+doc_opts=$(awk '/^\| option \| default \| meaning \|/ { t = 1; next } t && !/^\|/ { exit } t' \
+	"$SRC/docs/bench.md" | grep -oE '^\| `(-h`, `)?--[a-z-]+' | sed -E 's/^\| `(-h`, `)?//' | sort -u)
+if [ -z "$help_opts" ] || [ "$help_opts" != "$doc_opts" ]; then
+	echo "test_bench_smoke: FAIL: --help and docs/bench.md's option table differ:" >&2
+	diff <(echo "$help_opts") <(echo "$doc_opts") >&2
+	exit 1
+fi
 [ "$(id -u)" = 0 ] || { echo "test_bench_smoke: SKIP: needs root" >&2; exit 77; }
 if command -v jq >/dev/null; then
 	getnum() { jq -e "getpath(\$p | split(\".\")) | numbers" --arg p "$2" "$1" >/dev/null 2>&1; }
@@ -129,12 +140,23 @@ else
 	echo "test_bench_smoke: FAIL: secure.status is '$sec'" >&2
 	fail=1
 fi
-if command -v gnuplot >/dev/null; then
+# The plot: a PNG where the JSON says (matplotlib, if the interpreter the
+# driver runs with has it).
+PY=$(sed -n '1s/^#! *//p' "$BENCH")
+if ${PY:-python3} -c 'import matplotlib' 2>/dev/null; then
 	[ -s "$TMP/bench.png" ] && [ "$(head -c 8 "$TMP/bench.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] ||
 		{ echo "test_bench_smoke: FAIL: no PNG plot" >&2; fail=1; }
+	[ "$(getstr "$TMP/bench.json" plot)" = "$TMP/bench-results/bench-latency.png" ] ||
+		{ echo "test_bench_smoke: FAIL: plot is '$(getstr "$TMP/bench.json" plot)'" >&2; fail=1; }
 else
-	echo "test_bench_smoke: gnuplot not installed; plot not checked" >&2
+	echo "test_bench_smoke: python3-matplotlib not installed; plot not checked" >&2
 fi
+# Every figure comes with its spread (min <= median <= max) and its runs
+# (one number a run).
+jq -e '[.remote.rand.p50_us_spread, .remote.rand.p50_us, .runs, (.remote.rand.p50_us_runs | length)]
+	| (.[0] | length == 2) and .[0][0] <= .[1] and .[1] <= .[0][1] and .[3] == .[2]' \
+	"$TMP/bench.json" >/dev/null 2>&1 ||
+	{ echo "test_bench_smoke: FAIL: remote.rand.p50_us_spread / _runs do not fit the median" >&2; fail=1; }
 grep -q '^remote fault seq p50' "$TMP/out" ||
 	{ echo "test_bench_smoke: FAIL: no table printed" >&2; fail=1; }
 if [ $fail != 0 ]; then
