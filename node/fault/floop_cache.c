@@ -1266,3 +1266,19 @@ void floop_cache_run(struct floop *f, uint64_t now, int tick)
 	if (f->fwaits)
 		cache_flushes_check(f, now);
 }
+
+void floop_map_lease_lost(struct floop *f, struct fmap *m)
+{
+	if (m->lease_lost)
+		return;
+	m->lease_lost = 1;
+	log_err("map %llu: region %s: its write lease (generation %llu) was "
+		"taken by another mapping: what it wrote is not sent home, its "
+		"flushes fail and its faults raise SIGBUS",
+		(unsigned long long)m->id, m->name,
+		(unsigned long long)m->wgen);
+	/* Removed (still sending home what it wrote): no fault waits, and
+	 * what is left of its pages goes, so that it can be freed. */
+	floop_map_fetches_abandon(f, m, "the write lease was lost");
+	floop_cache_lease_lost(f, m);
+}

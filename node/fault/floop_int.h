@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The fault loop's own declarations, shared by its files: floop.c (the
- * loop, mappings, uffd events), floop_fetch.c (fetch slots, the backlog,
- * poisoning), floop_cmd.c (commands from other threads), floop_cache.c
- * (cache mode), floop_peer.c (peers and the choice of their transport) and
- * floop_ra.c (read-ahead and prefetch).
+ * loop's thread, ring, tick and life), floop_cmd.c (commands from other
+ * threads), floop_map.c (mappings, uffd events, faults), floop_ra.c
+ * (read-ahead and prefetch), floop_cache.c (cache mode), floop_fetch.c
+ * (fetch slots, the backlog, poisoning), floop_done.c (reports to the
+ * control thread) and floop_peer.c (peers and the choice of their
+ * transport).
  */
 #ifndef NODE_FLOOP_INT_H
 #define NODE_FLOOP_INT_H
@@ -319,18 +321,23 @@ struct floop {
 	struct floop_done *dones, **dones_tail; /* under lock */
 };
 
-/* ---- floop.c ---- */
+/* ---- floop_map.c ---- */
 
+/* An SQE for the loop's own requests, or NULL (arm again later). */
+struct io_uring_sqe *floop_sqe(struct floop *f);
 /* A mapping that is removed is freed once nothing of it is in flight. */
 void floop_map_free_maybe(struct floop *f, struct fmap *m);
 /* Arms the poll of @m's uffd (again soon if no SQE is free). */
 void floop_map_poll(struct floop *f, struct fmap *m);
+void floop_map_poll_remove(struct floop *f, struct fmap *m);
 /* The mapping @id not removed, or NULL. */
 struct fmap *floop_map_find(struct floop *f, uint64_t id);
 /* Removes @m: freed once what it wrote is home and nothing is in flight. */
 void floop_map_kill(struct floop *f, struct fmap *m);
 /* Reads and serves the uffd messages of @m (never blocks). */
 void floop_uffd_read(struct floop *f, struct fmap *m);
+/* Serves the faults in the backlog while slots and the cache have room. */
+void floop_backlog_run(struct floop *f);
 
 /* ---- floop_fetch.c ---- */
 
@@ -395,11 +402,11 @@ void floop_map_fetches_abandon(struct floop *f, struct fmap *m,
 /* Carries out the commands queued by other threads. */
 void floop_cmds_run(struct floop *f);
 void floop_cmd_free(struct cmd *c);
+
+/* ---- floop_done.c ---- */
+
 /* Reports @d to the control thread (floop_done_take()). */
 void floop_done_push(struct floop *f, struct floop_done *d);
-/* The write lease of @m is lost: every fault of it from now on gets
- * SIGBUS, and flushes of its region fail. */
-void floop_map_lease_lost(struct floop *f, struct fmap *m);
 
 /* ---- floop_cache.c ---- */
 
@@ -460,6 +467,10 @@ void floop_cache_map_stale(struct floop *f, struct fmap *m);
  * of it goes home any more; its pages leave the cache (the guest's next
  * touch of them faults and gets SIGBUS). */
 void floop_cache_lease_lost(struct floop *f, struct fmap *m);
+/* The write lease of @m is lost: every fault of it from now on gets
+ * SIGBUS, and flushes of its region fail. */
+void floop_map_lease_lost(struct floop *f, struct fmap *m);
+
 /* ---- floop_peer.c ---- */
 
 /* Creates the transports of cfg.xops with @xcfg; returns 0 or -errno. */
