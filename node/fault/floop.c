@@ -298,6 +298,21 @@ static void floop_test_hooks(struct floop *f)
 		 f->sqe_fail_every);
 }
 
+/* A transport's completion: a write-back's goes to the cache, a read's to
+ * the fetch engine. */
+static void floop_xport_done(void *arg, uint64_t tag, int status)
+{
+	struct floop *f = arg;
+	uint32_t idx = (uint32_t)tag;
+
+	if (idx & FLOOP_WB_TAG) {
+		floop_cache_wb_done(f, idx & ~FLOOP_WB_TAG,
+				    (uint32_t)(tag >> 32), status);
+		return;
+	}
+	floop_on_done(f, tag, status);
+}
+
 int floop_create(const struct floop_cfg *cfg, struct floop **out)
 {
 	struct xport_cfg xcfg = { 0 };
@@ -309,6 +324,7 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 	if (!f)
 		return -ENOMEM;
 	f->cfg = *cfg;
+	f->map_idle = floop_map_free_maybe;
 	if (!f->cfg.slots)
 		f->cfg.slots = 512;
 	f->efd = -1;
@@ -373,7 +389,7 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 		goto err;
 	f->ring_ok = 1;
 	xcfg.ring = &f->ring;
-	xcfg.done = floop_on_done;
+	xcfg.done = floop_xport_done;
 	xcfg.arg = f;
 	xcfg.land = f->bufs;
 	xcfg.land_len = floop_land_len(f);

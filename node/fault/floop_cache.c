@@ -126,6 +126,7 @@ int floop_cache_map_init(struct floop *f, struct fmap *m,
 	if (m->pidfd < 0 && d->pidfd >= 0)
 		close(d->pidfd);
 	m->cache = 1;
+	m->lops = &floop_land_cache;
 	m->cache_fd = d->cache_fd;
 	m->writable = !(d->flags & MSG_MAP_RDONLY);
 	m->wp_cont = m->writable;
@@ -202,6 +203,7 @@ void floop_cache_map_fini(struct floop *f, struct fmap *m)
 	pgset_fini(&m->live);
 	pgset_fini(&m->wset);
 	m->cache = 0;
+	m->lops = &floop_land_copy;
 }
 
 uint8_t *floop_cache_alias(struct floop *f, struct fmap *m)
@@ -1282,3 +1284,12 @@ void floop_map_lease_lost(struct floop *f, struct fmap *m)
 	floop_map_fetches_abandon(f, m, "the write lease was lost");
 	floop_cache_lease_lost(f, m);
 }
+
+/* Cache mode's side of the fetch engine (struct floop_land_ops). */
+const struct floop_land_ops floop_land_cache = {
+	.charge = floop_cache_charge,
+	.uncharge = floop_cache_uncharge,
+	.direct = floop_cache_alias,
+	.resolve = floop_cache_resolve,
+	.poison_present = floop_cache_poison_present,
+};

@@ -130,6 +130,7 @@ static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
 	m->lease = d->lease;
 	m->wgen = d->wgen;
 	m->cache_fd = -1;
+	m->lops = &floop_land_copy;
 	m->pidfd = -1;
 	memcpy(m->name, d->name, sizeof(m->name));
 	if (d->cache_fd >= 0) {

@@ -53,6 +53,37 @@
 /* States that make a page one to write home or to wait for (fmap.wset). */
 #define PS_WMASK (PS_DIRTY | PS_WB | PS_FLUSH | PS_FLUSHWB)
 
+struct fmap;
+struct fetch;
+
+/*
+ * How fetched pages enter a mapping: the fetch engine (floop_fetch.c)
+ * calls these, never the cache itself. Copy mode (floop_land_copy, in
+ * floop_fetch.c): pages land in the slot and UFFDIO_COPY puts them in the
+ * guest. Cache mode (floop_land_cache, floop_cache.c): they go into the
+ * cache memfd (read there directly where the transport can) and
+ * UFFDIO_CONTINUE maps them. A NULL entry: nothing to do in that mode.
+ */
+struct floop_land_ops {
+	/* A fetch of @npages at @addr starts landing. */
+	void (*charge)(struct floop *f, struct fmap *m, uint64_t addr,
+		       uint32_t npages);
+	/* ... and failed or was dropped: the pages are given up. */
+	void (*uncharge)(struct floop *f, struct fmap *m, uint64_t addr,
+			 uint32_t npages);
+	/* Memory the mapping's pages may be read into in place (the agent's
+	 * mapping of the cache), or NULL. */
+	uint8_t *(*direct)(struct floop *f, struct fmap *m);
+	/* The pages of @s landed: into the guest. 1 if the slot is
+	 * finished. */
+	int (*resolve)(struct floop *f, struct fetch *s);
+	/* Page @addr was to be poisoned but is present. */
+	void (*poison_present)(struct floop *f, struct fmap *m, uint64_t addr);
+};
+
+extern const struct floop_land_ops floop_land_copy;
+extern const struct floop_land_ops floop_land_cache;
+
 enum fetch_state {
 	FETCH_FREE = 0,
 	FETCH_WAIT,	 /* to be posted (or its copy retried) at next_ms */
@@ -73,6 +104,7 @@ struct fstream {
 struct fmap {
 	struct req preq; /* REQ_UFFD_POLL: first member */
 	struct floop *f;
+	const struct floop_land_ops *lops; /* copy or cache mode */
 	uint64_t id;
 	int uffd;
 	uint64_t base, size, span, chunk_size;
@@ -250,6 +282,9 @@ struct cmd {
 struct floop {
 	struct floop_cfg cfg;
 	struct floop_counters ctr;
+	/* The fetch engine's upcall (set by floop.c): @m has nothing more in
+	 * flight of the engine's; freed if it was removed. */
+	void (*map_idle)(struct floop *f, struct fmap *m);
 	int direct_warned; /* a read_direct could not be set up: said once */
 	struct io_uring ring;
 	int ring_ok;
@@ -357,7 +392,8 @@ void floop_fetch_start(struct floop *f, struct fmap *m, uint64_t addr,
 void floop_slot_post(struct floop *f, struct fetch *s, uint64_t now);
 /* Gives up on a fetch whose faults were poisoned. */
 void floop_slot_abandon(struct floop *f, struct fetch *s);
-/* A transport's completion of the read (or write-back) tagged @tag. */
+/* A transport's completion of the read tagged @tag (floop.c hands
+ * write-backs' to the cache). */
 void floop_on_done(void *arg, uint64_t tag, int status);
 
 /* Counts @npages of @s as served: local or remote, read ahead or
