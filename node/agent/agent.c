@@ -43,6 +43,13 @@ int agent_pool_is_pinned(struct node_agent *a, uint64_t off, uint64_t len)
 	return 0;
 }
 
+/* agent_hooks.nodes: a NODES reply. */
+static void agent_nodes_seen(struct node_agent *a, const struct msg *nodes)
+{
+	agent_rdma_sync(a, nodes);
+	agent_pkeys_set(a, nodes);
+}
+
 /* The address peers reach our page server at. */
 static int agent_data_addr(struct node_agent *a)
 {
@@ -191,6 +198,10 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	if (!a)
 		return -ENOMEM;
 	a->cfg = *cfg;
+	a->hooks.nodes = agent_nodes_seen;
+	a->hooks.joined = agent_rdma_publish_mr;
+	a->hooks.pool_pin = agent_pool_pin;
+	a->hooks.pool_is_pinned = agent_pool_is_pinned;
 	a->usock = -1;
 	for (int i = 0; i < AGENT_REFUSED_MAX; i++)
 		a->refused[i] = -1;
