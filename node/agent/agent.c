@@ -133,11 +133,12 @@ static int agent_transport_is_known(const char *name)
  */
 static void agent_xports(const struct node_agent *a, struct floop_cfg *fc)
 {
-	if (a->rdma)
+	if (a->rdma) {
+		fc->xctx[fc->n_xops] = a->rdma;
 		fc->xops[fc->n_xops++] = &xport_rdma_ops;
+	}
 	if (strcmp(a->cfg.transport, "verbs"))
 		fc->xops[fc->n_xops++] = &xport_tcp_ops;
-	fc->rdma = a->rdma;
 }
 
 /*

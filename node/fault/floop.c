@@ -393,7 +393,6 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 	xcfg.arg = f;
 	xcfg.land = f->bufs;
 	xcfg.land_len = floop_land_len(f);
-	xcfg.rdma = f->cfg.rdma;
 	xcfg.client_id = f->cfg.instance;
 	xcfg.self_name = f->cfg.self_name;
 	xcfg.insecure = f->cfg.insecure;
