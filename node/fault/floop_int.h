@@ -507,6 +507,18 @@ void floop_cache_lease_lost(struct floop *f, struct fmap *m);
  * SIGBUS, and flushes of its region fail. */
 void floop_map_lease_lost(struct floop *f, struct fmap *m);
 
+/* ---- floop_wb.c ---- */
+
+/*
+ * Sends the dirty run at page @i of @m (up to FLOOP_RUN_PAGES of one chunk)
+ * home. Returns the pages it covers (0: nothing could be posted now).
+ */
+uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i);
+/* Sends home the dirty pages of @m from its cursor on (those a flush waits
+ * for only, if @flush_only), while write-back slots are free. */
+void cache_wb_scan(struct floop *f, struct fmap *m, uint64_t now,
+		   int flush_only);
+
 /* ---- floop_peer.c ---- */
 
 /* Creates the transports of cfg.xops with @xcfg; returns 0 or -errno. */
