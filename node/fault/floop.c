@@ -324,7 +324,8 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 	if (!f)
 		return -ENOMEM;
 	f->cfg = *cfg;
-	f->map_idle = floop_map_free_maybe;
+	f->up.map_idle = floop_map_free_maybe;
+	f->up.lease_lost = floop_map_lease_lost;
 	if (!f->cfg.slots)
 		f->cfg.slots = 512;
 	f->efd = -1;

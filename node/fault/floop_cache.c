@@ -621,39 +621,29 @@ static void cache_evict(struct floop *f)
 	}
 
 	while (floop_cache_resident(f) > f->cfg.cache_pages && budget) {
-		struct fmap *m = f->hand_map;
-		uint8_t *ps;
+		struct fmap *m;
+		int on = cache_hand_next(f);
 
-		/* Pages without a state hold nothing: passed over. */
-		if (m && f->hand_page < cache_pages(m))
-			f->hand_page = pgset_next(&m->live, f->hand_page);
-		if (!m || f->hand_page >= cache_pages(m)) {
-			f->hand_map = cache_next_map(f, m);
-			f->hand_page = 0;
-			if (!f->hand_map)
-				break;
-			budget--; /* (every mapping may hold nothing) */
+		if (on < 0)
+			break;
+		budget--; /* (also for a mapping: every one may hold nothing) */
+		if (!on)
 			continue;
-		}
-		budget--;
-		ps = &m->pst[f->hand_page];
-		if (!(*ps & PS_VALID) || (*ps & PS_WB)) {
-			f->hand_page++;
-			continue;
-		}
-		if (*ps & PS_REF) {
-			cache_ps_clear(m, f->hand_page, PS_REF);
+		m = f->hand_map;
+		switch (cache_clock_page(m, f->hand_page)) {
+		case CLOCK_PASS:
+			break;
+		case CLOCK_SAMPLE:
 			cache_sample(f, m, f->hand_page);
-			f->hand_page++;
-			continue;
-		}
-		if (*ps & PS_DIRTY) {
+			break;
+		case CLOCK_WB:
 			if (m->wb_next_ms <= evl_now_ms())
 				cache_wb_start(f, m, f->hand_page);
-			f->hand_page++;
-			continue;
+			break;
+		case CLOCK_DROP:
+			cache_drop(f, m, f->hand_page);
+			break;
 		}
-		cache_drop(f, m, f->hand_page);
 		f->hand_page++;
 	}
 	cache_sample_flush(f);
@@ -682,16 +672,7 @@ void floop_cache_flush_cmd(struct floop *f, const char *name, uint64_t cookie)
 	for (struct fmap *m = f->maps; m; m = m->next) {
 		if (!m->cache || strcmp(m->name, name))
 			continue;
-		for (uint64_t i = pgset_next(&m->wset, 0); i < cache_pages(m);
-		     i = pgset_next(&m->wset, i + 1)) {
-			uint8_t ps = m->pst[i];
-
-			if (!(ps & (PS_DIRTY | PS_WB)) ||
-			    (ps & (PS_FLUSH | PS_FLUSHWB)))
-				continue;
-			cache_ps_set(m, i, PS_FLUSH);
-			m->n_flush++;
-		}
+		cache_flush_mark(m);
 		m->wb_next_ms = 0; /* now, also after a failure */
 	}
 	w->next = f->fwaits;

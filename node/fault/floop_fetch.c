@@ -143,7 +143,7 @@ static void floop_slot_release(struct floop *f, struct fetch *s)
 	else
 		f->free_stack[f->n_free++] = (uint32_t)(s - f->slots);
 	m->inflight--;
-	f->map_idle(f, m);
+	f->up.map_idle(f, m);
 }
 
 /*
@@ -274,7 +274,7 @@ void floop_ppend_run(struct floop *f)
 		}
 		free(pp);
 		m->inflight--;
-		f->map_idle(f, m);
+		f->up.map_idle(f, m);
 	}
 }
 
@@ -571,7 +571,7 @@ unsigned int floop_backlog_drop(struct floop *f,
 		if (!m->dead && !m->gone)
 			floop_poison(f, m, b->addr, why);
 		m->inflight--;
-		f->map_idle(f, m);
+		f->up.map_idle(f, m);
 		floop_backlog_put(f, b);
 		n++;
 	}

@@ -282,9 +282,16 @@ struct cmd {
 struct floop {
 	struct floop_cfg cfg;
 	struct floop_counters ctr;
-	/* The fetch engine's upcall (set by floop.c): @m has nothing more in
-	 * flight of the engine's; freed if it was removed. */
-	void (*map_idle)(struct floop *f, struct fmap *m);
+	/* Upcalls of the layers below (the fetch engine, write-back), set
+	 * by floop.c: they never call the layers above them by name. */
+	struct floop_up {
+		/* @m has nothing more in flight of the fetch engine's:
+		 * freed if it was removed (floop_map_free_maybe) */
+		void (*map_idle)(struct floop *f, struct fmap *m);
+		/* an owner refused a write-back of @m: its write lease is
+		 * lost (floop_map_lease_lost) */
+		void (*lease_lost)(struct floop *f, struct fmap *m);
+	} up;
 	int direct_warned; /* a read_direct could not be set up: said once */
 	struct io_uring ring;
 	int ring_ok;

@@ -134,3 +134,103 @@ struct fmap *cache_next_map(struct floop *f, struct fmap *m)
 			return p;
 	return NULL;
 }
+
+/*
+ * Moves the clock hand to the next page with a state, at or after the one
+ * it is on (f->hand_map, f->hand_page). Returns 1 when it is on such a
+ * page, 0 when it went on to the next cache mapping (at its first page:
+ * look again), -1 when there is no cache mapping.
+ */
+int cache_hand_next(struct floop *f)
+{
+	struct fmap *m = f->hand_map;
+
+	/* Pages without a state hold nothing: passed over. */
+	if (m && f->hand_page < cache_pages(m))
+		f->hand_page = pgset_next(&m->live, f->hand_page);
+	if (m && f->hand_page < cache_pages(m))
+		return 1;
+	f->hand_map = cache_next_map(f, m);
+	f->hand_page = 0;
+	return f->hand_map ? 0 : -1;
+}
+
+enum cache_clock cache_clock_page(struct fmap *m, uint64_t i)
+{
+	uint8_t ps = m->pst[i];
+
+	if (!(ps & PS_VALID) || (ps & PS_WB))
+		return CLOCK_PASS;
+	if (ps & PS_REF) {
+		cache_ps_clear(m, i, PS_REF);
+		return CLOCK_SAMPLE;
+	}
+	if (ps & PS_DIRTY)
+		return CLOCK_WB;
+	return CLOCK_DROP;
+}
+
+/* ---- flushes and write-back ---- */
+
+uint64_t cache_flush_mark(struct fmap *m)
+{
+	uint64_t n = 0;
+
+	for (uint64_t i = pgset_next(&m->wset, 0); i < cache_pages(m);
+	     i = pgset_next(&m->wset, i + 1)) {
+		uint8_t ps = m->pst[i];
+
+		if (!(ps & (PS_DIRTY | PS_WB)) ||
+		    (ps & (PS_FLUSH | PS_FLUSHWB)))
+			continue;
+		cache_ps_set(m, i, PS_FLUSH);
+		m->n_flush++;
+		n++;
+	}
+	return n;
+}
+
+void cache_wb_begin(struct floop *f, struct fmap *m, uint64_t i, uint32_t n)
+{
+	for (uint32_t k = 0; k < n; k++) {
+		cache_dirty_clear(f, m, i + k);
+		cache_ps_set(m, i + k, PS_WB);
+		if (m->pst[i + k] & PS_FLUSH)
+			cache_ps_put(m, i + k,
+				     (uint8_t)((m->pst[i + k] & ~PS_FLUSH) |
+					       PS_FLUSHWB));
+	}
+}
+
+void cache_wb_end(struct floop *f, struct fmap *m, uint64_t i, uint32_t n,
+		  int status)
+{
+	for (uint32_t k = 0; k < n; k++) {
+		uint8_t *ps = &m->pst[i + k];
+
+		cache_ps_clear(m, i + k, PS_WB);
+		if (status) {
+			/* Not home: dirty again, sent again later. */
+			if (*ps & PS_VALID)
+				cache_dirty_set(f, m, i + k);
+			if (*ps & PS_FLUSHWB)
+				cache_ps_put(m, i + k,
+					     (uint8_t)((*ps & ~PS_FLUSHWB) |
+						       PS_FLUSH));
+			continue;
+		}
+		/* Home. A flush that marked it before this write-back began
+		 * is done with it once nothing newer waits. */
+		if ((*ps & PS_FLUSHWB) ||
+		    ((*ps & PS_FLUSH) && !(*ps & PS_DIRTY)))
+			cache_flush_clear(m, i + k);
+	}
+}
+
+void cache_wb_gone(struct floop *f, struct fmap *m, uint64_t i, uint32_t n)
+{
+	for (uint32_t k = 0; k < n; k++) {
+		cache_dirty_clear(f, m, i + k);
+		cache_flush_clear(m, i + k);
+	}
+}

@@ -83,10 +83,7 @@ uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i)
 				"cannot "
 				"go home and are dropped",
 				m->name, (unsigned long long)c->node);
-		for (uint32_t k = 0; k < n; k++) {
-			cache_dirty_clear(f, m, i + k);
-			cache_flush_clear(m, i + k);
-		}
+		cache_wb_gone(f, m, i, n);
 		m->wb_gone += n;
 		return n;
 	}
@@ -112,14 +109,7 @@ uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i)
 	w->npages = n;
 	w->owner = c->node;
 	w->off = c->off + (rel & (m->chunk_size - 1));
-	for (uint32_t k = 0; k < n; k++) {
-		cache_dirty_clear(f, m, i + k);
-		cache_ps_set(m, i + k, PS_WB);
-		if (m->pst[i + k] & PS_FLUSH)
-			cache_ps_put(m, i + k,
-				     (uint8_t)((m->pst[i + k] & ~PS_FLUSH) |
-					       PS_FLUSHWB));
-	}
+	cache_wb_begin(f, m, i, n);
 	m->wb_busy++;
 	m->inflight++;
 	f->n_wb_busy++;
@@ -160,26 +150,7 @@ void floop_cache_wb_done(struct floop *f, uint32_t idx, uint32_t gen,
 		return;
 	m = w->map;
 	i = cache_idx(m, w->addr);
-	for (uint32_t k = 0; k < w->npages; k++) {
-		uint8_t *ps = &m->pst[i + k];
-
-		cache_ps_clear(m, i + k, PS_WB);
-		if (status) {
-			/* Not home: dirty again, sent again later. */
-			if (*ps & PS_VALID)
-				cache_dirty_set(f, m, i + k);
-			if (*ps & PS_FLUSHWB)
-				cache_ps_put(m, i + k,
-					     (uint8_t)((*ps & ~PS_FLUSHWB) |
-						       PS_FLUSH));
-			continue;
-		}
-		/* Home. A flush that marked it before this write-back began
-		 * is done with it once nothing newer waits. */
-		if ((*ps & PS_FLUSHWB) ||
-		    ((*ps & PS_FLUSH) && !(*ps & PS_DIRTY)))
-			cache_flush_clear(m, i + k);
-	}
+	cache_wb_end(f, m, i, w->npages, status);
 	if (status) {
 		atomic_fetch_add(&f->ctr.cache_wb_errors, 1);
 		if (status != -ENOLINK && status != -ECANCELED)
@@ -204,7 +175,7 @@ void floop_cache_wb_done(struct floop *f, uint32_t idx, uint32_t gen,
 			"region's write lease than %llu",
 			m->name, (unsigned long long)w->owner,
 			(unsigned long long)m->wgen);
-		floop_map_lease_lost(f, m);
+		f->up.lease_lost(f, m);
 	}
 }
 
