@@ -5,8 +5,8 @@
  * a local copy, or a fetch from its owner (floop_fetch.c: slots, posting,
  * landing, retries, poisoning, the backlog); read-ahead and prefetch are
  * in floop_ra.c, peers and transports in floop_peer.c, commands from other
- * threads in floop_cmd.c. Here: mappings, faults, the periodic tick, the
- * ring's completions and the loop's life.
+ * threads in floop_cmd.c, mappings and faults in floop_map.c. Here: the
+ * thread, the periodic tick, the ring's completions and the loop's life.
  */
 #define LOG_PREFIX "fault: "
 #include "floop_int.h"

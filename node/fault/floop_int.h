@@ -3,10 +3,12 @@
  * The fault loop's own declarations, shared by its files: floop.c (the
  * loop's thread, ring, tick and life), floop_cmd.c (commands from other
  * threads), floop_map.c (mappings, uffd events, faults), floop_ra.c
- * (read-ahead and prefetch), floop_cache.c (cache mode), floop_fetch.c
- * (fetch slots, the backlog, poisoning), floop_done.c (reports to the
- * control thread) and floop_peer.c (peers and the choice of their
- * transport).
+ * (read-ahead and prefetch), floop_cache.c (cache mode's policy),
+ * floop_wb.c (its write-back), floop_pgstate.c (its page states,
+ * floop_pgstate.h), floop_fetch.c (fetch slots, the backlog, poisoning),
+ * floop_done.c (reports to the control thread) and floop_peer.c (peers and
+ * the choice of their transport). Each calls only those after it in this
+ * list (upcalls: struct floop_land_ops, struct floop_up).
  */
 #ifndef NODE_FLOOP_INT_H
 #define NODE_FLOOP_INT_H
@@ -239,7 +241,7 @@ struct backlog {
 	struct backlog *next;
 };
 
-/* Backlog entries, allocated together (floop.c: a pool, never a malloc per
+/* Backlog entries, allocated together (floop_fetch.c: a pool, never a malloc per
  * fault once it is as large as the backlog has been). */
 struct backlog_block {
 	struct backlog_block *next;
