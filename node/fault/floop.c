@@ -33,34 +33,10 @@ static int floop_is_stopping(struct floop *f);
 static void floop_tick(struct floop *f)
 {
 	uint64_t now = evl_now_ms();
-	uint64_t limit = f->cfg.fault_timeout_ms;
 
 	f->last_tick_ms = now;
 	floop_peers_tick(f, now);
-	for (uint32_t i = 0; i < f->n_all; i++) {
-		struct fetch *s = &f->slots[i];
-
-		if (s->state != FETCH_WAIT && s->state != FETCH_POSTED)
-			continue;
-		/* Without poisoning there is no loud way out: keep trying
-		 * (read-ahead is just dropped). */
-		if (now - s->t0_ms >= limit && !s->have_data &&
-		    (s->ahead || (s->map->features & UFFD_FEATURE_POISON))) {
-			/* a fault may wait on any page of a run */
-			if (!s->ahead)
-				floop_poison_n(f, s->map, s->addr, s->npages,
-					       "owner unreachable past the "
-					       "fault timeout");
-			floop_slot_abandon(f, s);
-			continue;
-		}
-		if (s->state == FETCH_WAIT && s->next_ms <= now)
-			floop_slot_post(f, s, now);
-	}
-	/* A fault still waiting for a slot has the same deadline. */
-	floop_backlog_drop(f, floop_backlog_is_late, now,
-			   "owner unreachable past the fault timeout");
-	floop_ppend_run(f);
+	floop_fetch_tick(f, now);
 	floop_cache_run(f, now, 1);
 	/* Removed mappings whose written pages have gone home since. */
 	for (struct fmap *m = f->maps, *next; m; m = next) {

@@ -612,3 +612,35 @@ void floop_map_fetches_abandon(struct floop *f, struct fmap *m, const char *why)
 		floop_slot_abandon(f, s);
 	}
 }
+
+/* ---- the tick ---- */
+
+void floop_fetch_tick(struct floop *f, uint64_t now)
+{
+	uint64_t limit = f->cfg.fault_timeout_ms;
+
+	for (uint32_t i = 0; i < f->n_all; i++) {
+		struct fetch *s = &f->slots[i];
+
+		if (s->state != FETCH_WAIT && s->state != FETCH_POSTED)
+			continue;
+		/* Without poisoning there is no loud way out: keep trying
+		 * (read-ahead is just dropped). */
+		if (now - s->t0_ms >= limit && !s->have_data &&
+		    (s->ahead || (s->map->features & UFFD_FEATURE_POISON))) {
+			/* a fault may wait on any page of a run */
+			if (!s->ahead)
+				floop_poison_n(f, s->map, s->addr, s->npages,
+					       "owner unreachable past the "
+					       "fault timeout");
+			floop_slot_abandon(f, s);
+			continue;
+		}
+		if (s->state == FETCH_WAIT && s->next_ms <= now)
+			floop_slot_post(f, s, now);
+	}
+	/* A fault still waiting for a slot has the same deadline. */
+	floop_backlog_drop(f, floop_backlog_is_late, now,
+			   "owner unreachable past the fault timeout");
+	floop_ppend_run(f);
+}

@@ -397,6 +397,10 @@ void floop_fetch_start_n(struct floop *f, struct fmap *m, uint64_t addr,
 /* The same for the one page of a fault. */
 void floop_fetch_start(struct floop *f, struct fmap *m, uint64_t addr,
 		       uint64_t owner, uint64_t off, uint64_t t0_ms);
+/* Periodic: fetches past the fault timeout are given up (their faults
+ * poisoned), waiting ones posted again when due, backlogged faults past
+ * the timeout poisoned, and poisons that waited for events tried again. */
+void floop_fetch_tick(struct floop *f, uint64_t now);
 /* Posts (or copies, once it has the data) the fetch of @s. */
 void floop_slot_post(struct floop *f, struct fetch *s, uint64_t now);
 /* Gives up on a fetch whose faults were poisoned. */
