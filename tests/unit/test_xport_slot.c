@@ -20,6 +20,8 @@
 #include "xport_slot.h"
 
 #define T_DEPTH 8
+/* (xport_slots_init() leaves the figures, ss.st, as they are: every
+ * struct xport_slots here starts zeroed, as the peers holding them do) */
 
 /* What done saw. */
 struct t_done {
@@ -60,7 +62,7 @@ static void t_release(struct xport_slot *s)
 
 static void test_slot_checks(void **state)
 {
-	struct xport_slots ss;
+	struct xport_slots ss = { 0 };
 	char b;
 
 	(void)state;
@@ -89,7 +91,7 @@ static void test_slot_checks(void **state)
 
 static void test_slot_take_put(void **state)
 {
-	struct xport_slots ss;
+	struct xport_slots ss = { 0 };
 	struct t_done d = { 0 };
 	uint32_t idx[T_DEPTH], gen0, i;
 	char b;
@@ -126,7 +128,7 @@ static void test_slot_take_put(void **state)
 
 static void test_slot_queue(void **state)
 {
-	struct xport_slots ss;
+	struct xport_slots ss = { 0 };
 	struct xport_stats tot = { 0 };
 	struct t_done d = { 0 };
 	uint32_t a, b, c;
@@ -172,7 +174,7 @@ static void test_slot_queue(void **state)
 
 static void test_slot_finish(void **state)
 {
-	struct xport_slots ss;
+	struct xport_slots ss = { 0 };
 	struct xport_stats tot = { 0 };
 	struct t_done d = { 0 };
 	uint32_t a, b, c;
@@ -221,7 +223,7 @@ static void test_slot_finish(void **state)
 
 static void test_slot_fail(void **state)
 {
-	struct xport_slots ss;
+	struct xport_slots ss = { 0 };
 	struct t_done d = { 0 };
 	uint32_t q[2], s[3], i;
 	char buf;
