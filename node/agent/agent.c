@@ -43,6 +43,13 @@ int agent_pool_is_pinned(struct node_agent *a, uint64_t off, uint64_t len)
 	return 0;
 }
 
+/* agent_hooks.nodes: a NODES reply. */
+static void agent_nodes_seen(struct node_agent *a, const struct msg *nodes)
+{
+	agent_rdma_sync(a, nodes);
+	agent_pkeys_set(a, nodes);
+}
+
 /* The address peers reach our page server at. */
 static int agent_data_addr(struct node_agent *a)
 {
@@ -126,11 +133,12 @@ static int agent_transport_is_known(const char *name)
  */
 static void agent_xports(const struct node_agent *a, struct floop_cfg *fc)
 {
-	if (a->rdma)
+	if (a->rdma) {
+		fc->xctx[fc->n_xops] = a->rdma;
 		fc->xops[fc->n_xops++] = &xport_rdma_ops;
+	}
 	if (strcmp(a->cfg.transport, "verbs"))
 		fc->xops[fc->n_xops++] = &xport_tcp_ops;
-	fc->rdma = a->rdma;
 }
 
 /*
@@ -191,6 +199,10 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	if (!a)
 		return -ENOMEM;
 	a->cfg = *cfg;
+	a->hooks.nodes = agent_nodes_seen;
+	a->hooks.joined = agent_rdma_publish_mr;
+	a->hooks.pool_pin = agent_pool_pin;
+	a->hooks.pool_is_pinned = agent_pool_is_pinned;
 	a->usock = -1;
 	for (int i = 0; i < AGENT_REFUSED_MAX; i++)
 		a->refused[i] = -1;

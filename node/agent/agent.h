@@ -63,6 +63,25 @@ struct node_cfg {
 	bool rdma_no_direct;  /* verbs READs land in buffers, then copied */
 };
 
+struct node_agent;
+
+/*
+ * The agent as the layers below it reach it: the session (csess.c) and
+ * the fault service (fsvc.c) call these, set up by agent.c, never the
+ * agent's own functions (node/ has no circle of files: test_layering).
+ */
+struct agent_hooks {
+	/* A NODES reply: verbs endpoints to exchange, peers' pair keys. */
+	void (*nodes)(struct node_agent *a, const struct msg *nodes);
+	/* Joined (again): what verbs peers read our pool with is published
+	 * anew. */
+	int (*joined)(struct node_agent *a);
+	/* agent_pool_pin(), agent_pool_is_pinned() */
+	void (*pool_pin)(struct node_agent *a, uint64_t off, uint64_t len,
+			 int delta);
+	int (*pool_is_pinned)(struct node_agent *a, uint64_t off, uint64_t len);
+};
+
 struct node_agent {
 	struct node_cfg cfg;
 	struct pool pool;
@@ -112,6 +131,7 @@ struct node_agent {
 	pthread_mutex_t pkeys_mu;
 	struct agent_pkey *pkeys;
 	uint32_t n_pkeys;
+	struct agent_hooks hooks;
 };
 
 struct agent_pkey {

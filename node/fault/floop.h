@@ -46,7 +46,8 @@ struct floop_counters {
 	atomic_uint_fast64_t cache_wb_errors;  /* write-backs failed */
 	atomic_uint_fast64_t cache_wp_faults;  /* first writes seen */
 	/* fetched pages that entered the cache: read straight into the
-	 * agent's mapping of it (verbs), or landed and copied in */
+	 * agent's mapping of it (transports that can), or landed and copied
+	 * in */
 	atomic_uint_fast64_t cache_direct_pages;
 	atomic_uint_fast64_t cache_landed_pages;
 };
@@ -66,7 +67,8 @@ struct floop_cfg {
 	 */
 	const struct xport_ops *xops[FLOOP_XPORTS_MAX];
 	unsigned int n_xops;
-	struct xport_rdma_ctx *rdma;   /* for verbs (xport_cfg.rdma) */
+	/* xops[i]'s own context (xport_cfg.ctx), NULL if it has none */
+	void *xctx[FLOOP_XPORTS_MAX];
 	unsigned int fault_timeout_ms; /* then SIGBUS */
 	unsigned int slots;	       /* fetches in flight; 0 = 512 */
 	unsigned int readahead;	       /* max read-ahead window, pages; 0 off */

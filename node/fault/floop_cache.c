@@ -27,17 +27,14 @@
  * pages landed instead (the baseline the clock is measured against). A page whose write-back fails stays dirty and is sent again:
  * it is never dropped, and never read back as zeroes.
  *
- * Page states (PS_*): CHARGED from the fetch on (counted as held), VALID
- * once its bytes landed, DIRTY from the first write until a write-back
- * that started after it, WB while one is in flight. Every change of a
- * page's state goes through cache_ps_put(), which keeps two page sets in
- * step (pgset.h): the pages with any state (live) and those written, going
- * home or awaited by a flush (wset). The clock hand, the write-back pass,
- * flushes, unmapping and a deleted region walk those sets, so their cost
- * follows the pages held or written, not the size of the mapping.
+ * Page states (PS_*), the page sets kept in step with them and the
+ * clock hand's walk are floop_pgstate.c's; write-back is floop_wb.c's. The
+ * clock hand, the write-back pass, flushes, unmapping and a deleted region
+ * walk those sets, so their cost follows the pages held or written, not
+ * the size of the mapping.
  */
 #define LOG_PREFIX "cache: "
-#include "floop_int.h"
+#include "floop_pgstate.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -52,48 +49,8 @@
 
 #define CACHE_SCAN_MAX 4096 /* pages the hand looks at per call */
 
-static uint64_t cache_idx(const struct fmap *m, uint64_t addr)
-{
-	return (addr - m->base) / FLOOP_PAGE;
-}
-
-static uint64_t cache_pages(const struct fmap *m)
-{
-	return m->span / FLOOP_PAGE;
-}
-
 static void cache_adopt(struct floop *f, struct fmap *m);
 static void cache_fifo_push(struct floop *f, struct fmap *m, uint64_t i);
-
-/* Page @i of @m is in state @ps from now on. */
-static void cache_ps_put(struct fmap *m, uint64_t i, uint8_t ps)
-{
-	uint8_t old = m->pst[i];
-
-	m->pst[i] = ps;
-	if (!old != !ps) {
-		if (ps)
-			pgset_add(&m->live, i);
-		else
-			pgset_del(&m->live, i);
-	}
-	if (!(old & PS_WMASK) != !(ps & PS_WMASK)) {
-		if (ps & PS_WMASK)
-			pgset_add(&m->wset, i);
-		else
-			pgset_del(&m->wset, i);
-	}
-}
-
-static void cache_ps_set(struct fmap *m, uint64_t i, uint8_t bits)
-{
-	cache_ps_put(m, i, (uint8_t)(m->pst[i] | bits));
-}
-
-static void cache_ps_clear(struct fmap *m, uint64_t i, uint8_t bits)
-{
-	cache_ps_put(m, i, (uint8_t)(m->pst[i] & ~bits));
-}
 
 int floop_cache_map_init(struct floop *f, struct fmap *m,
 			 const struct floop_map_desc *d)
@@ -126,39 +83,13 @@ int floop_cache_map_init(struct floop *f, struct fmap *m,
 	if (m->pidfd < 0 && d->pidfd >= 0)
 		close(d->pidfd);
 	m->cache = 1;
+	m->lops = &floop_land_cache;
 	m->cache_fd = d->cache_fd;
 	m->writable = !(d->flags & MSG_MAP_RDONLY);
 	m->wp_cont = m->writable;
 	if (m->writable && (d->flags & MSG_MAP_RESUME))
 		cache_adopt(f, m);
 	return 0;
-}
-
-static void cache_dirty_set(struct floop *f, struct fmap *m, uint64_t i)
-{
-	if (m->pst[i] & PS_DIRTY)
-		return;
-	cache_ps_set(m, i, PS_DIRTY);
-	m->n_dirty++;
-	atomic_fetch_add(&f->ctr.cache_dirty, 1);
-}
-
-static void cache_dirty_clear(struct floop *f, struct fmap *m, uint64_t i)
-{
-	if (!(m->pst[i] & PS_DIRTY))
-		return;
-	cache_ps_clear(m, i, PS_DIRTY);
-	m->n_dirty--;
-	atomic_fetch_sub(&f->ctr.cache_dirty, 1);
-}
-
-/* A flush stops waiting for page @i. */
-static void cache_flush_clear(struct fmap *m, uint64_t i)
-{
-	if (!(m->pst[i] & (PS_FLUSH | PS_FLUSHWB)))
-		return;
-	cache_ps_clear(m, i, PS_FLUSH | PS_FLUSHWB);
-	m->n_flush--;
 }
 
 void floop_cache_map_fini(struct floop *f, struct fmap *m)
@@ -202,6 +133,7 @@ void floop_cache_map_fini(struct floop *f, struct fmap *m)
 	pgset_fini(&m->live);
 	pgset_fini(&m->wset);
 	m->cache = 0;
+	m->lops = &floop_land_copy;
 }
 
 uint8_t *floop_cache_alias(struct floop *f, struct fmap *m)
@@ -223,39 +155,6 @@ uint8_t *floop_cache_alias(struct floop *f, struct fmap *m)
 	m->alias = p;
 	floop_peers_mem_add(f, p, m->span);
 	return m->alias;
-}
-
-int floop_cache_is_held(const struct fmap *m, uint64_t addr)
-{
-	return m->cache && (m->pst[cache_idx(m, addr)] & PS_CHARGED);
-}
-
-uint64_t floop_cache_resident(const struct floop *f)
-{
-	return atomic_load_explicit(&f->ctr.cache_resident,
-				    memory_order_relaxed);
-}
-
-int floop_cache_has_room(const struct floop *f)
-{
-	return !f->cfg.cache_pages ||
-	       floop_cache_resident(f) < f->cfg.cache_pages + FLOOP_CACHE_SLACK;
-}
-
-void floop_cache_charge(struct floop *f, struct fmap *m, uint64_t addr,
-			uint32_t npages)
-{
-	uint64_t i = cache_idx(m, addr), n = 0, r;
-
-	for (uint32_t k = 0; k < npages; k++) {
-		if (m->pst[i + k] & PS_CHARGED)
-			continue;
-		cache_ps_set(m, i + k, PS_CHARGED);
-		n++;
-	}
-	r = atomic_fetch_add(&f->ctr.cache_resident, n) + n;
-	if (r > atomic_load(&f->ctr.cache_resident_max))
-		atomic_store(&f->ctr.cache_resident_max, r);
 }
 
 /*
@@ -298,24 +197,6 @@ static void cache_punch(struct fmap *m, uint64_t i, uint64_t n)
 		      (off_t)(i * FLOOP_PAGE), (off_t)(n * FLOOP_PAGE)))
 		log_errno(-errno, "map %s: punching pages out of the cache",
 			  m->name);
-}
-
-/* Pages that are neither held nor dirty any more (those of them that
- * have a state: the others are that already). */
-static void cache_forget(struct floop *f, struct fmap *m, uint64_t i,
-			 uint64_t n)
-{
-	uint64_t freed = 0;
-
-	for (uint64_t k = pgset_next(&m->live, i); k < i + n;
-	     k = pgset_next(&m->live, k + 1)) {
-		if (m->pst[k] & PS_CHARGED)
-			freed++;
-		cache_dirty_clear(f, m, k);
-		cache_flush_clear(m, k);
-		cache_ps_put(m, k, 0);
-	}
-	atomic_fetch_sub(&f->ctr.cache_resident, freed);
 }
 
 void floop_cache_uncharge(struct floop *f, struct fmap *m, uint64_t addr,
@@ -620,265 +501,7 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 	return ret;
 }
 
-/* ---- write-back ---- */
-
-static struct wback *cache_wb_slot(struct floop *f)
-{
-	for (unsigned int k = 0; k < FLOOP_WB_SLOTS; k++)
-		if (!f->wbs[k].busy)
-			return &f->wbs[k];
-	return NULL;
-}
-
-/* Reads @n pages at @rel of the cache into @dst. 0 or -errno. */
-static int cache_wb_read(struct fmap *m, uint8_t *dst, uint64_t rel, uint32_t n)
-{
-	size_t len = (size_t)n * FLOOP_PAGE, got = 0;
-
-	while (got < len) {
-		ssize_t r = pread(m->cache_fd, dst + got, len - got,
-				  (off_t)(rel + got));
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			int err = r < 0 ? -errno : -EIO;
-
-			log_errno(err, "map %s page %#llx: reading the cache",
-				  m->name, (unsigned long long)(rel + got));
-			return err;
-		}
-		got += (size_t)r;
-	}
-	return 0;
-}
-
-/*
- * Sends the dirty run at page @i (up to FLOOP_RUN_PAGES of one chunk)
- * home. Returns the pages it covers (0: nothing could be posted now).
- */
-static uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i)
-{
-	uint64_t addr = m->base + i * FLOOP_PAGE, rel = addr - m->base;
-	const struct msg_chunk *c = &m->chunks[rel >> m->chunk_shift];
-	uint64_t chunk_end = ((rel >> m->chunk_shift) + 1) * m->chunk_size;
-	struct wback *w = cache_wb_slot(f);
-	uint32_t n = 1;
-	uint64_t tag;
-	int ret;
-
-	if (!w)
-		return 0;
-	while (n < FLOOP_RUN_PAGES && (i + n) * FLOOP_PAGE < chunk_end &&
-	       (m->pst[i + n] & (PS_DIRTY | PS_WB)) == PS_DIRTY)
-		n++;
-	/* The chunk's owner restarted since the region was placed: its pool
-	 * is new, and the coordinator frees the chunk's extent there at once
-	 * when the region is deleted, so a write would land in whatever is
-	 * placed there next. Readers get SIGBUS for the chunk; what was
-	 * written to it can never go home: it is dropped, and every flush
-	 * of the mapping fails from now on. */
-	if (c->node == f->cfg.self
-		    ? c->inst && f->cfg.instance && c->inst != f->cfg.instance
-		    : floop_peer_chunk_is_lost(f, c)) {
-		if (!m->wb_gone)
-			log_err("map %s: node %llu restarted since the region "
-				"was placed: written pages of its chunks "
-				"cannot "
-				"go home and are dropped",
-				m->name, (unsigned long long)c->node);
-		for (uint32_t k = 0; k < n; k++) {
-			cache_dirty_clear(f, m, i + k);
-			cache_flush_clear(m, i + k);
-		}
-		m->wb_gone += n;
-		return n;
-	}
-	/* Protected first: a write from now on faults and makes the page
-	 * dirty again (it goes home once more); the bytes sent are at least
-	 * as new as every write before. -ENOENT/-ESRCH: the range is not
-	 * mapped any more (unmapped, process gone), so nothing can write it
-	 * while it goes home. Anything else (-EAGAIN: address space
-	 * changing): not sent now; a write during the send would go unseen.
-	 * (Only writable mappings have dirty pages, all registered WP.) */
-	ret = uffd_wp(m->uffd, addr, (uint64_t)n * FLOOP_PAGE, 1, 0);
-	if (ret && ret != -ENOENT && ret != -ESRCH) {
-		if (ret != -EAGAIN)
-			log_errno(ret, "map %s page %#llx: write protect",
-				  m->name, (unsigned long long)rel);
-		m->wb_next_ms = evl_now_ms() + FLOOP_RETRY_MS;
-		return 0;
-	}
-	w->busy = 1;
-	w->gen++;
-	w->map = m;
-	w->addr = addr;
-	w->npages = n;
-	w->owner = c->node;
-	w->off = c->off + (rel & (m->chunk_size - 1));
-	for (uint32_t k = 0; k < n; k++) {
-		cache_dirty_clear(f, m, i + k);
-		cache_ps_set(m, i + k, PS_WB);
-		if (m->pst[i + k] & PS_FLUSH)
-			cache_ps_put(m, i + k,
-				     (uint8_t)((m->pst[i + k] & ~PS_FLUSH) |
-					       PS_FLUSHWB));
-	}
-	m->wb_busy++;
-	m->inflight++;
-	f->n_wb_busy++;
-	tag = ((uint64_t)w->gen << 32) | FLOOP_WB_TAG | (uint32_t)(w - f->wbs);
-	/* What is sent is what the memfd holds now (a punched page reads as
-	 * zeroes: the guest dropped its bytes itself). Our own page (its
-	 * chunk was not mapped from the pool) is read straight into it. */
-	if (w->owner == f->cfg.self) {
-		ret = -ERANGE;
-		if (w->off <= f->cfg.pool_size &&
-		    f->cfg.pool_size - w->off >= (uint64_t)n * FLOOP_PAGE)
-			ret = cache_wb_read(
-				m, (uint8_t *)f->cfg.pool_base + w->off, rel,
-				n);
-		floop_cache_wb_done(f, (uint32_t)(w - f->wbs), w->gen, ret);
-		return n;
-	}
-	ret = cache_wb_read(m, w->buf, rel, n);
-	if (!ret)
-		ret = floop_peer_write(f, w->owner, w->off, n * FLOOP_PAGE,
-				       w->buf, m->wgen, tag);
-	if (ret)
-		floop_cache_wb_done(f, (uint32_t)(w - f->wbs), w->gen, ret);
-	return n;
-}
-
-void floop_cache_wb_done(struct floop *f, uint32_t idx, uint32_t gen,
-			 int status)
-{
-	struct wback *w;
-	struct fmap *m;
-	uint64_t i;
-
-	if (idx >= FLOOP_WB_SLOTS)
-		return;
-	w = &f->wbs[idx];
-	if (!w->busy || w->gen != gen)
-		return;
-	m = w->map;
-	i = cache_idx(m, w->addr);
-	for (uint32_t k = 0; k < w->npages; k++) {
-		uint8_t *ps = &m->pst[i + k];
-
-		cache_ps_clear(m, i + k, PS_WB);
-		if (status) {
-			/* Not home: dirty again, sent again later. */
-			if (*ps & PS_VALID)
-				cache_dirty_set(f, m, i + k);
-			if (*ps & PS_FLUSHWB)
-				cache_ps_put(m, i + k,
-					     (uint8_t)((*ps & ~PS_FLUSHWB) |
-						       PS_FLUSH));
-			continue;
-		}
-		/* Home. A flush that marked it before this write-back began
-		 * is done with it once nothing newer waits. */
-		if ((*ps & PS_FLUSHWB) ||
-		    ((*ps & PS_FLUSH) && !(*ps & PS_DIRTY)))
-			cache_flush_clear(m, i + k);
-	}
-	if (status) {
-		atomic_fetch_add(&f->ctr.cache_wb_errors, 1);
-		if (status != -ENOLINK && status != -ECANCELED)
-			log_dbg("map %s page %#llx to node %llu: %s", m->name,
-				(unsigned long long)(w->addr - m->base),
-				(unsigned long long)w->owner,
-				log_strerror(status));
-		m->wb_next_ms = evl_now_ms() + FLOOP_RETRY_MS;
-	} else {
-		atomic_fetch_add(&f->ctr.cache_writebacks, w->npages);
-	}
-	w->busy = 0;
-	w->map = NULL;
-	m->wb_busy--;
-	m->inflight--;
-	f->n_wb_busy--;
-	/* The owner knows a newer generation of the region's write lease:
-	 * this mapping's is lost for good. */
-	if (status == -ENOLCK && !m->lease_lost) {
-		log_err("map %s: node %llu refused its write-back: an owner "
-			"refused it, it has seen a newer generation of the "
-			"region's write lease than %llu",
-			m->name, (unsigned long long)w->owner,
-			(unsigned long long)m->wgen);
-		floop_map_lease_lost(f, m);
-	}
-}
-
-/*
- * Sends home the dirty pages of @m from its cursor on (those a flush waits
- * for only, if @flush_only), while write-back slots are free; the pages
- * passed count against the periodic pass (wb_sweep), which goes on
- * with the next call once slots are free again. The cursor jumps over the
- * pages not in wset (nothing to send there) in one step: the pass ends
- * where it would have ended looking at each of them.
- */
-static void cache_wb_scan(struct floop *f, struct fmap *m, uint64_t now,
-			  int flush_only)
-{
-	uint64_t n = cache_pages(m), seen = 0;
-	int pass = !flush_only && !m->draining; /* ends with wb_sweep */
-
-	if (now < m->wb_next_ms)
-		return;
-	while (seen < n && f->n_wb_busy < FLOOP_WB_SLOTS) {
-		uint64_t i = m->wb_cursor, j = pgset_next(&m->wset, i), skip;
-		uint8_t ps;
-		uint32_t k = 1;
-
-		if (j >= n) /* none after the cursor: from the start */
-			j = pgset_next(&m->wset, 0) + n;
-		skip = j - i;
-		if (skip) {
-			if (skip > n - seen)
-				skip = n - seen;
-			if (pass && skip > m->wb_sweep)
-				skip = m->wb_sweep;
-			seen += skip;
-			m->wb_cursor = (i + skip) % n;
-			m->wb_sweep =
-				m->wb_sweep > skip ? m->wb_sweep - skip : 0;
-			if (!m->wb_sweep && pass)
-				return; /* the pass is done */
-			continue;
-		}
-		ps = m->pst[i];
-		if ((ps & (PS_DIRTY | PS_WB)) == PS_DIRTY &&
-		    (!flush_only || (ps & PS_FLUSH))) {
-			k = cache_wb_start(f, m, i);
-			if (!k)
-				return;
-		}
-		seen += k;
-		m->wb_cursor = (i + k) % n;
-		m->wb_sweep = m->wb_sweep > k ? m->wb_sweep - k : 0;
-		if (!m->wb_sweep && pass)
-			return; /* the pass is done */
-	}
-}
-
 /* ---- eviction ---- */
-
-/* The next cache mapping after @m (circular), or NULL if there is none. */
-static struct fmap *cache_next_map(struct floop *f, struct fmap *m)
-{
-	struct fmap *start = m ? m->next : f->maps;
-
-	for (struct fmap *p = start; p; p = p->next)
-		if (p->cache)
-			return p;
-	for (struct fmap *p = f->maps; p && p != start; p = p->next)
-		if (p->cache)
-			return p;
-	return NULL;
-}
 
 /* Drops the guest's mappings of the pages gathered by cache_sample(). */
 static void cache_sample_flush(struct floop *f)
@@ -998,39 +621,29 @@ static void cache_evict(struct floop *f)
 	}
 
 	while (floop_cache_resident(f) > f->cfg.cache_pages && budget) {
-		struct fmap *m = f->hand_map;
-		uint8_t *ps;
+		struct fmap *m;
+		int on = cache_hand_next(f);
 
-		/* Pages without a state hold nothing: passed over. */
-		if (m && f->hand_page < cache_pages(m))
-			f->hand_page = pgset_next(&m->live, f->hand_page);
-		if (!m || f->hand_page >= cache_pages(m)) {
-			f->hand_map = cache_next_map(f, m);
-			f->hand_page = 0;
-			if (!f->hand_map)
-				break;
-			budget--; /* (every mapping may hold nothing) */
+		if (on < 0)
+			break;
+		budget--; /* (also for a mapping: every one may hold nothing) */
+		if (!on)
 			continue;
-		}
-		budget--;
-		ps = &m->pst[f->hand_page];
-		if (!(*ps & PS_VALID) || (*ps & PS_WB)) {
-			f->hand_page++;
-			continue;
-		}
-		if (*ps & PS_REF) {
-			cache_ps_clear(m, f->hand_page, PS_REF);
+		m = f->hand_map;
+		switch (cache_clock_page(m, f->hand_page)) {
+		case CLOCK_PASS:
+			break;
+		case CLOCK_SAMPLE:
 			cache_sample(f, m, f->hand_page);
-			f->hand_page++;
-			continue;
-		}
-		if (*ps & PS_DIRTY) {
+			break;
+		case CLOCK_WB:
 			if (m->wb_next_ms <= evl_now_ms())
 				cache_wb_start(f, m, f->hand_page);
-			f->hand_page++;
-			continue;
+			break;
+		case CLOCK_DROP:
+			cache_drop(f, m, f->hand_page);
+			break;
 		}
-		cache_drop(f, m, f->hand_page);
 		f->hand_page++;
 	}
 	cache_sample_flush(f);
@@ -1059,16 +672,7 @@ void floop_cache_flush_cmd(struct floop *f, const char *name, uint64_t cookie)
 	for (struct fmap *m = f->maps; m; m = m->next) {
 		if (!m->cache || strcmp(m->name, name))
 			continue;
-		for (uint64_t i = pgset_next(&m->wset, 0); i < cache_pages(m);
-		     i = pgset_next(&m->wset, i + 1)) {
-			uint8_t ps = m->pst[i];
-
-			if (!(ps & (PS_DIRTY | PS_WB)) ||
-			    (ps & (PS_FLUSH | PS_FLUSHWB)))
-				continue;
-			cache_ps_set(m, i, PS_FLUSH);
-			m->n_flush++;
-		}
+		cache_flush_mark(m);
 		m->wb_next_ms = 0; /* now, also after a failure */
 	}
 	w->next = f->fwaits;
@@ -1266,3 +870,28 @@ void floop_cache_run(struct floop *f, uint64_t now, int tick)
 	if (f->fwaits)
 		cache_flushes_check(f, now);
 }
+
+void floop_map_lease_lost(struct floop *f, struct fmap *m)
+{
+	if (m->lease_lost)
+		return;
+	m->lease_lost = 1;
+	log_err("map %llu: region %s: its write lease (generation %llu) was "
+		"taken by another mapping: what it wrote is not sent home, its "
+		"flushes fail and its faults raise SIGBUS",
+		(unsigned long long)m->id, m->name,
+		(unsigned long long)m->wgen);
+	/* Removed (still sending home what it wrote): no fault waits, and
+	 * what is left of its pages goes, so that it can be freed. */
+	floop_map_fetches_abandon(f, m, "the write lease was lost");
+	floop_cache_lease_lost(f, m);
+}
+
+/* Cache mode's side of the fetch engine (struct floop_land_ops). */
+const struct floop_land_ops floop_land_cache = {
+	.charge = floop_cache_charge,
+	.uncharge = floop_cache_uncharge,
+	.direct = floop_cache_alias,
+	.resolve = floop_cache_resolve,
+	.poison_present = floop_cache_poison_present,
+};

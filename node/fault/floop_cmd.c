@@ -80,22 +80,6 @@ static void floop_cmd_regions(struct floop *f, struct cmd *c)
 			floop_map_stale(f, m);
 }
 
-void floop_map_lease_lost(struct floop *f, struct fmap *m)
-{
-	if (m->lease_lost)
-		return;
-	m->lease_lost = 1;
-	log_err("map %llu: region %s: its write lease (generation %llu) was "
-		"taken by another mapping: what it wrote is not sent home, its "
-		"flushes fail and its faults raise SIGBUS",
-		(unsigned long long)m->id, m->name,
-		(unsigned long long)m->wgen);
-	/* Removed (still sending home what it wrote): no fault waits, and
-	 * what is left of its pages goes, so that it can be freed. */
-	floop_map_fetches_abandon(f, m, "the write lease was lost");
-	floop_cache_lease_lost(f, m);
-}
-
 static void floop_cmd_self(struct floop *f, uint64_t self)
 {
 	log_warn("this node is node %llu now (was %llu)",
@@ -146,6 +130,7 @@ static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
 	m->lease = d->lease;
 	m->wgen = d->wgen;
 	m->cache_fd = -1;
+	m->lops = &floop_land_copy;
 	m->pidfd = -1;
 	memcpy(m->name, d->name, sizeof(m->name));
 	if (d->cache_fd >= 0) {
@@ -347,40 +332,6 @@ int floop_map_lost(struct floop *f, uint64_t id)
 int floop_flush(struct floop *f, const char *name, uint64_t cookie)
 {
 	return floop_cmd_id(f, CMD_FLUSH, cookie, name);
-}
-
-void floop_done_push(struct floop *f, struct floop_done *d)
-{
-	uint64_t one = 1;
-	ssize_t r;
-
-	d->next = NULL;
-	pthread_mutex_lock(&f->lock);
-	*f->dones_tail = d;
-	f->dones_tail = &d->next;
-	pthread_mutex_unlock(&f->lock);
-	r = write(f->done_efd, &one, sizeof(one));
-	(void)r;
-}
-
-int floop_done_fd(const struct floop *f)
-{
-	return f->done_efd;
-}
-
-struct floop_done *floop_done_take(struct floop *f)
-{
-	struct floop_done *d;
-	uint64_t v;
-	ssize_t r = read(f->done_efd, &v, sizeof(v));
-
-	(void)r;
-	pthread_mutex_lock(&f->lock);
-	d = f->dones;
-	f->dones = NULL;
-	f->dones_tail = &f->dones;
-	pthread_mutex_unlock(&f->lock);
-	return d;
 }
 
 int floop_peers_set(struct floop *f, const struct xport_peer_info *peers,

@@ -130,8 +130,8 @@ static void floop_slot_release(struct floop *f, struct fetch *s)
 	if (s->state != FETCH_ABANDONED)
 		floop_hash_del(f, s);
 	/* Never landed: not held (a page enters the cache only whole). */
-	if (m->cache && !s->marked)
-		floop_cache_uncharge(f, m, s->addr, s->npages);
+	if (m->lops->uncharge && !s->marked)
+		m->lops->uncharge(f, m, s->addr, s->npages);
 	if (s->pf)
 		m->pf_busy -= s->npages;
 	s->pf = 0;
@@ -143,7 +143,7 @@ static void floop_slot_release(struct floop *f, struct fetch *s)
 	else
 		f->free_stack[f->n_free++] = (uint32_t)(s - f->slots);
 	m->inflight--;
-	floop_map_free_maybe(f, m);
+	f->up.map_idle(f, m);
 }
 
 /*
@@ -208,7 +208,8 @@ static int floop_poison_try(struct floop *f, struct fmap *m, uint64_t addr,
 
 			ret = uffd_poison_page(m->uffd, a);
 			if (ret == UFFD_POISON_PRESENT) {
-				floop_cache_poison_present(f, m, a);
+				if (m->lops->poison_present)
+					m->lops->poison_present(f, m, a);
 				ret = 0;
 			} else if (!ret) {
 				n++;
@@ -273,7 +274,7 @@ void floop_ppend_run(struct floop *f)
 		}
 		free(pp);
 		m->inflight--;
-		floop_map_free_maybe(f, m);
+		f->up.map_idle(f, m);
 	}
 }
 
@@ -333,15 +334,14 @@ int floop_slot_resolved(struct floop *f, struct fetch *s, int ret,
 	}
 }
 
-/* UFFDIO_COPY of a landed page. Returns 1 if the slot is finished. */
-static int floop_slot_copy(struct floop *f, struct fetch *s)
+/* Copy mode: UFFDIO_COPY of a landed page. Returns 1 if the slot is
+ * finished. */
+static int land_copy_resolve(struct floop *f, struct fetch *s)
 {
 	uint64_t len = (uint64_t)s->npages * FLOOP_PAGE, done;
 	struct fmap *m = s->map;
 	int ret;
 
-	if (m->cache)
-		return floop_cache_resolve(f, s);
 	if (m->dead || m->gone)
 		return 1;
 	do {
@@ -357,6 +357,18 @@ static int floop_slot_copy(struct floop *f, struct fetch *s)
 	return ret;
 }
 
+/* Copy mode: pages land in the slot and are copied into the guest;
+ * nothing is held, nothing is read in place. */
+const struct floop_land_ops floop_land_copy = {
+	.resolve = land_copy_resolve,
+};
+
+/* The pages of @s landed: into the mapping. 1 if the slot is finished. */
+static int floop_slot_copy(struct floop *f, struct fetch *s)
+{
+	return s->map->lops->resolve(f, s);
+}
+
 /*
  * Posts @s's read: in cache mode straight into the cache where the peer's
  * transport can (verbs), else into the slot's landing buffer.
@@ -368,8 +380,8 @@ static int floop_slot_read(struct floop *f, struct fetch *s, uint64_t tag)
 	int ret = -EOPNOTSUPP;
 
 	s->direct = 0;
-	alias = s->map->cache && !f->cfg.no_direct
-			? floop_cache_alias(f, s->map)
+	alias = s->map->lops->direct && !f->cfg.no_direct
+			? s->map->lops->direct(f, s->map)
 			: NULL;
 	if (alias) {
 		ret = floop_peer_read_direct(f, s->owner, s->off, len,
@@ -442,11 +454,6 @@ void floop_on_done(void *arg, uint64_t tag, int status)
 	uint32_t idx = (uint32_t)tag;
 	struct fetch *s;
 
-	if (idx & FLOOP_WB_TAG) {
-		floop_cache_wb_done(f, idx & ~FLOOP_WB_TAG,
-				    (uint32_t)(tag >> 32), status);
-		return;
-	}
 	if (idx >= f->n_all)
 		return;
 	s = &f->slots[idx];
@@ -511,10 +518,10 @@ void floop_fetch_start_n(struct floop *f, struct fmap *m, uint64_t addr,
 	s->marked = 0;
 	s->buf = s->land;
 	s->direct = 0;
-	if (m->cache) {
+	if (m->lops->charge) {
 		/* Lands in the slot's page, then goes into the cache whole
 		 * (floop_cache_resolve()). */
-		floop_cache_charge(f, m, addr, npages);
+		m->lops->charge(f, m, addr, npages);
 		if (!ahead)
 			atomic_fetch_add(&f->ctr.cache_misses, 1);
 	}
@@ -564,7 +571,7 @@ unsigned int floop_backlog_drop(struct floop *f,
 		if (!m->dead && !m->gone)
 			floop_poison(f, m, b->addr, why);
 		m->inflight--;
-		floop_map_free_maybe(f, m);
+		f->up.map_idle(f, m);
 		floop_backlog_put(f, b);
 		n++;
 	}
@@ -604,4 +611,36 @@ void floop_map_fetches_abandon(struct floop *f, struct fmap *m, const char *why)
 			floop_poison_n(f, m, s->addr, s->npages, why);
 		floop_slot_abandon(f, s);
 	}
+}
+
+/* ---- the tick ---- */
+
+void floop_fetch_tick(struct floop *f, uint64_t now)
+{
+	uint64_t limit = f->cfg.fault_timeout_ms;
+
+	for (uint32_t i = 0; i < f->n_all; i++) {
+		struct fetch *s = &f->slots[i];
+
+		if (s->state != FETCH_WAIT && s->state != FETCH_POSTED)
+			continue;
+		/* Without poisoning there is no loud way out: keep trying
+		 * (read-ahead is just dropped). */
+		if (now - s->t0_ms >= limit && !s->have_data &&
+		    (s->ahead || (s->map->features & UFFD_FEATURE_POISON))) {
+			/* a fault may wait on any page of a run */
+			if (!s->ahead)
+				floop_poison_n(f, s->map, s->addr, s->npages,
+					       "owner unreachable past the "
+					       "fault timeout");
+			floop_slot_abandon(f, s);
+			continue;
+		}
+		if (s->state == FETCH_WAIT && s->next_ms <= now)
+			floop_slot_post(f, s, now);
+	}
+	/* A fault still waiting for a slot has the same deadline. */
+	floop_backlog_drop(f, floop_backlog_is_late, now,
+			   "owner unreachable past the fault timeout");
+	floop_ppend_run(f);
 }

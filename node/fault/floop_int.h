@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The fault loop's own declarations, shared by its files: floop.c (the
- * loop, mappings, uffd events), floop_fetch.c (fetch slots, the backlog,
- * poisoning), floop_cmd.c (commands from other threads), floop_cache.c
- * (cache mode), floop_peer.c (peers and the choice of their transport) and
- * floop_ra.c (read-ahead and prefetch).
+ * loop's thread, ring, tick and life), floop_cmd.c (commands from other
+ * threads), floop_map.c (mappings, uffd events, faults), floop_ra.c
+ * (read-ahead and prefetch), floop_cache.c (cache mode's policy),
+ * floop_wb.c (its write-back), floop_pgstate.c (its page states,
+ * floop_pgstate.h), floop_fetch.c (fetch slots, the backlog, poisoning),
+ * floop_done.c (reports to the control thread) and floop_peer.c (peers and
+ * the choice of their transport). Each calls only those after it in this
+ * list (upcalls: struct floop_land_ops, struct floop_up).
  */
 #ifndef NODE_FLOOP_INT_H
 #define NODE_FLOOP_INT_H
@@ -51,6 +55,37 @@
 /* States that make a page one to write home or to wait for (fmap.wset). */
 #define PS_WMASK (PS_DIRTY | PS_WB | PS_FLUSH | PS_FLUSHWB)
 
+struct fmap;
+struct fetch;
+
+/*
+ * How fetched pages enter a mapping: the fetch engine (floop_fetch.c)
+ * calls these, never the cache itself. Copy mode (floop_land_copy, in
+ * floop_fetch.c): pages land in the slot and UFFDIO_COPY puts them in the
+ * guest. Cache mode (floop_land_cache, floop_cache.c): they go into the
+ * cache memfd (read there directly where the transport can) and
+ * UFFDIO_CONTINUE maps them. A NULL entry: nothing to do in that mode.
+ */
+struct floop_land_ops {
+	/* A fetch of @npages at @addr starts landing. */
+	void (*charge)(struct floop *f, struct fmap *m, uint64_t addr,
+		       uint32_t npages);
+	/* ... and failed or was dropped: the pages are given up. */
+	void (*uncharge)(struct floop *f, struct fmap *m, uint64_t addr,
+			 uint32_t npages);
+	/* Memory the mapping's pages may be read into in place (the agent's
+	 * mapping of the cache), or NULL. */
+	uint8_t *(*direct)(struct floop *f, struct fmap *m);
+	/* The pages of @s landed: into the guest. 1 if the slot is
+	 * finished. */
+	int (*resolve)(struct floop *f, struct fetch *s);
+	/* Page @addr was to be poisoned but is present. */
+	void (*poison_present)(struct floop *f, struct fmap *m, uint64_t addr);
+};
+
+extern const struct floop_land_ops floop_land_copy;
+extern const struct floop_land_ops floop_land_cache;
+
 enum fetch_state {
 	FETCH_FREE = 0,
 	FETCH_WAIT,	 /* to be posted (or its copy retried) at next_ms */
@@ -71,6 +106,7 @@ struct fstream {
 struct fmap {
 	struct req preq; /* REQ_UFFD_POLL: first member */
 	struct floop *f;
+	const struct floop_land_ops *lops; /* copy or cache mode */
 	uint64_t id;
 	int uffd;
 	uint64_t base, size, span, chunk_size;
@@ -205,7 +241,7 @@ struct backlog {
 	struct backlog *next;
 };
 
-/* Backlog entries, allocated together (floop.c: a pool, never a malloc per
+/* Backlog entries, allocated together (floop_fetch.c: a pool, never a malloc per
  * fault once it is as large as the backlog has been). */
 struct backlog_block {
 	struct backlog_block *next;
@@ -248,6 +284,16 @@ struct cmd {
 struct floop {
 	struct floop_cfg cfg;
 	struct floop_counters ctr;
+	/* Upcalls of the layers below (the fetch engine, write-back), set
+	 * by floop.c: they never call the layers above them by name. */
+	struct floop_up {
+		/* @m has nothing more in flight of the fetch engine's:
+		 * freed if it was removed (floop_map_free_maybe) */
+		void (*map_idle)(struct floop *f, struct fmap *m);
+		/* an owner refused a write-back of @m: its write lease is
+		 * lost (floop_map_lease_lost) */
+		void (*lease_lost)(struct floop *f, struct fmap *m);
+	} up;
 	int direct_warned; /* a read_direct could not be set up: said once */
 	struct io_uring ring;
 	int ring_ok;
@@ -319,18 +365,23 @@ struct floop {
 	struct floop_done *dones, **dones_tail; /* under lock */
 };
 
-/* ---- floop.c ---- */
+/* ---- floop_map.c ---- */
 
+/* An SQE for the loop's own requests, or NULL (arm again later). */
+struct io_uring_sqe *floop_sqe(struct floop *f);
 /* A mapping that is removed is freed once nothing of it is in flight. */
 void floop_map_free_maybe(struct floop *f, struct fmap *m);
 /* Arms the poll of @m's uffd (again soon if no SQE is free). */
 void floop_map_poll(struct floop *f, struct fmap *m);
+void floop_map_poll_remove(struct floop *f, struct fmap *m);
 /* The mapping @id not removed, or NULL. */
 struct fmap *floop_map_find(struct floop *f, uint64_t id);
 /* Removes @m: freed once what it wrote is home and nothing is in flight. */
 void floop_map_kill(struct floop *f, struct fmap *m);
 /* Reads and serves the uffd messages of @m (never blocks). */
 void floop_uffd_read(struct floop *f, struct fmap *m);
+/* Serves the faults in the backlog while slots and the cache have room. */
+void floop_backlog_run(struct floop *f);
 
 /* ---- floop_fetch.c ---- */
 
@@ -346,11 +397,16 @@ void floop_fetch_start_n(struct floop *f, struct fmap *m, uint64_t addr,
 /* The same for the one page of a fault. */
 void floop_fetch_start(struct floop *f, struct fmap *m, uint64_t addr,
 		       uint64_t owner, uint64_t off, uint64_t t0_ms);
+/* Periodic: fetches past the fault timeout are given up (their faults
+ * poisoned), waiting ones posted again when due, backlogged faults past
+ * the timeout poisoned, and poisons that waited for events tried again. */
+void floop_fetch_tick(struct floop *f, uint64_t now);
 /* Posts (or copies, once it has the data) the fetch of @s. */
 void floop_slot_post(struct floop *f, struct fetch *s, uint64_t now);
 /* Gives up on a fetch whose faults were poisoned. */
 void floop_slot_abandon(struct floop *f, struct fetch *s);
-/* A transport's completion of the read (or write-back) tagged @tag. */
+/* A transport's completion of the read tagged @tag (floop.c hands
+ * write-backs' to the cache). */
 void floop_on_done(void *arg, uint64_t tag, int status);
 
 /* Counts @npages of @s as served: local or remote, read ahead or
@@ -395,11 +451,11 @@ void floop_map_fetches_abandon(struct floop *f, struct fmap *m,
 /* Carries out the commands queued by other threads. */
 void floop_cmds_run(struct floop *f);
 void floop_cmd_free(struct cmd *c);
+
+/* ---- floop_done.c ---- */
+
 /* Reports @d to the control thread (floop_done_take()). */
 void floop_done_push(struct floop *f, struct floop_done *d);
-/* The write lease of @m is lost: every fault of it from now on gets
- * SIGBUS, and flushes of its region fail. */
-void floop_map_lease_lost(struct floop *f, struct fmap *m);
 
 /* ---- floop_cache.c ---- */
 
@@ -460,6 +516,22 @@ void floop_cache_map_stale(struct floop *f, struct fmap *m);
  * of it goes home any more; its pages leave the cache (the guest's next
  * touch of them faults and gets SIGBUS). */
 void floop_cache_lease_lost(struct floop *f, struct fmap *m);
+/* The write lease of @m is lost: every fault of it from now on gets
+ * SIGBUS, and flushes of its region fail. */
+void floop_map_lease_lost(struct floop *f, struct fmap *m);
+
+/* ---- floop_wb.c ---- */
+
+/*
+ * Sends the dirty run at page @i of @m (up to FLOOP_RUN_PAGES of one chunk)
+ * home. Returns the pages it covers (0: nothing could be posted now).
+ */
+uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i);
+/* Sends home the dirty pages of @m from its cursor on (those a flush waits
+ * for only, if @flush_only), while write-back slots are free. */
+void cache_wb_scan(struct floop *f, struct fmap *m, uint64_t now,
+		   int flush_only);
+
 /* ---- floop_peer.c ---- */
 
 /* Creates the transports of cfg.xops with @xcfg; returns 0 or -errno. */

@@ -17,6 +17,7 @@
 
 int floop_peers_xports_create(struct floop *f, const struct xport_cfg *xcfg)
 {
+	struct xport_cfg c = *xcfg;
 	struct floop_xport *t;
 	int ret;
 
@@ -25,7 +26,8 @@ int floop_peers_xports_create(struct floop *f, const struct xport_cfg *xcfg)
 	for (unsigned int i = 0; i < f->cfg.n_xops; i++) {
 		t = &f->xports[i];
 		t->ops = f->cfg.xops[i];
-		ret = t->ops->create(xcfg, &t->x);
+		c.ctx = f->cfg.xctx[i];
+		ret = t->ops->create(&c, &t->x);
 		if (ret) {
 			log_errno(ret, "%s transport", t->ops->name);
 			return ret;

@@ -150,8 +150,8 @@ static void fsvc_pins(struct fsvc_conn *c, int delta)
 
 	for (uint32_t i = 0; i < l->n_chunks; i++)
 		if (fsvc_chunk_is_local(l, &l->chunks[i]))
-			agent_pool_pin(c->a, l->chunks[i].off, l->chunk_size,
-				       delta);
+			c->a->hooks.pool_pin(c->a, l->chunks[i].off,
+					     l->chunk_size, delta);
 	c->pinned = delta > 0;
 }
 

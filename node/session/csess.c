@@ -340,8 +340,7 @@ static int csess_nodes_refresh(struct csess *s)
 		msg_fini(&nodes);
 		return ret;
 	}
-	agent_rdma_sync(a, &nodes);
-	agent_pkeys_set(a, &nodes);
+	a->hooks.nodes(a, &nodes);
 	peers = calloc(nodes.n_nodes ? nodes.n_nodes : 1, sizeof(*peers));
 	if (!peers) {
 		msg_fini(&nodes);
@@ -489,7 +488,7 @@ static int csess_join(struct csess *s)
 	if (old && old != atomic_load(&a->node_id))
 		floop_self_set(a->fl, atomic_load(&a->node_id));
 	/* A (re)join with our instance drops what we published before. */
-	agent_rdma_publish_mr(a);
+	a->hooks.joined(a);
 	log_info("joined %s as node %llu (%s), data %s, pool %llu MiB%s",
 		 a->cfg.coordinator,
 		 (unsigned long long)atomic_load(&a->node_id), a->cfg.name,
@@ -599,7 +598,7 @@ static void csess_scrub(struct csess *s, const struct msg *ack)
 			continue;
 		}
 		if (csess_cleared_has(s, e) ||
-		    agent_pool_is_pinned(a, e->off, e->len))
+		    a->hooks.pool_is_pinned(a, e->off, e->len))
 			continue;
 		ret = pool_clear(&a->pool, e->off, e->len, a->rdma != NULL);
 		if (ret) {

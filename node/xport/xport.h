@@ -85,8 +85,6 @@ struct xport_stats {
  */
 typedef void (*xport_done_fn)(void *arg, uint64_t tag, int status);
 
-struct xport_rdma_ctx;
-
 /* What a transport instance is created with. */
 struct xport_cfg {
 	struct io_uring *ring; /* the fault loop's ring: all I/O goes here */
@@ -96,8 +94,9 @@ struct xport_cfg {
 	 * land_len): verbs registers it once here, never on the fault path. */
 	void *land;
 	size_t land_len;
-	/* verbs only: device, PD, pool MR, queue pairs (see xport_rdma.h) */
-	struct xport_rdma_ctx *rdma;
+	/* the transport's own context, made by whoever creates the instance,
+	 * or NULL (verbs: its struct xport_rdma_ctx, see xport_rdma.h) */
+	void *ctx;
 	/* this agent's instance: owners fence writes of connections it gave
 	 * up on (tcp: HELLO) */
 	uint64_t client_id;

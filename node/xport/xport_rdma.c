@@ -574,7 +574,7 @@ static bool xport_rdma_peer_drain(struct xport_rdma_peer *p)
 
 static int xport_rdma_create(const struct xport_cfg *cfg, struct xport **out)
 {
-	struct xport_rdma_ctx *ctx = cfg->rdma;
+	struct xport_rdma_ctx *ctx = cfg->ctx;
 	struct xport_rdma *x;
 	int ret;
 

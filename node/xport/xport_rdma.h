@@ -217,7 +217,7 @@ void xport_rdma_qp_attr_rts(struct ibv_qp_attr *a, int *mask, uint32_t my_psn,
 			    uint8_t max_rd_atomic);
 
 /*
- * "verbs": create() needs cfg->rdma and cfg->land/land_len (registered once
+ * "verbs": create() needs cfg->ctx and cfg->land/land_len (registered once
  * here); one instance per context. peer_open() binds to the context's peer
  * info->node (-EBUSY if another transport peer has it). read() posts an RDMA
  * READ of the owner's mr_addr + off, write() an RDMA WRITE to it: -ERANGE

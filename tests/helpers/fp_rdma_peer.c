@@ -491,7 +491,7 @@ static int rpeer_setup(struct rpeer *r, const char *key_file)
 	xc.arg = &r->d;
 	xc.land = r->land;
 	xc.land_len = RPEER_POOL;
-	xc.rdma = r->ctx;
+	xc.ctx = r->ctx;
 	ret = r->d.ops->create(&xc, &r->d.x);
 	if (ret)
 		return ret;

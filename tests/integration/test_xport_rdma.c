@@ -215,7 +215,7 @@ static int t_side_start(struct t_side *s)
 	xc.arg = &s->d;
 	xc.land = s->land;
 	xc.land_len = T_POOL_SIZE;
-	xc.rdma = s->ctx;
+	xc.ctx = s->ctx;
 	return s->d.ops->create(&xc, &s->d.x);
 }
 

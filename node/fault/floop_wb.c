@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The cache's write-back: dirty pages of a cache mapping go home (a
+ * transport write into the owner's pool), read from the memfd into a
+ * write-back buffer (registered, like the landing pages) and sent from
+ * there. The pages are write-protected first, so that a write during the
+ * send makes them dirty again. A page whose write-back fails stays dirty
+ * and is sent again: it is never dropped, and never read back as zeroes.
+ * The cache (floop_cache.c) says when: periodically, for a flush, before
+ * a mapping goes and before a page is evicted.
+ */
+#define LOG_PREFIX "cache: "
+#include "floop_pgstate.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+#include "evl.h"
+#include "log.h"
+
+static struct wback *cache_wb_slot(struct floop *f)
+{
+	for (unsigned int k = 0; k < FLOOP_WB_SLOTS; k++)
+		if (!f->wbs[k].busy)
+			return &f->wbs[k];
+	return NULL;
+}
+
+/* Reads @n pages at @rel of the cache into @dst. 0 or -errno. */
+static int cache_wb_read(struct fmap *m, uint8_t *dst, uint64_t rel, uint32_t n)
+{
+	size_t len = (size_t)n * FLOOP_PAGE, got = 0;
+
+	while (got < len) {
+		ssize_t r = pread(m->cache_fd, dst + got, len - got,
+				  (off_t)(rel + got));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			int err = r < 0 ? -errno : -EIO;
+
+			log_errno(err, "map %s page %#llx: reading the cache",
+				  m->name, (unsigned long long)(rel + got));
+			return err;
+		}
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+/*
+ * Sends the dirty run at page @i (up to FLOOP_RUN_PAGES of one chunk)
+ * home. Returns the pages it covers (0: nothing could be posted now).
+ */
+uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i)
+{
+	uint64_t addr = m->base + i * FLOOP_PAGE, rel = addr - m->base;
+	const struct msg_chunk *c = &m->chunks[rel >> m->chunk_shift];
+	uint64_t chunk_end = ((rel >> m->chunk_shift) + 1) * m->chunk_size;
+	struct wback *w = cache_wb_slot(f);
+	uint32_t n = 1;
+	uint64_t tag;
+	int ret;
+
+	if (!w)
+		return 0;
+	while (n < FLOOP_RUN_PAGES && (i + n) * FLOOP_PAGE < chunk_end &&
+	       (m->pst[i + n] & (PS_DIRTY | PS_WB)) == PS_DIRTY)
+		n++;
+	/* The chunk's owner restarted since the region was placed: its pool
+	 * is new, and the coordinator frees the chunk's extent there at once
+	 * when the region is deleted, so a write would land in whatever is
+	 * placed there next. Readers get SIGBUS for the chunk; what was
+	 * written to it can never go home: it is dropped, and every flush
+	 * of the mapping fails from now on. */
+	if (c->node == f->cfg.self
+		    ? c->inst && f->cfg.instance && c->inst != f->cfg.instance
+		    : floop_peer_chunk_is_lost(f, c)) {
+		if (!m->wb_gone)
+			log_err("map %s: node %llu restarted since the region "
+				"was placed: written pages of its chunks "
+				"cannot "
+				"go home and are dropped",
+				m->name, (unsigned long long)c->node);
+		cache_wb_gone(f, m, i, n);
+		m->wb_gone += n;
+		return n;
+	}
+	/* Protected first: a write from now on faults and makes the page
+	 * dirty again (it goes home once more); the bytes sent are at least
+	 * as new as every write before. -ENOENT/-ESRCH: the range is not
+	 * mapped any more (unmapped, process gone), so nothing can write it
+	 * while it goes home. Anything else (-EAGAIN: address space
+	 * changing): not sent now; a write during the send would go unseen.
+	 * (Only writable mappings have dirty pages, all registered WP.) */
+	ret = uffd_wp(m->uffd, addr, (uint64_t)n * FLOOP_PAGE, 1, 0);
+	if (ret && ret != -ENOENT && ret != -ESRCH) {
+		if (ret != -EAGAIN)
+			log_errno(ret, "map %s page %#llx: write protect",
+				  m->name, (unsigned long long)rel);
+		m->wb_next_ms = evl_now_ms() + FLOOP_RETRY_MS;
+		return 0;
+	}
+	w->busy = 1;
+	w->gen++;
+	w->map = m;
+	w->addr = addr;
+	w->npages = n;
+	w->owner = c->node;
+	w->off = c->off + (rel & (m->chunk_size - 1));
+	cache_wb_begin(f, m, i, n);
+	m->wb_busy++;
+	m->inflight++;
+	f->n_wb_busy++;
+	tag = ((uint64_t)w->gen << 32) | FLOOP_WB_TAG | (uint32_t)(w - f->wbs);
+	/* What is sent is what the memfd holds now (a punched page reads as
+	 * zeroes: the guest dropped its bytes itself). Our own page (its
+	 * chunk was not mapped from the pool) is read straight into it. */
+	if (w->owner == f->cfg.self) {
+		ret = -ERANGE;
+		if (w->off <= f->cfg.pool_size &&
+		    f->cfg.pool_size - w->off >= (uint64_t)n * FLOOP_PAGE)
+			ret = cache_wb_read(
+				m, (uint8_t *)f->cfg.pool_base + w->off, rel,
+				n);
+		floop_cache_wb_done(f, (uint32_t)(w - f->wbs), w->gen, ret);
+		return n;
+	}
+	ret = cache_wb_read(m, w->buf, rel, n);
+	if (!ret)
+		ret = floop_peer_write(f, w->owner, w->off, n * FLOOP_PAGE,
+				       w->buf, m->wgen, tag);
+	if (ret)
+		floop_cache_wb_done(f, (uint32_t)(w - f->wbs), w->gen, ret);
+	return n;
+}
+
+void floop_cache_wb_done(struct floop *f, uint32_t idx, uint32_t gen,
+			 int status)
+{
+	struct wback *w;
+	struct fmap *m;
+	uint64_t i;
+
+	if (idx >= FLOOP_WB_SLOTS)
+		return;
+	w = &f->wbs[idx];
+	if (!w->busy || w->gen != gen)
+		return;
+	m = w->map;
+	i = cache_idx(m, w->addr);
+	cache_wb_end(f, m, i, w->npages, status);
+	if (status) {
+		atomic_fetch_add(&f->ctr.cache_wb_errors, 1);
+		if (status != -ENOLINK && status != -ECANCELED)
+			log_dbg("map %s page %#llx to node %llu: %s", m->name,
+				(unsigned long long)(w->addr - m->base),
+				(unsigned long long)w->owner,
+				log_strerror(status));
+		m->wb_next_ms = evl_now_ms() + FLOOP_RETRY_MS;
+	} else {
+		atomic_fetch_add(&f->ctr.cache_writebacks, w->npages);
+	}
+	w->busy = 0;
+	w->map = NULL;
+	m->wb_busy--;
+	m->inflight--;
+	f->n_wb_busy--;
+	/* The owner knows a newer generation of the region's write lease:
+	 * this mapping's is lost for good. */
+	if (status == -ENOLCK && !m->lease_lost) {
+		log_err("map %s: node %llu refused its write-back: an owner "
+			"refused it, it has seen a newer generation of the "
+			"region's write lease than %llu",
+			m->name, (unsigned long long)w->owner,
+			(unsigned long long)m->wgen);
+		f->up.lease_lost(f, m);
+	}
+}
+
+/*
+ * Sends home the dirty pages of @m from its cursor on (those a flush waits
+ * for only, if @flush_only), while write-back slots are free; the pages
+ * passed count against the periodic pass (wb_sweep), which goes on
+ * with the next call once slots are free again. The cursor jumps over the
+ * pages not in wset (nothing to send there) in one step: the pass ends
+ * where it would have ended looking at each of them.
+ */
+void cache_wb_scan(struct floop *f, struct fmap *m, uint64_t now,
+		   int flush_only)
+{
+	uint64_t n = cache_pages(m), seen = 0;
+	int pass = !flush_only && !m->draining; /* ends with wb_sweep */
+
+	if (now < m->wb_next_ms)
+		return;
+	while (seen < n && f->n_wb_busy < FLOOP_WB_SLOTS) {
+		uint64_t i = m->wb_cursor, j = pgset_next(&m->wset, i), skip;
+		uint8_t ps;
+		uint32_t k = 1;
+
+		if (j >= n) /* none after the cursor: from the start */
+			j = pgset_next(&m->wset, 0) + n;
+		skip = j - i;
+		if (skip) {
+			if (skip > n - seen)
+				skip = n - seen;
+			if (pass && skip > m->wb_sweep)
+				skip = m->wb_sweep;
+			seen += skip;
+			m->wb_cursor = (i + skip) % n;
+			m->wb_sweep =
+				m->wb_sweep > skip ? m->wb_sweep - skip : 0;
+			if (!m->wb_sweep && pass)
+				return; /* the pass is done */
+			continue;
+		}
+		ps = m->pst[i];
+		if ((ps & (PS_DIRTY | PS_WB)) == PS_DIRTY &&
+		    (!flush_only || (ps & PS_FLUSH))) {
+			k = cache_wb_start(f, m, i);
+			if (!k)
+				return;
+		}
+		seen += k;
+		m->wb_cursor = (i + k) % n;
+		m->wb_sweep = m->wb_sweep > k ? m->wb_sweep - k : 0;
+		if (!m->wb_sweep && pass)
+			return; /* the pass is done */
+	}
+}
