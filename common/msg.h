@@ -105,7 +105,7 @@ enum msg_type {
 	 * lease at once. As a record: name, wgen (the region's generation
 	 * from then on; no writer). */
 	MSG_T_LEASE_BREAK,
-	/* admin -> coordinator: name -> OK {node: the id forgotten}. Removes
+	/* admin -> coordinator: name -> OK. Removes
 	 * a node that is gone for good: refused (EBUSY) while it owns a chunk
 	 * or is a writer of a region, and while its lease holds. As a record:
 	 * node, name (the node's id and name, which must match). The id is
