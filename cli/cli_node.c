@@ -13,7 +13,8 @@ static const char cli_node_usage[] =
 	"usage: farpage node list\n"
 	"       farpage node forget NAME\n"
 	"\n"
-	"'farpage node SUBCOMMAND --help' describes a subcommand.\n";
+	"'farpage node SUBCOMMAND --help' describes a subcommand. The\n"
+	"node agent itself is farpage-node(8).\n";
 
 static const char cli_node_list_usage[] =
 	"usage: farpage node list\n"
