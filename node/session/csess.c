@@ -321,6 +321,45 @@ static int csess_node_resolve_needed(const struct msg *old, uint64_t id,
 	return 1;
 }
 
+/* 1 if node @id is in NODES reply @m. */
+static int csess_node_is_listed(const struct msg *m, uint64_t id)
+{
+	for (uint32_t i = 0; i < m->n_nodes; i++)
+		if (m->nodes[i].id == id)
+			return 1;
+	return 0;
+}
+
+/*
+ * Peers of the last node list that this one lacks (forgotten by the admin,
+ * or of tables that are gone), appended to @peers from @np on: not live,
+ * no pair key, so the fault loop closes its connection and keeps no key
+ * for them (it has no way to drop a peer). Returns the new count.
+ */
+static uint32_t csess_nodes_dropped(const struct csess *s,
+				    const struct msg *nodes,
+				    struct xport_peer_info *peers, uint32_t np,
+				    uint64_t self)
+{
+	for (uint32_t i = 0; i < s->nodes.n_nodes; i++) {
+		const struct msg_node *n = &s->nodes.nodes[i];
+
+		if (n->id == self || csess_node_is_listed(nodes, n->id))
+			continue;
+		log_info("node %llu (%s) is no longer in the coordinator's "
+			 "tables: its connection closed, its pair key dropped",
+			 (unsigned long long)n->id, n->name);
+		memset(&peers[np], 0, sizeof(peers[np]));
+		peers[np].node = n->id;
+		memcpy(peers[np].name, n->name, sizeof(peers[np].name));
+		memcpy(peers[np].data_addr, n->data_addr,
+		       sizeof(peers[np].data_addr));
+		peers[np].instance = n->instance;
+		np++;
+	}
+	return np;
+}
+
 /*
  * NODE_LIST: verbs endpoints, the peers the fault loop knows, and the
  * resolution of addresses that are new. Returns 0 or -errno.
@@ -331,7 +370,7 @@ static int csess_nodes_refresh(struct csess *s)
 	struct xport_peer_info *peers;
 	uint64_t self = atomic_load(&a->node_id);
 	struct msg req, nodes;
-	uint32_t np = 0;
+	uint32_t np = 0, n_live;
 	int ret;
 
 	msg_init(&req, MSG_T_NODE_LIST);
@@ -342,7 +381,8 @@ static int csess_nodes_refresh(struct csess *s)
 	}
 	agent_rdma_sync(a, &nodes);
 	agent_pkeys_set(a, &nodes);
-	peers = calloc(nodes.n_nodes ? nodes.n_nodes : 1, sizeof(*peers));
+	peers = calloc((size_t)nodes.n_nodes + s->nodes.n_nodes + 1,
+		       sizeof(*peers));
 	if (!peers) {
 		msg_fini(&nodes);
 		return -ENOMEM;
@@ -365,10 +405,12 @@ static int csess_nodes_refresh(struct csess *s)
 			peers[np].flags |= XPORT_PEER_LIVE;
 		np++;
 	}
+	n_live = np;
+	np = csess_nodes_dropped(s, &nodes, peers, np, self);
 	ret = floop_peers_set(a->fl, peers, np);
 	/* After the peers: the fault loop takes an address only for the
 	 * data address it knows. */
-	for (uint32_t i = 0; !ret && i < np; i++)
+	for (uint32_t i = 0; !ret && i < n_live; i++)
 		if (csess_node_resolve_needed(&s->nodes, peers[i].node,
 					      peers[i].data_addr))
 			ret = resolv_request(a->rv, peers[i].node,

@@ -7,7 +7,8 @@
 #   2. b stopped and down: still refused while it owns chunks, then while
 #      it is a region's writer; accepted once neither
 #   3. node list and status show b as gone; b's key cannot act for b's old
-#      id (heartbeat, MR, endpoint: refused); a's peer figures drop it
+#      id (heartbeat, MR, endpoint: refused); agents a and c drop it from
+#      their peers (their logs say so), a's peer figures no longer name it
 #   4. the coordinator restarted (its log replayed, --check reads it): b
 #      is still gone, forgetting it again finds no node
 #   5. a new agent b joins as a new node (a new id); c reads the pages of
@@ -80,6 +81,12 @@ ${FP_HOST_RUN[C]} "$ATTACK" as-node "$FP_COORD" "$FP_TMP/b.key" b "$ID_B" >"$FP_
 grep -q "heartbeat: refused: node $ID_B (b) was forgotten" "$FP_TMP/att.out" ||
 	fp_fail "b's old id: $(cat "$FP_TMP/att.out")"
 fp_log "ok: b's key cannot act for its old id: $(tr '\n' ';' <"$FP_TMP/att.out")"
+# a and c drop b at their next node list (the node table changed).
+for n in a c; do
+	fp_wait_log "$FP_TMP/$n.log" "node $ID_B \(b\) is no longer in the coordinator's tables" 20 ||
+		fp_fail "agent $n did not drop b from its peers"
+done
+fp_log "ok: agents a and c dropped b: $(grep -h "node $ID_B (b) is no longer" "$FP_TMP/a.log" | head -n1)"
 # a's heartbeats (every 200 ms) report no figures for b any more.
 fp_cli C a status --json >"$FP_TMP/st.json" 2>&1 || fp_fail "status --json"
 [ "$(jq "[.nodes[] | select(.id == $ID_A) | .peers[].node] | index($ID_B)" "$FP_TMP/st.json")" = null ] ||
