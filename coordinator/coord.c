@@ -1535,7 +1535,8 @@ static int coord_on_heartbeat(struct coord *c, const struct msg *req,
 			return -ENOMEM;
 		}
 	}
-	/* Not a forgotten node's: the agent learns at its next node list. */
+	/* None for a forgotten node: the agent's fault loop keeps its
+	 * entry (it has no way to drop one), the tables do not. */
 	k = 0;
 	for (uint32_t i = 0; i < req->n_peers; i++) {
 		const struct coord_node *p =

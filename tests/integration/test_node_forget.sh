@@ -20,7 +20,12 @@ fp_require
 FP_INSECURE=0
 ATTACK=$FP_BIN/tests/fp_attack
 [ -x "$ATTACK" ] || fp_fail "$ATTACK not built"
-fp_hosts_lan C A B 2>/dev/null || fp_hosts_loopback C A B
+if fp_hosts_lan C A B 2>/dev/null; then
+	fp_log "hosts C, A, B: network namespaces on one bridge"
+else
+	fp_log "hosts C, A, B: no namespaces here, loopback"
+	fp_hosts_loopback C A B
+fi
 fp_coord_start C --lease-ms 1000
 fp_node_start A a
 fp_node_start B b
