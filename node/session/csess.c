@@ -331,16 +331,23 @@ static int csess_node_is_listed(const struct msg *m, uint64_t id)
 }
 
 /*
- * Peers of the last node list that this one lacks (forgotten by the admin,
- * or of tables that are gone), appended to @peers from @np on: not live,
- * no pair key, so the fault loop closes its connection and keeps no key
- * for them (it has no way to drop a peer). Returns the new count.
+ * Peers of the last node list that node list @nodes lacks (forgotten by
+ * the admin, or of tables that are gone) go to the fault loop once more:
+ * not live, no pair key, so it closes their connections and keeps no key
+ * of them (it has no way to drop a peer). Returns 0 or -ENOMEM.
  */
-static uint32_t csess_nodes_dropped(const struct csess *s,
-				    const struct msg *nodes,
-				    struct xport_peer_info *peers, uint32_t np,
-				    uint64_t self)
+static int csess_nodes_dropped(const struct csess *s, const struct msg *nodes,
+			       uint64_t self)
 {
+	struct xport_peer_info *peers;
+	uint32_t np = 0;
+	int ret;
+
+	if (!s->nodes.n_nodes)
+		return 0;
+	peers = calloc(s->nodes.n_nodes, sizeof(*peers));
+	if (!peers)
+		return -ENOMEM;
 	for (uint32_t i = 0; i < s->nodes.n_nodes; i++) {
 		const struct msg_node *n = &s->nodes.nodes[i];
 
@@ -349,7 +356,6 @@ static uint32_t csess_nodes_dropped(const struct csess *s,
 		log_info("node %llu (%s) is no longer in the coordinator's "
 			 "tables: its connection closed, its pair key dropped",
 			 (unsigned long long)n->id, n->name);
-		memset(&peers[np], 0, sizeof(peers[np]));
 		peers[np].node = n->id;
 		memcpy(peers[np].name, n->name, sizeof(peers[np].name));
 		memcpy(peers[np].data_addr, n->data_addr,
@@ -357,7 +363,9 @@ static uint32_t csess_nodes_dropped(const struct csess *s,
 		peers[np].instance = n->instance;
 		np++;
 	}
-	return np;
+	ret = np ? floop_peers_set(s->a->fl, peers, np) : 0;
+	free(peers);
+	return ret;
 }
 
 /*
@@ -370,7 +378,7 @@ static int csess_nodes_refresh(struct csess *s)
 	struct xport_peer_info *peers;
 	uint64_t self = atomic_load(&a->node_id);
 	struct msg req, nodes;
-	uint32_t np = 0, n_live;
+	uint32_t np = 0;
 	int ret;
 
 	msg_init(&req, MSG_T_NODE_LIST);
@@ -381,8 +389,7 @@ static int csess_nodes_refresh(struct csess *s)
 	}
 	agent_rdma_sync(a, &nodes);
 	agent_pkeys_set(a, &nodes);
-	peers = calloc((size_t)nodes.n_nodes + s->nodes.n_nodes + 1,
-		       sizeof(*peers));
+	peers = calloc(nodes.n_nodes ? nodes.n_nodes : 1, sizeof(*peers));
 	if (!peers) {
 		msg_fini(&nodes);
 		return -ENOMEM;
@@ -405,12 +412,12 @@ static int csess_nodes_refresh(struct csess *s)
 			peers[np].flags |= XPORT_PEER_LIVE;
 		np++;
 	}
-	n_live = np;
-	np = csess_nodes_dropped(s, &nodes, peers, np, self);
 	ret = floop_peers_set(a->fl, peers, np);
+	if (!ret)
+		ret = csess_nodes_dropped(s, &nodes, self);
 	/* After the peers: the fault loop takes an address only for the
 	 * data address it knows. */
-	for (uint32_t i = 0; !ret && i < n_live; i++)
+	for (uint32_t i = 0; !ret && i < np; i++)
 		if (csess_node_resolve_needed(&s->nodes, peers[i].node,
 					      peers[i].data_addr))
 			ret = resolv_request(a->rv, peers[i].node,
