@@ -41,6 +41,7 @@ typedef int cli_cmd_fn(const struct cli *c, int argc, char **argv);
 
 int cli_status_run(const struct cli *c, int argc, char **argv);
 int cli_region_run(const struct cli *c, int argc, char **argv);
+int cli_node_run(const struct cli *c, int argc, char **argv);
 int cli_fill_run(const struct cli *c, int argc, char **argv);
 int cli_touch_run(const struct cli *c, int argc, char **argv);
 int cli_stats_run(const struct cli *c, int argc, char **argv);

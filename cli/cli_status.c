@@ -16,7 +16,8 @@ static const char cli_status_usage[] =
 	"usage: farpage status [--json]\n"
 	"\n"
 	"Shows the coordinator's nodes (id, name, data address, pool size,\n"
-	"up/DOWN, lease left; per peer the transport and read counters of\n"
+	"up/DOWN/gone, lease left; per peer the transport and read counters "
+	"of\n"
 	"the node's last heartbeat) and regions (size, chunk size, epoch,\n"
 	"chunks per owner node, the chunk -> owner map).\n"
 	"\n"
@@ -122,8 +123,11 @@ static void cli_status_text(const struct cli *c, const struct cli_status *st)
 	uint32_t lost;
 
 	printf("coordinator %s\n\n", c->coordinator);
-	printf("nodes (%u):\n", nodes->n_nodes);
-	if (nodes->n_nodes)
+	printf("nodes (%u", nodes->n_nodes);
+	if (nodes->n_gone)
+		printf(", %u gone", nodes->n_gone);
+	printf("):\n");
+	if (nodes->n_nodes || nodes->n_gone)
 		printf("  %4s  %-16s %-22s %-10s %-5s %s\n", "ID", "NAME",
 		       "DATA ADDRESS", "POOL", "STATE", "LEASE");
 	for (uint32_t i = 0; i < nodes->n_nodes; i++) {
@@ -155,6 +159,15 @@ static void cli_status_text(const struct cli *c, const struct cli_status *st)
 		}
 	}
 
+	for (uint32_t i = 0; i < nodes->n_gone; i++) {
+		const struct msg_node *n = &nodes->gone[i];
+
+		printf("  %4llu  %-16s %-22s %-10s %-5s %s\n",
+		       (unsigned long long)n->id, n->name, n->data_addr,
+		       cli_size_str(n->pool_size, size, sizeof(size)), "gone",
+		       "-");
+	}
+
 	printf("\nregions (%u):\n", st->n_maps);
 	if (st->n_maps)
 		printf("  %-16s %-10s %-10s %7s %6s\n", "NAME", "SIZE", "CHUNK",
@@ -176,7 +189,7 @@ static void cli_status_text(const struct cli *c, const struct cli_status *st)
 	}
 }
 
-static struct json_object *cli_json_node(const struct msg_node *n)
+static struct json_object *cli_json_node(const struct msg_node *n, int gone)
 {
 	struct json_object *o = json_object_new_object(), *peers;
 	int err = 0;
@@ -188,6 +201,8 @@ static struct json_object *cli_json_node(const struct msg_node *n)
 	err |= fp_json_set_str(o, "data_addr", n->data_addr);
 	err |= fp_json_set_u64(o, "pool_size", n->pool_size);
 	err |= fp_json_set_bool(o, "up", n->up);
+	if (gone)
+		err |= fp_json_set_bool(o, "gone", 1);
 	err |= fp_json_set_u64(o, "lease_ms", n->lease_ms);
 	peers = json_object_new_array();
 	err |= fp_json_set(o, "peers", peers);
@@ -265,6 +280,7 @@ static struct json_object *cli_status_json_obj(const char *coordinator,
 					       const struct cli_status *st)
 {
 	struct json_object *o = json_object_new_object(), *nodes, *regions;
+	struct json_object *gone;
 	int err = 0;
 
 	if (!o)
@@ -273,7 +289,9 @@ static struct json_object *cli_status_json_obj(const char *coordinator,
 	nodes = json_object_new_array();
 	err |= fp_json_set(o, "nodes", nodes);
 	for (uint32_t i = 0; i < st->nodes.n_nodes && !err; i++)
-		err |= fp_json_push(nodes, cli_json_node(&st->nodes.nodes[i]));
+		err |= fp_json_push(nodes,
+				    cli_json_node(&st->nodes.nodes[i], 0));
+
 	regions = json_object_new_array();
 	err |= fp_json_set(o, "regions", regions);
 	for (uint32_t i = 0; i < st->n_maps && !err; i++)
@@ -281,6 +299,11 @@ static struct json_object *cli_status_json_obj(const char *coordinator,
 			regions,
 			cli_json_region(&st->maps[i],
 					cli_status_lost(st, &st->maps[i])));
+	/* Forgotten nodes: their ids are never given again. */
+	gone = json_object_new_array();
+	err |= fp_json_set(o, "gone", gone);
+	for (uint32_t i = 0; i < st->nodes.n_gone && !err; i++)
+		err |= fp_json_push(gone, cli_json_node(&st->nodes.gone[i], 1));
 	if (err) {
 		json_object_put(o);
 		return NULL;
@@ -295,7 +318,8 @@ static struct json_object *cli_status_json_obj(const char *coordinator,
  */
 static int cli_status_json_print(struct json_object *o)
 {
-	static const char *const lists[] = { "nodes", "regions" };
+	static const char *const lists[] = { "nodes", "regions", "gone" };
+	const size_t n_lists = sizeof(lists) / sizeof(lists[0]);
 	struct json_object *v;
 	const char *t;
 
@@ -305,7 +329,7 @@ static int cli_status_json_print(struct json_object *o)
 	if (!t)
 		return -ENOMEM;
 	printf("{\n  \"coordinator\": %s,\n", t);
-	for (size_t l = 0; l < 2; l++) {
+	for (size_t l = 0; l < n_lists; l++) {
 		size_t n;
 
 		if (!json_object_object_get_ex(o, lists[l], &v))
@@ -318,7 +342,7 @@ static int cli_status_json_print(struct json_object *o)
 				return -ENOMEM;
 			printf("    %s%s\n", t, i + 1 < n ? "," : "");
 		}
-		printf("  ]%s\n", l ? "" : ",");
+		printf("  ]%s\n", l + 1 < n_lists ? "," : "");
 	}
 	printf("}\n");
 	return fflush(stdout) || ferror(stdout) ? -EIO : 0;

@@ -24,6 +24,8 @@ static const struct cli_cmd cli_cmds[] = {
 	{ "status", cli_status_run,
 	  "nodes, peers and regions as the coordinator sees them" },
 	{ "region", cli_region_run, "create, list, show or delete regions" },
+	{ "node", cli_node_run,
+	  "list nodes, forget one that is gone for good" },
 	{ "fill", cli_fill_run,
 	  "write the test pattern into the chunks this node owns" },
 	{ "touch", cli_touch_run,

@@ -228,6 +228,7 @@ static const struct msg_field msg_fields[MSG_F__MAX] = {
 	[MSG_F_WGEN] = F_U64(msg, "wgen", wgen, 1, UINT64_MAX),
 	[MSG_F_WRITERS] =
 		F_LIST(msg, "writers", writers, n_writers, 1, UINT32_MAX),
+	[MSG_F_GONE] = F_RECS(msg, "gone", gone, n_gone, msg_node_rec),
 };
 
 #define B(f) MSG_BIT(MSG_F_##f)
@@ -257,7 +258,7 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 				      B(CID) | B(EXTENTS),
 			      B(NODE) | B(INSTANCE) },
 	[MSG_T_NODE_LIST] = { "node_list", 0, 0 },
-	[MSG_T_NODES] = { "nodes", B(NODES), 0 },
+	[MSG_T_NODES] = { "nodes", B(NODES) | B(GONE), 0 },
 	[MSG_T_REGION_CREATE] = { "region_create",
 				  B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(PLACE) |
 					  B(OWNERS) | B(WRITERS),
@@ -301,6 +302,7 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 	[MSG_T_REGION_WRITERS] = { "region_writers", B(NAME) | B(WRITERS),
 				   B(NAME) },
 	[MSG_T_LEASE_BREAK] = { "lease_break", B(NAME) | B(WGEN), B(NAME) },
+	[MSG_T_NODE_FORGET] = { "node_forget", B(NAME) | B(NODE), B(NAME) },
 };
 
 _Static_assert(MSG_F__MAX <= 64, "field ids must fit msg.present");

@@ -43,7 +43,7 @@ enum msg_type {
 			      region epoch synced, of those tables],
 			      [extents cleared] -> HEARTBEAT_ACK */
 	MSG_T_NODE_LIST,   /* -> NODES */
-	MSG_T_NODES,	   /* nodes */
+	MSG_T_NODES,	   /* nodes, [gone] */
 	/* regions */
 	MSG_T_REGION_CREATE, /* name, size, [chunk_size], [place] | [owners],
 				[writers] */
@@ -105,6 +105,12 @@ enum msg_type {
 	 * lease at once. As a record: name, wgen (the region's generation
 	 * from then on; no writer). */
 	MSG_T_LEASE_BREAK,
+	/* admin -> coordinator: name -> OK. Removes
+	 * a node that is gone for good: refused (EBUSY) while it owns a chunk
+	 * or is a writer of a region, and while its lease holds. As a record:
+	 * node, name (the node's id and name, which must match). The id is
+	 * never given again; the name is free for a new node. */
+	MSG_T_NODE_FORGET,
 	MSG_T__MAX,
 };
 
@@ -155,6 +161,8 @@ enum msg_field_id {
 			  with every grant to a new holder */
 	MSG_F_WRITERS, /* list of u64 node ids that may take a region's
 			  write lease; none: any node */
+	MSG_F_GONE,    /* list of struct msg_node: nodes forgotten (NODES to
+			  the admin only; id, name and data address kept) */
 	MSG_F__MAX,
 };
 
@@ -293,6 +301,8 @@ struct msg {
 	uint32_t n_writers;
 	uint64_t *cache; /* MSG_CACHE_* figures, indexed */
 	uint32_t n_cache;
+	struct msg_node *gone; /* forgotten nodes */
+	uint32_t n_gone;
 };
 
 /* AGENT_STAT's cache list: index -> figure (later ones may be absent) */

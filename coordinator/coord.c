@@ -58,18 +58,26 @@ static uint64_t coord_chunks_of(uint64_t size, uint64_t chunk_size)
 
 /* ---- lookups ---- */
 
-struct coord_node *coord_node_find(const struct coord *c, uint64_t id)
+/* The row of @id, forgotten or not. */
+static struct coord_node *coord_node_slot(const struct coord *c, uint64_t id)
 {
 	if (id == 0 || id > c->n_nodes)
 		return NULL;
 	return &c->nodes[id - 1];
 }
 
+struct coord_node *coord_node_find(const struct coord *c, uint64_t id)
+{
+	struct coord_node *n = coord_node_slot(c, id);
+
+	return n && !n->gone ? n : NULL;
+}
+
 static struct coord_node *coord_node_find_name(const struct coord *c,
 					       const char *name)
 {
 	for (uint32_t i = 0; i < c->n_nodes; i++)
-		if (!strcmp(c->nodes[i].name, name))
+		if (!c->nodes[i].gone && !strcmp(c->nodes[i].name, name))
 			return &c->nodes[i];
 	return NULL;
 }
@@ -284,7 +292,12 @@ static int coord_apply_node(struct coord *c, const struct msg *rec, char *why,
 		return -EINVAL;
 	}
 	other = coord_node_find_name(c, row->name);
-	n = coord_node_find(c, row->id);
+	n = coord_node_slot(c, row->id);
+	if (n && n->gone) {
+		snprintf(why, why_len, "node %llu (%s) was forgotten",
+			 (unsigned long long)row->id, n->name);
+		return -EINVAL;
+	}
 	if (n) {
 		if (other != n) {
 			snprintf(why, why_len, "node %llu is '%s', not '%s'",
@@ -785,6 +798,114 @@ static int coord_apply_lease_break(struct coord *c, const struct msg *rec,
 	return 0;
 }
 
+/*
+ * What keeps node @id from being forgotten: the regions it owns chunks of
+ * (@writers 0) or is a writer of (@writers 1), their names in @buf
+ * ("'a', 'b'", cut short with ", ..."). Returns how many.
+ */
+static uint32_t coord_node_regions(const struct coord *c, uint64_t id,
+				   int writers, char *buf, size_t len)
+{
+	uint32_t k = 0;
+	size_t pos = 0;
+
+	buf[0] = '\0';
+	for (uint32_t i = 0; i < c->n_regions; i++) {
+		const struct coord_region *r = c->regions[i];
+		int hit = 0;
+
+		if (writers) {
+			hit = r->n_writers && coord_writer_is_allowed(r, id);
+		} else {
+			for (uint32_t j = 0; j < r->n_chunks && !hit; j++)
+				hit = r->chunks[j].node == id;
+		}
+		if (!hit)
+			continue;
+		if (pos < len) {
+			int w = snprintf(buf + pos, len - pos, "%s'%s'",
+					 k ? ", " : "", r->name);
+
+			pos += w > 0 ? (size_t)w : 0;
+			if (pos >= len && len > 5)
+				memcpy(buf + len - 5, ", ..", 5);
+		}
+		k++;
+	}
+	return k;
+}
+
+/* Drops the endpoints of @node and those of others for it. */
+static void coord_endpoints_drop_peer(struct coord *c, uint64_t node)
+{
+	uint32_t j = 0;
+
+	for (uint32_t i = 0; i < c->n_eps; i++)
+		if (c->eps[i].node != node && c->eps[i].peer != node)
+			c->eps[j++] = c->eps[i];
+	c->n_eps = j;
+}
+
+/* Drops @node from the per-peer figures other nodes reported. */
+static void coord_peers_drop(struct coord *c, uint64_t node)
+{
+	for (uint32_t i = 0; i < c->n_nodes; i++) {
+		struct coord_node *n = &c->nodes[i];
+		uint32_t j = 0;
+
+		for (uint32_t k = 0; k < n->n_peers; k++)
+			if (n->peers[k].node != node)
+				n->peers[j++] = n->peers[k];
+		n->n_peers = j;
+	}
+}
+
+static int coord_apply_node_forget(struct coord *c, const struct msg *rec,
+				   char *why, size_t why_len)
+{
+	struct coord_node *n = coord_node_find(c, rec->node);
+	char list[MSG_TEXT_MAX];
+
+	if (!n || strcmp(n->name, rec->name)) {
+		snprintf(why, why_len, "no node %llu named '%s'",
+			 (unsigned long long)rec->node, rec->name);
+		return -ENOENT;
+	}
+	if (coord_node_regions(c, n->id, 0, list, sizeof(list))) {
+		snprintf(why, why_len, "node %u (%s) owns chunks of %s", n->id,
+			 n->name, list);
+		return -EBUSY;
+	}
+	if (coord_node_regions(c, n->id, 1, list, sizeof(list))) {
+		snprintf(why, why_len, "node %u (%s) is a writer of %s", n->id,
+			 n->name, list);
+		return -EBUSY;
+	}
+	for (uint32_t i = 0; i < c->n_regions; i++)
+		if (c->regions[i]->writer.node == n->id)
+			memset(&c->regions[i]->writer, 0,
+			       sizeof(c->regions[i]->writer));
+	coord_endpoints_drop_peer(c, n->id);
+	coord_peers_drop(c, n->id);
+	free(n->peers);
+	free(n->ext);
+	free(n->scrub);
+	n->peers = NULL;
+	n->n_peers = 0;
+	n->ext = NULL;
+	n->n_ext = n->cap_ext = 0;
+	n->used = 0;
+	n->scrub = NULL;
+	n->n_scrub = n->cap_scrub = 0;
+	n->mr_addr = n->rkey = n->mr_len = 0;
+	n->lease_end = 0;
+	n->was_up = 0;
+	n->seen_epoch = 0;
+	n->gone = 1;
+	c->ngen++;
+	return 0;
+}
+
 int coord_record_apply(struct coord *c, const struct msg *rec, char *why,
 		       size_t why_len)
 {
@@ -817,6 +938,8 @@ int coord_record_apply(struct coord *c, const struct msg *rec, char *why,
 		return coord_apply_region_writers(c, rec, why, why_len);
 	case MSG_T_LEASE_BREAK:
 		return coord_apply_lease_break(c, rec, why, why_len);
+	case MSG_T_NODE_FORGET:
+		return coord_apply_node_forget(c, rec, why, why_len);
 	default:
 		snprintf(why, why_len, "%s is not a change record",
 			 msg_type_name(rec->type));
@@ -912,6 +1035,14 @@ int coord_records_dump(const struct coord *c,
 		msg_init(&m, MSG_T_NODES);
 		m.nodes = &row;
 		m.n_nodes = 1;
+		ret = emit(arg, &m);
+		if (ret)
+			return ret;
+		if (!c->nodes[i].gone)
+			continue;
+		msg_init(&m, MSG_T_NODE_FORGET);
+		m.node = c->nodes[i].id;
+		memcpy(m.name, c->nodes[i].name, sizeof(m.name));
 		ret = emit(arg, &m);
 		if (ret)
 			return ret;
@@ -1078,6 +1209,8 @@ int coord_create(const struct coord_cfg *cfg, uint64_t now_ms,
 	}
 	/* Leases are not durable: give recovered nodes one to heartbeat. */
 	for (uint32_t i = 0; i < c->n_nodes; i++) {
+		if (c->nodes[i].gone)
+			continue;
 		c->nodes[i].lease_end = now_ms + c->lease_ms;
 		c->nodes[i].was_up = 1;
 	}
@@ -1376,6 +1509,7 @@ static int coord_on_heartbeat(struct coord *c, const struct msg *req,
 {
 	struct coord_node *n = coord_node_find(c, req->node);
 	struct msg_peer *peers = NULL;
+	uint32_t k;
 	int ret;
 
 	if (!n) {
@@ -1400,12 +1534,22 @@ static int coord_on_heartbeat(struct coord *c, const struct msg *req,
 			msg_error(rep, -ENOMEM, "out of memory");
 			return -ENOMEM;
 		}
-		memcpy(peers, req->peers,
-		       (size_t)req->n_peers * sizeof(*peers));
+	}
+	/* None for a forgotten node: the agent's fault loop keeps its
+	 * entry (it has no way to drop one), the tables do not. */
+	k = 0;
+	for (uint32_t i = 0; i < req->n_peers; i++) {
+		const struct coord_node *p =
+			coord_node_slot(c, req->peers[i].node);
+
+		if (!p || !p->gone)
+			peers[k++] = req->peers[i];
 	}
 	free(n->peers);
-	n->peers = peers;
-	n->n_peers = req->n_peers;
+	n->peers = k ? peers : NULL;
+	n->n_peers = k;
+	if (!k)
+		free(peers);
 	n->lease_end = now + c->lease_ms;
 	/* An epoch of other tables (another cid) means nothing here. */
 	if (req->cid == c->cid)
@@ -1425,18 +1569,31 @@ static int coord_on_heartbeat(struct coord *c, const struct msg *req,
 
 static int coord_on_node_list(struct coord *c, struct msg *rep, uint64_t now)
 {
+	uint32_t gone = 0;
+
 	msg_init(rep, MSG_T_NODES);
-	if (!c->n_nodes)
-		return 0;
-	rep->nodes = calloc(c->n_nodes, sizeof(*rep->nodes));
-	if (!rep->nodes)
-		goto out_nomem;
+	for (uint32_t i = 0; i < c->n_nodes; i++)
+		gone += c->nodes[i].gone;
+	if (gone) {
+		rep->gone = calloc(gone, sizeof(*rep->gone));
+		if (!rep->gone)
+			goto out_nomem;
+	}
+	if (c->n_nodes > gone) {
+		rep->nodes = calloc(c->n_nodes - gone, sizeof(*rep->nodes));
+		if (!rep->nodes)
+			goto out_nomem;
+	}
 	for (uint32_t i = 0; i < c->n_nodes; i++) {
 		const struct coord_node *n = &c->nodes[i];
-		struct msg_node *row = &rep->nodes[i];
+		struct msg_node *row;
 
+		if (n->gone) {
+			coord_node_row(n, &rep->gone[rep->n_gone++]);
+			continue;
+		}
+		row = &rep->nodes[rep->n_nodes++];
 		coord_node_row(n, row);
-		rep->n_nodes = i + 1;
 		row->up = now < n->lease_end;
 		row->lease_ms = row->up ? n->lease_end - now : 0;
 		if (!n->n_peers)
@@ -2015,6 +2172,75 @@ static int coord_on_lease_break(struct coord *c, const struct msg *req,
 	return 0;
 }
 
+/*
+ * The admin forgets a node that is gone for good. Refused (EBUSY) while it
+ * owns a chunk or is a region's writer (the regions named), and while its
+ * lease holds: a node that heartbeats is never forgotten, whatever the
+ * admin says (after a restart of ours every node has a lease first). A
+ * write lease it held (dead with it) is broken first, so its generation
+ * moves on.
+ */
+static int coord_on_node_forget(struct coord *c, const struct msg *req,
+				struct msg *rep, uint64_t now, int *fatal)
+{
+	const struct coord_node *n = coord_node_find_name(c, req->name);
+	char list[MSG_TEXT_MAX - 128];
+	struct msg rec;
+	uint64_t wgen;
+	uint32_t id;
+	int ret;
+
+	if (!n) {
+		msg_error(rep, -ENOENT, "no node named '%s'", req->name);
+		return 0;
+	}
+	id = n->id;
+	if (coord_node_regions(c, id, 0, list, sizeof(list))) {
+		msg_error(rep, -EBUSY,
+			  "node %s (%u) owns chunks of %s: delete those "
+			  "regions first",
+			  n->name, id, list);
+		return 0;
+	}
+	if (coord_node_regions(c, id, 1, list, sizeof(list))) {
+		msg_error(rep, -EBUSY,
+			  "node %s (%u) is a writer of %s: set their "
+			  "writers without it first",
+			  n->name, id, list);
+		return 0;
+	}
+	if (now < n->lease_end) {
+		msg_error(rep, -EBUSY,
+			  "node %s (%u) is up (its lease holds for %llu ms "
+			  "more): stop its agent first; it can be forgotten "
+			  "once down",
+			  n->name, id,
+			  (unsigned long long)(n->lease_end - now));
+		return 0;
+	}
+	for (uint32_t i = 0; i < c->n_regions; i++) {
+		const struct coord_region *r = c->regions[i];
+
+		if (!r->writer.lease || r->writer.node != id)
+			continue;
+		ret = coord_lease_break(c, r, "its node is forgotten", rep,
+					fatal, &wgen);
+		if (ret)
+			return *fatal ? ret : 0;
+	}
+	msg_init(&rec, MSG_T_NODE_FORGET);
+	rec.node = id;
+	memcpy(rec.name, req->name, sizeof(rec.name));
+	ret = coord_change(c, &rec, rep, fatal);
+	if (ret)
+		return *fatal ? ret : 0;
+	log_info("node %u (%s) forgotten by the admin: its id is not given "
+		 "again, its name is free",
+		 id, rec.name);
+	msg_init(rep, MSG_T_OK);
+	return 0;
+}
+
 int coord_msg_is_request(enum msg_type type)
 {
 	switch (type) {
@@ -2032,6 +2258,7 @@ int coord_msg_is_request(enum msg_type type)
 	case MSG_T_WRITE_RELEASE:
 	case MSG_T_REGION_WRITERS:
 	case MSG_T_LEASE_BREAK:
+	case MSG_T_NODE_FORGET:
 		return 1;
 	default:
 		return 0;
@@ -2056,6 +2283,7 @@ int coord_authorize(const struct coord *c, enum coord_role role,
 	case MSG_T_REGION_DELETE:
 	case MSG_T_REGION_WRITERS:
 	case MSG_T_LEASE_BREAK:
+	case MSG_T_NODE_FORGET:
 		if (role == COORD_ROLE_NODE) {
 			msg_error(rep, -EACCES,
 				  "node %s: %s needs the admin key", name,
@@ -2085,7 +2313,16 @@ int coord_authorize(const struct coord *c, enum coord_role role,
 	}
 	/* Only for its own node id. An id the tables do not have is the
 	 * handler's to refuse (ENOENT: the agent joins again). */
-	n = coord_node_find(c, req->node);
+	n = coord_node_slot(c, req->node);
+	if (n && n->gone) {
+		/* Its name's key now belongs to a new node, if any: nothing
+		 * of the old one may come back (ESTALE: join again). */
+		int err = req->type == MSG_T_HEARTBEAT ? -ESTALE : -EACCES;
+
+		msg_error(rep, err, "node %llu (%s) was forgotten; join again",
+			  (unsigned long long)req->node, n->name);
+		return err;
+	}
 	if (n && strcmp(n->name, name)) {
 		/* A heartbeat of an id that is another node's now (tables
 		 * made anew): ESTALE, as for another instance, and the
@@ -2149,6 +2386,9 @@ int coord_handle(struct coord *c, const struct msg *req, struct msg *rep,
 	case MSG_T_LEASE_BREAK:
 		coord_on_lease_break(c, req, rep, &fatal);
 		break;
+	case MSG_T_NODE_FORGET:
+		coord_on_node_forget(c, req, rep, now_ms, &fatal);
+		break;
 	default:
 		return -EPROTO;
 	}
@@ -2167,7 +2407,7 @@ void coord_lease_check(struct coord *c, uint64_t now_ms)
 		int up = now_ms < n->lease_end;
 		uint64_t silent;
 
-		if (up == n->was_up)
+		if (n->gone || up == n->was_up)
 			continue;
 		n->was_up = up;
 		c->ngen++;
@@ -2186,6 +2426,8 @@ void coord_figures(struct coord *c, struct coord_figures *out)
 {
 	memset(out, 0, sizeof(*out));
 	for (uint32_t i = 0; i < c->n_nodes; i++) {
+		if (c->nodes[i].gone)
+			continue;
 		if (c->nodes[i].was_up)
 			out->nodes_up++;
 		else

@@ -32,7 +32,10 @@ struct coord_scrub {
 };
 
 struct coord_node {
-	uint32_t id; /* index in coord.nodes + 1: nodes are never removed */
+	uint32_t id; /* index in coord.nodes + 1: never reused */
+	/* Forgotten (NODE_FORGET): kept only so that its id is never given
+	 * again; coord_node_find() does not see it, its name is free. */
+	int gone;
 	char name[MSG_NAME_MAX];
 	char data_addr[MSG_ADDR_MAX];
 	uint64_t pool_size;
@@ -132,6 +135,10 @@ struct coord {
  *   MSG_T_WRITE_LEASE       name, node, instance, lease: the region's
  *                           writer (replaces any)
  *   MSG_T_WRITE_RELEASE     name, node, lease: no writer, if it was that one
+ *   MSG_T_NODE_FORGET       node, name: the node is gone for good (it owns
+ *                           no chunk and is no region's writer): its
+ *                           endpoints, extents and peers are dropped, its
+ *                           id stays taken, its name is free
  * On failure nothing changed. Returns 0, -ENOENT (unknown node or region),
  * -EEXIST, -EINVAL (values that do not fit the tables), -ENOSPC (overlapping
  * extents, too many entries) or -ENOMEM; @why gets a text when non-NULL.
@@ -141,7 +148,8 @@ int coord_record_apply(struct coord *c, const struct msg *rec, char *why,
 
 /*
  * Writes every table row as change records (the above) through @emit, in an
- * order coord_record_apply() accepts: nodes, regions, write leases (a
+ * order coord_record_apply() accepts: nodes (a NODE_FORGET after each
+ * forgotten one), regions, write leases (a
  * LEASE_BREAK for a region with a generation but no holder), scrub
  * entries, endpoints. Returns 0 or the first error of @emit.
  */
@@ -149,7 +157,7 @@ int coord_records_dump(const struct coord *c,
 		       int (*emit)(void *arg, const struct msg *rec),
 		       void *arg);
 
-/* Table lookups; NULL if absent. */
+/* Table lookups; NULL if absent (a forgotten node is absent). */
 struct coord_node *coord_node_find(const struct coord *c, uint64_t id);
 struct coord_region *coord_region_find(const struct coord *c, const char *name);
 struct coord_endpoint *coord_endpoint_find(const struct coord *c, uint64_t node,

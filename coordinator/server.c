@@ -174,8 +174,8 @@ server_log_capped(struct server *s, const char *fmt, ...)
 	va_end(ap);
 }
 
-static void server_pair_keys(struct server *s, const char *name,
-			     struct msg *rep);
+static void server_nodes_for_node(struct server *s, const char *name,
+				  struct msg *rep);
 static int server_ident_admit(struct server_conn *cn);
 
 /* The declared payload length of the frame header at @p. */
@@ -405,7 +405,7 @@ static int server_conn_serve(struct server_conn *cn)
 		if (ret)
 			server_fatal(ret);
 		if (cn->role == COORD_ROLE_NODE && rep.type == MSG_T_NODES)
-			server_pair_keys(s, cn->name, &rep);
+			server_nodes_for_node(s, cn->name, &rep);
 		if (rep.type == MSG_T_ERROR)
 			log_dbg("peer %s: %s", cn->peer, rep.text);
 		ret = server_conn_reply(cn, &rep);
@@ -460,10 +460,16 @@ static size_t server_conn_rbuf_want(const struct server_conn *cn)
 	return want > min ? want : min;
 }
 
-/* The node names of a NODES reply get the asking node's pair keys. */
-static void server_pair_keys(struct server *s, const char *name,
-			     struct msg *rep)
+/*
+ * A NODES reply to a node: the node names get the asking node's pair keys;
+ * forgotten nodes are the admin's to see only.
+ */
+static void server_nodes_for_node(struct server *s, const char *name,
+				  struct msg *rep)
 {
+	free(rep->gone);
+	rep->gone = NULL;
+	rep->n_gone = 0;
 	for (uint32_t i = 0; i < rep->n_nodes; i++) {
 		struct msg_node *n = &rep->nodes[i];
 

@@ -73,6 +73,7 @@ endif()
 set(FARPAGE_CLI_COMMANDS
 	"status|nodes, peers and regions as the coordinator sees them"
 	"region|create, list, show or delete regions"
+	"node|list nodes, forget one that is gone for good"
 	"fill|write the test pattern into the chunks this node owns"
 	"touch|fault a region's pages in, time them, verify the pattern"
 	"stats|the local agent's counters"

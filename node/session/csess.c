@@ -321,6 +321,53 @@ static int csess_node_resolve_needed(const struct msg *old, uint64_t id,
 	return 1;
 }
 
+/* 1 if node @id is in NODES reply @m. */
+static int csess_node_is_listed(const struct msg *m, uint64_t id)
+{
+	for (uint32_t i = 0; i < m->n_nodes; i++)
+		if (m->nodes[i].id == id)
+			return 1;
+	return 0;
+}
+
+/*
+ * Peers of the last node list that node list @nodes lacks (forgotten by
+ * the admin, or of tables that are gone) go to the fault loop once more:
+ * not live, no pair key, so it closes their connections and keeps no key
+ * of them (it has no way to drop a peer). Returns 0 or -ENOMEM.
+ */
+static int csess_nodes_dropped(const struct csess *s, const struct msg *nodes,
+			       uint64_t self)
+{
+	struct xport_peer_info *peers;
+	uint32_t np = 0;
+	int ret;
+
+	if (!s->nodes.n_nodes)
+		return 0;
+	peers = calloc(s->nodes.n_nodes, sizeof(*peers));
+	if (!peers)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < s->nodes.n_nodes; i++) {
+		const struct msg_node *n = &s->nodes.nodes[i];
+
+		if (n->id == self || csess_node_is_listed(nodes, n->id))
+			continue;
+		log_info("node %llu (%s) is no longer in the coordinator's "
+			 "tables: its connection closed, its pair key dropped",
+			 (unsigned long long)n->id, n->name);
+		peers[np].node = n->id;
+		memcpy(peers[np].name, n->name, sizeof(peers[np].name));
+		memcpy(peers[np].data_addr, n->data_addr,
+		       sizeof(peers[np].data_addr));
+		peers[np].instance = n->instance;
+		np++;
+	}
+	ret = np ? floop_peers_set(s->a->fl, peers, np) : 0;
+	free(peers);
+	return ret;
+}
+
 /*
  * NODE_LIST: verbs endpoints, the peers the fault loop knows, and the
  * resolution of addresses that are new. Returns 0 or -errno.
@@ -365,6 +412,8 @@ static int csess_nodes_refresh(struct csess *s)
 		np++;
 	}
 	ret = floop_peers_set(a->fl, peers, np);
+	if (!ret)
+		ret = csess_nodes_dropped(s, &nodes, self);
 	/* After the peers: the fault loop takes an address only for the
 	 * data address it knows. */
 	for (uint32_t i = 0; !ret && i < np; i++)

@@ -11,7 +11,10 @@
  * WRITEs (and the bytes in of one cut short), no WRITE goes into a range
  * a queued READ reply still sends from, and only a bad version, an unknown
  * op or a WRITE len of 0 or above WIRE_LEN_MAX is an error (connection
- * closed).
+ * closed). Write-lease generations (WIRE_F_WGEN, a WRITE without one is
+ * generation 0) are modelled per pool segment (MSG_POOL_SEG): a WRITE in
+ * the pool is refused ENOLCK, its data dropped, if a segment under it took
+ * a newer generation; else those segments remember its generation.
  *
  * Secure (config bit 7): the connection has a session from a real
  * handshake, and the harness seals the stream's requests as a client
@@ -69,7 +72,7 @@ struct fuzz_run {
 	struct pagesrv_conn *c;
 	uint8_t *shadow;
 	const uint8_t *stream;
-	uint8_t *input; /* the input's requests, as fed (fuzz_no_wgen()) */
+	uint8_t *input; /* the input's requests, as fed */
 	size_t len;
 	size_t fed;	 /* stream bytes received (into rbuf or the pool) */
 	size_t answered; /* stream bytes of the requests with a reply */
@@ -83,6 +86,9 @@ struct fuzz_run {
 	uint8_t *sealed;
 	struct fuzz_rec *recs;
 	size_t n_recs, rec_next;
+	/* the newest write-lease generation each pool segment accepted, as
+	 * the WRITEs answered so far left it (the server's s->wgens) */
+	uint64_t *wgens;
 };
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -155,6 +161,12 @@ static void fuzz_pair(unsigned int flags, struct auth_sess **cs,
 	auth_hs_free(h[1]);
 }
 
+/* Bytes of a WRITE's generation after its header (0: none sent). */
+static size_t fuzz_wgen_len(const struct wire_hdr *h)
+{
+	return h->flags_status & WIRE_F_WGEN ? WIRE_WGEN_LEN : 0;
+}
+
 /*
  * Secure: the input's requests sealed as a client seals them, one record
  * each; what follows the last whole one (a request cut short, or from a
@@ -165,6 +177,7 @@ static void fuzz_seal(struct fuzz_run *run, const uint8_t *in, size_t len,
 		      unsigned int tamper, struct fuzz_rng *rng)
 {
 	size_t pos = 0, out = 0, max = len / WIRE_HDR_LEN + 1, body, total;
+	size_t glen;
 	struct fuzz_rec *rec;
 	struct wire_hdr h;
 	struct iovec v;
@@ -178,30 +191,35 @@ static void fuzz_seal(struct fuzz_run *run, const uint8_t *in, size_t len,
 	while (len - pos >= WIRE_HDR_LEN && run->n_recs < max) {
 		wire_hdr_unpack(in + pos, &h);
 		body = 0;
+		glen = 0;
 		if (h.op == WIRE_OP_WRITE) {
 			if (!h.len || h.len > WIRE_LEN_MAX)
 				break;
 			body = h.len;
+			/* the generation is part of the header (sealed as
+			 * associated data) */
+			glen = fuzz_wgen_len(&h);
 		}
-		if (len - pos - WIRE_HDR_LEN < body)
+		if (len - pos - WIRE_HDR_LEN < glen + body)
 			break;
 		rec = &run->recs[run->n_recs++];
 		rec->at = out;
 		rec->plain = pos;
-		memcpy(run->sealed + out, in + pos, WIRE_HDR_LEN + body);
-		v.iov_base = run->sealed + out + WIRE_HDR_LEN;
+		memcpy(run->sealed + out, in + pos, WIRE_HDR_LEN + glen + body);
+		v.iov_base = run->sealed + out + WIRE_HDR_LEN + glen;
 		v.iov_len = body;
-		FUZZ_CHECK(!auth_seal(run->cs, run->sealed + out, WIRE_HDR_LEN,
-				      &v, body ? 1 : 0,
-				      run->sealed + out + WIRE_HDR_LEN + body));
-		total = WIRE_HDR_LEN + body + AUTH_TAG_LEN;
+		FUZZ_CHECK(!auth_seal(run->cs, run->sealed + out,
+				      WIRE_HDR_LEN + glen, &v, body ? 1 : 0,
+				      run->sealed + out + WIRE_HDR_LEN + glen +
+					      body));
+		total = WIRE_HDR_LEN + glen + body + AUTH_TAG_LEN;
 		if (run->n_recs == tamper) {
 			rec->tampered = true;
 			run->sealed[out + fuzz_rng_next(rng) % total] ^=
 				(uint8_t)(1 + fuzz_rng_next(rng) % 255);
 		}
 		out += total;
-		pos += WIRE_HDR_LEN + body;
+		pos += WIRE_HDR_LEN + glen + body;
 	}
 	memcpy(run->sealed + out, in + pos, len - pos);
 	run->stream = run->sealed;
@@ -209,34 +227,41 @@ static void fuzz_seal(struct fuzz_run *run, const uint8_t *in, size_t len,
 	run->plain = in;
 }
 
-/*
- * The model here has no write-lease generations: a WRITE's
- * WIRE_F_WGEN flag is cleared in the input (what a writer of an older
- * version sends). The generation trailer and the owner's refusal of an
- * older one are tested by test_pagesrv_write (`wgen`).
- */
-static void fuzz_no_wgen(uint8_t *in, size_t len)
-{
-	size_t pos = 0;
-	struct wire_hdr h;
-
-	while (len - pos >= WIRE_HDR_LEN) {
-		wire_hdr_unpack(in + pos, &h);
-		if (h.op == WIRE_OP_WRITE) {
-			in[pos + 3] &= (uint8_t)~WIRE_F_WGEN;
-			if (!h.len || h.len > WIRE_LEN_MAX ||
-			    len - pos - WIRE_HDR_LEN < h.len)
-				break;
-			pos += h.len;
-		}
-		pos += WIRE_HDR_LEN;
-	}
-}
-
 static bool fuzz_is_outside(const struct pagesrv *s, const struct wire_hdr *h)
 {
 	return !h->len || h->len > WIRE_LEN_MAX || h->arg > s->pool_size ||
 	       h->len > s->pool_size - h->arg;
+}
+
+/* The generation of the WRITE whose clear bytes start at @p: its trailer,
+ * or 0 without one (an older writer). */
+static uint64_t fuzz_wgen_of(const uint8_t *p)
+{
+	struct wire_hdr h;
+
+	wire_hdr_unpack(p, &h);
+	return fuzz_wgen_len(&h) ? wire_get(p + WIRE_HDR_LEN, WIRE_WGEN_LEN)
+				 : 0;
+}
+
+/*
+ * The status the model owes WRITE @h (inside the pool) of generation
+ * @wgen: ENOLCK if a segment under it took a newer generation, else 0,
+ * and with @apply those segments take @wgen.
+ */
+static uint16_t fuzz_wgen_status(struct fuzz_run *run, const struct wire_hdr *h,
+				 uint64_t wgen, bool apply)
+{
+	uint64_t first = h->arg / MSG_POOL_SEG,
+		 last = (h->arg + h->len - 1) / MSG_POOL_SEG;
+
+	FUZZ_CHECK(last < run->s->n_wgens);
+	for (uint64_t i = first; i <= last; i++)
+		if (run->wgens[i] > wgen)
+			return ENOLCK;
+	for (uint64_t i = first; apply && i <= last; i++)
+		run->wgens[i] = wgen;
+	return 0;
 }
 
 /* Stream bytes the request at @at takes: header, a WRITE's data, the tag
@@ -246,7 +271,8 @@ static size_t fuzz_req_size(const struct fuzz_run *run, size_t at)
 	struct wire_hdr h;
 
 	wire_hdr_unpack(run->stream + at, &h);
-	return WIRE_HDR_LEN + (h.op == WIRE_OP_WRITE ? h.len : 0) +
+	return WIRE_HDR_LEN +
+	       (h.op == WIRE_OP_WRITE ? fuzz_wgen_len(&h) + h.len : 0) +
 	       (run->cs ? AUTH_TAG_LEN : 0);
 }
 
@@ -270,9 +296,9 @@ static const uint8_t *fuzz_req_plain(const struct fuzz_run *run, size_t at)
 }
 
 /* The reply @r must be what the server owes request @req. */
-static void fuzz_reply_check(const struct fuzz_run *run,
+static void fuzz_reply_check(struct fuzz_run *run,
 			     const struct pagesrv_reply *r,
-			     const struct wire_hdr *req)
+			     const struct wire_hdr *req, size_t at)
 {
 	const struct pagesrv *s = run->s;
 	struct wire_hdr h;
@@ -293,8 +319,14 @@ static void fuzz_reply_check(const struct fuzz_run *run,
 	if (req->op == WIRE_OP_WRITE) {
 		/* a bad len closes instead: no reply */
 		FUZZ_CHECK(req->len && req->len <= WIRE_LEN_MAX);
-		FUZZ_CHECK(h.flags_status ==
-			   (fuzz_is_outside(s, req) ? ERANGE : 0));
+		FUZZ_CHECK(
+			h.flags_status ==
+			(fuzz_is_outside(s, req)
+				 ? ERANGE
+				 : fuzz_wgen_status(run, req,
+						    fuzz_wgen_of(fuzz_req_plain(
+							    run, at)),
+						    true)));
 		FUZZ_CHECK(!r->len && !r->data && !h.arg);
 		return;
 	}
@@ -339,14 +371,29 @@ static bool fuzz_is_sending(const struct pagesrv_conn *c, uint64_t off,
 	return false;
 }
 
-/* Stream bytes of the active WRITE taken so far (header, data, tag). */
-static size_t fuzz_active_taken(const struct pagesrv_conn *c)
+/* Bytes of the active WRITE's generation (its header is the first
+ * request not answered). */
+static size_t fuzz_active_glen(const struct fuzz_run *run)
 {
+	struct wire_hdr h;
+
+	wire_hdr_unpack(run->stream + run->answered, &h);
+	return fuzz_wgen_len(&h);
+}
+
+/* Stream bytes of the active WRITE taken so far (header, generation,
+ * data, tag). */
+static size_t fuzz_active_taken(const struct fuzz_run *run)
+{
+	const struct pagesrv_conn *c = run->c;
+	size_t hlen;
+
 	if (!c->wr_active)
 		return 0;
+	hlen = WIRE_HDR_LEN + fuzz_active_glen(run);
 	if (c->sess)
-		return WIRE_HDR_LEN + c->wr_len + AUTH_TAG_LEN - c->wr_left;
-	return WIRE_HDR_LEN + c->wr_len - c->wr_left;
+		return hlen + c->wr_len + AUTH_TAG_LEN - c->wr_left;
+	return hlen + c->wr_len - c->wr_left;
 }
 
 /* Into the shadow: the bytes of the active WRITE that are in so far
@@ -358,7 +405,8 @@ static void fuzz_active_apply(struct fuzz_run *run)
 	if (!c->wr_active || c->wr_status || c->sess)
 		return;
 	memcpy(run->shadow + c->wr_off,
-	       run->stream + run->answered + WIRE_HDR_LEN,
+	       run->stream + run->answered + WIRE_HDR_LEN +
+		       fuzz_active_glen(run),
 	       c->wr_len - c->wr_left);
 }
 
@@ -374,7 +422,7 @@ static void fuzz_writes_check(struct fuzz_run *run, uint32_t n, uint32_t first)
 	const struct pagesrv_conn *c = run->c;
 	const struct pagesrv *s = run->s;
 	const struct pagesrv_reply *r;
-	struct wire_hdr req;
+	struct wire_hdr req, rh;
 	uint32_t k;
 
 	for (int pass = 0; pass < 2; pass++) {
@@ -390,6 +438,11 @@ static void fuzz_writes_check(struct fuzz_run *run, uint32_t n, uint32_t first)
 			}
 			if (req.op != WIRE_OP_WRITE || fuzz_is_outside(s, &req))
 				continue;
+			/* refused (an older generation): nothing written */
+			r = &c->q[(c->q_head + first + k) % PAGESRV_REPLY_CAP];
+			wire_hdr_unpack(r->hdr, &rh);
+			if (rh.flags_status)
+				continue;
 			if (pass) {
 				FUZZ_CHECK(!memcmp(s->pool + req.arg,
 						   run->shadow + req.arg,
@@ -398,7 +451,7 @@ static void fuzz_writes_check(struct fuzz_run *run, uint32_t n, uint32_t first)
 			}
 			memcpy(run->shadow + req.arg,
 			       fuzz_req_plain(run, run->req_at[k]) +
-				       WIRE_HDR_LEN,
+				       WIRE_HDR_LEN + fuzz_wgen_len(&req),
 			       req.len);
 			run->written = true;
 		}
@@ -463,8 +516,9 @@ static int fuzz_parse(struct fuzz_run *run)
 		wire_hdr_unpack(run->stream + at, &req);
 		fuzz_reply_open(run,
 				&c->q[(c->q_head + i) % PAGESRV_REPLY_CAP]);
-		fuzz_reply_check(
-			run, &c->q[(c->q_head + i) % PAGESRV_REPLY_CAP], &req);
+		fuzz_reply_check(run,
+				 &c->q[(c->q_head + i) % PAGESRV_REPLY_CAP],
+				 &req, at);
 		run->req_at[k] = at;
 		run->answered += fuzz_req_size(run, at);
 		/* a WRITE is answered once all of its data is in */
@@ -487,7 +541,7 @@ static int fuzz_parse(struct fuzz_run *run)
 	}
 	/* what is left is the stream's unanswered rest: the active WRITE's
 	 * header and data so far, then what rbuf holds */
-	at = run->answered + fuzz_active_taken(c);
+	at = run->answered + fuzz_active_taken(run);
 	FUZZ_CHECK(run->fed - at == c->rlen);
 	FUZZ_CHECK(!c->rlen || !memcmp(c->rbuf, run->stream + at, c->rlen));
 	if (c->wr_active) {
@@ -497,10 +551,18 @@ static int fuzz_parse(struct fuzz_run *run)
 		FUZZ_CHECK(c->wr_left &&
 			   c->wr_left <=
 				   c->wr_len + (c->sess ? AUTH_TAG_LEN : 0));
-		/* secure: nothing decided before the record opens */
-		FUZZ_CHECK(c->wr_status ==
-			   (fuzz_is_outside(run->s, &req) && !c->sess ? ERANGE
-								      : 0));
+		/* secure: nothing decided before the record opens; else
+		 * the range, then the generation (the model takes it with
+		 * the reply) */
+		FUZZ_CHECK(
+			c->wr_status ==
+			(c->sess ? 0
+			 : fuzz_is_outside(run->s, &req)
+				 ? ERANGE
+				 : fuzz_wgen_status(run, &req,
+						    fuzz_wgen_of(run->stream +
+								 run->answered),
+						    false)));
 		/* no queued READ reply sends from where it writes */
 		FUZZ_CHECK(c->wr_status ||
 			   !fuzz_is_sending(c, c->wr_off, c->wr_len));
@@ -642,13 +704,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!run->input)
 		abort();
 	memcpy(run->input, data + off, size - off);
-	fuzz_no_wgen(run->input, size - off);
 	run->stream = run->input;
 	run->len = size - off;
 	pool = cfg & 3;
 	s->pool = fuzz_pools.base[pool];
 	s->pool_size = fuzz_pools.size[pool];
 	s->instance = cfg & 0x40 ? 0 : FUZZ_INSTANCE;
+	/* as pagesrv_create() sizes them; the model has its own */
+	s->n_wgens = (s->pool_size + MSG_POOL_SEG - 1) / MSG_POOL_SEG;
+	s->wgens = calloc(s->n_wgens + 1, sizeof(*s->wgens));
+	run->wgens = calloc(s->n_wgens + 1, sizeof(*run->wgens));
+	if (!s->wgens || !run->wgens)
+		abort();
 	bufpool_init(&s->bufs, 1u << 20); /* kept buffers reused too */
 	c->s = s;
 	c->fd = -1;
@@ -692,8 +759,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fuzz_drain(c, c->q_n);
 		ret = fuzz_parse(run);
 	}
-	FUZZ_CHECK(ret ||
-		   run->fed - run->answered == fuzz_active_taken(c) + c->rlen);
+	FUZZ_CHECK(ret || run->fed - run->answered ==
+				  fuzz_active_taken(run) + c->rlen);
 	fuzz_pool_check(run, pool);
 	fuzz_drain(c, c->q_n);
 	FUZZ_CHECK(!c->q_bytes);
@@ -704,6 +771,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(run->sealed);
 	free(run->recs);
 	free(run->input);
+	free(run->wgens);
+	free(s->wgens);
 	free(run);
 	free(c);
 	free(s);

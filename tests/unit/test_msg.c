@@ -36,7 +36,7 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_HEARTBEAT] = B(NODE) | B(INSTANCE) | B(PEERS) | B(EPOCH) |
 			    B(CID) | B(EXTENTS),
 	[MSG_T_NODE_LIST] = 0,
-	[MSG_T_NODES] = B(NODES),
+	[MSG_T_NODES] = B(NODES) | B(GONE),
 	[MSG_T_REGION_CREATE] = B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(PLACE) |
 				B(OWNERS) | B(WRITERS),
 	[MSG_T_REGION_GET] = B(NAME),
@@ -66,6 +66,7 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_MAP_FDS] = B(BASE) | B(SIZE) | B(EXTENTS),
 	[MSG_T_REGION_WRITERS] = B(NAME) | B(WRITERS),
 	[MSG_T_LEASE_BREAK] = B(NAME),
+	[MSG_T_NODE_FORGET] = B(NAME) | B(NODE),
 };
 
 /* ---- a small CBOR writer for hand-made inputs ----------------------------- */
@@ -274,6 +275,16 @@ static void t_msg_fill(struct msg *m, enum msg_type type, uint32_t n_chunks)
 			t_peers_fill(&n->peers, &n->n_peers, 2 + i, i * 10);
 	}
 
+	/* a forgotten node: a node record, no peers */
+	m->n_gone = 1;
+	m->gone = calloc(m->n_gone, sizeof(*m->gone));
+	assert_non_null(m->gone);
+	m->gone->id = 9;
+	snprintf(m->gone->name, sizeof(m->gone->name), "gone-1");
+	snprintf(m->gone->data_addr, sizeof(m->gone->data_addr),
+		 "10.0.0.9:7000");
+	m->gone->pool_size = UINT64_C(1) << 31;
+
 	m->n_regions = 2;
 	m->regions = calloc(m->n_regions, sizeof(*m->regions));
 	assert_non_null(m->regions);
@@ -394,6 +405,14 @@ static void t_msg_equal(const struct msg *a, const struct msg *d, uint64_t mask)
 		assert_int_equal(x->rkey, y->rkey);
 		assert_int_equal(x->mr_len, y->mr_len);
 		t_peers_equal(x->peers, x->n_peers, y->peers, y->n_peers);
+	}
+	assert_int_equal(d->n_gone, (mask & B(GONE)) ? a->n_gone : 0);
+	for (uint32_t i = 0; i < d->n_gone; i++) {
+		assert_int_equal(a->gone[i].id, d->gone[i].id);
+		assert_string_equal(a->gone[i].name, d->gone[i].name);
+		assert_string_equal(a->gone[i].data_addr, d->gone[i].data_addr);
+		assert_int_equal(a->gone[i].pool_size, d->gone[i].pool_size);
+		assert_int_equal(d->gone[i].n_peers, 0);
 	}
 	assert_int_equal(d->n_regions, (mask & B(REGIONS)) ? a->n_regions : 0);
 	for (uint32_t i = 0; i < d->n_regions; i++) {

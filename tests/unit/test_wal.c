@@ -1616,6 +1616,136 @@ static void test_wal_versions(void **state)
 	free(base);
 }
 
+/* NODE_FORGET of @name at @now: @err 0 wants OK; the text in @text. */
+static void t_forget(struct coord *c, const char *name, uint64_t now,
+		     uint64_t err, char *text, size_t text_len)
+{
+	struct msg req, rep;
+
+	msg_init(&req, MSG_T_NODE_FORGET);
+	strcpy(req.name, name);
+	assert_int_equal(coord_handle(c, &req, &rep, now), 0);
+	assert_int_equal(coord_sync(c), 0);
+	if (rep.type != (err ? MSG_T_ERROR : MSG_T_OK) || rep.err != err)
+		fail_msg("forget %s: want error %llu, got type %d err %llu: %s",
+			 name, (unsigned long long)err, rep.type,
+			 (unsigned long long)rep.err, rep.text);
+	if (text)
+		snprintf(text, text_len, "%s", rep.text);
+	msg_fini(&rep);
+}
+
+/*
+ * A node forgotten: refused while it owns chunks, is a writer or is up;
+ * then its endpoints (both ways) are gone, its id is dead for its key and
+ * never given again, its name is free; all durable in the wal and the
+ * snapshot.
+ */
+static void test_wal_node_forget(void **state)
+{
+	struct t_wal *t = *state;
+	char *dir = t_path(t->dir, "forget");
+	const uint64_t late = T_NOW + 3600 * 1000;
+	char text[MSG_TEXT_MAX];
+	struct msg req, rep;
+	struct coord *c;
+
+	for (int snap = 0; snap < 2; snap++) {
+		t_rmrf(dir);
+		c = t_open(dir, snap ? 1 : 1000);
+		t_join_req(&req, "a", 4 * MIB, 7);
+		t_handle_want(c, &req, MSG_T_NODE_JOINED);
+		t_join_req(&req, "b", 4 * MIB, 8);
+		t_handle_want(c, &req, MSG_T_NODE_JOINED);
+		t_endpoint_req(&req, 1, 2, 0x101);
+		t_handle_want(c, &req, MSG_T_OK);
+		t_endpoint_req(&req, 2, 1, 0x102);
+		t_handle_want(c, &req, MSG_T_OK);
+		t_create_req(&req, "r", 4 * MIB, 0);
+		req.owners = t_ids(2, 2, 1);
+		req.n_owners = 2;
+		t_handle_want(c, &req, MSG_T_REGION);
+		t_create_req(&req, "w", 2 * MIB, 0);
+		req.owners = t_ids(1, 1);
+		req.n_owners = 1;
+		req.writers = t_ids(1, 2);
+		req.n_writers = 1;
+		t_handle_want(c, &req, MSG_T_REGION);
+		t_forget(c, "b", late, EBUSY, text, sizeof(text));
+		assert_non_null(strstr(text, "owns chunks of 'r'"));
+		msg_init(&req, MSG_T_REGION_DELETE);
+		strcpy(req.name, "r");
+		t_handle_want(c, &req, MSG_T_OK);
+		t_forget(c, "b", late, EBUSY, text, sizeof(text));
+		assert_non_null(strstr(text, "is a writer of 'w'"));
+		t_writers_req(&req, MSG_T_REGION_WRITERS, (uint64_t[]){ 1 }, 1);
+		strcpy(req.name, "w");
+		t_handle_want(c, &req, MSG_T_OK);
+		t_forget(c, "b", T_NOW, EBUSY, text, sizeof(text));
+		assert_non_null(strstr(text, "is up"));
+		t_forget(c, "nosuch", late, ENOENT, NULL, 0);
+		/* a node key may not */
+		msg_init(&req, MSG_T_NODE_FORGET);
+		strcpy(req.name, "b");
+		assert_int_equal(
+			coord_authorize(c, COORD_ROLE_NODE, "a", &req, &rep),
+			-EACCES);
+		msg_fini(&rep);
+		msg_fini(&req);
+		t_forget(c, "b", late, 0, NULL, 0);
+		assert_null(coord_node_find(c, 2));
+		assert_null(coord_endpoint_find(c, 1, 2));
+		assert_null(coord_endpoint_find(c, 2, 1));
+		t_forget(c, "b", late, ENOENT, NULL, 0);
+		coord_destroy(c);
+
+		/* after a restart (wal, or snapshot): still gone */
+		c = t_open(dir, snap ? 1 : 1000);
+		assert_int_equal(c->n_nodes, 2);
+		assert_true(c->nodes[1].gone);
+		assert_null(coord_node_find(c, 2));
+		assert_int_equal(c->n_eps, 0);
+		/* b's key cannot act for the old id */
+		msg_init(&req, MSG_T_HEARTBEAT);
+		req.node = 2;
+		req.instance = 8;
+		assert_int_equal(
+			coord_authorize(c, COORD_ROLE_NODE, "b", &req, &rep),
+			-ESTALE);
+		msg_fini(&rep);
+		msg_fini(&req);
+		t_mr_req(&req, 2);
+		assert_int_equal(
+			coord_authorize(c, COORD_ROLE_NODE, "b", &req, &rep),
+			-EACCES);
+		assert_non_null(strstr(rep.text, "was forgotten"));
+		msg_fini(&rep);
+		msg_fini(&req);
+		/* the name is free: a new node, a new id */
+		t_join_req(&req, "b", 4 * MIB, 9);
+		t_handle(c, &req, &rep);
+		assert_int_equal(rep.type, MSG_T_NODE_JOINED);
+		assert_int_equal(rep.node, 3);
+		msg_fini(&rep);
+		msg_init(&req, MSG_T_NODE_LIST);
+		t_handle(c, &req, &rep);
+		assert_int_equal(rep.n_nodes, 2);
+		assert_int_equal(rep.n_gone, 1);
+		assert_int_equal(rep.gone[0].id, 2);
+		assert_string_equal(rep.gone[0].name, "b");
+		msg_fini(&rep);
+		coord_destroy(c);
+
+		c = t_open(dir, snap ? 1 : 1000);
+		assert_int_equal(c->n_nodes, 3);
+		assert_true(c->nodes[1].gone);
+		assert_false(c->nodes[2].gone);
+		assert_string_equal(c->nodes[2].name, "b");
+		coord_destroy(c);
+	}
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1627,6 +1757,7 @@ int main(void)
 		cmocka_unit_test(test_wal_write_lease_durable),
 		cmocka_unit_test(test_wal_write_lease_gen),
 		cmocka_unit_test(test_wal_writers),
+		cmocka_unit_test(test_wal_node_forget),
 		cmocka_unit_test(test_wal_stale_generation),
 		cmocka_unit_test(test_wal_snapshot_corrupt_refuses),
 		cmocka_unit_test(test_wal_lock),
