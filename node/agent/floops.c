@@ -79,6 +79,11 @@ int floops_create(const struct floop_cfg *cfg, unsigned int n,
 	for (unsigned int i = 0; i < n; i++) {
 		struct epoll_event ev = { .events = EPOLLIN };
 
+		/* Owners fence a client's older connections by its id: each
+		 * loop is a client of its own (loop 0 keeps the instance). */
+		lc.client_id = cfg->instance + i;
+		if (!lc.client_id)
+			lc.client_id = 1;
 		ret = floop_create(&lc, &g->l[i]);
 		if (ret)
 			goto err;

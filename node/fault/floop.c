@@ -1654,7 +1654,7 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 	xcfg.land = f->bufs;
 	xcfg.land_len = floop_land_len(f);
 	xcfg.rdma = f->cfg.rdma;
-	xcfg.client_id = f->cfg.instance;
+	xcfg.client_id = f->cfg.client_id ? f->cfg.client_id : f->cfg.instance;
 	xcfg.self_name = f->cfg.self_name;
 	xcfg.insecure = f->cfg.insecure;
 	xcfg.auth_flags = f->cfg.auth_flags;
