@@ -7,6 +7,9 @@
 #      verified; both loops served faults; the per-loop counters sum to
 #      the agent's total, and the pages served remote to the pages touched
 #      (read-ahead off: one fetch per page)
+#   2b. one loop's connection to B cut (ss -K) and made again: the other
+#      loop's connection is not fenced by it (each loop is a client of its
+#      own at B): the writers of 3 see no write refused
 #   3. (cache mode) a flush across loops: two writers, one per loop, each
 #      writes and flushes its region (write-back every 10 minutes, so only
 #      the flush sends pages home): when a flush returns, the owner's pool
@@ -96,6 +99,26 @@ fp_log "ok: four mappings of $pages pages at once: loop 0 +$d0, loop 1 +$d1 faul
 
 # 3. a flush across loops
 [ "${FP_FAULT_MODE:-}" = copy ] && { fp_log "copy mode: no flush to check"; exit 0; }
+
+# 2b. one loop reconnects: a newer connection of the same client at B would
+# fence the other loop's (its writes refused)
+bport=$(head -n1 "$FP_TMP/B.addr" | sed 's/.*://')
+conns=$(ss -tnH state established "( dport = :$bport )" | awk '{ print $3 }')
+[ "$(wc -l <<<"$conns")" = 2 ] || fp_fail "A has not 2 connections to B's page server: $conns"
+one=$(head -n1 <<<"$conns")
+if ss -K state established "( dport = :$bport and sport = :${one##*:} )" >/dev/null 2>&1 &&
+	! ss -tnH state established "( sport = :${one##*:} and dport = :$bport )" | grep -q .; then
+	for r in r0 r1; do
+		fp_cli H A touch "$r" --seed 5 >"$FP_TMP/k$r.out" 2>&1 ||
+			{ cat "$FP_TMP/k$r.out" >&2; fp_fail "touch $r after the cut"; }
+		fp_touch_ok "A read $r after one loop's connection was cut" "$FP_TMP/k$r.out"
+	done
+	fp_log "ok: cut $one (one loop's connection to B)"
+	cut=1
+else
+	fp_log "ss -K cannot close sockets here: no connection cut"
+	cut=0
+fi
 # one fifo each: a guest may read more than its line
 mkfifo "$FP_TMP/w0.fifo" "$FP_TMP/w1.fifo" && exec 7<>"$FP_TMP/w0.fifo" 8<>"$FP_TMP/w1.fifo" ||
 	fp_fail "fifo"
@@ -118,6 +141,10 @@ for r in w0 w1; do
 		{ cat "$FP_TMP/b$r.out" >&2; fp_fail "B's pool: $n of $pages pages of $r verified after the flush"; }
 	fp_log "ok: $r flushed from its loop: B's pool holds all $pages written pages"
 done
+scrape
+we=$(val farpage_cache_writeback_errors_total)
+[ "$cut" = 0 ] || [ "$we" = 0 ] ||
+	fp_fail "$we write-backs refused after one loop reconnected (its connection fenced the other loop's)"
 echo go >&7
 echo go >&8
 for r in w0 w1; do
