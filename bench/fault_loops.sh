@@ -60,6 +60,7 @@ for l in $LOOPS; do
 			t0=$(date +%s%N)
 			pids=()
 			for r in r0 r1; do
+				# shellcheck disable=SC2046 # split on purpose
 				fp_bg H env FARPAGE_AGENT_SOCK="${FP_NODE_SOCK[A$l]}" "$FP_CLI_BIN" \
 					--coordinator "$FP_COORD" $(fp_insecure_flag) touch "$r" --seed 3 \
 					--threads "$t" --order rand >"$FP_TMP/t$r.out" 2>&1

@@ -20,6 +20,7 @@
 #      fault timeout's -ETIMEDOUT; once the owner runs again every page
 #      reads right
 set -uo pipefail
+# shellcheck source=../lib.sh
 . "$(dirname "$0")/../lib.sh"
 fp_require
 command -v curl >/dev/null || fp_skip "curl is not installed"
@@ -76,6 +77,7 @@ done
 scrape
 f0=$(loopf 0) f1=$(loopf 1) rem0=$(val 'farpage_faults_total{kind="remote"}')
 for r in r0 r1 r2 r3; do
+	# shellcheck disable=SC2046 # the flag is word-split on purpose
 	fp_bg H env FARPAGE_AGENT_SOCK="${FP_NODE_SOCK[A]}" "$FP_CLI_BIN" \
 		--coordinator "$FP_COORD" $(fp_insecure_flag) touch "$r" --seed 5 \
 		--threads 4 --order rand >"$FP_TMP/p$r.out" 2>&1
