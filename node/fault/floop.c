@@ -1654,10 +1654,12 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 	xcfg.land = f->bufs;
 	xcfg.land_len = floop_land_len(f);
 	xcfg.rdma = f->cfg.rdma;
-	xcfg.client_id = f->cfg.client_id ? f->cfg.client_id : f->cfg.instance;
+	xcfg.client_id = f->cfg.instance;
 	xcfg.self_name = f->cfg.self_name;
 	xcfg.insecure = f->cfg.insecure;
 	xcfg.auth_flags = f->cfg.auth_flags;
+	if (f->cfg.client_id)
+		xcfg.client_id = f->cfg.client_id;
 	ret = floop_peers_xports_create(f, &xcfg);
 	if (ret)
 		goto err;
