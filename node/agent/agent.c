@@ -16,7 +16,7 @@
 
 #include "csess.h"
 #include "evl.h"
-#include "floop.h"
+#include "floops.h"
 #include "log.h"
 #include "metrics.h"
 #include "net.h"
@@ -169,6 +169,31 @@ static int agent_cache_cfg(struct node_agent *a, struct floop_cfg *fcfg)
 	return 0;
 }
 
+/*
+ * The fault loops (floops.h). Verbs keep one: every loop would post on the
+ * shared xport_rdma_ctx under its lock, and the coordinator's endpoint
+ * table holds one QP per pair of nodes (docs/design.md, "Fault loops").
+ */
+static int agent_floops_create(struct node_agent *a, struct floop_cfg *fcfg)
+{
+	unsigned int n = a->cfg.fault_threads;
+	int ret;
+
+	if (!n)
+		n = floops_default();
+	if (a->rdma && n > 1) {
+		log_warn("--fault-threads %u: verbs serve faults on one fault "
+			 "loop (docs/design.md, \"Fault loops\"); using 1",
+			 n);
+		n = 1;
+	}
+	a->cfg.fault_threads = n;
+	ret = floops_create(fcfg, n, &a->fl);
+	if (ret)
+		log_errno(ret, "fault loops (%u)", n);
+	return ret;
+}
+
 /* -EALREADY, said, if an agent answers on @path. */
 static int agent_sock_check(const char *path)
 {
@@ -285,11 +310,9 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	ret = agent_cache_cfg(a, &fcfg);
 	if (ret)
 		goto err;
-	ret = floop_create(&fcfg, &a->fl);
-	if (ret) {
-		log_errno(ret, "fault loop");
+	ret = agent_floops_create(a, &fcfg);
+	if (ret)
 		goto err;
-	}
 	ret = resolv_create(a->fl, &a->rv);
 	if (ret)
 		goto err;
@@ -299,7 +322,7 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	ret = pagesrv_start(a->srv);
 	if (ret)
 		goto err;
-	ret = floop_start(a->fl);
+	ret = floops_start(a->fl);
 	if (ret)
 		goto err;
 	ret = csess_start(a->cs);
@@ -317,9 +340,9 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 		}
 	}
 	log_info("serving faults on %s, transport %s, fault timeout %u ms, "
-		 "read-ahead up to %u pages",
+		 "read-ahead up to %u pages, %u fault loop(s)",
 		 cfg->sock_path, a->rdma ? cfg->transport : "tcp",
-		 cfg->fault_timeout_ms, cfg->readahead);
+		 cfg->fault_timeout_ms, cfg->readahead, a->cfg.fault_threads);
 	*out = a;
 	return 0;
 err:
@@ -347,7 +370,7 @@ void agent_destroy(struct node_agent *a)
 	/* The session calls into the resolver and the fault loop. */
 	csess_destroy(a->cs);
 	resolv_destroy(a->rv);
-	floop_destroy(a->fl);
+	floops_destroy(a->fl);
 	agent_rdma_fini(a);
 	pagesrv_destroy(a->srv);
 	evl_destroy(a->evl);

@@ -22,7 +22,7 @@
 struct csess;
 struct metrics_srv;
 struct evl;
-struct floop;
+struct floops;
 struct pagesrv;
 struct fsvc_conn;
 struct fsvc_drain;
@@ -49,6 +49,8 @@ struct node_cfg {
 	unsigned int slots;
 	unsigned int readahead;
 	unsigned int spin_us;
+	/* fault loops; 0 = floops_default() */
+	unsigned int fault_threads;
 	const char *rdma_device; /* NULL = first with an active port */
 	int gid_index;		 /* -1 = auto */
 	unsigned int rdma_depth; /* READs in flight per QP, 0 = default */
@@ -86,7 +88,7 @@ struct node_agent {
 	struct node_cfg cfg;
 	struct pool pool;
 	struct pagesrv *srv;
-	struct floop *fl;
+	struct floops *fl; /* the fault loops (floops.h) */
 	struct evl *evl;
 	struct csess *cs;
 	struct resolv *rv;

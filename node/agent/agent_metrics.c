@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "floop.h"
+#include "floops.h"
 #include "log.h"
 #include "metrics.h"
 #include "pagesrv.h"
@@ -92,7 +92,7 @@ static void agent_metrics_cache(struct metrics_buf *b, struct floop_counters *c,
 }
 
 /* Per peer: pages and bytes read and written, errors, reads in flight. */
-static void agent_metrics_peers(struct metrics_buf *b, struct floop *fl)
+static void agent_metrics_peers(struct metrics_buf *b, struct floops *fl)
 {
 	static const struct {
 		const char *name, *type, *help;
@@ -113,7 +113,7 @@ static void agent_metrics_peers(struct metrics_buf *b, struct floop *fl)
 	uint32_t n = 0;
 	char l[96];
 
-	if (floop_peer_stats(fl, &st, &n))
+	if (floops_peer_stats(fl, &st, &n))
 		n = 0;
 	for (size_t k = 0; k < sizeof(h) / sizeof(h[0]); k++) {
 		metrics_head(b, h[k].name, h[k].type, h[k].help);
@@ -160,11 +160,35 @@ static void agent_metrics_peers(struct metrics_buf *b, struct floop *fl)
 	free(st);
 }
 
+/* Per fault loop: which loop served what (floops.h). */
+static void agent_metrics_loops(struct metrics_buf *b, struct floops *fl)
+{
+	static const char f[] = "farpage_fault_loop_faults_total",
+			  m[] = "farpage_fault_loop_mappings";
+	unsigned int n = floops_n(fl);
+	char l[32];
+
+	metrics_one(b, "farpage_fault_loops", "gauge",
+		    "Fault loops (threads) serving this agent's mappings.", n);
+	metrics_head(b, f, "counter", "Page faults read, by fault loop.");
+	for (unsigned int i = 0; i < n; i++) {
+		snprintf(l, sizeof(l), "loop=\"%u\"", i);
+		metrics_u64(b, f, l, LD(floops_loop_counters(fl, i)->faults));
+	}
+	metrics_head(b, m, "gauge", "Mappings served, by fault loop.");
+	for (unsigned int i = 0; i < n; i++) {
+		snprintf(l, sizeof(l), "loop=\"%u\"", i);
+		metrics_u64(b, m, l, LD(floops_loop_counters(fl, i)->mappings));
+	}
+}
+
 static void agent_metrics_render(struct metrics_buf *b, void *arg)
 {
 	struct node_agent *a = arg;
-	struct floop_counters *c = floop_counters(a->fl);
+	struct floop_counters sum, *c = &sum;
 	struct pagesrv_stats ps;
+
+	floops_counters(a->fl, &sum);
 
 	metrics_one(b, "farpage_open_connections", "gauge",
 		    "Local processes connected to the agent's socket.",
@@ -186,6 +210,7 @@ static void agent_metrics_render(struct metrics_buf *b, void *arg)
 			    xport_rdma_ctx_mr_registrations(a->rdma));
 	agent_metrics_faults(b, c);
 	agent_metrics_peers(b, a->fl);
+	agent_metrics_loops(b, a->fl);
 	agent_metrics_cache(b, c, a->cache_on ? a->cfg.cache_size : 0);
 	pagesrv_stats(a->srv, &ps);
 	metrics_one(b, "farpage_pagesrv_reads_total", "counter",

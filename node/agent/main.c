@@ -14,6 +14,7 @@
 #include "actl.h"
 #include "agent.h"
 #include "farpage.h"
+#include "floops.h"
 #include "log.h"
 #include "net.h"
 #include "util.h"
@@ -98,6 +99,12 @@ static void main_usage(FILE *out)
 		"      --spin-us N          after each batch of work the fault "
 		"loop polls for\n"
 		"                           N us before sleeping (default 0)\n"
+		"      --fault-threads N    fault loops, each a thread with "
+		"its "
+		"own mappings\n"
+		"                           and peer connections (1..16; "
+		"default a quarter\n"
+		"                           of the CPUs, 1 to 8; verbs: 1)\n"
 		"      --fault-mode M       cache: remote pages live in a "
 		"bounded cache shared\n"
 		"                           with the process, writes go home; "
@@ -344,6 +351,7 @@ int main(int argc, char **argv)
 		{ "inflight", required_argument, NULL, 'I' },
 		{ "readahead", required_argument, NULL, 'R' },
 		{ "spin-us", required_argument, NULL, 'U' },
+		{ "fault-threads", required_argument, NULL, 'T' },
 		{ "fault-mode", required_argument, NULL, 'M' },
 		{ "cache-size", required_argument, NULL, 'C' },
 		{ "writeback-ms", required_argument, NULL, 'W' },
@@ -455,6 +463,18 @@ int main(int argc, char **argv)
 			    cfg.spin_us > 10000) {
 				fprintf(stderr,
 					"farpage-node: --spin-us: 0..10000\n");
+				return 2;
+			}
+			break;
+		case 'T':
+			if (main_uint("--fault-threads", optarg, 1,
+				      &cfg.fault_threads))
+				return 2;
+			if (cfg.fault_threads > FLOOPS_MAX) {
+				fprintf(stderr,
+					"farpage-node: --fault-threads: "
+					"1..%d\n",
+					FLOOPS_MAX);
 				return 2;
 			}
 			break;

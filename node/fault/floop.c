@@ -374,6 +374,8 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 	xcfg.self_name = f->cfg.self_name;
 	xcfg.insecure = f->cfg.insecure;
 	xcfg.auth_flags = f->cfg.auth_flags;
+	if (f->cfg.client_id)
+		xcfg.client_id = f->cfg.client_id;
 	ret = floop_peers_xports_create(f, &xcfg);
 	if (ret)
 		goto err;

@@ -57,6 +57,9 @@ struct floop_counters {
 struct floop_cfg {
 	uint64_t self;	   /* this node's id */
 	uint64_t instance; /* this agent's instance */
+	/* the id owners know this loop's connections by (they fence a
+	 * client's older connections); 0: the instance */
+	uint64_t client_id;
 	const uint8_t *pool_base;
 	uint64_t pool_size;
 	/*

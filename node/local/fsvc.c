@@ -39,7 +39,7 @@
 #include "csess.h"
 #include "ctl.h"
 #include "evl.h"
-#include "floop.h"
+#include "floops.h"
 #include "frame.h"
 #include "log.h"
 #include "net.h"
@@ -237,7 +237,7 @@ static void fsvc_conn_close(struct fsvc_conn *c)
 	struct fsvc_conn **p;
 
 	if (c->state == FSVC_MAPPED)
-		floop_map_remove(a->fl, c->map_id);
+		floops_map_remove(a->fl, c->map_id);
 	if (c->pinned)
 		fsvc_pins(c, -1);
 	/* A mapping the loop has gives its lease back once what it wrote
@@ -622,8 +622,8 @@ static void fsvc_flush_checked(struct fsvc_conn *c,
 			"map %llu is lost: %s",
 			c->name, (unsigned long long)c->map_id, r->text);
 		c->token = ++a->next_token;
-		if (!floop_map_lost(a->fl, c->map_id) &&
-		    !floop_flush(a->fl, c->name, c->token)) {
+		if (!floops_map_lost(a->fl, c->map_id) &&
+		    !floops_flush(a->fl, c->name, c->token)) {
 			c->state = FSVC_FLUSH;
 			return;
 		}
@@ -676,7 +676,7 @@ static int fsvc_name_is_here(struct node_agent *a, const char *name)
 static void fsvc_on_dones(struct evl *l, int fd, uint32_t events, void *arg)
 {
 	struct node_agent *a = arg;
-	struct floop_done *d = floop_done_take(a->fl), *next;
+	struct floop_done *d = floops_done_take(a->fl), *next;
 
 	for (; d; d = next) {
 		struct fsvc_conn *c;
@@ -776,7 +776,7 @@ static int fsvc_on_unmap(struct fsvc_conn *c)
 	struct msg ok;
 	int ret;
 
-	ret = floop_map_remove(a->fl, c->map_id);
+	ret = floops_map_remove(a->fl, c->map_id);
 	if (ret) {
 		fsvc_reply_error(c, ret, "cannot drop the mapping");
 		return ret;
@@ -1001,7 +1001,7 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 	d.cid = c->layout.cid;
 	d.pidfd = d.cache_fd >= 0 ? fsvc_peer_pidfd(c->fd) : -1;
 	memcpy(d.name, c->layout.name, sizeof(d.name));
-	ret = floop_map_add(a->fl, &d);
+	ret = floops_map_add(a->fl, &d);
 	if (ret)
 		return ret;
 	c->map_id = d.id;
@@ -1124,10 +1124,11 @@ static int fsvc_on_map_fds(struct fsvc_conn *c, const struct msg *req)
 
 static int fsvc_on_stats(struct fsvc_conn *c)
 {
-	struct floop_counters *ctr = floop_counters(c->a->fl);
+	struct floop_counters sum, *ctr = &sum;
 	struct msg rep;
 	int ret;
 
+	floops_counters(c->a->fl, &sum);
 	msg_init(&rep, MSG_T_AGENT_STAT);
 	rep.node = atomic_load(&c->a->node_id);
 	rep.faults = atomic_load(&ctr->faults);
@@ -1135,7 +1136,7 @@ static int fsvc_on_stats(struct fsvc_conn *c)
 	rep.local = atomic_load(&ctr->local);
 	rep.errors = atomic_load(&ctr->errors);
 	rep.poisoned = atomic_load(&ctr->poisoned);
-	floop_peer_stats(c->a->fl, &rep.peers, &rep.n_peers);
+	floops_peer_stats(c->a->fl, &rep.peers, &rep.n_peers);
 	rep.cache = calloc(MSG_CACHE__MAX, sizeof(*rep.cache));
 	if (rep.cache) {
 		rep.n_cache = MSG_CACHE__MAX;
@@ -1192,7 +1193,7 @@ static int fsvc_dispatch(struct fsvc_conn *c, const struct msg *req, int *fd)
 			c->state = FSVC_FLUSH_LOOKUP;
 			return 0;
 		}
-		ret = floop_flush(c->a->fl, req->name, c->token);
+		ret = floops_flush(c->a->fl, req->name, c->token);
 		if (ret) {
 			fsvc_reply_error(c, ret, "cannot queue the flush");
 			return 1;
@@ -1504,7 +1505,7 @@ int fsvc_init(struct node_agent *a)
 		log_errno(ret, "watch lookups");
 		return ret;
 	}
-	ret = evl_add(a->evl, floop_done_fd(a->fl), EPOLLIN, fsvc_on_dones, a);
+	ret = evl_add(a->evl, floops_done_fd(a->fl), EPOLLIN, fsvc_on_dones, a);
 	if (ret)
 		log_errno(ret, "watch the fault loop");
 	return ret;
@@ -1515,7 +1516,7 @@ void fsvc_fini(struct node_agent *a)
 	if (a->cs)
 		evl_del(a->evl, csess_event_fd(a->cs));
 	if (a->fl)
-		evl_del(a->evl, floop_done_fd(a->fl));
+		evl_del(a->evl, floops_done_fd(a->fl));
 	while (a->conns)
 		fsvc_conn_close(a->conns);
 	for (unsigned int i = 0; i < AGENT_REFUSED_MAX; i++)

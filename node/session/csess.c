@@ -20,7 +20,7 @@
 #include "actl.h"
 #include "ctl.h"
 #include "evl.h"
-#include "floop.h"
+#include "floops.h"
 #include "log.h"
 #include "net.h"
 #include "resolv.h"
@@ -306,7 +306,7 @@ static void csess_tables(struct csess *s, uint64_t cid)
 	 * No region listed at epoch 0: theirs all count as made after it.
 	 * (At the first join there is no fault loop yet, nor any mapping.)
 	 */
-	if (s->a->fl && floop_regions_set(s->a->fl, &none, 0, 0, cid) < 0)
+	if (s->a->fl && floops_regions_set(s->a->fl, &none, 0, 0, cid) < 0)
 		log_warn("fault loop: no memory to tell it of cluster id "
 			 "%016llx yet",
 			 (unsigned long long)cid);
@@ -363,7 +363,7 @@ static int csess_nodes_dropped(const struct csess *s, const struct msg *nodes,
 		peers[np].instance = n->instance;
 		np++;
 	}
-	ret = np ? floop_peers_set(s->a->fl, peers, np) : 0;
+	ret = np ? floops_peers_set(s->a->fl, peers, np) : 0;
 	free(peers);
 	return ret;
 }
@@ -411,7 +411,7 @@ static int csess_nodes_refresh(struct csess *s)
 			peers[np].flags |= XPORT_PEER_LIVE;
 		np++;
 	}
-	ret = floop_peers_set(a->fl, peers, np);
+	ret = floops_peers_set(a->fl, peers, np);
 	if (!ret)
 		ret = csess_nodes_dropped(s, &nodes, self);
 	/* After the peers: the fault loop takes an address only for the
@@ -497,8 +497,8 @@ static int csess_regions_sync(struct csess *s, uint64_t epoch)
 		else
 			p = &(*p)->next;
 	}
-	ticket =
-		floop_regions_set(s->a->fl, list, rep.n_regions, epoch, s->cid);
+	ticket = floops_regions_set(s->a->fl, list, rep.n_regions, epoch,
+				    s->cid);
 	free(list);
 	msg_fini(&rep);
 	if (ticket < 0)
@@ -535,7 +535,7 @@ static int csess_join(struct csess *s)
 	csess_tables(s, rep.cid);
 	msg_fini(&rep);
 	if (old && old != atomic_load(&a->node_id))
-		floop_self_set(a->fl, atomic_load(&a->node_id));
+		floops_self_set(a->fl, atomic_load(&a->node_id));
 	/* A (re)join with our instance drops what we published before. */
 	a->hooks.joined(a);
 	log_info("joined %s as node %llu (%s), data %s, pool %llu MiB%s",
@@ -675,7 +675,7 @@ static void csess_heartbeat(struct csess *s)
 	struct msg req, rep;
 	int ret;
 
-	if (s->pending_ticket && floop_ticket_done(a->fl, s->pending_ticket)) {
+	if (s->pending_ticket && floops_ticket_done(a->fl, s->pending_ticket)) {
 		s->synced_epoch = s->pending_epoch;
 		s->pending_ticket = 0;
 	}
@@ -684,7 +684,7 @@ static void csess_heartbeat(struct csess *s)
 	req.instance = a->instance;
 	req.epoch = s->synced_epoch;
 	req.cid = s->cid;
-	floop_peer_stats(a->fl, &req.peers, &req.n_peers);
+	floops_peer_stats(a->fl, &req.peers, &req.n_peers);
 	req.extents = s->cleared; /* lent, taken back below */
 	req.n_extents = s->n_cleared;
 	ret = csess_call(s, &req, &rep);

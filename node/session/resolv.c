@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "evl.h"
-#include "floop.h"
+#include "floops.h"
 #include "log.h"
 #include "msg.h"
 #include "net.h"
@@ -26,7 +26,7 @@ struct resolv_job {
 };
 
 struct resolv {
-	struct floop *fl;
+	struct floops *fl;
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -122,7 +122,7 @@ static void *resolv_run(void *arg)
 					 (unsigned long long)node, addr);
 			resolv_unlink(r, j);
 			free(j);
-			floop_peer_addr_set(r->fl, node, addr, &ss, len);
+			floops_peer_addr_set(r->fl, node, addr, &ss, len);
 			continue;
 		}
 		if (!j->failed)
@@ -137,7 +137,7 @@ static void *resolv_run(void *arg)
 	return NULL;
 }
 
-int resolv_create(struct floop *fl, struct resolv **out)
+int resolv_create(struct floops *fl, struct resolv **out)
 {
 	pthread_condattr_t ca;
 	struct resolv *r;
@@ -199,7 +199,7 @@ int resolv_request(struct resolv *r, uint64_t node, const char *data_addr)
 			free(j);
 		}
 		pthread_mutex_unlock(&r->lock);
-		return floop_peer_addr_set(r->fl, node, data_addr, &ss, len);
+		return floops_peer_addr_set(r->fl, node, data_addr, &ss, len);
 	}
 	pthread_mutex_lock(&r->lock);
 	j = resolv_find(r, node);

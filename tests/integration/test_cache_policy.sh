@@ -23,8 +23,10 @@ ROUNDS=12   # 2 MiB + 12 x 4 MiB = 50 MiB of the 64 MiB region
 fp_hosts_loopback H
 fp_coord_start H
 fp_node_start H B
-fp_node_start H K --cache-size 8M --readahead 0
-fp_node_start H F --cache-size 8M --readahead 0 --cache-policy fifo
+# One fault loop: the guest's one mapping has the whole 8 MiB (with N loops
+# each has 1/N of --cache-size, whatever FP_FAULT_THREADS says)
+fp_node_start H K --cache-size 8M --readahead 0 --fault-threads 1
+fp_node_start H F --cache-size 8M --readahead 0 --cache-policy fifo --fault-threads 1
 b=$(fp_node_id B)
 owners=$(printf "$b,%.0s" $(seq 32))
 fp_cli H B region create r --size 64M --owners "${owners%,}" >/dev/null 2>&1 ||

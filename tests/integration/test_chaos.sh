@@ -268,7 +268,8 @@ chaos_node_spawn() {
 		--addr-file "$FP_TMP/$n.addr" --sock "${FP_NODE_SOCK[$n]}" \
 		--heartbeat-ms 200 --log-level "${FP_LOG_LEVEL:-info}" \
 		--fault-timeout-ms "${FT[$n]}" --writeback-ms $WB_MS \
-		${FP_FAULT_MODE:+--fault-mode "$FP_FAULT_MODE"} >>"$FP_TMP/$n.log" 2>&1 &
+		${FP_FAULT_MODE:+--fault-mode "$FP_FAULT_MODE"} \
+		${FP_FAULT_THREADS:+--fault-threads "$FP_FAULT_THREADS"} >>"$FP_TMP/$n.log" 2>&1 &
 	FP_NODE_PID[$n]=$!
 	FP_PIDS+=("$!")
 }
