@@ -242,7 +242,8 @@ fp_node_start() {
 		--pool-size "${FP_POOL:-256M}" --data-listen "${FP_HOST_IP[$h]}:0" \
 		--addr-file "$FP_TMP/$n.addr" --sock "${FP_NODE_SOCK[$n]}" \
 		--heartbeat-ms 200 --log-level "${FP_LOG_LEVEL:-info}" \
-		${FP_FAULT_MODE:+--fault-mode "$FP_FAULT_MODE"} "$@" \
+		${FP_FAULT_MODE:+--fault-mode "$FP_FAULT_MODE"} \
+		${FP_DIRTY_TRACKING:+--dirty-tracking "$FP_DIRTY_TRACKING"} "$@" \
 		>>"$FP_TMP/$n.log" 2>&1 &
 	FP_NODE_PID[$n]=$!
 	FP_PIDS+=("$!")

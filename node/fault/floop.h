@@ -45,6 +45,10 @@ struct floop_counters {
 	atomic_uint_fast64_t cache_writebacks; /* pages written home */
 	atomic_uint_fast64_t cache_wb_errors;  /* write-backs failed */
 	atomic_uint_fast64_t cache_wp_faults;  /* first writes seen */
+	/* dirty tracking by scanning: PAGEMAP_SCAN passes over a mapping's
+	 * held pages, and the written pages they found */
+	atomic_uint_fast64_t cache_dirty_scans;
+	atomic_uint_fast64_t cache_dirty_scan_pages;
 	/* fetched pages that entered the cache: read straight into the
 	 * agent's mapping of it (verbs), or landed and copied in */
 	atomic_uint_fast64_t cache_direct_pages;

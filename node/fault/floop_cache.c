@@ -98,6 +98,8 @@ static void cache_ps_clear(struct fmap *m, uint64_t i, uint8_t bits)
 int floop_cache_map_init(struct floop *f, struct fmap *m,
 			 const struct floop_map_desc *d)
 {
+	int ret;
+
 	/* Writes we could not see would never go home. */
 	if (!(d->flags & MSG_MAP_RDONLY) &&
 	    !(d->features & UFFD_FEATURE_WP_HUGETLBFS_SHMEM))
@@ -105,6 +107,10 @@ int floop_cache_map_init(struct floop *f, struct fmap *m,
 	/* (the FIFO queue keeps page indexes in 32 bits) */
 	if (f->cfg.cache_fifo && cache_pages(m) > UINT32_MAX)
 		return -EFBIG;
+	/* A WP_ASYNC uffd: written pages are found by scanning. */
+	ret = dscan_map_init(f, m, d);
+	if (ret)
+		return ret;
 	/* Allocated, never cleared by hand: the kernel backs what is
 	 * touched (a page state array of a 64 GiB mapping is 16 MiB). */
 	m->pst = calloc(cache_pages(m), 1);
@@ -119,10 +125,12 @@ int floop_cache_map_init(struct floop *f, struct fmap *m,
 		pgset_fini(&m->wset);
 		m->pst = NULL;
 		m->fifo = NULL;
+		dscan_map_fini(m);
 		return -ENOMEM;
 	}
-	/* FIFO looks at no access: nothing to sample. */
-	m->pidfd = f->cfg.cache_fifo ? -1 : d->pidfd;
+	/* FIFO looks at no access: nothing to sample (but scanning unmaps
+	 * a page from the guest before it is dropped). */
+	m->pidfd = f->cfg.cache_fifo && !m->dscan ? -1 : d->pidfd;
 	if (m->pidfd < 0 && d->pidfd >= 0)
 		close(d->pidfd);
 	m->cache = 1;
@@ -141,6 +149,16 @@ static void cache_dirty_set(struct floop *f, struct fmap *m, uint64_t i)
 	cache_ps_set(m, i, PS_DIRTY);
 	m->n_dirty++;
 	atomic_fetch_add(&f->ctr.cache_dirty, 1);
+}
+
+void floop_cache_written(struct floop *f, struct fmap *m, uint64_t i)
+{
+	/* (a dirty page is mapped writable: nothing new, and its losing
+	 * its mapping to the clock's sampling is no touch) */
+	if ((m->pst[i] & (PS_VALID | PS_DIRTY)) != PS_VALID)
+		return;
+	cache_dirty_set(f, m, i);
+	cache_ps_set(m, i, PS_REF);
 }
 
 static void cache_dirty_clear(struct floop *f, struct fmap *m, uint64_t i)
@@ -190,6 +208,7 @@ void floop_cache_map_fini(struct floop *f, struct fmap *m)
 	if (m->pidfd >= 0)
 		close(m->pidfd);
 	m->pidfd = -1;
+	dscan_map_fini(m);
 	if (m->alias) {
 		floop_peers_mem_del(f, m->alias);
 		munmap(m->alias, m->span);
@@ -885,11 +904,18 @@ static void cache_sample_flush(struct floop *f)
 {
 	struct fmap *m = f->smp_map;
 	unsigned int n = f->n_smp;
+	ssize_t ret;
+	int err;
 
 	f->n_smp = 0;
 	if (!m || !n || m->pidfd < 0)
 		return;
-	if (process_madvise(m->pidfd, f->smp, n, MADV_PAGEOUT, 0) >= 0)
+	ret = process_madvise(m->pidfd, f->smp, n, MADV_PAGEOUT, 0);
+	err = errno;
+	/* A page written since the last scan that lost its entry now. */
+	dscan_after_pageout(f, m, f->smp, n);
+	errno = err;
+	if (ret >= 0)
 		return;
 	/* ESRCH: the process is gone; ENOMEM: a range is not mapped there
 	 * any more (being unmapped). Anything else will not change. */
@@ -964,6 +990,12 @@ static void cache_evict_fifo(struct floop *f)
 				e;
 			continue;
 		}
+		/* (scanning: found written, or still mapped: queued again) */
+		if (!dscan_may_drop(f, m, e.idx)) {
+			f->fifo[(f->fifo_head + f->fifo_len++) % f->fifo_cap] =
+				e;
+			continue;
+		}
 		cache_drop(f, m, e.idx);
 	}
 }
@@ -1030,7 +1062,9 @@ static void cache_evict(struct floop *f)
 			f->hand_page++;
 			continue;
 		}
-		cache_drop(f, m, f->hand_page);
+		/* (scanning: not while the guest maps it, unseen writes) */
+		if (dscan_may_drop(f, m, f->hand_page))
+			cache_drop(f, m, f->hand_page);
 		f->hand_page++;
 	}
 	cache_sample_flush(f);
@@ -1059,6 +1093,7 @@ void floop_cache_flush_cmd(struct floop *f, const char *name, uint64_t cookie)
 	for (struct fmap *m = f->maps; m; m = m->next) {
 		if (!m->cache || strcmp(m->name, name))
 			continue;
+		dscan_map_scan(f, m); /* what was written until now */
 		for (uint64_t i = pgset_next(&m->wset, 0); i < cache_pages(m);
 		     i = pgset_next(&m->wset, i + 1)) {
 			uint8_t ps = m->pst[i];
@@ -1249,8 +1284,10 @@ void floop_cache_run(struct floop *f, uint64_t now, int tick)
 			continue;
 		/* The flusher's turn: one pass over every page, however many
 		 * calls it takes (write-back slots are few). */
-		if (periodic)
+		if (periodic) {
+			dscan_map_scan(f, m);
 			m->wb_sweep = cache_pages(m);
+		}
 		if (!m->n_dirty) {
 			m->wb_sweep = 0;
 			continue;
