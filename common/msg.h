@@ -189,8 +189,13 @@ enum msg_field_id {
 /* MAP_LAYOUT: remote chunks are to be mapped from the cache memfd (the
  * second fd); MAP_UFFD: they are, registered MISSING|MINOR[|WP] */
 #define MSG_MAP_CACHE (UINT64_C(1) << 3)
-#define MSG_MAP_FLAGS \
-	(MSG_MAP_PREFETCH | MSG_MAP_RESUME | MSG_MAP_RDONLY | MSG_MAP_CACHE)
+/* MAP_LAYOUT of a writable cache map: the agent finds written pages by
+ * scanning; the uffd is to be made with UFFD_FEATURE_WP_ASYNC if the
+ * kernel has it (MAP_UFFD's features say whether it was) */
+#define MSG_MAP_WPASYNC (UINT64_C(1) << 4)
+#define MSG_MAP_FLAGS                                                         \
+	(MSG_MAP_PREFETCH | MSG_MAP_RESUME | MSG_MAP_RDONLY | MSG_MAP_CACHE | \
+	 MSG_MAP_WPASYNC)
 
 /*
  * One chunk of a region: owner node, byte offset in its pool, and the

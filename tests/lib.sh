@@ -257,7 +257,8 @@ fp_node_start() {
 		--addr-file "$FP_TMP/$n.addr" --sock "${FP_NODE_SOCK[$n]}" \
 		--heartbeat-ms 200 --log-level "${FP_LOG_LEVEL:-info}" \
 		${FP_FAULT_MODE:+--fault-mode "$FP_FAULT_MODE"} \
-		${FP_FAULT_THREADS:+--fault-threads "$FP_FAULT_THREADS"} "$@" \
+		${FP_FAULT_THREADS:+--fault-threads "$FP_FAULT_THREADS"} \
+		${FP_DIRTY_TRACKING:+--dirty-tracking "$FP_DIRTY_TRACKING"} "$@" \
 		>>"$FP_TMP/$n.log" 2>&1 &
 	FP_NODE_PID[$n]=$!
 	FP_PIDS+=("$!")

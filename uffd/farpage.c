@@ -58,8 +58,9 @@ struct farpage_map {
 	int cache_fd;	   /* cache mode: the agent's cache memfd, else -1 */
 	uint64_t features;
 	unsigned int agent_timeout_ms;
-	uint64_t flags; /* MSG_MAP_* asked for */
-	uint64_t wgen;	/* writable: its write lease's generation */
+	uint64_t flags;	       /* MSG_MAP_* asked for */
+	uint64_t layout_flags; /* MSG_MAP_* of the agent's MAP_LAYOUT */
+	uint64_t wgen;	       /* writable: its write lease's generation */
 	/* the write lease is lost for good (another mapping took it while
 	 * the agent was away): flushes fail, every remote page is poisoned */
 	_Atomic int lease_lost;
@@ -527,6 +528,12 @@ static void farpage_cache_choose(struct farpage_map *m, uint64_t supported)
 	if ((supported & need) == need) {
 		m->features |=
 			supported & (need | UFFD_FEATURE_WP_HUGETLBFS_SHMEM);
+		/* The agent finds written pages by scanning (no fault per
+		 * first write): it reads MAP_UFFD's features to know. */
+		if ((m->layout_flags & MSG_MAP_WPASYNC) &&
+		    !(m->flags & MSG_MAP_RDONLY) &&
+		    (supported & UFFD_FEATURE_WP_ASYNC))
+			m->features |= UFFD_FEATURE_WP_ASYNC;
 		m->flags |= MSG_MAP_CACHE;
 		return;
 	}
@@ -988,6 +995,7 @@ static int farpage_map_common(const char *name,
 		msg_fini(&rep);
 		goto err;
 	}
+	m->layout_flags = rep.flags;
 	m->size = rep.size;
 	m->chunk_size = rep.chunk_size;
 	m->node = rep.node;

@@ -15,6 +15,15 @@
 #define UFFD_FEATURE_POISON (1ull << 14)
 #endif
 
+/* Write protection resolved by the kernel itself, the page marked written
+ * for PAGEMAP_SCAN (6.7; Debian 12's header lacks them). */
+#ifndef UFFD_FEATURE_WP_UNPOPULATED
+#define UFFD_FEATURE_WP_UNPOPULATED (1ull << 13)
+#endif
+#ifndef UFFD_FEATURE_WP_ASYNC
+#define UFFD_FEATURE_WP_ASYNC (1ull << 15)
+#endif
+
 /* UFFDIO_CONTINUE_MODE_WP came with 6.4; Debian 12's header lacks it. */
 #define UFFD_CONTINUE_MODE_WP (1ull << 1)
 

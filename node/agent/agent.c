@@ -15,6 +15,7 @@
 #include <openssl/crypto.h>
 
 #include "csess.h"
+#include "dirty_scan.h"
 #include "evl.h"
 #include "floops.h"
 #include "log.h"
@@ -142,6 +143,32 @@ static void agent_xports(const struct node_agent *a, struct floop_cfg *fc)
 }
 
 /*
+ * How written cached pages are found (--dirty-tracking): by scanning where
+ * the kernel and our rights allow it (auto) or must (scan), else by a
+ * write-protect fault per first write.
+ */
+static int agent_dirty_cfg(struct node_agent *a)
+{
+	const char *why = NULL;
+
+	if (a->cfg.dirty_mode == DSCAN_WP_FAULT) {
+		log_info("written pages are found by write-protect faults "
+			 "(--dirty-tracking wp-fault)");
+		return 0;
+	}
+	a->dirty_scan = dscan_available(&why);
+	if (a->dirty_scan)
+		log_info("written pages are found by scanning (WP_ASYNC + "
+			 "PAGEMAP_SCAN), not a fault per first write");
+	else if (a->cfg.dirty_mode == DSCAN_SCAN)
+		log_err("--dirty-tracking scan: %s", why);
+	else
+		log_info("written pages are found by write-protect faults: %s",
+			 why);
+	return a->dirty_scan || a->cfg.dirty_mode != DSCAN_SCAN ? 0 : -ENOTSUP;
+}
+
+/*
  * Cache mode (the default where the kernel can: the fault loop falls back
  * to copying per mapping otherwise). The cache is a quarter of RAM unless
  * told.
@@ -166,7 +193,7 @@ static int agent_cache_cfg(struct node_agent *a, struct floop_cfg *fcfg)
 			 util_size_fmt(a->cfg.cache_size, sz, sizeof(sz)),
 			 a->cfg.cache_fifo ? "fifo" : "clock",
 			 a->cfg.writeback_ms);
-	return 0;
+	return a->cache_on ? agent_dirty_cfg(a) : 0;
 }
 
 /*

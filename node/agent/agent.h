@@ -58,6 +58,7 @@ struct node_cfg {
 	uint64_t cache_size;	 /* bytes; 0 = a quarter of RAM */
 	unsigned int writeback_ms;
 	int cache_fifo;		    /* --cache-policy fifo */
+	int dirty_mode;		    /* --dirty-tracking: enum dscan_mode */
 	const char *metrics_listen; /* serve /metrics here; NULL: off */
 	/* our key, loaded by the caller (copied); ->insecure: none at all */
 	const struct actl_cred *cred;
@@ -114,6 +115,9 @@ struct node_agent {
 	 * (session thread counts, /metrics reads) */
 	_Atomic uint64_t rdma_revocations;
 	int cache_on; /* mappings get a cache memfd (cache mode) */
+	/* writable cache maps are asked for WP_ASYNC uffds (MSG_MAP_WPASYNC):
+	 * written pages are found by scanning (dirty_scan.h) */
+	int dirty_scan;
 	/* writable mappings whose process is gone and whose written pages
 	 * are still going home: their leases, given back when that is done */
 	struct fsvc_drain *draining;

@@ -81,6 +81,13 @@ static void agent_metrics_cache(struct metrics_buf *b, struct floop_counters *c,
 	metrics_one(b, "farpage_cache_wp_faults_total", "counter",
 		    "First writes to cached pages (write-protect faults).",
 		    LD(c->cache_wp_faults));
+	metrics_one(b, "farpage_cache_dirty_scans_total", "counter",
+		    "Scans of a mapping's cached pages for writes "
+		    "(PAGEMAP_SCAN, --dirty-tracking scan).",
+		    LD(c->cache_dirty_scans));
+	metrics_one(b, "farpage_cache_dirty_scan_pages_total", "counter",
+		    "Written pages those scans found.",
+		    LD(c->cache_dirty_scan_pages));
 	metrics_one(b, "farpage_cache_direct_read_pages_total", "counter",
 		    "Fetched pages an RDMA READ put straight into the cache "
 		    "(no landing copy).",

@@ -340,41 +340,33 @@ struct floop_done *floops_done_take(struct floops *g)
 	return head;
 }
 
-#define LD(x) atomic_load_explicit(&(x), memory_order_relaxed)
-#define ADD(s, c, f)                                            \
-	atomic_store_explicit(&(s)->f, LD((s)->f) + LD((c)->f), \
-			      memory_order_relaxed)
+/*
+ * Every member of struct floop_counters is an atomic_uint_fast64_t (the
+ * histogram's too): the loops' counters are summed member by member as an
+ * array, so a counter added there is summed without a line here.
+ */
+_Static_assert(sizeof(struct floop_counters) % sizeof(atomic_uint_fast64_t) ==
+		       0,
+	       "struct floop_counters holds only atomic_uint_fast64_t");
 
 void floops_counters(struct floops *g, struct floop_counters *sum)
 {
+	enum { N = sizeof(*sum) / sizeof(atomic_uint_fast64_t) };
+	atomic_uint_fast64_t *s = (atomic_uint_fast64_t *)sum;
+
 	memset(sum, 0, sizeof(*sum));
 	for (unsigned int i = 0; i < g->n; i++) {
-		struct floop_counters *c = floop_counters(g->l[i]);
+		atomic_uint_fast64_t *c =
+			(atomic_uint_fast64_t *)floop_counters(g->l[i]);
 
-		ADD(sum, c, faults);
-		ADD(sum, c, remote);
-		ADD(sum, c, local);
-		ADD(sum, c, errors);
-		ADD(sum, c, poisoned);
-		ADD(sum, c, readahead);
-		ADD(sum, c, prefetch);
-		ADD(sum, c, mappings);
-		for (int k = 0; k < METRICS_HIST_BUCKETS; k++)
-			ADD(sum, c, fault_ns.le[k]);
-		ADD(sum, c, fault_ns.over);
-		ADD(sum, c, fault_ns.sum_ns);
-		ADD(sum, c, cache_resident);
-		ADD(sum, c, cache_resident_max);
-		ADD(sum, c, cache_file_max);
-		ADD(sum, c, cache_dirty);
-		ADD(sum, c, cache_hits);
-		ADD(sum, c, cache_misses);
-		ADD(sum, c, cache_evictions);
-		ADD(sum, c, cache_writebacks);
-		ADD(sum, c, cache_wb_errors);
-		ADD(sum, c, cache_wp_faults);
-		ADD(sum, c, cache_direct_pages);
-		ADD(sum, c, cache_landed_pages);
+		for (size_t k = 0; k < N; k++)
+			atomic_store_explicit(
+				&s[k],
+				atomic_load_explicit(&s[k],
+						     memory_order_relaxed) +
+					atomic_load_explicit(
+						&c[k], memory_order_relaxed),
+				memory_order_relaxed);
 	}
 }
 

@@ -121,6 +121,14 @@ static void main_usage(FILE *out)
 		"                           (pages in use stay; access is "
 		"sampled) or fifo\n"
 		"                           (oldest first) (default clock)\n"
+		"      --dirty-tracking M   how written cached pages are "
+		"found: wp-fault (a\n"
+		"                           write-protect fault per first "
+		"write), scan\n"
+		"                           (PAGEMAP_SCAN in batches, Linux "
+		"6.7+) or auto\n"
+		"                           (scan where it works) (default "
+		"auto)\n"
 		"      --writeback-ms N     written pages go home at least "
 		"this often; bounds\n"
 		"                           what a crash of this host loses "
@@ -285,6 +293,8 @@ static void main_allow_default(struct node_cfg *cfg, int given)
 static const char *const main_transports[] = { "auto", "tcp", "verbs", NULL };
 static const char *const main_fault_modes[] = { "auto", "cache", "copy", NULL };
 static const char *const main_cache_policies[] = { "clock", "fifo", NULL };
+static const char *const main_dirty_modes[] = { "auto", "wp-fault", "scan",
+						NULL };
 static const char *const main_on_off[] = { "on", "off", NULL };
 
 /* -1 after saying what is wrong if @addr is not HOST:PORT. */
@@ -356,6 +366,7 @@ int main(int argc, char **argv)
 		{ "cache-size", required_argument, NULL, 'C' },
 		{ "writeback-ms", required_argument, NULL, 'W' },
 		{ "cache-policy", required_argument, NULL, 'P' },
+		{ "dirty-tracking", required_argument, NULL, 'Y' },
 		{ "addr-file", required_argument, NULL, 'A' },
 		{ "metrics-listen", required_argument, NULL, 'm' },
 		{ "key-file", required_argument, NULL, 'k' },
@@ -509,6 +520,13 @@ int main(int argc, char **argv)
 			if (ret < 0)
 				return 2;
 			cfg.cache_fifo = ret == 1; /* fifo */
+			break;
+		case 'Y':
+			ret = main_word("--dirty-tracking", optarg,
+					main_dirty_modes);
+			if (ret < 0)
+				return 2;
+			cfg.dirty_mode = ret; /* enum dscan_mode's order */
 			break;
 		case 'W':
 			if (main_uint("--writeback-ms", optarg, 10,

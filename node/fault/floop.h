@@ -19,7 +19,9 @@
 
 struct floop;
 
-/* Counters shared with the control thread (relaxed atomics). */
+/* Counters shared with the control thread (relaxed atomics). Only
+ * atomic_uint_fast64_t members (or structs of them): the agent sums its
+ * loops' counters member by member (floops_counters()). */
 struct floop_counters {
 	atomic_uint_fast64_t faults; /* page faults read from uffds */
 	atomic_uint_fast64_t remote; /* resolved with a page from a peer */
@@ -45,6 +47,10 @@ struct floop_counters {
 	atomic_uint_fast64_t cache_writebacks; /* pages written home */
 	atomic_uint_fast64_t cache_wb_errors;  /* write-backs failed */
 	atomic_uint_fast64_t cache_wp_faults;  /* first writes seen */
+	/* dirty tracking by scanning: PAGEMAP_SCAN passes over a mapping's
+	 * held pages, and the written pages they found */
+	atomic_uint_fast64_t cache_dirty_scans;
+	atomic_uint_fast64_t cache_dirty_scan_pages;
 	/* fetched pages that entered the cache: read straight into the
 	 * agent's mapping of it (transports that can), or landed and copied
 	 * in */

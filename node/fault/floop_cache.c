@@ -55,6 +55,8 @@ static void cache_fifo_push(struct floop *f, struct fmap *m, uint64_t i);
 int floop_cache_map_init(struct floop *f, struct fmap *m,
 			 const struct floop_map_desc *d)
 {
+	int ret;
+
 	/* Writes we could not see would never go home. */
 	if (!(d->flags & MSG_MAP_RDONLY) &&
 	    !(d->features & UFFD_FEATURE_WP_HUGETLBFS_SHMEM))
@@ -62,6 +64,10 @@ int floop_cache_map_init(struct floop *f, struct fmap *m,
 	/* (the FIFO queue keeps page indexes in 32 bits) */
 	if (f->cfg.cache_fifo && cache_pages(m) > UINT32_MAX)
 		return -EFBIG;
+	/* A WP_ASYNC uffd: written pages are found by scanning. */
+	ret = dscan_map_init(f, m, d);
+	if (ret)
+		return ret;
 	/* Allocated, never cleared by hand: the kernel backs what is
 	 * touched (a page state array of a 64 GiB mapping is 16 MiB). */
 	m->pst = calloc(cache_pages(m), 1);
@@ -76,10 +82,12 @@ int floop_cache_map_init(struct floop *f, struct fmap *m,
 		pgset_fini(&m->wset);
 		m->pst = NULL;
 		m->fifo = NULL;
+		dscan_map_fini(m);
 		return -ENOMEM;
 	}
-	/* FIFO looks at no access: nothing to sample. */
-	m->pidfd = f->cfg.cache_fifo ? -1 : d->pidfd;
+	/* FIFO looks at no access: nothing to sample (but scanning unmaps
+	 * a page from the guest before it is dropped). */
+	m->pidfd = f->cfg.cache_fifo && !m->dscan ? -1 : d->pidfd;
 	if (m->pidfd < 0 && d->pidfd >= 0)
 		close(d->pidfd);
 	m->cache = 1;
@@ -121,6 +129,7 @@ void floop_cache_map_fini(struct floop *f, struct fmap *m)
 	if (m->pidfd >= 0)
 		close(m->pidfd);
 	m->pidfd = -1;
+	dscan_map_fini(m);
 	if (m->alias) {
 		floop_peers_mem_del(f, m->alias);
 		munmap(m->alias, m->span);
@@ -508,11 +517,18 @@ static void cache_sample_flush(struct floop *f)
 {
 	struct fmap *m = f->smp_map;
 	unsigned int n = f->n_smp;
+	ssize_t ret;
+	int err;
 
 	f->n_smp = 0;
 	if (!m || !n || m->pidfd < 0)
 		return;
-	if (process_madvise(m->pidfd, f->smp, n, MADV_PAGEOUT, 0) >= 0)
+	ret = process_madvise(m->pidfd, f->smp, n, MADV_PAGEOUT, 0);
+	err = errno;
+	/* A page written since the last scan that lost its entry now. */
+	dscan_after_pageout(f, m, f->smp, n);
+	errno = err;
+	if (ret >= 0)
 		return;
 	/* ESRCH: the process is gone; ENOMEM: a range is not mapped there
 	 * any more (being unmapped). Anything else will not change. */
@@ -587,6 +603,12 @@ static void cache_evict_fifo(struct floop *f)
 				e;
 			continue;
 		}
+		/* (scanning: found written, or still mapped: queued again) */
+		if (!dscan_may_drop(f, m, e.idx)) {
+			f->fifo[(f->fifo_head + f->fifo_len++) % f->fifo_cap] =
+				e;
+			continue;
+		}
 		cache_drop(f, m, e.idx);
 	}
 }
@@ -641,7 +663,10 @@ static void cache_evict(struct floop *f)
 				cache_wb_start(f, m, f->hand_page);
 			break;
 		case CLOCK_DROP:
-			cache_drop(f, m, f->hand_page);
+			/* (scanning: not while the guest maps it, unseen
+			 * writes) */
+			if (dscan_may_drop(f, m, f->hand_page))
+				cache_drop(f, m, f->hand_page);
 			break;
 		}
 		f->hand_page++;
@@ -672,6 +697,7 @@ void floop_cache_flush_cmd(struct floop *f, const char *name, uint64_t cookie)
 	for (struct fmap *m = f->maps; m; m = m->next) {
 		if (!m->cache || strcmp(m->name, name))
 			continue;
+		dscan_map_scan(f, m); /* what was written until now */
 		cache_flush_mark(m);
 		m->wb_next_ms = 0; /* now, also after a failure */
 	}
@@ -853,8 +879,10 @@ void floop_cache_run(struct floop *f, uint64_t now, int tick)
 			continue;
 		/* The flusher's turn: one pass over every page, however many
 		 * calls it takes (write-back slots are few). */
-		if (periodic)
+		if (periodic) {
+			dscan_map_scan(f, m);
 			m->wb_sweep = cache_pages(m);
+		}
 		if (!m->n_dirty) {
 			m->wb_sweep = 0;
 			continue;

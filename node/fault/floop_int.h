@@ -148,6 +148,13 @@ struct fmap {
 	uint32_t *fifo; /* --cache-policy fifo: stamp of each page's entry */
 	int writable;	/* not MSG_MAP_RDONLY: registered WP, writes are seen */
 	int wp_cont;	/* CONTINUE maps write-protected (6.4+) */
+	/* its uffd has UFFD_FEATURE_WP_ASYNC: writes raise no fault, they
+	 * are found by scanning the guest's pagemap (pm_fd; dirty_scan.c).
+	 * ds_blind: the guest's page tables of it are gone (unmapped,
+	 * exited): every page was counted as written then, no scan since */
+	int dscan;
+	int pm_fd;
+	int ds_blind;
 	uint64_t n_dirty;
 	uint64_t n_flush; /* pages flushes wait for */
 	uint64_t wb_gone; /* written pages dropped: their owner restarted
@@ -531,6 +538,33 @@ uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i);
  * for only, if @flush_only), while write-back slots are free. */
 void cache_wb_scan(struct floop *f, struct fmap *m, uint64_t now,
 		   int flush_only);
+
+
+
+/* ---- dirty_scan.c: written pages found by scanning (m->dscan) ---- */
+
+/* Sets scanning up for @m from @d if its uffd has WP_ASYNC (opens the
+ * guest's pagemap through @d->pidfd). 0 or -errno. */
+int dscan_map_init(struct floop *f, struct fmap *m,
+		   const struct floop_map_desc *d);
+void dscan_map_fini(struct fmap *m);
+/* Marks the pages of @m written since its last scan dirty (and protects
+ * them again): before a write-back pass, a flush, and sampling. */
+void dscan_map_scan(struct floop *f, struct fmap *m);
+/* The guest's page tables of [addr, addr + len) of @m are going or gone
+ * (REMOVE, UNMAP, the process ended): what was written there since the
+ * last scan can no longer be seen, so every page held counts as written.
+ * @all: the whole mapping, for good (no scan from then on). */
+void dscan_map_blind(struct floop *f, struct fmap *m, uint64_t addr,
+		     uint64_t len, int all);
+/* After process_madvise(MADV_PAGEOUT) of @iov: a page it unmapped while
+ * written (no entry left) or left mapped written is dirty. */
+void dscan_after_pageout(struct floop *f, struct fmap *m,
+			 const struct iovec *iov, unsigned int n);
+/* 1 if clean page @i of @m may be punched: the guest no longer maps it,
+ * so its next touch faults (unmapped here first); else 0 (it was written:
+ * now dirty, or it is still mapped). */
+int dscan_may_drop(struct floop *f, struct fmap *m, uint64_t i);
 
 /* ---- floop_peer.c ---- */
 

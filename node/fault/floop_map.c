@@ -103,6 +103,8 @@ void floop_map_kill(struct floop *f, struct fmap *m)
 	m->dead = 1;
 	/* What it wrote goes home before it is freed. */
 	m->draining = m->cache;
+	if (m->cache)
+		dscan_map_blind(f, m, m->base, m->span, 1);
 	if (m->poll_armed)
 		floop_map_poll_remove(f, m);
 	floop_map_free_maybe(f, m);
@@ -263,11 +265,16 @@ static void floop_event(struct floop *f, struct fmap *m,
 		break;
 	case UFFD_EVENT_REMOVE:
 		/* Range stays registered; the next touch faults again. */
+		dscan_map_blind(f, m, msg->arg.remove.start,
+				msg->arg.remove.end - msg->arg.remove.start, 0);
 		break;
 	case UFFD_EVENT_UNMAP:
 		if (msg->arg.remove.start <= m->base &&
 		    msg->arg.remove.end >= m->base + m->span)
 			m->gone = 1;
+		dscan_map_blind(f, m, msg->arg.remove.start,
+				msg->arg.remove.end - msg->arg.remove.start,
+				m->gone);
 		break;
 	case UFFD_EVENT_REMAP:
 		if (msg->arg.remap.from == m->base &&

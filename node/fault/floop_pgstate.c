@@ -51,6 +51,16 @@ void cache_dirty_set(struct floop *f, struct fmap *m, uint64_t i)
 	atomic_fetch_add(&f->ctr.cache_dirty, 1);
 }
 
+void cache_page_written(struct floop *f, struct fmap *m, uint64_t i)
+{
+	/* (a dirty page is mapped writable: nothing new, and its losing
+	 * its mapping to the clock's sampling is no touch) */
+	if ((m->pst[i] & (PS_VALID | PS_DIRTY)) != PS_VALID)
+		return;
+	cache_dirty_set(f, m, i);
+	cache_ps_set(m, i, PS_REF);
+}
+
 void cache_dirty_clear(struct floop *f, struct fmap *m, uint64_t i)
 {
 	if (!(m->pst[i] & PS_DIRTY))

@@ -30,6 +30,9 @@ void cache_ps_set(struct fmap *m, uint64_t i, uint8_t bits);
 void cache_ps_clear(struct fmap *m, uint64_t i, uint8_t bits);
 /* PS_DIRTY, counted in m->n_dirty and ctr.cache_dirty. */
 void cache_dirty_set(struct floop *f, struct fmap *m, uint64_t i);
+/* Page @i of writable cache mapping @m was written (a scan found it):
+ * dirty, and touched. */
+void cache_page_written(struct floop *f, struct fmap *m, uint64_t i);
 void cache_dirty_clear(struct floop *f, struct fmap *m, uint64_t i);
 /* A flush stops waiting for page @i. */
 void cache_flush_clear(struct fmap *m, uint64_t i);

@@ -569,7 +569,11 @@ static int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 				  "served by copying",
 				  c->layout.name);
 		else
-			c->layout.flags = MSG_MAP_CACHE;
+			c->layout.flags =
+				MSG_MAP_CACHE |
+				(a->dirty_scan && !(c->flags & MSG_MAP_RDONLY)
+					 ? MSG_MAP_WPASYNC
+					 : 0);
 	}
 	ret = fsvc_send(c, &c->layout, &c->cache_fd, c->cache_fd >= 0);
 	if (!ret)

@@ -38,6 +38,14 @@
  *                               every page, flush, print "fp_guest:
  *                               flushed N pages", hold until a line on
  *                               stdin (or a kill), unmap.
+ *   fp_guest rwhold REGION SEED1 SEED2 THREADS
+ *                               map writable, read and verify every page
+ *                               (SEED1: fetched, mapped write-protected),
+ *                               then THREADS threads write SEED2's
+ *                               pattern into every page in a shuffled
+ *                               order, flush, print "fp_guest: flushed N
+ *                               pages verified=N", hold until a line on
+ *                               stdin, unmap.
  *   fp_guest rdonly-write REGION
  *                               map read-only, write a remote page: must
  *                               be SIGSEGV ("rdonly-write: segv=1").
@@ -730,6 +738,75 @@ static int guest_whold(const char *region, uint64_t seed)
 		return 1;
 	}
 	printf("fp_guest: flushed %zu pages\n", n);
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		fprintf(stderr, "fp_guest: stdin closed; unmapping\n");
+	return farpage_unmap(m) ? 1 : 0;
+}
+
+struct guest_rw {
+	uint8_t *base;
+	const uint32_t *order;
+	size_t n;
+	unsigned int k, nt;
+	uint64_t seed;
+};
+
+static void *guest_rw_thread(void *arg)
+{
+	const struct guest_rw *w = arg;
+
+	for (size_t j = w->k; j < w->n; j += w->nt)
+		pattern_fill(w->base + (size_t)w->order[j] * PATTERN_PAGE,
+			     w->seed, w->order[j]);
+	return NULL;
+}
+
+static int guest_rwhold(const char *region, uint64_t seed1, uint64_t seed2,
+			unsigned int nt)
+{
+	struct guest_rw w[16];
+	pthread_t th[16];
+	struct farpage_map *m;
+	uint32_t *order;
+	uint8_t *base;
+	size_t n, ok = 0;
+	char line[64];
+	int ret;
+
+	if (nt < 1 || nt > 16 || guest_map_rw(region, &m))
+		return 1;
+	base = farpage_map_addr(m);
+	n = farpage_map_size(m) / PATTERN_PAGE;
+	order = malloc(n * sizeof(*order));
+	if (!order)
+		return 1;
+	for (size_t i = 0; i < n; i++) {
+		ok += !pattern_check(base + i * PATTERN_PAGE, seed1, i);
+		order[i] = (uint32_t)i;
+	}
+	srand((unsigned int)seed2);
+	for (size_t i = n - 1; i > 0; i--) {
+		size_t j = (size_t)rand() % (i + 1);
+		uint32_t t = order[i];
+
+		order[i] = order[j];
+		order[j] = t;
+	}
+	for (unsigned int k = 0; k < nt; k++) {
+		w[k] = (struct guest_rw){ base, order, n, k, nt, seed2 };
+		if (pthread_create(&th[k], NULL, guest_rw_thread, &w[k]))
+			return 1;
+	}
+	for (unsigned int k = 0; k < nt; k++)
+		pthread_join(th[k], NULL);
+	free(order);
+	ret = farpage_flush(m);
+	if (ret) {
+		fprintf(stderr, "fp_guest: flush: %s\n", farpage_strerror(ret));
+		return 1;
+	}
+	printf("fp_guest: flushed %zu pages verified=%zu\n", n, ok);
 	fflush(stdout);
 	if (!fgets(line, sizeof(line), stdin))
 		fprintf(stderr, "fp_guest: stdin closed; unmapping\n");
@@ -1430,6 +1507,10 @@ int main(int argc, char **argv)
 		return guest_unmap_race(
 			argv[2], strtoull(argv[3], NULL, 0),
 			(unsigned int)strtoul(argv[4], NULL, 0));
+	if (argc == 6 && !strcmp(argv[1], "rwhold"))
+		return guest_rwhold(argv[2], strtoull(argv[3], NULL, 0),
+				    strtoull(argv[4], NULL, 0),
+				    (unsigned int)strtoul(argv[5], NULL, 0));
 	if (argc == 4 && !strcmp(argv[1], "whold"))
 		return guest_whold(argv[2], strtoull(argv[3], NULL, 0));
 	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "sparse"))
@@ -1473,6 +1554,7 @@ int main(int argc, char **argv)
 		"SEED ROUNDS |\n"
 		"       poison-race REGION | whold REGION SEED | rdonly-write "
 		"REGION |\n"
+		"       rwhold REGION SEED1 SEED2 THREADS |\n"
 		"       hotcold REGION SEED HOT COLD ROUNDS | wresume REGION "
 		"SEED |\n"
 		"       wcut REGION SEED OLDSEED NWRITE | wsteal REGION SEED1 "
