@@ -232,8 +232,10 @@ int floop_cache_is_held(const struct fmap *m, uint64_t addr)
 
 uint64_t floop_cache_resident(const struct floop *f)
 {
+	/* with the pages a transport pinned ahead in the memfds */
 	return atomic_load_explicit(&f->ctr.cache_resident,
-				    memory_order_relaxed);
+				    memory_order_relaxed) +
+	       __atomic_load_n(&f->mem_ahead, __ATOMIC_RELAXED);
 }
 
 int floop_cache_has_room(const struct floop *f)
@@ -300,6 +302,24 @@ static void cache_punch(struct fmap *m, uint64_t i, uint64_t n)
 			  m->name);
 }
 
+/*
+ * Pages [i, i + n) are about to leave the memfd, or left it: no READ
+ * lands through an MR made before (xport_ops.mem_inval), and what the
+ * transport allocated ahead around them that we do not hold is punched.
+ */
+static void cache_mr_inval(struct floop *f, struct fmap *m, uint64_t i,
+			   uint64_t n)
+{
+	uint64_t lo, hi;
+
+	while (m->alias && floop_peers_mem_inval(f, m->alias, i * FLOOP_PAGE,
+						 n * FLOOP_PAGE, &lo, &hi))
+		for (uint64_t k = lo / FLOOP_PAGE;
+		     k < hi / FLOOP_PAGE && k < cache_pages(m); k++)
+			if (!m->pst[k])
+				cache_punch(m, k, 1);
+}
+
 /* Pages that are neither held nor dirty any more (those of them that
  * have a state: the others are that already). */
 static void cache_forget(struct floop *f, struct fmap *m, uint64_t i,
@@ -316,6 +336,7 @@ static void cache_forget(struct floop *f, struct fmap *m, uint64_t i,
 		cache_ps_put(m, k, 0);
 	}
 	atomic_fetch_sub(&f->ctr.cache_resident, freed);
+	cache_mr_inval(f, m, i, n);
 }
 
 void floop_cache_uncharge(struct floop *f, struct fmap *m, uint64_t addr,
@@ -932,6 +953,7 @@ static void cache_sample(struct floop *f, struct fmap *m, uint64_t i)
 /* Page @i of @m goes: punched out of the memfd, every mapping loses it. */
 static void cache_drop(struct floop *f, struct fmap *m, uint64_t i)
 {
+	cache_mr_inval(f, m, i, 1);
 	cache_punch(m, i, 1);
 	cache_forget(f, m, i, 1);
 	atomic_fetch_add(&f->ctr.cache_evictions, 1);
@@ -1203,6 +1225,7 @@ void floop_cache_lease_lost(struct floop *f, struct fmap *m)
 	ret = uffd_wp(m->uffd, m->base, pages * FLOOP_PAGE, 0, 0);
 	if (ret && ret != -ENOENT && ret != -ESRCH)
 		log_errno(ret, "map %s: write unprotect", m->name);
+	cache_mr_inval(f, m, 0, pages);
 	cache_punch(m, 0, pages);
 	cache_forget(f, m, 0, pages);
 	if (n)

@@ -247,6 +247,9 @@ struct floop {
 	struct floop_cfg cfg;
 	struct floop_counters ctr;
 	int direct_warned; /* a read_direct could not be set up: said once */
+	/* pages transports allocated in the cache memfds ahead of any read
+	 * (xport_cfg.mem_ahead; relaxed atomics): counted as held */
+	uint64_t mem_ahead;
 	struct io_uring ring;
 	int ring_ok;
 	/* in order of preference (cfg.xops) */
@@ -448,6 +451,11 @@ int floop_peer_read_direct(struct floop *f, uint64_t node, uint64_t off,
  * (xport_ops.mem_add). */
 void floop_peers_mem_add(struct floop *f, void *base, size_t len);
 void floop_peers_mem_del(struct floop *f, void *base);
+/* [off, off + len) of @base is about to leave the memfd, or left it: see
+ * xport_ops.mem_inval. 1 and [*lo, *hi) if a transport gave up pages it
+ * allocated there ahead (one window: call again until 0). */
+int floop_peers_mem_inval(struct floop *f, void *base, uint64_t off,
+			  uint64_t len, uint64_t *lo, uint64_t *hi);
 /* The same for a write (-EOPNOTSUPP if the transport cannot write). */
 int floop_peer_write(struct floop *f, uint64_t node, uint64_t off, uint32_t len,
 		     const void *src, uint64_t wgen, uint64_t tag);

@@ -302,6 +302,19 @@ void floop_peers_mem_del(struct floop *f, void *base)
 	}
 }
 
+int floop_peers_mem_inval(struct floop *f, void *base, uint64_t off,
+			  uint64_t len, uint64_t *lo, uint64_t *hi)
+{
+	for (unsigned int i = 0; i < f->n_xports; i++) {
+		struct floop_xport *t = &f->xports[i];
+
+		if (t->ops->mem_inval &&
+		    t->ops->mem_inval(t->x, base, off, len, lo, hi))
+			return 1;
+	}
+	return 0;
+}
+
 int floop_peer_write(struct floop *f, uint64_t node, uint64_t off, uint32_t len,
 		     const void *src, uint64_t wgen, uint64_t tag)
 {
