@@ -189,6 +189,10 @@ static void agent_metrics_render(struct metrics_buf *b, void *arg)
 			    "Verbs: registered windows of a cache dropped "
 			    "because a page of them left the cache.",
 			    xport_rdma_ctx_mr_invalidations(a->rdma));
+		metrics_one(b, "farpage_rdma_mr_drops_total", "counter",
+			    "Verbs: registered windows of a cache given up "
+			    "for room (the least recently used).",
+			    xport_rdma_ctx_mr_drops(a->rdma));
 		metrics_one(b, "farpage_rdma_mr_ahead_pages", "gauge",
 			    "Verbs: cache pages registered windows allocated "
 			    "that no READ went into yet (counted as held).",

@@ -1660,6 +1660,7 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 	xcfg.auth_flags = f->cfg.auth_flags;
 	/* an eighth of the cache at most for pages pinned ahead */
 	xcfg.mem_ahead = &f->mem_ahead;
+	xcfg.mem_drop = floop_cache_mem_drop;
 	xcfg.mem_ahead_max = f->cfg.cache_pages / 8 + !!f->cfg.cache_pages;
 	ret = floop_peers_xports_create(f, &xcfg);
 	if (ret)

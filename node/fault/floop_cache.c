@@ -302,6 +302,15 @@ static void cache_punch(struct fmap *m, uint64_t i, uint64_t n)
 			  m->name);
 }
 
+/* Punches the pages of bytes [lo, hi) of @m that we do not hold. */
+static void cache_punch_unheld(struct fmap *m, uint64_t lo, uint64_t hi)
+{
+	for (uint64_t k = lo / FLOOP_PAGE;
+	     k < hi / FLOOP_PAGE && k < cache_pages(m); k++)
+		if (!m->pst[k])
+			cache_punch(m, k, 1);
+}
+
 /*
  * Pages [i, i + n) are about to leave the memfd, or left it: no READ
  * lands through an MR made before (xport_ops.mem_inval), and what the
@@ -314,10 +323,19 @@ static void cache_mr_inval(struct floop *f, struct fmap *m, uint64_t i,
 
 	while (m->alias && floop_peers_mem_inval(f, m->alias, i * FLOOP_PAGE,
 						 n * FLOOP_PAGE, &lo, &hi))
-		for (uint64_t k = lo / FLOOP_PAGE;
-		     k < hi / FLOOP_PAGE && k < cache_pages(m); k++)
-			if (!m->pst[k])
-				cache_punch(m, k, 1);
+		cache_punch_unheld(m, lo, hi);
+}
+
+void floop_cache_mem_drop(void *arg, void *base, uint64_t lo, uint64_t hi)
+{
+	struct floop *f = arg;
+
+	for (struct fmap *m = f->maps; m; m = m->next) {
+		if (m->cache && m->alias == base) {
+			cache_punch_unheld(m, lo, hi);
+			return;
+		}
+	}
 }
 
 /* Pages that are neither held nor dirty any more (those of them that

@@ -355,6 +355,9 @@ int floop_cache_map_init(struct floop *f, struct fmap *m,
 			 const struct floop_map_desc *d);
 /* Drops what @m holds (page states, the memfd). */
 void floop_cache_map_fini(struct floop *f, struct fmap *m);
+/* xport_cfg.mem_drop (@arg: the loop): pages of [lo, hi) of the alias
+ * @base that the cache does not hold are punched. */
+void floop_cache_mem_drop(void *arg, void *base, uint64_t lo, uint64_t hi);
 /* True if page @addr of cache mapping @m is held or landing. */
 int floop_cache_is_held(const struct fmap *m, uint64_t addr);
 /* The agent's mapping of @m's cache memfd (made on first use, and handed

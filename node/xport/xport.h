@@ -116,6 +116,14 @@ struct xport_cfg {
 	 */
 	uint64_t *mem_ahead;
 	uint64_t mem_ahead_max;
+	/*
+	 * Called (with arg, on the loop's thread, from inside read_direct)
+	 * when the transport gave up on its own what it had allocated
+	 * ahead in [base + lo, base + hi): the pages of it the caller does
+	 * not hold are garbage it punches. NULL: nothing is given up that
+	 * has pages ahead.
+	 */
+	void (*mem_drop)(void *arg, void *base, uint64_t lo, uint64_t hi);
 };
 
 struct xport_ops {

@@ -116,6 +116,8 @@ void xport_rdma_ctx_stats(const struct xport_rdma_ctx *ctx,
 uint64_t xport_rdma_ctx_mr_registrations(const struct xport_rdma_ctx *ctx);
 /* Windows of a cache alias invalidated (a page of them left the memfd). */
 uint64_t xport_rdma_ctx_mr_invalidations(const struct xport_rdma_ctx *ctx);
+/* Windows given up for room (the least recently used). */
+uint64_t xport_rdma_ctx_mr_drops(const struct xport_rdma_ctx *ctx);
 /* Pages windows allocated in cache memfds that no READ went into yet. */
 uint64_t xport_rdma_ctx_mr_ahead(const struct xport_rdma_ctx *ctx);
 

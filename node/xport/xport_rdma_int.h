@@ -103,6 +103,7 @@ struct xport_rdma_ctx {
 	/* cache windows invalidated (xport_rdma_mr.c), and the pages
 	 * windows allocated ahead of any READ now (relaxed atomics) */
 	uint64_t mr_invals;
+	uint64_t mr_drops; /* given up for room (LRU) */
 	uint64_t mr_ahead;
 	struct xport_rdma_psn_gen psn_gen; /* under lock */
 };
@@ -111,7 +112,7 @@ struct xport_rdma_ctx {
 
 #define XPORT_RDMA_WIN_PAGES 16u /* (a uint16_t bitmap of them) */
 #define XPORT_RDMA_WIN_LEN   ((uint64_t)XPORT_RDMA_WIN_PAGES * 4096u)
-#define XPORT_RDMA_WIN_MAX   64u   /* windows registered at once */
+#define XPORT_RDMA_WIN_MAX   128u  /* windows registered at once */
 #define XPORT_RDMA_AHEAD_MAX 4096u /* pages ahead, if the cache sets none */
 
 /* A cache alias (xport_ops.mem_add): one MR with on-demand paging, else
@@ -142,6 +143,8 @@ struct xport_rdma_mrc {
 	struct xport_rdma_ctx *ctx;
 	bool per_read; /* FARPAGE_RDMA_MR=read: the old way */
 	uint64_t *ahead_out;
+	void (*drop)(void *arg, void *base, uint64_t lo, uint64_t hi);
+	void *drop_arg;
 	uint64_t ahead_max;
 	uint64_t ahead; /* pages */
 	uint64_t clock;
@@ -155,8 +158,9 @@ void xport_rdma_mrc_fini(struct xport_rdma_mrc *c);
 /*
  * The window of @m holding [d, d + len), registered now if it was not,
  * with a reference for one READ (xport_rdma_mrc_put); NULL if no window
- * can (FARPAGE_RDMA_MR=read, across two windows, over the cap of pages
- * ahead, table full, registration failed): the READ registers its own.
+ * can (FARPAGE_RDMA_MR=read, across two windows, no room made in the
+ * table or under the cap of pages ahead, registration failed): the READ
+ * registers its own.
  */
 struct xport_rdma_win *xport_rdma_mrc_get(struct xport_rdma_mrc *c,
 					  struct xport_rdma_mem *m, uintptr_t d,

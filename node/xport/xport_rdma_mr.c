@@ -27,10 +27,11 @@
  * - The fault loop sees a MINOR fault on an ahead page (it is in the
  *   file): the page has no state in the cache, so it is fetched like a
  *   missing one, never mapped as it is.
- * Windows are looked up in a small table (XPORT_RDMA_WIN_MAX); a full one
- * gives up its least recently used window that has no READ in flight and
- * nothing ahead (dropping one with pages ahead needs the cache to punch
- * them: only invalidation does that).
+ * Windows are looked up in a small table (XPORT_RDMA_WIN_MAX); a full
+ * one, or a new window that would go over the cap of pages ahead, gives
+ * up the least recently used window without a READ in flight: it is
+ * deregistered and its range handed to cfg.mem_drop, for the cache to
+ * punch what it does not hold of it (the pages ahead).
  *
  * FARPAGE_RDMA_MR=read keeps the old way (a registration per READ): the
  * A/B switch of the measurements (docs/rdma.md).
@@ -68,6 +69,8 @@ void xport_rdma_mrc_init(struct xport_rdma_mrc *c, struct xport_rdma_ctx *ctx,
 			 "windows it is",
 			 e);
 	c->ahead_out = cfg->mem_ahead;
+	c->drop = cfg->mem_drop;
+	c->drop_arg = cfg->arg;
 	c->ahead_max =
 		cfg->mem_ahead_max ? cfg->mem_ahead_max : XPORT_RDMA_AHEAD_MAX;
 	for (unsigned int i = 0; i < XPORT_RDMA_WIN_MAX; i++)
@@ -107,24 +110,51 @@ static void mrc_kill(struct xport_rdma_win *w)
 		mrc_free(w);
 }
 
-/* A free entry: an unused one, or the LRU one without READs or pages
- * ahead (nothing left behind by dropping it). NULL if there is none. */
-static struct xport_rdma_win *mrc_slot(struct xport_rdma_mrc *c)
+/*
+ * Gives up the least recently used window without a READ in flight (one
+ * with pages ahead if @ahead, else one without): deregistered, and what it allocated ahead
+ * handed to the cache to punch. Returns its entry, free, or NULL.
+ */
+static struct xport_rdma_win *mrc_drop_lru(struct xport_rdma_mrc *c, bool ahead)
 {
 	struct xport_rdma_win *lru = NULL;
+	struct xport_rdma_mem *m;
+	uint64_t lo;
+	bool had;
 
 	for (unsigned int i = 0; i < XPORT_RDMA_WIN_MAX; i++) {
 		struct xport_rdma_win *w = &c->win[i];
 
-		if (!w->mem)
-			return w;
-		if (!w->dead && !w->refs && !w->ahead &&
+		if (w->mem && !w->dead && !w->refs &&
+		    (ahead ? w->ahead != 0 : !w->ahead) &&
 		    (!lru || w->stamp < lru->stamp))
 			lru = w;
 	}
-	if (lru)
-		mrc_free(lru);
+	if (!lru)
+		return NULL;
+	m = lru->mem;
+	lo = lru->idx * XPORT_RDMA_WIN_LEN;
+	had = lru->ahead != 0;
+	if (had && !c->drop)
+		return NULL; /* nobody to punch them */
+	mrc_free(lru);
+	__atomic_fetch_add(&c->ctx->mr_drops, 1, __ATOMIC_RELAXED);
+	if (had)
+		c->drop(c->drop_arg, (void *)m->base, lo,
+			lo + XPORT_RDMA_WIN_LEN);
 	return lru;
+}
+
+/* A free entry: an unused one, else the LRU window given up. */
+static struct xport_rdma_win *mrc_slot(struct xport_rdma_mrc *c)
+{
+	struct xport_rdma_win *w;
+
+	for (unsigned int i = 0; i < XPORT_RDMA_WIN_MAX; i++)
+		if (!c->win[i].mem)
+			return &c->win[i];
+	w = mrc_drop_lru(c, false);
+	return w ? w : mrc_drop_lru(c, true);
 }
 
 /* Pages of window @a (WIN_PAGES of them) not in the file yet: a bitmap. */
@@ -168,9 +198,10 @@ struct xport_rdma_win *xport_rdma_mrc_get(struct xport_rdma_mrc *c,
 	if (!w) {
 		a = (uint8_t *)m->base + idx * XPORT_RDMA_WIN_LEN;
 		absent = mrc_absent(a) & (uint16_t)~mine;
-		if (c->ahead + (uint64_t)__builtin_popcount(absent) >
-		    c->ahead_max)
-			return NULL; /* over the cap: per READ */
+		while (c->ahead + (uint64_t)__builtin_popcount(absent) >
+		       c->ahead_max)
+			if (!mrc_drop_lru(c, true))
+				return NULL; /* over the cap: per READ */
 		w = mrc_slot(c);
 		if (!w)
 			return NULL;
@@ -250,6 +281,11 @@ void xport_rdma_mrc_fini(struct xport_rdma_mrc *c)
 uint64_t xport_rdma_ctx_mr_invalidations(const struct xport_rdma_ctx *ctx)
 {
 	return __atomic_load_n(&ctx->mr_invals, __ATOMIC_RELAXED);
+}
+
+uint64_t xport_rdma_ctx_mr_drops(const struct xport_rdma_ctx *ctx)
+{
+	return __atomic_load_n(&ctx->mr_drops, __ATOMIC_RELAXED);
 }
 
 uint64_t xport_rdma_ctx_mr_ahead(const struct xport_rdma_ctx *ctx)
