@@ -185,6 +185,11 @@ static void agent_metrics_render(struct metrics_buf *b, void *arg)
 			    "registered, or per READ no window serves (see "
 			    "docs/rdma.md).",
 			    xport_rdma_ctx_mr_registrations(a->rdma));
+		metrics_one(b, "farpage_rdma_mr_window_registrations_total",
+			    "counter",
+			    "Verbs: of those registrations, windows of a "
+			    "cache (the rest: one per READ).",
+			    xport_rdma_ctx_mr_window_registrations(a->rdma));
 		metrics_one(b, "farpage_rdma_mr_invalidations_total", "counter",
 			    "Verbs: registered windows of a cache dropped "
 			    "because a page of them left the cache.",

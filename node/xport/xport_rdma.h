@@ -116,6 +116,9 @@ void xport_rdma_ctx_stats(const struct xport_rdma_ctx *ctx,
 uint64_t xport_rdma_ctx_mr_registrations(const struct xport_rdma_ctx *ctx);
 /* Windows of a cache alias invalidated (a page of them left the memfd). */
 uint64_t xport_rdma_ctx_mr_invalidations(const struct xport_rdma_ctx *ctx);
+/* Of the registrations, those of windows (the rest: per READ). */
+uint64_t
+xport_rdma_ctx_mr_window_registrations(const struct xport_rdma_ctx *ctx);
 /* Windows given up for room (the least recently used). */
 uint64_t xport_rdma_ctx_mr_drops(const struct xport_rdma_ctx *ctx);
 /* Pages windows allocated in cache memfds that no READ went into yet. */

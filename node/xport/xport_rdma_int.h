@@ -103,7 +103,8 @@ struct xport_rdma_ctx {
 	/* cache windows invalidated (xport_rdma_mr.c), and the pages
 	 * windows allocated ahead of any READ now (relaxed atomics) */
 	uint64_t mr_invals;
-	uint64_t mr_drops; /* given up for room (LRU) */
+	uint64_t mr_drops;    /* given up for room (LRU) */
+	uint64_t mr_win_regs; /* of mr_regs: windows */
 	uint64_t mr_ahead;
 	struct xport_rdma_psn_gen psn_gen; /* under lock */
 };
@@ -139,6 +140,13 @@ struct xport_rdma_win {
 	bool dead;	   /* invalidated: deregistered at refs 0 */
 };
 
+#define XPORT_RDMA_RECENT 8u /* windows of the last READs: streams */
+
+struct xport_rdma_recent {
+	struct xport_rdma_mem *mem;
+	uint64_t idx;
+};
+
 struct xport_rdma_mrc {
 	struct xport_rdma_ctx *ctx;
 	bool per_read; /* FARPAGE_RDMA_MR=read: the old way */
@@ -148,6 +156,8 @@ struct xport_rdma_mrc {
 	uint64_t ahead_max;
 	uint64_t ahead; /* pages */
 	uint64_t clock;
+	struct xport_rdma_recent recent[XPORT_RDMA_RECENT];
+	unsigned int recent_next;
 	struct xport_rdma_win win[XPORT_RDMA_WIN_MAX];
 };
 

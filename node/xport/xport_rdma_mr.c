@@ -35,6 +35,11 @@
  *
  * FARPAGE_RDMA_MR=read keeps the old way (a registration per READ): the
  * A/B switch of the measurements (docs/rdma.md).
+ *
+ * A window is made only where READs stream: a READ into a window with no
+ * READ into it or a neighbour among the last few (mrc_streaming())
+ * registers its own pages, as random access over more than the cache
+ * holds gains nothing from a window.
  */
 #define LOG_PREFIX "xport_rdma: "
 #include "xport_rdma_int.h"
@@ -172,6 +177,31 @@ static uint16_t mrc_absent(uint8_t *a)
 	return bits;
 }
 
+/*
+ * Whether a window for window @idx of @m pays: a READ went lately into it
+ * or into a window next to it (a stream, one of up to XPORT_RDMA_RECENT
+ * at a time). Remembers this READ's window. A READ anywhere else (random
+ * access over more than the cache holds) registers its own pages: a window
+ * there would pin and allocate 15 pages no READ comes for before it is
+ * given up again.
+ */
+static bool mrc_streaming(struct xport_rdma_mrc *c, struct xport_rdma_mem *m,
+			  uint64_t idx)
+{
+	bool hit = false;
+
+	for (unsigned int i = 0; i < XPORT_RDMA_RECENT; i++) {
+		const struct xport_rdma_recent *r = &c->recent[i];
+
+		if (r->mem == m && r->idx + 1 >= idx && r->idx <= idx + 1)
+			hit = true;
+	}
+	c->recent[c->recent_next].mem = m;
+	c->recent[c->recent_next].idx = idx;
+	c->recent_next = (c->recent_next + 1) % XPORT_RDMA_RECENT;
+	return hit;
+}
+
 struct xport_rdma_win *xport_rdma_mrc_get(struct xport_rdma_mrc *c,
 					  struct xport_rdma_mem *m, uintptr_t d,
 					  uint32_t len)
@@ -195,6 +225,8 @@ struct xport_rdma_win *xport_rdma_mrc_get(struct xport_rdma_mrc *c,
 			break;
 		}
 	}
+	if (!w && !mrc_streaming(c, m, idx))
+		return NULL; /* no neighbour READ lately: per READ */
 	if (!w) {
 		a = (uint8_t *)m->base + idx * XPORT_RDMA_WIN_LEN;
 		absent = mrc_absent(a) & (uint16_t)~mine;
@@ -211,6 +243,7 @@ struct xport_rdma_win *xport_rdma_mrc_get(struct xport_rdma_mrc *c,
 		if (!w->mr)
 			return NULL; /* (errno: per READ then says why) */
 		__atomic_fetch_add(&c->ctx->mr_regs, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&c->ctx->mr_win_regs, 1, __ATOMIC_RELAXED);
 		w->mem = m;
 		w->idx = idx;
 		w->ahead = absent;
@@ -254,6 +287,9 @@ int xport_rdma_mrc_inval(struct xport_rdma_mrc *c, struct xport_rdma_mem *m,
 
 void xport_rdma_mrc_drop_mem(struct xport_rdma_mrc *c, struct xport_rdma_mem *m)
 {
+	for (unsigned int i = 0; i < XPORT_RDMA_RECENT; i++)
+		if (c->recent[i].mem == m)
+			c->recent[i].mem = NULL;
 	for (unsigned int i = 0; i < XPORT_RDMA_WIN_MAX; i++) {
 		struct xport_rdma_win *w = &c->win[i];
 
@@ -281,6 +317,12 @@ void xport_rdma_mrc_fini(struct xport_rdma_mrc *c)
 uint64_t xport_rdma_ctx_mr_invalidations(const struct xport_rdma_ctx *ctx)
 {
 	return __atomic_load_n(&ctx->mr_invals, __ATOMIC_RELAXED);
+}
+
+uint64_t
+xport_rdma_ctx_mr_window_registrations(const struct xport_rdma_ctx *ctx)
+{
+	return __atomic_load_n(&ctx->mr_win_regs, __ATOMIC_RELAXED);
 }
 
 uint64_t xport_rdma_ctx_mr_drops(const struct xport_rdma_ctx *ctx)
