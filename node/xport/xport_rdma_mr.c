@@ -117,8 +117,9 @@ static void mrc_kill(struct xport_rdma_win *w)
 
 /*
  * Gives up the least recently used window without a READ in flight (one
- * with pages ahead if @ahead, else one without): deregistered, and what it allocated ahead
- * handed to the cache to punch. Returns its entry, free, or NULL.
+ * with pages ahead if @ahead, else one without): deregistered, and what
+ * it allocated ahead handed to the cache to punch. Returns its entry,
+ * free, or NULL.
  */
 static struct xport_rdma_win *mrc_drop_lru(struct xport_rdma_mrc *c, bool ahead)
 {
