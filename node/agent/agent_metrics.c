@@ -209,12 +209,31 @@ static void agent_metrics_render(struct metrics_buf *b, void *arg)
 		    "Verbs: peers whose queue pair to this pool was moved to "
 		    "the error state because their lease expired.",
 		    atomic_load(&a->rdma_revocations));
-	if (a->rdma)
+	if (a->rdma) {
 		metrics_one(b, "farpage_rdma_mr_registrations_total", "counter",
 			    "Verbs: memory registrations made for READs "
-			    "straight into a cache, one per such READ (see "
+			    "straight into a cache: one per window of it "
+			    "registered, or per READ no window serves (see "
 			    "docs/rdma.md).",
 			    xport_rdma_ctx_mr_registrations(a->rdma));
+		metrics_one(b, "farpage_rdma_mr_window_registrations_total",
+			    "counter",
+			    "Verbs: of those registrations, windows of a "
+			    "cache (the rest: one per READ).",
+			    xport_rdma_ctx_mr_window_registrations(a->rdma));
+		metrics_one(b, "farpage_rdma_mr_invalidations_total", "counter",
+			    "Verbs: registered windows of a cache dropped "
+			    "because a page of them left the cache.",
+			    xport_rdma_ctx_mr_invalidations(a->rdma));
+		metrics_one(b, "farpage_rdma_mr_drops_total", "counter",
+			    "Verbs: registered windows of a cache given up "
+			    "for room (the least recently used).",
+			    xport_rdma_ctx_mr_drops(a->rdma));
+		metrics_one(b, "farpage_rdma_mr_ahead_pages", "gauge",
+			    "Verbs: cache pages registered windows allocated "
+			    "that no READ went into yet (counted as held).",
+			    xport_rdma_ctx_mr_ahead(a->rdma));
+	}
 	agent_metrics_faults(b, c);
 	agent_metrics_peers(b, a->fl);
 	agent_metrics_loops(b, a->fl);

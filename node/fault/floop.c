@@ -374,6 +374,10 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 	xcfg.self_name = f->cfg.self_name;
 	xcfg.insecure = f->cfg.insecure;
 	xcfg.auth_flags = f->cfg.auth_flags;
+	/* an eighth of the cache at most for pages pinned ahead */
+	xcfg.mem_ahead = &f->mem_ahead;
+	xcfg.mem_drop = floop_cache_mem_drop;
+	xcfg.mem_ahead_max = f->cfg.cache_pages / 8 + !!f->cfg.cache_pages;
 	if (f->cfg.client_id)
 		xcfg.client_id = f->cfg.client_id;
 	ret = floop_peers_xports_create(f, &xcfg);

@@ -162,7 +162,8 @@ uint8_t *floop_cache_alias(struct floop *f, struct fmap *m)
 		return NULL;
 	}
 	m->alias = p;
-	floop_peers_mem_add(f, p, m->span);
+	floop_peers_mem_add(f, p, m->span,
+			    m->writable ? XPORT_MEM_WRITABLE : 0);
 	return m->alias;
 }
 
@@ -208,12 +209,57 @@ static void cache_punch(struct fmap *m, uint64_t i, uint64_t n)
 			  m->name);
 }
 
+/* Punches the pages of bytes [lo, hi) of @m that we do not hold. */
+static void cache_punch_unheld(struct fmap *m, uint64_t lo, uint64_t hi)
+{
+	for (uint64_t k = lo / FLOOP_PAGE;
+	     k < hi / FLOOP_PAGE && k < cache_pages(m); k++)
+		if (!m->pst[k])
+			cache_punch(m, k, 1);
+}
+
+/*
+ * Pages [i, i + n) are about to leave the memfd, or left it: no READ
+ * lands through an MR made before (xport_ops.mem_inval), and what the
+ * transport allocated ahead around them that we do not hold is punched.
+ */
+static void cache_mr_inval(struct floop *f, struct fmap *m, uint64_t i,
+			   uint64_t n)
+{
+	uint64_t lo, hi;
+
+	while (m->alias && floop_peers_mem_inval(f, m->alias, i * FLOOP_PAGE,
+						 n * FLOOP_PAGE, &lo, &hi))
+		cache_punch_unheld(m, lo, hi);
+}
+
+void floop_cache_mem_drop(void *arg, void *base, uint64_t lo, uint64_t hi)
+{
+	struct floop *f = arg;
+
+	for (struct fmap *m = f->maps; m; m = m->next) {
+		if (m->cache && m->alias == base) {
+			cache_punch_unheld(m, lo, hi);
+			return;
+		}
+	}
+}
+
+/* Pages that are neither held nor dirty any more (cache_forget()), and
+ * no MR of a transport reaches them any more. */
+static void cache_release(struct floop *f, struct fmap *m, uint64_t i,
+			  uint64_t n)
+{
+	cache_forget(f, m, i, n);
+	cache_mr_inval(f, m, i, n);
+}
+
 void floop_cache_uncharge(struct floop *f, struct fmap *m, uint64_t addr,
 			  uint32_t npages)
 {
 	/* Nothing of it is in the memfd: a page goes there only whole, when
 	 * it landed (floop_cache_resolve()). */
-	cache_forget(f, m, cache_idx(m, addr), npages);
+	cache_release(f, m, cache_idx(m, addr), npages);
 }
 
 /* True if page @i is in the memfd (the guest may have punched it). */
@@ -287,7 +333,7 @@ static int cache_fault(struct floop *f, struct fmap *m, uint64_t addr,
 	/* A MISSING fault on a page we hold: an old message (then it is
 	 * mapped already), or the guest punched it out of the memfd. */
 	if (!(flags & UFFD_PAGEFAULT_FLAG_MINOR) && !cache_in_file(m, i)) {
-		cache_forget(f, m, i, 1);
+		cache_release(f, m, i, 1);
 		return 0;
 	}
 	cache_ps_set(m, i, PS_REF);
@@ -304,7 +350,7 @@ static int cache_fault(struct floop *f, struct fmap *m, uint64_t addr,
 		return 1;
 	case -EFAULT:
 		/* Not in the memfd after all (punched): fetch it. */
-		cache_forget(f, m, i, 1);
+		cache_release(f, m, i, 1);
 		return 0;
 	default:
 		/* -EAGAIN: events first; the thread faults again. */
@@ -498,8 +544,8 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 		if (ret == -EFAULT) {
 			/* Punched meanwhile (the guest did): it faults again
 			 * and is fetched. */
-			cache_forget(f, m, cache_idx(m, s->addr + s->done_off),
-				     1);
+			cache_release(f, m, cache_idx(m, s->addr + s->done_off),
+				      1);
 			uffd_wake(m->uffd, s->addr + s->done_off, FLOOP_PAGE);
 			s->done_off += FLOOP_PAGE;
 			ret = s->done_off < len ? -1 : 1;
@@ -571,8 +617,9 @@ static void cache_sample(struct floop *f, struct fmap *m, uint64_t i)
 /* Page @i of @m goes: punched out of the memfd, every mapping loses it. */
 static void cache_drop(struct floop *f, struct fmap *m, uint64_t i)
 {
+	cache_mr_inval(f, m, i, 1);
 	cache_punch(m, i, 1);
-	cache_forget(f, m, i, 1);
+	cache_release(f, m, i, 1);
 	atomic_fetch_add(&f->ctr.cache_evictions, 1);
 }
 
@@ -833,8 +880,9 @@ void floop_cache_lease_lost(struct floop *f, struct fmap *m)
 	ret = uffd_wp(m->uffd, m->base, pages * FLOOP_PAGE, 0, 0);
 	if (ret && ret != -ENOENT && ret != -ESRCH)
 		log_errno(ret, "map %s: write unprotect", m->name);
+	cache_mr_inval(f, m, 0, pages);
 	cache_punch(m, 0, pages);
-	cache_forget(f, m, 0, pages);
+	cache_release(f, m, 0, pages);
 	if (n)
 		log_warn("map %s: write lease lost; %llu written pages not "
 			 "sent home",

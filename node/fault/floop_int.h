@@ -302,6 +302,9 @@ struct floop {
 		void (*lease_lost)(struct floop *f, struct fmap *m);
 	} up;
 	int direct_warned; /* a read_direct could not be set up: said once */
+	/* pages transports allocated in the cache memfds ahead of any read
+	 * (xport_cfg.mem_ahead; relaxed atomics): counted as held */
+	uint64_t mem_ahead;
 	struct io_uring ring;
 	int ring_ok;
 	/* in order of preference (cfg.xops) */
@@ -471,6 +474,9 @@ int floop_cache_map_init(struct floop *f, struct fmap *m,
 			 const struct floop_map_desc *d);
 /* Drops what @m holds (page states, the memfd). */
 void floop_cache_map_fini(struct floop *f, struct fmap *m);
+/* xport_cfg.mem_drop (@arg: the loop): pages of [lo, hi) of the alias
+ * @base that the cache does not hold are punched. */
+void floop_cache_mem_drop(void *arg, void *base, uint64_t lo, uint64_t hi);
 /* True if page @addr of cache mapping @m is held or landing. */
 int floop_cache_is_held(const struct fmap *m, uint64_t addr);
 /* The agent's mapping of @m's cache memfd (made on first use, and handed
@@ -604,8 +610,14 @@ int floop_peer_read_direct(struct floop *f, uint64_t node, uint64_t off,
 /* [base, base + len) (a cache alias) will be read_direct's dst until
  * floop_peers_mem_del: transports that can register it once do
  * (xport_ops.mem_add). */
-void floop_peers_mem_add(struct floop *f, void *base, size_t len);
+void floop_peers_mem_add(struct floop *f, void *base, size_t len,
+			 unsigned int flags);
 void floop_peers_mem_del(struct floop *f, void *base);
+/* [off, off + len) of @base is about to leave the memfd, or left it: see
+ * xport_ops.mem_inval. 1 and [*lo, *hi) if a transport gave up pages it
+ * allocated there ahead (one window: call again until 0). */
+int floop_peers_mem_inval(struct floop *f, void *base, uint64_t off,
+			  uint64_t len, uint64_t *lo, uint64_t *hi);
 /* The same for a write (-EOPNOTSUPP if the transport cannot write). */
 int floop_peer_write(struct floop *f, uint64_t node, uint64_t off, uint32_t len,
 		     const void *src, uint64_t wgen, uint64_t tag);

@@ -284,13 +284,14 @@ int floop_peer_read_direct(struct floop *f, uint64_t node, uint64_t off,
 			      : -EOPNOTSUPP;
 }
 
-void floop_peers_mem_add(struct floop *f, void *base, size_t len)
+void floop_peers_mem_add(struct floop *f, void *base, size_t len,
+			 unsigned int flags)
 {
 	for (unsigned int i = 0; i < f->n_xports; i++) {
 		struct floop_xport *t = &f->xports[i];
 
 		if (t->ops->mem_add)
-			t->ops->mem_add(t->x, base, len);
+			t->ops->mem_add(t->x, base, len, flags);
 	}
 }
 
@@ -302,6 +303,19 @@ void floop_peers_mem_del(struct floop *f, void *base)
 		if (t->ops->mem_del)
 			t->ops->mem_del(t->x, base);
 	}
+}
+
+int floop_peers_mem_inval(struct floop *f, void *base, uint64_t off,
+			  uint64_t len, uint64_t *lo, uint64_t *hi)
+{
+	for (unsigned int i = 0; i < f->n_xports; i++) {
+		struct floop_xport *t = &f->xports[i];
+
+		if (t->ops->mem_inval &&
+		    t->ops->mem_inval(t->x, base, off, len, lo, hi))
+			return 1;
+	}
+	return 0;
 }
 
 int floop_peer_write(struct floop *f, uint64_t node, uint64_t off, uint32_t len,

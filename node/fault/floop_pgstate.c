@@ -86,8 +86,10 @@ int floop_cache_is_held(const struct fmap *m, uint64_t addr)
 
 uint64_t floop_cache_resident(const struct floop *f)
 {
+	/* with the pages a transport pinned ahead in the memfds */
 	return atomic_load_explicit(&f->ctr.cache_resident,
-				    memory_order_relaxed);
+				    memory_order_relaxed) +
+	       __atomic_load_n(&f->mem_ahead, __ATOMIC_RELAXED);
 }
 
 int floop_cache_has_room(const struct floop *f)

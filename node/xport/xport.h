@@ -105,7 +105,28 @@ struct xport_cfg {
 	const char *self_name;
 	bool insecure;
 	unsigned int auth_flags;
+	/*
+	 * Pages a transport allocated in mem_add memory ahead of any read
+	 * into them (verbs without on-demand paging: the pages of an MR
+	 * window, see xport_rdma_mr.c), added to and taken from *mem_ahead
+	 * (relaxed atomics; NULL: not counted outside) and kept at or
+	 * below mem_ahead_max (0: the transport's own cap). The cache
+	 * counts them as held.
+	 */
+	uint64_t *mem_ahead;
+	uint64_t mem_ahead_max;
+	/*
+	 * Called (with arg, on the loop's thread, from inside read_direct)
+	 * when the transport gave up on its own what it had allocated
+	 * ahead in [base + lo, base + hi): the pages of it the caller does
+	 * not hold are garbage it punches. NULL: nothing is given up that
+	 * has pages ahead.
+	 */
+	void (*mem_drop)(void *arg, void *base, uint64_t lo, uint64_t hi);
 };
+
+/* xport_ops.mem_add @flags */
+#define XPORT_MEM_WRITABLE 1u
 
 struct xport_ops {
 	const char *name; /* "tcp", "verbs" */
@@ -167,13 +188,33 @@ struct xport_ops {
 	 * transport that can make it reachable once without pinning it
 	 * (verbs with on-demand paging: one MR the kernel keeps in step
 	 * with the pages) does so here, and read_direct into it then
-	 * registers nothing. Returns 0 (also when it makes nothing) or
+	 * registers nothing; one that must pin (verbs without it) keeps
+	 * windows of it registered from their first read_direct until
+	 * mem_inval or mem_del. Returns 0 (also when it makes nothing) or
 	 * -errno (logged; read_direct then goes on per read).
+	 * XPORT_MEM_WRITABLE in @flags: the memory's file holds pages a
+	 * guest writes; a transport that would allocate pages in it ahead
+	 * of any read (windows) must not: a takeover of the file after the
+	 * agent died counts every allocated page as written, and would send
+	 * those zeroes home.
 	 */
-	int (*mem_add)(struct xport *x, void *base, size_t len);
+	int (*mem_add)(struct xport *x, void *base, size_t len,
+		       unsigned int flags);
 	/* Optional: drops what mem_add made for @base. No read_direct into
 	 * it may be in flight. */
 	void (*mem_del)(struct xport *x, void *base);
+	/*
+	 * Optional (NULL: nothing kept): [base + off, base + off + len) of
+	 * mem_add memory is about to leave the file behind it (evicted,
+	 * punched) or was found gone. Called BEFORE the caller punches: no
+	 * read_direct posted from here on lands through anything made
+	 * before. Returns 1 and the range [*lo, *hi) (offsets from base) of
+	 * one thing it had allocated ahead there and gave up (a window:
+	 * pages in it the caller does not hold are garbage it punches); the
+	 * caller calls again until 0: nothing (left) there.
+	 */
+	int (*mem_inval)(struct xport *x, void *base, uint64_t off,
+			 uint64_t len, uint64_t *lo, uint64_t *hi);
 	/*
 	 * Posts a write of @len bytes (multiple of 4096, <= 1 MiB) from @src
 	 * to pool offset @off of the peer; the caller leaves @src alone until

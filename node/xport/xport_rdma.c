@@ -59,14 +59,6 @@ struct xport_rdma_req {
 	struct xport_rdma *x;
 };
 
-/* A cache alias registered once (on-demand paging), xport_ops.mem_add. */
-struct xport_rdma_mem {
-	struct xport_rdma_mem *next;
-	uintptr_t base;
-	size_t len;
-	struct ibv_mr *mr;
-};
-
 struct xport_rdma {
 	struct xport_rdma_ctx *ctx;
 	struct io_uring *ring;
@@ -75,7 +67,8 @@ struct xport_rdma {
 	uintptr_t land;
 	size_t land_len;
 	struct ibv_mr *land_mr;
-	struct xport_rdma_mem *mems; /* on-demand paging only */
+	struct xport_rdma_mem *mems; /* cache aliases (mem_add) */
+	struct xport_rdma_mrc mrc;   /* their windows, without ODP */
 	struct xport_rdma_peer *peers;
 	struct xport_rdma_peer *drains; /* closed, completions awaited */
 	unsigned int peers_gen; /* bumped by peer_close: lists restart */
@@ -153,29 +146,45 @@ static void xport_rdma_peer_fail(struct xport_rdma_peer *p, int queued_status,
 }
 
 /*
- * A slot's aux: the MR of a direct read, with XPORT_RDMA_MR_SHARED set if
- * it is a mapping's (mem_add) and not the read's own.
+ * A slot's aux, for a direct read: the read's own MR; with
+ * XPORT_RDMA_MR_SHARED set, a mapping's (mem_add, on-demand paging); with
+ * XPORT_RDMA_MR_WIN set, a window of the MR cache (xport_rdma_mr.c).
  */
 #define XPORT_RDMA_MR_SHARED 1u
+#define XPORT_RDMA_MR_WIN    2u
+#define XPORT_RDMA_MR_BITS   3u
 
-static struct ibv_mr *xport_rdma_slot_mr(const struct xport_slot *s)
+static uint32_t xport_rdma_aux_lkey(uint64_t aux)
 {
-	return (struct ibv_mr *)(uintptr_t)(s->aux &
-					    ~(uint64_t)XPORT_RDMA_MR_SHARED);
+	void *p = (void *)(uintptr_t)(aux & ~(uint64_t)XPORT_RDMA_MR_BITS);
+
+	if (aux & XPORT_RDMA_MR_WIN)
+		return ((struct xport_rdma_win *)p)->mr->lkey;
+	return ((struct ibv_mr *)p)->lkey;
 }
 
-/* A direct read's own MR goes with its slot (xport_slots.release). */
-static void xport_rdma_slot_release(struct xport_slot *s)
+/* A direct read's own MR goes with it; a window loses a reference. */
+static void xport_rdma_aux_release(uint64_t aux, uint32_t len)
 {
-	struct ibv_mr *mr = xport_rdma_slot_mr(s);
+	void *p = (void *)(uintptr_t)(aux & ~(uint64_t)XPORT_RDMA_MR_BITS);
 	int ret;
 
-	if (s->aux & XPORT_RDMA_MR_SHARED)
+	if (aux & XPORT_RDMA_MR_SHARED)
 		return;
-	ret = ibv_dereg_mr(mr);
+	if (aux & XPORT_RDMA_MR_WIN) {
+		xport_rdma_mrc_put(p);
+		return;
+	}
+	ret = ibv_dereg_mr(p);
 	if (ret)
 		log_errno(-ret, "ibv_dereg_mr of a direct read's %u bytes",
-			  s->len);
+			  len);
+}
+
+/* (xport_slots.release) */
+static void xport_rdma_slot_release(struct xport_slot *s)
+{
+	xport_rdma_aux_release(s->aux, s->len);
 }
 
 /*
@@ -195,7 +204,7 @@ static int xport_rdma_post_locked(struct xport_rdma_peer *p, uint32_t idx)
 		return -ERANGE;
 	sge.addr = (uintptr_t)s->buf;
 	sge.length = s->len;
-	sge.lkey = s->aux ? xport_rdma_slot_mr(s)->lkey : p->x->land_mr->lkey;
+	sge.lkey = s->aux ? xport_rdma_aux_lkey(s->aux) : p->x->land_mr->lkey;
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = (uint64_t)s->gen << 32 | idx;
 	wr.sg_list = &sge;
@@ -589,6 +598,7 @@ static int xport_rdma_create(const struct xport_cfg *cfg, struct xport **out)
 	x->arg = cfg->arg;
 	x->land = (uintptr_t)cfg->land;
 	x->land_len = cfg->land_len;
+	xport_rdma_mrc_init(&x->mrc, ctx, cfg);
 	x->poll_req = (struct xport_rdma_req){ { REQ_XPORT_VERBS }, x };
 	x->cancel_req = (struct xport_rdma_req){ { REQ_XPORT_VERBS }, x };
 	pthread_mutex_lock(&ctx->lock);
@@ -704,14 +714,14 @@ static void xport_rdma_peer_close(struct xport_peer *pp)
 }
 
 /*
- * A read or write: posted at once when UP, queued while CONNECTING. @mr:
- * a direct read's, registered over exactly [buf, buf + len), which the
- * slot owns from here on (also on failure); NULL: buf lies in the landing
- * MR.
+ * A read or write: posted at once when UP, queued while CONNECTING. @aux:
+ * a direct read's MR (see xport_rdma_aux_lkey()) covering [buf, buf +
+ * len), which the slot owns from here on (also on failure); 0: buf lies
+ * in the landing MR.
  */
 static int xport_rdma_submit(struct xport_rdma_peer *p, enum xport_slot_op op,
 			     uint64_t off, uint32_t len, void *buf,
-			     uint64_t tag, struct ibv_mr *mr, bool shared)
+			     uint64_t tag, uint64_t aux)
 {
 	struct xport_rdma *x = p->x;
 	struct xport_rdma_ctx *ctx = x->ctx;
@@ -723,8 +733,8 @@ static int xport_rdma_submit(struct xport_rdma_peer *p, enum xport_slot_op op,
 		ret = -EINVAL;
 	/* the landing MR is the only local memory the NIC may touch, but
 	 * for the pages a direct read registered */
-	else if (!mr && (d < x->land || d - x->land > x->land_len ||
-			 len > x->land_len - (d - x->land)))
+	else if (!aux && (d < x->land || d - x->land > x->land_len ||
+			  len > x->land_len - (d - x->land)))
 		ret = -EINVAL;
 	else if (p->closed)
 		ret = -ENOTCONN;
@@ -735,12 +745,11 @@ static int xport_rdma_submit(struct xport_rdma_peer *p, enum xport_slot_op op,
 	idx = ret ? XPORT_RDMA_NIL
 		  : xport_slots_take(&p->slots, op, off, len, buf, tag);
 	if (idx == XPORT_RDMA_NIL) {
-		if (mr && !shared)
-			ibv_dereg_mr(mr);
+		if (aux)
+			xport_rdma_aux_release(aux, len);
 		return ret ? ret : -EAGAIN;
 	}
-	p->slots.v[idx].aux =
-		(uintptr_t)mr | (shared ? XPORT_RDMA_MR_SHARED : 0);
+	p->slots.v[idx].aux = aux;
 	if (p->state == XPORT_PEER_UP) {
 		pthread_mutex_lock(&ctx->lock);
 		ret = p->q->state == XPORT_RDMA_QP_RTS
@@ -763,17 +772,17 @@ static int xport_rdma_read(struct xport_peer *pp, uint64_t off, uint32_t len,
 			   void *dst, uint64_t tag)
 {
 	return xport_rdma_submit(xport_rdma_peer_from(pp), XPORT_SLOT_READ, off,
-				 len, dst, tag, NULL, false);
+				 len, dst, tag, 0);
 }
 
-/* The on-demand-paging MR of a mapping holding [d, d + len), or NULL. */
-static struct ibv_mr *xport_rdma_mem_find(const struct xport_rdma *x,
-					  uintptr_t d, uint32_t len)
+/* The mapping (mem_add) holding [d, d + len), or NULL. */
+static struct xport_rdma_mem *xport_rdma_mem_find(const struct xport_rdma *x,
+						  uintptr_t d, uint32_t len)
 {
-	for (const struct xport_rdma_mem *m = x->mems; m; m = m->next)
+	for (struct xport_rdma_mem *m = x->mems; m; m = m->next)
 		if (d >= m->base && d - m->base <= m->len &&
 		    len <= m->len - (d - m->base))
-			return m->mr;
+			return m;
 	return NULL;
 }
 
@@ -781,49 +790,67 @@ static struct ibv_mr *xport_rdma_mem_find(const struct xport_rdma *x,
  * A READ straight into @dst (the agent's mapping of a cache memfd). With
  * on-demand paging the mapping's MR (mem_add) covers it: nothing is
  * registered here, and the kernel keeps the MR in step with pages punched
- * out of the memfd. Without it @dst's pages are registered for this read
- * alone, so a page punched out of the memfd later is never left pinned in
- * an MR that a later READ would fill; the registration pins and allocates
- * exactly the pages about to be filled, which the cache is about to hold
- * anyway (docs/rdma.md says why no longer-lived MR is correct then).
+ * out of the memfd. Without it, through the window of the MR cache that
+ * holds @dst (xport_rdma_mr.c: registered on its first READ, invalidated
+ * before any page of it leaves the memfd); where no window can, @dst's
+ * pages are registered for this read alone (and FARPAGE_RDMA_MR=read does
+ * that for every READ: docs/rdma.md).
  */
 static int xport_rdma_read_direct(struct xport_peer *pp, uint64_t off,
 				  uint32_t len, void *dst, uint64_t tag)
 {
 	struct xport_rdma_peer *p = xport_rdma_peer_from(pp);
+	struct xport_rdma_mem *m;
+	struct xport_rdma_win *w;
 	struct ibv_mr *mr;
 
 	if (xport_slots_check_len(len, dst))
 		return -EINVAL;
-	mr = xport_rdma_mem_find(p->x, (uintptr_t)dst, len);
-	if (mr)
+	m = xport_rdma_mem_find(p->x, (uintptr_t)dst, len);
+	if (m && m->mr)
 		return xport_rdma_submit(p, XPORT_SLOT_READ, off, len, dst, tag,
-					 mr, true);
+					 (uintptr_t)m->mr |
+						 XPORT_RDMA_MR_SHARED);
+	/* (not while the peer cannot take it: no window made for nothing) */
+	if (m && !p->closed &&
+	    (w = xport_rdma_mrc_get(&p->x->mrc, m, (uintptr_t)dst, len)))
+		return xport_rdma_submit(p, XPORT_SLOT_READ, off, len, dst, tag,
+					 (uintptr_t)w | XPORT_RDMA_MR_WIN);
 	mr = ibv_reg_mr(p->x->ctx->pd, dst, len, IBV_ACCESS_LOCAL_WRITE);
 	if (!mr)
 		return errno == EPERM || errno == EFAULT ? -errno : -ENOMEM;
 	__atomic_fetch_add(&p->x->ctx->mr_regs, 1, __ATOMIC_RELAXED);
-	return xport_rdma_submit(p, XPORT_SLOT_READ, off, len, dst, tag, mr,
-				 false);
+	return xport_rdma_submit(p, XPORT_SLOT_READ, off, len, dst, tag,
+				 (uintptr_t)mr);
 }
 
 /*
  * With on-demand paging: one MR over a mapping's cache alias for its whole
  * life. It pins nothing; the NIC faults pages in as READs land, and a page
  * punched out of the memfd leaves the MR with it (MMU notifier). Without:
- * nothing (read_direct registers per READ).
+ * the alias is remembered; read_direct registers windows of it.
  */
-static int xport_rdma_mem_add(struct xport *xx, void *base, size_t len)
+static int xport_rdma_mem_add(struct xport *xx, void *base, size_t len,
+			      unsigned int flags)
 {
 	struct xport_rdma *x = xport_rdma_from(xx);
 	struct xport_rdma_mem *m;
 	int ret;
 
-	if (!x->ctx->odp || !base || !len)
+	/* (windows allocate pages ahead: not in a file a guest writes) */
+	if (!base || !len ||
+	    (!x->ctx->odp && (x->mrc.per_read || (flags & XPORT_MEM_WRITABLE))))
 		return 0;
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
+	m->base = (uintptr_t)base;
+	m->len = len;
+	if (!x->ctx->odp) {
+		m->next = x->mems;
+		x->mems = m;
+		return 0;
+	}
 	m->mr = ibv_reg_mr(x->ctx->pd, base, len,
 			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
 	if (!m->mr) {
@@ -836,8 +863,6 @@ static int xport_rdma_mem_add(struct xport *xx, void *base, size_t len)
 		return ret;
 	}
 	__atomic_fetch_add(&x->ctx->mr_regs, 1, __ATOMIC_RELAXED);
-	m->base = (uintptr_t)base;
-	m->len = len;
 	m->next = x->mems;
 	x->mems = m;
 	return 0;
@@ -845,12 +870,26 @@ static int xport_rdma_mem_add(struct xport *xx, void *base, size_t len)
 
 static void xport_rdma_mem_free(struct xport_rdma *x, struct xport_rdma_mem *m)
 {
-	int ret = ibv_dereg_mr(m->mr);
+	int ret = m->mr ? ibv_dereg_mr(m->mr) : 0;
 
 	if (ret)
 		log_errno(ret, "%s: ibv_dereg_mr (a cache mapping)",
 			  x->ctx->name);
+	xport_rdma_mrc_drop_mem(&x->mrc, m);
 	free(m);
+}
+
+static int xport_rdma_mem_inval(struct xport *xx, void *base, uint64_t off,
+				uint64_t len, uint64_t *lo, uint64_t *hi)
+{
+	struct xport_rdma *x = xport_rdma_from(xx);
+
+	for (struct xport_rdma_mem *m = x->mems; m; m = m->next)
+		if (m->base == (uintptr_t)base)
+			return m->mr ? 0
+				     : xport_rdma_mrc_inval(&x->mrc, m, off,
+							    len, lo, hi);
+	return 0;
 }
 
 static void xport_rdma_mem_del(struct xport *xx, void *base)
@@ -873,7 +912,7 @@ static int xport_rdma_write(struct xport_peer *pp, uint64_t off, uint32_t len,
 	/* An RDMA WRITE cannot carry @wgen: the owner never sees it. */
 	/* the NIC only reads a write's src (the landing MR allows more) */
 	return xport_rdma_submit(xport_rdma_peer_from(pp), XPORT_SLOT_WRITE,
-				 off, len, (void *)src, tag, NULL, false);
+				 off, len, (void *)src, tag, 0);
 }
 
 static void xport_rdma_tick(struct xport *xx, uint64_t now_ms)
@@ -1033,6 +1072,7 @@ static void xport_rdma_destroy(struct xport *xx)
 	ctx->x = NULL;
 	pthread_mutex_unlock(&ctx->lock);
 	/* every peer drained: no WR references the landing area */
+	xport_rdma_mrc_fini(&x->mrc);
 	while (x->mems) {
 		struct xport_rdma_mem *m = x->mems;
 
@@ -1065,6 +1105,7 @@ const struct xport_ops xport_rdma_ops = {
 	.read_direct = xport_rdma_read_direct,
 	.mem_add = xport_rdma_mem_add,
 	.mem_del = xport_rdma_mem_del,
+	.mem_inval = xport_rdma_mem_inval,
 	.write = xport_rdma_write,
 	.on_cqe = xport_rdma_on_cqe,
 	.tick = xport_rdma_tick,

@@ -108,10 +108,21 @@ void xport_rdma_ctx_stats(const struct xport_rdma_ctx *ctx,
 			  struct xport_stats *st);
 
 /*
- * Memory registrations the transport made for direct reads (read_direct,
- * one per READ: see docs/rdma.md), readable from any thread.
+ * Memory registrations the transport made for direct reads (read_direct:
+ * one per window of a cache alias, or per READ where no window can or with
+ * FARPAGE_RDMA_MR=read; one per mapping with on-demand paging: see
+ * docs/rdma.md), readable from any thread.
  */
 uint64_t xport_rdma_ctx_mr_registrations(const struct xport_rdma_ctx *ctx);
+/* Windows of a cache alias invalidated (a page of them left the memfd). */
+uint64_t xport_rdma_ctx_mr_invalidations(const struct xport_rdma_ctx *ctx);
+/* Of the registrations, those of windows (the rest: per READ). */
+uint64_t
+xport_rdma_ctx_mr_window_registrations(const struct xport_rdma_ctx *ctx);
+/* Windows given up for room (the least recently used). */
+uint64_t xport_rdma_ctx_mr_drops(const struct xport_rdma_ctx *ctx);
+/* Pages windows allocated in cache memfds that no READ went into yet. */
+uint64_t xport_rdma_ctx_mr_ahead(const struct xport_rdma_ctx *ctx);
 
 /*
  * Control thread: makes sure @peer has an RC QP in INIT and fills @local

@@ -14,6 +14,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "xport.h"
 #include "xport_rdma.h"
 
 enum xport_rdma_qp_state {
@@ -99,8 +100,89 @@ struct xport_rdma_ctx {
 	/* memory registrations made for direct reads: per READ, or per
 	 * mapping with on-demand paging (relaxed atomic) */
 	uint64_t mr_regs;
+	/* cache windows invalidated (xport_rdma_mr.c), and the pages
+	 * windows allocated ahead of any READ now (relaxed atomics) */
+	uint64_t mr_invals;
+	uint64_t mr_drops;    /* given up for room (LRU) */
+	uint64_t mr_win_regs; /* of mr_regs: windows */
+	uint64_t mr_ahead;
 	struct xport_rdma_psn_gen psn_gen; /* under lock */
 };
+
+/* ---- the MR cache of the cache aliases (xport_rdma_mr.c) ---- */
+
+#define XPORT_RDMA_WIN_PAGES 16u /* (a uint16_t bitmap of them) */
+#define XPORT_RDMA_WIN_LEN   ((uint64_t)XPORT_RDMA_WIN_PAGES * 4096u)
+#define XPORT_RDMA_WIN_MAX   128u  /* windows registered at once */
+#define XPORT_RDMA_AHEAD_MAX 4096u /* pages ahead, if the cache sets none */
+
+/* A cache alias (xport_ops.mem_add): one MR with on-demand paging, else
+ * windows of it in the MR cache. */
+struct xport_rdma_mem {
+	struct xport_rdma_mem *next;
+	uintptr_t base;
+	size_t len;
+	struct ibv_mr *mr; /* on-demand paging only */
+};
+
+struct xport_rdma_mrc;
+
+/* A registered window of a cache alias. Fault loop only. */
+struct xport_rdma_win {
+	struct xport_rdma_mrc *c;
+	struct xport_rdma_mem *mem; /* NULL: the entry is free */
+	uint64_t idx;		    /* window number in mem */
+	struct ibv_mr *mr;
+	uint64_t stamp;	   /* last use, for the LRU choice */
+	unsigned int refs; /* READs in flight through it */
+	uint16_t ahead;	   /* page k allocated by the registration, not
+			      READ into since */
+	bool dead;	   /* invalidated: deregistered at refs 0 */
+};
+
+#define XPORT_RDMA_RECENT 8u /* windows of the last READs: streams */
+
+struct xport_rdma_recent {
+	struct xport_rdma_mem *mem;
+	uint64_t idx;
+};
+
+struct xport_rdma_mrc {
+	struct xport_rdma_ctx *ctx;
+	bool per_read; /* FARPAGE_RDMA_MR=read: the old way */
+	uint64_t *ahead_out;
+	void (*drop)(void *arg, void *base, uint64_t lo, uint64_t hi);
+	void *drop_arg;
+	uint64_t ahead_max;
+	uint64_t ahead; /* pages */
+	uint64_t clock;
+	struct xport_rdma_recent recent[XPORT_RDMA_RECENT];
+	unsigned int recent_next;
+	struct xport_rdma_win win[XPORT_RDMA_WIN_MAX];
+};
+
+void xport_rdma_mrc_init(struct xport_rdma_mrc *c, struct xport_rdma_ctx *ctx,
+			 const struct xport_cfg *cfg);
+/* Deregisters every window (no READ in flight any more). */
+void xport_rdma_mrc_fini(struct xport_rdma_mrc *c);
+/*
+ * The window of @m holding [d, d + len), registered now if it was not,
+ * with a reference for one READ (xport_rdma_mrc_put); NULL if no window
+ * can (FARPAGE_RDMA_MR=read, across two windows, no room made in the
+ * table or under the cap of pages ahead, registration failed): the READ
+ * registers its own.
+ */
+struct xport_rdma_win *xport_rdma_mrc_get(struct xport_rdma_mrc *c,
+					  struct xport_rdma_mem *m, uintptr_t d,
+					  uint32_t len);
+void xport_rdma_mrc_put(struct xport_rdma_win *w);
+/* xport_ops.mem_inval for @m (see xport.h). */
+int xport_rdma_mrc_inval(struct xport_rdma_mrc *c, struct xport_rdma_mem *m,
+			 uint64_t off, uint64_t len, uint64_t *lo,
+			 uint64_t *hi);
+/* mem_del: @m's windows go. */
+void xport_rdma_mrc_drop_mem(struct xport_rdma_mrc *c,
+			     struct xport_rdma_mem *m);
 
 /* ---- endpoints (xport_rdma_ep.c) ---- */
 

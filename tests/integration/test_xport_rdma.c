@@ -19,6 +19,7 @@
  *      connect sets up what the others use).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
@@ -566,6 +567,128 @@ static int test_xport_rdma_direct(struct t_side *a, struct t_side *b)
 		ms_land ? n * 1000.0 / (double)ms_land : 0.0);
 	T_CHECK(r1 - r0 == n);
 	T_CHECK(r2 == r1);
+	return 0;
+}
+
+/*
+ * @cnt READs of 4 KiB with read_direct, pool page first + i into @alias at
+ * the same page; every byte verified if @verify, else 1 is returned if
+ * any page does not hold what it should (the stale case below).
+ */
+static int t_read_alias(struct t_side *a, struct t_side *b, uint8_t *alias,
+			uint32_t first, uint32_t cnt, bool verify)
+{
+	struct t_drv *d = &a->d;
+	uint64_t end = t_now_ms() + T_WAIT_MS;
+	uint32_t next = 0, i;
+	int ret, bad = 0;
+
+	t_drv_reset(d);
+	while (d->ndone < cnt) {
+		while (next < cnt && next - d->ndone < a->depth) {
+			uint64_t pg = (uint64_t)first + next;
+
+			ret = d->ops->read_direct(a->p, pg * 4096, 4096,
+						  alias + pg * 4096, next);
+			if (ret == -EAGAIN)
+				break;
+			T_CHECK(ret == 0);
+			next++;
+		}
+		T_CHECK(t_now_ms() < end);
+		T_CHECK(t_drv_poll(d, 100) == 0);
+	}
+	T_CHECK(d->ndone == cnt && d->nfail == 0);
+	for (i = 0; i < cnt; i++) {
+		uint64_t pg = (uint64_t)first + i;
+
+		if (pattern_check(alias + pg * 4096, b->seed, pg)) {
+			T_CHECK(!verify);
+			bad = 1;
+		}
+	}
+	return bad;
+}
+
+/*
+ * The MR cache of a cache alias (no on-demand paging: rxe): mem_add, then
+ * READs into it register one window of 16 pages each (64 window
+ * registrations for 1024 READs, and one of the first READ's own pages:
+ * 65, not 1024), nothing left allocated ahead once every page
+ * was READ into. A window whose page leaves the memfd (eviction: the test
+ * punches it as the cache does) is invalidated first (mem_inval gives its
+ * range back) and registered again by the next READ into it: the pages
+ * verify. Without the invalidation a READ through the stale window lands
+ * in the page the memfd no longer has (shown: the alias does not get the
+ * bytes), which is why the cache calls it before every punch. Fails with
+ * FARPAGE_RDMA_MR=read (a registration per READ).
+ */
+static int test_xport_rdma_mrcache(struct t_side *a, struct t_side *b)
+{
+	const uint32_t n = 1024, wp = 16;
+	const struct xport_ops *o = a->d.ops;
+	uint64_t r0, r1, r2, i0, w0, lo = 1, hi = 0, t0, ms;
+	uint8_t *alias;
+	int fd;
+
+	fd = memfd_create("t_rdma_mrcache", MFD_CLOEXEC);
+	T_CHECK(fd >= 0 && ftruncate(fd, (off_t)n * 4096) == 0);
+	alias = mmap(NULL, (size_t)n * 4096, PROT_READ | PROT_WRITE, MAP_SHARED,
+		     fd, 0);
+	T_CHECK(alias != MAP_FAILED);
+	T_CHECK(o->mem_add(a->d.x, alias, (size_t)n * 4096, 0) == 0);
+	r0 = xport_rdma_ctx_mr_registrations(a->ctx);
+	i0 = xport_rdma_ctx_mr_invalidations(a->ctx);
+	w0 = xport_rdma_ctx_mr_window_registrations(a->ctx);
+	t0 = t_now_ms();
+	T_CHECK(t_read_alias(a, b, alias, 0, n, true) == 0);
+	ms = t_now_ms() - t0;
+	r1 = xport_rdma_ctx_mr_registrations(a->ctx);
+	fprintf(stderr,
+		"  windows (read_direct into a memfd mapping given to "
+		"mem_add): %u READs, %llu registrations (%.3f per READ), "
+		"%llu ms, %.0f READs/s\n",
+		n, (unsigned long long)(r1 - r0), (double)(r1 - r0) / n,
+		(unsigned long long)ms, ms ? n * 1000.0 / (double)ms : 0.0);
+	/* (the very first READ, with no stream yet, registers its own) */
+	T_CHECK(r1 - r0 == n / wp + 1);
+	T_CHECK(xport_rdma_ctx_mr_window_registrations(a->ctx) - w0 == n / wp);
+	T_CHECK(xport_rdma_ctx_mr_ahead(a->ctx) == 0);
+	/* again: every window is still valid, nothing is registered */
+	T_CHECK(t_read_alias(a, b, alias, 0, n, true) == 0);
+	T_CHECK(xport_rdma_ctx_mr_registrations(a->ctx) == r1);
+
+	/* stale: page 16 punched without telling the transport */
+	T_CHECK(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			  16 * 4096, 4096) == 0);
+	T_CHECK(t_read_alias(a, b, alias, 16, 1, false) == 1);
+	/* eviction done right: invalidate, punch, READ again */
+	T_CHECK(o->mem_inval(a->d.x, alias, 16 * 4096, 4096, &lo, &hi) == 1);
+	T_CHECK(lo == 16 * 4096 && hi == 32 * 4096);
+	T_CHECK(o->mem_inval(a->d.x, alias, 16 * 4096, 4096, &lo, &hi) == 0);
+	T_CHECK(o->mem_inval(a->d.x, alias, 0, 4096, &lo, &hi) == 1);
+	T_CHECK(lo == 0 && hi == 16 * 4096);
+	T_CHECK(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+			  32 * 4096) == 0);
+	T_CHECK(xport_rdma_ctx_mr_invalidations(a->ctx) - i0 == 2);
+	/* pages 0 and 1: the first READ (no stream lately) registers its
+	 * own page, the second window 0, whose other 14 pages are then
+	 * allocated ahead */
+	T_CHECK(t_read_alias(a, b, alias, 0, 1, true) == 0);
+	T_CHECK(t_read_alias(a, b, alias, 1, 1, true) == 0);
+	T_CHECK(xport_rdma_ctx_mr_ahead(a->ctx) == wp - 2);
+	/* window 1 follows the stream */
+	T_CHECK(t_read_alias(a, b, alias, 0, 32, true) == 0);
+	r2 = xport_rdma_ctx_mr_registrations(a->ctx);
+	T_CHECK(r2 - r1 == 3);
+	T_CHECK(xport_rdma_ctx_mr_window_registrations(a->ctx) - w0 ==
+		n / wp + 2);
+	T_CHECK(xport_rdma_ctx_mr_ahead(a->ctx) == 0);
+	T_CHECK(t_read_alias(a, b, alias, 0, n, true) == 0);
+	T_CHECK(xport_rdma_ctx_mr_registrations(a->ctx) == r2);
+	o->mem_del(a->d.x, alias);
+	munmap(alias, (size_t)n * 4096);
+	close(fd);
 	return 0;
 }
 
@@ -1153,6 +1276,7 @@ int main(void)
 		{ "connect", test_xport_rdma_connect },
 		{ "bulk", test_xport_rdma_bulk },
 		{ "direct", test_xport_rdma_direct },
+		{ "mrcache", test_xport_rdma_mrcache },
 		{ "reverse", test_xport_rdma_reverse },
 		{ "errors", test_xport_rdma_errors },
 		{ "write", test_xport_rdma_write },
