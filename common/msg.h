@@ -155,6 +155,8 @@ enum msg_field_id {
 			  with every grant to a new holder */
 	MSG_F_WRITERS, /* list of u64 node ids that may take a region's
 			  write lease; none: any node */
+	MSG_F_RUNS,    /* list of struct msg_run: a layout's chunks in runs,
+			  instead of chunks (common/layout.h) */
 	MSG_F__MAX,
 };
 
@@ -181,8 +183,13 @@ enum msg_field_id {
 /* MAP_LAYOUT: remote chunks are to be mapped from the cache memfd (the
  * second fd); MAP_UFFD: they are, registered MISSING|MINOR[|WP] */
 #define MSG_MAP_CACHE (UINT64_C(1) << 3)
-#define MSG_MAP_FLAGS \
-	(MSG_MAP_PREFETCH | MSG_MAP_RESUME | MSG_MAP_RDONLY | MSG_MAP_CACHE)
+/* REGION_GET and MAP: the layout may come as runs (MSG_F_RUNS). Peers of
+ * versions before it refuse the bit (out of range): the asker falls back
+ * to asking without it. */
+#define MSG_LAYOUT_RUNS (UINT64_C(1) << 4)
+#define MSG_MAP_FLAGS                                                      \
+	(MSG_MAP_PREFETCH | MSG_MAP_RESUME | MSG_MAP_RDONLY | MSG_MAP_CACHE | \
+	 MSG_LAYOUT_RUNS)
 
 /*
  * One chunk of a region: owner node, byte offset in its pool, and the
@@ -194,6 +201,18 @@ struct msg_chunk {
 	uint64_t node;
 	uint64_t off;
 	uint64_t inst;
+};
+
+/*
+ * A run of a layout: @n chunks following the previous run's, laid out in
+ * rounds over its @n_parts parts: chunk j of the run is part j % n_parts's
+ * node and instance, at offset part.off + (j / n_parts) * chunk size. An
+ * interleave over P nodes into empty pools is one run of P parts.
+ */
+struct msg_run {
+	uint64_t n;
+	struct msg_chunk *parts;
+	uint32_t n_parts;
 };
 
 /* A byte range of a node's pool. */
@@ -293,6 +312,8 @@ struct msg {
 	uint32_t n_writers;
 	uint64_t *cache; /* MSG_CACHE_* figures, indexed */
 	uint32_t n_cache;
+	struct msg_run *runs; /* a layout in runs (instead of chunks) */
+	uint32_t n_runs;
 };
 
 /* AGENT_STAT's cache list: index -> figure (later ones may be absent) */

@@ -21,6 +21,7 @@
 #include "ctl.h"
 #include "evl.h"
 #include "floop.h"
+#include "layout.h"
 #include "lcache.h"
 #include "log.h"
 #include "net.h"
@@ -74,6 +75,7 @@ struct csess {
 	uint64_t ngen;	       /* node table generation we have */
 	int need_nodes;	       /* NODE_LIST due */
 	int need_regions;      /* REGION_LIST due */
+	int no_runs;	       /* the coordinator takes no MSG_LAYOUT_RUNS */
 	uint64_t synced_epoch; /* region epoch the fault loop has applied */
 	uint64_t pending_epoch;
 	int64_t pending_ticket;	    /* floop ticket of pending_epoch, 0: none */
@@ -321,24 +323,29 @@ static int csess_nodes_refresh(struct csess *s)
  * in before a guest faults on it: a new owner instance it does not know
  * yet would read as a lost chunk.
  */
+static int csess_part_is_known(const struct msg_chunk *c, uint32_t first,
+			       uint32_t step, uint32_t count, void *arg)
+{
+	struct csess *s = arg;
+	const struct msg_node *n = NULL;
+
+	(void)first;
+	(void)step;
+	(void)count;
+	if (c->node == atomic_load(&s->a->node_id))
+		return 0;
+	for (uint32_t k = 0; k < s->nodes.n_nodes; k++)
+		if (s->nodes.nodes[k].id == c->node)
+			n = &s->nodes.nodes[k];
+	return !n || (c->inst && n->instance != c->inst);
+}
+
+/* (@region's layout in runs: a check per part, not per chunk.) */
 static void csess_nodes_ensure(struct csess *s, const struct msg *region)
 {
-	uint64_t self = atomic_load(&s->a->node_id);
-
-	for (uint32_t i = 0; i < region->n_chunks; i++) {
-		const struct msg_chunk *c = &region->chunks[i];
-		const struct msg_node *n = NULL;
-
-		if (c->node == self)
-			continue;
-		for (uint32_t k = 0; k < s->nodes.n_nodes; k++)
-			if (s->nodes.nodes[k].id == c->node)
-				n = &s->nodes.nodes[k];
-		if (!n || (c->inst && n->instance != c->inst)) {
-			csess_nodes_refresh(s);
-			return;
-		}
-	}
+	if (layout_parts_walk(region->runs, region->n_runs,
+			      csess_part_is_known, s))
+		csess_nodes_refresh(s);
 }
 
 /* A cached layout of a region that REGIONS @arg lists (same epoch). */
@@ -729,10 +736,50 @@ static void csess_releases_run(struct csess *s)
 	}
 }
 
+/*
+ * REGION_GET of @name into @rep, its layout in runs (made from chunks
+ * for a coordinator of a version before them, which drops the connection
+ * on the flag it does not know: it is asked again without it, from then
+ * on, logged once). Returns as csess_call_want().
+ */
+static int csess_region_get(struct csess *s, const char *name,
+			    struct msg *rep)
+{
+	struct msg req;
+	int ret;
+
+	msg_init(&req, MSG_T_REGION_GET);
+	msg_strset(req.name, sizeof(req.name), name);
+	req.flags = s->no_runs ? 0 : MSG_LAYOUT_RUNS;
+	ret = csess_call_want(s, &req, rep, MSG_T_REGION);
+	if (req.flags && (ret == -ECONNRESET || ret == -EPIPE)) {
+		msg_fini(rep);
+		req.flags = 0;
+		ret = csess_call_want(s, &req, rep, MSG_T_REGION);
+		if (!ret) {
+			s->no_runs = 1;
+			log_warn("coordinator %s closed the connection on a "
+				 "REGION_GET asking for a layout in runs, and "
+				 "answered it without: a version before them; "
+				 "layouts come chunk by chunk (upgrade it)",
+				 s->a->cfg.coordinator);
+		}
+	}
+	if (!ret) {
+		ret = layout_msg_to_runs(rep);
+		if (ret) {
+			log_errno(ret, "region %s: a bad layout from the "
+				  "coordinator", name);
+			msg_fini(rep);
+			msg_init(rep, MSG_T_NONE);
+		}
+	}
+	return ret;
+}
+
 static void csess_lookup_run(struct csess *s, const struct csess_job *j)
 {
 	struct csess_result *r = calloc(1, sizeof(*r));
-	struct msg req;
 	int ret;
 
 	if (!r)
@@ -742,9 +789,7 @@ static void csess_lookup_run(struct csess *s, const struct csess_job *j)
 	if (!s->coord_ok && !j->lease &&
 	    !csess_lookup_cached(s, r, j->name, s->last_err))
 		goto out;
-	msg_init(&req, MSG_T_REGION_GET);
-	msg_strset(req.name, sizeof(req.name), j->name);
-	ret = csess_call_want(s, &req, &r->region, MSG_T_REGION);
+	ret = csess_region_get(s, j->name, &r->region);
 	if (!ret) {
 		lcache_put(&s->cache, &r->region);
 		csess_nodes_ensure(s, &r->region);

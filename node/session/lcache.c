@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layout.h"
 #include "log.h"
 
 struct lcache_ent {
@@ -28,7 +29,8 @@ void lcache_init(struct lcache *c, uint32_t max_n, size_t max_bytes)
 size_t lcache_region_bytes(const struct msg *region)
 {
 	return sizeof(struct lcache_ent) +
-	       (size_t)region->n_chunks * sizeof(*region->chunks);
+	       (size_t)region->n_chunks * sizeof(*region->chunks) +
+	       layout_runs_bytes(region->runs, region->n_runs);
 }
 
 int lcache_region_copy(const struct msg *src, struct msg *dst)
@@ -42,6 +44,15 @@ int lcache_region_copy(const struct msg *src, struct msg *dst)
 		return -ENOMEM;
 	}
 	memcpy(dst->chunks, src->chunks, len);
+	dst->runs = NULL;
+	dst->n_runs = 0;
+	if (src->n_runs &&
+	    layout_runs_copy(src->runs, src->n_runs, &dst->runs)) {
+		free(dst->chunks);
+		msg_init(dst, MSG_T_NONE);
+		return -ENOMEM;
+	}
+	dst->n_runs = src->n_runs;
 	/* No other list is needed here (the writers are the coordinator's
 	 * to check). */
 	dst->place = dst->owners = dst->writers = NULL;
