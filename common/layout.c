@@ -17,8 +17,8 @@
 static int layout_follows(const struct msg_chunk *a, const struct msg_chunk *b,
 			  uint64_t cs)
 {
-	return b->node == a->node && b->inst == a->inst && a->off <= UINT64_MAX - cs &&
-	       b->off == a->off + cs;
+	return b->node == a->node && b->inst == a->inst &&
+	       a->off <= UINT64_MAX - cs && b->off == a->off + cs;
 }
 
 /* Appends a run of @n chunks whose parts are @parts[0..@p). */
@@ -73,7 +73,8 @@ int layout_runs_make(const struct msg_chunk *chunks, uint32_t n, uint64_t cs,
 		}
 		len = p;
 		while (p && i + len < n &&
-		       layout_follows(&chunks[i + len - p], &chunks[i + len], cs))
+		       layout_follows(&chunks[i + len - p], &chunks[i + len],
+				      cs))
 			len++;
 		if (!p || len == p) {
 			/* No pattern from here: one more chunk as it is. */
@@ -98,7 +99,8 @@ int layout_runs_make(const struct msg_chunk *chunks, uint32_t n, uint64_t cs,
 		i += (uint32_t)len;
 	}
 	if (!ret && lit)
-		ret = layout_run_add(runs, n_runs, &cap, &chunks[lit0], lit, lit);
+		ret = layout_run_add(runs, n_runs, &cap, &chunks[lit0], lit,
+				     lit);
 	if (ret) {
 		layout_runs_free(*runs, *n_runs);
 		*runs = NULL;
@@ -136,8 +138,8 @@ int layout_runs_copy(const struct msg_run *runs, uint32_t n_runs,
 	return 0;
 }
 
-int layout_runs_check(const struct msg_run *runs, uint32_t n_runs,
-		      uint64_t cs, uint32_t n_chunks)
+int layout_runs_check(const struct msg_run *runs, uint32_t n_runs, uint64_t cs,
+		      uint32_t n_chunks)
 {
 	uint64_t total = 0;
 
@@ -153,7 +155,8 @@ int layout_runs_check(const struct msg_run *runs, uint32_t n_runs,
 		total += r->n;
 		for (uint32_t k = 0; k < r->n_parts; k++) {
 			/* Chunks of this part: k, k + P, ... below n. */
-			uint64_t rounds = (r->n - k + r->n_parts - 1) / r->n_parts;
+			uint64_t rounds =
+				(r->n - k + r->n_parts - 1) / r->n_parts;
 
 			if (r->parts[k].off > UINT64_MAX - (rounds - 1) * cs)
 				return -EBADMSG;
@@ -162,8 +165,8 @@ int layout_runs_check(const struct msg_run *runs, uint32_t n_runs,
 	return total == n_chunks ? 0 : -EBADMSG;
 }
 
-int layout_runs_expand(const struct msg_run *runs, uint32_t n_runs,
-		       uint64_t cs, uint32_t n_chunks, struct msg_chunk **out)
+int layout_runs_expand(const struct msg_run *runs, uint32_t n_runs, uint64_t cs,
+		       uint32_t n_chunks, struct msg_chunk **out)
 {
 	struct msg_chunk *c;
 	uint32_t at = 0;
@@ -267,4 +270,13 @@ size_t layout_runs_bytes(const struct msg_run *runs, uint32_t n_runs)
 	for (uint32_t i = 0; i < n_runs; i++)
 		b += (size_t)runs[i].n_parts * sizeof(*runs[i].parts);
 	return b;
+}
+
+uint32_t layout_runs_parts(const struct msg_run *runs, uint32_t n_runs)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < n_runs; i++)
+		n += runs[i].n_parts;
+	return n;
 }

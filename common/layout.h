@@ -41,16 +41,16 @@ int layout_runs_copy(const struct msg_run *runs, uint32_t n_runs,
  * chunks, the runs add up to exactly @n_chunks, and no part's last
  * offset passes UINT64_MAX. Returns 0 or -EBADMSG.
  */
-int layout_runs_check(const struct msg_run *runs, uint32_t n_runs,
-		      uint64_t cs, uint32_t n_chunks);
+int layout_runs_check(const struct msg_run *runs, uint32_t n_runs, uint64_t cs,
+		      uint32_t n_chunks);
 
 /*
  * Writes the per-chunk list of checked runs into *@out (malloc'd,
  * @n_chunks records; the caller frees it). Returns 0, -EBADMSG (the runs
  * do not check) or -ENOMEM.
  */
-int layout_runs_expand(const struct msg_run *runs, uint32_t n_runs,
-		       uint64_t cs, uint32_t n_chunks, struct msg_chunk **out);
+int layout_runs_expand(const struct msg_run *runs, uint32_t n_runs, uint64_t cs,
+		       uint32_t n_chunks, struct msg_chunk **out);
 
 /* Chunks a layout of @size bytes in @cs-byte chunks has (the last one may
  * be partly past the size); 0 if @cs is 0. */
@@ -84,6 +84,9 @@ int layout_parts_walk(const struct msg_run *runs, uint32_t n_runs,
  */
 int layout_chunk_at(const struct msg_run *runs, uint32_t n_runs, uint64_t cs,
 		    uint64_t idx, struct msg_chunk *out);
+
+/* Parts of all @runs (a layout's records on the wire). */
+uint32_t layout_runs_parts(const struct msg_run *runs, uint32_t n_runs);
 
 /* Bytes @runs take in memory (what a cache of layouts counts). */
 size_t layout_runs_bytes(const struct msg_run *runs, uint32_t n_runs);

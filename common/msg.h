@@ -187,7 +187,7 @@ enum msg_field_id {
  * versions before it refuse the bit (out of range): the asker falls back
  * to asking without it. */
 #define MSG_LAYOUT_RUNS (UINT64_C(1) << 4)
-#define MSG_MAP_FLAGS                                                      \
+#define MSG_MAP_FLAGS                                                         \
 	(MSG_MAP_PREFETCH | MSG_MAP_RESUME | MSG_MAP_RDONLY | MSG_MAP_CACHE | \
 	 MSG_LAYOUT_RUNS)
 

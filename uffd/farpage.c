@@ -299,7 +299,8 @@ static int farpage_limits_check(const struct farpage_map *m)
 	for (uint32_t i = 0, j; i < m->n_chunks; i = j) {
 		j = farpage_next(m, i, !m->is_local[i]);
 		if (m->is_local[i])
-			segs += (uint64_t)(j - i) * (m->chunk_size / MSG_POOL_SEG);
+			segs += (uint64_t)(j - i) *
+				(m->chunk_size / MSG_POOL_SEG);
 		else
 			runs++;
 	}

@@ -1040,8 +1040,8 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 	d.wgen = c->wgen;
 	/* The fault loop looks chunks up by index: its one per-chunk table. */
 	ret = layout_runs_expand(c->layout.runs, c->layout.n_runs,
-				 c->layout.chunk_size, fsvc_n_chunks(&c->layout),
-				 &d.chunks);
+				 c->layout.chunk_size,
+				 fsvc_n_chunks(&c->layout), &d.chunks);
 	if (ret) {
 		close(uffd);
 		if (d.cache_fd >= 0)
@@ -1065,10 +1065,13 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 		return ret;
 	c->map_id = d.id;
 	c->state = FSVC_MAPPED;
-	log_info("process %s region %s (map %llu, %s poisoning)",
+	log_info("process %s region %s (map %llu, %s poisoning; layout of "
+		 "%u chunks in %u runs of %u parts)",
 		 d.flags & MSG_MAP_RESUME ? "handed over" : "mapped", d.name,
 		 (unsigned long long)d.id,
-		 d.features & UFFD_FEATURE_POISON ? "with" : "WITHOUT");
+		 d.features & UFFD_FEATURE_POISON ? "with" : "WITHOUT",
+		 d.n_chunks, c->layout.n_runs,
+		 layout_runs_parts(c->layout.runs, c->layout.n_runs));
 	msg_init(&ok, MSG_T_OK);
 	return fsvc_send(c, &ok, NULL, 0);
 }

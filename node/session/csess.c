@@ -343,8 +343,8 @@ static int csess_part_is_known(const struct msg_chunk *c, uint32_t first,
 /* (@region's layout in runs: a check per part, not per chunk.) */
 static void csess_nodes_ensure(struct csess *s, const struct msg *region)
 {
-	if (layout_parts_walk(region->runs, region->n_runs,
-			      csess_part_is_known, s))
+	if (layout_parts_walk(region->runs, region->n_runs, csess_part_is_known,
+			      s))
 		csess_nodes_refresh(s);
 }
 
@@ -742,8 +742,7 @@ static void csess_releases_run(struct csess *s)
  * on the flag it does not know: it is asked again without it, from then
  * on, logged once). Returns as csess_call_want().
  */
-static int csess_region_get(struct csess *s, const char *name,
-			    struct msg *rep)
+static int csess_region_get(struct csess *s, const char *name, struct msg *rep)
 {
 	struct msg req;
 	int ret;
@@ -768,8 +767,10 @@ static int csess_region_get(struct csess *s, const char *name,
 	if (!ret) {
 		ret = layout_msg_to_runs(rep);
 		if (ret) {
-			log_errno(ret, "region %s: a bad layout from the "
-				  "coordinator", name);
+			log_errno(ret,
+				  "region %s: a bad layout from the "
+				  "coordinator",
+				  name);
 			msg_fini(rep);
 			msg_init(rep, MSG_T_NONE);
 		}
