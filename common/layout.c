@@ -280,3 +280,53 @@ uint32_t layout_runs_parts(const struct msg_run *runs, uint32_t n_runs)
 		n += runs[i].n_parts;
 	return n;
 }
+
+int layout_map_init(struct layout_map *lm, struct msg_run *runs,
+		    uint32_t n_runs, uint64_t cs)
+{
+	uint64_t at = 0;
+
+	memset(lm, 0, sizeof(*lm));
+	lm->start = malloc((size_t)(n_runs ? n_runs : 1) * sizeof(*lm->start));
+	if (!lm->start) {
+		layout_runs_free(runs, n_runs);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < n_runs; i++) {
+		lm->start[i] = at;
+		at += runs[i].n;
+	}
+	lm->runs = runs;
+	lm->n_runs = n_runs;
+	lm->cs = cs;
+	lm->n_chunks = at;
+	return 0;
+}
+
+void layout_map_fini(struct layout_map *lm)
+{
+	layout_runs_free(lm->runs, lm->n_runs);
+	free(lm->start);
+	memset(lm, 0, sizeof(*lm));
+}
+
+void layout_map_chunk(const struct layout_map *lm, uint64_t idx,
+		      struct msg_chunk *out)
+{
+	uint32_t lo = 0, hi = lm->n_runs;
+	const struct msg_run *r;
+
+	/* The last run starting at or before idx. */
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (lm->start[mid] <= idx)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	r = &lm->runs[lo];
+	idx -= lm->start[lo];
+	*out = r->parts[idx % r->n_parts];
+	out->off += (idx / r->n_parts) * lm->cs;
+}

@@ -91,4 +91,28 @@ uint32_t layout_runs_parts(const struct msg_run *runs, uint32_t n_runs);
 /* Bytes @runs take in memory (what a cache of layouts counts). */
 size_t layout_runs_bytes(const struct msg_run *runs, uint32_t n_runs);
 
+/*
+ * Checked runs with an index for lookups by chunk: what the fault loop
+ * holds of a mapping's layout (O(parts) bytes, O(log runs) a lookup).
+ */
+struct layout_map {
+	struct msg_run *runs;
+	uint32_t n_runs;
+	uint64_t *start; /* the first chunk of each run */
+	uint64_t cs;
+	uint64_t n_chunks;
+};
+
+/* Takes @runs (checked; freed by layout_map_fini(), also on failure).
+ * Returns 0 or -ENOMEM. */
+int layout_map_init(struct layout_map *lm, struct msg_run *runs,
+		    uint32_t n_runs, uint64_t cs);
+
+/* Frees what it holds; a zeroed one is fine. */
+void layout_map_fini(struct layout_map *lm);
+
+/* Chunk @idx (< n_chunks) of @lm into *@out. */
+void layout_map_chunk(const struct layout_map *lm, uint64_t idx,
+		      struct msg_chunk *out);
+
 #endif

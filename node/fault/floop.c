@@ -161,7 +161,7 @@ static void floop_map_free_maybe(struct floop *f, struct fmap *m)
 	floop_cache_map_fini(f, m);
 	floop_cache_map_gone(f, m);
 	close(m->uffd);
-	free(m->chunks);
+	layout_map_fini(&m->lay);
 	free(m);
 }
 
@@ -587,6 +587,7 @@ void floop_fetch_start_n(struct floop *f, struct fmap *m, uint64_t addr,
 			 uint64_t owner, uint64_t off, int ahead,
 			 uint32_t npages, int pf, uint64_t t0_ms)
 {
+	struct msg_chunk ch;
 	struct fetch *s;
 	uint32_t idx, h;
 
@@ -604,7 +605,8 @@ void floop_fetch_start_n(struct floop *f, struct fmap *m, uint64_t addr,
 	s->addr = addr;
 	s->owner = owner;
 	s->off = off;
-	s->inst = m->chunks[(addr - m->base) >> m->chunk_shift].inst;
+	layout_map_chunk(&m->lay, (addr - m->base) >> m->chunk_shift, &ch);
+	s->inst = ch.inst;
 	s->t0_ms = t0_ms;
 	s->t0_ns = ahead ? 0 : f->fault_ns;
 	s->have_data = 0;
@@ -698,6 +700,7 @@ static void floop_fault_handle(struct floop *f, struct fmap *m, uint64_t addr,
 {
 	int write = !!(flags & UFFD_PAGEFAULT_FLAG_WRITE);
 	const struct msg_chunk *c;
+	struct msg_chunk ch;
 	uint64_t rel, off;
 	int ret;
 
@@ -720,7 +723,8 @@ static void floop_fault_handle(struct floop *f, struct fmap *m, uint64_t addr,
 	if (m->cache && floop_cache_fault(f, m, addr, flags))
 		return;
 	rel = addr - m->base;
-	c = &m->chunks[rel >> m->chunk_shift];
+	layout_map_chunk(&m->lay, rel >> m->chunk_shift, &ch);
+	c = &ch;
 	off = c->off + (rel & (m->chunk_size - 1));
 	if (c->node != f->cfg.self) {
 		if (floop_peer_chunk_is_lost(f, c)) {
@@ -997,7 +1001,7 @@ static void floop_desc_free(struct floop_map_desc *d)
 		close(d->cache_fd);
 	if (d->pidfd >= 0)
 		close(d->pidfd);
-	free(d->chunks);
+	layout_runs_free(d->runs, d->n_runs);
 }
 
 static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
@@ -1017,7 +1021,14 @@ static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
 	m->size = d->size;
 	m->chunk_size = d->chunk_size;
 	m->chunk_shift = (unsigned int)__builtin_ctzll(d->chunk_size);
-	m->chunks = d->chunks;
+	if (layout_map_init(&m->lay, d->runs, d->n_runs, d->chunk_size)) {
+		log_err("map %s: no memory", d->name);
+		d->runs = NULL;
+		d->n_runs = 0;
+		floop_desc_free(d);
+		free(m);
+		return;
+	}
 	m->n_chunks = d->n_chunks;
 	m->span = (uint64_t)d->n_chunks * d->chunk_size;
 	m->features = d->features;
@@ -1699,7 +1710,7 @@ void floop_destroy(struct floop *f)
 		mn = m->next;
 		floop_cache_map_fini(f, m);
 		close(m->uffd);
-		free(m->chunks);
+		layout_map_fini(&m->lay);
 		free(m);
 	}
 	for (struct floop_done *d = f->dones, *dn; d; d = dn) {
@@ -1720,7 +1731,7 @@ void floop_destroy(struct floop *f)
 			close(c->desc.uffd);
 			if (c->desc.cache_fd >= 0)
 				close(c->desc.cache_fd);
-			free(c->desc.chunks);
+			layout_runs_free(c->desc.runs, c->desc.n_runs);
 		}
 		floop_cmd_free(c);
 	}

@@ -1038,10 +1038,9 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 		close(fd2);
 	d.lease = c->lease;
 	d.wgen = c->wgen;
-	/* The fault loop looks chunks up by index: its one per-chunk table. */
-	ret = layout_runs_expand(c->layout.runs, c->layout.n_runs,
-				 c->layout.chunk_size,
-				 fsvc_n_chunks(&c->layout), &d.chunks);
+	/* The fault loop looks chunks up in the runs (no per-chunk table). */
+	ret = layout_runs_copy(c->layout.runs, c->layout.n_runs, &d.runs);
+	d.n_runs = c->layout.n_runs;
 	if (ret) {
 		close(uffd);
 		if (d.cache_fd >= 0)
