@@ -484,6 +484,11 @@ static int coord_apply_region(struct coord *c, const struct msg *rec, char *why,
 			 COORD_REGIONS_MAX);
 		return -ENOSPC;
 	}
+	/* Runs are a layout's wire form for agents, never a record's. */
+	if (rec->n_runs) {
+		snprintf(why, why_len, "a region record with runs");
+		return -EINVAL;
+	}
 	if (rec->n_chunks != coord_chunks_of(rec->size, rec->chunk_size)) {
 		snprintf(why, why_len, "%u chunks for a region of %llu",
 			 rec->n_chunks,
