@@ -240,6 +240,7 @@ static const struct msg_field msg_fields[MSG_F__MAX] = {
 	[MSG_F_WRITERS] =
 		F_LIST(msg, "writers", writers, n_writers, 1, UINT32_MAX),
 	[MSG_F_RUNS] = F_RECS(msg, "runs", runs, n_runs, msg_run_rec),
+	[MSG_F_WANT_RUNS] = F_U64(msg, "wruns", want_runs, 1, 1),
 };
 
 #define B(f) MSG_BIT(MSG_F_##f)
@@ -274,7 +275,7 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 				  B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(PLACE) |
 					  B(OWNERS) | B(WRITERS),
 				  B(NAME) | B(SIZE) },
-	[MSG_T_REGION_GET] = { "region_get", B(NAME) | B(FLAGS), B(NAME) },
+	[MSG_T_REGION_GET] = { "region_get", B(NAME) | B(WANT_RUNS), B(NAME) },
 	[MSG_T_REGION] = { "region",
 			   REGION_REQ | B(CHUNKS) | B(WRITERS) | B(RUNS),
 			   REGION_REQ },

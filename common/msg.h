@@ -144,19 +144,21 @@ enum msg_field_id {
 	MSG_F_LOCAL,
 	MSG_F_ERRORS,
 	MSG_F_POISONED,
-	MSG_F_FLAGS,   /* u64, MSG_MAP_* flags of a mapping */
-	MSG_F_CID,     /* u64, the coordinator's state: random, made with its
+	MSG_F_FLAGS,	 /* u64, MSG_MAP_* flags of a mapping */
+	MSG_F_CID,	 /* u64, the coordinator's state: random, made with its
 			  data directory; another cid = other tables */
-	MSG_F_NGEN,    /* u64, changes whenever the node table does */
-	MSG_F_EXTENTS, /* list of struct msg_extent */
-	MSG_F_LEASE,   /* u64, write-lease id: random per writable mapping */
-	MSG_F_CACHE,   /* list of u64 cache figures (msg_cache_*) */
-	MSG_F_WGEN,    /* u64, write-lease generation of a region: increases
+	MSG_F_NGEN,	 /* u64, changes whenever the node table does */
+	MSG_F_EXTENTS,	 /* list of struct msg_extent */
+	MSG_F_LEASE,	 /* u64, write-lease id: random per writable mapping */
+	MSG_F_CACHE,	 /* list of u64 cache figures (msg_cache_*) */
+	MSG_F_WGEN,	 /* u64, write-lease generation of a region: increases
 			  with every grant to a new holder */
-	MSG_F_WRITERS, /* list of u64 node ids that may take a region's
+	MSG_F_WRITERS,	 /* list of u64 node ids that may take a region's
 			  write lease; none: any node */
-	MSG_F_RUNS,    /* list of struct msg_run: a layout's chunks in runs,
+	MSG_F_RUNS,	 /* list of struct msg_run: a layout's chunks in runs,
 			  instead of chunks (common/layout.h) */
+	MSG_F_WANT_RUNS, /* u64, 1 (absent: 0): REGION_GET from an agent
+			    that takes its layout in runs */
 	MSG_F__MAX,
 };
 
@@ -183,9 +185,9 @@ enum msg_field_id {
 /* MAP_LAYOUT: remote chunks are to be mapped from the cache memfd (the
  * second fd); MAP_UFFD: they are, registered MISSING|MINOR[|WP] */
 #define MSG_MAP_CACHE (UINT64_C(1) << 3)
-/* REGION_GET and MAP: the layout may come as runs (MSG_F_RUNS). Peers of
- * versions before it refuse the bit (out of range): the asker falls back
- * to asking without it. */
+/* MAP: the layout may come as runs (MSG_F_RUNS); REGION_GET says so with
+ * want_runs = 1. Peers of versions before runs refuse both (the bit out of
+ * range, the field unknown): the asker asks again without. */
 #define MSG_LAYOUT_RUNS (UINT64_C(1) << 4)
 #define MSG_MAP_FLAGS                                                         \
 	(MSG_MAP_PREFETCH | MSG_MAP_RESUME | MSG_MAP_RDONLY | MSG_MAP_CACHE | \
@@ -314,6 +316,7 @@ struct msg {
 	uint32_t n_cache;
 	struct msg_run *runs; /* a layout in runs (instead of chunks) */
 	uint32_t n_runs;
+	uint64_t want_runs; /* REGION_GET: 1 = answer in runs */
 };
 
 /* AGENT_STAT's cache list: index -> figure (later ones may be absent) */

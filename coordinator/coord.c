@@ -1649,7 +1649,7 @@ static void coord_on_region_get(struct coord *c, const struct msg *req,
 	coord_region_msg(r, rep);
 	/* An agent that takes runs gets the layout in runs: its size
 	 * follows the placement's pattern, not the region's size. */
-	if ((req->flags & MSG_LAYOUT_RUNS) && r->n_chunks) {
+	if (req->want_runs && r->n_chunks) {
 		if (layout_runs_make(r->chunks, r->n_chunks, r->chunk_size,
 				     &rep->runs, &rep->n_runs)) {
 			msg_error(rep, -ENOMEM, "out of memory");

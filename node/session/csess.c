@@ -749,28 +749,29 @@ static int csess_region_get(struct csess *s, const char *name, struct msg *rep)
 
 	msg_init(&req, MSG_T_REGION_GET);
 	msg_strset(req.name, sizeof(req.name), name);
-	req.flags = s->no_runs ? 0 : MSG_LAYOUT_RUNS;
+	req.want_runs = !s->no_runs;
 	ret = csess_call_want(s, &req, rep, MSG_T_REGION);
-	if (req.flags && (ret == -ECONNRESET || ret == -EPIPE)) {
+	if (req.want_runs &&
+	    (ret == -ECONNRESET || ret == -EPIPE || ret == -EBADMSG)) {
 		msg_fini(rep);
-		req.flags = 0;
+		req.want_runs = 0;
 		ret = csess_call_want(s, &req, rep, MSG_T_REGION);
 		/* Answered without the flag: once more with it, so that a
 		 * connection lost by chance is not taken for a refusal. */
 		if (!ret) {
 			struct msg again;
 
-			req.flags = MSG_LAYOUT_RUNS;
+			req.want_runs = 1;
 			if (!csess_call_want(s, &req, &again, MSG_T_REGION)) {
 				msg_fini(rep);
 				*rep = again;
-				req.flags = 0;
+				req.want_runs = 0;
 			} else {
 				msg_fini(&again);
 				s->coord_ok = 1; /* it answers, without runs */
 			}
 		}
-		if (!ret && req.flags) { /* refused runs twice */
+		if (!ret && req.want_runs) { /* refused runs twice */
 			s->no_runs = 1;
 			log_warn("coordinator %s closed the connection on a "
 				 "REGION_GET asking for a layout in runs, and "

@@ -576,7 +576,7 @@ static void test_chunkmap_get_list_epochs(void **state)
 	msg_fini(&got);
 	/* An agent that takes runs: the same layout as one run of the two
 	 * nodes' parts, which expands back to the same chunks. */
-	req.flags = MSG_LAYOUT_RUNS;
+	req.want_runs = 1;
 	t_call(c, &req, &got, T_NOW, 0);
 	assert_int_equal(got.type, MSG_T_REGION);
 	assert_int_equal(got.n_chunks, 0);

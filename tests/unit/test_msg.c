@@ -39,7 +39,7 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_NODES] = B(NODES),
 	[MSG_T_REGION_CREATE] = B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(PLACE) |
 				B(OWNERS) | B(WRITERS),
-	[MSG_T_REGION_GET] = B(NAME) | B(FLAGS),
+	[MSG_T_REGION_GET] = B(NAME) | B(WANT_RUNS),
 	[MSG_T_REGION] = B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(EPOCH) |
 			 B(CHUNKS) | B(WRITERS) | B(RUNS),
 	[MSG_T_REGION_LIST] = 0,
@@ -221,6 +221,7 @@ static void t_msg_fill(struct msg *m, enum msg_type type, uint32_t n_chunks)
 	m->cid = UINT64_C(0x0123456789abcdef);
 	m->ngen = UINT64_MAX - 5;
 	m->lease = UINT64_C(0xfeedface12345678);
+	m->want_runs = 1;
 	m->n_cache = MSG_CACHE__MAX;
 	m->cache = calloc(m->n_cache, sizeof(*m->cache));
 	assert_non_null(m->cache);
@@ -353,6 +354,7 @@ static void t_msg_equal(const struct msg *a, const struct msg *d, uint64_t mask)
 	SCALAR(CID, cid);
 	SCALAR(NGEN, ngen);
 	SCALAR(LEASE, lease);
+	SCALAR(WANT_RUNS, want_runs);
 #undef SCALAR
 	assert_string_equal(d->text, (mask & B(TEXT)) ? a->text : "");
 	assert_string_equal(d->name, (mask & B(NAME)) ? a->name : "");
