@@ -151,4 +151,6 @@ limit_fail "h64 under 40 open files" "open-files limit is 40: raise it" \
 	prlimit --nofile=40:40 "$GUEST" sparse h64 65 16
 grep -h "sends requests without reading" "$FP_TMP"/*.log &&
 	fp_fail "an agent took a waiting client for one that does not read"
+grep -h "layouts come chunk by chunk" "$FP_TMP"/*.log &&
+	fp_fail "an agent took the coordinator for one before layouts in runs"
 fp_log "PASS"
