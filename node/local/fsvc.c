@@ -448,7 +448,6 @@ static int fsvc_on_map(struct fsvc_conn *c, const struct msg *req)
 	return fsvc_lookup(c);
 }
 
-/* True if a layout has chunks this node does not own (they fault). */
 static int fsvc_part_is_remote(const struct msg_chunk *part, uint32_t first,
 			       uint32_t step, uint32_t count, void *arg)
 {
@@ -460,6 +459,7 @@ static int fsvc_part_is_remote(const struct msg_chunk *part, uint32_t first,
 	return part->node != l->node;
 }
 
+/* True if a layout has chunks this node does not own (they fault). */
 static int fsvc_has_remote(const struct msg *l)
 {
 	return layout_parts_walk(l->runs, l->n_runs, fsvc_part_is_remote,
