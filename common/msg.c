@@ -133,6 +133,17 @@ static const struct msg_rec msg_chunk_rec = {
 	.required = 0x3,
 };
 
+static const struct msg_field msg_run_fields[] = {
+	F_U64(msg_run, "n", n, 1, MSG_LIST_MAX),
+	F_RECS(msg_run, "parts", parts, n_parts, msg_chunk_rec),
+};
+
+static const struct msg_rec msg_run_rec = {
+	.fields = msg_run_fields,
+	.n_fields = ARRAY_LEN(msg_run_fields),
+	.required = 0x1, /* a list is never required: layout_runs_check() */
+};
+
 static const struct msg_field msg_extent_fields[] = {
 	F_U64(msg_extent, "off", off, 0, UINT64_MAX),
 	F_U64(msg_extent, "len", len, 1, UINT64_MAX),
@@ -229,6 +240,8 @@ static const struct msg_field msg_fields[MSG_F__MAX] = {
 	[MSG_F_WRITERS] =
 		F_LIST(msg, "writers", writers, n_writers, 1, UINT32_MAX),
 	[MSG_F_GONE] = F_RECS(msg, "gone", gone, n_gone, msg_node_rec),
+	[MSG_F_RUNS] = F_RECS(msg, "runs", runs, n_runs, msg_run_rec),
+	[MSG_F_WANT_RUNS] = F_U64(msg, "wruns", want_runs, 1, 1),
 };
 
 #define B(f) MSG_BIT(MSG_F_##f)
@@ -263,8 +276,9 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 				  B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(PLACE) |
 					  B(OWNERS) | B(WRITERS),
 				  B(NAME) | B(SIZE) },
-	[MSG_T_REGION_GET] = { "region_get", B(NAME), B(NAME) },
-	[MSG_T_REGION] = { "region", REGION_REQ | B(CHUNKS) | B(WRITERS),
+	[MSG_T_REGION_GET] = { "region_get", B(NAME) | B(WANT_RUNS), B(NAME) },
+	[MSG_T_REGION] = { "region",
+			   REGION_REQ | B(CHUNKS) | B(WRITERS) | B(RUNS),
 			   REGION_REQ },
 	[MSG_T_REGION_LIST] = { "region_list", 0, 0 },
 	[MSG_T_REGIONS] = { "regions", B(REGIONS), 0 },
@@ -278,7 +292,7 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 	[MSG_T_MAP] = { "map", B(NAME) | B(FLAGS) | B(WGEN), B(NAME) },
 	[MSG_T_MAP_LAYOUT] = { "map_layout",
 			       LAYOUT_REQ | B(CHUNKS) | B(INSTANCE) | B(CID) |
-				       B(FLAGS) | B(WGEN),
+				       B(FLAGS) | B(WGEN) | B(RUNS),
 			       LAYOUT_REQ },
 	[MSG_T_MAP_UFFD] = { "map_uffd", B(BASE) | B(FEATURES) | B(FLAGS),
 			     B(BASE) | B(FEATURES) },
@@ -339,6 +353,16 @@ static const void *msg_cat(const void *base, size_t off)
 	return (const char *)base + off;
 }
 
+/* A record with lists of its own (each one's must be freed). */
+static bool msg_rec_has_lists(const struct msg_rec *r)
+{
+	for (unsigned int i = 0; i < r->n_fields; i++)
+		if (r->fields[i].kind == MSG_K_REC_LIST ||
+		    r->fields[i].kind == MSG_K_U64_LIST)
+			return true;
+	return false;
+}
+
 static void msg_fields_free(void *base, const struct msg_field *f,
 			    unsigned int n)
 {
@@ -350,7 +374,8 @@ static void msg_fields_free(void *base, const struct msg_field *f,
 			continue;
 		list = msg_at(base, f[i].off);
 		cnt = msg_at(base, f[i].n_off);
-		if (f[i].kind == MSG_K_REC_LIST && *list) {
+		if (f[i].kind == MSG_K_REC_LIST && *list &&
+		    msg_rec_has_lists(f[i].rec)) {
 			for (uint32_t j = 0; j < *cnt; j++)
 				msg_fields_free(msg_at(*list, j * f[i].size),
 						f[i].rec->fields,

@@ -150,19 +150,23 @@ enum msg_field_id {
 	MSG_F_LOCAL,
 	MSG_F_ERRORS,
 	MSG_F_POISONED,
-	MSG_F_FLAGS,   /* u64, MSG_MAP_* flags of a mapping */
-	MSG_F_CID,     /* u64, the coordinator's state: random, made with its
+	MSG_F_FLAGS,	 /* u64, MSG_MAP_* flags of a mapping */
+	MSG_F_CID,	 /* u64, the coordinator's state: random, made with its
 			  data directory; another cid = other tables */
-	MSG_F_NGEN,    /* u64, changes whenever the node table does */
-	MSG_F_EXTENTS, /* list of struct msg_extent */
-	MSG_F_LEASE,   /* u64, write-lease id: random per writable mapping */
-	MSG_F_CACHE,   /* list of u64 cache figures (msg_cache_*) */
-	MSG_F_WGEN,    /* u64, write-lease generation of a region: increases
+	MSG_F_NGEN,	 /* u64, changes whenever the node table does */
+	MSG_F_EXTENTS,	 /* list of struct msg_extent */
+	MSG_F_LEASE,	 /* u64, write-lease id: random per writable mapping */
+	MSG_F_CACHE,	 /* list of u64 cache figures (msg_cache_*) */
+	MSG_F_WGEN,	 /* u64, write-lease generation of a region: increases
 			  with every grant to a new holder */
-	MSG_F_WRITERS, /* list of u64 node ids that may take a region's
+	MSG_F_WRITERS,	 /* list of u64 node ids that may take a region's
 			  write lease; none: any node */
 	MSG_F_GONE,    /* list of struct msg_node: nodes forgotten (NODES to
 			  the admin only; id, name and data address kept) */
+	MSG_F_RUNS,	 /* list of struct msg_run: a layout's chunks in runs,
+			  instead of chunks (common/layout.h) */
+	MSG_F_WANT_RUNS, /* u64, 1 (absent: 0): REGION_GET from an agent
+			    that takes its layout in runs */
 	MSG_F__MAX,
 };
 
@@ -193,9 +197,13 @@ enum msg_field_id {
  * scanning; the uffd is to be made with UFFD_FEATURE_WP_ASYNC if the
  * kernel has it (MAP_UFFD's features say whether it was) */
 #define MSG_MAP_WPASYNC (UINT64_C(1) << 4)
+/* MAP: the layout may come as runs (MSG_F_RUNS); REGION_GET says so with
+ * want_runs = 1. Peers of versions before runs refuse both (the bit out of
+ * range, the field unknown): the asker asks again without. */
+#define MSG_LAYOUT_RUNS (UINT64_C(1) << 5)
 #define MSG_MAP_FLAGS                                                         \
 	(MSG_MAP_PREFETCH | MSG_MAP_RESUME | MSG_MAP_RDONLY | MSG_MAP_CACHE | \
-	 MSG_MAP_WPASYNC)
+	 MSG_MAP_WPASYNC | MSG_LAYOUT_RUNS)
 
 /*
  * One chunk of a region: owner node, byte offset in its pool, and the
@@ -207,6 +215,18 @@ struct msg_chunk {
 	uint64_t node;
 	uint64_t off;
 	uint64_t inst;
+};
+
+/*
+ * A run of a layout: @n chunks following the previous run's, laid out in
+ * rounds over its @n_parts parts: chunk j of the run is part j % n_parts's
+ * node and instance, at offset part.off + (j / n_parts) * chunk size. An
+ * interleave over P nodes into empty pools is one run of P parts.
+ */
+struct msg_run {
+	uint64_t n;
+	struct msg_chunk *parts;
+	uint32_t n_parts;
 };
 
 /* A byte range of a node's pool. */
@@ -308,6 +328,9 @@ struct msg {
 	uint32_t n_cache;
 	struct msg_node *gone; /* forgotten nodes */
 	uint32_t n_gone;
+	struct msg_run *runs; /* a layout in runs (instead of chunks) */
+	uint32_t n_runs;
+	uint64_t want_runs; /* REGION_GET: 1 = answer in runs */
 };
 
 /* AGENT_STAT's cache list: index -> figure (later ones may be absent) */

@@ -18,6 +18,7 @@
 
 #include "coord_int.h"
 #include "frame.h"
+#include "layout.h"
 #include "log.h"
 #include "msg.h"
 #include "net.h"
@@ -495,6 +496,11 @@ static int coord_apply_region(struct coord *c, const struct msg *rec, char *why,
 		snprintf(why, why_len, "too many regions (%u)",
 			 COORD_REGIONS_MAX);
 		return -ENOSPC;
+	}
+	/* Runs are a layout's wire form for agents, never a record's. */
+	if (rec->n_runs) {
+		snprintf(why, why_len, "a region record with runs");
+		return -EINVAL;
 	}
 	if (rec->n_chunks != coord_chunks_of(rec->size, rec->chunk_size)) {
 		snprintf(why, why_len, "%u chunks for a region of %llu",
@@ -1798,14 +1804,25 @@ static void coord_on_region_get(struct coord *c, const struct msg *req,
 	}
 	msg_init(rep, MSG_T_REGION);
 	coord_region_msg(r, rep);
-	rep->chunks = malloc((size_t)r->n_chunks * sizeof(*rep->chunks));
-	if (!rep->chunks) {
-		msg_error(rep, -ENOMEM, "out of memory");
-		return;
+	/* An agent that takes runs gets the layout in runs: its size
+	 * follows the placement's pattern, not the region's size. */
+	if (req->want_runs && r->n_chunks) {
+		if (layout_runs_make(r->chunks, r->n_chunks, r->chunk_size,
+				     &rep->runs, &rep->n_runs)) {
+			msg_error(rep, -ENOMEM, "out of memory");
+			return;
+		}
+	} else {
+		rep->chunks =
+			malloc((size_t)r->n_chunks * sizeof(*rep->chunks));
+		if (!rep->chunks) {
+			msg_error(rep, -ENOMEM, "out of memory");
+			return;
+		}
+		memcpy(rep->chunks, r->chunks,
+		       (size_t)r->n_chunks * sizeof(*r->chunks));
+		rep->n_chunks = r->n_chunks;
 	}
-	memcpy(rep->chunks, r->chunks,
-	       (size_t)r->n_chunks * sizeof(*r->chunks));
-	rep->n_chunks = r->n_chunks;
 	if (!r->n_writers)
 		return;
 	rep->writers = malloc((size_t)r->n_writers * sizeof(*rep->writers));

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "layout.h"
 #include "log.h"
 #include "msg.h"
 #include "net.h"
@@ -52,7 +53,8 @@ struct farpage_map {
 	uint64_t instance; /* the agent's: its pool holds only its chunks */
 	uint64_t epoch;	   /* of the region: another one may take its name */
 	uint64_t cid;	   /* of the coordinator's tables the layout is from */
-	struct msg_chunk *chunks;
+	struct msg_run *runs; /* the layout, in runs (common/layout.h) */
+	uint32_t n_runs;
 	uint32_t n_chunks;
 	uint8_t *is_local; /* per chunk: mapped from the pool */
 	int cache_fd;	   /* cache mode: the agent's cache memfd, else -1 */
@@ -151,26 +153,31 @@ const char *farpage_strerror(int err)
 	}
 }
 
+/* A part of the layout on this node: all its chunks inside the pool. */
+static int farpage_part_check(const struct msg_chunk *c, uint32_t first,
+			      uint32_t step, uint32_t count, void *arg)
+{
+	const struct msg *l = arg;
+
+	(void)first;
+	(void)step;
+	if (c->node != l->node)
+		return 0;
+	if (c->off % l->chunk_size || c->off > l->pool_size ||
+	    (l->pool_size - c->off) / l->chunk_size < count)
+		return -EBADMSG;
+	return 0;
+}
+
+/* @l is in runs (checked against its size: farpage_agent_layout()). */
 static int farpage_layout_check(struct farpage_map *m, const struct msg *l)
 {
-	uint64_t n;
-
+	(void)m;
 	if (!l->size || l->size % UFFD_PAGE || !l->chunk_size ||
 	    (l->chunk_size & (l->chunk_size - 1)) || l->chunk_size % MAP_ALIGN)
 		return -EBADMSG;
-	n = (l->size + l->chunk_size - 1) / l->chunk_size;
-	if (n != l->n_chunks)
-		return -EBADMSG;
-	for (uint32_t i = 0; i < l->n_chunks; i++) {
-		const struct msg_chunk *c = &l->chunks[i];
-
-		if (c->node != l->node)
-			continue;
-		if (c->off % l->chunk_size || c->off > l->pool_size ||
-		    l->pool_size - c->off < l->chunk_size)
-			return -EBADMSG;
-	}
-	return 0;
+	return layout_parts_walk(l->runs, l->n_runs, farpage_part_check,
+				 (void *)l);
 }
 
 /*
@@ -210,14 +217,32 @@ static int farpage_prot(const struct farpage_map *m)
 	return (m->flags & MSG_MAP_RDONLY) ? PROT_READ : PROT_READ | PROT_WRITE;
 }
 
-/* A chunk this node holds, its data in the agent's pool now. */
-static int farpage_chunk_is_local(const struct farpage_map *m, uint32_t i)
+/* A part of the layout this node holds, its data in the agent's pool now:
+ * its chunks are marked in is_local. */
+static int farpage_part_mark(const struct msg_chunk *c, uint32_t first,
+			     uint32_t step, uint32_t count, void *arg)
 {
+	struct farpage_map *m = arg;
+
 	/* Placed before the agent restarted: its data is not in this pool.
 	 * Left to fault, the agent answers with SIGBUS. */
-	return m->chunks[i].node == m->node &&
-	       !(m->chunks[i].inst && m->instance &&
-		 m->chunks[i].inst != m->instance);
+	if (c->node != m->node ||
+	    (c->inst && m->instance && c->inst != m->instance))
+		return 0;
+	for (uint32_t k = 0; k < count; k++)
+		m->is_local[first + (uint64_t)k * step] = 1;
+	return 0;
+}
+
+/* The first chunk from @i on whose is_local is @v, or n_chunks. */
+static uint32_t farpage_next(const struct farpage_map *m, uint32_t i, int v)
+{
+	const uint8_t *p;
+
+	if (i >= m->n_chunks)
+		return m->n_chunks;
+	p = memchr(m->is_local + i, v, m->n_chunks - i);
+	return p ? (uint32_t)(p - m->is_local) : m->n_chunks;
 }
 
 /* A number in a /proc file, or 0. */
@@ -271,10 +296,13 @@ static int farpage_limits_check(const struct farpage_map *m)
 	uint64_t open_fds = 0;
 	DIR *d;
 
-	for (uint32_t i = 0; i < m->n_chunks; i++) {
-		if (farpage_chunk_is_local(m, i))
-			segs += m->chunk_size / MSG_POOL_SEG;
-		else if (!i || farpage_chunk_is_local(m, i - 1))
+	/* Runs of remote chunks, and the local ones between them. */
+	for (uint32_t i = 0, j; i < m->n_chunks; i = j) {
+		j = farpage_next(m, i, !m->is_local[i]);
+		if (m->is_local[i])
+			segs += (uint64_t)(j - i) *
+				(m->chunk_size / MSG_POOL_SEG);
+		else
 			runs++;
 	}
 	need = segs + runs;
@@ -431,9 +459,8 @@ static int farpage_map_local(struct farpage_map *m)
 	struct farpage_batch b = { .n_ext = 0 };
 	int ret;
 
-	for (uint32_t c = 0; c < m->n_chunks; c++)
-		m->is_local[c] = farpage_chunk_is_local(m, c);
-	for (uint32_t c = 0; c < m->n_chunks; c++) {
+	for (uint32_t c = farpage_next(m, 0, 1); c < m->n_chunks;
+	     c = farpage_next(m, c + 1, 1)) {
 		uint64_t o = (uint64_t)c * m->chunk_size;
 
 		for (; m->is_local[c] && o < (uint64_t)(c + 1) * m->chunk_size;
@@ -480,18 +507,12 @@ static int farpage_register_remote(struct farpage_map *m)
 		    !(m->flags & MSG_MAP_RDONLY))
 			modes |= UFFDIO_REGISTER_MODE_WP;
 	}
-	while (i < m->n_chunks) {
+	while ((i = farpage_next(m, i, 0)) < m->n_chunks) {
 		uint8_t *a = m->base + (size_t)i * m->chunk_size;
-		uint32_t j = i;
+		uint32_t j = farpage_next(m, i, 1);
 		size_t len;
 		void *p;
 
-		if (m->is_local[i]) {
-			i++;
-			continue;
-		}
-		while (j < m->n_chunks && !m->is_local[j])
-			j++;
 		len = (size_t)(j - i) * m->chunk_size;
 		if (m->cache_fd >= 0)
 			p = mmap(a, len, farpage_prot(m),
@@ -630,7 +651,7 @@ static int farpage_agent_layout(int sock, const char *name, uint64_t flags,
 	*cache_fd = -1;
 	msg_init(&req, MSG_T_MAP);
 	msg_strset(req.name, sizeof(req.name), name);
-	req.flags = flags & MSG_MAP_RDONLY;
+	req.flags = flags & (MSG_MAP_RDONLY | MSG_LAYOUT_RUNS);
 	req.wgen = wgen;
 	ret = ctl_send(sock, &req, NULL, 0);
 	if (ret)
@@ -644,6 +665,8 @@ static int farpage_agent_layout(int sock, const char *name, uint64_t flags,
 			log_err("map %s: %s", name, layout->text);
 	} else if (layout->type != MSG_T_MAP_LAYOUT) {
 		ret = -EBADMSG;
+	} else if ((ret = layout_msg_to_runs(layout))) {
+		log_err("map %s: a bad layout from the agent", name);
 	} else if (n_fds != !!(layout->flags & MSG_MAP_CACHE)) {
 		/* An agent of another version (one that sent its pool). */
 		log_err("map %s: the agent sent %d descriptors with the "
@@ -701,14 +724,20 @@ static int farpage_layout_is_same(const struct farpage_map *m,
 	/* A region deleted and made again under the same name may get the
 	 * same chunks: the epoch and the tables' cid tell them apart. */
 	if (l->size != m->size || l->chunk_size != m->chunk_size ||
-	    l->n_chunks != m->n_chunks || l->node != m->node ||
+	    l->n_runs != m->n_runs || l->node != m->node ||
 	    l->epoch != m->epoch || l->cid != m->cid)
 		return 0;
-	for (uint32_t i = 0; i < m->n_chunks; i++) {
-		if (l->chunks[i].node != m->chunks[i].node ||
-		    l->chunks[i].off != m->chunks[i].off ||
-		    l->chunks[i].inst != m->chunks[i].inst)
+	/* Runs are made the same way from the same chunks. */
+	for (uint32_t i = 0; i < m->n_runs; i++) {
+		const struct msg_run *a = &l->runs[i], *b = &m->runs[i];
+
+		if (a->n != b->n || a->n_parts != b->n_parts)
 			return 0;
+		for (uint32_t k = 0; k < a->n_parts; k++)
+			if (a->parts[k].node != b->parts[k].node ||
+			    a->parts[k].off != b->parts[k].off ||
+			    a->parts[k].inst != b->parts[k].inst)
+				return 0;
 	}
 	return 1;
 }
@@ -731,8 +760,8 @@ static int farpage_resume(struct farpage_map *m)
 		return ret;
 	/* A writable mapping takes the write lease again, if still its own:
 	 * the dead agent's ended with its instance. */
-	ret = farpage_agent_layout(fd, m->name, m->flags, m->wgen, &l,
-				   &cache_fd);
+	ret = farpage_agent_layout(fd, m->name, m->flags | MSG_LAYOUT_RUNS,
+				   m->wgen, &l, &cache_fd);
 	if (!ret) {
 		if (cache_fd >= 0)
 			close(cache_fd);
@@ -951,7 +980,7 @@ static void farpage_map_free(struct farpage_map *m, int unmapped)
 		close(m->cache_fd);
 	if (m->base && !unmapped)
 		munmap(m->base, m->span);
-	free(m->chunks);
+	layout_runs_free(m->runs, m->n_runs);
 	free(m->is_local);
 	free(m->pend);
 	free(m);
@@ -985,9 +1014,26 @@ static int farpage_map_common(const char *name,
 	ret = net_unix_connect(m->sock_path, &m->sock);
 	if (ret)
 		goto err;
-	ret = farpage_agent_layout(m->sock, name, m->flags,
+	ret = farpage_agent_layout(m->sock, name, m->flags | MSG_LAYOUT_RUNS,
 				   m->flags & MSG_MAP_RDONLY ? 0 : MSG_WGEN_NEW,
 				   &rep, &m->cache_fd);
+	if (ret == -ECONNRESET || ret == -EPIPE) {
+		/* An agent of a version before layouts in runs refuses the
+		 * flag and closes: once more, without it. */
+		close(m->sock);
+		m->sock = -1;
+		ret = net_unix_connect(m->sock_path, &m->sock);
+		if (!ret)
+			ret = farpage_agent_layout(
+				m->sock, name, m->flags,
+				m->flags & MSG_MAP_RDONLY ? 0 : MSG_WGEN_NEW,
+				&rep, &m->cache_fd);
+		if (!ret)
+			log_warn("map %s: the agent closed the connection on a "
+				 "MAP asking for its layout in runs: a version "
+				 "before them (upgrade it)",
+				 name);
+	}
 	if (ret)
 		goto err;
 	ret = farpage_layout_check(m, &rep);
@@ -1011,10 +1057,11 @@ static int farpage_map_common(const char *name,
 		ret = -EPROTO;
 		goto err;
 	}
-	m->n_chunks = rep.n_chunks;
-	m->chunks = rep.chunks; /* ownership moves here */
-	rep.chunks = NULL;
-	rep.n_chunks = 0;
+	m->n_chunks = (uint32_t)layout_chunks_of(rep.size, rep.chunk_size);
+	m->runs = rep.runs; /* ownership moves here */
+	m->n_runs = rep.n_runs;
+	rep.runs = NULL;
+	rep.n_runs = 0;
 	msg_fini(&rep);
 	m->span = (size_t)m->n_chunks * m->chunk_size;
 	if (at && at_len != m->span) {
@@ -1029,6 +1076,7 @@ static int farpage_map_common(const char *name,
 		ret = -ENOMEM;
 		goto err;
 	}
+	layout_parts_walk(m->runs, m->n_runs, farpage_part_mark, m);
 
 	ret = uffd_features_probe(&supported);
 	if (ret)
@@ -1244,9 +1292,12 @@ uint64_t farpage_map_node(const struct farpage_map *m)
 
 uint64_t farpage_map_owner(const struct farpage_map *m, size_t off)
 {
-	if (off >= m->span)
+	struct msg_chunk c;
+
+	if (off >= m->span || layout_chunk_at(m->runs, m->n_runs, m->chunk_size,
+					      off / m->chunk_size, &c))
 		return 0;
-	return m->chunks[off / m->chunk_size].node;
+	return c.node;
 }
 
 int farpage_map_is_local(const struct farpage_map *m, size_t off)

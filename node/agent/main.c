@@ -3,6 +3,7 @@
 #define LOG_PREFIX ""
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -402,6 +403,12 @@ int main(int argc, char **argv)
 	int c, ret;
 
 	log_init("farpage-node", lvl);
+	/* A mapping's per-page sets (megabytes for a big region) come from
+	 * mmap(), pages zeroed by the kernel as they are first written: with
+	 * glibc's threshold raised by the free of such a block (its default
+	 * moves up to 32 MiB), the next big map's calloc()s would be memset
+	 * on the heap whole. */
+	mallopt(M_MMAP_THRESHOLD, 256 << 10);
 	while ((c = getopt_long(argc, argv, "c:n:p:l:a:s:t:d:hV", opts,
 				NULL)) != -1) {
 		switch (c) {

@@ -421,7 +421,7 @@ void floop_destroy(struct floop *f)
 		mn = m->next;
 		floop_cache_map_fini(f, m);
 		close(m->uffd);
-		free(m->chunks);
+		layout_map_fini(&m->lay);
 		free(m);
 	}
 	for (struct floop_done *d = f->dones, *dn; d; d = dn) {
@@ -442,7 +442,7 @@ void floop_destroy(struct floop *f)
 			close(c->desc.uffd);
 			if (c->desc.cache_fd >= 0)
 				close(c->desc.cache_fd);
-			free(c->desc.chunks);
+			layout_runs_free(c->desc.runs, c->desc.n_runs);
 		}
 		floop_cmd_free(c);
 	}

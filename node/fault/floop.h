@@ -93,14 +93,15 @@ struct floop_cfg {
 };
 
 /* A mapping handed over by the fault service; the loop owns uffd and
- * chunks from floop_map_add() on (also on failure). */
+ * runs from floop_map_add() on (also on failure). */
 struct floop_map_desc {
 	uint64_t id;
 	int uffd;
 	uint64_t base;
 	uint64_t size;
 	uint64_t chunk_size;
-	struct msg_chunk *chunks;
+	struct msg_run *runs; /* the layout (checked), common/layout.h */
+	uint32_t n_runs;
 	uint32_t n_chunks;
 	uint64_t features;
 	uint64_t flags; /* MSG_MAP_* */

@@ -99,7 +99,7 @@ static void floop_desc_free(struct floop_map_desc *d)
 		close(d->cache_fd);
 	if (d->pidfd >= 0)
 		close(d->pidfd);
-	free(d->chunks);
+	layout_runs_free(d->runs, d->n_runs);
 }
 
 static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
@@ -119,7 +119,14 @@ static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
 	m->size = d->size;
 	m->chunk_size = d->chunk_size;
 	m->chunk_shift = (unsigned int)__builtin_ctzll(d->chunk_size);
-	m->chunks = d->chunks;
+	if (layout_map_init(&m->lay, d->runs, d->n_runs, d->chunk_size)) {
+		log_err("map %s: no memory", d->name);
+		d->runs = NULL;
+		d->n_runs = 0;
+		floop_desc_free(d);
+		free(m);
+		return;
+	}
 	m->n_chunks = d->n_chunks;
 	m->span = (uint64_t)d->n_chunks * d->chunk_size;
 	m->features = d->features;

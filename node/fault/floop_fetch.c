@@ -493,6 +493,7 @@ void floop_fetch_start_n(struct floop *f, struct fmap *m, uint64_t addr,
 			 uint64_t owner, uint64_t off, int ahead,
 			 uint32_t npages, int pf, uint64_t t0_ms)
 {
+	struct msg_chunk ch;
 	struct fetch *s;
 	uint32_t idx, h;
 
@@ -510,7 +511,8 @@ void floop_fetch_start_n(struct floop *f, struct fmap *m, uint64_t addr,
 	s->addr = addr;
 	s->owner = owner;
 	s->off = off;
-	s->inst = m->chunks[(addr - m->base) >> m->chunk_shift].inst;
+	layout_map_chunk(&m->lay, (addr - m->base) >> m->chunk_shift, &ch);
+	s->inst = ch.inst;
 	s->t0_ms = t0_ms;
 	s->t0_ns = ahead ? 0 : f->fault_ns;
 	s->have_data = 0;

@@ -20,6 +20,7 @@
 
 #include "evl.h"
 #include "floop.h"
+#include "layout.h"
 #include "pgset.h"
 #include "req.h"
 #include "uffd.h"
@@ -111,7 +112,7 @@ struct fmap {
 	int uffd;
 	uint64_t base, size, span, chunk_size;
 	unsigned int chunk_shift;
-	struct msg_chunk *chunks;
+	struct layout_map lay; /* chunk -> owner, offset, instance */
 	uint32_t n_chunks;
 	uint64_t features;
 	char name[MSG_NAME_MAX];

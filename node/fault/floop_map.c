@@ -51,7 +51,7 @@ void floop_map_free_maybe(struct floop *f, struct fmap *m)
 	floop_cache_map_fini(f, m);
 	floop_cache_map_gone(f, m);
 	close(m->uffd);
-	free(m->chunks);
+	layout_map_fini(&m->lay);
 	free(m);
 }
 
@@ -171,6 +171,7 @@ static void floop_fault_handle(struct floop *f, struct fmap *m, uint64_t addr,
 {
 	int write = !!(flags & UFFD_PAGEFAULT_FLAG_WRITE);
 	const struct msg_chunk *c;
+	struct msg_chunk ch;
 	uint64_t rel, off;
 	int ret;
 
@@ -193,7 +194,8 @@ static void floop_fault_handle(struct floop *f, struct fmap *m, uint64_t addr,
 	if (m->cache && floop_cache_fault(f, m, addr, flags))
 		return;
 	rel = addr - m->base;
-	c = &m->chunks[rel >> m->chunk_shift];
+	layout_map_chunk(&m->lay, rel >> m->chunk_shift, &ch);
+	c = &ch;
 	off = c->off + (rel & (m->chunk_size - 1));
 	if (c->node != f->cfg.self) {
 		if (floop_peer_chunk_is_lost(f, c)) {

@@ -17,12 +17,14 @@ static uint32_t floop_ra_fetch(struct floop *f, struct fmap *m, uint64_t a,
 			       uint64_t stop, int pf, int write)
 {
 	uint64_t rel = a - m->base;
-	const struct msg_chunk *c = &m->chunks[rel >> m->chunk_shift];
-	uint64_t off = c->off + (rel & (m->chunk_size - 1));
+	struct msg_chunk ch, *c = &ch;
+	uint64_t off;
 	uint64_t chunk_end =
 		m->base + ((rel >> m->chunk_shift) + 1) * m->chunk_size;
 	uint32_t n = 1;
 
+	layout_map_chunk(&m->lay, rel >> m->chunk_shift, &ch);
+	off = c->off + (rel & (m->chunk_size - 1));
 	/* A page the cache holds is never fetched again: it may be dirty. */
 	if (c->node == f->cfg.self || floop_peer_chunk_is_lost(f, c) ||
 	    floop_fetch_find(f, m, a) || floop_cache_is_held(m, a))

@@ -56,7 +56,7 @@ static int cache_wb_read(struct fmap *m, uint8_t *dst, uint64_t rel, uint32_t n)
 uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i)
 {
 	uint64_t addr = m->base + i * FLOOP_PAGE, rel = addr - m->base;
-	const struct msg_chunk *c = &m->chunks[rel >> m->chunk_shift];
+	struct msg_chunk ch, *c = &ch;
 	uint64_t chunk_end = ((rel >> m->chunk_shift) + 1) * m->chunk_size;
 	struct wback *w = cache_wb_slot(f);
 	uint32_t n = 1;
@@ -65,6 +65,7 @@ uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i)
 
 	if (!w)
 		return 0;
+	layout_map_chunk(&m->lay, rel >> m->chunk_shift, &ch);
 	while (n < FLOOP_RUN_PAGES && (i + n) * FLOOP_PAGE < chunk_end &&
 	       (m->pst[i + n] & (PS_DIRTY | PS_WB)) == PS_DIRTY)
 		n++;

@@ -41,6 +41,7 @@
 #include "evl.h"
 #include "floops.h"
 #include "frame.h"
+#include "layout.h"
 #include "log.h"
 #include "net.h"
 #include "sockauth.h"
@@ -144,14 +145,38 @@ static int fsvc_chunk_is_local(const struct msg *l, const struct msg_chunk *ch)
 	return ch->node == l->node && (!ch->inst || ch->inst == l->instance);
 }
 
+/* Chunks of layout @l (kept in runs: l->n_chunks is 0). */
+static uint32_t fsvc_n_chunks(const struct msg *l)
+{
+	return (uint32_t)layout_chunks_of(l->size, l->chunk_size);
+}
+
+struct fsvc_pin_walk {
+	struct fsvc_conn *c;
+	int delta;
+};
+
+static int fsvc_pin_part(const struct msg_chunk *part, uint32_t first,
+			 uint32_t step, uint32_t count, void *arg)
+{
+	struct fsvc_pin_walk *w = arg;
+	const struct msg *l = &w->c->layout;
+
+	(void)first;
+	(void)step;
+	if (!fsvc_chunk_is_local(l, part))
+		return 0;
+	for (uint32_t k = 0; k < count; k++)
+		w->c->a->hooks.pool_pin(w->c->a, part->off + k * l->chunk_size,
+					l->chunk_size, w->delta);
+	return 0;
+}
+
 static void fsvc_pins(struct fsvc_conn *c, int delta)
 {
-	const struct msg *l = &c->layout;
+	struct fsvc_pin_walk w = { .c = c, .delta = delta };
 
-	for (uint32_t i = 0; i < l->n_chunks; i++)
-		if (fsvc_chunk_is_local(l, &l->chunks[i]))
-			c->a->hooks.pool_pin(c->a, l->chunks[i].off,
-					     l->chunk_size, delta);
+	layout_parts_walk(c->layout.runs, c->layout.n_runs, fsvc_pin_part, &w);
 	c->pinned = delta > 0;
 }
 
@@ -399,7 +424,7 @@ static int fsvc_on_map(struct fsvc_conn *c, const struct msg *req)
 	int ret;
 
 	c->token = ++a->next_token;
-	c->flags = req->flags & MSG_MAP_RDONLY;
+	c->flags = req->flags & (MSG_MAP_RDONLY | MSG_LAYOUT_RUNS);
 	memcpy(c->name, req->name, sizeof(c->name));
 	/* A writable map holds the region's write lease under its own id. */
 	if (!(c->flags & MSG_MAP_RDONLY)) {
@@ -423,13 +448,22 @@ static int fsvc_on_map(struct fsvc_conn *c, const struct msg *req)
 	return fsvc_lookup(c);
 }
 
+static int fsvc_part_is_remote(const struct msg_chunk *part, uint32_t first,
+			       uint32_t step, uint32_t count, void *arg)
+{
+	const struct msg *l = arg;
+
+	(void)first;
+	(void)step;
+	(void)count;
+	return part->node != l->node;
+}
+
 /* True if a layout has chunks this node does not own (they fault). */
 static int fsvc_has_remote(const struct msg *l)
 {
-	for (uint32_t i = 0; i < l->n_chunks; i++)
-		if (l->chunks[i].node != l->node)
-			return 1;
-	return 0;
+	return layout_parts_walk(l->runs, l->n_runs, fsvc_part_is_remote,
+				 (void *)l);
 }
 
 /* How a cache memfd is sealed: the process cannot resize it under us. */
@@ -442,7 +476,7 @@ static int fsvc_has_remote(const struct msg *l)
  */
 static int fsvc_cache_create(const struct msg *l, int *out)
 {
-	uint64_t span = (uint64_t)l->n_chunks * l->chunk_size;
+	uint64_t span = (uint64_t)fsvc_n_chunks(l) * l->chunk_size;
 	int fd, ret;
 
 	fd = memfd_create("farpage-cache", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -520,7 +554,7 @@ static int fsvc_cache_pages_whole(void)
  */
 static int fsvc_cache_adopt(const struct msg *l, int fd, int empty)
 {
-	uint64_t span = (uint64_t)l->n_chunks * l->chunk_size;
+	uint64_t span = (uint64_t)fsvc_n_chunks(l) * l->chunk_size;
 	struct stat st;
 
 	if (fcntl(fd, F_GET_SEALS) != FSVC_CACHE_SEALS || fstat(fd, &st) ||
@@ -530,6 +564,30 @@ static int fsvc_cache_adopt(const struct msg *l, int fd, int empty)
 			       0, (off_t)span))
 		return -errno;
 	return 0;
+}
+
+/*
+ * MAP_LAYOUT as c->layout has it (in runs) to a process that takes them
+ * (MSG_LAYOUT_RUNS in its MAP), one record per chunk to one of a version
+ * before them.
+ */
+static int fsvc_layout_send(struct fsvc_conn *c)
+{
+	struct msg l = c->layout;
+	int ret;
+
+	if (c->flags & MSG_LAYOUT_RUNS)
+		return fsvc_send(c, &l, &c->cache_fd, c->cache_fd >= 0);
+	ret = layout_runs_expand(l.runs, l.n_runs, l.chunk_size,
+				 fsvc_n_chunks(&l), &l.chunks);
+	if (ret)
+		return ret;
+	l.n_chunks = fsvc_n_chunks(&l);
+	l.runs = NULL;
+	l.n_runs = 0;
+	ret = fsvc_send(c, &l, &c->cache_fd, c->cache_fd >= 0);
+	free(l.chunks);
+	return ret;
 }
 
 /* The lookup of @c is done: the layout and the cache fd, or the error. */
@@ -551,14 +609,15 @@ static int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 	c->layout.cid = r->cid;
 	c->layout.pool_size = a->pool.size;
 	c->layout.instance = a->instance;
-	c->layout.chunks = r->region.chunks;
-	c->layout.n_chunks = r->region.n_chunks;
+	/* In runs (csess_region_get()): the layout costs its runs here. */
+	c->layout.runs = r->region.runs;
+	c->layout.n_runs = r->region.n_runs;
 	if (c->lease) {
 		c->wgen = r->wgen;
 		c->layout.wgen = c->wgen_asked ? r->wgen : 0;
 	}
-	r->region.chunks = NULL;
-	r->region.n_chunks = 0;
+	r->region.runs = NULL;
+	r->region.n_runs = 0;
 	/* Pinned before the layout leaves: the process may map at once. */
 	fsvc_pins(c, 1);
 	if (a->cache_on && fsvc_has_remote(&c->layout)) {
@@ -575,7 +634,7 @@ static int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 					 ? MSG_MAP_WPASYNC
 					 : 0);
 	}
-	ret = fsvc_send(c, &c->layout, &c->cache_fd, c->cache_fd >= 0);
+	ret = fsvc_layout_send(c);
 	if (!ret)
 		c->state = FSVC_LAYOUT_SENT;
 	return ret;
@@ -904,7 +963,6 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 	struct node_agent *a = c->a;
 	struct floop_map_desc d = { 0 };
 	struct msg ok;
-	size_t clen;
 	int ret;
 
 	ret = fsvc_grant_check(c, req);
@@ -984,21 +1042,21 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 		close(fd2);
 	d.lease = c->lease;
 	d.wgen = c->wgen;
-	clen = (size_t)c->layout.n_chunks * sizeof(*d.chunks);
-	d.chunks = malloc(clen ? clen : 1);
-	if (!d.chunks) {
+	/* The fault loop looks chunks up in the runs (no per-chunk table). */
+	ret = layout_runs_copy(c->layout.runs, c->layout.n_runs, &d.runs);
+	d.n_runs = c->layout.n_runs;
+	if (ret) {
 		close(uffd);
 		if (d.cache_fd >= 0)
 			close(d.cache_fd);
-		return -ENOMEM;
+		return ret;
 	}
-	memcpy(d.chunks, c->layout.chunks, clen);
 	d.id = ++a->next_map_id;
 	d.uffd = uffd;
 	d.base = req->base;
 	d.size = c->layout.size;
 	d.chunk_size = c->layout.chunk_size;
-	d.n_chunks = c->layout.n_chunks;
+	d.n_chunks = fsvc_n_chunks(&c->layout);
 	d.features = req->features;
 	d.flags = req->flags;
 	d.epoch = c->layout.epoch;
@@ -1010,10 +1068,13 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 		return ret;
 	c->map_id = d.id;
 	c->state = FSVC_MAPPED;
-	log_info("process %s region %s (map %llu, %s poisoning)",
+	log_info("process %s region %s (map %llu, %s poisoning; layout of "
+		 "%u chunks in %u runs of %u parts)",
 		 d.flags & MSG_MAP_RESUME ? "handed over" : "mapped", d.name,
 		 (unsigned long long)d.id,
-		 d.features & UFFD_FEATURE_POISON ? "with" : "WITHOUT");
+		 d.features & UFFD_FEATURE_POISON ? "with" : "WITHOUT",
+		 d.n_chunks, c->layout.n_runs,
+		 layout_runs_parts(c->layout.runs, c->layout.n_runs));
 	msg_init(&ok, MSG_T_OK);
 	return fsvc_send(c, &ok, NULL, 0);
 }
@@ -1065,7 +1126,7 @@ static int fsvc_map_fds_ranges(const struct msg *req, uint64_t span,
 static int fsvc_on_map_fds(struct fsvc_conn *c, const struct msg *req)
 {
 	const struct msg *l = &c->layout;
-	uint64_t span = (uint64_t)l->n_chunks * l->chunk_size;
+	uint64_t span = (uint64_t)fsvc_n_chunks(l) * l->chunk_size;
 	int fds[MSG_POOL_SEGS_MAX], n = 0, ro, ret = 0;
 	const struct msg_extent *ext;
 	struct msg_extent one;
@@ -1082,13 +1143,18 @@ static int fsvc_on_map_fds(struct fsvc_conn *c, const struct msg *req)
 	}
 	for (uint64_t o = ext[0].off, s = 0;
 	     s < req->size / MSG_POOL_SEG && !why; s++, o += MSG_POOL_SEG) {
-		const struct msg_chunk *ch;
+		struct msg_chunk chunk, *ch = &chunk;
 		char path[64];
 		int fd;
 
 		if (o == ext[k].off + ext[k].len)
 			o = ext[++k].off; /* the next range */
-		ch = &l->chunks[o / l->chunk_size];
+		if (layout_chunk_at(l->runs, l->n_runs, l->chunk_size,
+				    o / l->chunk_size, ch)) {
+			why = "map_fds: past the region";
+			ret = -EINVAL;
+			break;
+		}
 
 		if (!fsvc_chunk_is_local(l, ch)) {
 			why = "map_fds: a chunk this node does not hold";

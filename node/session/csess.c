@@ -21,6 +21,8 @@
 #include "ctl.h"
 #include "evl.h"
 #include "floops.h"
+#include "layout.h"
+#include "lcache.h"
 #include "log.h"
 #include "net.h"
 #include "resolv.h"
@@ -49,13 +51,6 @@ struct csess_job {
 	struct csess_job *next;
 };
 
-/* A region layout as last looked up: what MAP serves without the
- * coordinator. Dropped when a region sync shows it deleted. */
-struct csess_cached {
-	struct msg region;
-	struct csess_cached *next;
-};
-
 struct csess {
 	struct node_agent *a;
 	pthread_t thread;
@@ -80,11 +75,12 @@ struct csess {
 	uint64_t ngen;	       /* node table generation we have */
 	int need_nodes;	       /* NODE_LIST due */
 	int need_regions;      /* REGION_LIST due */
+	int no_runs;	       /* the coordinator takes no MSG_LAYOUT_RUNS */
 	uint64_t synced_epoch; /* region epoch the fault loop has applied */
 	uint64_t pending_epoch;
-	int64_t pending_ticket; /* floop ticket of pending_epoch, 0: none */
-	struct msg nodes;	/* the last NODE_LIST */
-	struct csess_cached *cache;
+	int64_t pending_ticket;	    /* floop ticket of pending_epoch, 0: none */
+	struct msg nodes;	    /* the last NODE_LIST */
+	struct lcache cache;	    /* layouts as last looked up (lcache.h) */
 	struct csess_job *releases; /* write leases not yet given back */
 	struct msg_extent *cleared; /* to report in the next heartbeat */
 	uint32_t n_cleared, cap_cleared;
@@ -211,68 +207,6 @@ static int csess_call_want(struct csess *s, const struct msg *req,
 	return ret;
 }
 
-/* ---- layout cache ---- */
-
-static struct csess_cached **csess_cache_find(struct csess *s, const char *name)
-{
-	struct csess_cached **p;
-
-	for (p = &s->cache; *p; p = &(*p)->next)
-		if (!strcmp((*p)->region.name, name))
-			break;
-	return p;
-}
-
-static void csess_cache_drop(struct csess *s, struct csess_cached **p)
-{
-	struct csess_cached *c = *p;
-
-	*p = c->next;
-	msg_fini(&c->region);
-	free(c);
-}
-
-static int csess_region_copy(const struct msg *src, struct msg *dst)
-{
-	size_t len = (size_t)src->n_chunks * sizeof(*src->chunks);
-
-	*dst = *src;
-	dst->chunks = malloc(len ? len : 1);
-	if (!dst->chunks) {
-		msg_init(dst, MSG_T_NONE);
-		return -ENOMEM;
-	}
-	memcpy(dst->chunks, src->chunks, len);
-	/* No other list is needed here (the writers are the coordinator's
-	 * to check). */
-	dst->place = dst->owners = dst->writers = NULL;
-	dst->n_place = dst->n_owners = dst->n_writers = 0;
-	return 0;
-}
-
-static void csess_cache_put(struct csess *s, const struct msg *region)
-{
-	struct csess_cached **p = csess_cache_find(s, region->name), *c;
-
-	if (*p)
-		csess_cache_drop(s, p);
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return;
-	if (csess_region_copy(region, &c->region)) {
-		free(c);
-		return;
-	}
-	c->next = s->cache;
-	s->cache = c;
-}
-
-static void csess_cache_flush(struct csess *s)
-{
-	while (s->cache)
-		csess_cache_drop(s, &s->cache);
-}
-
 /* ---- the tables: cid, nodes, regions ---- */
 
 /*
@@ -291,7 +225,7 @@ static void csess_tables(struct csess *s, uint64_t cid)
 			 "%016llx, was %016llx): every region mapped here is "
 			 "gone",
 			 (unsigned long long)cid, (unsigned long long)s->cid);
-		csess_cache_flush(s);
+		lcache_flush(&s->cache);
 	}
 	s->cid = cid;
 	s->synced_epoch = 0;
@@ -437,24 +371,41 @@ static int csess_nodes_refresh(struct csess *s)
  * in before a guest faults on it: a new owner instance it does not know
  * yet would read as a lost chunk.
  */
+static int csess_part_is_known(const struct msg_chunk *c, uint32_t first,
+			       uint32_t step, uint32_t count, void *arg)
+{
+	struct csess *s = arg;
+	const struct msg_node *n = NULL;
+
+	(void)first;
+	(void)step;
+	(void)count;
+	if (c->node == atomic_load(&s->a->node_id))
+		return 0;
+	for (uint32_t k = 0; k < s->nodes.n_nodes; k++)
+		if (s->nodes.nodes[k].id == c->node)
+			n = &s->nodes.nodes[k];
+	return !n || (c->inst && n->instance != c->inst);
+}
+
+/* (@region's layout in runs: a check per part, not per chunk.) */
 static void csess_nodes_ensure(struct csess *s, const struct msg *region)
 {
-	uint64_t self = atomic_load(&s->a->node_id);
+	if (layout_parts_walk(region->runs, region->n_runs, csess_part_is_known,
+			      s))
+		csess_nodes_refresh(s);
+}
 
-	for (uint32_t i = 0; i < region->n_chunks; i++) {
-		const struct msg_chunk *c = &region->chunks[i];
-		const struct msg_node *n = NULL;
+/* A cached layout of a region that REGIONS @arg lists (same epoch). */
+static int csess_region_listed(const struct msg *region, void *arg)
+{
+	const struct msg *rep = arg;
 
-		if (c->node == self)
-			continue;
-		for (uint32_t k = 0; k < s->nodes.n_nodes; k++)
-			if (s->nodes.nodes[k].id == c->node)
-				n = &s->nodes.nodes[k];
-		if (!n || (c->inst && n->instance != c->inst)) {
-			csess_nodes_refresh(s);
-			return;
-		}
-	}
+	for (uint32_t i = 0; i < rep->n_regions; i++)
+		if (!strcmp(rep->regions[i].name, region->name) &&
+		    rep->regions[i].epoch == region->epoch)
+			return 1;
+	return 0;
 }
 
 /*
@@ -465,7 +416,6 @@ static void csess_nodes_ensure(struct csess *s, const struct msg *region)
 static int csess_regions_sync(struct csess *s, uint64_t epoch)
 {
 	struct floop_region *list;
-	struct csess_cached **p;
 	struct msg req, rep;
 	int64_t ticket;
 	int ret;
@@ -485,18 +435,7 @@ static int csess_regions_sync(struct csess *s, uint64_t epoch)
 		memcpy(list[i].name, rep.regions[i].name, sizeof(list[i].name));
 		list[i].epoch = rep.regions[i].epoch;
 	}
-	for (p = &s->cache; *p;) {
-		uint32_t i;
-
-		for (i = 0; i < rep.n_regions; i++)
-			if (!strcmp(list[i].name, (*p)->region.name) &&
-			    list[i].epoch == (*p)->region.epoch)
-				break;
-		if (i == rep.n_regions)
-			csess_cache_drop(s, p);
-		else
-			p = &(*p)->next;
-	}
+	lcache_prune(&s->cache, csess_region_listed, &rep);
 	ticket = floops_regions_set(s->a->fl, list, rep.n_regions, epoch,
 				    s->cid);
 	free(list);
@@ -745,11 +684,11 @@ static void csess_result_push(struct csess *s, struct csess_result *r)
 static int csess_lookup_cached(struct csess *s, struct csess_result *r,
 			       const char *name, int why)
 {
-	struct csess_cached **p = csess_cache_find(s, name);
+	const struct msg *l = lcache_get(&s->cache, name);
 
-	if (!*p)
+	if (!l)
 		return -ENOENT;
-	if (csess_region_copy(&(*p)->region, &r->region))
+	if (lcache_region_copy(l, &r->region))
 		return -ENOMEM;
 	r->cid = s->cid;
 	log_warn("coordinator %s unreachable (%s): mapping region %s from "
@@ -845,10 +784,67 @@ static void csess_releases_run(struct csess *s)
 	}
 }
 
+/*
+ * REGION_GET of @name into @rep, its layout in runs (made from chunks
+ * for a coordinator of a version before them, which drops the connection
+ * on the flag it does not know: it is asked again without it, from then
+ * on, logged once). Returns as csess_call_want().
+ */
+static int csess_region_get(struct csess *s, const char *name, struct msg *rep)
+{
+	struct msg req;
+	int ret;
+
+	msg_init(&req, MSG_T_REGION_GET);
+	msg_strset(req.name, sizeof(req.name), name);
+	req.want_runs = !s->no_runs;
+	ret = csess_call_want(s, &req, rep, MSG_T_REGION);
+	if (req.want_runs &&
+	    (ret == -ECONNRESET || ret == -EPIPE || ret == -EBADMSG)) {
+		msg_fini(rep);
+		req.want_runs = 0;
+		ret = csess_call_want(s, &req, rep, MSG_T_REGION);
+		/* Answered without the flag: once more with it, so that a
+		 * connection lost by chance is not taken for a refusal. */
+		if (!ret) {
+			struct msg again;
+
+			req.want_runs = 1;
+			if (!csess_call_want(s, &req, &again, MSG_T_REGION)) {
+				msg_fini(rep);
+				*rep = again;
+				req.want_runs = 0;
+			} else {
+				msg_fini(&again);
+				s->coord_ok = 1; /* it answers, without runs */
+			}
+		}
+		if (!ret && req.want_runs) { /* refused runs twice */
+			s->no_runs = 1;
+			log_warn("coordinator %s closed the connection on a "
+				 "REGION_GET asking for a layout in runs, and "
+				 "answered it without: a version before them; "
+				 "layouts come chunk by chunk (upgrade it)",
+				 s->a->cfg.coordinator);
+		}
+	}
+	if (!ret) {
+		ret = layout_msg_to_runs(rep);
+		if (ret) {
+			log_errno(ret,
+				  "region %s: a bad layout from the "
+				  "coordinator",
+				  name);
+			msg_fini(rep);
+			msg_init(rep, MSG_T_NONE);
+		}
+	}
+	return ret;
+}
+
 static void csess_lookup_run(struct csess *s, const struct csess_job *j)
 {
 	struct csess_result *r = calloc(1, sizeof(*r));
-	struct msg req;
 	int ret;
 
 	if (!r)
@@ -858,11 +854,9 @@ static void csess_lookup_run(struct csess *s, const struct csess_job *j)
 	if (!s->coord_ok && !j->lease &&
 	    !csess_lookup_cached(s, r, j->name, s->last_err))
 		goto out;
-	msg_init(&req, MSG_T_REGION_GET);
-	msg_strset(req.name, sizeof(req.name), j->name);
-	ret = csess_call_want(s, &req, &r->region, MSG_T_REGION);
+	ret = csess_region_get(s, j->name, &r->region);
 	if (!ret) {
-		csess_cache_put(s, &r->region);
+		lcache_put(&s->cache, &r->region);
 		csess_nodes_ensure(s, &r->region);
 		r->cid = s->cid;
 		if (j->lease)
@@ -874,12 +868,8 @@ static void csess_lookup_run(struct csess *s, const struct csess_job *j)
 		snprintf(r->text, sizeof(r->text), "region %s: %s", j->name,
 			 r->region.text[0] ? r->region.text
 					   : log_strerror(ret));
-		if (ret == -ENOENT) {
-			struct csess_cached **p = csess_cache_find(s, j->name);
-
-			if (*p)
-				csess_cache_drop(s, p);
-		}
+		if (ret == -ENOENT)
+			lcache_drop(&s->cache, j->name);
 		msg_fini(&r->region);
 		r->err = ret;
 		goto out;
@@ -1001,6 +991,7 @@ int csess_create(struct node_agent *a, struct csess **out)
 	s->jobs_tail = &s->jobs;
 	s->results_tail = &s->results;
 	pthread_mutex_init(&s->lock, NULL);
+	lcache_init(&s->cache, 0, 0);
 	s->efd_jobs = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	s->efd_results = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->efd_jobs < 0 || s->efd_results < 0) {
@@ -1046,7 +1037,7 @@ void csess_destroy(struct csess *s)
 		s->results = r->next;
 		csess_result_free(r);
 	}
-	csess_cache_flush(s);
+	lcache_fini(&s->cache);
 	msg_fini(&s->nodes);
 	free(s->cleared);
 	actl_close(&s->coord);

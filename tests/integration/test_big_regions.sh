@@ -81,7 +81,22 @@ big() {
 		rss+=" $n=${h}K"
 		[ "$h" -lt $AGENT_HWM_MAX ] || fp_fail "$name: agent $n peak RSS ${h} KiB (bound $AGENT_HWM_MAX)"
 	done
+	# The layout's cost follows the placement, not the size: the agent
+	# got it from the coordinator and sent it on in runs, one per
+	# interleave across the owners (a few if pools had holes), not a
+	# record per chunk.
+	local lay chunks runs parts
+	lay=$(grep "process mapped region $name (" "$FP_TMP/g.log" | tail -n1)
+	chunks=$(sed -n 's/.*layout of \([0-9]*\) chunks in.*/\1/p' <<<"$lay")
+	runs=$(sed -n 's/.* chunks in \([0-9]*\) runs of.*/\1/p' <<<"$lay")
+	parts=$(sed -n 's/.* runs of \([0-9]*\) parts).*/\1/p' <<<"$lay")
+	[ -n "$parts" ] || fp_fail "$name: no layout line in g.log: $lay"
+	[ "$chunks" = $(($(numfmt --from=iec "$size") / (2 << 20))) ] ||
+		fp_fail "$name: layout of $chunks chunks"
+	[ "$runs" -le 4 ] && [ "$parts" -le $((4 * OWNERS)) ] ||
+		fp_fail "$name: layout of $chunks chunks in $runs runs of $parts parts (want O(owners))"
 	fp_log "ok: $name ($size): $line"
+	fp_log "    layout: $chunks chunks in $runs runs of $parts parts"
 	fp_log "    $(grep '^sparse: map_ms' "$FP_TMP/$name.out")"
 	fp_log "    agents' peak RSS:$rss"
 	[ "${6:-}" = keep ] && return
@@ -136,4 +151,6 @@ limit_fail "h64 under 40 open files" "open-files limit is 40: raise it" \
 	prlimit --nofile=40:40 "$GUEST" sparse h64 65 16
 grep -h "sends requests without reading" "$FP_TMP"/*.log &&
 	fp_fail "an agent took a waiting client for one that does not read"
+grep -h "layouts come chunk by chunk" "$FP_TMP"/*.log &&
+	fp_fail "an agent took the coordinator for one before layouts in runs"
 fp_log "PASS"

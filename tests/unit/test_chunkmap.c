@@ -16,6 +16,7 @@
 
 #include "coord.h"
 #include "coord_int.h"
+#include "layout.h"
 #include "log.h"
 #include "msg.h"
 
@@ -571,6 +572,28 @@ static void test_chunkmap_get_list_epochs(void **state)
 	assert_int_equal(got.n_chunks, rep.n_chunks);
 	assert_memory_equal(got.chunks, rep.chunks,
 			    rep.n_chunks * sizeof(*rep.chunks));
+	assert_int_equal(got.n_runs, 0);
+	msg_fini(&got);
+	/* An agent that takes runs: the same layout as one run of the two
+	 * nodes' parts, which expands back to the same chunks. */
+	req.want_runs = 1;
+	t_call(c, &req, &got, T_NOW, 0);
+	assert_int_equal(got.type, MSG_T_REGION);
+	assert_int_equal(got.n_chunks, 0);
+	assert_int_equal(got.n_runs, 1);
+	assert_int_equal(got.runs[0].n, rep.n_chunks);
+	assert_int_equal(got.runs[0].n_parts, 2);
+	{
+		struct msg_chunk *back;
+
+		assert_int_equal(layout_runs_expand(got.runs, got.n_runs,
+						    got.chunk_size,
+						    rep.n_chunks, &back),
+				 0);
+		assert_memory_equal(back, rep.chunks,
+				    rep.n_chunks * sizeof(*rep.chunks));
+		free(back);
+	}
 	msg_fini(&got);
 	msg_fini(&rep);
 	t_create(c, "r2", 2 * MIB, 0, NULL, 0, 0, &rep, 0);

@@ -39,9 +39,9 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_NODES] = B(NODES) | B(GONE),
 	[MSG_T_REGION_CREATE] = B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(PLACE) |
 				B(OWNERS) | B(WRITERS),
-	[MSG_T_REGION_GET] = B(NAME),
+	[MSG_T_REGION_GET] = B(NAME) | B(WANT_RUNS),
 	[MSG_T_REGION] = B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(EPOCH) |
-			 B(CHUNKS) | B(WRITERS),
+			 B(CHUNKS) | B(WRITERS) | B(RUNS),
 	[MSG_T_REGION_LIST] = 0,
 	[MSG_T_REGIONS] = B(REGIONS),
 	[MSG_T_REGION_DELETE] = B(NAME),
@@ -52,7 +52,7 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_MAP] = B(NAME) | B(FLAGS),
 	[MSG_T_MAP_LAYOUT] = B(NAME) | B(NODE) | B(SIZE) | B(CHUNK_SIZE) |
 			     B(EPOCH) | B(POOL_SIZE) | B(CHUNKS) | B(INSTANCE) |
-			     B(CID) | B(FLAGS),
+			     B(CID) | B(FLAGS) | B(RUNS),
 	[MSG_T_MAP_UFFD] = B(BASE) | B(FEATURES) | B(FLAGS),
 	[MSG_T_AGENT_STATS] = 0,
 	[MSG_T_AGENT_STAT] = B(NODE) | B(FAULTS) | B(REMOTE) | B(LOCAL) |
@@ -222,6 +222,7 @@ static void t_msg_fill(struct msg *m, enum msg_type type, uint32_t n_chunks)
 	m->cid = UINT64_C(0x0123456789abcdef);
 	m->ngen = UINT64_MAX - 5;
 	m->lease = UINT64_C(0xfeedface12345678);
+	m->want_runs = 1;
 	m->n_cache = MSG_CACHE__MAX;
 	m->cache = calloc(m->n_cache, sizeof(*m->cache));
 	assert_non_null(m->cache);
@@ -252,6 +253,13 @@ static void t_msg_fill(struct msg *m, enum msg_type type, uint32_t n_chunks)
 	m->writers[1] = UINT32_MAX;
 	t_chunks_fill(&m->chunks, &m->n_chunks, n_chunks);
 	t_peers_fill(&m->peers, &m->n_peers, 3, 100);
+	m->n_runs = 2;
+	m->runs = calloc(m->n_runs, sizeof(*m->runs));
+	assert_non_null(m->runs);
+	for (uint32_t i = 0; i < m->n_runs; i++) {
+		m->runs[i].n = 1000 + i;
+		t_chunks_fill(&m->runs[i].parts, &m->runs[i].n_parts, 3 + i);
+	}
 
 	m->n_nodes = 3;
 	m->nodes = calloc(m->n_nodes, sizeof(*m->nodes));
@@ -357,6 +365,7 @@ static void t_msg_equal(const struct msg *a, const struct msg *d, uint64_t mask)
 	SCALAR(CID, cid);
 	SCALAR(NGEN, ngen);
 	SCALAR(LEASE, lease);
+	SCALAR(WANT_RUNS, want_runs);
 #undef SCALAR
 	assert_string_equal(d->text, (mask & B(TEXT)) ? a->text : "");
 	assert_string_equal(d->name, (mask & B(NAME)) ? a->name : "");
@@ -378,6 +387,12 @@ static void t_msg_equal(const struct msg *a, const struct msg *d, uint64_t mask)
 		t_chunks_equal(a->chunks, a->n_chunks, d->chunks, d->n_chunks);
 	else
 		assert_int_equal(d->n_chunks, 0);
+	assert_int_equal(d->n_runs, (mask & B(RUNS)) ? a->n_runs : 0);
+	for (uint32_t i = 0; i < d->n_runs; i++) {
+		assert_int_equal(d->runs[i].n, a->runs[i].n);
+		t_chunks_equal(a->runs[i].parts, a->runs[i].n_parts,
+			       d->runs[i].parts, d->runs[i].n_parts);
+	}
 	if (mask & B(PEERS))
 		t_peers_equal(a->peers, a->n_peers, d->peers, d->n_peers);
 	else
