@@ -161,7 +161,7 @@ enum msg_field_id {
 			  with every grant to a new holder */
 	MSG_F_WRITERS,	 /* list of u64 node ids that may take a region's
 			  write lease; none: any node */
-	MSG_F_GONE,    /* list of struct msg_node: nodes forgotten (NODES to
+	MSG_F_GONE,	 /* list of struct msg_node: nodes forgotten (NODES to
 			  the admin only; id, name and data address kept) */
 	MSG_F_RUNS,	 /* list of struct msg_run: a layout's chunks in runs,
 			  instead of chunks (common/layout.h) */
