@@ -4,6 +4,9 @@
 #   normal       every test, incl. real RDMA verbs in a SoftRoCE VM
 #   copy mode    the integration tests again, agents forced to --fault-mode
 #                copy (faults served by UFFDIO_COPY, no cache)
+#   wp-fault, 2 fault loops
+#                the tests that write through the cache again, agents with
+#                --dirty-tracking wp-fault --fault-threads 2
 #   ASan+UBSan   every test but the VM one
 #   TSan         every test but the VM one
 #   fuzz         clang + libFuzzer: each fuzz target runs briefly
@@ -111,6 +114,12 @@ run normal "$SRC/build" --
 # (copy mode keeps them in the process).
 FP_FAULT_MODE=copy run "copy mode" "$SRC/build" -L integration \
 	-E 'test_(security|wire_capture|lease_acl|local_mapper|peercred|units|ansible|monitoring|package|metrics|coord_|pagesrv_auth|docs_|first_steps)' --
+# The other ways of the cache, which this machine's defaults pass over: a
+# write-protect fault per first write (kernels without WP_ASYNC and
+# PAGEMAP_SCAN) and two fault loops (hosts of 8 CPUs and more), together,
+# for the tests that write through the cache and send pages home.
+FP_DIRTY_TRACKING=wp-fault FP_FAULT_THREADS=2 run "wp-fault, 2 fault loops" "$SRC/build" \
+	-R 'test_(farmem|dirty_scan|wb_lost_owner|wlease_|write_sigbus|region_delete|fault_loops|chaos)' --
 san_run "ASan+UBSan" "$SRC/build-asan" -- -DFARPAGE_SANITIZE=address,undefined
 # TSan of gcc 12 / LLVM 14 dies at start ("FATAL: ThreadSanitizer: unexpected
 # memory mapping") when mmap randomisation has more than 28 bits

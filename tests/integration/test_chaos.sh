@@ -269,7 +269,8 @@ chaos_node_spawn() {
 		--heartbeat-ms 200 --log-level "${FP_LOG_LEVEL:-info}" \
 		--fault-timeout-ms "${FT[$n]}" --writeback-ms $WB_MS \
 		${FP_FAULT_MODE:+--fault-mode "$FP_FAULT_MODE"} \
-		${FP_FAULT_THREADS:+--fault-threads "$FP_FAULT_THREADS"} >>"$FP_TMP/$n.log" 2>&1 &
+		${FP_FAULT_THREADS:+--fault-threads "$FP_FAULT_THREADS"} \
+		${FP_DIRTY_TRACKING:+--dirty-tracking "$FP_DIRTY_TRACKING"} >>"$FP_TMP/$n.log" 2>&1 &
 	FP_NODE_PID[$n]=$!
 	FP_PIDS+=("$!")
 }
