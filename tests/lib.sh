@@ -390,3 +390,13 @@ fp_wait_faults() {
 	done
 	return 1
 }
+
+# vmram_require: what a test booting QEMU on a region as its RAM needs
+# (tests/vm/ram.sh, bigram.sh): skips (77) or fails saying why.
+vmram_require() {
+	[ "$(uname -m)" = x86_64 ] || fp_skip "boots Debian's amd64 kernel: needs an x86_64 host"
+	grep -qE '^FARPAGE_SANITIZE:STRING=.+' "$FP_BIN/CMakeCache.txt" 2>/dev/null &&
+		fp_skip "sanitizer build: an uninstrumented QEMU cannot load its preload library"
+	[ -f "$FP_BIN/vm/libfarpage-preload.so" ] || fp_fail "$FP_BIN/vm/libfarpage-preload.so is not built"
+	[ -x "$FP_BIN/tests/fp_vmram_init" ] || fp_fail "$FP_BIN/tests/fp_vmram_init is not built"
+}

@@ -30,11 +30,7 @@ done
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BOOT=$SRC/tests/vm/vmram-boot.sh
 fp_require
-[ "$(uname -m)" = x86_64 ] || fp_skip "boots Debian's amd64 kernel: needs an x86_64 host"
-grep -qE '^FARPAGE_SANITIZE:STRING=.+' "$FP_BIN/CMakeCache.txt" 2>/dev/null &&
-	fp_skip "sanitizer build: an uninstrumented QEMU cannot load its preload library"
-[ -f "$FP_BIN/vm/libfarpage-preload.so" ] || fp_fail "$FP_BIN/vm/libfarpage-preload.so is not built"
-[ -x "$FP_BIN/tests/fp_vmram_init" ] || fp_fail "$FP_BIN/tests/fp_vmram_init is not built"
+vmram_require
 ram_b=$(numfmt --from=iec "$RAM")
 segs=$((ram_b / (2 << 20)))
 hard=$(ulimit -Hn)
