@@ -38,7 +38,9 @@ done
 . "$SRC/tests/lib.sh"
 fp_require
 bytes=$(numfmt --from=iec "$SIZE")
-[ $((bytes % (2 << 20))) = 0 ] && [ "$bytes" -gt 0 ] || fp_fail "--size: whole 2 MiB chunks"
+if [ "$bytes" -le 0 ] || [ $((bytes % (2 << 20))) != 0 ]; then
+	fp_fail "--size: whole 2 MiB chunks"
+fi
 BF=$FP_BIN/bench/bench_farmem
 [ -x "$BF" ] || fp_fail "no $BF"
 fp_hosts_loopback H
