@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# farpage-bench smoke run: a 16 MiB region, one run of every figure, and a
-# quick far-memory run (a 4 MiB cache, one workload of each kind). Checks
+# farpage-bench smoke run: a 16 MiB region, one run of every figure, a
+# quick far-memory run (a 4 MiB cache, one workload of each kind) and the
+# quick scale parts (a 1 GiB map, 1 and 2 fault loops, dirty tracking A/B). Checks
 # that the JSON has every required key with a number and that the plot was
 # drawn, both where they go by default (bench-results/ in the current
 # directory), and that an awkward host name (quote, backslash, control
@@ -58,7 +59,8 @@ ODD_HOST_JSON=$(printf 'fp"h\\\001\357\277\275') # \377 as U+FFFD
 # shellcheck disable=SC2016 # for the inner shell
 (cd "$TMP" && exec unshare -u bash -c 'printf %s "$1" >/proc/sys/kernel/hostname && shift && exec "$@"' \
 	_ "$ODD_HOST" env FARPAGE_SRC="$SRC" "$BENCH" --bin "$BIN" --size 16M --runs 1 \
-	--farmem quick --farmem-cache 4M --farmem-secs 0.3) >"$TMP/out" 2>&1
+	--farmem quick --farmem-cache 4M --farmem-secs 0.3 \
+	--scale-map quick --scale-loops quick --scale-dirty quick) >"$TMP/out" 2>&1
 rc=$?
 if [ $rc = 77 ]; then
 	tail -n3 "$TMP/out" >&2
@@ -84,6 +86,24 @@ for k in floors.uffd_p50_us floors.rtt_p50_us floors.stream_MBps \
 	remote.rand.p99_us fault_in.seq.t1_MBps fault_in.rand.t1_MBps \
 	fault_in.rand.t4_MBps runs region.remote_pages scale.touched_mib \
 	scale.g1.flush_us scale.g4.stale_us scale.g16.unmap_us; do
+	if ! getnum "$TMP/bench.json" "$k"; then
+		echo "test_bench_smoke: FAIL: $k missing or not a number" >&2
+		fail=1
+	fi
+done
+# The scale parts in their quick modes (bigmap.sh, fault_loops.sh,
+# dirty_ab.sh, each on a loopback cluster of its own).
+for s in map loops dirty; do
+	st=$(getstr "$TMP/bench.json" "scale.$s.status")
+	[ "$st" = measured ] || { echo "test_bench_smoke: FAIL: scale.$s.status is '$st'" >&2; fail=1; }
+done
+for k in scale.map.1G.map_ms scale.map.1G.flush_ms scale.map.1G.unmap_ms \
+	scale.map.1G.map_ro_ms scale.map.1G.agent_hwm_kb \
+	scale.loops.1.m1t1.MBps scale.loops.1.m1t4.MBps scale.loops.1.m2t2.MBps \
+	scale.loops.2.m1t1.MBps scale.loops.2.m1t4.MBps scale.loops.2.m2t2.MBps \
+	scale.dirty.wp-fault.touches_per_s scale.dirty.wp-fault.wp_faults_per_s \
+	scale.dirty.scan.touches_per_s scale.dirty.scan.wp_faults_per_s \
+	scale.dirty.scan.w50.t1.p99_us scale.dirty.wp-fault.w50.t1.p99_us; do
 	if ! getnum "$TMP/bench.json" "$k"; then
 		echo "test_bench_smoke: FAIL: $k missing or not a number" >&2
 		fail=1
