@@ -1270,6 +1270,12 @@ int coord_create(const struct coord_cfg *cfg, uint64_t now_ms,
 	ret = util_random_u64(&c->ngen);
 	if (ret)
 		goto err;
+	/* Task ids of another run of the coordinator are never reused:
+	 * a node's report of one it has not made is ignored. */
+	ret = util_random_u64(&c->task_last);
+	if (ret)
+		goto err;
+	c->task_last &= ~(UINT64_C(0xffffffff));
 	if (cfg->data_dir) {
 		ret = wal_open(cfg->data_dir, &coord_wal_ops, c, &c->wal);
 		if (ret)
@@ -1291,6 +1297,9 @@ int coord_create(const struct coord_cfg *cfg, uint64_t now_ms,
 		c->nodes[i].lease_end = now_ms + c->lease_ms;
 		c->nodes[i].was_up = 1;
 	}
+	ret = coord_repl_recover(c);
+	if (ret)
+		goto err;
 	if (c->wal)
 		log_info("recovered %u nodes, %u regions, %u endpoints; "
 			 "cluster id %016llx",

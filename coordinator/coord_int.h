@@ -179,6 +179,9 @@ int coord_repl_heartbeat(struct coord *c, struct coord_node *n,
 			 const struct msg *req, struct msg *rep, int *fatal);
 /* The fence and tasks of @n's heartbeat answer. */
 int coord_repl_ack(struct coord *c, struct coord_node *n, struct msg *rep);
+/* After recovery: a task again for every REBUILDING replica (the node
+ * copies it anew; tasks are not logged). */
+int coord_repl_recover(struct coord *c);
 /* Region @name is deleted: its tasks end (their extents freed). */
 void coord_repl_region_gone(struct coord *c, const char *name);
 

@@ -435,34 +435,41 @@ static struct coord_node *repl_pick(struct coord *c,
 	return best;
 }
 
+static uint32_t repl_source(const struct coord *c, const struct coord_region *r,
+			    uint32_t idx, uint64_t now);
+
 int coord_repl_tick(struct coord *c, uint64_t now, const char *only, int *fatal)
 {
-	for (uint32_t i = 0; i < c->n_regions; i++) {
+	uint32_t slots = 0;
+
+	/* Room for tasks at all (pacing)? The usual case: nothing to do. */
+	for (uint32_t i = 0; i < c->n_nodes; i++)
+		if (!c->nodes[i].gone && now < c->nodes[i].lease_end &&
+		    repl_tasks_on(c, c->nodes[i].id) < COORD_TASKS_PER_NODE)
+			slots++;
+	for (uint32_t i = 0; i < c->n_regions && slots; i++) {
 		const struct coord_region *r = c->regions[i];
 		uint32_t R = r->replicas;
 
 		if (R < 2 || (only && strcmp(r->name, only)))
 			continue;
 		for (uint32_t idx = 0; idx < r->n_chunks; idx++) {
-			uint32_t base = idx - idx % R, src = UINT32_MAX;
+			const uint8_t *m;
+			uint32_t src;
 			struct coord_node *n;
 			struct coord_task *t;
 			uint32_t from = 0;
 			uint64_t off;
 			int ret;
 
-			if (r->rstate[idx] != MSG_RS_MISSING ||
-			    repl_task_of(c, r->name, idx))
+			m = memchr(r->rstate + idx, MSG_RS_MISSING,
+				   r->n_chunks - idx);
+			if (!m)
+				break;
+			idx = (uint32_t)(m - r->rstate);
+			if (repl_task_of(c, r->name, idx))
 				continue;
-			/* The first SYNC replica, preferring one up. */
-			for (uint32_t k = base; k < base + R; k++) {
-				if (r->rstate[k] != MSG_RS_SYNC)
-					continue;
-				if (src == UINT32_MAX ||
-				    (!repl_up(c, r->chunks[src].node, now) &&
-				     repl_up(c, r->chunks[k].node, now)))
-					src = k;
-			}
+			src = repl_source(c, r, idx, now);
 			if (src == UINT32_MAX)
 				continue; /* lost: nothing to copy */
 			n = repl_pick(c, r, idx, now);
@@ -496,6 +503,62 @@ int coord_repl_tick(struct coord *c, uint64_t now, const char *only, int *fatal)
 		}
 	}
 	(void)fatal;
+	return 0;
+}
+
+/* The first SYNC replica of the chunk of record @idx, preferring one
+ * whose node is up; UINT32_MAX if none. */
+static uint32_t repl_source(const struct coord *c, const struct coord_region *r,
+			    uint32_t idx, uint64_t now)
+{
+	uint32_t R = r->replicas, base = idx - idx % R, src = UINT32_MAX;
+
+	for (uint32_t k = base; k < base + R; k++) {
+		if (r->rstate[k] != MSG_RS_SYNC)
+			continue;
+		if (src == UINT32_MAX ||
+		    (!repl_up(c, r->chunks[src].node, now) &&
+		     repl_up(c, r->chunks[k].node, now)))
+			src = k;
+	}
+	return src;
+}
+
+int coord_repl_recover(struct coord *c)
+{
+	for (uint32_t i = 0; i < c->n_regions; i++) {
+		const struct coord_region *r = c->regions[i];
+
+		for (uint32_t idx = 0; r->replicas > 1 && idx < r->n_chunks;
+		     idx++) {
+			uint32_t src;
+			struct coord_task *t;
+			int ret;
+
+			if (r->rstate[idx] != MSG_RS_REBUILDING)
+				continue;
+			src = repl_source(c, r, idx, 0);
+			if (src == UINT32_MAX)
+				continue; /* nothing to copy from: stays */
+			ret = coord_grow(&c->tasks, &c->cap_tasks,
+					 c->n_tasks + 1, sizeof(*c->tasks));
+			if (ret)
+				return ret;
+			t = &c->tasks[c->n_tasks++];
+			memset(t, 0, sizeof(*t));
+			t->id = ++c->task_last;
+			t->node = (uint32_t)r->chunks[idx].node;
+			t->rec = idx;
+			memcpy(t->region, r->name, sizeof(t->region));
+			t->src_node = r->chunks[src].node;
+			t->src_off = r->chunks[src].off;
+			t->src_inst = r->chunks[src].inst;
+			t->dst_off = r->chunks[idx].off;
+			t->len = r->chunk_size;
+			t->taken =
+				1; /* the REBUILDING record holds the extent */
+		}
+	}
 	return 0;
 }
 
