@@ -555,6 +555,10 @@ static int coord_apply_region(struct coord *c, const struct msg *rec, char *why,
 		const struct msg_chunk *ch = &rec->chunks[i];
 		struct coord_node *n = coord_node_find(c, ch->node);
 
+		/* A MISSING replica may name a node forgotten since. */
+		if (!n && r->rstate && r->rstate[i] == MSG_RS_MISSING &&
+		    coord_node_slot(c, ch->node))
+			n = coord_node_slot(c, ch->node);
 		if (!n) {
 			snprintf(why, why_len, "chunk %u: unknown node %llu", i,
 				 (unsigned long long)ch->node);
@@ -1863,6 +1867,15 @@ static int coord_on_region_create(struct coord *c, const struct msg *req,
 		rec.replicas = req->replicas;
 		rec.rgen = 1;
 		n_chunks *= req->replicas;
+		if (n_chunks > COORD_CHUNKS_MAX) {
+			snprintf(why, sizeof(why),
+				 "%llu chunk replicas; at most %u: a larger "
+				 "chunk size, or fewer replicas",
+				 (unsigned long long)n_chunks,
+				 COORD_CHUNKS_MAX);
+			ret = -E2BIG;
+			goto out_err;
+		}
 	}
 	rec.chunks = calloc(n_chunks, sizeof(*rec.chunks));
 	if (!rec.chunks) {

@@ -114,7 +114,10 @@ int coord_apply_replica(struct coord *c, const struct msg *rec, char *why,
 			return -EINVAL;
 		}
 		idx = (uint32_t)(s->chunk * R + s->replica);
-		if (!coord_node_find(c, ch->node) || ch->off % r->chunk_size ||
+		/* (a MISSING replica may name a node forgotten since) */
+		if ((s->state != MSG_RS_MISSING &&
+		     !coord_node_find(c, ch->node)) ||
+		    ch->off % r->chunk_size ||
 		    ch->off > UINT64_MAX - r->chunk_size) {
 			snprintf(why, why_len,
 				 "replica %u of chunk %llu: bad node %llu or "

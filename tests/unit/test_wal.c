@@ -1746,6 +1746,9 @@ static void test_wal_node_forget(void **state)
 	free(dir);
 }
 
+static void t_forget(struct coord *c, const char *name, uint64_t now,
+		     uint64_t err, char *text, size_t text_len);
+
 /* A heartbeat of node @node (@inst) at @now; the answer in @ack. */
 static void t_hb_at(struct coord *c, uint64_t node, uint64_t inst, uint64_t now,
 		    uint64_t taken, uint64_t rebuilt, struct msg *ack)
@@ -1955,6 +1958,16 @@ static void test_wal_replicas_rebuilt(void **state)
 	/* and through a snapshot */
 	c = t_open(dir, 1);
 	c = t_reopen_same(c, dir, 1, "rebuilt, snapshot");
+	/* b falls silent: its replicas are MISSING and it holds nothing, so
+	 * it may be forgotten; the records still naming it load again */
+	t_hb_at(c, 1, 7, T_NOW + L - 1, 0, 0, &ack);
+	msg_fini(&ack);
+	t_hb_at(c, 3, 9, T_NOW + L - 1, 0, 0, &ack);
+	msg_fini(&ack);
+	assert_int_equal(coord_lease_check(c, T_NOW + L + 1), 0);
+	assert_int_equal(coord_sync(c), 0);
+	t_forget(c, "b", T_NOW + L + 2, 0, NULL, 0);
+	c = t_reopen_same(c, dir, 1, "forgotten, snapshot");
 	coord_destroy(c);
 	t_rmrf(dir);
 	free(dir);
