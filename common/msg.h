@@ -459,10 +459,10 @@ int msg_strset(char *dst, size_t dst_size, const char *src);
 int msg_name_is_valid(const char *s);
 
 /*
- * Checks a sparse list of replica states as REGION carries it: sorted by chunk then replica, no duplicates, chunk < @n_chunks,
- * replica < @replicas, state MISSING or REBUILDING. msg_decode() applies
- * it to REGION (n_chunks from size and chunk_size). Returns 0 or
- * -EBADMSG.
+ * Checks a sparse list of replica states as REGION carries it: sorted by
+ * chunk then replica, no duplicates, chunk < @n_chunks, replica <
+ * @replicas, state MISSING or REBUILDING. msg_decode() applies it to
+ * REGION (n_chunks from size and chunk_size). Returns 0 or -EBADMSG.
  */
 int msg_rstates_check(const struct msg_rstate *rs, uint32_t n,
 		      uint64_t n_chunks, uint64_t replicas);
