@@ -1973,6 +1973,56 @@ static void test_wal_replicas_rebuilt(void **state)
 	free(dir);
 }
 
+/* Pacing: a node gets at most COORD_TASKS_PER_NODE rebuild tasks at once;
+ * another follows when one is done. */
+static void test_wal_replicas_paced(void **state)
+{
+	struct t_wal *t = *state;
+	char *dir = t_path(t->dir, "replicas3");
+	const uint64_t L = COORD_LEASE_MS_DEFAULT;
+	struct msg req, ack;
+	struct coord *c;
+	uint64_t id;
+
+	t_rmrf(dir);
+	c = t_open(dir, 1000);
+	for (int i = 0; i < 3; i++) {
+		char name[2] = { (char)('a' + i), 0 };
+
+		t_join_req(&req, name, 128 * MIB, 7 + (uint64_t)i);
+		t_handle_want(c, &req, MSG_T_NODE_JOINED);
+	}
+	/* 24 chunks: a holds 16 replicas, 8 to rebuild on b, 8 on c */
+	t_create_req(&req, "r", 48 * MIB, 0);
+	req.replicas = 2;
+	t_handle_want(c, &req, MSG_T_REGION);
+	t_hb_at(c, 2, 8, T_NOW + L - 1, 0, 0, &ack);
+	msg_fini(&ack);
+	t_hb_at(c, 3, 9, T_NOW + L - 1, 0, 0, &ack);
+	msg_fini(&ack);
+	assert_int_equal(coord_lease_check(c, T_NOW + L + 1), 0);
+	assert_int_equal(coord_lease_check(c, T_NOW + L + 2), 0);
+	for (uint64_t n = 2; n <= 3; n++) {
+		t_hb_at(c, n, 6 + n, T_NOW + L + 3, 0, 0, &ack);
+		assert_int_equal(ack.n_tasks, COORD_TASKS_PER_NODE);
+		id = ack.tasks[0].id;
+		msg_fini(&ack);
+		/* one done: the next check hands out one more */
+		t_hb_at(c, n, 6 + n, T_NOW + L + 4, 0, id, &ack);
+		assert_int_equal(ack.n_tasks, COORD_TASKS_PER_NODE - 1);
+		msg_fini(&ack);
+		assert_int_equal(coord_lease_check(c, T_NOW + L + 5), 0);
+		t_hb_at(c, n, 6 + n, T_NOW + L + 6, 0, 0, &ack);
+		assert_int_equal(ack.n_tasks, COORD_TASKS_PER_NODE);
+		for (uint32_t i = 0; i < ack.n_tasks; i++)
+			assert_int_not_equal(ack.tasks[i].id, id);
+		msg_fini(&ack);
+	}
+	coord_destroy(c);
+	t_rmrf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1987,6 +2037,7 @@ int main(void)
 		cmocka_unit_test(test_wal_node_forget),
 		cmocka_unit_test(test_wal_replicas),
 		cmocka_unit_test(test_wal_replicas_rebuilt),
+		cmocka_unit_test(test_wal_replicas_paced),
 		cmocka_unit_test(test_wal_stale_generation),
 		cmocka_unit_test(test_wal_snapshot_corrupt_refuses),
 		cmocka_unit_test(test_wal_lock),
