@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * farpage region create|list|show|delete|writers|lease-break: region
+ * farpage region create|list|show|delete|writers|lease-break|rebuild: region
  * management through the coordinator.
  */
 #include "cli.h"
@@ -18,12 +18,14 @@ static const char cli_region_usage[] =
 	"usage: farpage region create NAME --size SIZE [--chunk-size SIZE]\n"
 	"                             [--nodes ID,ID,... | --owners "
 	"ID,ID,...]\n"
-	"                             [--writers NODE,NODE,...]\n"
+	"                             [--writers NODE,NODE,...] "
+	"[--replicas N]\n"
 	"       farpage region list\n"
 	"       farpage region show NAME\n"
 	"       farpage region delete NAME\n"
 	"       farpage region writers NAME NODE,NODE,...|any\n"
 	"       farpage region lease-break NAME\n"
+	"       farpage region rebuild NAME\n"
 	"\n"
 	"Sizes take K/M/G/T suffixes (powers of 1024), e.g. 64M, 1G.\n"
 	"'farpage region SUBCOMMAND --help' describes a subcommand.\n";
@@ -34,6 +36,7 @@ static const char cli_region_create_usage[] =
 	"ID,ID,...]\n"
 	"                             [--writers NODE,NODE,...] "
 	"[--wait SECONDS]\n"
+	"                             [--replicas N]\n"
 	"\n"
 	"Creates region NAME and prints its chunk map. The pool space of a\n"
 	"deleted region comes back once its owner has cleared it (every node\n"
@@ -49,9 +52,19 @@ static const char cli_region_create_usage[] =
 	"  --writers LIST     the only nodes (names or ids, joined already)\n"
 	"                     whose agents may map it writable (take its\n"
 	"                     write lease); default: any node\n"
+	"  --replicas N       copies of every chunk, 1..3, on distinct nodes\n"
+	"                     (distinct zones when enough nodes have one);\n"
+	"                     default 1; not with --owners\n"
 	"  --wait SECONDS     how long to wait for space being cleared\n"
 	"                     (default 15; 0: fail at once)\n"
 	"  --help             this text\n";
+
+static const char cli_region_rebuild_usage[] =
+	"usage: farpage region rebuild NAME\n"
+	"\n"
+	"Starts rebuilding every missing replica of a replicated region now\n"
+	"(the coordinator also does it on its own, a few copies per node at\n"
+	"a time); 'farpage region show' and 'farpage status' show progress.\n";
 
 static const char cli_region_list_usage[] =
 	"usage: farpage region list\n"
@@ -119,14 +132,49 @@ static int cli_region_args(const char *usage, const char *cmd, int argc,
 	return cli_region_pos(usage, cmd, argc, argv, n_args);
 }
 
+const char *cli_repl_health(const struct msg *r, uint32_t *lost,
+			    uint32_t *missing, uint32_t *rebuilding)
+{
+	uint64_t R = r->replicas ? r->replicas : 1;
+	uint32_t l = 0, m = 0, b = 0, short_ = 0;
+
+	for (uint32_t i = 0; i < r->n_rstates;) {
+		uint64_t c = r->rstates[i].chunk, bad = 0;
+
+		for (; i < r->n_rstates && r->rstates[i].chunk == c; i++) {
+			m += r->rstates[i].state == MSG_RS_MISSING;
+			b += r->rstates[i].state == MSG_RS_REBUILDING;
+			bad++;
+		}
+		short_++;
+		l += bad >= R;
+	}
+	*lost = l;
+	*missing = m;
+	*rebuilding = b;
+	return l ? "lost" : short_ ? "degraded" : "ok";
+}
+
 static void cli_region_summary(const struct msg *r)
 {
 	char size[32], chunk[32];
+	uint32_t R = r->replicas ? (uint32_t)r->replicas : 1;
 
 	printf("region %s: %s in %u chunks of %s, epoch %llu\n", r->name,
-	       cli_size_str(r->size, size, sizeof(size)), r->n_chunks,
+	       cli_size_str(r->size, size, sizeof(size)), r->n_chunks / R,
 	       cli_size_str(r->chunk_size, chunk, sizeof(chunk)),
 	       (unsigned long long)r->epoch);
+	if (R > 1) {
+		uint32_t lost, missing, rebuilding;
+		const char *h =
+			cli_repl_health(r, &lost, &missing, &rebuilding);
+
+		printf("  replicas: %u (rgen %llu), health %s: %u missing, "
+		       "%u rebuilding, %u chunks lost\n",
+		       R, (unsigned long long)r->rgen, h, missing, rebuilding,
+		       lost);
+		return; /* the per-owner summary mixes replicas: see show */
+	}
 	cli_chunks_print(stdout, "  ", r->chunks, r->n_chunks);
 }
 
@@ -253,6 +301,7 @@ int cli_region_get(const struct cli *c, const char *what, const char *name,
 
 	msg_init(&req, MSG_T_REGION_GET);
 	msg_strset(req.name, sizeof(req.name), name);
+	req.want_repl = 1;
 	return cli_coord_call(c, what, &req, rep, MSG_T_REGION);
 }
 
@@ -265,6 +314,7 @@ static int cli_region_create(const struct cli *c, int argc, char **argv)
 		{ "owners", required_argument, NULL, 'o' },
 		{ "writers", required_argument, NULL, 'W' },
 		{ "wait", required_argument, NULL, 'w' },
+		{ "replicas", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -332,6 +382,17 @@ static int cli_region_create(const struct cli *c, int argc, char **argv)
 				goto out;
 			}
 			break;
+		case 'R':
+			if (cli_opt_u64(usage, "--replicas", optarg,
+					&req.replicas))
+				goto out;
+			if (req.replicas < 1 ||
+			    req.replicas > MSG_REPLICAS_MAX) {
+				cli_usage_err(usage, "--replicas: 1 to %u",
+					      MSG_REPLICAS_MAX);
+				goto out;
+			}
+			break;
 		case 'w':
 			if (cli_opt_u64(usage, "--wait", optarg, &wait_s))
 				goto out;
@@ -363,6 +424,13 @@ static int cli_region_create(const struct cli *c, int argc, char **argv)
 				     "not both");
 		goto out;
 	}
+	if (req.replicas > 1 && req.n_owners) {
+		cli_usage_err(usage, "region create: --owners places one "
+				     "replica; not with --replicas");
+		goto out;
+	}
+	if (req.replicas == 1)
+		req.replicas = 0; /* the default: nothing new on the wire */
 	msg_strset(req.name, sizeof(req.name), argv[optind]);
 
 	code = CLI_EXIT_FAIL;
@@ -447,6 +515,36 @@ static int cli_region_show(const struct cli *c, int argc, char **argv)
 		msg_fini(&nodes);
 	} else {
 		cli_writers_print(stdout, "  ", &rep, NULL);
+	}
+	if (rep.replicas > 1) {
+		uint32_t R = (uint32_t)rep.replicas, k = 0;
+
+		printf("\n%7s  %-18s %7s %6s  %-18s %s\n", "CHUNK",
+		       "REGION OFFSET", "REPLICA", "NODE", "POOL OFFSET",
+		       "STATE");
+		for (uint32_t i = 0; i < rep.n_chunks; i++) {
+			uint64_t s = MSG_RS_SYNC;
+
+			while (k < rep.n_rstates &&
+			       rep.rstates[k].chunk * R +
+					       rep.rstates[k].replica <
+				       i)
+				k++;
+			if (k < rep.n_rstates &&
+			    rep.rstates[k].chunk * R + rep.rstates[k].replica ==
+				    i)
+				s = rep.rstates[k].state;
+			printf("%7u  0x%-16llx %7u %6llu  0x%-16llx %s\n",
+			       i / R,
+			       (unsigned long long)((i / R) * rep.chunk_size),
+			       i % R, (unsigned long long)rep.chunks[i].node,
+			       (unsigned long long)rep.chunks[i].off,
+			       s == MSG_RS_SYNC	     ? "in-sync"
+			       : s == MSG_RS_MISSING ? "missing"
+						     : "rebuilding");
+		}
+		msg_fini(&rep);
+		return CLI_EXIT_OK;
 	}
 	printf("\n%7s  %-18s %6s  %s\n", "CHUNK", "REGION OFFSET", "OWNER",
 	       "POOL OFFSET");
@@ -566,6 +664,27 @@ static int cli_region_lease_break(const struct cli *c, int argc, char **argv)
 	return CLI_EXIT_OK;
 }
 
+static int cli_region_rebuild(const struct cli *c, int argc, char **argv)
+{
+	char what[32 + MSG_NAME_MAX];
+	struct msg req, rep;
+	int ret;
+
+	ret = cli_region_args(cli_region_rebuild_usage, "region rebuild", argc,
+			      argv, 1);
+	if (ret >= 0)
+		return ret;
+	msg_init(&req, MSG_T_REGION_REBUILD);
+	msg_strset(req.name, sizeof(req.name), argv[optind]);
+	snprintf(what, sizeof(what), "region rebuild %s", req.name);
+	ret = cli_coord_call(c, what, &req, &rep, MSG_T_OK);
+	msg_fini(&rep);
+	if (ret < 0)
+		return CLI_EXIT_FAIL;
+	printf("region %s: rebuilding its missing replicas\n", req.name);
+	return CLI_EXIT_OK;
+}
+
 int cli_region_run(const struct cli *c, int argc, char **argv)
 {
 	static const struct {
@@ -578,6 +697,7 @@ int cli_region_run(const struct cli *c, int argc, char **argv)
 		{ "delete", cli_region_delete },
 		{ "writers", cli_region_writers },
 		{ "lease-break", cli_region_lease_break },
+		{ "rebuild", cli_region_rebuild },
 	};
 
 	if (argc < 2)

@@ -70,6 +70,7 @@ static int cli_status_fetch(const struct cli *c, struct cli_status *st)
 
 		msg_init(&req, MSG_T_REGION_GET);
 		msg_strset(req.name, sizeof(req.name), name);
+		req.want_repl = 1;
 		snprintf(what, sizeof(what), "status: region %s", name);
 		ret = cli_coord_call(c, what, &req, &st->maps[i], MSG_T_REGION);
 		st->n_maps = i + 1;
@@ -99,6 +100,9 @@ static uint32_t cli_status_lost(const struct cli_status *st,
 {
 	uint32_t lost = 0;
 
+	/* Replicated: a restarted owner's replicas are MISSING (health). */
+	if (r->replicas > 1)
+		return 0;
 	for (uint32_t i = 0; i < r->n_chunks; i++) {
 		const struct msg_chunk *ch = &r->chunks[i];
 
@@ -174,11 +178,21 @@ static void cli_status_text(const struct cli *c, const struct cli_status *st)
 		       "CHUNKS", "EPOCH");
 	for (uint32_t i = 0; i < st->n_maps; i++) {
 		const struct msg *r = &st->maps[i];
+		uint32_t R = r->replicas ? (uint32_t)r->replicas : 1;
 
 		printf("  %-16s %-10s %-10s %7u %6llu\n", r->name,
 		       cli_size_str(r->size, size, sizeof(size)),
 		       cli_size_str(r->chunk_size, chunk, sizeof(chunk)),
-		       r->n_chunks, (unsigned long long)r->epoch);
+		       r->n_chunks / R, (unsigned long long)r->epoch);
+		if (R > 1) {
+			uint32_t l, m, b;
+			const char *h = cli_repl_health(r, &l, &m, &b);
+
+			printf("      replicas: %u, health %s: %u missing, %u "
+			       "rebuilding, %u of %u in sync, %u chunks "
+			       "lost\n",
+			       R, h, m, b, r->n_chunks - m - b, r->n_chunks, l);
+		}
 		cli_chunks_print(stdout, "      ", r->chunks, r->n_chunks);
 		cli_writers_print(stdout, "      ", r, nodes);
 		lost = cli_status_lost(st, r);
@@ -265,6 +279,19 @@ static struct json_object *cli_json_region(const struct msg *r, uint32_t lost)
 		err |= fp_json_push(writers,
 				    json_object_new_uint64(r->writers[j]));
 	err |= fp_json_set_u64(o, "lost_chunks", lost);
+	if (r->replicas > 1) {
+		uint32_t l, m, b;
+		const char *h = cli_repl_health(r, &l, &m, &b);
+
+		err |= fp_json_set_u64(o, "replicas", r->replicas);
+		err |= fp_json_set_u64(o, "rgen", r->rgen);
+		err |= fp_json_set_str(o, "health", h);
+		err |= fp_json_set_u64(o, "replicas_missing", m);
+		err |= fp_json_set_u64(o, "replicas_rebuilding", b);
+		err |= fp_json_set_u64(o, "replicas_in_sync",
+				       r->n_chunks - m - b);
+		err |= fp_json_set_u64(o, "chunks_lost", l);
+	}
 	if (err) {
 		json_object_put(o);
 		o = NULL;

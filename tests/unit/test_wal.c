@@ -1746,6 +1746,283 @@ static void test_wal_node_forget(void **state)
 	free(dir);
 }
 
+static void t_forget(struct coord *c, const char *name, uint64_t now,
+		     uint64_t err, char *text, size_t text_len);
+
+/* A heartbeat of node @node (@inst) at @now; the answer in @ack. */
+static void t_hb_at(struct coord *c, uint64_t node, uint64_t inst, uint64_t now,
+		    uint64_t taken, uint64_t rebuilt, struct msg *ack)
+{
+	struct msg req;
+
+	msg_init(&req, MSG_T_HEARTBEAT);
+	req.node = node;
+	req.instance = inst;
+	if (taken) {
+		req.taken = &taken;
+		req.n_taken = 1;
+	}
+	if (rebuilt) {
+		req.rebuilt = &rebuilt;
+		req.n_rebuilt = 1;
+	}
+	assert_int_equal(coord_handle(c, &req, ack, now), 0);
+	assert_int_equal(coord_sync(c), 0);
+	assert_int_equal(ack->type, MSG_T_HEARTBEAT_ACK);
+}
+
+/* Reopens @dir and checks the recovered state is @c's. */
+static struct coord *t_reopen_same(struct coord *c, const char *dir,
+				   uint64_t every, const char *what)
+{
+	struct t_buf want = t_state(c);
+
+	coord_destroy(c);
+	c = t_open(dir, every);
+	t_state_expect(c, &want, what, every);
+	free(want.p);
+	return c;
+}
+
+/*
+ * Replicas: the region record with replicas and rgen, every replica state
+ * change (MISSING with its extent fenced, REBUILDING, SYNC) survive a
+ * restart through the wal and through snapshots; a region of one replica
+ * is written as before (no replica field: older logs read as one replica).
+ */
+static void test_wal_replicas(void **state)
+{
+	struct t_wal *t = *state;
+	char *dir = t_path(t->dir, "replicas");
+	const uint64_t L = COORD_LEASE_MS_DEFAULT;
+	struct msg req, rep, ack;
+	struct t_buf b;
+	struct coord *c;
+
+	for (int snap = 0; snap < 2; snap++) {
+		uint64_t every = snap ? 1 : 1000, task = 0, on = 0;
+
+		t_rmrf(dir);
+		c = t_open(dir, every);
+		for (int i = 0; i < 3; i++) {
+			char name[2] = { (char)('a' + i), 0 };
+
+			t_join_req(&req, name, 8 * MIB, 7 + (uint64_t)i);
+			snprintf(req.zone, sizeof(req.zone), "z%d", i);
+			t_handle_want(c, &req, MSG_T_NODE_JOINED);
+		}
+		t_create_req(&req, "o", 2 * MIB, 0);
+		t_handle_want(c, &req, MSG_T_REGION);
+		/* one replica: the records carry nothing new */
+		b = t_state(c);
+		assert_null(memmem(b.p, b.len, "replicas", 8));
+		assert_null(memmem(b.p, b.len, "rgen", 4));
+		free(b.p);
+		t_create_req(&req, "r", 4 * MIB, 0);
+		req.replicas = 2;
+		t_handle(c, &req, &rep);
+		assert_int_equal(rep.type, MSG_T_REGION);
+		assert_int_equal(rep.n_chunks, 4);
+		/* chunk 0 on a and b, chunk 1 on b and c */
+		assert_int_equal(rep.chunks[0].node, 1);
+		msg_fini(&rep);
+		c = t_reopen_same(c, dir, every, "created");
+		msg_init(&req, MSG_T_REGION_GET);
+		strcpy(req.name, "r");
+		t_handle(c, &req, &rep);
+		assert_int_equal(rep.type, MSG_T_ERROR);
+		assert_int_equal(rep.err, EPROTONOSUPPORT);
+		msg_fini(&rep);
+
+		/* a falls silent: its replica leaves the set */
+		t_hb_at(c, 2, 8, T_NOW + L - 1, 0, 0, &ack);
+		msg_fini(&ack);
+		t_hb_at(c, 3, 9, T_NOW + L - 1, 0, 0, &ack);
+		msg_fini(&ack);
+		assert_int_equal(coord_lease_check(c, T_NOW + L + 1), 0);
+		assert_int_equal(coord_sync(c), 0);
+		msg_init(&req, MSG_T_REGION_GET);
+		strcpy(req.name, "r");
+		req.want_repl = 1;
+		t_handle(c, &req, &rep);
+		assert_int_equal(rep.rgen, 2);
+		assert_int_equal(rep.n_rstates, 1);
+		assert_int_equal(rep.rstates[0].chunk, 0);
+		assert_int_equal(rep.rstates[0].state, MSG_RS_MISSING);
+		msg_fini(&rep);
+		c = t_reopen_same(c, dir, every, "missing");
+		/* the extent stays fenced across the restart */
+		t_hb_at(c, 1, 7, T_NOW, 0, 0, &ack);
+		assert_int_equal(ack.n_fence, 1);
+		assert_int_equal(ack.fence[0].len, 2 * MIB);
+		msg_fini(&ack);
+
+		/* the task (on c: b holds the other replica), taken */
+		assert_int_equal(coord_lease_check(c, T_NOW + 1), 0);
+		t_hb_at(c, 3, 9, T_NOW + 1, 0, 0, &ack);
+		assert_int_equal(ack.n_tasks, 1);
+		task = ack.tasks[0].id;
+		on = 3;
+		assert_int_equal(ack.tasks[0].src_node, 2);
+		msg_fini(&ack);
+		t_hb_at(c, on, 9, T_NOW + 2, task, 0, &ack);
+		msg_fini(&ack);
+		msg_init(&req, MSG_T_REGION_GET);
+		strcpy(req.name, "r");
+		req.want_repl = 1;
+		t_handle(c, &req, &rep);
+		assert_int_equal(rep.rgen, 3);
+		assert_int_equal(rep.n_rstates, 1);
+		assert_int_equal(rep.rstates[0].state, MSG_RS_REBUILDING);
+		assert_int_equal(rep.chunks[0].node, 3);
+		msg_fini(&rep);
+		c = t_reopen_same(c, dir, every, "rebuilding");
+
+		/* the restarted coordinator hands the copy out again (tasks
+		 * are not logged; ids of the last run mean nothing now) */
+		t_hb_at(c, on, 9, T_NOW + 3, 0, task, &ack);
+		assert_int_equal(ack.n_tasks, 1);
+		assert_int_not_equal(ack.tasks[0].id, task);
+		assert_int_equal(ack.tasks[0].src_node, 2);
+		task = ack.tasks[0].id;
+		msg_fini(&ack);
+		msg_init(&req, MSG_T_REGION_GET);
+		strcpy(req.name, "r");
+		req.want_repl = 1;
+		t_handle(c, &req, &rep);
+		assert_int_equal(rep.n_rstates, 1);
+		assert_int_equal(rep.rgen, 3);
+		msg_fini(&rep);
+		t_hb_at(c, on, 9, T_NOW + 4, 0, task, &ack);
+		assert_int_equal(ack.n_tasks, 0);
+		msg_fini(&ack);
+		c = t_reopen_same(c, dir, every, "rebuilt");
+		msg_init(&req, MSG_T_REGION_GET);
+		strcpy(req.name, "r");
+		req.want_repl = 1;
+		t_handle(c, &req, &rep);
+		assert_int_equal(rep.n_rstates, 0);
+		assert_int_equal(rep.rgen, 4);
+		msg_fini(&rep);
+		coord_destroy(c);
+	}
+	t_rmrf(dir);
+	free(dir);
+}
+
+/* taken and rebuilt in one coordinator's life: SYNC, durable. */
+static void test_wal_replicas_rebuilt(void **state)
+{
+	struct t_wal *t = *state;
+	char *dir = t_path(t->dir, "replicas2");
+	const uint64_t L = COORD_LEASE_MS_DEFAULT;
+	struct msg req, rep, ack;
+	struct coord *c;
+	uint64_t task;
+
+	t_rmrf(dir);
+	c = t_open(dir, 1000);
+	for (int i = 0; i < 3; i++) {
+		char name[2] = { (char)('a' + i), 0 };
+
+		t_join_req(&req, name, 8 * MIB, 7 + (uint64_t)i);
+		t_handle_want(c, &req, MSG_T_NODE_JOINED);
+	}
+	t_create_req(&req, "r", 4 * MIB, 0);
+	req.replicas = 2;
+	t_handle_want(c, &req, MSG_T_REGION);
+	t_hb_at(c, 2, 8, T_NOW + L - 1, 0, 0, &ack);
+	msg_fini(&ack);
+	t_hb_at(c, 3, 9, T_NOW + L - 1, 0, 0, &ack);
+	msg_fini(&ack);
+	assert_int_equal(coord_lease_check(c, T_NOW + L + 1), 0);
+	t_hb_at(c, 3, 9, T_NOW + L + 2, 0, 0, &ack);
+	assert_int_equal(ack.n_tasks, 1);
+	task = ack.tasks[0].id;
+	msg_fini(&ack);
+	t_hb_at(c, 3, 9, T_NOW + L + 3, task, 0, &ack);
+	msg_fini(&ack);
+	t_hb_at(c, 3, 9, T_NOW + L + 4, 0, task, &ack);
+	assert_int_equal(ack.n_tasks, 0);
+	msg_fini(&ack);
+	c = t_reopen_same(c, dir, 1000, "rebuilt");
+	msg_init(&req, MSG_T_REGION_GET);
+	strcpy(req.name, "r");
+	req.want_repl = 1;
+	t_handle(c, &req, &rep);
+	assert_int_equal(rep.n_rstates, 0);
+	assert_int_equal(rep.rgen, 4);
+	assert_int_equal(rep.chunks[0].node, 3);
+	msg_fini(&rep);
+	coord_destroy(c);
+	/* and through a snapshot */
+	c = t_open(dir, 1);
+	c = t_reopen_same(c, dir, 1, "rebuilt, snapshot");
+	/* b falls silent: its replicas are MISSING and it holds nothing, so
+	 * it may be forgotten; the records still naming it load again */
+	t_hb_at(c, 1, 7, T_NOW + L - 1, 0, 0, &ack);
+	msg_fini(&ack);
+	t_hb_at(c, 3, 9, T_NOW + L - 1, 0, 0, &ack);
+	msg_fini(&ack);
+	assert_int_equal(coord_lease_check(c, T_NOW + L + 1), 0);
+	assert_int_equal(coord_sync(c), 0);
+	t_forget(c, "b", T_NOW + L + 2, 0, NULL, 0);
+	c = t_reopen_same(c, dir, 1, "forgotten, snapshot");
+	coord_destroy(c);
+	t_rmrf(dir);
+	free(dir);
+}
+
+/* Pacing: a node gets at most COORD_TASKS_PER_NODE rebuild tasks at once;
+ * another follows when one is done. */
+static void test_wal_replicas_paced(void **state)
+{
+	struct t_wal *t = *state;
+	char *dir = t_path(t->dir, "replicas3");
+	const uint64_t L = COORD_LEASE_MS_DEFAULT;
+	struct msg req, ack;
+	struct coord *c;
+	uint64_t id;
+
+	t_rmrf(dir);
+	c = t_open(dir, 1000);
+	for (int i = 0; i < 3; i++) {
+		char name[2] = { (char)('a' + i), 0 };
+
+		t_join_req(&req, name, 128 * MIB, 7 + (uint64_t)i);
+		t_handle_want(c, &req, MSG_T_NODE_JOINED);
+	}
+	/* 24 chunks: a holds 16 replicas, 8 to rebuild on b, 8 on c */
+	t_create_req(&req, "r", 48 * MIB, 0);
+	req.replicas = 2;
+	t_handle_want(c, &req, MSG_T_REGION);
+	t_hb_at(c, 2, 8, T_NOW + L - 1, 0, 0, &ack);
+	msg_fini(&ack);
+	t_hb_at(c, 3, 9, T_NOW + L - 1, 0, 0, &ack);
+	msg_fini(&ack);
+	assert_int_equal(coord_lease_check(c, T_NOW + L + 1), 0);
+	assert_int_equal(coord_lease_check(c, T_NOW + L + 2), 0);
+	for (uint64_t n = 2; n <= 3; n++) {
+		t_hb_at(c, n, 6 + n, T_NOW + L + 3, 0, 0, &ack);
+		assert_int_equal(ack.n_tasks, COORD_TASKS_PER_NODE);
+		id = ack.tasks[0].id;
+		msg_fini(&ack);
+		/* one done: the next check hands out one more */
+		t_hb_at(c, n, 6 + n, T_NOW + L + 4, 0, id, &ack);
+		assert_int_equal(ack.n_tasks, COORD_TASKS_PER_NODE - 1);
+		msg_fini(&ack);
+		assert_int_equal(coord_lease_check(c, T_NOW + L + 5), 0);
+		t_hb_at(c, n, 6 + n, T_NOW + L + 6, 0, 0, &ack);
+		assert_int_equal(ack.n_tasks, COORD_TASKS_PER_NODE);
+		for (uint32_t i = 0; i < ack.n_tasks; i++)
+			assert_int_not_equal(ack.tasks[i].id, id);
+		msg_fini(&ack);
+	}
+	coord_destroy(c);
+	t_rmrf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1758,6 +2035,9 @@ int main(void)
 		cmocka_unit_test(test_wal_write_lease_gen),
 		cmocka_unit_test(test_wal_writers),
 		cmocka_unit_test(test_wal_node_forget),
+		cmocka_unit_test(test_wal_replicas),
+		cmocka_unit_test(test_wal_replicas_rebuilt),
+		cmocka_unit_test(test_wal_replicas_paced),
 		cmocka_unit_test(test_wal_stale_generation),
 		cmocka_unit_test(test_wal_snapshot_corrupt_refuses),
 		cmocka_unit_test(test_wal_lock),
