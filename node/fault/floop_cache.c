@@ -518,7 +518,8 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 	if (!s->marked && s->direct) {
 		/*
 		 * The READ put the bytes in the cache itself (its pages,
-		 * pinned for it, are in the memfd). The agent's own page-table
+		 * pinned for it, are in the memfd; tcp: the reply opened
+		 * into them, verified). The agent's own page-table
 		 * entries for them go: a page only the guest maps is one the
 		 * clock's sampling (MADV_PAGEOUT) can unmap.
 		 */
