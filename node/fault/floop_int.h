@@ -550,6 +550,8 @@ uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i);
 void cache_wb_scan(struct floop *f, struct fmap *m, uint64_t now,
 		   int flush_only);
 
+
+
 /* ---- dirty_scan.c: written pages found by scanning (m->dscan) ---- */
 
 /* Sets scanning up for @m from @d if its uffd has WP_ASYNC (opens the
