@@ -89,8 +89,8 @@ static void agent_metrics_cache(struct metrics_buf *b, struct floop_counters *c,
 		    "Written pages those scans found.",
 		    LD(c->cache_dirty_scan_pages));
 	metrics_one(b, "farpage_cache_direct_read_pages_total", "counter",
-		    "Fetched pages an RDMA READ put straight into the cache "
-		    "(no landing copy).",
+		    "Fetched pages an RDMA READ (or a TCP reply opened) put "
+		    "straight into the cache (no landing copy).",
 		    LD(c->cache_direct_pages));
 	metrics_one(b, "farpage_cache_landing_copies_total", "counter",
 		    "Fetched pages that landed in a buffer and were copied "

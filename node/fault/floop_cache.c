@@ -206,6 +206,31 @@ void floop_cache_uncharge(struct floop *f, struct fmap *m, uint64_t addr,
 	cache_release(f, m, cache_idx(m, addr), npages);
 }
 
+/*
+ * A read straight into the cache (floop_cache_alias()) failed or was
+ * dropped: what it may have written there (a record that did not open, a
+ * connection lost mid-page) leaves the memfd. The guest never saw it: a
+ * page is mapped (UFFDIO_CONTINUE) only after its read completed with the
+ * data, and a fault on it meanwhile joins the fetch. Pages the cache
+ * holds are left alone (a fetch never covers one).
+ */
+static void floop_cache_discard(struct floop *f, struct fmap *m, uint64_t addr,
+				uint32_t npages)
+{
+	uint64_t i0 = cache_idx(m, addr), n;
+
+	for (uint64_t k = 0; k < npages; k += n + 1) {
+		n = 0;
+		while (k + n < npages &&
+		       !(m->pst[i0 + k + n] & (PS_VALID | PS_DIRTY | PS_WB)))
+			n++;
+		if (!n)
+			continue;
+		cache_mr_inval(f, m, i0 + k, n);
+		cache_punch(m, i0 + k, n);
+	}
+}
+
 /* True if page @i is in the memfd (the guest may have punched it). */
 static int cache_in_file(const struct fmap *m, uint64_t i)
 {
@@ -367,7 +392,8 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 	if (!s->marked && s->direct) {
 		/*
 		 * The READ put the bytes in the cache itself (its pages,
-		 * pinned for it, are in the memfd). The agent's own page-table
+		 * pinned for it, are in the memfd; tcp: the reply opened
+		 * into them, verified). The agent's own page-table
 		 * entries for them go: a page only the guest maps is one the
 		 * clock's sampling (MADV_PAGEOUT) can unmap.
 		 */
@@ -679,4 +705,5 @@ const struct floop_land_ops floop_land_cache = {
 	.direct = floop_cache_alias,
 	.resolve = floop_cache_resolve,
 	.poison_present = floop_cache_poison_present,
+	.discard = floop_cache_discard,
 };

@@ -371,7 +371,8 @@ static int floop_slot_copy(struct floop *f, struct fetch *s)
 
 /*
  * Posts @s's read: in cache mode straight into the cache where the peer's
- * transport can (verbs), else into the slot's landing buffer.
+ * transport can (verbs; tcp into a read-only mapping's cache), else into
+ * the slot's landing buffer.
  */
 static int floop_slot_read(struct floop *f, struct fetch *s, uint64_t tag)
 {
@@ -459,6 +460,12 @@ void floop_on_done(void *arg, uint64_t tag, int status)
 	s = &f->slots[idx];
 	if (s->gen != (uint32_t)(tag >> 32) || s->state == FETCH_FREE)
 		return;
+	if (s->direct && (status || s->state == FETCH_ABANDONED) &&
+	    s->map->lops->discard) {
+		/* Nothing of it reaches the guest; nothing of it stays. */
+		s->map->lops->discard(f, s->map, s->addr, s->npages);
+		s->direct = 0;
+	}
 	if (s->state == FETCH_ABANDONED) {
 		floop_slot_release(f, s);
 		return;

@@ -82,6 +82,10 @@ struct floop_land_ops {
 	int (*resolve)(struct floop *f, struct fetch *s);
 	/* Page @addr was to be poisoned but is present. */
 	void (*poison_present)(struct floop *f, struct fmap *m, uint64_t addr);
+	/* A read into direct() memory at @addr failed or was dropped: what
+	 * it may have put there (partial, unverified) goes. */
+	void (*discard)(struct floop *f, struct fmap *m, uint64_t addr,
+			uint32_t npages);
 };
 
 extern const struct floop_land_ops floop_land_copy;

@@ -176,9 +176,10 @@ struct xport_ops {
 	 * the transport makes @dst reachable for this read alone (verbs
 	 * registers it, pinning its pages, and drops the registration when
 	 * done is called), unless it lies in memory mem_add made reachable
-	 * already. The same returns as read, and -ENOMEM, -EPERM or -EFAULT
-	 * if @dst could not be made reachable (read lands where it can
-	 * instead).
+	 * already; tcp opens the reply into it, and only into memory mem_add
+	 * named without XPORT_MEM_WRITABLE (-EOPNOTSUPP else). The same
+	 * returns as read, and -ENOMEM, -EPERM or -EFAULT if @dst could not
+	 * be made reachable (read lands where it can instead).
 	 */
 	int (*read_direct)(struct xport_peer *p, uint64_t off, uint32_t len,
 			   void *dst, uint64_t tag);

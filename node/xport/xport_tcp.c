@@ -148,6 +148,12 @@ struct xport_tcp_conn {
 	uint8_t rhdr[WIRE_HDR_LEN];
 };
 
+/* Memory read_direct may land in (xport_ops.mem_add, not writable). */
+struct xport_tcp_mem {
+	uint8_t *base;
+	size_t len;
+};
+
 struct xport_tcp_peer {
 	struct xport_tcp *x;
 	struct xport_tcp_peer *prev, *next; /* x->peers */
@@ -181,6 +187,10 @@ struct xport_tcp {
 	char self_name[AUTH_NAME_MAX];
 	unsigned int auth_flags;
 	struct bufpool bufs; /* encrypted writes' copies */
+	/* read-only cache aliases (mem_add): read_direct's destinations */
+	struct xport_tcp_mem *mem;
+	size_t n_mem, cap_mem;
+	bool no_direct; /* read_direct refused (FARPAGE_TCP_DIRECT not on) */
 	struct xport_tcp_peer *peers;
 	struct xport_tcp_conn *conns; /* attached and detached */
 };
@@ -1262,6 +1272,71 @@ static int xport_tcp_read(struct xport_peer *pp, uint64_t off, uint32_t len,
 				len, dst, 0, tag);
 }
 
+/*
+ * A read landing in a read-only cache alias (mem_add): the reply is
+ * opened (or, insecure, copied) from the receive buffer straight into the
+ * cache page instead of into a landing page that is then pwrite()n in.
+ * The bytes go there only on this thread, inside parse, never by the
+ * kernel: nothing lands once done was called. A record that does not
+ * open fails the read (-EBADMSG) with what it wrote there unverified; the
+ * page is not mapped for the guest (no UFFDIO_CONTINUE without done(0))
+ * and the cache punches it (floop_land_ops.discard). Memory of a writable
+ * mapping is refused (-EOPNOTSUPP: the read lands as before): a takeover
+ * of its memfd after the agent died counts every page in it as written,
+ * and would send a page caught mid-landing home.
+ */
+static int xport_tcp_read_direct(struct xport_peer *pp, uint64_t off,
+				 uint32_t len, void *dst, uint64_t tag)
+{
+	struct xport_tcp_peer *p = xport_tcp_peer_from(pp);
+	const uint8_t *d = dst;
+
+	if (p->x->no_direct)
+		return -EOPNOTSUPP;
+	for (size_t i = 0; i < p->x->n_mem; i++) {
+		const struct xport_tcp_mem *m = &p->x->mem[i];
+
+		if (d >= m->base && len <= m->len &&
+		    (size_t)(d - m->base) <= m->len - len)
+			return xport_tcp_read(pp, off, len, dst, tag);
+	}
+	return -EOPNOTSUPP;
+}
+
+static int xport_tcp_mem_add(struct xport *xx, void *base, size_t len,
+			     unsigned int flags)
+{
+	struct xport_tcp *x = xport_tcp_from(xx);
+	struct xport_tcp_mem *v;
+
+	if (flags & XPORT_MEM_WRITABLE)
+		return 0;
+	if (x->n_mem == x->cap_mem) {
+		v = realloc(x->mem,
+			    (x->cap_mem ? x->cap_mem * 2 : 8) * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		x->mem = v;
+		x->cap_mem = x->cap_mem ? x->cap_mem * 2 : 8;
+	}
+	x->mem[x->n_mem].base = base;
+	x->mem[x->n_mem].len = len;
+	x->n_mem++;
+	return 0;
+}
+
+static void xport_tcp_mem_del(struct xport *xx, void *base)
+{
+	struct xport_tcp *x = xport_tcp_from(xx);
+
+	for (size_t i = 0; i < x->n_mem; i++) {
+		if (x->mem[i].base == base) {
+			x->mem[i] = x->mem[--x->n_mem];
+			return;
+		}
+	}
+}
+
 static int xport_tcp_write(struct xport_peer *pp, uint64_t off, uint32_t len,
 			   const void *src, uint64_t wgen, uint64_t tag)
 {
@@ -1330,6 +1405,7 @@ static void xport_tcp_peer_stats(const struct xport_peer *pp,
 static int xport_tcp_create(const struct xport_cfg *cfg, struct xport **out)
 {
 	struct xport_tcp *x;
+	const char *dir;
 
 	if (!cfg->ring || !cfg->done)
 		return -EINVAL;
@@ -1348,6 +1424,12 @@ static int xport_tcp_create(const struct xport_cfg *cfg, struct xport **out)
 		snprintf(x->self_name, sizeof(x->self_name), "%s",
 			 cfg->self_name);
 	x->auth_flags = cfg->auth_flags;
+	/* Off unless FARPAGE_TCP_DIRECT=on: on this kind of machine a page
+	 * opened into the alias costs the fault side more than one landed
+	 * and pwrite()n in (its page-table entries here, then dropped; see
+	 * docs/bench.md, "Opening into the cache"). */
+	dir = getenv("FARPAGE_TCP_DIRECT");
+	x->no_direct = !dir || strcmp(dir, "on");
 	bufpool_init(&x->bufs, XPORT_TCP_BUF_CACHE);
 	*out = (struct xport *)x;
 	return 0;
@@ -1416,6 +1498,7 @@ static void xport_tcp_destroy(struct xport *xx)
 	if (!xport_tcp_reap_all(x))
 		return;
 	bufpool_fini(&x->bufs);
+	free(x->mem);
 	free(x);
 }
 
@@ -1427,6 +1510,9 @@ const struct xport_ops xport_tcp_ops = {
 	.peer_open = xport_tcp_peer_open,
 	.peer_close = xport_tcp_peer_close,
 	.read = xport_tcp_read,
+	.read_direct = xport_tcp_read_direct,
+	.mem_add = xport_tcp_mem_add,
+	.mem_del = xport_tcp_mem_del,
 	.write = xport_tcp_write,
 	.on_cqe = xport_tcp_on_cqe,
 	.tick = xport_tcp_tick,

@@ -290,6 +290,83 @@ static int test_xport_tcp_bulk(const struct t_pool *pool)
 	return 0;
 }
 
+/*
+ * read_direct, cache mode's read into the agent's mapping of the cache
+ * memfd: refused (-EOPNOTSUPP, nothing posted) unless FARPAGE_TCP_DIRECT=on
+ * and the memory lies whole in what mem_add named read-only; then the
+ * reply is opened (insecure: copied) straight into it, and the memfd holds
+ * the pool's bytes, every one verified through the file.
+ */
+static int test_xport_tcp_direct(const struct t_pool *pool)
+{
+	static uint8_t plain[4096];
+	const size_t len = 1u << 20, piece = 16384;
+	struct xport_peer *p;
+	struct pagesrv *srv;
+	uint8_t *alias, *wr, *back;
+	char addr[64];
+	struct t_drv d;
+	uint64_t i, n = len / piece, end;
+	int cfd;
+
+	cfd = memfd_create("t_cache", MFD_CLOEXEC);
+	T_CHECK(cfd >= 0 && ftruncate(cfd, (off_t)len) == 0);
+	alias = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, cfd, 0);
+	wr = mmap(NULL, 4 * 4096, PROT_READ | PROT_WRITE,
+		  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	back = malloc(len);
+	T_CHECK(alias != MAP_FAILED && wr != MAP_FAILED && back);
+	T_CHECK(t_srv_start(pool, "127.0.0.1:0", 0, &srv, addr, sizeof(addr)) ==
+		0);
+	/* off by default */
+	unsetenv("FARPAGE_TCP_DIRECT");
+	T_CHECK(t_drv_init(&d) == 0);
+	T_CHECK(d.ops->read_direct && d.ops->mem_add && d.ops->mem_del);
+	T_CHECK(t_open(&d, addr, T_INSTANCE, &p) == 0);
+	T_CHECK(d.ops->mem_add(d.x, alias, len, 0) == 0);
+	T_CHECK(d.ops->read_direct(p, 0, 4096, alias, 1) == -EOPNOTSUPP);
+	d.ops->mem_del(d.x, alias);
+	d.ops->peer_close(p);
+	t_drv_fini(&d);
+
+	setenv("FARPAGE_TCP_DIRECT", "on", 1);
+	T_CHECK(t_drv_init(&d) == 0);
+	unsetenv("FARPAGE_TCP_DIRECT");
+	T_CHECK(t_open(&d, addr, T_INSTANCE, &p) == 0);
+	T_CHECK(d.ops->mem_add(d.x, alias, len, 0) == 0);
+	T_CHECK(d.ops->mem_add(d.x, wr, 4 * 4096, XPORT_MEM_WRITABLE) == 0);
+	/* a writable mapping's memory, memory never added, a read running
+	 * past the alias's end: refused */
+	T_CHECK(d.ops->read_direct(p, 0, 4096, wr, 1) == -EOPNOTSUPP);
+	T_CHECK(d.ops->read_direct(p, 0, 4096, plain, 1) == -EOPNOTSUPP);
+	T_CHECK(d.ops->read_direct(p, 0, 8192, alias + len - 4096, 1) ==
+		-EOPNOTSUPP);
+	t_drv_reset(&d);
+	for (i = 0; i < n; i++)
+		T_CHECK(d.ops->read_direct(p, i * piece, (uint32_t)piece,
+					   alias + i * piece, i) == 0);
+	end = t_now_ms() + 60000;
+	while (d.ndone < n) {
+		T_CHECK(t_now_ms() < end);
+		T_CHECK(t_drv_poll(&d, 100) == 0);
+	}
+	T_CHECK(d.ndone == n && d.nfail == 0 && d.bad_tags == 0);
+	for (i = 0; i < n; i++)
+		T_CHECK(d.calls[i] == 1 && d.status[i] == 0);
+	T_CHECK(pread(cfd, back, len, 0) == (ssize_t)len);
+	T_CHECK(t_verify(back, 0, (uint32_t)len) == 0);
+	d.ops->mem_del(d.x, alias);
+	d.ops->mem_del(d.x, wr);
+	d.ops->peer_close(p);
+	t_drv_fini(&d);
+	pagesrv_destroy(srv);
+	munmap(alias, len);
+	munmap(wr, 4 * 4096);
+	close(cfd);
+	free(back);
+	return 0;
+}
+
 static int test_xport_tcp_errors(const struct t_pool *pool)
 {
 	static uint8_t buf[T_DEPTH + 1][4096];
@@ -1073,6 +1150,7 @@ int main(void)
 	} tests[] = {
 		{ "bulk", test_xport_tcp_bulk, false },
 		{ "errors", test_xport_tcp_errors, false },
+		{ "direct", test_xport_tcp_direct, false },
 		{ "stale", test_xport_tcp_stale, false },
 		{ "restart", test_xport_tcp_restart, false },
 		{ "bad_clients", test_xport_tcp_bad_clients, true },
