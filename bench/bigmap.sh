@@ -6,9 +6,10 @@
 # them back, unmap. Prints each run's figures, the guest's and its agent's
 # peak RSS. Figures only; never fails on them. With --json the run lines go
 # to stderr and stdout is one JSON object: for each size S the median over
-# the rounds of scale.map.S.map_ms, .flush_ms and .unmap_ms (the writable
-# map), .map_ro_ms and .unmap_ro_ms (the read-only one), and the most of
-# .guest_hwm_kb and .agent_hwm_kb.
+# the rounds of scale.map.S.map_ms, .write_ms, .flush_ms and .unmap_ms (the
+# writable map), .map_ro_ms, .read_ms and .unmap_ro_ms (the read-only one),
+# .write_us_per_page (write_ms over the pages: a fault and its fetch each),
+# and the most of .guest_hwm_kb and .agent_hwm_kb.
 #
 #   bench/bigmap.sh [--bin BUILD_DIR] [--sizes "1G 4G 16G 64G 256G"]
 #                   [--rounds N] [--pages N] [--json]
@@ -80,9 +81,12 @@ most() {
 }
 if [ $JSON = 1 ]; then
 	for s in $SIZES; do
-		for k in map_ms flush_ms unmap_ms map_ro_ms unmap_ro_ms; do
+		for k in map_ms write_ms flush_ms unmap_ms map_ro_ms read_ms unmap_ro_ms; do
 			echo "scale.map.$s.$k=$(median $k "$s")"
 		done
+		# what one page written (a fault and its fetch) costs at this size
+		echo "scale.map.$s.write_us_per_page=$(awk -v w="$(median write_ms "$s")" -v n="$PAGES" \
+			'BEGIN { printf "%.1f", w * 1000 / n }')"
 		for k in guest_hwm_kb agent_hwm_kb; do
 			echo "scale.map.$s.$k=$(most $k "$s")"
 		done
