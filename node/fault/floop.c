@@ -422,6 +422,7 @@ void floop_destroy(struct floop *f)
 		floop_cache_map_fini(f, m);
 		close(m->uffd);
 		layout_map_fini(&m->lay);
+		free(m->rs);
 		free(m);
 	}
 	for (struct floop_done *d = f->dones, *dn; d; d = dn) {

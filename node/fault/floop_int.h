@@ -167,6 +167,13 @@ struct fmap {
 	int draining;	     /* removed: home with what it wrote, then freed */
 	uint64_t lease;
 	uint64_t wgen; /* the write lease's generation */
+	/* replicated regions (floop_repl.h): repl > 1 replicas, lay holds
+	 * n_chunks * repl records; the replicas not in sync; the layout's
+	 * generation */
+	unsigned int repl;
+	struct repl_state *rs;
+	uint32_t n_rs;
+	uint64_t rgen;
 	struct fmap *next;
 };
 
@@ -189,6 +196,11 @@ struct wback {
 	uint8_t *buf; /* FLOOP_RUN_PAGES pages: what is sent, read from the
 			 cache when it starts (a registered buffer, verbs
 			 sends from it) */
+	/* replicated (map->repl > 1): one write per replica of the set,
+	 * @rpend of them not answered yet, the first error seen */
+	struct repl_wb rw;
+	uint32_t rpend;
+	int rerr;
 };
 
 /* A flush waiting for the pages it marked (PS_FLUSH) to go home. */
@@ -220,6 +232,9 @@ struct fetch {
 	uint8_t *buf;	   /* landing: the slot's own */
 	uint8_t *land;	   /* the slot's own landing buffer */
 	uint32_t hnext;	   /* hash chain, UINT32_MAX = end */
+	/* replicated: the replica read, and those that failed this fetch */
+	int replica;
+	uint32_t rfailed;
 };
 
 /* A transport instance of the loop. */
@@ -273,6 +288,7 @@ enum cmd_kind {
 	CMD_REGIONS,
 	CMD_FLUSH,
 	CMD_MAP_LOST, /* the coordinator says the map's write lease is lost */
+	CMD_RELAYOUT, /* a replicated region's layout changed (rgen) */
 };
 
 struct cmd {
@@ -285,7 +301,11 @@ struct cmd {
 	struct floop_region *regions;
 	uint32_t n_regions;
 	uint64_t epoch, cid;
-	char name[MSG_NAME_MAX]; /* CMD_FLUSH */
+	char name[MSG_NAME_MAX]; /* CMD_FLUSH, CMD_RELAYOUT */
+	struct msg_run *runs;	 /* CMD_RELAYOUT: the new layout */
+	uint32_t n_runs, replicas, n_rs;
+	struct repl_state *rs;
+	uint64_t rgen;
 	struct cmd *next;
 };
 
@@ -395,6 +415,16 @@ void floop_uffd_read(struct floop *f, struct fmap *m);
 void floop_backlog_run(struct floop *f);
 
 /* ---- floop_fetch.c ---- */
+
+/*
+ * The record a read of chunk @idx of @m goes to, into *@out: its only
+ * one, or (replicated) the first SYNC replica (own first) not in
+ * @failed and whose owner did not restart. Returns the replica's index,
+ * -1 if every SYNC replica failed (wait and retry), -2 if none is SYNC or
+ * every SYNC one restarted (lost: poison at once).
+ */
+int floop_read_rec(struct floop *f, struct fmap *m, uint64_t idx,
+		   uint32_t failed, struct msg_chunk *out);
 
 /* The fetch of page @addr of @m in flight (or waiting), or NULL. */
 struct fetch *floop_fetch_find(struct floop *f, struct fmap *m, uint64_t addr);
@@ -508,6 +538,9 @@ uint64_t floop_cache_resident(const struct floop *f);
 /* Room in the cache for a fetch (else the fault waits). */
 int floop_cache_has_room(const struct floop *f);
 /* A write-back completion (tag low word without FLOOP_WB_TAG). */
+/* Replicated: @m's layout changed; write-backs in flight stop waiting
+ * for replicas that left the set (done if nothing else is awaited). */
+void floop_cache_wb_relayout(struct floop *f, struct fmap *m);
 void floop_cache_wb_done(struct floop *f, uint32_t idx, uint32_t gen,
 			 int status);
 /* Eviction, write-backs due, flushes done; @tick: the periodic call. */
@@ -545,8 +578,6 @@ uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i);
  * for only, if @flush_only), while write-back slots are free. */
 void cache_wb_scan(struct floop *f, struct fmap *m, uint64_t now,
 		   int flush_only);
-
-
 
 /* ---- dirty_scan.c: written pages found by scanning (m->dscan) ---- */
 

@@ -5,6 +5,56 @@
  */
 #include "floop_repl.h"
 
+#include <errno.h>
+
+int repl_states_check(const struct repl_state *rs, uint32_t n,
+		      uint64_t n_chunks, unsigned int r)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		if (rs[i].chunk >= n_chunks || rs[i].replica >= r ||
+		    (rs[i].state != REPL_MISSING &&
+		     rs[i].state != REPL_REBUILDING))
+			return -EBADMSG;
+		if (i && (rs[i].chunk < rs[i - 1].chunk ||
+			  (rs[i].chunk == rs[i - 1].chunk &&
+			   rs[i].replica <= rs[i - 1].replica)))
+			return -EBADMSG;
+	}
+	return 0;
+}
+
+void repl_chunk_get(const struct layout_map *lm, unsigned int r,
+		    const struct repl_state *rs, uint32_t n_rs, uint64_t idx,
+		    struct repl_chunk *out)
+{
+	uint32_t lo = 0, hi = n_rs;
+
+	if (r > REPL_MAX)
+		r = REPL_MAX;
+	if (!r)
+		r = 1;
+	out->r = r;
+	for (unsigned int i = 0; i < REPL_MAX; i++) {
+		out->state[i] = REPL_SYNC;
+		if (i < r)
+			layout_map_chunk(lm, idx * r + i, &out->rec[i]);
+		else
+			out->rec[i] = (struct msg_chunk){ 0 };
+	}
+	/* the first state of chunk @idx, then those after it */
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (rs[mid].chunk < idx)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < n_rs && rs[lo].chunk == idx; lo++)
+		if (rs[lo].replica < r)
+			out->state[rs[lo].replica] = (uint8_t)rs[lo].state;
+}
+
 unsigned int repl_read_order(const struct repl_chunk *c, uint64_t self,
 			     uint8_t order[REPL_MAX])
 {

@@ -15,6 +15,7 @@
 
 #include <stdint.h>
 
+#include "layout.h"
 #include "msg.h"
 
 #define REPL_MAX	3
@@ -28,6 +29,28 @@ struct repl_chunk {
 	struct msg_chunk rec[REPL_MAX];
 	uint8_t state[REPL_MAX];
 };
+
+/* A replica that is not in sync, as a layout lists them (sorted by chunk,
+ * then replica). */
+struct repl_state {
+	uint64_t chunk;
+	uint32_t replica;
+	uint32_t state; /* REPL_MISSING or REPL_REBUILDING */
+};
+
+/* Checks states from a peer against @n_chunks chunks of @r replicas:
+ * chunk and replica in range, state 1..2, sorted, no duplicate. 0 or
+ * -EBADMSG. */
+int repl_states_check(const struct repl_state *rs, uint32_t n,
+		      uint64_t n_chunks, unsigned int r);
+
+/*
+ * Chunk @idx of a layout of @r replicas (@lm holds n_chunks * @r records,
+ * chunk-major) with its states (@rs, checked) into *@out.
+ */
+void repl_chunk_get(const struct layout_map *lm, unsigned int r,
+		    const struct repl_state *rs, uint32_t n_rs, uint64_t idx,
+		    struct repl_chunk *out);
 
 /*
  * The replicas a read of @c may go to, in order: those SYNC with a node,
