@@ -132,6 +132,7 @@ struct floop_map_desc {
 /* What the loop reports back to the control thread (floop_done_take()). */
 enum floop_done_kind {
 	FLOOP_DONE_FLUSH,   /* floop_flush(@cookie) finished with @err */
+	FLOOP_DONE_REBUILD, /* rebuild task @cookie finished with @err */
 	FLOOP_DONE_RELEASE, /* mapping of @name with @lease is done: every
 			       page it wrote is home; give the lease back */
 };
@@ -166,6 +167,22 @@ int floop_map_remove(struct floop *f, uint64_t id);
 /* Mapping @id's write lease is lost (another mapping took it): as if an
  * owner had refused its write-back (floop_map_lease_lost()). */
 int floop_map_lost(struct floop *f, uint64_t id);
+/* A rebuild copy (replicated regions): [src_off, src_off + len) of
+ * src_node's pool (instance src_inst) into this node's pool at dst_off. */
+struct floop_rtask {
+	uint64_t id;
+	uint64_t src_node, src_off, src_inst;
+	uint64_t dst_off, len;
+};
+/*
+ * Queues rebuild task @t (its write marks armed in cfg.fence already,
+ * pgfence_marks_arm()). The loop copies it with a few reads in flight
+ * (FLOOP_RB_READS), skipping marked pages, and reports FLOOP_DONE_REBUILD
+ * (err 0, or -ETIMEDOUT: the source was unreachable past the fault
+ * timeout, -ESTALE: it restarted, -ERANGE/-ENOENT: bad task). A task
+ * already queued (same id) is not queued again. 0 or -ENOMEM.
+ */
+int floop_rebuild(struct floop *f, const struct floop_rtask *t);
 /*
  * Replicated regions: replaces the layout of every mapping of region
  * @name at @epoch with @runs (checked, n_chunks * @replicas records), its

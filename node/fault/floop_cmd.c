@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "evl.h"
 #include "log.h"
 
 /* ---- deleted regions ---- */
@@ -279,6 +280,10 @@ void floop_cmds_run(struct floop *f)
 		case CMD_RELAYOUT:
 			floop_cmd_relayout(f, c);
 			break;
+		case CMD_REBUILD:
+			floop_rb_add(f, &c->rt);
+			floop_rb_run(f, evl_now_ms());
+			break;
 		}
 		atomic_store(&f->tickets_done, c->ticket);
 		floop_cmd_free(c);
@@ -444,4 +449,16 @@ int64_t floop_map_relayout(struct floop *f, const char *name, uint64_t epoch,
 	c->n_rs = n_rs;
 	c->rgen = rgen;
 	return floop_cmd_push(f, c);
+}
+
+int floop_rebuild(struct floop *f, const struct floop_rtask *t)
+{
+	struct cmd *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->kind = CMD_REBUILD;
+	c->rt = *t;
+	floop_cmd_push(f, c);
+	return 0;
 }

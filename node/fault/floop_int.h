@@ -37,6 +37,9 @@
 #define FLOOP_PF_DEPTH	 64 /* background prefetch pages in flight per map */
 #define FLOOP_WB_SLOTS	 64 /* write-back runs in flight */
 #define FLOOP_WB_TAG	 0x80000000u /* tag bit of a write-back */
+#define FLOOP_RB_TAG	 0x40000000u /* tag bit of a rebuild read */
+#define FLOOP_RB_READS	 4	     /* rebuild reads in flight per loop */
+#define FLOOP_RB_PAGES	 16	     /* pages in one rebuild read */
 #define FLOOP_SAMPLE_MAX 64	     /* ranges dropped per process_madvise */
 /* Faults may take the cache this far over its size while victims go
  * home; beyond it they wait. Reads in flight land within it. */
@@ -203,6 +206,27 @@ struct wback {
 	int rerr;
 };
 
+/* A rebuild task (floop_rb.c): @next bytes of it posted, @busy reads in
+ * flight; @prog_ms: its last read that landed (or its start). */
+struct rbtask {
+	struct floop_rtask t;
+	uint64_t next;
+	unsigned int busy;
+	uint64_t prog_ms;
+	uint64_t copied; /* pages written (not skipped) */
+	struct rbtask *nx;
+};
+
+/* A rebuild read in flight. */
+struct rbread {
+	int busy;
+	uint32_t gen;
+	struct rbtask *task;
+	uint64_t rel;
+	uint32_t len;
+	uint8_t *buf; /* FLOOP_RB_PAGES pages */
+};
+
 /* A flush waiting for the pages it marked (PS_FLUSH) to go home. */
 struct fwait {
 	char name[MSG_NAME_MAX];
@@ -289,6 +313,7 @@ enum cmd_kind {
 	CMD_FLUSH,
 	CMD_MAP_LOST, /* the coordinator says the map's write lease is lost */
 	CMD_RELAYOUT, /* a replicated region's layout changed (rgen) */
+	CMD_REBUILD,  /* a rebuild task (c->rt) */
 };
 
 struct cmd {
@@ -306,6 +331,7 @@ struct cmd {
 	uint32_t n_runs, replicas, n_rs;
 	struct repl_state *rs;
 	uint64_t rgen;
+	struct floop_rtask rt; /* CMD_REBUILD */
 	struct cmd *next;
 };
 
@@ -391,6 +417,9 @@ struct floop {
 	unsigned int n_wb_busy;
 	uint64_t last_wb_ms;
 	struct fwait *fwaits;
+	/* rebuild tasks (floop_rb.c) */
+	struct rbtask *rb_tasks;
+	struct rbread rb[FLOOP_RB_READS];
 	/* reports to the control thread */
 	int done_efd;
 	struct floop_done *dones, **dones_tail; /* under lock */
@@ -413,6 +442,17 @@ void floop_map_kill(struct floop *f, struct fmap *m);
 void floop_uffd_read(struct floop *f, struct fmap *m);
 /* Serves the faults in the backlog while slots and the cache have room. */
 void floop_backlog_run(struct floop *f);
+
+/* ---- floop_rb.c ---- */
+
+/* Takes rebuild task @t (a copy). */
+void floop_rb_add(struct floop *f, const struct floop_rtask *t);
+/* Posts rebuild reads while slots are free; ends tasks done or given up. */
+void floop_rb_run(struct floop *f, uint64_t now);
+/* A rebuild read's completion (its tag's low bits). */
+void floop_rb_done(struct floop *f, uint32_t idx, uint32_t gen, int status);
+/* Frees every task and buffer (the loop's end). */
+void floop_rb_fini(struct floop *f);
 
 /* ---- floop_fetch.c ---- */
 
