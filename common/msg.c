@@ -32,6 +32,7 @@ enum msg_check {
 	MSG_C_NAME, /* msg_name_is_valid() */
 	MSG_C_POW2, /* power of two */
 	MSG_C_MTU,  /* an IB MTU: 256, 512, 1024, 2048, 4096 */
+	MSG_C_ZONE, /* "" or msg_name_is_valid(); "" is not written */
 };
 
 struct msg_rec;
@@ -43,7 +44,8 @@ struct msg_field {
 	size_t off;	   /* of the value, the array or the list pointer */
 	size_t n_off;	   /* lists: of the uint32_t element count */
 	size_t size;	   /* str/bytes: array size; lists: element size */
-	uint64_t min, max; /* u64 and u64-list elements */
+	uint64_t min, max; /* u64 and u64-list elements; record lists: max
+			      elements (0: MSG_LIST_MAX) */
 	const struct msg_rec *rec;
 };
 
@@ -95,6 +97,15 @@ struct msg_schema {
 		.off = offsetof(struct st, mem),                    \
 		.n_off = offsetof(struct st, nmem),                 \
 		.size = sizeof(*((struct st *)0)->mem), .rec = &(r) \
+	}
+
+#define F_RECSN(st, k, mem, nmem, r, most)                           \
+	{                                                            \
+		.key = (k), .kind = MSG_K_REC_LIST,                  \
+		.off = offsetof(struct st, mem),                     \
+		.n_off = offsetof(struct st, nmem),                  \
+		.size = sizeof(*((struct st *)0)->mem), .rec = &(r), \
+		.max = (most)                                        \
 	}
 
 #define U24_MAX	     ((UINT64_C(1) << 24) - 1)
@@ -168,6 +179,7 @@ static const struct msg_field msg_node_fields[] = {
 	F_U64(msg_node, "mrlen", mr_len, 0, UINT64_MAX),
 	F_RECS(msg_node, "peers", peers, n_peers, msg_peer_rec),
 	F_BYTES(msg_node, "pkey", pkey),
+	F_STR(msg_node, "zone", zone, MSG_C_ZONE),
 };
 
 static const struct msg_rec msg_node_rec = {
@@ -183,12 +195,41 @@ static const struct msg_field msg_region_fields[] = {
 	       MSG_C_POW2),
 	F_U64(msg_region, "epoch", epoch, 0, UINT64_MAX),
 	F_RECS(msg_region, "chunks", chunks, n_chunks, msg_chunk_rec),
+	F_U64(msg_region, "replicas", replicas, 1, MSG_REPLICAS_MAX),
+	F_U64(msg_region, "rgen", rgen, 1, UINT64_MAX),
 };
 
 static const struct msg_rec msg_region_rec = {
 	.fields = msg_region_fields,
 	.n_fields = ARRAY_LEN(msg_region_fields),
 	.required = 0xf, /* all but chunks */
+};
+
+static const struct msg_field msg_rstate_fields[] = {
+	F_U64(msg_rstate, "chunk", chunk, 0, MSG_LIST_MAX),
+	F_U64(msg_rstate, "r", replica, 0, MSG_REPLICAS_MAX - 1),
+	F_U64(msg_rstate, "s", state, MSG_RS_SYNC, MSG_RS_REBUILDING),
+};
+
+static const struct msg_rec msg_rstate_rec = {
+	.fields = msg_rstate_fields,
+	.n_fields = ARRAY_LEN(msg_rstate_fields),
+	.required = 0x7,
+};
+
+static const struct msg_field msg_rtask_fields[] = {
+	F_U64(msg_rtask, "id", id, 1, UINT64_MAX),
+	F_U64(msg_rtask, "snode", src_node, 1, UINT32_MAX),
+	F_U64(msg_rtask, "soff", src_off, 0, UINT64_MAX),
+	F_U64(msg_rtask, "sinst", src_inst, 0, UINT64_MAX),
+	F_U64(msg_rtask, "doff", dst_off, 0, UINT64_MAX),
+	F_U64(msg_rtask, "len", len, 1, UINT64_MAX),
+};
+
+static const struct msg_rec msg_rtask_rec = {
+	.fields = msg_rtask_fields,
+	.n_fields = ARRAY_LEN(msg_rtask_fields),
+	.required = 0x3f,
 };
 
 /* Top-level fields, indexed by enum msg_field_id. */
@@ -242,6 +283,20 @@ static const struct msg_field msg_fields[MSG_F__MAX] = {
 	[MSG_F_GONE] = F_RECS(msg, "gone", gone, n_gone, msg_node_rec),
 	[MSG_F_RUNS] = F_RECS(msg, "runs", runs, n_runs, msg_run_rec),
 	[MSG_F_WANT_RUNS] = F_U64(msg, "wruns", want_runs, 1, 1),
+	[MSG_F_REPLICAS] =
+		F_U64(msg, "replicas", replicas, 1, MSG_REPLICAS_MAX),
+	[MSG_F_RGEN] = F_U64(msg, "rgen", rgen, 1, UINT64_MAX),
+	[MSG_F_RSTATES] =
+		F_RECS(msg, "rstates", rstates, n_rstates, msg_rstate_rec),
+	[MSG_F_ZONE] = F_STR(msg, "zone", zone, MSG_C_ZONE),
+	[MSG_F_WANT_REPL] = F_U64(msg, "wrepl", want_repl, 1, 1),
+	[MSG_F_FENCE] = F_RECS(msg, "fence", fence, n_fence, msg_extent_rec),
+	[MSG_F_TASKS] = F_RECSN(msg, "tasks", tasks, n_tasks, msg_rtask_rec,
+				MSG_TASKS_MAX),
+	[MSG_F_TAKEN] = F_LIST(msg, "taken", taken, n_taken, 1, UINT64_MAX),
+	[MSG_F_REBUILT] =
+		F_LIST(msg, "rebuilt", rebuilt, n_rebuilt, 1, UINT64_MAX),
+	[MSG_F_FAILED] = F_LIST(msg, "failed", failed, n_failed, 1, UINT64_MAX),
 };
 
 #define B(f) MSG_BIT(MSG_F_##f)
@@ -263,22 +318,25 @@ static const struct msg_field msg_fields[MSG_F__MAX] = {
 static const struct msg_schema msg_schema[MSG_T__MAX] = {
 	[MSG_T_OK] = { "ok", B(WGEN), 0 },
 	[MSG_T_ERROR] = { "error", B(ERR) | B(TEXT), B(ERR) },
-	[MSG_T_NODE_JOIN] = { "node_join", JOIN_REQ, JOIN_REQ },
+	[MSG_T_NODE_JOIN] = { "node_join", JOIN_REQ | B(ZONE), JOIN_REQ },
 	[MSG_T_NODE_JOINED] = { "node_joined", B(NODE) | B(LEASE_MS) | B(CID),
 				B(NODE) | B(LEASE_MS) | B(CID) },
 	[MSG_T_HEARTBEAT] = { "heartbeat",
 			      B(NODE) | B(INSTANCE) | B(PEERS) | B(EPOCH) |
-				      B(CID) | B(EXTENTS),
+				      B(CID) | B(EXTENTS) | B(TAKEN) |
+				      B(REBUILT) | B(FAILED),
 			      B(NODE) | B(INSTANCE) },
 	[MSG_T_NODE_LIST] = { "node_list", 0, 0 },
 	[MSG_T_NODES] = { "nodes", B(NODES) | B(GONE), 0 },
 	[MSG_T_REGION_CREATE] = { "region_create",
 				  B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(PLACE) |
-					  B(OWNERS) | B(WRITERS),
+					  B(OWNERS) | B(WRITERS) | B(REPLICAS),
 				  B(NAME) | B(SIZE) },
-	[MSG_T_REGION_GET] = { "region_get", B(NAME) | B(WANT_RUNS), B(NAME) },
+	[MSG_T_REGION_GET] = { "region_get",
+			       B(NAME) | B(WANT_RUNS) | B(WANT_REPL), B(NAME) },
 	[MSG_T_REGION] = { "region",
-			   REGION_REQ | B(CHUNKS) | B(WRITERS) | B(RUNS),
+			   REGION_REQ | B(CHUNKS) | B(WRITERS) | B(RUNS) |
+				   B(REPLICAS) | B(RGEN) | B(RSTATES),
 			   REGION_REQ },
 	[MSG_T_REGION_LIST] = { "region_list", 0, 0 },
 	[MSG_T_REGIONS] = { "regions", B(REGIONS), 0 },
@@ -292,7 +350,8 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 	[MSG_T_MAP] = { "map", B(NAME) | B(FLAGS) | B(WGEN), B(NAME) },
 	[MSG_T_MAP_LAYOUT] = { "map_layout",
 			       LAYOUT_REQ | B(CHUNKS) | B(INSTANCE) | B(CID) |
-				       B(FLAGS) | B(WGEN) | B(RUNS),
+				       B(FLAGS) | B(WGEN) | B(RUNS) |
+				       B(REPLICAS),
 			       LAYOUT_REQ },
 	[MSG_T_MAP_UFFD] = { "map_uffd", B(BASE) | B(FEATURES) | B(FLAGS),
 			     B(BASE) | B(FEATURES) },
@@ -300,7 +359,8 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 	[MSG_T_AGENT_STAT] = { "agent_stat", STAT_REQ | B(PEERS) | B(CACHE),
 			       STAT_REQ },
 	[MSG_T_HEARTBEAT_ACK] = { "heartbeat_ack",
-				  B(EPOCH) | B(NGEN) | B(CID) | B(EXTENTS),
+				  B(EPOCH) | B(NGEN) | B(CID) | B(EXTENTS) |
+					  B(FENCE) | B(TASKS),
 				  B(EPOCH) | B(NGEN) | B(CID) },
 	[MSG_T_SCRUB] = { "scrub", B(NODE) | B(EPOCH) | B(EXTENTS),
 			  B(NODE) | B(EPOCH) },
@@ -317,6 +377,11 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 				   B(NAME) },
 	[MSG_T_LEASE_BREAK] = { "lease_break", B(NAME) | B(WGEN), B(NAME) },
 	[MSG_T_NODE_FORGET] = { "node_forget", B(NAME) | B(NODE), B(NAME) },
+	[MSG_T_REGION_REBUILD] = { "region_rebuild", B(NAME), B(NAME) },
+	[MSG_T_REPLICA] = { "replica",
+			    B(NAME) | B(RGEN) | B(EPOCH) | B(RSTATES) |
+				    B(CHUNKS),
+			    B(NAME) | B(RGEN) | B(EPOCH) },
 };
 
 _Static_assert(MSG_F__MAX <= 64, "field ids must fit msg.present");
@@ -549,6 +614,9 @@ static bool msg_field_is_written(const struct msg_field *f, const void *base,
 	case MSG_K_U64:
 		return required || f->min == 0 ||
 		       *(const uint64_t *)msg_cat(base, f->off) != 0;
+	case MSG_K_STR:
+		return required || f->check != MSG_C_ZONE ||
+		       *(const char *)msg_cat(base, f->off) != '\0';
 	default:
 		return true;
 	}
@@ -583,7 +651,9 @@ static int msg_field_encode(struct msg_buf *b, const void *base,
 		len = strnlen(p, f->size);
 		if (len >= f->size)
 			return -EINVAL;
-		if (f->check == MSG_C_NAME && !msg_name_is_valid(p))
+		if ((f->check == MSG_C_NAME ||
+		     (f->check == MSG_C_ZONE && len)) &&
+		    !msg_name_is_valid(p))
 			return -EINVAL;
 		return msg_put_text(b, p, len);
 	case MSG_K_BYTES:
@@ -601,7 +671,7 @@ static int msg_field_encode(struct msg_buf *b, const void *base,
 		}
 		return ret;
 	case MSG_K_REC_LIST:
-		if (cnt > MSG_LIST_MAX || !list)
+		if (cnt > MSG_LIST_MAX || !list || (f->max && cnt > f->max))
 			return -EINVAL;
 		ret = msg_put_head(b, cbor_encode_array_start, cnt);
 		for (uint32_t i = 0; !ret && i < cnt; i++)
@@ -1060,7 +1130,8 @@ static int msg_rd_list(struct msg_rd *r, void *base, const struct msg_field *f,
 
 	if (ret)
 		return ret;
-	if (*cnt > MSG_LIST_MAX || *cnt > (uint64_t)(r->end - r->p))
+	if (*cnt > MSG_LIST_MAX || *cnt > (uint64_t)(r->end - r->p) ||
+	    (f->kind == MSG_K_REC_LIST && f->max && *cnt > f->max))
 		return -EBADMSG;
 	*out = NULL;
 	if (!*cnt)
@@ -1097,7 +1168,8 @@ static int msg_rd_field(struct msg_rd *r, void *base, const struct msg_field *f)
 		if (u)
 			memcpy(p, d, (size_t)u);
 		p[u] = '\0';
-		if (f->check == MSG_C_NAME && !msg_name_is_valid(p))
+		if ((f->check == MSG_C_NAME || (f->check == MSG_C_ZONE && u)) &&
+		    !msg_name_is_valid(p))
 			return -EBADMSG;
 		return 0;
 	case MSG_K_BYTES:
@@ -1217,6 +1289,37 @@ static int msg_rd_head_fields(struct msg_rd r, enum msg_type *type)
 	return 0;
 }
 
+int msg_rstates_check(const struct msg_rstate *rs, uint32_t n,
+		      uint64_t n_chunks, uint64_t replicas)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		if (rs[i].chunk >= n_chunks || rs[i].replica >= replicas ||
+		    (rs[i].state != MSG_RS_MISSING &&
+		     rs[i].state != MSG_RS_REBUILDING))
+			return -EBADMSG;
+		if (i && (rs[i].chunk < rs[i - 1].chunk ||
+			  (rs[i].chunk == rs[i - 1].chunk &&
+			   rs[i].replica <= rs[i - 1].replica)))
+			return -EBADMSG;
+	}
+	return 0;
+}
+
+/* Checks across fields that the field tables cannot express. */
+static int msg_decode_check(const struct msg *m)
+{
+	uint64_t n_chunks;
+
+	if (m->type != MSG_T_REGION || !m->n_rstates)
+		return 0;
+	/* chunk_size is a power of two >= 2 MiB (required in REGION) */
+	if (!m->chunk_size)
+		return -EBADMSG;
+	n_chunks = m->size / m->chunk_size + (m->size % m->chunk_size != 0);
+	return msg_rstates_check(m->rstates, m->n_rstates, n_chunks,
+				 m->replicas ? m->replicas : 1);
+}
+
 int msg_decode(const uint8_t *buf, size_t len, struct msg *m)
 {
 	struct msg_rd r = { .p = buf, .end = buf + len };
@@ -1239,6 +1342,8 @@ int msg_decode(const uint8_t *buf, size_t len, struct msg *m)
 			 &seen, true);
 	if (!ret && r.p != r.end)
 		ret = -EBADMSG;
+	if (!ret)
+		ret = msg_decode_check(m);
 	if (ret) {
 		log_dbg("bad %s message", msg_type_name(type));
 		msg_fini(m);

@@ -37,19 +37,24 @@ enum msg_type {
 	MSG_T_OK,    /* generic success, no fields */
 	MSG_T_ERROR, /* err (positive errno), text */
 	/* node <-> coordinator */
-	MSG_T_NODE_JOIN,   /* name, data_addr, pool_size, instance -> JOINED */
+	MSG_T_NODE_JOIN,   /* name, data_addr, pool_size, instance, [zone]
+			      -> JOINED */
 	MSG_T_NODE_JOINED, /* node, lease_ms, cid */
 	MSG_T_HEARTBEAT,   /* node, instance, [peers], [epoch, cid: the
 			      region epoch synced, of those tables],
-			      [extents cleared] -> HEARTBEAT_ACK */
+			      [extents cleared], [taken, rebuilt, failed:
+			      rebuild task ids] -> HEARTBEAT_ACK */
 	MSG_T_NODE_LIST,   /* -> NODES */
 	MSG_T_NODES,	   /* nodes, [gone] */
 	/* regions */
 	MSG_T_REGION_CREATE, /* name, size, [chunk_size], [place] | [owners],
-				[writers] */
-	MSG_T_REGION_GET,    /* name -> REGION */
+				[writers], [replicas] */
+	MSG_T_REGION_GET,    /* name, [wruns], [wrepl] -> REGION; a region
+				of replicas > 1 without wrepl: EPROTONOSUPPORT */
 	MSG_T_REGION,	     /* name, size, chunk_size, epoch, chunks,
-				[writers] (older logs: none) */
+				[writers] (older logs: none), [replicas,
+				rgen, rstates]: n_chunks * replicas chunk
+				records, chunk-major */
 	MSG_T_REGION_LIST,   /* -> REGIONS */
 	MSG_T_REGIONS,	     /* regions */
 	MSG_T_REGION_DELETE, /* name -> OK */
@@ -69,7 +74,8 @@ enum msg_type {
 	MSG_T_AGENT_STAT,  /* node, faults, remote, local, errors, poisoned,
 			      peers */
 	/* coordinator -> node: the heartbeat's answer */
-	MSG_T_HEARTBEAT_ACK, /* epoch, ngen, cid, [extents to clear] */
+	MSG_T_HEARTBEAT_ACK, /* epoch, ngen, cid, [extents to clear],
+				[fence], [tasks] */
 	/* change records only (write-ahead log), never requests */
 	MSG_T_SCRUB,	  /* node, epoch, extents: freed by a delete at
 			     epoch, to be cleared by the owner before reuse */
@@ -111,6 +117,14 @@ enum msg_type {
 	 * node, name (the node's id and name, which must match). The id is
 	 * never given again; the name is free for a new node. */
 	MSG_T_NODE_FORGET,
+	/* admin or node -> coordinator: name -> OK. Starts rebuilding every
+	 * MISSING replica of the region now (normally automatic). */
+	MSG_T_REGION_REBUILD,
+	/* change record only (write-ahead log): name, rgen, epoch (the
+	 * global one after the change), rstates: the replicas that changed
+	 * with their new state (0..2), chunks: their new node, offset and
+	 * instance, one per rstates entry, in the same order */
+	MSG_T_REPLICA,
 	MSG_T__MAX,
 };
 
@@ -167,6 +181,18 @@ enum msg_field_id {
 			  instead of chunks (common/layout.h) */
 	MSG_F_WANT_RUNS, /* u64, 1 (absent: 0): REGION_GET from an agent
 			    that takes its layout in runs */
+	MSG_F_REPLICAS,	 /* u64, 1..MSG_REPLICAS_MAX (absent: 1) */
+	MSG_F_RGEN,	 /* u64, a region's replica generation, >= 1 */
+	MSG_F_RSTATES,	 /* list of struct msg_rstate: replicas not SYNC */
+	MSG_F_ZONE,	 /* str, a node's zone: "" (none) or a name */
+	MSG_F_WANT_REPL, /* u64, 1 (absent: 0): REGION_GET from an agent
+			    that understands replicated regions */
+	MSG_F_FENCE,	 /* list of struct msg_extent: the node's extents
+			    that must serve no READ/WRITE any more */
+	MSG_F_TASKS,	 /* list of struct msg_rtask, <= MSG_TASKS_MAX */
+	MSG_F_TAKEN,	 /* list of u64 task ids set up by the node */
+	MSG_F_REBUILT,	 /* list of u64 task ids whose copy finished */
+	MSG_F_FAILED,	 /* list of u64 task ids the node could not do */
 	MSG_F__MAX,
 };
 
@@ -229,6 +255,35 @@ struct msg_run {
 	uint32_t n_parts;
 };
 
+/* Replicas: a region has 1..MSG_REPLICAS_MAX copies of every chunk. */
+#define MSG_REPLICAS_MAX 3u
+#define MSG_TASKS_MAX	 64u /* rebuild tasks in one heartbeat answer */
+
+/* The state of one replica of a chunk. */
+enum msg_rstate_state {
+	MSG_RS_SYNC = 0,       /* holds every write: serves reads */
+	MSG_RS_MISSING = 1,    /* out of the set: no reads, no writes */
+	MSG_RS_REBUILDING = 2, /* being copied: takes writes, no reads */
+};
+
+/* A replica that is not in sync: replica @replica of chunk @chunk. */
+struct msg_rstate {
+	uint64_t chunk;
+	uint64_t replica;
+	uint64_t state; /* enum msg_rstate_state; 1..2 in REGION/MAP_LAYOUT */
+};
+
+/* A rebuild copy for the node it is sent to: [src_off, src_off + len) of
+ * node src_node's pool (instance src_inst) into its own pool at dst_off. */
+struct msg_rtask {
+	uint64_t id;
+	uint64_t src_node;
+	uint64_t src_off;
+	uint64_t src_inst;
+	uint64_t dst_off;
+	uint64_t len;
+};
+
 /* A byte range of a node's pool. */
 struct msg_extent {
 	uint64_t off;
@@ -252,6 +307,7 @@ struct msg_node {
 	/* the asking node's pair key with this node (all zero: none; only
 	 * a node's own authenticated session gets them) */
 	uint8_t pkey[MSG_PKEY_LEN];
+	char zone[MSG_NAME_MAX]; /* "" if none (not written then) */
 };
 
 struct msg_region {
@@ -261,6 +317,8 @@ struct msg_region {
 	uint64_t epoch;
 	struct msg_chunk *chunks; /* only in MSG_T_NODES/REGIONS if listed */
 	uint32_t n_chunks;
+	uint64_t replicas; /* 0 (absent): 1 */
+	uint64_t rgen;	   /* 0 (absent): a region of one replica */
 };
 
 /* Per-peer transport figures reported by an agent. */
@@ -331,6 +389,19 @@ struct msg {
 	struct msg_run *runs; /* a layout in runs (instead of chunks) */
 	uint32_t n_runs;
 	uint64_t want_runs; /* REGION_GET: 1 = answer in runs */
+	/* replicated regions (absent for regions of one replica) */
+	uint64_t replicas;	    /* 0 (absent): 1 */
+	uint64_t rgen;		    /* 0: absent */
+	struct msg_rstate *rstates; /* sorted by chunk, then replica */
+	uint32_t n_rstates;
+	char zone[MSG_NAME_MAX]; /* "" (not written): none */
+	uint64_t want_repl;	 /* REGION_GET: 1 = the asker knows replicas */
+	struct msg_extent *fence;
+	uint32_t n_fence;
+	struct msg_rtask *tasks;
+	uint32_t n_tasks;
+	uint64_t *taken, *rebuilt, *failed; /* task ids */
+	uint32_t n_taken, n_rebuilt, n_failed;
 };
 
 /* AGENT_STAT's cache list: index -> figure (later ones may be absent) */
@@ -385,6 +456,15 @@ int msg_strset(char *dst, size_t dst_size, const char *src);
 
 /* True if @s is a valid region/node name (1..63 of [A-Za-z0-9._-]). */
 int msg_name_is_valid(const char *s);
+
+/*
+ * Checks a sparse list of replica states as REGION carries it: sorted by chunk then replica, no duplicates, chunk < @n_chunks,
+ * replica < @replicas, state MISSING or REBUILDING. msg_decode() applies
+ * it to REGION (n_chunks from size and chunk_size). Returns 0 or
+ * -EBADMSG.
+ */
+int msg_rstates_check(const struct msg_rstate *rs, uint32_t n,
+		      uint64_t n_chunks, uint64_t replicas);
 
 /* 1 if node record @n carries a pair key (not all zero), else 0. */
 int msg_node_has_pkey(const struct msg_node *n);

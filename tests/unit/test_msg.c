@@ -31,17 +31,20 @@
 static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_OK] = 0,
 	[MSG_T_ERROR] = B(ERR) | B(TEXT),
-	[MSG_T_NODE_JOIN] = B(NAME) | B(DATA_ADDR) | B(POOL_SIZE) | B(INSTANCE),
+	[MSG_T_NODE_JOIN] =
+		B(NAME) | B(DATA_ADDR) | B(POOL_SIZE) | B(INSTANCE) | B(ZONE),
 	[MSG_T_NODE_JOINED] = B(NODE) | B(LEASE_MS) | B(CID),
 	[MSG_T_HEARTBEAT] = B(NODE) | B(INSTANCE) | B(PEERS) | B(EPOCH) |
-			    B(CID) | B(EXTENTS),
+			    B(CID) | B(EXTENTS) | B(TAKEN) | B(REBUILT) |
+			    B(FAILED),
 	[MSG_T_NODE_LIST] = 0,
 	[MSG_T_NODES] = B(NODES) | B(GONE),
 	[MSG_T_REGION_CREATE] = B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(PLACE) |
-				B(OWNERS) | B(WRITERS),
-	[MSG_T_REGION_GET] = B(NAME) | B(WANT_RUNS),
+				B(OWNERS) | B(WRITERS) | B(REPLICAS),
+	[MSG_T_REGION_GET] = B(NAME) | B(WANT_RUNS) | B(WANT_REPL),
 	[MSG_T_REGION] = B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(EPOCH) |
-			 B(CHUNKS) | B(WRITERS) | B(RUNS),
+			 B(CHUNKS) | B(WRITERS) | B(RUNS) | B(REPLICAS) |
+			 B(RGEN) | B(RSTATES),
 	[MSG_T_REGION_LIST] = 0,
 	[MSG_T_REGIONS] = B(REGIONS),
 	[MSG_T_REGION_DELETE] = B(NAME),
@@ -52,12 +55,13 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_MAP] = B(NAME) | B(FLAGS),
 	[MSG_T_MAP_LAYOUT] = B(NAME) | B(NODE) | B(SIZE) | B(CHUNK_SIZE) |
 			     B(EPOCH) | B(POOL_SIZE) | B(CHUNKS) | B(INSTANCE) |
-			     B(CID) | B(FLAGS) | B(RUNS),
+			     B(CID) | B(FLAGS) | B(RUNS) | B(REPLICAS),
 	[MSG_T_MAP_UFFD] = B(BASE) | B(FEATURES) | B(FLAGS),
 	[MSG_T_AGENT_STATS] = 0,
 	[MSG_T_AGENT_STAT] = B(NODE) | B(FAULTS) | B(REMOTE) | B(LOCAL) |
 			     B(ERRORS) | B(POISONED) | B(PEERS) | B(CACHE),
-	[MSG_T_HEARTBEAT_ACK] = B(EPOCH) | B(NGEN) | B(CID) | B(EXTENTS),
+	[MSG_T_HEARTBEAT_ACK] =
+		B(EPOCH) | B(NGEN) | B(CID) | B(EXTENTS) | B(FENCE) | B(TASKS),
 	[MSG_T_SCRUB] = B(NODE) | B(EPOCH) | B(EXTENTS),
 	[MSG_T_SCRUB_DONE] = B(NODE) | B(EXTENTS),
 	[MSG_T_WRITE_LEASE] = B(NAME) | B(NODE) | B(INSTANCE) | B(LEASE),
@@ -67,6 +71,8 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_REGION_WRITERS] = B(NAME) | B(WRITERS),
 	[MSG_T_LEASE_BREAK] = B(NAME),
 	[MSG_T_NODE_FORGET] = B(NAME) | B(NODE),
+	[MSG_T_REGION_REBUILD] = B(NAME),
+	[MSG_T_REPLICA] = B(NAME) | B(RGEN) | B(EPOCH) | B(RSTATES) | B(CHUNKS),
 };
 
 /* ---- a small CBOR writer for hand-made inputs ----------------------------- */
@@ -223,6 +229,43 @@ static void t_msg_fill(struct msg *m, enum msg_type type, uint32_t n_chunks)
 	m->ngen = UINT64_MAX - 5;
 	m->lease = UINT64_C(0xfeedface12345678);
 	m->want_runs = 1;
+	m->replicas = 3;
+	m->rgen = UINT64_MAX - 1;
+	m->want_repl = 1;
+	strcpy(m->zone, "rack-2.a");
+	m->n_rstates = 3;
+	m->rstates = calloc(m->n_rstates, sizeof(*m->rstates));
+	assert_non_null(m->rstates);
+	m->rstates[0] = (struct msg_rstate){ 0, 1, MSG_RS_MISSING };
+	m->rstates[1] = (struct msg_rstate){ 0, 2, MSG_RS_REBUILDING };
+	m->rstates[2] = (struct msg_rstate){ 5, 0, MSG_RS_MISSING };
+	m->n_fence = 2;
+	m->fence = calloc(m->n_fence, sizeof(*m->fence));
+	assert_non_null(m->fence);
+	m->fence[0] = (struct msg_extent){ 0, 4096 };
+	m->fence[1] = (struct msg_extent){ UINT64_C(1) << 40, 2 << 20 };
+	m->n_tasks = MSG_TASKS_MAX;
+	m->tasks = calloc(m->n_tasks, sizeof(*m->tasks));
+	assert_non_null(m->tasks);
+	for (uint32_t i = 0; i < m->n_tasks; i++)
+		m->tasks[i] = (struct msg_rtask){
+			i + 1,		2 + i, (uint64_t)i << 21,
+			UINT64_MAX - i, i,     1 + i
+		};
+	m->n_taken = 2;
+	m->taken = calloc(2, sizeof(uint64_t));
+	assert_non_null(m->taken);
+	m->taken[0] = 1;
+	m->taken[1] = UINT64_MAX;
+	m->n_rebuilt = 1;
+	m->rebuilt = calloc(1, sizeof(uint64_t));
+	assert_non_null(m->rebuilt);
+	m->rebuilt[0] = 7;
+	m->n_failed = 3;
+	m->failed = calloc(3, sizeof(uint64_t));
+	assert_non_null(m->failed);
+	for (int i = 0; i < 3; i++)
+		m->failed[i] = 100 + (uint64_t)i;
 	m->n_cache = MSG_CACHE__MAX;
 	m->cache = calloc(m->n_cache, sizeof(*m->cache));
 	assert_non_null(m->cache);
@@ -278,6 +321,9 @@ static void t_msg_fill(struct msg *m, enum msg_type type, uint32_t n_chunks)
 		n->mr_addr = 0x1000 * i;
 		n->rkey = 0x77 + i;
 		n->mr_len = 4096;
+		/* the first node has no zone: the field stays off the wire */
+		if (i)
+			snprintf(n->zone, sizeof(n->zone), "z%u", i);
 		/* the last node reports no peers: an absent optional list */
 		if (i < 2)
 			t_peers_fill(&n->peers, &n->n_peers, 2 + i, i * 10);
@@ -305,6 +351,10 @@ static void t_msg_fill(struct msg *m, enum msg_type type, uint32_t n_chunks)
 		r->epoch = i;
 		if (i == 0)
 			t_chunks_fill(&r->chunks, &r->n_chunks, 4);
+		if (i == 1) {
+			r->replicas = 2;
+			r->rgen = 9;
+		}
 	}
 }
 
@@ -366,7 +416,25 @@ static void t_msg_equal(const struct msg *a, const struct msg *d, uint64_t mask)
 	SCALAR(NGEN, ngen);
 	SCALAR(LEASE, lease);
 	SCALAR(WANT_RUNS, want_runs);
+	SCALAR(REPLICAS, replicas);
+	SCALAR(RGEN, rgen);
+	SCALAR(WANT_REPL, want_repl);
 #undef SCALAR
+	assert_string_equal(d->zone, (mask & B(ZONE)) ? a->zone : "");
+#define RECS(F, mem, n)                                              \
+	do {                                                         \
+		assert_int_equal(d->n, (mask & B(F)) ? a->n : 0);    \
+		if (d->n)                                            \
+			assert_memory_equal(d->mem, a->mem,          \
+					    a->n * sizeof(*a->mem)); \
+	} while (0)
+	RECS(RSTATES, rstates, n_rstates);
+	RECS(FENCE, fence, n_fence);
+	RECS(TASKS, tasks, n_tasks);
+	RECS(TAKEN, taken, n_taken);
+	RECS(REBUILT, rebuilt, n_rebuilt);
+	RECS(FAILED, failed, n_failed);
+#undef RECS
 	assert_string_equal(d->text, (mask & B(TEXT)) ? a->text : "");
 	assert_string_equal(d->name, (mask & B(NAME)) ? a->name : "");
 	assert_string_equal(d->data_addr,
@@ -419,6 +487,7 @@ static void t_msg_equal(const struct msg *a, const struct msg *d, uint64_t mask)
 		assert_int_equal(x->mr_addr, y->mr_addr);
 		assert_int_equal(x->rkey, y->rkey);
 		assert_int_equal(x->mr_len, y->mr_len);
+		assert_string_equal(x->zone, y->zone);
 		t_peers_equal(x->peers, x->n_peers, y->peers, y->n_peers);
 	}
 	assert_int_equal(d->n_gone, (mask & B(GONE)) ? a->n_gone : 0);
@@ -438,6 +507,8 @@ static void t_msg_equal(const struct msg *a, const struct msg *d, uint64_t mask)
 		assert_int_equal(x->size, y->size);
 		assert_int_equal(x->chunk_size, y->chunk_size);
 		assert_int_equal(x->epoch, y->epoch);
+		assert_int_equal(x->replicas, y->replicas);
+		assert_int_equal(x->rgen, y->rgen);
 		t_chunks_equal(x->chunks, x->n_chunks, y->chunks, y->n_chunks);
 	}
 }
@@ -1598,6 +1669,136 @@ static void test_msg_big_layout(void **state)
 	free(buf);
 }
 
+/* Replica fields: every range and the rstates list's order are checked. */
+static int t_region_rstates(uint64_t replicas, const struct msg_rstate *rs,
+			    uint32_t n)
+{
+	struct msg m, d;
+	uint8_t *buf;
+	size_t len;
+	int ret;
+
+	msg_init(&m, MSG_T_REGION);
+	strcpy(m.name, "r");
+	m.size = UINT64_C(8) << 20; /* 4 chunks of 2 MiB */
+	m.chunk_size = UINT64_C(2) << 20;
+	m.epoch = 1;
+	m.replicas = replicas;
+	m.rgen = 1;
+	m.rstates = (struct msg_rstate *)rs;
+	m.n_rstates = n;
+	assert_int_equal(msg_encode(&m, &buf, &len), 0);
+	ret = msg_decode(buf, len, &d);
+	free(buf);
+	msg_fini(&d);
+	return ret;
+}
+
+static void test_msg_replicas(void **state)
+{
+	const struct msg_rstate ok[] = { { 0, 1, 1 },
+					 { 3, 0, 2 },
+					 { 3, 1, 1 } };
+	const struct msg_rstate unsorted[] = { { 3, 0, 1 }, { 0, 1, 1 } };
+	const struct msg_rstate dup[] = { { 1, 1, 1 }, { 1, 1, 2 } };
+	const struct msg_rstate chunk_out[] = { { 4, 0, 1 } };
+	const struct msg_rstate rep_out[] = { { 0, 2, 1 } };
+	const struct msg_rstate sync[] = { { 0, 1, 0 } };
+	struct t_buf b;
+	struct msg m;
+	uint8_t *buf;
+	size_t len;
+
+	assert_int_equal(t_region_rstates(2, ok, 3), 0);
+	assert_int_equal(t_region_rstates(2, unsorted, 2), -EBADMSG);
+	assert_int_equal(t_region_rstates(2, dup, 2), -EBADMSG);
+	assert_int_equal(t_region_rstates(2, chunk_out, 1), -EBADMSG);
+	assert_int_equal(t_region_rstates(2, rep_out, 1), -EBADMSG);
+	assert_int_equal(t_region_rstates(3, rep_out, 1), 0);
+	/* SYNC is never listed in a layout (only in a WAL record) */
+	assert_int_equal(t_region_rstates(2, sync, 1), -EBADMSG);
+	/* absent replicas is one: no replica 1 */
+	assert_int_equal(t_region_rstates(0, ok, 1), -EBADMSG);
+
+	/* replicas 1..3 */
+	t_head(&b, 3, MSG_T_REGION_CREATE);
+	t_str(&b, "name");
+	t_str(&b, "r");
+	t_str(&b, "size");
+	t_uint(&b, 4096);
+	t_str(&b, "replicas");
+	t_uint(&b, 4);
+	t_bad(&b);
+	b.len--;
+	t_uint(&b, 0);
+	t_bad(&b);
+	b.len--;
+	t_uint(&b, 3);
+	assert_int_equal(t_decode(&b), 0);
+
+	/* a zone is "" or a name */
+	t_head(&b, 5, MSG_T_NODE_JOIN);
+	t_str(&b, "name");
+	t_str(&b, "n1");
+	t_str(&b, "daddr");
+	t_str(&b, "h:1");
+	t_str(&b, "pool");
+	t_uint(&b, 0);
+	t_str(&b, "inst");
+	t_uint(&b, 1);
+	t_str(&b, "zone");
+	t_str(&b, "a/b");
+	t_bad(&b);
+	b.len -= 4;
+	t_str(&b, "");
+	assert_int_equal(t_decode(&b), 0);
+
+	/* at most MSG_TASKS_MAX tasks in an ack, both ways */
+	msg_init(&m, MSG_T_HEARTBEAT_ACK);
+	m.n_tasks = MSG_TASKS_MAX + 1;
+	m.tasks = calloc(m.n_tasks, sizeof(*m.tasks));
+	assert_non_null(m.tasks);
+	for (uint32_t i = 0; i < m.n_tasks; i++)
+		m.tasks[i] = (struct msg_rtask){ i + 1, 1, 0, 0, 0, 4096 };
+	assert_int_equal(msg_encode(&m, &buf, &len), -EINVAL);
+	t_head(&b, 4, MSG_T_HEARTBEAT_ACK);
+	t_str(&b, "epoch");
+	t_uint(&b, 1);
+	t_str(&b, "ngen");
+	t_uint(&b, 1);
+	t_str(&b, "cid");
+	t_uint(&b, 1);
+	t_str(&b, "tasks");
+	t_arr(&b, MSG_TASKS_MAX + 1);
+	for (uint32_t i = 0; i < MSG_TASKS_MAX + 1; i++) {
+		t_map(&b, 6);
+		t_str(&b, "id");
+		t_uint(&b, i + 1);
+		t_str(&b, "snode");
+		t_uint(&b, 1);
+		t_str(&b, "soff");
+		t_uint(&b, 0);
+		t_str(&b, "sinst");
+		t_uint(&b, 0);
+		t_str(&b, "doff");
+		t_uint(&b, 0);
+		t_str(&b, "len");
+		t_uint(&b, 4096);
+	}
+	t_bad(&b);
+	m.n_tasks = MSG_TASKS_MAX;
+	assert_int_equal(msg_encode(&m, &buf, &len), 0);
+	free(buf);
+	msg_fini(&m);
+
+	/* an empty zone stays off the wire: a join reads as before */
+	msg_init(&m, MSG_T_NODE_JOIN);
+	strcpy(m.name, "n");
+	t_encode(&m, &buf, &len);
+	assert_null(memmem(buf, len, "zone", 4));
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1615,6 +1816,7 @@ int main(void)
 		cmocka_unit_test(test_msg_helpers),
 		cmocka_unit_test(test_msg_bad_item_count),
 		cmocka_unit_test(test_msg_big_layout),
+		cmocka_unit_test(test_msg_replicas),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
