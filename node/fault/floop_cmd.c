@@ -136,6 +136,15 @@ static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
 		m->n_rs = d->n_rstates;
 		m->rgen = d->rgen;
 		d->rstates = NULL;
+		if (m->repl > REPL_MAX ||
+		    m->lay.n_chunks != (uint64_t)d->n_chunks * m->repl ||
+		    repl_states_check(m->rs, m->n_rs, d->n_chunks, m->repl)) {
+			/* checked by the session already: never served */
+			log_err("map %s: a replicated layout that does not "
+				"check; its faults get SIGBUS",
+				d->name);
+			m->stale = 1;
+		}
 	}
 	m->span = (uint64_t)d->n_chunks * d->chunk_size;
 	m->features = d->features;
@@ -188,7 +197,10 @@ static void floop_cmd_relayout(struct floop *f, struct cmd *c)
 
 		if (m->dead || m->repl <= 1 || m->epoch != c->epoch ||
 		    strcmp(m->name, c->name) || c->rgen <= m->rgen ||
-		    c->replicas != m->repl)
+		    c->replicas != m->repl ||
+		    layout_runs_check(c->runs, c->n_runs, m->chunk_size,
+				      m->n_chunks * m->repl) ||
+		    repl_states_check(c->rs, c->n_rs, m->n_chunks, m->repl))
 			continue;
 		if (layout_runs_copy(c->runs, c->n_runs, &runs)) {
 			/* keeps the old layout: its reads fail over, its

@@ -408,6 +408,18 @@ static int floop_slot_read(struct floop *f, struct fetch *s, uint64_t tag)
 	return floop_peer_read(f, s->owner, s->off, len, s->buf, tag);
 }
 
+/* A replica that holds nothing: its owner restarted (this node: its
+ * extent is not in the pool either). */
+static int floop_repl_is_gone(struct floop *f, const struct fmap *m,
+			      const struct msg_chunk *c)
+{
+	if (c->node != f->cfg.self)
+		return floop_peer_chunk_is_lost(f, c);
+	return (c->inst && f->cfg.instance && c->inst != f->cfg.instance) ||
+	       c->off > f->cfg.pool_size ||
+	       f->cfg.pool_size - c->off < m->chunk_size;
+}
+
 int floop_read_rec(struct floop *f, struct fmap *m, uint64_t idx,
 		   uint32_t failed, struct msg_chunk *out)
 {
@@ -424,9 +436,7 @@ int floop_read_rec(struct floop *f, struct fmap *m, uint64_t idx,
 	for (unsigned int i = 0; i < rc.r; i++) {
 		const struct msg_chunk *c = &rc.rec[i];
 
-		if (c->node == f->cfg.self ? c->inst && f->cfg.instance &&
-						     c->inst != f->cfg.instance
-					   : floop_peer_chunk_is_lost(f, c))
+		if (floop_repl_is_gone(f, m, c))
 			gone |= 1u << i;
 	}
 	r = repl_read_pick(&rc, f->cfg.self, gone);
