@@ -362,7 +362,7 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 				  B(EPOCH) | B(NGEN) | B(CID) | B(EXTENTS) |
 					  B(FENCE) | B(TASKS),
 				  B(EPOCH) | B(NGEN) | B(CID) },
-	[MSG_T_SCRUB] = { "scrub", B(NODE) | B(EPOCH) | B(EXTENTS),
+	[MSG_T_SCRUB] = { "scrub", B(NODE) | B(EPOCH) | B(EXTENTS) | B(FENCE),
 			  B(NODE) | B(EPOCH) },
 	[MSG_T_SCRUB_DONE] = { "scrub_done", B(NODE) | B(EXTENTS), B(NODE) },
 	[MSG_T_WRITE_LEASE] = { "write_lease",

@@ -78,7 +78,8 @@ enum msg_type {
 				[fence], [tasks] */
 	/* change records only (write-ahead log), never requests */
 	MSG_T_SCRUB,	  /* node, epoch, extents: freed by a delete at
-			     epoch, to be cleared by the owner before reuse */
+			     epoch, to be cleared by the owner before reuse;
+			     fence: the same, of replicas out of their set */
 	MSG_T_SCRUB_DONE, /* node, extents: cleared by the owner, free */
 	/* write leases: request and change record alike */
 	MSG_T_WRITE_LEASE,   /* name, node, instance, lease, [wgen: resume the

@@ -28,7 +28,7 @@
 #define WHY_LEN MSG_TEXT_MAX
 
 /* Grows *arr (of *cap elements of @size bytes) to hold @need elements. */
-static int coord_grow(void *arr, uint32_t *cap, uint32_t need, size_t size)
+int coord_grow(void *arr, uint32_t *cap, uint32_t need, size_t size)
 {
 	void **p = arr;
 	uint32_t ncap;
@@ -52,7 +52,7 @@ static int coord_is_pow2(uint64_t v)
 	return v && !(v & (v - 1));
 }
 
-static uint64_t coord_chunks_of(uint64_t size, uint64_t chunk_size)
+uint64_t coord_chunks_of(uint64_t size, uint64_t chunk_size)
 {
 	return size / chunk_size + (size % chunk_size != 0);
 }
@@ -145,7 +145,7 @@ static uint32_t coord_ext_pos(const struct coord_node *n, uint64_t off)
 }
 
 /* Reserves [off, off + len) of @n's pool; -ENOSPC if it overlaps. */
-static int coord_ext_insert(struct coord_node *n, uint64_t off, uint64_t len)
+int coord_ext_insert(struct coord_node *n, uint64_t off, uint64_t len)
 {
 	uint32_t i = coord_ext_pos(n, off);
 	int ret;
@@ -166,7 +166,7 @@ static int coord_ext_insert(struct coord_node *n, uint64_t off, uint64_t len)
 	return 0;
 }
 
-static void coord_ext_remove(struct coord_node *n, uint64_t off)
+void coord_ext_remove(struct coord_node *n, uint64_t off)
 {
 	uint32_t i = coord_ext_pos(n, off);
 
@@ -185,8 +185,8 @@ static void coord_ext_remove(struct coord_node *n, uint64_t off)
  * extent @len would be placed at, so that placing many chunks of one size
  * costs linear time, not quadratic. Returns 0 and *off, or -ENOSPC.
  */
-static int coord_ext_fit(const struct coord_node *n, uint64_t len,
-			 uint64_t align, uint32_t *from, uint64_t *off)
+int coord_ext_fit(const struct coord_node *n, uint64_t len, uint64_t align,
+		  uint32_t *from, uint64_t *off)
 {
 	uint64_t cand = 0;
 	uint32_t i = *from > n->n_ext ? n->n_ext : *from;
@@ -220,8 +220,8 @@ static int coord_ext_fit(const struct coord_node *n, uint64_t len,
 
 /* ---- extents waiting to be cleared ---- */
 
-static int coord_scrub_add(struct coord_node *n, uint64_t off, uint64_t len,
-			   uint64_t epoch)
+int coord_scrub_add(struct coord_node *n, uint64_t off, uint64_t len,
+		    uint64_t epoch)
 {
 	int ret;
 
@@ -232,6 +232,7 @@ static int coord_scrub_add(struct coord_node *n, uint64_t off, uint64_t len,
 	n->scrub[n->n_scrub].off = off;
 	n->scrub[n->n_scrub].len = len;
 	n->scrub[n->n_scrub].epoch = epoch;
+	n->scrub[n->n_scrub].fence = 0;
 	n->n_scrub++;
 	return 0;
 }
@@ -344,6 +345,8 @@ static int coord_apply_node(struct coord *c, const struct msg *rec, char *why,
 	}
 	memcpy(n->data_addr, row->data_addr, sizeof(n->data_addr));
 	n->data_addr[sizeof(n->data_addr) - 1] = '\0';
+	memcpy(n->zone, row->zone, sizeof(n->zone));
+	n->zone[sizeof(n->zone) - 1] = '\0';
 	n->pool_size = row->pool_size;
 	n->instance = row->instance;
 	n->mr_addr = row->mr_addr;
@@ -392,6 +395,7 @@ static void coord_region_free(struct coord_region *r)
 		return;
 	free(r->chunks);
 	free(r->writers);
+	free(r->rstate);
 	free(r);
 }
 
@@ -481,6 +485,7 @@ static void coord_writers_str(const struct coord *c,
 static int coord_apply_region(struct coord *c, const struct msg *rec, char *why,
 			      size_t why_len)
 {
+	uint64_t reps = rec->replicas ? rec->replicas : 1;
 	struct coord_region *r;
 	uint32_t i;
 	int ret;
@@ -502,11 +507,19 @@ static int coord_apply_region(struct coord *c, const struct msg *rec, char *why,
 		snprintf(why, why_len, "a region record with runs");
 		return -EINVAL;
 	}
-	if (rec->n_chunks != coord_chunks_of(rec->size, rec->chunk_size)) {
-		snprintf(why, why_len, "%u chunks for a region of %llu",
-			 rec->n_chunks,
-			 (unsigned long long)coord_chunks_of(rec->size,
-							     rec->chunk_size));
+	if (rec->n_chunks !=
+	    coord_chunks_of(rec->size, rec->chunk_size) * reps) {
+		snprintf(why, why_len,
+			 "%u chunk records for a region of %llu, %llu "
+			 "replicas",
+			 rec->n_chunks, (unsigned long long)rec->size,
+			 (unsigned long long)reps);
+		return -EINVAL;
+	}
+	if (msg_rstates_check(rec->rstates, rec->n_rstates,
+			      coord_chunks_of(rec->size, rec->chunk_size),
+			      reps)) {
+		snprintf(why, why_len, "bad replica states");
 		return -EINVAL;
 	}
 	ret = coord_grow(&c->regions, &c->cap_regions, c->n_regions + 1,
@@ -520,6 +533,19 @@ static int coord_apply_region(struct coord *c, const struct msg *rec, char *why,
 	if (!r->chunks) {
 		ret = -ENOMEM;
 		goto out_free;
+	}
+	r->replicas = (uint32_t)reps;
+	if (reps > 1) {
+		r->rstate = calloc(rec->n_chunks, 1);
+		if (!r->rstate) {
+			ret = -ENOMEM;
+			goto out_free;
+		}
+		for (uint32_t k = 0; k < rec->n_rstates; k++)
+			r->rstate[rec->rstates[k].chunk * reps +
+				  rec->rstates[k].replica] =
+				(uint8_t)rec->rstates[k].state;
+		r->rgen = rec->rgen ? rec->rgen : 1;
 	}
 	ret = coord_writers_copy(c, rec->writers, rec->n_writers, &r->writers,
 				 &r->n_writers, why, why_len);
@@ -542,6 +568,10 @@ static int coord_apply_region(struct coord *c, const struct msg *rec, char *why,
 			ret = -EINVAL;
 			goto out_unreserve;
 		}
+		r->chunks[i] = *ch;
+		/* A MISSING replica holds no extent. */
+		if (r->rstate && r->rstate[i] == MSG_RS_MISSING)
+			continue;
 		ret = coord_ext_insert(n, ch->off, rec->chunk_size);
 		if (ret) {
 			snprintf(why, why_len,
@@ -549,7 +579,6 @@ static int coord_apply_region(struct coord *c, const struct msg *rec, char *why,
 				 (unsigned long long)ch->off, n->id);
 			goto out_unreserve;
 		}
-		r->chunks[i] = *ch;
 	}
 	memcpy(r->name, rec->name, sizeof(r->name));
 	r->size = rec->size;
@@ -562,8 +591,9 @@ static int coord_apply_region(struct coord *c, const struct msg *rec, char *why,
 	return 0;
 out_unreserve:
 	while (i--)
-		coord_ext_remove(coord_node_find(c, r->chunks[i].node),
-				 r->chunks[i].off);
+		if (!r->rstate || r->rstate[i] != MSG_RS_MISSING)
+			coord_ext_remove(coord_node_find(c, r->chunks[i].node),
+					 r->chunks[i].off);
 out_free:
 	coord_region_free(r);
 	return ret;
@@ -594,6 +624,8 @@ static int coord_apply_region_delete(struct coord *c, const struct msg *rec,
 		const struct msg_chunk *ch = &r->chunks[k];
 		struct coord_node *n = coord_node_find(c, ch->node);
 
+		if (r->rstate && r->rstate[k] == MSG_RS_MISSING)
+			continue; /* its extent was handed back already */
 		/* Placed in a pool its owner has since lost: never written
 		 * in the pool it has now, so free at once. */
 		if (ch->inst && ch->inst != n->instance)
@@ -623,8 +655,11 @@ static int coord_apply_scrub(struct coord *c, const struct msg *rec, char *why,
 			 (unsigned long long)rec->node);
 		return -ENOENT;
 	}
-	for (i = 0; i < rec->n_extents; i++) {
-		const struct msg_extent *e = &rec->extents[i];
+	/* extents, then fence: those held replicas, fenced until freed */
+	for (i = 0; i < rec->n_extents + rec->n_fence; i++) {
+		const struct msg_extent *e =
+			i < rec->n_extents ? &rec->extents[i]
+					   : &rec->fence[i - rec->n_extents];
 
 		if (e->off > UINT64_MAX - e->len) {
 			ret = -EINVAL;
@@ -638,6 +673,7 @@ static int coord_apply_scrub(struct coord *c, const struct msg *rec, char *why,
 			coord_ext_remove(n, e->off);
 			break;
 		}
+		n->scrub[n->n_scrub - 1].fence = i >= rec->n_extents;
 	}
 	if (!ret)
 		return 0;
@@ -824,7 +860,9 @@ static uint32_t coord_node_regions(const struct coord *c, uint64_t id,
 			hit = r->n_writers && coord_writer_is_allowed(r, id);
 		} else {
 			for (uint32_t j = 0; j < r->n_chunks && !hit; j++)
-				hit = r->chunks[j].node == id;
+				hit = r->chunks[j].node == id &&
+				      (!r->rstate ||
+				       r->rstate[j] != MSG_RS_MISSING);
 		}
 		if (!hit)
 			continue;
@@ -946,6 +984,8 @@ int coord_record_apply(struct coord *c, const struct msg *rec, char *why,
 		return coord_apply_lease_break(c, rec, why, why_len);
 	case MSG_T_NODE_FORGET:
 		return coord_apply_node_forget(c, rec, why, why_len);
+	case MSG_T_REPLICA:
+		return coord_apply_replica(c, rec, why, why_len);
 	default:
 		snprintf(why, why_len, "%s is not a change record",
 			 msg_type_name(rec->type));
@@ -959,6 +999,7 @@ static void coord_node_row(const struct coord_node *n, struct msg_node *row)
 	row->id = n->id;
 	memcpy(row->name, n->name, sizeof(row->name));
 	memcpy(row->data_addr, n->data_addr, sizeof(row->data_addr));
+	memcpy(row->zone, n->zone, sizeof(row->zone));
 	row->pool_size = n->pool_size;
 	row->instance = n->instance;
 	row->mr_addr = n->mr_addr;
@@ -1002,13 +1043,16 @@ static int coord_scrubs_dump(const struct coord_node *n,
 	while (!ret && done < n->n_scrub) {
 		uint64_t epoch = 0;
 		uint32_t k = 0;
+		int fence = 0;
 
 		for (uint32_t i = 0; i < n->n_scrub; i++) {
-			if (taken[i] || (k && n->scrub[i].epoch != epoch))
+			if (taken[i] || (k && (n->scrub[i].epoch != epoch ||
+					       n->scrub[i].fence != fence)))
 				continue;
 			if (k == COORD_SCRUB_BATCH)
 				break;
 			epoch = n->scrub[i].epoch;
+			fence = n->scrub[i].fence;
 			ext[k].off = n->scrub[i].off;
 			ext[k].len = n->scrub[i].len;
 			taken[i] = 1;
@@ -1017,8 +1061,13 @@ static int coord_scrubs_dump(const struct coord_node *n,
 		msg_init(&m, MSG_T_SCRUB);
 		m.node = n->id;
 		m.epoch = epoch;
-		m.extents = ext;
-		m.n_extents = k;
+		if (fence) {
+			m.fence = ext;
+			m.n_fence = k;
+		} else {
+			m.extents = ext;
+			m.n_extents = k;
+		}
 		ret = emit(arg, &m);
 		done += k;
 	}
@@ -1065,7 +1114,29 @@ int coord_records_dump(const struct coord *c,
 		m.n_chunks = r->n_chunks;
 		m.writers = r->writers;
 		m.n_writers = r->n_writers;
+		if (r->replicas > 1) {
+			m.replicas = r->replicas;
+			m.rgen = r->rgen;
+			for (uint32_t k = 0; k < r->n_chunks; k++)
+				m.n_rstates += r->rstate[k] != MSG_RS_SYNC;
+		}
+		if (m.n_rstates) {
+			uint32_t j = 0;
+
+			m.rstates = malloc((size_t)m.n_rstates *
+					   sizeof(*m.rstates));
+			if (!m.rstates)
+				return -ENOMEM;
+			for (uint32_t k = 0; k < r->n_chunks; k++) {
+				if (r->rstate[k] == MSG_RS_SYNC)
+					continue;
+				m.rstates[j].chunk = k / r->replicas;
+				m.rstates[j].replica = k % r->replicas;
+				m.rstates[j++].state = r->rstate[k];
+			}
+		}
 		ret = emit(arg, &m);
+		free(m.rstates);
 		if (ret)
 			return ret;
 	}
@@ -1262,6 +1333,7 @@ void coord_destroy(struct coord *c)
 		coord_region_free(c->regions[i]);
 	free(c->regions);
 	free(c->eps);
+	free(c->tasks);
 	free(c);
 }
 
@@ -1284,8 +1356,8 @@ int coord_sync(struct coord *c)
  * Applies and logs the change @rec. Returns 0; or the apply error with
  * @rep set to MSG_T_ERROR; or, with c->fatal set, the log's write error.
  */
-static int coord_change(struct coord *c, const struct msg *rec, struct msg *rep,
-			int *fatal)
+int coord_change(struct coord *c, const struct msg *rec, struct msg *rep,
+		 int *fatal)
 {
 	char why[WHY_LEN] = "";
 	uint8_t *buf = NULL;
@@ -1382,7 +1454,8 @@ static int coord_on_join(struct coord *c, const struct msg *req,
 			restarted = 1;
 			old = n->instance;
 		} else if (!strcmp(n->data_addr, req->data_addr) &&
-			   n->pool_size == req->pool_size) {
+			   n->pool_size == req->pool_size &&
+			   !strcmp(n->zone, req->zone)) {
 			changed = 0;
 		}
 	} else {
@@ -1391,6 +1464,7 @@ static int coord_on_join(struct coord *c, const struct msg *req,
 		memcpy(row.name, req->name, sizeof(row.name));
 	}
 	memcpy(row.data_addr, req->data_addr, sizeof(row.data_addr));
+	memcpy(row.zone, req->zone, sizeof(row.zone));
 	row.pool_size = req->pool_size;
 	row.instance = req->instance;
 	if (changed) {
@@ -1406,6 +1480,9 @@ static int coord_on_join(struct coord *c, const struct msg *req,
 		log_info("node %u (%s) restarted: instance %llx -> %llx", n->id,
 			 n->name, (unsigned long long)old,
 			 (unsigned long long)n->instance);
+	/* Its pool is new: the replicas it held are gone. */
+	if (restarted && coord_repl_node_lost(c, n, fatal))
+		return *fatal ? *fatal : 0;
 	if (!n->was_up || changed)
 		log_info("node %u (%s) joined: %s, pool %llu, instance %llx",
 			 n->id, n->name, n->data_addr,
@@ -1570,7 +1647,18 @@ static int coord_on_heartbeat(struct coord *c, const struct msg *req,
 			return ret;
 		}
 	}
-	return coord_heartbeat_ack(c, n, rep, now);
+	if (req->n_taken || req->n_rebuilt || req->n_failed) {
+		ret = coord_repl_heartbeat(c, n, req, rep, fatal);
+		if (ret) {
+			if (!*fatal && rep->type != MSG_T_ERROR)
+				msg_error(rep, ret, "out of memory");
+			return ret;
+		}
+	}
+	ret = coord_heartbeat_ack(c, n, rep, now);
+	if (!ret)
+		ret = coord_repl_ack(c, n, rep);
+	return ret;
 }
 
 static int coord_on_node_list(struct coord *c, struct msg *rep, uint64_t now)
@@ -1750,12 +1838,23 @@ static int coord_on_region_create(struct coord *c, const struct msg *req,
 	ret = coord_region_check(&rec, why, sizeof(why));
 	if (ret)
 		goto out_err;
+	if (req->replicas > 1 && req->n_owners) {
+		snprintf(why, sizeof(why),
+			 "owners cannot be given with replicas > 1");
+		ret = -EINVAL;
+		goto out_err;
+	}
 	if (coord_region_find(c, req->name)) {
 		snprintf(why, sizeof(why), "region '%s' exists", req->name);
 		ret = -EEXIST;
 		goto out_err;
 	}
 	n_chunks = coord_chunks_of(rec.size, rec.chunk_size);
+	if (req->replicas > 1) {
+		rec.replicas = req->replicas;
+		rec.rgen = 1;
+		n_chunks *= req->replicas;
+	}
 	rec.chunks = calloc(n_chunks, sizeof(*rec.chunks));
 	if (!rec.chunks) {
 		ret = -ENOMEM;
@@ -1766,7 +1865,10 @@ static int coord_on_region_create(struct coord *c, const struct msg *req,
 				 &rec.n_writers, why, sizeof(why));
 	if (ret)
 		goto out_err;
-	ret = coord_region_place(c, req, &rec, now, why, sizeof(why));
+	if (rec.replicas > 1)
+		ret = coord_repl_place(c, req, &rec, now, why, sizeof(why));
+	else
+		ret = coord_region_place(c, req, &rec, now, why, sizeof(why));
 	if (ret)
 		goto out_err;
 	ret = coord_change(c, &rec, rep, fatal);
@@ -1775,7 +1877,8 @@ static int coord_on_region_create(struct coord *c, const struct msg *req,
 		return *fatal ? ret : 0;
 	}
 	log_info("region '%s' created: %llu bytes, %u chunks, epoch %llu",
-		 rec.name, (unsigned long long)rec.size, rec.n_chunks,
+		 rec.name, (unsigned long long)rec.size,
+		 rec.n_chunks / (rec.replicas ? (uint32_t)rec.replicas : 1),
 		 (unsigned long long)rec.epoch);
 	*rep = rec; /* the change record is the reply; rep owns its chunks */
 	return 0;
@@ -1802,8 +1905,41 @@ static void coord_on_region_get(struct coord *c, const struct msg *req,
 		msg_error(rep, -ENOENT, "no region '%s'", req->name);
 		return;
 	}
+	if (r->replicas > 1 && !req->want_repl) {
+		msg_error(rep, -EPROTONOSUPPORT,
+			  "region '%s' has %u replicas: this agent is too old "
+			  "for replicated regions",
+			  r->name, r->replicas);
+		return;
+	}
 	msg_init(rep, MSG_T_REGION);
 	coord_region_msg(r, rep);
+	if (r->replicas > 1) {
+		uint32_t k = 0;
+
+		rep->replicas = r->replicas;
+		rep->rgen = r->rgen;
+		for (uint32_t i = 0; i < r->n_chunks; i++)
+			k += r->rstate[i] != MSG_RS_SYNC;
+		if (k) {
+			rep->rstates =
+				malloc((size_t)k * sizeof(*rep->rstates));
+			if (!rep->rstates) {
+				msg_error(rep, -ENOMEM, "out of memory");
+				return;
+			}
+			for (uint32_t i = 0; i < r->n_chunks; i++) {
+				struct msg_rstate *s;
+
+				if (r->rstate[i] == MSG_RS_SYNC)
+					continue;
+				s = &rep->rstates[rep->n_rstates++];
+				s->chunk = i / r->replicas;
+				s->replica = i % r->replicas;
+				s->state = r->rstate[i];
+			}
+		}
+	}
 	/* An agent that takes runs gets the layout in runs: its size
 	 * follows the placement's pattern, not the region's size. */
 	if (req->want_runs && r->n_chunks) {
@@ -1855,6 +1991,10 @@ static void coord_on_region_list(struct coord *c, struct msg *rep)
 		row->size = r->size;
 		row->chunk_size = r->chunk_size;
 		row->epoch = r->epoch;
+		if (r->replicas > 1) {
+			row->replicas = r->replicas;
+			row->rgen = r->rgen;
+		}
 	}
 }
 
@@ -1866,6 +2006,7 @@ static int coord_on_region_delete(struct coord *c, const struct msg *req,
 
 	msg_init(&rec, MSG_T_REGION_DELETE);
 	memcpy(rec.name, req->name, sizeof(rec.name));
+	coord_repl_region_gone(c, req->name);
 	ret = coord_change(c, &rec, rep, fatal);
 	if (ret)
 		return *fatal ? ret : 0;
@@ -2276,6 +2417,7 @@ int coord_msg_is_request(enum msg_type type)
 	case MSG_T_REGION_WRITERS:
 	case MSG_T_LEASE_BREAK:
 	case MSG_T_NODE_FORGET:
+	case MSG_T_REGION_REBUILD:
 		return 1;
 	default:
 		return 0;
@@ -2354,6 +2496,34 @@ int coord_authorize(const struct coord *c, enum coord_role role,
 	return 0;
 }
 
+/* Starts rebuilding every MISSING replica of the region now. */
+static void coord_on_region_rebuild(struct coord *c, const struct msg *req,
+				    struct msg *rep, uint64_t now, int *fatal)
+{
+	const struct coord_region *r = coord_region_find(c, req->name);
+	int ret;
+
+	if (!r) {
+		msg_error(rep, -ENOENT, "no region '%s'", req->name);
+		return;
+	}
+	if (r->replicas < 2) {
+		msg_error(
+			rep, -EINVAL,
+			"region '%s' has one replica: nothing to rebuild from",
+			r->name);
+		return;
+	}
+	ret = coord_repl_tick(c, now, r->name, fatal);
+	if (ret) {
+		if (!*fatal && rep->type != MSG_T_ERROR)
+			msg_error(rep, ret, "rebuild of '%s': %s", r->name,
+				  log_strerror(ret));
+		return;
+	}
+	msg_init(rep, MSG_T_OK);
+}
+
 int coord_handle(struct coord *c, const struct msg *req, struct msg *rep,
 		 uint64_t now_ms)
 {
@@ -2406,6 +2576,9 @@ int coord_handle(struct coord *c, const struct msg *req, struct msg *rep,
 	case MSG_T_NODE_FORGET:
 		coord_on_node_forget(c, req, rep, now_ms, &fatal);
 		break;
+	case MSG_T_REGION_REBUILD:
+		coord_on_region_rebuild(c, req, rep, now_ms, &fatal);
+		break;
 	default:
 		return -EPROTO;
 	}
@@ -2417,8 +2590,10 @@ int coord_handle(struct coord *c, const struct msg *req, struct msg *rep,
 	return 0;
 }
 
-void coord_lease_check(struct coord *c, uint64_t now_ms)
+int coord_lease_check(struct coord *c, uint64_t now_ms)
 {
+	int fatal = 0;
+
 	for (uint32_t i = 0; i < c->n_nodes; i++) {
 		struct coord_node *n = &c->nodes[i];
 		int up = now_ms < n->lease_end;
@@ -2436,7 +2611,11 @@ void coord_lease_check(struct coord *c, uint64_t now_ms)
 		silent = now_ms - n->lease_end + c->lease_ms;
 		log_warn("node %u (%s) is down: no heartbeat for %llu ms",
 			 n->id, n->name, (unsigned long long)silent);
+		if (coord_repl_node_lost(c, n, &fatal) && fatal)
+			return fatal;
 	}
+	coord_repl_tick(c, now_ms, NULL, &fatal);
+	return fatal;
 }
 
 void coord_figures(struct coord *c, struct coord_figures *out)
@@ -2456,9 +2635,19 @@ void coord_figures(struct coord *c, struct coord_figures *out)
 	if (!c->lost_valid || c->lost_ngen != c->ngen ||
 	    c->lost_epoch != c->epoch) {
 		c->lost = 0;
+		c->r_missing = c->r_rebuilding = c->r_unsynced = 0;
 		for (uint32_t i = 0; i < c->n_regions; i++) {
 			const struct coord_region *r = c->regions[i];
+			uint32_t lost, missing, rebuilding;
 
+			if (r->replicas > 1) {
+				coord_repl_health(r, &lost, &missing,
+						  &rebuilding);
+				c->r_missing += missing;
+				c->r_rebuilding += rebuilding;
+				c->r_unsynced += lost;
+				continue;
+			}
 			for (uint32_t k = 0; k < r->n_chunks; k++) {
 				const struct msg_chunk *ch = &r->chunks[k];
 				const struct coord_node *n =
@@ -2473,6 +2662,11 @@ void coord_figures(struct coord *c, struct coord_figures *out)
 		c->lost_valid = 1;
 	}
 	out->chunks_lost = c->lost;
+	out->replicas_missing = c->r_missing;
+	out->replicas_rebuilding = c->r_rebuilding;
+	out->chunks_unsynced = c->r_unsynced;
+	out->rebuilds_done = c->tasks_done;
+	out->rebuilds_failed = c->tasks_failed;
 }
 
 const struct wal_stats *coord_wal_stats(const struct coord *c)

@@ -112,9 +112,12 @@ int coord_sync(struct coord *c);
 
 /*
  * Logs nodes whose lease expired since the last call ("down") and nodes
- * that heartbeat again ("up"), once per transition. Call it periodically.
+ * that heartbeat again ("up"), once per transition; the replicas a node
+ * that went down held become MISSING, and rebuilds of MISSING replicas
+ * start (paced). Call it periodically, then coord_sync(). Returns 0, or
+ * -errno if the log could not be written (exit, as for coord_handle()).
  */
-void coord_lease_check(struct coord *c, uint64_t now_ms);
+int coord_lease_check(struct coord *c, uint64_t now_ms);
 
 /* The tables' figures for /metrics (on the loop thread; nodes up as of
  * the last coord_lease_check()). */
@@ -122,6 +125,10 @@ struct coord_figures {
 	uint32_t nodes_up, nodes_down, regions;
 	uint64_t chunks_lost; /* placed in a pool its owner has since lost */
 	uint64_t lease_expiries;
+	/* replicated regions */
+	uint64_t replicas_missing, replicas_rebuilding;
+	uint64_t chunks_unsynced; /* chunks with no SYNC replica */
+	uint64_t rebuilds_done, rebuilds_failed;
 };
 void coord_figures(struct coord *c, struct coord_figures *out);
 /* The log's figures (any thread); NULL without a data directory. */

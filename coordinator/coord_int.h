@@ -29,6 +29,9 @@ struct coord_scrub {
 	uint64_t off;
 	uint64_t len;
 	uint64_t epoch; /* of the delete */
+	/* held a replica that left its set: the owner must refuse READ and
+	 * WRITE there (the heartbeat answer's fence) until it is freed */
+	int fence;
 };
 
 struct coord_node {
@@ -38,6 +41,7 @@ struct coord_node {
 	int gone;
 	char name[MSG_NAME_MAX];
 	char data_addr[MSG_ADDR_MAX];
+	char zone[MSG_NAME_MAX]; /* "" if none */
 	uint64_t pool_size;
 	uint64_t instance;
 	uint64_t mr_addr, rkey, mr_len;
@@ -80,6 +84,26 @@ struct coord_region {
 	/* the nodes that may take the write lease, ascending; none: any */
 	uint64_t *writers;
 	uint32_t n_writers;
+	/* replicas: chunks holds n_chunks records, replica r of chunk i at
+	 * i * replicas + r; rstate (NULL for one replica) their states
+	 * (enum msg_rstate_state). A MISSING record holds no extent. */
+	uint32_t replicas;
+	uint64_t rgen; /* 0 for one replica */
+	uint8_t *rstate;
+};
+
+/*
+ * A rebuild copy in progress (in memory only): record @rec of region
+ * @region is copied by node @node into its extent at dst_off (reserved
+ * here until the node reports it taken, then by the REBUILDING record).
+ */
+struct coord_task {
+	uint64_t id;
+	uint32_t node;
+	uint32_t rec;
+	char region[MSG_NAME_MAX];
+	uint64_t src_node, src_off, src_inst, dst_off, len;
+	int taken;
 };
 
 struct coord_endpoint {
@@ -109,7 +133,54 @@ struct coord {
 	uint64_t lease_expiries;
 	uint64_t lost_ngen, lost_epoch, lost; /* chunks lost, as of then */
 	int lost_valid;
+	/* rebuilds (coord_repl.c) */
+	struct coord_task *tasks;
+	uint32_t n_tasks, cap_tasks;
+	uint64_t task_last;
+	uint64_t tasks_done, tasks_failed;
+	uint64_t r_missing, r_rebuilding, r_unsynced; /* as of lost_* */
 };
+
+/* Rebuild tasks a node runs at once. */
+#define COORD_TASKS_PER_NODE 4u
+
+/* coord.c helpers shared with coord_repl.c */
+int coord_grow(void *arr, uint32_t *cap, uint32_t need, size_t size);
+uint64_t coord_chunks_of(uint64_t size, uint64_t chunk_size);
+int coord_ext_insert(struct coord_node *n, uint64_t off, uint64_t len);
+void coord_ext_remove(struct coord_node *n, uint64_t off);
+int coord_ext_fit(const struct coord_node *n, uint64_t len, uint64_t align,
+		  uint32_t *from, uint64_t *off);
+int coord_scrub_add(struct coord_node *n, uint64_t off, uint64_t len,
+		    uint64_t epoch);
+int coord_change(struct coord *c, const struct msg *rec, struct msg *rep,
+		 int *fatal);
+
+/* ---- replicas (coord_repl.c) ---- */
+
+/* MSG_T_REPLICA: replica state changes of one region (see msg.h). */
+int coord_apply_replica(struct coord *c, const struct msg *rec, char *why,
+			size_t why_len);
+/* Region @r's chunks: how many have no SYNC replica, and replicas
+ * MISSING / REBUILDING; returns "ok", "degraded" or "lost". */
+const char *coord_repl_health(const struct coord_region *r, uint32_t *lost,
+			      uint32_t *missing, uint32_t *rebuilding);
+/* Places every replica of every chunk of @rec (replicas > 1). */
+int coord_repl_place(struct coord *c, const struct msg *req, struct msg *rec,
+		     uint64_t now, char *why, size_t why_len);
+/* Node @n is down or restarted: its replicas become MISSING, its tasks
+ * are dropped. */
+int coord_repl_node_lost(struct coord *c, struct coord_node *n, int *fatal);
+/* Starts rebuild tasks for MISSING replicas (of region @only, or all). */
+int coord_repl_tick(struct coord *c, uint64_t now, const char *only,
+		    int *fatal);
+/* A heartbeat's taken / rebuilt / failed lists. */
+int coord_repl_heartbeat(struct coord *c, struct coord_node *n,
+			 const struct msg *req, struct msg *rep, int *fatal);
+/* The fence and tasks of @n's heartbeat answer. */
+int coord_repl_ack(struct coord *c, struct coord_node *n, struct msg *rep);
+/* Region @name is deleted: its tasks end (their extents freed). */
+void coord_repl_region_gone(struct coord *c, const char *name);
 
 /*
  * Applies one change record to the tables; used for live changes, log
@@ -135,6 +206,10 @@ struct coord {
  *   MSG_T_WRITE_LEASE       name, node, instance, lease: the region's
  *                           writer (replaces any)
  *   MSG_T_WRITE_RELEASE     name, node, lease: no writer, if it was that one
+ *   MSG_T_REPLICA           name, rgen, epoch, rstates + chunks: replica
+ *                           state changes (a replica leaving its set:
+ *                           its extent waits to be cleared, fenced, or is
+ *                           free at once if its owner restarted)
  *   MSG_T_NODE_FORGET       node, name: the node is gone for good (it owns
  *                           no chunk and is no region's writer): its
  *                           endpoints, extents and peers are dropped, its

@@ -127,6 +127,8 @@ struct server {
 	struct metrics_srv *metrics;
 	_Atomic uint32_t m_conns, m_nodes_up, m_nodes_down, m_regions;
 	atomic_uint_fast64_t m_lost, m_expiries, m_refused, m_conns_refused;
+	atomic_uint_fast64_t m_r_missing, m_r_rebuilding, m_r_unsynced;
+	atomic_uint_fast64_t m_rb_done, m_rb_failed;
 	atomic_uint_fast64_t m_auth_failed, m_denied, m_dropped;
 };
 
@@ -978,6 +980,11 @@ static void server_figures(struct server *s)
 	atomic_store(&s->m_regions, fig.regions);
 	atomic_store(&s->m_lost, fig.chunks_lost);
 	atomic_store(&s->m_expiries, fig.lease_expiries);
+	atomic_store(&s->m_r_missing, fig.replicas_missing);
+	atomic_store(&s->m_r_rebuilding, fig.replicas_rebuilding);
+	atomic_store(&s->m_r_unsynced, fig.chunks_unsynced);
+	atomic_store(&s->m_rb_done, fig.rebuilds_done);
+	atomic_store(&s->m_rb_failed, fig.rebuilds_failed);
 }
 
 static void server_metrics_render(struct metrics_buf *b, void *arg)
@@ -1003,6 +1010,22 @@ static void server_metrics_render(struct metrics_buf *b, void *arg)
 		    "Chunks placed in a pool whose owner has restarted since "
 		    "(their pages are gone).",
 		    atomic_load(&s->m_lost));
+	metrics_one(b, "farpage_replicas_missing", "gauge",
+		    "Replicas of replicated regions out of their set, not "
+		    "being rebuilt.",
+		    atomic_load(&s->m_r_missing));
+	metrics_one(b, "farpage_replicas_rebuilding", "gauge",
+		    "Replicas being copied from an in-sync one.",
+		    atomic_load(&s->m_r_rebuilding));
+	metrics_one(b, "farpage_replica_chunks_lost", "gauge",
+		    "Chunks of replicated regions with no in-sync replica.",
+		    atomic_load(&s->m_r_unsynced));
+	metrics_one(b, "farpage_rebuilds_done_total", "counter",
+		    "Rebuild tasks reported done by nodes.",
+		    atomic_load(&s->m_rb_done));
+	metrics_one(b, "farpage_rebuilds_failed_total", "counter",
+		    "Rebuild tasks that failed (node report or lease lost).",
+		    atomic_load(&s->m_rb_failed));
 	metrics_one(b, "farpage_frames_refused_total", "counter",
 		    "Connections closed for a malformed frame or message, a "
 		    "non-request or a stalled half frame.",
@@ -1045,8 +1068,13 @@ static void on_lease_tick(struct evl *l, void *arg)
 	uint64_t now = evl_now_ms();
 	struct server_conn *cn, *next;
 	unsigned int hs_ms;
+	int ret;
 
-	coord_lease_check(s->coord, now);
+	ret = coord_lease_check(s->coord, now);
+	if (!ret)
+		ret = coord_sync(s->coord);
+	if (ret)
+		server_fatal(ret);
 	server_figures(s);
 	/* Under pressure (the pool more than half full) a quarter of it. */
 	hs_ms = s->n_hs > s->hs_max / 2 ? s->hs_timeout_ms / 4

@@ -35,6 +35,7 @@ struct xport_rdma_ctx;
 struct node_cfg {
 	const char *coordinator; /* "host:port" */
 	const char *name;
+	const char *zone; /* failure domain; NULL: none */
 	uint64_t pool_size;
 	const char *data_listen; /* page server listen "host:port" */
 	const char *data_addr;	 /* advertised; NULL = derived */

@@ -41,6 +41,10 @@ static void main_usage(FILE *out)
 		"(default 127.0.0.1:7700)\n"
 		"  -n, --name NAME          node name, unique in the cluster "
 		"(default: hostname)\n"
+		"      --zone NAME          failure domain (rack, room...): "
+		"replicas of a chunk\n"
+		"                           go to distinct zones (default: "
+		"none)\n"
 		"  -p, --pool-size SIZE     page pool size, e.g. 512M, 4G "
 		"(default 1G)\n"
 		"      --hugepages MODE     auto|on|off: 2 MiB hugetlb pool "
@@ -345,6 +349,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "coordinator", required_argument, NULL, 'c' },
 		{ "name", required_argument, NULL, 'n' },
+		{ "zone", required_argument, NULL, 'Z' },
 		{ "pool-size", required_argument, NULL, 'p' },
 		{ "hugepages", required_argument, NULL, 'H' },
 		{ "data-listen", required_argument, NULL, 'l' },
@@ -542,6 +547,17 @@ int main(int argc, char **argv)
 			break;
 		case 'A':
 			cfg.addr_file = optarg;
+			break;
+		case 'Z':
+			if (!msg_name_is_valid(optarg)) {
+				fprintf(stderr,
+					"farpage-node: --zone: '%s' is not a "
+					"valid name (1-63 of A-Z a-z 0-9 . _ "
+					"-)\n",
+					optarg);
+				return 2;
+			}
+			cfg.zone = optarg;
 			break;
 		case 'm':
 			/* "" (an empty setting in the units): off */

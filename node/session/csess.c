@@ -566,6 +566,8 @@ static int csess_join(struct csess *s)
 	msg_init(&req, MSG_T_NODE_JOIN);
 	msg_strset(req.name, sizeof(req.name), a->cfg.name);
 	msg_strset(req.data_addr, sizeof(req.data_addr), a->data_addr);
+	if (a->cfg.zone)
+		msg_strset(req.zone, sizeof(req.zone), a->cfg.zone);
 	req.pool_size = a->pool.size;
 	req.instance = a->instance;
 	ret = csess_call_want(s, &req, &rep, MSG_T_NODE_JOINED);

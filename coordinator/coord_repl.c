@@ -1,0 +1,761 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Replicated regions in the coordinator: placement of a chunk's replicas on
+ * distinct nodes (distinct zones when there are enough), the replica
+ * states and their change record (MSG_T_REPLICA), the reaction to a node
+ * going down or restarting (its replicas leave their sets: MISSING, their
+ * extents fenced and scrubbed), and rebuild tasks (made here, delivered in
+ * heartbeat answers, ended by the node's taken / rebuilt / failed).
+ *
+ * Every change of a region's replica set bumps its rgen and the global
+ * epoch (so agents fetch the new layout), never the region's own epoch.
+ */
+#define LOG_PREFIX "coord: "
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coord_int.h"
+#include "log.h"
+#include "msg.h"
+
+#define WHY_LEN MSG_TEXT_MAX
+
+static uint8_t repl_state(const struct coord_region *r, uint32_t idx)
+{
+	return r->rstate ? r->rstate[idx] : MSG_RS_SYNC;
+}
+
+const char *coord_repl_health(const struct coord_region *r, uint32_t *lost,
+			      uint32_t *missing, uint32_t *rebuilding)
+{
+	uint32_t R = r->replicas ? r->replicas : 1;
+	uint32_t l = 0, m = 0, b = 0, short_ = 0;
+
+	for (uint32_t i = 0; i < r->n_chunks / R; i++) {
+		uint32_t sync = 0;
+
+		for (uint32_t k = 0; k < R; k++) {
+			uint8_t s = repl_state(r, i * R + k);
+
+			sync += s == MSG_RS_SYNC;
+			m += s == MSG_RS_MISSING;
+			b += s == MSG_RS_REBUILDING;
+		}
+		l += !sync;
+		short_ += sync < R;
+	}
+	*lost = l;
+	*missing = m;
+	*rebuilding = b;
+	return l ? "lost" : short_ ? "degraded" : "ok";
+}
+
+/* ---- the change record ---- */
+
+/* Releases the extent replica @idx holds as it leaves its set. */
+static void repl_release(struct coord *c, const struct coord_region *r,
+			 uint32_t idx, uint64_t epoch)
+{
+	const struct msg_chunk *ch = &r->chunks[idx];
+	struct coord_node *n = coord_node_find(c, ch->node);
+
+	if (!n)
+		return;
+	/* Its owner restarted: the pool is new, nothing to clear. */
+	if (ch->inst && ch->inst != n->instance) {
+		coord_ext_remove(n, ch->off);
+		return;
+	}
+	/* Room was made by the caller. */
+	coord_scrub_add(n, ch->off, r->chunk_size, epoch);
+	n->scrub[n->n_scrub - 1].fence = 1;
+}
+
+int coord_apply_replica(struct coord *c, const struct msg *rec, char *why,
+			size_t why_len)
+{
+	struct coord_region *r = coord_region_find(c, rec->name);
+	uint32_t R, k, n_ch;
+	int ret = 0;
+
+	if (!r) {
+		snprintf(why, why_len, "no region '%s'", rec->name);
+		return -ENOENT;
+	}
+	R = r->replicas;
+	if (R < 2) {
+		snprintf(why, why_len, "region '%s' has one replica", r->name);
+		return -EINVAL;
+	}
+	if (rec->n_rstates != rec->n_chunks || rec->rgen <= r->rgen) {
+		snprintf(why, why_len,
+			 "replica record of '%s': %u states, %u chunks, rgen "
+			 "%llu after %llu",
+			 r->name, rec->n_rstates, rec->n_chunks,
+			 (unsigned long long)rec->rgen,
+			 (unsigned long long)r->rgen);
+		return -EINVAL;
+	}
+	n_ch = r->n_chunks / R;
+	/* Check everything first. */
+	for (k = 0; k < rec->n_rstates; k++) {
+		const struct msg_rstate *s = &rec->rstates[k];
+		const struct msg_chunk *ch = &rec->chunks[k];
+		uint32_t idx;
+
+		if (s->chunk >= n_ch || s->replica >= R ||
+		    (k && s->chunk * R + s->replica <=
+				  rec->rstates[k - 1].chunk * R +
+					  rec->rstates[k - 1].replica)) {
+			snprintf(why, why_len, "replica state %u out of order",
+				 k);
+			return -EINVAL;
+		}
+		idx = (uint32_t)(s->chunk * R + s->replica);
+		if (!coord_node_find(c, ch->node) || ch->off % r->chunk_size ||
+		    ch->off > UINT64_MAX - r->chunk_size) {
+			snprintf(why, why_len,
+				 "replica %u of chunk %llu: bad node %llu or "
+				 "offset %llu",
+				 (unsigned)s->replica,
+				 (unsigned long long)s->chunk,
+				 (unsigned long long)ch->node,
+				 (unsigned long long)ch->off);
+			return -EINVAL;
+		}
+		/* A replica in its set keeps its place until it leaves. */
+		if (r->rstate[idx] != MSG_RS_MISSING &&
+		    s->state != MSG_RS_MISSING &&
+		    (ch->node != r->chunks[idx].node ||
+		     ch->off != r->chunks[idx].off)) {
+			snprintf(why, why_len,
+				 "replica %u of chunk %llu moves while in its "
+				 "set",
+				 (unsigned)s->replica,
+				 (unsigned long long)s->chunk);
+			return -EINVAL;
+		}
+		if (r->rstate[idx] != MSG_RS_MISSING &&
+		    s->state == MSG_RS_MISSING) {
+			struct coord_node *n =
+				coord_node_find(c, r->chunks[idx].node);
+
+			ret = coord_grow(&n->scrub, &n->cap_scrub,
+					 n->n_scrub + rec->n_rstates,
+					 sizeof(*n->scrub));
+			if (ret)
+				return ret;
+		}
+	}
+	/* Reservations of replicas joining their set (may fail). */
+	for (k = 0; k < rec->n_rstates; k++) {
+		const struct msg_rstate *s = &rec->rstates[k];
+		uint32_t idx = (uint32_t)(s->chunk * R + s->replica);
+
+		if (r->rstate[idx] != MSG_RS_MISSING ||
+		    s->state == MSG_RS_MISSING)
+			continue;
+		ret = coord_ext_insert(coord_node_find(c, rec->chunks[k].node),
+				       rec->chunks[k].off, r->chunk_size);
+		if (ret) {
+			snprintf(why, why_len,
+				 "replica %u of chunk %llu: %llu of node %llu "
+				 "in use",
+				 (unsigned)s->replica,
+				 (unsigned long long)s->chunk,
+				 (unsigned long long)rec->chunks[k].off,
+				 (unsigned long long)rec->chunks[k].node);
+			break;
+		}
+	}
+	if (ret) {
+		while (k--) {
+			const struct msg_rstate *s = &rec->rstates[k];
+			uint32_t idx = (uint32_t)(s->chunk * R + s->replica);
+
+			if (r->rstate[idx] == MSG_RS_MISSING &&
+			    s->state != MSG_RS_MISSING)
+				coord_ext_remove(
+					coord_node_find(c, rec->chunks[k].node),
+					rec->chunks[k].off);
+		}
+		return ret;
+	}
+	/* From here nothing fails. */
+	for (k = 0; k < rec->n_rstates; k++) {
+		const struct msg_rstate *s = &rec->rstates[k];
+		uint32_t idx = (uint32_t)(s->chunk * R + s->replica);
+
+		if (r->rstate[idx] != MSG_RS_MISSING &&
+		    s->state == MSG_RS_MISSING)
+			repl_release(c, r, idx, rec->epoch);
+		r->chunks[idx] = rec->chunks[k];
+		r->rstate[idx] = (uint8_t)s->state;
+	}
+	r->rgen = rec->rgen;
+	if (rec->epoch > c->epoch)
+		c->epoch = rec->epoch;
+	return 0;
+}
+
+/* A REPLICA record being built for one region. */
+struct repl_rec {
+	struct msg m;
+	uint32_t cap;
+};
+
+static void repl_rec_init(struct repl_rec *x, const struct coord *c,
+			  const struct coord_region *r)
+{
+	msg_init(&x->m, MSG_T_REPLICA);
+	memcpy(x->m.name, r->name, sizeof(x->m.name));
+	x->m.rgen = r->rgen + 1;
+	x->m.epoch = c->epoch + 1;
+	x->cap = 0;
+}
+
+/* Adds replica @idx (ascending) with @state at @ch. */
+static int repl_rec_add(struct repl_rec *x, const struct coord_region *r,
+			uint32_t idx, uint8_t state, const struct msg_chunk *ch)
+{
+	if (x->m.n_rstates == x->cap) {
+		uint32_t cap = x->cap ? x->cap * 2 : 16;
+		void *a = realloc(x->m.rstates, cap * sizeof(*x->m.rstates));
+
+		if (!a)
+			return -ENOMEM;
+		x->m.rstates = a;
+		a = realloc(x->m.chunks, cap * sizeof(*x->m.chunks));
+		if (!a)
+			return -ENOMEM;
+		x->m.chunks = a;
+		x->cap = cap;
+	}
+	x->m.rstates[x->m.n_rstates].chunk = idx / r->replicas;
+	x->m.rstates[x->m.n_rstates].replica = idx % r->replicas;
+	x->m.rstates[x->m.n_rstates].state = state;
+	x->m.chunks[x->m.n_rstates] = *ch;
+	x->m.n_rstates++;
+	x->m.n_chunks = x->m.n_rstates;
+	return 0;
+}
+
+/* Applies and logs it (nothing if empty); frees it. */
+static int repl_rec_commit(struct coord *c, struct repl_rec *x, int *fatal)
+{
+	struct msg rep;
+	int ret = 0;
+
+	if (x->m.n_rstates) {
+		msg_init(&rep, MSG_T_NONE);
+		ret = coord_change(c, &x->m, &rep, fatal);
+		if (ret && !*fatal)
+			log_err("replica change of '%s': %s", x->m.name,
+				rep.text);
+		msg_fini(&rep);
+	}
+	msg_fini(&x->m);
+	return ret;
+}
+
+/* One replica's change in a record of its own. */
+static int repl_change_one(struct coord *c, const struct coord_region *r,
+			   uint32_t idx, uint8_t state,
+			   const struct msg_chunk *ch, int *fatal)
+{
+	struct repl_rec x;
+	int ret;
+
+	repl_rec_init(&x, c, r);
+	ret = repl_rec_add(&x, r, idx, state, ch);
+	if (ret) {
+		msg_fini(&x.m);
+		return ret;
+	}
+	return repl_rec_commit(c, &x, fatal);
+}
+
+/* ---- tasks ---- */
+
+static struct coord_task *repl_task_find(struct coord *c, uint32_t node,
+					 uint64_t id)
+{
+	for (uint32_t i = 0; i < c->n_tasks; i++)
+		if (c->tasks[i].id == id && c->tasks[i].node == node)
+			return &c->tasks[i];
+	return NULL;
+}
+
+static int repl_task_of(const struct coord *c, const char *region, uint32_t rec)
+{
+	for (uint32_t i = 0; i < c->n_tasks; i++)
+		if (c->tasks[i].rec == rec &&
+		    !strcmp(c->tasks[i].region, region))
+			return 1;
+	return 0;
+}
+
+static uint32_t repl_tasks_on(const struct coord *c, uint32_t node)
+{
+	uint32_t k = 0;
+
+	for (uint32_t i = 0; i < c->n_tasks; i++)
+		k += c->tasks[i].node == node;
+	return k;
+}
+
+/* Ends task @t; an untaken one's extent is freed (a taken one's replica
+ * record holds it). */
+static void repl_task_drop(struct coord *c, struct coord_task *t)
+{
+	if (!t->taken) {
+		struct coord_node *n = coord_node_find(c, t->node);
+
+		if (n)
+			coord_ext_remove(n, t->dst_off);
+	}
+	*t = c->tasks[--c->n_tasks];
+}
+
+void coord_repl_region_gone(struct coord *c, const char *name)
+{
+	for (uint32_t i = 0; i < c->n_tasks;) {
+		if (!strcmp(c->tasks[i].region, name))
+			repl_task_drop(c, &c->tasks[i]);
+		else
+			i++;
+	}
+}
+
+int coord_repl_node_lost(struct coord *c, struct coord_node *n, int *fatal)
+{
+	int ret = 0;
+
+	for (uint32_t i = 0; i < c->n_tasks;) {
+		if (c->tasks[i].node == n->id) {
+			log_warn("rebuild task %llu of '%s' on node %u (%s) "
+				 "ends: the node is gone",
+				 (unsigned long long)c->tasks[i].id,
+				 c->tasks[i].region, n->id, n->name);
+			c->tasks_failed++;
+			repl_task_drop(c, &c->tasks[i]);
+		} else {
+			i++;
+		}
+	}
+	for (uint32_t i = 0; i < c->n_regions && !ret; i++) {
+		const struct coord_region *r = c->regions[i];
+		struct repl_rec x;
+
+		if (r->replicas < 2)
+			continue;
+		repl_rec_init(&x, c, r);
+		for (uint32_t k = 0; k < r->n_chunks && !ret; k++)
+			if (r->chunks[k].node == n->id &&
+			    r->rstate[k] != MSG_RS_MISSING)
+				ret = repl_rec_add(&x, r, k, MSG_RS_MISSING,
+						   &r->chunks[k]);
+		if (ret) {
+			msg_fini(&x.m);
+			break;
+		}
+		if (x.m.n_rstates)
+			log_warn("region '%s': %u replicas on node %u (%s) "
+				 "left their sets (rgen %llu)",
+				 r->name, x.m.n_rstates, n->id, n->name,
+				 (unsigned long long)x.m.rgen);
+		ret = repl_rec_commit(c, &x, fatal);
+	}
+	return ret;
+}
+
+/* Is node @id up at @now? */
+static int repl_up(const struct coord *c, uint64_t id, uint64_t now)
+{
+	const struct coord_node *n = coord_node_find(c, id);
+
+	return n && now < n->lease_end;
+}
+
+/* A zone key: the zone, or the node's own name when it has none. */
+static const char *repl_zone(const struct coord_node *n)
+{
+	return n->zone[0] ? n->zone : n->name;
+}
+
+/*
+ * A node for replica @idx of @r: up, running fewer than the paced number
+ * of tasks, holding no other replica of the chunk (in its set or being
+ * rebuilt), in a zone none of them is in if possible; the least used.
+ */
+static struct coord_node *repl_pick(struct coord *c,
+				    const struct coord_region *r, uint32_t idx,
+				    uint64_t now)
+{
+	uint32_t R = r->replicas, base = idx - idx % R;
+	struct coord_node *best = NULL;
+	int best_zone = 0;
+
+	for (uint32_t i = 0; i < c->n_nodes; i++) {
+		struct coord_node *n = &c->nodes[i];
+		int taken = 0, zone_ok = 1;
+		uint32_t from = 0;
+		uint64_t off;
+
+		if (n->gone || now >= n->lease_end ||
+		    repl_tasks_on(c, n->id) >= COORD_TASKS_PER_NODE)
+			continue;
+		for (uint32_t k = base; k < base + R; k++) {
+			const struct coord_node *o;
+
+			if (k == idx || r->rstate[k] == MSG_RS_MISSING)
+				continue;
+			if (r->chunks[k].node == n->id)
+				taken = 1;
+			o = coord_node_find(c, r->chunks[k].node);
+			if (o && !strcmp(repl_zone(o), repl_zone(n)))
+				zone_ok = 0;
+		}
+		for (uint32_t t = 0; t < c->n_tasks; t++)
+			if (c->tasks[t].node == n->id &&
+			    c->tasks[t].rec / R == idx / R &&
+			    !strcmp(c->tasks[t].region, r->name))
+				taken = 1;
+		if (taken ||
+		    coord_ext_fit(n, r->chunk_size, r->chunk_size, &from, &off))
+			continue;
+		if (!best || zone_ok > best_zone ||
+		    (zone_ok == best_zone && n->used < best->used)) {
+			best = n;
+			best_zone = zone_ok;
+		}
+	}
+	return best;
+}
+
+int coord_repl_tick(struct coord *c, uint64_t now, const char *only, int *fatal)
+{
+	for (uint32_t i = 0; i < c->n_regions; i++) {
+		const struct coord_region *r = c->regions[i];
+		uint32_t R = r->replicas;
+
+		if (R < 2 || (only && strcmp(r->name, only)))
+			continue;
+		for (uint32_t idx = 0; idx < r->n_chunks; idx++) {
+			uint32_t base = idx - idx % R, src = UINT32_MAX;
+			struct coord_node *n;
+			struct coord_task *t;
+			uint32_t from = 0;
+			uint64_t off;
+			int ret;
+
+			if (r->rstate[idx] != MSG_RS_MISSING ||
+			    repl_task_of(c, r->name, idx))
+				continue;
+			/* The first SYNC replica, preferring one up. */
+			for (uint32_t k = base; k < base + R; k++) {
+				if (r->rstate[k] != MSG_RS_SYNC)
+					continue;
+				if (src == UINT32_MAX ||
+				    (!repl_up(c, r->chunks[src].node, now) &&
+				     repl_up(c, r->chunks[k].node, now)))
+					src = k;
+			}
+			if (src == UINT32_MAX)
+				continue; /* lost: nothing to copy */
+			n = repl_pick(c, r, idx, now);
+			if (!n)
+				continue;
+			ret = coord_grow(&c->tasks, &c->cap_tasks,
+					 c->n_tasks + 1, sizeof(*c->tasks));
+			if (!ret)
+				ret = coord_ext_fit(n, r->chunk_size,
+						    r->chunk_size, &from, &off);
+			if (!ret)
+				ret = coord_ext_insert(n, off, r->chunk_size);
+			if (ret)
+				return ret;
+			t = &c->tasks[c->n_tasks++];
+			memset(t, 0, sizeof(*t));
+			t->id = ++c->task_last;
+			t->node = n->id;
+			t->rec = idx;
+			memcpy(t->region, r->name, sizeof(t->region));
+			t->src_node = r->chunks[src].node;
+			t->src_off = r->chunks[src].off;
+			t->src_inst = r->chunks[src].inst;
+			t->dst_off = off;
+			t->len = r->chunk_size;
+			log_info("region '%s' chunk %u replica %u: rebuild "
+				 "task %llu on node %u (%s) from node %llu",
+				 r->name, idx / R, idx % R,
+				 (unsigned long long)t->id, n->id, n->name,
+				 (unsigned long long)t->src_node);
+		}
+	}
+	(void)fatal;
+	return 0;
+}
+
+/* Task @t is taken: its replica becomes REBUILDING there. */
+static int repl_taken(struct coord *c, struct coord_task *t, int *fatal)
+{
+	const struct coord_region *r = coord_region_find(c, t->region);
+	struct coord_node *n = coord_node_find(c, t->node);
+	struct msg_chunk ch;
+	int ret;
+
+	if (!r || !n || r->rstate[t->rec] != MSG_RS_MISSING) {
+		repl_task_drop(c, t);
+		return 0;
+	}
+	ch.node = n->id;
+	ch.off = t->dst_off;
+	ch.inst = n->instance;
+	/* The record reserves the extent from now on. */
+	coord_ext_remove(n, t->dst_off);
+	ret = repl_change_one(c, r, t->rec, MSG_RS_REBUILDING, &ch, fatal);
+	if (ret) {
+		if (!*fatal && !coord_ext_insert(n, t->dst_off, t->len))
+			return ret;
+		repl_task_drop(c, t);
+		return ret;
+	}
+	t->taken = 1;
+	return 0;
+}
+
+int coord_repl_heartbeat(struct coord *c, struct coord_node *n,
+			 const struct msg *req, struct msg *rep, int *fatal)
+{
+	struct coord_task *t;
+	int ret;
+
+	(void)rep;
+	for (uint32_t i = 0; i < req->n_taken; i++) {
+		t = repl_task_find(c, n->id, req->taken[i]);
+		if (t && !t->taken) {
+			ret = repl_taken(c, t, fatal);
+			if (ret && *fatal)
+				return ret;
+		}
+	}
+	for (uint32_t i = 0; i < req->n_rebuilt; i++) {
+		const struct coord_region *r;
+
+		t = repl_task_find(c, n->id, req->rebuilt[i]);
+		if (!t)
+			continue;
+		if (!t->taken) {
+			ret = repl_taken(c, t, fatal);
+			if (ret && *fatal)
+				return ret;
+			t = repl_task_find(c, n->id, req->rebuilt[i]);
+			if (!t || !t->taken)
+				continue;
+		}
+		r = coord_region_find(c, t->region);
+		if (r && r->rstate[t->rec] == MSG_RS_REBUILDING &&
+		    r->chunks[t->rec].node == n->id) {
+			ret = repl_change_one(c, r, t->rec, MSG_RS_SYNC,
+					      &r->chunks[t->rec], fatal);
+			if (ret && *fatal)
+				return ret;
+			if (!ret) {
+				c->tasks_done++;
+				log_info("region '%s' chunk %u replica %u in "
+					 "sync again on node %u (%s), task "
+					 "%llu",
+					 r->name, t->rec / r->replicas,
+					 t->rec % r->replicas, n->id, n->name,
+					 (unsigned long long)t->id);
+			}
+		}
+		repl_task_drop(c, t);
+	}
+	for (uint32_t i = 0; i < req->n_failed; i++) {
+		const struct coord_region *r;
+
+		t = repl_task_find(c, n->id, req->failed[i]);
+		if (!t)
+			continue;
+		c->tasks_failed++;
+		log_warn("rebuild task %llu of '%s' failed on node %u (%s)",
+			 (unsigned long long)t->id, t->region, n->id, n->name);
+		r = coord_region_find(c, t->region);
+		if (t->taken && r && r->rstate[t->rec] == MSG_RS_REBUILDING &&
+		    r->chunks[t->rec].node == n->id) {
+			ret = repl_change_one(c, r, t->rec, MSG_RS_MISSING,
+					      &r->chunks[t->rec], fatal);
+			if (ret && *fatal)
+				return ret;
+		}
+		repl_task_drop(c, t);
+	}
+	return 0;
+}
+
+int coord_repl_ack(struct coord *c, struct coord_node *n, struct msg *rep)
+{
+	uint32_t f = 0, k = 0;
+
+	for (uint32_t i = 0; i < n->n_scrub; i++)
+		f += n->scrub[i].fence;
+	if (f > COORD_SCRUB_BATCH)
+		f = COORD_SCRUB_BATCH;
+	for (uint32_t i = 0; i < c->n_tasks; i++)
+		k += c->tasks[i].node == n->id;
+	if (k > MSG_TASKS_MAX)
+		k = MSG_TASKS_MAX;
+	if (f) {
+		rep->fence = malloc((size_t)f * sizeof(*rep->fence));
+		if (!rep->fence)
+			goto out_nomem;
+		for (uint32_t i = 0; i < n->n_scrub && rep->n_fence < f; i++) {
+			if (!n->scrub[i].fence)
+				continue;
+			rep->fence[rep->n_fence].off = n->scrub[i].off;
+			rep->fence[rep->n_fence++].len = n->scrub[i].len;
+		}
+	}
+	if (k) {
+		rep->tasks = malloc((size_t)k * sizeof(*rep->tasks));
+		if (!rep->tasks)
+			goto out_nomem;
+		for (uint32_t i = 0; i < c->n_tasks && rep->n_tasks < k; i++) {
+			const struct coord_task *t = &c->tasks[i];
+			struct msg_rtask *o;
+
+			if (t->node != n->id)
+				continue;
+			o = &rep->tasks[rep->n_tasks++];
+			o->id = t->id;
+			o->src_node = t->src_node;
+			o->src_off = t->src_off;
+			o->src_inst = t->src_inst;
+			o->dst_off = t->dst_off;
+			o->len = t->len;
+		}
+	}
+	return 0;
+out_nomem:
+	msg_fini(rep);
+	msg_error(rep, -ENOMEM, "out of memory");
+	return -ENOMEM;
+}
+
+/* ---- placement ---- */
+
+int coord_repl_place(struct coord *c, const struct msg *req, struct msg *rec,
+		     uint64_t now, char *why, size_t why_len)
+{
+	uint32_t R = (uint32_t)rec->replicas, n_ch = rec->n_chunks / R;
+	struct coord_node **cand = NULL;
+	uint32_t n_cand = 0, zones = 0, i = 0, placed = 0;
+	uint32_t *from = NULL;
+	int ret = 0, by_zone;
+
+	cand = calloc(c->n_nodes + 1, sizeof(*cand));
+	from = calloc(c->n_nodes + 1, sizeof(*from));
+	if (!cand || !from) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	if (req->n_place) {
+		for (i = 0; i < req->n_place; i++) {
+			struct coord_node *n =
+				coord_node_find(c, req->place[i]);
+			int dup = 0;
+
+			if (!n) {
+				snprintf(why, why_len, "unknown node %llu",
+					 (unsigned long long)req->place[i]);
+				ret = -ENOENT;
+				goto out;
+			}
+			for (uint32_t j = 0; j < n_cand; j++)
+				dup |= cand[j] == n;
+			if (!dup && n_cand < c->n_nodes)
+				cand[n_cand++] = n;
+		}
+	} else {
+		for (i = 0; i < c->n_nodes; i++)
+			if (!c->nodes[i].gone && now < c->nodes[i].lease_end)
+				cand[n_cand++] = &c->nodes[i];
+	}
+	if (n_cand < R) {
+		snprintf(why, why_len,
+			 "region '%s': %u replicas need %u distinct nodes, %u "
+			 "%s",
+			 rec->name, R, R, n_cand,
+			 req->n_place ? "given" : "up");
+		ret = -ENOSPC;
+		goto out;
+	}
+	for (i = 0; i < n_cand; i++) {
+		int seen = 0;
+
+		for (uint32_t j = 0; j < i; j++)
+			seen |= !strcmp(repl_zone(cand[j]), repl_zone(cand[i]));
+		zones += !seen;
+	}
+	by_zone = zones >= R;
+	if (!by_zone)
+		log_info("region '%s': %u zones among %u nodes for %u "
+			 "replicas: replicas on distinct nodes, not zones",
+			 rec->name, zones, n_cand, R);
+	for (i = 0; i < n_ch && !ret; i++) {
+		for (uint32_t rr = 0; rr < R && !ret; rr++) {
+			uint32_t idx = i * R + rr;
+			struct coord_node *pick = NULL;
+			uint64_t off = 0;
+
+			for (uint32_t k = 0; k < n_cand && !pick; k++) {
+				struct coord_node *n =
+					cand[(i + rr + k) % n_cand];
+				int bad = 0;
+
+				for (uint32_t q = i * R; q < idx; q++) {
+					const struct coord_node *o =
+						coord_node_find(
+							c, rec->chunks[q].node);
+
+					bad |= o == n;
+					bad |= by_zone && !strcmp(repl_zone(o),
+								  repl_zone(n));
+				}
+				if (bad || coord_ext_fit(n, rec->chunk_size,
+							 rec->chunk_size,
+							 &from[n->id], &off))
+					continue;
+				if (coord_ext_insert(n, off, rec->chunk_size))
+					continue;
+				pick = n;
+			}
+			if (!pick) {
+				snprintf(why, why_len,
+					 "region '%s' chunk %u replica %u: no "
+					 "node with a free %llu bytes holds no "
+					 "other replica of it",
+					 rec->name, i, rr,
+					 (unsigned long long)rec->chunk_size);
+				ret = -ENOSPC;
+				break;
+			}
+			rec->chunks[idx].node = pick->id;
+			rec->chunks[idx].off = off;
+			rec->chunks[idx].inst = pick->instance;
+			placed = idx + 1;
+		}
+	}
+	/* Only a plan: coord_record_apply() reserves for real. */
+	while (placed--)
+		coord_ext_remove(coord_node_find(c, rec->chunks[placed].node),
+				 rec->chunks[placed].off);
+out:
+	free(cand);
+	free(from);
+	return ret;
+}
