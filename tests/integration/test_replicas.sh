@@ -10,7 +10,8 @@
 #     and the flush succeeds (the writes reached O2; O1 left the set).
 #  2. A guest on D reads r (4 threads): every page seed 6 (reads fail
 #     over to O2 at once, not after the fault timeout).
-#  3. r is rebuilt without any command: `status --json` says ok.
+#  3. r is rebuilt without any command: every replica SYNC again, none on
+#     O1 (the coordinator's REGION, read by fp_repl).
 #  4. Both replicas hold the same bytes: O2 (read in 2.) is killed -9
 #     too, and r is read again from the rebuilt replica alone: every page
 #     seed 6, page by page (fp_touch_ok verifies each whole page).
@@ -29,14 +30,24 @@ fp_hosts_lan A B C D || fp_hosts_loopback A B C D
 fp_coord_start A
 fp_node_start B O1
 fp_node_start C O2
+# fp_repl: REGION_CREATE with replicas and the replica states, from the
+# coordinator itself (whatever the CLI prints).
+REPL=$FP_BIN/tests/fp_repl
+repl() { ${FP_HOST_RUN[A]} "$REPL" $(fp_insecure_flag) "$@"; }
 if ! fp_cli A O1 region create r --size 16M --replicas "$R" >"$FP_TMP/c.out" 2>&1; then
-	grep -qiE 'unrecognized|unknown option|invalid option|usage' "$FP_TMP/c.out" &&
-		fp_skip "this build's CLI/coordinator has no --replicas yet: $(head -n1 "$FP_TMP/c.out")"
-	fp_fail "create r: $(cat "$FP_TMP/c.out")"
+	grep -qiE "unknown option '--replicas'" "$FP_TMP/c.out" ||
+		fp_fail "create r: $(cat "$FP_TMP/c.out")"
+	repl create "$FP_COORD" r $((16 << 20)) "$R" >"$FP_TMP/c.out" 2>&1 || {
+		grep -qiE 'replicas' "$FP_TMP/c.out" || fp_fail "create r: $(cat "$FP_TMP/c.out")"
+		fp_skip "this coordinator has no replicated regions: $(head -n1 "$FP_TMP/c.out")"
+	}
 fi
+repl state "$FP_COORD" r >"$FP_TMP/st0.out" 2>&1 || fp_fail "state of r: $(cat "$FP_TMP/st0.out")"
+grep -q "^state: replicas=$R " "$FP_TMP/st0.out" || { cat "$FP_TMP/st0.out" >&2; fp_fail "r has not $R replicas"; }
 fp_cli A O1 fill r --seed 5 >"$FP_TMP/f.out" 2>&1 || fp_fail "fill r: $(cat "$FP_TMP/f.out")"
 fp_node_start A W --writeback-ms 100
 fp_node_start D O3
+O1ID=$(fp_node_id O1)
 
 # 1. writes while an owner dies
 fp_cli A W touch r --write --seed 6 --threads 4 --order rand >"$FP_TMP/w.out" 2>&1 &
@@ -45,7 +56,7 @@ FP_PIDS+=("$wp")
 fp_wait_log "$FP_TMP/W.log" 'mapped region r' 30 || fp_fail "the writer did not map r"
 # a seeded moment within the writes (randomness, not synchronisation)
 sleep "0.$((RANDOM % 10))"
-fp_log "kill -9 O1 (node $(fp_node_id O1))"
+fp_log "kill -9 O1 (node $O1ID)"
 kill -KILL "${FP_NODE_PID[O1]}"
 wait "${FP_NODE_PID[O1]}" 2>/dev/null
 fp_wait_pid "$wp" 180
@@ -59,14 +70,14 @@ fp_touch_ok "reader after O1 died" "$FP_TMP/r1.out"
 
 # 3. rebuilt without a command
 ok=0
-for ((i = 0; i < 600; i++)); do
-	fp_cli A W status --json >"$FP_TMP/s.json" 2>&1 &&
-		tr -d ' \n' <"$FP_TMP/s.json" | grep -qE '"name":"r"[^}]*"health":"ok"' && { ok=1; break; }
+for ((i = 0; i < 1200; i++)); do
+	repl state "$FP_COORD" r >"$FP_TMP/st.out" 2>&1 &&
+		grep -q '^state: .* missing=0 rebuilding=0 ' "$FP_TMP/st.out" &&
+		! grep -qE "^rec: [0-9]+ [0-9]+ $O1ID " "$FP_TMP/st.out" && { ok=1; break; }
 	sleep 0.1
 done
-[ "$ok" = 1 ] || { cat "$FP_TMP/s.json" >&2; fp_fail "r never came back to ok"; }
-fp_log "ok: r is back to 2 in-sync replicas"
-fp_cli A W region show r >&2 || true
+[ "$ok" = 1 ] || { cat "$FP_TMP/st.out" >&2; fp_fail "r never came back to $R in-sync replicas"; }
+fp_log "ok: r is back to $R in-sync replicas ($(head -n1 "$FP_TMP/st.out"))"
 
 # 4. the rebuilt replica alone holds every page
 fp_log "kill -9 O2 (node $(fp_node_id O2))"
@@ -77,7 +88,7 @@ fp_touch_ok "reader of the rebuilt replica alone" "$FP_TMP/r2.out"
 grep -E 'rebuild task [0-9]+ done' "$FP_TMP"/*.log >&2 || fp_fail "no agent said it rebuilt a replica"
 
 # 5. one replica: SIGBUS
-fp_cli A W region create q --size 8M --replicas 1 --owners "$(fp_node_id O3)" >"$FP_TMP/c.out" 2>&1 ||
+fp_cli A W region create q --size 8M --owners "$(fp_node_id O3)" >"$FP_TMP/c.out" 2>&1 ||
 	fp_fail "create q: $(cat "$FP_TMP/c.out")"
 fp_cli A O3 fill q --seed 7 >/dev/null 2>&1 || fp_fail "fill q"
 kill -KILL "${FP_NODE_PID[O3]}"
