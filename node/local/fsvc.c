@@ -604,7 +604,7 @@ static int fsvc_layout_send(struct fsvc_conn *c)
 /*
  * Replicated region @reg (its runs already in c->layout): they go to the
  * fault loop's layout (c->rruns, states, generation); the process gets
- * one record per chunk, none of them local (node 0), so that it maps
+ * one record per chunk, none of them local (node UINT32_MAX), so that it maps
  * nothing from the pool and registers the whole range with its uffd.
  */
 static int fsvc_repl_take(struct fsvc_conn *c, struct msg *reg)
@@ -628,8 +628,11 @@ static int fsvc_repl_take(struct fsvc_conn *c, struct msg *reg)
 		c->rs[i].state = (uint32_t)reg->rstates[i].state;
 	}
 	c->n_rs = reg->n_rstates;
-	for (uint32_t i = 0; i < n; i++)
+	/* the wire takes no node 0: UINT32_MAX, a node id never given */
+	for (uint32_t i = 0; i < n; i++) {
+		ch[i].node = UINT32_MAX;
 		ch[i].off = (uint64_t)i * c->layout.chunk_size;
+	}
 	c->rruns = c->layout.runs;
 	c->n_rruns = c->layout.n_runs;
 	c->layout.runs = NULL;
@@ -699,6 +702,9 @@ static int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 	ret = fsvc_layout_send(c);
 	if (!ret)
 		c->state = FSVC_LAYOUT_SENT;
+	else
+		log_errno(ret, "region %s: cannot send its layout",
+			  c->layout.name);
 	return ret;
 }
 

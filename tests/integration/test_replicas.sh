@@ -4,7 +4,7 @@
 # the guests' agent W on A, owners O1 on B and O2 on C, a spare O3 on D
 # (started after the region is placed, so both replicas are on O1 and O2).
 # Seed printed (FP_SEED to repeat a run).
-#  1. r (16 MiB, --replicas 2) filled with seed 5; a guest on W writes
+#  1. r (64 MiB, --replicas 2) filled with seed 5; a guest on W writes
 #     seed 6 into every page with 4 threads (random order) and flushes,
 #     while O1 is killed -9 at a seeded moment: 0 SIGBUS, 0 wrong, 0 zero,
 #     and the flush succeeds (the writes reached O2; O1 left the set).
@@ -13,8 +13,9 @@
 #  3. r is rebuilt without any command: every replica SYNC again, none on
 #     O1 (the coordinator's REGION, read by fp_repl).
 #  4. Both replicas hold the same bytes: O2 (read in 2.) is killed -9
-#     too, and r is read again from the rebuilt replica alone: every page
-#     seed 6, page by page (fp_touch_ok verifies each whole page).
+#     too, and r is read again from the rebuilt replica alone, by a new
+#     agent V on B (no cache of r): every page seed 6, page by page
+#     (fp_touch_ok verifies each whole page).
 #  5. The negative control: q (--replicas 1, on O3) read after O3 is
 #     killed -9 gets SIGBUS; so does r with --replicas 1 in step 2, which
 #     FP_REPLICAS=1 runs (the test then fails: it can).
@@ -34,10 +35,12 @@ fp_node_start C O2
 # coordinator itself (whatever the CLI prints).
 REPL=$FP_BIN/tests/fp_repl
 repl() { ${FP_HOST_RUN[A]} "$REPL" $(fp_insecure_flag) "$@"; }
-if ! fp_cli A O1 region create r --size 16M --replicas "$R" >"$FP_TMP/c.out" 2>&1; then
+# an agent's node id, as it logged when it joined
+nid() { sed -n "s/.* as node \([0-9]*\) ($1).*/\1/p" "$FP_TMP/$1.log" | tail -n1; }
+if ! fp_cli A O1 region create r --size 64M --replicas "$R" >"$FP_TMP/c.out" 2>&1; then
 	grep -qiE "unknown option '--replicas'" "$FP_TMP/c.out" ||
 		fp_fail "create r: $(cat "$FP_TMP/c.out")"
-	repl create "$FP_COORD" r $((16 << 20)) "$R" >"$FP_TMP/c.out" 2>&1 || {
+	repl create "$FP_COORD" r $((64 << 20)) "$R" >"$FP_TMP/c.out" 2>&1 || {
 		grep -qiE 'replicas' "$FP_TMP/c.out" || fp_fail "create r: $(cat "$FP_TMP/c.out")"
 		fp_skip "this coordinator has no replicated regions: $(head -n1 "$FP_TMP/c.out")"
 	}
@@ -47,7 +50,8 @@ grep -q "^state: replicas=$R " "$FP_TMP/st0.out" || { cat "$FP_TMP/st0.out" >&2;
 fp_cli A O1 fill r --seed 5 >"$FP_TMP/f.out" 2>&1 || fp_fail "fill r: $(cat "$FP_TMP/f.out")"
 fp_node_start A W --writeback-ms 100
 fp_node_start D O3
-O1ID=$(fp_node_id O1)
+O1ID=$(nid O1)
+[ -n "$O1ID" ] || fp_fail "no node id of O1"
 
 # 1. writes while an owner dies
 fp_cli A W touch r --write --seed 6 --threads 4 --order rand >"$FP_TMP/w.out" 2>&1 &
@@ -55,7 +59,7 @@ wp=$!
 FP_PIDS+=("$wp")
 fp_wait_log "$FP_TMP/W.log" 'mapped region r' 30 || fp_fail "the writer did not map r"
 # a seeded moment within the writes (randomness, not synchronisation)
-sleep "0.$((RANDOM % 10))"
+sleep "0.$((RANDOM % 5))"
 fp_log "kill -9 O1 (node $O1ID)"
 kill -KILL "${FP_NODE_PID[O1]}"
 wait "${FP_NODE_PID[O1]}" 2>/dev/null
@@ -80,15 +84,17 @@ done
 fp_log "ok: r is back to $R in-sync replicas ($(head -n1 "$FP_TMP/st.out"))"
 
 # 4. the rebuilt replica alone holds every page
-fp_log "kill -9 O2 (node $(fp_node_id O2))"
+fp_log "kill -9 O2 (node $(nid O2))"
 kill -KILL "${FP_NODE_PID[O2]}"
 wait "${FP_NODE_PID[O2]}" 2>/dev/null
-fp_cli A W touch r --seed 6 --threads 4 >"$FP_TMP/r2.out" 2>&1
+# read on a new agent V (host B): nothing of r is in any cache there
+fp_node_start B V
+fp_cli B V touch r --seed 6 --threads 4 >"$FP_TMP/r2.out" 2>&1
 fp_touch_ok "reader of the rebuilt replica alone" "$FP_TMP/r2.out"
 grep -E 'rebuild task [0-9]+ done' "$FP_TMP"/*.log >&2 || fp_fail "no agent said it rebuilt a replica"
 
 # 5. one replica: SIGBUS
-fp_cli A W region create q --size 8M --owners "$(fp_node_id O3)" >"$FP_TMP/c.out" 2>&1 ||
+fp_cli A W region create q --size 2M --owners "$(nid O3)" >"$FP_TMP/c.out" 2>&1 ||
 	fp_fail "create q: $(cat "$FP_TMP/c.out")"
 fp_cli A O3 fill q --seed 7 >/dev/null 2>&1 || fp_fail "fill q"
 kill -KILL "${FP_NODE_PID[O3]}"
