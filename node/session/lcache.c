@@ -43,7 +43,8 @@ int lcache_region_copy(const struct msg *src, struct msg *dst)
 		msg_init(dst, MSG_T_NONE);
 		return -ENOMEM;
 	}
-	memcpy(dst->chunks, src->chunks, len);
+	if (len)
+		memcpy(dst->chunks, src->chunks, len);
 	dst->runs = NULL;
 	dst->n_runs = 0;
 	if (src->n_runs &&
