@@ -37,10 +37,10 @@ REPL=$FP_BIN/tests/fp_repl
 repl() { ${FP_HOST_RUN[A]} "$REPL" $(fp_insecure_flag) "$@"; }
 # an agent's node id, as it logged when it joined
 nid() { sed -n "s/.* as node \([0-9]*\) ($1).*/\1/p" "$FP_TMP/$1.log" | tail -n1; }
-if ! fp_cli A O1 region create r --size 64M --replicas "$R" >"$FP_TMP/c.out" 2>&1; then
+if ! fp_cli A O1 region create r --size "${FP_REPL_MB:-64}M" --replicas "$R" >"$FP_TMP/c.out" 2>&1; then
 	grep -qiE "unknown option '--replicas'" "$FP_TMP/c.out" ||
 		fp_fail "create r: $(cat "$FP_TMP/c.out")"
-	repl create "$FP_COORD" r $((64 << 20)) "$R" >"$FP_TMP/c.out" 2>&1 || {
+	repl create "$FP_COORD" r $((${FP_REPL_MB:-64} << 20)) "$R" >"$FP_TMP/c.out" 2>&1 || {
 		grep -qiE 'replicas' "$FP_TMP/c.out" || fp_fail "create r: $(cat "$FP_TMP/c.out")"
 		fp_skip "this coordinator has no replicated regions: $(head -n1 "$FP_TMP/c.out")"
 	}
