@@ -206,6 +206,9 @@ int layout_msg_to_runs(struct msg *m)
 	uint64_t n = layout_chunks_of(m->size, m->chunk_size);
 	int ret;
 
+	/* replicated: n_chunks * replicas records, chunk-major */
+	if (m->replicas > 1 && m->replicas <= MSG_REPLICAS_MAX)
+		n *= m->replicas;
 	if (!n || n > MSG_LIST_MAX || (m->n_chunks && m->n_runs) ||
 	    (!m->n_chunks && !m->n_runs))
 		return -EBADMSG;

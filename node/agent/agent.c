@@ -22,6 +22,7 @@
 #include "metrics.h"
 #include "net.h"
 #include "pagesrv.h"
+#include "pgfence.h"
 #include "resolv.h"
 #include "util.h"
 #include "xport.h"
@@ -285,6 +286,12 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 		ret = -ENOMEM;
 		goto err;
 	}
+	a->fence = pgfence_new(a->pool.size);
+	if (!a->fence) {
+		ret = -ENOMEM;
+		goto err;
+	}
+	scfg.fence = a->fence;
 	scfg.listen_addr = cfg->data_listen;
 	scfg.pool = a->pool.base;
 	scfg.pool_size = a->pool.size;
@@ -325,6 +332,7 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	fcfg.instance = a->instance;
 	fcfg.pool_base = a->pool.base;
 	fcfg.pool_size = a->pool.size;
+	fcfg.fence = a->fence;
 	agent_xports(a, &fcfg);
 	fcfg.fault_timeout_ms = cfg->fault_timeout_ms;
 	fcfg.slots = cfg->slots;
@@ -400,6 +408,7 @@ void agent_destroy(struct node_agent *a)
 	floops_destroy(a->fl);
 	agent_rdma_fini(a);
 	pagesrv_destroy(a->srv);
+	pgfence_free(a->fence);
 	evl_destroy(a->evl);
 	pool_fini(&a->pool);
 	free(a->pins);

@@ -90,6 +90,9 @@ struct node_agent {
 	struct node_cfg cfg;
 	struct pool pool;
 	struct pagesrv *srv;
+	/* replicated regions: the pool's fences and rebuild write marks
+	 * (pgfence.h; the page server and the fault loops use it) */
+	struct pgfence *fence;
 	struct floops *fl; /* the fault loops (floops.h) */
 	struct evl *evl;
 	struct csess *cs;

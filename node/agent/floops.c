@@ -11,6 +11,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "layout.h"
 #include "log.h"
 
 #define FLOOPS_DEFAULT_MAX 8
@@ -216,6 +217,37 @@ int64_t floops_regions_set(struct floops *g, const struct floop_region *regions,
 	memcpy(g->last, t, g->n * sizeof(t[0]));
 	pthread_mutex_unlock(&g->mu);
 	return seq;
+}
+
+int floops_map_relayout(struct floops *g, const char *name, uint64_t epoch,
+			const struct msg_run *runs, uint32_t n_runs,
+			uint32_t replicas, const struct repl_state *rs,
+			uint32_t n_rs, uint64_t rgen)
+{
+	for (unsigned int i = 0; i < g->n; i++) {
+		struct msg_run *r = NULL;
+		struct repl_state *c = NULL;
+		int64_t t;
+
+		if (layout_runs_copy(runs, n_runs, &r))
+			return -ENOMEM;
+		if (n_rs && !(c = malloc(n_rs * sizeof(*c)))) {
+			layout_runs_free(r, n_runs);
+			return -ENOMEM;
+		}
+		if (n_rs)
+			memcpy(c, rs, n_rs * sizeof(*c));
+		t = floop_map_relayout(g->l[i], name, epoch, r, n_runs,
+				       replicas, c, n_rs, rgen);
+		if (t < 0)
+			return (int)t;
+	}
+	return 0;
+}
+
+int floops_rebuild(struct floops *g, const struct floop_rtask *t)
+{
+	return floop_rebuild(g->l[0], t);
 }
 
 /*

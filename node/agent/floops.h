@@ -57,6 +57,18 @@ int floops_self_set(struct floops *g, uint64_t self);
 int64_t floops_regions_set(struct floops *g, const struct floop_region *regions,
 			   uint32_t n, uint64_t epoch, uint64_t cid);
 int floops_ticket_done(struct floops *g, int64_t ticket);
+/*
+ * Replicated regions: the new layout of region @name at @epoch for every
+ * loop (floop_map_relayout(); copied, the caller keeps its own). The next
+ * floops_regions_set()'s ticket covers it (each loop runs its commands in
+ * order). 0 or -ENOMEM.
+ */
+int floops_map_relayout(struct floops *g, const char *name, uint64_t epoch,
+			const struct msg_run *runs, uint32_t n_runs,
+			uint32_t replicas, const struct repl_state *rs,
+			uint32_t n_rs, uint64_t rgen);
+/* A rebuild task, run by the first loop (floop_rebuild()). */
+int floops_rebuild(struct floops *g, const struct floop_rtask *t);
 
 /*
  * Flushes region @name in every loop; one FLOOP_DONE_FLUSH with @cookie

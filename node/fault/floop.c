@@ -38,6 +38,8 @@ static void floop_tick(struct floop *f)
 	floop_peers_tick(f, now);
 	floop_fetch_tick(f, now);
 	floop_cache_run(f, now, 1);
+	if (f->rb_tasks)
+		floop_rb_run(f, now);
 	/* Removed mappings whose written pages have gone home since. */
 	for (struct fmap *m = f->maps, *next; m; m = next) {
 		next = m->next;
@@ -281,6 +283,11 @@ static void floop_xport_done(void *arg, uint64_t tag, int status)
 	struct floop *f = arg;
 	uint32_t idx = (uint32_t)tag;
 
+	if (idx & FLOOP_RB_TAG) {
+		floop_rb_done(f, idx & ~FLOOP_RB_TAG, (uint32_t)(tag >> 32),
+			      status);
+		return;
+	}
 	if (idx & FLOOP_WB_TAG) {
 		floop_cache_wb_done(f, idx & ~FLOOP_WB_TAG,
 				    (uint32_t)(tag >> 32), status);
@@ -417,11 +424,13 @@ void floop_destroy(struct floop *f)
 		pthread_join(f->thread, NULL);
 	}
 	floop_peers_xports_destroy(f);
+	floop_rb_fini(f);
 	for (m = f->maps; m; m = mn) {
 		mn = m->next;
 		floop_cache_map_fini(f, m);
 		close(m->uffd);
 		layout_map_fini(&m->lay);
+		free(m->rs);
 		free(m);
 	}
 	for (struct floop_done *d = f->dones, *dn; d; d = dn) {

@@ -13,11 +13,13 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "floop_repl.h"
 #include "metrics.h"
 #include "msg.h"
 #include "xport.h"
 
 struct floop;
+struct pgfence;
 
 /* Counters shared with the control thread (relaxed atomics). Only
  * atomic_uint_fast64_t members (or structs of them): the agent sums its
@@ -27,6 +29,8 @@ struct floop_counters {
 	atomic_uint_fast64_t remote; /* resolved with a page from a peer */
 	atomic_uint_fast64_t local;  /* resolved from the local pool */
 	atomic_uint_fast64_t errors; /* reads failed (retried) and bad faults */
+	/* replicated regions: reads moved to the next replica at once */
+	atomic_uint_fast64_t repl_failovers;
 	atomic_uint_fast64_t poisoned;	/* pages poisoned after the timeout */
 	atomic_uint_fast64_t readahead; /* of remote: pages read ahead */
 	atomic_uint_fast64_t prefetch;	/* of remote: pages prefetched */
@@ -68,6 +72,9 @@ struct floop_cfg {
 	uint64_t client_id;
 	const uint8_t *pool_base;
 	uint64_t pool_size;
+	/* the pool's rebuild write marks (pgfence.h): a write-back into the
+	 * own replica marks its pages first; NULL: none */
+	struct pgfence *fence;
 	/*
 	 * The transports, in order of preference, each created on the loop's
 	 * ring. A peer is served by the first one that wants it (ops->wants);
@@ -113,11 +120,19 @@ struct floop_map_desc {
 			   -1: none (the loop owns it) */
 	uint64_t lease; /* write lease, handed back when it is done */
 	uint64_t wgen;	/* its generation: every write-back carries it */
+	/* replicated regions: replicas (0 or 1: one, as before); runs then
+	 * hold n_chunks * replicas records, chunk-major; rstates (checked,
+	 * malloc'd, the loop owns them) the replicas not in sync */
+	uint32_t replicas;
+	struct repl_state *rstates;
+	uint32_t n_rstates;
+	uint64_t rgen;
 };
 
 /* What the loop reports back to the control thread (floop_done_take()). */
 enum floop_done_kind {
 	FLOOP_DONE_FLUSH,   /* floop_flush(@cookie) finished with @err */
+	FLOOP_DONE_REBUILD, /* rebuild task @cookie finished with @err */
 	FLOOP_DONE_RELEASE, /* mapping of @name with @lease is done: every
 			       page it wrote is home; give the lease back */
 };
@@ -152,6 +167,33 @@ int floop_map_remove(struct floop *f, uint64_t id);
 /* Mapping @id's write lease is lost (another mapping took it): as if an
  * owner had refused its write-back (floop_map_lease_lost()). */
 int floop_map_lost(struct floop *f, uint64_t id);
+/* A rebuild copy (replicated regions): [src_off, src_off + len) of
+ * src_node's pool (instance src_inst) into this node's pool at dst_off. */
+struct floop_rtask {
+	uint64_t id;
+	uint64_t src_node, src_off, src_inst;
+	uint64_t dst_off, len;
+};
+/*
+ * Queues rebuild task @t (its write marks armed in cfg.fence already,
+ * pgfence_marks_arm()). The loop copies it with a few reads in flight
+ * (FLOOP_RB_READS), skipping marked pages, and reports FLOOP_DONE_REBUILD
+ * (err 0, or -ETIMEDOUT: the source was unreachable past the fault
+ * timeout, -ESTALE: it restarted, -ERANGE/-ENOENT: bad task). A task
+ * already queued (same id) is not queued again. 0 or -ENOMEM.
+ */
+int floop_rebuild(struct floop *f, const struct floop_rtask *t);
+/*
+ * Replicated regions: replaces the layout of every mapping of region
+ * @name at @epoch with @runs (checked, n_chunks * @replicas records), its
+ * states @rs (checked) and @rgen (an older @rgen than a mapping's is
+ * ignored). Takes @runs and @rs (freed here, also on failure). Returns
+ * the command's ticket (floop_ticket_done()) or -ENOMEM.
+ */
+int64_t floop_map_relayout(struct floop *f, const char *name, uint64_t epoch,
+			   struct msg_run *runs, uint32_t n_runs,
+			   uint32_t replicas, struct repl_state *rs,
+			   uint32_t n_rs, uint64_t rgen);
 /*
  * Sets what the loop knows of peers (address, owner instance, up). A peer
  * whose data address changed waits for floop_peer_addr_set() before it is

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "evl.h"
 #include "log.h"
 
 /* ---- deleted regions ---- */
@@ -100,6 +101,7 @@ static void floop_desc_free(struct floop_map_desc *d)
 	if (d->pidfd >= 0)
 		close(d->pidfd);
 	layout_runs_free(d->runs, d->n_runs);
+	free(d->rstates);
 }
 
 static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
@@ -128,6 +130,22 @@ static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
 		return;
 	}
 	m->n_chunks = d->n_chunks;
+	if (d->replicas > 1) {
+		m->repl = d->replicas;
+		m->rs = d->rstates;
+		m->n_rs = d->n_rstates;
+		m->rgen = d->rgen;
+		d->rstates = NULL;
+		if (m->repl > REPL_MAX ||
+		    m->lay.n_chunks != (uint64_t)d->n_chunks * m->repl ||
+		    repl_states_check(m->rs, m->n_rs, d->n_chunks, m->repl)) {
+			/* checked by the session already: never served */
+			log_err("map %s: a replicated layout that does not "
+				"check; its faults get SIGBUS",
+				d->name);
+			m->stale = 1;
+		}
+	}
 	m->span = (uint64_t)d->n_chunks * d->chunk_size;
 	m->features = d->features;
 	m->prefetch = !!(d->flags & MSG_MAP_PREFETCH);
@@ -169,8 +187,62 @@ static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
 		uffd_wake(m->uffd, m->base, m->span);
 }
 
+/* Replicated regions: the new layout of every mapping of c->name at
+ * c->epoch (floop_map_relayout()). */
+static void floop_cmd_relayout(struct floop *f, struct cmd *c)
+{
+	for (struct fmap *m = f->maps; m; m = m->next) {
+		struct msg_run *runs;
+		struct repl_state *rs = NULL;
+
+		if (m->dead || m->repl <= 1 || m->epoch != c->epoch ||
+		    strcmp(m->name, c->name) || c->rgen <= m->rgen ||
+		    c->replicas != m->repl ||
+		    layout_runs_check(c->runs, c->n_runs, m->chunk_size,
+				      m->n_chunks * m->repl) ||
+		    repl_states_check(c->rs, c->n_rs, m->n_chunks, m->repl))
+			continue;
+		if (layout_runs_copy(c->runs, c->n_runs, &runs)) {
+			/* keeps the old layout: its reads fail over, its
+			 * writes wait for a replica that left */
+			log_err("map %s: no memory for its new layout",
+				m->name);
+			continue;
+		}
+		if (c->n_rs && !(rs = malloc(c->n_rs * sizeof(*rs)))) {
+			log_err("map %s: no memory for its new layout",
+				m->name);
+			layout_runs_free(runs, c->n_runs);
+			continue;
+		}
+		if (c->n_rs)
+			memcpy(rs, c->rs, c->n_rs * sizeof(*rs));
+		layout_map_fini(&m->lay);
+		if (layout_map_init(&m->lay, runs, c->n_runs, m->chunk_size)) {
+			/* the old one is gone: nothing can be read right */
+			log_err("map %s: no memory for its new layout: its "
+				"faults get SIGBUS",
+				m->name);
+			free(rs);
+			m->stale = 1;
+			continue;
+		}
+		free(m->rs);
+		m->rs = rs;
+		m->n_rs = c->n_rs;
+		log_info("map %s: replica layout generation %llu -> %llu "
+			 "(%u replicas not in sync)",
+			 m->name, (unsigned long long)m->rgen,
+			 (unsigned long long)c->rgen, c->n_rs);
+		m->rgen = c->rgen;
+		floop_cache_wb_relayout(f, m);
+	}
+}
+
 void floop_cmd_free(struct cmd *c)
 {
+	layout_runs_free(c->runs, c->n_runs);
+	free(c->rs);
 	free(c->peers);
 	free(c->regions);
 	free(c);
@@ -216,6 +288,13 @@ void floop_cmds_run(struct floop *f)
 			break;
 		case CMD_FLUSH:
 			floop_cache_flush_cmd(f, c->name, c->id);
+			break;
+		case CMD_RELAYOUT:
+			floop_cmd_relayout(f, c);
+			break;
+		case CMD_REBUILD:
+			floop_rb_add(f, &c->rt);
+			floop_rb_run(f, evl_now_ms());
 			break;
 		}
 		atomic_store(&f->tickets_done, c->ticket);
@@ -356,6 +435,42 @@ int floop_peers_set(struct floop *f, const struct xport_peer_info *peers,
 	}
 	memcpy(c->peers, peers, n * sizeof(*peers));
 	c->n_peers = n;
+	floop_cmd_push(f, c);
+	return 0;
+}
+
+int64_t floop_map_relayout(struct floop *f, const char *name, uint64_t epoch,
+			   struct msg_run *runs, uint32_t n_runs,
+			   uint32_t replicas, struct repl_state *rs,
+			   uint32_t n_rs, uint64_t rgen)
+{
+	struct cmd *c = calloc(1, sizeof(*c));
+
+	if (!c) {
+		layout_runs_free(runs, n_runs);
+		free(rs);
+		return -ENOMEM;
+	}
+	c->kind = CMD_RELAYOUT;
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	c->epoch = epoch;
+	c->runs = runs;
+	c->n_runs = n_runs;
+	c->replicas = replicas;
+	c->rs = rs;
+	c->n_rs = n_rs;
+	c->rgen = rgen;
+	return floop_cmd_push(f, c);
+}
+
+int floop_rebuild(struct floop *f, const struct floop_rtask *t)
+{
+	struct cmd *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->kind = CMD_REBUILD;
+	c->rt = *t;
 	floop_cmd_push(f, c);
 	return 0;
 }

@@ -409,6 +409,90 @@ static int floop_slot_read(struct floop *f, struct fetch *s, uint64_t tag)
 	return floop_peer_read(f, s->owner, s->off, len, s->buf, tag);
 }
 
+/* A replica that holds nothing: its owner restarted (this node: its
+ * extent is not in the pool either). */
+static int floop_repl_is_gone(struct floop *f, const struct fmap *m,
+			      const struct msg_chunk *c)
+{
+	if (c->node != f->cfg.self)
+		return floop_peer_chunk_is_lost(f, c);
+	return (c->inst && f->cfg.instance && c->inst != f->cfg.instance) ||
+	       c->off > f->cfg.pool_size ||
+	       f->cfg.pool_size - c->off < m->chunk_size;
+}
+
+int floop_read_rec(struct floop *f, struct fmap *m, uint64_t idx,
+		   uint32_t failed, struct msg_chunk *out)
+{
+	struct repl_chunk rc;
+	uint32_t gone = 0;
+	int r;
+
+	if (m->repl <= 1) {
+		layout_map_chunk(&m->lay, idx, out);
+		return 0;
+	}
+	repl_chunk_get(&m->lay, m->repl, m->rs, m->n_rs, idx, &rc);
+	/* a replica whose owner restarted holds nothing: never read */
+	for (unsigned int i = 0; i < rc.r; i++) {
+		const struct msg_chunk *c = &rc.rec[i];
+
+		if (floop_repl_is_gone(f, m, c))
+			gone |= 1u << i;
+	}
+	r = repl_read_pick(&rc, f->cfg.self, gone);
+	if (r == -1)
+		return -2; /* every SYNC replica restarted */
+	if (r < 0)
+		return r;
+	r = repl_read_pick(&rc, f->cfg.self, gone | failed);
+	if (r >= 0)
+		*out = rc.rec[r];
+	return r;
+}
+
+/*
+ * A read of replicated @s failed at its replica: to the next SYNC one at
+ * once. Returns 1 if it was posted there (or is done with), 0 if none is
+ * left (wait and retry from the first, as with one owner).
+ */
+static int floop_slot_failover(struct floop *f, struct fetch *s, uint64_t now)
+{
+	struct fmap *m = s->map;
+	struct msg_chunk ch;
+	uint64_t rel = s->addr - m->base;
+	int r;
+
+	if (m->repl <= 1 || s->replica < 0)
+		return 0;
+	s->rfailed |= 1u << s->replica;
+	r = floop_read_rec(f, m, rel >> m->chunk_shift, s->rfailed, &ch);
+	if (r == -2) {
+		if (!s->ahead)
+			floop_poison_n(f, m, s->addr, s->npages,
+				       "no replica of its chunk is in sync: "
+				       "its pages are lost");
+		floop_slot_release(f, s);
+		return 1;
+	}
+	if (r < 0) {
+		s->rfailed = 0;
+		return 0;
+	}
+	atomic_fetch_add(&f->ctr.repl_failovers, 1);
+	s->replica = r;
+	s->owner = ch.node;
+	s->off = ch.off + (rel & (m->chunk_size - 1));
+	s->inst = ch.inst;
+	if (ch.node == f->cfg.self) {
+		memcpy(s->buf, f->cfg.pool_base + s->off,
+		       (size_t)s->npages * FLOOP_PAGE);
+		s->have_data = 1;
+	}
+	floop_slot_post(f, s, now);
+	return 1;
+}
+
 void floop_slot_post(struct floop *f, struct fetch *s, uint64_t now)
 {
 	uint64_t tag;
@@ -423,6 +507,8 @@ void floop_slot_post(struct floop *f, struct fetch *s, uint64_t now)
 	 * restarted while this waited has an empty pool, and reading it
 	 * would hand the guest zeroes. */
 	if (floop_peer_inst_is_lost(f, s->owner, s->inst)) {
+		if (floop_slot_failover(f, s, now))
+			return;
 		if (!s->ahead)
 			floop_poison_n(f, s->map, s->addr, s->npages,
 				       "the owner restarted: its pages are "
@@ -438,6 +524,8 @@ void floop_slot_post(struct floop *f, struct fetch *s, uint64_t now)
 		s->state = FETCH_POSTED;
 		return;
 	}
+	if (ret != -EAGAIN && floop_slot_failover(f, s, now))
+		return;
 	if (ret == -ESTALE && !s->ahead)
 		floop_poison_n(f, s->map, s->addr, s->npages,
 			       "the owner restarted: its pages are gone");
@@ -476,6 +564,10 @@ void floop_on_done(void *arg, uint64_t tag, int status)
 		return;
 	}
 	atomic_fetch_add(&f->ctr.errors, 1);
+	/* Replicated: the next replica at once (ESTALE there is a fenced
+	 * or restarted replica, not a lost page). */
+	if (floop_slot_failover(f, s, evl_now_ms()))
+		return;
 	if (s->ahead) {
 		/* Read-ahead is best effort: a fault will ask again. */
 		floop_slot_release(f, s);
@@ -518,8 +610,28 @@ void floop_fetch_start_n(struct floop *f, struct fmap *m, uint64_t addr,
 	s->addr = addr;
 	s->owner = owner;
 	s->off = off;
-	layout_map_chunk(&m->lay, (addr - m->base) >> m->chunk_shift, &ch);
-	s->inst = ch.inst;
+	s->replica = -1;
+	s->rfailed = 0;
+	if (m->repl > 1) {
+		/* the replica the caller chose (floop_read_rec()) */
+		struct repl_chunk rc;
+
+		repl_chunk_get(&m->lay, m->repl, m->rs, m->n_rs,
+			       (addr - m->base) >> m->chunk_shift, &rc);
+		s->inst = 0;
+		for (unsigned int i = 0; i < rc.r; i++) {
+			if (rc.rec[i].node == owner &&
+			    off - rc.rec[i].off < m->chunk_size) {
+				s->replica = (int)i;
+				s->inst = rc.rec[i].inst;
+				break;
+			}
+		}
+	} else {
+		layout_map_chunk(&m->lay, (addr - m->base) >> m->chunk_shift,
+				 &ch);
+		s->inst = ch.inst;
+	}
 	s->t0_ms = t0_ms;
 	s->t0_ns = ahead ? 0 : f->fault_ns;
 	s->have_data = 0;

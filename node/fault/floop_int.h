@@ -37,6 +37,9 @@
 #define FLOOP_PF_DEPTH	 64 /* background prefetch pages in flight per map */
 #define FLOOP_WB_SLOTS	 64 /* write-back runs in flight */
 #define FLOOP_WB_TAG	 0x80000000u /* tag bit of a write-back */
+#define FLOOP_RB_TAG	 0x40000000u /* tag bit of a rebuild read */
+#define FLOOP_RB_READS	 4	     /* rebuild reads in flight per loop */
+#define FLOOP_RB_PAGES	 16	     /* pages in one rebuild read */
 #define FLOOP_SAMPLE_MAX 64	     /* ranges dropped per process_madvise */
 /* Faults may take the cache this far over its size while victims go
  * home; beyond it they wait. Reads in flight land within it. */
@@ -171,6 +174,13 @@ struct fmap {
 	int draining;	     /* removed: home with what it wrote, then freed */
 	uint64_t lease;
 	uint64_t wgen; /* the write lease's generation */
+	/* replicated regions (floop_repl.h): repl > 1 replicas, lay holds
+	 * n_chunks * repl records; the replicas not in sync; the layout's
+	 * generation */
+	unsigned int repl;
+	struct repl_state *rs;
+	uint32_t n_rs;
+	uint64_t rgen;
 	struct fmap *next;
 };
 
@@ -193,6 +203,32 @@ struct wback {
 	uint8_t *buf; /* FLOOP_RUN_PAGES pages: what is sent, read from the
 			 cache when it starts (a registered buffer, verbs
 			 sends from it) */
+	/* replicated (map->repl > 1): one write per replica of the set,
+	 * @rpend of them not answered yet, the first error seen */
+	struct repl_wb rw;
+	uint32_t rpend;
+	int rerr;
+};
+
+/* A rebuild task (floop_rb.c): @next bytes of it posted, @busy reads in
+ * flight; @prog_ms: its last read that landed (or its start). */
+struct rbtask {
+	struct floop_rtask t;
+	uint64_t next;
+	unsigned int busy;
+	uint64_t prog_ms;
+	uint64_t copied; /* pages written (not skipped) */
+	struct rbtask *nx;
+};
+
+/* A rebuild read in flight. */
+struct rbread {
+	int busy;
+	uint32_t gen;
+	struct rbtask *task;
+	uint64_t rel;
+	uint32_t len;
+	uint8_t *buf; /* FLOOP_RB_PAGES pages */
 };
 
 /* A flush waiting for the pages it marked (PS_FLUSH) to go home. */
@@ -224,6 +260,9 @@ struct fetch {
 	uint8_t *buf;	   /* landing: the slot's own */
 	uint8_t *land;	   /* the slot's own landing buffer */
 	uint32_t hnext;	   /* hash chain, UINT32_MAX = end */
+	/* replicated: the replica read, and those that failed this fetch */
+	int replica;
+	uint32_t rfailed;
 };
 
 /* A transport instance of the loop. */
@@ -277,6 +316,8 @@ enum cmd_kind {
 	CMD_REGIONS,
 	CMD_FLUSH,
 	CMD_MAP_LOST, /* the coordinator says the map's write lease is lost */
+	CMD_RELAYOUT, /* a replicated region's layout changed (rgen) */
+	CMD_REBUILD,  /* a rebuild task (c->rt) */
 };
 
 struct cmd {
@@ -289,7 +330,12 @@ struct cmd {
 	struct floop_region *regions;
 	uint32_t n_regions;
 	uint64_t epoch, cid;
-	char name[MSG_NAME_MAX]; /* CMD_FLUSH */
+	char name[MSG_NAME_MAX]; /* CMD_FLUSH, CMD_RELAYOUT */
+	struct msg_run *runs;	 /* CMD_RELAYOUT: the new layout */
+	uint32_t n_runs, replicas, n_rs;
+	struct repl_state *rs;
+	uint64_t rgen;
+	struct floop_rtask rt; /* CMD_REBUILD */
 	struct cmd *next;
 };
 
@@ -375,6 +421,9 @@ struct floop {
 	unsigned int n_wb_busy;
 	uint64_t last_wb_ms;
 	struct fwait *fwaits;
+	/* rebuild tasks (floop_rb.c) */
+	struct rbtask *rb_tasks;
+	struct rbread rb[FLOOP_RB_READS];
 	/* reports to the control thread */
 	int done_efd;
 	struct floop_done *dones, **dones_tail; /* under lock */
@@ -398,7 +447,28 @@ void floop_uffd_read(struct floop *f, struct fmap *m);
 /* Serves the faults in the backlog while slots and the cache have room. */
 void floop_backlog_run(struct floop *f);
 
+/* ---- floop_rb.c ---- */
+
+/* Takes rebuild task @t (a copy). */
+void floop_rb_add(struct floop *f, const struct floop_rtask *t);
+/* Posts rebuild reads while slots are free; ends tasks done or given up. */
+void floop_rb_run(struct floop *f, uint64_t now);
+/* A rebuild read's completion (its tag's low bits). */
+void floop_rb_done(struct floop *f, uint32_t idx, uint32_t gen, int status);
+/* Frees every task and buffer (the loop's end). */
+void floop_rb_fini(struct floop *f);
+
 /* ---- floop_fetch.c ---- */
+
+/*
+ * The record a read of chunk @idx of @m goes to, into *@out: its only
+ * one, or (replicated) the first SYNC replica (own first) not in
+ * @failed and whose owner did not restart. Returns the replica's index,
+ * -1 if every SYNC replica failed (wait and retry), -2 if none is SYNC or
+ * every SYNC one restarted (lost: poison at once).
+ */
+int floop_read_rec(struct floop *f, struct fmap *m, uint64_t idx,
+		   uint32_t failed, struct msg_chunk *out);
 
 /* The fetch of page @addr of @m in flight (or waiting), or NULL. */
 struct fetch *floop_fetch_find(struct floop *f, struct fmap *m, uint64_t addr);
@@ -512,6 +582,9 @@ uint64_t floop_cache_resident(const struct floop *f);
 /* Room in the cache for a fetch (else the fault waits). */
 int floop_cache_has_room(const struct floop *f);
 /* A write-back completion (tag low word without FLOOP_WB_TAG). */
+/* Replicated: @m's layout changed; write-backs in flight stop waiting
+ * for replicas that left the set (done if nothing else is awaited). */
+void floop_cache_wb_relayout(struct floop *f, struct fmap *m);
 void floop_cache_wb_done(struct floop *f, uint32_t idx, uint32_t gen,
 			 int status);
 /* Eviction, write-backs due, flushes done; @tick: the periodic call. */
@@ -549,8 +622,6 @@ uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i);
  * for only, if @flush_only), while write-back slots are free. */
 void cache_wb_scan(struct floop *f, struct fmap *m, uint64_t now,
 		   int flush_only);
-
-
 
 /* ---- dirty_scan.c: written pages found by scanning (m->dscan) ---- */
 

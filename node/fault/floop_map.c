@@ -52,6 +52,7 @@ void floop_map_free_maybe(struct floop *f, struct fmap *m)
 	floop_cache_map_gone(f, m);
 	close(m->uffd);
 	layout_map_fini(&m->lay);
+	free(m->rs);
 	free(m);
 }
 
@@ -194,6 +195,26 @@ static void floop_fault_handle(struct floop *f, struct fmap *m, uint64_t addr,
 	if (m->cache && floop_cache_fault(f, m, addr, flags))
 		return;
 	rel = addr - m->base;
+	if (m->repl > 1) {
+		/* Replicated: nothing is mapped from the pool (a write there
+		 * would reach no other replica); the own replica, when it
+		 * is read, is copied like a peer's page. */
+		int r = floop_read_rec(f, m, rel >> m->chunk_shift, 0, &ch);
+
+		if (r == -2) {
+			atomic_fetch_add(&f->ctr.errors, 1);
+			floop_poison(f, m, addr,
+				     "no replica of its chunk is in sync: its "
+				     "pages are lost");
+			return;
+		}
+		if (r == -1) /* cannot happen with nothing failed */
+			layout_map_chunk(&m->lay, rel >> m->chunk_shift, &ch);
+		floop_fault_remote(f, m, addr, ch.node,
+				   ch.off + (rel & (m->chunk_size - 1)), t0_ms,
+				   replay, write);
+		return;
+	}
 	layout_map_chunk(&m->lay, rel >> m->chunk_shift, &ch);
 	c = &ch;
 	off = c->off + (rel & (m->chunk_size - 1));

@@ -23,11 +23,13 @@ static uint32_t floop_ra_fetch(struct floop *f, struct fmap *m, uint64_t a,
 		m->base + ((rel >> m->chunk_shift) + 1) * m->chunk_size;
 	uint32_t n = 1;
 
-	layout_map_chunk(&m->lay, rel >> m->chunk_shift, &ch);
+	if (floop_read_rec(f, m, rel >> m->chunk_shift, 0, &ch) < 0)
+		return 1;
 	off = c->off + (rel & (m->chunk_size - 1));
 	/* A page the cache holds is never fetched again: it may be dirty. */
-	if (c->node == f->cfg.self || floop_peer_chunk_is_lost(f, c) ||
-	    floop_fetch_find(f, m, a) || floop_cache_is_held(m, a))
+	if ((c->node == f->cfg.self && m->repl <= 1) ||
+	    floop_peer_chunk_is_lost(f, c) || floop_fetch_find(f, m, a) ||
+	    floop_cache_is_held(m, a))
 		return 1;
 	if (stop > chunk_end)
 		stop = chunk_end;

@@ -13,10 +13,12 @@
 #include "floop_pgstate.h"
 
 #include <errno.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "evl.h"
 #include "log.h"
+#include "pgfence.h"
 
 static struct wback *cache_wb_slot(struct floop *f)
 {
@@ -50,6 +52,76 @@ static int cache_wb_read(struct fmap *m, uint8_t *dst, uint64_t rel, uint32_t n)
 }
 
 /*
+ * Replicated: sends the run @w (its pages read into w->buf) to every
+ * replica of its chunk that is SYNC or REBUILDING (this node's own one:
+ * written into the pool at once). Returns 0, or the status to end it
+ * with at once if nothing is in flight.
+ */
+static int cache_wb_repl_send(struct floop *f, struct fmap *m, struct wback *w,
+			      uint64_t rel, uint64_t tag)
+{
+	struct repl_chunk rc;
+	uint64_t in = rel & (m->chunk_size - 1);
+	size_t len = (size_t)w->npages * FLOOP_PAGE;
+
+	repl_chunk_get(&m->lay, m->repl, m->rs, m->n_rs, rel >> m->chunk_shift,
+		       &rc);
+	repl_wb_start(&w->rw, &rc);
+	w->rpend = 0;
+	w->rerr = 0;
+	for (unsigned int r = 0; r < rc.r; r++) {
+		const struct msg_chunk *c = &rc.rec[r];
+		uint64_t off = c->off + in;
+		int ret;
+
+		if (!(w->rw.want & (1u << r)))
+			continue;
+		if (c->node == f->cfg.self) {
+			if (off > f->cfg.pool_size ||
+			    f->cfg.pool_size - off < len) {
+				w->rerr = w->rerr ? w->rerr : -ERANGE;
+				continue;
+			}
+			pgfence_note_write(f->cfg.fence, off, len);
+			memcpy((uint8_t *)f->cfg.pool_base + off, w->buf, len);
+			repl_wb_ack(&w->rw, r);
+			continue;
+		}
+		ret = floop_peer_write(f, c->node, off, (uint32_t)len, w->buf,
+				       m->wgen, tag | ((uint64_t)r << 8));
+		if (ret)
+			w->rerr = w->rerr ? w->rerr : ret;
+		else
+			w->rpend++;
+	}
+	if (w->rpend)
+		return 0;
+	return repl_wb_done(&w->rw) == 1 ? 0 : (w->rerr ? w->rerr : -EIO);
+}
+
+/* Replicated: the chunk's replicas that may be written (a replica
+ * whose owner restarted holds nothing; it leaves the set). */
+static uint32_t cache_wb_repl_live(struct floop *f, struct fmap *m,
+				   uint64_t rel)
+{
+	struct repl_chunk rc;
+	uint32_t set;
+
+	repl_chunk_get(&m->lay, m->repl, m->rs, m->n_rs, rel >> m->chunk_shift,
+		       &rc);
+	set = repl_write_set(&rc);
+	for (unsigned int r = 0; r < rc.r; r++) {
+		const struct msg_chunk *c = &rc.rec[r];
+
+		if (c->node == f->cfg.self ? c->inst && f->cfg.instance &&
+						     c->inst != f->cfg.instance
+					   : floop_peer_chunk_is_lost(f, c))
+			set &= ~(1u << r);
+	}
+	return set;
+}
+
+/*
  * Sends the dirty run at page @i (up to FLOOP_RUN_PAGES of one chunk)
  * home. Returns the pages it covers (0: nothing could be posted now).
  */
@@ -75,7 +147,8 @@ uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i)
 	 * placed there next. Readers get SIGBUS for the chunk; what was
 	 * written to it can never go home: it is dropped, and every flush
 	 * of the mapping fails from now on. */
-	if (c->node == f->cfg.self
+	if (m->repl > 1 ? !cache_wb_repl_live(f, m, rel)
+	    : c->node == f->cfg.self
 		    ? c->inst && f->cfg.instance && c->inst != f->cfg.instance
 		    : floop_peer_chunk_is_lost(f, c)) {
 		if (!m->wb_gone)
@@ -115,6 +188,16 @@ uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i)
 	m->inflight++;
 	f->n_wb_busy++;
 	tag = ((uint64_t)w->gen << 32) | FLOOP_WB_TAG | (uint32_t)(w - f->wbs);
+	if (m->repl > 1) {
+		ret = cache_wb_read(m, w->buf, rel, n);
+		if (!ret) {
+			ret = cache_wb_repl_send(f, m, w, rel, tag);
+			if (!ret && w->rpend)
+				return n;
+		}
+		floop_cache_wb_done(f, (uint32_t)(w - f->wbs), w->gen, ret);
+		return n;
+	}
 	/* What is sent is what the memfd holds now (a punched page reads as
 	 * zeroes: the guest dropped its bytes itself). Our own page (its
 	 * chunk was not mapped from the pool) is read straight into it. */
@@ -137,6 +220,51 @@ uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i)
 	return n;
 }
 
+/* Replicated write-back @w has no answer left to wait for: 0 if every
+ * replica of its chunk still in the set acknowledged it, else an error
+ * (sent again later). */
+static int cache_wb_repl_outcome(struct floop *f, struct fmap *m,
+				 struct wback *w)
+{
+	struct repl_chunk rc;
+
+	(void)f;
+	repl_chunk_get(&m->lay, m->repl, m->rs, m->n_rs,
+		       (w->addr - m->base) >> m->chunk_shift, &rc);
+	repl_wb_relayout(&w->rw, &rc);
+	if (w->rerr == -ENOLCK)
+		return -ENOLCK;
+	if (repl_wb_done(&w->rw) == 1)
+		return 0;
+	return w->rerr ? w->rerr : -EIO;
+}
+
+void floop_cache_wb_relayout(struct floop *f, struct fmap *m)
+{
+	for (unsigned int k = 0; k < FLOOP_WB_SLOTS; k++) {
+		struct wback *w = &f->wbs[k];
+
+		if (!w->busy || w->map != m || !w->rpend)
+			continue;
+		/* a replica it waits for left the set: not waited for */
+		{
+			struct repl_chunk rc;
+
+			repl_chunk_get(&m->lay, m->repl, m->rs, m->n_rs,
+				       (w->addr - m->base) >> m->chunk_shift,
+				       &rc);
+			repl_wb_relayout(&w->rw, &rc);
+		}
+		if (repl_wb_done(&w->rw) == 1) {
+			/* ends it now; late answers are ignored (the
+			 * slot is free, or its gen moved on) */
+			w->rpend = 0;
+			w->rerr = 0;
+			floop_cache_wb_done(f, k, w->gen, 0);
+		}
+	}
+}
+
 void floop_cache_wb_done(struct floop *f, uint32_t idx, uint32_t gen,
 			 int status)
 {
@@ -144,12 +272,26 @@ void floop_cache_wb_done(struct floop *f, uint32_t idx, uint32_t gen,
 	struct fmap *m;
 	uint64_t i;
 
+	unsigned int r = (idx >> 8) & 3;
+
+	idx &= 0xff;
 	if (idx >= FLOOP_WB_SLOTS)
 		return;
 	w = &f->wbs[idx];
 	if (!w->busy || w->gen != gen)
 		return;
 	m = w->map;
+	if (m->repl > 1 && w->rpend) {
+		/* one replica's answer: home once every replica still in
+		 * the set (the layout as it is now) acknowledged */
+		if (!status)
+			repl_wb_ack(&w->rw, r);
+		else if (!w->rerr || status == -ENOLCK)
+			w->rerr = status;
+		if (--w->rpend)
+			return;
+		status = cache_wb_repl_outcome(f, m, w);
+	}
 	i = cache_idx(m, w->addr);
 	cache_wb_end(f, m, i, w->npages, status);
 	if (status) {

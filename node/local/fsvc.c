@@ -110,7 +110,16 @@ struct fsvc_conn {
 	char name[MSG_NAME_MAX]; /* of the region asked for */
 	int cache_fd;		 /* the mapping's cache memfd, -1: none */
 	struct msg layout;	 /* MAP_LAYOUT as sent */
-	int pinned;		 /* layout's local chunks pinned */
+	/* replicated regions: the process is sent no chunk as local (a
+	 * write straight to this pool would reach no other replica); the
+	 * fault loop gets the real layout, n_chunks * replicas records */
+	uint32_t replicas; /* 0: not replicated */
+	struct msg_run *rruns;
+	uint32_t n_rruns;
+	struct repl_state *rs;
+	uint32_t n_rs;
+	uint64_t rgen;
+	int pinned; /* layout's local chunks pinned */
 	int fd_in;  /* descriptor that came with the frame being read */
 	int fd_in2; /* ... and a second one (a resumed cache memfd) */
 	struct fsvc_out *out; /* answers not yet sent, oldest first */
@@ -301,6 +310,8 @@ static void fsvc_conn_close(struct fsvc_conn *c)
 	if (c->fd_in2 >= 0)
 		close(c->fd_in2);
 	msg_fini(&c->layout);
+	layout_runs_free(c->rruns, c->n_rruns);
+	free(c->rs);
 	free(c);
 }
 
@@ -590,6 +601,52 @@ static int fsvc_layout_send(struct fsvc_conn *c)
 	return ret;
 }
 
+/*
+ * Replicated region @reg (its runs already in c->layout): they go to the
+ * fault loop's layout (c->rruns, states, generation); the process gets
+ * one record per chunk, none of them local (node UINT32_MAX), so that it maps
+ * nothing from the pool and registers the whole range with its uffd.
+ */
+static int fsvc_repl_take(struct fsvc_conn *c, struct msg *reg)
+{
+	uint32_t n = fsvc_n_chunks(&c->layout);
+	struct msg_chunk *ch = calloc(n ? n : 1, sizeof(*ch));
+	int ret;
+
+	if (!ch)
+		return -ENOMEM;
+	if (reg->n_rstates) {
+		c->rs = malloc(reg->n_rstates * sizeof(*c->rs));
+		if (!c->rs) {
+			free(ch);
+			return -ENOMEM;
+		}
+	}
+	for (uint32_t i = 0; i < reg->n_rstates; i++) {
+		c->rs[i].chunk = reg->rstates[i].chunk;
+		c->rs[i].replica = (uint32_t)reg->rstates[i].replica;
+		c->rs[i].state = (uint32_t)reg->rstates[i].state;
+	}
+	c->n_rs = reg->n_rstates;
+	/* the wire takes no node 0: UINT32_MAX, a node id never given */
+	for (uint32_t i = 0; i < n; i++) {
+		ch[i].node = UINT32_MAX;
+		ch[i].off = (uint64_t)i * c->layout.chunk_size;
+	}
+	c->rruns = c->layout.runs;
+	c->n_rruns = c->layout.n_runs;
+	c->layout.runs = NULL;
+	c->layout.n_runs = 0;
+	ret = layout_runs_make(ch, n, c->layout.chunk_size, &c->layout.runs,
+			       &c->layout.n_runs);
+	free(ch);
+	if (ret)
+		return ret;
+	c->replicas = (uint32_t)reg->replicas;
+	c->rgen = reg->rgen;
+	return 0;
+}
+
 /* The lookup of @c is done: the layout and the cache fd, or the error. */
 static int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 {
@@ -612,6 +669,14 @@ static int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 	/* In runs (csess_region_get()): the layout costs its runs here. */
 	c->layout.runs = r->region.runs;
 	c->layout.n_runs = r->region.n_runs;
+	if (r->region.replicas > 1) {
+		ret = fsvc_repl_take(c, &r->region);
+		if (ret) {
+			fsvc_reply_error(c, ret,
+					 "no memory for a replicated layout");
+			return ret;
+		}
+	}
 	if (c->lease) {
 		c->wgen = r->wgen;
 		c->layout.wgen = c->wgen_asked ? r->wgen : 0;
@@ -637,6 +702,9 @@ static int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 	ret = fsvc_layout_send(c);
 	if (!ret)
 		c->state = FSVC_LAYOUT_SENT;
+	else
+		log_errno(ret, "region %s: cannot send its layout",
+			  c->layout.name);
 	return ret;
 }
 
@@ -746,6 +814,11 @@ static void fsvc_on_dones(struct evl *l, int fd, uint32_t events, void *arg)
 		struct msg rep;
 
 		next = d->next;
+		if (d->kind == FLOOP_DONE_REBUILD) {
+			csess_rebuild_done(a->cs, d->cookie, d->err);
+			free(d);
+			continue;
+		}
 		if (d->kind == FLOOP_DONE_RELEASE) {
 			struct fsvc_drain **p =
 				fsvc_drain_find(a, d->name, d->lease);
@@ -1043,8 +1116,27 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 	d.lease = c->lease;
 	d.wgen = c->wgen;
 	/* The fault loop looks chunks up in the runs (no per-chunk table). */
-	ret = layout_runs_copy(c->layout.runs, c->layout.n_runs, &d.runs);
-	d.n_runs = c->layout.n_runs;
+	if (c->replicas > 1) {
+		ret = layout_runs_copy(c->rruns, c->n_rruns, &d.runs);
+		d.n_runs = c->n_rruns;
+		d.replicas = c->replicas;
+		d.rgen = c->rgen;
+		if (!ret && c->n_rs) {
+			d.rstates = malloc(c->n_rs * sizeof(*d.rstates));
+			if (d.rstates) {
+				memcpy(d.rstates, c->rs,
+				       c->n_rs * sizeof(*d.rstates));
+				d.n_rstates = c->n_rs;
+			} else {
+				layout_runs_free(d.runs, d.n_runs);
+				ret = -ENOMEM;
+			}
+		}
+	} else {
+		ret = layout_runs_copy(c->layout.runs, c->layout.n_runs,
+				       &d.runs);
+		d.n_runs = c->layout.n_runs;
+	}
 	if (ret) {
 		close(uffd);
 		if (d.cache_fd >= 0)

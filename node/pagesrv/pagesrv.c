@@ -33,6 +33,7 @@
 #include "log.h"
 #include "msg.h"
 #include "net.h"
+#include "pgfence.h"
 #include "wire.h"
 #include "xport_ring.h"
 
@@ -196,6 +197,7 @@ struct pagesrv {
 	uint64_t pool_size;
 	uint64_t instance;
 	unsigned int max_conns;
+	struct pgfence *fence; /* replicas out of sync, rebuild marks; NULL */
 	/* authentication */
 	bool insecure;
 	char self_name[AUTH_NAME_MAX];
@@ -542,6 +544,13 @@ static int pagesrv_conn_on_read(struct pagesrv_conn *c,
 		return pagesrv_conn_reply(c, WIRE_OP_READ, ERANGE, 0, h->tag, 0,
 					  NULL, NULL);
 	}
+	if (pgfence_hit(s->fence, h->arg, h->len)) {
+		log_dbg("%s: read at %#llx refused: a fenced replica", c->name,
+			(unsigned long long)h->arg);
+		pagesrv_count(&s->st_errors, 1);
+		return pagesrv_conn_reply(c, WIRE_OP_READ, ESTALE, 0, h->tag, 0,
+					  NULL, NULL);
+	}
 	if (c->sess) {
 		/* Sealed from the pool into a buffer of its own, which is
 		 * sent: encrypted there, or copied there and tagged. Tagging
@@ -685,10 +694,16 @@ static int pagesrv_conn_on_write(struct pagesrv_conn *c,
 		c->wr_status = ERANGE;
 	} else if (pagesrv_conn_is_sending(c, s->pool + h->arg, h->len)) {
 		return 1;
+	} else if (pgfence_hit(s->fence, h->arg, h->len)) {
+		log_dbg("%s: write at %#llx refused: a fenced replica", c->name,
+			(unsigned long long)h->arg);
+		c->wr_status = ESTALE;
 	} else {
 		c->wr_status =
 			pagesrv_wgen_check(s, c->name, h->arg, h->len,
 					   g ? wire_get(g, WIRE_WGEN_LEN) : 0);
+		if (!c->wr_status)
+			pgfence_note_write(s->fence, h->arg, h->len);
 	}
 	c->wr_active = true;
 	c->wr_tag = h->tag;
@@ -745,6 +760,10 @@ static int pagesrv_conn_write_open(struct pagesrv_conn *c)
 		log_dbg("%s: write of %u bytes at %#llx is outside the pool",
 			c->name, c->wr_len, (unsigned long long)c->wr_off);
 		c->wr_status = ERANGE;
+	} else if (pgfence_hit(s->fence, c->wr_off, c->wr_len)) {
+		log_dbg("%s: write at %#llx refused: a fenced replica", c->name,
+			(unsigned long long)c->wr_off);
+		c->wr_status = ESTALE;
 	} else {
 		c->wr_status = pagesrv_wgen_check(
 			s, c->name, c->wr_off, c->wr_len,
@@ -752,8 +771,10 @@ static int pagesrv_conn_write_open(struct pagesrv_conn *c)
 				? wire_get(c->wr_hdr + WIRE_HDR_LEN,
 					   WIRE_WGEN_LEN)
 				: 0);
-		if (!c->wr_status)
+		if (!c->wr_status) {
+			pgfence_note_write(s->fence, c->wr_off, c->wr_len);
 			memcpy(s->pool + c->wr_off, c->stage, c->wr_len);
+		}
 	}
 	return pagesrv_conn_write_end(c);
 }
@@ -1651,6 +1672,7 @@ int pagesrv_create(const struct pagesrv_cfg *cfg, struct pagesrv **out)
 	s->efd = -1;
 	s->pool = cfg->pool;
 	s->pool_size = cfg->pool_size;
+	s->fence = cfg->fence;
 	s->n_wgens = (cfg->pool_size + MSG_POOL_SEG - 1) / MSG_POOL_SEG;
 	s->wgens = calloc(s->n_wgens ? s->n_wgens : 1, sizeof(*s->wgens));
 	if (!s->wgens) {

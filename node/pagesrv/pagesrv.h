@@ -33,6 +33,10 @@ struct pagesrv_cfg {
 	/* a connection not done with its handshake this long after accept
 	 * is closed; 0 = 5000 */
 	unsigned int hs_timeout_ms;
+	/* replicated regions (pgfence.h): READ and WRITE inside a fenced
+	 * extent are refused ESTALE, WRITEs set rebuild marks; NULL: none.
+	 * The caller keeps it until pagesrv_destroy() returns. */
+	struct pgfence *fence;
 };
 
 /*

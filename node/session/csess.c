@@ -25,6 +25,7 @@
 #include "lcache.h"
 #include "log.h"
 #include "net.h"
+#include "pgfence.h"
 #include "resolv.h"
 #include "xport.h"
 
@@ -85,7 +86,29 @@ struct csess {
 	struct msg_extent *cleared; /* to report in the next heartbeat */
 	uint32_t n_cleared, cap_cleared;
 	uint64_t next_hb_ms;
+	/* rebuild tasks of replicated regions (csess_tasks_*): under lock */
+	struct csess_task *tasks;
+	uint32_t n_tasks;
 };
+
+/* A rebuild task as this node knows it (acks deliver it again until it is
+ * reported; a finished one is remembered so it is not run again). */
+enum csess_task_state {
+	CT_ARMED,   /* marks armed: "taken" in the next heartbeat */
+	CT_TAKEN,   /* reported taken: its copy starts after that ack */
+	CT_RUNNING, /* copying (the fault loop) */
+	CT_DONE,    /* finished: rebuilt/failed in the next heartbeat */
+	CT_GONE,    /* reported done: only remembered */
+};
+
+struct csess_task {
+	struct msg_rtask t;
+	enum csess_task_state st;
+	int err;
+	int sending; /* in the heartbeat being sent */
+};
+
+#define CSESS_TASKS_MAX 256
 
 static int csess_is_stopping(struct csess *s)
 {
@@ -408,6 +431,76 @@ static int csess_region_listed(const struct msg *region, void *arg)
 	return 0;
 }
 
+static int csess_region_get(struct csess *s, const char *name, struct msg *rep);
+
+/* A REGION's replica states as the fault loop holds them (malloc'd, or
+ * NULL if none); 0 or -ENOMEM. */
+static int csess_rstates(const struct msg *r, struct repl_state **out)
+{
+	struct repl_state *rs = NULL;
+
+	if (r->n_rstates) {
+		rs = malloc(r->n_rstates * sizeof(*rs));
+		if (!rs)
+			return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < r->n_rstates; i++) {
+		rs[i].chunk = r->rstates[i].chunk;
+		rs[i].replica = (uint32_t)r->rstates[i].replica;
+		rs[i].state = (uint32_t)r->rstates[i].state;
+	}
+	*out = rs;
+	return 0;
+}
+
+/*
+ * Region @reg as REGIONS lists it: if it is replicated, cached here (looked
+ * up: mapped here, or was) at the same epoch, and its replica generation
+ * moved, its layout is fetched again and handed to the fault loops.
+ * Returns 0 or -errno (the epoch is not synced then; again next beat).
+ */
+static int csess_region_relayout(struct csess *s, const struct msg_region *reg)
+{
+	const struct msg *old;
+	struct repl_state *rs;
+	struct msg rep;
+	int ret;
+
+	if (reg->replicas <= 1 || !reg->rgen)
+		return 0;
+	old = lcache_get(&s->cache, reg->name);
+	if (!old || old->epoch != reg->epoch || old->rgen == reg->rgen)
+		return 0;
+	ret = csess_region_get(s, reg->name, &rep);
+	if (ret == -ENOENT) { /* deleted meanwhile: the list says so next */
+		msg_fini(&rep);
+		return 0;
+	}
+	if (!ret && (rep.epoch != reg->epoch || rep.replicas <= 1)) {
+		msg_fini(&rep);
+		return 0; /* recreated meanwhile: the next list tells */
+	}
+	if (!ret)
+		ret = csess_rstates(&rep, &rs);
+	if (ret) {
+		log_errno(ret, "region %s: its new replica layout", reg->name);
+		msg_fini(&rep);
+		return ret;
+	}
+	log_info("region %s: replica generation %llu -> %llu (%u replicas "
+		 "not in sync)",
+		 reg->name, (unsigned long long)old->rgen,
+		 (unsigned long long)rep.rgen, rep.n_rstates);
+	ret = floops_map_relayout(s->a->fl, rep.name, rep.epoch, rep.runs,
+				  rep.n_runs, (uint32_t)rep.replicas, rs,
+				  rep.n_rstates, rep.rgen);
+	free(rs);
+	if (!ret)
+		lcache_put(&s->cache, &rep);
+	msg_fini(&rep);
+	return ret;
+}
+
 /*
  * REGION_LIST: mappings of regions that are gone go stale in the fault
  * loop, cached layouts of them are dropped. @epoch (of the heartbeat that
@@ -436,6 +529,19 @@ static int csess_regions_sync(struct csess *s, uint64_t epoch)
 		list[i].epoch = rep.regions[i].epoch;
 	}
 	lcache_prune(&s->cache, csess_region_listed, &rep);
+	/* Replicated regions looked up here whose replicas changed: their
+	 * new layout goes to the fault loops before this epoch counts as
+	 * synced (the ticket below covers it: each loop runs its commands
+	 * in order); the scrub of fenced extents relies on that. */
+	for (uint32_t i = 0; i < rep.n_regions; i++) {
+		ret = csess_region_relayout(s, &rep.regions[i]);
+		if (ret) {
+			free(list);
+			msg_fini(&rep);
+			s->need_regions = 1;
+			return ret;
+		}
+	}
 	ticket = floops_regions_set(s->a->fl, list, rep.n_regions, epoch,
 				    s->cid);
 	free(list);
@@ -607,6 +713,168 @@ static void csess_scrub(struct csess *s, const struct msg *ack)
 			 (unsigned long long)(bytes >> 20));
 }
 
+/* ---- replicated regions: fences and rebuild tasks ---- */
+
+/* The ack's fence: this pool's extents that hold replicas out of sync
+ * serve no READ or WRITE from now on. */
+static void csess_fence(struct csess *s, const struct msg *ack)
+{
+	for (uint32_t i = 0; i < ack->n_fence; i++) {
+		const struct msg_extent *e = &ack->fence[i];
+		int ret = pgfence_add(s->a->fence, e->off, e->len);
+
+		if (ret == 1)
+			log_info("fenced extent %#llx+%#llx: a replica out "
+				 "of sync (reads and writes refused)",
+				 (unsigned long long)e->off,
+				 (unsigned long long)e->len);
+		else if (ret < 0)
+			log_errno(ret, "fence of extent %#llx+%#llx",
+				  (unsigned long long)e->off,
+				  (unsigned long long)e->len);
+	}
+}
+
+static struct csess_task *csess_task_find(struct csess *s, uint64_t id)
+{
+	for (uint32_t i = 0; i < s->n_tasks; i++)
+		if (s->tasks[i].t.id == id)
+			return &s->tasks[i];
+	return NULL;
+}
+
+/* The ack's tasks: new ones get their write marks armed (reported taken
+ * next); those known are not run again. Session thread. */
+static void csess_tasks_take(struct csess *s, const struct msg *ack)
+{
+	pthread_mutex_lock(&s->lock);
+	for (uint32_t i = 0; i < ack->n_tasks; i++) {
+		const struct msg_rtask *t = &ack->tasks[i];
+		struct csess_task *k = csess_task_find(s, t->id);
+		int ret;
+
+		if (k)
+			continue;
+		if (s->n_tasks == CSESS_TASKS_MAX) {
+			/* forget the oldest one reported done */
+			uint32_t j;
+
+			for (j = 0; j < s->n_tasks; j++)
+				if (s->tasks[j].st == CT_GONE)
+					break;
+			if (j == s->n_tasks)
+				break; /* all busy: delivered again later */
+			s->tasks[j] = s->tasks[--s->n_tasks];
+		}
+		if (!s->tasks) {
+			s->tasks = calloc(CSESS_TASKS_MAX, sizeof(*s->tasks));
+			if (!s->tasks)
+				break;
+		}
+		k = &s->tasks[s->n_tasks++];
+		*k = (struct csess_task){ .t = *t, .st = CT_ARMED };
+		ret = pgfence_marks_arm(s->a->fence, t->id, t->dst_off, t->len);
+		if (ret && ret != -EEXIST) {
+			log_errno(ret,
+				  "rebuild task %llu: %#llx+%#llx of the pool",
+				  (unsigned long long)t->id,
+				  (unsigned long long)t->dst_off,
+				  (unsigned long long)t->len);
+			k->st = CT_DONE;
+			k->err = ret;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Appends @id to *@list (of *@n); 0 or -ENOMEM. */
+static int csess_ids_add(uint64_t **list, uint32_t *n, uint64_t id)
+{
+	uint64_t *p = realloc(*list, (*n + 1) * sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	p[(*n)++] = id;
+	*list = p;
+	return 0;
+}
+
+/* What the heartbeat @req reports of the tasks (marked sending). */
+static int csess_tasks_report(struct csess *s, struct msg *req)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&s->lock);
+	for (uint32_t i = 0; i < s->n_tasks && !ret; i++) {
+		struct csess_task *k = &s->tasks[i];
+
+		k->sending = 0;
+		if (k->st == CT_ARMED)
+			ret = csess_ids_add(&req->taken, &req->n_taken,
+					    k->t.id);
+		else if (k->st == CT_DONE && !k->err)
+			ret = csess_ids_add(&req->rebuilt, &req->n_rebuilt,
+					    k->t.id);
+		else if (k->st == CT_DONE)
+			ret = csess_ids_add(&req->failed, &req->n_failed,
+					    k->t.id);
+		else
+			continue;
+		k->sending = 1;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+/* The heartbeat that reported them was answered (@ok) or not: tasks
+ * reported taken start copying, those reported done are forgotten. */
+static void csess_tasks_reported(struct csess *s, int ok)
+{
+	pthread_mutex_lock(&s->lock);
+	for (uint32_t i = 0; i < s->n_tasks; i++) {
+		struct csess_task *k = &s->tasks[i];
+
+		if (!k->sending)
+			continue;
+		k->sending = 0;
+		if (!ok)
+			continue;
+		if (k->st == CT_ARMED) {
+			struct floop_rtask t = {
+				.id = k->t.id,
+				.src_node = k->t.src_node,
+				.src_off = k->t.src_off,
+				.src_inst = k->t.src_inst,
+				.dst_off = k->t.dst_off,
+				.len = k->t.len,
+			};
+
+			k->st = CT_RUNNING;
+			if (floops_rebuild(s->a->fl, &t)) {
+				k->st = CT_DONE;
+				k->err = -ENOMEM;
+			}
+		} else if (k->st == CT_DONE) {
+			k->st = CT_GONE;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void csess_rebuild_done(struct csess *s, uint64_t id, int err)
+{
+	struct csess_task *k;
+
+	pgfence_marks_drop(s->a->fence, id);
+	pthread_mutex_lock(&s->lock);
+	k = csess_task_find(s, id);
+	if (k && k->st == CT_RUNNING) {
+		k->st = CT_DONE;
+		k->err = err;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
 /* ---- heartbeat ---- */
 
 static void csess_heartbeat(struct csess *s)
@@ -628,10 +896,15 @@ static void csess_heartbeat(struct csess *s)
 	floops_peer_stats(a->fl, &req.peers, &req.n_peers);
 	req.extents = s->cleared; /* lent, taken back below */
 	req.n_extents = s->n_cleared;
+	if (csess_tasks_report(s, &req)) {
+		msg_fini(&req);
+		return; /* no memory: again at the next beat */
+	}
 	ret = csess_call(s, &req, &rep);
 	req.extents = NULL;
 	req.n_extents = 0;
 	msg_fini(&req);
+	csess_tasks_reported(s, !ret && rep.type == MSG_T_HEARTBEAT_ACK);
 	if (ret == -ENOENT || ret == -ESTALE) {
 		log_warn("coordinator does not know node %llu any more: %s; "
 			 "joining again",
@@ -658,6 +931,8 @@ static void csess_heartbeat(struct csess *s)
 	epoch = rep.epoch;
 	ngen = rep.ngen;
 	csess_scrub(s, &rep);
+	csess_fence(s, &rep);
+	csess_tasks_take(s, &rep);
 	msg_fini(&rep);
 	if (atomic_exchange(&s->want_nodes, 0))
 		s->need_nodes = 1;
@@ -800,6 +1075,7 @@ static int csess_region_get(struct csess *s, const char *name, struct msg *rep)
 	msg_init(&req, MSG_T_REGION_GET);
 	msg_strset(req.name, sizeof(req.name), name);
 	req.want_runs = !s->no_runs;
+	req.want_repl = 1; /* replicated regions: this agent knows them */
 	ret = csess_call_want(s, &req, rep, MSG_T_REGION);
 	if (req.want_runs &&
 	    (ret == -ECONNRESET || ret == -EPIPE || ret == -EBADMSG)) {
@@ -1042,6 +1318,7 @@ void csess_destroy(struct csess *s)
 	lcache_fini(&s->cache);
 	msg_fini(&s->nodes);
 	free(s->cleared);
+	free(s->tasks);
 	actl_close(&s->coord);
 	if (s->efd_jobs >= 0)
 		close(s->efd_jobs);

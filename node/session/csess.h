@@ -95,6 +95,9 @@ int csess_lease_release(struct csess *s, uint64_t token, const char *name,
  */
 int csess_lease_check(struct csess *s, uint64_t token, const char *name,
 		      uint64_t lease, uint64_t wgen);
+/* Any thread: rebuild task @id finished with @err (0: copied; else it is
+ * reported failed); its write marks are dropped. */
+void csess_rebuild_done(struct csess *s, uint64_t id, int err);
 /* Any thread: the node table is fetched again at the next heartbeat (a
  * peer we hold no pair key for came to our page server). */
 void csess_nodes_due(struct csess *s);

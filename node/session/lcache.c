@@ -58,6 +58,20 @@ int lcache_region_copy(const struct msg *src, struct msg *dst)
 	 * to check). */
 	dst->place = dst->owners = dst->writers = NULL;
 	dst->n_place = dst->n_owners = dst->n_writers = 0;
+	/* ... but a replicated layout's states are part of it */
+	dst->rstates = NULL;
+	dst->n_rstates = 0;
+	if (src->n_rstates) {
+		dst->rstates = malloc(src->n_rstates * sizeof(*dst->rstates));
+		if (!dst->rstates) {
+			msg_fini(dst);
+			msg_init(dst, MSG_T_NONE);
+			return -ENOMEM;
+		}
+		memcpy(dst->rstates, src->rstates,
+		       src->n_rstates * sizeof(*dst->rstates));
+		dst->n_rstates = src->n_rstates;
+	}
 	return 0;
 }
 

@@ -6,7 +6,11 @@
  * connection; a writer gone mid-data gets no reply; order on a connection;
  * back-pressure on a writer that reads no replies; write-lease
  * generations: a write of a generation older than one written to the same
- * 2 MiB segment is refused (ENOLCK), its data dropped.
+ * 2 MiB segment is refused (ENOLCK), its data dropped; fences
+ * (replicated regions): READ and WRITE inside a fenced extent are refused
+ * ESTALE (the data dropped, the stream in step), and a WRITE into a
+ * rebuild task's range marks its pages before they land, so the task's
+ * copy skips them.
  */
 #include <errno.h>
 #include <poll.h>
@@ -26,6 +30,7 @@
 #include "net.h"
 #include "pagesrv.h"
 #include "pattern.h"
+#include "pgfence.h"
 #include "t_util.h"
 #include "wire.h"
 
@@ -105,6 +110,9 @@ static bool t_data_is(const uint8_t *src, uint64_t off, uint32_t len,
 	return true;
 }
 
+/* The fences of the next server started (NULL: none). */
+static struct pgfence *t_fence;
+
 static int t_srv_start(const struct t_pool *pool, struct pagesrv **out,
 		       char *addr, size_t addr_len)
 {
@@ -114,6 +122,7 @@ static int t_srv_start(const struct t_pool *pool, struct pagesrv **out,
 		.pool_size = T_POOL_SIZE,
 		.instance = T_INSTANCE,
 		.insecure = true, /* the plain protocol, raw */
+		.fence = t_fence,
 	};
 	int ret;
 
@@ -1020,6 +1029,69 @@ static int test_pagesrv_write_wgen(struct t_pool *pool)
 	return 0;
 }
 
+static int test_pagesrv_write_fence(struct t_pool *pool)
+{
+	const uint64_t fo = 1ull << 20, mo = 4ull << 20, len = 16 * 4096;
+	struct pagesrv_stats ss;
+	struct pagesrv *srv;
+	uint8_t *buf, *dst, *src;
+	char addr[64];
+	int64_t n;
+	int fd;
+
+	buf = malloc(2 * 4096);
+	dst = malloc(2 * 4096);
+	src = malloc(len);
+	t_fence = pgfence_new(T_POOL_SIZE);
+	T_CHECK(buf && dst && src && t_fence);
+	T_CHECK(pgfence_add(t_fence, fo, len) == 1);
+	T_CHECK(pgfence_marks_arm(t_fence, 7, mo, len) == 0);
+	T_CHECK(t_srv_start(pool, &srv, addr, sizeof(addr)) == 0);
+	fd = t_connect(addr);
+	T_CHECK(fd >= 0);
+	/* a read inside the fence, and one overlapping it by a page */
+	T_CHECK(t_send_hdr(fd, WIRE_VERSION, WIRE_OP_READ, 4096, 1, fo) == 0);
+	T_CHECK(t_expect_reply(fd, WIRE_OP_READ, ESTALE, 1) == 0);
+	T_CHECK(t_send_hdr(fd, WIRE_VERSION, WIRE_OP_READ, 8192, 2,
+			   fo - 4096) == 0);
+	T_CHECK(t_expect_reply(fd, WIRE_OP_READ, ESTALE, 2) == 0);
+	/* a write there: refused, its data dropped, the stream in step */
+	t_data_fill(buf, fo + len - 4096, 4096, 1);
+	T_CHECK(t_send_hdr(fd, WIRE_VERSION, WIRE_OP_WRITE, 4096, 3,
+			   fo + len - 4096) == 0);
+	T_CHECK(t_send_all(fd, buf, 4096) == 0);
+	T_CHECK(t_expect_reply(fd, WIRE_OP_WRITE, ESTALE, 3) == 0);
+	/* just outside it: served */
+	t_data_fill(buf, fo + len, 4096, 2);
+	T_CHECK(t_write(fd, 4, fo + len, buf, 4096) == 0);
+	memcpy(pool->expect + fo + len, buf, 4096);
+	T_CHECK(t_read(fd, 5, fo - 4096, dst, 4096) == 0);
+	T_CHECK(!memcmp(dst, pool->expect + fo - 4096, 4096));
+	/* a write into the rebuild task's range marks its page (page 2) */
+	t_data_fill(buf, mo + 2 * 4096, 4096, 3);
+	T_CHECK(t_write(fd, 6, mo + 2 * 4096, buf, 4096) == 0);
+	memcpy(pool->expect + mo + 2 * 4096, buf, 4096);
+	T_CHECK(pgfence_marked(t_fence, 7) == 1);
+	/* the task's copy (an older source's bytes) skips that page */
+	t_data_fill(src, mo, (uint32_t)len, 4);
+	t_data_fill(pool->expect + mo, mo, 2 * 4096, 4);
+	t_data_fill(pool->expect + mo + 3 * 4096, mo + 3 * 4096,
+		    (uint32_t)len - 3 * 4096, 4);
+	n = pgfence_copy_in(t_fence, 7, pool->base, mo, src, len);
+	T_CHECK(n == 15);
+	pagesrv_stats(srv, &ss);
+	T_CHECK(ss.writes == 2 && ss.errors == 3);
+	close(fd);
+	pagesrv_destroy(srv);
+	T_CHECK(t_pool_is_expected(pool));
+	pgfence_free(t_fence);
+	t_fence = NULL;
+	free(buf);
+	free(dst);
+	free(src);
+	return 0;
+}
+
 int main(void)
 {
 	static const struct {
@@ -1033,6 +1105,7 @@ int main(void)
 		{ "order", test_pagesrv_write_order },
 		{ "backpressure", test_pagesrv_write_backpressure },
 		{ "wgen", test_pagesrv_write_wgen },
+		{ "fence", test_pagesrv_write_fence },
 	};
 	const char *only = getenv("T_ONLY");
 	struct io_uring probe;

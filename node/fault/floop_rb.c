@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Rebuild copies of replicated regions, run by the fault loop off the
+ * fault path: a task's source range is read from the source node through
+ * the loop's own transports (the peer's TCP page server or RDMA READ, as
+ * faults read it) at most FLOOP_RB_READS reads of FLOOP_RB_PAGES pages
+ * in flight per loop, so that guests' faults keep their slots and their
+ * latency; each read that lands is copied into this node's pool page by
+ * page, skipping every page a write marked since the task was armed
+ * (pgfence_copy_in(): a write that landed here is newer than any copy).
+ * A read that fails is posted again from where it was; a source that
+ * restarted (another instance) or gave nothing for the fault timeout
+ * fails the task (the coordinator picks another source or node).
+ */
+#include "floop_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "evl.h"
+#include "log.h"
+#include "pgfence.h"
+
+void floop_rb_add(struct floop *f, const struct floop_rtask *t)
+{
+	struct rbtask *k, **p = &f->rb_tasks;
+
+	for (; *p; p = &(*p)->nx)
+		if ((*p)->t.id == t->id)
+			return; /* queued already */
+	k = calloc(1, sizeof(*k));
+	if (!k) {
+		struct floop_done *d = calloc(1, sizeof(*d));
+
+		log_err("rebuild task %llu: no memory",
+			(unsigned long long)t->id);
+		if (d) {
+			d->kind = FLOOP_DONE_REBUILD;
+			d->cookie = t->id;
+			d->err = -ENOMEM;
+			floop_done_push(f, d);
+		}
+		return;
+	}
+	k->t = *t;
+	k->prog_ms = evl_now_ms();
+	*p = k;
+	log_info("rebuild task %llu: %llu bytes from node %llu at %#llx "
+		 "into %#llx",
+		 (unsigned long long)t->id, (unsigned long long)t->len,
+		 (unsigned long long)t->src_node,
+		 (unsigned long long)t->src_off,
+		 (unsigned long long)t->dst_off);
+}
+
+/* Ends task @k with @err (reported); its reads in flight are ignored. */
+static void floop_rb_end(struct floop *f, struct rbtask *k, int err)
+{
+	struct floop_done *d = calloc(1, sizeof(*d));
+	struct rbtask **p;
+
+	for (unsigned int i = 0; i < FLOOP_RB_READS; i++) {
+		if (f->rb[i].busy && f->rb[i].task == k) {
+			f->rb[i].task = NULL; /* its answer is dropped */
+		}
+	}
+	if (err)
+		log_err("rebuild task %llu from node %llu failed: %s",
+			(unsigned long long)k->t.id,
+			(unsigned long long)k->t.src_node, log_strerror(err));
+	else
+		log_info("rebuild task %llu done: %llu pages copied",
+			 (unsigned long long)k->t.id,
+			 (unsigned long long)k->copied);
+	if (d) {
+		d->kind = FLOOP_DONE_REBUILD;
+		d->cookie = k->t.id;
+		d->err = err;
+		floop_done_push(f, d);
+	} else {
+		log_err("rebuild task %llu: no memory to report it",
+			(unsigned long long)k->t.id);
+	}
+	for (p = &f->rb_tasks; *p; p = &(*p)->nx) {
+		if (*p == k) {
+			*p = k->nx;
+			break;
+		}
+	}
+	free(k);
+}
+
+/* Posts the next read of @k into free read @r: 0, or -errno. */
+static int floop_rb_post(struct floop *f, struct rbtask *k, struct rbread *r)
+{
+	uint64_t left = k->t.len - k->next;
+	uint32_t len = left > (uint64_t)FLOOP_RB_PAGES * FLOOP_PAGE
+			       ? FLOOP_RB_PAGES * FLOOP_PAGE
+			       : (uint32_t)left;
+	uint64_t tag;
+	int ret;
+
+	if (!r->buf) {
+		r->buf = aligned_alloc(FLOOP_PAGE,
+				       (size_t)FLOOP_RB_PAGES * FLOOP_PAGE);
+		if (!r->buf)
+			return -ENOMEM;
+	}
+	r->gen++;
+	tag = ((uint64_t)r->gen << 32) | FLOOP_RB_TAG | (uint32_t)(r - f->rb);
+	ret = floop_peer_read_direct(f, k->t.src_node, k->t.src_off + k->next,
+				     len, r->buf, tag);
+	if (ret == -EOPNOTSUPP)
+		ret = floop_peer_read(f, k->t.src_node, k->t.src_off + k->next,
+				      len, r->buf, tag);
+	if (ret)
+		return ret;
+	r->busy = 1;
+	r->task = k;
+	r->rel = k->next;
+	r->len = len;
+	k->next += len;
+	k->busy++;
+	return 0;
+}
+
+void floop_rb_run(struct floop *f, uint64_t now)
+{
+	struct rbtask *k, *kn;
+
+	for (k = f->rb_tasks; k; k = kn) {
+		kn = k->nx;
+		if (k->next >= k->t.len && !k->busy) {
+			floop_rb_end(f, k, 0);
+			continue;
+		}
+		if (floop_peer_inst_is_lost(f, k->t.src_node, k->t.src_inst)) {
+			floop_rb_end(f, k, -ESTALE);
+			continue;
+		}
+		if (now - k->prog_ms > f->cfg.fault_timeout_ms) {
+			floop_rb_end(f, k, -ETIMEDOUT);
+			continue;
+		}
+		for (unsigned int i = 0;
+		     i < FLOOP_RB_READS && k->next < k->t.len; i++) {
+			int ret;
+
+			if (f->rb[i].busy)
+				continue;
+			ret = floop_rb_post(f, k, &f->rb[i]);
+			if (ret == -ESTALE) {
+				floop_rb_end(f, k, -ESTALE);
+				break;
+			}
+			if (ret)
+				break; /* again at the next tick */
+		}
+	}
+}
+
+void floop_rb_done(struct floop *f, uint32_t idx, uint32_t gen, int status)
+{
+	struct rbread *r;
+	struct rbtask *k;
+	int64_t n;
+
+	if (idx >= FLOOP_RB_READS)
+		return;
+	r = &f->rb[idx];
+	if (!r->busy || r->gen != gen)
+		return;
+	r->busy = 0;
+	k = r->task;
+	r->task = NULL;
+	if (!k)
+		return; /* its task ended meanwhile */
+	k->busy--;
+	if (status) {
+		/* from there again (what was read after it again too:
+		 * copies are idempotent, marks still win) */
+		if (r->rel < k->next)
+			k->next = r->rel;
+		floop_rb_run(f, evl_now_ms());
+		return;
+	}
+	n = pgfence_copy_in(f->cfg.fence, k->t.id, (uint8_t *)f->cfg.pool_base,
+			    k->t.dst_off + r->rel, r->buf, r->len);
+	if (n < 0) {
+		floop_rb_end(f, k, (int)n);
+		return;
+	}
+	k->copied += (uint64_t)n;
+	k->prog_ms = evl_now_ms();
+	floop_rb_run(f, k->prog_ms);
+}
+
+void floop_rb_fini(struct floop *f)
+{
+	while (f->rb_tasks) {
+		struct rbtask *k = f->rb_tasks;
+
+		f->rb_tasks = k->nx;
+		free(k);
+	}
+	for (unsigned int i = 0; i < FLOOP_RB_READS; i++) {
+		free(f->rb[i].buf);
+		f->rb[i].buf = NULL;
+	}
+}

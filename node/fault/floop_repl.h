@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Replicated regions (issue 24), the fault loop's choices, with no system
+ * call (test_floop_repl drives them alone): which replica of a chunk a
+ * read goes to and where it goes next when that one fails, and when a
+ * write-back's pages are home (every SYNC or REBUILDING replica
+ * acknowledged them), kept right across a new layout.
+ *
+ * A chunk of a region with R replicas has R records (struct msg_chunk,
+ * record i * R + r of the layout is replica r of chunk i) and R states
+ * (REPL_SYNC unless listed otherwise in the layout's rstates).
+ */
+#ifndef NODE_FLOOP_REPL_H
+#define NODE_FLOOP_REPL_H
+
+#include <stdint.h>
+
+#include "layout.h"
+#include "msg.h"
+
+#define REPL_MAX	3
+#define REPL_SYNC	0
+#define REPL_MISSING	1
+#define REPL_REBUILDING 2
+
+/* One chunk's replicas as the fault loop holds them. */
+struct repl_chunk {
+	unsigned int r; /* replicas, 1..REPL_MAX */
+	struct msg_chunk rec[REPL_MAX];
+	uint8_t state[REPL_MAX];
+};
+
+/* A replica that is not in sync, as a layout lists them (sorted by chunk,
+ * then replica). */
+struct repl_state {
+	uint64_t chunk;
+	uint32_t replica;
+	uint32_t state; /* REPL_MISSING or REPL_REBUILDING */
+};
+
+/* Checks states from a peer against @n_chunks chunks of @r replicas:
+ * chunk and replica in range, state 1..2, sorted, no duplicate. 0 or
+ * -EBADMSG. */
+int repl_states_check(const struct repl_state *rs, uint32_t n,
+		      uint64_t n_chunks, unsigned int r);
+
+/*
+ * Chunk @idx of a layout of @r replicas (@lm holds n_chunks * @r records,
+ * chunk-major) with its states (@rs, checked) into *@out.
+ */
+void repl_chunk_get(const struct layout_map *lm, unsigned int r,
+		    const struct repl_state *rs, uint32_t n_rs, uint64_t idx,
+		    struct repl_chunk *out);
+
+/*
+ * The replicas a read of @c may go to, in order: those SYNC with a node,
+ * this node's own (@self) first if it is one of them, then the others in
+ * replica order. Writes their indices into @order; returns how many (0:
+ * the chunk is lost, SIGBUS at once).
+ */
+unsigned int repl_read_order(const struct repl_chunk *c, uint64_t self,
+			     uint8_t order[REPL_MAX]);
+
+/*
+ * The replica a read tries now: the first of repl_read_order() whose bit
+ * is not in @failed (replicas that failed this fault: peer down,
+ * connection lost, ESTALE, restarted). -1 if none is left (the fault waits
+ * and retries as with one owner, clearing @failed; SIGBUS at the fault
+ * timeout), -2 if there is no SYNC replica at all (lost: SIGBUS at once).
+ */
+int repl_read_pick(const struct repl_chunk *c, uint64_t self, uint32_t failed);
+
+/* Bit r set for each replica a write must reach: SYNC or REBUILDING,
+ * with a node. */
+uint32_t repl_write_set(const struct repl_chunk *c);
+
+/* A write-back's progress over the replicas of its chunk. */
+struct repl_wb {
+	uint32_t want;			/* replicas it waits for */
+	uint32_t acked;			/* ... that acknowledged it */
+	struct msg_chunk rec[REPL_MAX]; /* where each was sent */
+};
+
+/* A write-back of chunk @c starts: it waits for repl_write_set(c). */
+void repl_wb_start(struct repl_wb *w, const struct repl_chunk *c);
+/* Replica @r acknowledged the write. */
+void repl_wb_ack(struct repl_wb *w, unsigned int r);
+/*
+ * A new layout of the chunk: a replica that left the set (MISSING, or
+ * moved to another node or extent) stops being waited for. A replica
+ * that joined (REBUILDING) is not added to a write already sent: its
+ * rebuild copy brings it those pages.
+ */
+void repl_wb_relayout(struct repl_wb *w, const struct repl_chunk *c);
+/* 1: home (every replica waited for acknowledged); 0: not yet; -1: no
+ * replica is left to hold it (the chunk is lost: the flush fails). */
+int repl_wb_done(const struct repl_wb *w);
+
+#endif

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A pool's fences and rebuild write marks (replicated regions, issue 24).
+ * A fenced extent holds a replica that is no longer in sync: the page
+ * server refuses READ and WRITE there (ESTALE) from then on, for good (the
+ * extent is cleared and freed through the scrub path later; its fence is
+ * dropped then). A rebuild task copying into [off, off + len) of the pool
+ * arms a bitmap of its pages first: every write landing there (a peer's
+ * WRITE, the agent's own write-back into its pool) sets its pages' marks,
+ * and the copy skips marked pages (what was written here is newer than
+ * any copy). Thread-safe: one mutex; a relaxed count lets the page server
+ * skip it while nothing is fenced or marked.
+ */
+#ifndef NODE_PGFENCE_H
+#define NODE_PGFENCE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct pgfence;
+
+/* Empty fences of a pool of @pool_size bytes; NULL without memory. */
+struct pgfence *pgfence_new(uint64_t pool_size);
+/* NULL is a no-op. */
+void pgfence_free(struct pgfence *pf);
+
+/*
+ * Fences [off, off + len) (inside the pool, page aligned, len > 0; a fence
+ * already held is not added again). Returns 1 if new, 0 if held, -EINVAL
+ * or -ENOMEM.
+ */
+int pgfence_add(struct pgfence *pf, uint64_t off, uint64_t len);
+/* Drops the fences inside [off, off + len) (the extent was scrubbed and
+ * freed). Returns how many. */
+unsigned int pgfence_drop(struct pgfence *pf, uint64_t off, uint64_t len);
+/* True if [off, off + len) overlaps a fence. */
+bool pgfence_hit(struct pgfence *pf, uint64_t off, uint64_t len);
+/* Fences held. */
+unsigned int pgfence_count(struct pgfence *pf);
+
+/*
+ * Arms the write marks of task @id over [off, off + len) (inside the pool,
+ * page aligned, len > 0). Returns 0, -EEXIST (armed already: still 0 for
+ * the caller's purposes, nothing changes), -EINVAL or -ENOMEM.
+ */
+int pgfence_marks_arm(struct pgfence *pf, uint64_t id, uint64_t off,
+		      uint64_t len);
+/* Drops task @id's marks (copy done or given up); unknown ids: no-op. */
+void pgfence_marks_drop(struct pgfence *pf, uint64_t id);
+/*
+ * A write of [off, off + len) is about to land: the pages it touches in
+ * every armed task's range are marked. Call it BEFORE the bytes go in.
+ */
+void pgfence_note_write(struct pgfence *pf, uint64_t off, uint64_t len);
+/*
+ * The rebuild copy of task @id: copies @len bytes of @src into @pool at
+ * @off page by page, skipping every marked page, under the same lock as
+ * pgfence_note_write() (so a write either is marked first and wins, or
+ * lands after the copy). Returns the pages copied, or -ENOENT (task not
+ * armed) / -EINVAL (outside its range, not page aligned).
+ */
+int64_t pgfence_copy_in(struct pgfence *pf, uint64_t id, uint8_t *pool,
+			uint64_t off, const uint8_t *src, uint64_t len);
+/* Pages of task @id marked so far, or -ENOENT. */
+int64_t pgfence_marked(struct pgfence *pf, uint64_t id);
+
+#endif
