@@ -221,12 +221,12 @@ int64_t floops_regions_set(struct floops *g, const struct floop_region *regions,
 
 int floops_map_relayout(struct floops *g, const char *name, uint64_t epoch,
 			const struct msg_run *runs, uint32_t n_runs,
-			uint32_t replicas, const struct repl_state *rs,
+			uint32_t replicas, const struct msg_rstate *rs,
 			uint32_t n_rs, uint64_t rgen)
 {
 	for (unsigned int i = 0; i < g->n; i++) {
 		struct msg_run *r = NULL;
-		struct repl_state *c = NULL;
+		struct msg_rstate *c = NULL;
 		int64_t t;
 
 		if (layout_runs_copy(runs, n_runs, &r))

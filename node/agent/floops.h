@@ -65,7 +65,7 @@ int floops_ticket_done(struct floops *g, int64_t ticket);
  */
 int floops_map_relayout(struct floops *g, const char *name, uint64_t epoch,
 			const struct msg_run *runs, uint32_t n_runs,
-			uint32_t replicas, const struct repl_state *rs,
+			uint32_t replicas, const struct msg_rstate *rs,
 			uint32_t n_rs, uint64_t rgen);
 /* A rebuild task, run by the first loop (floop_rebuild()). */
 int floops_rebuild(struct floops *g, const struct floop_rtask *t);

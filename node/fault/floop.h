@@ -124,7 +124,7 @@ struct floop_map_desc {
 	 * hold n_chunks * replicas records, chunk-major; rstates (checked,
 	 * malloc'd, the loop owns them) the replicas not in sync */
 	uint32_t replicas;
-	struct repl_state *rstates;
+	struct msg_rstate *rstates;
 	uint32_t n_rstates;
 	uint64_t rgen;
 };
@@ -192,7 +192,7 @@ int floop_rebuild(struct floop *f, const struct floop_rtask *t);
  */
 int64_t floop_map_relayout(struct floop *f, const char *name, uint64_t epoch,
 			   struct msg_run *runs, uint32_t n_runs,
-			   uint32_t replicas, struct repl_state *rs,
+			   uint32_t replicas, struct msg_rstate *rs,
 			   uint32_t n_rs, uint64_t rgen);
 /*
  * Sets what the loop knows of peers (address, owner instance, up). A peer

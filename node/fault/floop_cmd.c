@@ -138,7 +138,7 @@ static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
 		d->rstates = NULL;
 		if (m->repl > REPL_MAX ||
 		    m->lay.n_chunks != (uint64_t)d->n_chunks * m->repl ||
-		    repl_states_check(m->rs, m->n_rs, d->n_chunks, m->repl)) {
+		    msg_rstates_check(m->rs, m->n_rs, d->n_chunks, m->repl)) {
 			/* checked by the session already: never served */
 			log_err("map %s: a replicated layout that does not "
 				"check; its faults get SIGBUS",
@@ -193,14 +193,14 @@ static void floop_cmd_relayout(struct floop *f, struct cmd *c)
 {
 	for (struct fmap *m = f->maps; m; m = m->next) {
 		struct msg_run *runs;
-		struct repl_state *rs = NULL;
+		struct msg_rstate *rs = NULL;
 
 		if (m->dead || m->repl <= 1 || m->epoch != c->epoch ||
 		    strcmp(m->name, c->name) || c->rgen <= m->rgen ||
 		    c->replicas != m->repl ||
 		    layout_runs_check(c->runs, c->n_runs, m->chunk_size,
 				      m->n_chunks * m->repl) ||
-		    repl_states_check(c->rs, c->n_rs, m->n_chunks, m->repl))
+		    msg_rstates_check(c->rs, c->n_rs, m->n_chunks, m->repl))
 			continue;
 		if (layout_runs_copy(c->runs, c->n_runs, &runs)) {
 			/* keeps the old layout: its reads fail over, its
@@ -441,7 +441,7 @@ int floop_peers_set(struct floop *f, const struct xport_peer_info *peers,
 
 int64_t floop_map_relayout(struct floop *f, const char *name, uint64_t epoch,
 			   struct msg_run *runs, uint32_t n_runs,
-			   uint32_t replicas, struct repl_state *rs,
+			   uint32_t replicas, struct msg_rstate *rs,
 			   uint32_t n_rs, uint64_t rgen)
 {
 	struct cmd *c = calloc(1, sizeof(*c));

@@ -178,7 +178,7 @@ struct fmap {
 	 * n_chunks * repl records; the replicas not in sync; the layout's
 	 * generation */
 	unsigned int repl;
-	struct repl_state *rs;
+	struct msg_rstate *rs;
 	uint32_t n_rs;
 	uint64_t rgen;
 	struct fmap *next;
@@ -333,7 +333,7 @@ struct cmd {
 	char name[MSG_NAME_MAX]; /* CMD_FLUSH, CMD_RELAYOUT */
 	struct msg_run *runs;	 /* CMD_RELAYOUT: the new layout */
 	uint32_t n_runs, replicas, n_rs;
-	struct repl_state *rs;
+	struct msg_rstate *rs;
 	uint64_t rgen;
 	struct floop_rtask rt; /* CMD_REBUILD */
 	struct cmd *next;

@@ -7,24 +7,8 @@
 
 #include <errno.h>
 
-int repl_states_check(const struct repl_state *rs, uint32_t n,
-		      uint64_t n_chunks, unsigned int r)
-{
-	for (uint32_t i = 0; i < n; i++) {
-		if (rs[i].chunk >= n_chunks || rs[i].replica >= r ||
-		    (rs[i].state != REPL_MISSING &&
-		     rs[i].state != REPL_REBUILDING))
-			return -EBADMSG;
-		if (i && (rs[i].chunk < rs[i - 1].chunk ||
-			  (rs[i].chunk == rs[i - 1].chunk &&
-			   rs[i].replica <= rs[i - 1].replica)))
-			return -EBADMSG;
-	}
-	return 0;
-}
-
 void repl_chunk_get(const struct layout_map *lm, unsigned int r,
-		    const struct repl_state *rs, uint32_t n_rs, uint64_t idx,
+		    const struct msg_rstate *rs, uint32_t n_rs, uint64_t idx,
 		    struct repl_chunk *out)
 {
 	uint32_t lo = 0, hi = n_rs;

@@ -19,9 +19,9 @@
 #include "msg.h"
 
 #define REPL_MAX	3
-#define REPL_SYNC	0
-#define REPL_MISSING	1
-#define REPL_REBUILDING 2
+#define REPL_SYNC	MSG_RS_SYNC
+#define REPL_MISSING	MSG_RS_MISSING
+#define REPL_REBUILDING MSG_RS_REBUILDING
 
 /* One chunk's replicas as the fault loop holds them. */
 struct repl_chunk {
@@ -30,26 +30,16 @@ struct repl_chunk {
 	uint8_t state[REPL_MAX];
 };
 
-/* A replica that is not in sync, as a layout lists them (sorted by chunk,
- * then replica). */
-struct repl_state {
-	uint64_t chunk;
-	uint32_t replica;
-	uint32_t state; /* REPL_MISSING or REPL_REBUILDING */
-};
-
-/* Checks states from a peer against @n_chunks chunks of @r replicas:
- * chunk and replica in range, state 1..2, sorted, no duplicate. 0 or
- * -EBADMSG. */
-int repl_states_check(const struct repl_state *rs, uint32_t n,
-		      uint64_t n_chunks, unsigned int r);
+/* A replica that is not in sync is a struct msg_rstate, as the layout
+ * lists them (checked by msg_rstates_check(): sorted by chunk, then
+ * replica). */
 
 /*
  * Chunk @idx of a layout of @r replicas (@lm holds n_chunks * @r records,
  * chunk-major) with its states (@rs, checked) into *@out.
  */
 void repl_chunk_get(const struct layout_map *lm, unsigned int r,
-		    const struct repl_state *rs, uint32_t n_rs, uint64_t idx,
+		    const struct msg_rstate *rs, uint32_t n_rs, uint64_t idx,
 		    struct repl_chunk *out);
 
 /*

@@ -116,7 +116,7 @@ struct fsvc_conn {
 	uint32_t replicas; /* 0: not replicated */
 	struct msg_run *rruns;
 	uint32_t n_rruns;
-	struct repl_state *rs;
+	struct msg_rstate *rs;
 	uint32_t n_rs;
 	uint64_t rgen;
 	int pinned; /* layout's local chunks pinned */
@@ -622,11 +622,8 @@ static int fsvc_repl_take(struct fsvc_conn *c, struct msg *reg)
 			return -ENOMEM;
 		}
 	}
-	for (uint32_t i = 0; i < reg->n_rstates; i++) {
-		c->rs[i].chunk = reg->rstates[i].chunk;
-		c->rs[i].replica = (uint32_t)reg->rstates[i].replica;
-		c->rs[i].state = (uint32_t)reg->rstates[i].state;
-	}
+	if (reg->n_rstates)
+		memcpy(c->rs, reg->rstates, reg->n_rstates * sizeof(*c->rs));
 	c->n_rs = reg->n_rstates;
 	/* the wire takes no node 0: UINT32_MAX, a node id never given */
 	for (uint32_t i = 0; i < n; i++) {

@@ -435,20 +435,17 @@ static int csess_region_get(struct csess *s, const char *name, struct msg *rep);
 
 /* A REGION's replica states as the fault loop holds them (malloc'd, or
  * NULL if none); 0 or -ENOMEM. */
-static int csess_rstates(const struct msg *r, struct repl_state **out)
+static int csess_rstates(const struct msg *r, struct msg_rstate **out)
 {
-	struct repl_state *rs = NULL;
+	struct msg_rstate *rs = NULL;
 
 	if (r->n_rstates) {
 		rs = malloc(r->n_rstates * sizeof(*rs));
 		if (!rs)
 			return -ENOMEM;
 	}
-	for (uint32_t i = 0; i < r->n_rstates; i++) {
-		rs[i].chunk = r->rstates[i].chunk;
-		rs[i].replica = (uint32_t)r->rstates[i].replica;
-		rs[i].state = (uint32_t)r->rstates[i].state;
-	}
+	if (r->n_rstates)
+		memcpy(rs, r->rstates, r->n_rstates * sizeof(*rs));
 	*out = rs;
 	return 0;
 }
@@ -462,7 +459,7 @@ static int csess_rstates(const struct msg *r, struct repl_state **out)
 static int csess_region_relayout(struct csess *s, const struct msg_region *reg)
 {
 	const struct msg *old;
-	struct repl_state *rs;
+	struct msg_rstate *rs;
 	struct msg rep;
 	int ret;
 
