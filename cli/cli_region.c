@@ -132,6 +132,32 @@ static int cli_region_args(const char *usage, const char *cmd, int argc,
 	return cli_region_pos(usage, cmd, argc, argv, n_args);
 }
 
+/*
+ * A subcommand of one region name that is one call of @type to the
+ * coordinator, answered OK: parses it (cli_region_args()), asks, and
+ * leaves the name in @req->name and the answer in *@rep (the caller
+ * msg_fini()s it). Returns -1 to go on, or the exit code to return.
+ */
+static int cli_region_name_call(const struct cli *c, const char *usage,
+				const char *cmd, int argc, char **argv,
+				enum msg_type type, struct msg *req,
+				struct msg *rep)
+{
+	char what[32 + MSG_NAME_MAX];
+	int ret = cli_region_args(usage, cmd, argc, argv, 1);
+
+	if (ret >= 0)
+		return ret;
+	msg_init(req, type);
+	msg_strset(req->name, sizeof(req->name), argv[optind]);
+	snprintf(what, sizeof(what), "%s %s", cmd, req->name);
+	if (cli_coord_call(c, what, req, rep, MSG_T_OK) < 0) {
+		msg_fini(rep);
+		return CLI_EXIT_FAIL;
+	}
+	return -1;
+}
+
 const char *cli_repl_health(const struct msg *r, uint32_t *lost,
 			    uint32_t *missing, uint32_t *rebuilding)
 {
@@ -559,21 +585,14 @@ static int cli_region_show(const struct cli *c, int argc, char **argv)
 
 static int cli_region_delete(const struct cli *c, int argc, char **argv)
 {
-	char what[32 + MSG_NAME_MAX];
 	struct msg req, rep;
 	int ret;
 
-	ret = cli_region_args(cli_region_delete_usage, "region delete", argc,
-			      argv, 1);
+	ret = cli_region_name_call(c, cli_region_delete_usage, "region delete",
+				   argc, argv, MSG_T_REGION_DELETE, &req, &rep);
 	if (ret >= 0)
 		return ret;
-	msg_init(&req, MSG_T_REGION_DELETE);
-	msg_strset(req.name, sizeof(req.name), argv[optind]);
-	snprintf(what, sizeof(what), "region delete %s", req.name);
-	ret = cli_coord_call(c, what, &req, &rep, MSG_T_OK);
 	msg_fini(&rep);
-	if (ret < 0)
-		return CLI_EXIT_FAIL;
 	printf("deleted region %s\n", req.name);
 	return CLI_EXIT_OK;
 }
@@ -639,22 +658,14 @@ out:
 
 static int cli_region_lease_break(const struct cli *c, int argc, char **argv)
 {
-	char what[32 + MSG_NAME_MAX];
 	struct msg req, rep;
 	int ret;
 
-	ret = cli_region_args(cli_region_lease_break_usage,
-			      "region lease-break", argc, argv, 1);
+	ret = cli_region_name_call(c, cli_region_lease_break_usage,
+				   "region lease-break", argc, argv,
+				   MSG_T_LEASE_BREAK, &req, &rep);
 	if (ret >= 0)
 		return ret;
-	msg_init(&req, MSG_T_LEASE_BREAK);
-	msg_strset(req.name, sizeof(req.name), argv[optind]);
-	snprintf(what, sizeof(what), "region lease-break %s", req.name);
-	ret = cli_coord_call(c, what, &req, &rep, MSG_T_OK);
-	if (ret < 0) {
-		msg_fini(&rep);
-		return CLI_EXIT_FAIL;
-	}
 	if (rep.wgen)
 		printf("region %s: write lease broken (generation now %llu)\n",
 		       req.name, (unsigned long long)rep.wgen);
@@ -666,21 +677,15 @@ static int cli_region_lease_break(const struct cli *c, int argc, char **argv)
 
 static int cli_region_rebuild(const struct cli *c, int argc, char **argv)
 {
-	char what[32 + MSG_NAME_MAX];
 	struct msg req, rep;
 	int ret;
 
-	ret = cli_region_args(cli_region_rebuild_usage, "region rebuild", argc,
-			      argv, 1);
+	ret = cli_region_name_call(c, cli_region_rebuild_usage,
+				   "region rebuild", argc, argv,
+				   MSG_T_REGION_REBUILD, &req, &rep);
 	if (ret >= 0)
 		return ret;
-	msg_init(&req, MSG_T_REGION_REBUILD);
-	msg_strset(req.name, sizeof(req.name), argv[optind]);
-	snprintf(what, sizeof(what), "region rebuild %s", req.name);
-	ret = cli_coord_call(c, what, &req, &rep, MSG_T_OK);
 	msg_fini(&rep);
-	if (ret < 0)
-		return CLI_EXIT_FAIL;
 	printf("region %s: rebuilding its missing replicas\n", req.name);
 	return CLI_EXIT_OK;
 }
