@@ -224,6 +224,7 @@ static const struct msg_field msg_rtask_fields[] = {
 	F_U64(msg_rtask, "sinst", src_inst, 0, UINT64_MAX),
 	F_U64(msg_rtask, "doff", dst_off, 0, UINT64_MAX),
 	F_U64(msg_rtask, "len", len, 1, UINT64_MAX),
+	F_U64(msg_rtask, "hold", hold, 1, 1), /* optional: absent is 0 */
 };
 
 static const struct msg_rec msg_rtask_rec = {

@@ -283,6 +283,11 @@ struct msg_rtask {
 	uint64_t src_inst;
 	uint64_t dst_off;
 	uint64_t len;
+	/* 1: not yet: some node that is up has not synced the layout that
+	 * made the replica REBUILDING (a writer of it could still send a
+	 * write to the source only); the copy starts once an ack says 0
+	 * (absent). */
+	uint64_t hold;
 };
 
 /* A byte range of a node's pool. */

@@ -1514,7 +1514,7 @@ static int coord_on_join(struct coord *c, const struct msg *req,
 }
 
 /* The lowest region epoch the agents of all nodes that are up synced. */
-static uint64_t coord_seen_epoch_min(const struct coord *c, uint64_t now)
+uint64_t coord_seen_epoch_min(const struct coord *c, uint64_t now)
 {
 	uint64_t min = c->epoch;
 
@@ -1670,7 +1670,9 @@ static int coord_on_heartbeat(struct coord *c, const struct msg *req,
 	}
 	ret = coord_heartbeat_ack(c, n, rep, now);
 	if (!ret)
-		ret = coord_repl_ack(c, n, rep);
+		ret = coord_repl_ack(c, n, rep,
+				     c->n_tasks ? coord_seen_epoch_min(c, now)
+						: 0);
 	return ret;
 }
 

@@ -560,6 +560,7 @@ int coord_repl_recover(struct coord *c)
 			t->len = r->chunk_size;
 			t->taken =
 				1; /* the REBUILDING record holds the extent */
+			t->epoch = c->epoch; /* no node has synced it yet */
 		}
 	}
 	return 0;
@@ -590,6 +591,7 @@ static int repl_taken(struct coord *c, struct coord_task *t, int *fatal)
 		return ret;
 	}
 	t->taken = 1;
+	t->epoch = c->epoch;
 	return 0;
 }
 
@@ -663,7 +665,8 @@ int coord_repl_heartbeat(struct coord *c, struct coord_node *n,
 	return 0;
 }
 
-int coord_repl_ack(struct coord *c, struct coord_node *n, struct msg *rep)
+int coord_repl_ack(struct coord *c, struct coord_node *n, struct msg *rep,
+		   uint64_t seen)
 {
 	uint32_t f = 0, k = 0;
 
@@ -703,6 +706,10 @@ int coord_repl_ack(struct coord *c, struct coord_node *n, struct msg *rep)
 			o->src_inst = t->src_inst;
 			o->dst_off = t->dst_off;
 			o->len = t->len;
+			/* The copy waits until every writer includes the
+			 * new replica: a write sent to the source alone
+			 * after the copy read its page would be missed. */
+			o->hold = t->taken && t->epoch > seen;
 		}
 	}
 	return 0;

@@ -85,6 +85,7 @@ void repl_wb_start(struct repl_wb *w, const struct repl_chunk *c)
 {
 	w->want = repl_write_set(c);
 	w->acked = 0;
+	w->joined = 0;
 	for (unsigned int i = 0; i < REPL_MAX; i++)
 		w->rec[i] = i < c->r ? c->rec[i] : (struct msg_chunk){ 0 };
 }
@@ -101,12 +102,16 @@ void repl_wb_relayout(struct repl_wb *w, const struct repl_chunk *c)
 
 	for (unsigned int i = 0; i < REPL_MAX; i++) {
 		uint32_t bit = 1u << i;
+		int moved = c->rec[i].node != w->rec[i].node ||
+			    c->rec[i].off != w->rec[i].off ||
+			    c->rec[i].inst != w->rec[i].inst;
 
+		/* in the set now, but not sent there (or to its old place) */
+		if ((now & bit) && (!(w->want & bit) || moved))
+			w->joined |= bit;
 		if (!(w->want & bit))
 			continue;
-		if (!(now & bit) || c->rec[i].node != w->rec[i].node ||
-		    c->rec[i].off != w->rec[i].off ||
-		    c->rec[i].inst != w->rec[i].inst)
+		if (!(now & bit) || moved)
 			w->want &= ~bit;
 	}
 	w->acked &= w->want;
@@ -116,5 +121,7 @@ int repl_wb_done(const struct repl_wb *w)
 {
 	if (!w->want)
 		return -1;
+	if (w->joined)
+		return 0;
 	return (w->acked & w->want) == w->want;
 }

@@ -68,6 +68,7 @@ uint32_t repl_write_set(const struct repl_chunk *c);
 struct repl_wb {
 	uint32_t want;			/* replicas it waits for */
 	uint32_t acked;			/* ... that acknowledged it */
+	uint32_t joined;		/* replicas that joined since sent */
 	struct msg_chunk rec[REPL_MAX]; /* where each was sent */
 };
 
@@ -78,12 +79,16 @@ void repl_wb_ack(struct repl_wb *w, unsigned int r);
 /*
  * A new layout of the chunk: a replica that left the set (MISSING, or
  * moved to another node or extent) stops being waited for. A replica
- * that joined (REBUILDING) is not added to a write already sent: its
- * rebuild copy brings it those pages.
+ * that joined (REBUILDING, or at a new place) is noted in @joined: the
+ * write is not home, it goes again to the whole set once its answers are
+ * in. (The rebuild copy starts only once every writer synced the layout
+ * that added the replica, but a write sent before that could reach the
+ * source after the copy read its page.)
  */
 void repl_wb_relayout(struct repl_wb *w, const struct repl_chunk *c);
-/* 1: home (every replica waited for acknowledged); 0: not yet; -1: no
- * replica is left to hold it (the chunk is lost: the flush fails). */
+/* 1: home (every replica waited for acknowledged, none joined); 0: not
+ * yet (or a replica joined: send again); -1: no replica is left to hold
+ * it (the chunk is lost: the flush fails). */
 int repl_wb_done(const struct repl_wb *w);
 
 #endif

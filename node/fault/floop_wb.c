@@ -234,6 +234,8 @@ static int cache_wb_repl_outcome(struct floop *f, struct fmap *m,
 	repl_wb_relayout(&w->rw, &rc);
 	if (w->rerr == -ENOLCK)
 		return -ENOLCK;
+	if (w->rw.joined && w->rw.want)
+		return -EAGAIN; /* again, to the replicas that joined too */
 	if (repl_wb_done(&w->rw) == 1)
 		return 0;
 	return w->rerr ? w->rerr : -EIO;

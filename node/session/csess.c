@@ -95,7 +95,7 @@ struct csess {
  * reported; a finished one is remembered so it is not run again). */
 enum csess_task_state {
 	CT_ARMED,   /* marks armed: "taken" in the next heartbeat */
-	CT_TAKEN,   /* reported taken: its copy starts after that ack */
+	CT_TAKEN,   /* reported taken: copies once an ack has no hold */
 	CT_RUNNING, /* copying (the fault loop) */
 	CT_DONE,    /* finished: rebuilt/failed in the next heartbeat */
 	CT_GONE,    /* reported done: only remembered */
@@ -740,18 +740,61 @@ static struct csess_task *csess_task_find(struct csess *s, uint64_t id)
 	return NULL;
 }
 
+/* Task @k (taken, under lock) starts copying in the fault loop. */
+static void csess_task_start(struct csess *s, struct csess_task *k)
+{
+	struct floop_rtask t = {
+		.id = k->t.id,
+		.src_node = k->t.src_node,
+		.src_off = k->t.src_off,
+		.src_inst = k->t.src_inst,
+		.dst_off = k->t.dst_off,
+		.len = k->t.len,
+	};
+
+	k->st = CT_RUNNING;
+	if (floops_rebuild(s->a->fl, &t)) {
+		k->st = CT_DONE;
+		k->err = -ENOMEM;
+	}
+}
+
 /* The ack's tasks: new ones get their write marks armed (reported taken
- * next); those known are not run again. Session thread. */
+ * next); a taken one starts once the ack no longer holds it (every node
+ * up synced the layout that made its replica REBUILDING); those known are
+ * not run again. Session thread. */
 static void csess_tasks_take(struct csess *s, const struct msg *ack)
 {
 	pthread_mutex_lock(&s->lock);
+	/* A taken task the coordinator no longer sends was ended there (its
+	 * node or region changed, or it restarted): never copied. */
+	for (uint32_t i = 0; i < s->n_tasks; i++) {
+		struct csess_task *k = &s->tasks[i];
+		uint32_t j = 0;
+
+		if (k->st != CT_TAKEN)
+			continue;
+		while (j < ack->n_tasks && ack->tasks[j].id != k->t.id)
+			j++;
+		if (j < ack->n_tasks)
+			continue;
+		log_info("rebuild task %llu: ended by the coordinator before "
+			 "its copy started",
+			 (unsigned long long)k->t.id);
+		pgfence_marks_drop(s->a->fence, k->t.id);
+		k->st = CT_GONE;
+	}
 	for (uint32_t i = 0; i < ack->n_tasks; i++) {
 		const struct msg_rtask *t = &ack->tasks[i];
 		struct csess_task *k = csess_task_find(s, t->id);
 		int ret;
 
-		if (k)
+		if (k) {
+			/* reported taken: copies once no writer can miss it */
+			if (k->st == CT_TAKEN && !t->hold)
+				csess_task_start(s, k);
 			continue;
+		}
 		if (s->n_tasks == CSESS_TASKS_MAX) {
 			/* forget the oldest one reported done */
 			uint32_t j;
@@ -824,7 +867,8 @@ static int csess_tasks_report(struct csess *s, struct msg *req)
 }
 
 /* The heartbeat that reported them was answered (@ok) or not: tasks
- * reported taken start copying, those reported done are forgotten. */
+ * reported taken wait for an ack without hold, those reported done are
+ * forgotten. */
 static void csess_tasks_reported(struct csess *s, int ok)
 {
 	pthread_mutex_lock(&s->lock);
@@ -837,20 +881,7 @@ static void csess_tasks_reported(struct csess *s, int ok)
 		if (!ok)
 			continue;
 		if (k->st == CT_ARMED) {
-			struct floop_rtask t = {
-				.id = k->t.id,
-				.src_node = k->t.src_node,
-				.src_off = k->t.src_off,
-				.src_inst = k->t.src_inst,
-				.dst_off = k->t.dst_off,
-				.len = k->t.len,
-			};
-
-			k->st = CT_RUNNING;
-			if (floops_rebuild(s->a->fl, &t)) {
-				k->st = CT_DONE;
-				k->err = -ENOMEM;
-			}
+			k->st = CT_TAKEN; /* starts when an ack lets it */
 		} else if (k->st == CT_DONE) {
 			k->st = CT_GONE;
 		}

@@ -6,8 +6,9 @@
  * wrepl is refused the layout; a node that stops heartbeating makes its
  * replicas MISSING (rgen moves, the region's epoch does not) and gets its
  * extents in the fence list when it heartbeats again; a rebuild task
- * appears in another node's answer, taken makes it REBUILDING, rebuilt
- * SYNC, failed MISSING again (and a new task follows); all of it survives
+ * appears in another node's answer, taken makes it REBUILDING (held
+ * until every node up synced that layout), rebuilt SYNC, failed MISSING
+ * again (and a new task follows); all of it survives
  * a restart of the coordinator; two nodes down with two replicas leave
  * chunks with no replica in sync.
  */
@@ -33,6 +34,10 @@ static struct t_node nodes[T_NODES] = {
 	{ "nd", "z3", 0, 0x400, 1 },
 };
 
+/* The epoch every node's heartbeat says its agent synced, of the tables
+ * t_cid (the coordinator's, as its last answer said). */
+static uint64_t t_synced, t_cid;
+
 static struct t_node *t_node_of(uint64_t id)
 {
 	for (int i = 0; i < T_NODES; i++)
@@ -51,6 +56,8 @@ static int t_hb(int fd, const struct t_node *n, uint64_t taken,
 	msg_init(&req, MSG_T_HEARTBEAT);
 	req.node = n->id;
 	req.instance = n->inst;
+	req.epoch = t_synced;
+	req.cid = t_cid;
 	if (taken) {
 		req.taken = &taken;
 		req.n_taken = 1;
@@ -66,7 +73,18 @@ static int t_hb(int fd, const struct t_node *n, uint64_t taken,
 	ret = t_call(fd, &req, ack);
 	if (!ret && ack->type != MSG_T_HEARTBEAT_ACK)
 		ret = -EPROTO;
+	if (!ret)
+		t_cid = ack->cid;
 	return ret;
+}
+
+/* Task @id's hold in @ack: 0 or 1, -1 if not there. */
+static int t_task_hold(const struct msg *ack, uint64_t id)
+{
+	for (uint32_t i = 0; i < ack->n_tasks; i++)
+		if (ack->tasks[i].id == id)
+			return (int)ack->tasks[i].hold;
+	return -1;
 }
 
 /* Heartbeats every node that is alive; 0 or -1. */
@@ -347,6 +365,21 @@ static int t_run(struct t_coord *tc)
 			break;
 		T_CHECK(t_wait_task(fd, &who, &task) == 0, "task");
 		T_CHECK(t_hb(fd, who, task.id, 0, 0, &ack) == 0, "taken");
+		/* Held: no node has synced the layout that made it
+		 * REBUILDING, so a writer could still miss the new replica;
+		 * not even once the copier has, while others have not. */
+		T_CHECK(t_task_hold(&ack, task.id) == 1, "taken, not held");
+		t_synced = ack.epoch;
+		msg_fini(&ack);
+		T_CHECK(t_hb(fd, who, 0, 0, 0, &ack) == 0, "hb");
+		T_CHECK(t_task_hold(&ack, task.id) == 1,
+			"not held while other nodes have not synced");
+		msg_fini(&ack);
+		/* every node up synced: the copy may start */
+		T_CHECK(t_hb_alive(fd) == 0, "heartbeats");
+		T_CHECK(t_hb(fd, who, 0, 0, 0, &ack) == 0, "hb");
+		T_CHECK(t_task_hold(&ack, task.id) == 0,
+			"held after every node synced");
 		msg_fini(&ack);
 		for (int k = 0; k < 2 && rec == UINT32_MAX; k++) {
 			T_CHECK(t_region(fd, names[k], 1, &rep) == 0, "get");

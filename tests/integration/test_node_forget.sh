@@ -26,7 +26,7 @@ else
 	fp_log "hosts C, A, B: no namespaces here, loopback"
 	fp_hosts_loopback C A B
 fi
-fp_coord_start C --lease-ms 1000
+fp_coord_start C --lease-ms 5000
 fp_node_start A a
 fp_node_start B b
 fp_node_start A c
@@ -104,7 +104,7 @@ fp_wait_pid "$FP_COORD_PID" 20 || fp_fail "the coordinator did not stop"
 	fp_fail "--check of the data directory: $(cat "$FP_TMP/check.out")"
 fp_log "ok: --check: $(tr '\n' ';' <"$FP_TMP/check.out" | head -c 300)"
 # a snapshot at every change from now on (the new b's join writes one)
-fp_coord_respawn C --lease-ms 1000 --snapshot-every 1
+fp_coord_respawn C --lease-ms 5000 --snapshot-every 1
 fp_wait_log "$FP_TMP/coord.log" "recovered 3 nodes" 5 || fp_fail "the coordinator did not recover its 3 nodes"
 listed "after a coordinator restart"
 forget b 1 "no node named 'b'"
@@ -131,7 +131,7 @@ fp_wait_pid "$FP_COORD_PID" 20 || fp_fail "the coordinator did not stop"
 "$FP_COORD_BIN" --check "$FP_TMP/coord" >"$FP_TMP/check.out" 2>&1 ||
 	fp_fail "--check after the snapshot: $(cat "$FP_TMP/check.out")"
 grep -q "snapshot .*: none" "$FP_TMP/check.out" && fp_fail "no snapshot was written: $(cat "$FP_TMP/check.out")"
-fp_coord_respawn C --lease-ms 1000
+fp_coord_respawn C --lease-ms 5000
 fp_wait_log "$FP_TMP/coord.log" "recovered 4 nodes" 5 || fp_fail "the coordinator did not recover its 4 nodes"
 fp_cli C a node list >"$FP_TMP/list.out" 2>&1 || fp_fail "node list"
 grep -qE "^ *$NEW_B +b " "$FP_TMP/list.out" && grep -qE "^ *$ID_B +b .* gone$" "$FP_TMP/list.out" ||

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Replicated regions through the CLI and real agents (loopback; the
-# coordinator with --lease-ms 1000): agents a (zone z1), b and c (zone z2).
+# coordinator with --lease-ms 5000, so that a busy machine never shows a
+# live agent down): agents a (zone z1), b and c (zone z2).
 #   1. region create --replicas 2: every chunk has one replica on a (the
 #      only node of z1) and one on b or c; show lists 8 replicas in-sync,
 #      status --json says health ok; --owners with --replicas is refused
@@ -15,7 +16,7 @@ fp_require
 command -v jq >/dev/null || fp_skip "jq not installed"
 fp_hosts_loopback C A
 FP_POOL=64M
-fp_coord_start C --lease-ms 1000
+fp_coord_start C --lease-ms 5000
 fp_node_start A a --zone z1
 fp_node_start A b --zone z2
 fp_node_start A c --zone z2

@@ -4,7 +4,8 @@
  * the read order (own SYNC replica first, MISSING and REBUILDING never
  * read), failover to the next replica and the lost chunk, the write set
  * (SYNC and REBUILDING) and a write-back's completion across a new
- * layout (a replica that leaves stops being waited for).
+ * layout (a replica that leaves stops being waited for; one that joins
+ * makes the write go again to the whole set).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -126,8 +127,10 @@ static void test_repl_wb_relayout(void **state)
 	assert_int_equal(repl_wb_done(&w), 1);
 
 	/* replica 1 rebuilt elsewhere (REBUILDING at a new node): a write
-	 * sent to its old node does not count, and the new one is not
-	 * waited for (its copy brings the page) */
+	 * sent to its old node does not count, and the write is not home
+	 * even once replica 0 acknowledged it: the new one joined after it
+	 * was sent (its copy may have read the source before the write got
+	 * there), so it goes again to both */
 	c = t_chunk(2, 1, 2, 0, REPL_SYNC, REPL_SYNC, 0);
 	repl_wb_start(&w, &c);
 	repl_wb_ack(&w, 1);
@@ -135,9 +138,28 @@ static void test_repl_wb_relayout(void **state)
 	c.state[1] = REPL_REBUILDING;
 	repl_wb_relayout(&w, &c);
 	assert_int_equal(w.want, 1u << 0);
+	assert_int_equal(w.joined, 1u << 1);
 	assert_int_equal(repl_wb_done(&w), 0);
 	repl_wb_ack(&w, 0);
+	assert_int_equal(repl_wb_done(&w), 0);
+	/* sent again under this layout: home once both answered */
+	repl_wb_start(&w, &c);
+	assert_int_equal(w.want, 3);
+	repl_wb_ack(&w, 0);
+	repl_wb_ack(&w, 1);
+	repl_wb_relayout(&w, &c); /* the same layout again: nothing joined */
 	assert_int_equal(repl_wb_done(&w), 1);
+
+	/* a MISSING replica that comes back REBUILDING at its old place
+	 * joined too (it was not sent the write) */
+	c = t_chunk(2, 1, 2, 0, REPL_SYNC, REPL_MISSING, 0);
+	repl_wb_start(&w, &c);
+	assert_int_equal(w.want, 1u << 0);
+	c.state[1] = REPL_REBUILDING;
+	repl_wb_relayout(&w, &c);
+	assert_int_equal(w.joined, 1u << 1);
+	repl_wb_ack(&w, 0);
+	assert_int_equal(repl_wb_done(&w), 0);
 
 	/* the same replica restarted (another instance): left the set */
 	c = t_chunk(2, 1, 2, 0, REPL_SYNC, REPL_SYNC, 0);

@@ -249,8 +249,8 @@ static void t_msg_fill(struct msg *m, enum msg_type type, uint32_t n_chunks)
 	assert_non_null(m->tasks);
 	for (uint32_t i = 0; i < m->n_tasks; i++)
 		m->tasks[i] = (struct msg_rtask){
-			i + 1,		2 + i, (uint64_t)i << 21,
-			UINT64_MAX - i, i,     1 + i
+			i + 1, 2 + i, (uint64_t)i << 21, UINT64_MAX - i,
+			i,     1 + i, i & 1
 		};
 	m->n_taken = 2;
 	m->taken = calloc(2, sizeof(uint64_t));
@@ -1759,7 +1759,7 @@ static void test_msg_replicas(void **state)
 	m.tasks = calloc(m.n_tasks, sizeof(*m.tasks));
 	assert_non_null(m.tasks);
 	for (uint32_t i = 0; i < m.n_tasks; i++)
-		m.tasks[i] = (struct msg_rtask){ i + 1, 1, 0, 0, 0, 4096 };
+		m.tasks[i] = (struct msg_rtask){ i + 1, 1, 0, 0, 0, 4096, 0 };
 	assert_int_equal(msg_encode(&m, &buf, &len), -EINVAL);
 	t_head(&b, 4, MSG_T_HEARTBEAT_ACK);
 	t_str(&b, "epoch");
@@ -1790,6 +1790,47 @@ static void test_msg_replicas(void **state)
 	assert_int_equal(msg_encode(&m, &buf, &len), 0);
 	free(buf);
 	msg_fini(&m);
+
+	/* a task's hold: absent is 0 (go), only 1 is written, 2 is refused */
+	msg_init(&m, MSG_T_HEARTBEAT_ACK);
+	m.epoch = m.ngen = m.cid = 1;
+	m.n_tasks = 1;
+	m.tasks = calloc(1, sizeof(*m.tasks));
+	assert_non_null(m.tasks);
+	m.tasks[0] = (struct msg_rtask){ 1, 1, 0, 0, 0, 4096, 0 };
+	t_encode(&m, &buf, &len);
+	assert_null(memmem(buf, len, "hold", 4));
+	free(buf);
+	m.tasks[0].hold = 1;
+	t_encode(&m, &buf, &len);
+	assert_non_null(memmem(buf, len, "hold", 4));
+	free(buf);
+	msg_fini(&m);
+	t_head(&b, 4, MSG_T_HEARTBEAT_ACK);
+	t_str(&b, "epoch");
+	t_uint(&b, 1);
+	t_str(&b, "ngen");
+	t_uint(&b, 1);
+	t_str(&b, "cid");
+	t_uint(&b, 1);
+	t_str(&b, "tasks");
+	t_arr(&b, 1);
+	t_map(&b, 7);
+	t_str(&b, "id");
+	t_uint(&b, 1);
+	t_str(&b, "snode");
+	t_uint(&b, 1);
+	t_str(&b, "soff");
+	t_uint(&b, 0);
+	t_str(&b, "sinst");
+	t_uint(&b, 0);
+	t_str(&b, "doff");
+	t_uint(&b, 0);
+	t_str(&b, "len");
+	t_uint(&b, 4096);
+	t_str(&b, "hold");
+	t_uint(&b, 2);
+	t_bad(&b);
 
 	/* an empty zone stays off the wire: a join reads as before */
 	msg_init(&m, MSG_T_NODE_JOIN);
