@@ -1667,6 +1667,13 @@ static int coord_on_heartbeat(struct coord *c, const struct msg *req,
 				msg_error(rep, ret, "out of memory");
 			return ret;
 		}
+		/* Tasks ended: the next ones go in this answer, not one
+		 * heartbeat later (a rebuild is a chain of such rounds). */
+		if (req->n_rebuilt || req->n_failed) {
+			ret = coord_repl_tick(c, now, NULL, fatal);
+			if (ret && *fatal)
+				return ret;
+		}
 	}
 	ret = coord_heartbeat_ack(c, n, rep, now);
 	if (!ret)

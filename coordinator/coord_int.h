@@ -143,7 +143,7 @@ struct coord {
 };
 
 /* Rebuild tasks a node runs at once. */
-#define COORD_TASKS_PER_NODE 4u
+#define COORD_TASKS_PER_NODE 32u
 
 /* coord.c helpers shared with coord_repl.c */
 int coord_grow(void *arr, uint32_t *cap, uint32_t need, size_t size);

@@ -335,6 +335,7 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	fcfg.fence = a->fence;
 	agent_xports(a, &fcfg);
 	fcfg.fault_timeout_ms = cfg->fault_timeout_ms;
+	fcfg.repl_timeout_ms = cfg->repl_timeout_ms;
 	fcfg.slots = cfg->slots;
 	fcfg.readahead = cfg->readahead;
 	fcfg.spin_us = cfg->spin_us;

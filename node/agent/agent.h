@@ -46,6 +46,7 @@ struct node_cfg {
 	const char *transport;	 /* "auto", "tcp", "verbs" */
 	enum pool_huge_mode huge;
 	unsigned int fault_timeout_ms;
+	unsigned int repl_timeout_ms; /* floop_cfg.repl_timeout_ms */
 	unsigned int heartbeat_ms;
 	unsigned int slots;
 	unsigned int readahead;

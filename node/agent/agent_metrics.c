@@ -41,6 +41,14 @@ static void agent_metrics_faults(struct metrics_buf *b,
 			   "From reading a fault to resolving it (for a "
 			   "fetch, from the first fault that waited on it).",
 			   &c->fault_ns);
+	metrics_one(b, "farpage_replica_failovers_total", "counter",
+		    "Reads of replicated regions moved to the next replica "
+		    "(the owner failed, restarted, was fenced or stalled).",
+		    LD(c->repl_failovers));
+	metrics_one(b, "farpage_replica_stalls_total", "counter",
+		    "Connections closed because a read of a replicated region "
+		    "got no answer within --replica-timeout-ms.",
+		    LD(c->repl_stalls));
 	metrics_one(b, "farpage_readahead_pages_total", "counter",
 		    "Pages read ahead of sequential fault streams.",
 		    LD(c->readahead));

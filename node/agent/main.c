@@ -94,6 +94,12 @@ static void main_usage(FILE *out)
 		"unreachable owner\n"
 		"                           before the process gets SIGBUS "
 		"(default 30000)\n"
+		"      --replica-timeout-ms N a read of a replicated region "
+		"that gets no\n"
+		"                           answer this long goes to the "
+		"next replica\n"
+		"                           (default 2000; 0: only on a "
+		"failure)\n"
 		"      --heartbeat-ms N     heartbeat period (default 1000)\n"
 		"      --inflight N         page reads in flight (default "
 		"512)\n"
@@ -363,6 +369,7 @@ int main(int argc, char **argv)
 		{ "rdma-depth", required_argument, NULL, 'D' },
 		{ "rdma-direct", required_argument, NULL, 'r' },
 		{ "fault-timeout-ms", required_argument, NULL, 'F' },
+		{ "replica-timeout-ms", required_argument, NULL, 'O' },
 		{ "heartbeat-ms", required_argument, NULL, 'B' },
 		{ "inflight", required_argument, NULL, 'I' },
 		{ "readahead", required_argument, NULL, 'R' },
@@ -392,6 +399,7 @@ int main(int argc, char **argv)
 		.transport = "auto",
 		.huge = POOL_HUGE_AUTO,
 		.fault_timeout_ms = 30000,
+		.repl_timeout_ms = 2000,
 		.heartbeat_ms = 1000,
 		.readahead = 64,
 		.gid_index = -1,
@@ -470,6 +478,11 @@ int main(int argc, char **argv)
 		case 'F':
 			if (main_uint("--fault-timeout-ms", optarg, 1,
 				      &cfg.fault_timeout_ms))
+				return 2;
+			break;
+		case 'O':
+			if (main_uint("--replica-timeout-ms", optarg, 0,
+				      &cfg.repl_timeout_ms))
 				return 2;
 			break;
 		case 'B':

@@ -29,8 +29,10 @@ struct floop_counters {
 	atomic_uint_fast64_t remote; /* resolved with a page from a peer */
 	atomic_uint_fast64_t local;  /* resolved from the local pool */
 	atomic_uint_fast64_t errors; /* reads failed (retried) and bad faults */
-	/* replicated regions: reads moved to the next replica at once */
+	/* replicated regions: reads moved to the next replica at once, and
+	 * connections closed for a read no answer came to in time */
 	atomic_uint_fast64_t repl_failovers;
+	atomic_uint_fast64_t repl_stalls;
 	atomic_uint_fast64_t poisoned;	/* pages poisoned after the timeout */
 	atomic_uint_fast64_t readahead; /* of remote: pages read ahead */
 	atomic_uint_fast64_t prefetch;	/* of remote: pages prefetched */
@@ -86,9 +88,13 @@ struct floop_cfg {
 	/* xops[i]'s own context (xport_cfg.ctx), NULL if it has none */
 	void *xctx[FLOOP_XPORTS_MAX];
 	unsigned int fault_timeout_ms; /* then SIGBUS */
-	unsigned int slots;	       /* fetches in flight; 0 = 512 */
-	unsigned int readahead;	       /* max read-ahead window, pages; 0 off */
-	unsigned int spin_us; /* with reads in flight, spin this long first */
+	/* replicated regions: a read that waits this long at one replica's
+	 * owner closes the connection to it, so its reads go to the next
+	 * replica (a stopped or cut-off owner sends no reset); 0: never */
+	unsigned int repl_timeout_ms;
+	unsigned int slots;	/* fetches in flight; 0 = 512 */
+	unsigned int readahead; /* max read-ahead window, pages; 0 off */
+	unsigned int spin_us;	/* with reads in flight, spin this long first */
 	bool no_direct; /* cache mode: never read_direct (land, then copy) */
 	uint64_t cache_pages;	   /* cache mode: pages held at most */
 	unsigned int writeback_ms; /* dirty pages go home this often */

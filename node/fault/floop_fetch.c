@@ -522,6 +522,7 @@ void floop_slot_post(struct floop *f, struct fetch *s, uint64_t now)
 	ret = floop_slot_read(f, s, tag);
 	if (ret == 0) {
 		s->state = FETCH_POSTED;
+		s->post_ms = now;
 		return;
 	}
 	if (ret != -EAGAIN && floop_slot_failover(f, s, now))
@@ -559,6 +560,8 @@ void floop_on_done(void *arg, uint64_t tag, int status)
 		return;
 	}
 	if (status == 0) {
+		if (s->map->repl > 1 && s->replica >= 0)
+			floop_peer_answered(f, s->owner);
 		if (floop_slot_copy(f, s))
 			floop_slot_release(f, s);
 		return;
@@ -759,6 +762,14 @@ void floop_fetch_tick(struct floop *f, uint64_t now)
 		}
 		if (s->state == FETCH_WAIT && s->next_ms <= now)
 			floop_slot_post(f, s, now);
+		/* A replicated read that waits at a replica whose owner
+		 * does not answer (stopped, cut off: no reset comes) goes
+		 * to the next one: its connection is closed, its reads fail
+		 * and fail over. */
+		else if (s->state == FETCH_POSTED && s->replica >= 0 &&
+			 s->map->repl > 1 && f->cfg.repl_timeout_ms &&
+			 now - s->post_ms >= f->cfg.repl_timeout_ms)
+			floop_peer_stalled(f, s->owner, s->post_ms, now);
 	}
 	/* A fault still waiting for a slot has the same deadline. */
 	floop_backlog_drop(f, floop_backlog_is_late, now,

@@ -263,6 +263,7 @@ struct fetch {
 	/* replicated: the replica read, and those that failed this fetch */
 	int replica;
 	uint32_t rfailed;
+	uint64_t post_ms; /* posted to its owner (FETCH_POSTED) */
 };
 
 /* A transport instance of the loop. */
@@ -278,6 +279,11 @@ struct fpeer {
 	struct xport_stats last;
 	const char *last_name;
 	uint64_t opened_ms;
+	/* closed for a replicated read that got no answer in time: when,
+	 * and the time the next read waits before that (0: the configured
+	 * one; doubled at each close, back to 0 at the next answer) */
+	uint64_t stall_ms;
+	unsigned int stall_to;
 	/* bit i: f->xports[i] did not come up in time, the next one is used
 	 * from now on (until the peer's address or instance changes) */
 	uint32_t failed;
@@ -403,6 +409,7 @@ struct floop {
 	struct backlog_block *backlog_blocks;
 	struct ppend *ppend;
 	struct fpeer *peers;
+	uint32_t n_stall_backoff; /* peers whose stall_to is set */
 	uint32_t n_peers;
 	/* regions as last listed (sorted by name), of tables sync_cid */
 	struct floop_region *regions;
@@ -701,6 +708,15 @@ int floop_peer_write(struct floop *f, uint64_t node, uint64_t off, uint32_t len,
  * A chunk placed on an owner instance that is no longer the owner's: the
  * owner restarted with an empty pool, so reading it would return zeroes.
  */
+/* A read of a replicated region posted at @post_ms to node @node: if it
+ * waited past the peer's stall time (cfg.repl_timeout_ms, doubled after
+ * each close up to half the fault timeout) on a connection at least as
+ * old, the connection is closed: its reads fail and fail over. */
+void floop_peer_stalled(struct floop *f, uint64_t node, uint64_t post_ms,
+			uint64_t now);
+/* A read from @node was answered: its stall time is the configured one
+ * again. */
+void floop_peer_answered(struct floop *f, uint64_t node);
 int floop_peer_inst_is_lost(struct floop *f, uint64_t node, uint64_t inst);
 int floop_peer_chunk_is_lost(struct floop *f, const struct msg_chunk *c);
 

@@ -372,6 +372,47 @@ void floop_peers_tick(struct floop *f, uint64_t now)
 	floop_peers_check(f, now);
 }
 
+void floop_peer_stalled(struct floop *f, uint64_t node, uint64_t post_ms,
+			uint64_t now)
+{
+	struct fpeer *p = floop_peer_find(f, node);
+	unsigned int to, cap = f->cfg.fault_timeout_ms / 2;
+
+	if (!p || !p->xp)
+		return;
+	to = p->stall_to ? p->stall_to : f->cfg.repl_timeout_ms;
+	/* A connection younger than that may still be in its handshake
+	 * (slow on a busy host): not a stall yet. */
+	if (now - post_ms < to || now - p->opened_ms < to)
+		return;
+	log_warn("peer %llu: a read of a replicated region got no answer "
+		 "for %u ms: connection closed, its reads go to other "
+		 "replicas",
+		 (unsigned long long)node, to);
+	p->stall_ms = now;
+	/* A busy peer is not closed again and again: the next read waits
+	 * twice as long, until one is answered. */
+	p->stall_to = to < cap / 2 ? to * 2 : (cap > to ? cap : to);
+	f->n_stall_backoff++;
+	atomic_fetch_add(&f->ctr.repl_stalls, 1);
+	/* Its reads fail -ECANCELED: replicated ones fail over, others
+	 * are posted again (a new connection). */
+	floop_peer_reopen(p);
+}
+
+void floop_peer_answered(struct floop *f, uint64_t node)
+{
+	struct fpeer *p;
+
+	if (!f->n_stall_backoff)
+		return; /* the usual case: no peer was ever closed so */
+	p = floop_peer_find(f, node);
+	if (p && p->stall_to) {
+		p->stall_to = 0;
+		f->n_stall_backoff--;
+	}
+}
+
 int floop_peer_inst_is_lost(struct floop *f, uint64_t node, uint64_t inst)
 {
 	struct fpeer *p = floop_peer_find(f, node);

@@ -89,6 +89,7 @@ struct csess {
 	/* rebuild tasks of replicated regions (csess_tasks_*): under lock */
 	struct csess_task *tasks;
 	uint32_t n_tasks;
+	atomic_int hb_now; /* a task ended: report it at once */
 };
 
 /* A rebuild task as this node knows it (acks deliver it again until it is
@@ -109,6 +110,9 @@ struct csess_task {
 };
 
 #define CSESS_TASKS_MAX 256
+/* Heartbeat period while a rebuild task waits to be reported or to
+ * start: a rebuild is a chain of task rounds, each a few heartbeats. */
+#define CSESS_TASK_HB_MS 100
 
 static int csess_is_stopping(struct csess *s)
 {
@@ -901,6 +905,22 @@ void csess_rebuild_done(struct csess *s, uint64_t id, int err)
 		k->err = err;
 	}
 	pthread_mutex_unlock(&s->lock);
+	atomic_store(&s->hb_now, 1);
+	csess_efd_signal(s->efd_jobs);
+}
+
+/* True while a task waits for a heartbeat: to be reported (armed,
+ * done) or for an answer that lets it start (taken). */
+static bool csess_tasks_waiting(struct csess *s)
+{
+	bool busy = false;
+
+	pthread_mutex_lock(&s->lock);
+	for (uint32_t i = 0; i < s->n_tasks && !busy; i++)
+		busy = s->tasks[i].st == CT_ARMED ||
+		       s->tasks[i].st == CT_TAKEN || s->tasks[i].st == CT_DONE;
+	pthread_mutex_unlock(&s->lock);
+	return busy;
 }
 
 /* ---- heartbeat ---- */
@@ -1269,12 +1289,18 @@ static void *csess_run(void *arg)
 	s->next_hb_ms = evl_now_ms();
 	while (!csess_is_stopping(s)) {
 		now = evl_now_ms();
+		if (atomic_exchange(&s->hb_now, 0))
+			s->next_hb_ms = now;
 		if (now >= s->next_hb_ms) {
+			uint64_t p = period;
+
 			csess_heartbeat(s);
-			s->next_hb_ms += period;
+			if (p > CSESS_TASK_HB_MS && csess_tasks_waiting(s))
+				p = CSESS_TASK_HB_MS;
+			s->next_hb_ms += p;
 			now = evl_now_ms();
-			if (s->next_hb_ms < now)
-				s->next_hb_ms = now + period;
+			if (s->next_hb_ms < now || s->next_hb_ms > now + p)
+				s->next_hb_ms = now + p;
 		}
 		if (poll(&pfd, 1, (int)(s->next_hb_ms - now)) > 0)
 			csess_efd_drain(s->efd_jobs);
