@@ -56,6 +56,7 @@ for o in "${OWNERS[@]}"; do fp_node_start "${HOST[$o]}" "$o" --pool-size "$OPOOL
 fp_node_start A W --writeback-ms 100 --pool-size 2M
 fp_node_start D RD --pool-size 2M
 REPL=$FP_BIN/tests/fp_repl
+# shellcheck disable=SC2046
 repl() { ${FP_HOST_RUN[A]} "$REPL" $(fp_insecure_flag) "$@"; }
 # an agent's node id, as it logged when it joined (the last time)
 nid() { sed -n "s/.* as node \([0-9]*\) ($1).*/\1/p" "$FP_TMP/$1.log" | tail -n1; }
@@ -177,6 +178,7 @@ for ((k = 1; k <= ROUNDS; k++)); do
 		G=$(fp_field "$FP_TMP/cmp.out" compare: rgen)
 		repl state "$FP_COORD" r >"$FP_TMP/st.out" 2>&1 || fp_fail "round $k: state of r: $(cat "$FP_TMP/st.out")"
 		# The same layout before and after: the bytes differ for real.
+		# shellcheck disable=SC2015
 		[ -n "$G" ] && [ "$(fp_field "$FP_TMP/st.out" state: rgen)" != "$G" ] && [ "$try" -lt 5 ] ||
 			fp_fail "round $k (seed $SEED, victim $V$([ $restart = 1 ] && echo ', restarted')): the replicas of r differ from each other or from seed $S"
 		fp_log "round $k: the layout changed under the compare (rgen $G -> $(fp_field "$FP_TMP/st.out" state: rgen)): again"
