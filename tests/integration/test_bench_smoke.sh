@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # farpage-bench smoke run: a 16 MiB region, one run of every figure, a
 # quick far-memory run (a 4 MiB cache, one workload of each kind) and the
-# quick scale parts (a 1 GiB map, 1 and 2 fault loops, dirty tracking A/B). Checks
+# quick scale parts (a 1 GiB map, 1 and 2 fault loops, dirty tracking A/B)
+# and the quick replicated-region part (16 MiB regions, a 64 MiB rebuild). Checks
 # that the JSON has every required key with a number and that the plot was
 # drawn, both where they go by default (bench-results/ in the current
 # directory), and that an awkward host name (quote, backslash, control
@@ -60,7 +61,7 @@ ODD_HOST_JSON=$(printf 'fp"h\\\001\357\277\275') # \377 as U+FFFD
 (cd "$TMP" && exec unshare -u bash -c 'printf %s "$1" >/proc/sys/kernel/hostname && shift && exec "$@"' \
 	_ "$ODD_HOST" env FARPAGE_SRC="$SRC" "$BENCH" --bin "$BIN" --size 16M --runs 1 \
 	--farmem quick --farmem-cache 4M --farmem-secs 0.3 \
-	--scale-map quick --scale-loops quick --scale-dirty quick) >"$TMP/out" 2>&1
+	--scale-map quick --scale-loops quick --scale-dirty quick --replica quick) >"$TMP/out" 2>&1
 rc=$?
 if [ $rc = 77 ]; then
 	tail -n3 "$TMP/out" >&2
@@ -109,6 +110,22 @@ for k in scale.map.1G.map_ms scale.map.1G.flush_ms scale.map.1G.unmap_ms \
 		fail=1
 	fi
 done
+# Replicated regions in their quick mode (bench/replicas.sh: four hosts of
+# its own, an owner killed -9, its replicas rebuilt).
+st=$(getstr "$TMP/bench.json" replica.status)
+[ "$st" = measured ] || { echo "test_bench_smoke: FAIL: replica.status is '$st'" >&2; fail=1; }
+for k in replica.wb.r1.MBps replica.wb.r2.MBps replica.wb.r3.MBps replica.wb.r3.flush_secs \
+	replica.read.r1.p99_us replica.read.r2.p99_us replica.failover.reader.max_us \
+	replica.failover.writer.max_us replica.failover.writer.flush_secs replica.failover.stall_ms \
+	replica.rebuild.MBps replica.rebuild.detect_ms replica.rebuild.read.during.p99_us \
+	replica.ratios.wb_r2_vs_r1 replica.ratios.rebuild_vs_stream; do
+	if ! getnum "$TMP/bench.json" "$k"; then
+		echo "test_bench_smoke: FAIL: $k missing or not a number" >&2
+		fail=1
+	fi
+done
+grep -q "^failover: reader's longest stall" "$TMP/out" ||
+	{ echo "test_bench_smoke: FAIL: no replica rows printed" >&2; fail=1; }
 t=$(getstr "$TMP/bench.json" transport)
 case $t in
 tcp | verbs) ;;
