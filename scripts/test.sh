@@ -120,7 +120,9 @@ FP_FAULT_MODE=copy run "copy mode" "$SRC/build" -L integration \
 # for the tests that write through the cache and send pages home.
 FP_DIRTY_TRACKING=wp-fault FP_FAULT_THREADS=2 run "wp-fault, 2 fault loops" "$SRC/build" \
 	-R 'test_(farmem|dirty_scan|wb_lost_owner|wlease_|write_sigbus|region_delete|fault_loops|chaos)' --
-san_run "ASan+UBSan" "$SRC/build-asan" -- -DFARPAGE_SANITIZE=address,undefined
+# Under the sanitizers, 6 rounds of test_replicas_rounds instead of 20
+# (the normal stage runs all 20).
+FP_REPL_ROUNDS=6 san_run "ASan+UBSan" "$SRC/build-asan" -- -DFARPAGE_SANITIZE=address,undefined
 # TSan of gcc 12 / LLVM 14 dies at start ("FATAL: ThreadSanitizer: unexpected
 # memory mapping") when mmap randomisation has more than 28 bits
 # (vm.mmap_rnd_bits; kernels allow up to 32). Its tests then run without
@@ -133,7 +135,7 @@ san_run "ASan+UBSan" "$SRC/build-asan" -- -DFARPAGE_SANITIZE=address,undefined
 # Under TSan, 10 chaos rounds instead of 20, an 8 MiB replicated region
 # instead of 64 MiB, and no bench smoke: the code it runs is the other
 # tests' (about 3 of TSan's 6 minutes).
-FP_FARMEM_SIZE=64M FP_CHAOS_ROUNDS=10 FP_REPL_MB=8 san_run TSan "$SRC/build-tsan" \
+FP_FARMEM_SIZE=64M FP_CHAOS_ROUNDS=10 FP_REPL_MB=8 FP_REPL_ROUNDS=6 san_run TSan "$SRC/build-tsan" \
 	-E test_bench_smoke -- -DFARPAGE_SANITIZE=thread
 CTEST_WRAP=()
 CC=clang run fuzz "$SRC/build-fuzz" -L fuzz -- -DFARPAGE_FUZZ=ON

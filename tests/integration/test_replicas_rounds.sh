@@ -1,5 +1,5 @@
 #!/bin/bash
-# Replicated regions (issue 24) over many failures: FP_ROUNDS (default 20)
+# Replicated regions (issue 24) over many failures: FP_REPL_ROUNDS (default 20)
 # seeded rounds, each killing one owner -9 while a guest writes. Four
 # hosts (network namespaces on one segment; loopback hosts if namespaces
 # can't be made): the coordinator (--lease-ms 3000) and the writer's agent
@@ -42,7 +42,7 @@ fp_require
 [ "${FP_FAULT_MODE:-}" = copy ] && fp_skip "copy mode: writes to remote pages stay in the process"
 SEED=${FP_SEED:-$RANDOM}
 R=${FP_REPLICAS:-2}
-ROUNDS=${FP_ROUNDS:-20}
+ROUNDS=${FP_REPL_ROUNDS:-20}
 MB=${FP_REPL_MB:-16}
 PAGES=$((MB << 8))
 fp_log "seed $SEED, replicas $R, rounds $ROUNDS, $MB MiB"
