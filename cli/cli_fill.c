@@ -17,7 +17,9 @@ static const char cli_fill_usage[] =
 	"\n"
 	"Maps region NAME through the local agent and writes the test pattern\n"
 	"of (seed, page index) into every page of the chunks this node owns,\n"
-	"so that 'farpage touch' on any node can verify them.\n"
+	"so that 'farpage touch' on any node can verify them. A replicated\n"
+	"region's chunks have no single owner: write them through a mapping\n"
+	"('farpage touch NAME --write --seed N', which flushes).\n"
 	"\n"
 	"  --seed N  pattern seed (default 1)\n"
 	"  --help    this text\n";
@@ -77,9 +79,11 @@ int cli_fill_run(const struct cli *c, int argc, char **argv)
 		}
 	}
 	if (!pages)
-		printf("node %llu owns no chunk of region %s: nothing to "
-		       "fill\n",
-		       (unsigned long long)farpage_map_node(m), name);
+		printf("node %llu owns no chunk of region %s alone: nothing "
+		       "to fill (the replicas of a replicated region are "
+		       "written through a mapping: farpage touch %s --write "
+		       "--seed N)\n",
+		       (unsigned long long)farpage_map_node(m), name, name);
 	printf("fill: region=%s pages=%llu bytes=%llu\n", name,
 	       (unsigned long long)pages,
 	       (unsigned long long)(pages * PATTERN_PAGE));
