@@ -87,12 +87,14 @@ fp_end_tagged() {
 
 # fp_bg HOST CMD...: starts CMD on HOST in the background as a simple
 # command, so that $! (FP_BG_PID, also in FP_PIDS) is the command itself,
-# not a subshell around it.
+# not a subshell around it. CMD reads fp_bg's stdin (`fp_bg ... <FIFO`):
+# without the explicit <&0 an asynchronous command's stdin is /dev/null,
+# and a guest that holds until a line on stdin would go on at once.
 fp_bg() {
 	local h=$1
 	shift
 	# shellcheck disable=SC2086
-	${FP_HOST_RUN[$h]} "$@" &
+	${FP_HOST_RUN[$h]} "$@" <&0 &
 	FP_BG_PID=$!
 	FP_PIDS+=("$FP_BG_PID")
 }
