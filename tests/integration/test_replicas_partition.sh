@@ -26,6 +26,9 @@
 #     and R1 read every page again: every page seed 6. O1 logs its fence
 #     ("fenced extent"), and r comes back to 2 SYNC replicas without a
 #     command (fp_repl state); R1 reads every page again after that.
+#  5. FP_PARTITION_REUSE=1: once O1 cleared its fenced extents, a region
+#     placed on them (one replica, on O1) is filled and read back: its
+#     reads must not be refused as the old replicas' were.
 # The negative control: FP_PARTITION_CONTROL=1 puts R2 on B, on O1's side
 # of the partition: its agent cannot sync the new layout, and O1 has not
 # heard its fence, so the held guest reads O1's stale pages (seed 5: the
@@ -38,7 +41,7 @@ fp_hosts_lan A B C D || fp_skip "a partition needs network namespaces"
 CONTROL=${FP_PARTITION_CONTROL:-0}
 RH=D
 [ "$CONTROL" = 1 ] && RH=B
-MB=${FP_PARTITION_MB:-32}
+MB=${FP_PARTITION_MB:-${FP_REPL_MB:-32}}
 PAGES=$((MB * 256))
 HALF=$((PAGES / 2))
 GUEST=$FP_BIN/tests/fp_guest
@@ -159,4 +162,23 @@ done
 fp_log "ok: r is back to 2 in-sync replicas ($(head -n1 "$FP_TMP/st.out"))"
 fp_cli D R1 touch r --seed 6 --threads 4 --order rand >"$FP_TMP/r1c.out" 2>&1
 fp_touch_ok "R1 reads after the rebuild" "$FP_TMP/r1c.out"
+
+# 5. (FP_PARTITION_REUSE=1) O1's fenced extents, once cleared and freed,
+#    serve the next region placed on them: q (one replica, every chunk
+#    on O1) is filled there by O1 and read by R1.
+[ "${FP_PARTITION_REUSE:-0}" = 1 ] || exit 0
+fp_wait_log "$FP_TMP/O1.log" 'cleared [0-9]+ extents' 120 || fp_fail "O1 never cleared its fenced extents"
+owners=$(for ((i = 0; i < MB / 4; i++)); do printf '%s,' "$O1ID"; done)
+fp_cli A W region create q --size "${MB}M" --chunk-size 4M --owners "${owners%,}" >"$FP_TMP/cq.out" 2>&1 ||
+	fp_fail "create q: $(cat "$FP_TMP/cq.out")"
+repl state "$FP_COORD" q >"$FP_TMP/stq.out" 2>&1 || fp_fail "state of q: $(cat "$FP_TMP/stq.out")"
+fenced=" $(grep -E "^rec: [0-9]+ [0-9]+ $O1ID " "$FP_TMP/st0.out" | awk '{print $5}' | tr '\n' ' ')"
+reused=0
+for off in $(awk '$1 == "rec:" {print $5}' "$FP_TMP/stq.out"); do
+	[[ $fenced == *" $off "* ]] && reused=$((reused + 1))
+done
+fp_log "q placed on O1: $reused of its $((MB / 4)) chunks on extents r's replicas had there (fenced, cleared)"
+fp_cli B O1 fill q --seed 7 >"$FP_TMP/fq.out" 2>&1 || fp_fail "fill q: $(cat "$FP_TMP/fq.out")"
+fp_cli D R1 touch q --seed 7 --threads 4 >"$FP_TMP/q.out" 2>&1
+fp_touch_ok "R1 reads q from O1's reused extents" "$FP_TMP/q.out"
 exit 0
