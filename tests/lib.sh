@@ -19,7 +19,7 @@ FP_TMP=$(mktemp -d /tmp/farpage-test.XXXXXX)
 export FP_RUN_ID=$FP_TMP
 FP_PIDS=()
 FP_NETNS=()
-declare -A FP_HOST_RUN FP_HOST_IP FP_NODE_PID FP_NODE_SOCK
+declare -A FP_HOST_RUN FP_HOST_IP FP_NODE_PID FP_NODE_SOCK FP_LAN_PORT
 FP_COORD=""
 FP_COORD_PID=""
 FP_VERBOSE=${FP_VERBOSE:-0}
@@ -87,12 +87,14 @@ fp_end_tagged() {
 
 # fp_bg HOST CMD...: starts CMD on HOST in the background as a simple
 # command, so that $! (FP_BG_PID, also in FP_PIDS) is the command itself,
-# not a subshell around it.
+# not a subshell around it. CMD reads fp_bg's stdin (`fp_bg ... <FIFO`):
+# without the explicit <&0 an asynchronous command's stdin is /dev/null,
+# and a guest that holds until a line on stdin would go on at once.
 fp_bg() {
 	local h=$1
 	shift
 	# shellcheck disable=SC2086
-	${FP_HOST_RUN[$h]} "$@" &
+	${FP_HOST_RUN[$h]} "$@" <&0 &
 	FP_BG_PID=$!
 	FP_PIDS+=("$FP_BG_PID")
 }
@@ -215,8 +217,22 @@ fp_hosts_lan() {
 			ip -n "$ns" link set lo up || return 1
 		FP_HOST_RUN[$h]="ip netns exec $ns"
 		FP_HOST_IP[$h]=$net.$i
+		FP_LAN_PORT[$h]=p$i
 		i=$((i + 1))
 	done
+}
+
+# fp_host_cut HOST / fp_host_heal HOST: a host of fp_hosts_lan cut off
+# the segment (its port on the bridge down: no frame to or from any other
+# host, the coordinator's included; its own connections stay open, their
+# packets are lost until the heal), and joined again.
+fp_host_cut() {
+	[ -n "${FP_LAN_PORT[$1]:-}" ] || fp_fail "fp_host_cut $1: not a host of fp_hosts_lan"
+	ip -n "$FP_LAN_NS" link set "${FP_LAN_PORT[$1]}" down || fp_fail "cannot cut $1 off"
+}
+fp_host_heal() {
+	[ -n "${FP_LAN_PORT[$1]:-}" ] || fp_fail "fp_host_heal $1: not a host of fp_hosts_lan"
+	ip -n "$FP_LAN_NS" link set "${FP_LAN_PORT[$1]}" up || fp_fail "cannot join $1 again"
 }
 
 # fp_coord_spawn HOST LISTEN DIR [flags]: a coordinator on HOST, waits for

@@ -52,8 +52,16 @@ static int floop_map_is_deleted(const struct floop *f, const struct fmap *m)
  */
 static void floop_map_stale(struct floop *f, struct fmap *m)
 {
-	if (m->stale || m->dead)
+	if (m->stale)
 		return;
+	if (m->dead) {
+		/* Its process is gone and what it wrote is still going home
+		 * (an owner that cannot be reached): not into extents about
+		 * to be cleared and given to another region. */
+		m->stale = 1;
+		floop_cache_map_stale(f, m);
+		return; /* freed by the loop's next idle sweep */
+	}
 	m->stale = 1;
 	log_warn("map %llu: region %s (epoch %llu) was deleted; its pages not "
 		 "yet fetched raise SIGBUS",

@@ -221,6 +221,12 @@ void cache_wb_end(struct floop *f, struct fmap *m, uint64_t i, uint32_t n,
 		uint8_t *ps = &m->pst[i + k];
 
 		cache_ps_clear(m, i + k, PS_WB);
+		if (status && m->stale) {
+			/* Not home, and its region was deleted meanwhile: not
+			 * sent again (floop_cache_map_stale()). */
+			cache_flush_clear(m, i + k);
+			continue;
+		}
 		if (status) {
 			/* Not home: dirty again, sent again later. */
 			if (*ps & PS_VALID)

@@ -973,7 +973,11 @@ static void csess_heartbeat(struct csess *s)
 		msg_fini(&rep);
 		return;
 	}
-	/* Taken: the coordinator logged them before it answered. */
+	/* Taken: the coordinator logged them before it answered, and
+	 * freed them: a fence there (a replica that left its set) ends, or
+	 * the next region placed there would be refused (ESTALE). */
+	for (uint32_t i = 0; i < s->n_cleared; i++)
+		pgfence_drop(a->fence, s->cleared[i].off, s->cleared[i].len);
 	s->n_cleared = 0;
 	csess_tables(s, rep.cid);
 	epoch = rep.epoch;

@@ -138,6 +138,13 @@
  *                               pages of one class, "wverify: FROM TO
  *                               CLASS" (TO inclusive), then "wverify:
  *                               pages=N".
+ *   fp_guest vhold REGION SEED...
+ *                               map read-only, touch nothing, print
+ *                               "fp_guest: holding" and wait for a line
+ *                               on stdin (its mapping holds the layout of
+ *                               the map meanwhile, as its agent updates
+ *                               it); then read and classify every page as
+ *                               wverify does.
  *   fp_guest hotcold REGION SEED HOT COLD ROUNDS
  *                               map read-only; each round reads and
  *                               verifies the first HOT pages (the hot set)
@@ -1403,12 +1410,13 @@ static void wverify_class(const uint8_t *p, const uint64_t *seeds, int n,
 	snprintf(cls, len, "m%u", any);
 }
 
-static int guest_wverify(const char *region, char **args, int nargs)
+/* wverify, and vhold (@hold: the reads wait for a line on stdin). */
+static int guest_wverify(const char *region, char **args, int nargs, int hold)
 {
 	uint64_t seeds[WVERIFY_SEEDS];
 	struct farpage_map *m;
 	struct guest_jmp j = { 0 };
-	char run[16] = "";
+	char run[16] = "", line[64];
 	size_t total, cpages, from = 0;
 	volatile size_t skip_to = 0;
 	uint8_t *base;
@@ -1425,6 +1433,12 @@ static int guest_wverify(const char *region, char **args, int nargs)
 	base = farpage_map_addr(m);
 	total = farpage_map_size(m) / PATTERN_PAGE;
 	cpages = farpage_map_chunk_size(m) / PATTERN_PAGE;
+	if (hold) {
+		printf("fp_guest: holding\n");
+		fflush(stdout);
+		if (!fgets(line, sizeof(line), stdin))
+			fprintf(stderr, "fp_guest: stdin closed; going on\n");
+	}
 	guest_signals_catch();
 	guest_jmp_self = &j;
 	for (size_t i = 0; i < total; i++) {
@@ -1541,7 +1555,9 @@ int main(int argc, char **argv)
 				   (unsigned int)strtoul(argv[4], NULL, 0),
 				   argv + 5, argc - 5);
 	if (argc >= 4 && !strcmp(argv[1], "wverify"))
-		return guest_wverify(argv[2], argv + 3, argc - 3);
+		return guest_wverify(argv[2], argv + 3, argc - 3, 0);
+	if (argc >= 4 && !strcmp(argv[1], "vhold"))
+		return guest_wverify(argv[2], argv + 3, argc - 3, 1);
 	if (argc == 3 && !strcmp(argv[1], "rdonly-write"))
 		return guest_rdonly_write(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "poison-race"))
@@ -1562,6 +1578,7 @@ int main(int argc, char **argv)
 		"       wstale REGION SEED1 SEED2 SEED3 |\n"
 		"       sparse REGION SEED PAGES [HOLD_MAPS] |\n"
 		"       wplay REGION TRIES RETRY_MS STEP... | wverify REGION "
-		"SEED...\n");
+		"SEED... |\n"
+		"       vhold REGION SEED...\n");
 	return 2;
 }

@@ -21,6 +21,15 @@
 # meanwhile. A restarted agent's pool is empty: the chunks it had are lost;
 # between rounds such regions are mostly deleted and made again, some are
 # kept for a round so that guests meet their lost chunks.
+# About a third of the data regions made are replicated instead
+# (`--replicas 2`, every chunk on o1 and o2, filled by a guest writing
+# through a): guests on either host read them while one replica's owner
+# is killed -9 (or both, or the guest's agent, the coordinator) and
+# restarted; the coordinator rebuilds the lost replicas on other agents
+# meanwhile (also on a or b), so each round takes the replicas' places
+# from the coordinator (fp_repl state) before it starts. FP_CHAOS_REPL_PCT
+# sets the share (percent, default 33). Not in copy mode (a guest's
+# writes do not leave it there, so nothing could fill them).
 #
 # What must hold in reader rounds, whatever happens:
 #  - every guest either passes with every page verified or fails loudly: a
@@ -31,6 +40,13 @@
 #    passes; one under which only the coordinator died passes or gets a
 #    clean error, never a SIGBUS; one whose region has chunks an agent
 #    restart lost does not pass (SIGBUS or a clean error);
+#  - a guest of a replicated region passes when every chunk kept an
+#    in-sync replica on an agent not killed in the round, whichever
+#    replica owners died (reads fail over): only its own agent's death,
+#    the loss of every in-sync replica of a chunk, or its region's delete
+#    under it excuse it (then anything but a wrong or zero page, a crash
+#    or a hang), and the coordinator's death a clean error; a replicated
+#    region with a chunk left without an in-sync replica is made again;
 #  - every daemon that was not killed in a round still runs at its end, and
 #    a restarted one comes up;
 #  - every region change the coordinator acknowledged survives its restart:
@@ -100,7 +116,7 @@
 # --keep DIR copy the daemons' logs and the guests' outputs to DIR.
 # One line per round, then
 #   chaos: seed=S rounds=N guests=N passed=N sigbus=N clean_errors=N wrong=N zero=N
-#          writer_rounds=N bad_pages=N failures=N time=S
+#          writer_rounds=N bad_pages=N repl_guests=N repl_passed=N failures=N time=S
 # Exit status: 0 if nothing failed, 1 on any failure, 77 if the host can't run it.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -174,6 +190,7 @@ ms_s() { printf -v S '%d.%03d' $(($1 / 1000)) $(($1 % 1000)); }
 FAILS=()
 ROUND_FAILED=0
 N_GUESTS=0 N_PASS=0 N_SIGBUS=0 N_CLEAN=0 N_WRONG=0 N_ZERO=0 N_WROUNDS=0 N_WPAGES_BAD=0
+N_RGUESTS=0 N_RPASS=0
 declare -A LOGOFF SANSEEN
 # The last lines of the daemons' logs from this round that say something.
 chaos_round_logs() {
@@ -334,12 +351,54 @@ chaos_ids || fp_fail "no node ids in status --json"
 # Slots of data regions; each has a name, a pattern seed, a size, a chunk
 # table as created, and LOST: the agents whose chunks a restart lost.
 NSLOT=2
-declare -A SNAME SSEED SSIZE STABLE SLOST SFILLED
+declare -A SNAME SSEED SSIZE STABLE SLOST SFILLED SREPL RHOLD_OF
 declare -A ACKED   # region name -> 1 while the coordinator acknowledged it exists
 declare -A DELETED # region name -> 1 once its delete was acknowledged
 GEN=0
 # The chunk table of `region show`, owners and pool offsets.
 chaos_table() { fp_cli A a region show "$1" 2>/dev/null | grep -E '^ +[0-9]+ +0x'; }
+# Replicated data regions: a third of those made (FP_CHAOS_REPL_PCT
+# percent; none in copy mode).
+REPL_PCT=${FP_CHAOS_REPL_PCT:-33}
+[ "${FP_FAULT_MODE:-}" = copy ] && REPL_PCT=0
+REPL=$FP_BIN/tests/fp_repl
+# chaos_rholders NAME: RHOLD, the agents holding an in-sync replica of
+# each chunk of replicated region NAME as the coordinator has them now
+# ("o1 o2;o2 a;..."; an agent this run does not know by its id is "?").
+# Returns 1 if the coordinator did not answer.
+chaos_rholders() {
+	local tag c r node off st n
+	local -A nm=() hold=()
+	for n in a b o1 o2; do nm[${ID[$n]:-x}]=$n; done
+	RHOLD=""
+	# shellcheck disable=SC2046
+	${FP_HOST_RUN[A]} "$REPL" $(fp_insecure_flag) state "$FP_COORD" "$1" >"$FP_TMP/rstate.out" 2>&1 || return 1
+	n=-1
+	# rec: CHUNK REPLICA NODE OFF STATE (0: in sync)
+	while read -r tag c r node off st; do
+		[ "$tag" = rec: ] || continue
+		[ "$c" -gt "$n" ] && n=$c
+		[ "$st" = 0 ] && hold[$c]="${hold[$c]:-} ${nm[$node]:-?}"
+	done <"$FP_TMP/rstate.out"
+	[ "$n" -ge 0 ] || return 1
+	for ((c = 0; c <= n; c++)); do RHOLD="$RHOLD${c:+;}${hold[$c]:- }"; done
+	RHOLD=${RHOLD#;}
+	return 0
+}
+# chaos_rlost HOLD DOWN: is a chunk of HOLD (chaos_rholders) left with
+# no in-sync replica on an agent not in DOWN?
+chaos_rlost() {
+	local ch t kept
+	local IFS=';'
+	for ch in $1; do
+		kept=0
+		IFS=' '
+		for t in $ch; do [[ " $2 " == *" $t "* ]] || kept=1; done
+		IFS=';'
+		[ "$kept" = 1 ] || return 0
+	done
+	return 1
+}
 # chaos_region_new SLOT: a new region for SLOT, interleaved a,b or b,a,
 # filled on both hosts. Returns 1 (with a failure recorded) if any step
 # fails; the slot is then unusable (LOST=ab) until the next repair.
@@ -355,6 +414,29 @@ chaos_region_new() {
 	# other host's agent maps it, and no agent has mapped it before the
 	# first guest there does.
 	chaos_pick ab ab ab ab ab a b; SFILLED[$s]=$R
+	chaos_rand 100
+	SREPL[$s]=0
+	[ "$R" -lt "$REPL_PCT" ] && SREPL[$s]=1
+	if [ "${SREPL[$s]}" = 1 ]; then
+		# Replicated, on o1 and o2; `fill` writes only the chunks of its
+		# node's pool (a replicated region's are none): a guest on a
+		# writes every page, and each goes to both replicas.
+		name=${name}r
+		SNAME[$s]=$name SFILLED[$s]=ab
+		if ! fp_cli A a region create "$name" --size "${size}M" --nodes "${ID[o1]},${ID[o2]}" --replicas 2 >"$out" 2>&1; then
+			chaos_failure "create $name (${size} MiB, 2 replicas on o1, o2) failed: $(tail -n1 "$out")" "$out"
+			return 1
+		fi
+		ACKED[$name]=1
+		STABLE[$s]=""
+		out=$FP_TMP/fill-$name.out
+		if ! fp_cli A a touch "$name" --write --seed "$seed" --threads 4 >"$out" 2>&1; then
+			chaos_failure "writing $name on A failed: $(grep '^farpage: ' "$out" | tail -n1)" "$out"
+			return 1
+		fi
+		SLOST[$s]=""
+		return 0
+	fi
 	if ! fp_cli A a region create "$name" --size "${size}M" --nodes "$nodes" >"$out" 2>&1; then
 		chaos_failure "create $name (${size} MiB on nodes $nodes) failed: $(tail -n1 "$out")" "$out"
 		return 1
@@ -507,8 +589,19 @@ chaos_daemons() {
 	for v in a b; do
 		if [[ " $DOWN " == *" $v "* ]]; then
 			for ((s = 0; s < NSLOT; s++)); do
+				[ "${SREPL[$s]}" = 1 ] && continue
 				[[ ${SLOST[$s]} == *$v* ]] || SLOST[$s]=${SLOST[$s]}$v
 			done
+		fi
+	done
+	# A replicated region lost what the coordinator holds no in-sync
+	# replica of (the agents that restarted joined again by now): it is
+	# made again before the next round.
+	[ -n "$DOWN" ] || return 0
+	for ((s = 0; s < NSLOT; s++)); do
+		[ "${SREPL[$s]}" = 1 ] && [ -z "${SLOST[$s]}" ] || continue
+		if ! chaos_rholders "${SNAME[$s]}" || chaos_rlost "$RHOLD" ""; then
+			SLOST[$s]=ab
 		fi
 	done
 }
@@ -924,7 +1017,17 @@ for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
 		[ "$VERBOSE" = 1 ] && echo "    times (ms): writers-done=$T_GDONE$TT checked=$T_CHECKED repaired=$((NOW - T0))"
 		continue
 	fi
-	# --- plan: guests
+	# --- plan: guests (a replicated region's replicas as they are now)
+	for ((s = 0; s < NSLOT; s++)); do
+		RHOLD_OF[$s]=""
+		[ "${SREPL[$s]}" = 1 ] && [ -z "${SLOST[$s]}" ] || continue
+		if chaos_rholders "${SNAME[$s]}"; then
+			RHOLD_OF[$s]=$RHOLD
+		else
+			chaos_failure "no replica states of ${SNAME[$s]}: $(tail -n1 "$FP_TMP/rstate.out")"
+			SLOST[$s]=ab
+		fi
+	done
 	chaos_rand 4; NG=$((R + 1))
 	usable=()
 	for ((s = 0; s < NSLOT; s++)); do [ "${SLOST[$s]}" = ab ] || usable+=("$s"); done
@@ -950,7 +1053,7 @@ for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
 		G_OUT[$i]=$FP_TMP/r${ROUND}g$i.out
 		G_ARGS_ALL[$i]="${G_REG[$i]} --seed ${SSEED[${G_SLOT[$i]}]} --order $ord --threads $thr $pf $lt"
 		G_ATO_ALL[$i]=$ato
-		G_DESC[$i]="${G_HOST[$i]}:${G_REG[$i]}(${SSIZE[${G_SLOT[$i]}]}M)/$ord/x$thr${pf:+/prefetch}${lt:+/local-too}@${G_DELAY[$i]}ms"
+		G_DESC[$i]="${G_HOST[$i]}:${G_REG[$i]}(${SSIZE[${G_SLOT[$i]}]}M$([ "${SREPL[${G_SLOT[$i]}]}" = 1 ] && echo ",2 replicas"))/$ord/x$thr${pf:+/prefetch}${lt:+/local-too}@${G_DELAY[$i]}ms"
 		G_CHURNED[$i]=0
 		unset 'G_RC[$i]' 'G_END[$i]'
 	done
@@ -959,7 +1062,20 @@ for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
 	#     its remote chunks) when there is one.
 	gh=A
 	[ "$NG" -gt 0 ] && gh=${G_HOST[1]}
-	own=${AGENT_OF[$gh]} owner=${OTHER[${AGENT_OF[$gh]}]}
+	own=${AGENT_OF[$gh]} owner=${OTHER[${AGENT_OF[$gh]}]} both="a b"
+	# A replicated region: the owner is one of its replicas' (not the
+	# guest's own agent), "both" its two first chunk's replicas' owners.
+	if [ "$NG" -gt 0 ] && [ "${SREPL[${G_SLOT[1]}]}" = 1 ]; then
+		hl=()
+		for t in ${RHOLD_OF[${G_SLOT[1]}]//;/ }; do
+			[ "$t" != "$own" ] && [[ " ${hl[*]} " != *" $t "* ]] && hl+=("$t")
+		done
+		[ ${#hl[@]} -gt 0 ] || hl=(o1)
+		chaos_pick "${hl[@]}"; owner=$R
+		read -r -a hl <<<"${RHOLD_OF[${G_SLOT[1]}]%%;*}"
+		both="o1 o2"
+		[ ${#hl[@]} = 2 ] && both="${hl[*]}"
+	fi
 	chaos_rand 100
 	if [ "$R" -lt 12 ]; then VICTIMS=""
 	elif [ "$R" -lt 30 ]; then VICTIMS=$owner
@@ -967,7 +1083,7 @@ for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
 	elif [ "$R" -lt 64 ]; then VICTIMS=coord
 	elif [ "$R" -lt 76 ]; then VICTIMS="$owner coord"
 	elif [ "$R" -lt 88 ]; then VICTIMS="$own coord"
-	else VICTIMS="a b"
+	else VICTIMS=$both
 	fi
 	# The kill comes this long after guest 1 started (its marker line).
 	chaos_rand 300; T_KILL=$R
@@ -976,6 +1092,8 @@ for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
 	chaos_rand 500; T_RESTART=$R
 	chaos_rand 2; SAMEPORT[a]=$R
 	chaos_rand 2; SAMEPORT[b]=$R
+	chaos_rand 2; SAMEPORT[o1]=$R
+	chaos_rand 2; SAMEPORT[o2]=$R
 	# Sometimes a region a guest maps is deleted and replaced under it.
 	CHURN=-1
 	chaos_rand 100
@@ -1096,14 +1214,27 @@ for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
 		# (they are not mapped from the pool then, they fault) or with
 		# --local-too.
 		hit=none
-		for t in $o $n; do [[ ${G_LOSTAT[$i]} == *$t* ]] && hit=lost; done
-		if [ "$hit" = none ]; then
+		if [ "${SREPL[${G_SLOT[$i]}]}" = 1 ]; then
+			# Replicated: whatever replica owners died, as long as
+			# every chunk kept an in-sync replica.
+			[[ " $DOWN " == *" coord "* ]] && hit=coord
+			[[ " $DOWN " == *" $n "* ]] && hit=any
+			chaos_rlost "${RHOLD_OF[${G_SLOT[$i]}]}" "$DOWN" && hit=any
+			[ "${G_CHURNED[$i]}" = 1 ] && hit=any
+		else
+			for t in $o $n; do [[ ${G_LOSTAT[$i]} == *$t* ]] && hit=lost; done
+		fi
+		if [ "$hit" = none ] && [ "${SREPL[${G_SLOT[$i]}]}" != 1 ]; then
 			[[ " $DOWN " == *" coord "* ]] && hit=coord
 			for t in $n $o; do [[ " $DOWN " == *" $t "* ]] && hit=any; done
 			[ "${G_CHURNED[$i]}" = 1 ] && hit=any
 		fi
 		chaos_judge "$i" "$hit"
 		N_GUESTS=$((N_GUESTS + 1))
+		if [ "${SREPL[${G_SLOT[$i]}]}" = 1 ]; then
+			N_RGUESTS=$((N_RGUESTS + 1))
+			[ "$V" = pass ] && N_RPASS=$((N_RPASS + 1))
+		fi
 		case $V in
 		pass) N_PASS=$((N_PASS + 1)) ;;
 		sigbus) N_SIGBUS=$((N_SIGBUS + 1)) ;;
@@ -1139,7 +1270,7 @@ for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
 			ACKED[$CH_NEW]=1
 		fi
 		if grep -q "^D $CH_OLD" "$CH_OUT"; then
-			SNAME[$CHURN]=$CH_NEW SSEED[$CHURN]=$CH_SEED SSIZE[$CHURN]=$CH_SIZE SFILLED[$CHURN]=ab
+			SNAME[$CHURN]=$CH_NEW SSEED[$CHURN]=$CH_SEED SSIZE[$CHURN]=$CH_SIZE SFILLED[$CHURN]=ab SREPL[$CHURN]=0
 			STABLE[$CHURN]=$(grep -q "^C $CH_NEW" "$CH_OUT" && chaos_table "$CH_NEW")
 			# Whole only if made and filled with no agent killed meanwhile.
 			if grep -q '^FB' "$CH_OUT" && [[ " $DOWN " != *" a "* && " $DOWN " != *" b "* ]]; then
@@ -1183,6 +1314,12 @@ for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
 		for ((s = 0; s < NSLOT; s++)); do
 			[[ " $DOWN " == *" coord "* ]] || break
 			[ -n "${ACKED[${SNAME[$s]}]:-}" ] || continue
+			if [ "${SREPL[$s]}" = 1 ]; then
+				# its replicas move (rebuilds): still 2 of each chunk
+				chaos_rholders "${SNAME[$s]}" && grep -q '^state: replicas=2 ' "$FP_TMP/rstate.out" ||
+					chaos_failure "region ${SNAME[$s]}: not 2 replicas after the coordinator restart: $(head -n1 "$FP_TMP/rstate.out")"
+				continue
+			fi
 			tbl=$(chaos_table "${SNAME[$s]}")
 			[ "$tbl" = "${STABLE[$s]}" ] ||
 				chaos_failure "region ${SNAME[$s]}: chunk table changed: was [$(echo "${STABLE[$s]}" | tr -s ' \n' ' ')] now [$(echo "$tbl" | tr -s ' \n' ' ')]"
@@ -1233,7 +1370,7 @@ for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
 done
 DONE=$((ROUND > ROUNDS ? ROUNDS : ROUND))
 ROUND=end
-echo "chaos: seed=$SEED rounds=$DONE guests=$N_GUESTS passed=$N_PASS sigbus=$N_SIGBUS clean_errors=$N_CLEAN wrong=$N_WRONG zero=$N_ZERO writer_rounds=$N_WROUNDS bad_pages=$N_WPAGES_BAD failures=${#FAILS[@]} time=$((SECONDS - T_START))s"
+echo "chaos: seed=$SEED rounds=$DONE guests=$N_GUESTS passed=$N_PASS sigbus=$N_SIGBUS clean_errors=$N_CLEAN wrong=$N_WRONG zero=$N_ZERO writer_rounds=$N_WROUNDS bad_pages=$N_WPAGES_BAD repl_guests=$N_RGUESTS repl_passed=$N_RPASS failures=${#FAILS[@]} time=$((SECONDS - T_START))s"
 chaos_keep
 if [ ${#FAILS[@]} -gt 0 ]; then
 	echo "chaos: ${#FAILS[@]} failures (replay with --seed $SEED):"

@@ -320,6 +320,38 @@ static void test_pgstate_writeback(void **state)
 	t_free(f);
 }
 
+/* A write-back that fails after its region was deleted (the mapping went
+ * stale meanwhile) leaves its pages neither dirty nor awaited by a flush:
+ * they are not sent again into extents being cleared and reused. */
+static void test_pgstate_writeback_stale(void **state)
+{
+	struct floop *f = t_floop();
+	struct fmap *m = t_map(f, 1, T_PAGES);
+
+	(void)state;
+	for (uint64_t i = 30; i < 34; i++) {
+		t_land(f, m, i);
+		cache_dirty_set(f, m, i);
+	}
+	assert_int_equal(cache_flush_mark(m), 4);
+	cache_wb_begin(f, m, 30, 2);
+	/* the delete: what is dirty now is dropped, 30..31 are in flight */
+	m->stale = 1;
+	floop_cache_map_stale(f, m);
+	assert_int_equal(m->n_dirty, 0);
+	/* and then their write-back fails: not dirty again */
+	cache_wb_end(f, m, 30, 2, -110);
+	assert_int_equal(
+		m->pst[30] & (PS_DIRTY | PS_WB | PS_FLUSH | PS_FLUSHWB), 0);
+	assert_int_equal(m->pst[31] & PS_DIRTY, 0);
+	assert_int_equal(m->n_dirty, 0);
+	assert_int_equal(m->n_flush, 0);
+	assert_int_equal(atomic_load(&f->ctr.cache_dirty), 0);
+	assert_int_equal(floop_cache_map_busy(m), 0);
+	t_sets_check(m);
+	t_free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -328,6 +360,7 @@ int main(void)
 		cmocka_unit_test(test_pgstate_dirty),
 		cmocka_unit_test(test_pgstate_clock),
 		cmocka_unit_test(test_pgstate_writeback),
+		cmocka_unit_test(test_pgstate_writeback_stale),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
