@@ -26,9 +26,10 @@
 #     and R1 read every page again: every page seed 6. O1 logs its fence
 #     ("fenced extent"), and r comes back to 2 SYNC replicas without a
 #     command (fp_repl state); R1 reads every page again after that.
-#  5. FP_PARTITION_REUSE=1: once O1 cleared its fenced extents, a region
-#     placed on them (one replica, on O1) is filled and read back: its
-#     reads must not be refused as the old replicas' were.
+#  5. Once O1 cleared its fenced extents, a region placed on them (one
+#     replica, on O1) is filled and read back: its reads must not be
+#     refused as the old replicas' were (they were, ESTALE, while agents
+#     never dropped a fence; FP_PARTITION_REUSE=0 leaves the step out).
 # The negative control: FP_PARTITION_CONTROL=1 puts R2 on B, on O1's side
 # of the partition: its agent cannot sync the new layout, and O1 has not
 # heard its fence, so the held guest reads O1's stale pages (seed 5: the
@@ -163,10 +164,10 @@ fp_log "ok: r is back to 2 in-sync replicas ($(head -n1 "$FP_TMP/st.out"))"
 fp_cli D R1 touch r --seed 6 --threads 4 --order rand >"$FP_TMP/r1c.out" 2>&1
 fp_touch_ok "R1 reads after the rebuild" "$FP_TMP/r1c.out"
 
-# 5. (FP_PARTITION_REUSE=1) O1's fenced extents, once cleared and freed,
+# 5. O1's fenced extents, once cleared and freed,
 #    serve the next region placed on them: q (one replica, every chunk
 #    on O1) is filled there by O1 and read by R1.
-[ "${FP_PARTITION_REUSE:-0}" = 1 ] || exit 0
+[ "${FP_PARTITION_REUSE:-1}" = 1 ] || exit 0
 fp_wait_log "$FP_TMP/O1.log" 'cleared [0-9]+ extents' 120 || fp_fail "O1 never cleared its fenced extents"
 owners=$(for ((i = 0; i < MB / 4; i++)); do printf '%s,' "$O1ID"; done)
 fp_cli A W region create q --size "${MB}M" --chunk-size 4M --owners "${owners%,}" >"$FP_TMP/cq.out" 2>&1 ||
