@@ -214,6 +214,7 @@ done
 
 # ------------------------------------------------------------ 4. reads fail over
 rk0=$(peer_m W farpage_peer_read_pages_total $K $T) rs0=$(peer_m W farpage_peer_read_pages_total $S $T)
+fo0=$(metric W farpage_replica_failovers_total)
 fp_cli A W touch r --seed 6 --order rand >"$FP_TMP/r1.out" 2>&1 &
 tp=$!
 FP_PIDS+=("$tp")
@@ -240,10 +241,11 @@ trc=$?
 touch_check "reader while $K was killed" "$FP_TMP/r1.out" "$N"
 rk1=$(peer_m W farpage_peer_read_pages_total $K $T) rs1=$(peer_m W farpage_peer_read_pages_total $S $T)
 ek=$(peer_m W farpage_peer_read_errors_total $K)
+fo1=$(metric W farpage_replica_failovers_total)
 # every page from exactly one replica (read-ahead off: one READ a page)
 [ $((rk1 - rk0 + rs1 - rs0)) = "$N" ] ||
 	fp_fail "reader while $K was killed: $((rk1 - rk0)) pages read from $K and $((rs1 - rs0)) from $S, not $N in all"
-ok "reader while $K was killed: $N pages verified, $((rk1 - rk0)) read from $K, $((rs1 - rs0)) from $S, $ek reads of $K failed"
+ok "reader while $K was killed: $N pages verified, $((rk1 - rk0)) read from $K, $((rs1 - rs0)) from $S, $ek reads of $K failed, $((fo1 - fo0)) moved to $S at once"
 
 fp_cli A W touch r --seed 6 >"$FP_TMP/r2.out" 2>&1 || { cat "$FP_TMP/r2.out" >&2; fp_fail "the reader after the kill failed"; }
 touch_check "reader after $K was killed" "$FP_TMP/r2.out" "$N"
@@ -255,8 +257,9 @@ for (( ; ; )); do
 	sleep 0.2
 done
 rk2=$(peer_m W farpage_peer_read_pages_total $K $T)
+fo2=$(metric W farpage_replica_failovers_total)
 [ $((rs2 - rs1)) = "$N" ] && [ "$rk2" = "$rk1" ] ||
 	fp_fail "reader after the kill: $((rs2 - rs1)) pages read from $S, $((rk2 - rk1)) from $K; expected $N and 0"
 repl state "$FP_COORD" r >"$FP_TMP/st1.out" 2>&1
-ok "reader after $K was killed: all $N pages from $S ($(head -n1 "$FP_TMP/st1.out"))"
-echo "replicas: transport=$T pages=$N replicas=$R writebacks=$wb write_pages_O1=$wp write_pages_O2=$wq writes_O1=$wn1 writes_O2=$wn2 killed=$K mid_read=$running read_from_killed=$((rk1 - rk0)) failed_reads_killed=$ek read_from_survivor=$((rs1 - rs0))+$((rs2 - rs1)) sigbus=0 wrong=0 zero=0"
+ok "reader after $K was killed: all $N pages from $S, $((fo2 - fo1)) of them after a failed try of $K ($(head -n1 "$FP_TMP/st1.out"))"
+echo "replicas: transport=$T pages=$N replicas=$R writebacks=$wb write_pages_O1=$wp write_pages_O2=$wq writes_O1=$wn1 writes_O2=$wn2 killed=$K mid_read=$running read_from_killed=$((rk1 - rk0)) failed_reads_killed=$ek read_from_survivor=$((rs1 - rs0))+$((rs2 - rs1)) failovers=$((fo1 - fo0))+$((fo2 - fo1)) sigbus=0 wrong=0 zero=0"
