@@ -55,6 +55,10 @@ static void agent_metrics_faults(struct metrics_buf *b,
 	metrics_one(b, "farpage_prefetch_pages_total", "counter",
 		    "Pages fetched by the background prefetch.",
 		    LD(c->prefetch));
+	metrics_one(b, "farpage_replica_failovers_total", "counter",
+		    "Reads of a replicated region moved to another replica "
+		    "at once, the one tried having failed.",
+		    LD(c->repl_failovers));
 	metrics_one(b, "farpage_mappings", "gauge",
 		    "Mappings this agent serves (incl. ones still sending "
 		    "written pages home).",
@@ -106,7 +110,8 @@ static void agent_metrics_cache(struct metrics_buf *b, struct floop_counters *c,
 		    LD(c->cache_landed_pages));
 }
 
-/* Per peer: pages and bytes read and written, errors, reads in flight. */
+/* Per peer: pages and bytes read and written, writes completed, errors,
+ * reads in flight. */
 static void agent_metrics_peers(struct metrics_buf *b, struct floops *fl)
 {
 	static const struct {
@@ -122,6 +127,9 @@ static void agent_metrics_peers(struct metrics_buf *b, struct floops *fl)
 		  "Pages written home to a peer." },
 		{ "farpage_peer_write_errors_total", "counter",
 		  "Write-backs to a peer that failed (sent again)." },
+		{ "farpage_peer_writes_total", "counter",
+		  "Writes to a peer completed, one per run of pages "
+		  "(verbs: RDMA WRITE completions)." },
 	};
 	struct msg_peer *st = NULL;
 	uint64_t inflight = 0;
@@ -133,9 +141,11 @@ static void agent_metrics_peers(struct metrics_buf *b, struct floops *fl)
 	for (size_t k = 0; k < sizeof(h) / sizeof(h[0]); k++) {
 		metrics_head(b, h[k].name, h[k].type, h[k].help);
 		for (uint32_t i = 0; i < n; i++) {
-			uint64_t v[] = { st[i].bytes / 4096, st[i].bytes,
-					 st[i].errors, st[i].wbytes / 4096,
-					 st[i].werrors };
+			uint64_t v[] = {
+				st[i].bytes / 4096, st[i].bytes,
+				st[i].errors,	    st[i].wbytes / 4096,
+				st[i].werrors,	    st[i].writes
+			};
 
 			if (k == 2 || k == 4)
 				snprintf(l, sizeof(l), "peer=\"%llu\"",

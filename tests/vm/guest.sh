@@ -14,9 +14,14 @@
 #   c. tests/vm/revoke.sh: a peer whose lease expired loses RDMA access to
 #      a pool (its READ on the old QP fails) and gets it back with a fresh
 #      exchange once it is up again (SKIP while fp_rdma_peer is not built)
+#   d. tests/vm/replicas.sh: a region of two replicas over verbs (owners
+#      on rxe1, the guests' agent on rxe0): every written page goes to
+#      both as RDMA WRITEs (counted exactly), both hold it, and reads fail
+#      over to the survivor when an owner is killed -9
 # Exit status 0 only if every step that ran passed.
 # Environment: FARPAGE_VM_SIZE (region size, default 16M),
 # FARPAGE_VM_GID_INDEX (adds --gid-index N to both agents),
+# FARPAGE_VM_STEPS (the steps to run, e.g. "d"; default all, "abcd"),
 # FARPAGE_VM_RDMA_MR (window|read: FARPAGE_RDMA_MR of every step, the A/B
 # switch of READs straight into a cache; with "read", a registration per
 # READ, the registration checks of a. and b. fail, as they should).
@@ -326,10 +331,35 @@ step_revoke() {
 	fi
 }
 
+# ------------------------------------------------------------ d. replicas
+step_replicas() {
+	local name="replicas (verbs, rxe0 <-> rxe1: 2 replicas, writes to both, an owner killed)"
+	local t rc out=$OUT/replicas.out last args=()
+	echo; echo "=== [$name] tests/vm/replicas.sh --addrs $IP_A,$IP_B --devs rxe0,rxe1"
+	if [ ! -x "$BIN/tests/fp_repl" ]; then
+		record "$name" SKIP 0 "$BIN/tests/fp_repl not built yet"
+		return
+	fi
+	[ -n "${FARPAGE_VM_GID_INDEX:-}" ] && args=(--gid-index "$FARPAGE_VM_GID_INDEX")
+	t=$(now)
+	timeout -k 10 600 bash "$SRC/tests/vm/replicas.sh" --bin "$BIN" --addrs "$IP_A,$IP_B" \
+		--devs rxe0,rxe1 "${args[@]}" 2>&1 | tee "$out"
+	rc=${PIPESTATUS[0]}
+	last=$(grep '^replicas:' "$out" | tail -n1)
+	if [ "$rc" = 0 ] && [ -n "$last" ]; then
+		record "$name" PASS "$(since "$t")" "${last#replicas: }"
+	else
+		record "$name" FAIL "$(since "$t")" "exit $rc$([ "$rc" = 124 ] && echo ' (timed out after 600 s)'): $(grep -m1 'FAIL' "$out" | sed 's/^\[[0-9:]*\] //')"
+	fi
+}
+
+# FARPAGE_VM_STEPS: the steps to run (letters, default all: "abcd")
+STEPS=${FARPAGE_VM_STEPS:-abcd}
 if [ $SETUP_OK = 1 ]; then
-	step_xport_rdma
-	step_two_node
-	step_revoke
+	[[ $STEPS == *a* ]] && step_xport_rdma
+	[[ $STEPS == *b* ]] && step_two_node
+	[[ $STEPS == *c* ]] && step_revoke
+	[[ $STEPS == *d* ]] && step_replicas
 fi
 
 # ------------------------------------------------------------ summary

@@ -20,6 +20,13 @@
 #      guest on local memory in the region's place
 #   6. B killed while the guest runs: after A's fault timeout QEMU gets
 #      SIGBUS and dies of it; the guest never read a wrong page
+#   7. RAM in a region of two replicas (256 MiB, the guest checks 16 MiB),
+#      owners C and D on B's host: one boot writes its pattern (home to
+#      both replicas when QEMU exits); the next one finds it while the
+#      owner of the first replica of the checked range's first chunk is
+#      killed -9 under it: QEMU keeps running and exits 0, the guest's
+#      check passes, and A read pages from the survivor after the kill
+#      (step 6 is the control: one replica, SIGBUS)
 #
 #   tests/vm/ram.sh [--accel tcg|kvm]   (FARPAGE_BIN: the build dir)
 # Skips (77) as root is missing, QEMU cannot run, or in a sanitizer build
@@ -41,6 +48,8 @@ fp_require
 vmram_require
 
 RAM=512M
+RES_BASE=96M
+RES_SIZE=384M
 PAGES=98304 # the guest checks 384 MiB at 96 MiB (memmap=; the top 32 MiB
 # of RAM is firmware's and the initrd's at every boot)
 REGION_PAGES=131072
@@ -63,7 +72,7 @@ fp_cli B B region create ram2 --size "$RAM" --owners "${ab%,}" >/dev/null 2>&1 |
 # background (BOOT_PID); the console goes to $FP_TMP/NAME.serial.
 boot() {
 	local n=$1 r=$2 seed=$3 exp=${4:-}
-	bash "$BOOT" --bin "$FP_BIN" --ram "$RAM" --reserve-base 96M --reserve-size 384M \
+	bash "$BOOT" --bin "$FP_BIN" --ram "$RAM" --reserve-base "$RES_BASE" --reserve-size "$RES_SIZE" \
 		--seed "$seed" ${exp:+--expect "$exp"} \
 		--accel "$ACCEL" --timeout 900 --log "$FP_TMP/$n.serial" -- \
 		${FP_HOST_RUN[A]} env FARPAGE_AGENT_SOCK="${FP_NODE_SOCK[A]}" \
@@ -169,4 +178,58 @@ tr -d '\r' <"$FP_TMP/b6.serial" | grep -qE '^vm-ram: (ok|FAIL|prev .* mismatches
 	{ cat "$FP_TMP/b6.out" >&2; fp_fail "boot 6: QEMU exit $BOOT_RC, expected death by SIGBUS (135)"; }
 grep -v '^farpage vm: ' "$FP_TMP/b6.out" | tail -n 3 | sed 's/^/    b6: /' >&2
 fp_log "ok: 6. B killed: QEMU died of SIGBUS after the fault timeout, no wrong page read"
+
+# 7. two replicas: an owner killed under the guest, which goes on
+RAM=256M RES_SIZE=16M PAGES=4096
+fp_node_start B C
+fp_node_start B D
+c=$(fp_node_id C) d=$(fp_node_id D)
+[ -n "$c" ] && [ -n "$d" ] || fp_fail "7. no node ids for C and D"
+fp_cli B C region create ramr --size "$RAM" --replicas 2 --nodes "$c,$d" >"$FP_TMP/ramr.out" 2>&1 ||
+	fp_fail "7. create region ramr (2 replicas on C and D): $(cat "$FP_TMP/ramr.out")"
+# A again, now with /metrics: its reads per owner
+kill "${FP_NODE_PID[A]}"
+wait "${FP_NODE_PID[A]}" 2>/dev/null
+fp_node_start A A --cache-size 256M --fault-timeout-ms 3000 --metrics-listen "${FP_HOST_IP[A]}:0"
+# a_reads NODE_ID: pages A read from that node
+a_reads() {
+	local m v
+	m=$(sed -n 's/^metrics //p' "$FP_TMP/A.addr")
+	v=$(${FP_HOST_RUN[A]} curl -sf "http://$m/metrics" |
+		awk -v p="peer=\"$1\"" '$1 ~ /^farpage_peer_read_pages_total\{/ && index($1, p) { s += $2 } END { print s + 0 }')
+	echo "${v:-0}"
+}
+boot b7 ramr 31
+boot_wait b7
+boot_ok b7
+# the owner of the first replica of the checked range's first chunk (its
+# chunk index: 96 MiB / 2 MiB)
+repl_out=$(${FP_HOST_RUN[A]} "$FP_BIN/tests/fp_repl" $(fp_insecure_flag) state "$FP_COORD" ramr 2>&1) ||
+	fp_fail "7. state of ramr: $repl_out"
+first=$(awk '$1 == "rec:" && $2 == 48 && $3 == 0 { print $4 }' <<<"$repl_out")
+case $first in
+"$c") k=C s=D sid=$d ;;
+"$d") k=D s=C sid=$c ;;
+*) fp_fail "7. chunk 48 of ramr: first replica on node '$first', neither C ($c) nor D ($d)" ;;
+esac
+r0=$(a_reads "$sid")
+f0=$(fp_faults A A)
+boot b8 ramr 32 31
+# killed at the guest's first fault (firmware, then the kernel's boot):
+# all of the boot and the guest's check run on one replica
+fp_wait_faults A A $((f0 + 1)) 600 || fp_fail "boot 8: no fault of the guest reached A"
+kill -KILL "${FP_NODE_PID[$k]}"
+wait "${FP_NODE_PID[$k]}" 2>/dev/null
+tr -d '\r' <"$FP_TMP/b8.serial" | grep -q '^vm-ram: prev' &&
+	fp_fail "boot 8: the guest had checked its range before $k was killed: the step tests nothing"
+fp_log "7. kill -9 $k (the first replica's owner) under the booting guest; $s holds the other"
+boot_wait b8
+boot_ok b8
+prev_ok b8 31
+r1=$(a_reads "$sid")
+# the checked range (reserved: nothing but the check reads it) came from
+# the survivor alone
+[ $((r1 - r0)) -ge "$PAGES" ] ||
+	fp_fail "boot 8: A read $((r1 - r0)) pages from $s, fewer than the $PAGES the guest checked after $k was killed"
+fp_log "ok: 7. two replicas: $k killed -9 under the guest, QEMU ran on and exited 0, the guest found boot 7's pattern on all $PAGES pages and passed; A read $((r1 - r0)) pages from $s in boot 8"
 fp_log "PASS"

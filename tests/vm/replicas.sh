@@ -1,0 +1,279 @@
+#!/bin/bash
+# A region of two replicas over real verbs (issue 24). Run by
+# tests/vm/guest.sh inside the SoftRoCE VM (rxe0 and rxe1 on a veth pair);
+# any host with two verbs devices and userfaultfd can run it, and without
+# --devs it runs over TCP (the same checks but the one-sided one), which
+# is how its logic is tried on a host without verbs.
+#
+#   tests/vm/replicas.sh --bin BUILD_DIR --addrs IP_A,IP_B
+#                        [--devs DEV_A,DEV_B] [--gid-index N]
+#                        [--size SIZE] [--replicas R]
+#
+# Three agents: owners O1 and O2 on DEV_B, the guests' agent W on DEV_A
+# (its pool one chunk, taken by a region of its own: no rebuild task can
+# be placed on it, so every page it reads comes from O1 or O2).
+# 1. r (SIZE, default 2M, --replicas 2) is placed on O1 and O2 (each chunk
+#    one replica on each) and filled with seed 5.
+# 2. A guest on W writes seed 6 over every page and flushes (W's periodic
+#    write-back off: each page goes home once, at the flush). W's counters
+#    then state exactly: pages written back (farpage_cache_writebacks_total)
+#    = pages written = N, and per owner pages written home with completed
+#    writes (farpage_peer_write_pages_total{peer,transport="verbs"}) = N,
+#    2N in all: every run of pages went to both replicas, one RDMA WRITE
+#    each (farpage_peer_writes_total equal for O1 and O2, between N/16 and
+#    N: a run is up to 16 pages); no write failed; and over verbs neither
+#    owner's page server took a byte of it (one-sided WRITEs).
+# 3. Each replica holds seed 6: a guest on O1 reads every page of r
+#    (verified) from O1's own replica (O1 read nothing from O2), and the
+#    same on O2.
+# 4. Reads fail over: a guest on W (fp_guest hold) reads the first half
+#    of r and holds; K, the owner of chunk 0's first replica, is killed
+#    -9; the guest reads the first half again (cached) and the second
+#    half. Every page verified, no SIGBUS; the first half's pages were
+#    read from their chunks' first replicas, the second half's all from
+#    the survivor S (W's reads of K and S grow by exactly that; the
+#    pages of K's chunks among them failed over, or went to S at once
+#    once the coordinator took K out). A second guest on W (a new
+#    mapping: nothing cached) reads every page again after the kill, all
+#    of them from the survivor S (W's reads of S grow by exactly N, of K
+#    by 0: read-ahead is off, one READ per page).
+# The last line is the "replicas:" summary; exit 0 only if every check
+# held, 77 if this host cannot run it. --replicas 1 is the negative
+# control: step 2 then counts N, not 2N, and fails.
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ADDRS=""
+DEVS=""
+GIDX=""
+SIZE=2M
+R=2
+while [ $# -gt 0 ]; do
+	case $1 in
+	--bin) FARPAGE_BIN=$(cd "$2" && pwd); shift 2 ;;
+	--addrs) ADDRS=$2; shift 2 ;;
+	--devs) DEVS=$2; shift 2 ;;
+	--gid-index) GIDX=$2; shift 2 ;;
+	--size) SIZE=$2; shift 2 ;;
+	--replicas) R=$2; shift 2 ;;
+	-h|--help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "replicas: unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+case $ADDRS in *,*) ;; *) echo "replicas: --addrs IP_A,IP_B is required" >&2; exit 2 ;; esac
+export FARPAGE_BIN
+# shellcheck source=../lib.sh
+. "$HERE/../lib.sh"
+fp_require
+[ "${FP_FAULT_MODE:-}" = copy ] && fp_skip "copy mode: writes to remote pages stay in the process"
+REPL_BIN=$FP_BIN/tests/fp_repl
+[ -x "$REPL_BIN" ] || fp_fail "$REPL_BIN is not built"
+[ -x "$FP_BIN/tests/fp_guest" ] || fp_fail "$FP_BIN/tests/fp_guest is not built"
+N=$(($(numfmt --from=iec "$SIZE") / 4096))
+ok() { fp_log "ok: $*"; }
+# wait_log FILE REGEX SECS [COUNT]: fp_wait_log with SECS of wall-clock
+# time (it counts polls, and a poll's forks take far longer under TCG)
+wait_log() {
+	local end=$((SECONDS + $3)) n
+	for (( ; ; )); do
+		n=$(grep -cE "$2" "$1" 2>/dev/null)
+		[ "${n:-0}" -ge "${4:-1}" ] && return 0
+		[ "$SECONDS" -ge "$end" ] && return 1
+		sleep 0.1
+	done
+}
+
+fp_hosts_loopback A B
+FP_HOST_IP[A]=${ADDRS%,*}
+FP_HOST_IP[B]=${ADDRS#*,}
+if [ -n "$DEVS" ]; then
+	T=verbs
+	XA=(--transport verbs --rdma-device "${DEVS%,*}")
+	XB=(--transport verbs --rdma-device "${DEVS#*,}")
+	[ -n "$GIDX" ] && XA+=(--gid-index "$GIDX") XB+=(--gid-index "$GIDX")
+else
+	T=tcp
+	XA=(--transport tcp) XB=(--transport tcp)
+fi
+export FP_POOL=32M # the pools are registered (pinned) whole over verbs
+fp_coord_start A
+fp_node_start B O1 "${XB[@]}" --readahead 0 --metrics-listen "${FP_HOST_IP[B]}:0"
+fp_node_start B O2 "${XB[@]}" --readahead 0 --metrics-listen "${FP_HOST_IP[B]}:0"
+wait_log "$FP_TMP/O1.log" 'joined .* as node' 60 && wait_log "$FP_TMP/O2.log" 'joined .* as node' 60 ||
+	fp_fail "the owners did not join"
+declare -A ID
+ID[O1]=$(fp_node_id O1) ID[O2]=$(fp_node_id O2)
+[ -n "${ID[O1]}" ] && [ -n "${ID[O2]}" ] || fp_fail "no node ids for O1/O2"
+
+# metric NODE SAMPLE: a sample of NODE's /metrics (0 if absent: a peer
+# not met yet has no series)
+metric() {
+	local m v
+	m=$(sed -n 's/^metrics //p' "$FP_TMP/$1.addr")
+	v=$(curl -sf "http://$m/metrics" | awk -v s="$2" '$1 == s { print $2; exit }')
+	echo "${v:-0}"
+}
+peer_m() { # NODE NAME PEER [TRANSPORT]: a per-peer sample
+	if [ -n "${4:-}" ]; then
+		metric "$1" "$2{peer=\"${ID[$3]}\",transport=\"$4\"}"
+	else
+		metric "$1" "$2{peer=\"${ID[$3]}\"}"
+	fi
+}
+# shellcheck disable=SC2046 # no flag, or one
+repl() { "$REPL_BIN" $(fp_insecure_flag) "$@"; }
+# touch_check NAME OUT PAGES: a touch run verified PAGES pages, none
+# wrong or zero, no SIGBUS
+touch_check() {
+	local w z b v p
+	w=$(fp_field "$2" touch: wrong) z=$(fp_field "$2" touch: zero) b=$(fp_field "$2" touch: sigbus)
+	v=$(fp_field "$2" touch: verified) p=$(fp_field "$2" touch: pages)
+	[ "$w" = 0 ] && [ "$z" = 0 ] && [ "$b" = 0 ] && [ "$v" = "$3" ] && [ "$p" = "$3" ] ||
+		{ cat "$2" >&2; fp_fail "$1: pages=$p verified=$v wrong=$w zero=$z sigbus=$b (expected $3 verified)"; }
+}
+
+# ------------------------------------------------------------ 1. placed, filled
+fp_cli B O1 region create r --size "$SIZE" --replicas "$R" >"$FP_TMP/create.out" 2>&1 ||
+	fp_fail "create r: $(cat "$FP_TMP/create.out")"
+repl state "$FP_COORD" r >"$FP_TMP/st0.out" 2>&1 || fp_fail "state of r: $(cat "$FP_TMP/st0.out")"
+grep -q "^state: replicas=$R .* missing=0 rebuilding=0 " "$FP_TMP/st0.out" ||
+	{ cat "$FP_TMP/st0.out" >&2; fp_fail "r is not $R replicas in sync"; }
+# rec: CHUNK REPLICA NODE OFF STATE; chunk 0's first replica is read first
+first=$(awk '$1 == "rec:" && $2 == 0 && $3 == 0 { print $4 }' "$FP_TMP/st0.out")
+K=""
+for o in O1 O2; do
+	[ "$first" = "${ID[$o]}" ] && K=$o
+done
+[ -n "$K" ] || { cat "$FP_TMP/st0.out" >&2; fp_fail "chunk 0's first replica is on neither owner"; }
+S=O1
+[ "$K" = O1 ] && S=O2
+chunks=$(awk '$1 == "rec:" && $3 == 0' "$FP_TMP/st0.out" | wc -l)
+ok "r ($SIZE, $N pages, $chunks chunks, $R replicas) on O1 (node ${ID[O1]}) and O2 (node ${ID[O2]}) over $T; chunk 0 read first from $K"
+fp_cli B O1 fill r --seed 5 >"$FP_TMP/fill.out" 2>&1 || fp_fail "fill r: $(cat "$FP_TMP/fill.out")"
+
+fp_node_start A W "${XA[@]}" --readahead 0 --writeback-ms 600000 --pool-size 2M \
+	--metrics-listen "${FP_HOST_IP[A]}:0"
+wait_log "$FP_TMP/W.log" 'joined .* as node' 60 || fp_fail "W did not join"
+ID[W]=$(fp_node_id W)
+[ -n "${ID[W]}" ] || fp_fail "no node id for W"
+# W's pool, one chunk, taken: the coordinator cannot rebuild onto W
+fp_cli A W region create pad --size 2M --owners "${ID[W]}" >"$FP_TMP/pad.out" 2>&1 ||
+	fp_fail "create pad on W: $(cat "$FP_TMP/pad.out")"
+
+# ------------------------------------------------------------ 2. writes go to both
+wp0=$(peer_m W farpage_peer_write_pages_total O1 $T) wq0=$(peer_m W farpage_peer_write_pages_total O2 $T)
+declare -A PSW
+for o in O1 O2; do PSW[$o]=$(metric $o farpage_pagesrv_write_bytes_total); done
+fp_cli A W touch r --write --seed 6 >"$FP_TMP/w.out" 2>&1 || { cat "$FP_TMP/w.out" >&2; fp_fail "the writer failed"; }
+touch_check "writer" "$FP_TMP/w.out" "$N"
+grep -q '^flush: done' "$FP_TMP/w.out" || { cat "$FP_TMP/w.out" >&2; fp_fail "the writer did not flush"; }
+# The fault loop publishes its per-peer counters on its tick: wait for
+# the pages to show (they cannot grow any more: the writer is gone, its
+# pages were home at the flush, and nothing else writes)
+end=$((SECONDS + 60))
+for (( ; ; )); do
+	wb=$(metric W farpage_cache_writebacks_total)
+	wp=$(($(peer_m W farpage_peer_write_pages_total O1 $T) - wp0))
+	wq=$(($(peer_m W farpage_peer_write_pages_total O2 $T) - wq0))
+	[ $((wp + wq)) -ge $((N * 2)) ] && break
+	[ "$SECONDS" -ge "$end" ] && break
+	sleep 0.2
+done
+wn1=$(peer_m W farpage_peer_writes_total O1 $T) wn2=$(peer_m W farpage_peer_writes_total O2 $T)
+we1=$(peer_m W farpage_peer_write_errors_total O1) we2=$(peer_m W farpage_peer_write_errors_total O2)
+fp_log "W: pages written back $wb; written home to O1 $wp pages in $wn1 writes ($we1 failed), to O2 $wq pages in $wn2 writes ($we2 failed)"
+# Found by write-protect faults (the VM's 6.1 kernel), each page is dirty
+# once and goes home at the flush; found by PAGEMAP_SCAN (6.7+), the
+# unmap sends every page held home once more (docs/design.md, "Dirty
+# tracking by scanning"): twice.
+sc=$(metric W farpage_cache_dirty_scans_total)
+exp=$N how="each once, at the flush"
+[ "$sc" -gt 0 ] && exp=$((N * 2)) how="twice: at the flush, and at the unmap of a scanned mapping"
+[ "$wb" = "$exp" ] || fp_fail "W wrote back $wb pages, expected $exp ($N written, $how)"
+[ "$wp" = "$wb" ] && [ "$wq" = "$wb" ] ||
+	fp_fail "pages written home with completed writes: O1 $wp, O2 $wq; expected $wb each (pages written back x 2 replicas in all)"
+[ "$we1" = 0 ] && [ "$we2" = 0 ] || fp_fail "write-backs failed: O1 $we1, O2 $we2"
+[ "$wn1" = "$wn2" ] && [ "$wn1" -ge $((wb / 16)) ] && [ "$wn1" -le "$wb" ] ||
+	fp_fail "writes completed: O1 $wn1, O2 $wn2; expected equal (each run to both), between $((wb / 16)) and $wb"
+if [ $T = verbs ]; then
+	for o in O1 O2; do
+		b=$(($(metric $o farpage_pagesrv_write_bytes_total) - PSW[$o]))
+		[ "$b" = 0 ] || fp_fail "$o's page server took $b written bytes: the writes were not RDMA WRITEs"
+	done
+fi
+ok "writes: $wb pages written back ($how) x $R replicas = $((wp + wq)) pages in $((wn1 + wn2)) completed $([ $T = verbs ] && echo "RDMA WRITEs, none through a page server" || echo writes)"
+
+# ------------------------------------------------------------ 3. both replicas hold them
+for o in O1 O2; do
+	other=O2
+	[ $o = O2 ] && other=O1
+	r0=$(peer_m $o farpage_peer_read_pages_total $other $T)
+	fp_cli B $o touch r --seed 6 --local-too >"$FP_TMP/own-$o.out" 2>&1 ||
+		{ cat "$FP_TMP/own-$o.out" >&2; fp_fail "the guest on $o failed"; }
+	touch_check "guest on $o" "$FP_TMP/own-$o.out" "$N"
+	r1=$(peer_m $o farpage_peer_read_pages_total $other $T)
+	[ "$r1" = "$r0" ] || fp_fail "the guest on $o read $((r1 - r0)) pages from $other, not only $o's own replica"
+	ok "$o's replica holds seed 6 on every page (read from $o's pool alone)"
+done
+
+# ------------------------------------------------------------ 4. reads fail over
+# The first half's pages are read from their chunk's first replica (K's
+# or S's), before the kill; the second half's all from S, after it.
+H=$((N / 2))
+CP=$(($(awk '$1 == "rec:" { n = $2 } END { print n + 1 }' "$FP_TMP/st0.out")))
+CP=$((N / CP)) # pages per chunk
+expK=0
+for ((p = 0; p < H; p += CP)); do
+	c=$((p / CP))
+	f=$(awk -v c=$c '$1 == "rec:" && $2 == c && $3 == 0 { print $4 }' "$FP_TMP/st0.out")
+	[ "$f" = "${ID[$K]}" ] && expK=$((expK + (H - p < CP ? H - p : CP)))
+done
+rk0=$(peer_m W farpage_peer_read_pages_total $K $T) rs0=$(peer_m W farpage_peer_read_pages_total $S $T)
+fo0=$(metric W farpage_replica_failovers_total)
+mkfifo "$FP_TMP/hold.in" || fp_fail "mkfifo"
+${FP_HOST_RUN[A]} env FARPAGE_AGENT_SOCK="${FP_NODE_SOCK[W]}" "$FP_BIN/tests/fp_guest" hold r 6 all \
+	<"$FP_TMP/hold.in" >"$FP_TMP/hold.out" 2>&1 &
+gp=$!
+FP_PIDS+=("$gp")
+exec 8>"$FP_TMP/hold.in"
+wait_log "$FP_TMP/hold.out" '^fp_guest: holding' 300 ||
+	{ cat "$FP_TMP/hold.out" >&2; fp_fail "the reader on W did not read the first half of r"; }
+fp_log "the guest on W holds after the first $H pages: kill -9 $K (node ${ID[$K]})"
+kill -KILL "${FP_NODE_PID[$K]}"
+wait "${FP_NODE_PID[$K]}" 2>/dev/null
+echo go >&8
+exec 8>&-
+fp_wait_pid "$gp" 300
+grc=$?
+# verified: the first half, again (cached), and the second half
+grep -q "^hold: verified=$((H + N)) wrong=0 zero=0 sigbus=0" "$FP_TMP/hold.out" && [ "$grc" = 0 ] ||
+	{ cat "$FP_TMP/hold.out" >&2; fp_fail "the reader when $K was killed (rc $grc): not every page verified"; }
+# counters published on the fault loop's tick: every page read once,
+# from exactly one replica (read-ahead off: one READ a page)
+end=$((SECONDS + 60))
+for (( ; ; )); do
+	rk1=$(peer_m W farpage_peer_read_pages_total $K $T) rs1=$(peer_m W farpage_peer_read_pages_total $S $T)
+	[ $((rk1 - rk0 + rs1 - rs0)) -ge "$N" ] || [ "$SECONDS" -ge "$end" ] && break
+	sleep 0.2
+done
+ek=$(peer_m W farpage_peer_read_errors_total $K)
+fo1=$(metric W farpage_replica_failovers_total)
+[ $((rk1 - rk0)) = "$expK" ] && [ $((rs1 - rs0)) = $((N - expK)) ] ||
+	fp_fail "reader when $K was killed: $((rk1 - rk0)) pages read from $K and $((rs1 - rs0)) from $S; expected $expK (the first half's on $K) and $((N - expK))"
+ok "reader when $K was killed: $((H + N)) pages verified, $((rk1 - rk0)) read from $K before, $((rs1 - rs0)) from $S, $ek reads of $K failed, $((fo1 - fo0)) moved to $S at once"
+
+fp_cli A W touch r --seed 6 >"$FP_TMP/r2.out" 2>&1 || { cat "$FP_TMP/r2.out" >&2; fp_fail "the reader after the kill failed"; }
+touch_check "reader after $K was killed" "$FP_TMP/r2.out" "$N"
+# counters published on the fault loop's tick
+end=$((SECONDS + 60))
+for (( ; ; )); do
+	rs2=$(peer_m W farpage_peer_read_pages_total $S $T)
+	[ $((rs2 - rs1)) -ge "$N" ] || [ "$SECONDS" -ge "$end" ] && break
+	sleep 0.2
+done
+rk2=$(peer_m W farpage_peer_read_pages_total $K $T)
+fo2=$(metric W farpage_replica_failovers_total)
+[ $((rs2 - rs1)) = "$N" ] && [ "$rk2" = "$rk1" ] ||
+	fp_fail "reader after the kill: $((rs2 - rs1)) pages read from $S, $((rk2 - rk1)) from $K; expected $N and 0"
+repl state "$FP_COORD" r >"$FP_TMP/st1.out" 2>&1
+ok "reader after $K was killed: all $N pages from $S, $((fo2 - fo1)) of them after a failed try of $K ($(head -n1 "$FP_TMP/st1.out"))"
+echo "replicas: transport=$T pages=$N replicas=$R writebacks=$wb write_pages_O1=$wp write_pages_O2=$wq writes_O1=$wn1 writes_O2=$wn2 killed=$K read_from_killed=$((rk1 - rk0)) failed_reads_killed=$ek read_from_survivor=$((rs1 - rs0))+$((rs2 - rs1)) failovers=$((fo1 - fo0))+$((fo2 - fo1)) sigbus=0 wrong=0 zero=0"
