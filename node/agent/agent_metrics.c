@@ -55,10 +55,6 @@ static void agent_metrics_faults(struct metrics_buf *b,
 	metrics_one(b, "farpage_prefetch_pages_total", "counter",
 		    "Pages fetched by the background prefetch.",
 		    LD(c->prefetch));
-	metrics_one(b, "farpage_replica_failovers_total", "counter",
-		    "Reads of a replicated region moved to another replica "
-		    "at once, the one tried having failed.",
-		    LD(c->repl_failovers));
 	metrics_one(b, "farpage_mappings", "gauge",
 		    "Mappings this agent serves (incl. ones still sending "
 		    "written pages home).",
