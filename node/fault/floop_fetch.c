@@ -31,6 +31,7 @@
 
 #include "evl.h"
 #include "log.h"
+#include "pgfence.h"
 
 /* ---- dedup hash of fetches by (mapping, page) ---- */
 
@@ -485,8 +486,9 @@ static int floop_slot_failover(struct floop *f, struct fetch *s, uint64_t now)
 	s->off = ch.off + (rel & (m->chunk_size - 1));
 	s->inst = ch.inst;
 	if (ch.node == f->cfg.self) {
-		memcpy(s->buf, f->cfg.pool_base + s->off,
-		       (size_t)s->npages * FLOOP_PAGE);
+		pgfence_pool_read(f->cfg.fence, s->buf,
+				  (const uint8_t *)f->cfg.pool_base, s->off,
+				  (size_t)s->npages * FLOOP_PAGE);
 		s->have_data = 1;
 	}
 	floop_slot_post(f, s, now);
@@ -652,8 +654,9 @@ void floop_fetch_start_n(struct floop *f, struct fmap *m, uint64_t addr,
 	/* This node's own page (its chunk could not be mapped from the
 	 * pool): the "read" is a copy from the pool, the rest as usual. */
 	if (owner == f->cfg.self) {
-		memcpy(s->buf, f->cfg.pool_base + off,
-		       (size_t)npages * FLOOP_PAGE);
+		pgfence_pool_read(f->cfg.fence, s->buf,
+				  (const uint8_t *)f->cfg.pool_base, off,
+				  (size_t)npages * FLOOP_PAGE);
 		s->have_data = 1;
 	}
 	m->inflight++;

@@ -82,8 +82,9 @@ static int cache_wb_repl_send(struct floop *f, struct fmap *m, struct wback *w,
 				w->rerr = w->rerr ? w->rerr : -ERANGE;
 				continue;
 			}
-			pgfence_note_write(f->cfg.fence, off, len);
-			memcpy((uint8_t *)f->cfg.pool_base + off, w->buf, len);
+			pgfence_pool_write(f->cfg.fence,
+					   (uint8_t *)f->cfg.pool_base, off,
+					   w->buf, len);
 			repl_wb_ack(&w->rw, r);
 			continue;
 		}

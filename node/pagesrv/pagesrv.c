@@ -771,10 +771,9 @@ static int pagesrv_conn_write_open(struct pagesrv_conn *c)
 				? wire_get(c->wr_hdr + WIRE_HDR_LEN,
 					   WIRE_WGEN_LEN)
 				: 0);
-		if (!c->wr_status) {
-			pgfence_note_write(s->fence, c->wr_off, c->wr_len);
-			memcpy(s->pool + c->wr_off, c->stage, c->wr_len);
-		}
+		if (!c->wr_status)
+			pgfence_pool_write(s->fence, s->pool, c->wr_off,
+					   c->stage, c->wr_len);
 	}
 	return pagesrv_conn_write_end(c);
 }

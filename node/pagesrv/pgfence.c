@@ -212,11 +212,9 @@ void pgfence_marks_drop(struct pgfence *pf, uint64_t id)
 	free(bits);
 }
 
-void pgfence_note_write(struct pgfence *pf, uint64_t off, uint64_t len)
+/* Marks the pages of a write at [off, off + len); under pf->lock. */
+static void pgf_mark_locked(struct pgfence *pf, uint64_t off, uint64_t len)
 {
-	if (!pf || !pf->busy || !len)
-		return;
-	pthread_mutex_lock(&pf->lock);
 	for (unsigned int i = 0; i < pf->n_marks; i++) {
 		struct pgf_marks *mk = &pf->marks[i];
 		uint64_t a, b;
@@ -237,6 +235,40 @@ void pgfence_note_write(struct pgfence *pf, uint64_t off, uint64_t len)
 			}
 		}
 	}
+}
+
+void pgfence_note_write(struct pgfence *pf, uint64_t off, uint64_t len)
+{
+	if (!pf || !pf->busy || !len)
+		return;
+	pthread_mutex_lock(&pf->lock);
+	pgf_mark_locked(pf, off, len);
+	pthread_mutex_unlock(&pf->lock);
+}
+
+void pgfence_pool_write(struct pgfence *pf, uint8_t *pool, uint64_t off,
+			const void *src, uint64_t len)
+{
+	if (!pf) {
+		memcpy(pool + off, src, len);
+		return;
+	}
+	pthread_mutex_lock(&pf->lock);
+	if (pf->busy)
+		pgf_mark_locked(pf, off, len);
+	memcpy(pool + off, src, len);
+	pthread_mutex_unlock(&pf->lock);
+}
+
+void pgfence_pool_read(struct pgfence *pf, void *dst, const uint8_t *pool,
+		       uint64_t off, uint64_t len)
+{
+	if (!pf) {
+		memcpy(dst, pool + off, len);
+		return;
+	}
+	pthread_mutex_lock(&pf->lock);
+	memcpy(dst, pool + off, len);
 	pthread_mutex_unlock(&pf->lock);
 }
 

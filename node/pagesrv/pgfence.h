@@ -53,6 +53,19 @@ void pgfence_marks_drop(struct pgfence *pf, uint64_t id);
  */
 void pgfence_note_write(struct pgfence *pf, uint64_t off, uint64_t len);
 /*
+ * A write of @len bytes of @src into @pool at @off by one of this agent's
+ * threads: its pages marked (pgfence_note_write()) and its bytes copied
+ * under the lock of the rebuild copy and of pgfence_pool_read(), so a
+ * copy of a replica's pages by another thread of the agent (a page
+ * server's write, the fault loop's read of its own replica) never sees
+ * half of one. @pf may be NULL (a plain copy).
+ */
+void pgfence_pool_write(struct pgfence *pf, uint8_t *pool, uint64_t off,
+			const void *src, uint64_t len);
+/* Copies @len bytes of @pool at @off into @dst under the same lock. */
+void pgfence_pool_read(struct pgfence *pf, void *dst, const uint8_t *pool,
+		       uint64_t off, uint64_t len);
+/*
  * The rebuild copy of task @id: copies @len bytes of @src into @pool at
  * @off page by page, skipping every marked page, under the same lock as
  * pgfence_note_write() (so a write either is marked first and wins, or
