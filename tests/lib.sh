@@ -334,6 +334,19 @@ fp_touch_sigbus() {
 	fp_log "ok: $1 (SIGBUS after $(fp_field "$f" touch: verified) verified pages, none wrong or zero)"
 }
 
+# fp_wait_log_wall FILE REGEX SECS [COUNT]: fp_wait_log with SECS of
+# wall-clock time (it counts polls, and a poll's forks take far longer
+# under TCG: the VM tests).
+fp_wait_log_wall() {
+	local end=$((SECONDS + $3)) n
+	for (( ; ; )); do
+		n=$(grep -cE "$2" "$1" 2>/dev/null)
+		[ "${n:-0}" -ge "${4:-1}" ] && return 0
+		[ "$SECONDS" -ge "$end" ] && return 1
+		sleep 0.1
+	done
+}
+
 # fp_wait_log FILE REGEX [SECS] [COUNT]: waits until FILE has COUNT (default
 # 1) lines matching REGEX (grep -E), up to SECS (default 20). Returns 1 if
 # they never come.

@@ -70,17 +70,6 @@ REPL_BIN=$FP_BIN/tests/fp_repl
 [ -x "$FP_BIN/tests/fp_guest" ] || fp_fail "$FP_BIN/tests/fp_guest is not built"
 N=$(($(numfmt --from=iec "$SIZE") / 4096))
 ok() { fp_log "ok: $*"; }
-# wait_log FILE REGEX SECS [COUNT]: fp_wait_log with SECS of wall-clock
-# time (it counts polls, and a poll's forks take far longer under TCG)
-wait_log() {
-	local end=$((SECONDS + $3)) n
-	for (( ; ; )); do
-		n=$(grep -cE "$2" "$1" 2>/dev/null)
-		[ "${n:-0}" -ge "${4:-1}" ] && return 0
-		[ "$SECONDS" -ge "$end" ] && return 1
-		sleep 0.1
-	done
-}
 
 fp_hosts_loopback A B
 FP_HOST_IP[A]=${ADDRS%,*}
@@ -98,7 +87,7 @@ export FP_POOL=32M # the pools are registered (pinned) whole over verbs
 fp_coord_start A
 fp_node_start B O1 "${XB[@]}" --readahead 0 --metrics-listen "${FP_HOST_IP[B]}:0"
 fp_node_start B O2 "${XB[@]}" --readahead 0 --metrics-listen "${FP_HOST_IP[B]}:0"
-wait_log "$FP_TMP/O1.log" 'joined .* as node' 60 && wait_log "$FP_TMP/O2.log" 'joined .* as node' 60 ||
+fp_wait_log_wall "$FP_TMP/O1.log" 'joined .* as node' 60 && fp_wait_log_wall "$FP_TMP/O2.log" 'joined .* as node' 60 ||
 	fp_fail "the owners did not join"
 declare -A ID
 ID[O1]=$(fp_node_id O1) ID[O2]=$(fp_node_id O2)
@@ -152,7 +141,7 @@ fp_cli B O1 fill r --seed 5 >"$FP_TMP/fill.out" 2>&1 || fp_fail "fill r: $(cat "
 
 fp_node_start A W "${XA[@]}" --readahead 0 --writeback-ms 600000 --pool-size 2M \
 	--metrics-listen "${FP_HOST_IP[A]}:0"
-wait_log "$FP_TMP/W.log" 'joined .* as node' 60 || fp_fail "W did not join"
+fp_wait_log_wall "$FP_TMP/W.log" 'joined .* as node' 60 || fp_fail "W did not join"
 ID[W]=$(fp_node_id W)
 [ -n "${ID[W]}" ] || fp_fail "no node id for W"
 # W's pool, one chunk, taken: the coordinator cannot rebuild onto W
@@ -235,7 +224,7 @@ ${FP_HOST_RUN[A]} env FARPAGE_AGENT_SOCK="${FP_NODE_SOCK[W]}" "$FP_BIN/tests/fp_
 gp=$!
 FP_PIDS+=("$gp")
 exec 8>"$FP_TMP/hold.in"
-wait_log "$FP_TMP/hold.out" '^fp_guest: holding' 300 ||
+fp_wait_log_wall "$FP_TMP/hold.out" '^fp_guest: holding' 300 ||
 	{ cat "$FP_TMP/hold.out" >&2; fp_fail "the reader on W did not read the first half of r"; }
 fp_log "the guest on W holds after the first $H pages: kill -9 $K (node ${ID[$K]})"
 kill -KILL "${FP_NODE_PID[$K]}"

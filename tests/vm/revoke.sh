@@ -65,17 +65,6 @@ SEED=$((RANDOM + 1))
 GARGS=()
 [ -n "$GIDX" ] && GARGS=(--gid-index "$GIDX")
 ok() { fp_log "ok: $*"; }
-# wait_log FILE REGEX SECS [COUNT]: fp_wait_log with SECS of wall-clock
-# time (it counts polls, and a poll's forks take far longer under TCG)
-wait_log() {
-	local end=$((SECONDS + $3)) n
-	for (( ; ; )); do
-		n=$(grep -cE "$2" "$1" 2>/dev/null)
-		[ "${n:-0}" -ge "${4:-1}" ] && return 0
-		[ "$SECONDS" -ge "$end" ] && return 1
-		sleep 0.1
-	done
-}
 
 fp_hosts_loopback A B
 FP_HOST_IP[A]=${ADDRS%,*}
@@ -87,13 +76,13 @@ fp_node_start A hostA --transport verbs --rdma-device "$DEV_A" --readahead 0 \
 fp_node_start B hostB --transport verbs --rdma-device "$DEV_B" --readahead 0 \
 	--metrics-listen "${FP_HOST_IP[B]}:0" "${GARGS[@]}"
 LA=$FP_TMP/hostA.log LB=$FP_TMP/hostB.log
-wait_log "$LA" 'joined .* as node' 30 && wait_log "$LB" 'joined .* as node' 30 ||
+fp_wait_log_wall "$LA" 'joined .* as node' 30 && fp_wait_log_wall "$LB" 'joined .* as node' 30 ||
 	fp_fail "the agents did not join"
 A_ID=$(fp_node_id hostA) B_ID=$(fp_node_id hostB)
 [ -n "$A_ID" ] && [ -n "$B_ID" ] || fp_fail "no node ids for hostA/hostB"
 # "queue pair to node N (NAME) ready": an agent connected its QP to N's
 qp_ready() { echo "queue pair to node $1 \\($2\\) ready"; }
-wait_log "$LA" "$(qp_ready "$B_ID" hostB)" 60 && wait_log "$LB" "$(qp_ready "$A_ID" hostA)" 60 ||
+fp_wait_log_wall "$LA" "$(qp_ready "$B_ID" hostB)" 60 && fp_wait_log_wall "$LB" "$(qp_ready "$A_ID" hostA)" 60 ||
 	fp_fail "hostA and hostB did not connect their queue pairs"
 ok "hostA (node $A_ID, $DEV_A) and hostB (node $B_ID, $DEV_B) connected over verbs; lease ${LEASE} ms"
 
@@ -145,7 +134,7 @@ peer() {
 	local n
 	n=$(grep -c . "$PO")
 	echo "$1" >&7
-	if ! wait_log "$PO" . "${3:-60}" $((n + 1)); then
+	if ! fp_wait_log_wall "$PO" . "${3:-60}" $((n + 1)); then
 		kill -0 "$PEER_PID" 2>/dev/null || fp_fail "fp_rdma_peer died at '$1'"
 		fp_fail "fp_rdma_peer did not answer '$1'"
 	fi
@@ -154,18 +143,18 @@ peer() {
 	echo "$PEER_LAST" | grep -qE "$2" || fp_fail "fp_rdma_peer: '$1' answered '$PEER_LAST', expected /$2/"
 }
 field() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n1; }
-wait_log "$PO" '^joined: ' 30 || fp_fail "fp_rdma_peer did not join: $(tail -n3 "$PL")"
+fp_wait_log_wall "$PO" '^joined: ' 30 || fp_fail "fp_rdma_peer did not join: $(tail -n3 "$PL")"
 I_ID=$(field "$(head -n1 "$PO")" node)
 peer connect '^connected: ' 120
 PSN1=$(field "$PEER_LAST" target_psn)
-wait_log "$LB" "$(qp_ready "$I_ID" intruder)" 60 || fp_fail "hostB did not connect a queue pair to the intruder"
+fp_wait_log_wall "$LB" "$(qp_ready "$I_ID" intruder)" 60 || fp_fail "hostB did not connect a queue pair to the intruder"
 peer read '^read: ok verified '
 ok "intruder (node $I_ID) read a page of hostB with RDMA READ (rkey $(field "$PEER_LAST" rkey), verified)"
 
 peer stop '^heartbeats stopped'
 REVOKED_RE="node $I_ID \\(intruder\\): lease expired: queue pair moved to the error state"
 t0=$(date +%s.%N)
-wait_log "$LB" "$REVOKED_RE" $((LEASE / 1000 + 30)) ||
+fp_wait_log_wall "$LB" "$REVOKED_RE" $((LEASE / 1000 + 30)) ||
 	fp_fail "hostB did not revoke the intruder's queue pair after its lease expired"
 ok "hostB revoked the intruder $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s after its last heartbeat: $(grep -E "$REVOKED_RE" "$LB" | tail -n1 | sed 's/^.*verbs: //')"
 grep -E "node $I_ID \\(intruder\\) is down" "$FP_TMP/coord.log" | tail -n1 | sed 's/^/  coordinator: /'
@@ -177,8 +166,8 @@ peer start '^heartbeats resumed'
 peer 'connect fresh' '^connected: ' 120
 PSN2=$(field "$PEER_LAST" target_psn)
 [ "$PSN1" != "$PSN2" ] || fp_fail "hostB's endpoint for the intruder kept its PSN $PSN1"
-wait_log "$LB" "node $I_ID: QP [0-9]+ prepared again after its revocation, fresh PSN" 60 &&
-	wait_log "$LB" "$(qp_ready "$I_ID" intruder)" 60 2 ||
+fp_wait_log_wall "$LB" "node $I_ID: QP [0-9]+ prepared again after its revocation, fresh PSN" 60 &&
+	fp_wait_log_wall "$LB" "$(qp_ready "$I_ID" intruder)" 60 2 ||
 	fp_fail "hostB did not prepare and connect a new queue pair for the intruder"
 peer read '^read: ok verified '
 ok "the intruder is up again: hostB's QP exchanged anew (PSN $PSN1 -> $PSN2), its READ verifies"
@@ -186,7 +175,7 @@ echo quit >&7
 exec 7>&-
 fp_wait_pid "$PEER_PID" 30 || fp_fail "fp_rdma_peer exited with status $?"
 # gone for good: its lease runs out once more, and hostB revokes it again
-wait_log "$LB" "$REVOKED_RE" $((LEASE / 1000 + 30)) 2 ||
+fp_wait_log_wall "$LB" "$REVOKED_RE" $((LEASE / 1000 + 30)) 2 ||
 	fp_fail "hostB did not revoke the intruder's new queue pair after it left"
 ok "the intruder left: hostB revoked its new queue pair too"
 
@@ -199,13 +188,13 @@ PSN_A1=$(b_psn "$A_ID")
 nb=$(grep -cE "$(qp_ready "$A_ID" hostA)" "$LB")
 na=$(grep -cE "$(qp_ready "$B_ID" hostB)" "$LA")
 kill -STOP "${FP_NODE_PID[hostA]}"
-wait_log "$LB" "node $A_ID \\(hostA\\): lease expired: queue pair moved to the error state" $((LEASE / 1000 + 30)) ||
+fp_wait_log_wall "$LB" "node $A_ID \\(hostA\\): lease expired: queue pair moved to the error state" $((LEASE / 1000 + 30)) ||
 	{ kill -CONT "${FP_NODE_PID[hostA]}"; fp_fail "hostB did not revoke hostA's queue pair while hostA was stopped"; }
 kill -CONT "${FP_NODE_PID[hostA]}"
 ok "hostA stopped: hostB revoked its queue pair; hostA continued"
-wait_log "$LB" "node $A_ID: QP [0-9]+ prepared again after its revocation, fresh PSN" 60 &&
-	wait_log "$LB" "$(qp_ready "$A_ID" hostA)" 60 $((nb + 1)) &&
-	wait_log "$LA" "$(qp_ready "$B_ID" hostB)" 60 $((na + 1)) ||
+fp_wait_log_wall "$LB" "node $A_ID: QP [0-9]+ prepared again after its revocation, fresh PSN" 60 &&
+	fp_wait_log_wall "$LB" "$(qp_ready "$A_ID" hostA)" 60 $((nb + 1)) &&
+	fp_wait_log_wall "$LA" "$(qp_ready "$B_ID" hostB)" 60 $((na + 1)) ||
 	fp_fail "hostA and hostB did not exchange endpoints again after hostA came back"
 PSN_A2=$(b_psn "$A_ID")
 [ -n "$PSN_A1" ] && [ -n "$PSN_A2" ] && [ "$PSN_A1" != "$PSN_A2" ] ||
@@ -225,10 +214,10 @@ ok "farpage_rdma_revocations_total: hostB $rb (logged $lb), hostA ${ra:-none}"
 
 # ------------------------------------------------------------ 5. forgotten
 peer_spawn stray
-wait_log "$PO" '^joined: ' 30 || fp_fail "the stray peer did not join: $(tail -n3 "$PL")"
+fp_wait_log_wall "$PO" '^joined: ' 30 || fp_fail "the stray peer did not join: $(tail -n3 "$PL")"
 S_ID=$(field "$(head -n1 "$PO")" node)
 peer connect '^connected: ' 120
-wait_log "$LB" "$(qp_ready "$S_ID" stray)" 60 || fp_fail "hostB did not connect a queue pair to the stray peer"
+fp_wait_log_wall "$LB" "$(qp_ready "$S_ID" stray)" 60 || fp_fail "hostB did not connect a queue pair to the stray peer"
 peer read '^read: ok verified '
 ok "stray (node $S_ID) read a page of hostB with RDMA READ (verified)"
 # The stray still heartbeats: the old coordinator has no reason to expire it.
@@ -239,7 +228,7 @@ grep -qE "node $S_ID \\(stray\\) is down" "$FP_TMP/coord.log" &&
 fp_coord_respawn A --fresh --lease-ms "$LEASE"
 ok "coordinator replaced by one with fresh tables at $FP_COORD"
 FORGOT_RE="node $S_ID \\(unknown\\): not in the coordinator's node list: queue pair moved to the error state"
-wait_log "$LB" "$FORGOT_RE" 120 || fp_fail "hostB did not revoke the queue pair of the peer the coordinator forgot"
+fp_wait_log_wall "$LB" "$FORGOT_RE" 120 || fp_fail "hostB did not revoke the queue pair of the peer the coordinator forgot"
 ok "hostB revoked the forgotten peer: $(grep -E "$FORGOT_RE" "$LB" | tail -n1 | sed 's/^.*verbs: //')"
 peer read '^read: failed status=-[0-9]+ .*error completion\) landed=0 posted=1 failed=1 '
 ok "the forgotten peer's RDMA READ on its QP with hostB's rkey failed"
