@@ -20,6 +20,7 @@
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 fp_require
+[ "${FP_FAULT_MODE:-}" = copy ] && fp_skip "copy mode: writes to remote pages stay in the process"
 command -v curl >/dev/null || fp_skip "curl not installed"
 fp_hosts_lan A B C || fp_hosts_loopback A B C
 fp_coord_start A
