@@ -19,7 +19,7 @@ FP_TMP=$(mktemp -d /tmp/farpage-test.XXXXXX)
 export FP_RUN_ID=$FP_TMP
 FP_PIDS=()
 FP_NETNS=()
-declare -A FP_HOST_RUN FP_HOST_IP FP_NODE_PID FP_NODE_SOCK FP_LAN_PORT
+declare -A FP_HOST_RUN FP_HOST_IP FP_NODE_PID FP_NODE_SOCK FP_NODE_HOST FP_LAN_PORT
 FP_COORD=""
 FP_COORD_PID=""
 FP_VERBOSE=${FP_VERBOSE:-0}
@@ -266,6 +266,7 @@ fp_node_start() {
 	shift 2
 	rm -f "$FP_TMP/$n.addr"
 	FP_NODE_SOCK[$n]=$FP_TMP/$n.sock
+	FP_NODE_HOST[$n]=$h
 	fp_key
 	# shellcheck disable=SC2046
 	${FP_HOST_RUN[$h]} "$FP_NODE_BIN" --coordinator "$FP_COORD" --name "$n" $(fp_insecure_flag) \
@@ -279,6 +280,18 @@ fp_node_start() {
 	FP_NODE_PID[$n]=$!
 	FP_PIDS+=("$!")
 	fp_wait_file "$FP_TMP/$n.addr" || fp_fail "agent $n did not start"
+}
+
+# fp_metric NODE SAMPLE: the value of SAMPLE (a metric name with its labels,
+# as /metrics prints it) on agent NODE's /metrics (started with
+# --metrics-listen), read on NODE's host; empty if absent.
+fp_metric() {
+	local m h=${FP_NODE_HOST[$1]:-} run=
+	m=$(sed -n 's/^metrics //p' "$FP_TMP/$1.addr")
+	[ -n "$m" ] || return 1
+	[ -n "$h" ] && run=${FP_HOST_RUN[$h]}
+	$run curl -sf "http://$m/metrics" |
+		awk -v s="$2" '$1 == s { print $2; exit }'
 }
 
 # fp_cli HOST NODE args...: the CLI on HOST talking to NODE's agent.

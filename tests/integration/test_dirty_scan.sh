@@ -25,12 +25,6 @@ case $? in
 *) cat "$FP_TMP/probe.out" >&2; fp_fail "test_kernel_wpasync failed" ;;
 esac
 
-# fp_metric NODE NAME: a sample of NODE's /metrics
-fp_metric() {
-	local m
-	m=$(sed -n 's/^metrics //p' "$FP_TMP/$1.addr")
-	curl -sf "http://$m/metrics" | sed -n "s/^$2 //p" | head -n1
-}
 
 fp_hosts_loopback H
 fp_coord_start H

@@ -96,9 +96,8 @@ ID[O1]=$(fp_node_id O1) ID[O2]=$(fp_node_id O2)
 # metric NODE SAMPLE: a sample of NODE's /metrics (0 if absent: a peer
 # not met yet has no series)
 metric() {
-	local m v
-	m=$(sed -n 's/^metrics //p' "$FP_TMP/$1.addr")
-	v=$(curl -sf "http://$m/metrics" | awk -v s="$2" '$1 == s { print $2; exit }')
+	local v
+	v=$(fp_metric "$1" "$2")
 	echo "${v:-0}"
 }
 peer_m() { # NODE NAME PEER [TRANSPORT]: a per-peer sample

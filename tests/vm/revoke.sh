@@ -86,21 +86,15 @@ fp_wait_log_wall "$LA" "$(qp_ready "$B_ID" hostB)" 60 && fp_wait_log_wall "$LB" 
 	fp_fail "hostA and hostB did not connect their queue pairs"
 ok "hostA (node $A_ID, $DEV_A) and hostB (node $B_ID, $DEV_B) connected over verbs; lease ${LEASE} ms"
 
-# metric NAME SAMPLE: a sample of NAME's /metrics (empty if absent)
-metric() {
-	local m
-	m=$(sed -n 's/^metrics //p' "$FP_TMP/$1.addr")
-	curl -sf "http://$m/metrics" | awk -v s="$2" '$1 == s { print $2; exit }'
-}
 # guest_reads TAG: the guest on A reads the whole region, every byte
 # verified, B's pages over verbs
 guest_reads() {
 	local out=$FP_TMP/touch-$1.out p0 p1
-	p0=$(metric hostA "farpage_peer_read_pages_total{peer=\"$B_ID\",transport=\"verbs\"}")
+	p0=$(fp_metric hostA "farpage_peer_read_pages_total{peer=\"$B_ID\",transport=\"verbs\"}")
 	fp_cli A hostA touch demo --seed "$SEED" --local-too >"$out" 2>&1 ||
 		{ cat "$out" >&2; fp_fail "$1: touch failed"; }
 	fp_touch_ok "$1" "$out"
-	p1=$(metric hostA "farpage_peer_read_pages_total{peer=\"$B_ID\",transport=\"verbs\"}")
+	p1=$(fp_metric hostA "farpage_peer_read_pages_total{peer=\"$B_ID\",transport=\"verbs\"}")
 	[ "${p1:-0}" -gt "${p0:-0}" ] 2>/dev/null ||
 		fp_fail "$1: hostA read no pages of hostB over verbs (/metrics: ${p0:-none} -> ${p1:-none})"
 	ok "$1: hostA read $((p1 - ${p0:-0})) pages of hostB with RDMA READ"
@@ -205,8 +199,8 @@ guest_reads "guest on A after its queue pairs came back"
 # ------------------------------------------------------------ 4. counted
 # hostB: the intruder twice (stopped, then gone), hostA once; each one
 # logged once
-rb=$(metric hostB farpage_rdma_revocations_total)
-ra=$(metric hostA farpage_rdma_revocations_total)
+rb=$(fp_metric hostB farpage_rdma_revocations_total)
+ra=$(fp_metric hostA farpage_rdma_revocations_total)
 lb=$(grep -c 'lease expired: queue pair moved to the error state' "$LB")
 [ "$rb" = 3 ] && [ "$lb" = 3 ] ||
 	fp_fail "hostB: farpage_rdma_revocations_total is '${rb:-none}' and $lb revocations logged, expected 3 (the intruder twice, hostA once)"
