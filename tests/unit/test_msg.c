@@ -249,8 +249,8 @@ static void t_msg_fill(struct msg *m, enum msg_type type, uint32_t n_chunks)
 	assert_non_null(m->tasks);
 	for (uint32_t i = 0; i < m->n_tasks; i++)
 		m->tasks[i] = (struct msg_rtask){
-			i + 1, 2 + i, (uint64_t)i << 21, UINT64_MAX - i,
-			i,     1 + i, i & 1
+			i + 1, 2 + i, (uint64_t)i << 21, UINT64_MAX - i, i,
+			1 + i, i & 1
 		};
 	m->n_taken = 2;
 	m->taken = calloc(2, sizeof(uint64_t));
