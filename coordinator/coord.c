@@ -1514,7 +1514,7 @@ static int coord_on_join(struct coord *c, const struct msg *req,
 }
 
 /* The lowest region epoch the agents of all nodes that are up synced. */
-uint64_t coord_seen_epoch_min(const struct coord *c, uint64_t now)
+static uint64_t coord_seen_epoch_min(const struct coord *c, uint64_t now)
 {
 	uint64_t min = c->epoch;
 
@@ -1564,12 +1564,11 @@ static int coord_scrub_cleared(struct coord *c, struct coord_node *n,
 /*
  * The answer to a heartbeat: our epoch, node table generation and cid, and
  * the extents of @n's pool to clear now: those of deletes every node that
- * is up has synced.
+ * is up has synced (@seen, coord_seen_epoch_min()).
  */
 static int coord_heartbeat_ack(struct coord *c, struct coord_node *n,
-			       struct msg *rep, uint64_t now)
+			       struct msg *rep, uint64_t seen)
 {
-	uint64_t seen;
 	uint32_t k = 0;
 
 	msg_init(rep, MSG_T_HEARTBEAT_ACK);
@@ -1577,8 +1576,7 @@ static int coord_heartbeat_ack(struct coord *c, struct coord_node *n,
 	rep->ngen = c->ngen;
 	rep->cid = c->cid;
 	if (!n->n_scrub)
-		return 0; /* the usual case: no walk over every node */
-	seen = coord_seen_epoch_min(c, now);
+		return 0;
 	for (uint32_t i = 0; i < n->n_scrub; i++)
 		k += n->scrub[i].epoch <= seen;
 	if (!k)
@@ -1605,6 +1603,7 @@ static int coord_on_heartbeat(struct coord *c, const struct msg *req,
 {
 	struct coord_node *n = coord_node_find(c, req->node);
 	struct msg_peer *peers = NULL;
+	uint64_t seen;
 	uint32_t k;
 	int ret;
 
@@ -1675,11 +1674,12 @@ static int coord_on_heartbeat(struct coord *c, const struct msg *req,
 				return ret;
 		}
 	}
-	ret = coord_heartbeat_ack(c, n, rep, now);
+	/* Who has synced what: one walk over every node, only when a scrub
+	 * or a rebuild task waits for it (the usual case: neither). */
+	seen = n->n_scrub || c->n_tasks ? coord_seen_epoch_min(c, now) : 0;
+	ret = coord_heartbeat_ack(c, n, rep, seen);
 	if (!ret)
-		ret = coord_repl_ack(c, n, rep,
-				     c->n_tasks ? coord_seen_epoch_min(c, now)
-						: 0);
+		ret = coord_repl_ack(c, n, rep, seen);
 	return ret;
 }
 

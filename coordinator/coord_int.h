@@ -179,11 +179,9 @@ int coord_repl_tick(struct coord *c, uint64_t now, const char *only,
 int coord_repl_heartbeat(struct coord *c, struct coord_node *n,
 			 const struct msg *req, struct msg *rep, int *fatal);
 /* The fence and tasks of @n's heartbeat answer; @seen: the lowest epoch
- * every node that is up synced (coord_seen_epoch_min()). */
+ * every node that is up synced. */
 int coord_repl_ack(struct coord *c, struct coord_node *n, struct msg *rep,
 		   uint64_t seen);
-/* The lowest epoch the agents of all nodes up at @now synced. */
-uint64_t coord_seen_epoch_min(const struct coord *c, uint64_t now);
 /* After recovery: a task again for every REBUILDING replica (the node
  * copies it anew; tasks are not logged). */
 int coord_repl_recover(struct coord *c);
