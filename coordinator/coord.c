@@ -178,6 +178,12 @@ void coord_ext_remove(struct coord_node *n, uint64_t off)
 	n->n_ext--;
 }
 
+void coord_plan_undo(struct coord *c, const struct msg_chunk *ch, uint32_t n)
+{
+	while (n--)
+		coord_ext_remove(coord_node_find(c, ch[n].node), ch[n].off);
+}
+
 /*
  * First fit: the lowest @align-aligned offset where @len bytes are free in
  * @n's pool, searching from extent *@from on (0: the start; every hole
@@ -1833,10 +1839,7 @@ static int coord_region_place(struct coord *c, const struct msg *req,
 		r->chunks[i].off = off;
 		r->chunks[i].inst = n->instance;
 	}
-	/* Only a plan: coord_record_apply() reserves for real. */
-	while (i--)
-		coord_ext_remove(coord_node_find(c, r->chunks[i].node),
-				 r->chunks[i].off);
+	coord_plan_undo(c, r->chunks, i);
 out:
 	free(from);
 	free(up);

@@ -150,6 +150,10 @@ int coord_grow(void *arr, uint32_t *cap, uint32_t need, size_t size);
 uint64_t coord_chunks_of(uint64_t size, uint64_t chunk_size);
 int coord_ext_insert(struct coord_node *n, uint64_t off, uint64_t len);
 void coord_ext_remove(struct coord_node *n, uint64_t off);
+/* A placement plan's extents (@ch[0..@n), taken while planning so that
+ * later chunks pass them over) are given back: it is only a plan,
+ * coord_record_apply() reserves for real. */
+void coord_plan_undo(struct coord *c, const struct msg_chunk *ch, uint32_t n);
 int coord_ext_fit(const struct coord_node *n, uint64_t len, uint64_t align,
 		  uint32_t *from, uint64_t *off);
 int coord_scrub_add(struct coord_node *n, uint64_t off, uint64_t len,

@@ -823,10 +823,7 @@ int coord_repl_place(struct coord *c, const struct msg *req, struct msg *rec,
 			placed = idx + 1;
 		}
 	}
-	/* Only a plan: coord_record_apply() reserves for real. */
-	while (placed--)
-		coord_ext_remove(coord_node_find(c, rec->chunks[placed].node),
-				 rec->chunks[placed].off);
+	coord_plan_undo(c, rec->chunks, placed);
 out:
 	free(cand);
 	free(from);
