@@ -279,10 +279,9 @@ struct fpeer {
 	struct xport_stats last;
 	const char *last_name;
 	uint64_t opened_ms;
-	/* closed for a replicated read that got no answer in time: when,
-	 * and the time the next read waits before that (0: the configured
-	 * one; doubled at each close, back to 0 at the next answer) */
-	uint64_t stall_ms;
+	/* how long a replicated read waits for an answer before the
+	 * connection is closed (0: cfg.repl_timeout_ms; doubled at each
+	 * close, back to 0 at the next answer) */
 	unsigned int stall_to;
 	/* bit i: f->xports[i] did not come up in time, the next one is used
 	 * from now on (until the peer's address or instance changes) */

@@ -389,10 +389,10 @@ void floop_peer_stalled(struct floop *f, uint64_t node, uint64_t post_ms,
 		 "for %u ms: connection closed, its reads go to other "
 		 "replicas",
 		 (unsigned long long)node, to);
-	p->stall_ms = now;
 	/* A busy peer is not closed again and again: the next read waits
-	 * twice as long, until one is answered. */
-	p->stall_to = to < cap / 2 ? to * 2 : (cap > to ? cap : to);
+	 * twice as long (up to half the fault timeout), until one is
+	 * answered. */
+	p->stall_to = to * 2 <= cap ? to * 2 : (to > cap ? to : cap);
 	f->n_stall_backoff++;
 	atomic_fetch_add(&f->ctr.repl_stalls, 1);
 	/* Its reads fail -ECANCELED: replicated ones fail over, others
