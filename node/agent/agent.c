@@ -131,7 +131,9 @@ static int agent_transport_is_known(const char *name)
 /*
  * The fault loop's transports, in order of preference: verbs when the
  * device opened (agent_rdma_init() refuses "verbs" without one), then TCP
- * for peers without verbs and as the fallback, except with "verbs".
+ * for peers without verbs and as the fallback. With "verbs", TCP serves no
+ * peer: it only carries writes to a replica being rebuilt, which an RDMA
+ * WRITE would put in the owner's pool unseen by its rebuild copy.
  */
 static void agent_xports(const struct node_agent *a, struct floop_cfg *fc)
 {
@@ -139,8 +141,9 @@ static void agent_xports(const struct node_agent *a, struct floop_cfg *fc)
 		fc->xctx[fc->n_xops] = a->rdma;
 		fc->xops[fc->n_xops++] = &xport_rdma_ops;
 	}
-	if (strcmp(a->cfg.transport, "verbs"))
-		fc->xops[fc->n_xops++] = &xport_tcp_ops;
+	if (!strcmp(a->cfg.transport, "verbs"))
+		fc->xside |= 1u << fc->n_xops;
+	fc->xops[fc->n_xops++] = &xport_tcp_ops;
 }
 
 /*
@@ -336,6 +339,7 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	agent_xports(a, &fcfg);
 	fcfg.fault_timeout_ms = cfg->fault_timeout_ms;
 	fcfg.repl_timeout_ms = cfg->repl_timeout_ms;
+	fcfg.rebuild_rate = cfg->rebuild_rate;
 	fcfg.slots = cfg->slots;
 	fcfg.readahead = cfg->readahead;
 	fcfg.spin_us = cfg->spin_us;

@@ -49,6 +49,10 @@ static void agent_metrics_faults(struct metrics_buf *b,
 		    "Connections closed because a read of a replicated region "
 		    "got no answer within --replica-timeout-ms.",
 		    LD(c->repl_stalls));
+	metrics_one(b, "farpage_replica_writeback_held_total", "counter",
+		    "Write-backs of replicated regions held back (sent later): "
+		    "this node's lease at the coordinator may have run out.",
+		    LD(c->repl_wb_held));
 	metrics_one(b, "farpage_readahead_pages_total", "counter",
 		    "Pages read ahead of sequential fault streams.",
 		    LD(c->readahead));

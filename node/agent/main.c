@@ -100,6 +100,12 @@ static void main_usage(FILE *out)
 		"next replica\n"
 		"                           (default 2000; 0: only on a "
 		"failure)\n"
+		"      --rebuild-rate RATE  bytes a second this node copies "
+		"into its pool\n"
+		"                           when it rebuilds a replica, e.g. "
+		"64M (default\n"
+		"                           0: no limit but a few reads in "
+		"flight)\n"
 		"      --heartbeat-ms N     heartbeat period (default 1000)\n"
 		"      --inflight N         page reads in flight (default "
 		"512)\n"
@@ -371,6 +377,7 @@ int main(int argc, char **argv)
 		{ "fault-timeout-ms", required_argument, NULL, 'F' },
 		{ "replica-timeout-ms", required_argument, NULL, 'O' },
 		{ "heartbeat-ms", required_argument, NULL, 'B' },
+		{ "rebuild-rate", required_argument, NULL, 'E' },
 		{ "inflight", required_argument, NULL, 'I' },
 		{ "readahead", required_argument, NULL, 'R' },
 		{ "spin-us", required_argument, NULL, 'U' },
@@ -484,6 +491,19 @@ int main(int argc, char **argv)
 			if (main_uint("--replica-timeout-ms", optarg, 0,
 				      &cfg.repl_timeout_ms))
 				return 2;
+			break;
+		case 'E':
+			if (util_size_parse(optarg, &cfg.rebuild_rate) ||
+			    (cfg.rebuild_rate &&
+			     cfg.rebuild_rate < (64u << 10))) {
+				fprintf(stderr,
+					"farpage-node: --rebuild-rate: 0 or a "
+					"rate of at least 64K (bytes a "
+					"second), "
+					"not '%s'\n",
+					optarg);
+				return 2;
+			}
 			break;
 		case 'B':
 			if (main_uint("--heartbeat-ms", optarg, 10,

@@ -33,6 +33,9 @@ struct floop_counters {
 	 * connections closed for a read no answer came to in time */
 	atomic_uint_fast64_t repl_failovers;
 	atomic_uint_fast64_t repl_stalls;
+	/* write-back runs of replicated regions not sent: this node may be
+	 * counted down at the coordinator (floop_wb_until()) */
+	atomic_uint_fast64_t repl_wb_held;
 	atomic_uint_fast64_t poisoned;	/* pages poisoned after the timeout */
 	atomic_uint_fast64_t readahead; /* of remote: pages read ahead */
 	atomic_uint_fast64_t prefetch;	/* of remote: pages prefetched */
@@ -87,11 +90,18 @@ struct floop_cfg {
 	unsigned int n_xops;
 	/* xops[i]'s own context (xport_cfg.ctx), NULL if it has none */
 	void *xctx[FLOOP_XPORTS_MAX];
+	/* bit i: xops[i] serves no peer, only writes to a replica being
+	 * rebuilt when the peer's own transport writes unseen
+	 * (xport_ops.unseen_writes): TCP beside --transport verbs */
+	uint32_t xside;
 	unsigned int fault_timeout_ms; /* then SIGBUS */
 	/* replicated regions: a read that waits this long at one replica's
 	 * owner closes the connection to it, so its reads go to the next
 	 * replica (a stopped or cut-off owner sends no reset); 0: never */
 	unsigned int repl_timeout_ms;
+	/* bytes a second a rebuild copies into this node's pool, all its
+	 * tasks together; 0: as fast as FLOOP_RB_READS reads in flight go */
+	uint64_t rebuild_rate;
 	unsigned int slots;	/* fetches in flight; 0 = 512 */
 	unsigned int readahead; /* max read-ahead window, pages; 0 off */
 	unsigned int spin_us;	/* with reads in flight, spin this long first */
@@ -213,6 +223,14 @@ int floop_peer_addr_set(struct floop *f, uint64_t node, const char *data_addr,
 			const void *addr, uint32_t addrlen);
 /* This node's id changed (it joined again and got another). */
 int floop_self_set(struct floop *f, uint64_t self);
+/*
+ * Replicated regions: write-back may post writes until @until_ms
+ * (evl_now_ms()), then holds them (dirty, sent later) until a later
+ * call moves it on; 0: no limit. The coordinator session sets it to
+ * when this node's lease at the coordinator may end: a node counted
+ * down holds no rebuild's start, so its writes could miss a new replica.
+ */
+void floop_wb_until(struct floop *f, uint64_t until_ms);
 /*
  * The regions that exist in the coordinator's tables @cid as of region
  * epoch @epoch (@regions sorted by name; the loop copies them). A mapping

@@ -287,6 +287,13 @@ struct fpeer {
 	 * from now on (until the peer's address or instance changes) */
 	uint32_t failed;
 	int warned;
+	/* writes the owner must see (to a replica it is rebuilding) when
+	 * xp's transport writes unseen: a peer on the first transport that
+	 * does not (floop_peer_write_seen()), opened at the first one */
+	struct floop_xport *st;
+	struct xport_peer *sxp;
+	struct xport_stats slast;
+	int swarned;
 };
 
 /* A fault that found every slot busy; its deadline runs from t0_ms. */
@@ -358,6 +365,9 @@ struct floop {
 		void (*lease_lost)(struct floop *f, struct fmap *m);
 	} up;
 	int direct_warned; /* a read_direct could not be set up: said once */
+	/* floop_wb_until(): replicated write-back posts nothing from then
+	 * on (0: no limit); set by the coordinator session's thread */
+	_Atomic uint64_t wb_until_ms;
 	/* pages transports allocated in the cache memfds ahead of any read
 	 * (xport_cfg.mem_ahead; relaxed atomics): counted as held */
 	uint64_t mem_ahead;
@@ -429,6 +439,7 @@ struct floop {
 	struct fwait *fwaits;
 	/* rebuild tasks (floop_rb.c) */
 	struct rbtask *rb_tasks;
+	uint64_t rb_next_us; /* cfg.rebuild_rate: no rebuild read before */
 	struct rbread rb[FLOOP_RB_READS];
 	/* reports to the control thread */
 	int done_efd;
@@ -703,6 +714,12 @@ int floop_peers_mem_inval(struct floop *f, void *base, uint64_t off,
 /* The same for a write (-EOPNOTSUPP if the transport cannot write). */
 int floop_peer_write(struct floop *f, uint64_t node, uint64_t off, uint32_t len,
 		     const void *src, uint64_t wgen, uint64_t tag);
+/* The same, on a transport whose writes the owner sees (marks): for a
+ * replica being rebuilt. The peer's own transport if it is one, else a
+ * second connection beside it (-ENOLINK if the loop has none). */
+int floop_peer_write_seen(struct floop *f, uint64_t node, uint64_t off,
+			  uint32_t len, const void *src, uint64_t wgen,
+			  uint64_t tag);
 /*
  * A chunk placed on an owner instance that is no longer the owner's: the
  * owner restarted with an empty pool, so reading it would return zeroes.

@@ -15,6 +15,16 @@
 
 /* ---- transports ---- */
 
+/* The second connection of @p, for writes the owner must see. */
+static void floop_peer_side_close(struct fpeer *p)
+{
+	if (!p->sxp)
+		return;
+	p->st->ops->peer_stats(p->sxp, &p->slast);
+	p->st->ops->peer_close(p->sxp);
+	p->sxp = NULL;
+}
+
 int floop_peers_xports_create(struct floop *f, const struct xport_cfg *xcfg)
 {
 	struct xport_cfg c = *xcfg;
@@ -45,6 +55,7 @@ void floop_peers_xports_destroy(struct floop *f)
 		if (p->xp)
 			p->t->ops->peer_close(p->xp);
 		p->xp = NULL;
+		floop_peer_side_close(p);
 	}
 	while (f->n_xports) {
 		struct floop_xport *t = &f->xports[--f->n_xports];
@@ -100,7 +111,7 @@ floop_peer_choose(struct floop *f, const struct fpeer *p, uint32_t skip)
 	for (unsigned int i = 0; i < f->n_xports; i++) {
 		struct floop_xport *t = &f->xports[i];
 
-		if (skip & (1u << i))
+		if ((skip | f->cfg.xside) & (1u << i))
 			continue;
 		if (!t->ops->wants || t->ops->wants(&p->info))
 			return t;
@@ -119,6 +130,7 @@ static void floop_peer_reopen(struct fpeer *p)
 	if (p->xp)
 		p->t->ops->peer_close(p->xp);
 	p->xp = NULL;
+	floop_peer_side_close(p);
 }
 
 void floop_peers_update(struct floop *f, const struct xport_peer_info *in,
@@ -329,6 +341,67 @@ int floop_peer_write(struct floop *f, uint64_t node, uint64_t off, uint32_t len,
 	return o->write ? o->write(xp, off, len, src, wgen, tag) : -EOPNOTSUPP;
 }
 
+/* The connection of @p whose writes its owner sees, opened if need be. */
+static struct xport_peer *floop_peer_seen(struct floop *f, struct fpeer *p,
+					  const struct xport_ops **ops)
+{
+	struct xport_peer *xp = floop_peer_get(f, p);
+	int ret;
+
+	if (xp && !p->t->ops->unseen_writes) {
+		*ops = p->t->ops;
+		return xp;
+	}
+	/* none, or one whose writes are seen but not open now */
+	if (!p->t || !p->t->ops->unseen_writes)
+		return NULL;
+	if (!p->sxp) {
+		p->st = NULL;
+		for (unsigned int i = 0; i < f->n_xports && !p->st; i++) {
+			struct floop_xport *t = &f->xports[i];
+
+			if (!t->ops->unseen_writes && t->ops->write &&
+			    (!t->ops->wants || t->ops->wants(&p->info)))
+				p->st = t;
+		}
+		if (!p->st) {
+			if (!p->swarned)
+				log_err("peer %llu: no transport of this node "
+					"writes where its page server sees it: "
+					"a replica it rebuilds cannot be "
+					"written",
+					(unsigned long long)p->info.node);
+			p->swarned = 1;
+			return NULL;
+		}
+		ret = p->st->ops->peer_open(p->st->x, &p->info, &p->sxp);
+		if (ret) {
+			if (ret != -EHOSTUNREACH)
+				log_errno(ret, "peer %llu (%s): open %s",
+					  (unsigned long long)p->info.node,
+					  p->info.data_addr, p->st->ops->name);
+			p->sxp = NULL;
+			return NULL;
+		}
+		log_info("peer %llu: writes to a replica it rebuilds go over "
+			 "%s",
+			 (unsigned long long)p->info.node, p->st->ops->name);
+	}
+	*ops = p->st->ops;
+	return p->sxp;
+}
+
+int floop_peer_write_seen(struct floop *f, uint64_t node, uint64_t off,
+			  uint32_t len, const void *src, uint64_t wgen,
+			  uint64_t tag)
+{
+	struct fpeer *p = floop_peer_find(f, node);
+	const struct xport_ops *o;
+	struct xport_peer *xp = p ? floop_peer_seen(f, p, &o) : NULL;
+
+	return xp ? o->write(xp, off, len, src, wgen, tag) : -ENOLINK;
+}
+
 /*
  * A peer not UP in time on a transport that has a deadline for it moves
  * to the next transport that wants it (auto: verbs to TCP), once.
@@ -425,40 +498,62 @@ int floop_peer_chunk_is_lost(struct floop *f, const struct msg_chunk *c)
 	return floop_peer_inst_is_lost(f, c->node, c->inst);
 }
 
+static void floop_peer_stat(struct msg_peer *m, uint64_t node,
+			    const char *xport, const struct xport_stats *xs,
+			    int up)
+{
+	m->node = node;
+	snprintf(m->transport, sizeof(m->transport), "%s", xport);
+	m->reads = xs->completed;
+	m->posted = xs->posted;
+	m->bytes = xs->bytes;
+	m->errors = xs->failed;
+	m->writes = xs->wcompleted;
+	m->wbytes = xs->wbytes;
+	m->werrors = xs->wfailed;
+	m->up = up;
+}
+
 void floop_peers_stats_publish(struct floop *f)
 {
-	struct msg_peer *st = calloc(f->n_peers ? f->n_peers : 1, sizeof(*st));
+	struct msg_peer *st =
+		calloc(f->n_peers ? 2 * f->n_peers : 1, sizeof(*st));
 	struct msg_peer *old;
 	struct xport_stats xs;
+	uint32_t n = f->n_peers;
 
 	if (!st)
 		return;
 	for (uint32_t i = 0; i < f->n_peers; i++) {
 		struct fpeer *p = &f->peers[i];
 
+		/* the second connection's row, once it was ever opened */
+		if (p->st) {
+			int up = 0;
+
+			if (p->sxp) {
+				p->st->ops->peer_stats(p->sxp, &p->slast);
+				up = p->st->ops->peer_state(p->sxp) ==
+				     XPORT_PEER_UP;
+			}
+			floop_peer_stat(&st[n++], p->info.node,
+					p->st->ops->name, &p->slast, up);
+		}
 		if (p->xp)
 			p->t->ops->peer_stats(p->xp, &xs);
 		else
 			xs = p->last;
 		p->last = xs;
-		st[i].node = p->info.node;
-		snprintf(st[i].transport, sizeof(st[i].transport), "%s",
-			 p->last_name ? p->last_name : "none");
-		st[i].reads = xs.completed;
-		st[i].posted = xs.posted;
-		st[i].bytes = xs.bytes;
-		st[i].errors = xs.failed;
-		st[i].writes = xs.wcompleted;
-		st[i].wbytes = xs.wbytes;
-		st[i].werrors = xs.wfailed;
+		floop_peer_stat(&st[i], p->info.node,
+				p->last_name ? p->last_name : "none", &xs,
+				p->xp && p->t->ops->peer_state(p->xp) ==
+						 XPORT_PEER_UP);
 		st[i].qp_state = p->xp ? xs.qp_state : 0;
-		st[i].up =
-			p->xp && p->t->ops->peer_state(p->xp) == XPORT_PEER_UP;
 	}
 	pthread_mutex_lock(&f->lock);
 	old = f->stats;
 	f->stats = st;
-	f->n_stats = f->n_peers;
+	f->n_stats = n;
 	pthread_mutex_unlock(&f->lock);
 	free(old); /* not under the lock the control thread takes */
 }

@@ -11,6 +11,7 @@
  * A read that fails is posted again from where it was; a source that
  * restarted (another instance) or gave nothing for the fault timeout
  * fails the task (the coordinator picks another source or node).
+ * --rebuild-rate spaces the reads so that their bytes keep to it.
  */
 #include "floop_int.h"
 
@@ -124,6 +125,33 @@ static int floop_rb_post(struct floop *f, struct rbtask *k, struct rbread *r)
 	return 0;
 }
 
+/* --rebuild-rate: 1 if no rebuild read may be posted at @now (ms). */
+static int floop_rb_paced(const struct floop *f, uint64_t now)
+{
+	return f->cfg.rebuild_rate && now * 1000 < f->rb_next_us;
+}
+
+/* 1 if a rebuild read is free. */
+static int floop_rb_free(const struct floop *f)
+{
+	for (unsigned int i = 0; i < FLOOP_RB_READS; i++)
+		if (!f->rb[i].busy)
+			return 1;
+	return 0;
+}
+
+/* --rebuild-rate: @len bytes were asked for at @now (ms). */
+static void floop_rb_spent(struct floop *f, uint64_t now, uint64_t len)
+{
+	uint64_t t = now * 1000;
+
+	if (!f->cfg.rebuild_rate)
+		return;
+	if (f->rb_next_us > t)
+		t = f->rb_next_us;
+	f->rb_next_us = t + len * 1000000 / f->cfg.rebuild_rate;
+}
+
 void floop_rb_run(struct floop *f, uint64_t now)
 {
 	struct rbtask *k, *kn;
@@ -138,17 +166,26 @@ void floop_rb_run(struct floop *f, uint64_t now)
 			floop_rb_end(f, k, -ESTALE);
 			continue;
 		}
+		/* waiting its turn (the reads in flight are other tasks',
+		 * or --rebuild-rate) is not a source that stalls */
+		if (!k->busy && (floop_rb_paced(f, now) || !floop_rb_free(f)))
+			k->prog_ms = now;
 		if (now - k->prog_ms > f->cfg.fault_timeout_ms) {
 			floop_rb_end(f, k, -ETIMEDOUT);
 			continue;
 		}
 		for (unsigned int i = 0;
 		     i < FLOOP_RB_READS && k->next < k->t.len; i++) {
+			uint64_t from = k->next;
 			int ret;
 
 			if (f->rb[i].busy)
 				continue;
+			if (floop_rb_paced(f, now))
+				break;
 			ret = floop_rb_post(f, k, &f->rb[i]);
+			if (!ret)
+				floop_rb_spent(f, now, k->next - from);
 			if (ret == -ESTALE) {
 				floop_rb_end(f, k, -ESTALE);
 				break;

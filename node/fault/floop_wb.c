@@ -88,8 +88,15 @@ static int cache_wb_repl_send(struct floop *f, struct fmap *m, struct wback *w,
 			repl_wb_ack(&w->rw, r);
 			continue;
 		}
-		ret = floop_peer_write(f, c->node, off, (uint32_t)len, w->buf,
-				       m->wgen, tag | ((uint64_t)r << 8));
+		/* a rebuild copy there skips what its owner saw written */
+		if (rc.state[r] == REPL_REBUILDING)
+			ret = floop_peer_write_seen(
+				f, c->node, off, (uint32_t)len, w->buf, m->wgen,
+				tag | ((uint64_t)r << 8));
+		else
+			ret = floop_peer_write(f, c->node, off, (uint32_t)len,
+					       w->buf, m->wgen,
+					       tag | ((uint64_t)r << 8));
 		if (ret)
 			w->rerr = w->rerr ? w->rerr : ret;
 		else
@@ -122,6 +129,19 @@ static uint32_t cache_wb_repl_live(struct floop *f, struct fmap *m,
 	return set;
 }
 
+void floop_wb_until(struct floop *f, uint64_t until_ms)
+{
+	atomic_store(&f->wb_until_ms, until_ms);
+}
+
+/* 1 while replicated write-back is held (floop_wb_until()). */
+static int cache_wb_held(struct floop *f)
+{
+	uint64_t until = atomic_load(&f->wb_until_ms);
+
+	return until && evl_now_ms() >= until;
+}
+
 /*
  * Sends the dirty run at page @i (up to FLOOP_RUN_PAGES of one chunk)
  * home. Returns the pages it covers (0: nothing could be posted now).
@@ -138,6 +158,13 @@ uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i)
 
 	if (!w)
 		return 0;
+	/* this node may be counted down: its writes could miss a replica
+	 * being rebuilt (floop_wb_until()); again once it is up and synced */
+	if (m->repl > 1 && cache_wb_held(f)) {
+		atomic_fetch_add(&f->ctr.repl_wb_held, 1);
+		m->wb_next_ms = evl_now_ms() + FLOOP_RETRY_MS;
+		return 0;
+	}
 	layout_map_chunk(&m->lay, rel >> m->chunk_shift, &ch);
 	while (n < FLOOP_RUN_PAGES && (i + n) * FLOOP_PAGE < chunk_end &&
 	       (m->pst[i + n] & (PS_DIRTY | PS_WB)) == PS_DIRTY)

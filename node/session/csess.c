@@ -90,6 +90,17 @@ struct csess {
 	struct csess_task *tasks;
 	uint32_t n_tasks;
 	atomic_int hb_now; /* a task ended: report it at once */
+	/* Replicated write-back runs only while this node's lease at the
+	 * coordinator surely holds (csess_wb_*): lease_ms from the join,
+	 * wb_t0 when the last answered call was sent. Held once that may
+	 * have run out, until an answer came and the layout as of its
+	 * epoch (resync_epoch) is synced. */
+	uint64_t lease_ms;
+	uint64_t wb_t0;
+	uint64_t wb_pushed; /* the last floops_wb_until() */
+	int wb_held;
+	int resync_set;
+	uint64_t resync_epoch;
 };
 
 /* A rebuild task as this node knows it (acks deliver it again until it is
@@ -113,6 +124,9 @@ struct csess_task {
 /* Heartbeat period while a rebuild task waits to be reported or to
  * start: a rebuild is a chain of task rounds, each a few heartbeats. */
 #define CSESS_TASK_HB_MS 100
+/* How often a held write-back looks whether the layout sync it waits
+ * for is done. */
+#define CSESS_SYNC_POLL_MS 20
 
 static int csess_is_stopping(struct csess *s)
 {
@@ -555,12 +569,92 @@ static int csess_regions_sync(struct csess *s, uint64_t epoch)
 	return 0;
 }
 
+/* ---- the lease and replicated write-back ---- */
+
+/* The fault loops carried out the last layout sync: its epoch is ours. */
+static void csess_synced_update(struct csess *s)
+{
+	if (s->pending_ticket &&
+	    floops_ticket_done(s->a->fl, s->pending_ticket)) {
+		s->synced_epoch = s->pending_epoch;
+		s->pending_ticket = 0;
+	}
+}
+
+/* When this node's lease may end at the coordinator (it counts from the
+ * answered call's arrival there, after @wb_t0), less a heartbeat's margin
+ * (half the lease at most). 0: no lease known. */
+static uint64_t csess_wb_until(const struct csess *s)
+{
+	uint64_t margin = s->a->cfg.heartbeat_ms;
+
+	if (!s->lease_ms)
+		return 0;
+	if (margin > s->lease_ms / 2)
+		margin = s->lease_ms / 2;
+	return s->wb_t0 + s->lease_ms - margin;
+}
+
+/*
+ * A call sent at @t0 was answered (@hb: a heartbeat, its ack at region
+ * epoch @epoch): the lease runs on. Replicated write-back goes on with it,
+ * unless it was held: then it waits for the layout of this first answer's
+ * epoch (csess_wb_gate()), since while this node was counted down a
+ * rebuild copy may have started that its old layout does not name.
+ */
+static void csess_wb_renew(struct csess *s, uint64_t t0, int hb, uint64_t epoch)
+{
+	s->wb_t0 = t0;
+	if (s->wb_held && hb && !s->resync_set) {
+		s->resync_set = 1;
+		s->resync_epoch = epoch;
+	}
+}
+
+/* Holds replicated write-back once the lease may have run out, and lets
+ * it go on once an answer came and its layout is synced. */
+static void csess_wb_gate(struct csess *s)
+{
+	uint64_t until = csess_wb_until(s), now = evl_now_ms();
+
+	if (!until || !s->a->fl)
+		return;
+	if (!s->wb_held && until != s->wb_pushed) {
+		floops_wb_until(s->a->fl, until);
+		s->wb_pushed = until;
+	}
+	if (!s->wb_held && now >= until) {
+		/* the fault loops stopped by themselves at @until */
+		s->wb_held = 1;
+		s->resync_set = 0;
+		log_warn("no answer from coordinator %s for %llu ms: "
+			 "write-back of replicated regions is held (this node "
+			 "may be counted down, and a replica rebuilt without "
+			 "its writes) until it answers and the layout is "
+			 "synced",
+			 s->a->cfg.coordinator,
+			 (unsigned long long)(now - s->wb_t0));
+		return;
+	}
+	if (!s->wb_held || !s->resync_set || now >= until)
+		return;
+	csess_synced_update(s);
+	if (s->synced_epoch < s->resync_epoch)
+		return;
+	s->wb_held = 0;
+	floops_wb_until(s->a->fl, until);
+	s->wb_pushed = until;
+	log_info("coordinator answers again, layout synced (epoch %llu): "
+		 "write-back of replicated regions goes on",
+		 (unsigned long long)s->synced_epoch);
+}
+
 /* ---- join ---- */
 
 static int csess_join(struct csess *s)
 {
 	struct node_agent *a = s->a;
-	uint64_t old = atomic_load(&a->node_id);
+	uint64_t old = atomic_load(&a->node_id), t0;
 	struct msg req, rep;
 	int ret;
 
@@ -571,6 +665,7 @@ static int csess_join(struct csess *s)
 		msg_strset(req.zone, sizeof(req.zone), a->cfg.zone);
 	req.pool_size = a->pool.size;
 	req.instance = a->instance;
+	t0 = evl_now_ms();
 	ret = csess_call_want(s, &req, &rep, MSG_T_NODE_JOINED);
 	if (ret) {
 		if (!csess_err_is_link(ret) || ret == -EBADMSG)
@@ -581,6 +676,8 @@ static int csess_join(struct csess *s)
 	}
 	atomic_store(&a->node_id, rep.node);
 	csess_tables(s, rep.cid);
+	s->lease_ms = rep.lease_ms;
+	csess_wb_renew(s, t0, 0, 0);
 	msg_fini(&rep);
 	if (old && old != atomic_load(&a->node_id))
 		floops_self_set(a->fl, atomic_load(&a->node_id));
@@ -928,14 +1025,11 @@ static bool csess_tasks_waiting(struct csess *s)
 static void csess_heartbeat(struct csess *s)
 {
 	struct node_agent *a = s->a;
-	uint64_t epoch, ngen;
+	uint64_t epoch, ngen, t0;
 	struct msg req, rep;
 	int ret;
 
-	if (s->pending_ticket && floops_ticket_done(a->fl, s->pending_ticket)) {
-		s->synced_epoch = s->pending_epoch;
-		s->pending_ticket = 0;
-	}
+	csess_synced_update(s);
 	msg_init(&req, MSG_T_HEARTBEAT);
 	req.node = atomic_load(&a->node_id);
 	req.instance = a->instance;
@@ -948,6 +1042,7 @@ static void csess_heartbeat(struct csess *s)
 		msg_fini(&req);
 		return; /* no memory: again at the next beat */
 	}
+	t0 = evl_now_ms();
 	ret = csess_call(s, &req, &rep);
 	req.extents = NULL;
 	req.n_extents = 0;
@@ -982,6 +1077,7 @@ static void csess_heartbeat(struct csess *s)
 	csess_tables(s, rep.cid);
 	epoch = rep.epoch;
 	ngen = rep.ngen;
+	csess_wb_renew(s, t0, 1, epoch);
 	csess_scrub(s, &rep);
 	csess_fence(s, &rep);
 	csess_tasks_take(s, &rep);
@@ -1284,6 +1380,21 @@ static void csess_jobs_run(struct csess *s)
 
 /* ---- the thread ---- */
 
+/* How long the thread may sleep at @now: to the next heartbeat, and not
+ * past the moment replicated write-back is held, nor (held and answered)
+ * much past the layout sync that lets it go on. */
+static uint64_t csess_wait_ms(const struct csess *s, uint64_t now)
+{
+	uint64_t wait = s->next_hb_ms > now ? s->next_hb_ms - now : 0,
+		 until = csess_wb_until(s);
+
+	if (until && !s->wb_held && until > now && until - now < wait)
+		wait = until - now;
+	if (s->wb_held && s->resync_set && wait > CSESS_SYNC_POLL_MS)
+		wait = CSESS_SYNC_POLL_MS;
+	return wait;
+}
+
 static void *csess_run(void *arg)
 {
 	struct csess *s = arg;
@@ -1306,7 +1417,9 @@ static void *csess_run(void *arg)
 			if (s->next_hb_ms < now || s->next_hb_ms > now + p)
 				s->next_hb_ms = now + p;
 		}
-		if (poll(&pfd, 1, (int)(s->next_hb_ms - now)) > 0)
+		csess_wb_gate(s);
+		now = evl_now_ms();
+		if (poll(&pfd, 1, (int)csess_wait_ms(s, now)) > 0)
 			csess_efd_drain(s->efd_jobs);
 		csess_jobs_run(s);
 	}

@@ -142,6 +142,14 @@ struct xport_ops {
 	 * coordinator that a peer may never complete.
 	 */
 	unsigned int up_timeout_ms;
+	/*
+	 * 1 if its writes land in the owner's memory without the owner
+	 * seeing them (verbs: RDMA WRITE). A rebuild copy running at the
+	 * owner cannot mark such a write, and could overwrite it with the
+	 * older copy: writes to a replica being rebuilt go over a transport
+	 * with 0 here (the owner's page server marks each one).
+	 */
+	int unseen_writes;
 	/* 1 if this transport can serve the peer described by @info (verbs:
 	 * the peer published a pool MR, XPORT_PEER_VERBS); NULL = any. */
 	int (*wants)(const struct xport_peer_info *info);

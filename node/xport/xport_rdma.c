@@ -1096,6 +1096,7 @@ const struct xport_ops xport_rdma_ops = {
 	.name = "verbs",
 	.req_op = REQ_XPORT_VERBS,
 	.up_timeout_ms = XPORT_RDMA_UP_TIMEOUT_MS,
+	.unseen_writes = 1,
 	.wants = xport_rdma_wants,
 	.create = xport_rdma_create,
 	.destroy = xport_rdma_destroy,

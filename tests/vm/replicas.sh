@@ -37,6 +37,13 @@
 #    mapping: nothing cached) reads every page again after the kill, all
 #    of them from the survivor S (W's reads of S grow by exactly N, of K
 #    by 0: read-ahead is off, one READ per page).
+# 5. Writes during a rebuild: O3 joins (--rebuild-rate 128K: the copy
+#    takes seconds) and K's replicas are rebuilt onto it while a writer on
+#    W writes seed 7 over r, pass after pass, until r is in sync again.
+#    W's writes to O3 while it rebuilt went over TCP (its page server
+#    marks them, so the copy does not overwrite them; an RDMA WRITE would
+#    land unseen): W's tcp pages to O3 > 0, none failed; then O3's and
+#    S's replicas each hold seed 7 on every page (read from their pools).
 # The last line is the "replicas:" summary; exit 0 only if every check
 # held, 77 if this host cannot run it. --replicas 1 is the negative
 # control: step 2 then counts N, not 2N, and fails.
@@ -55,7 +62,7 @@ while [ $# -gt 0 ]; do
 	--gid-index) GIDX=$2; shift 2 ;;
 	--size) SIZE=$2; shift 2 ;;
 	--replicas) R=$2; shift 2 ;;
-	-h|--help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "replicas: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -264,4 +271,65 @@ fo2=$(metric W farpage_replica_failovers_total)
 	fp_fail "reader after the kill: $((rs2 - rs1)) pages read from $S, $((rk2 - rk1)) from $K; expected $N and 0"
 repl state "$FP_COORD" r >"$FP_TMP/st1.out" 2>&1
 ok "reader after $K was killed: all $N pages from $S, $((fo2 - fo1)) of them after a failed try of $K ($(head -n1 "$FP_TMP/st1.out"))"
-echo "replicas: transport=$T pages=$N replicas=$R writebacks=$wb write_pages_O1=$wp write_pages_O2=$wq writes_O1=$wn1 writes_O2=$wn2 killed=$K read_from_killed=$((rk1 - rk0)) failed_reads_killed=$ek read_from_survivor=$((rs1 - rs0))+$((rs2 - rs1)) failovers=$((fo1 - fo0))+$((fo2 - fo1)) sigbus=0 wrong=0 zero=0"
+
+# ------------------------------------------------------------ 5. writes during a rebuild
+# O3 joins with --rebuild-rate 128K: the copy of K's replicas (every
+# chunk's) onto it takes seconds. A writer on W writes seed 7 over every
+# page and flushes, pass after pass, from the moment the coordinator
+# shows r rebuilding until it is back to R replicas in sync. Its writes
+# to O3 while O3 rebuilds must reach O3's page server (TCP, beside verbs):
+# an RDMA WRITE would land unseen by the copy, which could then put S's
+# older page over it. So W wrote home to O3 over tcp (> 0 pages, none
+# failed), O3's page server took them, and afterwards O3's replica and
+# S's hold seed 7 on every page (each read from its own pool).
+fp_node_start B O3 "${XB[@]}" --readahead 0 --rebuild-rate 128K --metrics-listen "${FP_HOST_IP[B]}:0"
+fp_wait_log_wall "$FP_TMP/O3.log" 'joined .* as node' 60 || fp_fail "O3 did not join"
+ID[O3]=$(fp_node_id O3)
+[ -n "${ID[O3]}" ] || fp_fail "no node id for O3"
+end=$((SECONDS + 180))
+until repl state "$FP_COORD" r >"$FP_TMP/st2.out" 2>&1 && grep -q '^state: .* rebuilding=[1-9]' "$FP_TMP/st2.out"; do
+	[ "$SECONDS" -ge "$end" ] && { cat "$FP_TMP/st2.out" >&2; fp_fail "r was not rebuilt onto O3 within 180 s"; }
+	sleep 0.2
+done
+fp_log "r is rebuilding onto O3 (node ${ID[O3]}): $(head -n1 "$FP_TMP/st2.out")"
+ps0=$(metric O3 farpage_pagesrv_write_bytes_total)
+passes=0
+end=$((SECONDS + 300))
+for (( ; ; )); do
+	fp_cli A W touch r --write --seed 7 >"$FP_TMP/w7.out" 2>&1 || { cat "$FP_TMP/w7.out" >&2; fp_fail "the writer (pass $((passes + 1))) failed"; }
+	touch_check "writer, pass $((passes + 1))" "$FP_TMP/w7.out" "$N"
+	grep -q '^flush: done' "$FP_TMP/w7.out" || { cat "$FP_TMP/w7.out" >&2; fp_fail "the writer (pass $((passes + 1))) did not flush"; }
+	passes=$((passes + 1))
+	repl state "$FP_COORD" r >"$FP_TMP/st3.out" 2>&1
+	grep -q "^state: replicas=$R .* missing=0 rebuilding=0 " "$FP_TMP/st3.out" && break
+	[ "$SECONDS" -ge "$end" ] && { cat "$FP_TMP/st3.out" >&2; fp_fail "r was not back to $R replicas in sync after $passes passes"; }
+done
+grep -q "^rec: .* ${ID[O3]} " "$FP_TMP/st3.out" || { cat "$FP_TMP/st3.out" >&2; fp_fail "no replica of r is on O3"; }
+# counters published on the fault loop's tick (the writer is gone)
+end=$((SECONDS + 60))
+for (( ; ; )); do
+	w3=$(peer_m W farpage_peer_write_pages_total O3 tcp)
+	[ "$w3" -gt 0 ] || [ "$SECONDS" -ge "$end" ] || { sleep 0.2; continue; }
+	sleep 0.5 # one more tick: the last pass's pages
+	w3=$(peer_m W farpage_peer_write_pages_total O3 tcp)
+	break
+done
+w3v=$(peer_m W farpage_peer_write_pages_total O3 verbs)
+we3=$(peer_m W farpage_peer_write_errors_total O3)
+ps3=$(($(metric O3 farpage_pagesrv_write_bytes_total) - ps0))
+fp_log "W during and after the rebuild: $passes passes; written home to O3 $w3 pages over tcp, $w3v over verbs ($we3 failed); O3's page server took $ps3 bytes"
+[ "$w3" -gt 0 ] || fp_fail "no write to O3 went over tcp while it rebuilt ($w3v pages over $T): a rebuild copy could overwrite them"
+[ "$ps3" -gt 0 ] || fp_fail "O3's page server took no written byte while it rebuilt"
+[ "$we3" = 0 ] || fp_fail "$we3 write-backs to O3 failed"
+for o in O3 $S; do
+	other=O3
+	[ $o = O3 ] && other=$S
+	r0=$(peer_m $o farpage_peer_read_pages_total $other $T)
+	fp_cli B $o touch r --seed 7 --local-too >"$FP_TMP/own7-$o.out" 2>&1 ||
+		{ cat "$FP_TMP/own7-$o.out" >&2; fp_fail "the guest on $o (seed 7) failed"; }
+	touch_check "guest on $o after the rebuild" "$FP_TMP/own7-$o.out" "$N"
+	r1=$(peer_m $o farpage_peer_read_pages_total $other $T)
+	[ "$r1" = "$r0" ] || fp_fail "the guest on $o read $((r1 - r0)) pages from $other, not only $o's own replica"
+done
+ok "writes during the rebuild onto O3: $passes passes of seed 7, $w3 pages to O3 over tcp while it rebuilt; O3's replica and $S's hold seed 7 on every page"
+echo "replicas: transport=$T pages=$N replicas=$R writebacks=$wb write_pages_O1=$wp write_pages_O2=$wq writes_O1=$wn1 writes_O2=$wn2 killed=$K read_from_killed=$((rk1 - rk0)) failed_reads_killed=$ek read_from_survivor=$((rs1 - rs0))+$((rs2 - rs1)) failovers=$((fo1 - fo0))+$((fo2 - fo1)) rebuild_passes=$passes rebuild_tcp_pages_O3=$w3 sigbus=0 wrong=0 zero=0"
