@@ -197,18 +197,23 @@ if [ $T = verbs ]; then
 fi
 ok "writes: $wb pages written back ($how) x $R replicas = $((wp + wq)) pages in $((wn1 + wn2)) completed $([ $T = verbs ] && echo "RDMA WRITEs, none through a page server" || echo writes)"
 
+# own_check NODE OTHER SEED: a guest on NODE reads every page of r
+# (SEED) from NODE's own replica: verified, nothing read from OTHER
+own_check() {
+	local r0 r1
+	r0=$(peer_m "$1" farpage_peer_read_pages_total "$2" $T)
+	fp_cli B "$1" touch r --seed "$3" --local-too >"$FP_TMP/own$3-$1.out" 2>&1 ||
+		{ cat "$FP_TMP/own$3-$1.out" >&2; fp_fail "the guest on $1 (seed $3) failed"; }
+	touch_check "guest on $1 (seed $3)" "$FP_TMP/own$3-$1.out" "$N"
+	r1=$(peer_m "$1" farpage_peer_read_pages_total "$2" $T)
+	[ "$r1" = "$r0" ] || fp_fail "the guest on $1 read $((r1 - r0)) pages from $2, not only $1's own replica"
+}
+
 # ------------------------------------------------------------ 3. both replicas hold them
-for o in O1 O2; do
-	other=O2
-	[ $o = O2 ] && other=O1
-	r0=$(peer_m $o farpage_peer_read_pages_total $other $T)
-	fp_cli B $o touch r --seed 6 --local-too >"$FP_TMP/own-$o.out" 2>&1 ||
-		{ cat "$FP_TMP/own-$o.out" >&2; fp_fail "the guest on $o failed"; }
-	touch_check "guest on $o" "$FP_TMP/own-$o.out" "$N"
-	r1=$(peer_m $o farpage_peer_read_pages_total $other $T)
-	[ "$r1" = "$r0" ] || fp_fail "the guest on $o read $((r1 - r0)) pages from $other, not only $o's own replica"
-	ok "$o's replica holds seed 6 on every page (read from $o's pool alone)"
-done
+own_check O1 O2 6
+ok "O1's replica holds seed 6 on every page (read from O1's pool alone)"
+own_check O2 O1 6
+ok "O2's replica holds seed 6 on every page (read from O2's pool alone)"
 
 # ------------------------------------------------------------ 4. reads fail over
 # The first half's pages are read from their chunk's first replica (K's
@@ -321,15 +326,7 @@ fp_log "W during and after the rebuild: $passes passes; written home to O3 $w3 p
 [ "$w3" -gt 0 ] || fp_fail "no write to O3 went over tcp while it rebuilt ($w3v pages over $T): a rebuild copy could overwrite them"
 [ "$ps3" -gt 0 ] || fp_fail "O3's page server took no written byte while it rebuilt"
 [ "$we3" = 0 ] || fp_fail "$we3 write-backs to O3 failed"
-for o in O3 $S; do
-	other=O3
-	[ $o = O3 ] && other=$S
-	r0=$(peer_m $o farpage_peer_read_pages_total $other $T)
-	fp_cli B $o touch r --seed 7 --local-too >"$FP_TMP/own7-$o.out" 2>&1 ||
-		{ cat "$FP_TMP/own7-$o.out" >&2; fp_fail "the guest on $o (seed 7) failed"; }
-	touch_check "guest on $o after the rebuild" "$FP_TMP/own7-$o.out" "$N"
-	r1=$(peer_m $o farpage_peer_read_pages_total $other $T)
-	[ "$r1" = "$r0" ] || fp_fail "the guest on $o read $((r1 - r0)) pages from $other, not only $o's own replica"
-done
+own_check O3 "$S" 7
+own_check "$S" O3 7
 ok "writes during the rebuild onto O3: $passes passes of seed 7, $w3 pages to O3 over tcp while it rebuilt; O3's replica and $S's hold seed 7 on every page"
 echo "replicas: transport=$T pages=$N replicas=$R writebacks=$wb write_pages_O1=$wp write_pages_O2=$wq writes_O1=$wn1 writes_O2=$wn2 killed=$K read_from_killed=$((rk1 - rk0)) failed_reads_killed=$ek read_from_survivor=$((rs1 - rs0))+$((rs2 - rs1)) failovers=$((fo1 - fo0))+$((fo2 - fo1)) rebuild_passes=$passes rebuild_tcp_pages_O3=$w3 sigbus=0 wrong=0 zero=0"
