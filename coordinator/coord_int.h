@@ -142,8 +142,12 @@ struct coord {
 	uint64_t r_missing, r_rebuilding, r_unsynced; /* as of lost_* */
 };
 
-/* Rebuild tasks a node runs at once. */
-#define COORD_TASKS_PER_NODE 32u
+/* Rebuild tasks a node runs at once. Each new one waits for its hold
+ * (every node up synced the layout naming it: about a heartbeat), so
+ * this many per heartbeat is roughly the pace of a rebuild; the copying
+ * itself stays at a few reads in flight per node (floop_rb.c). At most
+ * MSG_TASKS_MAX: a heartbeat's answer lists all of a node's tasks. */
+#define COORD_TASKS_PER_NODE 64u
 
 /* coord.c helpers shared with coord_repl.c */
 int coord_grow(void *arr, uint32_t *cap, uint32_t need, size_t size);

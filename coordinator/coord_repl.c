@@ -22,6 +22,9 @@
 
 #define WHY_LEN MSG_TEXT_MAX
 
+_Static_assert(COORD_TASKS_PER_NODE <= MSG_TASKS_MAX,
+	       "a heartbeat's answer lists every task of its node");
+
 static uint8_t repl_state(const struct coord_region *r, uint32_t idx)
 {
 	return r->rstate ? r->rstate[idx] : MSG_RS_SYNC;

@@ -1981,6 +1981,8 @@ static void test_wal_replicas_paced(void **state)
 	struct t_wal *t = *state;
 	char *dir = t_path(t->dir, "replicas3");
 	const uint64_t L = COORD_LEASE_MS_DEFAULT;
+	/* K + 1 replicas of a to rebuild on each of b and c */
+	const uint64_t K = COORD_TASKS_PER_NODE, chunks = 3 * (K + 1);
 	struct msg req, ack;
 	struct coord *c;
 	uint64_t id;
@@ -1990,11 +1992,12 @@ static void test_wal_replicas_paced(void **state)
 	for (int i = 0; i < 3; i++) {
 		char name[2] = { (char)('a' + i), 0 };
 
-		t_join_req(&req, name, 256 * MIB, 7 + (uint64_t)i);
+		t_join_req(&req, name, 2 * chunks * 2 * MIB, 7 + (uint64_t)i);
 		t_handle_want(c, &req, MSG_T_NODE_JOINED);
 	}
-	/* 99 chunks: a holds 66 replicas, 33 to rebuild on b, 33 on c */
-	t_create_req(&req, "r", 198 * MIB, 0);
+	/* 3(K + 1) chunks of 2 MiB: a holds 2(K + 1) replicas, K + 1 to
+	 * rebuild on b, K + 1 on c */
+	t_create_req(&req, "r", chunks * 2 * MIB, 0);
 	req.replicas = 2;
 	t_handle_want(c, &req, MSG_T_REGION);
 	t_hb_at(c, 2, 8, T_NOW + L - 1, 0, 0, &ack);
@@ -2008,7 +2011,7 @@ static void test_wal_replicas_paced(void **state)
 		assert_int_equal(ack.n_tasks, COORD_TASKS_PER_NODE);
 		id = ack.tasks[0].id;
 		msg_fini(&ack);
-		/* one done: the answer already holds the 33rd */
+		/* one done: the answer already holds the last */
 		t_hb_at(c, n, 6 + n, T_NOW + L + 4, 0, id, &ack);
 		assert_int_equal(ack.n_tasks, COORD_TASKS_PER_NODE);
 		for (uint32_t i = 0; i < ack.n_tasks; i++)
