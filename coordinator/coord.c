@@ -1624,9 +1624,11 @@ static int coord_on_heartbeat(struct coord *c, const struct msg *req,
 			  n->name, (unsigned long long)req->instance);
 		return -ESTALE;
 	}
-	if (req->n_peers > COORD_NODES_MAX) {
-		msg_error(rep, -EINVAL, "%u peers reported; at most %u",
-			  req->n_peers, COORD_NODES_MAX);
+	/* a row per peer and transport: a peer can have two (verbs, and
+	 * TCP for writes to a replica it rebuilds) */
+	if (req->n_peers > 2 * COORD_NODES_MAX) {
+		msg_error(rep, -EINVAL, "%u peer rows reported; at most %u",
+			  req->n_peers, 2 * COORD_NODES_MAX);
 		return -EINVAL;
 	}
 	if (req->n_peers) {

@@ -2028,6 +2028,49 @@ static void test_wal_replicas_paced(void **state)
 	free(dir);
 }
 
+/* A heartbeat reports a row per peer and transport: two for a peer that
+ * has a TCP connection beside its verbs one (writes to a replica it
+ * rebuilds), so up to twice COORD_NODES_MAX rows are taken, no more. */
+static void test_wal_peer_rows(void **state)
+{
+	struct t_wal *t = *state;
+	char *dir = t_path(t->dir, "peerrows");
+	const uint32_t max = 2 * COORD_NODES_MAX;
+	struct msg_peer *rows = calloc(max + 1, sizeof(*rows));
+	struct msg req, rep;
+	struct coord *c;
+
+	assert_non_null(rows);
+	t_rmrf(dir);
+	c = t_open(dir, 1000);
+	t_join_req(&req, "a", 64 * MIB, 7);
+	t_handle_want(c, &req, MSG_T_NODE_JOINED);
+	for (uint32_t i = 0; i <= max; i++) {
+		rows[i].node = 100 + i / 2;
+		strcpy(rows[i].transport, i % 2 ? "tcp" : "verbs");
+	}
+	for (int over = 0; over <= 1; over++) {
+		msg_init(&req, MSG_T_HEARTBEAT);
+		req.node = 1;
+		req.instance = 7;
+		req.peers = rows;
+		req.n_peers = max + (uint32_t)over;
+		assert_int_equal(coord_handle(c, &req, &rep, T_NOW), 0);
+		if (!over) {
+			assert_int_equal(rep.type, MSG_T_HEARTBEAT_ACK);
+		} else {
+			assert_int_equal(rep.type, MSG_T_ERROR);
+			assert_int_equal(rep.err, EINVAL);
+			assert_non_null(strstr(rep.text, "peer rows"));
+		}
+		msg_fini(&rep);
+	}
+	coord_destroy(c);
+	free(rows);
+	t_rmrf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2043,6 +2086,7 @@ int main(void)
 		cmocka_unit_test(test_wal_replicas),
 		cmocka_unit_test(test_wal_replicas_rebuilt),
 		cmocka_unit_test(test_wal_replicas_paced),
+		cmocka_unit_test(test_wal_peer_rows),
 		cmocka_unit_test(test_wal_stale_generation),
 		cmocka_unit_test(test_wal_snapshot_corrupt_refuses),
 		cmocka_unit_test(test_wal_lock),
