@@ -294,6 +294,18 @@ fp_metric() {
 		awk -v s="$2" '$1 == s { print $2; exit }'
 }
 
+# fp_metric_dups NODE: the series (name and labels) that NODE's /metrics
+# lists more than once (a scraper refuses such a page); fails if none
+# could be read.
+fp_metric_dups() {
+	local m h=${FP_NODE_HOST[$1]:-} run= page
+	m=$(sed -n 's/^metrics //p' "$FP_TMP/$1.addr")
+	[ -n "$m" ] || return 1
+	[ -n "$h" ] && run=${FP_HOST_RUN[$h]}
+	page=$($run curl -sf "http://$m/metrics") && [ -n "$page" ] || return 1
+	grep -v '^#' <<<"$page" | awk '{print $1}' | sort | uniq -d
+}
+
 # fp_cli HOST NODE args...: the CLI on HOST talking to NODE's agent.
 fp_cli() {
 	local h=$1 n=$2

@@ -110,6 +110,15 @@ static void agent_metrics_cache(struct metrics_buf *b, struct floop_counters *c,
 		    LD(c->cache_landed_pages));
 }
 
+static int agent_peer_cmp(const void *a, const void *b)
+{
+	const struct msg_peer *x = a, *y = b;
+
+	if (x->node != y->node)
+		return x->node < y->node ? -1 : 1;
+	return strcmp(x->transport, y->transport);
+}
+
 /* Per peer: pages and bytes read and written, writes completed, errors,
  * reads in flight. */
 static void agent_metrics_peers(struct metrics_buf *b, struct floops *fl)
@@ -138,7 +147,12 @@ static void agent_metrics_peers(struct metrics_buf *b, struct floops *fl)
 
 	if (floops_peer_stats(fl, &st, &n))
 		n = 0;
+	/* a peer's rows (one per transport) next to each other */
+	if (n > 1)
+		qsort(st, n, sizeof(*st), agent_peer_cmp);
 	for (size_t k = 0; k < sizeof(h) / sizeof(h[0]); k++) {
+		uint64_t sum = 0;
+
 		metrics_head(b, h[k].name, h[k].type, h[k].help);
 		for (uint32_t i = 0; i < n; i++) {
 			uint64_t v[] = {
@@ -147,14 +161,20 @@ static void agent_metrics_peers(struct metrics_buf *b, struct floops *fl)
 				st[i].werrors,	    st[i].writes
 			};
 
-			if (k == 2 || k == 4)
+			if (k == 2 || k == 4) {
+				/* one series per peer: its rows summed */
+				sum += v[k];
+				if (i + 1 < n && st[i + 1].node == st[i].node)
+					continue;
 				snprintf(l, sizeof(l), "peer=\"%llu\"",
 					 (unsigned long long)st[i].node);
-			else
-				snprintf(l, sizeof(l),
-					 "peer=\"%llu\",transport=\"%s\"",
-					 (unsigned long long)st[i].node,
-					 st[i].transport);
+				metrics_u64(b, h[k].name, l, sum);
+				sum = 0;
+				continue;
+			}
+			snprintf(l, sizeof(l), "peer=\"%llu\",transport=\"%s\"",
+				 (unsigned long long)st[i].node,
+				 st[i].transport);
 			metrics_u64(b, h[k].name, l, v[k]);
 		}
 	}

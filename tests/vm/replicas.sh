@@ -326,6 +326,9 @@ fp_log "W during and after the rebuild: $passes passes; written home to O3 $w3 p
 [ "$w3" -gt 0 ] || fp_fail "no write to O3 went over tcp while it rebuilt ($w3v pages over $T): a rebuild copy could overwrite them"
 [ "$ps3" -gt 0 ] || fp_fail "O3's page server took no written byte while it rebuilt"
 [ "$we3" = 0 ] || fp_fail "$we3 write-backs to O3 failed"
+# W has two rows for O3 now (verbs and tcp): each series still once
+dups=$(fp_metric_dups W) || fp_fail "W's /metrics could not be read"
+[ -z "$dups" ] || fp_fail "W's /metrics lists series twice: $(echo $dups)"
 own_check O3 "$S" 7
 own_check "$S" O3 7
 ok "writes during the rebuild onto O3: $passes passes of seed 7, $w3 pages to O3 over tcp while it rebuilt; O3's replica and $S's hold seed 7 on every page"
