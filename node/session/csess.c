@@ -623,10 +623,14 @@ static void csess_wb_gate(struct csess *s)
 		floops_wb_until(s->a->fl, until);
 		s->wb_pushed = until;
 	}
-	if (!s->wb_held && now >= until) {
+	if (now >= until) {
+		/* an answer before this lapse does not count: the layout
+		 * may have changed again meanwhile */
+		s->resync_set = 0;
+		if (s->wb_held)
+			return;
 		/* the fault loops stopped by themselves at @until */
 		s->wb_held = 1;
-		s->resync_set = 0;
 		log_warn("no answer from coordinator %s for %llu ms: "
 			 "write-back of replicated regions is held (this node "
 			 "may be counted down, and a replica rebuilt without "
@@ -636,7 +640,7 @@ static void csess_wb_gate(struct csess *s)
 			 (unsigned long long)(now - s->wb_t0));
 		return;
 	}
-	if (!s->wb_held || !s->resync_set || now >= until)
+	if (!s->wb_held || !s->resync_set)
 		return;
 	csess_synced_update(s);
 	if (s->synced_epoch < s->resync_epoch)
