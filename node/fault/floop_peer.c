@@ -101,6 +101,12 @@ static struct fpeer *floop_peer_find(struct floop *f, uint64_t node)
 	return NULL;
 }
 
+/* 1 if transport @t can serve peer @p (ops->wants). */
+static int floop_xport_wants(const struct floop_xport *t, const struct fpeer *p)
+{
+	return !t->ops->wants || t->ops->wants(&p->info);
+}
+
 /*
  * The first transport that wants @p, passing over those in @skip (bit i:
  * f->xports[i]); NULL if none does.
@@ -113,7 +119,7 @@ floop_peer_choose(struct floop *f, const struct fpeer *p, uint32_t skip)
 
 		if ((skip | f->cfg.xside) & (1u << i))
 			continue;
-		if (!t->ops->wants || t->ops->wants(&p->info))
+		if (floop_xport_wants(t, p))
 			return t;
 	}
 	return NULL;
@@ -361,7 +367,7 @@ static struct xport_peer *floop_peer_seen(struct floop *f, struct fpeer *p,
 			struct floop_xport *t = &f->xports[i];
 
 			if (!t->ops->unseen_writes && t->ops->write &&
-			    (!t->ops->wants || t->ops->wants(&p->info)))
+			    floop_xport_wants(t, p))
 				p->st = t;
 		}
 		if (!p->st) {
