@@ -282,28 +282,44 @@ fp_node_start() {
 	fp_wait_file "$FP_TMP/$n.addr" || fp_fail "agent $n did not start"
 }
 
-# fp_metric NODE SAMPLE: the value of SAMPLE (a metric name with its labels,
-# as /metrics prints it) on agent NODE's /metrics (started with
-# --metrics-listen), read on NODE's host; empty if absent.
-fp_metric() {
+# fp_metrics_page NODE: agent NODE's /metrics (started with
+# --metrics-listen), read on NODE's host; fails if it cannot be read.
+fp_metrics_page() {
 	local m h=${FP_NODE_HOST[$1]:-} run=
 	m=$(sed -n 's/^metrics //p' "$FP_TMP/$1.addr")
 	[ -n "$m" ] || return 1
 	[ -n "$h" ] && run=${FP_HOST_RUN[$h]}
-	$run curl -sf "http://$m/metrics" |
-		awk -v s="$2" '$1 == s { print $2; exit }'
+	$run curl -sf "http://$m/metrics"
+}
+
+# fp_metric NODE SAMPLE: the value of SAMPLE (a metric name with its labels,
+# as /metrics prints it) on agent NODE's /metrics; empty if absent.
+fp_metric() {
+	fp_metrics_page "$1" | awk -v s="$2" '$1 == s { print $2; exit }'
 }
 
 # fp_metric_dups NODE: the series (name and labels) that NODE's /metrics
 # lists more than once (a scraper refuses such a page); fails if none
 # could be read.
 fp_metric_dups() {
-	local m h=${FP_NODE_HOST[$1]:-} run= page
-	m=$(sed -n 's/^metrics //p' "$FP_TMP/$1.addr")
-	[ -n "$m" ] || return 1
-	[ -n "$h" ] && run=${FP_HOST_RUN[$h]}
-	page=$($run curl -sf "http://$m/metrics") && [ -n "$page" ] || return 1
+	local page
+	page=$(fp_metrics_page "$1") && [ -n "$page" ] || return 1
 	grep -v '^#' <<<"$page" | awk '{print $1}' | sort | uniq -d
+}
+
+# fp_repl ARGS...: tests/fp_repl (a replicated region's states, its
+# replicas' pools compared) on the coordinator's host, authenticated as
+# the tests are.
+fp_repl() {
+	# shellcheck disable=SC2046
+	${FP_HOST_RUN[$FP_COORD_HOST]} "$FP_BIN/tests/fp_repl" $(fp_insecure_flag) "$@"
+}
+
+# fp_node_id_log NAME: the node id agent NAME logged when it last joined
+# (read from its log: known while the coordinator cannot be reached, and
+# the new one after a restart).
+fp_node_id_log() {
+	sed -n "s/.* as node \([0-9]*\) ($1).*/\1/p" "$FP_TMP/$1.log" | tail -n1
 }
 
 # fp_cli HOST NODE args...: the CLI on HOST talking to NODE's agent.

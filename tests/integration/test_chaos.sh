@@ -361,7 +361,6 @@ chaos_table() { fp_cli A a region show "$1" 2>/dev/null | grep -E '^ +[0-9]+ +0x
 # percent; none in copy mode).
 REPL_PCT=${FP_CHAOS_REPL_PCT:-33}
 [ "${FP_FAULT_MODE:-}" = copy ] && REPL_PCT=0
-REPL=$FP_BIN/tests/fp_repl
 # chaos_rholders NAME: RHOLD, the agents holding an in-sync replica of
 # each chunk of replicated region NAME as the coordinator has them now
 # ("o1 o2;o2 a;..."; an agent this run does not know by its id is "?").
@@ -371,8 +370,7 @@ chaos_rholders() {
 	local -A nm=() hold=()
 	for n in a b o1 o2; do nm[${ID[$n]:-x}]=$n; done
 	RHOLD=""
-	# shellcheck disable=SC2046
-	${FP_HOST_RUN[A]} "$REPL" $(fp_insecure_flag) state "$FP_COORD" "$1" >"$FP_TMP/rstate.out" 2>&1 || return 1
+	fp_repl state "$FP_COORD" "$1" >"$FP_TMP/rstate.out" 2>&1 || return 1
 	n=-1
 	# rec: CHUNK REPLICA NODE OFF STATE (0: in sync)
 	while read -r tag c r node off st; do

@@ -32,25 +32,22 @@ fp_coord_start A
 fp_node_start B O1
 fp_node_start C O2
 # fp_repl: REGION_CREATE with replicas and the replica states, from the
-# coordinator itself (whatever the CLI prints).
-REPL=$FP_BIN/tests/fp_repl
-repl() { ${FP_HOST_RUN[A]} "$REPL" $(fp_insecure_flag) "$@"; }
-# an agent's node id, as it logged when it joined
-nid() { sed -n "s/.* as node \([0-9]*\) ($1).*/\1/p" "$FP_TMP/$1.log" | tail -n1; }
+# coordinator itself (whatever the CLI prints); fp_node_id_log: an
+# agent's node id, as it logged when it joined.
 if ! fp_cli A O1 region create r --size "${FP_REPL_MB:-64}M" --replicas "$R" >"$FP_TMP/c.out" 2>&1; then
 	grep -qiE "unknown option '--replicas'" "$FP_TMP/c.out" ||
 		fp_fail "create r: $(cat "$FP_TMP/c.out")"
-	repl create "$FP_COORD" r $((${FP_REPL_MB:-64} << 20)) "$R" >"$FP_TMP/c.out" 2>&1 || {
+	fp_repl create "$FP_COORD" r $((${FP_REPL_MB:-64} << 20)) "$R" >"$FP_TMP/c.out" 2>&1 || {
 		grep -qiE 'replicas' "$FP_TMP/c.out" || fp_fail "create r: $(cat "$FP_TMP/c.out")"
 		fp_skip "this coordinator has no replicated regions: $(head -n1 "$FP_TMP/c.out")"
 	}
 fi
-repl state "$FP_COORD" r >"$FP_TMP/st0.out" 2>&1 || fp_fail "state of r: $(cat "$FP_TMP/st0.out")"
+fp_repl state "$FP_COORD" r >"$FP_TMP/st0.out" 2>&1 || fp_fail "state of r: $(cat "$FP_TMP/st0.out")"
 grep -q "^state: replicas=$R " "$FP_TMP/st0.out" || { cat "$FP_TMP/st0.out" >&2; fp_fail "r has not $R replicas"; }
 fp_cli A O1 fill r --seed 5 >"$FP_TMP/f.out" 2>&1 || fp_fail "fill r: $(cat "$FP_TMP/f.out")"
 fp_node_start A W --writeback-ms 100
 fp_node_start D O3
-O1ID=$(nid O1)
+O1ID=$(fp_node_id_log O1)
 [ -n "$O1ID" ] || fp_fail "no node id of O1"
 
 # 1. writes while an owner dies
@@ -75,7 +72,7 @@ fp_touch_ok "reader after O1 died" "$FP_TMP/r1.out"
 # 3. rebuilt without a command
 ok=0
 for ((i = 0; i < 1200; i++)); do
-	repl state "$FP_COORD" r >"$FP_TMP/st.out" 2>&1 &&
+	fp_repl state "$FP_COORD" r >"$FP_TMP/st.out" 2>&1 &&
 		grep -q '^state: .* missing=0 rebuilding=0 ' "$FP_TMP/st.out" &&
 		! grep -qE "^rec: [0-9]+ [0-9]+ $O1ID " "$FP_TMP/st.out" && { ok=1; break; }
 	sleep 0.1
@@ -84,7 +81,7 @@ done
 fp_log "ok: r is back to $R in-sync replicas ($(head -n1 "$FP_TMP/st.out"))"
 
 # 4. the rebuilt replica alone holds every page
-fp_log "kill -9 O2 (node $(nid O2))"
+fp_log "kill -9 O2 (node $(fp_node_id_log O2))"
 kill -KILL "${FP_NODE_PID[O2]}"
 wait "${FP_NODE_PID[O2]}" 2>/dev/null
 # read on a new agent V (host B): nothing of r is in any cache there
@@ -94,7 +91,7 @@ fp_touch_ok "reader of the rebuilt replica alone" "$FP_TMP/r2.out"
 grep -E 'rebuild task [0-9]+ done' "$FP_TMP"/*.log >&2 || fp_fail "no agent said it rebuilt a replica"
 
 # 5. one replica: SIGBUS
-fp_cli A W region create q --size 2M --owners "$(nid O3)" >"$FP_TMP/c.out" 2>&1 ||
+fp_cli A W region create q --size 2M --owners "$(fp_node_id_log O3)" >"$FP_TMP/c.out" 2>&1 ||
 	fp_fail "create q: $(cat "$FP_TMP/c.out")"
 fp_cli A O3 fill q --seed 7 >/dev/null 2>&1 || fp_fail "fill q"
 kill -KILL "${FP_NODE_PID[O3]}"

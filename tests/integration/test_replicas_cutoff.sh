@@ -30,10 +30,6 @@ fp_require
 fp_hosts_lan A B C D E || fp_skip "a partition needs network namespaces"
 PAGES=1024
 GUEST=$FP_BIN/tests/fp_guest
-REPL=$FP_BIN/tests/fp_repl
-# shellcheck disable=SC2046 # no flag, or one
-repl() { ${FP_HOST_RUN[A]} "$REPL" $(fp_insecure_flag) "$@"; }
-nid() { sed -n "s/.* as node \([0-9]*\) ($1).*/\1/p" "$FP_TMP/$1.log" | tail -n1; }
 # cut ADD|DEL: A's routes to B and C, and theirs to A
 cut() {
 	local h
@@ -48,13 +44,13 @@ fp_node_start C O1
 fp_node_start D O2
 fp_cli A O1 region create r --size 4M --chunk-size 4M --replicas 2 >"$FP_TMP/c.out" 2>&1 ||
 	fp_fail "create r: $(cat "$FP_TMP/c.out")"
-repl state "$FP_COORD" r >"$FP_TMP/st0.out" 2>&1 || fp_fail "state of r: $(cat "$FP_TMP/st0.out")"
+fp_repl state "$FP_COORD" r >"$FP_TMP/st0.out" 2>&1 || fp_fail "state of r: $(cat "$FP_TMP/st0.out")"
 grep -q '^state: replicas=2 .* missing=0 rebuilding=0 ' "$FP_TMP/st0.out" ||
 	{ cat "$FP_TMP/st0.out" >&2; fp_fail "r is not 2 replicas in sync"; }
 FP_POOL=2M fp_node_start B W --writeback-ms 600000 --fault-timeout-ms 120000 \
 	--metrics-listen "${FP_HOST_IP[B]}:0"
 fp_node_start E O3 --rebuild-rate 256K
-O2ID=$(nid O2) O3ID=$(nid O3)
+O2ID=$(fp_node_id_log O2) O3ID=$(fp_node_id_log O3)
 [ -n "$O2ID" ] && [ -n "$O3ID" ] || fp_fail "no node ids of O2/O3"
 
 # 1. seed 6, flushed; the guest holds its mapping
@@ -67,13 +63,13 @@ fp_wait_log "$FP_TMP/w.out" '^wplay: holding' 120 ||
 	{ cat "$FP_TMP/w.out" >&2; fp_fail "the writer did not write and flush seed 6"; }
 grep -q '^wplay: write seed=6 .* bus=-1 sig=0' "$FP_TMP/w.out" && grep -q '^wplay: flush=0 ' "$FP_TMP/w.out" ||
 	{ cat "$FP_TMP/w.out" >&2; fp_fail "the writer's seed 6 failed"; }
-fp_log "r on O1 (node $(nid O1)) and O2 (node $O2ID), seed 6 written by W and flushed"
+fp_log "r on O1 (node $(fp_node_id_log O1)) and O2 (node $O2ID), seed 6 written by W and flushed"
 
 # 2. A cut from B and C; r rebuilt onto O3 meanwhile
 cut add
 fp_log "A cut from B (W) and C (O1)"
 end=$(fp_deadline 180)
-until repl state "$FP_COORD" r >"$FP_TMP/st1.out" 2>&1 &&
+until fp_repl state "$FP_COORD" r >"$FP_TMP/st1.out" 2>&1 &&
 	grep -q '^state: .* missing=0 rebuilding=0 ' "$FP_TMP/st1.out" &&
 	grep -qE "^rec: [0-9]+ [0-9]+ $O3ID " "$FP_TMP/st1.out"; do
 	[ "$(date +%s)" -le "$end" ] || { cat "$FP_TMP/st1.out" >&2; fp_fail "r was not rebuilt onto O3 within 180 s of the cut"; }
@@ -118,7 +114,7 @@ grep -q '^wplay: unmap=0 ' "$FP_TMP/w.out" && [ "$wrc" = 0 ] ||
 fp_log "ok: the flush of seed 7 waited for the heal ($held hold(s) logged by W), then succeeded: $(grep -E '^wplay: (flushing|flush=)' "$FP_TMP/w.out" | tail -n2 | tr '\n' ' ')"
 
 # 4. both replicas, from the pools
-repl compare "$FP_COORD" r 7 "$O2ID=${FP_NODE_PID[O2]}" "$O3ID=${FP_NODE_PID[O3]}" >"$FP_TMP/cmp.out" 2>&1 ||
+fp_repl compare "$FP_COORD" r 7 "$O2ID=${FP_NODE_PID[O2]}" "$O3ID=${FP_NODE_PID[O3]}" >"$FP_TMP/cmp.out" 2>&1 ||
 	{ cat "$FP_TMP/cmp.out" >&2; fp_fail "the replicas on O2 and O3 differ, or are not seed 7 (s6 pages on O3: writes it missed)"; }
 fp_log "ok: $(grep '^compare: ' "$FP_TMP/cmp.out")"
 exit 0

@@ -46,18 +46,15 @@ MB=${FP_PARTITION_MB:-${FP_REPL_MB:-32}}
 PAGES=$((MB * 256))
 HALF=$((PAGES / 2))
 GUEST=$FP_BIN/tests/fp_guest
-REPL=$FP_BIN/tests/fp_repl
-repl() { ${FP_HOST_RUN[A]} "$REPL" $(fp_insecure_flag) "$@"; }
-nid() { sed -n "s/.* as node \([0-9]*\) ($1).*/\1/p" "$FP_TMP/$1.log" | tail -n1; }
 fp_coord_start A
 fp_node_start B O1
 fp_node_start C O2
 fp_cli A O1 region create r --size "${MB}M" --chunk-size 4M --replicas 2 >"$FP_TMP/c.out" 2>&1 ||
 	fp_fail "create r: $(cat "$FP_TMP/c.out")"
-repl state "$FP_COORD" r >"$FP_TMP/st0.out" 2>&1 || fp_fail "state of r: $(cat "$FP_TMP/st0.out")"
+fp_repl state "$FP_COORD" r >"$FP_TMP/st0.out" 2>&1 || fp_fail "state of r: $(cat "$FP_TMP/st0.out")"
 grep -q '^state: replicas=2 .* missing=0 rebuilding=0 ' "$FP_TMP/st0.out" ||
 	{ cat "$FP_TMP/st0.out" >&2; fp_fail "r is not 2 replicas in sync"; }
-O1ID=$(nid O1)
+O1ID=$(fp_node_id_log O1)
 [ -n "$O1ID" ] || fp_fail "no node id of O1"
 NREC=$(grep -c '^rec: ' "$FP_TMP/st0.out")
 NO1=$(grep -cE "^rec: [0-9]+ [0-9]+ $O1ID " "$FP_TMP/st0.out")
@@ -101,7 +98,7 @@ grep -c '^wplay: write seed=6 .* bus=-1 sig=0' "$FP_TMP/w.out" | grep -qx 2 &&
 	grep -q '^wplay: flush=0 ' "$FP_TMP/w.out" && grep -q '^wplay: unmap=0 ' "$FP_TMP/w.out" &&
 	[ "$wrc" = 0 ] || { cat "$FP_TMP/w.out" >&2; fp_fail "the writer's flush or unmap failed with O1 cut off (rc $wrc)"; }
 fp_log "ok: the writer's flush succeeded with O1 cut off ($(grep -E '^wplay: (flushing|flush=)' "$FP_TMP/w.out" | tr '\n' ' '))"
-repl state "$FP_COORD" r >"$FP_TMP/st1.out" 2>&1 || fp_fail "state of r: $(cat "$FP_TMP/st1.out")"
+fp_repl state "$FP_COORD" r >"$FP_TMP/st1.out" 2>&1 || fp_fail "state of r: $(cat "$FP_TMP/st1.out")"
 # rec: CHUNK REPLICA NODE OFF STATE (1: MISSING)
 miss=$(grep -cE '^rec: .* 1$' "$FP_TMP/st1.out")
 miss_o1=$(grep -cE "^rec: [0-9]+ [0-9]+ $O1ID [0-9a-fx]+ 1\$" "$FP_TMP/st1.out")
@@ -155,7 +152,7 @@ fp_log "ok: O1 heard its fence: $(grep -c 'fenced extent' "$FP_TMP/O1.log") exte
 end=$(fp_deadline 120)
 ok=0
 while [ "$(date +%s)" -le "$end" ]; do
-	repl state "$FP_COORD" r >"$FP_TMP/st.out" 2>&1 &&
+	fp_repl state "$FP_COORD" r >"$FP_TMP/st.out" 2>&1 &&
 		grep -q '^state: .* missing=0 rebuilding=0 ' "$FP_TMP/st.out" && { ok=1; break; }
 	sleep 0.1
 done
@@ -172,7 +169,7 @@ fp_wait_log "$FP_TMP/O1.log" 'cleared [0-9]+ extents' 120 || fp_fail "O1 never c
 owners=$(for ((i = 0; i < MB / 4; i++)); do printf '%s,' "$O1ID"; done)
 fp_cli A W region create q --size "${MB}M" --chunk-size 4M --owners "${owners%,}" >"$FP_TMP/cq.out" 2>&1 ||
 	fp_fail "create q: $(cat "$FP_TMP/cq.out")"
-repl state "$FP_COORD" q >"$FP_TMP/stq.out" 2>&1 || fp_fail "state of q: $(cat "$FP_TMP/stq.out")"
+fp_repl state "$FP_COORD" q >"$FP_TMP/stq.out" 2>&1 || fp_fail "state of q: $(cat "$FP_TMP/stq.out")"
 fenced=" $(grep -E "^rec: [0-9]+ [0-9]+ $O1ID " "$FP_TMP/st0.out" | awk '{print $5}' | tr '\n' ' ')"
 reused=0
 for off in $(awk '$1 == "rec:" {print $5}' "$FP_TMP/stq.out"); do

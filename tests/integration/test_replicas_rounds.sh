@@ -55,20 +55,15 @@ OPOOL=$((MB * 2 + 16))M
 for o in "${OWNERS[@]}"; do fp_node_start "${HOST[$o]}" "$o" --pool-size "$OPOOL"; done
 fp_node_start A W --writeback-ms 100 --pool-size 2M
 fp_node_start D RD --pool-size 2M
-REPL=$FP_BIN/tests/fp_repl
-# shellcheck disable=SC2046
-repl() { ${FP_HOST_RUN[A]} "$REPL" $(fp_insecure_flag) "$@"; }
-# an agent's node id, as it logged when it joined (the last time)
-nid() { sed -n "s/.* as node \([0-9]*\) ($1).*/\1/p" "$FP_TMP/$1.log" | tail -n1; }
 for n in W RD; do
-	[ -n "$(nid "$n")" ] || fp_fail "no node id of $n"
-	fp_cli A W region create "pad$n" --size 2M --owners "$(nid "$n")" >"$FP_TMP/c.out" 2>&1 ||
+	[ -n "$(fp_node_id_log "$n")" ] || fp_fail "no node id of $n"
+	fp_cli A W region create "pad$n" --size 2M --owners "$(fp_node_id_log "$n")" >"$FP_TMP/c.out" 2>&1 ||
 		fp_fail "create pad$n: $(cat "$FP_TMP/c.out")"
 done
 fp_cli A W region create r --size "${MB}M" --replicas "$R" \
-	--nodes "$(nid O1),$(nid O2),$(nid O3)" >"$FP_TMP/c.out" 2>&1 ||
+	--nodes "$(fp_node_id_log O1),$(fp_node_id_log O2),$(fp_node_id_log O3)" >"$FP_TMP/c.out" 2>&1 ||
 	fp_fail "create r: $(cat "$FP_TMP/c.out")"
-repl state "$FP_COORD" r >"$FP_TMP/st.out" 2>&1 || fp_fail "state of r: $(cat "$FP_TMP/st.out")"
+fp_repl state "$FP_COORD" r >"$FP_TMP/st.out" 2>&1 || fp_fail "state of r: $(cat "$FP_TMP/st.out")"
 grep -q "^state: replicas=$R " "$FP_TMP/st.out" || { cat "$FP_TMP/st.out" >&2; fp_fail "r has not $R replicas"; }
 # replicas of r on node $1 in $FP_TMP/st.out
 held() { grep -cE "^rec: [0-9]+ [0-9]+ $1 " "$FP_TMP/st.out"; }
@@ -79,9 +74,9 @@ coord_count() { grep -cE "$1" "$FP_TMP/coord.log"; }
 compare() {
 	local o ids=()
 	for o in "${OWNERS[@]}"; do
-		kill -0 "${FP_NODE_PID[$o]}" 2>/dev/null && ids+=("$(nid "$o")=${FP_NODE_PID[$o]}")
+		kill -0 "${FP_NODE_PID[$o]}" 2>/dev/null && ids+=("$(fp_node_id_log "$o")=${FP_NODE_PID[$o]}")
 	done
-	repl compare "$FP_COORD" r "$1" "${ids[@]}" >"$FP_TMP/cmp.out" 2>&1
+	fp_repl compare "$FP_COORD" r "$1" "${ids[@]}" >"$FP_TMP/cmp.out" 2>&1
 }
 
 # start_again: the dead victim V again (a new instance), joined
@@ -102,14 +97,14 @@ v=0
 for ((k = 1; k <= ROUNDS; k++)); do
 	S=$((SEED * 1000 + k))
 	restart=$((k % 2))
-	repl state "$FP_COORD" r >"$FP_TMP/st.out" 2>&1 || fp_fail "round $k: state of r: $(cat "$FP_TMP/st.out")"
+	fp_repl state "$FP_COORD" r >"$FP_TMP/st.out" 2>&1 || fp_fail "round $k: state of r: $(cat "$FP_TMP/st.out")"
 	# the victim: the next owner in turn that holds a replica of r
 	for ((i = 0; i < 3; i++)); do
 		V=${OWNERS[$(((v + i) % 3))]}
-		[ "$(held "$(nid "$V")")" -gt 0 ] && break
+		[ "$(held "$(fp_node_id_log "$V")")" -gt 0 ] && break
 	done
 	v=$(((v + i + 1) % 3))
-	VID=$(nid "$V")
+	VID=$(fp_node_id_log "$V")
 	LEFT="region 'r': [0-9]+ replicas on node $VID \($V\) left their sets"
 	ANYLEFT="region 'r': [0-9]+ replicas on node [0-9]+ \(.*\) left their sets"
 	nleft=$(coord_count "$LEFT") nany=$(coord_count "$ANYLEFT")
@@ -165,7 +160,7 @@ for ((k = 1; k <= ROUNDS; k++)); do
 				fp_log "round $k: a live owner was seen down: $V started again before the rebuild"
 				start_again
 			fi
-			repl state "$FP_COORD" r >"$FP_TMP/st.out" 2>&1 &&
+			fp_repl state "$FP_COORD" r >"$FP_TMP/st.out" 2>&1 &&
 				grep -q '^state: .* missing=0 rebuilding=0 ' "$FP_TMP/st.out" &&
 				[ "$(fp_field "$FP_TMP/st.out" state: rgen)" -gt "$G" ] && { ok=1; break; }
 			sleep 0.1
@@ -176,7 +171,7 @@ for ((k = 1; k <= ROUNDS; k++)); do
 		compare "$S:$((S - 1))" && break
 		cat "$FP_TMP/cmp.out" >&2
 		G=$(fp_field "$FP_TMP/cmp.out" compare: rgen)
-		repl state "$FP_COORD" r >"$FP_TMP/st.out" 2>&1 || fp_fail "round $k: state of r: $(cat "$FP_TMP/st.out")"
+		fp_repl state "$FP_COORD" r >"$FP_TMP/st.out" 2>&1 || fp_fail "round $k: state of r: $(cat "$FP_TMP/st.out")"
 		# The same layout before and after: the bytes differ for real.
 		# shellcheck disable=SC2015
 		[ -n "$G" ] && [ "$(fp_field "$FP_TMP/st.out" state: rgen)" != "$G" ] && [ "$try" -lt 5 ] ||
