@@ -309,48 +309,38 @@ step_two_node() {
 	fi
 }
 
-# ------------------------------------------------------------ c. revocation
-step_revoke() {
-	local name="revoke (verbs, rxe0 <-> rxe1: expelled peer, stopped agent)"
-	local t rc out=$OUT/revoke.out last args=()
-	echo; echo "=== [$name] tests/vm/revoke.sh --addrs $IP_A,$IP_B --devs rxe0,rxe1"
-	if [ ! -x "$BIN/tests/fp_rdma_peer" ]; then
-		record "$name" SKIP 0 "$BIN/tests/fp_rdma_peer not built yet"
+# step_script NAME SCRIPT HELPER: tests/vm/SCRIPT.sh between rxe0 and rxe1
+# (SKIP while BIN/tests/HELPER is not built); its last "SCRIPT:" line is
+# the summary, its first FAIL line the reason.
+step_script() {
+	local name=$1 s=$2 helper=$3
+	local t rc out=$OUT/$s.out last args=()
+	echo; echo "=== [$name] tests/vm/$s.sh --addrs $IP_A,$IP_B --devs rxe0,rxe1"
+	if [ ! -x "$BIN/tests/$helper" ]; then
+		record "$name" SKIP 0 "$BIN/tests/$helper not built yet"
 		return
 	fi
 	[ -n "${FARPAGE_VM_GID_INDEX:-}" ] && args=(--gid-index "$FARPAGE_VM_GID_INDEX")
 	t=$(now)
-	timeout -k 10 600 bash "$SRC/tests/vm/revoke.sh" --bin "$BIN" --addrs "$IP_A,$IP_B" \
+	timeout -k 10 600 bash "$SRC/tests/vm/$s.sh" --bin "$BIN" --addrs "$IP_A,$IP_B" \
 		--devs rxe0,rxe1 "${args[@]}" 2>&1 | tee "$out"
 	rc=${PIPESTATUS[0]}
-	last=$(grep '^revoke:' "$out" | tail -n1)
+	last=$(grep "^$s:" "$out" | tail -n1)
 	if [ "$rc" = 0 ] && [ -n "$last" ]; then
-		record "$name" PASS "$(since "$t")" "${last#revoke: }"
+		record "$name" PASS "$(since "$t")" "${last#"$s: "}"
 	else
 		record "$name" FAIL "$(since "$t")" "exit $rc$([ "$rc" = 124 ] && echo ' (timed out after 600 s)'): $(grep -m1 'FAIL' "$out" | sed 's/^\[[0-9:]*\] //')"
 	fi
 }
 
+# ------------------------------------------------------------ c. revocation
+step_revoke() {
+	step_script "revoke (verbs, rxe0 <-> rxe1: expelled peer, stopped agent)" revoke fp_rdma_peer
+}
+
 # ------------------------------------------------------------ d. replicas
 step_replicas() {
-	local name="replicas (verbs, rxe0 <-> rxe1: 2 replicas, writes to both, an owner killed)"
-	local t rc out=$OUT/replicas.out last args=()
-	echo; echo "=== [$name] tests/vm/replicas.sh --addrs $IP_A,$IP_B --devs rxe0,rxe1"
-	if [ ! -x "$BIN/tests/fp_repl" ]; then
-		record "$name" SKIP 0 "$BIN/tests/fp_repl not built yet"
-		return
-	fi
-	[ -n "${FARPAGE_VM_GID_INDEX:-}" ] && args=(--gid-index "$FARPAGE_VM_GID_INDEX")
-	t=$(now)
-	timeout -k 10 600 bash "$SRC/tests/vm/replicas.sh" --bin "$BIN" --addrs "$IP_A,$IP_B" \
-		--devs rxe0,rxe1 "${args[@]}" 2>&1 | tee "$out"
-	rc=${PIPESTATUS[0]}
-	last=$(grep '^replicas:' "$out" | tail -n1)
-	if [ "$rc" = 0 ] && [ -n "$last" ]; then
-		record "$name" PASS "$(since "$t")" "${last#replicas: }"
-	else
-		record "$name" FAIL "$(since "$t")" "exit $rc$([ "$rc" = 124 ] && echo ' (timed out after 600 s)'): $(grep -m1 'FAIL' "$out" | sed 's/^\[[0-9:]*\] //')"
-	fi
+	step_script "replicas (verbs, rxe0 <-> rxe1: 2 replicas, writes to both, an owner killed)" replicas fp_repl
 }
 
 # FARPAGE_VM_STEPS: the steps to run (letters, default all: "abcd")
