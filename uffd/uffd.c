@@ -143,14 +143,15 @@ int uffd_wp(int uffd, uint64_t start, uint64_t len, int protect, int wake)
 	return 0;
 }
 
-int uffd_copy_n(int uffd, uint64_t dst, const void *src, uint64_t len, int wake,
-		uint64_t *copied)
+int uffd_copy_n(int uffd, uint64_t dst, const void *src, uint64_t len, int wp,
+		int wake, uint64_t *copied)
 {
 	struct uffdio_copy c = {
 		.dst = dst,
 		.src = (uint64_t)(uintptr_t)src,
 		.len = len,
-		.mode = wake ? 0 : UFFDIO_COPY_MODE_DONTWAKE,
+		.mode = (wp ? UFFDIO_COPY_MODE_WP : 0) |
+			(wake ? 0 : UFFDIO_COPY_MODE_DONTWAKE),
 	};
 	int ret;
 
@@ -164,7 +165,7 @@ int uffd_copy_n(int uffd, uint64_t dst, const void *src, uint64_t len, int wake,
 
 int uffd_copy(int uffd, uint64_t dst, const void *src, uint64_t len, int wake)
 {
-	return uffd_copy_n(uffd, dst, src, len, wake, NULL);
+	return uffd_copy_n(uffd, dst, src, len, 0, wake, NULL);
 }
 
 int uffd_wake(int uffd, uint64_t start, uint64_t len)

@@ -81,10 +81,12 @@ int uffd_wp(int uffd, uint64_t start, uint64_t len, int protect, int wake);
  */
 int uffd_copy(int uffd, uint64_t dst, const void *src, uint64_t len, int wake);
 
-/* As uffd_copy(); *copied (may be NULL) is set to the bytes copied before
- * an error (a multi-page copy stops at the first page already present). */
-int uffd_copy_n(int uffd, uint64_t dst, const void *src, uint64_t len, int wake,
-		uint64_t *copied);
+/* As uffd_copy(); @wp maps the pages write-protected (the range must be
+ * registered for WP too); *copied (may be NULL) is set to the bytes copied
+ * before an error (a multi-page copy stops at the first page already
+ * present). Into a shmem mapping the pages enter its file as well. */
+int uffd_copy_n(int uffd, uint64_t dst, const void *src, uint64_t len, int wp,
+		int wake, uint64_t *copied);
 
 /* Wakes threads waiting on [start, start+len). */
 int uffd_wake(int uffd, uint64_t start, uint64_t len);

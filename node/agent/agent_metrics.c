@@ -108,6 +108,10 @@ static void agent_metrics_cache(struct metrics_buf *b, struct floop_counters *c,
 		    "Fetched pages that landed in a buffer and were copied "
 		    "into the cache.",
 		    LD(c->cache_landed_pages));
+	metrics_one(b, "farpage_cache_copy_maps_total", "counter",
+		    "Of those, pages put into the cache and mapped for the "
+		    "guest in one step (UFFDIO_COPY into its mapping).",
+		    LD(c->cache_copied_pages));
 }
 
 static int agent_peer_cmp(const void *a, const void *b)

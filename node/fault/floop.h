@@ -65,6 +65,7 @@ struct floop_counters {
 	 * in */
 	atomic_uint_fast64_t cache_direct_pages;
 	atomic_uint_fast64_t cache_landed_pages;
+	atomic_uint_fast64_t cache_copied_pages;
 };
 
 #define FLOOP_XPORTS_MAX 4

@@ -382,9 +382,58 @@ static void cache_resolve_writes(struct floop *f, struct fetch *s)
 	}
 }
 
+/*
+ * Lands the pages of @s in the cache and maps them for the guest in one
+ * step: UFFDIO_COPY into the guest's shared mapping of the memfd puts a
+ * new page in the memfd, copies the landing page into it and maps it,
+ * write-protected where writes must be seen (a page a thread faulted
+ * writing: writable, and dirty). One kernel copy and one call where
+ * pwrite() and CONTINUE took two and allocated through the file's write
+ * path (docs/bench.md, "Landing in the cache"). It stops at the first page
+ * it cannot land so (one in the memfd or mapped already, the address
+ * space changing, the guest gone): from there the run lands as before.
+ * Returns the bytes landed and mapped from the start of the run.
+ */
+static uint64_t cache_copy_in(struct floop *f, struct fetch *s)
+{
+	struct fmap *m = s->map;
+	uint64_t i0 = cache_idx(m, s->addr), at = 0, done;
+	int ret = 0;
+
+	/* (PS_WANTW is only set where CONTINUE can map write-protected) */
+	if (m->copy_off || s->done_off || m->dead || m->gone || m->stale ||
+	    (m->writable && !m->wp_cont))
+		return 0;
+	for (uint32_t k = 0, n; k < s->npages && !ret; k += n) {
+		uint8_t w = m->pst[i0 + k] & PS_WANTW;
+
+		for (n = 1;
+		     k + n < s->npages && (m->pst[i0 + k + n] & PS_WANTW) == w;
+		     n++)
+			;
+		done = 0;
+		ret = uffd_copy_n(m->uffd, s->addr + at, s->buf + at,
+				  (uint64_t)n * FLOOP_PAGE, m->writable && !w,
+				  1, &done);
+		for (uint64_t j = 0; w && j < done / FLOOP_PAGE; j++) {
+			cache_ps_clear(m, i0 + k + j, PS_WANTW);
+			cache_dirty_set(f, m, i0 + k + j);
+		}
+		at += done;
+	}
+	if (ret == -EINVAL) {
+		m->copy_off = 1;
+		log_info("map %s: UFFDIO_COPY cannot land pages in the cache "
+			 "here: they are written into it, then mapped",
+			 m->name);
+	}
+	atomic_fetch_add(&f->ctr.cache_copied_pages, at / FLOOP_PAGE);
+	return at;
+}
+
 int floop_cache_resolve(struct floop *f, struct fetch *s)
 {
-	uint64_t len = (uint64_t)s->npages * FLOOP_PAGE, done;
+	uint64_t len = (uint64_t)s->npages * FLOOP_PAGE, done, copied = 0;
 	struct fmap *m = s->map;
 	uint64_t i0 = cache_idx(m, s->addr);
 	int ret;
@@ -406,18 +455,25 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 		atomic_fetch_add(&f->ctr.cache_direct_pages, s->npages);
 	} else if (!s->marked) {
 		/*
-		 * The page enters the cache only whole: one kernel copy from
-		 * the landing page. Receiving straight into the cache mapping
-		 * was slower (page-table writes here for every page; see
-		 * docs/bench.md). A page that could not be written faults
-		 * again (CONTINUE gives -EFAULT) and is fetched again.
+		 * The page enters the cache only whole, by one kernel copy
+		 * from the landing page: into the guest's mapping where it
+		 * can, else into the memfd. Receiving straight into the
+		 * cache mapping was slower (page-table writes here for
+		 * every page; see docs/bench.md). A page that could not be
+		 * written faults again (CONTINUE gives -EFAULT) and is
+		 * fetched again.
 		 */
-		if (pwrite(m->cache_fd, s->buf, len,
-			   (off_t)(s->addr - m->base)) != (ssize_t)len)
+		copied = cache_copy_in(f, s);
+		s->done_off = (uint32_t)copied;
+		if (copied < len &&
+		    pwrite(m->cache_fd, s->buf + copied, len - copied,
+			   (off_t)(s->addr - m->base + copied)) !=
+			    (ssize_t)(len - copied))
 			log_errno(-errno,
 				  "map %s page %#llx: writing the cache",
 				  m->name,
-				  (unsigned long long)(s->addr - m->base));
+				  (unsigned long long)(s->addr - m->base +
+						       copied));
 		atomic_fetch_add(&f->ctr.cache_landed_pages, s->npages);
 	}
 	if (!s->marked) {
@@ -434,9 +490,9 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 	 * bytes are never mapped (every fault of it is poisoned). */
 	if (m->dead || m->gone || m->stale)
 		return 1;
-	if (!s->done_off && m->writable)
+	if (s->done_off == copied && m->writable)
 		cache_resolve_writes(f, s);
-	do {
+	while (s->done_off < len) {
 		done = 0;
 		ret = cache_continue(f, m, s->addr + s->done_off,
 				     len - s->done_off, m->writable, &done);
@@ -448,12 +504,13 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 				      1);
 			uffd_wake(m->uffd, s->addr + s->done_off, FLOOP_PAGE);
 			s->done_off += FLOOP_PAGE;
-			ret = s->done_off < len ? -1 : 1;
 			continue;
 		}
 		ret = floop_slot_resolved(f, s, ret, done, "UFFDIO_CONTINUE");
-	} while (ret < 0);
-	return ret;
+		if (ret >= 0)
+			return ret;
+	}
+	return 1;
 }
 
 /* ---- flushes ---- */

@@ -349,7 +349,7 @@ static int land_copy_resolve(struct floop *f, struct fetch *s)
 		/* One copy (and one wake) for the whole run; it stops at a
 		 * page already present, which is skipped. */
 		ret = uffd_copy_n(m->uffd, s->addr + s->done_off,
-				  s->buf + s->done_off, len - s->done_off, 1,
+				  s->buf + s->done_off, len - s->done_off, 0, 1,
 				  &done);
 		s->done_off += (uint32_t)done;
 		floop_slot_count(f, s, done / FLOOP_PAGE);

@@ -156,6 +156,7 @@ struct fmap {
 	uint32_t *fifo; /* --cache-policy fifo: stamp of each page's entry */
 	int writable;	/* not MSG_MAP_RDONLY: registered WP, writes are seen */
 	int wp_cont;	/* CONTINUE maps write-protected (6.4+) */
+	int copy_off;	/* UFFDIO_COPY refused to land pages here: pwrite() */
 	/* its uffd has UFFD_FEATURE_WP_ASYNC: writes raise no fault, they
 	 * are found by scanning the guest's pagemap (pm_fd; dirty_scan.c).
 	 * ds_blind: the guest's page tables of it are gone (unmapped,

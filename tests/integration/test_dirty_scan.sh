@@ -11,6 +11,9 @@
 #      page, no scan (the A/B switch works both ways)
 #   4. the same with a cache 4x smaller than the region (eviction under
 #      scanning: a page the guest may have written is never dropped unseen)
+# In each, every fetched page entered the cache by UFFDIO_COPY into the
+# guest's mapping (landed and mapped write-protected in one step), so the
+# write-protect faults of 3 and the scans of 1 and 4 see pages mapped so.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 fp_require
@@ -58,12 +61,16 @@ run() {
 	WP=$(fp_metric A farpage_cache_wp_faults_total)
 	SCANS=$(fp_metric A farpage_cache_dirty_scans_total)
 	FOUND=$(fp_metric A farpage_cache_dirty_scan_pages_total)
+	LANDED=$(fp_metric A farpage_cache_landing_copies_total)
+	COPIED=$(fp_metric A farpage_cache_copy_maps_total)
+	[ "${COPIED:-0}" -ge "$PAGES" ] && [ "$COPIED" = "$LANDED" ] ||
+		fp_fail "$mode: $COPIED of $LANDED pages landed by UFFDIO_COPY (want all, at least $PAGES)"
 	echo go >&7
 	fp_wait_pid "$gp" 60 || fp_fail "$mode: the writer did not unmap"
 	exec 7>&-
 	kill "${FP_NODE_PID[A]}"
 	wait "${FP_NODE_PID[A]}" 2>/dev/null
-	fp_log "$mode, cache $cache: wp_faults=$WP dirty_scans=$SCANS scan_pages=$FOUND (pages=$PAGES)"
+	fp_log "$mode, cache $cache: wp_faults=$WP dirty_scans=$SCANS scan_pages=$FOUND copy_maps=$COPIED (pages=$PAGES)"
 }
 
 # 1-2. scanning, nothing evicted

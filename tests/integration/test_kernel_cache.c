@@ -73,6 +73,7 @@
 #define T_P_COPY    14u /* fact 8: 14, 15 with COPY_MODE_WP */
 #define T_P_THREADS 16u /* fact 9: 16..23 */
 #define T_P_PREWP   24u /* fact 3c */
+#define T_P_COPYX   25u /* fact 8x */
 
 /* Pattern seed per fact and step: a page from another step never verifies. */
 #define T_SEED(fact, step) (((uint64_t)(fact) << 8) | (step))
@@ -1686,6 +1687,28 @@ static int t_fact_copy_wp(struct t_agent *ag)
 	return t_page_cmp(ag, ag->alias + (size_t)pg * T_PG, "the alias");
 }
 
+/* 8x: UFFDIO_COPY onto a page the memfd holds (unmapped) fails with
+ * EEXIST and leaves its bytes: the cache then writes the run's rest into
+ * the memfd and maps it with CONTINUE. */
+static int t_fact_copy_exists(struct t_agent *ag)
+{
+	const uint32_t pg = T_P_COPYX;
+	int ret;
+
+	pattern_fill(ag->tmp, T_SEED(8, 3), pg);
+	if (pwrite(ag->memfd, ag->tmp, T_PG, (off_t)pg * T_PG) != T_PG)
+		return t_err(ag, "pwrite: %s", strerror(errno));
+	ret = t_copy(ag, pg, T_SEED(8, 4), false);
+	if (ret != -EEXIST)
+		return t_err(ag, "UFFDIO_COPY gave %s, not EEXIST",
+			     ret ? strerror(-ret) : "success");
+	t_exp_set(ag, T_SEED(8, 3), pg);
+	if (t_pread(ag, pg, ag->tmp) ||
+	    t_page_cmp(ag, ag->tmp, "pread of the memfd"))
+		return T_FAIL;
+	return T_OK;
+}
+
 /* 9: threads blocked on MISSING faults, each woken with its own page. */
 static int t_fact_threads(struct t_agent *ag)
 {
@@ -1818,11 +1841,15 @@ static const struct t_fact t_facts[] = {
 	  t_fact_pmadv_pageout_unaliased },
 	{ "8",
 	  "UFFDIO_COPY into the MAP_SHARED shmem range registered MISSING "
-	  "(the fallback without MINOR): the guest reads the bytes, they are "
-	  "in the memfd",
+	  "(how the cache lands a fetched page and maps it in one step): "
+	  "the guest reads the bytes, they are in the memfd",
 	  t_fact_copy },
 	{ "8w", "UFFDIO_COPY_MODE_WP there: the first write raises a WP fault",
 	  t_fact_copy_wp },
+	{ "8x",
+	  "UFFDIO_COPY onto a page the memfd holds gives EEXIST and leaves "
+	  "its bytes (the cache then writes and CONTINUEs the rest)",
+	  t_fact_copy_exists },
 	{ "9",
 	  "8 guest threads blocked at once on MISSING faults of distinct "
 	  "pages, resolved in reverse by landing + CONTINUE, each get their "
