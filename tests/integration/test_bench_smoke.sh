@@ -165,7 +165,9 @@ if [ "$sec" = measured ]; then
 		secure.noenc.seqpf_MBps secure.insecure.seqpf_MBps \
 		secure.copy.seqpf_MBps secure.copy.rand_p50_us \
 		secure.defaults.cost.seqpf.a_cpu_us secure.defaults.cost.seqpf.b_cpu_us \
-		secure.targets.seqpf_vs_copy; do
+		secure.targets.seqpf_vs_copy secure.parts.seal.r256k_ns \
+		secure.parts.open.r4k_ns secure.parts.land.copy_shmem.r64_ns \
+		secure.parts.land.pwrite_continue.r1_ns; do
 		if ! getnum "$TMP/bench.json" "$k"; then
 			echo "test_bench_smoke: FAIL: $k missing or not a number" >&2
 			fail=1
