@@ -56,6 +56,10 @@ static void agent_metrics_faults(struct metrics_buf *b,
 	metrics_one(b, "farpage_readahead_pages_total", "counter",
 		    "Pages read ahead of sequential fault streams.",
 		    LD(c->readahead));
+	metrics_one(b, "farpage_readahead_marks_total", "counter",
+		    "Read-ahead marks a guest reached: pages read ahead but "
+		    "left unmapped, whose touch read further ahead.",
+		    LD(c->ra_marks));
 	metrics_one(b, "farpage_prefetch_pages_total", "counter",
 		    "Pages fetched by the background prefetch.",
 		    LD(c->prefetch));

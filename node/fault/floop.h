@@ -38,6 +38,7 @@ struct floop_counters {
 	atomic_uint_fast64_t repl_wb_held;
 	atomic_uint_fast64_t poisoned;	/* pages poisoned after the timeout */
 	atomic_uint_fast64_t readahead; /* of remote: pages read ahead */
+	atomic_uint_fast64_t ra_marks;	/* read-ahead marks the guest reached */
 	atomic_uint_fast64_t prefetch;	/* of remote: pages prefetched */
 	atomic_uint_fast64_t mappings;	/* mappings served now */
 	/* from reading a fault to resolving it (a fetch: the first fault

@@ -394,7 +394,7 @@ static void cache_resolve_writes(struct floop *f, struct fetch *s)
  * space changing, the guest gone): from there the run lands as before.
  * Returns the bytes landed and mapped from the start of the run.
  */
-static uint64_t cache_copy_in(struct floop *f, struct fetch *s)
+static uint64_t cache_copy_in(struct floop *f, struct fetch *s, uint64_t mk)
 {
 	struct fmap *m = s->map;
 	uint64_t i0 = cache_idx(m, s->addr), at = 0, done;
@@ -407,8 +407,19 @@ static uint64_t cache_copy_in(struct floop *f, struct fetch *s)
 	for (uint32_t k = 0, n; k < s->npages && !ret; k += n) {
 		uint8_t w = m->pst[i0 + k] & PS_WANTW;
 
-		for (n = 1;
-		     k + n < s->npages && (m->pst[i0 + k + n] & PS_WANTW) == w;
+		if (at == mk) {
+			/* the stream's mark: into the memfd, not mapped */
+			n = 1;
+			if (pwrite(m->cache_fd, s->buf + at, FLOOP_PAGE,
+				   (off_t)(s->addr - m->base + at)) !=
+			    FLOOP_PAGE)
+				break;
+			at += FLOOP_PAGE;
+			continue;
+		}
+		for (n = 1; k + n < s->npages &&
+			    (m->pst[i0 + k + n] & PS_WANTW) == w &&
+			    (uint64_t)(k + n) * FLOOP_PAGE != mk;
 		     n++)
 			;
 		done = 0;
@@ -435,8 +446,17 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 {
 	uint64_t len = (uint64_t)s->npages * FLOOP_PAGE, done, copied = 0;
 	struct fmap *m = s->map;
-	uint64_t i0 = cache_idx(m, s->addr);
+	uint64_t i0 = cache_idx(m, s->addr), mk = UINT64_MAX, end;
 	int ret;
+
+	/* A read-ahead stream's mark stays unmapped (floop_ra_read_ahead()),
+	 * unless a thread waits on the run already (the guest is there) or
+	 * faulted writing the mark (it is mapped writable). */
+	if (!s->marked && s->mark_off < len &&
+	    (!s->ahead || m->dead || m->gone || m->stale ||
+	     (m->pst[i0 + s->mark_off / FLOOP_PAGE] & PS_WANTW)))
+		s->mark_off = UINT64_MAX;
+	mk = s->mark_off;
 
 	if (!s->marked && s->direct) {
 		/*
@@ -463,8 +483,12 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 		 * written faults again (CONTINUE gives -EFAULT) and is
 		 * fetched again.
 		 */
-		copied = cache_copy_in(f, s);
+		copied = cache_copy_in(f, s, mk);
 		s->done_off = (uint32_t)copied;
+		if (mk < copied)
+			/* a thread that joined this read faults again on
+			 * the mark and finds it */
+			uffd_wake(m->uffd, s->addr + mk, FLOOP_PAGE);
 		if (copied < len &&
 		    pwrite(m->cache_fd, s->buf + copied, len - copied,
 			   (off_t)(s->addr - m->base + copied)) !=
@@ -493,9 +517,17 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 	if (s->done_off == copied && m->writable)
 		cache_resolve_writes(f, s);
 	while (s->done_off < len) {
+		if (s->done_off == mk) {
+			/* left for the guest's touch to map; a thread that
+			 * joined this read faults again and finds it */
+			uffd_wake(m->uffd, s->addr + mk, FLOOP_PAGE);
+			s->done_off += FLOOP_PAGE;
+			continue;
+		}
+		end = mk > s->done_off && mk < len ? mk : len;
 		done = 0;
 		ret = cache_continue(f, m, s->addr + s->done_off,
-				     len - s->done_off, m->writable, &done);
+				     end - s->done_off, m->writable, &done);
 		s->done_off += (uint32_t)done;
 		if (ret == -EFAULT) {
 			/* Punched meanwhile (the guest did): it faults again
@@ -506,6 +538,8 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 			s->done_off += FLOOP_PAGE;
 			continue;
 		}
+		if (!ret && s->done_off < len)
+			continue; /* the mark, then the rest */
 		ret = floop_slot_resolved(f, s, ret, done, "UFFDIO_CONTINUE");
 		if (ret >= 0)
 			return ret;

@@ -642,6 +642,7 @@ void floop_fetch_start_n(struct floop *f, struct fmap *m, uint64_t addr,
 	s->have_data = 0;
 	s->ahead = ahead;
 	s->marked = 0;
+	s->mark_off = UINT64_MAX;
 	s->buf = s->land;
 	s->direct = 0;
 	if (m->lops->charge) {

@@ -109,6 +109,11 @@ struct fstream {
 	uint32_t win;  /* current window, pages; 0 = not sequential yet */
 	uint64_t used; /* for LRU replacement */
 	int write;     /* its last fault was a write: it writes as it goes */
+	/* cache mode: a page read ahead that is left unmapped when it lands
+	 * (in the memfd, not in the guest), so that the guest's touch of it
+	 * raises a MINOR fault that reads further ahead before the guest
+	 * reaches the end of what was asked for; 0: none */
+	uint64_t mark;
 };
 
 struct fmap {
@@ -257,6 +262,9 @@ struct fetch {
 	uint32_t npages;   /* 1, or up to FLOOP_RUN_PAGES for a run */
 	uint32_t done_off; /* bytes of buf already copied in */
 	int marked;	   /* cache mode: landed pages marked valid */
+	uint64_t mark_off; /* cache mode: the offset of a read-ahead stream's
+			      mark in the run, left unmapped; UINT64_MAX:
+			      none */
 	int direct;	   /* cache mode: read straight into the cache */
 	uint8_t *buf;	   /* landing: the slot's own */
 	uint8_t *land;	   /* the slot's own landing buffer */
@@ -751,5 +759,9 @@ void floop_ra_read_ahead(struct floop *f, struct fmap *m, uint64_t addr,
 			 uint32_t win);
 /* Background prefetch of the mappings that asked for it. */
 void floop_ra_prefetch_run(struct floop *f);
+/* A MINOR fault at @addr, mapped now: if it is a stream's mark, reads
+ * further ahead as a fault there would. */
+void floop_ra_mark_hit(struct floop *f, struct fmap *m, uint64_t addr,
+		       int write);
 
 #endif

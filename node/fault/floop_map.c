@@ -192,8 +192,12 @@ static void floop_fault_handle(struct floop *f, struct fmap *m, uint64_t addr,
 			     "it): what it wrote is refused");
 		return;
 	}
-	if (m->cache && floop_cache_fault(f, m, addr, flags))
+	if (m->cache && floop_cache_fault(f, m, addr, flags)) {
+		/* a read-ahead stream's mark reads further ahead */
+		if ((flags & UFFD_PAGEFAULT_FLAG_MINOR) && f->cfg.readahead)
+			floop_ra_mark_hit(f, m, addr, write);
 		return;
+	}
 	rel = addr - m->base;
 	if (m->repl > 1) {
 		/* Replicated: nothing is mapped from the pool (a write there

@@ -68,6 +68,7 @@ uint32_t floop_ra_stream_update(struct floop *f, struct fmap *m, uint64_t addr,
 	if (!st) {
 		st = lru;
 		st->win = 0;
+		st->mark = 0;
 		st->end = addr + FLOOP_PAGE;
 	} else {
 		st->win = st->win ? st->win * 2 : FLOOP_RA_FIRST;
@@ -86,6 +87,7 @@ void floop_ra_read_ahead(struct floop *f, struct fmap *m, uint64_t addr,
 			 uint32_t win)
 {
 	struct fstream *st = NULL;
+	uint64_t from;
 	uint64_t stop = addr + (uint64_t)(win + 1) * FLOOP_PAGE;
 
 	for (int i = 0; i < FLOOP_STREAMS; i++) {
@@ -98,11 +100,48 @@ void floop_ra_read_ahead(struct floop *f, struct fmap *m, uint64_t addr,
 		stop = m->base + m->span;
 	/* A quarter of the slots stays free for faults: they always go
 	 * ahead of read-ahead. */
+	from = st->end;
 	while (st->end < stop && f->n_free > f->n_slots / 4 &&
 	       (!m->cache || floop_cache_has_room(f)))
 		st->end += (uint64_t)floop_ra_fetch(f, m, st->end, stop, 0,
 						    st->write) *
 			   FLOOP_PAGE;
+	/*
+	 * Cache mode: the first page asked for now is the stream's mark. It
+	 * lands in the cache but is not mapped, so the guest's touch of it
+	 * is a MINOR fault (floop_ra_mark_hit()) that reads further ahead
+	 * while what was asked for before it is still ahead of the guest:
+	 * without it the guest reads to the end of what was asked for and
+	 * waits there for a whole round trip, every window.
+	 */
+	if (m->cache && st->end > from) {
+		struct fetch *s = floop_fetch_find(f, m, from);
+
+		st->mark = 0;
+		if (s && s->ahead && !s->marked) {
+			st->mark = from;
+			s->mark_off = from - s->addr;
+		}
+	}
+}
+
+void floop_ra_mark_hit(struct floop *f, struct fmap *m, uint64_t addr,
+		       int write)
+{
+	uint32_t win;
+
+	for (int i = 0; i < FLOOP_STREAMS; i++) {
+		struct fstream *st = &m->streams[i];
+
+		if (!st->used || st->mark != addr || addr <= st->last)
+			continue;
+		st->mark = 0;
+		atomic_fetch_add(&f->ctr.ra_marks, 1);
+		win = floop_ra_stream_update(f, m, addr, write);
+		if (win)
+			floop_ra_read_ahead(f, m, addr, win);
+		return;
+	}
 }
 
 /*

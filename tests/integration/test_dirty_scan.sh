@@ -14,6 +14,10 @@
 # In each, every fetched page entered the cache by UFFDIO_COPY into the
 # guest's mapping (landed and mapped write-protected in one step), so the
 # write-protect faults of 3 and the scans of 1 and 4 see pages mapped so.
+# The guest's first pass reads in order: its read-ahead runs land with
+# one page (the stream's mark) in the cache but unmapped, and the guest's
+# touch of it reads further ahead (farpage_readahead_marks_total > 0 in 1;
+# every page still verified).
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 fp_require
@@ -63,6 +67,7 @@ run() {
 	FOUND=$(fp_metric A farpage_cache_dirty_scan_pages_total)
 	LANDED=$(fp_metric A farpage_cache_landing_copies_total)
 	COPIED=$(fp_metric A farpage_cache_copy_maps_total)
+	MARKS=$(fp_metric A farpage_readahead_marks_total)
 	[ "${COPIED:-0}" -ge "$PAGES" ] && [ "$COPIED" = "$LANDED" ] ||
 		fp_fail "$mode: $COPIED of $LANDED pages landed by UFFDIO_COPY (want all, at least $PAGES)"
 	echo go >&7
@@ -70,7 +75,7 @@ run() {
 	exec 7>&-
 	kill "${FP_NODE_PID[A]}"
 	wait "${FP_NODE_PID[A]}" 2>/dev/null
-	fp_log "$mode, cache $cache: wp_faults=$WP dirty_scans=$SCANS scan_pages=$FOUND copy_maps=$COPIED (pages=$PAGES)"
+	fp_log "$mode, cache $cache: wp_faults=$WP dirty_scans=$SCANS scan_pages=$FOUND copy_maps=$COPIED readahead_marks=$MARKS (pages=$PAGES)"
 }
 
 # 1-2. scanning, nothing evicted
@@ -78,6 +83,7 @@ run scan 64M 1 7
 [ "$WP" = 0 ] || fp_fail "scan: $WP write-protect faults (want 0)"
 [ "${SCANS:-0}" -gt 0 ] || fp_fail "scan: no dirty scan ran"
 [ "${FOUND:-0}" -ge "$PAGES" ] || fp_fail "scan: the scans found $FOUND written pages, fewer than the $PAGES written"
+[ "${MARKS:-0}" -gt 0 ] || fp_fail "scan: no read-ahead mark was reached in $PAGES pages read in order"
 fp_log "ok: scan: every first write found by $SCANS scan(s), no write-protect fault"
 
 # 3. write-protect faults
