@@ -112,7 +112,7 @@ static void main_usage(FILE *out)
 		"      --readahead N        adaptive read-ahead: a sequential "
 		"fault stream\n"
 		"                           grows its window up to N pages; 0 "
-		"= off (default 64)\n"
+		"= off (default 256)\n"
 		"      --spin-us N          after each batch of work the fault "
 		"loop polls for\n"
 		"                           N us before sleeping (default 0)\n"
@@ -408,7 +408,7 @@ int main(int argc, char **argv)
 		.fault_timeout_ms = 30000,
 		.repl_timeout_ms = 2000,
 		.heartbeat_ms = 1000,
-		.readahead = 64,
+		.readahead = 256,
 		.gid_index = -1,
 		.fault_mode = "auto",
 		.writeback_ms = 1000,
