@@ -170,6 +170,10 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (optind != argc) {
+		fputs(bench_land_usage, stderr);
+		return 2;
+	}
 	for (uint64_t r = 1; r <= runs; r++) {
 		for (int w = 0; w <= LAND_COPY_ANON; w++) {
 			for (size_t k = 0; k < 2; k++) {
