@@ -30,12 +30,12 @@
 #define FLOOP_RETRY_MS	 100
 #define FLOOP_MSGS	 64
 #define FLOOP_RING	 1024
-#define FLOOP_STREAMS	 4  /* sequential streams tracked per mapping */
-#define FLOOP_RA_FIRST	 4  /* first read-ahead window, pages */
-#define FLOOP_RUNS	 32 /* multi-page read-ahead/prefetch reads */
-#define FLOOP_RUN_PAGES	 16 /* pages in one such read */
+#define FLOOP_STREAMS	 4   /* sequential streams tracked per mapping */
+#define FLOOP_RA_FIRST	 4   /* first read-ahead window, pages */
+#define FLOOP_RUNS	 32  /* multi-page read-ahead/prefetch reads */
+#define FLOOP_RUN_PAGES	 16  /* pages in one such read */
 #define FLOOP_PF_DEPTH	 256 /* background prefetch pages in flight per map */
-#define FLOOP_WB_SLOTS	 64 /* write-back runs in flight */
+#define FLOOP_WB_SLOTS	 64  /* write-back runs in flight */
 #define FLOOP_WB_TAG	 0x80000000u /* tag bit of a write-back */
 #define FLOOP_RB_TAG	 0x40000000u /* tag bit of a rebuild read */
 #define FLOOP_RB_READS	 4	     /* rebuild reads in flight per loop */
