@@ -408,12 +408,14 @@ static uint64_t cache_copy_in(struct floop *f, struct fetch *s, uint64_t mk)
 		uint8_t w = m->pst[i0 + k] & PS_WANTW;
 
 		if (at == mk) {
-			/* the stream's mark: into the memfd, not mapped */
+			/* the stream's mark: into the memfd, not mapped; a
+			 * thread that joined this read faults again on it */
 			n = 1;
 			if (pwrite(m->cache_fd, s->buf + at, FLOOP_PAGE,
 				   (off_t)(s->addr - m->base + at)) !=
 			    FLOOP_PAGE)
 				break;
+			uffd_wake(m->uffd, s->addr + at, FLOOP_PAGE);
 			at += FLOOP_PAGE;
 			continue;
 		}
@@ -446,15 +448,14 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 {
 	uint64_t len = (uint64_t)s->npages * FLOOP_PAGE, done, copied = 0;
 	struct fmap *m = s->map;
-	uint64_t i0 = cache_idx(m, s->addr), mk = UINT64_MAX, end;
+	uint64_t i0 = cache_idx(m, s->addr), mk, end;
 	int ret;
 
 	/* A read-ahead stream's mark stays unmapped (floop_ra_read_ahead()),
 	 * unless a thread waits on the run already (the guest is there) or
 	 * faulted writing the mark (it is mapped writable). */
 	if (!s->marked && s->mark_off < len &&
-	    (!s->ahead || m->dead || m->gone || m->stale ||
-	     (m->pst[i0 + s->mark_off / FLOOP_PAGE] & PS_WANTW)))
+	    (!s->ahead || (m->pst[i0 + s->mark_off / FLOOP_PAGE] & PS_WANTW)))
 		s->mark_off = UINT64_MAX;
 	mk = s->mark_off;
 
@@ -485,10 +486,6 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 		 */
 		copied = cache_copy_in(f, s, mk);
 		s->done_off = (uint32_t)copied;
-		if (mk < copied)
-			/* a thread that joined this read faults again on
-			 * the mark and finds it */
-			uffd_wake(m->uffd, s->addr + mk, FLOOP_PAGE);
 		if (copied < len &&
 		    pwrite(m->cache_fd, s->buf + copied, len - copied,
 			   (off_t)(s->addr - m->base + copied)) !=
