@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -16,6 +17,51 @@ uint64_t bench_ns(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int bench_mcpu_read(struct bench_mcpu *m)
+{
+	unsigned long long v[8] = { 0 };
+	char line[256];
+	FILE *f;
+	int n;
+
+	*m = (struct bench_mcpu){ 0 };
+	f = fopen("/proc/stat", "re");
+	if (!f)
+		return -errno;
+	if (!fgets(line, sizeof(line), f))
+		line[0] = '\0';
+	fclose(f);
+	n = sscanf(line, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+		   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
+	if (n < 8)
+		return -EPROTO;
+	/* user nice system idle iowait irq softirq steal */
+	m->busy = v[0] + v[1] + v[2] + v[5] + v[6];
+	m->idle = v[3] + v[4];
+	m->steal = v[7];
+	m->t_ns = bench_ns();
+	return 0;
+}
+
+double bench_mcpu_busy(const struct bench_mcpu *a, const struct bench_mcpu *b)
+{
+	long tck = sysconf(_SC_CLK_TCK);
+
+	if (!a->t_ns || b->t_ns <= a->t_ns || b->busy < a->busy || tck <= 0)
+		return 0;
+	return (double)(b->busy - a->busy) / (double)tck /
+	       ((double)(b->t_ns - a->t_ns) / 1e9);
+}
+
+uint64_t bench_proc_cpu_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts))
+		return 0;
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 

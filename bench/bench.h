@@ -25,6 +25,25 @@ int bench_cpu_unpin(void);
 /* The CPU the calling thread last ran on, or -1. */
 int bench_cpu_now(void);
 
+/*
+ * The whole machine's CPU time so far (/proc/stat, every CPU, in clock
+ * ticks): busy (user, nice, system, irq, softirq), idle (idle, iowait)
+ * and steal (taken by the hypervisor).
+ */
+struct bench_mcpu {
+	uint64_t busy, idle, steal;
+	uint64_t t_ns; /* bench_ns() when read */
+};
+
+/* Reads it; returns 0 or -errno (*m zeroed). */
+int bench_mcpu_read(struct bench_mcpu *m);
+
+/* CPUs busy on average from @a to @b (0 if unknown). */
+double bench_mcpu_busy(const struct bench_mcpu *a, const struct bench_mcpu *b);
+
+/* The process's CPU time (all its threads) in nanoseconds. */
+uint64_t bench_proc_cpu_ns(void);
+
 /* Latency summary of a set of samples, in nanoseconds. */
 struct bench_lat {
 	size_t n;

@@ -45,6 +45,9 @@ static const char bench_fault_usage[] =
 	"           'farpage touch' does), wall clock from the first start to\n"
 	"           the last end, MB/s of remote bytes:\n"
 	"           fault_in: run=N order=O threads=T bytes=N secs=X MBps=X\n"
+	"                     busy_cpus=X (the machine's CPUs busy on average\n"
+	"                     meanwhile, /proc/stat) guest_cpu_us=X (this\n"
+	"                     process's CPU time per remote page)\n"
 	"  prefetch mapped with background prefetch, nothing touched: time\n"
 	"           until the agent has fetched every remote page, then each\n"
 	"           remote page's first touch timed:\n"
@@ -392,6 +395,8 @@ static int bench_fault_in(struct bench_fault *b, uint64_t run,
 	struct bench_fault_thread th[BENCH_FAULT_THREADS_MAX];
 	uint64_t t0 = UINT64_MAX, t1 = 0, bad;
 	struct farpage_stats before, after;
+	struct bench_mcpu m0, m1;
+	uint64_t g0, g1;
 	unsigned int started;
 	size_t n;
 	int ret;
@@ -435,6 +440,8 @@ static int bench_fault_in(struct bench_fault *b, uint64_t run,
 	while (!ret && b->ready < nt)
 		pthread_cond_wait(&b->cond, &b->lock);
 	b->go = ret ? -1 : 1;
+	(void)bench_mcpu_read(&m0);
+	g0 = bench_proc_cpu_ns();
 	pthread_cond_broadcast(&b->cond);
 	pthread_mutex_unlock(&b->lock);
 	for (unsigned int i = 0; i < started; i++) {
@@ -446,6 +453,8 @@ static int bench_fault_in(struct bench_fault *b, uint64_t run,
 		if (th[i].pin_ret)
 			ret = th[i].pin_ret;
 	}
+	g1 = bench_proc_cpu_ns();
+	(void)bench_mcpu_read(&m1);
 	after = bench_fault_agent(b);
 	bad = bench_fault_check_unmap(b, "faultin");
 	if (started < nt)
@@ -464,6 +473,11 @@ static int bench_fault_in(struct bench_fault *b, uint64_t run,
 		      t1 > t0 ? (double)n * PATTERN_PAGE /
 					((double)(t1 - t0) / 1e3)
 			      : 0);
+	/* the machine while the threads ran: both agents, the kernel's
+	 * network and fault work, this process, anything else */
+	bench_out_dbl(&b->out, "busy_cpus", bench_mcpu_busy(&m0, &m1));
+	bench_out_dbl(&b->out, "guest_cpu_us",
+		      n ? (double)(g1 - g0) / 1e3 / (double)n : 0);
 	bench_fault_agent_out(b, &before, &after);
 	bench_out_u64(&b->out, "mismatches", bad);
 	bench_out_end(&b->out);

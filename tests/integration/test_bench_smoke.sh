@@ -167,12 +167,23 @@ if [ "$sec" = measured ]; then
 		secure.defaults.cost.seqpf.a_cpu_us secure.defaults.cost.seqpf.b_cpu_us \
 		secure.targets.seqpf_vs_copy secure.parts.seal.r256k_ns \
 		secure.parts.open.r4k_ns secure.parts.land.copy_shmem.r64_ns \
-		secure.parts.land.pwrite_continue.r1_ns; do
+		secure.parts.land.pwrite_continue.r1_ns \
+		secure.defaults.cost.seq.g_cpu_us secure.defaults.cost.seqpf.busy_cpus \
+		secure.defaults.cost.seqpf.m_cpu_us secure.copy.cost.randpf.ceiling_MBps; do
 		if ! getnum "$TMP/bench.json" "$k"; then
 			echo "test_bench_smoke: FAIL: $k missing or not a number" >&2
 			fail=1
 		fi
 	done
+	# The machine's CPUs busy during a pass come from /proc/stat: some,
+	# and no more than there are.
+	busy=$(python3 -c 'import json,sys
+print(json.load(open(sys.argv[1]))["secure"]["defaults"]["cost"]["seqpf"]["busy_cpus"])' \
+		"$TMP/bench.json" 2>/dev/null)
+	if ! awk -v b="$busy" -v n="$(nproc)" 'BEGIN { exit !(b > 0 && b <= n + 0.5) }'; then
+		echo "test_bench_smoke: FAIL: busy CPUs during a pass '$busy' (of $(nproc))" >&2
+		fail=1
+	fi
 	grep -q '^sequential + prefetch, MB/s' "$TMP/out" ||
 		{ echo "test_bench_smoke: FAIL: no security table printed" >&2; fail=1; }
 else
