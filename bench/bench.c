@@ -12,12 +12,18 @@
 
 #include "util.h"
 
-uint64_t bench_ns(void)
+uint64_t bench_clock_ns(clockid_t clk)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if (clock_gettime(clk, &ts))
+		return 0;
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t bench_ns(void)
+{
+	return bench_clock_ns(CLOCK_MONOTONIC);
 }
 
 int bench_mcpu_read(struct bench_mcpu *m)
@@ -40,8 +46,6 @@ int bench_mcpu_read(struct bench_mcpu *m)
 		return -EPROTO;
 	/* user nice system idle iowait irq softirq steal */
 	m->busy = v[0] + v[1] + v[2] + v[5] + v[6];
-	m->idle = v[3] + v[4];
-	m->steal = v[7];
 	m->t_ns = bench_ns();
 	return 0;
 }
@@ -54,15 +58,6 @@ double bench_mcpu_busy(const struct bench_mcpu *a, const struct bench_mcpu *b)
 		return 0;
 	return (double)(b->busy - a->busy) / (double)tck /
 	       ((double)(b->t_ns - a->t_ns) / 1e9);
-}
-
-uint64_t bench_proc_cpu_ns(void)
-{
-	struct timespec ts;
-
-	if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts))
-		return 0;
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 int bench_cpu_pin(int cpu)

@@ -9,11 +9,16 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "fp_json.h"
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t bench_ns(void);
+
+/* Clock @clk (e.g. CLOCK_PROCESS_CPUTIME_ID) in nanoseconds; 0 if it
+ * cannot be read. */
+uint64_t bench_clock_ns(clockid_t clk);
 
 /* Pins the calling thread to @cpu; a negative @cpu leaves it alone.
  * Returns 0 or -errno (-EINVAL if the CPU does not exist). */
@@ -26,12 +31,12 @@ int bench_cpu_unpin(void);
 int bench_cpu_now(void);
 
 /*
- * The whole machine's CPU time so far (/proc/stat, every CPU, in clock
- * ticks): busy (user, nice, system, irq, softirq), idle (idle, iowait)
- * and steal (taken by the hypervisor).
+ * The whole machine's busy CPU time so far (/proc/stat, every CPU, in
+ * clock ticks): user, nice, system, irq and softirq; idle, iowait and
+ * steal (taken by the hypervisor) are not busy.
  */
 struct bench_mcpu {
-	uint64_t busy, idle, steal;
+	uint64_t busy;
 	uint64_t t_ns; /* bench_ns() when read */
 };
 
@@ -40,9 +45,6 @@ int bench_mcpu_read(struct bench_mcpu *m);
 
 /* CPUs busy on average from @a to @b (0 if unknown). */
 double bench_mcpu_busy(const struct bench_mcpu *a, const struct bench_mcpu *b);
-
-/* The process's CPU time (all its threads) in nanoseconds. */
-uint64_t bench_proc_cpu_ns(void);
 
 /* Latency summary of a set of samples, in nanoseconds. */
 struct bench_lat {

@@ -441,7 +441,7 @@ static int bench_fault_in(struct bench_fault *b, uint64_t run,
 		pthread_cond_wait(&b->cond, &b->lock);
 	b->go = ret ? -1 : 1;
 	(void)bench_mcpu_read(&m0);
-	g0 = bench_proc_cpu_ns();
+	g0 = bench_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 	pthread_cond_broadcast(&b->cond);
 	pthread_mutex_unlock(&b->lock);
 	for (unsigned int i = 0; i < started; i++) {
@@ -453,7 +453,7 @@ static int bench_fault_in(struct bench_fault *b, uint64_t run,
 		if (th[i].pin_ret)
 			ret = th[i].pin_ret;
 	}
-	g1 = bench_proc_cpu_ns();
+	g1 = bench_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 	(void)bench_mcpu_read(&m1);
 	after = bench_fault_agent(b);
 	bad = bench_fault_check_unmap(b, "faultin");

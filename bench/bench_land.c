@@ -54,14 +54,6 @@ static const char *const bench_land_names[] = {
 	"copy_anon",
 };
 
-static uint64_t bench_land_cpu_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 /* Lands @pages pages (runs of @run) one way; *ns is the CPU time.
  * Returns 0, 77 (the kernel lacks what that way needs) or -errno. */
 static int bench_land_one(enum bench_land_way way, uint64_t pages, uint32_t run,
@@ -101,7 +93,7 @@ static int bench_land_one(enum bench_land_way way, uint64_t pages, uint32_t run,
 		ret = 77;
 		goto out;
 	}
-	t0 = bench_land_cpu_ns();
+	t0 = bench_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	for (uint64_t i = 0; i < pages && !ret; i += run) {
 		uint64_t at = (uint64_t)(uintptr_t)map + i * BENCH_PAGE;
 		size_t n = (size_t)run * BENCH_PAGE;
@@ -117,7 +109,7 @@ static int bench_land_one(enum bench_land_way way, uint64_t pages, uint32_t run,
 			ret = uffd_copy_n(uffd, at, src, n, shm, 1, NULL);
 		}
 	}
-	*ns = bench_land_cpu_ns() - t0;
+	*ns = bench_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
 	/* the last run's first page holds what was landed */
 	if (!ret && map[(pages - run) * BENCH_PAGE] != (uint8_t)(pages - run))
 		ret = -EIO;
