@@ -57,6 +57,13 @@ struct auth_dir {
 	EVP_CIPHER_CTX *ctx;
 	uint8_t iv[AUTH_IV_LEN];
 	uint64_t seq;
+	uint8_t key[AUTH_KEY_LEN]; /* rx: for openers (auth_opener_new) */
+};
+
+/* A direction's incoming records opened on another thread. */
+struct auth_opener {
+	struct auth_dir d;
+	bool encrypt;
 };
 
 struct auth_sess {
@@ -532,6 +539,7 @@ static int auth_dir_init(struct auth_dir *d, const uint8_t *key,
 	if (!d->ctx)
 		return -ENOMEM;
 	memcpy(d->iv, iv, AUTH_IV_LEN);
+	memcpy(d->key, key, AUTH_KEY_LEN);
 	d->seq = 0;
 	if (EVP_CipherInit_ex(d->ctx, EVP_aes_256_gcm(), NULL, key, NULL,
 			      enc) != 1)
@@ -539,20 +547,26 @@ static int auth_dir_init(struct auth_dir *d, const uint8_t *key,
 	return 0;
 }
 
-/* The record's nonce: the IV with the counter xored into its low 8 bytes. */
-static int auth_dir_start(struct auth_dir *d, int enc)
+/* Record @seq's nonce: the IV with the counter xored into its low 8
+ * bytes. */
+static int auth_dir_nonce(struct auth_dir *d, uint64_t seq, int enc)
 {
 	uint8_t nonce[AUTH_IV_LEN];
 
-	if (d->seq == UINT64_MAX)
-		return -EIO;
 	memcpy(nonce, d->iv, sizeof(nonce));
 	for (int i = 0; i < 8; i++)
-		nonce[AUTH_IV_LEN - 1 - i] ^= (uint8_t)(d->seq >> (8 * i));
-	d->seq++;
+		nonce[AUTH_IV_LEN - 1 - i] ^= (uint8_t)(seq >> (8 * i));
 	return EVP_CipherInit_ex(d->ctx, NULL, NULL, NULL, nonce, enc) == 1
 		       ? 0
 		       : -EIO;
+}
+
+/* The next record's nonce; the counter moves on. */
+static int auth_dir_start(struct auth_dir *d, int enc)
+{
+	if (d->seq == UINT64_MAX)
+		return -EIO;
+	return auth_dir_nonce(d, d->seq++, enc);
 }
 
 /* Feeds @aad, then the body (encrypting/decrypting in place, or as
@@ -682,6 +696,57 @@ int auth_open_end(struct auth_sess *s, const uint8_t tag[AUTH_TAG_LEN])
 				t) != 1)
 		return -EIO;
 	return EVP_CipherFinal_ex(s->rx.ctx, fin, &outl) == 1 ? 0 : -EBADMSG;
+}
+
+int auth_open_skip(struct auth_sess *s, uint64_t *seq)
+{
+	if (s->rx.seq == UINT64_MAX)
+		return -EIO;
+	*seq = s->rx.seq++;
+	return 0;
+}
+
+int auth_opener_new(const struct auth_sess *s, struct auth_opener **out)
+{
+	struct auth_opener *o = calloc(1, sizeof(*o));
+	int ret;
+
+	if (!o)
+		return -ENOMEM;
+	ret = auth_dir_init(&o->d, s->rx.key, s->rx.iv, false);
+	if (ret) {
+		auth_opener_free(o);
+		return ret;
+	}
+	o->encrypt = s->encrypt;
+	*out = o;
+	return 0;
+}
+
+void auth_opener_free(struct auth_opener *o)
+{
+	if (!o)
+		return;
+	EVP_CIPHER_CTX_free(o->d.ctx);
+	OPENSSL_cleanse(o, sizeof(*o));
+	free(o);
+}
+
+int auth_opener_open(struct auth_opener *o, uint64_t seq, const void *aad,
+		     size_t aad_len, void *buf, size_t len,
+		     const uint8_t tag[AUTH_TAG_LEN])
+{
+	struct iovec v = { .iov_base = buf, .iov_len = len };
+	uint8_t fin[16], t[AUTH_TAG_LEN];
+	int outl;
+
+	memcpy(t, tag, sizeof(t));
+	if (auth_dir_nonce(&o->d, seq, 0) ||
+	    auth_dir_feed(&o->d, o->encrypt, aad, aad_len, &v, len ? 1 : 0) ||
+	    EVP_CIPHER_CTX_ctrl(o->d.ctx, EVP_CTRL_GCM_SET_TAG, AUTH_TAG_LEN,
+				t) != 1)
+		return -EIO;
+	return EVP_CipherFinal_ex(o->d.ctx, fin, &outl) == 1 ? 0 : -EBADMSG;
 }
 
 /* ---- the handshake ---- */

@@ -167,6 +167,29 @@ int auth_open_update(struct auth_sess *s, const void *in, void *out,
 		     size_t len);
 int auth_open_end(struct auth_sess *s, const uint8_t tag[AUTH_TAG_LEN]);
 
+/*
+ * Opening records on another thread. The session's thread parses the
+ * stream: it takes each such record's number in stream order
+ * (auth_open_skip: the record is not opened on @s), and an opener, its
+ * own cipher context on the session's receiving key, opens it by that
+ * number on any one thread. Records opened on @s and by openers may
+ * interleave; each is opened once.
+ */
+struct auth_opener;
+
+/* An opener of @s's incoming records. Returns 0, -ENOMEM or -EIO. */
+int auth_opener_new(const struct auth_sess *s, struct auth_opener **out);
+void auth_opener_free(struct auth_opener *o);
+/* The next incoming record's number, taken. 0, or -EIO once the
+ * counter has run out (the connection must end). */
+int auth_open_skip(struct auth_sess *s, uint64_t *seq);
+/* Opens record @seq in place: @aad authenticated, @buf's @len bytes
+ * decrypted (or only authenticated). Returns 0, -EBADMSG if it does not
+ * verify (@buf is then garbage) or -EIO. */
+int auth_opener_open(struct auth_opener *o, uint64_t seq, const void *aad,
+		     size_t aad_len, void *buf, size_t len,
+		     const uint8_t tag[AUTH_TAG_LEN]);
+
 /* ---- the handshake ---- */
 
 /* What a client proves and asks for. */

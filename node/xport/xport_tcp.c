@@ -16,10 +16,12 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -70,6 +72,7 @@ enum xport_tcp_op {
 	XPORT_TCP_OP_SEND,
 	XPORT_TCP_OP_RECV,
 	XPORT_TCP_OP_CANCEL,
+	XPORT_TCP_OP_OPENED, /* the opener's eventfd: records opened */
 };
 
 struct xport_tcp_conn;
@@ -87,7 +90,51 @@ struct xport_tcp_data {
 struct xport_tcp_req {
 	struct req req;
 	enum xport_tcp_op op;
+	struct xport_tcp_conn *conn; /* NULL: the opener's */
+};
+
+/*
+ * A read's reply record, opened on the opener thread: parse copied its
+ * data from rbuf into the read's dst as it came and took the record's
+ * number; the opener opens it there, in place. One per slot of a
+ * connection (c->jobs[idx]); it holds the connection (inflight) until the
+ * fault loop has taken its status.
+ */
+struct xport_tcp_job {
+	struct xport_tcp_job *next;
 	struct xport_tcp_conn *conn;
+	struct auth_opener *o;
+	void *buf;
+	uint32_t len;
+	uint32_t idx, gen;
+	int status;
+	uint64_t seq;
+	uint8_t aad[WIRE_HDR_LEN];
+	uint8_t tag[AUTH_TAG_LEN];
+};
+
+/*
+ * The opener thread: takes jobs in order, opens each, and hands it back
+ * on the done list; the first on an empty list writes the eventfd the
+ * fault loop keeps a READ posted on (XPORT_TCP_OP_OPENED). Parse batches
+ * its jobs (b_*) and queues them once it ends; before a connection's
+ * slots may fail, its jobs are all opened (xport_tcp_opener_sync): the
+ * opener writes into the reads' dsts.
+ */
+struct xport_tcp_opener {
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t work; /* a job queued, or stop */
+	pthread_cond_t idle; /* nothing queued or being opened */
+	struct xport_tcp_job *q_head, **q_tail;
+	struct xport_tcp_job *d_head, **d_tail;
+	bool busy, stop;
+	/* the fault loop's own, no lock */
+	struct xport_tcp_job *b_head, **b_tail;
+	struct xport_tcp_req req;
+	int efd;
+	uint64_t efd_val; /* the posted READ's buffer */
+	bool posted;
 };
 
 /*
@@ -99,7 +146,9 @@ struct xport_tcp_req {
  * one RECV of exactly what it wants at a time), then the session (sess):
  * the HELLO and every request go out sealed, every reply is opened before
  * anything is done with it; a READ's data is opened (decrypted) from
- * rbuf straight into its dst as it comes, its tag last.
+ * rbuf straight into its dst as it comes, its tag last (with the opener
+ * thread, a reply of more than a page is copied there as it comes and
+ * opened in place by the opener).
  */
 struct xport_tcp_conn {
 	struct xport_tcp *x;
@@ -146,6 +195,14 @@ struct xport_tcp_conn {
 	struct auth_sess *sess;
 	struct wire_hdr hello;
 	uint8_t rhdr[WIRE_HDR_LEN];
+	/* secure, with the opener thread: reads' records are opened there
+	 * (jobs by slot; opening: how many are out); the data's record
+	 * number */
+	struct auth_opener *opener;
+	struct xport_tcp_job *jobs;
+	unsigned int opening;
+	uint64_t rseq;
+	bool ropen; /* the data coming in is the opener's */
 };
 
 /* Memory read_direct may land in (xport_ops.mem_add, not writable). */
@@ -192,7 +249,9 @@ struct xport_tcp {
 	size_t n_mem, cap_mem;
 	bool no_direct; /* read_direct refused (FARPAGE_TCP_DIRECT not on) */
 	struct xport_tcp_peer *peers;
-	struct xport_tcp_conn *conns; /* attached and detached */
+	struct xport_tcp_conn *conns;	 /* attached and detached */
+	struct xport_tcp_opener *opener; /* NULL: records opened inline */
+	bool closing;
 };
 
 static struct xport_tcp *xport_tcp_from(struct xport *x)
@@ -233,6 +292,160 @@ static void xport_tcp_flush(struct xport_tcp *x)
 		log_errno(ret, "io_uring_submit");
 }
 
+/* ---- the opener thread ---- */
+
+static void *xport_tcp_opener_main(void *arg)
+{
+	struct xport_tcp_opener *w = arg;
+	struct xport_tcp_job *j;
+	uint64_t one = 1;
+	bool wake;
+
+	pthread_mutex_lock(&w->mu);
+	for (;;) {
+		while (!w->q_head && !w->stop)
+			pthread_cond_wait(&w->work, &w->mu);
+		if (!w->q_head)
+			break;
+		j = w->q_head;
+		w->q_head = j->next;
+		if (!w->q_head)
+			w->q_tail = &w->q_head;
+		w->busy = true;
+		pthread_mutex_unlock(&w->mu);
+		j->status =
+			auth_opener_open(j->o, j->seq, j->aad, sizeof(j->aad),
+					 j->buf, j->len, j->tag);
+		pthread_mutex_lock(&w->mu);
+		w->busy = false;
+		j->next = NULL;
+		wake = !w->d_head;
+		*w->d_tail = j;
+		w->d_tail = &j->next;
+		if (!w->q_head)
+			pthread_cond_broadcast(&w->idle);
+		if (wake) {
+			/* a wakeup the loop does not need is harmless */
+			pthread_mutex_unlock(&w->mu);
+			if (write(w->efd, &one, sizeof(one)) < 0 &&
+			    errno != EAGAIN)
+				log_errno(-errno, "opener: eventfd");
+			pthread_mutex_lock(&w->mu);
+		}
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+/* Keeps a READ posted on the opener's eventfd. */
+static void xport_tcp_opener_arm(struct xport_tcp *x)
+{
+	struct xport_tcp_opener *w = x->opener;
+	struct io_uring_sqe *sqe;
+
+	if (!w || w->posted || x->closing)
+		return;
+	sqe = xport_tcp_sqe_get(x);
+	if (!sqe)
+		return; /* tick() tries again */
+	io_uring_prep_read(sqe, w->efd, &w->efd_val, sizeof(w->efd_val), 0);
+	io_uring_sqe_set_data(sqe, &w->req);
+	w->posted = true;
+}
+
+/*
+ * The opener, with FARPAGE_TCP_OPENER=on in the environment: off by
+ * default, because on the machine measured it does not pay (two CPUs
+ * shared by both hosts and the guest; docs/bench.md, "Opening on another
+ * thread"). Without it records are opened inline, on the fault loop.
+ * Returns 0 or -errno.
+ */
+static int xport_tcp_opener_start(struct xport_tcp *x)
+{
+	const char *env = getenv("FARPAGE_TCP_OPENER");
+	struct xport_tcp_opener *w;
+	int ret;
+
+	if (x->insecure || !env || strcmp(env, "on"))
+		return 0;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->q_tail = &w->q_head;
+	w->d_tail = &w->d_head;
+	w->b_tail = &w->b_head;
+	w->req = (struct xport_tcp_req){ { REQ_XPORT },
+					 XPORT_TCP_OP_OPENED,
+					 NULL };
+	w->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (w->efd < 0) {
+		ret = -errno;
+		free(w);
+		return ret;
+	}
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->work, NULL);
+	pthread_cond_init(&w->idle, NULL);
+	ret = -pthread_create(&w->thread, NULL, xport_tcp_opener_main, w);
+	if (ret) {
+		close(w->efd);
+		free(w);
+		return ret;
+	}
+	pthread_setname_np(w->thread, "fp-opener");
+	x->opener = w;
+	xport_tcp_opener_arm(x);
+	return 0;
+}
+
+/* Queues the jobs parse made. */
+static void xport_tcp_opener_push(struct xport_tcp *x)
+{
+	struct xport_tcp_opener *w = x->opener;
+
+	if (!w || !w->b_head)
+		return;
+	pthread_mutex_lock(&w->mu);
+	*w->q_tail = w->b_head;
+	w->q_tail = w->b_tail;
+	pthread_cond_signal(&w->work);
+	pthread_mutex_unlock(&w->mu);
+	w->b_head = NULL;
+	w->b_tail = &w->b_head;
+}
+
+/* Every job made so far opened: nothing writes into a dst after this. */
+static void xport_tcp_opener_sync(struct xport_tcp *x)
+{
+	struct xport_tcp_opener *w = x->opener;
+
+	xport_tcp_opener_push(x);
+	pthread_mutex_lock(&w->mu);
+	while (w->q_head || w->busy)
+		pthread_cond_wait(&w->idle, &w->mu);
+	pthread_mutex_unlock(&w->mu);
+}
+
+/* After xport_tcp_opener_sync() and with nothing posted on the eventfd. */
+static void xport_tcp_opener_stop(struct xport_tcp *x)
+{
+	struct xport_tcp_opener *w = x->opener;
+
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->mu);
+	w->stop = true;
+	pthread_cond_signal(&w->work);
+	pthread_mutex_unlock(&w->mu);
+	pthread_join(w->thread, NULL);
+	pthread_cond_destroy(&w->idle);
+	pthread_cond_destroy(&w->work);
+	pthread_mutex_destroy(&w->mu);
+	close(w->efd);
+	free(w);
+	x->opener = NULL;
+}
+
 static void xport_tcp_conn_free(struct xport_tcp_conn *c)
 {
 	struct xport_tcp *x = c->x;
@@ -252,6 +465,8 @@ static void xport_tcp_conn_free(struct xport_tcp_conn *c)
 	}
 	auth_hs_free(c->hs);
 	auth_sess_free(c->sess);
+	auth_opener_free(c->opener);
+	free(c->jobs);
 	free(c->sbuf);
 	free(c->data);
 	free(c->rbuf);
@@ -271,6 +486,9 @@ static void xport_tcp_conn_detach(struct xport_tcp_conn *c)
 		c->peer->conn = NULL;
 	c->peer = NULL;
 	c->dead = true;
+	/* its slots fail next: the opener must be done with their dsts */
+	if (c->opening)
+		xport_tcp_opener_sync(c->x);
 	if (!c->inflight) {
 		xport_tcp_conn_free(c);
 		return;
@@ -693,7 +911,8 @@ static void xport_tcp_conn_release(struct xport_tcp_conn *c,
 
 	for (i = 0; i < XPORT_TCP_DEPTH && c->held && !c->dead; i++) {
 		s = &p->slots.v[i];
-		if (s->state != XPORT_SLOT_SENT || !s->held || s->aux > c->sent)
+		if (s->state != XPORT_SLOT_SENT || !s->held ||
+		    s->op != XPORT_SLOT_WRITE || s->aux > c->sent)
 			continue;
 		c->held--;
 		xport_slots_finish(&p->slots, i, s->status);
@@ -730,7 +949,8 @@ static int xport_tcp_conn_on_hdr(struct xport_tcp_conn *c,
 	if (idx >= XPORT_TCP_DEPTH)
 		return -EPROTO;
 	s = &p->slots.v[idx];
-	if (s->state != XPORT_SLOT_SENT || s->gen != h->tag >> 32 ||
+	/* held: answered already */
+	if (s->state != XPORT_SLOT_SENT || s->gen != h->tag >> 32 || s->held ||
 	    h->op != (s->op == XPORT_SLOT_WRITE ? WIRE_OP_WRITE : WIRE_OP_READ))
 		return -EPROTO;
 	if (s->op == XPORT_SLOT_WRITE) {
@@ -773,6 +993,92 @@ static void xport_tcp_record_log(const struct xport_tcp_peer *p,
 		p->info.node, p->info.data_addr, h.op, h.len, h.tag);
 }
 
+/* Read @idx's record is in its dst, @tag behind it: a job for the opener
+ * (queued once parse ends). */
+static void xport_tcp_job_make(struct xport_tcp_conn *c,
+			       struct xport_tcp_peer *p, uint32_t idx,
+			       const uint8_t *tag)
+{
+	struct xport_tcp_opener *w = c->x->opener;
+	struct xport_slot *s = &p->slots.v[idx];
+	struct xport_tcp_job *j = &c->jobs[idx];
+
+	j->next = NULL;
+	j->conn = c;
+	j->o = c->opener;
+	j->buf = s->buf;
+	j->len = s->len;
+	j->idx = idx;
+	j->gen = s->gen;
+	j->status = 0;
+	j->seq = c->rseq;
+	memcpy(j->aad, c->rhdr, sizeof(j->aad));
+	memcpy(j->tag, tag, sizeof(j->tag));
+	s->held = true;
+	c->opening++;
+	c->inflight++;
+	*w->b_tail = j;
+	w->b_tail = &j->next;
+}
+
+/*
+ * The fault loop: the reads whose records the opener has opened complete,
+ * in the order they came; one that does not verify fails -EBADMSG and
+ * drops its connection. Jobs of a dropped connection only let it go.
+ */
+static void xport_tcp_opened(struct xport_tcp *x)
+{
+	struct xport_tcp_opener *w = x->opener;
+	struct xport_tcp_job *j, *next;
+	struct xport_tcp_conn *c;
+	struct xport_tcp_peer *p;
+	struct xport_slot *s;
+	uint32_t idx;
+	int status;
+
+	pthread_mutex_lock(&w->mu);
+	j = w->d_head;
+	w->d_head = NULL;
+	w->d_tail = &w->d_head;
+	pthread_mutex_unlock(&w->mu);
+	for (; j; j = next) {
+		next = j->next;
+		c = j->conn;
+		idx = j->idx;
+		status = j->status;
+		c->opening--;
+		p = c->peer;
+		if (c->dead || !p) {
+			xport_tcp_conn_put(c);
+			continue;
+		}
+		s = &p->slots.v[idx];
+		if (s->state != XPORT_SLOT_SENT || s->gen != j->gen ||
+		    !s->held) {
+			/* cannot happen: a held read is left alone */
+			log_err("node %" PRIu64 " (%s): opened a record for "
+				"slot %u, which is not waiting for it",
+				p->info.node, p->info.data_addr, idx);
+			xport_tcp_conn_put(c);
+			continue;
+		}
+		p->refs++;
+		s->held = false;
+		if (status) {
+			/* never data that did not verify */
+			xport_tcp_record_log(p, j->aad);
+			xport_slots_finish(&p->slots, idx, -EBADMSG);
+			if (!c->dead)
+				xport_tcp_peer_down(p, -EBADMSG,
+						    "reply does not verify");
+		} else {
+			xport_slots_finish(&p->slots, idx, 0);
+		}
+		xport_tcp_peer_put(p);
+		xport_tcp_conn_put(c);
+	}
+}
+
 /*
  * Consumes the complete replies in rbuf, copying payloads to their slots.
  * Secure, a reply is acted on only once its record opened: one without
@@ -797,7 +1103,8 @@ static int xport_tcp_conn_parse(struct xport_tcp_conn *c,
 			if (n > s->len - c->rgot)
 				n = s->len - c->rgot;
 			ret = 0;
-			if (!c->sess)
+			if (!c->sess || c->ropen)
+				/* the opener opens it there */
 				memcpy((uint8_t *)s->buf + c->rgot,
 				       c->rbuf + pos, n);
 			else if (n)
@@ -813,6 +1120,13 @@ static int xport_tcp_conn_parse(struct xport_tcp_conn *c,
 			if (c->sess) {
 				if (!ret && c->rlen - pos < AUTH_TAG_LEN)
 					break;
+				if (c->ropen) {
+					xport_tcp_job_make(c, p, idx,
+							   c->rbuf + pos);
+					pos += AUTH_TAG_LEN;
+					c->ridx = XPORT_TCP_NIL;
+					continue;
+				}
 				if (!ret)
 					ret = auth_open_end(c->sess,
 							    c->rbuf + pos);
@@ -850,9 +1164,15 @@ static int xport_tcp_conn_parse(struct xport_tcp_conn *c,
 		}
 		pos += WIRE_HDR_LEN;
 		ret = xport_tcp_conn_on_hdr(c, p, &h);
+		/* a page alone is opened here: a demand fault waits for it
+		 * (so it may complete before longer reads whose replies came
+		 * first and are still with the opener) */
+		c->ropen = c->opener && h.len > XPORT_TCP_PAGE;
 		if (!ret && c->sess && h.len &&
 		    (c->ridx == XPORT_TCP_NIL ||
-		     auth_open_begin(c->sess, c->rhdr, WIRE_HDR_LEN)))
+		     (c->ropen ? auth_open_skip(c->sess, &c->rseq)
+			       : auth_open_begin(c->sess, c->rhdr,
+						 WIRE_HDR_LEN))))
 			ret = -EPROTO;
 		if (ret < 0) {
 			xport_tcp_reply_log(p, &h);
@@ -902,6 +1222,15 @@ static void xport_tcp_conn_hs_done(struct xport_tcp_conn *c,
 	c->sess = auth_hs_take(c->hs);
 	auth_hs_free(c->hs);
 	c->hs = NULL;
+	if (c->sess && c->x->opener) {
+		/* none: opened inline, as without the opener */
+		c->jobs = calloc(XPORT_TCP_DEPTH, sizeof(*c->jobs));
+		if (!c->jobs || auth_opener_new(c->sess, &c->opener)) {
+			free(c->jobs);
+			c->jobs = NULL;
+			c->opener = NULL;
+		}
+	}
 	ret = c->sess ? xport_tcp_conn_req_put(c, &c->hello, NULL, 0, 0) : -EIO;
 	if (ret) {
 		xport_tcp_peer_down(p, ret, "sealing HELLO");
@@ -987,6 +1316,7 @@ static void xport_tcp_conn_on_recv(struct xport_tcp_conn *c,
 	c->parsing = true;
 	ret = xport_tcp_conn_parse(c, p);
 	c->parsing = false;
+	xport_tcp_opener_push(c->x);
 	if (ret < 0) {
 		xport_tcp_peer_down(p, ret,
 				    ret == -EBADMSG ? "reply does not verify"
@@ -1000,9 +1330,18 @@ static void xport_tcp_on_cqe(struct xport *xx, struct io_uring_cqe *cqe)
 {
 	struct xport_tcp_req *r = io_uring_cqe_get_data(cqe);
 	struct xport_tcp_conn *c = r->conn;
-	struct xport_tcp *x = c->x;
+	struct xport_tcp *x;
 	struct xport_tcp_peer *p;
 
+	if (r->op == XPORT_TCP_OP_OPENED) {
+		x = xport_tcp_from(xx);
+		x->opener->posted = false;
+		xport_tcp_opened(x);
+		xport_tcp_opener_arm(x);
+		xport_tcp_flush(x);
+		return;
+	}
+	x = c->x;
 	switch (r->op) {
 	case XPORT_TCP_OP_SEND:
 		c->send_busy = false;
@@ -1012,6 +1351,7 @@ static void xport_tcp_on_cqe(struct xport *xx, struct io_uring_cqe *cqe)
 		break;
 	case XPORT_TCP_OP_CONNECT:
 	case XPORT_TCP_OP_CANCEL:
+	case XPORT_TCP_OP_OPENED:
 		break;
 	}
 	if (c->dead) {
@@ -1032,6 +1372,7 @@ static void xport_tcp_on_cqe(struct xport *xx, struct io_uring_cqe *cqe)
 		xport_tcp_conn_on_recv(c, p, cqe->res);
 		break;
 	case XPORT_TCP_OP_CANCEL:
+	case XPORT_TCP_OP_OPENED:
 		break;
 	}
 	xport_tcp_conn_put(c);
@@ -1276,8 +1617,9 @@ static int xport_tcp_read(struct xport_peer *pp, uint64_t off, uint32_t len,
  * A read landing in a read-only cache alias (mem_add): the reply is
  * opened (or, insecure, copied) from the receive buffer straight into the
  * cache page instead of into a landing page that is then pwrite()n in.
- * The bytes go there only on this thread, inside parse, never by the
- * kernel: nothing lands once done was called. A record that does not
+ * The bytes go there only inside parse (and, with the opener thread, on
+ * it before done), never by the kernel: nothing lands once done was
+ * called. A record that does not
  * open fails the read (-EBADMSG) with what it wrote there unverified; the
  * page is not mapped for the guest (no UFFDIO_CONTINUE without done(0))
  * and the cache punches it (floop_land_ops.discard). Memory of a writable
@@ -1388,6 +1730,7 @@ again:
 				p->info.node, p->info.data_addr,
 				log_strerror(ret));
 	}
+	xport_tcp_opener_arm(x);
 	xport_tcp_flush(x);
 }
 
@@ -1406,6 +1749,7 @@ static int xport_tcp_create(const struct xport_cfg *cfg, struct xport **out)
 {
 	struct xport_tcp *x;
 	const char *dir;
+	int ret;
 
 	if (!cfg->ring || !cfg->done)
 		return -EINVAL;
@@ -1430,6 +1774,13 @@ static int xport_tcp_create(const struct xport_cfg *cfg, struct xport **out)
 	 * docs/bench.md, "Opening into the cache"). */
 	dir = getenv("FARPAGE_TCP_DIRECT");
 	x->no_direct = !dir || strcmp(dir, "on");
+	ret = xport_tcp_opener_start(x);
+	if (ret) {
+		log_errno(ret, "opener thread");
+		free(x);
+		return ret;
+	}
+	xport_tcp_flush(x);
 	bufpool_init(&x->bufs, XPORT_TCP_BUF_CACHE);
 	*out = (struct xport *)x;
 	return 0;
@@ -1439,6 +1790,8 @@ static bool xport_tcp_owns(const struct xport_tcp *x, const void *data)
 {
 	const struct xport_tcp_conn *c;
 
+	if (x->opener && data == &x->opener->req)
+		return true;
 	for (c = x->conns; c; c = c->next)
 		if (data == &c->connect_req || data == &c->send_req ||
 		    data == &c->recv_req || data == &c->cancel_req)
@@ -1448,7 +1801,9 @@ static bool xport_tcp_owns(const struct xport_tcp *x, const void *data)
 
 static bool xport_tcp_busy(void *arg)
 {
-	return ((struct xport_tcp *)arg)->conns != NULL;
+	const struct xport_tcp *x = arg;
+
+	return x->conns || (x->opener && x->opener->posted);
 }
 
 static bool xport_tcp_owns_cb(void *arg, void *data)
@@ -1494,9 +1849,20 @@ static void xport_tcp_destroy(struct xport *xx)
 		return;
 	while (x->peers)
 		xport_tcp_peer_close((struct xport_peer *)x->peers);
+	/* the opener's READ completes (with what the closes left to take,
+	 * or at this write) and is not posted again */
+	x->closing = true;
+	if (x->opener) {
+		xport_tcp_opener_sync(x);
+		if (!x->opener->posted)
+			xport_tcp_opened(x);
+		else if (eventfd_write(x->opener->efd, 1))
+			log_errno(-errno, "opener: eventfd");
+	}
 	/* memory the kernel may still write to is never freed */
 	if (!xport_tcp_reap_all(x))
 		return;
+	xport_tcp_opener_stop(x);
 	bufpool_fini(&x->bufs);
 	free(x->mem);
 	free(x);

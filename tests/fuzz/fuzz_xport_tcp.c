@@ -22,7 +22,12 @@
  * every request the client queued opens with the server's session, in
  * order; a read done with status 0 holds exactly the data of the next
  * reply with data (in clear), which was not changed; a changed one never
- * completes a read with 0.
+ * completes a read with 0. With the opener thread (byte 0 bit 7), reads
+ * whose records it opens complete once it has (the harness waits for it
+ * after each chunk, then takes what it opened as the eventfd's CQE
+ * would); a read of a page, opened inline, may complete before a longer
+ * one whose reply came first: the data check then follows two orders,
+ * one of each.
  *
  * Input: three config bytes, then the stream.
  *   byte 0 bit  0   HELLO pending: the stream starts with the HELLO reply
@@ -33,6 +38,8 @@
  *          bits 4-5 instance the peer expects (0 = any, FUZZ_INSTANCE,
  *                   FUZZ_INSTANCE + 1, 1)
  *          bit  6   secure
+ *          bit  7   secure: records of more than a page are opened on
+ *                   the opener thread (FARPAGE_TCP_OPENER=on)
  *   byte 1 bits 0-3 reads posted at the start, minus 1
  *          bits 4-5 pages per read at most, minus 1
  *          bit  6   secure: one byte of one record changed
@@ -89,12 +96,14 @@ struct fuzz_run {
 	const uint8_t *stream;
 	size_t len;
 	/* secure: the server's session, the sealed stream, its replies with
-	 * data and the next of them a read must get; the client's send
-	 * stream opened so far */
+	 * data and the next of them a read must get (with the opener, two
+	 * orders: a page, opened inline, and more, opened by the opener);
+	 * the client's send stream opened so far */
 	struct auth_sess *ss;
 	uint8_t *sealed;
 	struct fuzz_rec *recs;
-	unsigned int n_recs, rec_next;
+	unsigned int n_recs, rec_next[2];
+	bool opener;
 	size_t sent_opened;
 };
 
@@ -143,10 +152,16 @@ static void fuzz_done(void *arg, uint64_t tag, int status)
 	FUZZ_CHECK(status <= 0);
 	if (run->ss && !status) {
 		/* the next reply with data, as the server sealed it */
+		unsigned int k = run->opener && post->len > XPORT_TCP_PAGE;
 		const struct fuzz_rec *r;
 
-		FUZZ_CHECK(run->rec_next < run->n_recs);
-		r = &run->recs[run->rec_next++];
+		/* the opener's records complete in order, and those opened
+		 * inline do; a page may overtake longer ones */
+		while (run->opener && run->rec_next[k] < run->n_recs &&
+		       (run->recs[run->rec_next[k]].len > XPORT_TCP_PAGE) != k)
+			run->rec_next[k]++;
+		FUZZ_CHECK(run->rec_next[k] < run->n_recs);
+		r = &run->recs[run->rec_next[k]++];
 		FUZZ_CHECK(!r->tampered);
 		FUZZ_CHECK(r->len == post->len);
 		FUZZ_CHECK(!memcmp(post->dst, r->data, r->len));
@@ -222,6 +237,10 @@ static size_t fuzz_recv(struct fuzz_run *run, const uint8_t *p, size_t len)
 	tp->refs++;
 	xport_tcp_conn_on_recv(c, tp, (int)len);
 	xport_tcp_peer_put(tp);
+	if (xport_tcp_from(run->x)->opener) {
+		xport_tcp_opener_sync(xport_tcp_from(run->x));
+		xport_tcp_opened(xport_tcp_from(run->x));
+	}
 	/* the HELLO reply came: peer_up() sent the queued reads */
 	if (run->was_connecting &&
 	    xport_tcp_ops.peer_state(run->p) == XPORT_PEER_UP)
@@ -416,7 +435,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		.self_name = "client",
 		.auth_flags = data[1] & 0x80 ? AUTH_F_ENCRYPT : 0,
 	};
+	setenv("FARPAGE_TCP_OPENER", data[0] & 0x80 ? "on" : "off", 1);
 	FUZZ_CHECK(!xport_tcp_ops.create(&cfg, &run->x));
+	run->opener = xport_tcp_from(run->x)->opener;
+	FUZZ_CHECK(run->opener == (secure && (data[0] & 0x80)));
 	/* CONNECTING, HELLO queued (secure: the handshake first); the
 	 * refused CONNECT is reaped at the end */
 	FUZZ_CHECK(!xport_tcp_ops.peer_open(run->x, &fuzz_env.info, &run->p));

@@ -1161,9 +1161,12 @@ int main(void)
 		{ "write_loss", test_xport_tcp_write_loss, false },
 		{ "write_early", test_xport_tcp_write_early, true },
 	};
-	static const int modes[] = { -1, 0, AUTH_F_ENCRYPT };
-	static const char *const mode_names[] = { "insecure", "mac",
-						  "encrypt" };
+	/* the last two: records of more than a page opened on the opener
+	 * thread (FARPAGE_TCP_OPENER=on) */
+	static const int modes[] = { -1, 0, AUTH_F_ENCRYPT, 0, AUTH_F_ENCRYPT };
+	static const char *const mode_names[] = { "insecure", "mac", "encrypt",
+						  "mac+opener",
+						  "encrypt+opener" };
 	const char *only = getenv("T_ONLY"), *only_mode = getenv("T_MODE");
 	struct t_pool pool;
 	int ret, failed = 0;
@@ -1181,6 +1184,7 @@ int main(void)
 		if (only_mode && strcmp(only_mode, mode_names[m]))
 			continue;
 		t_auth = modes[m];
+		setenv("FARPAGE_TCP_OPENER", m >= 3 ? "on" : "off", 1);
 		for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
 			if ((only && strcmp(only, tests[i].name)) ||
 			    (tests[i].plain && t_auth >= 0))

@@ -282,6 +282,94 @@ static void test_records_out_of_place(void **state)
 	}
 }
 
+/*
+ * Records opened by an opener (another thread's cipher context) by the
+ * numbers the session took for them, interleaved with records opened on
+ * the session, in and out of order; a record opened by the wrong number,
+ * or changed, does not open; the session's own stay in step.
+ */
+static void test_records_opener(void **state)
+{
+	static uint8_t src[4][2 * 4096], wire[4][sizeof(src[0])],
+		scratch[sizeof(src[0])];
+	uint8_t tag[4][AUTH_TAG_LEN], t0[AUTH_TAG_LEN], hdr[4] = { 1, 2, 3, 4 };
+	struct auth_opener *o, *o2;
+	struct auth_sess *cs, *ss;
+	struct iovec v;
+	uint64_t seq[4];
+
+	for (unsigned int fl = 0; fl <= AUTH_F_ENCRYPT; fl += AUTH_F_ENCRYPT) {
+		pair_flags(AUTH_ROLE_NODE, "hostB", 512, fl, &cs, &ss);
+		assert_int_equal(auth_opener_new(ss, &o), 0);
+		assert_int_equal(auth_opener_new(ss, &o2), 0);
+		/* records 0 and 2: the opener's; 1 and 3: the session's */
+		for (int r = 0; r < 4; r++) {
+			memset(src[r], 'a' + r, sizeof(src[r]));
+			assert_int_equal(auth_seal_to(cs, hdr, 4, src[r],
+						      wire[r], sizeof(src[r]),
+						      tag[r]),
+					 0);
+		}
+		assert_int_equal(auth_open_skip(ss, &seq[0]), 0);
+		v = (struct iovec){ wire[1], sizeof(wire[1]) };
+		assert_int_equal(auth_open(ss, hdr, 4, &v, 1, tag[1]), 0);
+		assert_memory_equal(wire[1], src[1], sizeof(src[1]));
+		assert_int_equal(auth_open_skip(ss, &seq[2]), 0);
+		assert_int_equal(seq[0] + 2, seq[2]);
+		/* record 2 (a copy) by record 0's number: refused; by its
+		 * own, it opens */
+		memcpy(t0, tag[2], sizeof(t0));
+		memcpy(scratch, wire[2], sizeof(scratch));
+		assert_int_equal(auth_opener_open(o, seq[0], hdr, 4, scratch,
+						  sizeof(scratch), t0),
+				 -EBADMSG);
+		assert_int_equal(auth_opener_open(o, seq[2], hdr, 4, wire[2],
+						  sizeof(wire[2]), tag[2]),
+				 0);
+		assert_memory_equal(wire[2], src[2], sizeof(src[2]));
+		/* record 0 after that, by another opener: it opens */
+		assert_int_equal(auth_opener_open(o2, seq[0], hdr, 4, wire[0],
+						  sizeof(wire[0]), tag[0]),
+				 0);
+		assert_memory_equal(wire[0], src[0], sizeof(src[0]));
+		v = (struct iovec){ wire[3], sizeof(wire[3]) };
+		assert_int_equal(auth_open(ss, hdr, 4, &v, 1, tag[3]), 0);
+		assert_memory_equal(wire[3], src[3], sizeof(src[3]));
+		auth_opener_free(o);
+		auth_opener_free(o2);
+		auth_sess_free(cs);
+		auth_sess_free(ss);
+
+		/* in order, and a changed record, header or tag refused */
+		for (int what = 0; what < 4; what++) {
+			pair_flags(AUTH_ROLE_NODE, "hostB", 512, fl, &cs, &ss);
+			assert_int_equal(auth_opener_new(ss, &o), 0);
+			assert_int_equal(auth_seal_to(cs, hdr, 4, src[0],
+						      wire[0], sizeof(src[0]),
+						      tag[0]),
+					 0);
+			if (what == 1)
+				wire[0][4097] ^= 1;
+			else if (what == 2)
+				hdr[2] ^= 1;
+			else if (what == 3)
+				tag[0][0] ^= 0x80;
+			assert_int_equal(auth_open_skip(ss, &seq[0]), 0);
+			assert_int_equal(
+				auth_opener_open(o, seq[0], hdr, 4, wire[0],
+						 sizeof(wire[0]), tag[0]),
+				what ? -EBADMSG : 0);
+			if (!what)
+				assert_memory_equal(wire[0], src[0],
+						    sizeof(src[0]));
+			hdr[2] = 3;
+			auth_opener_free(o);
+			auth_sess_free(cs);
+			auth_sess_free(ss);
+		}
+	}
+}
+
 static void test_wrong_key(void **state)
 {
 	struct auth_server_cfg scfg = { .lookup = lookup, .arg = &cluster };
@@ -690,6 +778,7 @@ int main(void)
 		cmocka_unit_test(test_handshake_ok),
 		cmocka_unit_test(test_records_refused),
 		cmocka_unit_test(test_records_out_of_place),
+		cmocka_unit_test(test_records_opener),
 		cmocka_unit_test(test_wrong_key),
 		cmocka_unit_test(test_replay),
 		cmocka_unit_test(test_garbage_hello),
