@@ -51,6 +51,32 @@ static int cache_wb_read(struct fmap *m, uint8_t *dst, uint64_t rel, uint32_t n)
 	return 0;
 }
 
+/* 1 if chunk record @c names an owner that restarted since (a new pool:
+ * what the record's extent held is gone, another chunk may be there). */
+static int cache_wb_rec_lost(struct floop *f, const struct msg_chunk *c)
+{
+	if (c->node == f->cfg.self)
+		return c->inst && f->cfg.instance && c->inst != f->cfg.instance;
+	return floop_peer_chunk_is_lost(f, c);
+}
+
+/*
+ * Replicated: the replicas of the chunk at @rel as writes see them. One
+ * whose owner restarted counts as MISSING already, before the layout says
+ * so: a write sent there would land in the new instance's pool at the old
+ * extent's offset, where a replica of another chunk may be rebuilding (it
+ * would be marked there, and the copy would keep it).
+ */
+static void cache_wb_chunk(struct floop *f, struct fmap *m, uint64_t rel,
+			   struct repl_chunk *rc)
+{
+	repl_chunk_get(&m->lay, m->repl, m->rs, m->n_rs, rel >> m->chunk_shift,
+		       rc);
+	for (unsigned int r = 0; r < rc->r; r++)
+		if (cache_wb_rec_lost(f, &rc->rec[r]))
+			rc->state[r] = REPL_MISSING;
+}
+
 /*
  * Replicated: sends the run @w (its pages read into w->buf) to every
  * replica of its chunk that is SYNC or REBUILDING (this node's own one:
@@ -64,8 +90,7 @@ static int cache_wb_repl_send(struct floop *f, struct fmap *m, struct wback *w,
 	uint64_t in = rel & (m->chunk_size - 1);
 	size_t len = (size_t)w->npages * FLOOP_PAGE;
 
-	repl_chunk_get(&m->lay, m->repl, m->rs, m->n_rs, rel >> m->chunk_shift,
-		       &rc);
+	cache_wb_chunk(f, m, rel, &rc);
 	repl_wb_start(&w->rw, &rc);
 	w->rpend = 0;
 	w->rerr = 0;
@@ -113,20 +138,9 @@ static uint32_t cache_wb_repl_live(struct floop *f, struct fmap *m,
 				   uint64_t rel)
 {
 	struct repl_chunk rc;
-	uint32_t set;
 
-	repl_chunk_get(&m->lay, m->repl, m->rs, m->n_rs, rel >> m->chunk_shift,
-		       &rc);
-	set = repl_write_set(&rc);
-	for (unsigned int r = 0; r < rc.r; r++) {
-		const struct msg_chunk *c = &rc.rec[r];
-
-		if (c->node == f->cfg.self ? c->inst && f->cfg.instance &&
-						     c->inst != f->cfg.instance
-					   : floop_peer_chunk_is_lost(f, c))
-			set &= ~(1u << r);
-	}
-	return set;
+	cache_wb_chunk(f, m, rel, &rc);
+	return repl_write_set(&rc);
 }
 
 void floop_wb_until(struct floop *f, uint64_t until_ms)
@@ -176,9 +190,7 @@ uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i)
 	 * written to it can never go home: it is dropped, and every flush
 	 * of the mapping fails from now on. */
 	if (m->repl > 1 ? !cache_wb_repl_live(f, m, rel)
-	    : c->node == f->cfg.self
-		    ? c->inst && f->cfg.instance && c->inst != f->cfg.instance
-		    : floop_peer_chunk_is_lost(f, c)) {
+			: cache_wb_rec_lost(f, c)) {
 		if (!m->wb_gone)
 			log_err("map %s: node %llu restarted since the region "
 				"was placed: written pages of its chunks "
@@ -256,9 +268,7 @@ static int cache_wb_repl_outcome(struct floop *f, struct fmap *m,
 {
 	struct repl_chunk rc;
 
-	(void)f;
-	repl_chunk_get(&m->lay, m->repl, m->rs, m->n_rs,
-		       (w->addr - m->base) >> m->chunk_shift, &rc);
+	cache_wb_chunk(f, m, w->addr - m->base, &rc);
 	repl_wb_relayout(&w->rw, &rc);
 	if (w->rerr == -ENOLCK)
 		return -ENOLCK;
@@ -280,9 +290,7 @@ void floop_cache_wb_relayout(struct floop *f, struct fmap *m)
 		{
 			struct repl_chunk rc;
 
-			repl_chunk_get(&m->lay, m->repl, m->rs, m->n_rs,
-				       (w->addr - m->base) >> m->chunk_shift,
-				       &rc);
+			cache_wb_chunk(f, m, w->addr - m->base, &rc);
 			repl_wb_relayout(&w->rw, &rc);
 		}
 		if (repl_wb_done(&w->rw) == 1) {
