@@ -27,6 +27,7 @@
 #include "net.h"
 #include "pgfence.h"
 #include "resolv.h"
+#include "util.h"
 #include "xport.h"
 
 #define CSESS_TIMEOUT_MS 3000
@@ -78,6 +79,9 @@ struct csess {
 	int need_regions;      /* REGION_LIST due */
 	int no_runs;	       /* the coordinator takes no MSG_LAYOUT_RUNS */
 	uint64_t synced_epoch; /* region epoch the fault loop has applied */
+	/* tests only (FARPAGE_TEST_RELAYOUT_DELAY_MS): layouts follow a
+	 * new node list this much later (a slow layout fetch, widened) */
+	uint64_t test_relayout_ms, relayout_after;
 	uint64_t pending_epoch;
 	int64_t pending_ticket;	    /* floop ticket of pending_epoch, 0: none */
 	struct msg nodes;	    /* the last NODE_LIST */
@@ -1089,8 +1093,13 @@ static void csess_heartbeat(struct csess *s)
 	if (atomic_exchange(&s->want_nodes, 0))
 		s->need_nodes = 1;
 	if ((s->need_nodes || ngen != s->ngen || a->rdma) &&
-	    !csess_nodes_refresh(s))
+	    !csess_nodes_refresh(s)) {
+		if (ngen != s->ngen && s->test_relayout_ms)
+			s->relayout_after = evl_now_ms() + s->test_relayout_ms;
 		s->ngen = ngen;
+	}
+	if (s->relayout_after && evl_now_ms() < s->relayout_after)
+		return;
 	if (s->need_regions ||
 	    (epoch != s->synced_epoch &&
 	     !(s->pending_ticket && s->pending_epoch == epoch)))
@@ -1430,6 +1439,20 @@ static void *csess_run(void *arg)
 	return NULL;
 }
 
+/* FARPAGE_TEST_RELAYOUT_DELAY_MS=N (tests only, docs/testing.md). */
+static void csess_test_hooks(struct csess *s)
+{
+	const char *e = getenv("FARPAGE_TEST_RELAYOUT_DELAY_MS");
+	uint64_t v;
+
+	if (!e || util_u64_parse(e, &v) || !v || v > 600000)
+		return;
+	s->test_relayout_ms = v;
+	log_warn("test hook: layouts are fetched %llu ms after a new node "
+		 "list",
+		 (unsigned long long)v);
+}
+
 int csess_create(struct node_agent *a, struct csess **out)
 {
 	struct csess *s;
@@ -1443,6 +1466,7 @@ int csess_create(struct node_agent *a, struct csess **out)
 	s->coord_ok = 1;
 	s->jobs_tail = &s->jobs;
 	s->results_tail = &s->results;
+	csess_test_hooks(s);
 	pthread_mutex_init(&s->lock, NULL);
 	lcache_init(&s->cache, 0, 0);
 	s->efd_jobs = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

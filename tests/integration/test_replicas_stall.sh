@@ -46,13 +46,20 @@ grep -q '^metrics ' "$FP_TMP/R.addr" || fp_fail "R: no metrics address"
 
 # R's connections to O1 and O2 are up (reading s) before O1 stops: a
 # connection to a stopped host fails in its handshake anyway; one
-# already up just gets no answer.
+# already up just gets no answer. An owner that has not yet had the node
+# list with R in it refuses R at first (no pair key): s is then read from
+# the other one alone, and R connects again once the owner knows it.
 fp_cli A R touch s --seed 5 >"$FP_TMP/s.out" 2>&1
 fp_touch_ok "reader of s" "$FP_TMP/s.out"
+for o in O1 O2; do
+	fp_wait_log "$FP_TMP/$o.log" 'session as peer R,' 30 || fp_fail "R never connected to $o"
+done
 
 # --- 1. O1 stopped
 kill -STOP "${FP_NODE_PID[O1]}"
-fp_at_exit "kill -CONT ${FP_NODE_PID[O1]} 2>/dev/null"
+# shellcheck disable=SC2317 # run at exit
+cont_o1() { kill -CONT "${FP_NODE_PID[O1]}" 2>/dev/null; }
+fp_at_exit cont_o1
 fp_log "O1 stopped; reading r on R"
 fp_cli A R touch r --seed 5 --threads 4 --order rand >"$FP_TMP/r1.out" 2>&1
 rc=$?
