@@ -315,6 +315,14 @@ fp_repl() {
 	${FP_HOST_RUN[$FP_COORD_HOST]} "$FP_BIN/tests/fp_repl" $(fp_insecure_flag) "$@"
 }
 
+# fp_repl_synced NAME GEN: region NAME has every replica in sync, at a
+# replica generation past GEN (its state left in $FP_TMP/st.out).
+fp_repl_synced() {
+	fp_repl state "$FP_COORD" "$1" >"$FP_TMP/st.out" 2>&1 &&
+		grep -q '^state: .* missing=0 rebuilding=0 ' "$FP_TMP/st.out" &&
+		[ "$(fp_field "$FP_TMP/st.out" state: rgen)" -gt "$2" ]
+}
+
 # fp_node_id_log NAME: the node id agent NAME logged when it last joined
 # (read from its log: known while the coordinator cannot be reached, and
 # the new one after a restart).

@@ -103,9 +103,7 @@ done
 end=$(fp_deadline 120)
 ok=0
 while [ "$(date +%s)" -le "$end" ]; do
-	fp_repl state "$FP_COORD" r >"$FP_TMP/st.out" 2>&1 &&
-		grep -q '^state: .* missing=0 rebuilding=0 ' "$FP_TMP/st.out" &&
-		[ "$(fp_field "$FP_TMP/st.out" state: rgen)" -gt "$G" ] && { ok=1; break; }
+	fp_repl_synced r "$G" && { ok=1; break; }
 	sleep 0.1
 done
 [ "$ok" = 1 ] || { cat "$FP_TMP/st.out" >&2; fp_fail "r never came back to 2 in-sync replicas"; }

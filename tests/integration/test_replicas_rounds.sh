@@ -160,9 +160,7 @@ for ((k = 1; k <= ROUNDS; k++)); do
 				fp_log "round $k: a live owner was seen down: $V started again before the rebuild"
 				start_again
 			fi
-			fp_repl state "$FP_COORD" r >"$FP_TMP/st.out" 2>&1 &&
-				grep -q '^state: .* missing=0 rebuilding=0 ' "$FP_TMP/st.out" &&
-				[ "$(fp_field "$FP_TMP/st.out" state: rgen)" -gt "$G" ] && { ok=1; break; }
+			fp_repl_synced r "$G" && { ok=1; break; }
 			sleep 0.1
 		done
 		[ "$ok" = 1 ] || { cat "$FP_TMP/st.out" >&2; fp_fail "round $k (seed $SEED): r never came back to $R in-sync replicas"; }
