@@ -561,12 +561,35 @@ static int auth_dir_nonce(struct auth_dir *d, uint64_t seq, int enc)
 		       : -EIO;
 }
 
-/* The next record's nonce; the counter moves on. */
-static int auth_dir_start(struct auth_dir *d, int enc)
+/* The next record's number, taken; -EIO once the counter ran out. */
+static int auth_dir_take(struct auth_dir *d, uint64_t *seq)
 {
 	if (d->seq == UINT64_MAX)
 		return -EIO;
-	return auth_dir_nonce(d, d->seq++, enc);
+	*seq = d->seq++;
+	return 0;
+}
+
+/* The next record's nonce; the counter moves on. */
+static int auth_dir_start(struct auth_dir *d, int enc)
+{
+	uint64_t seq;
+
+	return auth_dir_take(d, &seq) ? -EIO : auth_dir_nonce(d, seq, enc);
+}
+
+/* Ends opening a record on @d: 0 if @tag verifies, else -EBADMSG (-EIO:
+ * the cipher refused the tag). */
+static int auth_dir_verify(struct auth_dir *d, const uint8_t tag[AUTH_TAG_LEN])
+{
+	uint8_t fin[16], t[AUTH_TAG_LEN];
+	int outl;
+
+	memcpy(t, tag, sizeof(t));
+	if (EVP_CIPHER_CTX_ctrl(d->ctx, EVP_CTRL_GCM_SET_TAG, AUTH_TAG_LEN,
+				t) != 1)
+		return -EIO;
+	return EVP_CipherFinal_ex(d->ctx, fin, &outl) == 1 ? 0 : -EBADMSG;
 }
 
 /* Feeds @aad, then the body (encrypting/decrypting in place, or as
@@ -615,16 +638,10 @@ int auth_seal(struct auth_sess *s, const void *aad, size_t aad_len,
 int auth_open(struct auth_sess *s, const void *aad, size_t aad_len,
 	      const struct iovec *iov, int n, const uint8_t tag[AUTH_TAG_LEN])
 {
-	uint8_t fin[16], t[AUTH_TAG_LEN];
-	int outl;
-
-	memcpy(t, tag, sizeof(t));
 	if (auth_dir_start(&s->rx, 0) ||
-	    auth_dir_feed(&s->rx, s->encrypt, aad, aad_len, iov, n) ||
-	    EVP_CIPHER_CTX_ctrl(s->rx.ctx, EVP_CTRL_GCM_SET_TAG, AUTH_TAG_LEN,
-				t) != 1)
+	    auth_dir_feed(&s->rx, s->encrypt, aad, aad_len, iov, n))
 		return -EIO;
-	return EVP_CipherFinal_ex(s->rx.ctx, fin, &outl) == 1 ? 0 : -EBADMSG;
+	return auth_dir_verify(&s->rx, tag);
 }
 
 /* @in to @out through d's cipher (encrypting or decrypting), or copied
@@ -688,22 +705,12 @@ int auth_open_update(struct auth_sess *s, const void *in, void *out, size_t len)
 
 int auth_open_end(struct auth_sess *s, const uint8_t tag[AUTH_TAG_LEN])
 {
-	uint8_t fin[16], t[AUTH_TAG_LEN];
-	int outl;
-
-	memcpy(t, tag, sizeof(t));
-	if (EVP_CIPHER_CTX_ctrl(s->rx.ctx, EVP_CTRL_GCM_SET_TAG, AUTH_TAG_LEN,
-				t) != 1)
-		return -EIO;
-	return EVP_CipherFinal_ex(s->rx.ctx, fin, &outl) == 1 ? 0 : -EBADMSG;
+	return auth_dir_verify(&s->rx, tag);
 }
 
 int auth_open_skip(struct auth_sess *s, uint64_t *seq)
 {
-	if (s->rx.seq == UINT64_MAX)
-		return -EIO;
-	*seq = s->rx.seq++;
-	return 0;
+	return auth_dir_take(&s->rx, seq);
 }
 
 int auth_opener_new(const struct auth_sess *s, struct auth_opener **out)
@@ -737,16 +744,11 @@ int auth_opener_open(struct auth_opener *o, uint64_t seq, const void *aad,
 		     const uint8_t tag[AUTH_TAG_LEN])
 {
 	struct iovec v = { .iov_base = buf, .iov_len = len };
-	uint8_t fin[16], t[AUTH_TAG_LEN];
-	int outl;
 
-	memcpy(t, tag, sizeof(t));
 	if (auth_dir_nonce(&o->d, seq, 0) ||
-	    auth_dir_feed(&o->d, o->encrypt, aad, aad_len, &v, len ? 1 : 0) ||
-	    EVP_CIPHER_CTX_ctrl(o->d.ctx, EVP_CTRL_GCM_SET_TAG, AUTH_TAG_LEN,
-				t) != 1)
+	    auth_dir_feed(&o->d, o->encrypt, aad, aad_len, &v, len ? 1 : 0))
 		return -EIO;
-	return EVP_CipherFinal_ex(o->d.ctx, fin, &outl) == 1 ? 0 : -EBADMSG;
+	return auth_dir_verify(&o->d, tag);
 }
 
 /* ---- the handshake ---- */
