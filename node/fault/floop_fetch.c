@@ -415,11 +415,11 @@ static int floop_slot_read(struct floop *f, struct fetch *s, uint64_t tag)
 static int floop_repl_is_gone(struct floop *f, const struct fmap *m,
 			      const struct msg_chunk *c)
 {
-	if (c->node != f->cfg.self)
-		return floop_peer_chunk_is_lost(f, c);
-	return (c->inst && f->cfg.instance && c->inst != f->cfg.instance) ||
-	       c->off > f->cfg.pool_size ||
-	       f->cfg.pool_size - c->off < m->chunk_size;
+	if (floop_chunk_is_lost(f, c))
+		return 1;
+	return c->node == f->cfg.self &&
+	       (c->off > f->cfg.pool_size ||
+		f->cfg.pool_size - c->off < m->chunk_size);
 }
 
 int floop_read_rec(struct floop *f, struct fmap *m, uint64_t idx,

@@ -744,6 +744,10 @@ void floop_peer_stalled(struct floop *f, uint64_t node, uint64_t post_ms,
 void floop_peer_answered(struct floop *f, uint64_t node);
 int floop_peer_inst_is_lost(struct floop *f, uint64_t node, uint64_t inst);
 int floop_peer_chunk_is_lost(struct floop *f, const struct msg_chunk *c);
+/* 1 if chunk record @c names an instance of its owner, this node or a
+ * peer, other than the one running now: a new pool, the chunk's data is
+ * gone (and another chunk may be placed at its extent). */
+int floop_chunk_is_lost(struct floop *f, const struct msg_chunk *c);
 
 /* ---- floop_ra.c ---- */
 

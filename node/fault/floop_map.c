@@ -236,7 +236,7 @@ static void floop_fault_handle(struct floop *f, struct fmap *m, uint64_t addr,
 	}
 	/* Local chunk not mapped from the pool: placed before this agent
 	 * started (its data is gone), or its map failed (copy it). */
-	if (c->inst && f->cfg.instance && c->inst != f->cfg.instance) {
+	if (floop_chunk_is_lost(f, c)) {
 		atomic_fetch_add(&f->ctr.errors, 1);
 		floop_poison(f, m, addr,
 			     "this node restarted since the region was placed: "

@@ -504,6 +504,13 @@ int floop_peer_chunk_is_lost(struct floop *f, const struct msg_chunk *c)
 	return floop_peer_inst_is_lost(f, c->node, c->inst);
 }
 
+int floop_chunk_is_lost(struct floop *f, const struct msg_chunk *c)
+{
+	if (c->node != f->cfg.self)
+		return floop_peer_chunk_is_lost(f, c);
+	return c->inst && f->cfg.instance && c->inst != f->cfg.instance;
+}
+
 static void floop_peer_stat(struct msg_peer *m, uint64_t node,
 			    const char *xport, const struct xport_stats *xs,
 			    int up)

@@ -51,15 +51,6 @@ static int cache_wb_read(struct fmap *m, uint8_t *dst, uint64_t rel, uint32_t n)
 	return 0;
 }
 
-/* 1 if chunk record @c names an owner that restarted since (a new pool:
- * what the record's extent held is gone, another chunk may be there). */
-static int cache_wb_rec_lost(struct floop *f, const struct msg_chunk *c)
-{
-	if (c->node == f->cfg.self)
-		return c->inst && f->cfg.instance && c->inst != f->cfg.instance;
-	return floop_peer_chunk_is_lost(f, c);
-}
-
 /*
  * Replicated: the replicas of the chunk at @rel as writes see them. One
  * whose owner restarted counts as MISSING already, before the layout says
@@ -73,7 +64,7 @@ static void cache_wb_chunk(struct floop *f, struct fmap *m, uint64_t rel,
 	repl_chunk_get(&m->lay, m->repl, m->rs, m->n_rs, rel >> m->chunk_shift,
 		       rc);
 	for (unsigned int r = 0; r < rc->r; r++)
-		if (cache_wb_rec_lost(f, &rc->rec[r]))
+		if (floop_chunk_is_lost(f, &rc->rec[r]))
 			rc->state[r] = REPL_MISSING;
 }
 
@@ -190,7 +181,7 @@ uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i)
 	 * written to it can never go home: it is dropped, and every flush
 	 * of the mapping fails from now on. */
 	if (m->repl > 1 ? !cache_wb_repl_live(f, m, rel)
-			: cache_wb_rec_lost(f, c)) {
+			: floop_chunk_is_lost(f, c)) {
 		if (!m->wb_gone)
 			log_err("map %s: node %llu restarted since the region "
 				"was placed: written pages of its chunks "
