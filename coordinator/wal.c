@@ -422,6 +422,81 @@ static int wal_intact_find(const struct wal_fmt *fmt, int fd, uint64_t from,
 	return found;
 }
 
+#define WAL_SECTOR 512u /* the smallest unit a disk writes whole */
+
+/*
+ * Whether the bad record at @off, the last thing in a file of @size bytes
+ * (no intact record follows), is what a crash leaves of an append that
+ * never reached fsync. Only two things are: bytes the end of the file cuts
+ * short (a header whose present bytes start as a header does, or a record
+ * running past the end), and sectors never written, which read as zeros: a
+ * part of a 512-byte sector, from @off or the sector's start to the end of
+ * the sector or of the file, all zero within the record. A record complete
+ * in the file with no such sector that fails its checks was damaged after
+ * it was written (a changed byte): it may have been acknowledged. Returns
+ * 1 (torn, the evidence appended to @why), 0 (damage, said in @why) or
+ * -errno.
+ */
+static int wal_tail_is_torn(const struct wal_fmt *fmt, int fd, uint64_t off,
+			    uint64_t size, char *why, size_t why_len)
+{
+	size_t n = strlen(why);
+	uint64_t end, s, from, to;
+	char dummy[WAL_WHY_MAX];
+	uint8_t magic[4];
+	const uint8_t *m;
+	bool parsed = false;
+	uint32_t len, crc;
+	int torn = 0;
+
+	if (off >= size)
+		return 1;
+	if (size > SIZE_MAX)
+		return -EFBIG;
+	m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (m == MAP_FAILED)
+		return -errno;
+	end = off + fmt->rec_hdr_len;
+	if (size - off >= fmt->rec_hdr_len &&
+	    !fmt->rec_hdr_parse(m + off, &len, &crc, dummy, sizeof(dummy))) {
+		parsed = true;
+		end += len;
+	}
+	/* A sector never written, within what the record spans. */
+	for (s = off - off % WAL_SECTOR; s < end && s < size; s += WAL_SECTOR) {
+		from = s > off ? s : off;
+		to = s + WAL_SECTOR < size ? s + WAL_SECTOR : size;
+		if (from < end && m[from] == 0 &&
+		    !memcmp(m + from, m + from + 1, to - from - 1)) {
+			snprintf(why + n, why_len - n,
+				 "; bytes %llu to %llu read as zeros (a sector "
+				 "never written)",
+				 (unsigned long long)from,
+				 (unsigned long long)to - 1);
+			torn = 1;
+			goto out;
+		}
+	}
+	/* Cut short by the end of the file. */
+	wal_put32(magic, fmt->rec_magic);
+	if (end > size &&
+	    (parsed || (size - off < fmt->rec_hdr_len &&
+			!memcmp(m + off, magic,
+				size - off < sizeof(magic) ? size - off
+							   : sizeof(magic))))) {
+		torn = 1;
+		goto out;
+	}
+	snprintf(why + n, why_len - n, "%s",
+		 end > size ? " (not the start of a record)"
+			    : " in the last record: damage, not a torn "
+			      "write (the file does not end inside it "
+			      "and no sector of it reads as zeros)");
+out:
+	munmap((void *)m, (size_t)size);
+	return torn;
+}
+
 /* Records the first problem in @rep. */
 static void __attribute__((format(printf, 5, 6)))
 wal_bad(struct wal_report *rep, enum wal_state state, bool in_snap,
@@ -597,12 +672,19 @@ static int wal_log_read(struct wal *w, int fd, uint64_t gen,
 		log_errno(ret, "cannot read %s", w->wal_path);
 		return ret;
 	}
-	if (ret)
+	if (ret) {
 		wal_bad(rep, WAL_STATE_BAD, false, off,
 			"%s, and an intact record follows at byte %llu", why,
 			(unsigned long long)at);
-	else
-		wal_bad(rep, WAL_STATE_TORN, false, off, "%s", why);
+		return 0;
+	}
+	ret = wal_tail_is_torn(h.fmt, fd, off, size, why, sizeof(why));
+	if (ret < 0) {
+		log_errno(ret, "cannot read %s", w->wal_path);
+		return ret;
+	}
+	wal_bad(rep, ret ? WAL_STATE_TORN : WAL_STATE_BAD, false, off, "%s",
+		why);
 	return 0;
 }
 

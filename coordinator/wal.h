@@ -26,13 +26,17 @@
  * directory. A version above WAL_VERSION is refused, never discarded.
  *
  * Recovery (wal_open()): the snapshot must read to its last byte. In the
- * wal, only a torn last record is cut: a record header or payload that the
- * end of the file cuts short, or a record that fails its checks with no
- * intact record (magic, length, CRC) anywhere after it. Everything else (a
- * bad record with an intact one after it, an intact record that does not
- * decode or apply, a bad wal header, an unknown version, a wal newer than
- * the snapshot, a bad snapshot) is refused with the file and byte offset:
- * nothing that was acknowledged is dropped behind the operator's back.
+ * wal, only a torn last record is cut: with no intact record (magic,
+ * length, CRC) anywhere after it, a record header or payload that the end
+ * of the file cuts short (a header's present bytes starting as a header
+ * does), or a bad record a part of whose 512-byte sectors reads as zeros
+ * to the sector's or the file's end (never written). Everything else (a
+ * bad record with an intact one after it; a last record whole in the file
+ * with no zeroed sector that fails its CRC or magic, a changed byte; an
+ * intact record that does not decode or apply; a bad wal header, an
+ * unknown version, a wal newer than the snapshot, a bad snapshot) is
+ * refused with the file and byte offset: nothing that was acknowledged is
+ * dropped behind the operator's back.
  * wal_check() reports the same without changing anything, and repairs on
  * request, keeping a copy of what it cuts.
  */

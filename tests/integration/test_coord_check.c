@@ -167,7 +167,7 @@ int main(void)
 	struct t_wal w = { 0 }, after = { 0 };
 	struct msg req, rep;
 	struct t_coord tc;
-	uint64_t bad;
+	uint64_t bad, last;
 	int ret, fd = -1, status;
 
 	ret = t_coord_init(&tc, "test_coord_check");
@@ -243,9 +243,30 @@ int main(void)
 	T_CHECK(t_regions(&tc) == 1, "regions before the bad record");
 	T_CHECK(t_coord_stop(&tc, SIGTERM) == 0, "stop");
 
-	/* The whole log again: a torn last record, reported (3), then cut
-	 * at start-up; the log is clean afterwards. */
+	/* The whole log again, a byte of its last record changed: whole in
+	 * the file, so damage (the create it holds was acknowledged), not a
+	 * torn write: refused with exit 3, unchanged. */
 	w.p[bad + 12 + 3] ^= 0x01;
+	last = w.rec[T_REGIONS];
+	w.p[w.len - 2] ^= 0x01;
+	T_CHECK(t_file_write(wal, w.p, w.len) == 0, "damage the last");
+	status = t_run(&tc, out, run);
+	T_CHECK(status == T_EXIT_DATA, "exit status %d, last record changed",
+		status);
+	snprintf(needle, sizeof(needle), "%s is invalid at byte %llu: CRC", wal,
+		 (unsigned long long)last);
+	T_CHECK(t_file_has(out, needle) &&
+			t_file_has(out, "damage, not a torn write"),
+		"refusal names the last record as damaged");
+	T_CHECK(t_wal_read(wal, &after) == 0 && after.len == w.len &&
+			!memcmp(after.p, w.p, w.len),
+		"refusal changed the wal");
+	free(after.p);
+	after.p = NULL;
+	w.p[w.len - 2] ^= 0x01;
+
+	/* A torn last record, reported (3), then cut at start-up; the log
+	 * is clean afterwards. */
 	T_CHECK(t_file_write(wal, w.p, w.rec[T_REGIONS] + 9) == 0, "tear");
 	T_CHECK(t_run(&tc, out, check) == T_EXIT_DATA, "--check: torn");
 	snprintf(needle, sizeof(needle), "%s/wal at byte %llu: ", tc.data,

@@ -27,6 +27,7 @@
 
 #include "coord.h"
 #include "coord_int.h"
+#include "frame.h"
 #include "log.h"
 #include "msg.h"
 #include "wal.h"
@@ -600,12 +601,14 @@ static void test_wal_corruption_mid_log(void **state)
 	struct t_buf wal = t_file_read(path);
 	uint8_t *copy = malloc(wal.len + 8192);
 	const int last = T_CHANGES - 1;
+	uint64_t zero_to;
+	int kz;
 
 	assert_non_null(copy);
 	/*
-	 * A payload byte of every record in turn, then the CRC field: an
-	 * intact record follows all but the last, which is refused at the
-	 * bad record's offset; the last one is a torn tail, cut.
+	 * A payload byte of every record in turn, then the CRC field: each
+	 * is refused at the bad record's offset, the last record's too (it
+	 * is whole in the file: a changed byte, not a torn write).
 	 */
 	for (int k = 0; k < T_CHANGES; k++) {
 		uint64_t rec = t->ends[k];
@@ -617,14 +620,35 @@ static void test_wal_corruption_mid_log(void **state)
 				copy[rec + 9] ^= 0x01;
 			else
 				copy[rec + WAL_REC_HDR_LEN + plen / 2] ^= 0x20;
-			if (k == last)
-				t_recover_expect(t, dir, copy, wal.len, k, rec,
-						 "last record flip",
-						 (uint64_t)k);
-			else
-				t_refusal_expect(dir, "wal", copy, wal.len, rec,
-						 "record flip", (uint64_t)k);
+			t_refusal_expect(dir, "wal", copy, wal.len, rec,
+					 "record flip", (uint64_t)k);
 		}
+	}
+	/*
+	 * Every byte of the last record in turn: refused, but for a length
+	 * grown past the end of the file, which is what a record cut short
+	 * looks like (the header has no CRC of its own).
+	 */
+	for (uint64_t i = t->ends[last]; i < wal.len; i++) {
+		uint32_t len;
+
+		memcpy(copy, wal.p, wal.len);
+		copy[i] ^= 0x80;
+		len = (uint32_t)copy[t->ends[last] + 4] << 24 |
+		      (uint32_t)copy[t->ends[last] + 5] << 16 |
+		      (uint32_t)copy[t->ends[last] + 6] << 8 |
+		      copy[t->ends[last] + 7];
+		if (copy[i] == 0)
+			continue; /* zeros may be a sector never written */
+		if (len <= FRAME_MAX &&
+		    t->ends[last] + WAL_REC_HDR_LEN + len > wal.len)
+			t_recover_expect(t, dir, copy, wal.len, last,
+					 t->ends[last], "last length grown",
+					 i - t->ends[last]);
+		else
+			t_refusal_expect(dir, "wal", copy, wal.len,
+					 t->ends[last], "last record flip",
+					 i - t->ends[last]);
 	}
 	/* Bad magic in the middle. */
 	memcpy(copy, wal.p, wal.len);
@@ -655,16 +679,34 @@ static void test_wal_corruption_mid_log(void **state)
 	memset(copy + wal.len, 0, 8192);
 	t_recover_expect(t, dir, copy, wal.len + 8192, T_CHANGES, wal.len,
 			 "zero tail", 0);
-	/* ...the last record's header torn, its payload there... */
+	/* ...the last record's first sector never written... */
 	memcpy(copy, wal.p, wal.len);
-	memset(copy + t->ends[last], 0, 4);
+	zero_to = (t->ends[last] / 512 + 1) * 512;
+	memset(copy + t->ends[last], 0,
+	       (zero_to < wal.len ? zero_to : wal.len) - t->ends[last]);
 	t_recover_expect(t, dir, copy, wal.len, last, t->ends[last],
-			 "torn magic", 0);
-	/* ...a bad record and the start of one more, nothing intact after. */
+			 "torn first sector", 0);
+	/* ...zeros from a sector inside one record over the ones after... */
+	for (kz = last - 1; kz > 0; kz--) {
+		zero_to = (t->ends[kz] + WAL_REC_HDR_LEN) / 512 * 512 + 512;
+		if (zero_to < t->ends[kz + 1])
+			break;
+	}
+	assert_true(kz > 0); /* the log spans more than a sector */
+	memcpy(copy, wal.p, wal.len);
+	memset(copy + zero_to, 0, wal.len - zero_to);
+	t_recover_expect(t, dir, copy, wal.len, kz, t->ends[kz],
+			 "zeros over two", (uint64_t)kz);
+	/* ...but a changed byte with the start of one more after it is
+	 * damage, and so are bytes that do not start a record. */
 	memcpy(copy, wal.p, wal.len);
 	copy[t->ends[last - 1] + WAL_REC_HDR_LEN + 1] ^= 0x40;
-	t_recover_expect(t, dir, copy, t->ends[last] + 5, last - 1,
-			 t->ends[last - 1], "two torn", 0);
+	t_refusal_expect(dir, "wal", copy, t->ends[last] + 5, t->ends[last - 1],
+			 "flip, then a torn start", 0);
+	memcpy(copy, wal.p, wal.len);
+	copy[t->ends[last]] ^= 0x40;
+	t_refusal_expect(dir, "wal", copy, t->ends[last] + 3, t->ends[last],
+			 "no record start", 0);
 	/* An intact record after zeros is no torn tail. */
 	memcpy(copy, wal.p, t->ends[last]);
 	memset(copy + t->ends[last], 0, 100);
