@@ -188,6 +188,38 @@ int net_listen(const char *addr, int backlog, int *out_fd)
 	return 0;
 }
 
+void net_listen_fail_log(int err, const char *what, const char *addr)
+{
+	char host[256], port[16];
+	unsigned int lo = 0, hi = 0;
+	unsigned long p;
+	FILE *f;
+
+	log_errno(err, "%s cannot listen on %s", what, addr);
+	if (err != -EADDRINUSE ||
+	    net_addr_split(addr, host, sizeof(host), port, sizeof(port)))
+		return;
+	p = strtoul(port, NULL, 10);
+	f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
+	if (f) {
+		if (fscanf(f, "%u %u", &lo, &hi) != 2)
+			lo = hi = 0;
+		fclose(f);
+	}
+	if (lo && p >= lo && p <= hi)
+		log_err("port %lu is in the kernel's ephemeral range %u-%u "
+			"(net.ipv4.ip_local_port_range), where outgoing "
+			"connections take their source ports: one may hold it "
+			"now. Choose a port below %u, or reserve it "
+			"(sysctl net.ipv4.ip_local_reserved_ports=%lu); "
+			"'ss -tanp sport = :%lu' shows who has it",
+			p, lo, hi, lo, p, p);
+	else
+		log_err("another socket holds port %lu on %s ('ss -tanp sport "
+			"= :%lu' shows which): stop it or choose another port",
+			p, host, p);
+}
+
 static int64_t net_now_ms(void)
 {
 	struct timespec ts;

@@ -22,6 +22,14 @@ int net_addr_split(const char *addr, char *host, size_t host_len, char *port,
 int net_listen(const char *addr, int backlog, int *out_fd);
 
 /*
+ * Logs that @what cannot listen on @addr (net_listen()'s -errno @err). For
+ * -EADDRINUSE it says what may hold the port: another listener, or, for a
+ * port in the kernel's ephemeral range (net.ipv4.ip_local_port_range), an
+ * outgoing connection that took it as its source port, and what to do.
+ */
+void net_listen_fail_log(int err, const char *what, const char *addr);
+
+/*
  * Connects to TCP "host:port" within @timeout_ms. The returned fd is
  * blocking, close-on-exec, TCP_NODELAY. Returns 0, -ETIMEDOUT or -errno.
  */

@@ -1172,7 +1172,7 @@ int server_create(const struct server_cfg *cfg, struct coord *c,
 		goto err;
 	ret = net_listen(cfg->listen_addr, SERVER_BACKLOG, &s->lfd);
 	if (ret) {
-		log_errno(ret, "cannot listen on %s", cfg->listen_addr);
+		net_listen_fail_log(ret, "the coordinator", cfg->listen_addr);
 		goto err;
 	}
 	ret = net_local_addr(s->lfd, s->addr, sizeof(s->addr));

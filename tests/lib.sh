@@ -235,6 +235,27 @@ fp_host_heal() {
 	ip -n "$FP_LAN_NS" link set "${FP_LAN_PORT[$1]}" up || fp_fail "cannot join $1 again"
 }
 
+# fp_port HOST: a TCP port that nothing on HOST's address uses now, below
+# the kernel's ephemeral range (net.ipv4.ip_local_port_range, read in
+# HOST's namespace). A daemon restarted on the port it listened on (as a
+# service manager restarts it on its configured one) finds it free: port
+# 0 gives an ephemeral port, which any outgoing connection from that
+# address may take as its source port while the daemon is down ("Address
+# already in use" at the restart, with SO_REUSEADDR or not).
+fp_port() {
+	local h=$1 lo p i
+	read -r lo _ < <(${FP_HOST_RUN[$h]} cat /proc/sys/net/ipv4/ip_local_port_range)
+	[ "${lo:-0}" -gt 12000 ] || lo=32768
+	for ((i = 0; i < 100; i++)); do
+		p=$((10000 + (RANDOM * 32768 + RANDOM) % (lo - 10000)))
+		if [ -z "$(${FP_HOST_RUN[$h]} ss -Htan "( sport = :$p )")" ]; then
+			echo "$p"
+			return 0
+		fi
+	done
+	fp_fail "no free port below $lo on host $h"
+}
+
 # fp_coord_spawn HOST LISTEN DIR [flags]: a coordinator on HOST, waits for
 # its address file (FP_COORD_PID; the address is in $FP_TMP/coord.addr).
 fp_coord_spawn() {
@@ -256,7 +277,7 @@ fp_coord_start() {
 	local h=$1
 	shift
 	FP_COORD_HOST=$h
-	fp_coord_spawn "$h" "${FP_HOST_IP[$h]}:0" "$FP_TMP/coord" "$@"
+	fp_coord_spawn "$h" "${FP_HOST_IP[$h]}:$(fp_port "$h")" "$FP_TMP/coord" "$@"
 	FP_COORD=$(head -n1 "$FP_TMP/coord.addr")
 }
 
@@ -270,7 +291,7 @@ fp_node_start() {
 	fp_key
 	# shellcheck disable=SC2046
 	${FP_HOST_RUN[$h]} "$FP_NODE_BIN" --coordinator "$FP_COORD" --name "$n" $(fp_insecure_flag) \
-		--pool-size "${FP_POOL:-256M}" --data-listen "${FP_HOST_IP[$h]}:0" \
+		--pool-size "${FP_POOL:-256M}" --data-listen "${FP_HOST_IP[$h]}:$(fp_port "$h")" \
 		--addr-file "$FP_TMP/$n.addr" --sock "${FP_NODE_SOCK[$n]}" \
 		--heartbeat-ms 200 --log-level "${FP_LOG_LEVEL:-info}" \
 		${FP_FAULT_MODE:+--fault-mode "$FP_FAULT_MODE"} \

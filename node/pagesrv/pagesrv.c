@@ -1706,7 +1706,7 @@ int pagesrv_create(const struct pagesrv_cfg *cfg, struct pagesrv **out)
 	bufpool_init(&s->bufs, PAGESRV_BUF_CACHE);
 	ret = net_listen(cfg->listen_addr, PAGESRV_BACKLOG, &s->lfd);
 	if (ret) {
-		log_errno(ret, "listen on %s", cfg->listen_addr);
+		net_listen_fail_log(ret, "the page server", cfg->listen_addr);
 		goto err;
 	}
 	ret = net_local_addr(s->lfd, s->addr, sizeof(s->addr));

@@ -275,7 +275,7 @@ chaos_coord_restart() {
 # coordinator is still down.
 chaos_node_spawn() {
 	local n=$1 h=${HOST_OF[$1]} listen
-	listen=${FP_HOST_IP[$h]}:0
+	listen=${FP_HOST_IP[$h]}:$(fp_port "$h")
 	if [ "$2" = 1 ] && [ -s "$FP_TMP/$n.addr" ]; then
 		listen=$(head -n1 "$FP_TMP/$n.addr")
 	fi
