@@ -1143,13 +1143,33 @@ static void csess_lease_take(struct csess *s, const struct csess_job *j,
 	struct msg req, rep;
 	int ret;
 
-	msg_init(&req, MSG_T_WRITE_LEASE);
-	msg_strset(req.name, sizeof(req.name), j->name);
-	req.node = atomic_load(&s->a->node_id);
-	req.instance = s->a->instance;
-	req.lease = j->lease;
-	req.wgen = j->wgen ? j->wgen : MSG_WGEN_NEW;
-	ret = csess_call_want(s, &req, &rep, MSG_T_OK);
+	for (int tries = 0;; tries++) {
+		msg_init(&req, MSG_T_WRITE_LEASE);
+		msg_strset(req.name, sizeof(req.name), j->name);
+		req.node = atomic_load(&s->a->node_id);
+		req.instance = s->a->instance;
+		req.lease = j->lease;
+		req.wgen = j->wgen ? j->wgen : MSG_WGEN_NEW;
+		ret = csess_call_want(s, &req, &rep, MSG_T_OK);
+		/*
+		 * Not up with our instance: our lease at the coordinator
+		 * lapsed (this host stalled, or the link did) and the next
+		 * heartbeat would join again. Join now and ask once more,
+		 * so that a map right after the stall is not refused; a
+		 * lease taken by another meanwhile stays lost (the
+		 * generation says so).
+		 */
+		if (ret != -ESTALE || tries)
+			break;
+		log_warn("region %s: write lease: %s; joining again", j->name,
+			 rep.text);
+		msg_fini(&rep);
+		ret = csess_join(s);
+		if (ret) {
+			msg_init(&rep, MSG_T_OK);
+			break;
+		}
+	}
 	if (!ret && !rep.wgen)
 		ret = -EPROTO; /* a coordinator without lease generations */
 	if (!ret) {
