@@ -73,6 +73,9 @@ struct farpage_map {
 	pthread_t watchdog;
 	int watchdog_started;
 	_Atomic int state;
+	/* hand-overs to a restarted agent so far (a flush cut by the agent's
+	 * death waits for the next one) */
+	_Atomic unsigned int handovers;
 	/* watchdog only: poisoning goes on from here after -EAGAIN */
 	uint64_t poison_next;
 	uint64_t poisoned;
@@ -781,6 +784,7 @@ static int farpage_resume(struct farpage_map *m)
 	}
 	close(m->sock);
 	m->sock = fd;
+	atomic_fetch_add(&m->handovers, 1);
 	atomic_store(&m->state, MAP_LIVE);
 	log_warn("region %s: handed over to the restarted agent", m->name);
 	return 0;
@@ -1208,14 +1212,25 @@ static int farpage_is_writeback(const struct farpage_map *m)
 	return (m->flags & MSG_MAP_CACHE) && !(m->flags & MSG_MAP_RDONLY);
 }
 
-static int farpage_flush_at(const char *sock_path, const char *name)
+/*
+ * FLUSH of @name through the agent at @sock_path. Returns 0 or -errno;
+ * *@gone (if not NULL) tells an agent that could not be reached or went
+ * away before it answered (its socket refused, missing or cut) from one
+ * that answered an error.
+ */
+static int farpage_flush_at(const char *sock_path, const char *name, int *gone)
 {
 	struct msg req, rep;
 	int fd, ret;
 
+	if (gone)
+		*gone = 0;
 	ret = net_unix_connect(sock_path, &fd);
-	if (ret)
+	if (ret) {
+		if (gone)
+			*gone = 1;
 		return ret;
+	}
 	msg_init(&req, MSG_T_FLUSH);
 	msg_strset(req.name, sizeof(req.name), name);
 	/* As long as it takes: the agent answers an error itself when the
@@ -1224,8 +1239,38 @@ static int farpage_flush_at(const char *sock_path, const char *name)
 	close(fd);
 	if (ret && rep.type == MSG_T_ERROR && rep.text[0])
 		log_err("region %s: flush: %s", name, rep.text);
+	else if (ret && gone)
+		*gone = 1;
 	msg_fini(&rep);
 	return ret;
+}
+
+/*
+ * After a flush whose agent went away before it answered: waits until the
+ * watchdog has seen the agent go (the mapping leaves MAP_LIVE) or the
+ * mapping was handed to a restarted agent since @handovers. Returns 1 if
+ * the mapping may have a new agent to ask (the caller waits for the
+ * hand-over as for any orphan), 0 if the agent still serves the mapping
+ * after the agent timeout (the flush's own connection failed: its error
+ * stands).
+ */
+static int farpage_flush_lost(struct farpage_map *m, unsigned int handovers)
+{
+	struct timespec ts;
+	int64_t end, now;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	end = ts.tv_sec * 1000ll + ts.tv_nsec / 1000000 + m->agent_timeout_ms;
+	for (;;) {
+		if (atomic_load(&m->state) != MAP_LIVE ||
+		    atomic_load(&m->handovers) != handovers)
+			return 1;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		now = ts.tv_sec * 1000ll + ts.tv_nsec / 1000000;
+		if (now >= end)
+			return 0;
+		nanosleep(&(struct timespec){ .tv_nsec = 10000000 }, NULL);
+	}
 }
 
 int farpage_flush(struct farpage_map *m)
@@ -1240,25 +1285,42 @@ int farpage_flush(struct farpage_map *m)
 			m->name);
 		return -ENOLCK;
 	}
-	/* Agent gone: what was written waits in the cache for the mapping
-	 * to be handed to a restarted agent (an agent there before that has
-	 * no mapping of ours to flush); the watchdog ends the wait. */
-	while (atomic_load(&m->state) == MAP_ORPHAN &&
-	       !atomic_load(&m->lease_lost))
-		nanosleep(&(struct timespec){ .tv_nsec = 10000000 }, NULL);
-	if (atomic_load(&m->lease_lost)) {
-		log_err("region %s: flush: the write lease was lost; what "
-			"this mapping wrote is not home",
-			m->name);
-		return -ENOLCK;
+	for (;;) {
+		unsigned int handovers;
+		int ret, gone;
+
+		/* Agent gone: what was written waits in the cache for the
+		 * mapping to be handed to a restarted agent (an agent there
+		 * before that has no mapping of ours to flush); the
+		 * watchdog ends the wait. */
+		while (atomic_load(&m->state) == MAP_ORPHAN &&
+		       !atomic_load(&m->lease_lost))
+			nanosleep(&(struct timespec){ .tv_nsec = 10000000 },
+				  NULL);
+		if (atomic_load(&m->lease_lost)) {
+			log_err("region %s: flush: the write lease was lost; "
+				"what this mapping wrote is not home",
+				m->name);
+			return -ENOLCK;
+		}
+		if (atomic_load(&m->state) != MAP_LIVE) {
+			log_err("region %s: flush: the agent is gone and no "
+				"agent came back within %u ms; written pages "
+				"are not home",
+				m->name, m->agent_timeout_ms);
+			return -ENOTCONN;
+		}
+		handovers = atomic_load(&m->handovers);
+		ret = farpage_flush_at(m->sock_path, m->name, &gone);
+		/* The agent died under the flush: the pages wait in the
+		 * cache; the mapping's next agent flushes them. */
+		if (!ret || !gone || !farpage_flush_lost(m, handovers))
+			return ret;
+		log_warn("region %s: flush: the agent went away (%s); "
+			 "waiting for the mapping to be handed to a restarted "
+			 "one",
+			 m->name, log_strerror(ret));
 	}
-	if (atomic_load(&m->state) != MAP_LIVE) {
-		log_err("region %s: flush: the agent is gone; written pages "
-			"are not home",
-			m->name);
-		return -ENOTCONN;
-	}
-	return farpage_flush_at(m->sock_path, m->name);
 }
 
 int farpage_agent_flush(const char *agent_sock, const char *name)
@@ -1267,7 +1329,7 @@ int farpage_agent_flush(const char *agent_sock, const char *name)
 
 	if (!msg_name_is_valid(name))
 		return -EINVAL;
-	return farpage_flush_at(farpage_sock_path(&o), name);
+	return farpage_flush_at(farpage_sock_path(&o), name, NULL);
 }
 
 void *farpage_map_addr(const struct farpage_map *m)

@@ -1199,15 +1199,20 @@ static void csess_release_tell(struct csess *s, struct csess_job *j, int err)
 		return; /* the client waits until it gives up */
 	r->token = j->token;
 	r->err = err;
-	if (err)
+	if (err && csess_err_is_link(err))
 		snprintf(r->text, sizeof(r->text),
 			 "region %s: the write lease was not given back: "
-			 "coordinator %s: %s%s",
-			 j->name, s->a->cfg.coordinator, csess_strerror(s, err),
-			 csess_err_is_link(err)
-				 ? " (retried until it answers; the lease ends "
-				   "with this node's)"
-				 : "");
+			 "coordinator %s unreachable (%s); the agent retries "
+			 "until it answers, and the lease ends with this "
+			 "node's",
+			 j->name, s->a->cfg.coordinator,
+			 csess_strerror(s, err));
+	else if (err)
+		snprintf(r->text, sizeof(r->text),
+			 "region %s: the write lease was not given back: "
+			 "coordinator %s: %s",
+			 j->name, s->a->cfg.coordinator,
+			 csess_strerror(s, err));
 	j->token = 0;
 	csess_result_push(s, r);
 }
