@@ -4,6 +4,7 @@
 #include "agent.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,7 +300,11 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	scfg.pool = a->pool.base;
 	scfg.pool_size = a->pool.size;
 	scfg.instance = a->instance;
-	scfg.max_conns = 1024;
+	scfg.max_conns = cfg->data_conns ? cfg->data_conns : 1024;
+	scfg.peer_max = cfg->peer_conns;
+	/* an agent's connections to a peer: one per fault loop */
+	scfg.peer_keep = FLOOPS_MAX;
+	scfg.idle_ms = cfg->peer_idle_ms ? cfg->peer_idle_ms : UINT_MAX;
 	scfg.insecure = a->cred.insecure;
 	scfg.self_name = cfg->name;
 	scfg.auth_flags = cfg->page_encryption ? AUTH_F_ENCRYPT : 0;

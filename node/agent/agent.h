@@ -67,6 +67,11 @@ struct node_cfg {
 	const struct actl_cred *cred;
 	bool page_encryption; /* page data encrypted, not only MACed */
 	bool rdma_no_direct;  /* verbs READs land in buffers, then copied */
+	/* page server: connections in all, sessions per peer node, ms a
+	 * peer's session past the 16 it used last may idle (0: for ever) */
+	unsigned int data_conns;
+	unsigned int peer_conns;
+	unsigned int peer_idle_ms;
 };
 
 struct node_agent;

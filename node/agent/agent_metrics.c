@@ -311,6 +311,19 @@ static void agent_metrics_render(struct metrics_buf *b, void *arg)
 		    "Connections closed unserved for a cap (connections in "
 		    "their handshake, per address or in all; connections).",
 		    ps.refused);
+	metrics_head(b, "farpage_pagesrv_sessions_closed_total", "counter",
+		     "Peer sessions the page server closed for its limits, "
+		     "new or old: peer_cap (the node held --peer-conns), "
+		     "total_cap (all taken), idle (past the 16 a node keeps, "
+		     "idle for --peer-idle-ms).");
+	for (int i = 0; i < PAGESRV_CLOSED_N; i++) {
+		char l[48];
+
+		snprintf(l, sizeof(l), "reason=\"%s\"",
+			 pagesrv_closed_name((enum pagesrv_closed)i));
+		metrics_u64(b, "farpage_pagesrv_sessions_closed_total", l,
+			    ps.closed[i]);
+	}
 }
 
 int agent_metrics_start(struct node_agent *a)

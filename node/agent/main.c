@@ -70,6 +70,19 @@ static void main_usage(FILE *out)
 		"                           farpage if it exists). The socket "
 		"is mode 0660,\n"
 		"                           in group farpage if it exists\n"
+		"      --data-conns N       page-server connections in all "
+		"(default 1024;\n"
+		"                           a quarter, at most 64, is kept "
+		"for handshakes)\n"
+		"      --peer-conns N       page-server connections one peer "
+		"node may hold\n"
+		"                           (default 64; an agent keeps one "
+		"per fault loop)\n"
+		"      --peer-idle-ms N     a peer's connections past the 16 "
+		"it used last\n"
+		"                           close after N ms without a "
+		"request (default\n"
+		"                           60000; 0: never)\n"
 		"  -t, --transport T        auto: verbs to peers that have it "
 		"(else TCP),\n"
 		"                           tcp, or verbs (refuse to start "
@@ -192,6 +205,13 @@ static int main_uint(const char *opt, const char *s, unsigned int min,
 	*out = (unsigned int)v;
 	return 0;
 }
+
+/* Long options without a short one. */
+enum {
+	MAIN_OPT_DATA_CONNS = 0x100,
+	MAIN_OPT_PEER_CONNS,
+	MAIN_OPT_PEER_IDLE_MS,
+};
 
 /* Every id of a full list fits: 10 digits and a comma each. */
 #define MAIN_IDS_FMT_LEN (SOCKAUTH_IDS_MAX * 11 + 1)
@@ -370,6 +390,10 @@ int main(int argc, char **argv)
 		{ "allow-uid", required_argument, NULL, 'u' },
 		{ "allow-gid", required_argument, NULL, 'g' },
 		{ "transport", required_argument, NULL, 't' },
+		{ "data-conns", required_argument, NULL, MAIN_OPT_DATA_CONNS },
+		{ "peer-conns", required_argument, NULL, MAIN_OPT_PEER_CONNS },
+		{ "peer-idle-ms", required_argument, NULL,
+		  MAIN_OPT_PEER_IDLE_MS },
 		{ "rdma-device", required_argument, NULL, 'd' },
 		{ "gid-index", required_argument, NULL, 'G' },
 		{ "rdma-depth", required_argument, NULL, 'D' },
@@ -408,6 +432,9 @@ int main(int argc, char **argv)
 		.fault_timeout_ms = 30000,
 		.repl_timeout_ms = 2000,
 		.heartbeat_ms = 1000,
+		.data_conns = 1024,
+		.peer_conns = 64,
+		.peer_idle_ms = 60000,
 		.readahead = 256,
 		.gid_index = -1,
 		.fault_mode = "auto",
@@ -504,6 +531,21 @@ int main(int argc, char **argv)
 					optarg);
 				return 2;
 			}
+			break;
+		case MAIN_OPT_DATA_CONNS:
+			if (main_uint("--data-conns", optarg, 16,
+				      &cfg.data_conns))
+				return 2;
+			break;
+		case MAIN_OPT_PEER_CONNS:
+			if (main_uint("--peer-conns", optarg, 1,
+				      &cfg.peer_conns))
+				return 2;
+			break;
+		case MAIN_OPT_PEER_IDLE_MS:
+			if (main_uint("--peer-idle-ms", optarg, 0,
+				      &cfg.peer_idle_ms))
+				return 2;
 			break;
 		case 'B':
 			if (main_uint("--heartbeat-ms", optarg, 10,

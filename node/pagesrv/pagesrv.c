@@ -12,6 +12,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -40,6 +41,14 @@
 #define PAGESRV_RING_ENTRIES	  256u
 #define PAGESRV_BACKLOG		  128
 #define PAGESRV_MAX_CONNS_DEFAULT 256u
+/*
+ * Sessions (authenticated connections) one peer node may hold; of those,
+ * PAGESRV_PEER_KEEP are never closed for being idle, and the rest are
+ * after PAGESRV_IDLE_MS without a byte received (pagesrv.h).
+ */
+#define PAGESRV_PEER_MAX_DEFAULT 64u
+#define PAGESRV_PEER_KEEP	 16u
+#define PAGESRV_IDLE_MS_DEFAULT	 60000u
 /* Requests are 24 bytes: 16 KiB holds ~680 of them. */
 #define PAGESRV_RBUF_SIZE (16u << 10)
 /* Replies queued per connection; parsing stops when full. */
@@ -91,6 +100,13 @@ enum pagesrv_to {
 };
 
 struct pagesrv_conn;
+
+/* A peer node with sessions here: how many (not closing). */
+struct pagesrv_peer {
+	struct pagesrv_peer *next;
+	unsigned int n;
+	char name[AUTH_NAME_MAX];
+};
 
 /* user_data of every SQE of the server's ring */
 struct pagesrv_req {
@@ -165,6 +181,10 @@ struct pagesrv_conn {
 	size_t hs_got;	      /* handshake bytes received */
 	uint8_t src[16];      /* source address: handshakes per host */
 	uint8_t src_len;
+	/* a session: its peer's entry (counted there and in s->nsess until
+	 * it closes), and when it last received a byte (evl_now_ms()) */
+	struct pagesrv_peer *peer;
+	uint64_t last_ms;
 	/* secure WRITE: its header (the record's additional data), data and
 	 * tag staged until the tag verifies */
 	uint8_t wr_hdr[WIRE_HDR_LEN + WIRE_WGEN_LEN];
@@ -197,6 +217,9 @@ struct pagesrv {
 	uint64_t pool_size;
 	uint64_t instance;
 	unsigned int max_conns;
+	/* sessions: in all, per peer, per peer kept however idle; a session
+	 * past the keep closes after idle_ms without a byte (0: never) */
+	unsigned int sess_max, peer_max, peer_keep, idle_ms;
 	struct pgfence *fence; /* replicas out of sync, rebuild marks; NULL */
 	/* authentication */
 	bool insecure;
@@ -232,10 +255,14 @@ struct pagesrv {
 	unsigned int nconns; /* in the list */
 	unsigned int nlive;  /* not closing */
 	unsigned int nhs;    /* in their handshake */
+	unsigned int nsess;  /* sessions (secure, done with the handshake) */
+	struct pagesrv_peer *peers;
 	/* refusals logged: a line a second at most, the rest counted */
 	struct log_limit refusals;
 	/* sessions logged: PAGESRV_SESSION_LOG_BURST a second, ditto */
 	struct log_limit sessions;
+	/* sessions closed for a cap or idleness: a line a second, ditto */
+	struct log_limit limits;
 	/* newest connection generation seen per client id (and, secure, per
 	 * authenticated peer: one peer cannot fence another's connections) */
 	struct {
@@ -259,6 +286,7 @@ struct pagesrv {
 	_Atomic uint64_t st_auth_failures;
 	_Atomic uint64_t st_hs_timeouts;
 	_Atomic uint64_t st_refused;
+	_Atomic uint64_t st_closed[PAGESRV_CLOSED_N];
 };
 
 static void pagesrv_count(_Atomic uint64_t *c, uint64_t n)
@@ -279,6 +307,24 @@ static struct io_uring_sqe *pagesrv_sqe_get(struct pagesrv *s)
 
 static void pagesrv_waiters_wake(struct pagesrv *s);
 
+/* @c no longer counts as a session of its peer (closing, or freed). */
+static void pagesrv_conn_sess_end(struct pagesrv_conn *c)
+{
+	struct pagesrv *s = c->s;
+	struct pagesrv_peer **pp, *p = c->peer;
+
+	if (!p)
+		return;
+	c->peer = NULL;
+	s->nsess--;
+	if (--p->n)
+		return;
+	for (pp = &s->peers; *pp != p; pp = &(*pp)->next)
+		;
+	*pp = p->next;
+	free(p);
+}
+
 static void pagesrv_conn_free(struct pagesrv_conn *c)
 {
 	struct pagesrv *s = c->s;
@@ -296,6 +342,7 @@ static void pagesrv_conn_free(struct pagesrv_conn *c)
 		s->nlive--;
 	if (c->in_hs)
 		s->nhs--;
+	pagesrv_conn_sess_end(c);
 	close(c->fd);
 	for (i = 0; i < c->q_n; i++) {
 		struct pagesrv_reply *r =
@@ -327,6 +374,7 @@ static void pagesrv_conn_close(struct pagesrv_conn *c)
 	if (c->closing)
 		return;
 	pagesrv_conn_hs_end(c);
+	pagesrv_conn_sess_end(c);
 	c->closing = true;
 	c->s->nlive--;
 	if (!c->inflight) {
@@ -366,6 +414,191 @@ static void pagesrv_refusal_log(struct pagesrv *s, const char *who,
 			 who, what, dropped);
 	else
 		log_warn("%s: %s", who, what);
+}
+
+/*
+ * Closes session @c for a limit (@why): counted by reason, logged with its
+ * peer (c->name) at most once a second, with those left out since.
+ */
+static void pagesrv_sess_close(struct pagesrv_conn *c, enum pagesrv_closed why,
+			       const char *what)
+{
+	struct pagesrv *s = c->s;
+	uint64_t dropped;
+
+	pagesrv_count(&s->st_closed[why], 1);
+	pagesrv_count(&s->st_dropped, 1);
+	if (log_limit_take(&s->limits, evl_now_ms(), &dropped)) {
+		if (dropped)
+			log_warn("%s: %s (and %" PRIu64 " more sessions closed "
+				 "for limits not logged)",
+				 c->name, what, dropped);
+		else
+			log_warn("%s: %s", c->name, what);
+	}
+	pagesrv_conn_close(c);
+}
+
+/* True if @c has nothing in flight: no request begun, no reply queued. */
+static bool pagesrv_conn_is_quiet(const struct pagesrv_conn *c)
+{
+	return !c->q_n && !c->send_busy && !c->wr_active && !c->wr_wait &&
+	       !c->rlen;
+}
+
+/*
+ * The session of @p that received nothing for longest, of those with
+ * nothing in flight (of those alike, the oldest: the list is newest
+ * first); NULL if none. *newer counts @p's other sessions that received
+ * something since, or as late.
+ */
+static struct pagesrv_conn *pagesrv_peer_idlest(struct pagesrv *s,
+						const struct pagesrv_peer *p,
+						unsigned int *newer)
+{
+	struct pagesrv_conn *c, *old = NULL;
+
+	*newer = 0;
+	if (!p)
+		return NULL;
+	for (c = s->conns; c; c = c->next)
+		if (c->peer == p && pagesrv_conn_is_quiet(c) &&
+		    (!old || c->last_ms <= old->last_ms))
+			old = c;
+	for (c = s->conns; old && c; c = c->next)
+		if (c->peer == p && c != old && c->last_ms >= old->last_ms)
+			(*newer)++;
+	return old;
+}
+
+static struct pagesrv_peer *pagesrv_peer_find(struct pagesrv *s,
+					      const char *name)
+{
+	struct pagesrv_peer *p;
+
+	for (p = s->peers; p; p = p->next)
+		if (!strcmp(p->name, name))
+			return p;
+	return NULL;
+}
+
+/*
+ * Room for the session @c of node @name, which holds @n others: past its
+ * cap its idlest session goes (or @c, if each is busy); past the cap of
+ * all sessions, the idlest of the peer holding most, if it holds more
+ * than @name would (else @c). A cap never closes another peer's session
+ * for one that holds as many. Returns true if @c may go on.
+ */
+static bool pagesrv_sess_room(struct pagesrv_conn *c, const char *name,
+			      unsigned int n)
+{
+	struct pagesrv *s = c->s;
+	struct pagesrv_peer *p, *big = NULL;
+	struct pagesrv_conn *old = NULL;
+	unsigned int newer;
+	char what[200];
+
+	if (n >= s->peer_max) {
+		old = pagesrv_peer_idlest(s, pagesrv_peer_find(s, name),
+					  &newer);
+		snprintf(what, sizeof(what),
+			 "node %s holds %u sessions, its cap (--peer-conns): "
+			 "closing %s",
+			 name, n,
+			 old ? "its most idle one for a new one"
+			     : "the new one (each of the others is busy)");
+		pagesrv_sess_close(old ? old : c, PAGESRV_CLOSED_PEER_CAP,
+				   what);
+		return old != NULL;
+	}
+	if (s->nsess < s->sess_max)
+		return true;
+	for (p = s->peers; p; p = p->next)
+		if (!big || p->n > big->n)
+			big = p;
+	if (big && big->n > n + 1)
+		old = pagesrv_peer_idlest(s, big, &newer);
+	snprintf(what, sizeof(what),
+		 "all %u sessions taken (--data-conns), node %s holds %u: "
+		 "closing %s",
+		 s->sess_max, big ? big->name : "-", big ? big->n : 0,
+		 old ? "its most idle one for a new one of another node"
+		     : "the new one");
+	pagesrv_sess_close(old ? old : c, PAGESRV_CLOSED_TOTAL_CAP, what);
+	return old != NULL;
+}
+
+/* @c, done with its handshake, counts as a session of its peer. */
+static int pagesrv_conn_sess_start(struct pagesrv_conn *c)
+{
+	struct pagesrv *s = c->s;
+	const char *name = auth_sess_name(c->sess);
+	struct pagesrv_peer *p = pagesrv_peer_find(s, name);
+
+	if (!pagesrv_sess_room(c, name, p ? p->n : 0))
+		return -EBUSY;
+	/* the room made may have taken the peer's entry with it */
+	p = pagesrv_peer_find(s, name);
+	if (!p) {
+		p = calloc(1, sizeof(*p));
+		if (!p) {
+			log_err("%s: no memory for a peer, closing", c->name);
+			pagesrv_conn_close(c);
+			return -ENOMEM;
+		}
+		snprintf(p->name, sizeof(p->name), "%s", name);
+		p->next = s->peers;
+		s->peers = p;
+	}
+	p->n++;
+	s->nsess++;
+	c->peer = p;
+	c->last_ms = evl_now_ms();
+	return 0;
+}
+
+/* True if a peer holds more sessions than it keeps however idle. */
+static bool pagesrv_idle_is_due(const struct pagesrv *s)
+{
+	if (s->idle_ms == UINT_MAX)
+		return false;
+	for (const struct pagesrv_peer *p = s->peers; p; p = p->next)
+		if (p->n > s->peer_keep)
+			return true;
+	return false;
+}
+
+/*
+ * A peer's sessions past the peer_keep that received something last,
+ * idle for idle_ms, are closed (an agent keeps one connection per fault
+ * loop to a peer: at most 16, which stay however idle).
+ */
+static void pagesrv_idle_reap(struct pagesrv *s, uint64_t now)
+{
+	struct pagesrv_peer *p;
+	struct pagesrv_conn *old;
+	unsigned int newer;
+	char what[160];
+
+	if (s->idle_ms == UINT_MAX)
+		return;
+again:
+	for (p = s->peers; p; p = p->next) {
+		if (p->n <= s->peer_keep)
+			continue;
+		old = pagesrv_peer_idlest(s, p, &newer);
+		if (!old || newer < s->peer_keep ||
+		    now - old->last_ms < s->idle_ms)
+			continue;
+		snprintf(what, sizeof(what),
+			 "idle for %u ms, and node %s holds %u sessions "
+			 "(%u are kept however idle): closing",
+			 s->idle_ms, p->name, p->n, s->peer_keep);
+		/* closing may free @p, or (a fenced one waking writers)
+		 * others: look again from the start */
+		pagesrv_sess_close(old, PAGESRV_CLOSED_IDLE, what);
+		goto again;
+	}
 }
 
 /* True if @n is a node name as auth.c accepts them: safe to log. */
@@ -1073,6 +1306,8 @@ static void pagesrv_conn_on_recv(struct pagesrv_conn *c, int res)
 		pagesrv_conn_close(c);
 		return;
 	}
+	if (c->peer)
+		c->last_ms = evl_now_ms();
 	pagesrv_conn_received(c, (size_t)res, c->recv_to);
 	pagesrv_conn_serve(c);
 }
@@ -1200,6 +1435,8 @@ static void pagesrv_conn_hs_io(struct pagesrv_conn *c)
 	c->inflight++;
 }
 
+static void pagesrv_tick_arm(struct pagesrv *s);
+
 /* The handshake is done: the session takes over, requests are served. */
 static void pagesrv_conn_hs_done(struct pagesrv_conn *c)
 {
@@ -1213,6 +1450,9 @@ static void pagesrv_conn_hs_done(struct pagesrv_conn *c)
 	snprintf(name, sizeof(name), "node %s (%s)", auth_sess_name(c->sess),
 		 c->addr);
 	memcpy(c->name, name, sizeof(c->name));
+	if (pagesrv_conn_sess_start(c))
+		return;
+	pagesrv_tick_arm(c->s);
 	if (log_limit_take(&c->s->sessions, evl_now_ms(), &dropped)) {
 		if (dropped)
 			snprintf(more, sizeof(more),
@@ -1356,7 +1596,7 @@ static void pagesrv_tick_arm(struct pagesrv *s)
 {
 	struct io_uring_sqe *sqe;
 
-	if (s->stopping || s->tick_busy || !s->nhs)
+	if (s->stopping || s->tick_busy || (!s->nhs && !pagesrv_idle_is_due(s)))
 		return;
 	sqe = pagesrv_sqe_get(s);
 	if (!sqe)
@@ -1368,7 +1608,10 @@ static void pagesrv_tick_arm(struct pagesrv *s)
 	s->tick_busy = true;
 }
 
-/* Connections not done with their handshake in time are closed. */
+/*
+ * Connections not done with their handshake in time are closed, and
+ * sessions idle past what their peer keeps.
+ */
 static void pagesrv_on_tick(struct pagesrv *s)
 {
 	uint64_t now = evl_now_ms();
@@ -1388,6 +1631,7 @@ static void pagesrv_on_tick(struct pagesrv *s)
 		/* in its handshake, never fenced: frees nothing else */
 		pagesrv_conn_close(c);
 	}
+	pagesrv_idle_reap(s, now);
 	pagesrv_tick_arm(s);
 }
 
@@ -1698,6 +1942,12 @@ int pagesrv_create(const struct pagesrv_cfg *cfg, struct pagesrv **out)
 		s->hs_max = PAGESRV_HS_MAX;
 	s->hs_per_src =
 		s->hs_max < PAGESRV_HS_PER_SRC ? s->hs_max : PAGESRV_HS_PER_SRC;
+	/* the rest: a new connection finds room for its handshake */
+	s->sess_max = s->max_conns > s->hs_max ? s->max_conns - s->hs_max : 1;
+	s->peer_max = cfg->peer_max ? cfg->peer_max : PAGESRV_PEER_MAX_DEFAULT;
+	s->peer_keep = cfg->peer_keep ? cfg->peer_keep : PAGESRV_PEER_KEEP;
+	s->idle_ms = cfg->idle_ms ? cfg->idle_ms : PAGESRV_IDLE_MS_DEFAULT;
+	s->limits.burst = 1;
 	s->accept_req = (struct pagesrv_req){ PAGESRV_OP_ACCEPT, NULL };
 	s->wake_req = (struct pagesrv_req){ PAGESRV_OP_WAKE, NULL };
 	s->timer_req = (struct pagesrv_req){ PAGESRV_OP_TIMER, NULL };
@@ -1808,4 +2058,18 @@ void pagesrv_stats(const struct pagesrv *s, struct pagesrv_stats *st)
 		atomic_load_explicit(&s->st_hs_timeouts, memory_order_relaxed);
 	st->refused =
 		atomic_load_explicit(&s->st_refused, memory_order_relaxed);
+	for (int i = 0; i < PAGESRV_CLOSED_N; i++)
+		st->closed[i] = atomic_load_explicit(&s->st_closed[i],
+						     memory_order_relaxed);
+}
+
+const char *pagesrv_closed_name(enum pagesrv_closed why)
+{
+	static const char *const names[PAGESRV_CLOSED_N] = {
+		[PAGESRV_CLOSED_PEER_CAP] = "peer_cap",
+		[PAGESRV_CLOSED_TOTAL_CAP] = "total_cap",
+		[PAGESRV_CLOSED_IDLE] = "idle",
+	};
+
+	return (unsigned int)why < PAGESRV_CLOSED_N ? names[why] : "?";
 }

@@ -21,6 +21,22 @@ struct pagesrv_cfg {
 	uint64_t instance; /* this pool's instance, sent in HELLO replies */
 	unsigned int max_conns; /* 0 = 256; more are accepted and closed */
 	/*
+	 * Secure only: sessions (connections done with the handshake) one
+	 * peer node may hold, 0 = 64. A peer's session past it closes that
+	 * peer's session that received nothing for longest and has nothing
+	 * in flight, or, if each of them is busy, is closed itself. Sessions
+	 * in all are max_conns less the room kept for handshakes; past that
+	 * a new session closes an idle one of the peer holding the most, if
+	 * that one holds more than the new one's peer, else it is closed.
+	 * Either way a cap costs the peer that holds most, never another.
+	 */
+	unsigned int peer_max;
+	/* a peer's sessions past its peer_keep most recently active ones
+	 * (0 = 16: an agent's fault loops, one connection each) close after
+	 * idle_ms without a byte from the peer (0 = 60000; UINT_MAX: never) */
+	unsigned int peer_keep;
+	unsigned int idle_ms;
+	/*
 	 * Peers authenticate (auth.h, role PEER, target = self_name) with
 	 * their pair key, which pair_key finds (called on the server
 	 * thread; it returns an auth_status). insecure: no handshake at all.
@@ -38,6 +54,17 @@ struct pagesrv_cfg {
 	 * The caller keeps it until pagesrv_destroy() returns. */
 	struct pgfence *fence;
 };
+
+/* Why a session was closed by the server for its limits (pagesrv_cfg). */
+enum pagesrv_closed {
+	PAGESRV_CLOSED_PEER_CAP = 0, /* its peer held peer_max sessions */
+	PAGESRV_CLOSED_TOTAL_CAP,    /* all sessions were taken */
+	PAGESRV_CLOSED_IDLE,	     /* past peer_keep, idle for idle_ms */
+	PAGESRV_CLOSED_N,
+};
+
+/* "peer_cap", "total_cap", "idle": a metrics label. */
+const char *pagesrv_closed_name(enum pagesrv_closed why);
 
 /*
  * Binds and listens on cfg->listen_addr; serves nothing until started.
@@ -81,6 +108,8 @@ struct pagesrv_stats {
 	uint64_t auth_failures;
 	uint64_t hs_timeouts; /* closed: no handshake in hs_timeout_ms */
 	uint64_t refused; /* closed unserved for a cap (handshakes, conns) */
+	/* sessions closed for their limits, new or old, by reason */
+	uint64_t closed[PAGESRV_CLOSED_N];
 };
 
 /* Snapshot of the counters (atomics); callable from any thread. */

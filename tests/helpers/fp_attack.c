@@ -42,6 +42,14 @@
  *       request tampered (header or tag), truncated, reordered or a
  *       replayed record, each on a fresh connection. "tamper-data:
  *       sent=N accepted=K" (accepted: page data came back).
+ *   fp_attack hold-data ADDR CLUSTER_KEY SELF TARGET N
+ *       page server TARGET, as member SELF (its pair key derived from the
+ *       cluster key: what SELF's node key gets from the coordinator): N
+ *       sessions, each through the handshake and a HELLO answered, all
+ *       held. Prints "hold-data: answered=A failed=F alive=L", then every
+ *       second opens a session again for each one the server closed
+ *       ("hold-data: round=R reopened=K alive=L", L: those still open
+ *       from the round before), until killed.
  *   fp_attack flood ADDR N idle|half [SRC,SRC,...]
  *       N connections that send nothing, or half a handshake, each from
  *       the next of the source addresses SRC in turn if given; prints
@@ -666,6 +674,95 @@ static int attack_tamper_data(const char *addr, const char *keyfile,
 	}
 	printf("tamper-data: sent=%ld accepted=%ld\n", sent, accepted);
 	return accepted ? 1 : 0;
+}
+
+/*
+ * A session with the page server at @addr as @cc says: the handshake and
+ * one HELLO answered. Returns the socket, or -1.
+ */
+static int attack_data_sess(const char *addr, const struct auth_client_cfg *cc)
+{
+	struct wire_hdr hello = { .version = WIRE_VERSION,
+				  .op = WIRE_OP_HELLO };
+	uint8_t rec[WIRE_HDR_LEN + AUTH_TAG_LEN];
+	struct auth_sess *s = NULL;
+	char why[400];
+	int fd, ok;
+
+	if (net_connect(addr, ATTACK_TIMEOUT_MS, &fd))
+		return -1;
+	if (auth_client_run(fd, cc, ATTACK_TIMEOUT_MS, &s, why, sizeof(why))) {
+		close(fd);
+		return -1;
+	}
+	ok = !attack_data_rec(s, &hello, rec) &&
+	     send(fd, rec, sizeof(rec), MSG_NOSIGNAL) == sizeof(rec) &&
+	     recv(fd, rec, sizeof(rec), MSG_WAITALL) == sizeof(rec);
+	auth_sess_free(s);
+	if (!ok) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static bool attack_closed(int fd);
+
+static int attack_hold_data(const char *addr, const char *keyfile,
+			    const char *self, const char *target, long n)
+{
+	struct auth_client_cfg cc = { .role = AUTH_ROLE_PEER,
+				      .name = self,
+				      .target = target,
+				      .flags = AUTH_F_ENCRYPT };
+	long answered = 0, failed = 0, alive = 0;
+	struct actl_cred c = { 0 };
+	int *fds;
+
+	if (n <= 0 || attack_cred(keyfile, &c) ||
+	    auth_pair_key(&c.key, self, target, cc.key))
+		return 2;
+	fds = calloc((size_t)n, sizeof(*fds));
+	if (!fds)
+		return 2;
+	for (long i = 0; i < n; i++) {
+		fds[i] = attack_data_sess(addr, &cc);
+		if (fds[i] < 0)
+			failed++;
+		else
+			answered++;
+	}
+	for (long i = 0; i < n; i++)
+		if (fds[i] >= 0 && !attack_closed(fds[i]))
+			alive++;
+	printf("hold-data: answered=%ld failed=%ld alive=%ld\n", answered,
+	       failed, alive);
+	fflush(stdout);
+	/* topped up: a slot freed is taken again */
+	for (long round = 1;; round++) {
+		long reopened = 0;
+
+		poll(NULL, 0, 1000);
+		/* what the server let us keep since the last round */
+		alive = 0;
+		for (long i = 0; i < n; i++) {
+			if (fds[i] >= 0 && attack_closed(fds[i])) {
+				close(fds[i]);
+				fds[i] = -1;
+			}
+			alive += fds[i] >= 0;
+		}
+		for (long i = 0; i < n; i++) {
+			if (fds[i] >= 0)
+				continue;
+			fds[i] = attack_data_sess(addr, &cc);
+			if (fds[i] >= 0)
+				reopened++;
+		}
+		printf("hold-data: round=%ld reopened=%ld alive=%ld\n", round,
+		       reopened, alive);
+	}
+	return 0;
 }
 
 /* A TCP connection to @addr ("a.b.c.d:port") from source address @src. */
@@ -1416,6 +1513,9 @@ int main(int argc, char **argv)
 					  atol(argv[6]));
 	if (argc == 4 && !strcmp(argv[1], "replay"))
 		return attack_replay(argv[2], argv[3]);
+	if (argc == 7 && !strcmp(argv[1], "hold-data"))
+		return attack_hold_data(argv[2], argv[3], argv[4], argv[5],
+					atol(argv[6]));
 	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "flood"))
 		return attack_flood(argv[2], atol(argv[3]), argv[4],
 				    argc == 6 ? argv[5] : NULL);
@@ -1440,7 +1540,8 @@ int main(int argc, char **argv)
 					   argc == 6);
 	fprintf(stderr,
 		"usage: fp_attack plain-read|peer|ctl-plain|ctl-key|ctl-clear|"
-		"as-node|lease|tamper|flood|hold-node|map-fds|map-fds-ext|"
+		"as-node|lease|tamper|flood|hold-node|hold-data|map-fds|"
+		"map-fds-ext|"
 		"reopen-rw|"
 		"uffd-upgrade|stuff ... (see the source)\n");
 	return 2;
