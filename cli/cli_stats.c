@@ -105,6 +105,11 @@ int cli_stats_run(const struct cli *c, int argc, char **argv)
 			ret == -EACCES
 				? " (the agent does not serve this user: "
 				  "its --allow-uid/--allow-gid)"
+			: ret == -EUSERS
+				? " (this user holds as many connections as "
+				  "the agent allows one user, "
+				  "--sock-clients-per-uid, or all its places "
+				  "are taken, --sock-clients)"
 				: "");
 		return CLI_EXIT_FAIL;
 	}

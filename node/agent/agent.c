@@ -300,7 +300,9 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	scfg.pool = a->pool.base;
 	scfg.pool_size = a->pool.size;
 	scfg.instance = a->instance;
-	scfg.max_conns = cfg->data_conns ? cfg->data_conns : 1024;
+	if (!a->cfg.data_conns)
+		a->cfg.data_conns = 1024;
+	scfg.max_conns = a->cfg.data_conns;
 	scfg.peer_max = cfg->peer_conns;
 	/* an agent's connections to a peer: one per fault loop */
 	scfg.peer_keep = FLOOPS_MAX;

@@ -26,11 +26,20 @@ struct floops;
 struct pagesrv;
 struct fsvc_conn;
 struct fsvc_drain;
+struct fsvc_uid;
 struct resolv;
 struct xport_rdma_ctx;
 
 /* Refused clients of the Unix socket waiting to be closed (fsvc.c). */
 #define AGENT_REFUSED_MAX 16
+
+/* Why a client of the Unix socket was refused (fsvc.c; /metrics). */
+enum agent_sock_refusal {
+	AGENT_SOCK_NOT_ALLOWED = 0, /* --allow-uid/--allow-gid */
+	AGENT_SOCK_UID_CAP,	    /* its uid held --sock-clients-per-uid */
+	AGENT_SOCK_TOTAL_CAP,	    /* all clients' places were taken */
+	AGENT_SOCK_REFUSED_N,
+};
 
 struct node_cfg {
 	const char *coordinator; /* "host:port" */
@@ -72,6 +81,10 @@ struct node_cfg {
 	unsigned int data_conns;
 	unsigned int peer_conns;
 	unsigned int peer_idle_ms;
+	/* Unix socket clients in all (lowered to the descriptors left:
+	 * fsvc.c) and per uid; 0 = 4096, 1024 */
+	unsigned int sock_clients;
+	unsigned int sock_clients_uid;
 };
 
 struct node_agent;
@@ -140,6 +153,13 @@ struct node_agent {
 	_Atomic uint32_t *pins;
 	uint64_t n_pins;
 	_Atomic uint32_t n_conns; /* local clients connected now */
+	/* Local clients per uid (fsvc.c), and the most in all: the
+	 * descriptors the pool, the page server and the agent's own leave */
+	struct fsvc_uid *uids;
+	unsigned int sock_max;
+	/* clients refused, by enum agent_sock_refusal (control thread
+	 * counts, /metrics reads) */
+	_Atomic uint64_t sock_refused[AGENT_SOCK_REFUSED_N];
 	struct metrics_srv *metrics;
 	/* Our key (unless cred.insecure), and the pair keys of peers by
 	 * name, from the coordinator's NODES (session thread writes, page

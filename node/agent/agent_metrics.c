@@ -280,6 +280,22 @@ static void agent_metrics_render(struct metrics_buf *b, void *arg)
 			    "that no READ went into yet (counted as held).",
 			    xport_rdma_ctx_mr_ahead(a->rdma));
 	}
+	metrics_head(b, "farpage_socket_refused_total", "counter",
+		     "Local clients the agent's socket refused: not_allowed "
+		     "(--allow-uid/--allow-gid), uid_cap (the uid held "
+		     "--sock-clients-per-uid), total_cap (all places taken).");
+	for (int i = 0; i < AGENT_SOCK_REFUSED_N; i++) {
+		static const char *const why[AGENT_SOCK_REFUSED_N] = {
+			[AGENT_SOCK_NOT_ALLOWED] = "not_allowed",
+			[AGENT_SOCK_UID_CAP] = "uid_cap",
+			[AGENT_SOCK_TOTAL_CAP] = "total_cap",
+		};
+		char l[48];
+
+		snprintf(l, sizeof(l), "reason=\"%s\"", why[i]);
+		metrics_u64(b, "farpage_socket_refused_total", l,
+			    LD(a->sock_refused[i]));
+	}
 	agent_metrics_faults(b, c);
 	agent_metrics_peers(b, a->fl);
 	agent_metrics_loops(b, a->fl);

@@ -83,6 +83,12 @@ static void main_usage(FILE *out)
 		"                           close after N ms without a "
 		"request (default\n"
 		"                           60000; 0: never)\n"
+		"      --sock-clients N     local clients of the socket in "
+		"all (default\n"
+		"                           4096, fewer if the open-files "
+		"limit leaves fewer)\n"
+		"      --sock-clients-per-uid N  local clients of one user "
+		"(default 1024)\n"
 		"  -t, --transport T        auto: verbs to peers that have it "
 		"(else TCP),\n"
 		"                           tcp, or verbs (refuse to start "
@@ -211,6 +217,8 @@ enum {
 	MAIN_OPT_DATA_CONNS = 0x100,
 	MAIN_OPT_PEER_CONNS,
 	MAIN_OPT_PEER_IDLE_MS,
+	MAIN_OPT_SOCK_CLIENTS,
+	MAIN_OPT_SOCK_CLIENTS_UID,
 };
 
 /* Every id of a full list fits: 10 digits and a comma each. */
@@ -394,6 +402,10 @@ int main(int argc, char **argv)
 		{ "peer-conns", required_argument, NULL, MAIN_OPT_PEER_CONNS },
 		{ "peer-idle-ms", required_argument, NULL,
 		  MAIN_OPT_PEER_IDLE_MS },
+		{ "sock-clients", required_argument, NULL,
+		  MAIN_OPT_SOCK_CLIENTS },
+		{ "sock-clients-per-uid", required_argument, NULL,
+		  MAIN_OPT_SOCK_CLIENTS_UID },
 		{ "rdma-device", required_argument, NULL, 'd' },
 		{ "gid-index", required_argument, NULL, 'G' },
 		{ "rdma-depth", required_argument, NULL, 'D' },
@@ -435,6 +447,8 @@ int main(int argc, char **argv)
 		.data_conns = 1024,
 		.peer_conns = 64,
 		.peer_idle_ms = 60000,
+		.sock_clients = 4096,
+		.sock_clients_uid = 1024,
 		.readahead = 256,
 		.gid_index = -1,
 		.fault_mode = "auto",
@@ -545,6 +559,16 @@ int main(int argc, char **argv)
 		case MAIN_OPT_PEER_IDLE_MS:
 			if (main_uint("--peer-idle-ms", optarg, 0,
 				      &cfg.peer_idle_ms))
+				return 2;
+			break;
+		case MAIN_OPT_SOCK_CLIENTS:
+			if (main_uint("--sock-clients", optarg, 16,
+				      &cfg.sock_clients))
+				return 2;
+			break;
+		case MAIN_OPT_SOCK_CLIENTS_UID:
+			if (main_uint("--sock-clients-per-uid", optarg, 1,
+				      &cfg.sock_clients_uid))
 				return 2;
 			break;
 		case 'B':

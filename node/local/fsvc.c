@@ -23,6 +23,7 @@
 #define LOG_PREFIX "fsvc: "
 #include "agent.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -30,8 +31,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/pidfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -56,6 +59,26 @@
 
 /* Requests are a few hundred bytes; a larger declared frame is refused. */
 #define FSVC_FRAME_MAX (64u << 10)
+/*
+ * A client's receive buffer is allocated when bytes come, as large as
+ * what waits on its socket (at least FSVC_RBUF_MIN), and given back once
+ * no frame is partly in it: an idle client holds none.
+ */
+#define FSVC_RBUF_MIN 512u
+#define FSVC_RBUF_MAX (FRAME_HDR_LEN + FSVC_FRAME_MAX)
+/*
+ * Clients in all and per uid, by default. Each may hold up to
+ * FSVC_CLIENT_FDS descriptors (its socket, its userfaultfd, its cache
+ * memfd); clients in all are lowered to what the open-files limit leaves
+ * once the descriptors open at start, the page server's connections and
+ * FSVC_FD_RESERVE for the agent's own (peers, coordinator, /metrics,
+ * segments passed to mappers) are counted: the page server can always
+ * accept.
+ */
+#define FSVC_CLIENTS_DEFAULT	 4096u
+#define FSVC_CLIENTS_UID_DEFAULT 1024u
+#define FSVC_CLIENT_FDS		 3u
+#define FSVC_FD_RESERVE		 1024u
 /*
  * Every client waits for each answer before its next request. An answer
  * that does not fit the socket's buffer at once (the layout of a big
@@ -125,8 +148,17 @@ struct fsvc_conn {
 	struct fsvc_out *out; /* answers not yet sent, oldest first */
 	size_t out_bytes;     /* their bytes left to send */
 	size_t rlen;
-	uint8_t rbuf[FRAME_HDR_LEN + FSVC_FRAME_MAX];
+	size_t rcap;	      /* of rbuf; 0: none (nothing partly received) */
+	uint8_t *rbuf;	      /* FSVC_RBUF_MIN..FSVC_RBUF_MAX bytes */
+	struct fsvc_uid *uid; /* its uid's count */
 	struct fsvc_conn *next;
+};
+
+/* Local clients of one uid connected now. */
+struct fsvc_uid {
+	struct fsvc_uid *next;
+	uid_t uid;
+	unsigned int n;
 };
 
 /* A writable mapping that ended, still sending home what it wrote. */
@@ -265,6 +297,51 @@ static int fsvc_out_flush(struct fsvc_conn *c)
 	return 0;
 }
 
+static struct fsvc_uid *fsvc_uid_find(struct node_agent *a, uid_t uid)
+{
+	struct fsvc_uid *u;
+
+	for (u = a->uids; u; u = u->next)
+		if (u->uid == uid)
+			return u;
+	return NULL;
+}
+
+/*
+ * One more client of @uid: its count, made if there is none yet. NULL:
+ * no memory.
+ */
+static struct fsvc_uid *fsvc_uid_get(struct node_agent *a, uid_t uid)
+{
+	struct fsvc_uid *u = fsvc_uid_find(a, uid);
+
+	if (u) {
+		u->n++;
+		return u;
+	}
+	u = calloc(1, sizeof(*u));
+	if (!u)
+		return NULL;
+	u->uid = uid;
+	u->n = 1;
+	u->next = a->uids;
+	a->uids = u;
+	return u;
+}
+
+/* A client of @u is gone; @u goes with its last one. */
+static void fsvc_uid_put(struct node_agent *a, struct fsvc_uid *u)
+{
+	struct fsvc_uid **p;
+
+	if (!u || --u->n)
+		return;
+	for (p = &a->uids; *p != u; p = &(*p)->next)
+		;
+	*p = u->next;
+	free(u);
+}
+
 static void fsvc_conn_close(struct fsvc_conn *c)
 {
 	struct node_agent *a = c->a;
@@ -309,6 +386,8 @@ static void fsvc_conn_close(struct fsvc_conn *c)
 		close(c->fd_in);
 	if (c->fd_in2 >= 0)
 		close(c->fd_in2);
+	fsvc_uid_put(a, c->uid);
+	free(c->rbuf);
 	msg_fini(&c->layout);
 	layout_runs_free(c->rruns, c->n_rruns);
 	free(c->rs);
@@ -1400,11 +1479,38 @@ static int fsvc_take_fds(struct fsvc_conn *c, struct msghdr *mh)
 }
 
 /*
+ * Room in c->rbuf for what waits on the socket now (FIONREAD), at least a
+ * byte. Returns 0 or -ENOMEM.
+ */
+static int fsvc_rbuf_room(struct fsvc_conn *c)
+{
+	int avail = 0;
+	size_t want;
+	uint8_t *p;
+
+	if (ioctl(c->fd, FIONREAD, &avail) < 0 || avail < 1)
+		avail = 1;
+	want = c->rlen + (size_t)avail;
+	if (want < FSVC_RBUF_MIN)
+		want = FSVC_RBUF_MIN;
+	if (want > FSVC_RBUF_MAX)
+		want = FSVC_RBUF_MAX;
+	if (want <= c->rcap)
+		return 0;
+	p = realloc(c->rbuf, want);
+	if (!p)
+		return -ENOMEM;
+	c->rbuf = p;
+	c->rcap = want;
+	return 0;
+}
+
+/*
  * Reads what the client sent so far and serves every complete frame. A
  * partial frame just waits in rbuf: a slow or stuck client never holds up
  * the control thread (heartbeats, other clients).
  */
-static int fsvc_conn_read(struct fsvc_conn *c)
+static int fsvc_conn_recv(struct fsvc_conn *c)
 {
 	union {
 		char buf[CMSG_SPACE(CTL_FDS_MAX * sizeof(int))];
@@ -1419,8 +1525,13 @@ static int fsvc_conn_read(struct fsvc_conn *c)
 	int ret;
 
 	for (;;) {
+		ret = fsvc_rbuf_room(c);
+		if (ret)
+			return ret;
+		/* a full buffer holds a whole frame: parsed below */
+		assert(c->rlen < c->rcap);
 		iov.iov_base = c->rbuf + c->rlen;
-		iov.iov_len = sizeof(c->rbuf) - c->rlen;
+		iov.iov_len = c->rcap - c->rlen;
 		memset(&mh, 0, sizeof(mh));
 		mh.msg_iov = &iov;
 		mh.msg_iovlen = 1;
@@ -1474,6 +1585,19 @@ static int fsvc_conn_read(struct fsvc_conn *c)
 	}
 }
 
+/* fsvc_conn_recv(); the buffer goes back once nothing is partly in it. */
+static int fsvc_conn_read(struct fsvc_conn *c)
+{
+	int ret = fsvc_conn_recv(c);
+
+	if (!c->rlen) {
+		free(c->rbuf);
+		c->rbuf = NULL;
+		c->rcap = 0;
+	}
+	return ret;
+}
+
 static void fsvc_on_conn(struct evl *l, int fd, uint32_t events, void *arg)
 {
 	struct fsvc_conn *c = arg;
@@ -1518,7 +1642,8 @@ static void fsvc_on_refused(struct evl *l, int fd, uint32_t events, void *arg)
  * them cannot fill the log. The next line says how many were not told.
  */
 static void fsvc_refused_log(struct node_agent *a, const struct ucred *cr,
-			     int err)
+			     int err, enum agent_sock_refusal why,
+			     unsigned int n)
 {
 	uint64_t dropped;
 	char more[64] = "";
@@ -1533,6 +1658,18 @@ static void fsvc_refused_log(struct node_agent *a, const struct ucred *cr,
 		log_warn("refused a local client whose credentials cannot be "
 			 "read (%s)%s",
 			 log_strerror(err), more);
+	else if (why == AGENT_SOCK_UID_CAP)
+		log_warn("refused local client pid %d uid %u gid %u: uid %u "
+			 "has %u connections, its cap "
+			 "(--sock-clients-per-uid)%s",
+			 (int)cr->pid, (unsigned int)cr->uid,
+			 (unsigned int)cr->gid, (unsigned int)cr->uid, n, more);
+	else if (why == AGENT_SOCK_TOTAL_CAP)
+		log_warn("refused local client pid %d uid %u gid %u: all %u "
+			 "places taken (--sock-clients, or the descriptors "
+			 "left)%s",
+			 (int)cr->pid, (unsigned int)cr->uid,
+			 (unsigned int)cr->gid, n, more);
 	else
 		log_warn("refused local client pid %d uid %u gid %u: not "
 			 "allowed by --allow-uid/--allow-gid%s",
@@ -1541,21 +1678,34 @@ static void fsvc_refused_log(struct node_agent *a, const struct ucred *cr,
 }
 
 /*
- * A client that may not use the agent gets one EACCES reply. Its
- * connection is closed once its request arrives, not at once: the client
- * writes first, and a write to a closed socket fails (EPIPE) before it
- * reads why. AGENT_REFUSED_MAX wait at once; beyond them the oldest goes.
+ * A client that may not use the agent gets one reply: EACCES, or EUSERS
+ * past a cap (@n: the cap). Its connection is closed once its request
+ * arrives, not at once: the client writes first, and a write to a closed
+ * socket fails (EPIPE) before it reads why. AGENT_REFUSED_MAX wait at
+ * once; beyond them the oldest goes.
  */
 static void fsvc_refuse(struct node_agent *a, int fd, const struct ucred *cr,
-			int err)
+			int err, enum agent_sock_refusal why, unsigned int n)
 {
 	unsigned int i = a->refused_next++ % AGENT_REFUSED_MAX;
 	struct msg rep;
 
-	fsvc_refused_log(a, cr, err);
+	atomic_fetch_add_explicit(&a->sock_refused[why], 1,
+				  memory_order_relaxed);
+	fsvc_refused_log(a, cr, err, why, n);
 	if (err)
 		msg_error(&rep, -EACCES,
 			  "the agent cannot read this client's credentials");
+	else if (why == AGENT_SOCK_UID_CAP)
+		msg_error(&rep, -EUSERS,
+			  "uid %u has %u connections to this agent, its cap "
+			  "(--sock-clients-per-uid)",
+			  (unsigned int)cr->uid, n);
+	else if (why == AGENT_SOCK_TOTAL_CAP)
+		msg_error(&rep, -EUSERS,
+			  "this agent serves %u local clients, its cap "
+			  "(--sock-clients)",
+			  n);
 	else
 		msg_error(&rep, -EACCES,
 			  "uid %u is not allowed to use this agent "
@@ -1577,6 +1727,7 @@ static void fsvc_refuse(struct node_agent *a, int fd, const struct ucred *cr,
 static void fsvc_on_accept(struct evl *l, int fd, uint32_t events, void *arg)
 {
 	struct node_agent *a = arg;
+	struct fsvc_uid *u;
 	struct fsvc_conn *c;
 	struct ucred cr;
 	int cfd, ret;
@@ -1588,7 +1739,16 @@ static void fsvc_on_accept(struct evl *l, int fd, uint32_t events, void *arg)
 	 * the pool): the local users given, nobody else. */
 	ret = sockauth_peer_check(&a->cfg.allow, cfd, &cr);
 	if (ret <= 0) {
-		fsvc_refuse(a, cfd, &cr, ret);
+		fsvc_refuse(a, cfd, &cr, ret, AGENT_SOCK_NOT_ALLOWED, 0);
+		return;
+	}
+	u = fsvc_uid_find(a, cr.uid);
+	if (u && u->n >= a->cfg.sock_clients_uid) {
+		fsvc_refuse(a, cfd, &cr, 0, AGENT_SOCK_UID_CAP, u->n);
+		return;
+	}
+	if (atomic_load(&a->n_conns) >= a->sock_max) {
+		fsvc_refuse(a, cfd, &cr, 0, AGENT_SOCK_TOTAL_CAP, a->sock_max);
 		return;
 	}
 	c = calloc(1, sizeof(*c));
@@ -1596,11 +1756,18 @@ static void fsvc_on_accept(struct evl *l, int fd, uint32_t events, void *arg)
 		close(cfd);
 		return;
 	}
+	c->uid = fsvc_uid_get(a, cr.uid);
+	if (!c->uid) {
+		close(cfd);
+		free(c);
+		return;
+	}
 	c->a = a;
 	c->fd = cfd;
 	c->fd_in = c->fd_in2 = -1;
 	c->cache_fd = -1;
 	if (evl_add(a->evl, cfd, EPOLLIN, fsvc_on_conn, c)) {
+		fsvc_uid_put(a, c->uid);
 		close(cfd);
 		free(c);
 		return;
@@ -1640,11 +1807,58 @@ static int fsvc_sock_mode(struct node_agent *a)
 	return 0;
 }
 
+/* Descriptors this process has open now; 0 if they cannot be counted. */
+static unsigned int fsvc_fds_open(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	unsigned int n = 0;
+	struct dirent *e;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/*
+ * Local clients in all: --sock-clients, lowered to what the open-files
+ * limit leaves once the descriptors open now (the pool's segments among
+ * them), the page server's connections and the agent's own are counted.
+ */
+static void fsvc_clients_max(struct node_agent *a)
+{
+	uint64_t want = a->cfg.sock_clients ? a->cfg.sock_clients
+					    : FSVC_CLIENTS_DEFAULT;
+	uint64_t used, left = want;
+	struct rlimit rl;
+
+	if (!a->cfg.sock_clients_uid)
+		a->cfg.sock_clients_uid = FSVC_CLIENTS_UID_DEFAULT;
+	used = (uint64_t)fsvc_fds_open() + a->cfg.data_conns + FSVC_FD_RESERVE;
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur != RLIM_INFINITY)
+		left = rl.rlim_cur > used
+			       ? (rl.rlim_cur - used) / FSVC_CLIENT_FDS
+			       : 0;
+	if (left < 16)
+		left = 16;
+	a->sock_max = (unsigned int)(left < want ? left : want);
+	if (a->sock_max < want)
+		log_warn("local clients capped at %u, not %llu: the open-files "
+			 "limit (%llu) leaves that many after the pool, the "
+			 "page server's connections and the agent's own "
+			 "(raise LimitNOFILE= in the unit, ulimit -n)",
+			 a->sock_max, (unsigned long long)want,
+			 (unsigned long long)rl.rlim_cur);
+}
+
 int fsvc_init(struct node_agent *a)
 {
 	int ret;
 
 	a->refused_log.burst = 1;
+	fsvc_clients_max(a);
 	ret = net_unix_listen(a->cfg.sock_path, 128, &a->usock);
 	if (ret) {
 		log_errno(ret, "listen on %s", a->cfg.sock_path);

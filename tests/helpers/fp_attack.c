@@ -92,6 +92,13 @@
  *       "uffd-upgrade: map_uffd=refused|ACCEPTED closed=yes|no
  *       written=N flush=ok|ERR|-"; exit 77 if this kernel lacks minor
  *       faults or write protection on shmem, or the agent gave no cache.
+ *   fp_attack hold-sock SOCK N
+ *       N connections to the agent's socket SOCK, none sending anything.
+ *       A connect waits up to 2 s for room in the listen queue; once one
+ *       did not get it (the agent stopped accepting), the rest are not
+ *       tried and count as failed. Prints "hold-sock: connected=C
+ *       failed=F alive=L" (L: not closed by the agent once all were
+ *       made), then holds them until killed.
  *   fp_attack stuff SOCK
  *       a local client that sends AGENT_STATS requests to the agent's
  *       socket SOCK and never reads an answer, until its writes stop
@@ -112,6 +119,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/time.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -900,6 +909,48 @@ static int attack_hold_node(const char *addr, const char *keyfile,
 	return 0;
 }
 
+static int attack_hold_sock(const char *sock, long n)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	long connected = 0, failed = 0, alive = 0;
+	int *fds;
+
+	if (n <= 0 || strlen(sock) >= sizeof(sa.sun_path))
+		return 2;
+	memcpy(sa.sun_path, sock, strlen(sock) + 1);
+	fds = calloc((size_t)n, sizeof(*fds));
+	if (!fds)
+		return 2;
+	for (long i = 0; i < n; i++) {
+		/* a blocking connect waits this long for the listen queue */
+		struct timeval tv = { .tv_sec = 2 };
+
+		fds[i] = -1;
+		if (!failed)
+			fds[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fds[i] >= 0 &&
+		    (setsockopt(fds[i], SOL_SOCKET, SO_SNDTIMEO, &tv,
+				sizeof(tv)) ||
+		     connect(fds[i], (struct sockaddr *)&sa, sizeof(sa)))) {
+			close(fds[i]);
+			fds[i] = -1;
+		}
+		if (fds[i] < 0)
+			failed++;
+		else
+			connected++;
+	}
+	for (long i = 0; i < n; i++)
+		if (fds[i] >= 0 && !attack_closed(fds[i]))
+			alive++;
+	printf("hold-sock: connected=%ld failed=%ld alive=%ld\n", connected,
+	       failed, alive);
+	fflush(stdout);
+	for (;;)
+		pause();
+	return 0;
+}
+
 /* MAP @region on a new connection to @sock; *fd and *l to close/fini. */
 static int attack_map(const char *sock, const char *region, int ro, int *fd,
 		      struct msg *l)
@@ -1522,6 +1573,8 @@ int main(int argc, char **argv)
 	if (argc == 6 && !strcmp(argv[1], "hold-node"))
 		return attack_hold_node(argv[2], argv[3], argv[4],
 					atol(argv[5]));
+	if (argc == 4 && !strcmp(argv[1], "hold-sock"))
+		return attack_hold_sock(argv[2], atol(argv[3]));
 	if (argc == 3 && !strcmp(argv[1], "stuff"))
 		return attack_stuff(argv[2]);
 	if (argc == 6 && !strcmp(argv[1], "map-fds"))
@@ -1540,7 +1593,8 @@ int main(int argc, char **argv)
 					   argc == 6);
 	fprintf(stderr,
 		"usage: fp_attack plain-read|peer|ctl-plain|ctl-key|ctl-clear|"
-		"as-node|lease|tamper|flood|hold-node|hold-data|map-fds|"
+		"as-node|lease|tamper|flood|hold-node|hold-data|hold-sock|map-"
+		"fds|"
 		"map-fds-ext|"
 		"reopen-rw|"
 		"uffd-upgrade|stuff ... (see the source)\n");
