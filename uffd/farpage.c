@@ -147,6 +147,9 @@ const char *farpage_strerror(int err)
 	case -EPERM:
 		return "userfaultfd not permitted (need root or "
 		       "vm.unprivileged_userfaultfd=1)";
+	case -EACCES:
+		return "Permission denied (by the agent or the coordinator: "
+		       "the line above says why)";
 	case -ENOSYS:
 		return "userfaultfd not supported by this kernel";
 	case -EBADMSG:
@@ -711,7 +714,12 @@ static int farpage_agent_hand_uffd(int sock, const struct farpage_map *m,
 		return ret;
 	if (rep.type == MSG_T_ERROR) {
 		ret = -(int)rep.err;
-		log_err("map %s: %s", m->name, rep.text);
+		log_err("map %s: the agent refused the userfaultfd: %s",
+			m->name, rep.text);
+		/* The agent's refusal, not the kernel's: -EPERM here means
+		 * userfaultfd itself is not permitted. */
+		if (ret == -EPERM)
+			ret = -EACCES;
 	} else if (rep.type != MSG_T_OK) {
 		ret = -EBADMSG;
 	}

@@ -61,7 +61,8 @@ struct farpage_map_opts {
 /*
  * Maps region @name. @opts may be NULL. On success *out owns the mapping
  * until farpage_unmap(). Returns 0, -ENOENT if no such region, -ECONNREFUSED
- * / -ENOENT if no agent listens on the socket, -EPERM/-ENOSYS if
+ * / -ENOENT if no agent listens on the socket, -EACCES if the agent or
+ * the coordinator refused it (their reason is logged), -EPERM/-ENOSYS if
  * userfaultfd is not available, -ENOMEM, or another -errno.
  */
 int farpage_map(const char *name, const struct farpage_map_opts *opts,
