@@ -346,6 +346,7 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	agent_xports(a, &fcfg);
 	fcfg.fault_timeout_ms = cfg->fault_timeout_ms;
 	fcfg.repl_timeout_ms = cfg->repl_timeout_ms;
+	fcfg.data_stall_ms = cfg->data_stall_ms;
 	fcfg.rebuild_rate = cfg->rebuild_rate;
 	fcfg.slots = cfg->slots;
 	fcfg.readahead = cfg->readahead;

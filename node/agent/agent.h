@@ -56,6 +56,7 @@ struct node_cfg {
 	enum pool_huge_mode huge;
 	unsigned int fault_timeout_ms;
 	unsigned int repl_timeout_ms; /* floop_cfg.repl_timeout_ms */
+	unsigned int data_stall_ms;   /* floop_cfg.data_stall_ms */
 	uint64_t rebuild_rate;	      /* floop_cfg.rebuild_rate */
 	unsigned int heartbeat_ms;
 	unsigned int slots;

@@ -49,6 +49,11 @@ static void agent_metrics_faults(struct metrics_buf *b,
 		    "Connections closed because a read of a replicated region "
 		    "got no answer within --replica-timeout-ms.",
 		    LD(c->repl_stalls));
+	metrics_one(b, "farpage_data_stalls_total", "counter",
+		    "Data connections (tcp) closed and dialed again because "
+		    "nothing arrived on them for --data-stall-ms while "
+		    "replies were awaited.",
+		    LD(c->data_stalls));
 	metrics_one(b, "farpage_replica_writeback_held_total", "counter",
 		    "Write-backs of replicated regions held back (sent later): "
 		    "this node's lease at the coordinator may have run out.",

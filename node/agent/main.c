@@ -119,6 +119,13 @@ static void main_usage(FILE *out)
 		"next replica\n"
 		"                           (default 2000; 0: only on a "
 		"failure)\n"
+		"      --data-stall-ms N    a data connection (tcp) awaiting "
+		"replies on\n"
+		"                           which nothing arrives this long is "
+		"closed and\n"
+		"                           dialed again, its reads sent "
+		"again there\n"
+		"                           (default 2000; 0: never)\n"
 		"      --rebuild-rate RATE  bytes a second this node copies "
 		"into its pool\n"
 		"                           when it rebuilds a replica, e.g. "
@@ -412,6 +419,7 @@ int main(int argc, char **argv)
 		{ "rdma-direct", required_argument, NULL, 'r' },
 		{ "fault-timeout-ms", required_argument, NULL, 'F' },
 		{ "replica-timeout-ms", required_argument, NULL, 'O' },
+		{ "data-stall-ms", required_argument, NULL, 'S' },
 		{ "heartbeat-ms", required_argument, NULL, 'B' },
 		{ "rebuild-rate", required_argument, NULL, 'E' },
 		{ "inflight", required_argument, NULL, 'I' },
@@ -443,6 +451,7 @@ int main(int argc, char **argv)
 		.huge = POOL_HUGE_AUTO,
 		.fault_timeout_ms = 30000,
 		.repl_timeout_ms = 2000,
+		.data_stall_ms = 2000,
 		.heartbeat_ms = 1000,
 		.data_conns = 1024,
 		.peer_conns = 64,
@@ -531,6 +540,11 @@ int main(int argc, char **argv)
 		case 'O':
 			if (main_uint("--replica-timeout-ms", optarg, 0,
 				      &cfg.repl_timeout_ms))
+				return 2;
+			break;
+		case 'S':
+			if (main_uint("--data-stall-ms", optarg, 0,
+				      &cfg.data_stall_ms))
 				return 2;
 			break;
 		case 'E':

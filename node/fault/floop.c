@@ -381,6 +381,8 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 	xcfg.self_name = f->cfg.self_name;
 	xcfg.insecure = f->cfg.insecure;
 	xcfg.auth_flags = f->cfg.auth_flags;
+	xcfg.stall_ms = f->cfg.data_stall_ms;
+	xcfg.stalls = &f->ctr.data_stalls;
 	/* an eighth of the cache at most for pages pinned ahead */
 	xcfg.mem_ahead = &f->mem_ahead;
 	xcfg.mem_drop = floop_cache_mem_drop;

@@ -33,6 +33,8 @@ struct floop_counters {
 	 * connections closed for a read no answer came to in time */
 	atomic_uint_fast64_t repl_failovers;
 	atomic_uint_fast64_t repl_stalls;
+	/* data connections closed after data_stall_ms of silence */
+	atomic_uint_fast64_t data_stalls;
 	/* write-back runs of replicated regions not sent: this node may be
 	 * counted down at the coordinator (floop_wb_until()) */
 	atomic_uint_fast64_t repl_wb_held;
@@ -101,6 +103,10 @@ struct floop_cfg {
 	 * owner closes the connection to it, so its reads go to the next
 	 * replica (a stopped or cut-off owner sends no reset); 0: never */
 	unsigned int repl_timeout_ms;
+	/* a data connection (tcp) awaiting replies on which nothing arrives
+	 * this long is closed and dialed again, its reads posted again
+	 * there (xport_cfg.stall_ms); 0: never */
+	unsigned int data_stall_ms;
 	/* bytes a second a rebuild copies into this node's pool, all its
 	 * tasks together; 0: as fast as FLOOP_RB_READS reads in flight go */
 	uint64_t rebuild_rate;

@@ -23,6 +23,7 @@
 #ifndef NODE_XPORT_H
 #define NODE_XPORT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -123,6 +124,14 @@ struct xport_cfg {
 	 * has pages ahead.
 	 */
 	void (*mem_drop)(void *arg, void *base, uint64_t lo, uint64_t hi);
+	/*
+	 * tcp: a connection awaiting replies on which nothing arrives for
+	 * stall_ms is closed (its requests fail -ECONNRESET; the caller
+	 * posts them again) and dialed again at once, counted in *stalls
+	 * (relaxed atomics; NULL: not counted); 0: never.
+	 */
+	unsigned int stall_ms;
+	atomic_uint_fast64_t *stalls;
 };
 
 /* xport_ops.mem_add @flags */

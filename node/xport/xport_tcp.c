@@ -17,6 +17,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,8 @@
 #define XPORT_TCP_USER_TIMEOUT_MS 1500u
 #define XPORT_TCP_PAGE		  XPORT_PAGE
 #define XPORT_TCP_NIL		  XPORT_SLOT_NIL
+/* A stalled connection's line in the log, at most this often a peer */
+#define XPORT_TCP_STALL_LOG_MS 10000u
 /* destroy(): how long to wait for our cancelled requests' CQEs */
 #define XPORT_TCP_REAP_WAIT_MS 5000u
 /* iovecs of one SENDMSG: headers and the data of up to half as many
@@ -203,6 +206,15 @@ struct xport_tcp_conn {
 	unsigned int opening;
 	uint64_t rseq;
 	bool ropen; /* the data coming in is the opener's */
+	/*
+	 * Stall watch (tick): progress counts bytes received, and SENDs
+	 * that completed after waiting across a tick (a slow link draining
+	 * a backlog; a SEND the peer's kernel takes at once is no sign of
+	 * the peer); seen is its value at the last tick, quiet_since the
+	 * tick time since which nothing moved while replies were awaited.
+	 */
+	uint64_t progress, seen, quiet_since;
+	bool send_waited;
 };
 
 /* Memory read_direct may land in (xport_ops.mem_add, not writable). */
@@ -224,6 +236,9 @@ struct xport_tcp_peer {
 	bool down_logged;
 	bool stale_logged;
 	bool nokey_logged;
+	bool stall_quiet; /* the last stall was not logged: nor its reconnect */
+	uint64_t stall_log_ms;	     /* tick time of the last stall logged */
+	unsigned int stall_unlogged; /* stalls since, not logged */
 	char refused[160]; /* the handshake refusal last logged, "" = none */
 	uint64_t retry_at; /* DOWN: tick time of the next attempt, 0 = unset */
 	uint64_t
@@ -248,6 +263,8 @@ struct xport_tcp {
 	struct xport_tcp_mem *mem;
 	size_t n_mem, cap_mem;
 	bool no_direct; /* read_direct refused (FARPAGE_TCP_DIRECT not on) */
+	unsigned int stall_ms;	      /* xport_cfg.stall_ms */
+	atomic_uint_fast64_t *stalls; /* xport_cfg.stalls, or NULL */
 	struct xport_tcp_peer *peers;
 	struct xport_tcp_conn *conns;	 /* attached and detached */
 	struct xport_tcp_opener *opener; /* NULL: records opened inline */
@@ -859,7 +876,7 @@ static void xport_tcp_peer_up(struct xport_tcp_peer *p, uint64_t instance)
 	p->conn_deadline = 0;
 	p->backoff_ms = XPORT_TCP_BACKOFF_MIN_MS;
 	p->refused[0] = '\0';
-	if (p->down_logged)
+	if (p->down_logged && !p->stall_quiet)
 		log_info("node %" PRIu64
 			 " (%s): reconnected, instance %#" PRIx64,
 			 p->info.node, p->info.data_addr, instance);
@@ -867,6 +884,7 @@ static void xport_tcp_peer_up(struct xport_tcp_peer *p, uint64_t instance)
 		log_dbg("node %" PRIu64 " (%s): up, instance %#" PRIx64,
 			p->info.node, p->info.data_addr, instance);
 	p->down_logged = false;
+	p->stall_quiet = false;
 	while ((idx = xport_slots_dequeue(&p->slots)) != XPORT_TCP_NIL) {
 		ret = xport_tcp_slot_encode(p, idx);
 		if (ret) {
@@ -1285,6 +1303,9 @@ static void xport_tcp_conn_on_send(struct xport_tcp_conn *c,
 		xport_tcp_conn_kick(c);
 		return;
 	}
+	if (c->send_waited)
+		c->progress++;
+	c->send_waited = false;
 	xport_tcp_conn_sent(c, (size_t)res);
 	if (c->held)
 		xport_tcp_conn_release(c, p);
@@ -1313,6 +1334,7 @@ static void xport_tcp_conn_on_recv(struct xport_tcp_conn *c,
 		return;
 	}
 	c->rlen += res;
+	c->progress += (uint64_t)res;
 	c->parsing = true;
 	ret = xport_tcp_conn_parse(c, p);
 	c->parsing = false;
@@ -1687,6 +1709,80 @@ static int xport_tcp_write(struct xport_peer *pp, uint64_t off, uint32_t len,
 				len, (void *)src, wgen, tag);
 }
 
+/*
+ * Replies the peer owes on @c: requests sent and not answered (a held one
+ * is answered and waits for us: its SEND, or the opener).
+ */
+static uint64_t xport_tcp_conn_awaited(const struct xport_tcp_conn *c,
+				       const struct xport_tcp_peer *p)
+{
+	const struct xport_stats *st = &p->slots.st;
+	uint64_t out = st->posted + st->wposted - st->completed - st->failed -
+		       st->wcompleted - st->wfailed;
+	uint64_t held = (uint64_t)c->held + c->opening;
+
+	return out > held ? out - held : 0;
+}
+
+/*
+ * True if replies are awaited on @c and nothing moved on it for
+ * stall_ms: the peer stopped answering while its kernel still
+ * acknowledges (a request changed on the path that the server now waits
+ * on for bytes that never come; a hung owner). A slow transfer moves
+ * (bytes arrive, or a SEND the kernel held back completes); a
+ * connection awaiting nothing is never stalled.
+ */
+static bool xport_tcp_conn_is_stalled(struct xport_tcp_conn *c,
+				      const struct xport_tcp_peer *p,
+				      uint64_t now_ms)
+{
+	if (c->send_busy)
+		c->send_waited = true;
+	if (!c->quiet_since || c->progress != c->seen ||
+	    !xport_tcp_conn_awaited(c, p)) {
+		c->seen = c->progress;
+		c->quiet_since = now_ms;
+		return false;
+	}
+	return now_ms - c->quiet_since >= c->x->stall_ms;
+}
+
+/*
+ * Closes a stalled connection: its requests fail (-ECONNRESET; the fault
+ * loop posts its reads again), and the peer is dialed again at the next
+ * tick, without the backoff of a failed connect. Logged once per
+ * XPORT_TCP_STALL_LOG_MS a peer, with the count of those left out.
+ */
+static void xport_tcp_peer_stalled(struct xport_tcp_peer *p, uint64_t now_ms)
+{
+	struct xport_tcp *x = p->x;
+
+	if (x->stalls)
+		atomic_fetch_add_explicit(x->stalls, 1, memory_order_relaxed);
+	if (!p->stall_log_ms ||
+	    now_ms - p->stall_log_ms >= XPORT_TCP_STALL_LOG_MS) {
+		log_warn("node %" PRIu64 " (%s): nothing received for %u ms "
+			 "with %" PRIu64 " replies awaited: connection "
+			 "closed, dialing again (stalls not logged since "
+			 "the last: %u)",
+			 p->info.node, p->info.data_addr, x->stall_ms,
+			 xport_tcp_conn_awaited(p->conn, p), p->stall_unlogged);
+		p->stall_log_ms = now_ms;
+		p->stall_unlogged = 0;
+		p->stall_quiet = false;
+	} else {
+		p->stall_unlogged++;
+		p->stall_quiet = true;
+	}
+	p->down_logged = true; /* said above, or not to be said again */
+	/* the failed reads' callbacks may close @p */
+	p->refs++;
+	xport_tcp_peer_down(p, -ETIMEDOUT, "stalled");
+	if (!p->closed && p->state == XPORT_PEER_DOWN)
+		p->retry_at = now_ms;
+	xport_tcp_peer_put(p);
+}
+
 static void xport_tcp_tick(struct xport *xx, uint64_t now_ms)
 {
 	struct xport_tcp *x = xport_tcp_from(xx);
@@ -1706,6 +1802,12 @@ again:
 				xport_tcp_peer_down(p, -ETIMEDOUT, "connect");
 				goto again;
 			}
+		}
+		if (p->state == XPORT_PEER_UP && p->conn && x->stall_ms &&
+		    xport_tcp_conn_is_stalled(p->conn, p, now_ms)) {
+			/* callbacks may close peers: start over */
+			xport_tcp_peer_stalled(p, now_ms);
+			goto again;
 		}
 		if (p->state != XPORT_PEER_DOWN) {
 			if (p->conn)
@@ -1768,6 +1870,8 @@ static int xport_tcp_create(const struct xport_cfg *cfg, struct xport **out)
 		snprintf(x->self_name, sizeof(x->self_name), "%s",
 			 cfg->self_name);
 	x->auth_flags = cfg->auth_flags;
+	x->stall_ms = cfg->stall_ms;
+	x->stalls = cfg->stalls;
 	/* Off unless FARPAGE_TCP_DIRECT=on: on this kind of machine a page
 	 * opened into the alias costs the fault side more than one landed
 	 * and pwrite()n in (its page-table entries here, then dropped; see

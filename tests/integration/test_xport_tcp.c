@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,6 +51,9 @@ struct t_pool {
 
 /* The run's mode: insecure (< 0), else the AUTH_F_* both ends ask for. */
 static int t_auth = -1;
+/* xport_cfg.stall_ms of the next t_drv_init() (0: never), and its count */
+static unsigned int t_stall_ms;
+static atomic_uint_fast64_t t_stalls;
 static const uint8_t t_key[AUTH_KEY_LEN] = "0123456789abcdef0123456789abcde";
 
 /* The server's pair keys: ours for "client", none for anyone else. */
@@ -69,6 +73,8 @@ static int t_drv_init(struct t_drv *d)
 		.insecure = t_auth < 0,
 		.self_name = "client",
 		.auth_flags = t_auth < 0 ? 0 : (unsigned int)t_auth,
+		.stall_ms = t_stall_ms,
+		.stalls = &t_stalls,
 	};
 	int ret;
 
@@ -1141,6 +1147,177 @@ static int test_xport_tcp_write_early(const struct t_pool *pool)
 	return 0;
 }
 
+/*
+ * Waits for the reads of @n pages from pool page 0 on into @buf (tag i:
+ * page i; d->status[i] 1 while posted), posting again, as the fault loop
+ * does, each one that fails, until all are done with their data and
+ * verified (0), or T_WAIT_MS passed (-1).
+ */
+static int t_read_retry(struct t_drv *d, struct xport_peer *p, uint32_t n,
+			uint8_t *buf)
+{
+	uint64_t end = t_now_ms() + T_WAIT_MS;
+	uint32_t i, ok;
+	int ret;
+
+	for (;;) {
+		for (i = 0, ok = 0; i < n; i++) {
+			if (d->status[i] == 0 && d->calls[i]) {
+				ok++;
+				continue;
+			}
+			if (d->status[i] == 1)
+				continue; /* in flight */
+			ret = d->ops->read(p, (uint64_t)i * 4096, 4096,
+					   buf + (size_t)i * 4096, i);
+			if (!ret)
+				d->status[i] = 1;
+			else if (ret != -ENOTCONN && ret != -EAGAIN)
+				return -1;
+		}
+		if (ok == n)
+			break;
+		if (t_now_ms() >= end)
+			return -1;
+		T_CHECK(t_drv_poll(d, 10) == 0);
+	}
+	return t_verify(buf, 0, n * 4096);
+}
+
+/*
+ * An owner that stops answering while its kernel still takes our bytes (a
+ * request changed on the path that its server now waits on for bytes that
+ * never come): a raw server answers HELLO, reads 8 READs and stays silent,
+ * its connection open; a page server then listens on the port. The
+ * connection is closed after stall_ms of silence and dialed again; the
+ * reads, posted again as they fail, are all answered with their data.
+ * Then the connection, idle (nothing awaited), is left alone: no stall is
+ * counted while nothing is awaited.
+ */
+static int test_xport_tcp_stall(const struct t_pool *pool)
+{
+	static uint8_t buf[8 * 4096];
+	uint8_t hdr[WIRE_HDR_LEN];
+	struct pagesrv *srv;
+	struct xport_peer *p;
+	struct wire_hdr h;
+	struct t_drv d;
+	uint64_t stalls, end;
+	int lfd, fd;
+	char addr[64];
+	uint32_t i;
+
+	T_CHECK(net_listen("127.0.0.1:0", 4, &lfd) == 0);
+	T_CHECK(net_local_addr(lfd, addr, sizeof(addr)) == 0);
+	t_stall_ms = 300;
+	T_CHECK(t_drv_init(&d) == 0);
+	t_stall_ms = 0;
+	atomic_store(&t_stalls, 0);
+	T_CHECK(t_open(&d, addr, 0, &p) == 0);
+	fd = t_raw_accept(lfd);
+	T_CHECK(fd >= 0);
+	T_CHECK(net_set_nonblock(fd, 1) == 0);
+	T_CHECK(t_raw_recv_drv(&d, fd, hdr, sizeof(hdr), sizeof(hdr)) == 0);
+	wire_hdr_unpack(hdr, &h);
+	T_CHECK(h.op == WIRE_OP_HELLO);
+	h = (struct wire_hdr){ WIRE_VERSION, WIRE_OP_HELLO, 0, 0, h.tag, 1 };
+	wire_hdr_pack(&h, hdr);
+	T_CHECK(send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL) == sizeof(hdr));
+	T_CHECK(t_wait_state(&d, p, XPORT_PEER_UP, T_WAIT_MS));
+	t_drv_reset(&d);
+	for (i = 0; i < 8; i++) {
+		T_CHECK(d.ops->read(p, (uint64_t)i * 4096, 4096,
+				    buf + (size_t)i * 4096, i) == 0);
+		d.status[i] = 1;
+	}
+	/* the silent server has them all, and answers nothing */
+	T_CHECK(t_raw_recv_drv(&d, fd, NULL, 8 * WIRE_HDR_LEN, SIZE_MAX) == 0);
+	close(lfd);
+	T_CHECK(t_srv_start(pool, addr, 0, &srv, NULL, 0) == 0);
+	T_CHECK(t_read_retry(&d, p, 8, buf) == 0);
+	stalls = atomic_load(&t_stalls);
+	if (getenv("T_DEBUG"))
+		fprintf(stderr, "stalls: %llu\n", (unsigned long long)stalls);
+	T_CHECK(stalls >= 1);
+	/* the silent connection was closed by us */
+	T_CHECK(t_raw_is_closed(fd));
+	/* idle, well past stall_ms: left alone */
+	end = t_now_ms() + 10 * 300;
+	while (t_now_ms() < end)
+		T_CHECK(t_drv_poll(&d, 10) == 0);
+	T_CHECK(atomic_load(&t_stalls) == stalls);
+	T_CHECK(d.ops->peer_state(p) == XPORT_PEER_UP);
+	T_CHECK(t_read_range(&d, p, 0, 8, 4096, 8, buf) == 0);
+	T_CHECK(atomic_load(&t_stalls) == stalls);
+	d.ops->peer_close(p);
+	t_drv_fini(&d);
+	pagesrv_destroy(srv);
+	close(fd);
+	return 0;
+}
+
+/*
+ * A slow reply that keeps coming is not a stall: a raw server sends a
+ * READ's reply in 64 pieces about 50 ms apart, more than three times
+ * stall_ms in all; the read is done with its data, no stall counted, on
+ * the one connection.
+ */
+static int test_xport_tcp_stall_slow(const struct t_pool *pool)
+{
+	static uint8_t buf[4096];
+	uint8_t hdr[WIRE_HDR_LEN];
+	const uint8_t *page = pool->base + 4096;
+	struct xport_peer *p;
+	struct wire_hdr h;
+	struct t_drv d;
+	int lfd, fd, i;
+	char addr[64];
+
+	T_CHECK(net_listen("127.0.0.1:0", 4, &lfd) == 0);
+	T_CHECK(net_local_addr(lfd, addr, sizeof(addr)) == 0);
+	t_stall_ms = 1000;
+	T_CHECK(t_drv_init(&d) == 0);
+	t_stall_ms = 0;
+	atomic_store(&t_stalls, 0);
+	T_CHECK(t_open(&d, addr, 0, &p) == 0);
+	fd = t_raw_accept(lfd);
+	T_CHECK(fd >= 0);
+	T_CHECK(net_set_nonblock(fd, 1) == 0);
+	T_CHECK(t_raw_recv_drv(&d, fd, hdr, sizeof(hdr), sizeof(hdr)) == 0);
+	wire_hdr_unpack(hdr, &h);
+	T_CHECK(h.op == WIRE_OP_HELLO);
+	h = (struct wire_hdr){ WIRE_VERSION, WIRE_OP_HELLO, 0, 0, h.tag, 1 };
+	wire_hdr_pack(&h, hdr);
+	T_CHECK(send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL) == sizeof(hdr));
+	T_CHECK(t_wait_state(&d, p, XPORT_PEER_UP, T_WAIT_MS));
+	t_drv_reset(&d);
+	T_CHECK(d.ops->read(p, 4096, 4096, buf, 0) == 0);
+	T_CHECK(t_raw_recv_drv(&d, fd, hdr, sizeof(hdr), sizeof(hdr)) == 0);
+	wire_hdr_unpack(hdr, &h);
+	T_CHECK(h.op == WIRE_OP_READ && h.len == 4096 && h.arg == 4096);
+	h = (struct wire_hdr){ WIRE_VERSION, WIRE_OP_READ, 0, 4096, h.tag, 0 };
+	wire_hdr_pack(&h, hdr);
+	T_CHECK(send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL) == sizeof(hdr));
+	for (i = 0; i < 64; i++) {
+		uint64_t end = t_now_ms() + 50;
+
+		while (t_now_ms() < end)
+			T_CHECK(t_drv_poll(&d, 10) == 0);
+		T_CHECK(d.ndone == 0);
+		T_CHECK(send(fd, page + i * 64, 64, MSG_NOSIGNAL) == 64);
+	}
+	T_CHECK(t_wait_done(&d, 1, T_WAIT_MS));
+	T_CHECK(d.calls[0] == 1 && d.status[0] == 0);
+	T_CHECK(t_verify(buf, 4096, 4096) == 0);
+	T_CHECK(atomic_load(&t_stalls) == 0);
+	T_CHECK(d.ops->peer_state(p) == XPORT_PEER_UP);
+	d.ops->peer_close(p);
+	t_drv_fini(&d);
+	close(fd);
+	close(lfd);
+	return 0;
+}
+
 int main(void)
 {
 	static const struct {
@@ -1160,6 +1337,8 @@ int main(void)
 		{ "write", test_xport_tcp_write, false },
 		{ "write_loss", test_xport_tcp_write_loss, false },
 		{ "write_early", test_xport_tcp_write_early, true },
+		{ "stall", test_xport_tcp_stall, true },
+		{ "stall_slow", test_xport_tcp_stall_slow, true },
 	};
 	/* the last two: records of more than a page opened on the opener
 	 * thread (FARPAGE_TCP_OPENER=on) */
