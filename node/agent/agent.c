@@ -62,12 +62,16 @@ static int agent_data_addr(struct node_agent *a)
 	char ip[INET6_ADDRSTRLEN];
 	int fd, ret;
 
-	if (a->cfg.data_addr)
-		return msg_strset(a->data_addr, sizeof(a->data_addr),
-				  a->cfg.data_addr);
 	ret = pagesrv_addr(a->srv, bound, sizeof(bound));
 	if (ret)
 		return ret;
+	if (a->cfg.data_addr) {
+		/* what a proxy or a NAT in front of it forwards to */
+		log_info("page server on %s, advertised as %s", bound,
+			 a->cfg.data_addr);
+		return msg_strset(a->data_addr, sizeof(a->data_addr),
+				  a->cfg.data_addr);
+	}
 	ret = net_addr_split(bound, host, sizeof(host), port, sizeof(port));
 	if (ret)
 		return ret;
