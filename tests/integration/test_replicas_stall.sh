@@ -15,8 +15,9 @@
 #      every page again: no page of the stopped time is served stale.
 # The agents run with --fault-timeout-ms 20000, and R's guest must finish
 # before it: FP_REPL_TIMEOUT=0 (reads move on only when a connection
-# fails) makes step 1 end in SIGBUS at the fault timeout: the test fails,
-# which shows it can.
+# fails; R gets --data-stall-ms 0 too, or that would close the silent
+# connection after 2 s) makes step 1 end in SIGBUS at the fault timeout:
+# the test fails, which shows it can.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 fp_require
@@ -41,7 +42,8 @@ for g in r s; do
 	fp_touch_ok "writer of $g" "$FP_TMP/w$g.out"
 done
 fp_node_start A R --fault-timeout-ms 20000 \
-	--replica-timeout-ms "${FP_REPL_TIMEOUT:-1000}" --metrics-listen 127.0.0.1:0
+	--replica-timeout-ms "${FP_REPL_TIMEOUT:-1000}" --metrics-listen 127.0.0.1:0 \
+	$([ "${FP_REPL_TIMEOUT:-}" = 0 ] && echo --data-stall-ms 0)
 grep -q '^metrics ' "$FP_TMP/R.addr" || fp_fail "R: no metrics address"
 
 # R's connections to O1 and O2 are up (reading s) before O1 stops: a
