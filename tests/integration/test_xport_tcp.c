@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -1257,6 +1258,158 @@ static int test_xport_tcp_stall(const struct t_pool *pool)
 }
 
 /*
+ * A proxy that goes mute: it joins each connection accepted on lfd to
+ * one to srv, one at a time; on the first it passes on only @budget bytes
+ * of what the server sends and swallows the rest (the server sends on,
+ * the client gets nothing more), on the next ones everything.
+ */
+struct t_mute {
+	int lfd;
+	char srv[64];
+	uint64_t budget;
+	atomic_bool stop;
+	atomic_uint conns;
+};
+
+/* Passes bytes between @cfd and @sfd until either end closes. */
+static void t_mute_pump(struct t_mute *m, int cfd, int sfd, uint64_t budget)
+{
+	static uint8_t b[256 << 10];
+	struct pollfd pfd[2] = { { .fd = cfd, .events = POLLIN },
+				 { .fd = sfd, .events = POLLIN } };
+	ssize_t n, k;
+
+	while (!atomic_load(&m->stop)) {
+		if (poll(pfd, 2, 20) <= 0)
+			continue;
+		if (pfd[0].revents) {
+			n = recv(cfd, b, sizeof(b), 0);
+			if (n <= 0 ||
+			    send(sfd, b, (size_t)n, MSG_NOSIGNAL) != n)
+				return;
+		}
+		if (pfd[1].revents) {
+			n = recv(sfd, b, sizeof(b), 0);
+			if (n <= 0)
+				return;
+			k = (uint64_t)n < budget ? n : (ssize_t)budget;
+			budget -= (uint64_t)k;
+			if (k && send(cfd, b, (size_t)k, MSG_NOSIGNAL) != k)
+				return;
+		}
+	}
+}
+
+static void *t_mute_main(void *arg)
+{
+	struct t_mute *m = arg;
+	struct pollfd pfd = { .fd = m->lfd, .events = POLLIN };
+	int cfd, sfd;
+
+	while (!atomic_load(&m->stop)) {
+		if (poll(&pfd, 1, 20) != 1)
+			continue;
+		cfd = accept4(m->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (cfd < 0)
+			continue;
+		if (net_connect(m->srv, 2000, &sfd)) {
+			close(cfd);
+			continue;
+		}
+		t_mute_pump(m, cfd, sfd,
+			    atomic_fetch_add(&m->conns, 1) ? UINT64_MAX
+							   : m->budget);
+		close(sfd);
+		close(cfd);
+	}
+	return NULL;
+}
+
+/*
+ * The owner's replies stop in the middle of a read's data (a proxy that
+ * goes mute on the path; the server's kernel, and the proxy, still take
+ * everything): 8 reads of 1 MiB (with the opener thread, records it
+ * opens: part of the first already copied into its dst when the silence
+ * starts). The connection is closed after stall_ms, the reads fail
+ * (after the opener is done with their dsts) and, posted again, come back
+ * verified on the next connection.
+ */
+static int test_xport_tcp_stall_mute(const struct t_pool *pool)
+{
+	const uint32_t n = 8, len = WIRE_LEN_MAX;
+	struct t_mute m = { .budget = 0 };
+	uint64_t end, handshake;
+	struct pagesrv *srv;
+	struct xport_peer *p;
+	struct t_drv d;
+	pthread_t th;
+	char addr[64];
+	uint8_t *buf;
+	uint32_t i, ok;
+	int ret;
+
+	buf = malloc((size_t)n * len);
+	T_CHECK(buf);
+	T_CHECK(t_srv_start(pool, "127.0.0.1:0", 0, &srv, m.srv,
+			    sizeof(m.srv)) == 0);
+	T_CHECK(net_listen("127.0.0.1:0", 4, &m.lfd) == 0);
+	T_CHECK(net_local_addr(m.lfd, addr, sizeof(addr)) == 0);
+	/* the handshake's CHALL and DONE and the HELLO reply, then half of
+	 * the first read's data */
+	handshake = t_auth < 0 ? WIRE_HDR_LEN
+			       : AUTH_CHALL_LEN + AUTH_DONE_LEN + WIRE_HDR_LEN +
+					 AUTH_TAG_LEN;
+	m.budget = handshake + WIRE_HDR_LEN + len / 2;
+	T_CHECK(pthread_create(&th, NULL, t_mute_main, &m) == 0);
+	t_stall_ms = 300;
+	T_CHECK(t_drv_init(&d) == 0);
+	t_stall_ms = 0;
+	atomic_store(&t_stalls, 0);
+	T_CHECK(t_open(&d, addr, T_INSTANCE, &p) == 0);
+	T_CHECK(t_wait_state(&d, p, XPORT_PEER_UP, T_WAIT_MS));
+	t_drv_reset(&d);
+	for (i = 0; i < n; i++) {
+		T_CHECK(d.ops->read(p, (uint64_t)i * len, len,
+				    buf + (size_t)i * len, i) == 0);
+		d.status[i] = 1;
+	}
+	end = t_now_ms() + T_WAIT_MS;
+	for (;;) {
+		for (i = 0, ok = 0; i < n; i++) {
+			if (d.status[i] == 0 && d.calls[i]) {
+				ok++;
+				continue;
+			}
+			if (d.status[i] == 1)
+				continue;
+			/* failed: never with its data marked good */
+			T_CHECK(d.status[i] == -ECONNRESET ||
+				d.status[i] == -ENOTCONN);
+			ret = d.ops->read(p, (uint64_t)i * len, len,
+					  buf + (size_t)i * len, i);
+			T_CHECK(ret == 0 || ret == -ENOTCONN);
+			if (!ret)
+				d.status[i] = 1;
+		}
+		if (ok == n || t_now_ms() >= end)
+			break;
+		T_CHECK(t_drv_poll(&d, 10) == 0);
+	}
+	T_CHECK(ok == n);
+	T_CHECK(t_verify(buf, 0, n * len) == 0);
+	T_CHECK(atomic_load(&t_stalls) >= 1);
+	T_CHECK(atomic_load(&m.conns) >= 2);
+	d.ops->peer_close(p);
+	t_drv_fini(&d);
+	atomic_store(&m.stop, true);
+	pthread_join(th, NULL);
+	close(m.lfd);
+	pagesrv_destroy(srv);
+	free(buf);
+	return 0;
+}
+
+/*
  * A slow reply that keeps coming is not a stall: a raw server sends a
  * READ's reply in 64 pieces about 50 ms apart, more than three times
  * stall_ms in all; the read is done with its data, no stall counted, on
@@ -1339,6 +1492,7 @@ int main(void)
 		{ "write_early", test_xport_tcp_write_early, true },
 		{ "stall", test_xport_tcp_stall, true },
 		{ "stall_slow", test_xport_tcp_stall_slow, true },
+		{ "stall_mute", test_xport_tcp_stall_mute, false },
 	};
 	/* the last two: records of more than a page opened on the opener
 	 * thread (FARPAGE_TCP_OPENER=on) */
