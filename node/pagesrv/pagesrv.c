@@ -40,6 +40,8 @@
 
 #define PAGESRV_RING_ENTRIES	  256u
 #define PAGESRV_BACKLOG		  128
+#define PAGESRV_LISTEN_TRIES	  30  /* a port in use: tried again, */
+#define PAGESRV_LISTEN_GAP_MS	  100 /* this far apart */
 #define PAGESRV_MAX_CONNS_DEFAULT 256u
 /*
  * Sessions (authenticated connections) one peer node may hold; of those,
@@ -1954,7 +1956,18 @@ int pagesrv_create(const struct pagesrv_cfg *cfg, struct pagesrv **out)
 	s->stop_req = (struct pagesrv_req){ PAGESRV_OP_STOP, NULL };
 	s->tick_req = (struct pagesrv_req){ PAGESRV_OP_TICK, NULL };
 	bufpool_init(&s->bufs, PAGESRV_BUF_CACHE);
-	ret = net_listen(cfg->listen_addr, PAGESRV_BACKLOG, &s->lfd);
+	/* A port held for a moment (a socket of the instance before this
+	 * one, on its way out) is waited for, a little. */
+	for (int i = 0; (ret = net_listen(cfg->listen_addr, PAGESRV_BACKLOG,
+					  &s->lfd)) == -EADDRINUSE &&
+			i < PAGESRV_LISTEN_TRIES;
+	     i++) {
+		if (!i)
+			log_warn("%s is in use; trying again for %u ms",
+				 cfg->listen_addr,
+				 PAGESRV_LISTEN_TRIES * PAGESRV_LISTEN_GAP_MS);
+		usleep(PAGESRV_LISTEN_GAP_MS * 1000);
+	}
 	if (ret) {
 		net_listen_fail_log(ret, "the page server", cfg->listen_addr);
 		goto err;

@@ -8,8 +8,9 @@
 #    same address at once: it comes up on that port and serves (a region
 #    filled on the restarted O reads back right on R, page by page);
 #  - an agent asked to listen on a port an outgoing connection holds (its
-#    source port, in the ephemeral range) exits non-zero and says so: the
-#    range, the sysctl to reserve it, how to see who has it;
+#    source port, in the ephemeral range) tries again for 3 s, then exits
+#    non-zero and says so: the range, the sysctl to reserve it, how to see
+#    who has it;
 #  - one asked to listen where another server listens says another socket
 #    holds the port.
 set -uo pipefail
@@ -34,6 +35,8 @@ fp_touch_ok "R reads r from O" "$FP_TMP/t.out"
 # R's agent holds connections to O's page server when O dies.
 kill -KILL "${FP_NODE_PID[O]}"
 wait "${FP_NODE_PID[O]}" 2>/dev/null
+# Shown if the restart fails: what holds the port then.
+ss -tanpe "( sport = :${addr##*:} )" >"$FP_TMP/ss.log" 2>&1
 fp_node_start H O --data-listen "$addr"
 [ "$(head -n1 "$FP_TMP/O.addr")" = "$addr" ] || fp_fail "O came back on $(head -n1 "$FP_TMP/O.addr"), not $addr"
 fp_cli H O region delete r >/dev/null 2>&1 || fp_fail "delete r"
@@ -70,6 +73,7 @@ rc=$?
 [ "$rc" != 124 ] || fp_fail "the agent on a taken port did not exit"
 [ "$rc" != 0 ] || fp_fail "the agent on a taken port exited 0"
 grep -q "Address already in use" "$FP_TMP/x.log" &&
+	grep -q "is in use; trying again" "$FP_TMP/x.log" &&
 	grep -q "ephemeral range" "$FP_TMP/x.log" &&
 	grep -q "ip_local_reserved_ports=$held" "$FP_TMP/x.log" ||
 	{ cat "$FP_TMP/x.log" >&2; fp_fail "the agent did not say what holds port $held"; }
