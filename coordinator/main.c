@@ -46,6 +46,7 @@ enum main_opt {
 	MAIN_OPT_SNAPSHOT_EVERY,
 	MAIN_OPT_LOG_LEVEL,
 	MAIN_OPT_METRICS_LISTEN,
+	MAIN_OPT_METRICS_TOKEN_FILE,
 	MAIN_OPT_KEY_FILE,
 	MAIN_OPT_INSECURE,
 	MAIN_OPT_CHECK,
@@ -71,6 +72,10 @@ static void main_usage_print(FILE *f)
 		"  --metrics-listen ADDR  serve Prometheus /metrics on\n"
 		"                       host:port (default: off; port 0\n"
 		"                       picks a free one; \"\": off)\n"
+		"  --metrics-token-file FILE  answer /metrics only to\n"
+		"                       requests with \"Authorization:\n"
+		"                       Bearer TOKEN\", TOKEN the file's\n"
+		"                       first line (default: none)\n"
 		"  --data-dir DIR       log and snapshot, created if missing\n"
 		"                       (default %s)\n"
 		"  --lease-ms MS        a node is down MS ms after its last\n"
@@ -244,6 +249,8 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 		{ "log-level", required_argument, NULL, MAIN_OPT_LOG_LEVEL },
 		{ "metrics-listen", required_argument, NULL,
 		  MAIN_OPT_METRICS_LISTEN },
+		{ "metrics-token-file", required_argument, NULL,
+		  MAIN_OPT_METRICS_TOKEN_FILE },
 		{ "key-file", required_argument, NULL, MAIN_OPT_KEY_FILE },
 		{ "insecure", no_argument, NULL, MAIN_OPT_INSECURE },
 		{ "check", no_argument, NULL, MAIN_OPT_CHECK },
@@ -263,6 +270,9 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 			break;
 		case MAIN_OPT_ADDR_FILE:
 			o->scfg.addr_file = optarg;
+			break;
+		case MAIN_OPT_METRICS_TOKEN_FILE:
+			o->scfg.metrics_token_file = *optarg ? optarg : NULL;
 			break;
 		case MAIN_OPT_METRICS_LISTEN:
 			/* "" (an empty setting in the units): off */

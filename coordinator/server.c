@@ -1189,10 +1189,11 @@ int server_create(const struct server_cfg *cfg, struct coord *c,
 		goto err;
 	server_figures(s);
 	if (cfg->metrics_listen) {
-		ret = metrics_srv_start(cfg->metrics_listen, "coordinator",
+		ret = metrics_srv_start(cfg->metrics_listen,
+					cfg->metrics_token_file, "coordinator",
 					server_metrics_render, s, &s->metrics);
 		if (ret) {
-			log_errno(ret, "--metrics-listen %s",
+			log_errno(ret, "cannot serve /metrics on %s",
 				  cfg->metrics_listen);
 			goto err;
 		}

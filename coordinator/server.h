@@ -26,6 +26,7 @@ struct server_cfg {
 	 * bound address goes on a second line of addr_file
 	 * ("metrics host:port"). */
 	const char *metrics_listen;
+	const char *metrics_token_file; /* its bearer token; NULL: none */
 	/*
 	 * Every connection proves a key derived from one of these cluster
 	 * keys (two during a rollover; the first is the current one, which

@@ -58,12 +58,15 @@ struct metrics_srv;
 /*
  * Serves GET /metrics on TCP @listen ("host:port", port 0: any free one):
  * farpage_build_info{component=@component}, farpage_process_start_time_
- * seconds, then what @render writes. Returns 0 or -errno (the address in
- * use, malformed, ...).
+ * seconds, then what @render writes. With @token_file (NULL: none) only
+ * to a request that carries "Authorization: Bearer TOKEN", TOKEN the
+ * file's first line (16 to 256 printable characters, no spaces); others
+ * get 401. Returns 0 or -errno (the address in use, malformed, a token
+ * file that cannot be read or is not such a token: logged).
  */
-int metrics_srv_start(const char *listen, const char *component,
-		      metrics_render_fn *render, void *arg,
-		      struct metrics_srv **out);
+int metrics_srv_start(const char *listen, const char *token_file,
+		      const char *component, metrics_render_fn *render,
+		      void *arg, struct metrics_srv **out);
 /* The bound "host:port". */
 const char *metrics_srv_addr(const struct metrics_srv *s);
 /*

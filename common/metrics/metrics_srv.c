@@ -9,13 +9,16 @@
 #include "metrics.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
+#include <openssl/crypto.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -30,6 +33,8 @@
 #define METRICS_CONN_TIMEOUT 10 /* s: an idle scraper is dropped */
 /* MHD's own cap: room for new ones while those shut down are closed */
 #define METRICS_CONN_HARD_MAX (4 * METRICS_CONN_MAX)
+#define METRICS_TOKEN_MIN     16 /* characters of a bearer token */
+#define METRICS_TOKEN_MAX     256
 
 /* A connection MHD has, as MHD's thread tracks it (no lock needed). */
 struct metrics_conn {
@@ -46,6 +51,8 @@ struct metrics_srv {
 	int fd;
 	char addr[64];
 	char component[32];
+	char token[METRICS_TOKEN_MAX + 1]; /* "": no token asked for */
+	size_t token_len;
 	double start_s;
 	metrics_render_fn *render;
 	void *arg;
@@ -87,6 +94,78 @@ static double metrics_process_start(void)
 	return (double)btime + (double)ticks / (double)sysconf(_SC_CLK_TCK);
 }
 
+/*
+ * Reads the bearer token of @path into @s: its first line, 16 to 256
+ * printable characters without spaces. A file others may read is used,
+ * with a warning. Returns 0 or -errno (logged).
+ */
+static int metrics_token_read(struct metrics_srv *s, const char *path)
+{
+	char buf[METRICS_TOKEN_MAX + 2];
+	struct stat st;
+	ssize_t n;
+	size_t len;
+	int fd, ret;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		log_errno(ret, "--metrics-token-file %s", path);
+		return ret;
+	}
+	if (!fstat(fd, &st) && (st.st_mode & 077))
+		log_warn("--metrics-token-file %s: mode %04o: others on this "
+			 "host may read the token (chmod 600)",
+			 path, (unsigned int)(st.st_mode & 07777));
+	n = read(fd, buf, sizeof(buf) - 1);
+	ret = n < 0 ? -errno : 0;
+	close(fd);
+	if (ret) {
+		log_errno(ret, "--metrics-token-file %s", path);
+		return ret;
+	}
+	buf[n] = 0;
+	len = strcspn(buf, "\r\n");
+	for (size_t i = 0; i < len; i++) {
+		if (buf[i] <= ' ' || buf[i] > '~') {
+			log_err("--metrics-token-file %s: the token holds a "
+				"space or a character that is not printable "
+				"ASCII (at %zu)",
+				path, i);
+			return -EINVAL;
+		}
+	}
+	if (len < METRICS_TOKEN_MIN || len > METRICS_TOKEN_MAX) {
+		log_err("--metrics-token-file %s: a token of %zu characters "
+			"on its first line; %d to %d wanted (e.g. 'openssl "
+			"rand -hex 32')",
+			path, len, METRICS_TOKEN_MIN, METRICS_TOKEN_MAX);
+		return -EINVAL;
+	}
+	memcpy(s->token, buf, len);
+	s->token[len] = 0;
+	s->token_len = len;
+	return 0;
+}
+
+/* Whether @conn's request carries our bearer token (always, without). */
+static bool metrics_token_ok(const struct metrics_srv *s,
+			     struct MHD_Connection *conn)
+{
+	static const char bearer[] = "Bearer ";
+	const char *h;
+
+	if (!s->token_len)
+		return true;
+	h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+					MHD_HTTP_HEADER_AUTHORIZATION);
+	if (!h || strncmp(h, bearer, sizeof(bearer) - 1))
+		return false;
+	h += sizeof(bearer) - 1;
+	return strlen(h) == s->token_len &&
+	       !CRYPTO_memcmp(h, s->token, s->token_len);
+}
+
 static enum MHD_Result metrics_answer(void *cls, struct MHD_Connection *conn,
 				      const char *url, const char *method,
 				      const char *version,
@@ -103,7 +182,11 @@ static enum MHD_Result metrics_answer(void *cls, struct MHD_Connection *conn,
 	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 	if (ci && ci->socket_context)
 		((struct metrics_conn *)ci->socket_context)->asked = true;
-	if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
+	if (!metrics_token_ok(s, conn)) {
+		code = MHD_HTTP_UNAUTHORIZED;
+		metrics_printf(&b, "farpage: /metrics needs the bearer token "
+				   "of --metrics-token-file\n");
+	} else if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
 		code = MHD_HTTP_METHOD_NOT_ALLOWED;
 		metrics_printf(&b, "only GET /metrics\n");
 	} else if (strcmp(url, "/metrics")) {
@@ -134,6 +217,9 @@ static enum MHD_Result metrics_answer(void *cls, struct MHD_Connection *conn,
 	}
 	MHD_add_response_header(rsp, MHD_HTTP_HEADER_CONTENT_TYPE,
 				"text/plain; version=0.0.4; charset=utf-8");
+	if (code == MHD_HTTP_UNAUTHORIZED)
+		MHD_add_response_header(rsp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+					"Bearer realm=\"farpage\"");
 	ret = MHD_queue_response(conn, code, rsp);
 	MHD_destroy_response(rsp);
 	return ret;
@@ -213,15 +299,22 @@ static void metrics_mhd_log(void *cls, const char *fmt, va_list ap)
 	log_warn("%s", line);
 }
 
-int metrics_srv_start(const char *listen, const char *component,
-		      metrics_render_fn *render, void *arg,
-		      struct metrics_srv **out)
+int metrics_srv_start(const char *listen, const char *token_file,
+		      const char *component, metrics_render_fn *render,
+		      void *arg, struct metrics_srv **out)
 {
 	struct metrics_srv *s = calloc(1, sizeof(*s));
 	int ret;
 
 	if (!s)
 		return -ENOMEM;
+	if (token_file) {
+		ret = metrics_token_read(s, token_file);
+		if (ret) {
+			free(s);
+			return ret;
+		}
+	}
 	snprintf(s->component, sizeof(s->component), "%s", component);
 	s->render = render;
 	s->arg = arg;
@@ -249,7 +342,8 @@ int metrics_srv_start(const char *listen, const char *component,
 		free(s);
 		return -EIO;
 	}
-	log_info("serving /metrics on http://%s", s->addr);
+	log_info("serving /metrics on http://%s%s", s->addr,
+		 s->token_len ? " (bearer token)" : "");
 	*out = s;
 	return 0;
 }

@@ -70,9 +70,10 @@ struct node_cfg {
 	const char *fault_mode;	 /* "auto", "cache", "copy" */
 	uint64_t cache_size;	 /* bytes; 0 = a quarter of RAM */
 	unsigned int writeback_ms;
-	int cache_fifo;		    /* --cache-policy fifo */
-	int dirty_mode;		    /* --dirty-tracking: enum dscan_mode */
-	const char *metrics_listen; /* serve /metrics here; NULL: off */
+	int cache_fifo;			/* --cache-policy fifo */
+	int dirty_mode;			/* --dirty-tracking: enum dscan_mode */
+	const char *metrics_listen;	/* serve /metrics here; NULL: off */
+	const char *metrics_token_file; /* its bearer token; NULL: none */
 	/* our key, loaded by the caller (copied); ->insecure: none at all */
 	const struct actl_cred *cred;
 	bool page_encryption; /* page data encrypted, not only MACed */

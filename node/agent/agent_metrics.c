@@ -353,9 +353,11 @@ int agent_metrics_start(struct node_agent *a)
 
 	if (!a->cfg.metrics_listen)
 		return 0;
-	ret = metrics_srv_start(a->cfg.metrics_listen, "node",
+	ret = metrics_srv_start(a->cfg.metrics_listen,
+				a->cfg.metrics_token_file, "node",
 				agent_metrics_render, a, &a->metrics);
 	if (ret)
-		log_errno(ret, "--metrics-listen %s", a->cfg.metrics_listen);
+		log_errno(ret, "cannot serve /metrics on %s",
+			  a->cfg.metrics_listen);
 	return ret;
 }

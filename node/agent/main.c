@@ -184,6 +184,12 @@ static void main_usage(FILE *out)
 		"HOST:PORT (off\n"
 		"                           unless set; port 0: any free "
 		"port; \"\": off)\n"
+		"      --metrics-token-file FILE  answer /metrics only to "
+		"requests with\n"
+		"                           \"Authorization: Bearer TOKEN\", "
+		"TOKEN the\n"
+		"                           file's first line (default: "
+		"none; \"\": none)\n"
 		"      --key-file FILE      this node's key, or the cluster "
 		"key "
 		"(default:\n"
@@ -226,6 +232,7 @@ enum {
 	MAIN_OPT_PEER_IDLE_MS,
 	MAIN_OPT_SOCK_CLIENTS,
 	MAIN_OPT_SOCK_CLIENTS_UID,
+	MAIN_OPT_METRICS_TOKEN_FILE,
 };
 
 /* Every id of a full list fits: 10 digits and a comma each. */
@@ -433,6 +440,8 @@ int main(int argc, char **argv)
 		{ "dirty-tracking", required_argument, NULL, 'Y' },
 		{ "addr-file", required_argument, NULL, 'A' },
 		{ "metrics-listen", required_argument, NULL, 'm' },
+		{ "metrics-token-file", required_argument, NULL,
+		  MAIN_OPT_METRICS_TOKEN_FILE },
 		{ "key-file", required_argument, NULL, 'k' },
 		{ "insecure", no_argument, NULL, 'i' },
 		{ "page-encryption", required_argument, NULL, 'e' },
@@ -579,6 +588,9 @@ int main(int argc, char **argv)
 			if (main_uint("--sock-clients", optarg, 16,
 				      &cfg.sock_clients))
 				return 2;
+			break;
+		case MAIN_OPT_METRICS_TOKEN_FILE:
+			cfg.metrics_token_file = *optarg ? optarg : NULL;
 			break;
 		case MAIN_OPT_SOCK_CLIENTS_UID:
 			if (main_uint("--sock-clients-per-uid", optarg, 1,
