@@ -47,6 +47,7 @@ enum main_opt {
 	MAIN_OPT_LOG_LEVEL,
 	MAIN_OPT_METRICS_LISTEN,
 	MAIN_OPT_METRICS_TOKEN_FILE,
+	MAIN_OPT_DATA_ADDR_CHECK,
 	MAIN_OPT_KEY_FILE,
 	MAIN_OPT_INSECURE,
 	MAIN_OPT_CHECK,
@@ -76,6 +77,10 @@ static void main_usage_print(FILE *f)
 		"                       requests with \"Authorization:\n"
 		"                       Bearer TOKEN\", TOKEN the file's\n"
 		"                       first line (default: none)\n"
+		"  --data-addr-check warn|strict  a node's data address\n"
+		"                       other than the one it connects\n"
+		"                       from: taken and logged, or refused\n"
+		"                       (default warn)\n"
 		"  --data-dir DIR       log and snapshot, created if missing\n"
 		"                       (default %s)\n"
 		"  --lease-ms MS        a node is down MS ms after its last\n"
@@ -251,6 +256,8 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 		  MAIN_OPT_METRICS_LISTEN },
 		{ "metrics-token-file", required_argument, NULL,
 		  MAIN_OPT_METRICS_TOKEN_FILE },
+		{ "data-addr-check", required_argument, NULL,
+		  MAIN_OPT_DATA_ADDR_CHECK },
 		{ "key-file", required_argument, NULL, MAIN_OPT_KEY_FILE },
 		{ "insecure", no_argument, NULL, MAIN_OPT_INSECURE },
 		{ "check", no_argument, NULL, MAIN_OPT_CHECK },
@@ -270,6 +277,16 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 			break;
 		case MAIN_OPT_ADDR_FILE:
 			o->scfg.addr_file = optarg;
+			break;
+		case MAIN_OPT_DATA_ADDR_CHECK:
+			if (!strcmp(optarg, "strict") ||
+			    !strcmp(optarg, "warn"))
+				o->scfg.data_addr_strict =
+					!strcmp(optarg, "strict");
+			else
+				ret = main_usage_err("--data-addr-check: warn "
+						     "or strict, not '%s'",
+						     optarg);
 			break;
 		case MAIN_OPT_METRICS_TOKEN_FILE:
 			o->scfg.metrics_token_file = *optarg ? optarg : NULL;

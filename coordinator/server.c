@@ -46,6 +46,7 @@
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <arpa/inet.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -122,6 +123,8 @@ struct server {
 	struct log_limit refusals; /* SERVER_LOG_BURST lines a second */
 	struct log_limit sessions; /* SERVER_SESS_BURST a second */
 	struct log_limit capped;   /* node keys past their cap, as refusals */
+	struct log_limit addrs;	   /* data addresses of other hosts taken */
+	bool data_addr_strict;	   /* ... or refused */
 	char addr[SERVER_PEER_LEN];
 	/* for /metrics: written on the loop thread, read on its own */
 	struct metrics_srv *metrics;
@@ -164,6 +167,17 @@ server_log_refusal(struct server *s, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* One more rate-limited kind of line, on @l. */
+static void __attribute__((format(printf, 2, 3)))
+server_log_limited_f(struct log_limit *l, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	server_log_limited(l, fmt, ap);
+	va_end(ap);
+}
+
 /* A node key past its connection cap: lines of their own, so that a
  * flood of refusals just before cannot hide them. */
 static void __attribute__((format(printf, 2, 3)))
@@ -174,6 +188,68 @@ server_log_capped(struct server *s, const char *fmt, ...)
 	va_start(ap, fmt);
 	server_log_limited(&s->capped, fmt, ap);
 	va_end(ap);
+}
+
+/*
+ * Whether host @a and host @b (numeric, as net_addr_split() gives them)
+ * are the same address; an IPv4 address is the same as its IPv4-mapped
+ * IPv6 form. 0 if either is not an address.
+ */
+static int server_addr_is_same(const char *a, const char *b)
+{
+	uint8_t x[16] = { 0 }, y[16] = { 0 };
+	static const uint8_t mapped[12] = { [10] = 0xff, [11] = 0xff };
+
+	if (inet_pton(AF_INET6, a, x) != 1) {
+		memcpy(x, mapped, sizeof(mapped));
+		if (inet_pton(AF_INET, a, x + 12) != 1)
+			return 0;
+	}
+	if (inet_pton(AF_INET6, b, y) != 1) {
+		memcpy(y, mapped, sizeof(mapped));
+		if (inet_pton(AF_INET, b, y + 12) != 1)
+			return 0;
+	}
+	return !memcmp(x, y, sizeof(x));
+}
+
+/*
+ * A node says where peers reach its page server. The address it connects
+ * from is its own; another (an interface of its own on another network,
+ * or a host name) cannot be told from one it has no right to (another
+ * node's, a host outside the cluster) and is taken with a line that says
+ * so, or, with --data-addr-check strict, refused. Returns 0 (go on), or
+ * -EACCES with @rep the refusal.
+ */
+static int server_join_addr_check(struct server *s,
+				  const struct server_conn *cn,
+				  const struct msg *req, struct msg *rep)
+{
+	char host[MSG_ADDR_MAX], port[16], from[SERVER_PEER_LEN], fport[16];
+
+	if (net_addr_split(req->data_addr, host, sizeof(host), port,
+			   sizeof(port)) ||
+	    net_addr_split(cn->peer, from, sizeof(from), fport,
+			   sizeof(fport)) ||
+	    server_addr_is_same(host, from))
+		return 0; /* the same, or malformed: coord_join_check() */
+	if (s->data_addr_strict) {
+		msg_error(rep, -EACCES,
+			  "node %s: data address %s is not the address it "
+			  "connects from (%s): refused (--data-addr-check "
+			  "strict); give the agent --data-addr %s:PORT",
+			  req->name, req->data_addr, from, from);
+		server_log_limited_f(&s->addrs, "peer %s: %s", cn->peer,
+				     rep->text);
+		return -EACCES;
+	}
+	server_log_limited_f(&s->addrs,
+			     "node %s registers data address %s, not the "
+			     "address it connects from (%s): taken as one of "
+			     "its own (--data-addr-check warn; peers will dial "
+			     "it, and authenticate whoever answers)",
+			     req->name, req->data_addr, from);
+	return 0;
 }
 
 static void server_nodes_for_node(struct server *s, const char *name,
@@ -399,6 +475,11 @@ static int server_conn_serve(struct server_conn *cn)
 			atomic_fetch_add(&s->m_denied, 1);
 			server_log_refusal(s, "peer %s: refused: %s", cn->peer,
 					   rep.text);
+		}
+		if (!ret && req.type == MSG_T_NODE_JOIN &&
+		    server_join_addr_check(s, cn, &req, &rep) == -EACCES) {
+			atomic_fetch_add(&s->m_denied, 1);
+			ret = -EACCES;
 		}
 		/* Refused: the ERROR is the reply (ESTALE: join again). */
 		ret = ret ? 0
@@ -1145,6 +1226,8 @@ int server_create(const struct server_cfg *cfg, struct coord *c,
 	s->refusals.burst = SERVER_LOG_BURST;
 	s->sessions.burst = SERVER_SESS_BURST;
 	s->capped.burst = SERVER_LOG_BURST;
+	s->addrs.burst = SERVER_LOG_BURST;
+	s->data_addr_strict = cfg->data_addr_strict;
 	if (!s->insecure && (!cfg->n_keys || cfg->n_keys > AUTH_KEYS_MAX)) {
 		log_err("no cluster key (or more than %d)", AUTH_KEYS_MAX);
 		ret = -EINVAL;

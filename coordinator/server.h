@@ -27,6 +27,9 @@ struct server_cfg {
 	 * ("metrics host:port"). */
 	const char *metrics_listen;
 	const char *metrics_token_file; /* its bearer token; NULL: none */
+	/* a node's data address other than the one it connects from is
+	 * refused (else taken, logged) */
+	bool data_addr_strict;
 	/*
 	 * Every connection proves a key derived from one of these cluster
 	 * keys (two during a rollover; the first is the current one, which
