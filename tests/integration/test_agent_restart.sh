@@ -26,12 +26,18 @@ read -r lo _ </proc/sys/net/ipv4/ip_local_port_range
 [ "${addr##*:}" -lt "$lo" ] || fp_fail "O's data port ${addr##*:} is in the ephemeral range (from $lo)"
 fp_log "ok: O's data port ${addr##*:} is below the ephemeral range ($lo)"
 
-o=$(fp_node_id O)
-fp_cli H O region create r --size 8M --owners "$o,$o,$o,$o" >"$FP_TMP/c.out" 2>&1 ||
-	fp_fail "create r: $(cat "$FP_TMP/c.out")"
-fp_cli H O fill r --seed 3 >/dev/null 2>&1 || fp_fail "fill r"
-fp_cli H R touch r --seed 3 >"$FP_TMP/t.out" 2>&1 || { cat "$FP_TMP/t.out" >&2; fp_fail "R reads r"; }
-fp_touch_ok "R reads r from O" "$FP_TMP/t.out"
+# served REGION SEED WHAT: REGION made on O (4 chunks), filled with SEED
+# there, and read by R, every page compared.
+served() {
+	local o
+	o=$(fp_node_id O)
+	fp_cli H O region create "$1" --size 8M --owners "$o,$o,$o,$o" >"$FP_TMP/c.out" 2>&1 ||
+		fp_fail "create $1: $(cat "$FP_TMP/c.out")"
+	fp_cli H O fill "$1" --seed "$2" >/dev/null 2>&1 || fp_fail "fill $1"
+	fp_cli H R touch "$1" --seed "$2" >"$FP_TMP/t.out" 2>&1 || { cat "$FP_TMP/t.out" >&2; fp_fail "R reads $1"; }
+	fp_touch_ok "$3" "$FP_TMP/t.out"
+}
+served r 3 "R reads r from O"
 # R's agent holds connections to O's page server when O dies.
 kill -KILL "${FP_NODE_PID[O]}"
 wait "${FP_NODE_PID[O]}" 2>/dev/null
@@ -40,12 +46,7 @@ ss -tanpe "( sport = :${addr##*:} )" >"$FP_TMP/ss.log" 2>&1
 fp_node_start H O --data-listen "$addr"
 [ "$(head -n1 "$FP_TMP/O.addr")" = "$addr" ] || fp_fail "O came back on $(head -n1 "$FP_TMP/O.addr"), not $addr"
 fp_cli H O region delete r >/dev/null 2>&1 || fp_fail "delete r"
-o=$(fp_node_id O)
-fp_cli H O region create s --size 8M --owners "$o,$o,$o,$o" >"$FP_TMP/c.out" 2>&1 ||
-	fp_fail "create s: $(cat "$FP_TMP/c.out")"
-fp_cli H O fill s --seed 4 >/dev/null 2>&1 || fp_fail "fill s on the restarted O"
-fp_cli H R touch s --seed 4 >"$FP_TMP/t.out" 2>&1 || { cat "$FP_TMP/t.out" >&2; fp_fail "R reads s from the restarted O"; }
-fp_touch_ok "O restarted at once on $addr serves every page of s" "$FP_TMP/t.out"
+served s 4 "O restarted at once on $addr serves every page of s"
 
 # A port held as an outgoing connection's source port (the ephemeral
 # range): the agent refuses to start, naming the range and the sysctl.

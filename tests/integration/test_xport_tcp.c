@@ -1186,6 +1186,42 @@ static int t_read_retry(struct t_drv *d, struct xport_peer *p, uint32_t n,
 }
 
 /*
+ * For the stall cases: a driver with a stall watch of @stall_ms, and a
+ * peer up on a raw server that answered HELLO and does nothing else yet
+ * (its listening socket in *@lfd, its address in @addr if not NULL, the
+ * accepted connection, non-blocking, in *@fd). Returns 0 or -1.
+ */
+static int t_stall_raw_up(struct t_drv *d, unsigned int stall_ms, int *lfd,
+			  char *addr, size_t addr_len, int *fd,
+			  struct xport_peer **p)
+{
+	uint8_t hdr[WIRE_HDR_LEN];
+	struct wire_hdr h;
+	char a[64];
+
+	T_CHECK(net_listen("127.0.0.1:0", 4, lfd) == 0);
+	T_CHECK(net_local_addr(*lfd, a, sizeof(a)) == 0);
+	if (addr)
+		snprintf(addr, addr_len, "%s", a);
+	t_stall_ms = stall_ms;
+	T_CHECK(t_drv_init(d) == 0);
+	t_stall_ms = 0;
+	atomic_store(&t_stalls, 0);
+	T_CHECK(t_open(d, a, 0, p) == 0);
+	*fd = t_raw_accept(*lfd);
+	T_CHECK(*fd >= 0);
+	T_CHECK(net_set_nonblock(*fd, 1) == 0);
+	T_CHECK(t_raw_recv_drv(d, *fd, hdr, sizeof(hdr), sizeof(hdr)) == 0);
+	wire_hdr_unpack(hdr, &h);
+	T_CHECK(h.op == WIRE_OP_HELLO);
+	h = (struct wire_hdr){ WIRE_VERSION, WIRE_OP_HELLO, 0, 0, h.tag, 1 };
+	wire_hdr_pack(&h, hdr);
+	T_CHECK(send(*fd, hdr, sizeof(hdr), MSG_NOSIGNAL) == sizeof(hdr));
+	T_CHECK(t_wait_state(d, *p, XPORT_PEER_UP, T_WAIT_MS));
+	return 0;
+}
+
+/*
  * An owner that stops answering while its kernel still takes our bytes (a
  * request changed on the path that its server now waits on for bytes that
  * never come): a raw server answers HELLO, reads 8 READs and stays silent,
@@ -1198,33 +1234,16 @@ static int t_read_retry(struct t_drv *d, struct xport_peer *p, uint32_t n,
 static int test_xport_tcp_stall(const struct t_pool *pool)
 {
 	static uint8_t buf[8 * 4096];
-	uint8_t hdr[WIRE_HDR_LEN];
 	struct pagesrv *srv;
 	struct xport_peer *p;
-	struct wire_hdr h;
 	struct t_drv d;
 	uint64_t stalls, end;
 	int lfd, fd;
 	char addr[64];
 	uint32_t i;
 
-	T_CHECK(net_listen("127.0.0.1:0", 4, &lfd) == 0);
-	T_CHECK(net_local_addr(lfd, addr, sizeof(addr)) == 0);
-	t_stall_ms = 300;
-	T_CHECK(t_drv_init(&d) == 0);
-	t_stall_ms = 0;
-	atomic_store(&t_stalls, 0);
-	T_CHECK(t_open(&d, addr, 0, &p) == 0);
-	fd = t_raw_accept(lfd);
-	T_CHECK(fd >= 0);
-	T_CHECK(net_set_nonblock(fd, 1) == 0);
-	T_CHECK(t_raw_recv_drv(&d, fd, hdr, sizeof(hdr), sizeof(hdr)) == 0);
-	wire_hdr_unpack(hdr, &h);
-	T_CHECK(h.op == WIRE_OP_HELLO);
-	h = (struct wire_hdr){ WIRE_VERSION, WIRE_OP_HELLO, 0, 0, h.tag, 1 };
-	wire_hdr_pack(&h, hdr);
-	T_CHECK(send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL) == sizeof(hdr));
-	T_CHECK(t_wait_state(&d, p, XPORT_PEER_UP, T_WAIT_MS));
+	T_CHECK(t_stall_raw_up(&d, 300, &lfd, addr, sizeof(addr), &fd, &p) ==
+		0);
 	t_drv_reset(&d);
 	for (i = 0; i < 8; i++) {
 		T_CHECK(d.ops->read(p, (uint64_t)i * 4096, 4096,
@@ -1424,25 +1443,8 @@ static int test_xport_tcp_stall_slow(const struct t_pool *pool)
 	struct wire_hdr h;
 	struct t_drv d;
 	int lfd, fd, i;
-	char addr[64];
 
-	T_CHECK(net_listen("127.0.0.1:0", 4, &lfd) == 0);
-	T_CHECK(net_local_addr(lfd, addr, sizeof(addr)) == 0);
-	t_stall_ms = 1000;
-	T_CHECK(t_drv_init(&d) == 0);
-	t_stall_ms = 0;
-	atomic_store(&t_stalls, 0);
-	T_CHECK(t_open(&d, addr, 0, &p) == 0);
-	fd = t_raw_accept(lfd);
-	T_CHECK(fd >= 0);
-	T_CHECK(net_set_nonblock(fd, 1) == 0);
-	T_CHECK(t_raw_recv_drv(&d, fd, hdr, sizeof(hdr), sizeof(hdr)) == 0);
-	wire_hdr_unpack(hdr, &h);
-	T_CHECK(h.op == WIRE_OP_HELLO);
-	h = (struct wire_hdr){ WIRE_VERSION, WIRE_OP_HELLO, 0, 0, h.tag, 1 };
-	wire_hdr_pack(&h, hdr);
-	T_CHECK(send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL) == sizeof(hdr));
-	T_CHECK(t_wait_state(&d, p, XPORT_PEER_UP, T_WAIT_MS));
+	T_CHECK(t_stall_raw_up(&d, 1000, &lfd, NULL, 0, &fd, &p) == 0);
 	t_drv_reset(&d);
 	T_CHECK(d.ops->read(p, 4096, 4096, buf, 0) == 0);
 	T_CHECK(t_raw_recv_drv(&d, fd, hdr, sizeof(hdr), sizeof(hdr)) == 0);
