@@ -955,6 +955,8 @@ static int coord_apply_node_forget(struct coord *c, const struct msg *rec,
 	n->lease_end = 0;
 	n->was_up = 0;
 	n->seen_epoch = 0;
+	n->sync_want = n->sync_due = 0;
+	n->unsynced = 0;
 	n->gone = 1;
 	c->ngen++;
 	return 0;
@@ -1274,6 +1276,8 @@ int coord_create(const struct coord_cfg *cfg, uint64_t now_ms,
 	if (!c)
 		return -ENOMEM;
 	c->lease_ms = cfg->lease_ms ? cfg->lease_ms : COORD_LEASE_MS_DEFAULT;
+	c->sync_ms = cfg->sync_timeout_ms ? cfg->sync_timeout_ms
+					  : COORD_SYNC_MS_DEFAULT;
 	c->snapshot_every = cfg->snapshot_every ? cfg->snapshot_every
 						: COORD_SNAPSHOT_EVERY_DEFAULT;
 	/* Changes with every restart: agents re-read the node table. */
@@ -1507,11 +1511,14 @@ static int coord_on_join(struct coord *c, const struct msg *req,
 			 n->id, n->name, n->data_addr,
 			 (unsigned long long)n->pool_size,
 			 (unsigned long long)n->instance);
-	if (!n->was_up)
-		c->ngen++;
-	n->lease_end = now + c->lease_ms;
-	n->was_up = 1;
 	n->seen_epoch = 0; /* until its agent tells which it has synced */
+	/* Rejoining does not end a lapse: only reporting the epoch does. */
+	if (coord_sync_note(c, n, now)) {
+		if (!n->was_up)
+			c->ngen++;
+		n->lease_end = now + c->lease_ms;
+		n->was_up = 1;
+	}
 	msg_init(rep, MSG_T_NODE_JOINED);
 	rep->node = n->id;
 	rep->lease_ms = c->lease_ms;
@@ -1653,12 +1660,14 @@ static int coord_on_heartbeat(struct coord *c, const struct msg *req,
 	n->n_peers = k;
 	if (!k)
 		free(peers);
-	n->lease_end = now + c->lease_ms;
 	/* An epoch of other tables (another cid) means nothing here. */
 	if (req->cid == c->cid)
 		n->seen_epoch = req->epoch < c->epoch ? req->epoch : c->epoch;
 	else
 		n->seen_epoch = 0;
+	/* Answered all the same, so that it can catch up. */
+	if (coord_sync_note(c, n, now))
+		n->lease_end = now + c->lease_ms;
 	if (req->n_extents) {
 		ret = coord_scrub_cleared(c, n, req, rep, fatal);
 		if (ret) {
@@ -2630,6 +2639,7 @@ int coord_lease_check(struct coord *c, uint64_t now_ms)
 {
 	int fatal = 0;
 
+	coord_sync_check(c, now_ms);
 	for (uint32_t i = 0; i < c->n_nodes; i++) {
 		struct coord_node *n = &c->nodes[i];
 		int up = now_ms < n->lease_end;
@@ -2645,8 +2655,10 @@ int coord_lease_check(struct coord *c, uint64_t now_ms)
 		}
 		c->lease_expiries++;
 		silent = now_ms - n->lease_end + c->lease_ms;
-		log_warn("node %u (%s) is down: no heartbeat for %llu ms",
-			 n->id, n->name, (unsigned long long)silent);
+		if (!n->unsynced) /* else coord_sync_check() said why */
+			log_warn("node %u (%s) is down: no heartbeat for %llu "
+				 "ms",
+				 n->id, n->name, (unsigned long long)silent);
 		if (coord_repl_node_lost(c, n, &fatal) && fatal)
 			return fatal;
 	}
@@ -2667,6 +2679,7 @@ void coord_figures(struct coord *c, struct coord_figures *out)
 	}
 	out->regions = c->n_regions;
 	out->lease_expiries = c->lease_expiries;
+	out->sync_lapses = c->sync_lapses;
 	/* Counted again only when nodes or regions changed. */
 	if (!c->lost_valid || c->lost_ngen != c->ngen ||
 	    c->lost_epoch != c->epoch) {

@@ -13,6 +13,7 @@
 #include "msg.h"
 
 #define COORD_LEASE_MS_DEFAULT	     5000
+#define COORD_SYNC_MS_DEFAULT	     10000
 #define COORD_SNAPSHOT_EVERY_DEFAULT 1000
 #define COORD_CHUNK_SIZE_DEFAULT     (UINT64_C(2) << 20)
 #define COORD_CHUNK_SIZE_MIN	     (UINT64_C(2) << 20)
@@ -29,8 +30,11 @@ struct coord;
 struct wal_report;
 
 struct coord_cfg {
-	const char *data_dir;	 /* NULL: tables live in memory only */
-	uint64_t lease_ms;	 /* 0: COORD_LEASE_MS_DEFAULT */
+	const char *data_dir; /* NULL: tables live in memory only */
+	uint64_t lease_ms;    /* 0: COORD_LEASE_MS_DEFAULT */
+	/* a node up must report each epoch synced this long after it was
+	 * made, or it is counted down until it does; 0: default */
+	uint64_t sync_timeout_ms;
 	uint64_t snapshot_every; /* WAL records per snapshot; 0: default */
 };
 
@@ -111,7 +115,9 @@ int coord_authorize(const struct coord *c, enum coord_role role,
 int coord_sync(struct coord *c);
 
 /*
- * Logs nodes whose lease expired since the last call ("down") and nodes
+ * Counts down nodes that did not report an epoch synced within
+ * cfg->sync_timeout_ms (they are not waited for then), logs nodes whose
+ * lease expired since the last call ("down") and nodes
  * that heartbeat again ("up"), once per transition; the replicas a node
  * that went down held become MISSING, and rebuilds of MISSING replicas
  * start (paced). Call it periodically, then coord_sync(). Returns 0, or
@@ -125,6 +131,7 @@ struct coord_figures {
 	uint32_t nodes_up, nodes_down, regions;
 	uint64_t chunks_lost; /* placed in a pool its owner has since lost */
 	uint64_t lease_expiries;
+	uint64_t sync_lapses; /* nodes counted down for an unsynced epoch */
 	/* replicated regions */
 	uint64_t replicas_missing, replicas_rebuilding;
 	uint64_t chunks_unsynced; /* chunks with no SYNC replica */

@@ -57,6 +57,11 @@ struct coord_node {
 	uint32_t n_scrub, cap_scrub;
 	/* In memory only: the region epoch (of cid) its agent has synced. */
 	uint64_t seen_epoch;
+	/* In memory only (coord_sync.c): the epoch it must report synced
+	 * by sync_due (0: none pending); unsynced: it did not, and is
+	 * counted down until it does. */
+	uint64_t sync_want, sync_due;
+	int unsynced;
 };
 
 /*
@@ -115,6 +120,7 @@ struct coord_endpoint {
 
 struct coord {
 	uint64_t lease_ms;
+	uint64_t sync_ms; /* coord_cfg.sync_timeout_ms */
 	uint64_t snapshot_every;
 	struct wal *wal; /* NULL without a data directory */
 	int dirty;	 /* records written since the last sync */
@@ -132,6 +138,7 @@ struct coord {
 	uint32_t n_eps, cap_eps;
 	/* for /metrics (coord_figures()) */
 	uint64_t lease_expiries;
+	uint64_t sync_lapses; /* nodes counted down by coord_sync_check() */
 	uint64_t lost_ngen, lost_epoch, lost; /* chunks lost, as of then */
 	int lost_valid;
 	/* rebuilds (coord_repl.c) */
@@ -164,6 +171,24 @@ int coord_scrub_add(struct coord_node *n, uint64_t off, uint64_t len,
 		    uint64_t epoch);
 int coord_change(struct coord *c, const struct msg *rec, struct msg *rep,
 		 int *fatal);
+
+/* ---- synced epochs (coord_sync.c) ---- */
+
+/*
+ * Node @n just joined (@restart: with a new instance) or reported
+ * seen_epoch in a heartbeat at @now: a deadline is set for the epoch it
+ * lags behind, met ones are cleared, and an unsynced node that reports
+ * the epoch it was due counts again. Returns 1 if @n's lease may be
+ * renewed (it is not unsynced), else 0.
+ */
+int coord_sync_note(struct coord *c, struct coord_node *n, uint64_t now);
+/*
+ * Every node up that has not reported, within c->sync_ms, the epoch it
+ * was due becomes unsynced: its lease ends at @now (coord_lease_check()
+ * then counts it down) and no heartbeat or join renews it until one
+ * reports that epoch. Returns the number of nodes it made unsynced.
+ */
+uint32_t coord_sync_check(struct coord *c, uint64_t now);
 
 /* ---- replicas (coord_repl.c) ---- */
 

@@ -41,6 +41,7 @@ enum main_opt {
 	MAIN_OPT_ADDR_FILE,
 	MAIN_OPT_DATA_DIR,
 	MAIN_OPT_LEASE_MS,
+	MAIN_OPT_SYNC_TIMEOUT_MS,
 	MAIN_OPT_FRAME_TIMEOUT_MS,
 	MAIN_OPT_HS_TIMEOUT_MS,
 	MAIN_OPT_SNAPSHOT_EVERY,
@@ -85,6 +86,11 @@ static void main_usage_print(FILE *f)
 		"                       (default %s)\n"
 		"  --lease-ms MS        a node is down MS ms after its last\n"
 		"                       heartbeat (default %u)\n"
+		"  --sync-timeout-ms MS  a node up must report a region\n"
+		"                       epoch synced MS ms after it was\n"
+		"                       made; one that does not is counted\n"
+		"                       down (not waited for by deletes and\n"
+		"                       rebuilds) until it does (default %u)\n"
 		"  --frame-timeout-ms MS  close a connection that holds half\n"
 		"                       a frame this long (default 10000)\n"
 		"  --handshake-timeout-ms MS  close a connection not done\n"
@@ -120,8 +126,8 @@ static void main_usage_print(FILE *f)
 		"offset) and refuses any other damage to the data\n"
 		"directory with exit status %d.\n",
 		MAIN_LISTEN_DEFAULT, MAIN_DATA_DIR_DEFAULT,
-		COORD_LEASE_MS_DEFAULT, COORD_SNAPSHOT_EVERY_DEFAULT,
-		MAIN_EXIT_DATA, MAIN_EXIT_DATA);
+		COORD_LEASE_MS_DEFAULT, COORD_SYNC_MS_DEFAULT,
+		COORD_SNAPSHOT_EVERY_DEFAULT, MAIN_EXIT_DATA, MAIN_EXIT_DATA);
 }
 
 /* Prints a command-line error. Returns MAIN_EXIT_USAGE. */
@@ -245,6 +251,8 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 		{ "addr-file", required_argument, NULL, MAIN_OPT_ADDR_FILE },
 		{ "data-dir", required_argument, NULL, MAIN_OPT_DATA_DIR },
 		{ "lease-ms", required_argument, NULL, MAIN_OPT_LEASE_MS },
+		{ "sync-timeout-ms", required_argument, NULL,
+		  MAIN_OPT_SYNC_TIMEOUT_MS },
 		{ "frame-timeout-ms", required_argument, NULL,
 		  MAIN_OPT_FRAME_TIMEOUT_MS },
 		{ "handshake-timeout-ms", required_argument, NULL,
@@ -320,6 +328,11 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 			ret = main_opt_count("--lease-ms", optarg,
 					     MAIN_LEASE_MS_MAX,
 					     &o->ccfg.lease_ms);
+			break;
+		case MAIN_OPT_SYNC_TIMEOUT_MS:
+			ret = main_opt_count("--sync-timeout-ms", optarg,
+					     MAIN_LEASE_MS_MAX,
+					     &o->ccfg.sync_timeout_ms);
 			break;
 		case MAIN_OPT_FRAME_TIMEOUT_MS: {
 			uint64_t v = 0;

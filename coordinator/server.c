@@ -130,6 +130,7 @@ struct server {
 	struct metrics_srv *metrics;
 	_Atomic uint32_t m_conns, m_nodes_up, m_nodes_down, m_regions;
 	atomic_uint_fast64_t m_lost, m_expiries, m_refused, m_conns_refused;
+	atomic_uint_fast64_t m_sync_lapses;
 	atomic_uint_fast64_t m_r_missing, m_r_rebuilding, m_r_unsynced;
 	atomic_uint_fast64_t m_rb_done, m_rb_failed;
 	atomic_uint_fast64_t m_auth_failed, m_denied, m_dropped;
@@ -1061,6 +1062,7 @@ static void server_figures(struct server *s)
 	atomic_store(&s->m_regions, fig.regions);
 	atomic_store(&s->m_lost, fig.chunks_lost);
 	atomic_store(&s->m_expiries, fig.lease_expiries);
+	atomic_store(&s->m_sync_lapses, fig.sync_lapses);
 	atomic_store(&s->m_r_missing, fig.replicas_missing);
 	atomic_store(&s->m_r_rebuilding, fig.replicas_rebuilding);
 	atomic_store(&s->m_r_unsynced, fig.chunks_unsynced);
@@ -1085,6 +1087,10 @@ static void server_metrics_render(struct metrics_buf *b, void *arg)
 	metrics_one(b, "farpage_lease_expiries_total", "counter",
 		    "Times a node's lease ran out (it went down).",
 		    atomic_load(&s->m_expiries));
+	metrics_one(b, "farpage_sync_lapses_total", "counter",
+		    "Times a node up did not report a region epoch synced "
+		    "within --sync-timeout-ms (it was counted down).",
+		    atomic_load(&s->m_sync_lapses));
 	metrics_one(b, "farpage_regions", "gauge", "Regions in the tables.",
 		    atomic_load(&s->m_regions));
 	metrics_one(b, "farpage_chunks_lost", "gauge",
