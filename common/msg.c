@@ -233,6 +233,31 @@ static const struct msg_rec msg_rtask_rec = {
 	.required = 0x3f,
 };
 
+static const struct msg_field msg_rcheck_fields[] = {
+	F_U64(msg_rcheck, "id", id, 1, UINT64_MAX),
+	F_U64(msg_rcheck, "off", off, 0, UINT64_MAX),
+	F_U64(msg_rcheck, "len", len, 1, UINT64_MAX),
+	F_U64(msg_rcheck, "nonce", nonce, 0, UINT64_MAX),
+};
+
+static const struct msg_rec msg_rcheck_rec = {
+	.fields = msg_rcheck_fields,
+	.n_fields = ARRAY_LEN(msg_rcheck_fields),
+	.required = 0xf,
+};
+
+static const struct msg_field msg_rsum_fields[] = {
+	F_U64(msg_rsum, "id", id, 1, UINT64_MAX),
+	F_U64(msg_rsum, "nonce", nonce, 0, UINT64_MAX),
+	F_BYTES(msg_rsum, "sum", sum),
+};
+
+static const struct msg_rec msg_rsum_rec = {
+	.fields = msg_rsum_fields,
+	.n_fields = ARRAY_LEN(msg_rsum_fields),
+	.required = 0x7,
+};
+
 /* Top-level fields, indexed by enum msg_field_id. */
 static const struct msg_field msg_fields[MSG_F__MAX] = {
 	[MSG_F_ERR] = F_U64(msg, "err", err, 1, 4095),
@@ -298,6 +323,11 @@ static const struct msg_field msg_fields[MSG_F__MAX] = {
 	[MSG_F_REBUILT] =
 		F_LIST(msg, "rebuilt", rebuilt, n_rebuilt, 1, UINT64_MAX),
 	[MSG_F_FAILED] = F_LIST(msg, "failed", failed, n_failed, 1, UINT64_MAX),
+	[MSG_F_RCHK] = F_U64(msg, "rchk", rchk, 1, 1),
+	[MSG_F_CHECKS] = F_RECSN(msg, "checks", checks, n_checks,
+				 msg_rcheck_rec, MSG_TASKS_MAX),
+	[MSG_F_SUMS] =
+		F_RECSN(msg, "sums", sums, n_sums, msg_rsum_rec, MSG_TASKS_MAX),
 };
 
 #define B(f) MSG_BIT(MSG_F_##f)
@@ -325,7 +355,8 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 	[MSG_T_HEARTBEAT] = { "heartbeat",
 			      B(NODE) | B(INSTANCE) | B(PEERS) | B(EPOCH) |
 				      B(CID) | B(EXTENTS) | B(TAKEN) |
-				      B(REBUILT) | B(FAILED),
+				      B(REBUILT) | B(FAILED) | B(RCHK) |
+				      B(SUMS),
 			      B(NODE) | B(INSTANCE) },
 	[MSG_T_NODE_LIST] = { "node_list", 0, 0 },
 	[MSG_T_NODES] = { "nodes", B(NODES) | B(GONE), 0 },
@@ -361,7 +392,7 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 			       STAT_REQ },
 	[MSG_T_HEARTBEAT_ACK] = { "heartbeat_ack",
 				  B(EPOCH) | B(NGEN) | B(CID) | B(EXTENTS) |
-					  B(FENCE) | B(TASKS),
+					  B(FENCE) | B(TASKS) | B(CHECKS),
 				  B(EPOCH) | B(NGEN) | B(CID) },
 	[MSG_T_SCRUB] = { "scrub", B(NODE) | B(EPOCH) | B(EXTENTS) | B(FENCE),
 			  B(NODE) | B(EPOCH) },

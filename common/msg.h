@@ -43,7 +43,8 @@ enum msg_type {
 	MSG_T_HEARTBEAT,   /* node, instance, [peers], [epoch, cid: the
 			      region epoch synced, of those tables],
 			      [extents cleared], [taken, rebuilt, failed:
-			      rebuild task ids] -> HEARTBEAT_ACK */
+			      rebuild task ids], [rchk: digests asked
+			      for are answered], [sums] -> HEARTBEAT_ACK */
 	MSG_T_NODE_LIST,   /* -> NODES */
 	MSG_T_NODES,	   /* nodes, [gone] */
 	/* regions */
@@ -75,7 +76,8 @@ enum msg_type {
 			      peers */
 	/* coordinator -> node: the heartbeat's answer */
 	MSG_T_HEARTBEAT_ACK, /* epoch, ngen, cid, [extents to clear],
-				[fence], [tasks] */
+				[fence], [tasks], [checks: only to a node
+				whose heartbeat has rchk] */
 	/* change records only (write-ahead log), never requests */
 	MSG_T_SCRUB,	  /* node, epoch, extents: freed by a delete at
 			     epoch, to be cleared by the owner before reuse;
@@ -194,6 +196,10 @@ enum msg_field_id {
 	MSG_F_TAKEN,	 /* list of u64 task ids set up by the node */
 	MSG_F_REBUILT,	 /* list of u64 task ids whose copy finished */
 	MSG_F_FAILED,	 /* list of u64 task ids the node could not do */
+	MSG_F_RCHK,	 /* u64, 1 (absent: 0): HEARTBEAT from an agent that
+			    answers checks with sums */
+	MSG_F_CHECKS,	 /* list of struct msg_rcheck, <= MSG_TASKS_MAX */
+	MSG_F_SUMS,	 /* list of struct msg_rsum, <= MSG_TASKS_MAX */
 	MSG_F__MAX,
 };
 
@@ -288,6 +294,27 @@ struct msg_rtask {
 	 * write to the source only); the copy starts once an ack says 0
 	 * (absent). */
 	uint64_t hold;
+};
+
+/*
+ * A digest asked of the node it is sent to, for rebuild task @id (its
+ * copy, or the source of it): SHA-256 of @nonce (8 bytes, big-endian)
+ * followed by [off, off + len) of its pool.
+ */
+struct msg_rcheck {
+	uint64_t id;
+	uint64_t off;
+	uint64_t len;
+	uint64_t nonce;
+};
+
+#define MSG_SUM_LEN 32 /* SHA-256 */
+
+/* The answer to a msg_rcheck of task @id and @nonce. */
+struct msg_rsum {
+	uint64_t id;
+	uint64_t nonce;
+	uint8_t sum[MSG_SUM_LEN];
 };
 
 /* A byte range of a node's pool. */
@@ -408,6 +435,11 @@ struct msg {
 	uint32_t n_tasks;
 	uint64_t *taken, *rebuilt, *failed; /* task ids */
 	uint32_t n_taken, n_rebuilt, n_failed;
+	uint64_t rchk; /* HEARTBEAT: 1 = answers checks */
+	struct msg_rcheck *checks;
+	uint32_t n_checks;
+	struct msg_rsum *sums;
+	uint32_t n_sums;
 };
 
 /* AGENT_STAT's cache list: index -> figure (later ones may be absent) */

@@ -1512,6 +1512,7 @@ static int coord_on_join(struct coord *c, const struct msg *req,
 			 (unsigned long long)n->pool_size,
 			 (unsigned long long)n->instance);
 	n->seen_epoch = 0; /* until its agent tells which it has synced */
+	n->rchk = 0;	   /* and whether it answers checks */
 	/* Rejoining does not end a lapse: only reporting the epoch does. */
 	if (coord_sync_note(c, n, now)) {
 		if (!n->was_up)
@@ -1676,8 +1677,9 @@ static int coord_on_heartbeat(struct coord *c, const struct msg *req,
 			return ret;
 		}
 	}
-	if (req->n_taken || req->n_rebuilt || req->n_failed) {
-		ret = coord_repl_heartbeat(c, n, req, rep, fatal);
+	n->rchk = req->rchk != 0;
+	if (req->n_taken || req->n_rebuilt || req->n_failed || req->n_sums) {
+		ret = coord_repl_heartbeat(c, n, req, now, fatal);
 		if (ret) {
 			if (!*fatal && rep->type != MSG_T_ERROR)
 				msg_error(rep, ret, "out of memory");

@@ -62,6 +62,9 @@ struct coord_node {
 	 * counted down until it does. */
 	uint64_t sync_want, sync_due;
 	int unsynced;
+	/* In memory only: its last heartbeat said it answers checks
+	 * (rchk): only such a node gets rebuild tasks. */
+	int rchk;
 };
 
 /*
@@ -110,6 +113,14 @@ struct coord_task {
 	uint64_t src_node, src_off, src_inst, dst_off, len;
 	uint64_t epoch; /* taken: the epoch that made it REBUILDING */
 	int taken;
+	/* Reported rebuilt: SYNC once the digests of the copy and of its
+	 * source, asked in heartbeat answers (checks) with @nonce, agree. */
+	int checking;
+	uint32_t tries;	   /* rounds whose digests differed */
+	uint64_t check_t0; /* now_ms the round started */
+	uint64_t nonce;
+	unsigned int have; /* 1: sum_src, 2: sum_dst */
+	uint8_t sum_src[MSG_SUM_LEN], sum_dst[MSG_SUM_LEN];
 };
 
 struct coord_endpoint {
@@ -155,6 +166,12 @@ struct coord {
  * itself stays at a few reads in flight per node (floop_rb.c). At most
  * MSG_TASKS_MAX: a heartbeat's answer lists all of a node's tasks. */
 #define COORD_TASKS_PER_NODE 64u
+/* Bytes a heartbeat answer asks one node to digest (at least one
+ * check): about 0.1-0.2 s of SHA-256 on the agent's session thread. */
+#define COORD_CHECK_BYTES (UINT64_C(64) << 20)
+/* Check rounds whose digests differ (writes landing between the two
+ * digests) before the copy counts as failed. */
+#define COORD_CHECK_TRIES 16u
 
 /* coord.c helpers shared with coord_repl.c */
 int coord_grow(void *arr, uint32_t *cap, uint32_t need, size_t size);
@@ -208,11 +225,11 @@ int coord_repl_node_lost(struct coord *c, struct coord_node *n, int *fatal);
 /* Starts rebuild tasks for MISSING replicas (of region @only, or all). */
 int coord_repl_tick(struct coord *c, uint64_t now, const char *only,
 		    int *fatal);
-/* A heartbeat's taken / rebuilt / failed lists. */
+/* A heartbeat's taken / rebuilt / failed lists and sums, at @now. */
 int coord_repl_heartbeat(struct coord *c, struct coord_node *n,
-			 const struct msg *req, struct msg *rep, int *fatal);
-/* The fence and tasks of @n's heartbeat answer; @seen: the lowest epoch
- * every node that is up synced. */
+			 const struct msg *req, uint64_t now, int *fatal);
+/* The fence, tasks and checks of @n's heartbeat answer; @seen: the lowest
+ * epoch every node that is up synced. */
 int coord_repl_ack(struct coord *c, struct coord_node *n, struct msg *rep,
 		   uint64_t seen);
 /* After recovery: a task again for every REBUILDING replica (the node

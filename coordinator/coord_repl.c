@@ -19,6 +19,7 @@
 #include "coord_int.h"
 #include "log.h"
 #include "msg.h"
+#include "util.h"
 
 #define WHY_LEN MSG_TEXT_MAX
 
@@ -303,12 +304,13 @@ static int repl_task_of(const struct coord *c, const char *region, uint32_t rec)
 	return 0;
 }
 
+/* Tasks node @node runs (copies); one being checked is copied. */
 static uint32_t repl_tasks_on(const struct coord *c, uint32_t node)
 {
 	uint32_t k = 0;
 
 	for (uint32_t i = 0; i < c->n_tasks; i++)
-		k += c->tasks[i].node == node;
+		k += c->tasks[i].node == node && !c->tasks[i].checking;
 	return k;
 }
 
@@ -410,7 +412,7 @@ static struct coord_node *repl_pick(struct coord *c,
 		uint32_t from = 0;
 		uint64_t off;
 
-		if (n->gone || now >= n->lease_end ||
+		if (n->gone || now >= n->lease_end || !n->rchk ||
 		    repl_tasks_on(c, n->id) >= COORD_TASKS_PER_NODE)
 			continue;
 		for (uint32_t k = base; k < base + R; k++) {
@@ -443,10 +445,14 @@ static struct coord_node *repl_pick(struct coord *c,
 
 static uint32_t repl_source(const struct coord *c, const struct coord_region *r,
 			    uint32_t idx, uint64_t now);
+static int repl_checks_expire(struct coord *c, uint64_t now, int *fatal);
 
 int coord_repl_tick(struct coord *c, uint64_t now, const char *only, int *fatal)
 {
 	uint32_t slots = 0;
+
+	if (repl_checks_expire(c, now, fatal) && *fatal)
+		return *fatal;
 
 	/* Room for tasks at all (pacing)? The usual case: nothing to do. */
 	for (uint32_t i = 0; i < c->n_nodes; i++)
@@ -598,13 +604,144 @@ static int repl_taken(struct coord *c, struct coord_task *t, int *fatal)
 	return 0;
 }
 
+/* Task @t failed (@why, for the log): a taken one's replica is MISSING
+ * again (a new task follows on a later check); the task ends. */
+static int repl_task_fail(struct coord *c, struct coord_task *t,
+			  const char *why, int *fatal)
+{
+	const struct coord_region *r = coord_region_find(c, t->region);
+	struct coord_node *n = coord_node_find(c, t->node);
+	int ret = 0;
+
+	c->tasks_failed++;
+	log_warn("rebuild task %llu of '%s' failed on node %u (%s): %s",
+		 (unsigned long long)t->id, t->region, t->node,
+		 n ? n->name : "?", why);
+	if (t->taken && r && r->rstate[t->rec] == MSG_RS_REBUILDING &&
+	    r->chunks[t->rec].node == t->node)
+		ret = repl_change_one(c, r, t->rec, MSG_RS_MISSING,
+				      &r->chunks[t->rec], fatal);
+	if (!ret || !*fatal)
+		repl_task_drop(c, t);
+	return *fatal ? ret : 0;
+}
+
+/* A new check round of task @t: digests asked again with a new nonce. */
+static int repl_check_round(struct coord_task *t, uint64_t now)
+{
+	int ret = util_random_u64(&t->nonce);
+
+	if (ret)
+		return ret;
+	t->checking = 1;
+	t->have = 0;
+	t->check_t0 = now;
+	return 0;
+}
+
+/* Both digests of task @t are in: SYNC if they agree, else another
+ * round, or failed after COORD_CHECK_TRIES. */
+static int repl_check_done(struct coord *c, struct coord_task *t, uint64_t now,
+			   int *fatal)
+{
+	const struct coord_region *r = coord_region_find(c, t->region);
+	struct coord_node *n = coord_node_find(c, t->node);
+	int ret;
+
+	if (memcmp(t->sum_src, t->sum_dst, MSG_SUM_LEN)) {
+		if (++t->tries >= COORD_CHECK_TRIES)
+			return repl_task_fail(c, t,
+					      "its copy does not match its "
+					      "source (digests differ)",
+					      fatal);
+		log_info("rebuild task %llu of '%s': the copy's digest differs "
+			 "from its source's (round %u; writes in flight?): "
+			 "asked again",
+			 (unsigned long long)t->id, t->region, t->tries);
+		return repl_check_round(t, now);
+	}
+	if (r && n && r->rstate[t->rec] == MSG_RS_REBUILDING &&
+	    r->chunks[t->rec].node == n->id) {
+		ret = repl_change_one(c, r, t->rec, MSG_RS_SYNC,
+				      &r->chunks[t->rec], fatal);
+		if (ret && *fatal)
+			return ret;
+		if (!ret) {
+			c->tasks_done++;
+			log_info("region '%s' chunk %u replica %u in sync "
+				 "again on node %u (%s), task %llu: its digest "
+				 "matches its source's",
+				 r->name, t->rec / r->replicas,
+				 t->rec % r->replicas, n->id, n->name,
+				 (unsigned long long)t->id);
+		}
+	}
+	repl_task_drop(c, t);
+	return 0;
+}
+
+/* @n reports the copy of its task @id done: checked before SYNC. */
+static int repl_rebuilt(struct coord *c, struct coord_node *n, uint64_t id,
+			uint64_t now, int *fatal)
+{
+	struct coord_task *t = repl_task_find(c, n->id, id);
+	const struct coord_region *r;
+	int ret;
+
+	if (!t || t->checking)
+		return 0;
+	if (!t->taken) {
+		ret = repl_taken(c, t, fatal);
+		if (ret && *fatal)
+			return ret;
+		t = repl_task_find(c, n->id, id);
+		if (!t || !t->taken)
+			return 0;
+	}
+	if (!n->rchk)
+		return repl_task_fail(c, t,
+				      "its agent does not answer checks (too "
+				      "old: upgrade it), so the copy cannot "
+				      "be checked",
+				      fatal);
+	r = coord_region_find(c, t->region);
+	if (!r || r->rstate[t->rec] != MSG_RS_REBUILDING ||
+	    r->chunks[t->rec].node != n->id) {
+		repl_task_drop(c, t);
+		return 0;
+	}
+	return repl_check_round(t, now);
+}
+
+/* A digest from @n: of the copy (its task) or of the source. */
+static int repl_sum(struct coord *c, struct coord_node *n,
+		    const struct msg_rsum *s, uint64_t now, int *fatal)
+{
+	struct coord_task *t = NULL;
+
+	for (uint32_t i = 0; i < c->n_tasks && !t; i++)
+		if (c->tasks[i].id == s->id)
+			t = &c->tasks[i];
+	if (!t || !t->checking || t->nonce != s->nonce)
+		return 0; /* an earlier round's, or ended */
+	if (t->node == n->id) {
+		memcpy(t->sum_dst, s->sum, MSG_SUM_LEN);
+		t->have |= 2;
+	} else if (t->src_node == n->id && t->src_inst == n->instance) {
+		memcpy(t->sum_src, s->sum, MSG_SUM_LEN);
+		t->have |= 1;
+	} else {
+		return 0;
+	}
+	return t->have == 3 ? repl_check_done(c, t, now, fatal) : 0;
+}
+
 int coord_repl_heartbeat(struct coord *c, struct coord_node *n,
-			 const struct msg *req, struct msg *rep, int *fatal)
+			 const struct msg *req, uint64_t now, int *fatal)
 {
 	struct coord_task *t;
 	int ret;
 
-	(void)rep;
 	for (uint32_t i = 0; i < req->n_taken; i++) {
 		t = repl_task_find(c, n->id, req->taken[i]);
 		if (t && !t->taken) {
@@ -614,56 +751,88 @@ int coord_repl_heartbeat(struct coord *c, struct coord_node *n,
 		}
 	}
 	for (uint32_t i = 0; i < req->n_rebuilt; i++) {
-		const struct coord_region *r;
-
-		t = repl_task_find(c, n->id, req->rebuilt[i]);
-		if (!t)
-			continue;
-		if (!t->taken) {
-			ret = repl_taken(c, t, fatal);
-			if (ret && *fatal)
-				return ret;
-			t = repl_task_find(c, n->id, req->rebuilt[i]);
-			if (!t || !t->taken)
-				continue;
-		}
-		r = coord_region_find(c, t->region);
-		if (r && r->rstate[t->rec] == MSG_RS_REBUILDING &&
-		    r->chunks[t->rec].node == n->id) {
-			ret = repl_change_one(c, r, t->rec, MSG_RS_SYNC,
-					      &r->chunks[t->rec], fatal);
-			if (ret && *fatal)
-				return ret;
-			if (!ret) {
-				c->tasks_done++;
-				log_info("region '%s' chunk %u replica %u in "
-					 "sync again on node %u (%s), task "
-					 "%llu",
-					 r->name, t->rec / r->replicas,
-					 t->rec % r->replicas, n->id, n->name,
-					 (unsigned long long)t->id);
-			}
-		}
-		repl_task_drop(c, t);
+		ret = repl_rebuilt(c, n, req->rebuilt[i], now, fatal);
+		if (ret && *fatal)
+			return ret;
+	}
+	for (uint32_t i = 0; i < req->n_sums; i++) {
+		ret = repl_sum(c, n, &req->sums[i], now, fatal);
+		if (ret && *fatal)
+			return ret;
 	}
 	for (uint32_t i = 0; i < req->n_failed; i++) {
-		const struct coord_region *r;
-
 		t = repl_task_find(c, n->id, req->failed[i]);
 		if (!t)
 			continue;
-		c->tasks_failed++;
-		log_warn("rebuild task %llu of '%s' failed on node %u (%s)",
-			 (unsigned long long)t->id, t->region, n->id, n->name);
-		r = coord_region_find(c, t->region);
-		if (t->taken && r && r->rstate[t->rec] == MSG_RS_REBUILDING &&
-		    r->chunks[t->rec].node == n->id) {
-			ret = repl_change_one(c, r, t->rec, MSG_RS_MISSING,
-					      &r->chunks[t->rec], fatal);
-			if (ret && *fatal)
-				return ret;
+		ret = repl_task_fail(c, t, "reported by the node", fatal);
+		if (ret && *fatal)
+			return ret;
+	}
+	return 0;
+}
+
+/* Check rounds not answered within the sync bound (a node that does not
+ * answer, or a source that went away): the copy failed. */
+static int repl_checks_expire(struct coord *c, uint64_t now, int *fatal)
+{
+	for (uint32_t i = 0; i < c->n_tasks;) {
+		struct coord_task *t = &c->tasks[i];
+		int ret;
+
+		if (!t->checking || now - t->check_t0 < c->sync_ms) {
+			i++;
+			continue;
 		}
-		repl_task_drop(c, t);
+		ret = repl_task_fail(c, t,
+				     t->have & 2 ? "its source gave no digest "
+						   "in time"
+						 : "it gave no digest of its "
+						   "copy in time",
+				     fatal);
+		if (ret && *fatal)
+			return ret;
+	}
+	return 0;
+}
+
+/* The checks @n is asked in its answer: digests of the copies and
+ * sources of tasks being checked that it owes, COORD_CHECK_BYTES at
+ * most (at least one). */
+static int repl_checks_ack(struct coord *c, struct coord_node *n,
+			   struct msg *rep)
+{
+	uint64_t bytes = 0;
+
+	if (!n->rchk)
+		return 0;
+	for (uint32_t i = 0; i < c->n_tasks; i++) {
+		const struct coord_task *t = &c->tasks[i];
+		struct msg_rcheck *o;
+		uint64_t off;
+
+		if (!t->checking)
+			continue;
+		if (t->node == n->id && !(t->have & 2))
+			off = t->dst_off;
+		else if (t->src_node == n->id && !(t->have & 1))
+			off = t->src_off;
+		else
+			continue;
+		if (rep->n_checks == MSG_TASKS_MAX ||
+		    (rep->n_checks && bytes + t->len > COORD_CHECK_BYTES))
+			break;
+		if (!rep->checks) {
+			rep->checks =
+				calloc(MSG_TASKS_MAX, sizeof(*rep->checks));
+			if (!rep->checks)
+				return -ENOMEM;
+		}
+		o = &rep->checks[rep->n_checks++];
+		o->id = t->id;
+		o->off = off;
+		o->len = t->len;
+		o->nonce = t->nonce;
+		bytes += t->len;
 	}
 	return 0;
 }
@@ -677,10 +846,14 @@ int coord_repl_ack(struct coord *c, struct coord_node *n, struct msg *rep,
 		f += n->scrub[i].fence;
 	if (f > COORD_SCRUB_BATCH)
 		f = COORD_SCRUB_BATCH;
+	/* A task being checked is done at the node: not sent again (it
+	 * would copy anew). */
 	for (uint32_t i = 0; i < c->n_tasks; i++)
-		k += c->tasks[i].node == n->id;
+		k += c->tasks[i].node == n->id && !c->tasks[i].checking;
 	if (k > MSG_TASKS_MAX)
 		k = MSG_TASKS_MAX;
+	if (repl_checks_ack(c, n, rep))
+		goto out_nomem;
 	if (f) {
 		rep->fence = malloc((size_t)f * sizeof(*rep->fence));
 		if (!rep->fence)
@@ -700,7 +873,7 @@ int coord_repl_ack(struct coord *c, struct coord_node *n, struct msg *rep,
 			const struct coord_task *t = &c->tasks[i];
 			struct msg_rtask *o;
 
-			if (t->node != n->id)
+			if (t->node != n->id || t->checking)
 				continue;
 			o = &rep->tasks[rep->n_tasks++];
 			o->id = t->id;

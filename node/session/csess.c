@@ -26,6 +26,7 @@
 #include "log.h"
 #include "net.h"
 #include "pgfence.h"
+#include "rcheck.h"
 #include "resolv.h"
 #include "util.h"
 #include "xport.h"
@@ -94,6 +95,10 @@ struct csess {
 	struct csess_task *tasks;
 	uint32_t n_tasks;
 	atomic_int hb_now; /* a task ended: report it at once */
+	/* digests the last answer asked for (rcheck.h): the next heartbeat
+	 * carries them */
+	struct msg_rsum *sums;
+	uint32_t n_sums;
 	/* Replicated write-back runs only while this node's lease at the
 	 * coordinator surely holds (csess_wb_*): lease_ms from the join,
 	 * wb_t0 when the last answered call was sent. Held once that may
@@ -1030,6 +1035,17 @@ static bool csess_tasks_waiting(struct csess *s)
 
 /* ---- heartbeat ---- */
 
+/* Digests the answer @ack asks for, to be sent at once. */
+static void csess_checks(struct csess *s, const struct msg *ack)
+{
+	if (!ack->n_checks)
+		return;
+	if (rcheck_answer(&s->a->pool, ack, &s->sums, &s->n_sums))
+		return; /* no memory: asked again in the next answer */
+	if (s->n_sums)
+		atomic_store(&s->hb_now, 1);
+}
+
 static void csess_heartbeat(struct csess *s)
 {
 	struct node_agent *a = s->a;
@@ -1046,6 +1062,11 @@ static void csess_heartbeat(struct csess *s)
 	floops_peer_stats(a->fl, &req.peers, &req.n_peers);
 	req.extents = s->cleared; /* lent, taken back below */
 	req.n_extents = s->n_cleared;
+	req.rchk = 1;
+	req.sums = s->sums; /* given: an answer asks again for what is lost */
+	req.n_sums = s->n_sums;
+	s->sums = NULL;
+	s->n_sums = 0;
 	if (csess_tasks_report(s, &req)) {
 		msg_fini(&req);
 		return; /* no memory: again at the next beat */
@@ -1089,6 +1110,7 @@ static void csess_heartbeat(struct csess *s)
 	csess_scrub(s, &rep);
 	csess_fence(s, &rep);
 	csess_tasks_take(s, &rep);
+	csess_checks(s, &rep);
 	msg_fini(&rep);
 	if (atomic_exchange(&s->want_nodes, 0))
 		s->need_nodes = 1;
@@ -1542,6 +1564,7 @@ void csess_destroy(struct csess *s)
 	lcache_fini(&s->cache);
 	msg_fini(&s->nodes);
 	free(s->cleared);
+	free(s->sums);
 	free(s->tasks);
 	actl_close(&s->coord);
 	if (s->efd_jobs >= 0)

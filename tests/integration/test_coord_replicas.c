@@ -7,7 +7,8 @@
  * replicas MISSING (rgen moves, the region's epoch does not) and gets its
  * extents in the fence list when it heartbeats again; a rebuild task
  * appears in another node's answer, taken makes it REBUILDING (held
- * until every node up synced that layout), rebuilt SYNC, failed MISSING
+ * until every node up synced that layout), rebuilt SYNC once the copy's
+ * and the source's digests (answered here as agents do) agree, failed MISSING
  * again (and a new task follows); all of it survives
  * a restart of the coordinator; two nodes down with two replicas leave
  * chunks with no replica in sync.
@@ -25,13 +26,18 @@ struct t_node {
 	const char *name, *zone;
 	uint64_t id, inst;
 	int alive; /* heartbeats */
+	/* answers to the last answer's checks, sent in the next heartbeat:
+	 * a digest made of the task and nonce, the same at every node (a
+	 * copy that matches its source) */
+	struct msg_rsum pend[MSG_TASKS_MAX];
+	uint32_t n_pend;
 };
 
 static struct t_node nodes[T_NODES] = {
-	{ "na", "z1", 0, 0x100, 1 },
-	{ "nb", "z1", 0, 0x200, 1 },
-	{ "nc", "z2", 0, 0x300, 1 },
-	{ "nd", "z3", 0, 0x400, 1 },
+	{ .name = "na", .zone = "z1", .inst = 0x100, .alive = 1 },
+	{ .name = "nb", .zone = "z1", .inst = 0x200, .alive = 1 },
+	{ .name = "nc", .zone = "z2", .inst = 0x300, .alive = 1 },
+	{ .name = "nd", .zone = "z3", .inst = 0x400, .alive = 1 },
 };
 
 /* The epoch every node's heartbeat says its agent synced, of the tables
@@ -47,8 +53,8 @@ static struct t_node *t_node_of(uint64_t id)
 }
 
 /* One heartbeat with task reports; the answer in @ack (msg_fini it). */
-static int t_hb(int fd, const struct t_node *n, uint64_t taken,
-		uint64_t rebuilt, uint64_t failed, struct msg *ack)
+static int t_hb(int fd, struct t_node *n, uint64_t taken, uint64_t rebuilt,
+		uint64_t failed, struct msg *ack)
 {
 	struct msg req;
 	int ret;
@@ -58,6 +64,15 @@ static int t_hb(int fd, const struct t_node *n, uint64_t taken,
 	req.instance = n->inst;
 	req.epoch = t_synced;
 	req.cid = t_cid;
+	req.rchk = 1;
+	if (n->n_pend) {
+		req.sums = malloc(n->n_pend * sizeof(*req.sums));
+		if (!req.sums)
+			return -ENOMEM;
+		memcpy(req.sums, n->pend, n->n_pend * sizeof(*req.sums));
+		req.n_sums = n->n_pend;
+		n->n_pend = 0;
+	}
 	if (taken) {
 		req.taken = &taken;
 		req.n_taken = 1;
@@ -71,10 +86,21 @@ static int t_hb(int fd, const struct t_node *n, uint64_t taken,
 		req.n_failed = 1;
 	}
 	ret = t_call(fd, &req, ack);
+	req.taken = req.rebuilt = req.failed = NULL; /* ours */
+	req.n_taken = req.n_rebuilt = req.n_failed = 0;
+	msg_fini(&req);
 	if (!ret && ack->type != MSG_T_HEARTBEAT_ACK)
 		ret = -EPROTO;
 	if (!ret)
 		t_cid = ack->cid;
+	for (uint32_t i = 0; !ret && i < ack->n_checks; i++) {
+		struct msg_rsum *s = &n->pend[n->n_pend++];
+
+		s->id = ack->checks[i].id;
+		s->nonce = ack->checks[i].nonce;
+		for (int k = 0; k < MSG_SUM_LEN; k++)
+			s->sum[k] = (uint8_t)((s->id ^ s->nonce) >> (k % 8));
+	}
 	return ret;
 }
 
@@ -400,7 +426,18 @@ static int t_run(struct t_coord *tc)
 		rgen = rep.rgen;
 		msg_fini(&rep);
 		T_CHECK(t_hb(fd, who, 0, task.id, 0, &ack) == 0, "rebuilt");
+		T_CHECK(ack.n_checks == 1 && ack.checks[0].id == task.id &&
+				ack.checks[0].off == task.dst_off,
+			"rebuilt: %u checks asked", ack.n_checks);
 		msg_fini(&ack);
+		/* not on the copier's word */
+		T_CHECK(t_region(fd, rn, 1, &rep) == 0, "get");
+		T_CHECK(t_state(&rep, rec / R, rec % R) == MSG_RS_REBUILDING,
+			"rebuilt task SYNC before its digests were compared");
+		msg_fini(&rep);
+		/* the source is asked, then both answer */
+		T_CHECK(t_hb_alive(fd) == 0, "heartbeats");
+		T_CHECK(t_hb_alive(fd) == 0, "heartbeats");
 		T_CHECK(t_region(fd, rn, 1, &rep) == 0, "get");
 		T_CHECK(t_state(&rep, rec / R, rec % R) == MSG_RS_SYNC &&
 				rep.rgen > rgen,

@@ -36,7 +36,7 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_NODE_JOINED] = B(NODE) | B(LEASE_MS) | B(CID),
 	[MSG_T_HEARTBEAT] = B(NODE) | B(INSTANCE) | B(PEERS) | B(EPOCH) |
 			    B(CID) | B(EXTENTS) | B(TAKEN) | B(REBUILT) |
-			    B(FAILED),
+			    B(FAILED) | B(RCHK) | B(SUMS),
 	[MSG_T_NODE_LIST] = 0,
 	[MSG_T_NODES] = B(NODES) | B(GONE),
 	[MSG_T_REGION_CREATE] = B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(PLACE) |
@@ -60,8 +60,8 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_AGENT_STATS] = 0,
 	[MSG_T_AGENT_STAT] = B(NODE) | B(FAULTS) | B(REMOTE) | B(LOCAL) |
 			     B(ERRORS) | B(POISONED) | B(PEERS) | B(CACHE),
-	[MSG_T_HEARTBEAT_ACK] =
-		B(EPOCH) | B(NGEN) | B(CID) | B(EXTENTS) | B(FENCE) | B(TASKS),
+	[MSG_T_HEARTBEAT_ACK] = B(EPOCH) | B(NGEN) | B(CID) | B(EXTENTS) |
+				B(FENCE) | B(TASKS) | B(CHECKS),
 	[MSG_T_SCRUB] = B(NODE) | B(EPOCH) | B(EXTENTS) | B(FENCE),
 	[MSG_T_SCRUB_DONE] = B(NODE) | B(EXTENTS),
 	[MSG_T_WRITE_LEASE] = B(NAME) | B(NODE) | B(INSTANCE) | B(LEASE),
@@ -266,6 +266,21 @@ static void t_msg_fill(struct msg *m, enum msg_type type, uint32_t n_chunks)
 	assert_non_null(m->failed);
 	for (int i = 0; i < 3; i++)
 		m->failed[i] = 100 + (uint64_t)i;
+	m->rchk = 1;
+	m->n_checks = MSG_TASKS_MAX;
+	m->checks = calloc(m->n_checks, sizeof(*m->checks));
+	assert_non_null(m->checks);
+	for (uint32_t i = 0; i < m->n_checks; i++)
+		m->checks[i] = (struct msg_rcheck){ i + 1, (uint64_t)i << 21,
+						    2 << 20, UINT64_MAX - i };
+	m->n_sums = 2;
+	m->sums = calloc(m->n_sums, sizeof(*m->sums));
+	assert_non_null(m->sums);
+	for (uint32_t i = 0; i < m->n_sums; i++) {
+		m->sums[i].id = UINT64_MAX - i;
+		m->sums[i].nonce = i;
+		memset(m->sums[i].sum, 0xa0 + (int)i, MSG_SUM_LEN);
+	}
 	m->n_cache = MSG_CACHE__MAX;
 	m->cache = calloc(m->n_cache, sizeof(*m->cache));
 	assert_non_null(m->cache);
@@ -419,6 +434,7 @@ static void t_msg_equal(const struct msg *a, const struct msg *d, uint64_t mask)
 	SCALAR(REPLICAS, replicas);
 	SCALAR(RGEN, rgen);
 	SCALAR(WANT_REPL, want_repl);
+	SCALAR(RCHK, rchk);
 #undef SCALAR
 	assert_string_equal(d->zone, (mask & B(ZONE)) ? a->zone : "");
 #define RECS(F, mem, n)                                              \
@@ -434,6 +450,8 @@ static void t_msg_equal(const struct msg *a, const struct msg *d, uint64_t mask)
 	RECS(TAKEN, taken, n_taken);
 	RECS(REBUILT, rebuilt, n_rebuilt);
 	RECS(FAILED, failed, n_failed);
+	RECS(CHECKS, checks, n_checks);
+	RECS(SUMS, sums, n_sums);
 #undef RECS
 	assert_string_equal(d->text, (mask & B(TEXT)) ? a->text : "");
 	assert_string_equal(d->name, (mask & B(NAME)) ? a->name : "");
@@ -1055,6 +1073,10 @@ static void test_msg_bad_ranges(void **state)
 		{ MSG_T_REGIONS, "regions/csize", 5 << 20, 1 << 30 },
 		{ MSG_T_REGIONS, "regions/chunks/node", 0, UINT32_MAX },
 		{ MSG_T_REGION, "chunks/node", UINT64_C(1) << 32, 2 },
+		{ MSG_T_HEARTBEAT, "rchk", 2, 1 },
+		{ MSG_T_HEARTBEAT, "sums/id", 0, 1 },
+		{ MSG_T_HEARTBEAT_ACK, "checks/len", 0, 1 },
+		{ MSG_T_HEARTBEAT_ACK, "checks/id", 0, UINT64_MAX },
 	};
 	struct t_buf b;
 
@@ -1076,6 +1098,24 @@ static void test_msg_bad_ranges(void **state)
 		t_bad(&b);
 		raw[0] = 0x40 + MSG_GID_LEN;
 		t_set_raw(&b, MSG_T_ENDPOINT_PUT, "gid", raw, MSG_GID_LEN + 1);
+		assert_int_equal(t_decode(&b), 0);
+	}
+	/* a digest of 31, 33 and 32 bytes */
+	{
+		uint8_t raw[1 + 1 + MSG_SUM_LEN + 1] = { 0 };
+
+		raw[0] = 0x58; /* bytes, one-byte length */
+		raw[1] = MSG_SUM_LEN - 1;
+		t_set_raw(&b, MSG_T_HEARTBEAT, "sums/sum", raw,
+			  MSG_SUM_LEN + 1);
+		t_bad(&b);
+		raw[1] = MSG_SUM_LEN + 1;
+		t_set_raw(&b, MSG_T_HEARTBEAT, "sums/sum", raw,
+			  MSG_SUM_LEN + 3);
+		t_bad(&b);
+		raw[1] = MSG_SUM_LEN;
+		t_set_raw(&b, MSG_T_HEARTBEAT, "sums/sum", raw,
+			  MSG_SUM_LEN + 2);
 		assert_int_equal(t_decode(&b), 0);
 	}
 	/* list elements */

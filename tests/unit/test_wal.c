@@ -1791,15 +1791,29 @@ static void test_wal_node_forget(void **state)
 static void t_forget(struct coord *c, const char *name, uint64_t now,
 		     uint64_t err, char *text, size_t text_len);
 
+/* Digests a node's last answer asked for (checks), by node id: sent in
+ * its next heartbeat, the same for every node (every copy matches). */
+#define T_NODES_MAX 8
+static struct t_pend {
+	struct msg_rsum s[MSG_TASKS_MAX];
+	uint32_t n;
+} t_pend[T_NODES_MAX];
+
 /* A heartbeat of node @node (@inst) at @now; the answer in @ack. */
 static void t_hb_at(struct coord *c, uint64_t node, uint64_t inst, uint64_t now,
 		    uint64_t taken, uint64_t rebuilt, struct msg *ack)
 {
+	struct t_pend *p = &t_pend[node % T_NODES_MAX];
 	struct msg req;
 
 	msg_init(&req, MSG_T_HEARTBEAT);
 	req.node = node;
 	req.instance = inst;
+	req.rchk = 1;
+	if (p->n) {
+		req.sums = p->s; /* ours */
+		req.n_sums = p->n;
+	}
 	if (taken) {
 		req.taken = &taken;
 		req.n_taken = 1;
@@ -1811,6 +1825,30 @@ static void t_hb_at(struct coord *c, uint64_t node, uint64_t inst, uint64_t now,
 	assert_int_equal(coord_handle(c, &req, ack, now), 0);
 	assert_int_equal(coord_sync(c), 0);
 	assert_int_equal(ack->type, MSG_T_HEARTBEAT_ACK);
+	p->n = 0;
+	for (uint32_t i = 0; i < ack->n_checks; i++) {
+		struct msg_rsum *s = &p->s[p->n++];
+
+		s->id = ack->checks[i].id;
+		s->nonce = ack->checks[i].nonce;
+		memset(s->sum, (int)(s->nonce & 0xff), MSG_SUM_LEN);
+	}
+}
+
+/* The copy of task reported rebuilt by @copier checked: the source's
+ * node @src is asked and answers, then the copier answers. */
+static void t_hb_check(struct coord *c, uint64_t copier, uint64_t cinst,
+		       uint64_t src, uint64_t sinst, uint64_t now)
+{
+	struct msg ack;
+
+	t_hb_at(c, src, sinst, now, 0, 0, &ack);
+	assert_int_equal(ack.n_checks, 1);
+	msg_fini(&ack);
+	t_hb_at(c, src, sinst, now, 0, 0, &ack);
+	msg_fini(&ack);
+	t_hb_at(c, copier, cinst, now, 0, 0, &ack);
+	msg_fini(&ack);
 }
 
 /* Reopens @dir and checks the recovered state is @c's. */
@@ -1899,7 +1937,11 @@ static void test_wal_replicas(void **state)
 		assert_int_equal(ack.fence[0].len, 2 * MIB);
 		msg_fini(&ack);
 
-		/* the task (on c: b holds the other replica), taken */
+		/* the task (on c: b holds the other replica), taken; a
+		 * restarted coordinator gives one only to a node whose
+		 * heartbeat said it answers checks */
+		t_hb_at(c, 3, 9, T_NOW + 1, 0, 0, &ack);
+		msg_fini(&ack);
 		assert_int_equal(coord_lease_check(c, T_NOW + 1), 0);
 		t_hb_at(c, 3, 9, T_NOW + 1, 0, 0, &ack);
 		assert_int_equal(ack.n_tasks, 1);
@@ -1937,7 +1979,9 @@ static void test_wal_replicas(void **state)
 		msg_fini(&rep);
 		t_hb_at(c, on, 9, T_NOW + 4, 0, task, &ack);
 		assert_int_equal(ack.n_tasks, 0);
+		assert_int_equal(ack.n_checks, 1);
 		msg_fini(&ack);
+		t_hb_check(c, on, 9, 2, 8, T_NOW + 4);
 		c = t_reopen_same(c, dir, every, "rebuilt");
 		msg_init(&req, MSG_T_REGION_GET);
 		strcpy(req.name, "r");
@@ -1987,6 +2031,7 @@ static void test_wal_replicas_rebuilt(void **state)
 	t_hb_at(c, 3, 9, T_NOW + L + 4, 0, task, &ack);
 	assert_int_equal(ack.n_tasks, 0);
 	msg_fini(&ack);
+	t_hb_check(c, 3, 9, 2, 8, T_NOW + L + 4);
 	c = t_reopen_same(c, dir, 1000, "rebuilt");
 	msg_init(&req, MSG_T_REGION_GET);
 	strcpy(req.name, "r");
