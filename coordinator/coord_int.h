@@ -192,10 +192,10 @@ int coord_change(struct coord *c, const struct msg *rec, struct msg *rep,
 /* ---- synced epochs (coord_sync.c) ---- */
 
 /*
- * Node @n just joined (@restart: with a new instance) or reported
- * seen_epoch in a heartbeat at @now: a deadline is set for the epoch it
- * lags behind, met ones are cleared, and an unsynced node that reports
- * the epoch it was due counts again. Returns 1 if @n's lease may be
+ * Node @n just joined or reported seen_epoch in a heartbeat at @now
+ * (before its lease is renewed): a deadline is set for the epoch it lags
+ * behind (a new one if it was down), met ones are cleared, and an
+ * unsynced node that reports the epoch it was due counts again. Returns 1 if @n's lease may be
  * renewed (it is not unsynced), else 0.
  */
 int coord_sync_note(struct coord *c, struct coord_node *n, uint64_t now);

@@ -26,6 +26,10 @@ static void coord_sync_arm(struct coord *c, struct coord_node *n, uint64_t now)
 
 int coord_sync_note(struct coord *c, struct coord_node *n, uint64_t now)
 {
+	/* Back from down (its lease ran out): a new deadline, so that it
+	 * has the time to catch up that any node has. */
+	if (!n->unsynced && now >= n->lease_end)
+		n->sync_due = 0;
 	if (n->seen_epoch >= n->sync_want) {
 		if (n->unsynced)
 			log_info("node %u (%s) reports epoch %llu synced: "

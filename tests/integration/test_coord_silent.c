@@ -6,6 +6,11 @@
  * is counted down (--sync-timeout-ms), then a is asked to clear the
  * extents and r2 is placed. s stays down while it heartbeats (and after
  * it joins again) without the epoch, and counts again once it reports it.
+ * Then, with a lease shorter than the bound (as by default): s, in step,
+ * is cut off right after an epoch change and goes down; once the
+ * deadline it had has passed (a silent node w, armed at the same moment,
+ * is counted down), s comes back: it gets a new deadline to catch up,
+ * and is not counted down at once.
  */
 #include <stdint.h>
 
@@ -111,6 +116,14 @@ static int t_run(struct t_coord *tc)
 {
 	static const char *const args[] = { "--lease-ms", "3000",
 					    "--sync-timeout-ms", "1500", NULL };
+	static const char *const args2[] = { "--lease-ms",
+					     "1000",
+					     "--sync-timeout-ms",
+					     "3000",
+					     "--frame-timeout-ms",
+					     "100",
+					     NULL };
+	uint64_t w_id = 0, w_inst = 0x77;
 	struct t_owner a = { .inst = 0xa1 };
 	uint64_t s_id = 0, s_inst = 0x51, t0, waited;
 	struct msg req, rep;
@@ -173,6 +186,42 @@ static int t_run(struct t_coord *tc)
 	T_CHECK(t_up(fd, s_id) == 1, "s not up after reporting the epoch");
 	T_CHECK(!t_wait_log(tc, "counted again", 1, T_HANG_MS),
 		"s not counted again");
+
+	/* A lease (1 s) shorter than the bound (3 s). */
+	close(fd);
+	fd = -1;
+	T_CHECK(t_coord_stop(tc, SIGINT) == 0, "stop");
+	T_CHECK(!t_coord_start(tc, args2), "restart");
+	fd = t_connect(tc);
+	T_CHECK(fd >= 0, "connect");
+	T_CHECK(!t_join(fd, "w", T_POOL, w_inst, &w_id), "join w");
+	T_CHECK(!t_owner_beat(fd, &a), "a heartbeat");
+	T_CHECK(!t_silent_beat(fd, s_id, s_inst, a.epoch, a.cid), "s in step");
+	T_CHECK(!t_silent_beat(fd, w_id, w_inst, a.epoch, a.cid), "w in step");
+	msg_init(&req, MSG_T_REGION_DELETE);
+	snprintf(req.name, sizeof(req.name), "r2");
+	ret = t_call(fd, &req, &rep);
+	msg_fini(&rep);
+	T_CHECK(!ret, "delete r2: %s", strerror(-ret));
+	/* the deadlines of s and w are set at the next check: s is cut
+	 * off from then on, w heartbeats without the epoch */
+	T_CHECK(!t_coord_tick_wait(tc, T_HANG_MS), "no check");
+	t0 = t_now_ms();
+	while (t_log_count(tc, "(w) did not report epoch") < 1) {
+		T_CHECK(!t_owner_beat(fd, &a), "a heartbeat");
+		T_CHECK(!t_silent_beat(fd, w_id, w_inst, 0, a.cid),
+			"w heartbeat");
+		T_CHECK(t_now_ms() - t0 < T_HANG_MS, "w never counted down");
+		t_sleep_ms(50);
+	}
+	T_CHECK(t_up(fd, s_id) == 0, "s, cut off, not down");
+	T_CHECK(!t_silent_beat(fd, s_id, s_inst, 0, a.cid), "s back");
+	T_CHECK(!t_coord_tick_wait(tc, T_HANG_MS), "no check");
+	T_CHECK(t_up(fd, s_id) == 1,
+		"s counted down at once when it came back, before it could "
+		"catch up");
+	T_CHECK(t_log_count(tc, "(s) did not report epoch") == 1,
+		"s counted down again");
 	res = T_PASS;
 out:
 	if (fd >= 0)
