@@ -1108,10 +1108,11 @@ static void server_metrics_render(struct metrics_buf *b, void *arg)
 		    "Chunks of replicated regions with no in-sync replica.",
 		    atomic_load(&s->m_r_unsynced));
 	metrics_one(b, "farpage_rebuilds_done_total", "counter",
-		    "Rebuild tasks reported done by nodes.",
+		    "Rebuild tasks whose copy matched its source (digests).",
 		    atomic_load(&s->m_rb_done));
 	metrics_one(b, "farpage_rebuilds_failed_total", "counter",
-		    "Rebuild tasks that failed (node report or lease lost).",
+		    "Rebuild tasks that failed (node report, lease lost, or "
+		    "a copy that did not match its source).",
 		    atomic_load(&s->m_rb_failed));
 	metrics_one(b, "farpage_frames_refused_total", "counter",
 		    "Connections closed for a malformed frame or message, a "
