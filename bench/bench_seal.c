@@ -3,7 +3,8 @@
  * bench_seal: what sealing and opening one page-server record costs on
  * this CPU (auth.h: AES-256-GCM over a 24-byte header and the body, MAC
  * only or encrypted), for bodies of 4 KiB to 1 MiB, between the two
- * sessions of a real handshake. No network: the crypto alone.
+ * sessions of a real handshake, and what one handshake costs (both
+ * sides, in one thread). No network: the crypto alone.
  */
 #define LOG_PREFIX ""
 #include "bench.h"
@@ -25,6 +26,9 @@ static const char bench_seal_usage[] =
 	"of bodies per size and mode. One line per run, mode and size:\n"
 	"  seal: run=N mode=mac|encrypt len=N records=N seal_us=X open_us=X\n"
 	"        MBps=X (body bytes per second, seal and open both)\n"
+	"\n"
+	"and one line per run for whole handshakes (both sides, one thread):\n"
+	"  handshake: run=N handshakes=N hs_us=X (microseconds per handshake)\n"
 	"\n"
 	"  --bytes N   body bytes per size and mode (default 256M)\n"
 	"  --runs N    runs (default 3)\n"
@@ -145,6 +149,29 @@ static int bench_seal_one(struct bench_out *out, uint64_t run, bool encrypt,
 	return ret;
 }
 
+/* One run of @n whole handshakes. Returns 0 or -errno. */
+static int bench_seal_hs(struct bench_out *out, uint64_t run, uint64_t n)
+{
+	struct auth_sess *cs, *ss;
+	uint64_t t0 = bench_ns(), ns;
+	int ret;
+
+	for (uint64_t i = 0; i < n; i++) {
+		ret = bench_seal_pair(AUTH_F_ENCRYPT, &cs, &ss);
+		if (ret)
+			return ret;
+		auth_sess_free(cs);
+		auth_sess_free(ss);
+	}
+	ns = bench_ns() - t0;
+	bench_out_begin(out, "handshake");
+	bench_out_u64(out, "run", run);
+	bench_out_u64(out, "handshakes", n);
+	bench_out_dbl(out, "hs_us", (double)ns / (double)n / 1e3);
+	bench_out_end(out);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -188,6 +215,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	for (uint64_t r = 1; r <= runs; r++) {
+		ret = bench_seal_hs(&out, r, 2000);
+		if (ret) {
+			log_errno(ret, "bench_seal: handshake");
+			return 1;
+		}
 		for (int e = 0; e < 2; e++) {
 			for (size_t i = 0; i < BENCH_ARRAY_LEN(lens); i++) {
 				ret = bench_seal_one(&out, r, e, lens[i],

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Cluster keys, the handshake and sealed records (auth.h). Every
- * cryptographic primitive is OpenSSL's: RAND_bytes, HKDF-SHA256,
+ * cryptographic primitive is OpenSSL's: RAND_bytes, X25519, HKDF-SHA256,
  * HMAC-SHA256, AES-256-GCM, CRYPTO_memcmp. What is here is the message
  * layout, the state machine and the key file.
  */
@@ -27,8 +27,8 @@
 
 #include "evl.h"
 
-#define AUTH_MAGIC	   "FPA1"
-#define AUTH_VERSION	   1
+/* The version before: what its messages look like, to refuse it clearly. */
+#define AUTH_V1_CHALL_LEN  72
 #define AUTH_IV_LEN	   12
 #define AUTH_SESS_KEYS_LEN (2 * AUTH_KEY_LEN + 2 * AUTH_IV_LEN)
 #define AUTH_FILE_MAX	   4096
@@ -40,16 +40,18 @@
 #define H_NAME	 16
 #define H_TARGET (H_NAME + AUTH_NAME_MAX)
 #define H_NONCE	 (H_TARGET + AUTH_NAME_MAX)
+#define H_EPH	 (H_NONCE + AUTH_NONCE_LEN)
 /* CHALL layout */
 #define C_STATUS 5
 #define C_FLAGS	 6
 #define C_NONCE	 8
-#define C_PROOF	 (C_NONCE + AUTH_NONCE_LEN)
+#define C_EPH	 (C_NONCE + AUTH_NONCE_LEN)
+#define C_PROOF	 (C_EPH + AUTH_EPH_LEN)
 /* PROOF and DONE layout */
 #define P_PROOF	 8
 #define D_STATUS 5
 
-_Static_assert(H_NONCE + AUTH_NONCE_LEN == AUTH_HELLO_LEN, "HELLO layout");
+_Static_assert(H_EPH + AUTH_EPH_LEN == AUTH_HELLO_LEN, "HELLO layout");
 _Static_assert(C_PROOF + 32 == AUTH_CHALL_LEN, "CHALL layout");
 _Static_assert(P_PROOF + 32 == AUTH_PROOF_LEN, "PROOF layout");
 
@@ -90,6 +92,10 @@ struct auth_hs {
 	struct auth_server_cfg scfg;
 	struct auth_hello hello_v;
 	uint8_t key[AUTH_KEY_LEN];
+	/* Our ephemeral X25519 key: freed as soon as @dh is derived. */
+	EVP_PKEY *eph;
+	/* The X25519 secret of both ephemeral keys (mixed into the keys). */
+	uint8_t dh[AUTH_EPH_LEN];
 	unsigned int flags;
 	uint8_t hello[AUTH_HELLO_LEN];
 	uint8_t chall[AUTH_CHALL_LEN];
@@ -150,6 +156,9 @@ const char *auth_status_str(int st)
 	case AUTH_E_FLAGS:
 		return "the server requires encryption, which the client did "
 		       "not ask for (an older farpage?)";
+	case AUTH_E_VERSION:
+		return "handshake version not spoken here (this farpage "
+		       "speaks version 2, with ephemeral keys)";
 	default:
 		return "unknown status";
 	}
@@ -764,6 +773,54 @@ static bool auth_head_ok(const uint8_t *p)
 	return !memcmp(p, AUTH_MAGIC, 4) && p[4] == AUTH_VERSION;
 }
 
+/* A new ephemeral X25519 key; its public half into @pub. */
+static int auth_eph_new(EVP_PKEY **out, uint8_t pub[AUTH_EPH_LEN])
+{
+	EVP_PKEY_CTX *pc = EVP_PKEY_CTX_new_id(EVP_PKEY_X25519, NULL);
+	EVP_PKEY *k = NULL;
+	size_t n = AUTH_EPH_LEN;
+	int ok;
+
+	if (!pc)
+		return -ENOMEM;
+	ok = EVP_PKEY_keygen_init(pc) > 0 && EVP_PKEY_keygen(pc, &k) > 0 &&
+	     EVP_PKEY_get_raw_public_key(k, pub, &n) > 0 && n == AUTH_EPH_LEN;
+	EVP_PKEY_CTX_free(pc);
+	if (!ok) {
+		EVP_PKEY_free(k);
+		return -EIO;
+	}
+	*out = k;
+	return 0;
+}
+
+/*
+ * The X25519 secret of our ephemeral key and the peer's public @pub into
+ * h->dh; our private key is freed either way: it is used once. -EPROTO
+ * for a public key OpenSSL refuses (a low-order point gives an all-zero
+ * secret, which it refuses), -EIO otherwise.
+ */
+static int auth_eph_derive(struct auth_hs *h, const uint8_t pub[AUTH_EPH_LEN])
+{
+	EVP_PKEY *peer = EVP_PKEY_new_raw_public_key(EVP_PKEY_X25519, NULL, pub,
+						     AUTH_EPH_LEN);
+	EVP_PKEY_CTX *pc = h->eph ? EVP_PKEY_CTX_new(h->eph, NULL) : NULL;
+	size_t n = sizeof(h->dh);
+	int ret = -EIO;
+
+	if (peer && pc && EVP_PKEY_derive_init(pc) > 0) {
+		ret = -EPROTO;
+		if (EVP_PKEY_derive_set_peer(pc, peer) > 0 &&
+		    EVP_PKEY_derive(pc, h->dh, &n) > 0 && n == sizeof(h->dh))
+			ret = 0;
+	}
+	EVP_PKEY_CTX_free(pc);
+	EVP_PKEY_free(peer);
+	EVP_PKEY_free(h->eph);
+	h->eph = NULL;
+	return ret;
+}
+
 /* HMAC(key, label || hello || chall[0..chall_len)) */
 static int auth_proof(const uint8_t *key, const char *label,
 		      const uint8_t *hello, const uint8_t *chall,
@@ -783,11 +840,16 @@ static int auth_proof(const uint8_t *key, const char *label,
 									 : -EIO;
 }
 
-/* Both directions' keys from K, the nonces and the whole transcript. */
+/*
+ * Both directions' keys: HKDF with K and the ephemeral secret as key, the
+ * nonces as salt, the whole transcript (both ephemeral public keys in it)
+ * as info. Without the ephemeral secret, K alone opens nothing.
+ */
 static int auth_hs_keys(struct auth_hs *h)
 {
-	static const char label[] = "farpage v1 session";
+	static const char label[] = "farpage v2 session";
 	uint8_t salt[2 * AUTH_NONCE_LEN], okm[AUTH_SESS_KEYS_LEN];
+	uint8_t ikm[AUTH_KEY_LEN + AUTH_EPH_LEN];
 	uint8_t info[sizeof(label) + AUTH_HELLO_LEN + AUTH_CHALL_LEN +
 		     AUTH_PROOF_LEN];
 	const uint8_t *c2s, *s2c;
@@ -805,8 +867,12 @@ static int auth_hs_keys(struct auth_hs *h)
 	n += AUTH_CHALL_LEN;
 	memcpy(info + n, h->proof, AUTH_PROOF_LEN);
 	n += AUTH_PROOF_LEN;
-	ret = auth_hkdf(h->key, AUTH_KEY_LEN, salt, sizeof(salt), info, n, okm,
+	memcpy(ikm, h->key, AUTH_KEY_LEN);
+	memcpy(ikm + AUTH_KEY_LEN, h->dh, AUTH_EPH_LEN);
+	ret = auth_hkdf(ikm, sizeof(ikm), salt, sizeof(salt), info, n, okm,
 			sizeof(okm));
+	OPENSSL_cleanse(ikm, sizeof(ikm));
+	OPENSSL_cleanse(h->dh, sizeof(h->dh));
 	if (ret)
 		return ret;
 	s = calloc(1, sizeof(*s));
@@ -886,8 +952,9 @@ int auth_hs_client(const struct auth_client_cfg *cfg, struct auth_hs **out)
 	if (cfg->target)
 		snprintf((char *)p + H_TARGET, AUTH_NAME_MAX, "%s",
 			 cfg->target);
-	if (RAND_bytes(p + H_NONCE, AUTH_NONCE_LEN) != 1) {
-		free(h);
+	if (RAND_bytes(p + H_NONCE, AUTH_NONCE_LEN) != 1 ||
+	    auth_eph_new(&h->eph, p + H_EPH)) {
+		auth_hs_free(h);
 		return -EIO;
 	}
 	auth_hs_send(h, h->hello, AUTH_HELLO_LEN, HS_C_CHALL);
@@ -913,6 +980,7 @@ void auth_hs_free(struct auth_hs *h)
 	if (!h)
 		return;
 	auth_sess_free(h->sess);
+	EVP_PKEY_free(h->eph);
 	OPENSSL_cleanse(h, sizeof(*h));
 	free(h);
 }
@@ -949,6 +1017,31 @@ static int auth_hs_refuse(struct auth_hs *h, int st, const char *why)
 	auth_put_head(m);
 	m[n == AUTH_CHALL_LEN ? C_STATUS : D_STATUS] = (uint8_t)st;
 	auth_hs_send(h, m, n, HS_FAILED);
+	return auth_hs_fail(h, "", why);
+}
+
+/*
+ * A HELLO of another handshake version: refused as soon as its version
+ * byte is in, never served with weaker keys. A version 1 client gets a
+ * CHALL it can read (its own length and version byte, "malformed
+ * handshake"); any other, ours with AUTH_E_VERSION.
+ */
+static int auth_hs_refuse_version(struct auth_hs *h, unsigned int v)
+{
+	uint8_t m[AUTH_CHALL_LEN] = { 0 };
+	char why[160];
+
+	snprintf(why, sizeof(why),
+		 "the client speaks handshake version %u, this farpage "
+		 "version %d (ephemeral keys, forward secrecy): upgrade the "
+		 "client",
+		 v, AUTH_VERSION);
+	if (v != 1)
+		return auth_hs_refuse(h, AUTH_E_VERSION, why);
+	memcpy(m, AUTH_MAGIC, 4);
+	m[4] = 1;
+	m[C_STATUS] = AUTH_E_PROTO;
+	auth_hs_send(h, m, AUTH_V1_CHALL_LEN, HS_FAILED);
 	return auth_hs_fail(h, "", why);
 }
 
@@ -1009,6 +1102,12 @@ static int auth_hs_on_hello(struct auth_hs *h)
 	m[C_FLAGS + 1] = (uint8_t)h->flags;
 	if (RAND_bytes(m + C_NONCE, AUTH_NONCE_LEN) != 1)
 		return auth_hs_refuse(h, AUTH_E_BUSY, "no random bytes");
+	if (auth_eph_new(&h->eph, m + C_EPH))
+		return auth_hs_refuse(h, AUTH_E_BUSY, "no ephemeral key");
+	if (auth_eph_derive(h, p + H_EPH))
+		return auth_hs_refuse(h, AUTH_E_PROTO,
+				      "the client's ephemeral key is not a "
+				      "usable X25519 key");
 	memcpy(h->chall, m, C_PROOF);
 	if (auth_proof(h->key, "farpage server", h->hello, h->chall, C_PROOF,
 		       h->chall + C_PROOF))
@@ -1067,6 +1166,12 @@ static int auth_hs_on_chall(struct auth_hs *h)
 				    "the server did not grant the encryption "
 				    "we asked for (an older farpage?)");
 	h->flags = flags;
+	/* The server's ephemeral key is covered by its proof, checked
+	 * above: an on-path attacker cannot have swapped it. */
+	if (auth_eph_derive(h, p + C_EPH))
+		return auth_hs_fail(h, "",
+				    "the server's ephemeral key is not a "
+				    "usable X25519 key");
 	auth_put_head(h->proof);
 	if (auth_proof(h->key, "farpage client", h->hello, p, AUTH_CHALL_LEN,
 		       h->proof + P_PROOF) ||
@@ -1110,6 +1215,25 @@ ssize_t auth_hs_input(struct auth_hs *h, const uint8_t *buf, size_t n)
 				      "not a farpage handshake (no key "
 				      "configured on the peer, or another "
 				      "protocol)");
+	}
+	if (h->state == HS_S_HELLO && h->in_len >= 5 &&
+	    h->in[4] != AUTH_VERSION) {
+		h->in_len = 0;
+		return auth_hs_refuse_version(h, h->in[4]);
+	}
+	/* A server of another version: say which, not "closed" or a
+	 * timeout while we wait for a CHALL of our length. */
+	if (h->state == HS_C_CHALL && h->in_len >= 5 &&
+	    !memcmp(h->in, AUTH_MAGIC, 4) && h->in[4] != AUTH_VERSION) {
+		char why[160];
+
+		snprintf(why, sizeof(why),
+			 "the server speaks handshake version %u, this "
+			 "farpage version %d (ephemeral keys, forward "
+			 "secrecy): upgrade the server",
+			 h->in[4], AUTH_VERSION);
+		h->in_len = 0;
+		return auth_hs_fail(h, "", why);
 	}
 	if (n < want)
 		return (ssize_t)n;

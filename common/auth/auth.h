@@ -8,18 +8,24 @@
  * admin key, one node key per node name, and one pair key per pair of node
  * names (which only the coordinator hands out, to those two nodes).
  *
- * Handshake (fixed-size binary messages, AUTH_MAGIC first):
+ * Handshake, version 2 (fixed-size binary messages, "FPA1" and the
+ * version byte first):
  *
- *   client -> server  HELLO   role, key id, name, target, flags, nonce_c
- *   server -> client  CHALL   status, flags, nonce_s, proof_s
+ *   client -> server  HELLO   role, key id, name, target, flags, nonce_c,
+ *                             eph_c
+ *   server -> client  CHALL   status, flags, nonce_s, eph_s, proof_s
  *   client -> server  PROOF   proof_c
  *   server -> client  DONE    status
  *
  * proof_s = HMAC(K, "farpage server" || HELLO || CHALL without its proof),
  * proof_c = HMAC(K, "farpage client" || HELLO || CHALL), where K is the key
  * of the identity HELLO claims. Fresh nonces on both sides: a recorded
- * handshake replayed proves nothing. Per-direction AES-256-GCM keys come
- * from HKDF(K, nonce_c || nonce_s, transcript).
+ * handshake replayed proves nothing. eph_c and eph_s are fresh X25519
+ * public keys, inside what both proofs cover; their private halves are
+ * freed once their shared secret DH is computed. Per-direction AES-256-GCM
+ * keys come from HKDF(K || DH, nonce_c || nonce_s, transcript): with K
+ * alone (a key stolen later) a recorded session does not open. A peer of
+ * another version is refused, naming both versions.
  *
  * Records. After DONE every message is sealed: AES-256-GCM over the
  * message's header as additional data and its body, encrypted or (with
@@ -36,16 +42,20 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#define AUTH_MAGIC "FPA1" /* every handshake message starts so */
+/* and then this byte; 2: ephemeral X25519 keys (forward secrecy) */
+#define AUTH_VERSION   2
 #define AUTH_KEY_LEN   32
 #define AUTH_ID_LEN    8
 #define AUTH_NONCE_LEN 32
 #define AUTH_TAG_LEN   16
+#define AUTH_EPH_LEN   32 /* an X25519 public key, and their secret */
 #define AUTH_NAME_MAX  64 /* bytes incl. NUL, as MSG_NAME_MAX */
 #define AUTH_KEYS_MAX  4  /* cluster keys a server accepts at once */
 #define AUTH_DIR       "/etc/farpage"
 
-#define AUTH_HELLO_LEN 176
-#define AUTH_CHALL_LEN 72
+#define AUTH_HELLO_LEN 208
+#define AUTH_CHALL_LEN 104
 #define AUTH_PROOF_LEN 40
 #define AUTH_DONE_LEN  8
 
@@ -68,6 +78,7 @@ enum auth_status {
 	AUTH_E_BUSY = 6,    /* too many connections */
 	AUTH_E_PROTO = 7,   /* malformed handshake */
 	AUTH_E_FLAGS = 8,   /* the client did not ask for what we require */
+	AUTH_E_VERSION = 9, /* another handshake version */
 };
 
 /* Handshake flags. */

@@ -586,7 +586,7 @@ static int attack_replay(const char *addr, const char *keyfile)
 		got = (ssize_t)n;
 	}
 	close(fd);
-	/* CHALL (72) then DONE (8): DONE's status says whether it passed. */
+	/* CHALL then DONE: DONE's status says whether it passed. */
 	if (got >= AUTH_CHALL_LEN + AUTH_DONE_LEN &&
 	    buf[AUTH_CHALL_LEN + 5] == AUTH_OK) {
 		printf("replay: ACCEPTED\n");
@@ -824,7 +824,8 @@ static int attack_flood(const char *addr, long n, const char *mode,
 	int fd, ret;
 
 	memset(half, 0, sizeof(half));
-	memcpy(half, "FPA1", 4);
+	memcpy(half, AUTH_MAGIC, 4);
+	half[4] = AUTH_VERSION; /* a HELLO that has begun well */
 	for (long i = 0; i < n; i++) {
 		char src[64];
 		size_t len;

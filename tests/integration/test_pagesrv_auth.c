@@ -221,7 +221,8 @@ static int test_pagesrv_auth_plain(struct t_srv *t)
 
 	T_CHECK(net_connect(t->addr, 2000, &fd) == 0);
 	memset(b, 0, sizeof(b));
-	memcpy(b, "FPA1\1", 5);
+	memcpy(b, AUTH_MAGIC, 4);
+	b[4] = AUTH_VERSION;
 	T_CHECK(t_send_all(fd, b, AUTH_HELLO_LEN / 2) == 0);
 	start = t_now_ms();
 	T_CHECK(t_is_closed_silently(fd, 4 * T_HS_TIMEOUT));
@@ -321,11 +322,12 @@ static int test_pagesrv_auth_flood(struct t_srv *t)
 	enum { N = 100 };
 	static const char *const from[] = { NULL, "127.0.0.2" };
 	struct pagesrv_stats before, after;
-	uint8_t junk[AUTH_HELLO_LEN / 2] = "FPA1\1"; /* half a HELLO */
+	uint8_t junk[AUTH_HELLO_LEN / 2] = AUTH_MAGIC; /* half a HELLO */
 	struct auth_sess *sess;
 	int fds[N], fd, ret;
 	char why[200];
 
+	junk[4] = AUTH_VERSION;
 	pagesrv_stats(t->srv, &before);
 	for (int i = 0; i < N; i++) {
 		fds[i] = t_connect_from(t->addr, NULL);

@@ -4,11 +4,15 @@
  * server state machine (right key, wrong key, wrong role, replayed client
  * messages, byte-by-byte delivery, encryption required and granted) and
  * sealed records (tampered, reordered, replayed: refused); key files as
- * people write them (uppercase hex, CRLF) and a client's expired key.
+ * people write them (uppercase hex, CRLF) and a client's expired key;
+ * forward secrecy: a recorded session does not open with the static keys,
+ * ephemeral keys swapped on the path fail the handshake, version 1 peers
+ * are refused naming the versions.
  */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,7 +23,9 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/kdf.h>
 #include <openssl/rand.h>
 
 #include "actl.h"
@@ -633,17 +639,275 @@ static void test_client_insists(void **state)
 	auth_hs_sent(c, AUTH_HELLO_LEN);
 	memset(chall, 0, sizeof(chall));
 	memcpy(chall, "FPA1", 4);
-	chall[4] = 1;
-	assert_int_equal(RAND_bytes(chall + 8, 32), 1);
+	chall[4] = 2;
+	/* nonce and ephemeral key: any bytes */
+	assert_int_equal(RAND_bytes(chall + 8, 64), 1);
 	n = strlen("farpage server");
 	memcpy(buf, "farpage server", n);
 	memcpy(buf + n, hello, AUTH_HELLO_LEN);
-	memcpy(buf + n + AUTH_HELLO_LEN, chall, 40);
+	memcpy(buf + n + AUTH_HELLO_LEN, chall, 72);
 	assert_non_null(HMAC(EVP_sha256(), cc.key, AUTH_KEY_LEN, buf,
-			     n + AUTH_HELLO_LEN + 40, chall + 40, &outl));
+			     n + AUTH_HELLO_LEN + 72, chall + 72, &outl));
 	assert_true(auth_hs_input(c, chall, sizeof(chall)) < 0);
 	assert_true(auth_hs_failed(c));
 	assert_non_null(strstr(auth_hs_error(c), "did not grant"));
+	assert_null(auth_hs_take(c));
+	auth_hs_free(c);
+}
+
+/* ---- a recorded session and the static keys: forward secrecy ---- */
+
+/* What an eavesdropper kept: each direction's bytes in wire order. */
+struct t_tap {
+	uint8_t c2s[4096], s2c[4096];
+	size_t c2s_len, s2c_len;
+};
+
+/* A record as the test frames it on its tap: 4-byte header (the
+ * additional data), body, tag. */
+#define T_REC_HDR  4
+#define T_REC_BODY 48
+#define T_REC_LEN  (T_REC_HDR + T_REC_BODY + AUTH_TAG_LEN)
+
+static void tap_record(struct auth_sess *s, uint8_t n, uint8_t *wire,
+		       size_t *len)
+{
+	uint8_t *r = wire + *len;
+	struct iovec v = { r + T_REC_HDR, T_REC_BODY };
+
+	memcpy(r, "REC", 3);
+	r[3] = n;
+	memset(r + T_REC_HDR, 'A' + n, T_REC_BODY);
+	assert_int_equal(
+		auth_seal(s, r, T_REC_HDR, &v, 1, r + T_REC_HDR + T_REC_BODY),
+		0);
+	*len += T_REC_LEN;
+}
+
+/* A real node session at the coordinator's handshake, all its bytes on
+ * @tap: the handshake, then 3 encrypted records each way. */
+static void tap_session(struct t_tap *tap)
+{
+	struct auth_server_cfg scfg = { .lookup = lookup,
+					.arg = &cluster,
+					.flags = AUTH_F_ENCRYPT,
+					.require = AUTH_F_ENCRYPT };
+	struct auth_client_cfg cc;
+	struct auth_sess *cs, *ss;
+	struct auth_hs *c, *s;
+
+	memset(tap, 0, sizeof(*tap));
+	client_cfg(&cluster, AUTH_ROLE_NODE, "hostA", &cc);
+	cc.flags = AUTH_F_ENCRYPT;
+	assert_int_equal(auth_hs_client(&cc, &c), 0);
+	assert_int_equal(auth_hs_server(&scfg, &s), 0);
+	for (int i = 0; i < 4; i++) {
+		pump(c, s, 512, tap->c2s, &tap->c2s_len);
+		pump(s, c, 512, tap->s2c, &tap->s2c_len);
+	}
+	assert_true(auth_hs_done(c) && auth_hs_done(s));
+	assert_int_equal(tap->c2s_len, AUTH_HELLO_LEN + AUTH_PROOF_LEN);
+	assert_int_equal(tap->s2c_len, AUTH_CHALL_LEN + AUTH_DONE_LEN);
+	cs = auth_hs_take(c);
+	ss = auth_hs_take(s);
+	for (uint8_t i = 0; i < 3; i++) {
+		tap_record(cs, i, tap->c2s, &tap->c2s_len);
+		tap_record(ss, i, tap->s2c, &tap->s2c_len);
+	}
+	/* the endpoints read them: the records are genuine */
+	for (size_t i = 0; i < 3; i++) {
+		uint8_t *r = tap->c2s + AUTH_HELLO_LEN + AUTH_PROOF_LEN +
+			     i * T_REC_LEN;
+		uint8_t body[T_REC_BODY];
+		struct iovec v = { body, T_REC_BODY };
+
+		memcpy(body, r + T_REC_HDR, T_REC_BODY);
+		assert_int_equal(auth_open(ss, r, T_REC_HDR, &v, 1,
+					   r + T_REC_HDR + T_REC_BODY),
+				 0);
+		assert_int_equal(body[0], 'A' + i);
+	}
+	auth_sess_free(cs);
+	auth_sess_free(ss);
+	auth_hs_free(c);
+	auth_hs_free(s);
+}
+
+/* HKDF-SHA256, the attacker's own. */
+static void t_hkdf(const uint8_t *ikm, size_t ikm_len, const uint8_t *salt,
+		   size_t salt_len, const uint8_t *info, size_t info_len,
+		   uint8_t *out, size_t out_len)
+{
+	EVP_PKEY_CTX *pc = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, NULL);
+
+	assert_non_null(pc);
+	assert_true(EVP_PKEY_derive_init(pc) > 0);
+	assert_true(EVP_PKEY_CTX_set_hkdf_md(pc, EVP_sha256()) > 0);
+	assert_true(EVP_PKEY_CTX_set1_hkdf_salt(pc, salt, (int)salt_len) > 0);
+	assert_true(EVP_PKEY_CTX_set1_hkdf_key(pc, ikm, (int)ikm_len) > 0);
+	assert_true(EVP_PKEY_CTX_add1_hkdf_info(pc, info, (int)info_len) > 0);
+	assert_true(EVP_PKEY_derive(pc, out, &out_len) > 0);
+	EVP_PKEY_CTX_free(pc);
+}
+
+/* Tries to open record @seq of a direction with @key and @iv. */
+static bool t_gcm_open(const uint8_t *key, const uint8_t *iv, uint64_t seq,
+		       const uint8_t *r)
+{
+	EVP_CIPHER_CTX *x = EVP_CIPHER_CTX_new();
+	uint8_t nonce[12], body[T_REC_BODY], tag[AUTH_TAG_LEN], fin[16];
+	int l, ok;
+
+	memcpy(nonce, iv, sizeof(nonce));
+	for (int i = 0; i < 8; i++)
+		nonce[11 - i] ^= (uint8_t)(seq >> (8 * i));
+	memcpy(tag, r + T_REC_HDR + T_REC_BODY, sizeof(tag));
+	ok = EVP_DecryptInit_ex(x, EVP_aes_256_gcm(), NULL, key, nonce) == 1 &&
+	     EVP_DecryptUpdate(x, NULL, &l, r, T_REC_HDR) == 1 &&
+	     EVP_DecryptUpdate(x, body, &l, r + T_REC_HDR, T_REC_BODY) == 1 &&
+	     EVP_CIPHER_CTX_ctrl(x, EVP_CTRL_GCM_SET_TAG, AUTH_TAG_LEN, tag) ==
+		     1 &&
+	     EVP_DecryptFinal_ex(x, fin, &l) == 1;
+	EVP_CIPHER_CTX_free(x);
+	return ok;
+}
+
+/*
+ * With the static key K of the session (the node key, which the
+ * coordinator derives from the cluster key it holds: both sides' static
+ * keys), derives the session keys from what was recorded as the version 1
+ * handshake did (HKDF(K, nonce_c || nonce_s, label || HELLO || CHALL ||
+ * PROOF)) and, as a second try, the same with this version's label.
+ * Returns how many of the recorded records opened.
+ */
+static int t_open_with_static(const struct t_tap *tap, const uint8_t *k,
+			      const char *label)
+{
+	const uint8_t *hello = tap->c2s, *proof = tap->c2s + AUTH_HELLO_LEN;
+	const uint8_t *chall = tap->s2c;
+	uint8_t salt[64], okm[2 * 32 + 2 * 12];
+	uint8_t info[32 + AUTH_HELLO_LEN + AUTH_CHALL_LEN + AUTH_PROOF_LEN];
+	size_t n = strlen(label) + 1;
+	int opened = 0;
+
+	memcpy(salt, hello + 144, 32);	  /* nonce_c: HELLO offset 144 */
+	memcpy(salt + 32, chall + 8, 32); /* nonce_s: CHALL offset 8 */
+	memcpy(info, label, n);
+	memcpy(info + n, hello, AUTH_HELLO_LEN);
+	n += AUTH_HELLO_LEN;
+	memcpy(info + n, chall, AUTH_CHALL_LEN);
+	n += AUTH_CHALL_LEN;
+	memcpy(info + n, proof, AUTH_PROOF_LEN);
+	n += AUTH_PROOF_LEN;
+	t_hkdf(k, AUTH_KEY_LEN, salt, sizeof(salt), info, n, okm, sizeof(okm));
+	for (uint64_t i = 0; i < 3; i++) {
+		const uint8_t *rc = tap->c2s + AUTH_HELLO_LEN + AUTH_PROOF_LEN +
+				    i * T_REC_LEN;
+		const uint8_t *rs = tap->s2c + AUTH_CHALL_LEN + AUTH_DONE_LEN +
+				    i * T_REC_LEN;
+
+		opened += t_gcm_open(okm, okm + 64, i, rc);
+		opened += t_gcm_open(okm + 32, okm + 76, i, rs);
+	}
+	return opened;
+}
+
+/*
+ * Forward secrecy: a recorded session (handshake and encrypted records
+ * both ways), and later both sides' static keys: the session keys derived
+ * from them and the recorded bytes open none of the records.
+ */
+static void test_recorded_session_stays_closed(void **state)
+{
+	struct t_tap tap;
+	struct auth_key node;
+
+	tap_session(&tap);
+	assert_int_equal(
+		auth_key_derive(&cluster, AUTH_ROLE_NODE, "hostA", &node), 0);
+	assert_int_equal(
+		t_open_with_static(&tap, node.secret, "farpage v1 session"), 0);
+	assert_int_equal(
+		t_open_with_static(&tap, node.secret, "farpage v2 session"), 0);
+	/* nor with the cluster key itself */
+	assert_int_equal(
+		t_open_with_static(&tap, cluster.secret, "farpage v1 session"),
+		0);
+}
+
+/*
+ * The ephemeral keys are inside what the proofs cover: one swapped on the
+ * path (a flipped byte of eph_c in HELLO, of eph_s in CHALL) fails the
+ * handshake at the client, before any record.
+ */
+static void test_ephemeral_swapped(void **state)
+{
+	struct auth_server_cfg scfg = { .lookup = lookup, .arg = &cluster };
+	struct auth_client_cfg cc;
+
+	client_cfg(&cluster, AUTH_ROLE_NODE, "hostA", &cc);
+	for (int which = 0; which < 2; which++) {
+		uint8_t m[AUTH_HELLO_LEN];
+		struct auth_hs *c, *s;
+		const uint8_t *o;
+		size_t n;
+
+		assert_int_equal(auth_hs_client(&cc, &c), 0);
+		assert_int_equal(auth_hs_server(&scfg, &s), 0);
+		n = auth_hs_output(c, &o);
+		assert_int_equal(n, AUTH_HELLO_LEN);
+		memcpy(m, o, n);
+		auth_hs_sent(c, n);
+		if (which == 0)
+			m[AUTH_HELLO_LEN - 1] ^= 0x40; /* eph_c */
+		assert_int_equal(auth_hs_input(s, m, n), (ssize_t)n);
+		n = auth_hs_output(s, &o);
+		assert_int_equal(n, AUTH_CHALL_LEN);
+		memcpy(m, o, n);
+		auth_hs_sent(s, n);
+		if (which == 1)
+			m[40] ^= 0x40; /* eph_s */
+		assert_true(auth_hs_input(c, m, n) < 0);
+		assert_true(auth_hs_failed(c));
+		assert_non_null(strstr(auth_hs_error(c), "does not hold"));
+		assert_null(auth_hs_take(c));
+		auth_hs_free(c);
+		auth_hs_free(s);
+	}
+}
+
+/*
+ * A version 1 client (no ephemeral key) is refused as soon as its version
+ * byte arrives, with a CHALL it can read; a version 1 server's reply makes
+ * the client say so. Both errors name the versions.
+ */
+static void test_version_1_refused(void **state)
+{
+	struct auth_server_cfg scfg = { .lookup = lookup, .arg = &cluster };
+	struct auth_client_cfg cc;
+	uint8_t v1[176] = "FPA1\1", chall[72] = "FPA1\1";
+	struct auth_hs *c, *s;
+	const uint8_t *o;
+
+	assert_int_equal(auth_hs_server(&scfg, &s), 0);
+	assert_true(auth_hs_input(s, v1, sizeof(v1)) < 0);
+	assert_true(auth_hs_failed(s));
+	assert_int_equal(auth_hs_output(s, &o), 72);
+	assert_memory_equal(o, "FPA1\1", 5);
+	assert_int_equal(o[5], AUTH_E_PROTO);
+	assert_non_null(strstr(auth_hs_error(s), "version 1"));
+	assert_non_null(strstr(auth_hs_error(s), "version 2"));
+	auth_hs_free(s);
+
+	client_cfg(&cluster, AUTH_ROLE_NODE, "hostA", &cc);
+	assert_int_equal(auth_hs_client(&cc, &c), 0);
+	auth_hs_sent(c, AUTH_HELLO_LEN);
+	chall[5] = AUTH_E_PROTO;
+	assert_true(auth_hs_input(c, chall, sizeof(chall)) < 0);
+	assert_true(auth_hs_failed(c));
+	assert_non_null(strstr(auth_hs_error(c), "server speaks handshake "
+						 "version 1"));
+	assert_non_null(strstr(auth_hs_error(c), "version 2"));
 	assert_null(auth_hs_take(c));
 	auth_hs_free(c);
 }
@@ -788,6 +1052,9 @@ int main(void)
 		cmocka_unit_test(test_client_insists),
 		cmocka_unit_test(test_key_file_forms),
 		cmocka_unit_test(test_client_key_expired),
+		cmocka_unit_test(test_recorded_session_stays_closed),
+		cmocka_unit_test(test_ephemeral_swapped),
+		cmocka_unit_test(test_version_1_refused),
 	};
 
 	if (auth_key_generate(&cluster, 0))
