@@ -8,7 +8,9 @@
 # searched for the cluster, admin, node and pair keys, the CBOR field names
 # of the node list, the region's name and the pages' test pattern: none may
 # be there. With --page-encryption off at both ends the pattern is there
-# (what that option exposes), the keys are still not.
+# (what that option exposes), the keys are still not. And the static keys,
+# given to fp_unseal afterwards as if stolen later, open none of the
+# recorded sessions (forward secrecy).
 set -u
 . "$(dirname "$0")/../lib.sh"
 fp_require
@@ -19,6 +21,8 @@ SNIFF=$FP_BIN/tests/fp_sniff
 ATTACK=$FP_BIN/tests/fp_attack
 [ -x "$SNIFF" ] || fp_fail "$SNIFF not built"
 [ -x "$ATTACK" ] || fp_fail "$ATTACK not built"
+UNSEAL=$FP_BIN/tests/fp_unseal
+[ -x "$UNSEAL" ] || fp_fail "$UNSEAL not built"
 FP_POOL=64M
 PAGES=2048 # 8 MiB regions
 IP_A=${FP_HOST_IP[A]}
@@ -43,6 +47,21 @@ sniff_stop() {
 			fp_fail "the capture is incomplete: $(cat "$1.out")"
 	done
 	fp_log "$(grep '^capture:' "$1.out")"
+}
+
+# unseal_none DIR MIN WHAT: the cluster key (every static key comes from
+# it) and the captured handshakes open no record of DIR's sessions, of
+# which there are at least MIN.
+unseal_none() {
+	local rc n
+	"$UNSEAL" "$1" "$FARPAGE_KEY_FILE" >"$1.unseal" 2>&1
+	rc=$?
+	cat "$1.unseal" >&2
+	[ $rc != 2 ] || fp_fail "fp_unseal failed"
+	n=$(fp_field "$1.unseal" unseal: sessions)
+	[ "${n:-0}" -ge "$2" ] || fp_fail "$3: only ${n:-0} sessions found in the capture"
+	[ $rc = 0 ] || fp_fail "$3: recorded sessions open with the static keys (above)"
+	fp_log "ok: $3: the static keys open no recorded session ($(tail -n1 "$1.unseal"))"
 }
 
 # bytes_of GLOB: bytes in the captured flows the glob names.
@@ -89,6 +108,8 @@ cat "$FP_TMP/search1.out" >&2
 [ $rc != 2 ] || fp_fail "search failed"
 [ $rc = 0 ] || fp_fail "secrets or pages crossed the segment in clear (above)"
 fp_log "ok: no key, node-list field, region name or page in clear ($(tail -n1 "$FP_TMP/search1.out"))"
+# a's and b's sessions at the coordinator, the CLI's, a's at b's page server
+unseal_none "$CAP1" 4 "encrypted"
 
 # A client that does not ask for encryption: refused, and logged why.
 ${FP_HOST_RUN[A]} "$ATTACK" ctl-clear "$FP_COORD" "$FARPAGE_KEY_FILE" >"$FP_TMP/clear.out" 2>&1 ||
@@ -137,5 +158,6 @@ fp_wait_log "$FP_TMP/d.log" "session as peer c, page data authenticated only" 5 
 rc=$?
 [ $rc = 1 ] && [ "$(fp_field "$FP_TMP/search3.out" search: pattern_hits)" -gt 0 ] ||
 	{ cat "$FP_TMP/search3.out" >&2; fp_fail "page encryption off: the pages were not seen in clear (is the capture blind?)"; }
+unseal_none "$CAP2" 4 "page encryption off"
 fp_log "ok: page encryption off: pages in clear as documented ($(tail -n1 "$FP_TMP/search3.out")), no key or control field ($(tail -n1 "$FP_TMP/search2.out"))"
 fp_log "PASS"
