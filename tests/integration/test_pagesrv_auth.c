@@ -7,7 +7,9 @@
  * nothing; a plain request gets the refusal only, no data; half a
  * handshake is closed when the handshake times out; a tampered READ
  * closes the connection without a reply, a
- * tampered WRITE leaves the pool as it was; 100 half-open connections
+ * tampered WRITE leaves the pool as it was; a version 1 HELLO (no
+ * ephemeral key) is refused at once, in a CHALL that client reads, and
+ * reads nothing; 100 half-open connections
  * from one address do not keep a peer out (from the same address or
  * another). And the TCP transport, against a server that tampers with a
  * READ reply: the read fails, its data is never reported.
@@ -231,6 +233,34 @@ static int test_pagesrv_auth_plain(struct t_srv *t)
 	pagesrv_stats(t->srv, &after);
 	T_CHECK(after.hs_timeouts == 1);
 	T_CHECK(after.reads == before.reads);
+	return 0;
+}
+
+/*
+ * A version 1 client (handshake without ephemeral keys): its HELLO is
+ * refused at its version byte with a 72-byte version 1 CHALL carrying
+ * AUTH_E_PROTO, then closed; no page byte, one failure counted. Never a
+ * session with keys a stolen static key opens.
+ */
+static int test_pagesrv_auth_version_1(struct t_srv *t)
+{
+	struct pagesrv_stats before, after;
+	uint8_t hello[176] = "FPA1\1", b[AUTH_CHALL_LEN];
+	size_t got;
+	int fd;
+
+	hello[5] = AUTH_ROLE_PEER;
+	memcpy(hello + 16, "client", 6);
+	memcpy(hello + 80, "owner", 5);
+	pagesrv_stats(t->srv, &before);
+	T_CHECK(net_connect(t->addr, 2000, &fd) == 0);
+	T_CHECK(t_send_all(fd, hello, sizeof(hello)) == 0);
+	T_CHECK(t_recv_all(fd, b, sizeof(b), &got) == -ECONNRESET);
+	T_CHECK(got == 72 && !memcmp(b, "FPA1\1", 5) && b[5] == AUTH_E_PROTO);
+	close(fd);
+	pagesrv_stats(t->srv, &after);
+	T_CHECK(after.auth_failures == before.auth_failures + 1);
+	T_CHECK(after.reads == before.reads && after.bytes == before.bytes);
 	return 0;
 }
 
@@ -522,6 +552,7 @@ int main(void)
 		{ "ok", test_pagesrv_auth_ok },
 		{ "refused", test_pagesrv_auth_refused },
 		{ "plain", test_pagesrv_auth_plain },
+		{ "version_1", test_pagesrv_auth_version_1 },
 		{ "tampered_read", test_pagesrv_auth_tampered_read },
 		{ "tampered_write", test_pagesrv_auth_tampered_write },
 		{ "flood", test_pagesrv_auth_flood },
