@@ -1956,8 +1956,10 @@ int pagesrv_create(const struct pagesrv_cfg *cfg, struct pagesrv **out)
 	s->stop_req = (struct pagesrv_req){ PAGESRV_OP_STOP, NULL };
 	s->tick_req = (struct pagesrv_req){ PAGESRV_OP_TICK, NULL };
 	bufpool_init(&s->bufs, PAGESRV_BUF_CACHE);
-	/* A port held for a moment (a socket of the instance before this
-	 * one, on its way out) is waited for, a little. */
+	/* A port held for a moment is waited for, a little: the listening
+	 * socket of the instance before this one is released only when the
+	 * kernel tears down that process's io_uring (an accept was posted on
+	 * it), which may be after the process is gone. */
 	for (int i = 0; (ret = net_listen(cfg->listen_addr, PAGESRV_BACKLOG,
 					  &s->lfd)) == -EADDRINUSE &&
 			i < PAGESRV_LISTEN_TRIES;
