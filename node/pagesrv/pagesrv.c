@@ -40,7 +40,7 @@
 
 #define PAGESRV_RING_ENTRIES	  256u
 #define PAGESRV_BACKLOG		  128
-#define PAGESRV_LISTEN_TRIES	  30  /* a port in use: tried again, */
+#define PAGESRV_LISTEN_TRIES	  50  /* a port in use: tried again, */
 #define PAGESRV_LISTEN_GAP_MS	  100 /* this far apart */
 #define PAGESRV_MAX_CONNS_DEFAULT 256u
 /*

@@ -8,7 +8,7 @@
 #    same address at once: it comes up on that port and serves (a region
 #    filled on the restarted O reads back right on R, page by page);
 #  - an agent asked to listen on a port an outgoing connection holds (its
-#    source port, in the ephemeral range) tries again for 3 s, then exits
+#    source port, in the ephemeral range) tries again for 5 s, then exits
 #    non-zero and says so: the range, the sysctl to reserve it, how to see
 #    who has it;
 #  - one asked to listen where another server listens says another socket
