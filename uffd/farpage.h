@@ -100,10 +100,13 @@ int farpage_unmap(struct farpage_map *m);
  * keeps trying; they are never dropped). -ENOLCK: the mapping's write
  * lease was lost (another mapping took it): what it wrote and had not
  * sent home is dropped, for good, and every touch of a remote page raises
- * SIGBUS from then on. While the agent is gone, and when it dies during
- * the flush, it waits for the mapping to be handed to a restarted one,
- * which sends the pages home (-ENOTCONN if none came within the agent
- * timeout). 0 at once for a read-only map; -EOPNOTSUPP when faults
+ * SIGBUS from then on. -EIO: pages could never go home and were dropped
+ * (a region of one replica: their owner restarted; of more: a chunk lost
+ * every replica in sync, and then every flush fails, naming the lost
+ * chunks, once the rest is home). While the agent is gone, and when it
+ * dies during the flush, it waits for the mapping to be handed to a
+ * restarted one, which sends the pages home (-ENOTCONN if none came
+ * within the agent timeout). 0 at once for a read-only map; -EOPNOTSUPP when faults
  * are served by copying (a kernel without minor faults on shmem, or an
  * agent run with --fault-mode copy): writes then stay in this process.
  */

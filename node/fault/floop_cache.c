@@ -600,13 +600,34 @@ static uint64_t cache_name_gone(const struct floop *f, const char *name)
 	return n;
 }
 
+/* Chunks of writable mappings of @name that lost every replica
+ * (floop_map_lost_chunks()); the first mapping's list into @list. */
+static uint64_t cache_name_lost_chunks(struct floop *f, const char *name,
+				       char *list, size_t size)
+{
+	uint64_t n = 0;
+
+	list[0] = '\0';
+	for (struct fmap *m = f->maps; m; m = m->next) {
+		uint64_t k;
+
+		if (!m->cache || !m->writable || strcmp(m->name, name))
+			continue;
+		k = floop_map_lost_chunks(f, m, list, n ? 0 : size);
+		if (!n && k)
+			n = k;
+	}
+	return n;
+}
+
 static void cache_flushes_check(struct floop *f, uint64_t now)
 {
 	struct fwait **pp = &f->fwaits, *w;
 
 	while ((w = *pp)) {
-		uint64_t left = cache_flush_left(f, w->name), gone;
+		uint64_t left = cache_flush_left(f, w->name), gone, lost;
 		struct floop_done *d;
+		char list[40];
 
 		if (left && now - w->t0_ms < f->cfg.fault_timeout_ms) {
 			pp = &w->next;
@@ -620,6 +641,7 @@ static void cache_flushes_check(struct floop *f, uint64_t now)
 		d->kind = FLOOP_DONE_FLUSH;
 		d->cookie = w->cookie;
 		gone = cache_name_gone(f, w->name);
+		lost = cache_name_lost_chunks(f, w->name, list, sizeof(list));
 		if (cache_name_is_lost(f, w->name)) {
 			d->err = -ENOLCK;
 			snprintf(d->text, sizeof(d->text),
@@ -627,6 +649,18 @@ static void cache_flushes_check(struct floop *f, uint64_t now)
 				 "was lost (another mapping took it): what it "
 				 "wrote and had not sent home is dropped",
 				 w->name);
+		} else if (lost) {
+			/* every flush from now on: a chunk's bytes are gone
+			 * whether or not this flush had pages of it */
+			d->err = -EIO;
+			snprintf(d->text, sizeof(d->text),
+				 "region %s: %llu chunk(s) lost every replica "
+				 "(chunk %s): %llu written pages of them were "
+				 "dropped%s",
+				 w->name, (unsigned long long)lost, list,
+				 (unsigned long long)gone,
+				 left ? "; others are not home yet"
+				      : "; the rest is home");
 		} else if (gone) {
 			d->err = -EIO;
 			snprintf(

@@ -172,7 +172,8 @@ struct fmap {
 	uint64_t n_dirty;
 	uint64_t n_flush; /* pages flushes wait for */
 	uint64_t wb_gone; /* written pages dropped: their owner restarted
-			   * since the region was placed (flushes fail) */
+			   * since the region was placed, or (replicated) no
+			   * replica of their chunk is in sync (flushes fail) */
 	unsigned int wb_busy;
 	uint64_t wb_cursor;  /* page the write-back scan goes on from */
 	uint64_t wb_sweep;   /* pages the periodic pass has still to look at */
@@ -611,6 +612,12 @@ int floop_cache_has_room(const struct floop *f);
 /* Replicated: @m's layout changed; write-backs in flight stop waiting
  * for replicas that left the set (done if nothing else is awaited). */
 void floop_cache_wb_relayout(struct floop *f, struct fmap *m);
+/* Replicated: the chunks of @m with no replica in sync left as this node
+ * sees them (the layout, and owners restarted since): lost, what is
+ * written to them can never go home. Their indices, comma-separated (cut
+ * with "..."), into @list of @size bytes. Returns how many. */
+uint64_t floop_map_lost_chunks(struct floop *f, struct fmap *m, char *list,
+			       size_t size);
 void floop_cache_wb_done(struct floop *f, uint32_t idx, uint32_t gen,
 			 int status);
 /* Eviction, write-backs due, flushes done; @tick: the periodic call. */

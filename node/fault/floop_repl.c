@@ -81,9 +81,21 @@ uint32_t repl_write_set(const struct repl_chunk *c)
 	return set;
 }
 
+uint32_t repl_sync_set(const struct repl_chunk *c)
+{
+	uint32_t set = 0;
+	unsigned int r = c->r > REPL_MAX ? REPL_MAX : c->r;
+
+	for (unsigned int i = 0; i < r; i++)
+		if (c->state[i] == REPL_SYNC && c->rec[i].node)
+			set |= 1u << i;
+	return set;
+}
+
 void repl_wb_start(struct repl_wb *w, const struct repl_chunk *c)
 {
 	w->want = repl_write_set(c);
+	w->sync = w->want & repl_sync_set(c);
 	w->acked = 0;
 	w->joined = 0;
 	for (unsigned int i = 0; i < REPL_MAX; i++)
@@ -115,11 +127,12 @@ void repl_wb_relayout(struct repl_wb *w, const struct repl_chunk *c)
 			w->want &= ~bit;
 	}
 	w->acked &= w->want;
+	w->sync = w->want & repl_sync_set(c);
 }
 
 int repl_wb_done(const struct repl_wb *w)
 {
-	if (!w->want)
+	if (!w->want || !w->sync)
 		return -1;
 	if (w->joined)
 		return 0;

@@ -63,12 +63,17 @@ int repl_read_pick(const struct repl_chunk *c, uint64_t self, uint32_t failed);
 /* Bit r set for each replica a write must reach: SYNC or REBUILDING,
  * with a node. */
 uint32_t repl_write_set(const struct repl_chunk *c);
+/* Bit r set for each replica that holds the chunk: SYNC, with a node. 0:
+ * the chunk is lost (a REBUILDING replica alone is not a copy of it: its
+ * rebuild has no source left, and it never comes into sync). */
+uint32_t repl_sync_set(const struct repl_chunk *c);
 
 /* A write-back's progress over the replicas of its chunk. */
 struct repl_wb {
 	uint32_t want;			/* replicas it waits for */
 	uint32_t acked;			/* ... that acknowledged it */
 	uint32_t joined;		/* replicas that joined since sent */
+	uint32_t sync;			/* of @want: SYNC in the layout now */
 	struct msg_chunk rec[REPL_MAX]; /* where each was sent */
 };
 
@@ -86,9 +91,10 @@ void repl_wb_ack(struct repl_wb *w, unsigned int r);
  * source after the copy read its page.)
  */
 void repl_wb_relayout(struct repl_wb *w, const struct repl_chunk *c);
-/* 1: home (every replica waited for acknowledged, none joined); 0: not
- * yet (or a replica joined: send again); -1: no replica is left to hold
- * it (the chunk is lost: the flush fails). */
+/* 1: home (every replica waited for acknowledged, one of them SYNC, none
+ * joined); 0: not yet (or a replica joined: send again); -1: no replica
+ * in sync is left to hold it (the chunk is lost: the flush fails), even
+ * if a REBUILDING one acknowledged it. */
 int repl_wb_done(const struct repl_wb *w);
 
 #endif

@@ -13,6 +13,7 @@
 #include "floop_pgstate.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -123,15 +124,55 @@ static int cache_wb_repl_send(struct floop *f, struct fmap *m, struct wback *w,
 	return repl_wb_done(&w->rw) == 1 ? 0 : (w->rerr ? w->rerr : -EIO);
 }
 
-/* Replicated: the chunk's replicas that may be written (a replica
- * whose owner restarted holds nothing; it leaves the set). */
+/* Replicated: the chunk's replicas that hold it (SYNC; a replica whose
+ * owner restarted holds nothing). 0: the chunk is lost, what is written
+ * to it can never go home (a REBUILDING replica alone would acknowledge
+ * it, but its rebuild has no source left: it never comes into sync). */
 static uint32_t cache_wb_repl_live(struct floop *f, struct fmap *m,
 				   uint64_t rel)
 {
 	struct repl_chunk rc;
 
 	cache_wb_chunk(f, m, rel, &rc);
-	return repl_write_set(&rc);
+	return repl_sync_set(&rc);
+}
+
+uint64_t floop_map_lost_chunks(struct floop *f, struct fmap *m, char *list,
+			       size_t size)
+{
+	uint64_t n = 0, chunks;
+	size_t len = 0;
+
+	if (size)
+		list[0] = '\0';
+	if (m->repl < 2)
+		return 0;
+	chunks = (cache_pages(m) * FLOOP_PAGE + m->chunk_size - 1) >>
+		 m->chunk_shift;
+	if (chunks > m->lay.n_chunks / m->repl)
+		chunks = m->lay.n_chunks / m->repl;
+	for (uint64_t k = 0; k < chunks; k++) {
+		int w;
+
+		if (cache_wb_repl_live(f, m, k << m->chunk_shift))
+			continue;
+		n++;
+		if (len >= size)
+			continue;
+		w = snprintf(list + len, size - len, "%s%llu",
+			     n > 1 ? ", " : "", (unsigned long long)k);
+		if (w < 0 || (size_t)w >= size - len) {
+			/* cut at the last whole number */
+			char *c = strrchr(list, ',');
+
+			if (c)
+				snprintf(c, (size_t)(list + size - c), ", ...");
+			len = size;
+			continue;
+		}
+		len += (size_t)w;
+	}
+	return n;
 }
 
 void floop_wb_until(struct floop *f, uint64_t until_ms)
@@ -179,9 +220,21 @@ uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i)
 	 * when the region is deleted, so a write would land in whatever is
 	 * placed there next. Readers get SIGBUS for the chunk; what was
 	 * written to it can never go home: it is dropped, and every flush
-	 * of the mapping fails from now on. */
-	if (m->repl > 1 ? !cache_wb_repl_live(f, m, rel)
-			: floop_chunk_is_lost(f, c)) {
+	 * of the mapping fails from now on. Replicated: the same once no
+	 * replica of the chunk is in sync (lost: no copy of it is left). */
+	if (m->repl > 1 && !cache_wb_repl_live(f, m, rel)) {
+		if (!m->wb_gone)
+			log_err("map %s: chunk %llu has no replica left in "
+				"sync (their owners are down or restarted): "
+				"written pages of it cannot go home and are "
+				"dropped",
+				m->name,
+				(unsigned long long)(rel >> m->chunk_shift));
+		cache_wb_gone(f, m, i, n);
+		m->wb_gone += n;
+		return n;
+	}
+	if (m->repl < 2 && floop_chunk_is_lost(f, c)) {
 		if (!m->wb_gone)
 			log_err("map %s: node %llu restarted since the region "
 				"was placed: written pages of its chunks "
@@ -274,6 +327,7 @@ void floop_cache_wb_relayout(struct floop *f, struct fmap *m)
 {
 	for (unsigned int k = 0; k < FLOOP_WB_SLOTS; k++) {
 		struct wback *w = &f->wbs[k];
+		int done;
 
 		if (!w->busy || w->map != m || !w->rpend)
 			continue;
@@ -284,12 +338,14 @@ void floop_cache_wb_relayout(struct floop *f, struct fmap *m)
 			cache_wb_chunk(f, m, w->addr - m->base, &rc);
 			repl_wb_relayout(&w->rw, &rc);
 		}
-		if (repl_wb_done(&w->rw) == 1) {
-			/* ends it now; late answers are ignored (the
-			 * slot is free, or its gen moved on) */
+		done = repl_wb_done(&w->rw);
+		if (done) {
+			/* ends it now (home, or no replica in sync is left:
+			 * dirty again, then dropped); late answers are
+			 * ignored (the slot is free, or its gen moved on) */
 			w->rpend = 0;
 			w->rerr = 0;
-			floop_cache_wb_done(f, k, w->gen, 0);
+			floop_cache_wb_done(f, k, w->gen, done == 1 ? 0 : -EIO);
 		}
 	}
 }

@@ -174,6 +174,38 @@ static void test_repl_wb_relayout(void **state)
 	assert_int_equal(repl_wb_done(&w), -1);
 }
 
+/* A REBUILDING replica alone does not hold a chunk: its rebuild has no
+ * source left. A write it acknowledged is not home. */
+static void test_repl_wb_rebuilding_alone(void **state)
+{
+	struct repl_chunk c =
+		t_chunk(2, 1, 2, 0, REPL_SYNC, REPL_REBUILDING, 0);
+	struct repl_wb w;
+
+	(void)state;
+	assert_int_equal(repl_sync_set(&c), 1u << 0);
+	repl_wb_start(&w, &c);
+	repl_wb_ack(&w, 1);
+	/* the SYNC one (its owner down) leaves the set: lost */
+	c.state[0] = REPL_MISSING;
+	repl_wb_relayout(&w, &c);
+	assert_int_equal(w.want, 1u << 1);
+	assert_int_equal(repl_wb_done(&w), -1);
+	assert_int_equal(repl_sync_set(&c), 0);
+	/* sent under that layout: lost at once, though it would ack */
+	repl_wb_start(&w, &c);
+	repl_wb_ack(&w, 1);
+	assert_int_equal(repl_wb_done(&w), -1);
+	/* the rebuilding one comes into sync after acknowledging: home */
+	c = t_chunk(2, 1, 2, 0, REPL_SYNC, REPL_REBUILDING, 0);
+	repl_wb_start(&w, &c);
+	repl_wb_ack(&w, 0);
+	repl_wb_ack(&w, 1);
+	c.state[1] = REPL_SYNC;
+	repl_wb_relayout(&w, &c);
+	assert_int_equal(repl_wb_done(&w), 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -182,6 +214,7 @@ int main(void)
 		cmocka_unit_test(test_repl_write_set),
 		cmocka_unit_test(test_repl_wb_done),
 		cmocka_unit_test(test_repl_wb_relayout),
+		cmocka_unit_test(test_repl_wb_rebuilding_alone),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
