@@ -126,6 +126,17 @@
  *                               unmaps ("wplay: unmap=ERR t=MS"). Times
  *                               are CLOCK_MONOTONIC ms. Ends with
  *                               "wplay: end".
+ *   fp_guest wloop REGION SEED AFTER
+ *                               map writable; round k (from 0) writes
+ *                               seed SEED + k's pattern into every page
+ *                               (a SIGBUS skipping to the next page) and
+ *                               flushes: "wloop: k=K seed=S written=N
+ *                               sigbus=N flush=ERR told=0|1 t=MS". Once
+ *                               a line (or EOF) is on stdin ("wloop:
+ *                               told k=K"; looked at before each round,
+ *                               without waiting) AFTER more rounds, then
+ *                               unmap: "wloop: unmap=ERR t=MS", and
+ *                               "wloop: end rounds=N last=S".
  *   fp_guest wverify REGION SEED...
  *                               map read-only and read every page,
  *                               going on past a SIGBUS (the rest of that
@@ -153,6 +164,7 @@
  *                               cold=N verified=N wrong=N zero=N sigbus=N".
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -1258,6 +1270,59 @@ static int guest_wstale(const char *region, uint64_t seed1, uint64_t seed2,
 	return 0;
 }
 
+/* 1 once stdin has a line or is at its end (looked at without waiting). */
+static int guest_stdin_told(void)
+{
+	struct pollfd p = { .fd = 0, .events = POLLIN };
+	char buf[64];
+
+	if (poll(&p, 1, 0) <= 0)
+		return 0;
+	if (p.revents & (POLLHUP | POLLERR | POLLNVAL))
+		return 1;
+	return read(0, buf, sizeof(buf)) >= 0;
+}
+
+/* A writer that keeps writing and flushing (see the top). */
+static int guest_wloop(const char *region, uint64_t seed, unsigned int after)
+{
+	struct farpage_map *m;
+	uint64_t k, told_at = 0, s = seed;
+	int told = 0, ret;
+
+	if (guest_map_rw(region, &m))
+		return 1;
+	guest_signals_catch();
+	for (k = 0; !told || k < told_at + after; k++) {
+		struct guest_counts c = { 0 };
+		size_t w;
+
+		if (!told && guest_stdin_told()) {
+			told = 1;
+			told_at = k;
+			printf("wloop: told k=%llu\n", (unsigned long long)k);
+			if (!after)
+				break;
+		}
+		s = seed + k;
+		w = guest_write_all(m, s, &c);
+		ret = farpage_flush(m);
+		printf("wloop: k=%llu seed=%llu written=%zu sigbus=%lu "
+		       "flush=%d told=%d t=%llu\n",
+		       (unsigned long long)k, (unsigned long long)s, w,
+		       (unsigned long)atomic_load(&c.sigbus), ret, told,
+		       (unsigned long long)guest_now_ms());
+		fflush(stdout);
+	}
+	ret = farpage_unmap(m);
+	printf("wloop: unmap=%d t=%llu\n", ret,
+	       (unsigned long long)guest_now_ms());
+	printf("wloop: end rounds=%llu last=%llu\n", (unsigned long long)k,
+	       (unsigned long long)s);
+	fflush(stdout);
+	return 0;
+}
+
 /* ---- wplay, wverify: the chaos test's writers and their judge ---- */
 
 /* Writes @seed's pattern into pages from, from + step, ... below @to;
@@ -1558,6 +1623,9 @@ int main(int argc, char **argv)
 		return guest_wverify(argv[2], argv + 3, argc - 3, 0);
 	if (argc >= 4 && !strcmp(argv[1], "vhold"))
 		return guest_wverify(argv[2], argv + 3, argc - 3, 1);
+	if (argc == 5 && !strcmp(argv[1], "wloop"))
+		return guest_wloop(argv[2], strtoull(argv[3], NULL, 0),
+				   (unsigned int)strtoul(argv[4], NULL, 0));
 	if (argc == 3 && !strcmp(argv[1], "rdonly-write"))
 		return guest_rdonly_write(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "poison-race"))
@@ -1575,7 +1643,8 @@ int main(int argc, char **argv)
 		"SEED |\n"
 		"       wcut REGION SEED OLDSEED NWRITE | wsteal REGION SEED1 "
 		"SEED2 |\n"
-		"       wstale REGION SEED1 SEED2 SEED3 |\n"
+		"       wstale REGION SEED1 SEED2 SEED3 | wloop REGION SEED "
+		"AFTER |\n"
 		"       sparse REGION SEED PAGES [HOLD_MAPS] |\n"
 		"       wplay REGION TRIES RETRY_MS STEP... | wverify REGION "
 		"SEED... |\n"
