@@ -106,9 +106,10 @@ int farpage_unmap(struct farpage_map *m);
  * chunks, once the rest is home). While the agent is gone, and when it
  * dies during the flush, it waits for the mapping to be handed to a
  * restarted one, which sends the pages home (-ENOTCONN if none came
- * within the agent timeout). 0 at once for a read-only map; -EOPNOTSUPP when faults
- * are served by copying (a kernel without minor faults on shmem, or an
- * agent run with --fault-mode copy): writes then stay in this process.
+ * within the agent timeout). 0 at once for a read-only map; -EOPNOTSUPP
+ * when faults are served by copying (a kernel without minor faults on
+ * shmem, or an agent run with --fault-mode copy): writes then stay in
+ * this process.
  */
 int farpage_flush(struct farpage_map *m);
 
