@@ -13,8 +13,9 @@
  *       sends, which makes it a WRITE header: the page server then waits
  *       for that many data bytes (and a tag) that never come, while the
  *       client waits for its reply. The stream of requests is followed
- *       as the client frames it: a peer handshake (HELLO 176 and PROOF 40
- *       bytes, when it starts with "FPA1"), then records (header 24, a
+ *       as the client frames it: a peer handshake (HELLO and PROOF,
+ *       AUTH_HELLO_LEN and AUTH_PROOF_LEN bytes, when it starts with
+ *       AUTH_MAGIC), then records (header 24, a
  *       WRITE's generation 8 and data, a tag 16 when secure). Prints
  *       "flipped: conn=N read=NTH len=L tag=T" when it did, and
  *       "conn: N" for each connection accepted. Runs until killed.
@@ -33,9 +34,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define TP_HDR	    24u
-#define TP_TAG	    16u
-#define TP_HS_UP    (176u + 40u) /* HELLO and PROOF, client to server */
+#include "auth.h"
+
+#define TP_HDR 24u
+#define TP_TAG 16u
+/* HELLO and PROOF, client to server, in the handshake this build speaks */
+#define TP_HS_UP    (AUTH_HELLO_LEN + AUTH_PROOF_LEN)
 #define TP_OP_READ  2u
 #define TP_OP_WRITE 3u
 #define TP_F_WGEN   0x1u
