@@ -25,7 +25,8 @@ o=$(fp_node_id O)
 fp_cli H O region create w --size 8M --owners "$o,$o,$o,$o" >"$FP_TMP/c.out" 2>&1 ||
 	fp_fail "create w: $(cat "$FP_TMP/c.out")"
 fp_cli H O fill w --seed 5 >/dev/null 2>&1 || fp_fail "fill w"
-trap 'kill -CONT "${FP_NODE_PID[O]}" 2>/dev/null' EXIT
+cont_o() { kill -CONT "${FP_NODE_PID[O]}" 2>/dev/null; }
+fp_at_exit cont_o
 for ((r = 1; r <= ROUNDS; r++)); do
 	seed=$((40 + r))
 	rm -f "$FP_TMP/g.fifo"
