@@ -328,8 +328,6 @@ static const struct msg_field msg_fields[MSG_F__MAX] = {
 				 msg_rcheck_rec, MSG_TASKS_MAX),
 	[MSG_F_SUMS] =
 		F_RECSN(msg, "sums", sums, n_sums, msg_rsum_rec, MSG_TASKS_MAX),
-	[MSG_F_UNREACH] =
-		F_LIST(msg, "unreach", unreach, n_unreach, 1, UINT32_MAX),
 };
 
 #define B(f) MSG_BIT(MSG_F_##f)
@@ -358,7 +356,7 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 			      B(NODE) | B(INSTANCE) | B(PEERS) | B(EPOCH) |
 				      B(CID) | B(EXTENTS) | B(TAKEN) |
 				      B(REBUILT) | B(FAILED) | B(RCHK) |
-				      B(SUMS) | B(UNREACH),
+				      B(SUMS),
 			      B(NODE) | B(INSTANCE) },
 	[MSG_T_NODE_LIST] = { "node_list", 0, 0 },
 	[MSG_T_NODES] = { "nodes", B(NODES) | B(GONE), 0 },

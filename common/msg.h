@@ -44,10 +44,7 @@ enum msg_type {
 			      region epoch synced, of those tables],
 			      [extents cleared], [taken, rebuilt, failed:
 			      rebuild task ids], [rchk: digests asked
-			      for are answered], [sums], [unreach: node
-			      ids its replicated write-back has not
-			      reached for its --replica-timeout-ms]
-			      -> HEARTBEAT_ACK */
+			      for are answered], [sums] -> HEARTBEAT_ACK */
 	MSG_T_NODE_LIST,   /* -> NODES */
 	MSG_T_NODES,	   /* nodes, [gone] */
 	/* regions */
@@ -203,7 +200,6 @@ enum msg_field_id {
 			    answers checks with sums */
 	MSG_F_CHECKS,	 /* list of struct msg_rcheck, <= MSG_TASKS_MAX */
 	MSG_F_SUMS,	 /* list of struct msg_rsum, <= MSG_TASKS_MAX */
-	MSG_F_UNREACH,	 /* list of u64 node ids a writer cannot reach */
 	MSG_F__MAX,
 };
 
@@ -372,9 +368,6 @@ struct msg_peer {
 	/* local only, never on the wire (the agent's /metrics) */
 	uint32_t up;	   /* the transport's connection is up */
 	uint32_t qp_state; /* verbs: enum xport_rdma_qp_state, 0 else */
-	/* ms since this loop's replicated write-backs to it began to fail
-	 * with none acknowledged since (0: none fails) */
-	uint64_t wstall_ms;
 };
 
 struct msg {
@@ -447,8 +440,6 @@ struct msg {
 	uint32_t n_checks;
 	struct msg_rsum *sums;
 	uint32_t n_sums;
-	uint64_t *unreach; /* HEARTBEAT: node ids */
-	uint32_t n_unreach;
 };
 
 /* AGENT_STAT's cache list: index -> figure (later ones may be absent) */

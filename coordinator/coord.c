@@ -1639,12 +1639,6 @@ static int coord_on_heartbeat(struct coord *c, const struct msg *req,
 			  req->n_peers, 2 * COORD_NODES_MAX);
 		return -EINVAL;
 	}
-	if (req->n_unreach > COORD_NODES_MAX) {
-		msg_error(rep, -EINVAL,
-			  "%u nodes reported unreached; at most %u",
-			  req->n_unreach, COORD_NODES_MAX);
-		return -EINVAL;
-	}
 	if (req->n_peers) {
 		peers = malloc((size_t)req->n_peers * sizeof(*peers));
 		if (!peers) {
@@ -1697,14 +1691,6 @@ static int coord_on_heartbeat(struct coord *c, const struct msg *req,
 			ret = coord_repl_tick(c, now, NULL, fatal);
 			if (ret && *fatal)
 				return ret;
-		}
-	}
-	if (req->n_unreach) {
-		ret = coord_repl_unreach(c, n, req, now, fatal);
-		if (ret) {
-			if (!*fatal && rep->type != MSG_T_ERROR)
-				msg_error(rep, ret, "out of memory");
-			return ret;
 		}
 	}
 	/* Who has synced what: one walk over every node, only when a scrub

@@ -65,9 +65,6 @@ struct coord_node {
 	/* In memory only: its last heartbeat said it answers checks
 	 * (rchk): only such a node gets rebuild tasks. */
 	int rchk;
-	/* In memory only: a writer reported it cannot reach it (its
-	 * replicas left their sets): no rebuild onto it before then. */
-	uint64_t shun_until;
 };
 
 /*
@@ -228,14 +225,6 @@ int coord_repl_node_lost(struct coord *c, struct coord_node *n, int *fatal);
 /* Starts rebuild tasks for MISSING replicas (of region @only, or all). */
 int coord_repl_tick(struct coord *c, uint64_t now, const char *only,
 		    int *fatal);
-/* @n's heartbeat names nodes its replicated write-back cannot reach:
- * their SYNC replicas of the regions @n holds the write lease of leave
- * their sets where another replica of the chunk is SYNC on a node that
- * is up and not named too (never the last one), and no rebuild goes
- * there for a lease. (A REBUILDING one stays: its copy runs; it leaves
- * when its task fails.) */
-int coord_repl_unreach(struct coord *c, struct coord_node *n,
-		       const struct msg *req, uint64_t now, int *fatal);
 /* A heartbeat's taken / rebuilt / failed lists and sums, at @now. */
 int coord_repl_heartbeat(struct coord *c, struct coord_node *n,
 			 const struct msg *req, uint64_t now, int *fatal);

@@ -379,79 +379,6 @@ int coord_repl_node_lost(struct coord *c, struct coord_node *n, int *fatal)
 	return ret;
 }
 
-static int repl_up(const struct coord *c, uint64_t id, uint64_t now);
-
-/* 1 if id @node is in @req's unreach list. */
-static int repl_is_unreached(const struct msg *req, uint64_t node)
-{
-	for (uint32_t u = 0; u < req->n_unreach; u++)
-		if (req->unreach[u] == node)
-			return 1;
-	return 0;
-}
-
-/* 1 if another replica of the chunk of record @idx is SYNC on a node
- * that is up and that the writer reaches (not in @req's unreach). */
-static int repl_other_sync(const struct coord *c, const struct coord_region *r,
-			   uint32_t idx, const struct msg *req, uint64_t now)
-{
-	uint32_t R = r->replicas, base = idx - idx % R;
-
-	for (uint32_t k = base; k < base + R; k++)
-		if (k != idx && r->rstate[k] == MSG_RS_SYNC &&
-		    repl_up(c, r->chunks[k].node, now) &&
-		    !repl_is_unreached(req, r->chunks[k].node))
-			return 1;
-	return 0;
-}
-
-int coord_repl_unreach(struct coord *c, struct coord_node *n,
-		       const struct msg *req, uint64_t now, int *fatal)
-{
-	int ret = 0;
-
-	for (uint32_t u = 0; u < req->n_unreach && !ret; u++) {
-		struct coord_node *p = coord_node_find(c, req->unreach[u]);
-
-		/* down: its lease takes its replicas out */
-		if (!p || p == n || now >= p->lease_end)
-			continue;
-		for (uint32_t i = 0; i < c->n_regions && !ret; i++) {
-			const struct coord_region *r = c->regions[i];
-			struct repl_rec x;
-
-			if (r->replicas < 2 || !r->writer.lease ||
-			    r->writer.node != n->id ||
-			    r->writer.instance != n->instance)
-				continue;
-			p->shun_until = now + c->lease_ms;
-			repl_rec_init(&x, c, r);
-			for (uint32_t k = 0; k < r->n_chunks && !ret; k++)
-				if (r->chunks[k].node == p->id &&
-				    r->rstate[k] == MSG_RS_SYNC &&
-				    repl_other_sync(c, r, k, req, now))
-					ret = repl_rec_add(&x, r, k,
-							   MSG_RS_MISSING,
-							   &r->chunks[k]);
-			if (ret) {
-				msg_fini(&x.m);
-				break;
-			}
-			if (!x.m.n_rstates) {
-				msg_fini(&x.m);
-				continue;
-			}
-			log_warn("region '%s': %u replicas on node %u (%s) "
-				 "left their sets: its writer, node %u (%s), "
-				 "cannot reach it (rgen %llu)",
-				 r->name, x.m.n_rstates, p->id, p->name, n->id,
-				 n->name, (unsigned long long)x.m.rgen);
-			ret = repl_rec_commit(c, &x, fatal);
-		}
-	}
-	return ret;
-}
-
 /* Is node @id up at @now? */
 static int repl_up(const struct coord *c, uint64_t id, uint64_t now)
 {
@@ -486,7 +413,6 @@ static struct coord_node *repl_pick(struct coord *c,
 		uint64_t off;
 
 		if (n->gone || now >= n->lease_end || !n->rchk ||
-		    now < n->shun_until ||
 		    repl_tasks_on(c, n->id) >= COORD_TASKS_PER_NODE)
 			continue;
 		for (uint32_t k = base; k < base + R; k++) {

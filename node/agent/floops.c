@@ -451,8 +451,6 @@ int floops_peer_stats(struct floops *g, struct msg_peer **out, uint32_t *n)
 			p->writes += m->writes;
 			p->wbytes += m->wbytes;
 			p->werrors += m->werrors;
-			if (m->wstall_ms > p->wstall_ms)
-				p->wstall_ms = m->wstall_ms;
 			p->up |= m->up;
 			if (!p->qp_state)
 				p->qp_state = m->qp_state;

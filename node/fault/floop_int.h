@@ -41,9 +41,6 @@
 #define FLOOP_RB_READS	 4	     /* rebuild reads in flight per loop */
 #define FLOOP_RB_PAGES	 16	     /* pages in one rebuild read */
 #define FLOOP_SAMPLE_MAX 64	     /* ranges dropped per process_madvise */
-/* A peer's replicated write-backs count as failing until none failed
- * for this long (fpeer.wfail_ms). */
-#define FLOOP_WFAIL_QUIET_MS 5000
 /* Faults may take the cache this far over its size while victims go
  * home; beyond it they wait. Reads in flight land within it. */
 #define FLOOP_CACHE_SLACK                          \
@@ -307,11 +304,6 @@ struct fpeer {
 	struct xport_peer *sxp;
 	struct xport_stats slast;
 	int swarned;
-	/* the first replicated write-back to it that failed with none
-	 * acknowledged since (0: none fails); the heartbeat names it to the
-	 * coordinator once that is --replica-timeout-ms ago */
-	uint64_t wfail_ms;
-	uint64_t wfail_last_ms; /* the last such failure */
 };
 
 /* A fault that found every slot busy; its deadline runs from t0_ms. */
@@ -757,8 +749,6 @@ void floop_peer_stalled(struct floop *f, uint64_t node, uint64_t post_ms,
 /* A read from @node was answered: its stall time is the configured one
  * again. */
 void floop_peer_answered(struct floop *f, uint64_t node);
-/* A replicated write-back to @node was acknowledged (@ok) or failed. */
-void floop_peer_wb_result(struct floop *f, uint64_t node, int ok);
 int floop_peer_inst_is_lost(struct floop *f, uint64_t node, uint64_t inst);
 int floop_peer_chunk_is_lost(struct floop *f, const struct msg_chunk *c);
 /* 1 if chunk record @c names an instance of its owner, this node or a

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "evl.h"
 #include "log.h"
 
 /* ---- transports ---- */
@@ -493,21 +492,6 @@ void floop_peer_answered(struct floop *f, uint64_t node)
 	}
 }
 
-void floop_peer_wb_result(struct floop *f, uint64_t node, int ok)
-{
-	struct fpeer *p = floop_peer_find(f, node);
-
-	if (!p)
-		return;
-	if (ok) {
-		p->wfail_ms = 0;
-		return;
-	}
-	p->wfail_last_ms = evl_now_ms();
-	if (!p->wfail_ms)
-		p->wfail_ms = p->wfail_last_ms;
-}
-
 int floop_peer_inst_is_lost(struct floop *f, uint64_t node, uint64_t inst)
 {
 	struct fpeer *p = floop_peer_find(f, node);
@@ -550,7 +534,6 @@ void floop_peers_stats_publish(struct floop *f)
 	struct msg_peer *old;
 	struct xport_stats xs;
 	uint32_t n = f->n_peers;
-	uint64_t now = evl_now_ms();
 
 	if (!st)
 		return;
@@ -579,12 +562,6 @@ void floop_peers_stats_publish(struct floop *f)
 				p->xp && p->t->ops->peer_state(p->xp) ==
 						 XPORT_PEER_UP);
 		st[i].qp_state = p->xp ? xs.qp_state : 0;
-		/* no write failed there for a while (none was sent: its
-		 * replicas left the set): not failing any more */
-		if (p->wfail_ms &&
-		    now - p->wfail_last_ms > FLOOP_WFAIL_QUIET_MS)
-			p->wfail_ms = 0;
-		st[i].wstall_ms = p->wfail_ms ? now - p->wfail_ms : 0;
 	}
 	pthread_mutex_lock(&f->lock);
 	old = f->stats;

@@ -114,12 +114,10 @@ static int cache_wb_repl_send(struct floop *f, struct fmap *m, struct wback *w,
 			ret = floop_peer_write(f, c->node, off, (uint32_t)len,
 					       w->buf, m->wgen,
 					       tag | ((uint64_t)r << 8));
-		if (ret) {
+		if (ret)
 			w->rerr = w->rerr ? w->rerr : ret;
-			floop_peer_wb_result(f, c->node, 0);
-		} else {
+		else
 			w->rpend++;
-		}
 	}
 	if (w->rpend)
 		return 0;
@@ -371,8 +369,6 @@ void floop_cache_wb_done(struct floop *f, uint32_t idx, uint32_t gen,
 	if (m->repl > 1 && w->rpend) {
 		/* one replica's answer: home once every replica still in
 		 * the set (the layout as it is now) acknowledged */
-		if (r < REPL_MAX && status != -ENOLCK)
-			floop_peer_wb_result(f, w->rw.rec[r].node, !status);
 		if (!status)
 			repl_wb_ack(&w->rw, r);
 		else if (!w->rerr || status == -ENOLCK)

@@ -94,7 +94,6 @@ struct csess {
 	struct msg_extent *cleared; /* to report in the next heartbeat */
 	uint32_t n_cleared, cap_cleared;
 	uint64_t next_hb_ms;
-	uint64_t unreach_logged_ms; /* csess_unreach() said so then */
 	/* rebuild tasks of replicated regions (csess_tasks_*): under lock */
 	struct csess_task *tasks;
 	uint32_t n_tasks;
@@ -1059,48 +1058,6 @@ static void csess_checks(struct csess *s, const struct msg *ack)
 		atomic_store(&s->hb_now, 1);
 }
 
-/*
- * The peers this node's replicated write-back has failed to reach for
- * --replica-timeout-ms (none acknowledged since) into @req's unreach:
- * the coordinator takes their replicas of the regions this node writes
- * out of the set where another replica is in sync (it decides; a writer
- * cut from every owner cannot empty a set). 0 or -ENOMEM.
- */
-static int csess_unreach(struct csess *s, struct msg *req)
-{
-	unsigned int to = s->a->cfg.repl_timeout_ms;
-	uint64_t now = evl_now_ms();
-
-	if (!to)
-		return 0;
-	for (uint32_t i = 0; i < req->n_peers; i++) {
-		const struct msg_peer *p = &req->peers[i];
-		uint32_t k;
-		int ret;
-
-		if (p->wstall_ms < to)
-			continue;
-		for (k = 0; k < req->n_unreach; k++)
-			if (req->unreach[k] == p->node)
-				break;
-		if (k < req->n_unreach)
-			continue;
-		ret = csess_ids_add(&req->unreach, &req->n_unreach, p->node);
-		if (ret)
-			return ret;
-		if (now - s->unreach_logged_ms >= 10000) {
-			log_warn("replicated write-back to node %llu has "
-				 "failed for %llu ms: asking the coordinator "
-				 "to take its replicas of the regions written "
-				 "here out of their sets",
-				 (unsigned long long)p->node,
-				 (unsigned long long)p->wstall_ms);
-			s->unreach_logged_ms = now;
-		}
-	}
-	return 0;
-}
-
 static void csess_heartbeat(struct csess *s)
 {
 	struct node_agent *a = s->a;
@@ -1115,10 +1072,6 @@ static void csess_heartbeat(struct csess *s)
 	req.epoch = s->synced_epoch;
 	req.cid = s->cid;
 	floops_peer_stats(a->fl, &req.peers, &req.n_peers);
-	if (csess_unreach(s, &req)) {
-		msg_fini(&req);
-		return; /* no memory: again at the next beat */
-	}
 	req.extents = s->cleared; /* lent, taken back below */
 	req.n_extents = s->n_cleared;
 	req.rchk = 1;
