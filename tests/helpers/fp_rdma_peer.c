@@ -71,6 +71,10 @@ struct rpeer {
 	unsigned int hb_ms;
 	struct actl ac;
 	uint64_t self, instance;
+	/* the coordinator's tables and region epoch as last answered: an
+	 * honest member with no mapping has synced them at once (a node
+	 * that never reports its epoch is counted down) */
+	uint64_t cid, epoch;
 	bool beating;
 	bool hb_failed; /* a heartbeat failed (said once; it goes on) */
 	uint64_t next_hb;
@@ -103,13 +107,27 @@ static int rpeer_call(struct rpeer *r, struct msg *req, struct msg *rep,
 static int rpeer_heartbeat(struct rpeer *r)
 {
 	struct msg req, rep;
+	bool again;
 	int ret;
 
-	msg_init(&req, MSG_T_HEARTBEAT);
-	req.node = r->self;
-	req.instance = r->instance;
-	ret = rpeer_call(r, &req, &rep, MSG_T_HEARTBEAT_ACK);
-	msg_fini(&rep);
+	/* A second beat at once when the answer names another epoch: it
+	 * is synced (nothing mapped here) and said so without waiting. */
+	for (int i = 0; i < 2; i++) {
+		msg_init(&req, MSG_T_HEARTBEAT);
+		req.node = r->self;
+		req.instance = r->instance;
+		req.cid = r->cid;
+		req.epoch = r->epoch;
+		ret = rpeer_call(r, &req, &rep, MSG_T_HEARTBEAT_ACK);
+		again = !ret && (rep.cid != r->cid || rep.epoch != r->epoch);
+		if (!ret) {
+			r->cid = rep.cid;
+			r->epoch = rep.epoch;
+		}
+		msg_fini(&rep);
+		if (!again)
+			break;
+	}
 	r->next_hb = t_now_ms() + r->hb_ms;
 	return ret;
 }
@@ -150,6 +168,7 @@ static int rpeer_join(struct rpeer *r)
 	req.instance = r->instance;
 	ret = rpeer_call(r, &req, &rep, MSG_T_NODE_JOINED);
 	r->self = rep.node;
+	r->cid = rep.cid;
 	msg_fini(&rep);
 	if (ret)
 		return ret;
