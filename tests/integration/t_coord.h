@@ -396,4 +396,71 @@ static inline int t_heartbeat(int fd, uint64_t node, uint64_t instance)
 	return ret;
 }
 
+/* Is node @id up in the node list? 1 or 0; -1 if it is not listed. */
+static inline int t_up(int fd, uint64_t id)
+{
+	struct msg req, rep;
+	int up = -1;
+
+	msg_init(&req, MSG_T_NODE_LIST);
+	if (!t_call(fd, &req, &rep))
+		for (uint32_t i = 0; i < rep.n_nodes; i++)
+			if (rep.nodes[i].id == id)
+				up = (int)rep.nodes[i].up;
+	msg_fini(&rep);
+	return up;
+}
+
+/*
+ * One heartbeat of node @id (instance @inst) that answers checks: the
+ * epoch @synced of tables @cid synced, the digests @sums (@n_sums: sent,
+ * then 0) and a rebuild task taken, rebuilt and failed (0: none). The
+ * answer in @ack (msg_fini it). Returns 0, -EPROTO for another answer,
+ * or -errno.
+ */
+static inline int t_heartbeat_tasks(int fd, uint64_t id, uint64_t inst,
+				    uint64_t synced, uint64_t cid,
+				    const struct msg_rsum *sums,
+				    uint32_t *n_sums, uint64_t taken,
+				    uint64_t rebuilt, uint64_t failed,
+				    struct msg *ack)
+{
+	struct msg req;
+	int ret;
+
+	msg_init(&req, MSG_T_HEARTBEAT);
+	req.node = id;
+	req.instance = inst;
+	req.epoch = synced;
+	req.cid = cid;
+	req.rchk = 1;
+	if (*n_sums) {
+		req.sums = malloc(*n_sums * sizeof(*req.sums));
+		if (!req.sums)
+			return -ENOMEM;
+		memcpy(req.sums, sums, *n_sums * sizeof(*req.sums));
+		req.n_sums = *n_sums;
+		*n_sums = 0;
+	}
+	if (taken) {
+		req.taken = &taken;
+		req.n_taken = 1;
+	}
+	if (rebuilt) {
+		req.rebuilt = &rebuilt;
+		req.n_rebuilt = 1;
+	}
+	if (failed) {
+		req.failed = &failed;
+		req.n_failed = 1;
+	}
+	ret = t_call(fd, &req, ack);
+	req.taken = req.rebuilt = req.failed = NULL; /* ours */
+	req.n_taken = req.n_rebuilt = req.n_failed = 0;
+	msg_fini(&req);
+	if (!ret && ack->type != MSG_T_HEARTBEAT_ACK)
+		ret = -EPROTO;
+	return ret;
+}
+
 #endif

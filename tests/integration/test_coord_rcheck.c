@@ -52,37 +52,10 @@ static void t_digest(const struct msg_rcheck *c, int what, uint8_t *sum)
 static int t_hb(int fd, struct t_node *n, uint64_t taken, uint64_t rebuilt,
 		struct msg *ack)
 {
-	struct msg req;
 	int ret;
 
-	msg_init(&req, MSG_T_HEARTBEAT);
-	req.node = n->id;
-	req.instance = n->inst;
-	req.epoch = t_synced;
-	req.cid = t_cid;
-	req.rchk = 1;
-	if (n->n_pend) {
-		req.sums = malloc(n->n_pend * sizeof(*req.sums));
-		if (!req.sums)
-			return -ENOMEM;
-		memcpy(req.sums, n->pend, n->n_pend * sizeof(*req.sums));
-		req.n_sums = n->n_pend;
-		n->n_pend = 0;
-	}
-	if (taken) {
-		req.taken = &taken;
-		req.n_taken = 1;
-	}
-	if (rebuilt) {
-		req.rebuilt = &rebuilt;
-		req.n_rebuilt = 1;
-	}
-	ret = t_call(fd, &req, ack);
-	req.taken = req.rebuilt = NULL; /* ours */
-	req.n_taken = req.n_rebuilt = 0;
-	msg_fini(&req);
-	if (!ret && ack->type != MSG_T_HEARTBEAT_ACK)
-		ret = -EPROTO;
+	ret = t_heartbeat_tasks(fd, n->id, n->inst, t_synced, t_cid, n->pend,
+				&n->n_pend, taken, rebuilt, 0, ack);
 	if (ret)
 		return ret;
 	t_cid = ack->cid;

@@ -56,41 +56,10 @@ static struct t_node *t_node_of(uint64_t id)
 static int t_hb(int fd, struct t_node *n, uint64_t taken, uint64_t rebuilt,
 		uint64_t failed, struct msg *ack)
 {
-	struct msg req;
 	int ret;
 
-	msg_init(&req, MSG_T_HEARTBEAT);
-	req.node = n->id;
-	req.instance = n->inst;
-	req.epoch = t_synced;
-	req.cid = t_cid;
-	req.rchk = 1;
-	if (n->n_pend) {
-		req.sums = malloc(n->n_pend * sizeof(*req.sums));
-		if (!req.sums)
-			return -ENOMEM;
-		memcpy(req.sums, n->pend, n->n_pend * sizeof(*req.sums));
-		req.n_sums = n->n_pend;
-		n->n_pend = 0;
-	}
-	if (taken) {
-		req.taken = &taken;
-		req.n_taken = 1;
-	}
-	if (rebuilt) {
-		req.rebuilt = &rebuilt;
-		req.n_rebuilt = 1;
-	}
-	if (failed) {
-		req.failed = &failed;
-		req.n_failed = 1;
-	}
-	ret = t_call(fd, &req, ack);
-	req.taken = req.rebuilt = req.failed = NULL; /* ours */
-	req.n_taken = req.n_rebuilt = req.n_failed = 0;
-	msg_fini(&req);
-	if (!ret && ack->type != MSG_T_HEARTBEAT_ACK)
-		ret = -EPROTO;
+	ret = t_heartbeat_tasks(fd, n->id, n->inst, t_synced, t_cid, n->pend,
+				&n->n_pend, taken, rebuilt, failed, ack);
 	if (!ret)
 		t_cid = ack->cid;
 	for (uint32_t i = 0; !ret && i < ack->n_checks; i++) {
@@ -150,21 +119,6 @@ static uint64_t t_state(const struct msg *m, uint64_t c, uint64_t r)
 		if (m->rstates[i].chunk == c && m->rstates[i].replica == r)
 			return m->rstates[i].state;
 	return MSG_RS_SYNC;
-}
-
-/* Is node @id up in the node list? */
-static int t_up(int fd, uint64_t id)
-{
-	struct msg req, rep;
-	int up = -1;
-
-	msg_init(&req, MSG_T_NODE_LIST);
-	if (!t_call(fd, &req, &rep))
-		for (uint32_t i = 0; i < rep.n_nodes; i++)
-			if (rep.nodes[i].id == id)
-				up = (int)rep.nodes[i].up;
-	msg_fini(&rep);
-	return up;
 }
 
 /* Heartbeats the live nodes until node @id is down; 0 or -1. */

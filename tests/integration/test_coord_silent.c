@@ -97,21 +97,6 @@ static int t_create(int fd, const char *name, uint64_t owner, char *why,
 	return ret;
 }
 
-/* Is node @id up in the node list? -1 if not listed. */
-static int t_up(int fd, uint64_t id)
-{
-	struct msg req, rep;
-	int up = -1;
-
-	msg_init(&req, MSG_T_NODE_LIST);
-	if (!t_call(fd, &req, &rep))
-		for (uint32_t i = 0; i < rep.n_nodes; i++)
-			if (rep.nodes[i].id == id)
-				up = (int)rep.nodes[i].up;
-	msg_fini(&rep);
-	return up;
-}
-
 static int t_run(struct t_coord *tc)
 {
 	static const char *const args[] = { "--lease-ms", "3000",
