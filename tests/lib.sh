@@ -303,6 +303,25 @@ fp_node_start() {
 	fp_wait_file "$FP_TMP/$n.addr" || fp_fail "agent $n did not start"
 }
 
+# fp_node_refused HOST NAME LOG WHAT [flags]: agent NAME on HOST (an 8M
+# pool, its socket in FP_TMP), which must refuse to start: its output in
+# LOG, its exit status in FP_REFUSED_RC; fails (WHAT in the message) if it
+# still runs after 60 s or exits 0.
+fp_node_refused() {
+	local h=$1 n=$2 log=$3 what=$4 p rc
+	shift 4
+	# shellcheck disable=SC2046
+	${FP_HOST_RUN[$h]} "$FP_NODE_BIN" --coordinator "$FP_COORD" --name "$n" $(fp_insecure_flag) \
+		--pool-size 8M --sock "$FP_TMP/$n.sock" "$@" >"$log" 2>&1 &
+	p=$!
+	FP_PIDS+=("$p")
+	fp_wait_pid "$p" 60
+	rc=$?
+	[ "$rc" != 124 ] || fp_fail "$what: the agent did not end"
+	[ "$rc" != 0 ] || { cat "$log" >&2; fp_fail "$what: the agent exited 0"; }
+	FP_REFUSED_RC=$rc
+}
+
 # fp_metrics_page NODE: agent NODE's /metrics (started with
 # --metrics-listen), read on NODE's host; fails if it cannot be read.
 fp_metrics_page() {

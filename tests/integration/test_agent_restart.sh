@@ -64,15 +64,8 @@ FP_PIDS+=("$hp")
 fp_wait_log "$FP_TMP/hold.out" '^[0-9]+$' 20 || { cat "$FP_TMP/hold.out" >&2; fp_fail "no outgoing connection"; }
 held=$(head -n1 "$FP_TMP/hold.out")
 fp_log "an outgoing connection holds 127.0.0.1:$held"
-# shellcheck disable=SC2046
-"$FP_NODE_BIN" --coordinator "$FP_COORD" --name X $(fp_insecure_flag) --pool-size 8M \
-	--data-listen "127.0.0.1:$held" --sock "$FP_TMP/x.sock" >"$FP_TMP/x.log" 2>&1 8>&- &
-xp=$!
-FP_PIDS+=("$xp")
-fp_wait_pid "$xp" 60
-rc=$?
-[ "$rc" != 124 ] || fp_fail "the agent on a taken port did not exit"
-[ "$rc" != 0 ] || fp_fail "the agent on a taken port exited 0"
+fp_node_refused H X "$FP_TMP/x.log" "the agent on a taken port" --data-listen "127.0.0.1:$held"
+rc=$FP_REFUSED_RC
 grep -q "Address already in use" "$FP_TMP/x.log" &&
 	grep -q "is in use; trying again" "$FP_TMP/x.log" &&
 	grep -q "ephemeral range" "$FP_TMP/x.log" &&
@@ -83,15 +76,9 @@ exec 8>&-
 fp_wait_pid "$hp" 20 || fp_fail "the holder did not end"
 
 # A port another server listens on (O's).
-# shellcheck disable=SC2046
-"$FP_NODE_BIN" --coordinator "$FP_COORD" --name X $(fp_insecure_flag) --pool-size 8M \
-	--data-listen "$addr" --sock "$FP_TMP/x.sock" >"$FP_TMP/x.log" 2>&1 &
-xp=$!
-FP_PIDS+=("$xp")
-fp_wait_pid "$xp" 60
-rc=$?
-[ "$rc" != 124 ] || fp_fail "the agent on O's port did not exit"
-[ "$rc" != 0 ] && grep -q "another socket holds port ${addr##*:}" "$FP_TMP/x.log" ||
+fp_node_refused H X "$FP_TMP/x.log" "the agent on O's port" --data-listen "$addr"
+rc=$FP_REFUSED_RC
+grep -q "another socket holds port ${addr##*:}" "$FP_TMP/x.log" ||
 	{ cat "$FP_TMP/x.log" >&2; fp_fail "the agent on O's port: exit $rc, not the message"; }
 fp_log "ok: a port another server listens on: exit $rc, said so"
 exit 0

@@ -29,16 +29,10 @@ rc=$?
 kill -TERM "$FP_COORD_PID"
 fp_wait_pid "$FP_COORD_PID" 60 >/dev/null
 fp_coord_respawn A --data-addr-check strict
-# shellcheck disable=SC2046
-${FP_HOST_RUN[B]} "$FP_NODE_BIN" --coordinator "$FP_COORD" --name c $(fp_insecure_flag) \
-	--pool-size 8M --data-listen "${FP_HOST_IP[B]}:$(fp_port B)" --data-addr "$IPA:$(fp_port A)" \
-	--sock "$FP_TMP/c.sock" >"$FP_TMP/c.log" 2>&1 &
-cp=$!
-FP_PIDS+=("$cp")
-fp_wait_pid "$cp" 60
-rc=$?
-[ "$rc" != 124 ] || fp_fail "agent c, refused, did not end"
-[ "$rc" != 0 ] && grep -q "data address $IPA:[0-9]* is not the address it connects from" "$FP_TMP/c.log" ||
+fp_node_refused B c "$FP_TMP/c.log" "agent c with A's address under strict" \
+	--data-listen "${FP_HOST_IP[B]}:$(fp_port B)" --data-addr "$IPA:$(fp_port A)"
+rc=$FP_REFUSED_RC
+grep -q "data address $IPA:[0-9]* is not the address it connects from" "$FP_TMP/c.log" ||
 	{ cat "$FP_TMP/c.log" >&2; fp_fail "agent c with A's address under strict: exit $rc, not the refusal"; }
 grep -q "peer ${FP_HOST_IP[B]}:[0-9]*: node c: data address .* refused (--data-addr-check strict)" "$FP_TMP/coord.log" ||
 	fp_fail "the coordinator did not log the refusal"

@@ -46,16 +46,10 @@ fp_log "ok: B without --metrics-token-file: /metrics open"
 # Bad token files: the agent does not start, and says why.
 bad() {
 	if [ "$1" = none ]; then rm -f "$FP_TMP/bad.token"; else printf '%b' "$1" >"$FP_TMP/bad.token"; fi
-	# shellcheck disable=SC2046
-	"$FP_NODE_BIN" --coordinator "$FP_COORD" --name X $(fp_insecure_flag) --pool-size 8M \
-		--data-listen "127.0.0.1:$(fp_port H)" --sock "$FP_TMP/x.sock" \
-		--metrics-listen 127.0.0.1:0 --metrics-token-file "$FP_TMP/bad.token" >"$FP_TMP/x.log" 2>&1 &
-	local xp=$! rc
-	FP_PIDS+=("$xp")
-	fp_wait_pid "$xp" 60
-	rc=$?
-	[ "$rc" != 124 ] || fp_fail "$2: the agent did not end"
-	[ "$rc" != 0 ] && grep -q -- "--metrics-token-file .*$3" "$FP_TMP/x.log" ||
+	fp_node_refused H X "$FP_TMP/x.log" "$2" --data-listen "127.0.0.1:$(fp_port H)" \
+		--metrics-listen 127.0.0.1:0 --metrics-token-file "$FP_TMP/bad.token"
+	local rc=$FP_REFUSED_RC
+	grep -q -- "--metrics-token-file .*$3" "$FP_TMP/x.log" ||
 		{ cat "$FP_TMP/x.log" >&2; fp_fail "$2: exit $rc, not the reason '$3'"; }
 	fp_log "ok: $2: exit $rc, $(grep -o -- "--metrics-token-file .*$3.*" "$FP_TMP/x.log" | head -n1 | cut -c1-120)"
 }
