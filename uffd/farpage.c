@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "evl.h"
 #include "layout.h"
 #include "log.h"
 #include "msg.h"
@@ -840,13 +841,10 @@ static void farpage_lease_lose(struct farpage_map *m, int err)
 static int farpage_orphan(struct farpage_map *m)
 {
 	struct uffd_msg msgs[32];
-	struct timespec ts;
 	int64_t deadline, now, retry = 0;
 	int ret;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	deadline =
-		ts.tv_sec * 1000ll + ts.tv_nsec / 1000000 + m->agent_timeout_ms;
+	deadline = (int64_t)evl_now_ms() + m->agent_timeout_ms;
 	log_err("region %s: the agent closed its socket; faults wait up to "
 		"%u ms, then SIGBUS",
 		m->name, m->agent_timeout_ms);
@@ -860,8 +858,7 @@ static int farpage_orphan(struct farpage_map *m)
 		ssize_t n;
 
 		if (state == MAP_ORPHAN) {
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			now = ts.tv_sec * 1000ll + ts.tv_nsec / 1000000;
+			now = (int64_t)evl_now_ms();
 			if (now >= retry) {
 				ret = farpage_resume(m);
 				if (!ret)
@@ -1264,18 +1261,13 @@ static int farpage_flush_at(const char *sock_path, const char *name, int *gone)
  */
 static int farpage_flush_lost(struct farpage_map *m, unsigned int handovers)
 {
-	struct timespec ts;
-	int64_t end, now;
+	uint64_t end = evl_now_ms() + m->agent_timeout_ms;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	end = ts.tv_sec * 1000ll + ts.tv_nsec / 1000000 + m->agent_timeout_ms;
 	for (;;) {
 		if (atomic_load(&m->state) != MAP_LIVE ||
 		    atomic_load(&m->handovers) != handovers)
 			return 1;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		now = ts.tv_sec * 1000ll + ts.tv_nsec / 1000000;
-		if (now >= end)
+		if (evl_now_ms() >= end)
 			return 0;
 		nanosleep(&(struct timespec){ .tv_nsec = 10000000 }, NULL);
 	}
