@@ -141,54 +141,23 @@ struct server {
  * connections cannot fill the disk. What was left out is counted in the
  * next line.
  */
-static void __attribute__((format(printf, 2, 0)))
-server_log_limited(struct log_limit *l, const char *fmt, va_list ap)
+static void __attribute__((format(printf, 2, 3)))
+server_log_limited(struct log_limit *l, const char *fmt, ...)
 {
 	uint64_t dropped;
 	char line[512];
+	va_list ap;
 
 	if (!log_limit_take(l, evl_now_ms(), &dropped))
 		return;
+	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
 	if (dropped)
 		log_warn("%s (and %llu more not logged)", line,
 			 (unsigned long long)dropped);
 	else
 		log_warn("%s", line);
-}
-
-/* A refusal (SERVER_LOG_BURST lines a second). */
-static void __attribute__((format(printf, 2, 3)))
-server_log_refusal(struct server *s, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	server_log_limited(&s->refusals, fmt, ap);
-	va_end(ap);
-}
-
-/* One more rate-limited kind of line, on @l. */
-static void __attribute__((format(printf, 2, 3)))
-server_log_limited_f(struct log_limit *l, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	server_log_limited(l, fmt, ap);
-	va_end(ap);
-}
-
-/* A node key past its connection cap: lines of their own, so that a
- * flood of refusals just before cannot hide them. */
-static void __attribute__((format(printf, 2, 3)))
-server_log_capped(struct server *s, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	server_log_limited(&s->capped, fmt, ap);
-	va_end(ap);
 }
 
 /*
@@ -240,16 +209,16 @@ static int server_join_addr_check(struct server *s,
 			  "connects from (%s): refused (--data-addr-check "
 			  "strict); give the agent --data-addr %s:PORT",
 			  req->name, req->data_addr, from, from);
-		server_log_limited_f(&s->addrs, "peer %s: %s", cn->peer,
-				     rep->text);
+		server_log_limited(&s->addrs, "peer %s: %s", cn->peer,
+				   rep->text);
 		return -EACCES;
 	}
-	server_log_limited_f(&s->addrs,
-			     "node %s registers data address %s, not the "
-			     "address it connects from (%s): taken as one of "
-			     "its own (--data-addr-check warn; peers will dial "
-			     "it, and authenticate whoever answers)",
-			     req->name, req->data_addr, from);
+	server_log_limited(&s->addrs,
+			   "node %s registers data address %s, not the "
+			   "address it connects from (%s): taken as one of "
+			   "its own (--data-addr-check warn; peers will dial "
+			   "it, and authenticate whoever answers)",
+			   req->name, req->data_addr, from);
 	return 0;
 }
 
@@ -448,7 +417,7 @@ static int server_conn_serve(struct server_conn *cn)
 		    actl_open_frame(cn->sess, cn->rbuf + pos,
 				    (uint8_t *)payload, len, &len)) {
 			atomic_fetch_add(&s->m_auth_failed, 1);
-			server_log_refusal(s,
+			server_log_limited(&s->refusals,
 					   "peer %s: a frame does not verify "
 					   "(tampered, replayed or out of "
 					   "order); closing",
@@ -474,8 +443,8 @@ static int server_conn_serve(struct server_conn *cn)
 		ret = coord_authorize(s->coord, cn->role, cn->name, &req, &rep);
 		if (ret == -EACCES) {
 			atomic_fetch_add(&s->m_denied, 1);
-			server_log_refusal(s, "peer %s: refused: %s", cn->peer,
-					   rep.text);
+			server_log_limited(&s->refusals, "peer %s: refused: %s",
+					   cn->peer, rep.text);
 		}
 		if (!ret && req.type == MSG_T_NODE_JOIN &&
 		    server_join_addr_check(s, cn, &req, &rep) == -EACCES) {
@@ -645,9 +614,9 @@ static int server_conn_handshake(struct server_conn *cn)
 			break;
 		if (n <= 0) {
 			atomic_fetch_add(&s->m_auth_failed, 1);
-			server_log_refusal(s, "peer %s: %s in the handshake",
-					   cn->peer,
-					   n ? log_strerror(-errno) : "EOF");
+			server_log_limited(
+				&s->refusals, "peer %s: %s in the handshake",
+				cn->peer, n ? log_strerror(-errno) : "EOF");
 			return n ? -errno : -ECONNRESET;
 		}
 		if (auth_hs_input(cn->hs, buf, (size_t)n) < 0)
@@ -667,10 +636,10 @@ static int server_conn_handshake(struct server_conn *cn)
 		const struct auth_hello *h = auth_hs_hello(cn->hs);
 
 		atomic_fetch_add(&s->m_auth_failed, 1);
-		server_log_refusal(s, "peer %s: handshake refused (%s%s%s): %s",
-				   cn->peer, auth_role_name(h->role),
-				   h->name[0] ? " " : "", h->name,
-				   auth_hs_error(cn->hs));
+		server_log_limited(
+			&s->refusals, "peer %s: handshake refused (%s%s%s): %s",
+			cn->peer, auth_role_name(h->role),
+			h->name[0] ? " " : "", h->name, auth_hs_error(cn->hs));
 		return -EACCES;
 	}
 	if (!auth_hs_done(cn->hs))
@@ -870,7 +839,7 @@ static void server_hs_evict(struct server_conn *c, const struct server_conn *cn,
 
 	atomic_fetch_add(&s->m_dropped, 1);
 	atomic_fetch_add(&s->m_auth_failed, 1);
-	server_log_refusal(s,
+	server_log_limited(&s->refusals,
 			   "peer %s: closed: too many connections in the "
 			   "handshake%s; the oldest goes (for peer %s)",
 			   c->peer, why, cn->peer);
@@ -930,18 +899,18 @@ static int server_ident_admit(struct server_conn *cn)
 	}
 	if (old && same >= SERVER_CONNS_PER_NODE) {
 		atomic_fetch_add(&s->m_dropped, 1);
-		server_log_capped(s,
-				  "node %s: more than %u connections; closing "
-				  "its oldest, peer %s (for peer %s)",
-				  cn->name, SERVER_CONNS_PER_NODE, old->peer,
-				  cn->peer);
+		server_log_limited(&s->capped,
+				   "node %s: more than %u connections; closing "
+				   "its oldest, peer %s (for peer %s)",
+				   cn->name, SERVER_CONNS_PER_NODE, old->peer,
+				   cn->peer);
 		server_conn_close(old);
 		return 0;
 	}
 	if (nodes < s->nodes_max)
 		return 0;
 	atomic_fetch_add(&s->m_conns_refused, 1);
-	server_log_refusal(s,
+	server_log_limited(&s->refusals,
 			   "peer %s: node %s: node keys hold %u connections, "
 			   "the rest is kept for admins; refused",
 			   cn->peer, cn->name, nodes);
@@ -1177,7 +1146,7 @@ static void on_lease_tick(struct evl *l, void *arg)
 			cn->partial_ms = now;
 		if (cn->hs && now - cn->since_ms >= hs_ms) {
 			atomic_fetch_add(&s->m_auth_failed, 1);
-			server_log_refusal(s,
+			server_log_limited(&s->refusals,
 					   "peer %s: no handshake within %u "
 					   "ms; closing",
 					   cn->peer, hs_ms);
