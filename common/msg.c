@@ -258,6 +258,18 @@ static const struct msg_rec msg_rsum_rec = {
 	.required = 0x7,
 };
 
+static const struct msg_field msg_grant_fields[] = {
+	F_U64(msg_grant, "node", node, 1, UINT32_MAX),
+	F_U64(msg_grant, "task", task, 0, UINT64_MAX),
+	F_BYTES(msg_grant, "g", g),
+};
+
+static const struct msg_rec msg_grant_rec = {
+	.fields = msg_grant_fields,
+	.n_fields = ARRAY_LEN(msg_grant_fields),
+	.required = 0x5,
+};
+
 /* Top-level fields, indexed by enum msg_field_id. */
 static const struct msg_field msg_fields[MSG_F__MAX] = {
 	[MSG_F_ERR] = F_U64(msg, "err", err, 1, 4095),
@@ -328,6 +340,8 @@ static const struct msg_field msg_fields[MSG_F__MAX] = {
 				 msg_rcheck_rec, MSG_TASKS_MAX),
 	[MSG_F_SUMS] =
 		F_RECSN(msg, "sums", sums, n_sums, msg_rsum_rec, MSG_TASKS_MAX),
+	[MSG_F_GRANTS] = F_RECS(msg, "grants", grants, n_grants, msg_grant_rec),
+	[MSG_F_WANT_GRANTS] = F_U64(msg, "wgrants", want_grants, 1, 1),
 };
 
 #define B(f) MSG_BIT(MSG_F_##f)
@@ -347,7 +361,7 @@ static const struct msg_field msg_fields[MSG_F__MAX] = {
  * present. Lists are never required (an empty list is not written).
  */
 static const struct msg_schema msg_schema[MSG_T__MAX] = {
-	[MSG_T_OK] = { "ok", B(WGEN), 0 },
+	[MSG_T_OK] = { "ok", B(WGEN) | B(GRANTS), 0 },
 	[MSG_T_ERROR] = { "error", B(ERR) | B(TEXT), B(ERR) },
 	[MSG_T_NODE_JOIN] = { "node_join", JOIN_REQ | B(ZONE), JOIN_REQ },
 	[MSG_T_NODE_JOINED] = { "node_joined", B(NODE) | B(LEASE_MS) | B(CID),
@@ -365,10 +379,13 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 					  B(OWNERS) | B(WRITERS) | B(REPLICAS),
 				  B(NAME) | B(SIZE) },
 	[MSG_T_REGION_GET] = { "region_get",
-			       B(NAME) | B(WANT_RUNS) | B(WANT_REPL), B(NAME) },
+			       B(NAME) | B(WANT_RUNS) | B(WANT_REPL) |
+				       B(WANT_GRANTS),
+			       B(NAME) },
 	[MSG_T_REGION] = { "region",
 			   REGION_REQ | B(CHUNKS) | B(WRITERS) | B(RUNS) |
-				   B(REPLICAS) | B(RGEN) | B(RSTATES),
+				   B(REPLICAS) | B(RGEN) | B(RSTATES) |
+				   B(GRANTS),
 			   REGION_REQ },
 	[MSG_T_REGION_LIST] = { "region_list", 0, 0 },
 	[MSG_T_REGIONS] = { "regions", B(REGIONS), 0 },
@@ -392,13 +409,15 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 			       STAT_REQ },
 	[MSG_T_HEARTBEAT_ACK] = { "heartbeat_ack",
 				  B(EPOCH) | B(NGEN) | B(CID) | B(EXTENTS) |
-					  B(FENCE) | B(TASKS) | B(CHECKS),
+					  B(FENCE) | B(TASKS) | B(CHECKS) |
+					  B(GRANTS),
 				  B(EPOCH) | B(NGEN) | B(CID) },
 	[MSG_T_SCRUB] = { "scrub", B(NODE) | B(EPOCH) | B(EXTENTS) | B(FENCE),
 			  B(NODE) | B(EPOCH) },
 	[MSG_T_SCRUB_DONE] = { "scrub_done", B(NODE) | B(EXTENTS), B(NODE) },
 	[MSG_T_WRITE_LEASE] = { "write_lease",
-				WLEASE_REQ | B(INSTANCE) | B(WGEN),
+				WLEASE_REQ | B(INSTANCE) | B(WGEN) |
+					B(WANT_GRANTS),
 				WLEASE_REQ | B(INSTANCE) },
 	[MSG_T_WRITE_RELEASE] = { "write_release", WLEASE_REQ, WLEASE_REQ },
 	[MSG_T_FLUSH] = { "flush", B(NAME), B(NAME) },

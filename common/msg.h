@@ -200,6 +200,9 @@ enum msg_field_id {
 			    answers checks with sums */
 	MSG_F_CHECKS,	 /* list of struct msg_rcheck, <= MSG_TASKS_MAX */
 	MSG_F_SUMS,	 /* list of struct msg_rsum, <= MSG_TASKS_MAX */
+	MSG_F_GRANTS,	 /* list of struct msg_grant (data-plane grants) */
+	MSG_F_WANT_GRANTS, /* u64, 1 (absent: 0): REGION_GET or WRITE_LEASE
+			      from an agent that presents grants */
 	MSG_F__MAX,
 };
 
@@ -315,6 +318,22 @@ struct msg_rsum {
 	uint64_t id;
 	uint64_t nonce;
 	uint8_t sum[MSG_SUM_LEN];
+};
+
+/* Bytes of a sealed data-plane grant (common/auth/grant.h). */
+#define MSG_GRANT_LEN 168
+
+/*
+ * A grant for the node it is sent to, to present at the page server of
+ * node @node: READ (or READ and WRITE) of an extent of that node's pool
+ * (which the grant's sealed bytes name; only the coordinator and that
+ * node can make or check them). @task: the rebuild task it is for (its
+ * source extent), 0 for a region's.
+ */
+struct msg_grant {
+	uint64_t node;
+	uint64_t task;
+	uint8_t g[MSG_GRANT_LEN];
 };
 
 /* A byte range of a node's pool. */
@@ -440,6 +459,11 @@ struct msg {
 	uint32_t n_checks;
 	struct msg_rsum *sums;
 	uint32_t n_sums;
+	/* REGION, WRITE_LEASE's OK: grants for the asker, per owner and
+	 * extent; HEARTBEAT_ACK: those of its rebuild tasks */
+	struct msg_grant *grants;
+	uint32_t n_grants;
+	uint64_t want_grants; /* REGION_GET, WRITE_LEASE: 1 = send grants */
 };
 
 /* AGENT_STAT's cache list: index -> figure (later ones may be absent) */

@@ -27,13 +27,21 @@
  *        without it the generation is 0. The owner remembers the newest
  *        generation written to each 2 MiB segment of its pool and refuses
  *        an older one with ENOLCK: the writer's lease was taken over.
+ * GRANT: len bytes (a multiple of WIRE_GRANT_LEN, 1..WIRE_LEN_MAX) of
+ *        sealed grants follow (common/auth/grant.h); the reply (len 0)
+ *        carries status 0 once every one was taken for this connection, or
+ *        the errno of the first refused (those before it were taken). An
+ *        owner that checks grants answers READ and WRITE outside this
+ *        connection's grants EACCES; a WRITE must carry the generation of
+ *        a write grant covering it.
  */
 #ifndef COMMON_WIRE_H
 #define COMMON_WIRE_H
 
 #include <stdint.h>
 
-#define WIRE_VERSION 1
+/* 2: grants (GRANT; READ and WRITE need one when the owner checks) */
+#define WIRE_VERSION 2
 #define WIRE_HDR_LEN 24
 #define WIRE_LEN_MAX (1u << 20)
 
@@ -41,7 +49,11 @@ enum wire_op {
 	WIRE_OP_HELLO = 1,
 	WIRE_OP_READ = 2,
 	WIRE_OP_WRITE = 3,
+	WIRE_OP_GRANT = 4,
 };
+
+/* GRANT: len is a multiple of this (the sealed grants, grant.h) */
+#define WIRE_GRANT_LEN 168u
 
 /* WRITE flags */
 #define WIRE_F_WGEN   0x1u /* a write-lease generation follows the header */

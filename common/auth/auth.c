@@ -195,9 +195,9 @@ static bool auth_name_ok(const char *s)
 
 /* ---- keys ---- */
 
-static int auth_hkdf(const uint8_t *ikm, size_t ikm_len, const void *salt,
-		     size_t salt_len, const void *info, size_t info_len,
-		     uint8_t *out, size_t out_len)
+int auth_hkdf(const uint8_t *ikm, size_t ikm_len, const void *salt,
+	      size_t salt_len, const void *info, size_t info_len, uint8_t *out,
+	      size_t out_len)
 {
 	EVP_PKEY_CTX *pc = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, NULL);
 	int ok;

@@ -105,6 +105,12 @@ int auth_key_generate(struct auth_key *k, int64_t not_after);
 int auth_key_derive(const struct auth_key *c, enum auth_role role,
 		    const char *name, struct auth_key *out);
 
+/* HKDF-SHA256 of @ikm with @salt and @info into @out (@out_len bytes).
+ * Returns 0 or -ENOMEM/-EIO. */
+int auth_hkdf(const uint8_t *ikm, size_t ikm_len, const void *salt,
+	      size_t salt_len, const void *info, size_t info_len, uint8_t *out,
+	      size_t out_len);
+
 /* The pair key of nodes @a and @b (order does not matter). */
 int auth_pair_key(const struct auth_key *c, const char *a, const char *b,
 		  uint8_t out[AUTH_KEY_LEN]);
