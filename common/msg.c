@@ -370,7 +370,7 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 			      B(NODE) | B(INSTANCE) | B(PEERS) | B(EPOCH) |
 				      B(CID) | B(EXTENTS) | B(TAKEN) |
 				      B(REBUILT) | B(FAILED) | B(RCHK) |
-				      B(SUMS),
+				      B(SUMS) | B(WANT_GRANTS),
 			      B(NODE) | B(INSTANCE) },
 	[MSG_T_NODE_LIST] = { "node_list", 0, 0 },
 	[MSG_T_NODES] = { "nodes", B(NODES) | B(GONE), 0 },

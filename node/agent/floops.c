@@ -251,6 +251,18 @@ int floops_map_relayout(struct floops *g, const char *name, uint64_t epoch,
 	return 0;
 }
 
+int floops_map_grants(struct floops *g, const char *name, uint64_t epoch,
+		      const struct msg_grant *gr, uint32_t n)
+{
+	for (unsigned int i = 0; i < g->n; i++) {
+		int64_t t = floop_map_grants(g->l[i], name, epoch, gr, n);
+
+		if (t < 0)
+			return (int)t;
+	}
+	return 0;
+}
+
 int floops_rebuild(struct floops *g, const struct floop_rtask *t)
 {
 	return floop_rebuild(g->l[0], t);

@@ -69,6 +69,10 @@ int floops_map_relayout(struct floops *g, const char *name, uint64_t epoch,
 			const struct msg_run *runs, uint32_t n_runs,
 			uint32_t replicas, const struct msg_rstate *rs,
 			uint32_t n_rs, uint64_t rgen);
+/* The grants of region @name's mappings at @epoch, for every loop
+ * (floop_map_grants(); copied). 0 or -ENOMEM. */
+int floops_map_grants(struct floops *g, const char *name, uint64_t epoch,
+		      const struct msg_grant *gr, uint32_t n);
 /* A rebuild task, run by the first loop (floop_rebuild()). */
 int floops_rebuild(struct floops *g, const struct floop_rtask *t);
 

@@ -427,6 +427,7 @@ void floop_destroy(struct floop *f)
 	}
 	floop_peers_xports_destroy(f);
 	floop_rb_fini(f);
+	floop_grants_fini(f);
 	for (m = f->maps; m; m = mn) {
 		mn = m->next;
 		floop_cache_map_fini(f, m);

@@ -151,6 +151,10 @@ struct floop_map_desc {
 	struct msg_rstate *rstates;
 	uint32_t n_rstates;
 	uint64_t rgen;
+	/* the grants its reads and write-backs need at the owners (the
+	 * loop owns them), common/auth/grant.h */
+	struct msg_grant *grants;
+	uint32_t n_grants;
 };
 
 /* What the loop reports back to the control thread (floop_done_take()). */
@@ -197,6 +201,9 @@ struct floop_rtask {
 	uint64_t id;
 	uint64_t src_node, src_off, src_inst;
 	uint64_t dst_off, len;
+	/* its grant to read the source, if it came with one */
+	struct msg_grant grant;
+	int has_grant;
 };
 /*
  * Queues rebuild task @t (its write marks armed in cfg.fence already,
@@ -218,6 +225,14 @@ int64_t floop_map_relayout(struct floop *f, const char *name, uint64_t epoch,
 			   struct msg_run *runs, uint32_t n_runs,
 			   uint32_t replicas, struct msg_rstate *rs,
 			   uint32_t n_rs, uint64_t rgen);
+/*
+ * The grants of every mapping of region @name at @epoch are @g (copied,
+ * @n of them): they replace what the mappings presented to the owners
+ * (a fresh set before the old one expires, or one for a new layout).
+ * Returns the command's ticket or -ENOMEM.
+ */
+int64_t floop_map_grants(struct floop *f, const char *name, uint64_t epoch,
+			 const struct msg_grant *g, uint32_t n);
 /*
  * Sets what the loop knows of peers (address, owner instance, up). A peer
  * whose data address changed waits for floop_peer_addr_set() before it is

@@ -110,6 +110,7 @@ static void floop_desc_free(struct floop_map_desc *d)
 		close(d->pidfd);
 	layout_runs_free(d->runs, d->n_runs);
 	free(d->rstates);
+	free(d->grants);
 }
 
 static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
@@ -178,6 +179,10 @@ static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
 			m->stale = 1;
 		}
 	}
+	/* before its first fault can post a read */
+	floop_grants_put(f, m->id, d->grants, d->n_grants);
+	free(d->grants);
+	d->grants = NULL;
 	m->next = f->maps;
 	f->maps = m;
 	atomic_fetch_add(&f->ctr.mappings, 1);
@@ -247,8 +252,17 @@ static void floop_cmd_relayout(struct floop *f, struct cmd *c)
 	}
 }
 
+/* Grants of every mapping of c->name at c->epoch (floop_map_grants()). */
+static void floop_cmd_grants(struct floop *f, struct cmd *c)
+{
+	for (struct fmap *m = f->maps; m; m = m->next)
+		if (m->epoch == c->epoch && !strcmp(m->name, c->name))
+			floop_grants_put(f, m->id, c->grants, c->n_grants);
+}
+
 void floop_cmd_free(struct cmd *c)
 {
+	free(c->grants);
 	layout_runs_free(c->runs, c->n_runs);
 	free(c->rs);
 	free(c->peers);
@@ -299,6 +313,9 @@ void floop_cmds_run(struct floop *f)
 			break;
 		case CMD_RELAYOUT:
 			floop_cmd_relayout(f, c);
+			break;
+		case CMD_GRANTS:
+			floop_cmd_grants(f, c);
 			break;
 		case CMD_REBUILD:
 			floop_rb_add(f, &c->rt);
@@ -468,6 +485,26 @@ int64_t floop_map_relayout(struct floop *f, const char *name, uint64_t epoch,
 	c->rs = rs;
 	c->n_rs = n_rs;
 	c->rgen = rgen;
+	return floop_cmd_push(f, c);
+}
+
+int64_t floop_map_grants(struct floop *f, const char *name, uint64_t epoch,
+			 const struct msg_grant *g, uint32_t n)
+{
+	struct cmd *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->grants = malloc((n ? n : 1) * sizeof(*g));
+	if (!c->grants) {
+		free(c);
+		return -ENOMEM;
+	}
+	memcpy(c->grants, g, n * sizeof(*g));
+	c->n_grants = n;
+	c->kind = CMD_GRANTS;
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	c->epoch = epoch;
 	return floop_cmd_push(f, c);
 }
 

@@ -340,6 +340,7 @@ enum cmd_kind {
 	CMD_MAP_LOST, /* the coordinator says the map's write lease is lost */
 	CMD_RELAYOUT, /* a replicated region's layout changed (rgen) */
 	CMD_REBUILD,  /* a rebuild task (c->rt) */
+	CMD_GRANTS,   /* a region's mappings' grants (c->grants) */
 };
 
 struct cmd {
@@ -357,9 +358,24 @@ struct cmd {
 	uint32_t n_runs, replicas, n_rs;
 	struct msg_rstate *rs;
 	uint64_t rgen;
-	struct floop_rtask rt; /* CMD_REBUILD */
+	struct floop_rtask rt;	  /* CMD_REBUILD */
+	struct msg_grant *grants; /* CMD_GRANTS */
+	uint32_t n_grants;
 	struct cmd *next;
 };
+
+/*
+ * Grants presented to one owner under one key (a mapping's id, or a
+ * rebuild task's id | FLOOP_GKEY_TASK): n sealed grants, concatenated.
+ */
+struct fgset {
+	uint64_t key;
+	uint64_t node;
+	uint8_t *g;
+	uint32_t n;
+};
+
+#define FLOOP_GKEY_TASK (UINT64_C(1) << 63)
 
 struct floop {
 	struct floop_cfg cfg;
@@ -428,6 +444,8 @@ struct floop {
 	struct backlog_block *backlog_blocks;
 	struct ppend *ppend;
 	struct fpeer *peers;
+	struct fgset *gsets; /* grants presented, by key and node */
+	uint32_t n_gsets;
 	uint32_t n_stall_backoff; /* peers whose stall_to is set */
 	uint32_t n_peers;
 	/* regions as last listed (sorted by name), of tables sync_cid */
@@ -727,6 +745,16 @@ void floop_peers_mem_del(struct floop *f, void *base);
  * allocated there ahead (one window: call again until 0). */
 int floop_peers_mem_inval(struct floop *f, void *base, uint64_t off,
 			  uint64_t len, uint64_t *lo, uint64_t *hi);
+/*
+ * The grants under @key are @g (@n; none: dropped): kept per owner and
+ * presented to each on every connection to it (xport_ops.grant). Returns
+ * 0 or -ENOMEM (logged; the owner refuses what they would cover).
+ */
+int floop_grants_put(struct floop *f, uint64_t key, const struct msg_grant *g,
+		     uint32_t n);
+/* Every grant kept (the loop's end). */
+void floop_grants_fini(struct floop *f);
+
 /* The same for a write (-EOPNOTSUPP if the transport cannot write). */
 int floop_peer_write(struct floop *f, uint64_t node, uint64_t off, uint32_t len,
 		     const void *src, uint64_t wgen, uint64_t tag);

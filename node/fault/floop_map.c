@@ -53,6 +53,7 @@ void floop_map_free_maybe(struct floop *f, struct fmap *m)
 	close(m->uffd);
 	layout_map_fini(&m->lay);
 	free(m->rs);
+	floop_grants_put(f, m->id, NULL, 0);
 	free(m);
 }
 

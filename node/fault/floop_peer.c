@@ -231,6 +231,136 @@ void floop_peers_self(struct floop *f, uint64_t self)
 	}
 }
 
+/* ---- grants ---- */
+
+/* Every set of grants for @p's node, to its newly opened @xp. */
+static void floop_peer_grants_present(struct floop *f, const struct fpeer *p,
+				      const struct xport_ops *o,
+				      struct xport_peer *xp)
+{
+	if (!o->grant)
+		return;
+	for (uint32_t i = 0; i < f->n_gsets; i++) {
+		const struct fgset *gs = &f->gsets[i];
+		int ret;
+
+		if (gs->node != p->info.node)
+			continue;
+		ret = o->grant(xp, gs->key, gs->g, gs->n);
+		if (ret)
+			log_errno(ret, "peer %llu: grants of key %#llx",
+				  (unsigned long long)p->info.node,
+				  (unsigned long long)gs->key);
+	}
+}
+
+/* Set @key of @node (NULL: none) to each open connection of the peer. */
+static void floop_peer_grants_tell(struct floop *f, uint64_t node, uint64_t key,
+				   const struct fgset *gs)
+{
+	struct fpeer *p = floop_peer_find(f, node);
+	struct xport_peer *xps[2];
+	const struct xport_ops *ops[2];
+	int ret;
+
+	if (!p)
+		return;
+	xps[0] = p->xp;
+	ops[0] = p->xp ? p->t->ops : NULL;
+	xps[1] = p->sxp;
+	ops[1] = p->sxp ? p->st->ops : NULL;
+	for (int i = 0; i < 2; i++) {
+		if (!xps[i] || !ops[i]->grant)
+			continue;
+		ret = ops[i]->grant(xps[i], key, gs ? gs->g : NULL,
+				    gs ? gs->n : 0);
+		if (ret)
+			log_errno(ret, "peer %llu: grants of key %#llx",
+				  (unsigned long long)node,
+				  (unsigned long long)key);
+	}
+}
+
+/* Drops the sets of @key, telling the owners not in @keep[0..@n). */
+static void floop_grants_drop(struct floop *f, uint64_t key,
+			      const struct msg_grant *keep, uint32_t n)
+{
+	for (uint32_t i = 0; i < f->n_gsets;) {
+		struct fgset *gs = &f->gsets[i];
+		uint64_t node = gs->node;
+		int kept = 0;
+
+		if (gs->key != key) {
+			i++;
+			continue;
+		}
+		free(gs->g);
+		*gs = f->gsets[--f->n_gsets];
+		for (uint32_t j = 0; j < n && !kept; j++)
+			kept = keep[j].node == node;
+		if (!kept)
+			floop_peer_grants_tell(f, node, key, NULL);
+	}
+}
+
+int floop_grants_put(struct floop *f, uint64_t key, const struct msg_grant *g,
+		     uint32_t n)
+{
+	int ret = 0;
+
+	floop_grants_drop(f, key, g, n);
+	for (uint32_t i = 0; i < n; i++) {
+		struct fgset *gs, *v;
+		uint32_t k = 0, j;
+
+		if (g[i].node == f->cfg.self)
+			continue;
+		/* the first of its node: all of that node's, together */
+		for (j = 0; j < i && g[j].node != g[i].node; j++)
+			;
+		if (j < i)
+			continue;
+		for (j = i; j < n; j++)
+			k += g[j].node == g[i].node;
+		v = realloc(f->gsets, (f->n_gsets + 1) * sizeof(*v));
+		if (!v) {
+			ret = -ENOMEM;
+			break;
+		}
+		f->gsets = v;
+		gs = &v[f->n_gsets];
+		gs->g = malloc((size_t)k * MSG_GRANT_LEN);
+		if (!gs->g) {
+			ret = -ENOMEM;
+			break;
+		}
+		gs->key = key;
+		gs->node = g[i].node;
+		gs->n = 0;
+		for (j = i; j < n; j++)
+			if (g[j].node == g[i].node)
+				memcpy(gs->g + (size_t)gs->n++ * MSG_GRANT_LEN,
+				       g[j].g, MSG_GRANT_LEN);
+		f->n_gsets++;
+		floop_peer_grants_tell(f, gs->node, key, gs);
+	}
+	if (ret)
+		log_errno(ret,
+			  "grants of key %#llx: requests they cover are "
+			  "refused",
+			  (unsigned long long)key);
+	return ret;
+}
+
+void floop_grants_fini(struct floop *f)
+{
+	for (uint32_t i = 0; i < f->n_gsets; i++)
+		free(f->gsets[i].g);
+	free(f->gsets);
+	f->gsets = NULL;
+	f->n_gsets = 0;
+}
+
 /* The transport peer of @p, opened on the transport that wants it. */
 static struct xport_peer *floop_peer_get(struct floop *f, struct fpeer *p)
 {
@@ -262,6 +392,7 @@ static struct xport_peer *floop_peer_get(struct floop *f, struct fpeer *p)
 		return NULL;
 	}
 	p->opened_ms = evl_now_ms();
+	floop_peer_grants_present(f, p, t->ops, p->xp);
 	if (p->last_name != t->ops->name)
 		log_info("peer %llu: transport %s",
 			 (unsigned long long)p->info.node, t->ops->name);
@@ -389,6 +520,7 @@ static struct xport_peer *floop_peer_seen(struct floop *f, struct fpeer *p,
 			p->sxp = NULL;
 			return NULL;
 		}
+		floop_peer_grants_present(f, p, p->st->ops, p->sxp);
 		log_info("peer %llu: writes to a replica it rebuilds go over "
 			 "%s",
 			 (unsigned long long)p->info.node, p->st->ops->name);

@@ -46,6 +46,8 @@ void floop_rb_add(struct floop *f, const struct floop_rtask *t)
 	k->t = *t;
 	k->prog_ms = evl_now_ms();
 	*p = k;
+	if (t->has_grant)
+		floop_grants_put(f, t->id | FLOOP_GKEY_TASK, &t->grant, 1);
 	log_info("rebuild task %llu: %llu bytes from node %llu at %#llx "
 		 "into %#llx",
 		 (unsigned long long)t->id, (unsigned long long)t->len,
@@ -88,6 +90,8 @@ static void floop_rb_end(struct floop *f, struct rbtask *k, int err)
 			break;
 		}
 	}
+	if (k->t.has_grant)
+		floop_grants_put(f, k->t.id | FLOOP_GKEY_TASK, NULL, 0);
 	free(k);
 }
 

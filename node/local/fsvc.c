@@ -142,6 +142,9 @@ struct fsvc_conn {
 	struct msg_rstate *rs;
 	uint32_t n_rs;
 	uint64_t rgen;
+	/* the grants the fault loop presents at the owners for it */
+	struct msg_grant *grants;
+	uint32_t n_grants;
 	int pinned; /* layout's local chunks pinned */
 	int fd_in;  /* descriptor that came with the frame being read */
 	int fd_in2; /* ... and a second one (a resumed cache memfd) */
@@ -391,6 +394,7 @@ static void fsvc_conn_close(struct fsvc_conn *c)
 	msg_fini(&c->layout);
 	layout_runs_free(c->rruns, c->n_rruns);
 	free(c->rs);
+	free(c->grants);
 	free(c);
 }
 
@@ -759,6 +763,11 @@ static int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 	}
 	r->region.runs = NULL;
 	r->region.n_runs = 0;
+	free(c->grants);
+	c->grants = r->region.grants;
+	c->n_grants = r->region.n_grants;
+	r->region.grants = NULL;
+	r->region.n_grants = 0;
 	/* Pinned before the layout leaves: the process may map at once. */
 	fsvc_pins(c, 1);
 	if (a->cache_on && fsvc_has_remote(&c->layout)) {
@@ -1219,6 +1228,10 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 			close(d.cache_fd);
 		return ret;
 	}
+	d.grants = c->grants;
+	d.n_grants = c->n_grants;
+	c->grants = NULL;
+	c->n_grants = 0;
 	d.id = ++a->next_map_id;
 	d.uffd = uffd;
 	d.base = req->base;

@@ -21,6 +21,7 @@
 #include "ctl.h"
 #include "evl.h"
 #include "floops.h"
+#include "grant.h"
 #include "layout.h"
 #include "lcache.h"
 #include "log.h"
@@ -113,7 +114,26 @@ struct csess {
 	int wb_held;
 	int resync_set;
 	uint64_t resync_epoch;
+	/* regions whose grants this node holds (csess_grants_*) */
+	struct csess_gref *grefs;
+	uint32_t n_grefs;
 };
+
+/*
+ * A region whose layout came with grants: fetched again at due_ms (half
+ * their life left), so that its mappings never present expired ones.
+ */
+struct csess_gref {
+	char name[MSG_NAME_MAX];
+	uint64_t epoch;
+	uint64_t due_ms; /* evl_now_ms() */
+};
+
+/* Regions whose grants are kept fresh; past it the oldest is forgotten
+ * (its mappings' grants run out: their faults fail) */
+#define CSESS_GREFS_MAX 4096u
+/* A refresh that failed is tried again this much later. */
+#define CSESS_GREF_RETRY_MS 1000u
 
 /* A rebuild task as this node knows it (acks deliver it again until it is
  * reported; a finished one is remembered so it is not run again). */
@@ -127,6 +147,8 @@ enum csess_task_state {
 
 struct csess_task {
 	struct msg_rtask t;
+	struct msg_grant grant; /* to read its source, if has_grant */
+	int has_grant;
 	enum csess_task_state st;
 	int err;
 	int sending; /* in the heartbeat being sent */
@@ -463,6 +485,124 @@ static int csess_region_listed(const struct msg *region, void *arg)
 
 static int csess_region_get(struct csess *s, const char *name, struct msg *rep);
 
+/* ---- grants ---- */
+
+static struct csess_gref *csess_gref_find(struct csess *s, const char *name)
+{
+	for (uint32_t i = 0; i < s->n_grefs; i++)
+		if (!strcmp(s->grefs[i].name, name))
+			return &s->grefs[i];
+	return NULL;
+}
+
+static void csess_gref_drop(struct csess *s, struct csess_gref *g)
+{
+	*g = s->grefs[--s->n_grefs];
+}
+
+/*
+ * Region @r came with grants (or without: none to keep fresh): they are
+ * fetched again once half their life is gone (by the wall clock they
+ * count in, less what the answer took to come).
+ */
+static void csess_grants_note(struct csess *s, const struct msg *r)
+{
+	uint64_t wall = grant_now_ms(), first = UINT64_MAX, life;
+	struct csess_gref *g = csess_gref_find(s, r->name);
+
+	for (uint32_t i = 0; i < r->n_grants; i++) {
+		struct grant gr;
+
+		if (!grant_open(r->grants[i].g, NULL, &gr) &&
+		    gr.expires_ms < first)
+			first = gr.expires_ms;
+	}
+	if (first == UINT64_MAX) {
+		if (g)
+			csess_gref_drop(s, g);
+		return;
+	}
+	if (!g) {
+		struct csess_gref *v;
+
+		if (s->n_grefs == CSESS_GREFS_MAX) {
+			log_warn("grants of %u regions kept fresh already: "
+				 "region %s's are not (its mappings' faults "
+				 "fail once they run out)",
+				 s->n_grefs, r->name);
+			return;
+		}
+		v = realloc(s->grefs, (s->n_grefs + 1) * sizeof(*v));
+		if (!v)
+			return; /* the next lookup notes it */
+		s->grefs = v;
+		g = &v[s->n_grefs++];
+		msg_strset(g->name, sizeof(g->name), r->name);
+	}
+	g->epoch = r->epoch;
+	life = first > wall ? first - wall : 0;
+	if (life / 2 < CSESS_GREF_RETRY_MS)
+		life = 2 * CSESS_GREF_RETRY_MS; /* a wrong clock: not a spin */
+	g->due_ms = evl_now_ms() + life / 2;
+}
+
+/*
+ * Grants due for a refresh: the region's layout is fetched again and its
+ * grants go to the fault loops (every mapping of it at that epoch). One
+ * deleted or made again meanwhile is forgotten.
+ */
+static void csess_grants_refresh(struct csess *s)
+{
+	uint64_t now = evl_now_ms();
+
+	for (uint32_t i = 0; i < s->n_grefs;) {
+		struct csess_gref *g = &s->grefs[i];
+		char name[MSG_NAME_MAX];
+		const struct msg *old;
+		struct msg rep;
+		int ret;
+
+		if (g->due_ms > now) {
+			i++;
+			continue;
+		}
+		memcpy(name, g->name, sizeof(name));
+		ret = csess_region_get(s, name, &rep);
+		/* (a successful get noted it again: g may have moved) */
+		g = csess_gref_find(s, name);
+		if (ret) {
+			if (g && ret == -ENOENT)
+				csess_gref_drop(s, g);
+			else if (g)
+				g->due_ms = now + CSESS_GREF_RETRY_MS;
+			if (!csess_err_is_link(ret) && ret != -ENOENT)
+				log_errno(ret, "region %s: fresh grants", name);
+			msg_fini(&rep);
+			if (csess_err_is_link(ret))
+				return; /* the rest when it answers */
+			continue;
+		}
+		/* (made again meanwhile: the new one's mappings get them) */
+		if (floops_map_grants(s->a->fl, name, rep.epoch, rep.grants,
+				      rep.n_grants)) {
+			if (g)
+				g->due_ms = now + CSESS_GREF_RETRY_MS;
+		} else {
+			log_info("region %s: %u grants renewed", name,
+				 rep.n_grants);
+		}
+		old = lcache_get(&s->cache, name);
+		/* a replicated layout that moved on is the relayout's */
+		if (old && old->epoch == rep.epoch && old->rgen == rep.rgen)
+			lcache_put(&s->cache, &rep);
+		msg_fini(&rep);
+		/* g was noted again (due later): look at the next one */
+		i = 0;
+		while (i < s->n_grefs && s->grefs[i].due_ms > now)
+			i++;
+	}
+}
+
 /* A REGION's replica states as the fault loop holds them (malloc'd, or
  * NULL if none); 0 or -ENOMEM. */
 static int csess_rstates(const struct msg *r, struct msg_rstate **out)
@@ -518,9 +658,13 @@ static int csess_region_relayout(struct csess *s, const struct msg_region *reg)
 		 "not in sync)",
 		 reg->name, (unsigned long long)old->rgen,
 		 (unsigned long long)rep.rgen, rep.n_rstates);
-	ret = floops_map_relayout(s->a->fl, rep.name, rep.epoch, rep.runs,
-				  rep.n_runs, (uint32_t)rep.replicas, rs,
-				  rep.n_rstates, rep.rgen);
+	/* the grants first: a new replica's owner takes writes at once */
+	ret = floops_map_grants(s->a->fl, rep.name, rep.epoch, rep.grants,
+				rep.n_grants);
+	if (!ret)
+		ret = floops_map_relayout(
+			s->a->fl, rep.name, rep.epoch, rep.runs, rep.n_runs,
+			(uint32_t)rep.replicas, rs, rep.n_rstates, rep.rgen);
 	free(rs);
 	if (!ret)
 		lcache_put(&s->cache, &rep);
@@ -867,6 +1011,8 @@ static void csess_task_start(struct csess *s, struct csess_task *k)
 		.src_inst = k->t.src_inst,
 		.dst_off = k->t.dst_off,
 		.len = k->t.len,
+		.grant = k->grant,
+		.has_grant = k->has_grant,
 	};
 
 	k->st = CT_RUNNING;
@@ -913,8 +1059,18 @@ static void csess_tasks_take(struct csess *s, const struct msg *ack)
 	for (uint32_t i = 0; i < ack->n_tasks; i++) {
 		const struct msg_rtask *t = &ack->tasks[i];
 		struct csess_task *k = csess_task_find(s, t->id);
+		const struct msg_grant *gr = NULL;
 		int ret;
 
+		/* its grant, as fresh as this ack */
+		for (uint32_t j = 0; j < ack->n_grants && !gr; j++)
+			if (ack->grants[j].task == t->id &&
+			    ack->grants[j].node == t->src_node)
+				gr = &ack->grants[j];
+		if (k && gr && k->st != CT_RUNNING) {
+			k->grant = *gr;
+			k->has_grant = 1;
+		}
 		if (k) {
 			/* reported taken: copies once no writer can miss it */
 			if (k->st == CT_TAKEN && !t->hold)
@@ -939,6 +1095,10 @@ static void csess_tasks_take(struct csess *s, const struct msg *ack)
 		}
 		k = &s->tasks[s->n_tasks++];
 		*k = (struct csess_task){ .t = *t, .st = CT_ARMED };
+		if (gr) {
+			k->grant = *gr;
+			k->has_grant = 1;
+		}
 		ret = pgfence_marks_arm(s->a->fence, t->id, t->dst_off, t->len);
 		if (ret && ret != -EEXIST) {
 			log_errno(ret,
@@ -1075,6 +1235,7 @@ static void csess_heartbeat(struct csess *s)
 	req.extents = s->cleared; /* lent, taken back below */
 	req.n_extents = s->n_cleared;
 	req.rchk = 1;
+	req.want_grants = !a->cred.insecure;
 	req.sums = s->sums; /* given: an answer asks again for what is lost */
 	req.n_sums = s->n_sums;
 	s->sums = NULL;
@@ -1138,6 +1299,7 @@ static void csess_heartbeat(struct csess *s)
 	    (epoch != s->synced_epoch &&
 	     !(s->pending_ticket && s->pending_epoch == epoch)))
 		csess_regions_sync(s, epoch);
+	csess_grants_refresh(s);
 }
 
 /* ---- lookups ---- */
@@ -1184,6 +1346,7 @@ static void csess_lease_take(struct csess *s, const struct csess_job *j,
 		req.instance = s->a->instance;
 		req.lease = j->lease;
 		req.wgen = j->wgen ? j->wgen : MSG_WGEN_NEW;
+		req.want_grants = !s->a->cred.insecure;
 		ret = csess_call_want(s, &req, &rep, MSG_T_OK);
 		/*
 		 * Not up with our instance: our lease at the coordinator
@@ -1208,6 +1371,14 @@ static void csess_lease_take(struct csess *s, const struct csess_job *j,
 		ret = -EPROTO; /* a coordinator without lease generations */
 	if (!ret) {
 		r->wgen = rep.wgen;
+		/* read and write grants, in place of the lookup's read ones */
+		if (rep.n_grants) {
+			free(r->region.grants);
+			r->region.grants = rep.grants;
+			r->region.n_grants = rep.n_grants;
+			rep.grants = NULL;
+			rep.n_grants = 0;
+		}
 		msg_fini(&rep);
 		return;
 	}
@@ -1296,6 +1467,7 @@ static int csess_region_get(struct csess *s, const char *name, struct msg *rep)
 	msg_strset(req.name, sizeof(req.name), name);
 	req.want_runs = !s->no_runs;
 	req.want_repl = 1; /* replicated regions: this agent knows them */
+	req.want_grants = !s->a->cred.insecure;
 	ret = csess_call_want(s, &req, rep, MSG_T_REGION);
 	if (req.want_runs &&
 	    (ret == -ECONNRESET || ret == -EPIPE || ret == -EBADMSG)) {
@@ -1337,6 +1509,8 @@ static int csess_region_get(struct csess *s, const char *name, struct msg *rep)
 			msg_init(rep, MSG_T_NONE);
 		}
 	}
+	if (!ret)
+		csess_grants_note(s, rep);
 	return ret;
 }
 
@@ -1585,6 +1759,7 @@ void csess_destroy(struct csess *s)
 	free(s->cleared);
 	free(s->sums);
 	free(s->tasks);
+	free(s->grefs);
 	actl_close(&s->coord);
 	if (s->efd_jobs >= 0)
 		close(s->efd_jobs);

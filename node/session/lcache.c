@@ -30,6 +30,7 @@ size_t lcache_region_bytes(const struct msg *region)
 {
 	return sizeof(struct lcache_ent) +
 	       (size_t)region->n_chunks * sizeof(*region->chunks) +
+	       (size_t)region->n_grants * sizeof(*region->grants) +
 	       layout_runs_bytes(region->runs, region->n_runs);
 }
 
@@ -58,9 +59,12 @@ int lcache_region_copy(const struct msg *src, struct msg *dst)
 	 * to check). */
 	dst->place = dst->owners = dst->writers = NULL;
 	dst->n_place = dst->n_owners = dst->n_writers = 0;
-	/* ... but a replicated layout's states are part of it */
+	/* ... but a replicated layout's states are part of it, and the
+	 * grants that go with it */
 	dst->rstates = NULL;
 	dst->n_rstates = 0;
+	dst->grants = NULL;
+	dst->n_grants = 0;
 	if (src->n_rstates) {
 		dst->rstates = malloc(src->n_rstates * sizeof(*dst->rstates));
 		if (!dst->rstates) {
@@ -71,6 +75,17 @@ int lcache_region_copy(const struct msg *src, struct msg *dst)
 		memcpy(dst->rstates, src->rstates,
 		       src->n_rstates * sizeof(*dst->rstates));
 		dst->n_rstates = src->n_rstates;
+	}
+	if (src->n_grants) {
+		dst->grants = malloc(src->n_grants * sizeof(*dst->grants));
+		if (!dst->grants) {
+			msg_fini(dst);
+			msg_init(dst, MSG_T_NONE);
+			return -ENOMEM;
+		}
+		memcpy(dst->grants, src->grants,
+		       src->n_grants * sizeof(*dst->grants));
+		dst->n_grants = src->n_grants;
 	}
 	return 0;
 }

@@ -246,6 +246,20 @@ struct xport_ops {
 	 */
 	int (*write)(struct xport_peer *p, uint64_t off, uint32_t len,
 		     const void *src, uint64_t wgen, uint64_t tag);
+	/*
+	 * Optional (NULL: nothing to present; verbs): the sealed grants
+	 * (common/auth/grant.h) @n of them in @g, n * GRANT_LEN bytes, that
+	 * the peer's page server is to take for requests of this peer, as
+	 * the set named @key; they replace that set (@n 0: it is dropped).
+	 * The transport copies them, presents every set on each connection
+	 * before any request (after HELLO), and a set changed while
+	 * connected at once, ahead of requests posted after this call. A
+	 * refusal is logged; the requests it would have covered fail as the
+	 * owner answers them (-EACCES). Returns 0, -EINVAL (too many) or
+	 * -ENOMEM (the set unchanged).
+	 */
+	int (*grant)(struct xport_peer *p, uint64_t key, const uint8_t *g,
+		     uint32_t n);
 	/* Handles a CQE whose struct req (op req_op) this transport owns. */
 	void (*on_cqe)(struct xport *x, struct io_uring_cqe *cqe);
 	/* Periodic: reconnects DOWN peers with backoff. */

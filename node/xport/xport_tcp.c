@@ -66,6 +66,12 @@
 #define XPORT_TCP_IOV 64u
 /* Encrypted writes' copies, kept for the next ones up to this much */
 #define XPORT_TCP_BUF_CACHE (8u << 20)
+/* GRANT records a connection may have unanswered (each up to
+ * XPORT_TCP_GRANTS_REC grants); a change past it reconnects */
+#define XPORT_TCP_GRANT_RECS 16u
+#define XPORT_TCP_GRANTS_REC (WIRE_LEN_MAX / WIRE_GRANT_LEN)
+/* the tag of GRANT requests: no slot's (slot indexes are < DEPTH) */
+#define XPORT_TCP_GRANT_TAG UINT64_MAX
 
 _Static_assert(XPORT_TCP_DEPTH > 0 && XPORT_TCP_DEPTH < XPORT_TCP_NIL,
 	       "slot index must fit the low half of a wire tag");
@@ -215,6 +221,14 @@ struct xport_tcp_conn {
 	 */
 	uint64_t progress, seen, quiet_since;
 	bool send_waited;
+	unsigned int grants_out; /* GRANT records not answered yet */
+};
+
+/* A set of grants to present (xport_ops.grant): n sealed grants. */
+struct xport_tcp_gset {
+	uint64_t key;
+	uint8_t *g;
+	uint32_t n;
 };
 
 /* Memory read_direct may land in (xport_ops.mem_add, not writable). */
@@ -246,6 +260,10 @@ struct xport_tcp_peer {
 	unsigned int backoff_ms;
 	/* SENT: the header is in the send buffer or on the wire */
 	struct xport_slots slots;
+	/* grants presented on every connection (xport_tcp_grant()) */
+	struct xport_tcp_gset *gsets;
+	uint32_t n_gsets;
+	bool grant_logged; /* a refusal logged; again after a success */
 };
 
 struct xport_tcp {
@@ -536,6 +554,9 @@ xport_tcp_peer_put(struct xport_tcp_peer *p)
 	if (--p->refs)
 		return;
 	xport_slots_fini(&p->slots);
+	for (uint32_t i = 0; i < p->n_gsets; i++)
+		free(p->gsets[i].g);
+	free(p->gsets);
 	free(p);
 }
 
@@ -867,6 +888,100 @@ static int xport_tcp_slot_encode(struct xport_tcp_peer *p, uint32_t idx)
 	return 0;
 }
 
+/*
+ * Queues one GRANT record of @n grants from @g (copied, sealed with the
+ * session). Returns 0, -ENOMEM or -EIO (as xport_tcp_conn_req_put()).
+ */
+static int xport_tcp_conn_grants_put(struct xport_tcp_conn *c, const uint8_t *g,
+				     uint32_t n)
+{
+	uint32_t len = n * WIRE_GRANT_LEN;
+	struct wire_hdr h = {
+		.version = WIRE_VERSION,
+		.op = WIRE_OP_GRANT,
+		.len = len,
+		.tag = XPORT_TCP_GRANT_TAG,
+	};
+	uint8_t tag[AUTH_TAG_LEN], *hdr, *own;
+	struct iovec v;
+
+	own = bufpool_get(&c->x->bufs, len);
+	if (!own)
+		return -ENOMEM;
+	memcpy(own, g, len);
+	hdr = c->sbuf + c->slen;
+	xport_tcp_conn_hdr_put(c, &h);
+	v.iov_base = own;
+	v.iov_len = len;
+	if (auth_seal(c->sess, hdr, WIRE_HDR_LEN, &v, 1, tag)) {
+		c->slen -= WIRE_HDR_LEN;
+		c->queued -= WIRE_HDR_LEN;
+		bufpool_put(&c->x->bufs, own, len);
+		return -EIO;
+	}
+	xport_tcp_conn_data_put(c, own, own, len);
+	xport_tcp_conn_tag_put(c, tag);
+	c->grants_out++;
+	return 0;
+}
+
+/* Records needed for @n grants. */
+static uint32_t xport_tcp_grant_recs(uint32_t n)
+{
+	return (n + XPORT_TCP_GRANTS_REC - 1) / XPORT_TCP_GRANTS_REC;
+}
+
+/* Queues set @gs on @c, in records of up to XPORT_TCP_GRANTS_REC. */
+static int xport_tcp_conn_gset_put(struct xport_tcp_conn *c,
+				   const struct xport_tcp_gset *gs)
+{
+	for (uint32_t i = 0; i < gs->n; i += XPORT_TCP_GRANTS_REC) {
+		uint32_t k = gs->n - i;
+		int ret;
+
+		if (k > XPORT_TCP_GRANTS_REC)
+			k = XPORT_TCP_GRANTS_REC;
+		ret = xport_tcp_conn_grants_put(
+			c, gs->g + (size_t)i * WIRE_GRANT_LEN, k);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* Set @gs does not fit in what @c may have unanswered: said once. */
+static void xport_tcp_grants_overflow(struct xport_tcp_peer *p,
+				      const struct xport_tcp_gset *gs)
+{
+	if (p->grant_logged)
+		return;
+	log_err("node %" PRIu64 " (%s): %u grants not presented: more than "
+		"%u records of them unanswered; requests they cover are "
+		"refused",
+		p->info.node, p->info.data_addr, gs->n, XPORT_TCP_GRANT_RECS);
+	p->grant_logged = true;
+}
+
+/* Every set of @p on its new session @c, right behind the HELLO. */
+static int xport_tcp_conn_grants_all(struct xport_tcp_conn *c,
+				     struct xport_tcp_peer *p)
+{
+	for (uint32_t i = 0; i < p->n_gsets; i++) {
+		const struct xport_tcp_gset *gs = &p->gsets[i];
+		int ret;
+
+		if (c->grants_out + xport_tcp_grant_recs(gs->n) >
+		    XPORT_TCP_GRANT_RECS) {
+			xport_tcp_grants_overflow(p, gs);
+			continue;
+		}
+		ret = xport_tcp_conn_gset_put(c, gs);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 static void xport_tcp_peer_up(struct xport_tcp_peer *p, uint64_t instance)
 {
 	uint32_t idx;
@@ -961,6 +1076,21 @@ static int xport_tcp_conn_on_hdr(struct xport_tcp_conn *c,
 		if (h->flags_status)
 			return -EPROTO;
 		xport_tcp_peer_up(p, h->arg);
+		return 0;
+	}
+	if (h->op == WIRE_OP_GRANT) {
+		if (!c->grants_out || h->len || h->tag != XPORT_TCP_GRANT_TAG)
+			return -EPROTO;
+		c->grants_out--;
+		if (!h->flags_status) {
+			p->grant_logged = false;
+		} else if (!p->grant_logged) {
+			log_err("node %" PRIu64 " (%s): grants refused: %s; "
+				"its pages are not served to this node",
+				p->info.node, p->info.data_addr,
+				log_strerror(-(int)h->flags_status));
+			p->grant_logged = true;
+		}
 		return 0;
 	}
 	idx = (uint32_t)h->tag;
@@ -1250,8 +1380,10 @@ static void xport_tcp_conn_hs_done(struct xport_tcp_conn *c,
 		}
 	}
 	ret = c->sess ? xport_tcp_conn_req_put(c, &c->hello, NULL, 0, 0) : -EIO;
+	if (!ret)
+		ret = xport_tcp_conn_grants_all(c, p);
 	if (ret) {
-		xport_tcp_peer_down(p, ret, "sealing HELLO");
+		xport_tcp_peer_down(p, ret, "sealing HELLO and grants");
 		return;
 	}
 	log_dbg("peer %s (%s): authenticated, page data %s", p->info.name,
@@ -1442,11 +1574,12 @@ static int xport_tcp_peer_connect(struct xport_tcp_peer *p)
 	 * that SEND's CQE is. Plus the HELLO.
 	 */
 	c->scap = (size_t)(2 * XPORT_TCP_DEPTH + 1) *
-		  (WIRE_HDR_LEN + WIRE_WGEN_LEN +
-		   (x->insecure ? 0 : AUTH_TAG_LEN));
+			  (WIRE_HDR_LEN + WIRE_WGEN_LEN +
+			   (x->insecure ? 0 : AUTH_TAG_LEN)) +
+		  (size_t)XPORT_TCP_GRANT_RECS * (WIRE_HDR_LEN + AUTH_TAG_LEN);
 	c->sbuf = malloc(c->scap);
-	/* likewise a write's data */
-	c->dcap = 2 * XPORT_TCP_DEPTH;
+	/* likewise a write's data, and GRANT records' */
+	c->dcap = 2 * XPORT_TCP_DEPTH + XPORT_TCP_GRANT_RECS;
 	c->data = calloc(c->dcap, sizeof(*c->data));
 	c->rbuf = malloc(XPORT_TCP_RBUF_SIZE);
 	if (!c->sbuf || !c->data || !c->rbuf) {
@@ -1699,6 +1832,63 @@ static void xport_tcp_mem_del(struct xport *xx, void *base)
 			return;
 		}
 	}
+}
+
+static int xport_tcp_grant(struct xport_peer *pp, uint64_t key,
+			   const uint8_t *g, uint32_t n)
+{
+	struct xport_tcp_peer *p = xport_tcp_peer_from(pp);
+	struct xport_tcp_gset *gs = NULL, *v;
+	struct xport_tcp_conn *c;
+	uint8_t *copy = NULL;
+	uint32_t i;
+	int ret;
+
+	if (n > XPORT_TCP_GRANT_RECS * XPORT_TCP_GRANTS_REC)
+		return -EINVAL;
+	for (i = 0; i < p->n_gsets; i++)
+		if (p->gsets[i].key == key)
+			gs = &p->gsets[i];
+	if (n) {
+		copy = malloc((size_t)n * WIRE_GRANT_LEN);
+		if (!copy)
+			return -ENOMEM;
+		memcpy(copy, g, (size_t)n * WIRE_GRANT_LEN);
+	}
+	if (!gs && n) {
+		v = realloc(p->gsets, (p->n_gsets + 1) * sizeof(*v));
+		if (!v) {
+			free(copy);
+			return -ENOMEM;
+		}
+		p->gsets = v;
+		gs = &v[p->n_gsets++];
+		gs->key = key;
+		gs->g = NULL;
+	}
+	if (!gs)
+		return 0;
+	free(gs->g);
+	gs->g = copy;
+	gs->n = n;
+	if (!n) {
+		*gs = p->gsets[--p->n_gsets];
+		return 0;
+	}
+	/* not in session yet: xport_tcp_conn_hs_done() presents them all */
+	c = p->conn;
+	if (!c || !c->sess || c->dead)
+		return 0;
+	if (c->grants_out + xport_tcp_grant_recs(n) > XPORT_TCP_GRANT_RECS) {
+		xport_tcp_grants_overflow(p, gs);
+		return 0;
+	}
+	ret = xport_tcp_conn_gset_put(c, gs);
+	if (ret)
+		return ret; /* the session is out of step: the owner drops it */
+	xport_tcp_conn_kick(c);
+	xport_tcp_flush(p->x);
+	return 0;
 }
 
 static int xport_tcp_write(struct xport_peer *pp, uint64_t off, uint32_t len,
@@ -1984,6 +2174,7 @@ const struct xport_ops xport_tcp_ops = {
 	.mem_add = xport_tcp_mem_add,
 	.mem_del = xport_tcp_mem_del,
 	.write = xport_tcp_write,
+	.grant = xport_tcp_grant,
 	.on_cqe = xport_tcp_on_cqe,
 	.tick = xport_tcp_tick,
 	.peer_state = xport_tcp_peer_state,
