@@ -1241,6 +1241,9 @@ static void csess_heartbeat(struct csess *s)
 	s->sums = NULL;
 	s->n_sums = 0;
 	if (csess_tasks_report(s, &req)) {
+		/* s->cleared is only lent: reported at the next beat */
+		req.extents = NULL;
+		req.n_extents = 0;
 		msg_fini(&req);
 		return; /* no memory: again at the next beat */
 	}
