@@ -201,8 +201,9 @@ enum msg_field_id {
 	MSG_F_CHECKS,	 /* list of struct msg_rcheck, <= MSG_TASKS_MAX */
 	MSG_F_SUMS,	 /* list of struct msg_rsum, <= MSG_TASKS_MAX */
 	MSG_F_GRANTS,	 /* list of struct msg_grant (data-plane grants) */
-	MSG_F_WANT_GRANTS, /* u64, 1 (absent: 0): REGION_GET or WRITE_LEASE
-			      from an agent that presents grants */
+	MSG_F_WANT_GRANTS, /* u64, 1 (absent: 0): REGION_GET, WRITE_LEASE
+			      or HEARTBEAT from an agent that presents
+			      grants */
 	MSG_F__MAX,
 };
 
@@ -463,7 +464,8 @@ struct msg {
 	 * extent; HEARTBEAT_ACK: those of its rebuild tasks */
 	struct msg_grant *grants;
 	uint32_t n_grants;
-	uint64_t want_grants; /* REGION_GET, WRITE_LEASE: 1 = send grants */
+	/* REGION_GET, WRITE_LEASE, HEARTBEAT: 1 = send grants */
+	uint64_t want_grants;
 };
 
 /* AGENT_STAT's cache list: index -> figure (later ones may be absent) */

@@ -74,8 +74,7 @@ struct coord_node *coord_node_find(const struct coord *c, uint64_t id)
 	return n && !n->gone ? n : NULL;
 }
 
-static struct coord_node *coord_node_find_name(const struct coord *c,
-					       const char *name)
+struct coord_node *coord_node_find_name(const struct coord *c, const char *name)
 {
 	for (uint32_t i = 0; i < c->n_nodes; i++)
 		if (!c->nodes[i].gone && !strcmp(c->nodes[i].name, name))
@@ -1280,6 +1279,10 @@ int coord_create(const struct coord_cfg *cfg, uint64_t now_ms,
 					  : COORD_SYNC_MS_DEFAULT;
 	c->snapshot_every = cfg->snapshot_every ? cfg->snapshot_every
 						: COORD_SNAPSHOT_EVERY_DEFAULT;
+	c->grant_key = cfg->grant_key;
+	c->grant_key_arg = cfg->grant_key_arg;
+	c->grant_ttl_ms = cfg->grant_ttl_ms ? cfg->grant_ttl_ms
+					    : COORD_GRANT_TTL_MS_DEFAULT;
 	/* Changes with every restart: agents re-read the node table. */
 	ret = util_random_u64(&c->ngen);
 	if (ret)

@@ -25,9 +25,23 @@
 #define COORD_REGIONS_MAX	     65536u
 #define COORD_SCRUB_BATCH	     4096u /* extents per heartbeat answer */
 #define COORD_CID_FILE		     "cluster-id"
+#define COORD_GRANT_TTL_MS_DEFAULT   600000u
+#define COORD_GRANT_TTL_MS_MIN	     10000u
+/* Grants in one reply, at most: 2^14 sealed grants are ~3.2 MB of CBOR;
+ * beside a REGION of COORD_CHUNKS_MAX chunk records (~8.8 MB) that is
+ * ~12 MB, under FRAME_MAX (test_coord_grant). */
+#define COORD_GRANTS_MAX (1u << 14)
 
 struct coord;
 struct wal_report;
+
+/*
+ * The grant key of owner node @id, named @name (grant.h: derived from its
+ * node key), into @key, and in @kid the id of the cluster key its node
+ * key comes from. Returns 0 or -errno.
+ */
+typedef int coord_grant_key_fn(void *arg, uint64_t id, const char *name,
+			       uint8_t kid[8], uint8_t key[32]);
 
 struct coord_cfg {
 	const char *data_dir; /* NULL: tables live in memory only */
@@ -36,6 +50,11 @@ struct coord_cfg {
 	 * made, or it is counted down until it does; 0: default */
 	uint64_t sync_timeout_ms;
 	uint64_t snapshot_every; /* WAL records per snapshot; 0: default */
+	/* data-plane grants (coord_grants_add()): the owners' grant keys;
+	 * NULL: no grant is issued (--insecure) */
+	coord_grant_key_fn *grant_key;
+	void *grant_key_arg;
+	uint64_t grant_ttl_ms; /* how long a grant holds; 0: default */
 };
 
 /*
@@ -85,6 +104,35 @@ int coord_msg_is_request(enum msg_type type);
  */
 int coord_handle(struct coord *c, const struct msg *req, struct msg *rep,
 		 uint64_t now_ms);
+
+/*
+ * Adds to @rep, the reply coord_handle() just made to @req (nothing else
+ * handled in between), the data-plane grants it carries for node @name,
+ * whose own key the request's connection proved (never call it for
+ * another role). Only for a request with want_grants, only with a
+ * grant_key in the cfg, only if @name is a node in the tables (and the
+ * node req->node names, for WRITE_LEASE and HEARTBEAT). Each grant is
+ * for holder @name, sealed with the
+ * owner's grant key, as of the current region epoch, for
+ * cfg->grant_ttl_ms:
+ *   REGION (to REGION_GET)   a READ grant per extent of the region on an
+ *                            owner other than @name: the chunk records
+ *                            holding one (not MISSING) of each owner that
+ *                            is up with the instance they were placed
+ *                            under, merged where contiguous in its pool
+ *   OK (to WRITE_LEASE)      the same extents, READ and WRITE under the
+ *                            generation granted, if @rep granted the
+ *                            lease to @name's node
+ *   HEARTBEAT_ACK            a READ grant of each listed rebuild task's
+ *                            source extent (msg_grant.task: its id)
+ * @rep is then to be sent as it is. Returns the number of grants added
+ * (0: none asked for, or none to give), or -errno when they cannot be
+ * issued (-E2BIG: more than COORD_GRANTS_MAX extents; -ENOMEM; an owner
+ * whose grant key cannot be had): a REGION or OK is then replaced by an
+ * ERROR saying why, a HEARTBEAT_ACK goes without grants (logged).
+ */
+int coord_grants_add(struct coord *c, const char *name, const struct msg *req,
+		     struct msg *rep, uint64_t now_ms);
 
 /* Who sent a request, as its connection's handshake proved. */
 enum coord_role {

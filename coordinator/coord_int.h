@@ -158,6 +158,10 @@ struct coord {
 	uint64_t task_last;
 	uint64_t tasks_done, tasks_failed;
 	uint64_t r_missing, r_rebuilding, r_unsynced; /* as of lost_* */
+	/* data-plane grants (coord_grant.c): coord_cfg's */
+	coord_grant_key_fn *grant_key;
+	void *grant_key_arg;
+	uint64_t grant_ttl_ms;
 };
 
 /* Rebuild tasks a node runs at once. Each new one waits for its hold
@@ -291,6 +295,8 @@ int coord_records_dump(const struct coord *c,
 /* Table lookups; NULL if absent (a forgotten node is absent). */
 struct coord_node *coord_node_find(const struct coord *c, uint64_t id);
 struct coord_region *coord_region_find(const struct coord *c, const char *name);
+struct coord_node *coord_node_find_name(const struct coord *c,
+					const char *name);
 struct coord_endpoint *coord_endpoint_find(const struct coord *c, uint64_t node,
 					   uint64_t peer);
 
