@@ -20,6 +20,7 @@
 #include "actl.h"
 #include "coord.h"
 #include "evl.h"
+#include "gkeys.h"
 #include "log.h"
 #include "server.h"
 #include "wal.h"
@@ -42,6 +43,7 @@ enum main_opt {
 	MAIN_OPT_DATA_DIR,
 	MAIN_OPT_LEASE_MS,
 	MAIN_OPT_SYNC_TIMEOUT_MS,
+	MAIN_OPT_GRANT_TTL_MS,
 	MAIN_OPT_FRAME_TIMEOUT_MS,
 	MAIN_OPT_HS_TIMEOUT_MS,
 	MAIN_OPT_SNAPSHOT_EVERY,
@@ -91,6 +93,9 @@ static void main_usage_print(FILE *f)
 		"                       made; one that does not is counted\n"
 		"                       down (not waited for by deletes and\n"
 		"                       rebuilds) until it does (default %u)\n"
+		"  --grant-ttl-ms MS    grants to read or write another\n"
+		"                       node's pool hold MS ms after they\n"
+		"                       are issued (%u..%u, default %u)\n"
 		"  --frame-timeout-ms MS  close a connection that holds half\n"
 		"                       a frame this long (default 10000)\n"
 		"  --handshake-timeout-ms MS  close a connection not done\n"
@@ -127,7 +132,9 @@ static void main_usage_print(FILE *f)
 		"directory with exit status %d.\n",
 		MAIN_LISTEN_DEFAULT, MAIN_DATA_DIR_DEFAULT,
 		COORD_LEASE_MS_DEFAULT, COORD_SYNC_MS_DEFAULT,
-		COORD_SNAPSHOT_EVERY_DEFAULT, MAIN_EXIT_DATA, MAIN_EXIT_DATA);
+		COORD_GRANT_TTL_MS_MIN, MAIN_LEASE_MS_MAX,
+		COORD_GRANT_TTL_MS_DEFAULT, COORD_SNAPSHOT_EVERY_DEFAULT,
+		MAIN_EXIT_DATA, MAIN_EXIT_DATA);
 }
 
 /* Prints a command-line error. Returns MAIN_EXIT_USAGE. */
@@ -168,17 +175,25 @@ struct main_opts {
 	bool check, repair; /* --check, --repair: no server */
 };
 
+/* Parses a number option (@min..@max). Returns 0, or MAIN_EXIT_USAGE. */
+static int main_opt_range(const char *opt, const char *arg, uint64_t min,
+			  uint64_t max, uint64_t *out)
+{
+	uint64_t v;
+
+	if (util_u64_parse(arg, &v) || v < min || v > max)
+		return main_usage_err("%s: '%s' is not a number in %llu..%llu",
+				      opt, arg, (unsigned long long)min,
+				      (unsigned long long)max);
+	*out = v;
+	return 0;
+}
+
 /* Parses a count option (1..@max). Returns 0, or MAIN_EXIT_USAGE. */
 static int main_opt_count(const char *opt, const char *arg, uint64_t max,
 			  uint64_t *out)
 {
-	uint64_t v;
-
-	if (util_u64_parse(arg, &v) || v == 0 || v > max)
-		return main_usage_err("%s: '%s' is not a number in 1..%llu",
-				      opt, arg, (unsigned long long)max);
-	*out = v;
-	return 0;
+	return main_opt_range(opt, arg, 1, max, out);
 }
 
 /*
@@ -241,6 +256,32 @@ static int main_keys_load(struct main_opts *o)
 }
 
 /*
+ * The keyring grants are sealed with, shared by the tables and the
+ * server; none with --insecure (no grants). Returns 0 or -errno (logged).
+ */
+static int main_grants_setup(struct main_opts *o, struct gkeys **out)
+{
+	uint64_t ttl = o->ccfg.grant_ttl_ms ? o->ccfg.grant_ttl_ms
+					    : COORD_GRANT_TTL_MS_DEFAULT;
+	int ret;
+
+	*out = NULL;
+	if (o->scfg.insecure)
+		return 0;
+	ret = gkeys_create(o->keys, o->scfg.n_keys, out);
+	if (ret) {
+		log_errno(ret, "cannot hold the grant keys");
+		return ret;
+	}
+	o->ccfg.grant_key = gkeys_get;
+	o->ccfg.grant_key_arg = *out;
+	o->scfg.gkeys = *out;
+	log_info("grants to read and write pools hold %llu ms",
+		 (unsigned long long)ttl);
+	return 0;
+}
+
+/*
  * Fills @o from the command line. Returns -1 to go on, or the exit status
  * (0 after --help or --version, MAIN_EXIT_USAGE for a bad command line).
  */
@@ -253,6 +294,8 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 		{ "lease-ms", required_argument, NULL, MAIN_OPT_LEASE_MS },
 		{ "sync-timeout-ms", required_argument, NULL,
 		  MAIN_OPT_SYNC_TIMEOUT_MS },
+		{ "grant-ttl-ms", required_argument, NULL,
+		  MAIN_OPT_GRANT_TTL_MS },
 		{ "frame-timeout-ms", required_argument, NULL,
 		  MAIN_OPT_FRAME_TIMEOUT_MS },
 		{ "handshake-timeout-ms", required_argument, NULL,
@@ -333,6 +376,12 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 			ret = main_opt_count("--sync-timeout-ms", optarg,
 					     MAIN_LEASE_MS_MAX,
 					     &o->ccfg.sync_timeout_ms);
+			break;
+		case MAIN_OPT_GRANT_TTL_MS:
+			ret = main_opt_range("--grant-ttl-ms", optarg,
+					     COORD_GRANT_TTL_MS_MIN,
+					     MAIN_LEASE_MS_MAX,
+					     &o->ccfg.grant_ttl_ms);
 			break;
 		case MAIN_OPT_FRAME_TIMEOUT_MS: {
 			uint64_t v = 0;
@@ -489,6 +538,7 @@ int main(int argc, char **argv)
 			  .snapshot_every = COORD_SNAPSHOT_EVERY_DEFAULT },
 		.level = LOG_INFO,
 	};
+	struct gkeys *gk = NULL;
 	struct server *srv;
 	struct coord *c;
 	sigset_t mask;
@@ -511,10 +561,14 @@ int main(int argc, char **argv)
 	ret = main_keys_load(&o);
 	if (ret)
 		return MAIN_EXIT_USAGE;
+	ret = main_grants_setup(&o, &gk);
+	if (ret)
+		return 1;
 	ret = coord_create(&o.ccfg, evl_now_ms(), &c);
 	if (ret) {
 		log_errno(ret, "cannot recover the state from %s",
 			  o.ccfg.data_dir);
+		gkeys_destroy(gk);
 		/* Refused: restarting would only refuse again. */
 		return ret == -EBADMSG ? MAIN_EXIT_DATA : 1;
 	}
@@ -525,5 +579,6 @@ int main(int argc, char **argv)
 	server_destroy(srv);
 out_coord:
 	coord_destroy(c);
+	gkeys_destroy(gk);
 	return ret ? 1 : 0;
 }

@@ -56,6 +56,7 @@
 #include "coord.h"
 #include "evl.h"
 #include "frame.h"
+#include "gkeys.h"
 #include "log.h"
 #include "metrics.h"
 #include "msg.h"
@@ -98,8 +99,9 @@ struct server_conn {
 	struct auth_hs *hs;    /* in the handshake; NULL after */
 	struct auth_sess *sess;
 	enum coord_role role;
-	char name[MSG_NAME_MAX]; /* a node key's node */
-	uint64_t since_ms;	 /* accepted, or the last frame served */
+	char name[MSG_NAME_MAX];  /* a node key's node */
+	uint8_t kid[AUTH_ID_LEN]; /* the cluster key's id it proved */
+	uint64_t since_ms;	  /* accepted, or the last frame served */
 };
 
 struct server {
@@ -116,6 +118,7 @@ struct server {
 	bool insecure;
 	struct auth_key keys[AUTH_KEYS_MAX];
 	unsigned int n_keys;
+	struct gkeys *gkeys;	   /* NULL: no grants */
 	unsigned int n_hs;	   /* connections in the handshake */
 	unsigned int hs_max;	   /* of them at most */
 	unsigned int nodes_max;	   /* authenticated with node keys, at most */
@@ -225,6 +228,24 @@ static int server_join_addr_check(struct server *s,
 static void server_nodes_for_node(struct server *s, const char *name,
 				  struct msg *rep);
 static int server_ident_admit(struct server_conn *cn);
+
+/*
+ * After coord_handle() answered @req of @cn, a node's own session: the
+ * cluster key it proved is its node's, if the answer says which node
+ * it is (its join, its heartbeat); and the reply gets the grants asked
+ * for (coord_grants_add()).
+ */
+static void server_grants(struct server *s, const struct server_conn *cn,
+			  const struct msg *req, struct msg *rep)
+{
+	if (!s->gkeys)
+		return;
+	if (rep->type == MSG_T_NODE_JOINED)
+		gkeys_note(s->gkeys, rep->node, cn->name, cn->kid);
+	else if (rep->type == MSG_T_HEARTBEAT_ACK)
+		gkeys_note(s->gkeys, req->node, cn->name, cn->kid);
+	coord_grants_add(s->coord, cn->name, req, rep, cn->since_ms);
+}
 
 /* The declared payload length of the frame header at @p. */
 static uint32_t server_frame_len(const uint8_t *p)
@@ -452,11 +473,15 @@ static int server_conn_serve(struct server_conn *cn)
 			ret = -EACCES;
 		}
 		/* Refused: the ERROR is the reply (ESTALE: join again). */
-		ret = ret ? 0
-			  : coord_handle(s->coord, &req, &rep, cn->since_ms);
+		if (!ret) {
+			ret = coord_handle(s->coord, &req, &rep, cn->since_ms);
+			if (ret)
+				server_fatal(ret);
+			if (cn->role == COORD_ROLE_NODE)
+				server_grants(s, cn, &req, &rep);
+		}
+		ret = 0;
 		msg_fini(&req);
-		if (ret)
-			server_fatal(ret);
 		if (cn->role == COORD_ROLE_NODE && rep.type == MSG_T_NODES)
 			server_nodes_for_node(s, cn->name, &rep);
 		if (rep.type == MSG_T_ERROR)
@@ -646,6 +671,7 @@ static int server_conn_handshake(struct server_conn *cn)
 		return 0;
 	cn->sess = auth_hs_take(cn->hs);
 	server_log_session(cn);
+	memcpy(cn->kid, auth_hs_hello(cn->hs)->id, AUTH_ID_LEN);
 	cn->role = auth_sess_role(cn->sess) == AUTH_ROLE_NODE
 			   ? COORD_ROLE_NODE
 			   : COORD_ROLE_ADMIN;
@@ -1210,6 +1236,7 @@ int server_create(const struct server_cfg *cfg, struct coord *c,
 		goto err;
 	}
 	s->n_keys = s->insecure ? 0 : cfg->n_keys;
+	s->gkeys = s->insecure ? NULL : cfg->gkeys;
 	if (s->n_keys)
 		memcpy(s->keys, cfg->keys, s->n_keys * sizeof(s->keys[0]));
 	ret = evl_create(&s->evl);

@@ -12,6 +12,7 @@
 #include "auth.h"
 
 struct coord;
+struct gkeys;
 struct server;
 
 #define SERVER_CONNS_MAX 1024u
@@ -38,6 +39,9 @@ struct server_cfg {
 	const struct auth_key *keys;
 	unsigned int n_keys;
 	bool insecure;
+	/* the keyring @c seals grants with (coord_cfg.grant_key_arg):
+	 * told which key each node's own session proves; NULL: none */
+	struct gkeys *gkeys;
 	/* a connection still in its handshake this long is closed; 0: 5000 */
 	unsigned int hs_timeout_ms;
 	/* an authenticated connection silent this long is closed; 0: 600000 */

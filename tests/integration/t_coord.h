@@ -56,6 +56,7 @@ struct t_coord {
 	char addr[MSG_ADDR_MAX];
 	pid_t pid;	    /* 0 when not running */
 	uint64_t fsize_max; /* RLIMIT_FSIZE of the process; 0: none */
+	int keyed;	    /* not --insecure: the caller gives --key-file */
 };
 
 static inline uint64_t t_now_ms(void)
@@ -151,12 +152,13 @@ static inline int t_coord_is_running(struct t_coord *tc)
 static inline int t_coord_start(struct t_coord *tc, const char *const *extra)
 {
 	/* These tests speak the control protocol itself, without the
-	 * handshake (test_security covers that): --insecure. */
+	 * handshake (test_security covers that): --insecure, unless the
+	 * test has keys (tc->keyed). */
 	const char *argv[32] = { tc->bin,	"--listen",    "127.0.0.1:0",
 				 "--addr-file", tc->afile,     "--data-dir",
 				 tc->data,	"--log-level", "info",
 				 "--insecure" };
-	int argc = 10, fd;
+	int argc = tc->keyed ? 9 : 10, fd;
 	pid_t parent = getpid();
 	uint64_t deadline;
 	FILE *f;
