@@ -280,9 +280,17 @@ int coord_grants_add(struct coord *c, const char *name, const struct msg *req,
 	switch (req->type) {
 	case MSG_T_REGION_GET:
 		sp.holder = coord_node_find_name(c, name);
-		if (rep->type == MSG_T_REGION && sp.holder)
-			ret = coord_grants_region(c, req->name, &sp, rep,
-						  now_ms);
+		if (rep->type != MSG_T_REGION || !sp.holder)
+			break;
+		/* The node holding the write lease (an agent renewing its
+		 * grants, a new replica's layout) writes there too. */
+		r = coord_region_find(c, req->name);
+		if (r && r->writer.lease && r->writer.node == sp.holder->id &&
+		    r->writer.instance == sp.holder->instance) {
+			sp.rights = GRANT_READ | GRANT_WRITE;
+			sp.wgen = r->wgen;
+		}
+		ret = coord_grants_region(c, req->name, &sp, rep, now_ms);
 		break;
 	case MSG_T_WRITE_LEASE:
 		/* Only if the lease is the asker's now: the OK granted it. */

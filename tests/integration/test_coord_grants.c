@@ -446,7 +446,9 @@ int main(void)
 	t1 = grant_now_ms();
 	msg_fini(&req);
 	T_CHECK(r == 0, "region_get after the restart: %s", strerror(-r));
-	r = t_grants_of_na(&rep, T_KEY_NEW, GRANT_READ, 0, rep.epoch, t0, t1);
+	/* (na still holds r's write lease: its lookups get WRITE too) */
+	r = t_grants_of_na(&rep, T_KEY_NEW, GRANT_READ | GRANT_WRITE, wgen,
+			   rep.epoch, t0, t1);
 	msg_fini(&rep);
 	T_CHECK(r == 0, "grants of nb before its session");
 	for (int i = 1; i < T_NODES; i++)
@@ -460,7 +462,8 @@ int main(void)
 	t1 = grant_now_ms();
 	msg_fini(&req);
 	T_CHECK(r == 0, "region_get: %s", strerror(-r));
-	r = t_grants_of_na(&rep, T_KEY_OLD, GRANT_READ, 0, rep.epoch, t0, t1);
+	r = t_grants_of_na(&rep, T_KEY_OLD, GRANT_READ | GRANT_WRITE, wgen,
+			   rep.epoch, t0, t1);
 	msg_fini(&rep);
 	T_CHECK(r == 0, "grants of nb after its heartbeat");
 
