@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the owner's page server checks of grants (issue 34; docs/design.md,
+ * "Grants: what the owner checks"): a session's table of the grants it
+ * presented (wire op GRANT), whether they cover a READ or a WRITE, and
+ * the pool's epoch floors, under which a deleted region's grants stop
+ * counting.
+ */
+#ifndef NODE_PGGRANT_H
+#define NODE_PGGRANT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "auth.h"
+#include "grant.h"
+
+/* Grants one session holds at most; past it a new one is refused ENOSPC
+ * (a grant identical in extent and rights to one held still replaces it,
+ * and expired ones are dropped first). */
+#define PGGRANT_MAX 4096u
+
+/* What a grant must say for this owner to take it. */
+struct pggrant_owner {
+	uint8_t key[AUTH_KEY_LEN]; /* its grant key (grant_key()) */
+	uint8_t kid[AUTH_ID_LEN];  /* the cluster key behind its node key */
+	uint64_t instance;	   /* this agent's instance */
+	uint64_t pool_size;
+};
+
+/* A grant taken: the part of it checked from then on. */
+struct pggrant {
+	uint64_t off, end; /* [off, end) of the pool */
+	uint64_t wgen;	   /* GRANT_WRITE: the lease generation */
+	uint64_t epoch;
+	uint64_t expires_ms; /* grant_now_ms() */
+	unsigned int rights; /* GRANT_READ, | GRANT_WRITE */
+};
+
+/*
+ * One session's grants, sorted by offset; caller storage, zeroed to start
+ * (no _init), emptied by pggrant_tab_fini(). Server thread only.
+ */
+struct pggrant_tab {
+	struct pggrant *g;
+	uint32_t n, cap;
+};
+
+/* Frees what @t holds; it is empty (and usable) again. */
+void pggrant_tab_fini(struct pggrant_tab *t);
+
+/* Drops the grants of @t expired at @now (wall clock, ms). */
+void pggrant_tab_prune(struct pggrant_tab *t, uint64_t now);
+
+/*
+ * Opens the sealed grant @in with @o's key and takes it into @t for the
+ * session of peer @holder, at wall-clock @now (ms). A grant identical in
+ * extent and rights to one held replaces it. Returns 0, or, with the
+ * reason as text in @why: -EBADMSG (malformed), -EKEYREJECTED (not sealed
+ * with @o's key, or under another cluster key), -ESTALE (for another
+ * instance of this owner), -EACCES (for another holder), -EKEYEXPIRED,
+ * -ERANGE (its extent is not inside the pool), -ENOSPC (@t holds
+ * PGGRANT_MAX unexpired grants) or -ENOMEM.
+ */
+int pggrant_take(struct pggrant_tab *t, const struct pggrant_owner *o,
+		 const char *holder, const uint8_t in[GRANT_LEN], uint64_t now,
+		 char *why, size_t why_len);
+
+/*
+ * A pool's epoch floors, one per MSG_POOL_SEG segment: a grant whose epoch
+ * is below the floor of a segment does not count there. Raised from any
+ * thread (pggrant_floors_raise()), read by the page server's thread;
+ * atomics, no lock.
+ */
+struct pggrant_floors;
+
+/* Floors of 0 for a pool of @pool_size bytes; NULL without memory. */
+struct pggrant_floors *pggrant_floors_new(uint64_t pool_size);
+/* NULL is a no-op. */
+void pggrant_floors_free(struct pggrant_floors *f);
+
+/*
+ * Raises the floor of every segment [off, off + len) touches to @epoch
+ * (a floor never goes down), then waits for a check the server thread
+ * began before it (pggrant_gate_enter()) to finish with the pool: once it
+ * returns, no READ or WRITE let through by a grant below @epoch there is
+ * still copying to or from the pool, and none will be. Any thread but the
+ * server's. Returns 0, or -EINVAL if len is 0 or the extent is not inside
+ * the pool (nothing raised).
+ */
+int pggrant_floors_raise(struct pggrant_floors *f, uint64_t off, uint64_t len,
+			 uint64_t epoch);
+
+/*
+ * The server thread around a grant check and the copy it lets through:
+ * enter before the floors are read, leave once the pool is no longer
+ * touched for that request. Never nested.
+ */
+void pggrant_gate_enter(struct pggrant_floors *f);
+void pggrant_gate_leave(struct pggrant_floors *f);
+
+/*
+ * True if [off, off + len) (len > 0, inside the pool) is covered by the
+ * grants of @t unexpired at @now whose epoch is not below the floor of
+ * the segment each byte lies in: READ grants (@write false) or WRITE
+ * grants of lease generation @wgen (@write true). The union may span
+ * several grants. Between pggrant_gate_enter() and _leave().
+ */
+bool pggrant_tab_covers(const struct pggrant_tab *t,
+			const struct pggrant_floors *f, uint64_t off,
+			uint64_t len, bool write, uint64_t wgen, uint64_t now);
+
+#endif
