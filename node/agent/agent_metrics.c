@@ -332,6 +332,10 @@ static void agent_metrics_render(struct metrics_buf *b, void *arg)
 		    "Connections closed unserved for a cap (connections in "
 		    "their handshake, per address or in all; connections).",
 		    ps.refused);
+	metrics_one(b, "farpage_pagesrv_grant_refusals_total", "counter",
+		    "Grants the page server refused (GRANT), and reads and "
+		    "writes it refused for want of one (EACCES).",
+		    ps.grant_refusals);
 	metrics_head(b, "farpage_pagesrv_sessions_closed_total", "counter",
 		     "Peer sessions the page server closed for its limits, "
 		     "new or old: peer_cap (the node held --peer-conns), "

@@ -31,10 +31,12 @@
 #include "auth.h"
 #include "bufpool.h"
 #include "evl.h"
+#include "grant.h"
 #include "log.h"
 #include "msg.h"
 #include "net.h"
 #include "pgfence.h"
+#include "pggrant.h"
 #include "wire.h"
 #include "xport_ring.h"
 
@@ -138,7 +140,9 @@ struct pagesrv_reply {
  *
  *   header --HELLO/READ--> reply queued, next header
  *     |
- *     +--WRITE, bad len--> connection closed
+ *     +--WRITE or GRANT, bad len--> connection closed
+ *     +--GRANT--> wr_active as a WRITE's, its grants staged (insecure:
+ *     |       dropped), then taken and its reply queued
  *     +--WRITE, a queued READ reply sends from its range--> wr_wait:
  *     |       header left in rbuf, nothing received until that reply
  *     |       went out (the WRITE must not change what it reads)
@@ -150,6 +154,7 @@ struct pagesrv_reply {
  * READ is taken once header and tag are in; a WRITE's data and tag are
  * staged (nothing is decided at its header but its len), then opened,
  * checked and copied to the pool at once (no wr_wait, no partial writes).
+ * A GRANT's grants are staged alike and taken once their record opens.
  */
 struct pagesrv_conn {
 	struct pagesrv *s;
@@ -165,6 +170,7 @@ struct pagesrv_conn {
 	bool wr_wait;
 	bool wr_active;
 	uint16_t wr_status; /* 0: data into the pool, else dropped */
+	uint8_t wr_op;	    /* of the active request: WRITE or GRANT */
 	/* HELLO: the client's id and this connection's generation of it; a
 	 * newer connection of the same client fences this one (its writes
 	 * are refused: they may be older than the newer one's) */
@@ -194,7 +200,9 @@ struct pagesrv_conn {
 	uint8_t *stage;
 	uint32_t stage_cap;
 	size_t q_bytes; /* secure: bytes of reply copies queued */
-	char addr[80];	/* "host:port" */
+	/* the grants this session presented (checking on) */
+	struct pggrant_tab grants;
+	char addr[80]; /* "host:port" */
 	char name[PAGESRV_NAME_MAX];
 	struct pagesrv_req recv_req;
 	struct pagesrv_req send_req;
@@ -223,6 +231,11 @@ struct pagesrv {
 	 * past the keep closes after idle_ms without a byte (0: never) */
 	unsigned int sess_max, peer_max, peer_keep, idle_ms;
 	struct pgfence *fence; /* replicas out of sync, rebuild marks; NULL */
+	/* grants: checked in sessions (secure, cfg->grant_check), taken
+	 * against gown; the pool's epoch floors (any thread raises them) */
+	bool grant_on;
+	struct pggrant_owner gown;
+	struct pggrant_floors *floors;
 	/* authentication */
 	bool insecure;
 	char self_name[AUTH_NAME_MAX];
@@ -288,6 +301,7 @@ struct pagesrv {
 	_Atomic uint64_t st_auth_failures;
 	_Atomic uint64_t st_hs_timeouts;
 	_Atomic uint64_t st_refused;
+	_Atomic uint64_t st_grant_refusals;
 	_Atomic uint64_t st_closed[PAGESRV_CLOSED_N];
 };
 
@@ -353,6 +367,7 @@ static void pagesrv_conn_free(struct pagesrv_conn *c)
 		bufpool_put(&s->bufs, r->own, r->len);
 	}
 	free(c->stage);
+	pggrant_tab_fini(&c->grants);
 	auth_hs_free(c->hs);
 	auth_sess_free(c->sess);
 	free(c);
@@ -732,6 +747,14 @@ static void pagesrv_conn_fence(struct pagesrv_conn *c, uint64_t client,
 	}
 }
 
+/* True if the active request's data goes straight into the pool: an
+ * insecure WRITE taken at its header (not a GRANT, nor data dropped). */
+static bool pagesrv_conn_is_to_pool(const struct pagesrv_conn *c)
+{
+	return c->wr_active && !c->sess && c->wr_op == WIRE_OP_WRITE &&
+	       !c->wr_status;
+}
+
 /* True while a fenced connection of @c's client still writes the pool: a
  * write of @c waits for it, so the newer bytes land last. */
 static bool pagesrv_conn_fenced_writing(const struct pagesrv_conn *c)
@@ -739,7 +762,7 @@ static bool pagesrv_conn_fenced_writing(const struct pagesrv_conn *c)
 	for (const struct pagesrv_conn *o = c->s->conns; o; o = o->next)
 		if (o != c && c->client && pagesrv_conn_is_same_client(o, c) &&
 		    o->fenced && !o->sess &&
-		    ((o->wr_active && !o->wr_status && !o->closing) ||
+		    ((pagesrv_conn_is_to_pool(o) && !o->closing) ||
 		     (o->recv_busy && o->recv_to == PAGESRV_TO_POOL)))
 			return true;
 	return false;
@@ -764,19 +787,60 @@ static int pagesrv_conn_on_hello(struct pagesrv_conn *c,
 				  NULL, NULL);
 }
 
-static int pagesrv_conn_on_read(struct pagesrv_conn *c,
-				const struct wire_hdr *h)
+/* True if requests of @c are checked against its grants. */
+static bool pagesrv_conn_is_checked(const struct pagesrv_conn *c)
+{
+	return c->s->grant_on && c->sess;
+}
+
+/*
+ * A READ (@write false) or WRITE of generation @wgen (@has_wgen: one was
+ * sent) of [off, off + len), inside the pool: true if the grants of @c
+ * cover it, else counted and logged (EACCES). Inside the gate.
+ */
+static bool pagesrv_conn_is_granted(struct pagesrv_conn *c, bool write,
+				    uint64_t off, uint32_t len, bool has_wgen,
+				    uint64_t wgen)
+{
+	struct pagesrv *s = c->s;
+	char why[200];
+
+	if ((!write || has_wgen) &&
+	    pggrant_tab_covers(&c->grants, s->floors, off, len, write, wgen,
+			       grant_now_ms()))
+		return true;
+	pagesrv_count(&s->st_grant_refusals, 1);
+	if (!write)
+		snprintf(why, sizeof(why),
+			 "read of %u bytes at %#" PRIx64 " refused: not "
+			 "inside this session's read grants (grants held: %u)",
+			 len, off, c->grants.n);
+	else if (!has_wgen)
+		snprintf(why, sizeof(why),
+			 "write of %u bytes at %#" PRIx64 " refused: it "
+			 "carries no lease generation",
+			 len, off);
+	else
+		snprintf(why, sizeof(why),
+			 "write of %u bytes at %#" PRIx64 " of generation "
+			 "%" PRIu64 " refused: not inside this session's "
+			 "write grants of that generation (grants held: %u)",
+			 len, off, wgen, c->grants.n);
+	pagesrv_refusal_log(s, c->name, why);
+	return false;
+}
+
+/* A READ inside the pool: its grants (@checked), its fences, its data. */
+static int pagesrv_conn_read(struct pagesrv_conn *c, const struct wire_hdr *h,
+			     bool checked)
 {
 	struct pagesrv *s = c->s;
 	uint8_t *own = NULL;
 
-	/* written so that off + len cannot overflow */
-	if (!h->len || h->len > WIRE_LEN_MAX || h->arg > s->pool_size ||
-	    h->len > s->pool_size - h->arg) {
-		log_dbg("%s: read of %u bytes at %#llx is outside the pool",
-			c->name, h->len, (unsigned long long)h->arg);
+	if (checked &&
+	    !pagesrv_conn_is_granted(c, false, h->arg, h->len, false, 0)) {
 		pagesrv_count(&s->st_errors, 1);
-		return pagesrv_conn_reply(c, WIRE_OP_READ, ERANGE, 0, h->tag, 0,
+		return pagesrv_conn_reply(c, WIRE_OP_READ, EACCES, 0, h->tag, 0,
 					  NULL, NULL);
 	}
 	if (pgfence_hit(s->fence, h->arg, h->len)) {
@@ -804,6 +868,32 @@ static int pagesrv_conn_on_read(struct pagesrv_conn *c,
 	pagesrv_count(&s->st_bytes, h->len);
 	return pagesrv_conn_reply(c, WIRE_OP_READ, 0, h->len, h->tag, 0,
 				  s->pool + h->arg, own);
+}
+
+static int pagesrv_conn_on_read(struct pagesrv_conn *c,
+				const struct wire_hdr *h)
+{
+	struct pagesrv *s = c->s;
+	bool checked = pagesrv_conn_is_checked(c);
+	int ret;
+
+	/* written so that off + len cannot overflow */
+	if (!h->len || h->len > WIRE_LEN_MAX || h->arg > s->pool_size ||
+	    h->len > s->pool_size - h->arg) {
+		log_dbg("%s: read of %u bytes at %#llx is outside the pool",
+			c->name, h->len, (unsigned long long)h->arg);
+		pagesrv_count(&s->st_errors, 1);
+		return pagesrv_conn_reply(c, WIRE_OP_READ, ERANGE, 0, h->tag, 0,
+					  NULL, NULL);
+	}
+	/* the floors read and the pool copied inside the gate: a floor
+	 * raised meanwhile waits for the copy to end (pggrant.h) */
+	if (checked)
+		pggrant_gate_enter(s->floors);
+	ret = pagesrv_conn_read(c, h, checked);
+	if (checked)
+		pggrant_gate_leave(s->floors);
+	return ret;
 }
 
 /* True if a queued reply, not all sent yet, sends from [p, p + len). */
@@ -854,14 +944,13 @@ static uint16_t pagesrv_wgen_check(struct pagesrv *s, const char *who,
 }
 
 /*
- * Secure: a WRITE header (and its generation, @g: WIRE_WGEN_LEN bytes, or
- * NULL); its data and tag are staged. Nothing but its len is looked at
- * before the record opens (pagesrv_conn_write_open()). Returns 0 or
- * -ENOMEM.
+ * Secure: a WRITE or GRANT header (and a WRITE's generation, @g:
+ * WIRE_WGEN_LEN bytes, or NULL); its body and tag are staged. Nothing but
+ * its len is looked at before the record opens (pagesrv_conn_write_open(),
+ * pagesrv_conn_grant_end()). Returns 0 or -ENOMEM.
  */
-static int pagesrv_conn_on_write_sealed(struct pagesrv_conn *c,
-					const struct wire_hdr *h,
-					const uint8_t *g)
+static int pagesrv_conn_stage(struct pagesrv_conn *c, const struct wire_hdr *h,
+			      const uint8_t *g)
 {
 	uint32_t need = h->len + AUTH_TAG_LEN;
 	uint8_t *p;
@@ -884,6 +973,7 @@ static int pagesrv_conn_on_write_sealed(struct pagesrv_conn *c,
 		c->wr_aad_len += WIRE_WGEN_LEN;
 	}
 	c->wr_active = true;
+	c->wr_op = h->op;
 	c->wr_status = 0;
 	c->wr_tag = h->tag;
 	c->wr_off = h->arg;
@@ -914,7 +1004,8 @@ static int pagesrv_conn_on_write(struct pagesrv_conn *c,
 	}
 	c->writer = true;
 	if (c->sess)
-		return pagesrv_conn_on_write_sealed(c, h, g);
+		return pagesrv_conn_stage(c, h, g);
+	c->wr_op = WIRE_OP_WRITE;
 	c->wr_status = 0;
 	if (c->fenced) {
 		log_dbg("%s: write on a superseded connection refused",
@@ -970,6 +1061,46 @@ static int pagesrv_conn_write_end(struct pagesrv_conn *c)
 }
 
 /*
+ * Secure: the active WRITE, its record opened, inside the gate when
+ * @checked: its status, and its data into the pool if that is 0.
+ */
+static uint16_t pagesrv_conn_write_apply(struct pagesrv_conn *c, bool checked)
+{
+	struct pagesrv *s = c->s;
+	bool has_wgen = c->wr_aad_len > WIRE_HDR_LEN;
+	uint64_t wgen =
+		has_wgen ? wire_get(c->wr_hdr + WIRE_HDR_LEN, WIRE_WGEN_LEN)
+			 : 0;
+	uint16_t st;
+
+	if (c->fenced) {
+		log_dbg("%s: write on a superseded connection refused",
+			c->name);
+		return EPIPE;
+	}
+	/* written so that off + len cannot overflow */
+	if (c->wr_off > s->pool_size || c->wr_len > s->pool_size - c->wr_off) {
+		log_dbg("%s: write of %u bytes at %#llx is outside the pool",
+			c->name, c->wr_len, (unsigned long long)c->wr_off);
+		return ERANGE;
+	}
+	if (checked && !pagesrv_conn_is_granted(c, true, c->wr_off, c->wr_len,
+						has_wgen, wgen))
+		return EACCES;
+	if (pgfence_hit(s->fence, c->wr_off, c->wr_len)) {
+		log_dbg("%s: write at %#llx refused: a fenced replica", c->name,
+			(unsigned long long)c->wr_off);
+		return ESTALE;
+	}
+	/* checked: a generation only a grant carried */
+	st = pagesrv_wgen_check(s, c->name, c->wr_off, c->wr_len, wgen);
+	if (!st)
+		pgfence_pool_write(s->fence, s->pool, c->wr_off, c->stage,
+				   c->wr_len);
+	return st;
+}
+
+/*
  * Secure: the active WRITE's data and tag are staged. Its record opens
  * (else -EBADMSG: the connection ends, nothing was written), then it is
  * checked as the insecure path checks at the header, and the data goes to
@@ -979,38 +1110,108 @@ static int pagesrv_conn_write_open(struct pagesrv_conn *c)
 {
 	struct pagesrv *s = c->s;
 	struct iovec v = { c->stage, c->wr_len };
+	bool checked = pagesrv_conn_is_checked(c);
 
 	if (auth_open(c->sess, c->wr_hdr, c->wr_aad_len, &v, 1,
 		      c->stage + c->wr_len)) {
 		pagesrv_conn_record_fail(c, "WRITE");
 		return -EBADMSG;
 	}
-	if (c->fenced) {
-		log_dbg("%s: write on a superseded connection refused",
-			c->name);
-		c->wr_status = EPIPE;
-		/* written so that off + len cannot overflow */
-	} else if (c->wr_off > s->pool_size ||
-		   c->wr_len > s->pool_size - c->wr_off) {
-		log_dbg("%s: write of %u bytes at %#llx is outside the pool",
-			c->name, c->wr_len, (unsigned long long)c->wr_off);
-		c->wr_status = ERANGE;
-	} else if (pgfence_hit(s->fence, c->wr_off, c->wr_len)) {
-		log_dbg("%s: write at %#llx refused: a fenced replica", c->name,
-			(unsigned long long)c->wr_off);
-		c->wr_status = ESTALE;
-	} else {
-		c->wr_status = pagesrv_wgen_check(
-			s, c->name, c->wr_off, c->wr_len,
-			c->wr_aad_len > WIRE_HDR_LEN
-				? wire_get(c->wr_hdr + WIRE_HDR_LEN,
-					   WIRE_WGEN_LEN)
-				: 0);
-		if (!c->wr_status)
-			pgfence_pool_write(s->fence, s->pool, c->wr_off,
-					   c->stage, c->wr_len);
-	}
+	/* the floors read and the data copied inside the gate (pggrant.h) */
+	if (checked)
+		pggrant_gate_enter(s->floors);
+	c->wr_status = pagesrv_conn_write_apply(c, checked);
+	if (checked)
+		pggrant_gate_leave(s->floors);
 	return pagesrv_conn_write_end(c);
+}
+
+/*
+ * A GRANT header: len (a multiple of WIRE_GRANT_LEN) bytes of grants
+ * follow, staged (secure) or dropped (insecure: nothing is checked).
+ * Returns 0, -EPROTO for a len that says nothing trustworthy about where
+ * the next header is, or -ENOMEM.
+ */
+static int pagesrv_conn_on_grant(struct pagesrv_conn *c,
+				 const struct wire_hdr *h)
+{
+	if (!h->len || h->len > WIRE_LEN_MAX || h->len % WIRE_GRANT_LEN) {
+		char why[96];
+
+		snprintf(
+			why, sizeof(why),
+			"grants of %u bytes (a multiple of %u, 1..%u), closing",
+			h->len, WIRE_GRANT_LEN, WIRE_LEN_MAX);
+		pagesrv_refusal_log(c->s, c->name, why);
+		return -EPROTO;
+	}
+	c->writer = true;
+	if (c->sess)
+		return pagesrv_conn_stage(c, h, NULL);
+	c->wr_active = true;
+	c->wr_op = WIRE_OP_GRANT;
+	c->wr_status = 0;
+	c->wr_tag = h->tag;
+	c->wr_off = h->arg;
+	c->wr_len = h->len;
+	c->wr_left = h->len;
+	return 0;
+}
+
+/*
+ * The grants of the active GRANT, opened: taken in order into the
+ * session's table until one is refused. Returns 0, or the errno of the
+ * first refused (those before it were taken, those after it not looked
+ * at).
+ */
+static uint16_t pagesrv_conn_grants_take(struct pagesrv_conn *c)
+{
+	struct pagesrv *s = c->s;
+	uint32_t n = c->wr_len / WIRE_GRANT_LEN;
+	uint64_t now = grant_now_ms();
+	char why[160], what[240];
+	int ret;
+
+	pggrant_tab_prune(&c->grants, now);
+	for (uint32_t i = 0; i < n; i++) {
+		ret = pggrant_take(&c->grants, &s->gown, pagesrv_conn_peer(c),
+				   c->stage + (size_t)i * WIRE_GRANT_LEN, now,
+				   why, sizeof(why));
+		if (!ret)
+			continue;
+		pagesrv_count(&s->st_grant_refusals, 1);
+		snprintf(what, sizeof(what), "grant %u of %u refused: %s",
+			 i + 1, n, why);
+		pagesrv_refusal_log(s, c->name, what);
+		return (uint16_t)-ret;
+	}
+	return 0;
+}
+
+/*
+ * The active GRANT's grants (and tag) are in: secure, its record opens
+ * (else -EBADMSG: the connection ends, nothing taken) and, checking, they
+ * are taken; insecure, or not checking, they were dropped unseen. Its
+ * reply is queued. Returns 0 or -errno.
+ */
+static int pagesrv_conn_grant_end(struct pagesrv_conn *c)
+{
+	struct pagesrv *s = c->s;
+	struct iovec v = { c->stage, c->wr_len };
+	uint16_t st = 0;
+
+	if (c->sess && auth_open(c->sess, c->wr_hdr, c->wr_aad_len, &v, 1,
+				 c->stage + c->wr_len)) {
+		pagesrv_conn_record_fail(c, "GRANT");
+		return -EBADMSG;
+	}
+	c->wr_active = false;
+	if (pagesrv_conn_is_checked(c))
+		st = pagesrv_conn_grants_take(c);
+	if (st)
+		pagesrv_count(&s->st_errors, 1);
+	return pagesrv_conn_reply(c, WIRE_OP_GRANT, st, 0, c->wr_tag, 0, NULL,
+				  NULL);
 }
 
 /* No room to answer another request now: replies back up. */
@@ -1038,6 +1239,30 @@ static int pagesrv_conn_on_request(struct pagesrv_conn *c, const uint8_t *b,
 	return pagesrv_conn_on_read(c, h);
 }
 
+/* A request (header @b) of another wire version: logged (rate-limited),
+ * naming the peer; the connection is closed. */
+static void pagesrv_conn_version_log(struct pagesrv_conn *c, const uint8_t *b)
+{
+	uint8_t version = b[0];
+	char why[160];
+
+	if (!c->sess && !memcmp(b, AUTH_MAGIC, 4))
+		snprintf(why, sizeof(why),
+			 "sent a handshake: it authenticates, this node runs "
+			 "--insecure; closing");
+	else if (version && version < WIRE_VERSION)
+		snprintf(why, sizeof(why),
+			 "speaks data wire version %u, this node %u: upgrade "
+			 "it; closing",
+			 version, WIRE_VERSION);
+	else
+		snprintf(why, sizeof(why),
+			 "sent data wire version %u, this node speaks %u; "
+			 "closing",
+			 version, WIRE_VERSION);
+	pagesrv_refusal_log(c->s, c->name, why);
+}
+
 /*
  * Turns complete requests into replies while there is room for them;
  * WRITE data that came into rbuf behind its header is copied to the pool
@@ -1061,7 +1286,7 @@ static int pagesrv_conn_parse(struct pagesrv_conn *c)
 				memcpy(c->stage + c->wr_len + AUTH_TAG_LEN -
 					       c->wr_left,
 				       c->rbuf + pos, n);
-			else if (n && !c->wr_status)
+			else if (n && pagesrv_conn_is_to_pool(c))
 				memcpy(s->pool + c->wr_off + c->wr_len -
 					       c->wr_left,
 				       c->rbuf + pos, n);
@@ -1069,8 +1294,12 @@ static int pagesrv_conn_parse(struct pagesrv_conn *c)
 			c->wr_left -= (uint32_t)n;
 			if (c->wr_left)
 				break;
-			ret = c->sess ? pagesrv_conn_write_open(c)
-				      : pagesrv_conn_write_end(c);
+			if (c->wr_op == WIRE_OP_GRANT)
+				ret = pagesrv_conn_grant_end(c);
+			else if (c->sess)
+				ret = pagesrv_conn_write_open(c);
+			else
+				ret = pagesrv_conn_write_end(c);
 			if (ret)
 				break;
 			continue;
@@ -1079,8 +1308,7 @@ static int pagesrv_conn_parse(struct pagesrv_conn *c)
 			break;
 		wire_hdr_unpack(c->rbuf + pos, &h);
 		if (h.version != WIRE_VERSION) {
-			pagesrv_refusal_log(s, c->name,
-					    "bad wire version, closing");
+			pagesrv_conn_version_log(c, c->rbuf + pos);
 			ret = -EPROTO;
 			break;
 		}
@@ -1110,6 +1338,10 @@ static int pagesrv_conn_parse(struct pagesrv_conn *c)
 			if (ret || c->wr_wait)
 				break;
 			pos += glen;
+		} else if (h.op == WIRE_OP_GRANT) {
+			ret = pagesrv_conn_on_grant(c, &h);
+			if (ret)
+				break;
 		} else {
 			pagesrv_refusal_log(s, c->name, "unknown op, closing");
 			ret = -EPROTO;
@@ -1200,7 +1432,7 @@ static size_t pagesrv_conn_recv_room(struct pagesrv_conn *c, uint8_t **buf,
 		*to = PAGESRV_TO_STAGE;
 		return c->wr_left;
 	}
-	if (c->wr_active && !c->wr_status && !c->rlen) {
+	if (pagesrv_conn_is_to_pool(c) && !c->rlen) {
 		*buf = c->s->pool + c->wr_off + c->wr_len - c->wr_left;
 		*to = PAGESRV_TO_POOL;
 		return c->wr_left;
@@ -1301,7 +1533,7 @@ static void pagesrv_conn_on_recv(struct pagesrv_conn *c, int res)
 		if (res < 0 && res != -ECONNRESET)
 			log_dbg("%s: recv: %s", c->name, log_strerror(res));
 		/* no reply: the writer sends the whole range again */
-		if (c->wr_active && !c->wr_status && !c->sess)
+		if (pagesrv_conn_is_to_pool(c))
 			log_info("%s: gone mid-write at %#llx (%u/%u bytes)",
 				 c->name, (unsigned long long)c->wr_off,
 				 c->wr_len - c->wr_left, c->wr_len);
@@ -1920,11 +2152,20 @@ int pagesrv_create(const struct pagesrv_cfg *cfg, struct pagesrv **out)
 	s->fence = cfg->fence;
 	s->n_wgens = (cfg->pool_size + MSG_POOL_SEG - 1) / MSG_POOL_SEG;
 	s->wgens = calloc(s->n_wgens ? s->n_wgens : 1, sizeof(*s->wgens));
-	if (!s->wgens) {
+	s->floors = pggrant_floors_new(cfg->pool_size);
+	if (!s->wgens || !s->floors) {
+		pggrant_floors_free(s->floors);
+		free(s->wgens);
 		free(s);
 		return -ENOMEM;
 	}
 	s->instance = cfg->instance;
+	/* sessions only: an insecure server checks nothing */
+	s->grant_on = cfg->grant_check && !cfg->insecure;
+	memcpy(s->gown.key, cfg->grant_key, sizeof(s->gown.key));
+	memcpy(s->gown.kid, cfg->grant_kid, sizeof(s->gown.kid));
+	s->gown.instance = cfg->instance;
+	s->gown.pool_size = cfg->pool_size;
 	s->max_conns =
 		cfg->max_conns ? cfg->max_conns : PAGESRV_MAX_CONNS_DEFAULT;
 	s->insecure = cfg->insecure;
@@ -2005,6 +2246,12 @@ int pagesrv_addr(const struct pagesrv *s, char *buf, size_t len)
 	return 0;
 }
 
+int pagesrv_grant_floor(struct pagesrv *s, uint64_t off, uint64_t len,
+			uint64_t epoch)
+{
+	return pggrant_floors_raise(s->floors, off, len, epoch);
+}
+
 int pagesrv_start(struct pagesrv *s)
 {
 	int ret;
@@ -2019,11 +2266,14 @@ int pagesrv_start(struct pagesrv *s)
 		return -ret;
 	}
 	pthread_setname_np(s->thread, "fp-pagesrv");
-	log_info("serving pages on %s (%s)", s->addr,
+	log_info("serving pages on %s (%s%s)", s->addr,
 		 s->insecure ? "insecure: no authentication"
 		 : s->auth_flags & AUTH_F_ENCRYPT
 			 ? "peers authenticated, page data encrypted"
-			 : "peers authenticated, page data authenticated");
+			 : "peers authenticated, page data authenticated",
+		 s->grant_on   ? ", grants checked"
+		 : s->insecure ? ""
+			       : ", grants not checked");
 	return 0;
 }
 
@@ -2048,6 +2298,9 @@ void pagesrv_destroy(struct pagesrv *s)
 	}
 	bufpool_fini(&s->bufs);
 	free(s->wgens);
+	pggrant_floors_free(s->floors);
+	/* the grant key lived here */
+	explicit_bzero(&s->gown, sizeof(s->gown));
 	if (s->efd >= 0)
 		close(s->efd);
 	if (s->lfd >= 0)
@@ -2073,6 +2326,8 @@ void pagesrv_stats(const struct pagesrv *s, struct pagesrv_stats *st)
 		atomic_load_explicit(&s->st_hs_timeouts, memory_order_relaxed);
 	st->refused =
 		atomic_load_explicit(&s->st_refused, memory_order_relaxed);
+	st->grant_refusals = atomic_load_explicit(&s->st_grant_refusals,
+						  memory_order_relaxed);
 	for (int i = 0; i < PAGESRV_CLOSED_N; i++)
 		st->closed[i] = atomic_load_explicit(&s->st_closed[i],
 						     memory_order_relaxed);

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The owner's TCP page server: answers HELLO, READ and WRITE requests
- * (wire.h) of authenticated peers, each a sealed record (auth.h; insecure:
- * plain, sent from and received into the pool without a copy), on its own
- * thread and io_uring.
+ * The owner's TCP page server: answers HELLO, READ, WRITE and GRANT
+ * requests (wire.h) of authenticated peers, each a sealed record (auth.h;
+ * insecure: plain, sent from and received into the pool without a copy),
+ * on its own thread and io_uring; checks that a session's READs and
+ * WRITEs lie inside the grants it presented (grant.h).
  */
 #ifndef NODE_PAGESRV_H
 #define NODE_PAGESRV_H
@@ -53,6 +54,20 @@ struct pagesrv_cfg {
 	 * extent are refused ESTALE, WRITEs set rebuild marks; NULL: none.
 	 * The caller keeps it until pagesrv_destroy() returns. */
 	struct pgfence *fence;
+	/*
+	 * Grants (docs/design.md, "Grants: what the owner checks"): with
+	 * grant_check, a session's READ and WRITE must lie inside grants it
+	 * presented (op GRANT), sealed with grant_key (grant_key() of this
+	 * node's node key) under the cluster key grant_kid names, for this
+	 * instance and the session's peer, unexpired; else EACCES. A WRITE
+	 * must carry the lease generation of a write grant. Secure sessions
+	 * only: insecure, or without grant_check, nothing is checked (GRANT
+	 * is answered 0, its grants not looked at). The key is copied, and
+	 * wiped by pagesrv_destroy().
+	 */
+	bool grant_check;
+	uint8_t grant_key[32];
+	uint8_t grant_kid[8];
 };
 
 /* Why a session was closed by the server for its limits (pagesrv_cfg). */
@@ -69,13 +84,13 @@ const char *pagesrv_closed_name(enum pagesrv_closed why);
 /*
  * Binds and listens on cfg->listen_addr; serves nothing until started.
  * The pool must stay mapped (and writable) until pagesrv_destroy()
- * returns: a peer that authenticates may read and write all of it
- * (insecure: any peer that reaches the address). A WRITE's data goes into
- * the pool once its record's tag verified, at once; insecure, as it
- * arrives, so that a connection lost mid-WRITE leaves that range partly
- * written, never acknowledged. Returns 0 and the server in *out, -EINVAL
- * for a bad cfg (secure without self_name or pair_key) or address, or
- * -errno.
+ * returns: a peer that authenticates may read and write all of it (with
+ * grant_check: what its grants cover; insecure: any peer that reaches the
+ * address may, all of it). A WRITE's data goes into the pool once its
+ * record's tag verified, at once; insecure, as it arrives, so that a
+ * connection lost mid-WRITE leaves that range partly written, never
+ * acknowledged. Returns 0 and the server in *out, -EINVAL for a bad cfg
+ * (secure without self_name or pair_key) or address, or -errno.
  */
 int pagesrv_create(const struct pagesrv_cfg *cfg, struct pagesrv **out);
 
@@ -84,6 +99,19 @@ int pagesrv_create(const struct pagesrv_cfg *cfg, struct pagesrv **out);
  * for). Returns 0, or -ENOSPC if @len is too small.
  */
 int pagesrv_addr(const struct pagesrv *s, char *buf, size_t len);
+
+/*
+ * The region on [off, off + len) of the pool was deleted at coordinator
+ * epoch @epoch: grants of an older epoch no longer count on any 2 MiB
+ * segment of it (a grant of the deleted region must not read or write the
+ * next one placed there). Floors only go up. Callable from any thread but
+ * the server's, before the extent is cleared: once it returns, no READ or
+ * WRITE let through by such a grant is still copying from or to the pool
+ * (it waits for one under way, which takes at most one request's copy).
+ * Returns 0, or -EINVAL if len is 0 or the extent is not inside the pool.
+ */
+int pagesrv_grant_floor(struct pagesrv *s, uint64_t off, uint64_t len,
+			uint64_t epoch);
 
 /* Starts the server thread. Returns 0, -EALREADY, or -errno. */
 int pagesrv_start(struct pagesrv *s);
@@ -108,6 +136,9 @@ struct pagesrv_stats {
 	uint64_t auth_failures;
 	uint64_t hs_timeouts; /* closed: no handshake in hs_timeout_ms */
 	uint64_t refused; /* closed unserved for a cap (handshakes, conns) */
+	/* grants refused at GRANT, and READs and WRITEs refused EACCES for
+	 * want of one (checking on) */
+	uint64_t grant_refusals;
 	/* sessions closed for their limits, new or old, by reason */
 	uint64_t closed[PAGESRV_CLOSED_N];
 };

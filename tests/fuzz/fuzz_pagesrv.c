@@ -26,6 +26,21 @@
  * a record that does not verify (-EBADMSG) closes the connection, and
  * only the changed one does, with nothing of it done.
  *
+ * GRANT (a len of 0, above WIRE_LEN_MAX or no multiple of WIRE_GRANT_LEN
+ * closes the connection) is answered 0, its grants dropped unseen, unless
+ * the session checks grants (secure bit 7). Then the harness seals each
+ * well-formed grant whose MAC field is all zero with the owner's grant
+ * key, as the coordinator would (one expiring within a day of now is made
+ * a day old first: no grant may expire while a run looks at it), and the
+ * model takes grants as the owner must (its key, key id, instance, the
+ * session's peer "client", unexpired, inside the pool; the first refused
+ * one's errno, those after it not taken; an identical extent and rights
+ * replaces), raises the pool's epoch floors between parses now and then
+ * (pagesrv_grant_floor()), and owes a READ outside the union of its
+ * unexpired read grants of an epoch at the floor or above EACCES, and a
+ * WRITE not carrying the generation of write grants covering it alike
+ * (before the generation rule).
+ *
  * Input: config byte, chunk-size seed byte, [secure byte], the stream.
  *   config bits 0-1 pool (none, 16 KiB, 3 pages + 123 bytes, 1 MiB + 4 KiB)
  *          bits 2-3 chunk sizes (up to: rbuf, 1 byte, 31 bytes, 512 bytes)
@@ -34,7 +49,8 @@
  *          bit  6   instance 0 instead of FUZZ_INSTANCE
  *          bit  7   secure: a third config byte follows
  *   secure bit  0   the session encrypts
- *          bits 1-7 the record (1 = the first) with a byte changed; 0: none
+ *          bits 1-6 the record (1 = the first) with a byte changed; 0: none
+ *          bit  7   grants checked
  */
 #include "../../node/pagesrv/pagesrv.c"
 
@@ -43,6 +59,8 @@
 #define FUZZ_INSTANCE 0x1122334455667788ull
 #define FUZZ_POOLS    4
 #define FUZZ_RECS     4096 /* records sealed at most */
+#define FUZZ_DAY_MS   86400000ull
+#define FUZZ_FLOOR_1N 16 /* a floor raised after 1 parse in 16, or so */
 
 /*
  * Pools of exactly their size: ASan sees a reply's data or a WRITE outside
@@ -89,6 +107,12 @@ struct fuzz_run {
 	/* the newest write-lease generation each pool segment accepted, as
 	 * the WRITEs answered so far left it (the server's s->wgens) */
 	uint64_t *wgens;
+	/* grants checked: those the session holds so far, the segments'
+	 * epoch floors */
+	bool check;
+	struct pggrant *held; /* room for every grant the input holds */
+	uint32_t n_held, max_held;
+	uint64_t *floors;
 };
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -121,6 +145,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 static const uint8_t fuzz_key[AUTH_KEY_LEN] =
 	"the pair key of client and owner";
+static const uint8_t fuzz_gkey[AUTH_KEY_LEN] =
+	"the grant key of the owner node.";
+static const uint8_t fuzz_kid[AUTH_ID_LEN] = "clusterk";
 
 static int fuzz_lookup(void *arg, const struct auth_hello *h,
 		       uint8_t key[AUTH_KEY_LEN], char *why, size_t why_len)
@@ -164,7 +191,44 @@ static void fuzz_pair(unsigned int flags, struct auth_sess **cs,
 /* Bytes of a WRITE's generation after its header (0: none sent). */
 static size_t fuzz_wgen_len(const struct wire_hdr *h)
 {
-	return h->flags_status & WIRE_F_WGEN ? WIRE_WGEN_LEN : 0;
+	return h->op == WIRE_OP_WRITE && h->flags_status & WIRE_F_WGEN
+		       ? WIRE_WGEN_LEN
+		       : 0;
+}
+
+/* True if @h is a GRANT whose len the server takes. */
+static bool fuzz_grant_len_is_ok(const struct wire_hdr *h)
+{
+	return h->op == WIRE_OP_GRANT && h->len && h->len <= WIRE_LEN_MAX &&
+	       !(h->len % WIRE_GRANT_LEN);
+}
+
+/* Bytes of a request's body behind its header (and generation). */
+static size_t fuzz_body_len(const struct wire_hdr *h)
+{
+	return h->op == WIRE_OP_WRITE || h->op == WIRE_OP_GRANT ? h->len : 0;
+}
+
+/*
+ * The grants of a GRANT body, in place: each well-formed one with its
+ * MAC field all zero is sealed with the owner's grant key (an expiry
+ * within a day of now moved a day back); others stay as they are.
+ */
+static void fuzz_grants_seal(uint8_t *b, uint32_t len)
+{
+	static const uint8_t zero[GRANT_LEN - GRANT_MAC_OFF];
+	uint64_t now = grant_now_ms();
+	struct grant g;
+
+	for (uint32_t at = 0; at < len; at += GRANT_LEN) {
+		if (grant_open(b + at, NULL, &g) ||
+		    memcmp(b + at + GRANT_MAC_OFF, zero, sizeof(zero)))
+			continue;
+		if (g.expires_ms > now - FUZZ_DAY_MS &&
+		    g.expires_ms < now + FUZZ_DAY_MS)
+			g.expires_ms = now - FUZZ_DAY_MS;
+		FUZZ_CHECK(!grant_seal(&g, fuzz_gkey, b + at));
+	}
 }
 
 /*
@@ -173,7 +237,7 @@ static size_t fuzz_wgen_len(const struct wire_hdr *h)
  * WRITE whose len the server refuses at its header on) stays as it is.
  * One byte of record @tamper (1 = the first; 0 = none) is changed.
  */
-static void fuzz_seal(struct fuzz_run *run, const uint8_t *in, size_t len,
+static void fuzz_seal(struct fuzz_run *run, uint8_t *in, size_t len,
 		      unsigned int tamper, struct fuzz_rng *rng)
 {
 	size_t pos = 0, out = 0, max = len / WIRE_HDR_LEN + 1, body, total;
@@ -199,9 +263,17 @@ static void fuzz_seal(struct fuzz_run *run, const uint8_t *in, size_t len,
 			/* the generation is part of the header (sealed as
 			 * associated data) */
 			glen = fuzz_wgen_len(&h);
+		} else if (h.op == WIRE_OP_GRANT) {
+			if (!fuzz_grant_len_is_ok(&h))
+				break;
+			body = h.len;
 		}
 		if (len - pos - WIRE_HDR_LEN < glen + body)
 			break;
+		/* the grants as the coordinator seals them, in the input
+		 * too: the model opens what the server got */
+		if (h.op == WIRE_OP_GRANT && run->check)
+			fuzz_grants_seal(in + pos + WIRE_HDR_LEN, h.len);
 		rec = &run->recs[run->n_recs++];
 		rec->at = out;
 		rec->plain = pos;
@@ -264,15 +336,143 @@ static uint16_t fuzz_wgen_status(struct fuzz_run *run, const struct wire_hdr *h,
 	return 0;
 }
 
-/* Stream bytes the request at @at takes: header, a WRITE's data, the tag
- * (secure). */
+/*
+ * Grants checked: the status the model owes grant @b (as the server got
+ * it); one it takes goes into run->held.
+ */
+static uint16_t fuzz_grant_take(struct fuzz_run *run, const uint8_t *b)
+{
+	const struct pagesrv *s = run->s;
+	struct pggrant e;
+	struct grant g;
+	int ret = grant_open(b, fuzz_gkey, &g);
+
+	if (ret == -EBADMSG)
+		return EBADMSG;
+	if (ret || memcmp(g.kid, fuzz_kid, AUTH_ID_LEN))
+		return EKEYREJECTED;
+	if (g.owner_inst != s->instance)
+		return ESTALE;
+	if (strcmp(g.holder, "client"))
+		return EACCES;
+	if (g.expires_ms <= grant_now_ms())
+		return EKEYEXPIRED;
+	if (g.off > s->pool_size || g.len > s->pool_size - g.off)
+		return ERANGE;
+	e = (struct pggrant){ g.off,   g.off + g.len, g.wgen,
+			      g.epoch, g.expires_ms,  g.rights };
+	for (uint32_t i = 0; i < run->n_held; i++) {
+		if (run->held[i].off == e.off && run->held[i].end == e.end &&
+		    run->held[i].rights == e.rights) {
+			run->held[i] = e;
+			return 0;
+		}
+	}
+	/* (held ones never expire: sealed, none expires within a day) */
+	if (run->n_held >= PGGRANT_MAX)
+		return ENOSPC;
+	FUZZ_CHECK(run->n_held < run->max_held);
+	run->held[run->n_held++] = e;
+	return 0;
+}
+
+/* The status the model owes a GRANT of @len bytes of grants at @b. */
+static uint16_t fuzz_grants_status(struct fuzz_run *run, const uint8_t *b,
+				   uint32_t len)
+{
+	uint16_t st;
+
+	if (!run->check)
+		return 0;
+	for (uint32_t at = 0; at < len; at += GRANT_LEN)
+		if ((st = fuzz_grant_take(run, b + at)))
+			return st;
+	return 0;
+}
+
+/* True if held grant @g counts for a byte of a segment of floor @floor. */
+static bool fuzz_grant_counts(const struct pggrant *g, uint64_t floor,
+			      bool write, uint64_t wgen)
+{
+	if (g->expires_ms <= grant_now_ms() || g->epoch < floor)
+		return false;
+	return write ? (g->rights & GRANT_WRITE) && g->wgen == wgen
+		     : (g->rights & GRANT_READ) != 0;
+}
+
+/*
+ * True if the held grants that count cover [off, off + len) (inside the
+ * pool): per segment, the covered prefix grows by any grant that starts
+ * inside it and ends past it, until it stops growing.
+ */
+static bool fuzz_covered(const struct fuzz_run *run, uint64_t off, uint64_t len,
+			 bool write, uint64_t wgen)
+{
+	uint64_t end = off + len, a, b, seg, reach;
+	bool grew;
+
+	for (a = off; a < end; a = b) {
+		seg = a / MSG_POOL_SEG;
+		b = (seg + 1) * MSG_POOL_SEG < end ? (seg + 1) * MSG_POOL_SEG
+						   : end;
+		reach = a;
+		do {
+			grew = false;
+			for (uint32_t i = 0; i < run->n_held; i++) {
+				const struct pggrant *g = &run->held[i];
+
+				if (g->off <= reach && g->end > reach &&
+				    fuzz_grant_counts(g, run->floors[seg],
+						      write, wgen)) {
+					reach = g->end;
+					grew = true;
+				}
+			}
+		} while (grew && reach < b);
+		if (reach < b)
+			return false;
+	}
+	return true;
+}
+
+/* The status the model owes WRITE @h (clear bytes at @p); with its
+ * generation taken by the segments if that is 0. */
+static uint16_t fuzz_write_status(struct fuzz_run *run,
+				  const struct wire_hdr *h, const uint8_t *p)
+{
+	uint64_t wgen = fuzz_wgen_of(p);
+
+	if (fuzz_is_outside(run->s, h))
+		return ERANGE;
+	if (run->check && (!fuzz_wgen_len(h) ||
+			   !fuzz_covered(run, h->arg, h->len, true, wgen)))
+		return EACCES;
+	return fuzz_wgen_status(run, h, wgen, true);
+}
+
+/* A floor raised now and then (grants checked): one the model keeps too. */
+static void fuzz_floor(struct fuzz_run *run, struct fuzz_rng *rng)
+{
+	uint64_t seg, epoch;
+
+	if (!run->check || !run->s->n_wgens ||
+	    fuzz_rng_next(rng) % FUZZ_FLOOR_1N)
+		return;
+	seg = fuzz_rng_next(rng) % run->s->n_wgens;
+	epoch = fuzz_rng_next(rng) % 4;
+	FUZZ_CHECK(!pagesrv_grant_floor(run->s, seg * MSG_POOL_SEG, 1, epoch));
+	if (run->floors[seg] < epoch)
+		run->floors[seg] = epoch;
+}
+
+/* Stream bytes the request at @at takes: header, a WRITE's generation and
+ * data or a GRANT's grants, the tag (secure). */
 static size_t fuzz_req_size(const struct fuzz_run *run, size_t at)
 {
 	struct wire_hdr h;
 
 	wire_hdr_unpack(run->stream + at, &h);
-	return WIRE_HDR_LEN +
-	       (h.op == WIRE_OP_WRITE ? fuzz_wgen_len(&h) + h.len : 0) +
+	return WIRE_HDR_LEN + fuzz_wgen_len(&h) + fuzz_body_len(&h) +
 	       (run->cs ? AUTH_TAG_LEN : 0);
 }
 
@@ -321,18 +521,27 @@ static void fuzz_reply_check(struct fuzz_run *run,
 		FUZZ_CHECK(req->len && req->len <= WIRE_LEN_MAX);
 		FUZZ_CHECK(
 			h.flags_status ==
-			(fuzz_is_outside(s, req)
-				 ? ERANGE
-				 : fuzz_wgen_status(run, req,
-						    fuzz_wgen_of(fuzz_req_plain(
-							    run, at)),
-						    true)));
+			fuzz_write_status(run, req, fuzz_req_plain(run, at)));
+		FUZZ_CHECK(!r->len && !r->data && !h.arg);
+		return;
+	}
+	if (req->op == WIRE_OP_GRANT) {
+		FUZZ_CHECK(fuzz_grant_len_is_ok(req));
+		FUZZ_CHECK(h.flags_status ==
+			   fuzz_grants_status(
+				   run, fuzz_req_plain(run, at) + WIRE_HDR_LEN,
+				   req->len));
 		FUZZ_CHECK(!r->len && !r->data && !h.arg);
 		return;
 	}
 	FUZZ_CHECK(req->op == WIRE_OP_READ);
 	if (fuzz_is_outside(s, req)) {
 		FUZZ_CHECK(h.flags_status == ERANGE);
+		FUZZ_CHECK(!r->len && !r->data);
+		return;
+	}
+	if (run->check && !fuzz_covered(run, req->arg, req->len, false, 0)) {
+		FUZZ_CHECK(h.flags_status == EACCES);
 		FUZZ_CHECK(!r->len && !r->data);
 		return;
 	}
@@ -402,7 +611,8 @@ static void fuzz_active_apply(struct fuzz_run *run)
 {
 	const struct pagesrv_conn *c = run->c;
 
-	if (!c->wr_active || c->wr_status || c->sess)
+	if (!c->wr_active || c->wr_op != WIRE_OP_WRITE || c->wr_status ||
+	    c->sess)
 		return;
 	memcpy(run->shadow + c->wr_off,
 	       run->stream + run->answered + WIRE_HDR_LEN +
@@ -432,7 +642,9 @@ static void fuzz_writes_check(struct fuzz_run *run, uint32_t n, uint32_t first)
 			    !fuzz_is_outside(s, &req)) {
 				r = &c->q[(c->q_head + first + k) %
 					  PAGESRV_REPLY_CAP];
-				FUZZ_CHECK(!memcmp(r->own,
+				wire_hdr_unpack(r->hdr, &rh);
+				FUZZ_CHECK(rh.flags_status ||
+					   !memcmp(r->own,
 						   run->shadow + req.arg,
 						   req.len));
 			}
@@ -458,7 +670,8 @@ static void fuzz_writes_check(struct fuzz_run *run, uint32_t n, uint32_t first)
 		if (!pass)
 			fuzz_active_apply(run);
 	}
-	if (c->wr_active && !c->wr_status && !c->sess)
+	if (c->wr_active && c->wr_op == WIRE_OP_WRITE && !c->wr_status &&
+	    !c->sess)
 		FUZZ_CHECK(!memcmp(s->pool + c->wr_off, run->shadow + c->wr_off,
 				   c->wr_len - c->wr_left));
 }
@@ -484,12 +697,10 @@ static bool fuzz_rbuf_has_request(const struct pagesrv_conn *c)
 	if (c->rlen < WIRE_HDR_LEN)
 		return false;
 	wire_hdr_unpack(c->rbuf, &h);
-	/* A WRITE's header is whole with its generation, if it has one
-	 * (its data and tag come after, not in rbuf). */
-	if (h.op == WIRE_OP_WRITE)
-		return c->rlen >= WIRE_HDR_LEN + (h.flags_status & WIRE_F_WGEN
-							  ? WIRE_WGEN_LEN
-							  : 0);
+	/* A WRITE's header is whole with its generation, if it has one, a
+	 * GRANT's alone (their bodies and tags come after, not in rbuf). */
+	if (h.op == WIRE_OP_WRITE || h.op == WIRE_OP_GRANT)
+		return c->rlen >= WIRE_HDR_LEN + fuzz_wgen_len(&h);
 	return !c->sess || c->rlen >= WIRE_HDR_LEN + AUTH_TAG_LEN;
 }
 
@@ -546,11 +757,18 @@ static int fuzz_parse(struct fuzz_run *run)
 	FUZZ_CHECK(!c->rlen || !memcmp(c->rbuf, run->stream + at, c->rlen));
 	if (c->wr_active) {
 		wire_hdr_unpack(run->stream + run->answered, &req);
-		FUZZ_CHECK(req.op == WIRE_OP_WRITE && req.tag == c->wr_tag);
+		FUZZ_CHECK(req.op == c->wr_op && req.tag == c->wr_tag);
 		FUZZ_CHECK(req.len == c->wr_len && req.arg == c->wr_off);
 		FUZZ_CHECK(c->wr_left &&
 			   c->wr_left <=
 				   c->wr_len + (c->sess ? AUTH_TAG_LEN : 0));
+		if (req.op == WIRE_OP_GRANT) {
+			/* its grants staged or dropped, nothing decided */
+			FUZZ_CHECK(fuzz_grant_len_is_ok(&req) && !c->wr_status);
+			FUZZ_CHECK(!ret && !c->rlen);
+			return 0;
+		}
+		FUZZ_CHECK(req.op == WIRE_OP_WRITE);
 		/* secure: nothing decided before the record opens; else
 		 * the range, then the generation (the model takes it with
 		 * the reply) */
@@ -570,14 +788,18 @@ static int fuzz_parse(struct fuzz_run *run)
 		return 0;
 	}
 	if (ret) {
-		/* only a bad version, op or WRITE len closes the connection */
+		/* only a bad version, op or WRITE or GRANT len closes the
+		 * connection */
 		FUZZ_CHECK(c->rlen >= WIRE_HDR_LEN);
 		wire_hdr_unpack(c->rbuf, &req);
 		FUZZ_CHECK(req.version != WIRE_VERSION ||
 			   (req.op != WIRE_OP_HELLO && req.op != WIRE_OP_READ &&
-			    req.op != WIRE_OP_WRITE) ||
+			    req.op != WIRE_OP_WRITE &&
+			    req.op != WIRE_OP_GRANT) ||
 			   (req.op == WIRE_OP_WRITE &&
-			    (!req.len || req.len > WIRE_LEN_MAX)));
+			    (!req.len || req.len > WIRE_LEN_MAX)) ||
+			   (req.op == WIRE_OP_GRANT &&
+			    !fuzz_grant_len_is_ok(&req)));
 		return ret;
 	}
 	if (c->wr_wait) {
@@ -641,7 +863,8 @@ static bool fuzz_recv(struct fuzz_run *run, size_t max)
 	} else if (to == PAGESRV_TO_POOL) {
 		FUZZ_CHECK(!c->sess);
 		/* a checked WRITE's data, where it is due, never beyond */
-		FUZZ_CHECK(c->wr_active && !c->wr_status && !c->rlen);
+		FUZZ_CHECK(c->wr_active && c->wr_op == WIRE_OP_WRITE &&
+			   !c->wr_status && !c->rlen);
 		FUZZ_CHECK(buf == s->pool + c->wr_off + c->wr_len - c->wr_left);
 		FUZZ_CHECK(room == c->wr_left);
 		FUZZ_CHECK(c->wr_off + c->wr_len <= s->pool_size);
@@ -714,7 +937,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	s->n_wgens = (s->pool_size + MSG_POOL_SEG - 1) / MSG_POOL_SEG;
 	s->wgens = calloc(s->n_wgens + 1, sizeof(*s->wgens));
 	run->wgens = calloc(s->n_wgens + 1, sizeof(*run->wgens));
-	if (!s->wgens || !run->wgens)
+	s->floors = pggrant_floors_new(s->pool_size);
+	run->floors = calloc(s->n_wgens + 1, sizeof(*run->floors));
+	run->max_held = (uint32_t)(size / GRANT_LEN + 1);
+	run->held = calloc(run->max_held, sizeof(*run->held));
+	if (!s->wgens || !run->wgens || !s->floors || !run->floors ||
+	    !run->held)
 		abort();
 	bufpool_init(&s->bufs, 1u << 20); /* kept buffers reused too */
 	c->s = s;
@@ -724,8 +952,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	run->c = c;
 	run->shadow = fuzz_pools.shadow[pool];
 	if (cfg & 0x80) {
+		/* as pagesrv_create() configures a server checking grants */
+		run->check = data[2] & 0x80;
+		s->grant_on = run->check;
+		memcpy(s->gown.key, fuzz_gkey, sizeof(s->gown.key));
+		memcpy(s->gown.kid, fuzz_kid, sizeof(s->gown.kid));
+		s->gown.instance = s->instance;
+		s->gown.pool_size = s->pool_size;
 		fuzz_pair(data[2] & 1 ? AUTH_F_ENCRYPT : 0, &run->cs, &c->sess);
-		fuzz_seal(run, run->input, size - off, data[2] >> 1, &rng);
+		fuzz_seal(run, run->input, size - off, (data[2] >> 1) & 0x3f,
+			  &rng);
 	}
 
 	while (run->fed < run->len) {
@@ -748,6 +984,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		ret = fuzz_parse(run);
 		if (ret)
 			break; /* pagesrv_conn_serve() closes the connection */
+		fuzz_floor(run, &rng);
 		if (!(cfg & 0x10))
 			fuzz_drain(c, cfg & 0x20 ? (uint32_t)fuzz_rng_size(
 							   &rng, c->q_n + 1)
@@ -773,6 +1010,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(run->input);
 	free(run->wgens);
 	free(s->wgens);
+	free(run->floors);
+	free(run->held);
+	pggrant_floors_free(s->floors);
+	pggrant_tab_fini(&c->grants);
 	free(run);
 	free(c);
 	free(s);
