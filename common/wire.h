@@ -52,6 +52,8 @@ enum wire_op {
 	WIRE_OP_GRANT = 4,
 };
 
+/* GRANT flags: the grants are given back (dropped from the session) */
+#define WIRE_F_GRANT_DROP 0x1u
 /* GRANT: len is a multiple of this (the sealed grants, grant.h) */
 #define WIRE_GRANT_LEN 168u
 

@@ -224,7 +224,8 @@ struct rbtask {
 	uint64_t next;
 	unsigned int busy;
 	uint64_t prog_ms;
-	uint64_t copied; /* pages written (not skipped) */
+	uint64_t copied;   /* pages written (not skipped) */
+	uint64_t retry_ms; /* a read failed: none posted before */
 	struct rbtask *nx;
 };
 

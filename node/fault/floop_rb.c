@@ -179,7 +179,9 @@ void floop_rb_run(struct floop *f, uint64_t now)
 			continue;
 		}
 		for (unsigned int i = 0;
-		     i < FLOOP_RB_READS && k->next < k->t.len; i++) {
+		     i < FLOOP_RB_READS && k->next < k->t.len &&
+		     now >= k->retry_ms;
+		     i++) {
 			uint64_t from = k->next;
 			int ret;
 
@@ -217,12 +219,21 @@ void floop_rb_done(struct floop *f, uint32_t idx, uint32_t gen, int status)
 	if (!k)
 		return; /* its task ended meanwhile */
 	k->busy--;
+	if (status == -EACCES) {
+		/* the source refuses this node its extent (no grant, or
+		 * one that ran out): the task fails, and the coordinator
+		 * makes another, with a fresh grant */
+		floop_rb_end(f, k, status);
+		return;
+	}
 	if (status) {
 		/* from there again (what was read after it again too:
-		 * copies are idempotent, marks still win) */
+		 * copies are idempotent, marks still win), not at once: a
+		 * source that answers every read with an error at once
+		 * would be asked again as fast */
 		if (r->rel < k->next)
 			k->next = r->rel;
-		floop_rb_run(f, evl_now_ms());
+		k->retry_ms = evl_now_ms() + FLOOP_RETRY_MS;
 		return;
 	}
 	n = pgfence_copy_in(f->cfg.fence, k->t.id, (uint8_t *)f->cfg.pool_base,

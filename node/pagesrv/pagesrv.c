@@ -1169,21 +1169,47 @@ static uint16_t pagesrv_conn_grants_take(struct pagesrv_conn *c)
 	struct pagesrv *s = c->s;
 	uint32_t n = c->wr_len / WIRE_GRANT_LEN;
 	uint64_t now = grant_now_ms();
-	char why[160], what[240];
+	/* the header as it came (the record's additional data) */
+	bool drop = wire_get(c->wr_hdr + 2, 2) & WIRE_F_GRANT_DROP;
+	char why[160], xwhy[160], what[240];
+	uint32_t taken = 0, other = 0;
 	int ret;
 
 	pggrant_tab_prune(&c->grants, now);
 	for (uint32_t i = 0; i < n; i++) {
-		ret = pggrant_take(&c->grants, &s->gown, pagesrv_conn_peer(c),
-				   c->stage + (size_t)i * WIRE_GRANT_LEN, now,
-				   why, sizeof(why));
-		if (!ret)
+		const uint8_t *g = c->stage + (size_t)i * WIRE_GRANT_LEN;
+
+		if (drop)
+			ret = pggrant_drop(&c->grants, &s->gown,
+					   pagesrv_conn_peer(c), g, why,
+					   sizeof(why));
+		else
+			ret = pggrant_take(&c->grants, &s->gown,
+					   pagesrv_conn_peer(c), g, now, why,
+					   sizeof(why));
+		if (!ret) {
+			taken++;
 			continue;
+		}
+		if (ret == -EXDEV) {
+			/* for another key of ours: skipped */
+			if (!other++)
+				memcpy(xwhy, why, sizeof(xwhy));
+			continue;
+		}
 		pagesrv_count(&s->st_grant_refusals, 1);
 		snprintf(what, sizeof(what), "grant %u of %u refused: %s",
 			 i + 1, n, why);
 		pagesrv_refusal_log(s, c->name, what);
 		return (uint16_t)-ret;
+	}
+	/* none under our key at all: that is a refusal */
+	if (other && !taken) {
+		pagesrv_count(&s->st_grant_refusals, 1);
+		snprintf(what, sizeof(what), "%u grants refused: %s", other,
+			 xwhy);
+		pagesrv_refusal_log(s, c->name, what);
+		return EKEYREJECTED;
 	}
 	return 0;
 }

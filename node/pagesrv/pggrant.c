@@ -104,32 +104,36 @@ static int pggrant_tab_put(struct pggrant_tab *t, const struct pggrant *e,
 	return 0;
 }
 
-int pggrant_take(struct pggrant_tab *t, const struct pggrant_owner *o,
-		 const char *holder, const uint8_t in[GRANT_LEN], uint64_t now,
-		 char *why, size_t why_len)
+/* @in opened and checked for @o and @holder into @e (expiry too, when
+ * @now is not 0); 0 or -errno with @why, as pggrant_take(). */
+static int pggrant_open(const struct pggrant_owner *o, const char *holder,
+			const uint8_t in[GRANT_LEN], uint64_t now,
+			struct pggrant *e, char *why, size_t why_len)
 {
 	char ka[2 * AUTH_ID_LEN + 1], kb[2 * AUTH_ID_LEN + 1];
-	struct pggrant e;
 	struct grant g;
 	int ret;
 
-	ret = grant_open(in, o->key, &g);
-	if (ret == -EBADMSG) {
-		snprintf(why, why_len, "malformed");
-		return ret;
-	}
+	ret = grant_open(in, NULL, &g);
 	if (ret) {
-		snprintf(why, why_len,
-			 "not sealed with this node's grant key (forged, "
-			 "altered, or for another owner)");
-		return -EKEYREJECTED;
+		snprintf(why, why_len, "malformed");
+		return -EBADMSG;
 	}
+	/* one sealed under another cluster key's grant key than ours (a
+	 * coordinator that does not know yet which one we hold sends one
+	 * a key): not ours to check, nor a forgery */
 	if (memcmp(g.kid, o->kid, AUTH_ID_LEN)) {
 		auth_id_hex(g.kid, ka);
 		auth_id_hex(o->kid, kb);
 		snprintf(why, why_len,
 			 "made under cluster key %s, this node's is %s", ka,
 			 kb);
+		return -EXDEV;
+	}
+	if (grant_open(in, o->key, &g)) {
+		snprintf(why, why_len,
+			 "not sealed with this node's grant key (forged, "
+			 "altered, or for another owner)");
 		return -EKEYREJECTED;
 	}
 	if (g.owner_inst != o->instance) {
@@ -144,7 +148,7 @@ int pggrant_take(struct pggrant_tab *t, const struct pggrant_owner *o,
 			 g.holder);
 		return -EACCES;
 	}
-	if (g.expires_ms <= now) {
+	if (now && g.expires_ms <= now) {
 		snprintf(why, why_len, "expired %" PRIu64 " ms ago",
 			 now - g.expires_ms);
 		return -EKEYEXPIRED;
@@ -158,7 +162,7 @@ int pggrant_take(struct pggrant_tab *t, const struct pggrant_owner *o,
 			 g.off, g.len, o->pool_size);
 		return -ERANGE;
 	}
-	e = (struct pggrant){
+	*e = (struct pggrant){
 		.off = g.off,
 		.end = g.off + g.len,
 		.wgen = g.wgen,
@@ -166,7 +170,43 @@ int pggrant_take(struct pggrant_tab *t, const struct pggrant_owner *o,
 		.expires_ms = g.expires_ms,
 		.rights = g.rights,
 	};
-	return pggrant_tab_put(t, &e, now, why, why_len);
+	return 0;
+}
+
+int pggrant_take(struct pggrant_tab *t, const struct pggrant_owner *o,
+		 const char *holder, const uint8_t in[GRANT_LEN], uint64_t now,
+		 char *why, size_t why_len)
+{
+	struct pggrant e;
+	int ret = pggrant_open(o, holder, in, now ? now : 1, &e, why, why_len);
+
+	return ret ? ret : pggrant_tab_put(t, &e, now, why, why_len);
+}
+
+int pggrant_drop(struct pggrant_tab *t, const struct pggrant_owner *o,
+		 const char *holder, const uint8_t in[GRANT_LEN], char *why,
+		 size_t why_len)
+{
+	struct pggrant e;
+	int ret = pggrant_open(o, holder, in, 0, &e, why, why_len);
+	uint32_t i;
+
+	if (ret)
+		return ret;
+	for (i = pggrant_tab_lower(t, e.off); i < t->n && t->g[i].off == e.off;
+	     i++) {
+		const struct pggrant *h = &t->g[i];
+
+		if (h->end == e.end && h->rights == e.rights &&
+		    h->wgen == e.wgen && h->epoch == e.epoch &&
+		    h->expires_ms == e.expires_ms) {
+			memmove(t->g + i, t->g + i + 1,
+				(t->n - i - 1) * sizeof(*t->g));
+			t->n--;
+			break;
+		}
+	}
+	return 0;
 }
 
 struct pggrant_floors *pggrant_floors_new(uint64_t pool_size)

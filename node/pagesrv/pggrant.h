@@ -57,8 +57,10 @@ void pggrant_tab_prune(struct pggrant_tab *t, uint64_t now);
  * Opens the sealed grant @in with @o's key and takes it into @t for the
  * session of peer @holder, at wall-clock @now (ms). A grant identical in
  * extent and rights to one held replaces it. Returns 0, or, with the
- * reason as text in @why: -EBADMSG (malformed), -EKEYREJECTED (not sealed
- * with @o's key, or under another cluster key), -ESTALE (for another
+ * reason as text in @why: -EBADMSG (malformed), -EXDEV (made under
+ * another cluster key than @o's: a grant for another key of this owner,
+ * which a coordinator that does not know ours yet sends beside ours),
+ * -EKEYREJECTED (not sealed with @o's key), -ESTALE (for another
  * instance of this owner), -EACCES (for another holder), -EKEYEXPIRED,
  * -ERANGE (its extent is not inside the pool), -ENOSPC (@t holds
  * PGGRANT_MAX unexpired grants) or -ENOMEM.
@@ -67,6 +69,14 @@ int pggrant_take(struct pggrant_tab *t, const struct pggrant_owner *o,
 		 const char *holder, const uint8_t in[GRANT_LEN], uint64_t now,
 		 char *why, size_t why_len);
 
+/*
+ * Gives back the grant @in (opened and checked as pggrant_take() does, but
+ * for its expiry): the one of @t that is exactly it, if any, is dropped.
+ * Returns 0 or the -errno of pggrant_take() with @why.
+ */
+int pggrant_drop(struct pggrant_tab *t, const struct pggrant_owner *o,
+		 const char *holder, const uint8_t in[GRANT_LEN], char *why,
+		 size_t why_len);
 /*
  * A pool's epoch floors, one per MSG_POOL_SEG segment: a grant whose epoch
  * is below the floor of a segment does not count there. Raised from any

@@ -222,6 +222,9 @@ struct xport_tcp_conn {
 	uint64_t progress, seen, quiet_since;
 	bool send_waited;
 	unsigned int grants_out; /* GRANT records not answered yet */
+	/* a change did not fit in what may be unanswered: every set again
+	 * once grants_out is 0 */
+	bool grants_resend;
 };
 
 /* A set of grants to present (xport_ops.grant): n sealed grants. */
@@ -890,15 +893,17 @@ static int xport_tcp_slot_encode(struct xport_tcp_peer *p, uint32_t idx)
 
 /*
  * Queues one GRANT record of @n grants from @g (copied, sealed with the
- * session). Returns 0, -ENOMEM or -EIO (as xport_tcp_conn_req_put()).
+ * session); @flags: WIRE_F_GRANT_DROP to give them back. Returns 0,
+ * -ENOMEM or -EIO (as xport_tcp_conn_req_put()).
  */
 static int xport_tcp_conn_grants_put(struct xport_tcp_conn *c, const uint8_t *g,
-				     uint32_t n)
+				     uint32_t n, uint16_t flags)
 {
 	uint32_t len = n * WIRE_GRANT_LEN;
 	struct wire_hdr h = {
 		.version = WIRE_VERSION,
 		.op = WIRE_OP_GRANT,
+		.flags_status = flags,
 		.len = len,
 		.tag = XPORT_TCP_GRANT_TAG,
 	};
@@ -931,55 +936,69 @@ static uint32_t xport_tcp_grant_recs(uint32_t n)
 	return (n + XPORT_TCP_GRANTS_REC - 1) / XPORT_TCP_GRANTS_REC;
 }
 
-/* Queues set @gs on @c, in records of up to XPORT_TCP_GRANTS_REC. */
-static int xport_tcp_conn_gset_put(struct xport_tcp_conn *c,
-				   const struct xport_tcp_gset *gs)
+/*
+ * Queues @n grants of @g, in records of up to XPORT_TCP_GRANTS_REC, if
+ * that many records may be unanswered: 0, -ENOBUFS (nothing queued), or
+ * as xport_tcp_conn_grants_put().
+ */
+static int xport_tcp_conn_grants_queue(struct xport_tcp_conn *c,
+				       const uint8_t *g, uint32_t n,
+				       uint16_t flags)
 {
-	for (uint32_t i = 0; i < gs->n; i += XPORT_TCP_GRANTS_REC) {
-		uint32_t k = gs->n - i;
-		int ret;
+	if (c->grants_out + xport_tcp_grant_recs(n) > XPORT_TCP_GRANT_RECS)
+		return -ENOBUFS;
+	for (uint32_t i = 0; i < n; i += XPORT_TCP_GRANTS_REC) {
+		uint32_t k = n - i < XPORT_TCP_GRANTS_REC
+				     ? n - i
+				     : XPORT_TCP_GRANTS_REC;
+		int ret = xport_tcp_conn_grants_put(
+			c, g + (size_t)i * WIRE_GRANT_LEN, k, flags);
 
-		if (k > XPORT_TCP_GRANTS_REC)
-			k = XPORT_TCP_GRANTS_REC;
-		ret = xport_tcp_conn_grants_put(
-			c, gs->g + (size_t)i * WIRE_GRANT_LEN, k);
 		if (ret)
 			return ret;
 	}
 	return 0;
 }
 
-/* Set @gs does not fit in what @c may have unanswered: said once. */
-static void xport_tcp_grants_overflow(struct xport_tcp_peer *p,
-				      const struct xport_tcp_gset *gs)
-{
-	if (p->grant_logged)
-		return;
-	log_err("node %" PRIu64 " (%s): %u grants not presented: more than "
-		"%u records of them unanswered; requests they cover are "
-		"refused",
-		p->info.node, p->info.data_addr, gs->n, XPORT_TCP_GRANT_RECS);
-	p->grant_logged = true;
-}
-
-/* Every set of @p on its new session @c, right behind the HELLO. */
+/*
+ * Every set of @p on session @c, all in as few records as can be: right
+ * behind the HELLO, and again once what was unanswered is answered when a
+ * change did not fit (c->grants_resend). Grants already held are replaced
+ * by themselves at the owner.
+ */
 static int xport_tcp_conn_grants_all(struct xport_tcp_conn *c,
 				     struct xport_tcp_peer *p)
 {
-	for (uint32_t i = 0; i < p->n_gsets; i++) {
-		const struct xport_tcp_gset *gs = &p->gsets[i];
-		int ret;
+	uint32_t n = 0, k = 0;
+	uint8_t *all;
+	int ret;
 
-		if (c->grants_out + xport_tcp_grant_recs(gs->n) >
-		    XPORT_TCP_GRANT_RECS) {
-			xport_tcp_grants_overflow(p, gs);
-			continue;
-		}
-		ret = xport_tcp_conn_gset_put(c, gs);
-		if (ret)
-			return ret;
+	c->grants_resend = false;
+	for (uint32_t i = 0; i < p->n_gsets; i++)
+		n += p->gsets[i].n;
+	if (!n)
+		return 0;
+	all = malloc((size_t)n * WIRE_GRANT_LEN);
+	if (!all)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < p->n_gsets; i++) {
+		memcpy(all + (size_t)k * WIRE_GRANT_LEN, p->gsets[i].g,
+		       (size_t)p->gsets[i].n * WIRE_GRANT_LEN);
+		k += p->gsets[i].n;
 	}
-	return 0;
+	ret = xport_tcp_conn_grants_queue(c, all, n, 0);
+	free(all);
+	if (ret == -ENOBUFS) {
+		if (!p->grant_logged)
+			log_err("node %" PRIu64 " (%s): %u grants to present, "
+				"more than %u: requests they cover are "
+				"refused",
+				p->info.node, p->info.data_addr, n,
+				XPORT_TCP_GRANT_RECS * XPORT_TCP_GRANTS_REC);
+		p->grant_logged = true;
+		ret = 0;
+	}
+	return ret;
 }
 
 static void xport_tcp_peer_up(struct xport_tcp_peer *p, uint64_t instance)
@@ -1091,6 +1110,8 @@ static int xport_tcp_conn_on_hdr(struct xport_tcp_conn *c,
 				log_strerror(-(int)h->flags_status));
 			p->grant_logged = true;
 		}
+		if (!c->grants_out && c->grants_resend)
+			return xport_tcp_conn_grants_all(c, p) ? -EPROTO : 0;
 		return 0;
 	}
 	idx = (uint32_t)h->tag;
@@ -1834,28 +1855,82 @@ static void xport_tcp_mem_del(struct xport *xx, void *base)
 	}
 }
 
+/* 1 if grant @g is in a set of @p other than @skip. */
+static bool xport_tcp_grant_held(const struct xport_tcp_peer *p,
+				 const struct xport_tcp_gset *skip,
+				 const uint8_t *g)
+{
+	for (uint32_t i = 0; i < p->n_gsets; i++) {
+		const struct xport_tcp_gset *gs = &p->gsets[i];
+
+		if (gs == skip)
+			continue;
+		for (uint32_t j = 0; j < gs->n; j++)
+			if (!memcmp(gs->g + (size_t)j * WIRE_GRANT_LEN, g,
+				    WIRE_GRANT_LEN))
+				return true;
+	}
+	return false;
+}
+
+/*
+ * Set @gs is dropped: the grants of it no other set holds are given back
+ * on @c (best effort: they expire anyway).
+ */
+static void xport_tcp_conn_grants_drop(struct xport_tcp_conn *c,
+				       struct xport_tcp_peer *p,
+				       const struct xport_tcp_gset *gs)
+{
+	uint32_t k = 0;
+	uint8_t *back;
+
+	back = malloc((size_t)gs->n * WIRE_GRANT_LEN);
+	if (!back)
+		return;
+	for (uint32_t j = 0; j < gs->n; j++) {
+		const uint8_t *g = gs->g + (size_t)j * WIRE_GRANT_LEN;
+
+		if (!xport_tcp_grant_held(p, gs, g))
+			memcpy(back + (size_t)k++ * WIRE_GRANT_LEN, g,
+			       WIRE_GRANT_LEN);
+	}
+	if (k)
+		xport_tcp_conn_grants_queue(c, back, k, WIRE_F_GRANT_DROP);
+	free(back);
+}
+
 static int xport_tcp_grant(struct xport_peer *pp, uint64_t key,
 			   const uint8_t *g, uint32_t n)
 {
 	struct xport_tcp_peer *p = xport_tcp_peer_from(pp);
+	struct xport_tcp_conn *c = p->conn;
 	struct xport_tcp_gset *gs = NULL, *v;
-	struct xport_tcp_conn *c;
 	uint8_t *copy = NULL;
 	uint32_t i;
 	int ret;
 
+	/* in session: otherwise xport_tcp_conn_hs_done() presents them */
+	if (c && (!c->sess || c->dead))
+		c = NULL;
 	if (n > XPORT_TCP_GRANT_RECS * XPORT_TCP_GRANTS_REC)
 		return -EINVAL;
 	for (i = 0; i < p->n_gsets; i++)
 		if (p->gsets[i].key == key)
 			gs = &p->gsets[i];
-	if (n) {
-		copy = malloc((size_t)n * WIRE_GRANT_LEN);
-		if (!copy)
-			return -ENOMEM;
-		memcpy(copy, g, (size_t)n * WIRE_GRANT_LEN);
+	if (!n) {
+		if (!gs)
+			return 0;
+		if (c)
+			xport_tcp_conn_grants_drop(c, p, gs);
+		free(gs->g);
+		*gs = p->gsets[--p->n_gsets];
+		goto out;
 	}
-	if (!gs && n) {
+	copy = malloc((size_t)n * WIRE_GRANT_LEN);
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, g, (size_t)n * WIRE_GRANT_LEN);
+	if (!gs) {
 		v = realloc(p->gsets, (p->n_gsets + 1) * sizeof(*v));
 		if (!v) {
 			free(copy);
@@ -1866,28 +1941,25 @@ static int xport_tcp_grant(struct xport_peer *pp, uint64_t key,
 		gs->key = key;
 		gs->g = NULL;
 	}
-	if (!gs)
-		return 0;
 	free(gs->g);
 	gs->g = copy;
 	gs->n = n;
-	if (!n) {
-		*gs = p->gsets[--p->n_gsets];
+	if (!c)
 		return 0;
+	ret = c->grants_resend ? -ENOBUFS
+			       : xport_tcp_conn_grants_queue(c, gs->g, n, 0);
+	if (ret == -ENOBUFS) {
+		/* all of them again once the owner answered what is out */
+		c->grants_resend = true;
+		ret = 0;
 	}
-	/* not in session yet: xport_tcp_conn_hs_done() presents them all */
-	c = p->conn;
-	if (!c || !c->sess || c->dead)
-		return 0;
-	if (c->grants_out + xport_tcp_grant_recs(n) > XPORT_TCP_GRANT_RECS) {
-		xport_tcp_grants_overflow(p, gs);
-		return 0;
-	}
-	ret = xport_tcp_conn_gset_put(c, gs);
 	if (ret)
 		return ret; /* the session is out of step: the owner drops it */
-	xport_tcp_conn_kick(c);
-	xport_tcp_flush(p->x);
+out:
+	if (c) {
+		xport_tcp_conn_kick(c);
+		xport_tcp_flush(p->x);
+	}
 	return 0;
 }
 

@@ -91,7 +91,7 @@ static void test_pggrant_take(void **state)
 	g = t_grant(GRANT_READ, 0, 4096, 0, 1);
 	assert_int_equal(t_take_key(&t, &g, other, NOW), -EKEYREJECTED);
 	g.kid[0] ^= 1;
-	assert_int_equal(t_take(&t, &g), -EKEYREJECTED);
+	assert_int_equal(t_take(&t, &g), -EXDEV);
 	g = t_grant(GRANT_READ, 0, 4096, 0, 1);
 	g.owner_inst = 78;
 	assert_int_equal(t_take(&t, &g), -ESTALE);
@@ -107,6 +107,50 @@ static void test_pggrant_take(void **state)
 	g = t_grant(GRANT_READ, POOL - 4096, 4096, 0, 1);
 	assert_int_equal(t_take(&t, &g), 0);
 	assert_int_equal(t.n, 1);
+	pggrant_tab_fini(&t);
+}
+
+/* A grant given back leaves the table; another with the same extent
+ * (renewed: another expiry) stays, and a forged one drops nothing. */
+static void test_pggrant_drop(void **state)
+{
+	uint8_t other[AUTH_KEY_LEN] = "not the owner's grant key......";
+	struct pggrant_tab t = { 0 };
+	uint8_t b[GRANT_LEN];
+	struct grant g, r;
+	char why[200];
+
+	(void)state;
+	g = t_grant(GRANT_READ, 0, 8192, 0, 1);
+	r = t_grant(GRANT_READ, 8192, 8192, 0, 1);
+	assert_int_equal(t_take(&t, &g), 0);
+	assert_int_equal(t_take(&t, &r), 0);
+	assert_int_equal(t.n, 2);
+	/* forged: refused, nothing dropped */
+	assert_int_equal(grant_seal(&g, other, b), 0);
+	assert_int_equal(
+		pggrant_drop(&t, &t_owner, "client", b, why, sizeof(why)),
+		-EKEYREJECTED);
+	assert_int_equal(t.n, 2);
+	/* another holder's: refused */
+	assert_int_equal(grant_seal(&g, t_owner.key, b), 0);
+	assert_int_equal(
+		pggrant_drop(&t, &t_owner, "mallory", b, why, sizeof(why)),
+		-EACCES);
+	assert_int_equal(t.n, 2);
+	/* the same extent renewed (a later expiry): not the one held */
+	g.expires_ms += 500;
+	assert_int_equal(grant_seal(&g, t_owner.key, b), 0);
+	assert_int_equal(
+		pggrant_drop(&t, &t_owner, "client", b, why, sizeof(why)), 0);
+	assert_int_equal(t.n, 2);
+	/* the one held: gone, even expired by now */
+	g.expires_ms -= 500;
+	assert_int_equal(grant_seal(&g, t_owner.key, b), 0);
+	assert_int_equal(
+		pggrant_drop(&t, &t_owner, "client", b, why, sizeof(why)), 0);
+	assert_int_equal(t.n, 1);
+	assert_int_equal(t.g[0].off, 8192);
 	pggrant_tab_fini(&t);
 }
 
@@ -230,6 +274,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pggrant_take),
+		cmocka_unit_test(test_pggrant_drop),
 		cmocka_unit_test(test_pggrant_cover),
 		cmocka_unit_test(test_pggrant_cap),
 		cmocka_unit_test(test_pggrant_gate),
