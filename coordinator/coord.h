@@ -36,12 +36,15 @@ struct coord;
 struct wal_report;
 
 /*
- * The grant key of owner node @id, named @name (grant.h: derived from its
+ * Grant key @k of owner node @id, named @name (grant.h: derived from its
  * node key), into @key, and in @kid the id of the cluster key its node
- * key comes from. Returns 0 or -errno.
+ * key comes from: @k 0 is the one to use; while the owner's key is not
+ * known (it did not prove one since the coordinator started), there may
+ * be more, one per cluster key held, each sealing a grant of its own.
+ * Returns 0, -ENOENT if there is no key @k (@k > 0), or -errno.
  */
 typedef int coord_grant_key_fn(void *arg, uint64_t id, const char *name,
-			       uint8_t kid[8], uint8_t key[32]);
+			       unsigned int k, uint8_t kid[8], uint8_t key[32]);
 
 struct coord_cfg {
 	const char *data_dir; /* NULL: tables live in memory only */

@@ -132,27 +132,30 @@ static int coord_grants_seal(struct coord *c, const struct coord_gext *e,
 		.expires_ms = grant_now_ms() + c->grant_ttl_ms,
 	};
 	uint8_t key[AUTH_KEY_LEN];
-	uint64_t keyed = 0; /* the owner whose key is in key */
 	int ret = 0;
 
 	if (!n)
 		return 0;
 	memcpy(g.holder, sp->holder->name, sizeof(g.holder));
-	rep->grants = calloc(n, sizeof(*rep->grants));
+	/* at most one a cluster key held, while an owner's is not known */
+	rep->grants = calloc((size_t)n * AUTH_KEYS_MAX, sizeof(*rep->grants));
 	if (!rep->grants) {
 		snprintf(why, why_len, "out of memory");
 		return -ENOMEM;
 	}
-	for (uint32_t i = 0; i < n; i++) {
-		struct msg_grant *mg = &rep->grants[rep->n_grants];
+	for (uint32_t i = 0; i < n && !ret; i++) {
+		const struct coord_node *o = coord_node_find(c, e[i].node);
 
-		if (e[i].node != keyed) {
-			const struct coord_node *o =
-				coord_node_find(c, e[i].node);
+		for (unsigned int k = 0; k < AUTH_KEYS_MAX; k++) {
+			struct msg_grant *mg = &rep->grants[rep->n_grants];
 
 			ret = o ? c->grant_key(c->grant_key_arg, o->id, o->name,
-					       g.kid, key)
+					       k, g.kid, key)
 				: -ENOENT;
+			if (ret == -ENOENT && k) {
+				ret = 0;
+				break;
+			}
 			if (ret) {
 				snprintf(why, why_len,
 					 "no grant key for node %llu: %s",
@@ -160,23 +163,22 @@ static int coord_grants_seal(struct coord *c, const struct coord_gext *e,
 					 log_strerror(ret));
 				break;
 			}
-			keyed = e[i].node;
+			g.owner = e[i].node;
+			g.owner_inst = e[i].inst;
+			g.off = e[i].off;
+			g.len = e[i].len;
+			ret = grant_seal(&g, key, mg->g);
+			if (ret) {
+				snprintf(why, why_len,
+					 "cannot seal a grant of node %llu: %s",
+					 (unsigned long long)e[i].node,
+					 log_strerror(ret));
+				break;
+			}
+			mg->node = e[i].node;
+			mg->task = e[i].task;
+			rep->n_grants++;
 		}
-		g.owner = e[i].node;
-		g.owner_inst = e[i].inst;
-		g.off = e[i].off;
-		g.len = e[i].len;
-		ret = grant_seal(&g, key, mg->g);
-		if (ret) {
-			snprintf(why, why_len,
-				 "cannot seal a grant of node %llu: %s",
-				 (unsigned long long)e[i].node,
-				 log_strerror(ret));
-			break;
-		}
-		mg->node = e[i].node;
-		mg->task = e[i].task;
-		rep->n_grants++;
 	}
 	OPENSSL_cleanse(key, sizeof(key));
 	return ret;
@@ -217,7 +219,7 @@ static int coord_grants_region(struct coord *c, const char *name,
 		msg_error(rep, ret, "%s", why);
 		return ret;
 	}
-	return (int)n;
+	return (int)rep->n_grants;
 }
 
 /*
@@ -255,7 +257,7 @@ static int coord_grants_tasks(struct coord *c, const struct coord_node *n,
 		rep->n_grants = 0;
 		return ret;
 	}
-	return (int)k;
+	return (int)rep->n_grants;
 }
 
 /* Node @id if it is node @name (the one its connection proved), else

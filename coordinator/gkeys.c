@@ -17,8 +17,8 @@
 struct gkeys_node {
 	char name[AUTH_NAME_MAX]; /* "" until the slot is used */
 	int proved;		  /* index in keys its session proved; -1 */
-	int derived;		  /* index in keys @key comes from; -1 */
-	uint8_t key[AUTH_KEY_LEN];
+	unsigned int derived;	  /* bit i: key[i] is keys[i]'s */
+	uint8_t key[AUTH_KEYS_MAX][AUTH_KEY_LEN];
 };
 
 struct gkeys {
@@ -78,7 +78,7 @@ static struct gkeys_node *gkeys_slot(struct gkeys *g, uint64_t id,
 		if (g->n_nodes)
 			memcpy(nodes, g->nodes, g->n_nodes * sizeof(*nodes));
 		for (uint32_t i = g->n_nodes; i < cap; i++)
-			nodes[i].proved = nodes[i].derived = -1;
+			nodes[i].proved = -1;
 		if (g->nodes)
 			OPENSSL_cleanse(g->nodes,
 					g->n_nodes * sizeof(*g->nodes));
@@ -90,7 +90,7 @@ static struct gkeys_node *gkeys_slot(struct gkeys *g, uint64_t id,
 	if (strcmp(s->name, name)) {
 		OPENSSL_cleanse(s, sizeof(*s));
 		strcpy(s->name, name);
-		s->proved = s->derived = -1;
+		s->proved = -1;
 	}
 	return s;
 }
@@ -118,32 +118,34 @@ void gkeys_note(struct gkeys *g, uint64_t id, const char *name,
 			s->proved = (int)i;
 }
 
-int gkeys_get(void *arg, uint64_t id, const char *name, uint8_t kid[8],
-	      uint8_t key[32])
+int gkeys_get(void *arg, uint64_t id, const char *name, unsigned int k,
+	      uint8_t kid[8], uint8_t key[32])
 {
 	struct gkeys *g = arg;
 	struct gkeys_node *s;
 	struct auth_key nk;
-	int i, ret;
+	unsigned int i;
+	int ret;
 
 	if (!gkeys_node_is_valid(id, name))
 		return -EINVAL;
 	s = gkeys_slot(g, id, name);
 	if (!s)
 		return -ENOMEM;
-	i = s->proved >= 0 ? s->proved : 0;
-	if (s->derived != i) {
+	/* the key it proved; not heard from since we started: each */
+	if (s->proved >= 0 ? k > 0 : k >= g->n_keys)
+		return -ENOENT;
+	i = s->proved >= 0 ? (unsigned int)s->proved : k;
+	if (!(s->derived & (1u << i))) {
 		ret = auth_key_derive(&g->keys[i], AUTH_ROLE_NODE, name, &nk);
 		if (!ret)
-			ret = grant_key(&nk, s->key);
+			ret = grant_key(&nk, s->key[i]);
 		OPENSSL_cleanse(&nk, sizeof(nk));
-		if (ret) {
-			s->derived = -1;
+		if (ret)
 			return ret;
-		}
-		s->derived = i;
+		s->derived |= 1u << i;
 	}
 	memcpy(kid, g->keys[i].id, AUTH_ID_LEN);
-	memcpy(key, s->key, AUTH_KEY_LEN);
+	memcpy(key, s->key[i], AUTH_KEY_LEN);
 	return 0;
 }

@@ -35,13 +35,15 @@ void gkeys_note(struct gkeys *g, uint64_t id, const char *name,
 		const uint8_t kid[AUTH_ID_LEN]);
 
 /*
- * coord_grant_key_fn of @arg, a struct gkeys: the grant key of owner @id
- * (@name) and its cluster key's id, from the key its session last proved
- * (gkeys_note()), or the current key if none did since this process
- * started. Derived once per node and key, then cached. Returns 0, or
- * -EINVAL (an id past COORD_NODES_MAX, a bad name), -ENOMEM, -EIO.
+ * coord_grant_key_fn of @arg, a struct gkeys: grant key @k of owner @id
+ * (@name) and its cluster key's id: the one from the key its session last
+ * proved (gkeys_note()), @k 0 only; or, if none did since this process
+ * started, the one of each cluster key held (@k 0..n-1: the owner takes
+ * the one of its own and skips the others). Derived once per node and
+ * key, then cached. Returns 0, -ENOENT (no key @k), -EINVAL (an id past
+ * COORD_NODES_MAX, a bad name), -ENOMEM, -EIO.
  */
-int gkeys_get(void *arg, uint64_t id, const char *name, uint8_t kid[8],
-	      uint8_t key[32]);
+int gkeys_get(void *arg, uint64_t id, const char *name, unsigned int k,
+	      uint8_t kid[8], uint8_t key[32]);
 
 #endif
