@@ -19,6 +19,7 @@
 #include "dirty_scan.h"
 #include "evl.h"
 #include "floops.h"
+#include "grant.h"
 #include "log.h"
 #include "metrics.h"
 #include "net.h"
@@ -244,6 +245,31 @@ static int agent_sock_check(const char *path)
 	return -EALREADY;
 }
 
+/*
+ * The page server checks grants with the key the coordinator seals them
+ * with for this node: HKDF of our node key (derived from a cluster key if
+ * that is what we were given), and that key's id.
+ */
+static int agent_grant_key(const struct node_agent *a, struct pagesrv_cfg *c)
+{
+	struct auth_key nk;
+	int ret;
+
+	ret = auth_key_derive(&a->cred.key, AUTH_ROLE_NODE, a->cfg.name, &nk);
+	if (!ret)
+		ret = grant_key(&nk, c->grant_key);
+	if (ret) {
+		log_errno(ret, "%s: no node key of %s for grants", a->cred.path,
+			  a->cfg.name);
+		OPENSSL_cleanse(&nk, sizeof(nk));
+		return ret;
+	}
+	memcpy(c->grant_kid, nk.id, sizeof(c->grant_kid));
+	c->grant_check = true;
+	OPENSSL_cleanse(&nk, sizeof(nk));
+	return 0;
+}
+
 int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 {
 	struct pagesrv_cfg scfg = { 0 };
@@ -316,7 +342,13 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	scfg.auth_flags = cfg->page_encryption ? AUTH_F_ENCRYPT : 0;
 	scfg.pair_key = agent_pair_key;
 	scfg.pair_key_arg = a;
+	if (!a->cred.insecure) {
+		ret = agent_grant_key(a, &scfg);
+		if (ret)
+			goto err;
+	}
 	ret = pagesrv_create(&scfg, &a->srv);
+	OPENSSL_cleanse(scfg.grant_key, sizeof(scfg.grant_key));
 	if (ret) {
 		log_errno(ret, "page server on %s", cfg->data_listen);
 		goto err;

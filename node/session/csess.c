@@ -26,6 +26,7 @@
 #include "lcache.h"
 #include "log.h"
 #include "net.h"
+#include "pagesrv.h"
 #include "pgfence.h"
 #include "rcheck.h"
 #include "resolv.h"
@@ -954,7 +955,12 @@ static void csess_scrub(struct csess *s, const struct msg *ack)
 		if (csess_cleared_has(s, e) ||
 		    a->hooks.pool_is_pinned(a, e->off, e->len))
 			continue;
-		ret = pool_clear(&a->pool, e->off, e->len, a->rdma != NULL);
+		/* A grant of the deleted region (made before this epoch)
+		 * must not read the next one placed here: */
+		ret = pagesrv_grant_floor(a->srv, e->off, e->len, ack->epoch);
+		if (!ret)
+			ret = pool_clear(&a->pool, e->off, e->len,
+					 a->rdma != NULL);
 		if (ret) {
 			log_errno(ret, "clearing %llu+%llu of the pool",
 				  (unsigned long long)e->off,

@@ -42,6 +42,7 @@
 #define TP_HS_UP    (AUTH_HELLO_LEN + AUTH_PROOF_LEN)
 #define TP_OP_READ  2u
 #define TP_OP_WRITE 3u
+#define TP_OP_GRANT 4u /* sealed grants follow, len bytes */
 #define TP_F_WGEN   0x1u
 #define TP_WGEN	    8u
 
@@ -130,6 +131,8 @@ static void tp_hdr_done(struct tp_dir *d)
 	d->skip = d->secure ? TP_TAG : 0;
 	if (d->hdr[1] == TP_OP_WRITE)
 		d->skip += len + (flags & TP_F_WGEN ? TP_WGEN : 0);
+	else if (d->hdr[1] == TP_OP_GRANT)
+		d->skip += len;
 	d->hlen = 0;
 }
 
