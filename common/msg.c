@@ -342,6 +342,8 @@ static const struct msg_field msg_fields[MSG_F__MAX] = {
 		F_RECSN(msg, "sums", sums, n_sums, msg_rsum_rec, MSG_TASKS_MAX),
 	[MSG_F_GRANTS] = F_RECS(msg, "grants", grants, n_grants, msg_grant_rec),
 	[MSG_F_WANT_GRANTS] = F_U64(msg, "wgrants", want_grants, 1, 1),
+	[MSG_F_READERS] =
+		F_LIST(msg, "readers", readers, n_readers, 1, UINT32_MAX),
 };
 
 #define B(f) MSG_BIT(MSG_F_##f)
@@ -376,16 +378,17 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 	[MSG_T_NODES] = { "nodes", B(NODES) | B(GONE), 0 },
 	[MSG_T_REGION_CREATE] = { "region_create",
 				  B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(PLACE) |
-					  B(OWNERS) | B(WRITERS) | B(REPLICAS),
+					  B(OWNERS) | B(WRITERS) | B(READERS) |
+					  B(REPLICAS),
 				  B(NAME) | B(SIZE) },
 	[MSG_T_REGION_GET] = { "region_get",
 			       B(NAME) | B(WANT_RUNS) | B(WANT_REPL) |
 				       B(WANT_GRANTS),
 			       B(NAME) },
 	[MSG_T_REGION] = { "region",
-			   REGION_REQ | B(CHUNKS) | B(WRITERS) | B(RUNS) |
-				   B(REPLICAS) | B(RGEN) | B(RSTATES) |
-				   B(GRANTS),
+			   REGION_REQ | B(CHUNKS) | B(WRITERS) | B(READERS) |
+				   B(RUNS) | B(REPLICAS) | B(RGEN) |
+				   B(RSTATES) | B(GRANTS),
 			   REGION_REQ },
 	[MSG_T_REGION_LIST] = { "region_list", 0, 0 },
 	[MSG_T_REGIONS] = { "regions", B(REGIONS), 0 },
@@ -433,6 +436,8 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 			    B(NAME) | B(RGEN) | B(EPOCH) | B(RSTATES) |
 				    B(CHUNKS),
 			    B(NAME) | B(RGEN) | B(EPOCH) },
+	[MSG_T_REGION_READERS] = { "region_readers", B(NAME) | B(READERS),
+				   B(NAME) },
 };
 
 _Static_assert(MSG_F__MAX <= 64, "field ids must fit msg.present");

@@ -49,13 +49,15 @@ enum msg_type {
 	MSG_T_NODES,	   /* nodes, [gone] */
 	/* regions */
 	MSG_T_REGION_CREATE, /* name, size, [chunk_size], [place] | [owners],
-				[writers], [replicas] */
+				[writers], [readers], [replicas] */
 	MSG_T_REGION_GET,    /* name, [wruns], [wrepl] -> REGION; a region
-				of replicas > 1 without wrepl: EPROTONOSUPPORT */
+				of replicas > 1 without wrepl: EPROTONOSUPPORT;
+				a node key the region's readers leave out:
+				EACCES */
 	MSG_T_REGION,	     /* name, size, chunk_size, epoch, chunks,
-				[writers] (older logs: none), [replicas,
-				rgen, rstates]: n_chunks * replicas chunk
-				records, chunk-major */
+				[writers], [readers] (older logs: none),
+				[replicas, rgen, rstates]: n_chunks *
+				replicas chunk records, chunk-major */
 	MSG_T_REGION_LIST,   /* -> REGIONS */
 	MSG_T_REGIONS,	     /* regions */
 	MSG_T_REGION_DELETE, /* name -> OK */
@@ -114,11 +116,11 @@ enum msg_type {
 	 * lease at once. As a record: name, wgen (the region's generation
 	 * from then on; no writer). */
 	MSG_T_LEASE_BREAK,
-	/* admin -> coordinator: name -> OK. Removes
-	 * a node that is gone for good: refused (EBUSY) while it owns a chunk
-	 * or is a writer of a region, and while its lease holds. As a record:
-	 * node, name (the node's id and name, which must match). The id is
-	 * never given again; the name is free for a new node. */
+	/* admin -> coordinator: name -> OK. Removes a node that is gone
+	 * for good: refused (EBUSY) while it owns a chunk or is a writer or
+	 * reader of a region, and while its lease holds. As a record: node,
+	 * name (the node's id and name, which must match). The id is never
+	 * given again; the name is free for a new node. */
 	MSG_T_NODE_FORGET,
 	/* admin or node -> coordinator: name -> OK. Starts rebuilding every
 	 * MISSING replica of the region now (normally automatic). */
@@ -128,6 +130,12 @@ enum msg_type {
 	 * with their new state (0..2), chunks: their new node, offset and
 	 * instance, one per rstates entry, in the same order */
 	MSG_T_REPLICA,
+	/* admin -> coordinator: who may look a region up with a node key
+	 * (and so get its read grants): name, [readers] (none: any node;
+	 * its writers always may) -> OK; as a record the same. A holder of
+	 * the write lease that may no longer read loses the lease (a
+	 * LEASE_BREAK record). */
+	MSG_T_REGION_READERS,
 	MSG_T__MAX,
 };
 
@@ -204,6 +212,9 @@ enum msg_field_id {
 	MSG_F_WANT_GRANTS, /* u64, 1 (absent: 0): REGION_GET, WRITE_LEASE
 			      or HEARTBEAT from an agent that presents
 			      grants */
+	MSG_F_READERS,	   /* list of u64 node ids that may look a region
+			      up with their node key (besides its writers);
+			      none: any node */
 	MSG_F__MAX,
 };
 
@@ -435,6 +446,8 @@ struct msg {
 	uint32_t n_extents;
 	uint64_t *writers; /* node ids; none: any node */
 	uint32_t n_writers;
+	uint64_t *readers; /* node ids; none: any node */
+	uint32_t n_readers;
 	uint64_t *cache; /* MSG_CACHE_* figures, indexed */
 	uint32_t n_cache;
 	struct msg_node *gone; /* forgotten nodes */

@@ -40,11 +40,12 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_NODE_LIST] = 0,
 	[MSG_T_NODES] = B(NODES) | B(GONE),
 	[MSG_T_REGION_CREATE] = B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(PLACE) |
-				B(OWNERS) | B(WRITERS) | B(REPLICAS),
+				B(OWNERS) | B(WRITERS) | B(READERS) |
+				B(REPLICAS),
 	[MSG_T_REGION_GET] = B(NAME) | B(WANT_RUNS) | B(WANT_REPL),
 	[MSG_T_REGION] = B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(EPOCH) |
-			 B(CHUNKS) | B(WRITERS) | B(RUNS) | B(REPLICAS) |
-			 B(RGEN) | B(RSTATES),
+			 B(CHUNKS) | B(WRITERS) | B(READERS) | B(RUNS) |
+			 B(REPLICAS) | B(RGEN) | B(RSTATES),
 	[MSG_T_REGION_LIST] = 0,
 	[MSG_T_REGIONS] = B(REGIONS),
 	[MSG_T_REGION_DELETE] = B(NAME),
@@ -73,6 +74,7 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_NODE_FORGET] = B(NAME) | B(NODE),
 	[MSG_T_REGION_REBUILD] = B(NAME),
 	[MSG_T_REPLICA] = B(NAME) | B(RGEN) | B(EPOCH) | B(RSTATES) | B(CHUNKS),
+	[MSG_T_REGION_READERS] = B(NAME) | B(READERS),
 };
 
 /* ---- a small CBOR writer for hand-made inputs ----------------------------- */
@@ -309,6 +311,12 @@ static void t_msg_fill(struct msg *m, enum msg_type type, uint32_t n_chunks)
 	m->n_writers = 2;
 	m->writers[0] = 3;
 	m->writers[1] = UINT32_MAX;
+	m->readers = calloc(3, sizeof(uint64_t));
+	assert_non_null(m->readers);
+	m->n_readers = 3;
+	m->readers[0] = 1;
+	m->readers[1] = 7;
+	m->readers[2] = UINT32_MAX - 1;
 	t_chunks_fill(&m->chunks, &m->n_chunks, n_chunks);
 	t_peers_fill(&m->peers, &m->n_peers, 3, 100);
 	m->n_runs = 2;
@@ -469,6 +477,9 @@ static void t_msg_equal(const struct msg *a, const struct msg *d, uint64_t mask)
 	assert_int_equal(d->n_writers, (mask & B(WRITERS)) ? a->n_writers : 0);
 	if (d->n_writers)
 		assert_memory_equal(d->writers, a->writers, a->n_writers * 8);
+	assert_int_equal(d->n_readers, (mask & B(READERS)) ? a->n_readers : 0);
+	if (d->n_readers)
+		assert_memory_equal(d->readers, a->readers, a->n_readers * 8);
 	if (mask & B(CHUNKS))
 		t_chunks_equal(a->chunks, a->n_chunks, d->chunks, d->n_chunks);
 	else
