@@ -128,6 +128,7 @@ struct csess_gref {
 	char name[MSG_NAME_MAX];
 	uint64_t epoch;
 	uint64_t due_ms; /* evl_now_ms() */
+	int refused;	 /* the coordinator's refusal last logged, or 0 */
 };
 
 /* Regions whose grants are kept fresh; past it the oldest is forgotten
@@ -135,6 +136,10 @@ struct csess_gref {
 #define CSESS_GREFS_MAX 4096u
 /* A refresh that failed is tried again this much later. */
 #define CSESS_GREF_RETRY_MS 1000u
+/* ... and one the coordinator refused (EACCES: this node may no longer
+ * read the region): asked again now and then, in case the admin lets it
+ * read again. */
+#define CSESS_GREF_REFUSED_MS 10000u
 
 /* A rebuild task as this node knows it (acks deliver it again until it is
  * reported; a finished one is remembered so it is not run again). */
@@ -539,6 +544,7 @@ static void csess_grants_note(struct csess *s, const struct msg *r)
 		s->grefs = v;
 		g = &v[s->n_grefs++];
 		msg_strset(g->name, sizeof(g->name), r->name);
+		g->refused = 0;
 	}
 	g->epoch = r->epoch;
 	life = first > wall ? first - wall : 0;
@@ -548,9 +554,31 @@ static void csess_grants_note(struct csess *s, const struct msg *r)
 }
 
 /*
+ * The coordinator refused region @name's lookup (@rep: its EACCES), the
+ * renewal of grants @g (NULL: forgotten meanwhile): the admin took this
+ * node out of the region's readers. Said once, with the coordinator's
+ * words; asked again now and then (the caller drops the cached layout:
+ * no new map of it here while the coordinator cannot be reached).
+ */
+static void csess_grants_refused(struct csess_gref *g, const char *name,
+				 const struct msg *rep, uint64_t now)
+{
+	if (!g || g->refused != -EACCES)
+		log_warn("region %s: the coordinator refuses this node fresh "
+			 "grants (EACCES): %s; the mappings of it here keep "
+			 "the grants they hold until those expire",
+			 name, rep->text);
+	if (!g)
+		return;
+	g->refused = -EACCES;
+	g->due_ms = now + CSESS_GREF_REFUSED_MS;
+}
+
+/*
  * Grants due for a refresh: the region's layout is fetched again and its
  * grants go to the fault loops (every mapping of it at that epoch). One
- * deleted or made again meanwhile is forgotten.
+ * deleted or made again meanwhile is forgotten; one refused is logged
+ * (csess_grants_refused()).
  */
 static void csess_grants_refresh(struct csess *s)
 {
@@ -571,6 +599,12 @@ static void csess_grants_refresh(struct csess *s)
 		ret = csess_region_get(s, name, &rep);
 		/* (a successful get noted it again: g may have moved) */
 		g = csess_gref_find(s, name);
+		if (ret == -EACCES && rep.type == MSG_T_ERROR) {
+			csess_grants_refused(g, name, &rep, now);
+			lcache_drop(&s->cache, name);
+			msg_fini(&rep);
+			continue;
+		}
 		if (ret) {
 			if (g && ret == -ENOENT)
 				csess_gref_drop(s, g);
@@ -582,6 +616,12 @@ static void csess_grants_refresh(struct csess *s)
 			if (csess_err_is_link(ret))
 				return; /* the rest when it answers */
 			continue;
+		}
+		if (g && g->refused) {
+			log_info("region %s: the coordinator grants this node "
+				 "its pages again",
+				 name);
+			g->refused = 0;
 		}
 		/* (made again meanwhile: the new one's mappings get them) */
 		if (floops_map_grants(s->a->fl, name, rep.epoch, rep.grants,
@@ -1508,6 +1548,12 @@ static int csess_region_get(struct csess *s, const char *name, struct msg *rep)
 		}
 	}
 	if (!ret) {
+		/* Who may read it is the coordinator's to check, and a
+		 * cached copy (lcache_region_copy()) takes no list it does
+		 * not know. */
+		free(rep->readers);
+		rep->readers = NULL;
+		rep->n_readers = 0;
 		ret = layout_msg_to_runs(rep);
 		if (ret) {
 			log_errno(ret,
@@ -1549,7 +1595,9 @@ static void csess_lookup_run(struct csess *s, const struct csess_job *j)
 		snprintf(r->text, sizeof(r->text), "region %s: %s", j->name,
 			 r->region.text[0] ? r->region.text
 					   : log_strerror(ret));
-		if (ret == -ENOENT)
+		/* Gone, or no longer ours to read: a coordinator outage
+		 * must not map it from the cache either. */
+		if (ret == -ENOENT || ret == -EACCES)
 			lcache_drop(&s->cache, j->name);
 		msg_fini(&r->region);
 		r->err = ret;
