@@ -400,18 +400,20 @@ static void coord_region_free(struct coord_region *r)
 		return;
 	free(r->chunks);
 	free(r->writers);
+	free(r->readers);
 	free(r->rstate);
 	free(r);
 }
 
 /*
- * A copy of writers list @ids (@n ids) for a region, in @out (NULL for
- * none: any node): every id a known node's, no more than there can be
- * nodes. Ascending, duplicates dropped.
+ * A copy of node list @ids (@n ids; @what names it in @why: "writers",
+ * "readers") for a region, in @out (NULL for none: any node): every id a
+ * known node's, no more than there can be nodes; ascending, duplicates
+ * dropped. Returns 0, -E2BIG, -ENOENT (an unknown node) or -ENOMEM.
  */
-static int coord_writers_copy(const struct coord *c, const uint64_t *ids,
-			      uint32_t n, uint64_t **out, uint32_t *n_out,
-			      char *why, size_t why_len)
+static int coord_acl_copy(const struct coord *c, const char *what,
+			  const uint64_t *ids, uint32_t n, uint64_t **out,
+			  uint32_t *n_out, char *why, size_t why_len)
 {
 	uint64_t *w;
 	uint32_t k = 0;
@@ -421,13 +423,13 @@ static int coord_writers_copy(const struct coord *c, const uint64_t *ids,
 	if (!n)
 		return 0;
 	if (n > COORD_NODES_MAX) {
-		snprintf(why, why_len, "%u writers; at most %u", n,
+		snprintf(why, why_len, "%u %s; at most %u", n, what,
 			 COORD_NODES_MAX);
 		return -E2BIG;
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		if (!coord_node_find(c, ids[i])) {
-			snprintf(why, why_len, "writers: unknown node %llu",
+			snprintf(why, why_len, "%s: unknown node %llu", what,
 				 (unsigned long long)ids[i]);
 			return -ENOENT;
 		}
@@ -452,39 +454,129 @@ static int coord_writers_copy(const struct coord *c, const uint64_t *ids,
 	return 0;
 }
 
-/* May node @id take region @r's write lease? */
-static int coord_writer_is_allowed(const struct coord_region *r, uint64_t id)
+/* Does list @ids (@n) name node @id? (An empty list names none.) */
+static int coord_acl_names(const uint64_t *ids, uint32_t n, uint64_t id)
 {
-	if (!r->n_writers)
-		return 1;
-	for (uint32_t i = 0; i < r->n_writers; i++)
-		if (r->writers[i] == id)
+	for (uint32_t i = 0; i < n; i++)
+		if (ids[i] == id)
 			return 1;
 	return 0;
 }
 
-/* "a (1), c (3)" for region @r's writers, or "any node". */
-static void coord_writers_str(const struct coord *c,
-			      const struct coord_region *r, char *buf,
-			      size_t len)
+/*
+ * May node @id look region @r up (and so get its read grants)? Yes if the
+ * region has no readers, if @id is one, or if it is one of the writers the
+ * region names.
+ */
+static int coord_acl_may_read(const struct coord_region *r, uint64_t id)
+{
+	return !r->n_readers || coord_acl_names(r->readers, r->n_readers, id) ||
+	       coord_acl_names(r->writers, r->n_writers, id);
+}
+
+/*
+ * May node @id take region @r's write lease? If the region names writers,
+ * only they may; else any node that may read it.
+ */
+static int coord_acl_may_write(const struct coord_region *r, uint64_t id)
+{
+	/* Writing takes READ grants too: with no writers named, the
+	 * readers bound who may write. */
+	if (!r->n_writers)
+		return coord_acl_may_read(r, id);
+	return coord_acl_names(r->writers, r->n_writers, id);
+}
+
+/* "a (1), c (3)" for node list @ids (@n), or "any node" if empty. */
+static void coord_acl_str(const struct coord *c, const uint64_t *ids,
+			  uint32_t n, char *buf, size_t len)
 {
 	size_t used = 0;
 
-	if (!r->n_writers) {
+	if (!n) {
 		snprintf(buf, len, "any node");
 		return;
 	}
 	buf[0] = '\0';
-	for (uint32_t i = 0; i < r->n_writers && used < len; i++) {
-		const struct coord_node *n = coord_node_find(c, r->writers[i]);
+	for (uint32_t i = 0; i < n && used < len; i++) {
+		const struct coord_node *nd = coord_node_find(c, ids[i]);
 		int k = snprintf(buf + used, len - used, "%s%s (%llu)",
-				 i ? ", " : "", n ? n->name : "?",
-				 (unsigned long long)r->writers[i]);
+				 i ? ", " : "", nd ? nd->name : "?",
+				 (unsigned long long)ids[i]);
 
 		if (k < 0)
 			break;
 		used += (size_t)k;
 	}
+}
+
+/* MSG_T_REGION_WRITERS and MSG_T_REGION_READERS records: the region's
+ * list replaced. */
+static int coord_apply_region_acl(struct coord *c, const struct msg *rec,
+				  char *why, size_t why_len)
+{
+	struct coord_region *r = coord_region_find(c, rec->name);
+	int readers = rec->type == MSG_T_REGION_READERS;
+	uint32_t n;
+	uint64_t *ids;
+	int ret;
+
+	if (!r) {
+		snprintf(why, why_len, "no region '%s'", rec->name);
+		return -ENOENT;
+	}
+	if (readers)
+		ret = coord_acl_copy(c, "readers", rec->readers, rec->n_readers,
+				     &ids, &n, why, why_len);
+	else
+		ret = coord_acl_copy(c, "writers", rec->writers, rec->n_writers,
+				     &ids, &n, why, why_len);
+	if (ret)
+		return ret;
+	if (readers) {
+		free(r->readers);
+		r->readers = ids;
+		r->n_readers = n;
+	} else {
+		free(r->writers);
+		r->writers = ids;
+		r->n_writers = n;
+	}
+	return 0;
+}
+
+/*
+ * REGION_GET @req on the session of node @name's key: 0 if that node may
+ * read the region (or there is no such region: the handler says so), else
+ * -EACCES with an ERROR naming the readers in @rep.
+ */
+static int coord_acl_read_check(const struct coord *c, const char *name,
+				const struct msg *req, struct msg *rep)
+{
+	const struct coord_region *r = coord_region_find(c, req->name);
+	const struct coord_node *n = coord_node_find_name(c, name);
+	char readers[MSG_TEXT_MAX / 2], writers[MSG_TEXT_MAX / 2], who[96];
+
+	if (!r || (n && coord_acl_may_read(r, n->id)))
+		return 0;
+	if (n)
+		snprintf(who, sizeof(who), "node %u (%s)", n->id, n->name);
+	else
+		snprintf(who, sizeof(who), "node %s (not joined)", name);
+	coord_acl_str(c, r->readers, r->n_readers, readers, sizeof(readers));
+	if (r->n_writers) {
+		coord_acl_str(c, r->writers, r->n_writers, writers,
+			      sizeof(writers));
+		msg_error(rep, -EACCES,
+			  "region '%s': %s may not read it; its readers: %s; "
+			  "its writers: %s",
+			  r->name, who, readers, writers);
+	} else {
+		msg_error(rep, -EACCES,
+			  "region '%s': %s may not read it; its readers: %s",
+			  r->name, who, readers);
+	}
+	return -EACCES;
 }
 
 static int coord_apply_region(struct coord *c, const struct msg *rec, char *why,
@@ -552,8 +644,11 @@ static int coord_apply_region(struct coord *c, const struct msg *rec, char *why,
 				(uint8_t)rec->rstates[k].state;
 		r->rgen = rec->rgen ? rec->rgen : 1;
 	}
-	ret = coord_writers_copy(c, rec->writers, rec->n_writers, &r->writers,
-				 &r->n_writers, why, why_len);
+	ret = coord_acl_copy(c, "writers", rec->writers, rec->n_writers,
+			     &r->writers, &r->n_writers, why, why_len);
+	if (!ret)
+		ret = coord_acl_copy(c, "readers", rec->readers, rec->n_readers,
+				     &r->readers, &r->n_readers, why, why_len);
 	if (ret)
 		goto out_free;
 	for (i = 0; i < rec->n_chunks; i++) {
@@ -810,28 +905,6 @@ static int coord_apply_writer(struct coord *c, const struct msg *rec, char *why,
 	return 0;
 }
 
-static int coord_apply_region_writers(struct coord *c, const struct msg *rec,
-				      char *why, size_t why_len)
-{
-	struct coord_region *r = coord_region_find(c, rec->name);
-	uint32_t n;
-	uint64_t *w;
-	int ret;
-
-	if (!r) {
-		snprintf(why, why_len, "no region '%s'", rec->name);
-		return -ENOENT;
-	}
-	ret = coord_writers_copy(c, rec->writers, rec->n_writers, &w, &n, why,
-				 why_len);
-	if (ret)
-		return ret;
-	free(r->writers);
-	r->writers = w;
-	r->n_writers = n;
-	return 0;
-}
-
 static int coord_apply_lease_break(struct coord *c, const struct msg *rec,
 				   char *why, size_t why_len)
 {
@@ -849,13 +922,21 @@ static int coord_apply_lease_break(struct coord *c, const struct msg *rec,
 	return 0;
 }
 
+/* What coord_node_regions() looks for. */
+enum coord_node_tie {
+	COORD_TIE_OWNER,  /* owns chunks of the region */
+	COORD_TIE_WRITER, /* is named in its writers */
+	COORD_TIE_READER, /* is named in its readers */
+};
+
 /*
- * What keeps node @id from being forgotten: the regions it owns chunks of
- * (@writers 0) or is a writer of (@writers 1), their names in @buf
- * ("'a', 'b'", cut short with ", ..."). Returns how many.
+ * What keeps node @id from being forgotten: the regions it is tied to as
+ * @tie says, their names in @buf ("'a', 'b'", cut short with ", ...").
+ * Returns how many.
  */
 static uint32_t coord_node_regions(const struct coord *c, uint64_t id,
-				   int writers, char *buf, size_t len)
+				   enum coord_node_tie tie, char *buf,
+				   size_t len)
 {
 	uint32_t k = 0;
 	size_t pos = 0;
@@ -865,8 +946,10 @@ static uint32_t coord_node_regions(const struct coord *c, uint64_t id,
 		const struct coord_region *r = c->regions[i];
 		int hit = 0;
 
-		if (writers) {
-			hit = r->n_writers && coord_writer_is_allowed(r, id);
+		if (tie == COORD_TIE_WRITER) {
+			hit = coord_acl_names(r->writers, r->n_writers, id);
+		} else if (tie == COORD_TIE_READER) {
+			hit = coord_acl_names(r->readers, r->n_readers, id);
 		} else {
 			for (uint32_t j = 0; j < r->n_chunks && !hit; j++)
 				hit = r->chunks[j].node == id &&
@@ -924,13 +1007,20 @@ static int coord_apply_node_forget(struct coord *c, const struct msg *rec,
 			 (unsigned long long)rec->node, rec->name);
 		return -ENOENT;
 	}
-	if (coord_node_regions(c, n->id, 0, list, sizeof(list))) {
+	if (coord_node_regions(c, n->id, COORD_TIE_OWNER, list, sizeof(list))) {
 		snprintf(why, why_len, "node %u (%s) owns chunks of %s", n->id,
 			 n->name, list);
 		return -EBUSY;
 	}
-	if (coord_node_regions(c, n->id, 1, list, sizeof(list))) {
+	if (coord_node_regions(c, n->id, COORD_TIE_WRITER, list,
+			       sizeof(list))) {
 		snprintf(why, why_len, "node %u (%s) is a writer of %s", n->id,
+			 n->name, list);
+		return -EBUSY;
+	}
+	if (coord_node_regions(c, n->id, COORD_TIE_READER, list,
+			       sizeof(list))) {
+		snprintf(why, why_len, "node %u (%s) is a reader of %s", n->id,
 			 n->name, list);
 		return -EBUSY;
 	}
@@ -990,7 +1080,8 @@ int coord_record_apply(struct coord *c, const struct msg *rec, char *why,
 	case MSG_T_WRITE_RELEASE:
 		return coord_apply_writer(c, rec, why, why_len);
 	case MSG_T_REGION_WRITERS:
-		return coord_apply_region_writers(c, rec, why, why_len);
+	case MSG_T_REGION_READERS:
+		return coord_apply_region_acl(c, rec, why, why_len);
 	case MSG_T_LEASE_BREAK:
 		return coord_apply_lease_break(c, rec, why, why_len);
 	case MSG_T_NODE_FORGET:
@@ -1125,6 +1216,8 @@ int coord_records_dump(const struct coord *c,
 		m.n_chunks = r->n_chunks;
 		m.writers = r->writers;
 		m.n_writers = r->n_writers;
+		m.readers = r->readers;
+		m.n_readers = r->n_readers;
 		if (r->replicas > 1) {
 			m.replicas = r->replicas;
 			m.rgen = r->rgen;
@@ -1911,8 +2004,12 @@ static int coord_on_region_create(struct coord *c, const struct msg *req,
 		goto out_err;
 	}
 	rec.n_chunks = (uint32_t)n_chunks;
-	ret = coord_writers_copy(c, req->writers, req->n_writers, &rec.writers,
-				 &rec.n_writers, why, sizeof(why));
+	ret = coord_acl_copy(c, "writers", req->writers, req->n_writers,
+			     &rec.writers, &rec.n_writers, why, sizeof(why));
+	if (!ret)
+		ret = coord_acl_copy(c, "readers", req->readers, req->n_readers,
+				     &rec.readers, &rec.n_readers, why,
+				     sizeof(why));
 	if (ret)
 		goto out_err;
 	if (rec.replicas > 1)
@@ -1946,6 +2043,22 @@ static void coord_region_msg(const struct coord_region *r, struct msg *m)
 	m->epoch = r->epoch;
 }
 
+/* A copy of @n ids in *@out (NULL if none). 0 or -ENOMEM. */
+static int coord_ids_dup(const uint64_t *ids, uint32_t n, uint64_t **out,
+			 uint32_t *n_out)
+{
+	if (!n)
+		return 0;
+	*out = malloc((size_t)n * sizeof(*ids));
+	if (!*out)
+		return -ENOMEM;
+	memcpy(*out, ids, (size_t)n * sizeof(*ids));
+	*n_out = n;
+	return 0;
+}
+
+/* Who may look a region up with a node key is coord_authorize()'s
+ * check (coord_acl_read_check()): this answers anyone it lets through. */
 static void coord_on_region_get(struct coord *c, const struct msg *req,
 				struct msg *rep)
 {
@@ -2009,17 +2122,13 @@ static void coord_on_region_get(struct coord *c, const struct msg *req,
 		       (size_t)r->n_chunks * sizeof(*r->chunks));
 		rep->n_chunks = r->n_chunks;
 	}
-	if (!r->n_writers)
-		return;
-	rep->writers = malloc((size_t)r->n_writers * sizeof(*rep->writers));
-	if (!rep->writers) {
+	if (coord_ids_dup(r->writers, r->n_writers, &rep->writers,
+			  &rep->n_writers) ||
+	    coord_ids_dup(r->readers, r->n_readers, &rep->readers,
+			  &rep->n_readers)) {
 		msg_fini(rep);
 		msg_error(rep, -ENOMEM, "out of memory");
-		return;
 	}
-	memcpy(rep->writers, r->writers,
-	       (size_t)r->n_writers * sizeof(*r->writers));
-	rep->n_writers = r->n_writers;
 }
 
 static void coord_on_region_list(struct coord *c, struct msg *rep)
@@ -2224,9 +2333,10 @@ static int coord_on_write_lease(struct coord *c, const struct msg *req,
 			  (unsigned long long)req->instance);
 		return 0;
 	}
-	/* A holder that is no longer a writer has lost the lease (the
-	 * writers change breaks it; this covers a log cut between the two). */
-	allowed = coord_writer_is_allowed(r, req->node);
+	/* A holder that is no longer a writer (or reader) has lost the
+	 * lease (the change breaks it; this covers a log cut between the
+	 * two). */
+	allowed = coord_acl_may_write(r, req->node);
 	w = coord_writer_live(c, r, now);
 	if (allowed && w && w->node == req->node && w->lease == req->lease &&
 	    (!resume || resume == r->wgen)) {
@@ -2245,13 +2355,24 @@ static int coord_on_write_lease(struct coord *c, const struct msg *req,
 			  r->writer.lease ? "" : ", not held");
 		return 0;
 	}
-	if (!allowed) {
+	if (!allowed && r->n_writers) {
 		char list[MSG_TEXT_MAX];
 
-		coord_writers_str(c, r, list, sizeof(list));
+		coord_acl_str(c, r->writers, r->n_writers, list, sizeof(list));
 		msg_error(rep, -EACCES,
 			  "region '%s': node %llu (%s) may not take its write "
 			  "lease; its writers: %s",
+			  r->name, (unsigned long long)req->node, n->name,
+			  list);
+		return 0;
+	}
+	if (!allowed) {
+		char list[MSG_TEXT_MAX];
+
+		coord_acl_str(c, r->readers, r->n_readers, list, sizeof(list));
+		msg_error(rep, -EACCES,
+			  "region '%s': node %llu (%s) may not take its write "
+			  "lease: it may not read it; its readers: %s",
 			  r->name, (unsigned long long)req->node, n->name,
 			  list);
 		return 0;
@@ -2322,13 +2443,15 @@ static int coord_lease_break(struct coord *c, const struct coord_region *r,
 }
 
 /*
- * The admin sets who may take a region's write lease (none: any node). A
- * holder that is not one of them loses the lease at once.
+ * The admin sets who may take a region's write lease (REGION_WRITERS) or
+ * look it up (REGION_READERS); none: any node. A holder of the lease that
+ * may no longer write loses it at once.
  */
-static int coord_on_region_writers(struct coord *c, const struct msg *req,
-				   struct msg *rep, int *fatal)
+static int coord_on_region_acl(struct coord *c, const struct msg *req,
+			       struct msg *rep, int *fatal)
 {
 	const struct coord_region *r = coord_region_find(c, req->name);
+	int readers = req->type == MSG_T_REGION_READERS;
 	char list[MSG_TEXT_MAX];
 	uint64_t wgen;
 	struct msg rec;
@@ -2338,18 +2461,30 @@ static int coord_on_region_writers(struct coord *c, const struct msg *req,
 		msg_error(rep, -ENOENT, "no region '%s'", req->name);
 		return 0;
 	}
-	msg_init(&rec, MSG_T_REGION_WRITERS);
+	msg_init(&rec, req->type);
 	memcpy(rec.name, req->name, sizeof(rec.name));
-	rec.writers = req->writers; /* req's: never msg_fini() rec */
-	rec.n_writers = req->n_writers;
+	/* req's lists: never msg_fini() rec */
+	if (readers) {
+		rec.readers = req->readers;
+		rec.n_readers = req->n_readers;
+	} else {
+		rec.writers = req->writers;
+		rec.n_writers = req->n_writers;
+	}
 	ret = coord_change(c, &rec, rep, fatal);
 	if (ret)
 		return *fatal ? ret : 0;
-	coord_writers_str(c, r, list, sizeof(list));
-	log_info("region '%s': writers now %s", r->name, list);
-	if (r->writer.lease && !coord_writer_is_allowed(r, r->writer.node)) {
-		ret = coord_lease_break(c, r, "no longer a writer", rep, fatal,
-					&wgen);
+	if (readers)
+		coord_acl_str(c, r->readers, r->n_readers, list, sizeof(list));
+	else
+		coord_acl_str(c, r->writers, r->n_writers, list, sizeof(list));
+	log_info("region '%s': %s now %s", r->name,
+		 readers ? "readers" : "writers", list);
+	if (r->writer.lease && !coord_acl_may_write(r, r->writer.node)) {
+		ret = coord_lease_break(c, r,
+					readers ? "no longer a reader"
+						: "no longer a writer",
+					rep, fatal, &wgen);
 		if (ret)
 			return *fatal ? ret : 0;
 	}
@@ -2382,11 +2517,11 @@ static int coord_on_lease_break(struct coord *c, const struct msg *req,
 
 /*
  * The admin forgets a node that is gone for good. Refused (EBUSY) while it
- * owns a chunk or is a region's writer (the regions named), and while its
- * lease holds: a node that heartbeats is never forgotten, whatever the
- * admin says (after a restart of ours every node has a lease first). A
- * write lease it held (dead with it) is broken first, so its generation
- * moves on.
+ * owns a chunk or is a region's writer or reader (the regions named), and
+ * while its lease holds: a node that heartbeats is never forgotten,
+ * whatever the admin says (after a restart of ours every node has a lease
+ * first). A write lease it held (dead with it) is broken first, so its
+ * generation moves on.
  */
 static int coord_on_node_forget(struct coord *c, const struct msg *req,
 				struct msg *rep, uint64_t now, int *fatal)
@@ -2403,17 +2538,24 @@ static int coord_on_node_forget(struct coord *c, const struct msg *req,
 		return 0;
 	}
 	id = n->id;
-	if (coord_node_regions(c, id, 0, list, sizeof(list))) {
+	if (coord_node_regions(c, id, COORD_TIE_OWNER, list, sizeof(list))) {
 		msg_error(rep, -EBUSY,
 			  "node %s (%u) owns chunks of %s: delete those "
 			  "regions first",
 			  n->name, id, list);
 		return 0;
 	}
-	if (coord_node_regions(c, id, 1, list, sizeof(list))) {
+	if (coord_node_regions(c, id, COORD_TIE_WRITER, list, sizeof(list))) {
 		msg_error(rep, -EBUSY,
 			  "node %s (%u) is a writer of %s: set their "
 			  "writers without it first",
+			  n->name, id, list);
+		return 0;
+	}
+	if (coord_node_regions(c, id, COORD_TIE_READER, list, sizeof(list))) {
+		msg_error(rep, -EBUSY,
+			  "node %s (%u) is a reader of %s: set their "
+			  "readers without it first",
 			  n->name, id, list);
 		return 0;
 	}
@@ -2465,6 +2607,7 @@ int coord_msg_is_request(enum msg_type type)
 	case MSG_T_WRITE_LEASE:
 	case MSG_T_WRITE_RELEASE:
 	case MSG_T_REGION_WRITERS:
+	case MSG_T_REGION_READERS:
 	case MSG_T_LEASE_BREAK:
 	case MSG_T_NODE_FORGET:
 	case MSG_T_REGION_REBUILD:
@@ -2491,6 +2634,7 @@ int coord_authorize(const struct coord *c, enum coord_role role,
 	case MSG_T_REGION_CREATE:
 	case MSG_T_REGION_DELETE:
 	case MSG_T_REGION_WRITERS:
+	case MSG_T_REGION_READERS:
 	case MSG_T_LEASE_BREAK:
 	case MSG_T_NODE_FORGET:
 		if (role == COORD_ROLE_NODE) {
@@ -2499,6 +2643,12 @@ int coord_authorize(const struct coord *c, enum coord_role role,
 				  msg_type_name(req->type));
 			return -EACCES;
 		}
+		return 0;
+	case MSG_T_REGION_GET:
+		/* The layout, and with it the read grants, only to the
+		 * region's readers; the admin key reads every layout. */
+		if (role == COORD_ROLE_NODE)
+			return coord_acl_read_check(c, name, req, rep);
 		return 0;
 	default:
 		return 0; /* lookups: anyone authenticated */
@@ -2618,7 +2768,8 @@ int coord_handle(struct coord *c, const struct msg *req, struct msg *rep,
 		coord_on_write_release(c, req, rep, &fatal);
 		break;
 	case MSG_T_REGION_WRITERS:
-		coord_on_region_writers(c, req, rep, &fatal);
+	case MSG_T_REGION_READERS:
+		coord_on_region_acl(c, req, rep, &fatal);
 		break;
 	case MSG_T_LEASE_BREAK:
 		coord_on_lease_break(c, req, rep, &fatal);

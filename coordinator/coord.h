@@ -147,12 +147,13 @@ enum coord_role {
 /*
  * May @role (@name for a node) send @req? Node keys may join as their own
  * name and heartbeat, publish endpoints and MRs and take write leases for
- * their own node id only (the handler refuses a lease to a node not in
- * the region's writers), and may not create or delete regions, change a
- * region's writers or break its write lease; the admin key may do
- * everything but act as a node. Returns 0, or -EACCES (-ESTALE
- * for a HEARTBEAT of another node's id: the agent joins again) with an
- * ERROR in @rep (initialised; the caller msg_fini()s it).
+ * their own node id only (the handler refuses a lease to a node that may
+ * not write the region), may look up (REGION_GET) only regions their node
+ * may read (its readers and writers), and may not create or delete
+ * regions, change a region's writers or readers or break its write lease;
+ * the admin key may do everything but act as a node. Returns 0, or
+ * -EACCES (-ESTALE for a HEARTBEAT of another node's id: the agent joins
+ * again) with an ERROR in @rep (initialised; the caller msg_fini()s it).
  */
 int coord_authorize(const struct coord *c, enum coord_role role,
 		    const char *name, const struct msg *req, struct msg *rep);

@@ -92,6 +92,10 @@ struct coord_region {
 	/* the nodes that may take the write lease, ascending; none: any */
 	uint64_t *writers;
 	uint32_t n_writers;
+	/* the nodes that may look it up with their node key besides the
+	 * writers, ascending; none: any */
+	uint64_t *readers;
+	uint32_t n_readers;
 	/* replicas: chunks holds n_chunks records, replica r of chunk i at
 	 * i * replicas + r; rstate (NULL for one replica) their states
 	 * (enum msg_rstate_state). A MISSING record holds no extent. */
@@ -249,10 +253,13 @@ void coord_repl_region_gone(struct coord *c, const char *name);
  *   MSG_T_NODES (one node)  node row: id, name, data_addr, pool_size,
  *                           instance, mr_addr/rkey/mr_len (insert or update;
  *                           a changed instance drops the node's endpoints)
- *   MSG_T_REGION            a region with its full chunk map, epoch and
- *                           writers (absent in older logs: any node)
+ *   MSG_T_REGION            a region with its full chunk map, epoch,
+ *                           writers and readers (absent in older logs:
+ *                           any node)
  *   MSG_T_REGION_WRITERS    name, writers: who may take its write lease
  *                           from now on (none: any node)
+ *   MSG_T_REGION_READERS    name, readers: who may look it up from now on
+ *                           (none: any node)
  *   MSG_T_LEASE_BREAK       name, wgen: no writer, the generation raised
  *                           to wgen (if larger)
  *   MSG_T_REGION_DELETE     name; bumps the global epoch; the region's
@@ -271,7 +278,7 @@ void coord_repl_region_gone(struct coord *c, const char *name);
  *                           its extent waits to be cleared, fenced, or is
  *                           free at once if its owner restarted)
  *   MSG_T_NODE_FORGET       node, name: the node is gone for good (it owns
- *                           no chunk and is no region's writer): its
+ *                           no chunk, is no region's writer or reader): its
  *                           endpoints, extents and peers are dropped, its
  *                           id stays taken, its name is free
  * On failure nothing changed. Returns 0, -ENOENT (unknown node or region),

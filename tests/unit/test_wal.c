@@ -1791,6 +1791,214 @@ static void test_wal_node_forget(void **state)
 static void t_forget(struct coord *c, const char *name, uint64_t now,
 		     uint64_t err, char *text, size_t text_len);
 
+static void t_readers_req(struct msg *m, enum msg_type type,
+			  const uint64_t *ids, uint32_t n)
+{
+	msg_init(m, type);
+	strcpy(m->name, "r");
+	if (n) {
+		m->readers = malloc(n * sizeof(*m->readers));
+		assert_non_null(m->readers);
+		memcpy(m->readers, ids, n * sizeof(*ids));
+		m->n_readers = n;
+	}
+}
+
+/*
+ * May node key @name look region r up? 0, or -EACCES with the refusal's
+ * text in @text.
+ */
+static int t_read_authorize(struct coord *c, enum coord_role role,
+			    const char *name, char *text, size_t text_len)
+{
+	struct msg req, rep;
+	int ret;
+
+	msg_init(&req, MSG_T_REGION_GET);
+	strcpy(req.name, "r");
+	req.want_grants = 1;
+	ret = coord_authorize(c, role, name, &req, &rep);
+	if (text)
+		snprintf(text, text_len, "%s", rep.text);
+	msg_fini(&rep);
+	msg_fini(&req);
+	return ret;
+}
+
+/*
+ * A region's readers: a node key outside them (and the writers) may not
+ * look it up (EACCES naming them), so it gets no layout and no grants,
+ * nor its write lease while no writers are named; the admin key reads
+ * every layout. They are durable in the wal and the snapshot (and
+ * --check reads them), changed by REGION_READERS (a lease holder that may
+ * no longer read loses the lease), and keep their nodes from being
+ * forgotten. A region logged without readers (older logs and snapshots)
+ * is any node's to read.
+ */
+static void test_wal_readers(void **state)
+{
+	struct t_wal *t = *state;
+	char *dir = t_path(t->dir, "readers");
+	const uint64_t late = T_NOW + 3600 * 1000;
+	char text[MSG_TEXT_MAX];
+	struct wal_report wr;
+	struct msg req, rep;
+	struct t_buf b;
+	struct coord *c;
+
+	for (int snap = 0; snap < 2; snap++) {
+		t_rmrf(dir);
+		c = t_open(dir, snap ? 1 : 1000);
+		t_join_req(&req, "a", 4 * MIB, 7);
+		t_handle_want(c, &req, MSG_T_NODE_JOINED);
+		t_join_req(&req, "b", 4 * MIB, 8);
+		t_handle_want(c, &req, MSG_T_NODE_JOINED);
+		t_join_req(&req, "c", 4 * MIB, 9);
+		t_handle_want(c, &req, MSG_T_NODE_JOINED);
+		/* b owns every chunk; only a may read */
+		t_readers_req(&req, MSG_T_REGION_CREATE, (uint64_t[]){ 1, 1 },
+			      2);
+		req.size = 4 * MIB;
+		req.owners = t_ids(2, 2, 2);
+		req.n_owners = 2;
+		t_handle(c, &req, &rep);
+		assert_int_equal(rep.type, MSG_T_REGION);
+		assert_int_equal(rep.n_readers, 1);
+		assert_int_equal(rep.readers[0], 1);
+		msg_fini(&rep);
+		/* an unknown node cannot be a reader */
+		t_readers_req(&req, MSG_T_REGION_READERS, (uint64_t[]){ 9 }, 1);
+		t_handle_err(c, &req, ENOENT, text, sizeof(text));
+		assert_non_null(strstr(text, "readers: unknown node 9"));
+		/* c's key: refused, the readers named; a's and the admin's
+		 * are let through */
+		assert_int_equal(t_read_authorize(c, COORD_ROLE_NODE, "c", text,
+						  sizeof(text)),
+				 -EACCES);
+		assert_non_null(strstr(text, "region 'r': node 3 (c) may not "
+					     "read it; its readers: a (1)"));
+		assert_int_equal(
+			t_read_authorize(c, COORD_ROLE_NODE, "a", NULL, 0), 0);
+		assert_int_equal(
+			t_read_authorize(c, COORD_ROLE_ADMIN, "", NULL, 0), 0);
+		assert_int_equal(
+			t_read_authorize(c, COORD_ROLE_NODE, "nosuch", NULL, 0),
+			-EACCES);
+		/* no writers named: only a reader may write */
+		t_wlease_req(&req, MSG_T_WRITE_LEASE, 3, 9, 99);
+		req.wgen = MSG_WGEN_NEW;
+		t_handle_err(c, &req, EACCES, text, sizeof(text));
+		assert_non_null(strstr(text, "its readers: a (1)"));
+		t_wlease_req(&req, MSG_T_WRITE_LEASE, 1, 7, 77);
+		t_wlease_gen(c, &req);
+		/* node keys may not change the readers */
+		t_readers_req(&req, MSG_T_REGION_READERS, (uint64_t[]){ 3 }, 1);
+		assert_int_equal(
+			coord_authorize(c, COORD_ROLE_NODE, "c", &req, &rep),
+			-EACCES);
+		assert_non_null(strstr(rep.text, "needs the admin key"));
+		msg_fini(&rep);
+		msg_fini(&req);
+		/* a reader is not forgotten */
+		t_forget(c, "a", late, EBUSY, text, sizeof(text));
+		assert_non_null(strstr(text, "is a reader of 'r'"));
+		coord_destroy(c);
+
+		c = t_open(dir, snap ? 1 : 1000);
+		assert_int_equal(c->regions[0]->n_readers, 1);
+		assert_int_equal(c->regions[0]->readers[0], 1);
+		assert_int_equal(c->regions[0]->writer.lease, 77);
+		assert_int_equal(
+			t_read_authorize(c, COORD_ROLE_NODE, "c", NULL, 0),
+			-EACCES);
+		/* REGION_GET carries the readers */
+		msg_init(&req, MSG_T_REGION_GET);
+		strcpy(req.name, "r");
+		t_handle(c, &req, &rep);
+		assert_int_equal(rep.type, MSG_T_REGION);
+		assert_int_equal(rep.n_readers, 1);
+		assert_int_equal(rep.readers[0], 1);
+		msg_fini(&rep);
+		/* only b reads now: a, the holder, loses the lease */
+		t_readers_req(&req, MSG_T_REGION_READERS, (uint64_t[]){ 2 }, 1);
+		t_handle_want(c, &req, MSG_T_OK);
+		assert_int_equal(c->regions[0]->writer.lease, 0);
+		assert_int_equal(
+			t_read_authorize(c, COORD_ROLE_NODE, "a", NULL, 0),
+			-EACCES);
+		assert_int_equal(
+			t_read_authorize(c, COORD_ROLE_NODE, "b", NULL, 0), 0);
+		/* writers named (c) may read too */
+		t_writers_req(&req, MSG_T_REGION_WRITERS, (uint64_t[]){ 3 }, 1);
+		t_handle_want(c, &req, MSG_T_OK);
+		assert_int_equal(
+			t_read_authorize(c, COORD_ROLE_NODE, "c", NULL, 0), 0);
+		assert_int_equal(t_read_authorize(c, COORD_ROLE_NODE, "a", text,
+						  sizeof(text)),
+				 -EACCES);
+		assert_non_null(strstr(text, "its readers: b (2); its writers: "
+					     "c (3)"));
+		coord_destroy(c);
+
+		/* --check reads the REGION_READERS record */
+		t_check(dir, 0, &wr);
+		assert_int_equal(wr.state, WAL_STATE_CLEAN);
+
+		c = t_open(dir, snap ? 1 : 1000);
+		assert_int_equal(c->regions[0]->n_readers, 1);
+		assert_int_equal(c->regions[0]->readers[0], 2);
+		assert_int_equal(c->regions[0]->n_writers, 1);
+		assert_int_equal(c->regions[0]->writer.lease, 0);
+		assert_int_equal(
+			t_read_authorize(c, COORD_ROLE_NODE, "c", NULL, 0), 0);
+		assert_int_equal(
+			t_read_authorize(c, COORD_ROLE_NODE, "a", NULL, 0),
+			-EACCES);
+		/* any node again */
+		t_readers_req(&req, MSG_T_REGION_READERS, NULL, 0);
+		t_handle_want(c, &req, MSG_T_OK);
+		coord_destroy(c);
+
+		c = t_open(dir, snap ? 1 : 1000);
+		assert_int_equal(c->regions[0]->n_readers, 0);
+		assert_int_equal(
+			t_read_authorize(c, COORD_ROLE_NODE, "a", NULL, 0), 0);
+		coord_destroy(c);
+	}
+
+	/* Written without readers (as every older version did): the log
+	 * and the snapshot have no such field, and any node may read. */
+	for (int snap = 0; snap < 2; snap++) {
+		t_rmrf(dir);
+		c = t_open(dir, snap ? 1 : 1000);
+		t_join_req(&req, "a", 4 * MIB, 7);
+		t_handle_want(c, &req, MSG_T_NODE_JOINED);
+		t_join_req(&req, "b", 4 * MIB, 8);
+		t_handle_want(c, &req, MSG_T_NODE_JOINED);
+		t_create_req(&req, "r", 4 * MIB, 0);
+		t_handle_want(c, &req, MSG_T_REGION);
+		coord_destroy(c);
+		{
+			char *f = t_path(dir, snap ? "snapshot" : "wal");
+
+			b = t_file_read(f);
+			assert_true(b.len > WAL_HDR_LEN);
+			assert_null(memmem(b.p, b.len, "readers", 7));
+			free(b.p);
+			free(f);
+		}
+		c = t_open(dir, 1000);
+		assert_int_equal(c->regions[0]->n_readers, 0);
+		assert_int_equal(
+			t_read_authorize(c, COORD_ROLE_NODE, "b", NULL, 0), 0);
+		t_wlease_req(&req, MSG_T_WRITE_LEASE, 2, 8, 88);
+		t_wlease_gen(c, &req);
+		coord_destroy(c);
+	}
+	t_rmrf(dir);
+	free(dir);
+}
+
 /* Digests a node's last answer asked for (checks), by node id: sent in
  * its next heartbeat, the same for every node (every copy matches). */
 #define T_NODES_MAX 8
@@ -2170,6 +2378,7 @@ int main(void)
 		cmocka_unit_test(test_wal_write_lease_gen),
 		cmocka_unit_test(test_wal_writers),
 		cmocka_unit_test(test_wal_node_forget),
+		cmocka_unit_test(test_wal_readers),
 		cmocka_unit_test(test_wal_replicas),
 		cmocka_unit_test(test_wal_replicas_rebuilt),
 		cmocka_unit_test(test_wal_replicas_paced),
