@@ -128,17 +128,20 @@ int cli_map(const struct cli *c, const char *what, const char *name,
 	    unsigned int flags, struct farpage_map **m);
 
 /*
- * Prints "<indent>writers: a (1), b (2)" for region record @r (names
- * from the NODES reply @nodes, NULL: ids only), or "writers: any node".
- */
-/*
  * Health of region @r (a REGION answer): chunks with no replica in sync,
  * replicas MISSING and REBUILDING; returns "ok", "degraded" or "lost".
  */
 const char *cli_repl_health(const struct msg *r, uint32_t *lost,
 			    uint32_t *missing, uint32_t *rebuilding);
 
+/*
+ * Prints "<indent>writers: a (1), b (2)" for region record @r (names
+ * from the NODES reply @nodes, NULL: ids only), or "writers: any node";
+ * cli_readers_print() the same of its readers ("readers: ...").
+ */
 void cli_writers_print(FILE *f, const char *indent, const struct msg *r,
+		       const struct msg *nodes);
+void cli_readers_print(FILE *f, const char *indent, const struct msg *r,
 		       const struct msg *nodes);
 
 /* Formats a byte count ("64 MiB") into buf; returns buf. */

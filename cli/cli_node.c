@@ -29,9 +29,10 @@ static const char cli_node_forget_usage[] =
 	"endpoints, pair keys and pool reservations go, the other agents drop\n"
 	"it at their next node list, and a new agent may join as NAME (a new\n"
 	"node, with a new id). Refused while the node owns a chunk of a\n"
-	"region or is one of a region's writers (the regions are named), and\n"
-	"while it is up: stop its agent and wait until the coordinator has it\n"
-	"DOWN (no heartbeat for a lease). Needs the admin key.\n";
+	"region or is one of a region's writers or readers (the regions are\n"
+	"named), and while it is up: stop its agent and wait until the\n"
+	"coordinator has it DOWN (no heartbeat for a lease). Needs the admin\n"
+	"key.\n";
 
 static int cli_node_list(const struct cli *c, int argc, char **argv)
 {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * farpage region create|list|show|delete|writers|lease-break|rebuild: region
- * management through the coordinator.
+ * farpage region create|list|show|delete|writers|readers|lease-break|rebuild:
+ * region management through the coordinator.
  */
 #include "cli.h"
 
@@ -19,11 +19,13 @@ static const char cli_region_usage[] =
 	"                             [--nodes ID,ID,... | --owners "
 	"ID,ID,...]\n"
 	"                             [--writers NODE,NODE,...] "
-	"[--replicas N]\n"
+	"[--readers NODE,NODE,...]\n"
+	"                             [--replicas N]\n"
 	"       farpage region list\n"
 	"       farpage region show NAME\n"
 	"       farpage region delete NAME\n"
 	"       farpage region writers NAME NODE,NODE,...|any\n"
+	"       farpage region readers NAME NODE,NODE,...|any\n"
 	"       farpage region lease-break NAME\n"
 	"       farpage region rebuild NAME\n"
 	"\n"
@@ -35,8 +37,8 @@ static const char cli_region_create_usage[] =
 	"                             [--nodes ID,ID,... | --owners "
 	"ID,ID,...]\n"
 	"                             [--writers NODE,NODE,...] "
-	"[--wait SECONDS]\n"
-	"                             [--replicas N]\n"
+	"[--readers NODE,NODE,...]\n"
+	"                             [--wait SECONDS] [--replicas N]\n"
 	"\n"
 	"Creates region NAME and prints its chunk map. The pool space of a\n"
 	"deleted region comes back once its owner has cleared it (every node\n"
@@ -51,7 +53,11 @@ static const char cli_region_create_usage[] =
 	"  --owners LIST      owner node id of each chunk, in order\n"
 	"  --writers LIST     the only nodes (names or ids, joined already)\n"
 	"                     whose agents may map it writable (take its\n"
-	"                     write lease); default: any node\n"
+	"                     write lease); default: any node that may\n"
+	"                     read it\n"
+	"  --readers LIST     the only nodes (names or ids, joined already)\n"
+	"                     whose agents may look it up and map it, besides\n"
+	"                     the writers; default: any node\n"
 	"  --replicas N       copies of every chunk, 1..3, on distinct nodes\n"
 	"                     (distinct zones when enough nodes have one);\n"
 	"                     default 1; not with --owners\n"
@@ -74,8 +80,9 @@ static const char cli_region_list_usage[] =
 static const char cli_region_show_usage[] =
 	"usage: farpage region show NAME\n"
 	"\n"
-	"Prints the full chunk map of region NAME: for every chunk its offset\n"
-	"in the region, its owner node and its offset in that node's pool.\n";
+	"Prints region NAME's writers and readers and its full chunk map: for\n"
+	"every chunk its offset in the region, its owner node and its offset\n"
+	"in that node's pool.\n";
 
 static const char cli_region_delete_usage[] =
 	"usage: farpage region delete NAME\n"
@@ -89,6 +96,16 @@ static const char cli_region_writers_usage[] =
 	"region NAME writable, or 'any' node. A mapping that holds the write\n"
 	"lease on a node no longer allowed loses it at once (as with\n"
 	"lease-break). Needs the admin key.\n";
+
+static const char cli_region_readers_usage[] =
+	"usage: farpage region readers NAME NODE,NODE,...|any\n"
+	"\n"
+	"Sets the nodes (names or ids, joined already) whose agents may look\n"
+	"region NAME up, and so map it and get the grants to read its pages,\n"
+	"besides its writers; or 'any' node. A node taken out keeps the\n"
+	"grants it holds until they expire (the coordinator's\n"
+	"--grant-ttl-ms); its agent's next lookup is refused. Needs the\n"
+	"admin key.\n";
 
 static const char cli_region_lease_break_usage[] =
 	"usage: farpage region lease-break NAME\n"
@@ -204,26 +221,40 @@ static void cli_region_summary(const struct msg *r)
 	cli_chunks_print(stdout, "  ", r->chunks, r->n_chunks);
 }
 
-void cli_writers_print(FILE *f, const char *indent, const struct msg *r,
-		       const struct msg *nodes)
+/* Prints "<indent><label>: a (1), b (2)", or "any node" if @n is 0. */
+static void cli_ids_print(FILE *f, const char *indent, const char *label,
+			  const uint64_t *ids, uint32_t n,
+			  const struct msg *nodes)
 {
-	fprintf(f, "%swriters: ", indent);
-	if (!r->n_writers)
+	fprintf(f, "%s%s: ", indent, label);
+	if (!n)
 		fprintf(f, "any node");
-	for (uint32_t i = 0; i < r->n_writers; i++) {
+	for (uint32_t i = 0; i < n; i++) {
 		const char *name = NULL;
 
 		for (uint32_t j = 0; nodes && j < nodes->n_nodes; j++)
-			if (nodes->nodes[j].id == r->writers[i])
+			if (nodes->nodes[j].id == ids[i])
 				name = nodes->nodes[j].name;
 		if (name)
 			fprintf(f, "%s%s (%llu)", i ? ", " : "", name,
-				(unsigned long long)r->writers[i]);
+				(unsigned long long)ids[i]);
 		else
 			fprintf(f, "%s%llu", i ? ", " : "",
-				(unsigned long long)r->writers[i]);
+				(unsigned long long)ids[i]);
 	}
 	fputc('\n', f);
+}
+
+void cli_writers_print(FILE *f, const char *indent, const struct msg *r,
+		       const struct msg *nodes)
+{
+	cli_ids_print(f, indent, "writers", r->writers, r->n_writers, nodes);
+}
+
+void cli_readers_print(FILE *f, const char *indent, const struct msg *r,
+		       const struct msg *nodes)
+{
+	cli_ids_print(f, indent, "readers", r->readers, r->n_readers, nodes);
 }
 
 /* The node table, for names; on failure the node list is empty. */
@@ -240,13 +271,33 @@ static void cli_region_nodes(const struct cli *c, const char *what,
 }
 
 /*
- * Parses writers list @arg: node ids, or names of nodes in the node table
- * (asked of the coordinator if a name is given). Returns 0 with the ids,
- * -EINVAL (usage, said) or another -errno (said).
+ * Prints region @r's writers (@readers 0) or readers line, with the
+ * nodes' names if it names any (the node table asked for them).
  */
-static int cli_writers_parse(const struct cli *c, const char *usage,
-			     const char *opt, const char *arg, uint64_t **out,
-			     uint32_t *n_out)
+static void cli_region_acl_print(const struct cli *c, const char *what,
+				 const char *indent, const struct msg *r,
+				 int readers)
+{
+	struct msg nodes;
+
+	msg_init(&nodes, MSG_T_NONE);
+	if (readers ? r->n_readers : r->n_writers)
+		cli_region_nodes(c, what, &nodes);
+	if (readers)
+		cli_readers_print(stdout, indent, r, &nodes);
+	else
+		cli_writers_print(stdout, indent, r, &nodes);
+	msg_fini(&nodes);
+}
+
+/*
+ * Parses node list @arg (--writers, --readers): node ids, or names of
+ * nodes in the node table (asked of the coordinator if a name is given).
+ * Returns 0 with the ids, -EINVAL (usage, said) or another -errno (said).
+ */
+static int cli_nodes_parse(const struct cli *c, const char *usage,
+			   const char *opt, const char *arg, uint64_t **out,
+			   uint32_t *n_out)
 {
 	struct msg nodes;
 	uint64_t *ids;
@@ -339,6 +390,7 @@ static int cli_region_create(const struct cli *c, int argc, char **argv)
 		{ "nodes", required_argument, NULL, 'n' },
 		{ "owners", required_argument, NULL, 'o' },
 		{ "writers", required_argument, NULL, 'W' },
+		{ "readers", required_argument, NULL, 'r' },
 		{ "wait", required_argument, NULL, 'w' },
 		{ "replicas", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
@@ -400,8 +452,19 @@ static int cli_region_create(const struct cli *c, int argc, char **argv)
 		case 'W':
 			free(req.writers);
 			req.writers = NULL;
-			ret = cli_writers_parse(c, usage, "--writers", optarg,
-						&req.writers, &req.n_writers);
+			ret = cli_nodes_parse(c, usage, "--writers", optarg,
+					      &req.writers, &req.n_writers);
+			if (ret < 0) {
+				code = ret == -EINVAL ? CLI_EXIT_USAGE
+						      : CLI_EXIT_FAIL;
+				goto out;
+			}
+			break;
+		case 'r':
+			free(req.readers);
+			req.readers = NULL;
+			ret = cli_nodes_parse(c, usage, "--readers", optarg,
+					      &req.readers, &req.n_readers);
 			if (ret < 0) {
 				code = ret == -EINVAL ? CLI_EXIT_USAGE
 						      : CLI_EXIT_FAIL;
@@ -473,6 +536,7 @@ static int cli_region_create(const struct cli *c, int argc, char **argv)
 	printf("created ");
 	cli_region_summary(&rep);
 	cli_writers_print(stdout, "  ", &rep, NULL);
+	cli_readers_print(stdout, "  ", &rep, NULL);
 	code = CLI_EXIT_OK;
 out:
 	msg_fini(&rep);
@@ -532,16 +596,8 @@ static int cli_region_show(const struct cli *c, int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	}
 	cli_region_summary(&rep);
-	if (rep.n_writers) {
-		struct msg nodes;
-
-		msg_init(&nodes, MSG_T_NONE);
-		cli_region_nodes(c, what, &nodes);
-		cli_writers_print(stdout, "  ", &rep, &nodes);
-		msg_fini(&nodes);
-	} else {
-		cli_writers_print(stdout, "  ", &rep, NULL);
-	}
+	cli_region_acl_print(c, what, "  ", &rep, 0);
+	cli_region_acl_print(c, what, "  ", &rep, 1);
 	if (rep.replicas > 1) {
 		uint32_t R = (uint32_t)rep.replicas, k = 0;
 
@@ -597,36 +653,42 @@ static int cli_region_delete(const struct cli *c, int argc, char **argv)
 	return CLI_EXIT_OK;
 }
 
-static int cli_region_writers(const struct cli *c, int argc, char **argv)
+/* region writers|readers NAME NODE,...|any (@readers 0|1). */
+static int cli_region_acl(const struct cli *c, int argc, char **argv,
+			  int readers)
 {
-	const char *usage = cli_region_writers_usage;
+	const char *usage =
+		readers ? cli_region_readers_usage : cli_region_writers_usage;
+	const char *cmd = readers ? "region readers" : "region writers";
 	char what[32 + MSG_NAME_MAX];
 	struct msg req, rep;
 	int ret, code;
 
-	ret = cli_help_only(usage, "region writers", argc, argv);
+	ret = cli_help_only(usage, cmd, argc, argv);
 	if (ret >= 0)
 		return ret;
 	if (argc - optind < 2)
-		return cli_usage_err(usage, "region writers: want NAME and "
-					    "NODE,NODE,... or 'any'");
+		return cli_usage_err(
+			usage, "%s: want NAME and NODE,NODE,... or 'any'", cmd);
 	if (argc - optind > 2)
-		return cli_usage_err(usage,
-				     "region writers: unexpected argument "
-				     "'%s'",
+		return cli_usage_err(usage, "%s: unexpected argument '%s'", cmd,
 				     argv[optind + 2]);
 	if (!msg_name_is_valid(argv[optind]))
 		return cli_usage_err(usage,
-				     "region writers: '%s' is not a region "
-				     "name (1-63 of A-Z a-z 0-9 . _ -)",
-				     argv[optind]);
-	msg_init(&req, MSG_T_REGION_WRITERS);
+				     "%s: '%s' is not a region name (1-63 of "
+				     "A-Z a-z 0-9 . _ -)",
+				     cmd, argv[optind]);
+	msg_init(&req, readers ? MSG_T_REGION_READERS : MSG_T_REGION_WRITERS);
 	msg_init(&rep, MSG_T_NONE);
 	msg_strset(req.name, sizeof(req.name), argv[optind]);
-	snprintf(what, sizeof(what), "region writers %s", req.name);
+	snprintf(what, sizeof(what), "%s %s", cmd, req.name);
 	if (strcmp(argv[optind + 1], "any")) {
-		ret = cli_writers_parse(c, usage, what, argv[optind + 1],
-					&req.writers, &req.n_writers);
+		if (readers)
+			ret = cli_nodes_parse(c, usage, what, argv[optind + 1],
+					      &req.readers, &req.n_readers);
+		else
+			ret = cli_nodes_parse(c, usage, what, argv[optind + 1],
+					      &req.writers, &req.n_writers);
 		if (ret < 0) {
 			code = ret == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
 			goto out;
@@ -639,21 +701,22 @@ static int cli_region_writers(const struct cli *c, int argc, char **argv)
 	if (cli_region_get(c, what, req.name, &rep) < 0)
 		goto out;
 	printf("region %s: ", req.name);
-	if (rep.n_writers) {
-		struct msg nodes;
-
-		msg_init(&nodes, MSG_T_NONE);
-		cli_region_nodes(c, what, &nodes);
-		cli_writers_print(stdout, "", &rep, &nodes);
-		msg_fini(&nodes);
-	} else {
-		cli_writers_print(stdout, "", &rep, NULL);
-	}
+	cli_region_acl_print(c, what, "", &rep, readers);
 	code = CLI_EXIT_OK;
 out:
 	msg_fini(&rep);
 	msg_fini(&req);
 	return code;
+}
+
+static int cli_region_writers(const struct cli *c, int argc, char **argv)
+{
+	return cli_region_acl(c, argc, argv, 0);
+}
+
+static int cli_region_readers(const struct cli *c, int argc, char **argv)
+{
+	return cli_region_acl(c, argc, argv, 1);
 }
 
 static int cli_region_lease_break(const struct cli *c, int argc, char **argv)
@@ -701,6 +764,7 @@ int cli_region_run(const struct cli *c, int argc, char **argv)
 		{ "show", cli_region_show },
 		{ "delete", cli_region_delete },
 		{ "writers", cli_region_writers },
+		{ "readers", cli_region_readers },
 		{ "lease-break", cli_region_lease_break },
 		{ "rebuild", cli_region_rebuild },
 	};

@@ -19,7 +19,7 @@ static const char cli_status_usage[] =
 	"up/DOWN/gone, lease left; per peer the transport and read counters "
 	"of\n"
 	"the node's last heartbeat) and regions (size, chunk size, epoch,\n"
-	"chunks per owner node, the chunk -> owner map).\n"
+	"chunks per owner node, the chunk -> owner map, writers, readers).\n"
 	"\n"
 	"  --json   print the same as one JSON object\n"
 	"  --help   this text\n";
@@ -195,6 +195,7 @@ static void cli_status_text(const struct cli *c, const struct cli_status *st)
 		}
 		cli_chunks_print(stdout, "      ", r->chunks, r->n_chunks);
 		cli_writers_print(stdout, "      ", r, nodes);
+		cli_readers_print(stdout, "      ", r, nodes);
 		lost = cli_status_lost(st, r);
 		if (lost)
 			printf("      LOST: %u chunks: their owner restarted "
@@ -246,7 +247,7 @@ static struct json_object *cli_json_node(const struct msg_node *n, int gone)
 
 static struct json_object *cli_json_region(const struct msg *r, uint32_t lost)
 {
-	struct json_object *o, *per, *owners, *writers;
+	struct json_object *o, *per, *owners, *writers, *readers;
 	uint64_t *ids, *counts;
 	uint32_t n_ids;
 	int err = 0;
@@ -278,6 +279,11 @@ static struct json_object *cli_json_region(const struct msg *r, uint32_t lost)
 	for (uint32_t j = 0; j < r->n_writers && !err; j++)
 		err |= fp_json_push(writers,
 				    json_object_new_uint64(r->writers[j]));
+	readers = json_object_new_array_ext((int)r->n_readers);
+	err |= fp_json_set(o, "readers", readers);
+	for (uint32_t j = 0; j < r->n_readers && !err; j++)
+		err |= fp_json_push(readers,
+				    json_object_new_uint64(r->readers[j]));
 	err |= fp_json_set_u64(o, "lost_chunks", lost);
 	if (r->replicas > 1) {
 		uint32_t l, m, b;
