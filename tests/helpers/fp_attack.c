@@ -29,6 +29,11 @@
  *       whose writers leave NAME out), REGION_WRITERS naming NAME, and
  *       LEASE_BREAK of REGION: every one refused with EACCES (a lease
  *       wrongly granted is given back).
+ *   fp_attack readers ADDR KEYFILE NAME REGION
+ *       coordinator with node NAME's key: REGION_GET of REGION (a region
+ *       whose readers and writers leave NAME out) asking for grants, and
+ *       REGION_READERS naming NAME: both refused with EACCES, the
+ *       coordinator's text printed.
  *   fp_attack tamper ADDR KEYFILE N
  *       coordinator, admin key: N frames tampered (a bit of the header,
  *       payload or tag), truncated, reordered or replayed, each on a
@@ -342,12 +347,31 @@ static int attack_as_node(const char *addr, const char *keyfile,
 	return bad ? 1 : 0;
 }
 
+/* Node @name's id and instance from the node list on @a (0: absent). */
+static void attack_node_find(struct actl *a, const char *name, uint64_t *id,
+			     uint64_t *inst)
+{
+	struct msg req, rep;
+	int ret;
+
+	*id = *inst = 0;
+	msg_init(&req, MSG_T_NODE_LIST);
+	ret = actl_call(a, &req, &rep, ATTACK_TIMEOUT_MS);
+	for (uint32_t i = 0; !ret && i < rep.n_nodes; i++) {
+		if (!strcmp(rep.nodes[i].name, name)) {
+			*id = rep.nodes[i].id;
+			*inst = rep.nodes[i].instance;
+		}
+	}
+	msg_fini(&rep);
+}
+
 static int attack_lease(const char *addr, const char *keyfile, const char *name,
 			const char *region)
 {
 	struct actl_cred c = { 0 };
 	struct msg req, rep;
-	uint64_t id = 0, inst = 0, lease;
+	uint64_t id, inst, lease;
 	char why[400];
 	struct actl a;
 	int ret, bad = 0;
@@ -360,15 +384,7 @@ static int attack_lease(const char *addr, const char *keyfile, const char *name,
 		printf("lease: cannot connect: %s %s\n", strerror(-ret), why);
 		return 2;
 	}
-	msg_init(&req, MSG_T_NODE_LIST);
-	ret = actl_call(&a, &req, &rep, ATTACK_TIMEOUT_MS);
-	for (uint32_t i = 0; !ret && i < rep.n_nodes; i++) {
-		if (!strcmp(rep.nodes[i].name, name)) {
-			id = rep.nodes[i].id;
-			inst = rep.nodes[i].instance;
-		}
-	}
-	msg_fini(&rep);
+	attack_node_find(&a, name, &id, &inst);
 	if (!id) {
 		actl_close(&a);
 		printf("lease: node %s is not in the node list\n", name);
@@ -413,6 +429,47 @@ static int attack_lease(const char *addr, const char *keyfile, const char *name,
 	bad |= attack_node_req(addr, &c, name, &req);
 	msg_init(&req, MSG_T_LEASE_BREAK);
 	snprintf(req.name, sizeof(req.name), "%s", region);
+	bad |= attack_node_req(addr, &c, name, &req);
+	return bad ? 1 : 0;
+}
+
+static int attack_readers(const char *addr, const char *keyfile,
+			  const char *name, const char *region)
+{
+	struct actl_cred c = { 0 };
+	uint64_t id, inst;
+	char why[400];
+	struct actl a;
+	struct msg req;
+	int ret, bad = 0;
+
+	if (attack_cred(keyfile, &c))
+		return 2;
+	ret = actl_connect(addr, &c, AUTH_ROLE_NODE, name, ATTACK_TIMEOUT_MS,
+			   &a, why, sizeof(why));
+	if (ret) {
+		printf("readers: cannot connect: %s %s\n", strerror(-ret), why);
+		return 2;
+	}
+	attack_node_find(&a, name, &id, &inst);
+	actl_close(&a);
+	if (!id) {
+		printf("readers: node %s is not in the node list\n", name);
+		return 2;
+	}
+	msg_init(&req, MSG_T_REGION_GET);
+	snprintf(req.name, sizeof(req.name), "%s", region);
+	req.want_runs = 1;
+	req.want_repl = 1;
+	req.want_grants = 1;
+	bad |= attack_node_req(addr, &c, name, &req);
+	msg_init(&req, MSG_T_REGION_READERS);
+	snprintf(req.name, sizeof(req.name), "%s", region);
+	req.readers = malloc(sizeof(*req.readers));
+	if (!req.readers)
+		return 2;
+	req.readers[0] = id;
+	req.n_readers = 1;
 	bad |= attack_node_req(addr, &c, name, &req);
 	return bad ? 1 : 0;
 }
@@ -1558,6 +1615,8 @@ int main(int argc, char **argv)
 				      strtoull(argv[5], NULL, 10));
 	if (argc == 6 && !strcmp(argv[1], "lease"))
 		return attack_lease(argv[2], argv[3], argv[4], argv[5]);
+	if (argc == 6 && !strcmp(argv[1], "readers"))
+		return attack_readers(argv[2], argv[3], argv[4], argv[5]);
 	if (argc == 5 && !strcmp(argv[1], "tamper"))
 		return attack_tamper(argv[2], argv[3], atol(argv[4]));
 	if (argc == 7 && !strcmp(argv[1], "tamper-data"))
@@ -1594,7 +1653,8 @@ int main(int argc, char **argv)
 					   argc == 6);
 	fprintf(stderr,
 		"usage: fp_attack plain-read|peer|ctl-plain|ctl-key|ctl-clear|"
-		"as-node|lease|tamper|flood|hold-node|hold-data|hold-sock|map-"
+		"as-node|lease|readers|tamper|flood|hold-node|hold-data|hold-"
+		"sock|map-"
 		"fds|"
 		"map-fds-ext|"
 		"reopen-rw|"
