@@ -1548,12 +1548,6 @@ static int csess_region_get(struct csess *s, const char *name, struct msg *rep)
 		}
 	}
 	if (!ret) {
-		/* Who may read it is the coordinator's to check, and a
-		 * cached copy (lcache_region_copy()) takes no list it does
-		 * not know. */
-		free(rep->readers);
-		rep->readers = NULL;
-		rep->n_readers = 0;
 		ret = layout_msg_to_runs(rep);
 		if (ret) {
 			log_errno(ret,

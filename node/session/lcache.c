@@ -55,10 +55,10 @@ int lcache_region_copy(const struct msg *src, struct msg *dst)
 		return -ENOMEM;
 	}
 	dst->n_runs = src->n_runs;
-	/* No other list is needed here (the writers are the coordinator's
-	 * to check). */
-	dst->place = dst->owners = dst->writers = NULL;
-	dst->n_place = dst->n_owners = dst->n_writers = 0;
+	/* No other list is needed here (the writers and readers are the
+	 * coordinator's to check). */
+	dst->place = dst->owners = dst->writers = dst->readers = NULL;
+	dst->n_place = dst->n_owners = dst->n_writers = dst->n_readers = 0;
 	/* ... but a replicated layout's states are part of it, and the
 	 * grants that go with it */
 	dst->rstates = NULL;
