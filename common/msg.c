@@ -270,6 +270,21 @@ static const struct msg_rec msg_grant_rec = {
 	.required = 0x5,
 };
 
+static const struct msg_field msg_unreach_fields[] = {
+	F_U64(msg_unreach, "node", node, 1, UINT32_MAX),
+	F_U64(msg_unreach, "inst", inst, 0, UINT64_MAX),
+	F_STR(msg_unreach, "name", name, MSG_C_NAME),
+	F_U64(msg_unreach, "epoch", epoch, 0, UINT64_MAX),
+	F_U64(msg_unreach, "rgen", rgen, 1, UINT64_MAX),
+	F_U64(msg_unreach, "due", due, 1, 1), /* optional: absent is 0 */
+};
+
+static const struct msg_rec msg_unreach_rec = {
+	.fields = msg_unreach_fields,
+	.n_fields = ARRAY_LEN(msg_unreach_fields),
+	.required = 0x1f,
+};
+
 /* Top-level fields, indexed by enum msg_field_id. */
 static const struct msg_field msg_fields[MSG_F__MAX] = {
 	[MSG_F_ERR] = F_U64(msg, "err", err, 1, 4095),
@@ -344,6 +359,8 @@ static const struct msg_field msg_fields[MSG_F__MAX] = {
 	[MSG_F_WANT_GRANTS] = F_U64(msg, "wgrants", want_grants, 1, 1),
 	[MSG_F_READERS] =
 		F_LIST(msg, "readers", readers, n_readers, 1, UINT32_MAX),
+	[MSG_F_UNREACH] = F_RECSN(msg, "unreach", unreach, n_unreach,
+				  msg_unreach_rec, MSG_UNREACH_MAX),
 };
 
 #define B(f) MSG_BIT(MSG_F_##f)
@@ -372,7 +389,7 @@ static const struct msg_schema msg_schema[MSG_T__MAX] = {
 			      B(NODE) | B(INSTANCE) | B(PEERS) | B(EPOCH) |
 				      B(CID) | B(EXTENTS) | B(TAKEN) |
 				      B(REBUILT) | B(FAILED) | B(RCHK) |
-				      B(SUMS) | B(WANT_GRANTS),
+				      B(SUMS) | B(WANT_GRANTS) | B(UNREACH),
 			      B(NODE) | B(INSTANCE) },
 	[MSG_T_NODE_LIST] = { "node_list", 0, 0 },
 	[MSG_T_NODES] = { "nodes", B(NODES) | B(GONE), 0 },

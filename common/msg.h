@@ -44,7 +44,9 @@ enum msg_type {
 			      region epoch synced, of those tables],
 			      [extents cleared], [taken, rebuilt, failed:
 			      rebuild task ids], [rchk: digests asked
-			      for are answered], [sums] -> HEARTBEAT_ACK */
+			      for are answered], [sums], [unreach:
+			      replica owners its write-back fails to
+			      reach] -> HEARTBEAT_ACK */
 	MSG_T_NODE_LIST,   /* -> NODES */
 	MSG_T_NODES,	   /* nodes, [gone] */
 	/* regions */
@@ -215,6 +217,7 @@ enum msg_field_id {
 	MSG_F_READERS,	   /* list of u64 node ids that may look a region
 			      up with their node key (besides its writers);
 			      none: any node */
+	MSG_F_UNREACH,	 /* list of struct msg_unreach, <= MSG_UNREACH_MAX */
 	MSG_F__MAX,
 };
 
@@ -401,6 +404,30 @@ struct msg_peer {
 	uint32_t qp_state; /* verbs: enum xport_rdma_qp_state, 0 else */
 };
 
+#define MSG_UNREACH_MAX 256u /* unreach records in one heartbeat */
+
+/*
+ * HEARTBEAT, from the holder of the write lease of region @name (created
+ * at region epoch @epoch): its replicated write-backs to owner @node,
+ * agent instance @inst, have failed with none acknowledged since, the
+ * first of them sent under its layout of the region of replica generation
+ * @rgen (and that owner's replicas in its layout unchanged since). @due: 1
+ * once that lasted its --replica-timeout-ms (the coordinator may take that
+ * owner's replicas of the region out of their sets); 0: not yet (the
+ * owner only counts as one the writer does not reach).
+ */
+struct msg_unreach {
+	uint64_t node;
+	uint64_t inst;
+	char name[MSG_NAME_MAX];
+	uint64_t epoch;
+	uint64_t rgen;
+	uint64_t due;
+	/* local only, never on the wire: how long the failures span (the
+	 * agent's log) */
+	uint64_t ms;
+};
+
 struct msg {
 	enum msg_type type;
 	uint64_t present; /* MSG_BIT(f) for each field seen on decode */
@@ -479,6 +506,8 @@ struct msg {
 	uint32_t n_grants;
 	/* REGION_GET, WRITE_LEASE, HEARTBEAT: 1 = send grants */
 	uint64_t want_grants;
+	struct msg_unreach *unreach; /* HEARTBEAT */
+	uint32_t n_unreach;
 };
 
 /* AGENT_STAT's cache list: index -> figure (later ones may be absent) */

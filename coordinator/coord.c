@@ -402,6 +402,7 @@ static void coord_region_free(struct coord_region *r)
 	free(r->writers);
 	free(r->readers);
 	free(r->rstate);
+	free(r->rsince);
 	free(r);
 }
 
@@ -634,7 +635,8 @@ static int coord_apply_region(struct coord *c, const struct msg *rec, char *why,
 	r->replicas = (uint32_t)reps;
 	if (reps > 1) {
 		r->rstate = calloc(rec->n_chunks, 1);
-		if (!r->rstate) {
+		r->rsince = malloc((size_t)rec->n_chunks * sizeof(*r->rsince));
+		if (!r->rstate || !r->rsince) {
 			ret = -ENOMEM;
 			goto out_free;
 		}
@@ -643,6 +645,8 @@ static int coord_apply_region(struct coord *c, const struct msg *rec, char *why,
 				  rec->rstates[k].replica] =
 				(uint8_t)rec->rstates[k].state;
 		r->rgen = rec->rgen ? rec->rgen : 1;
+		for (i = 0; i < rec->n_chunks; i++)
+			r->rsince[i] = r->rgen;
 	}
 	ret = coord_acl_copy(c, "writers", rec->writers, rec->n_writers,
 			     &r->writers, &r->n_writers, why, why_len);
@@ -1787,6 +1791,14 @@ static int coord_on_heartbeat(struct coord *c, const struct msg *req,
 			ret = coord_repl_tick(c, now, NULL, fatal);
 			if (ret && *fatal)
 				return ret;
+		}
+	}
+	if (req->n_unreach) {
+		ret = coord_repl_unreach(c, n, req, now, fatal);
+		if (ret) {
+			if (!*fatal && rep->type != MSG_T_ERROR)
+				msg_error(rep, ret, "out of memory");
+			return ret;
 		}
 	}
 	/* Who has synced what: one walk over every node, only when a scrub

@@ -65,6 +65,9 @@ struct coord_node {
 	/* In memory only: its last heartbeat said it answers checks
 	 * (rchk): only such a node gets rebuild tasks. */
 	int rchk;
+	/* In memory only: a writer reported it cannot reach it (its
+	 * replicas left their sets): no rebuild onto it before then. */
+	uint64_t shun_until;
 };
 
 /*
@@ -102,6 +105,11 @@ struct coord_region {
 	uint32_t replicas;
 	uint64_t rgen; /* 0 for one replica */
 	uint8_t *rstate;
+	/* In memory only (with rstate): the rgen of the record that gave
+	 * each replica its state and place; the region record's rgen for
+	 * those it came with (after a restart: as of the snapshot, so a
+	 * replica may seem younger than it is, never older). */
+	uint64_t *rsince;
 };
 
 /*
@@ -233,6 +241,22 @@ int coord_repl_node_lost(struct coord *c, struct coord_node *n, int *fatal);
 /* Starts rebuild tasks for MISSING replicas (of region @only, or all). */
 int coord_repl_tick(struct coord *c, uint64_t now, const char *only,
 		    int *fatal);
+/*
+ * @n's heartbeat names owners its replicated write-back cannot reach
+ * (struct msg_unreach). Heard only while @n is up, for the regions (of
+ * the epoch named) whose write lease it holds, about an owner that is up
+ * and runs the instance named, of a layout it was given: of a due record,
+ * the owner's SYNC replicas of the region that are of that instance and
+ * have had their state and place since the record's rgen or before (the
+ * writes that failed were sent to them) leave their sets, where another
+ * replica of the chunk is SYNC on a node that is up and that no record
+ * names (never the last one), and no rebuild goes onto that owner for a
+ * lease after the last such record. (A REBUILDING one stays: its copy
+ * runs; it leaves when its task fails.) Returns 0 or -errno (*@fatal
+ * set: the log could not be written).
+ */
+int coord_repl_unreach(struct coord *c, struct coord_node *n,
+		       const struct msg *req, uint64_t now, int *fatal);
 /* A heartbeat's taken / rebuilt / failed lists and sums, at @now. */
 int coord_repl_heartbeat(struct coord *c, struct coord_node *n,
 			 const struct msg *req, uint64_t now, int *fatal);

@@ -200,6 +200,7 @@ int coord_apply_replica(struct coord *c, const struct msg *rec, char *why,
 			repl_release(c, r, idx, rec->epoch);
 		r->chunks[idx] = rec->chunks[k];
 		r->rstate[idx] = (uint8_t)s->state;
+		r->rsince[idx] = rec->rgen;
 	}
 	r->rgen = rec->rgen;
 	if (rec->epoch > c->epoch)
@@ -379,6 +380,109 @@ int coord_repl_node_lost(struct coord *c, struct coord_node *n, int *fatal)
 	return ret;
 }
 
+static int repl_up(const struct coord *c, uint64_t id, uint64_t now);
+
+/* 1 if node @node is in any of @req's unreach records. */
+static int repl_is_unreached(const struct msg *req, uint64_t node)
+{
+	for (uint32_t u = 0; u < req->n_unreach; u++)
+		if (req->unreach[u].node == node)
+			return 1;
+	return 0;
+}
+
+/* 1 if another replica of the chunk of record @idx is SYNC on a node
+ * that is up and that the writer reaches (in none of @req's records). */
+static int repl_other_sync(const struct coord *c, const struct coord_region *r,
+			   uint32_t idx, const struct msg *req, uint64_t now)
+{
+	uint32_t R = r->replicas, base = idx - idx % R;
+
+	for (uint32_t k = base; k < base + R; k++)
+		if (k != idx && r->rstate[k] == MSG_RS_SYNC &&
+		    repl_up(c, r->chunks[k].node, now) &&
+		    !repl_is_unreached(req, r->chunks[k].node))
+			return 1;
+	return 0;
+}
+
+/*
+ * Record @idx of @r may leave its set on unreach record @u: SYNC on its
+ * owner's instance the writer named, in that state and place since the
+ * layout the first failed write was sent under (one made SYNC since, a
+ * rebuild, was not written to then), and not the last in sync.
+ */
+static int repl_unreach_takes(const struct coord *c,
+			      const struct coord_region *r, uint32_t idx,
+			      const struct msg_unreach *u,
+			      const struct msg *req, uint64_t now)
+{
+	const struct msg_chunk *ch = &r->chunks[idx];
+
+	return ch->node == u->node && r->rstate[idx] == MSG_RS_SYNC &&
+	       (!ch->inst || ch->inst == u->inst) &&
+	       r->rsince[idx] <= u->rgen &&
+	       repl_other_sync(c, r, idx, req, now);
+}
+
+/* One due record @u of writer @n's heartbeat @req. */
+static int repl_unreach_one(struct coord *c, struct coord_node *n,
+			    const struct msg_unreach *u, const struct msg *req,
+			    uint64_t now, int *fatal)
+{
+	struct coord_node *p = coord_node_find(c, u->node);
+	struct coord_region *r = coord_region_find(c, u->name);
+	struct repl_rec x;
+	int ret = 0;
+
+	/* Down: its lease takes its replicas out. Another instance: the
+	 * writes failed to one that is gone (its replicas left at the
+	 * join); the new one's were never tried. */
+	if (!p || p == n || now >= p->lease_end || p->instance != u->inst)
+		return 0;
+	/* Only the write-lease holder's writes count, to this region (not
+	 * one of its name deleted since); an rgen past the region's is no
+	 * layout it was ever given. */
+	if (!r || r->replicas < 2 || r->epoch != u->epoch || !r->writer.lease ||
+	    r->writer.node != n->id || r->writer.instance != n->instance ||
+	    u->rgen > r->rgen)
+		return 0;
+	/* the writer cannot reach that instance now: no rebuild there for
+	 * a lease, even where nothing leaves (a REBUILDING replica) */
+	p->shun_until = now + c->lease_ms;
+	repl_rec_init(&x, c, r);
+	for (uint32_t k = 0; k < r->n_chunks && !ret; k++)
+		if (repl_unreach_takes(c, r, k, u, req, now))
+			ret = repl_rec_add(&x, r, k, MSG_RS_MISSING,
+					   &r->chunks[k]);
+	if (ret || !x.m.n_rstates) {
+		msg_fini(&x.m);
+		return ret;
+	}
+	log_warn("region '%s': %u replicas on node %u (%s) left their sets: "
+		 "its writer, node %u (%s), cannot reach it, failing since "
+		 "rgen %llu (rgen %llu)",
+		 r->name, x.m.n_rstates, p->id, p->name, n->id, n->name,
+		 (unsigned long long)u->rgen, (unsigned long long)x.m.rgen);
+	return repl_rec_commit(c, &x, fatal);
+}
+
+int coord_repl_unreach(struct coord *c, struct coord_node *n,
+		       const struct msg *req, uint64_t now, int *fatal)
+{
+	int ret = 0;
+
+	/* A writer counted down (its lease lapsed, or unsynced) holds no
+	 * lease that counts: not heard. */
+	if (now >= n->lease_end)
+		return 0;
+	for (uint32_t u = 0; u < req->n_unreach && !ret; u++)
+		if (req->unreach[u].due)
+			ret = repl_unreach_one(c, n, &req->unreach[u], req, now,
+					       fatal);
+	return ret;
+}
+
 /* Is node @id up at @now? */
 static int repl_up(const struct coord *c, uint64_t id, uint64_t now)
 {
@@ -413,6 +517,7 @@ static struct coord_node *repl_pick(struct coord *c,
 		uint64_t off;
 
 		if (n->gone || now >= n->lease_end || !n->rchk ||
+		    now < n->shun_until ||
 		    repl_tasks_on(c, n->id) >= COORD_TASKS_PER_NODE)
 			continue;
 		for (uint32_t k = base; k < base + R; k++) {

@@ -478,3 +478,39 @@ int floops_peer_stats(struct floops *g, struct msg_peer **out, uint32_t *n)
 	*n = n_all;
 	return 0;
 }
+
+int floops_unreach(struct floops *g, struct msg_unreach **out, uint32_t *n)
+{
+	struct msg_unreach *all = NULL, *u;
+	uint32_t n_all = 0, k;
+	int ret;
+
+	for (unsigned int i = 0; i < g->n; i++) {
+		struct msg_unreach *grown;
+
+		ret = floop_unreach(g->l[i], &u, &k);
+		if (ret) {
+			free(all);
+			return ret;
+		}
+		if (k > MSG_UNREACH_MAX - n_all)
+			k = MSG_UNREACH_MAX - n_all;
+		if (!k) {
+			free(u);
+			continue;
+		}
+		grown = realloc(all, ((size_t)n_all + k) * sizeof(*all));
+		if (!grown) {
+			free(u);
+			free(all);
+			return -ENOMEM;
+		}
+		all = grown;
+		memcpy(all + n_all, u, k * sizeof(*u));
+		n_all += k;
+		free(u);
+	}
+	*out = all;
+	*n = n_all;
+	return 0;
+}

@@ -93,5 +93,9 @@ void floops_counters(struct floops *g, struct floop_counters *sum);
 /* Per-peer figures of all loops, merged by peer and transport: figures
  * summed, up if any loop's connection is. *out is malloc'd. */
 int floops_peer_stats(struct floops *g, struct msg_peer **out, uint32_t *n);
+/* The records of floop_unreach() of all loops (a mapping is in one loop
+ * only), at most MSG_UNREACH_MAX. *out is malloc'd (NULL if none).
+ * Returns 0 or -ENOMEM. */
+int floops_unreach(struct floops *g, struct msg_unreach **out, uint32_t *n);
 
 #endif

@@ -47,6 +47,7 @@ static void floop_tick(struct floop *f)
 			floop_map_free_maybe(f, m);
 	}
 	floop_peers_stats_publish(f);
+	floop_wb_unreach_publish(f, now);
 }
 
 static void floop_arm_wakeup(struct floop *f)
@@ -253,6 +254,28 @@ int floop_peer_stats(struct floop *f, struct msg_peer **out, uint32_t *n)
 	return 0;
 }
 
+int floop_unreach(struct floop *f, struct msg_unreach **out, uint32_t *n)
+{
+	struct msg_unreach *u = NULL;
+
+	*out = NULL;
+	*n = 0;
+	pthread_mutex_lock(&f->lock);
+	if (f->n_unreach) {
+		/* small (usually none), and rare: under the lock */
+		u = malloc(f->n_unreach * sizeof(*u));
+		if (!u) {
+			pthread_mutex_unlock(&f->lock);
+			return -ENOMEM;
+		}
+		memcpy(u, f->unreach, f->n_unreach * sizeof(*u));
+		*n = f->n_unreach;
+	}
+	pthread_mutex_unlock(&f->lock);
+	*out = u;
+	return 0;
+}
+
 /* Landing buffers: one page per slot, then FLOOP_RUN_PAGES per run, then
  * FLOOP_RUN_PAGES per write-back slot. */
 static size_t floop_land_len(const struct floop *f)
@@ -434,6 +457,7 @@ void floop_destroy(struct floop *f)
 		close(m->uffd);
 		layout_map_fini(&m->lay);
 		free(m->rs);
+		wfail_tab_fini(&m->wfail);
 		free(m);
 	}
 	for (struct floop_done *d = f->dones, *dn; d; d = dn) {
@@ -473,6 +497,7 @@ void floop_destroy(struct floop *f)
 		munmap(f->bufs, floop_land_len(f));
 	free(f->peers);
 	free(f->stats);
+	free(f->unreach);
 	free(f->slots);
 	free(f->fifo);
 	free(f->free_stack);

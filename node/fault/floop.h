@@ -280,5 +280,12 @@ struct floop_done *floop_done_take(struct floop *f);
 
 /* Per-peer transport figures as of the last tick; *out is malloc'd. */
 int floop_peer_stats(struct floop *f, struct msg_peer **out, uint32_t *n);
+/*
+ * Replicated regions: the owners the write-backs of this loop's mappings
+ * fail to reach, as of the last tick (struct msg_unreach, one per mapping
+ * and owner; at most MSG_UNREACH_MAX). *out is malloc'd (NULL if none).
+ * Returns 0 or -ENOMEM.
+ */
+int floop_unreach(struct floop *f, struct msg_unreach **out, uint32_t *n);
 
 #endif

@@ -89,13 +89,35 @@ static void floop_cmd_regions(struct floop *f, struct cmd *c)
 			floop_map_stale(f, m);
 }
 
+/* What the mappings' write-backs failed to reach at @node (fmap.wfail)
+ * is not reported any more. */
+static void floop_cmd_wfail_forget(struct floop *f, uint64_t node)
+{
+	for (struct fmap *m = f->maps; m; m = m->next)
+		wfail_forget(&m->wfail, node);
+}
+
 static void floop_cmd_self(struct floop *f, uint64_t self)
 {
 	log_warn("this node is node %llu now (was %llu)",
 		 (unsigned long long)self, (unsigned long long)f->cfg.self);
 	f->cfg.self = self;
 	/* The new id may be a peer's old one: that peer is us now. */
+	floop_cmd_wfail_forget(f, self);
 	floop_peers_self(f, self);
+}
+
+/* CMD_PEERS. A peer that runs another instance now: the writes that
+ * failed went to the old one, whose replicas left their sets. */
+static void floop_cmd_peers(struct floop *f, const struct cmd *c)
+{
+	for (uint32_t i = 0; i < c->n_peers; i++) {
+		uint64_t was = floop_peer_inst(f, c->peers[i].node);
+
+		if (was && was != c->peers[i].instance)
+			floop_cmd_wfail_forget(f, c->peers[i].node);
+	}
+	floop_peers_update(f, c->peers, c->n_peers);
 }
 
 /* ---- commands from other threads ---- */
@@ -205,6 +227,7 @@ static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
 static void floop_cmd_relayout(struct floop *f, struct cmd *c)
 {
 	for (struct fmap *m = f->maps; m; m = m->next) {
+		struct layout_map lay;
 		struct msg_run *runs;
 		struct msg_rstate *rs = NULL;
 
@@ -230,16 +253,18 @@ static void floop_cmd_relayout(struct floop *f, struct cmd *c)
 		}
 		if (c->n_rs)
 			memcpy(rs, c->rs, c->n_rs * sizeof(*rs));
-		layout_map_fini(&m->lay);
-		if (layout_map_init(&m->lay, runs, c->n_runs, m->chunk_size)) {
-			/* the old one is gone: nothing can be read right */
-			log_err("map %s: no memory for its new layout: its "
-				"faults get SIGBUS",
+		if (layout_map_init(&lay, runs, c->n_runs, m->chunk_size)) {
+			log_err("map %s: no memory for its new layout",
 				m->name);
 			free(rs);
-			m->stale = 1;
 			continue;
 		}
+		/* what its write-back failed to reach: no longer about a
+		 * replica that changed */
+		wfail_relayout(&m->wfail, m->repl, m->n_chunks, &m->lay, m->rs,
+			       m->n_rs, &lay, rs, c->n_rs);
+		layout_map_fini(&m->lay);
+		m->lay = lay;
 		free(m->rs);
 		m->rs = rs;
 		m->n_rs = c->n_rs;
@@ -297,7 +322,7 @@ void floop_cmds_run(struct floop *f)
 				floop_map_lease_lost(f, m);
 			break;
 		case CMD_PEERS:
-			floop_peers_update(f, c->peers, c->n_peers);
+			floop_cmd_peers(f, c);
 			break;
 		case CMD_PEER_ADDR:
 			floop_peer_addr_update(f, c->peers);

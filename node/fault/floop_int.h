@@ -4,11 +4,13 @@
  * loop's thread, ring, tick and life), floop_cmd.c (commands from other
  * threads), floop_map.c (mappings, uffd events, faults), floop_ra.c
  * (read-ahead and prefetch), floop_cache.c (cache mode's policy),
- * floop_wb.c (its write-back), floop_pgstate.c (its page states,
- * floop_pgstate.h), floop_fetch.c (fetch slots, the backlog, poisoning),
- * floop_done.c (reports to the control thread) and floop_peer.c (peers and
- * the choice of their transport). Each calls only those after it in this
- * list (upcalls: struct floop_land_ops, struct floop_up).
+ * floop_wb.c (its write-back), floop_wfail.c (the owners a replicated
+ * write-back fails to reach, floop_wfail.h), floop_pgstate.c (its page
+ * states, floop_pgstate.h), floop_fetch.c (fetch slots, the backlog,
+ * poisoning), floop_done.c (reports to the control thread) and
+ * floop_peer.c (peers and the choice of their transport). Each calls only
+ * those after it in this list (upcalls: struct floop_land_ops, struct
+ * floop_up).
  */
 #ifndef NODE_FLOOP_INT_H
 #define NODE_FLOOP_INT_H
@@ -20,6 +22,7 @@
 
 #include "evl.h"
 #include "floop.h"
+#include "floop_wfail.h"
 #include "layout.h"
 #include "pgset.h"
 #include "req.h"
@@ -41,6 +44,9 @@
 #define FLOOP_RB_READS	 4	     /* rebuild reads in flight per loop */
 #define FLOOP_RB_PAGES	 16	     /* pages in one rebuild read */
 #define FLOOP_SAMPLE_MAX 64	     /* ranges dropped per process_madvise */
+/* Replicated write-backs to an owner count as failing until none failed
+ * there for this long (fmap.wfail). */
+#define FLOOP_WFAIL_QUIET_MS 5000
 /* Faults may take the cache this far over its size while victims go
  * home; beyond it they wait. Reads in flight land within it. */
 #define FLOOP_CACHE_SLACK                          \
@@ -188,6 +194,9 @@ struct fmap {
 	struct msg_rstate *rs;
 	uint32_t n_rs;
 	uint64_t rgen;
+	/* replicated: the owners its write-back fails to reach, for the
+	 * heartbeat (floop_wfail.h; floop_wb_unreach_publish()) */
+	struct wfail_tab wfail;
 	struct fmap *next;
 };
 
@@ -211,10 +220,12 @@ struct wback {
 			 cache when it starts (a registered buffer, verbs
 			 sends from it) */
 	/* replicated (map->repl > 1): one write per replica of the set,
-	 * @rpend of them not answered yet, the first error seen */
+	 * @rpend of them not answered yet, the first error seen; the
+	 * mapping's layout they were sent under */
 	struct repl_wb rw;
 	uint32_t rpend;
 	int rerr;
+	uint64_t rgen;
 };
 
 /* A rebuild task (floop_rb.c): @next bytes of it posted, @busy reads in
@@ -419,6 +430,8 @@ struct floop {
 	uint64_t efd_val;
 	struct msg_peer *stats;
 	uint32_t n_stats;
+	struct msg_unreach *unreach; /* floop_wb_unreach_publish() */
+	uint32_t n_unreach;
 
 	/* loop thread only */
 	uint64_t fault_ns; /* when the fault being handled was read */
@@ -674,6 +687,13 @@ uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i);
  * for only, if @flush_only), while write-back slots are free. */
 void cache_wb_scan(struct floop *f, struct fmap *m, uint64_t now,
 		   int flush_only);
+/*
+ * Periodic: the owners the mappings' replicated write-backs have failed
+ * to reach (fmap.wfail; quiet ones forgotten), published for
+ * floop_unreach(): one record per mapping and owner, due once its
+ * failures span cfg.repl_timeout_ms (none at all if that is 0).
+ */
+void floop_wb_unreach_publish(struct floop *f, uint64_t now);
 
 /* ---- dirty_scan.c: written pages found by scanning (m->dscan) ---- */
 
@@ -778,6 +798,8 @@ void floop_peer_stalled(struct floop *f, uint64_t node, uint64_t post_ms,
 /* A read from @node was answered: its stall time is the configured one
  * again. */
 void floop_peer_answered(struct floop *f, uint64_t node);
+/* The instance @node runs as the coordinator last said (0: unknown). */
+uint64_t floop_peer_inst(struct floop *f, uint64_t node);
 int floop_peer_inst_is_lost(struct floop *f, uint64_t node, uint64_t inst);
 int floop_peer_chunk_is_lost(struct floop *f, const struct msg_chunk *c);
 /* 1 if chunk record @c names an instance of its owner, this node or a

@@ -54,6 +54,7 @@ void floop_map_free_maybe(struct floop *f, struct fmap *m)
 	layout_map_fini(&m->lay);
 	free(m->rs);
 	floop_grants_put(f, m->id, NULL, 0);
+	wfail_tab_fini(&m->wfail);
 	free(m);
 }
 

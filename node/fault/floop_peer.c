@@ -624,6 +624,13 @@ void floop_peer_answered(struct floop *f, uint64_t node)
 	}
 }
 
+uint64_t floop_peer_inst(struct floop *f, uint64_t node)
+{
+	struct fpeer *p = floop_peer_find(f, node);
+
+	return p ? p->info.instance : 0;
+}
+
 int floop_peer_inst_is_lost(struct floop *f, uint64_t node, uint64_t inst)
 {
 	struct fpeer *p = floop_peer_find(f, node);

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -70,6 +71,37 @@ static void cache_wb_chunk(struct floop *f, struct fmap *m, uint64_t rel,
 }
 
 /*
+ * Replicated: the answer @status of a write sent under rgen @rgen of @m's
+ * layout to replica @rec, for the owners the heartbeat names
+ * (floop_wfail.h). Acknowledged: its owner is reached, in every mapping.
+ * Failed: a failure to reach it, unless the owner answered (-ENOLCK,
+ * -ESTALE: it refused), the write went to an instance the owner does not
+ * run now (restarted: those replicas left), or under an older layout
+ * than the mapping's (the streak is about the replicas as they are now).
+ */
+static void cache_wb_note(struct floop *f, struct fmap *m,
+			  const struct msg_chunk *rec, uint64_t rgen,
+			  int status)
+{
+	uint64_t inst;
+
+	if (rec->node == f->cfg.self)
+		return;
+	if (!status) {
+		for (struct fmap *o = f->maps; o; o = o->next)
+			wfail_forget(&o->wfail, rec->node);
+		return;
+	}
+	if (status == -ENOLCK || status == -ESTALE || rgen != m->rgen)
+		return;
+	inst = floop_peer_inst(f, rec->node);
+	if (!inst || (rec->inst && rec->inst != inst))
+		return;
+	/* no memory: not noted (the flush waits for the fault timeout) */
+	wfail_fail(&m->wfail, rec->node, inst, rgen, evl_now_ms());
+}
+
+/*
  * Replicated: sends the run @w (its pages read into w->buf) to every
  * replica of its chunk that is SYNC or REBUILDING (this node's own one:
  * written into the pool at once). Returns 0, or the status to end it
@@ -86,6 +118,7 @@ static int cache_wb_repl_send(struct floop *f, struct fmap *m, struct wback *w,
 	repl_wb_start(&w->rw, &rc);
 	w->rpend = 0;
 	w->rerr = 0;
+	w->rgen = m->rgen;
 	for (unsigned int r = 0; r < rc.r; r++) {
 		const struct msg_chunk *c = &rc.rec[r];
 		uint64_t off = c->off + in;
@@ -114,10 +147,12 @@ static int cache_wb_repl_send(struct floop *f, struct fmap *m, struct wback *w,
 			ret = floop_peer_write(f, c->node, off, (uint32_t)len,
 					       w->buf, m->wgen,
 					       tag | ((uint64_t)r << 8));
-		if (ret)
+		if (ret) {
 			w->rerr = w->rerr ? w->rerr : ret;
-		else
+			cache_wb_note(f, m, c, w->rgen, ret);
+		} else {
 			w->rpend++;
+		}
 	}
 	if (w->rpend)
 		return 0;
@@ -369,6 +404,8 @@ void floop_cache_wb_done(struct floop *f, uint32_t idx, uint32_t gen,
 	if (m->repl > 1 && w->rpend) {
 		/* one replica's answer: home once every replica still in
 		 * the set (the layout as it is now) acknowledged */
+		if (r < REPL_MAX)
+			cache_wb_note(f, m, &w->rw.rec[r], w->rgen, status);
 		if (!status)
 			repl_wb_ack(&w->rw, r);
 		else if (!w->rerr || status == -ENOLCK)
@@ -457,4 +494,54 @@ void cache_wb_scan(struct floop *f, struct fmap *m, uint64_t now,
 		if (!m->wb_sweep && pass)
 			return; /* the pass is done */
 	}
+}
+
+/* The records of @m's streaks into @out from @n on (room for them). */
+static uint32_t cache_wb_unreach_put(const struct fmap *m, uint64_t timeout,
+				     struct msg_unreach *out, uint32_t n)
+{
+	for (uint32_t i = 0; i < m->wfail.n && n < MSG_UNREACH_MAX; i++) {
+		const struct wfail *w = &m->wfail.e[i];
+		struct msg_unreach *u = &out[n++];
+
+		memset(u, 0, sizeof(*u));
+		u->node = w->node;
+		u->inst = w->inst;
+		memcpy(u->name, m->name, sizeof(u->name));
+		u->epoch = m->epoch;
+		u->rgen = w->rgen;
+		u->due = (uint64_t)wfail_is_due(w, timeout);
+		u->ms = w->last_ms - w->t0_ms;
+	}
+	return n;
+}
+
+void floop_wb_unreach_publish(struct floop *f, uint64_t now)
+{
+	uint64_t timeout = f->cfg.repl_timeout_ms;
+	struct msg_unreach *st = NULL, *old;
+	uint32_t n = 0, want = 0;
+
+	for (struct fmap *m = f->maps; m; m = m->next) {
+		wfail_expire(&m->wfail, now, FLOOP_WFAIL_QUIET_MS);
+		want += m->wfail.n;
+	}
+	if (!timeout)
+		want = 0;
+	if (!want && !f->n_unreach)
+		return; /* the usual case: nothing fails, nothing was said */
+	if (want) {
+		st = calloc(want < MSG_UNREACH_MAX ? want : MSG_UNREACH_MAX,
+			    sizeof(*st));
+		if (!st)
+			return; /* published again at the next tick */
+		for (struct fmap *m = f->maps; m; m = m->next)
+			n = cache_wb_unreach_put(m, timeout, st, n);
+	}
+	pthread_mutex_lock(&f->lock);
+	old = f->unreach;
+	f->unreach = st;
+	f->n_unreach = n;
+	pthread_mutex_unlock(&f->lock);
+	free(old); /* not under the lock the control thread takes */
 }

@@ -96,6 +96,7 @@ struct csess {
 	struct msg_extent *cleared; /* to report in the next heartbeat */
 	uint32_t n_cleared, cap_cleared;
 	uint64_t next_hb_ms;
+	uint64_t unreach_logged_ms; /* csess_unreach() said so then */
 	/* rebuild tasks of replicated regions (csess_tasks_*): under lock */
 	struct csess_task *tasks;
 	uint32_t n_tasks;
@@ -1264,6 +1265,38 @@ static void csess_checks(struct csess *s, const struct msg *ack)
 		atomic_store(&s->hb_now, 1);
 }
 
+/*
+ * The owners this node's replicated write-back fails to reach into @req's
+ * unreach (floops_unreach(): per region and owner instance, due once it
+ * failed for --replica-timeout-ms with none acknowledged): the
+ * coordinator takes their replicas of the regions this node writes out of
+ * their sets where another replica is in sync (it decides; a writer cut
+ * from every owner cannot empty a set). 0 or -ENOMEM.
+ */
+static int csess_unreach(struct csess *s, struct msg *req)
+{
+	uint64_t now = evl_now_ms();
+	int ret;
+
+	ret = floops_unreach(s->a->fl, &req->unreach, &req->n_unreach);
+	if (ret)
+		return ret;
+	for (uint32_t i = 0; i < req->n_unreach; i++) {
+		const struct msg_unreach *u = &req->unreach[i];
+
+		if (!u->due || now - s->unreach_logged_ms < 10000)
+			continue;
+		log_warn("region %s: write-back to node %llu (instance %llx) "
+			 "has failed for %llu ms: asking the coordinator to "
+			 "take its replicas out of their sets",
+			 u->name, (unsigned long long)u->node,
+			 (unsigned long long)u->inst,
+			 (unsigned long long)u->ms);
+		s->unreach_logged_ms = now;
+	}
+	return 0;
+}
+
 static void csess_heartbeat(struct csess *s)
 {
 	struct node_agent *a = s->a;
@@ -1278,6 +1311,10 @@ static void csess_heartbeat(struct csess *s)
 	req.epoch = s->synced_epoch;
 	req.cid = s->cid;
 	floops_peer_stats(a->fl, &req.peers, &req.n_peers);
+	if (csess_unreach(s, &req)) {
+		msg_fini(&req);
+		return; /* no memory: again at the next beat */
+	}
 	req.extents = s->cleared; /* lent, taken back below */
 	req.n_extents = s->n_cleared;
 	req.rchk = 1;

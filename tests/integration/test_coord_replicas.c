@@ -73,6 +73,44 @@ static int t_hb(int fd, struct t_node *n, uint64_t taken, uint64_t rebuilt,
 	return ret;
 }
 
+/* A heartbeat of @n naming @a and @b (NULL: none) unreached in r2 (made
+ * at @epoch), due, since its layout of @rgen. */
+static int t_hb_unreach(int fd, const struct t_node *n, const struct t_node *a,
+			const struct t_node *b, uint64_t epoch, uint64_t rgen)
+{
+	const struct t_node *who[2] = { a, b };
+	struct msg_unreach u[2];
+	struct msg req, ack;
+	int ret;
+
+	msg_init(&req, MSG_T_HEARTBEAT);
+	req.node = n->id;
+	req.instance = n->inst;
+	req.epoch = t_synced;
+	req.cid = t_cid;
+	for (int i = 0; i < 2; i++) {
+		memset(&u[i], 0, sizeof(u[i]));
+		if (!who[i])
+			continue;
+		u[i].node = who[i]->id;
+		u[i].inst = who[i]->inst;
+		strcpy(u[i].name, "r2");
+		u[i].epoch = epoch;
+		u[i].rgen = rgen;
+		u[i].due = 1;
+	}
+	req.unreach = u;
+	req.n_unreach = b ? 2 : 1;
+	ret = t_call(fd, &req, &ack);
+	req.unreach = NULL; /* on the stack */
+	req.n_unreach = 0;
+	msg_fini(&req);
+	if (!ret && ack.type != MSG_T_HEARTBEAT_ACK)
+		ret = -EPROTO;
+	msg_fini(&ack);
+	return ret;
+}
+
 /* Task @id's hold in @ack: 0 or 1, -1 if not there. */
 static int t_task_hold(const struct msg *ack, uint64_t id)
 {
@@ -198,7 +236,7 @@ static int t_run(struct t_coord *tc)
 {
 	static const char *const args[] = { "--lease-ms", "2000", NULL };
 	struct msg req, rep, ack;
-	struct t_node *x = NULL, *who = NULL;
+	struct t_node *x = NULL, *who = NULL, *wn = NULL;
 	struct msg_rtask task;
 	uint64_t rgen, epoch, r1_epoch, id;
 	int fd = -1, ret = -1, n, fenced;
@@ -419,6 +457,64 @@ static int t_run(struct t_coord *tc)
 			rep.n_rstates == 0 && rep.replicas == 2,
 		"after restart: rgen %llu", (unsigned long long)rep.rgen);
 	T_CHECK(t_distinct(&rep, 2, 0) == 0, "placement after restart");
+	msg_fini(&rep);
+
+	/*
+	 * A writer that cannot reach an owner (issue 35): only the region's
+	 * write-lease holder is heard; never the last replica in sync, nor
+	 * one whose partner the writer names too.
+	 */
+	T_CHECK(t_hb_alive(fd) == 0, "heartbeats");
+	T_CHECK(t_region(fd, "r2", 1, &rep) == 0, "r2");
+	x = t_node_of(rep.chunks[0].node);
+	who = t_node_of(rep.chunks[1].node);
+	wn = NULL;
+	for (int i = 0; i < T_NODES; i++)
+		if (&nodes[i] != x && &nodes[i] != who)
+			wn = &nodes[i];
+	T_CHECK(x && who && wn, "owners of chunk 0");
+	msg_fini(&rep);
+	T_CHECK(t_hb_unreach(fd, wn, x, NULL, epoch, rgen) == 0,
+		"unreach, no lease");
+	T_CHECK(t_region(fd, "r2", 1, &rep) == 0 && rep.rgen == rgen,
+		"a node without the write lease took a replica out");
+	msg_fini(&rep);
+	msg_init(&req, MSG_T_WRITE_LEASE);
+	strcpy(req.name, "r2");
+	req.node = wn->id;
+	req.instance = wn->inst;
+	req.lease = 77;
+	req.wgen = MSG_WGEN_NEW;
+	T_CHECK(t_call(fd, &req, &rep) == 0, "write lease: %s", rep.text);
+	msg_fini(&rep);
+	T_CHECK(t_hb_unreach(fd, wn, x, who, epoch, rgen) == 0, "unreach both");
+	T_CHECK(t_region(fd, "r2", 1, &rep) == 0 &&
+			t_state(&rep, 0, 0) == MSG_RS_SYNC &&
+			t_state(&rep, 0, 1) == MSG_RS_SYNC,
+		"a writer cut from both owners of chunk 0 took one out");
+	msg_fini(&rep);
+	T_CHECK(t_hb_unreach(fd, wn, x, NULL, epoch, rgen) == 0, "unreach x");
+	T_CHECK(t_region(fd, "r2", 1, &rep) == 0 && rep.rgen > rgen, "r2");
+	/* every replica on x out (the first report took out who's where
+	 * their partner was not x), every chunk keeps one in sync */
+	for (uint32_t i = 0; i < rep.n_chunks; i++) {
+		T_CHECK(rep.chunks[i].node != x->id ||
+				t_state(&rep, i / 2, i % 2) == MSG_RS_MISSING,
+			"record %u on %s still in its set", i, x->name);
+		T_CHECK(t_state(&rep, i / 2, 0) == MSG_RS_SYNC ||
+				t_state(&rep, i / 2, 1) == MSG_RS_SYNC,
+			"chunk %u has no replica in sync", i / 2);
+	}
+	rgen = rep.rgen;
+	msg_fini(&rep);
+	T_CHECK(t_wait_log(tc, "cannot reach it", 1, 60000) == 0, "no log");
+	/* x holds no replica in sync of r2 any more: nothing to do */
+	T_CHECK(t_hb_unreach(fd, wn, x, NULL, epoch, rgen) == 0,
+		"unreach x again");
+	T_CHECK(t_region(fd, "r2", 1, &rep) == 0 && rep.rgen == rgen,
+		"r2 changed again");
+	msg_fini(&rep);
+	T_CHECK(t_region(fd, "r2", 1, &rep) == 0, "r2");
 
 	/* Two nodes down with two replicas: chunk 0 has none in sync. */
 	t_node_of(rep.chunks[0].node)->alive = 0;

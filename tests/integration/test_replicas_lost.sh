@@ -18,9 +18,9 @@
 #     comes into sync), plus a seeded 0..0.5 s; even rounds at a seeded
 #     0..0.5 s after V1 (the coordinator may or may not start that
 #     rebuild before it has V2 down too).
-#  3. Once the coordinator logged both victims' replicas leaving their
-#     sets (rgen G) and W's agent has a layout of r<k> of rgen G or
-#     later, c has no replica in sync (fp_repl state) and the guest is
+#  3. Once the coordinator has both victims down (their leases ran out;
+#     its layout of r<k> is then at rgen G) and W's agent has a layout of
+#     r<k> of rgen G or later, c has no replica in sync and the guest is
 #     told: its next FP_LOST_AFTER (default 5) flushes and its unmap must
 #     each return -EIO (0 of them 0), and its agent's answer names the
 #     lost chunks.
@@ -73,6 +73,7 @@ lost_chunks() {
 }
 
 total_after=0 total_zero=0
+declare -A DOWN # "is down" lines of each victim before its kill
 for ((k = 1; k <= ROUNDS; k++)); do
 	mid=$((k % 2))
 	# 1. the region and its victims
@@ -98,6 +99,7 @@ for ((k = 1; k <= ROUNDS; k++)); do
 	FP_PIDS+=("$gp")
 	fp_wait_log "$FP_TMP/g$k.out" '^wloop: k=0 ' 60 || { cat "$FP_TMP/g$k.out" >&2; fp_fail "round $k: the writer did not write and flush"; }
 	grep -q '^wloop: k=0 .* flush=0 ' "$FP_TMP/g$k.out" || { cat "$FP_TMP/g$k.out" >&2; fp_fail "round $k: the first flush failed"; }
+	for v in "$V1" "$V2"; do DOWN[$v]=$(grep -cE "node $(fp_node_id_log "$v") \($v\) is down" "$FP_TMP/coord.log"); done
 	moment
 	kill -KILL "${FP_NODE_PID[$V1]}"
 	wait "${FP_NODE_PID[$V1]}" 2>/dev/null
@@ -114,14 +116,15 @@ for ((k = 1; k <= ROUNDS; k++)); do
 	wait "${FP_NODE_PID[$V2]}" 2>/dev/null
 	fp_log "round $k: $V1 and $V2 killed at writer round $(grep -c '^wloop: k=' "$FP_TMP/g$k.out")"
 
-	# 3. the loss, as the coordinator and W's agent see it
-	G=0
+	# 3. the loss, as the coordinator and W's agent see it: both victims
+	# down (their lease ran out: every replica of theirs left its set
+	# then, if the writer's report had not taken it out before)
 	for v in "$V1" "$V2"; do
-		left="region 'r$k': [0-9]+ replicas on node $(fp_node_id_log "$v") \($v\) left their sets"
-		fp_wait_log "$FP_TMP/coord.log" "$left" 60 || fp_fail "round $k: the coordinator never dropped $v's replicas"
-		g=$(grep -E "$left" "$FP_TMP/coord.log" | tail -n1 | sed -n 's/.*(rgen \([0-9]*\)).*/\1/p')
-		[ "$g" -gt "$G" ] && G=$g
+		fp_wait_log "$FP_TMP/coord.log" "node $(fp_node_id_log "$v") \($v\) is down" 60 $((${DOWN[$v]} + 1)) ||
+			fp_fail "round $k: the coordinator never had $v down"
 	done
+	fp_repl state "$FP_COORD" "r$k" >"$FP_TMP/st.out" 2>&1 || fp_fail "round $k: state of r$k"
+	G=$(fp_field "$FP_TMP/st.out" state: rgen)
 	end=$(fp_deadline 60)
 	until [ "$(w_rgen)" -ge "$G" ] 2>/dev/null; do
 		[ "$(date +%s)" -le "$end" ] || fp_fail "round $k: W's agent never had r$k's layout of rgen $G"

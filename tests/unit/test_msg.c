@@ -36,7 +36,7 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_NODE_JOINED] = B(NODE) | B(LEASE_MS) | B(CID),
 	[MSG_T_HEARTBEAT] = B(NODE) | B(INSTANCE) | B(PEERS) | B(EPOCH) |
 			    B(CID) | B(EXTENTS) | B(TAKEN) | B(REBUILT) |
-			    B(FAILED) | B(RCHK) | B(SUMS),
+			    B(FAILED) | B(RCHK) | B(SUMS) | B(UNREACH),
 	[MSG_T_NODE_LIST] = 0,
 	[MSG_T_NODES] = B(NODES) | B(GONE),
 	[MSG_T_REGION_CREATE] = B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(PLACE) |
@@ -283,6 +283,18 @@ static void t_msg_fill(struct msg *m, enum msg_type type, uint32_t n_chunks)
 		m->sums[i].nonce = i;
 		memset(m->sums[i].sum, 0xa0 + (int)i, MSG_SUM_LEN);
 	}
+	m->n_unreach = 3;
+	m->unreach = calloc(m->n_unreach, sizeof(*m->unreach));
+	assert_non_null(m->unreach);
+	for (uint32_t i = 0; i < m->n_unreach; i++) {
+		m->unreach[i].node = UINT32_MAX - i;
+		m->unreach[i].inst = UINT64_MAX - i;
+		snprintf(m->unreach[i].name, sizeof(m->unreach[i].name), "r-%u",
+			 i);
+		m->unreach[i].epoch = (uint64_t)i << 50;
+		m->unreach[i].rgen = 1 + ((uint64_t)i << 40);
+		m->unreach[i].due = !(i & 1);
+	}
 	m->n_cache = MSG_CACHE__MAX;
 	m->cache = calloc(m->n_cache, sizeof(*m->cache));
 	assert_non_null(m->cache);
@@ -460,6 +472,7 @@ static void t_msg_equal(const struct msg *a, const struct msg *d, uint64_t mask)
 	RECS(FAILED, failed, n_failed);
 	RECS(CHECKS, checks, n_checks);
 	RECS(SUMS, sums, n_sums);
+	RECS(UNREACH, unreach, n_unreach);
 #undef RECS
 	assert_string_equal(d->text, (mask & B(TEXT)) ? a->text : "");
 	assert_string_equal(d->name, (mask & B(NAME)) ? a->name : "");
@@ -1086,6 +1099,11 @@ static void test_msg_bad_ranges(void **state)
 		{ MSG_T_REGION, "chunks/node", UINT64_C(1) << 32, 2 },
 		{ MSG_T_HEARTBEAT, "rchk", 2, 1 },
 		{ MSG_T_HEARTBEAT, "sums/id", 0, 1 },
+		{ MSG_T_HEARTBEAT, "unreach/node", 0, 1 },
+		{ MSG_T_HEARTBEAT, "unreach/node", UINT64_C(1) << 32, 2 },
+		{ MSG_T_HEARTBEAT, "unreach/rgen", 0, 1 },
+		{ MSG_T_HEARTBEAT, "unreach/due", 2, 1 },
+		{ MSG_T_HEARTBEAT, "unreach/due", 0, 1 },
 		{ MSG_T_HEARTBEAT_ACK, "checks/len", 0, 1 },
 		{ MSG_T_HEARTBEAT_ACK, "checks/id", 0, UINT64_MAX },
 	};
@@ -1839,6 +1857,28 @@ static void test_msg_replicas(void **state)
 	t_bad(&b);
 	m.n_tasks = MSG_TASKS_MAX;
 	assert_int_equal(msg_encode(&m, &buf, &len), 0);
+	free(buf);
+	msg_fini(&m);
+
+	/* at most MSG_UNREACH_MAX unreach records in a heartbeat */
+	msg_init(&m, MSG_T_HEARTBEAT);
+	m.node = 1;
+	m.n_unreach = MSG_UNREACH_MAX + 1;
+	m.unreach = calloc(m.n_unreach, sizeof(*m.unreach));
+	assert_non_null(m.unreach);
+	for (uint32_t i = 0; i < m.n_unreach; i++) {
+		m.unreach[i].node = 1 + i;
+		strcpy(m.unreach[i].name, "r");
+		m.unreach[i].rgen = 1;
+	}
+	assert_int_equal(msg_encode(&m, &buf, &len), -EINVAL);
+	m.n_unreach = MSG_UNREACH_MAX;
+	assert_int_equal(msg_encode(&m, &buf, &len), 0);
+	msg_fini(&m);
+	assert_int_equal(msg_decode(buf, len, &m), 0);
+	assert_int_equal(m.n_unreach, MSG_UNREACH_MAX);
+	assert_int_equal(m.unreach[MSG_UNREACH_MAX - 1].node, MSG_UNREACH_MAX);
+	assert_int_equal(m.unreach[0].due, 0);
 	free(buf);
 	msg_fini(&m);
 
