@@ -30,7 +30,7 @@
  * GRANT: len bytes (a multiple of WIRE_GRANT_LEN, 1..WIRE_LEN_MAX) of
  *        sealed grants follow (common/auth/grant.h); the reply (len 0)
  *        carries status 0 once every one was taken for this connection, or
- *        the errno of the first refused (those before it were taken). An
+ *        the errno of the first refused (each is taken on its own). An
  *        owner that checks grants answers READ and WRITE outside this
  *        connection's grants EACCES; a WRITE must carry the generation of
  *        a write grant covering it.

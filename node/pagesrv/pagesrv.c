@@ -1159,10 +1159,11 @@ static int pagesrv_conn_on_grant(struct pagesrv_conn *c,
 }
 
 /*
- * The grants of the active GRANT, opened: taken in order into the
- * session's table until one is refused. Returns 0, or the errno of the
- * first refused (those before it were taken, those after it not looked
- * at).
+ * The grants of the active GRANT, opened: each taken (or, with
+ * WIRE_F_GRANT_DROP, given back) into the session's table on its own.
+ * Returns 0, or the errno of the first refused; a grant under another
+ * cluster key (EXDEV inside) or for another instance of this owner is
+ * skipped, not refused, unless no grant of the record was taken.
  */
 static uint16_t pagesrv_conn_grants_take(struct pagesrv_conn *c)
 {
@@ -1171,9 +1172,9 @@ static uint16_t pagesrv_conn_grants_take(struct pagesrv_conn *c)
 	uint64_t now = grant_now_ms();
 	/* the header as it came (the record's additional data) */
 	bool drop = wire_get(c->wr_hdr + 2, 2) & WIRE_F_GRANT_DROP;
-	char why[160], xwhy[160], what[240];
-	uint32_t taken = 0, other = 0;
-	int ret;
+	char why[160], swhy[160], what[240];
+	uint32_t taken = 0, skipped = 0;
+	int ret, first = 0, skip = 0;
 
 	pggrant_tab_prune(&c->grants, now);
 	for (uint32_t i = 0; i < n; i++) {
@@ -1191,27 +1192,31 @@ static uint16_t pagesrv_conn_grants_take(struct pagesrv_conn *c)
 			taken++;
 			continue;
 		}
-		if (ret == -EXDEV) {
-			/* for another key of ours: skipped */
-			if (!other++)
-				memcpy(xwhy, why, sizeof(xwhy));
+		/* for another key or instance of ours: not this session's
+		 * doing (a coordinator that does not know our key yet, an
+		 * agent still holding a mapping of our last instance) */
+		if (ret == -EXDEV || ret == -ESTALE) {
+			if (!skipped++) {
+				skip = ret == -EXDEV ? -EKEYREJECTED : ret;
+				memcpy(swhy, why, sizeof(swhy));
+			}
 			continue;
 		}
 		pagesrv_count(&s->st_grant_refusals, 1);
 		snprintf(what, sizeof(what), "grant %u of %u refused: %s",
 			 i + 1, n, why);
 		pagesrv_refusal_log(s, c->name, what);
-		return (uint16_t)-ret;
+		if (!first)
+			first = ret;
 	}
-	/* none under our key at all: that is a refusal */
-	if (other && !taken) {
+	if (!first && skipped && !taken) {
 		pagesrv_count(&s->st_grant_refusals, 1);
-		snprintf(what, sizeof(what), "%u grants refused: %s", other,
-			 xwhy);
+		snprintf(what, sizeof(what), "%u grants refused: %s", skipped,
+			 swhy);
 		pagesrv_refusal_log(s, c->name, what);
-		return EKEYREJECTED;
+		first = skip;
 	}
-	return 0;
+	return (uint16_t)-first;
 }
 
 /*

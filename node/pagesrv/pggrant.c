@@ -63,19 +63,30 @@ static uint32_t pggrant_tab_lower(const struct pggrant_tab *t, uint64_t off)
 	return lo;
 }
 
-/* @e into @t: replacing the one of the same extent and rights, or new. */
+/* Same grant? */
+static bool pggrant_same(const struct pggrant *a, const struct pggrant *b)
+{
+	return a->off == b->off && a->end == b->end && a->rights == b->rights &&
+	       a->wgen == b->wgen && a->epoch == b->epoch &&
+	       a->expires_ms == b->expires_ms;
+}
+
+/*
+ * @e into @t, unless it holds that grant already. A renewal (another
+ * expiry) is another grant, held beside the one it renews until the
+ * client gives that back (pggrant_drop()) or it expires: a client with
+ * two sets of the same extent (two mappings of a region) that ends one
+ * must not take the other's away.
+ */
 static int pggrant_tab_put(struct pggrant_tab *t, const struct pggrant *e,
 			   uint64_t now, char *why, size_t why_len)
 {
 	uint32_t i = pggrant_tab_lower(t, e->off), j, cap;
 	struct pggrant *g;
 
-	for (j = i; j < t->n && t->g[j].off == e->off; j++) {
-		if (t->g[j].end == e->end && t->g[j].rights == e->rights) {
-			t->g[j] = *e;
+	for (j = i; j < t->n && t->g[j].off == e->off; j++)
+		if (pggrant_same(&t->g[j], e))
 			return 0;
-		}
-	}
 	if (t->n >= PGGRANT_MAX) {
 		pggrant_tab_prune(t, now);
 		i = pggrant_tab_lower(t, e->off);
@@ -195,11 +206,7 @@ int pggrant_drop(struct pggrant_tab *t, const struct pggrant_owner *o,
 		return ret;
 	for (i = pggrant_tab_lower(t, e.off); i < t->n && t->g[i].off == e.off;
 	     i++) {
-		const struct pggrant *h = &t->g[i];
-
-		if (h->end == e.end && h->rights == e.rights &&
-		    h->wgen == e.wgen && h->epoch == e.epoch &&
-		    h->expires_ms == e.expires_ms) {
+		if (pggrant_same(&t->g[i], &e)) {
 			memmove(t->g + i, t->g + i + 1,
 				(t->n - i - 1) * sizeof(*t->g));
 			t->n--;

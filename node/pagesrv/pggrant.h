@@ -17,8 +17,8 @@
 #include "grant.h"
 
 /* Grants one session holds at most; past it a new one is refused ENOSPC
- * (a grant identical in extent and rights to one held still replaces it,
- * and expired ones are dropped first). */
+ * (one held already is taken as it is, and expired ones are dropped
+ * first): the client gives back what it no longer uses. */
 #define PGGRANT_MAX 4096u
 
 /* What a grant must say for this owner to take it. */
@@ -55,8 +55,9 @@ void pggrant_tab_prune(struct pggrant_tab *t, uint64_t now);
 
 /*
  * Opens the sealed grant @in with @o's key and takes it into @t for the
- * session of peer @holder, at wall-clock @now (ms). A grant identical in
- * extent and rights to one held replaces it. Returns 0, or, with the
+ * session of peer @holder, at wall-clock @now (ms). A grant held already
+ * is taken as it is; another of the same extent (a renewal) is held
+ * beside it, until one is given back (pggrant_drop()) or expires. Returns 0, or, with the
  * reason as text in @why: -EBADMSG (malformed), -EXDEV (made under
  * another cluster key than @o's: a grant for another key of this owner,
  * which a coordinator that does not know ours yet sends beside ours),

@@ -1855,16 +1855,13 @@ static void xport_tcp_mem_del(struct xport *xx, void *base)
 	}
 }
 
-/* 1 if grant @g is in a set of @p other than @skip. */
+/* 1 if grant @g is in a set of @p. */
 static bool xport_tcp_grant_held(const struct xport_tcp_peer *p,
-				 const struct xport_tcp_gset *skip,
 				 const uint8_t *g)
 {
 	for (uint32_t i = 0; i < p->n_gsets; i++) {
 		const struct xport_tcp_gset *gs = &p->gsets[i];
 
-		if (gs == skip)
-			continue;
 		for (uint32_t j = 0; j < gs->n; j++)
 			if (!memcmp(gs->g + (size_t)j * WIRE_GRANT_LEN, g,
 				    WIRE_GRANT_LEN))
@@ -1874,24 +1871,28 @@ static bool xport_tcp_grant_held(const struct xport_tcp_peer *p,
 }
 
 /*
- * Set @gs is dropped: the grants of it no other set holds are given back
- * on @c (best effort: they expire anyway).
+ * The @n grants @g left a set: those no set of @p holds any more are
+ * given back on @c (best effort: they expire anyway). The owner holds
+ * every grant presented until it is given back or expires, a renewal
+ * beside the grant it renews: what it holds is what the sets hold.
  */
 static void xport_tcp_conn_grants_drop(struct xport_tcp_conn *c,
 				       struct xport_tcp_peer *p,
-				       const struct xport_tcp_gset *gs)
+				       const uint8_t *g, uint32_t n)
 {
 	uint32_t k = 0;
 	uint8_t *back;
 
-	back = malloc((size_t)gs->n * WIRE_GRANT_LEN);
+	if (!n)
+		return;
+	back = malloc((size_t)n * WIRE_GRANT_LEN);
 	if (!back)
 		return;
-	for (uint32_t j = 0; j < gs->n; j++) {
-		const uint8_t *g = gs->g + (size_t)j * WIRE_GRANT_LEN;
+	for (uint32_t j = 0; j < n; j++) {
+		const uint8_t *one = g + (size_t)j * WIRE_GRANT_LEN;
 
-		if (!xport_tcp_grant_held(p, gs, g))
-			memcpy(back + (size_t)k++ * WIRE_GRANT_LEN, g,
+		if (!xport_tcp_grant_held(p, one))
+			memcpy(back + (size_t)k++ * WIRE_GRANT_LEN, one,
 			       WIRE_GRANT_LEN);
 	}
 	if (k)
@@ -1905,9 +1906,9 @@ static int xport_tcp_grant(struct xport_peer *pp, uint64_t key,
 	struct xport_tcp_peer *p = xport_tcp_peer_from(pp);
 	struct xport_tcp_conn *c = p->conn;
 	struct xport_tcp_gset *gs = NULL, *v;
-	uint8_t *copy = NULL;
-	uint32_t i;
-	int ret;
+	uint8_t *copy = NULL, *old = NULL;
+	uint32_t i, old_n = 0;
+	int ret = 0;
 
 	/* in session: otherwise xport_tcp_conn_hs_done() presents them */
 	if (c && (!c->sess || c->dead))
@@ -1917,19 +1918,14 @@ static int xport_tcp_grant(struct xport_peer *pp, uint64_t key,
 	for (i = 0; i < p->n_gsets; i++)
 		if (p->gsets[i].key == key)
 			gs = &p->gsets[i];
-	if (!n) {
-		if (!gs)
-			return 0;
-		if (c)
-			xport_tcp_conn_grants_drop(c, p, gs);
-		free(gs->g);
-		*gs = p->gsets[--p->n_gsets];
-		goto out;
+	if (!n && !gs)
+		return 0;
+	if (n) {
+		copy = malloc((size_t)n * WIRE_GRANT_LEN);
+		if (!copy)
+			return -ENOMEM;
+		memcpy(copy, g, (size_t)n * WIRE_GRANT_LEN);
 	}
-	copy = malloc((size_t)n * WIRE_GRANT_LEN);
-	if (!copy)
-		return -ENOMEM;
-	memcpy(copy, g, (size_t)n * WIRE_GRANT_LEN);
 	if (!gs) {
 		v = realloc(p->gsets, (p->n_gsets + 1) * sizeof(*v));
 		if (!v) {
@@ -1940,22 +1936,31 @@ static int xport_tcp_grant(struct xport_peer *pp, uint64_t key,
 		gs = &v[p->n_gsets++];
 		gs->key = key;
 		gs->g = NULL;
+		gs->n = 0;
 	}
-	free(gs->g);
+	old = gs->g;
+	old_n = gs->n;
 	gs->g = copy;
 	gs->n = n;
-	if (!c)
-		return 0;
-	ret = c->grants_resend ? -ENOBUFS
-			       : xport_tcp_conn_grants_queue(c, gs->g, n, 0);
-	if (ret == -ENOBUFS) {
-		/* all of them again once the owner answered what is out */
-		c->grants_resend = true;
-		ret = 0;
+	if (!n)
+		*gs = p->gsets[--p->n_gsets];
+	if (c && n) {
+		ret = c->grants_resend
+			      ? -ENOBUFS
+			      : xport_tcp_conn_grants_queue(c, copy, n, 0);
+		if (ret == -ENOBUFS) {
+			/* all of them again once the owner answered what
+			 * is out */
+			c->grants_resend = true;
+			ret = 0;
+		}
 	}
+	/* the new ones first: what both hold is never missing there */
+	if (c && !ret)
+		xport_tcp_conn_grants_drop(c, p, old, old_n);
+	free(old);
 	if (ret)
 		return ret; /* the session is out of step: the owner drops it */
-out:
 	if (c) {
 		xport_tcp_conn_kick(c);
 		xport_tcp_flush(p->x);

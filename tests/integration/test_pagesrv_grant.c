@@ -190,9 +190,10 @@ static int t_status(struct t_peer *p, uint8_t op)
 }
 
 /* A GRANT of the @n sealed grants at @body: its status (-1: no reply). */
-static int t_grants(struct t_peer *p, const uint8_t *body, uint32_t n)
+static int t_grants_flags(struct t_peer *p, const uint8_t *body, uint32_t n,
+			  uint16_t flags)
 {
-	struct wire_hdr h = { WIRE_VERSION,  WIRE_OP_GRANT, 0,
+	struct wire_hdr h = { WIRE_VERSION,  WIRE_OP_GRANT, flags,
 			      n * GRANT_LEN, p->tag,	    0 };
 	size_t len = (size_t)n * GRANT_LEN;
 	uint8_t *rec = malloc(WIRE_HDR_LEN + len + AUTH_TAG_LEN);
@@ -209,6 +210,11 @@ static int t_grants(struct t_peer *p, const uint8_t *body, uint32_t n)
 		ret = t_send_all(p->fd, rec, WIRE_HDR_LEN + len + AUTH_TAG_LEN);
 	free(rec);
 	return ret ? -1 : t_status(p, WIRE_OP_GRANT);
+}
+
+static int t_grants(struct t_peer *p, const uint8_t *body, uint32_t n)
+{
+	return t_grants_flags(p, body, n, 0);
 }
 
 /* One grant, sealed and presented: its status. */
@@ -444,7 +450,8 @@ static int test_pagesrv_grant_refused(struct t_srv *t)
 	before = t_refusals(t);
 	T_CHECK(t_read(&p, off, 4096, NULL) == EACCES);
 	T_CHECK(t_read(&p, T_POOL_SIZE - 4096, 4096, NULL) == EACCES);
-	/* good, expired, good: the first taken, the third not */
+	/* good, expired, good: each on its own, the first and the third
+	 * taken, the reply the second's refusal */
 	g = t_grant("client", GRANT_READ, 0, 4096, 0, 1);
 	T_CHECK(t_seal(&g, b) == 0);
 	g.expires_ms = grant_now_ms() - 1;
@@ -453,7 +460,19 @@ static int test_pagesrv_grant_refused(struct t_srv *t)
 	T_CHECK(t_seal(&g, b + 2 * GRANT_LEN) == 0);
 	T_CHECK(t_grants(&p, b, 3) == EKEYEXPIRED);
 	T_CHECK(t_reads(&p, 0, 1, T_SEED));
-	T_CHECK(t_read(&p, off, 4096, NULL) == EACCES);
+	T_CHECK(t_reads(&p, off / 4096, 1, T_SEED));
+	T_CHECK(t_refusals(t) == before + 3);
+	/* the last instance's grant (an agent still mapping it) beside a
+	 * good one: skipped, not a refusal; alone: ESTALE */
+	g = t_grant("client", GRANT_READ, 4096, 4096, 0, 1);
+	g.owner_inst = T_INSTANCE - 1;
+	T_CHECK(t_seal(&g, b) == 0);
+	g = t_grant("client", GRANT_READ, 4096, 4096, 0, 1);
+	T_CHECK(t_seal(&g, b + GRANT_LEN) == 0);
+	T_CHECK(t_grants(&p, b, 2) == 0);
+	T_CHECK(t_reads(&p, 1, 1, T_SEED));
+	T_CHECK(t_refusals(t) == before + 3);
+	T_CHECK(t_grants(&p, b, 1) == ESTALE);
 	T_CHECK(t_refusals(t) == before + 4);
 	t_peer_close(&p);
 	t_srv_stop(t);
@@ -462,9 +481,9 @@ static int test_pagesrv_grant_refused(struct t_srv *t)
 
 /*
  * A session holds 4096 grants (of 1 KiB each here): one more is refused
- * ENOSPC and counts for nothing; one identical in extent and rights to a
- * held one still replaces it (its newer epoch counts over a floor the old
- * one is below).
+ * ENOSPC and counts for nothing, a renewal too (another epoch: a grant of
+ * its own); one given back (WIRE_F_GRANT_DROP) makes room for its renewal,
+ * whose newer epoch counts over a floor the old one is below.
  */
 static int test_pagesrv_grant_cap(struct t_srv *t)
 {
@@ -486,10 +505,15 @@ static int test_pagesrv_grant_cap(struct t_srv *t)
 	T_CHECK(t_read(&p, end, glen, NULL) == EACCES);
 	T_CHECK(t_reads(&p, 0, 256, T_SEED));
 	T_CHECK(t_reads(&p, end / 4096 - 256, 256, T_SEED));
-	/* the first segment's grants stop counting; the first one's twin
-	 * of a newer epoch takes its place in the full table */
+	/* the first segment's grants stop counting; the first one's
+	 * renewal of a newer epoch takes its place once it is given back */
 	T_CHECK(pagesrv_grant_floor(t->srv, 0, 4096, 2) == 0);
 	T_CHECK(t_read(&p, 0, glen, NULL) == EACCES);
+	g = t_grant("client", GRANT_READ, 0, glen, 0, 2);
+	T_CHECK(t_grant1(&p, &g) == ENOSPC);
+	/* the first one, held already: taken as it is; then given back */
+	T_CHECK(t_grants(&p, b, 1) == 0);
+	T_CHECK(t_grants_flags(&p, b, 1, WIRE_F_GRANT_DROP) == 0);
 	g = t_grant("client", GRANT_READ, 0, glen, 0, 2);
 	T_CHECK(t_grant1(&p, &g) == 0);
 	T_CHECK(t_read(&p, 0, glen, page) == 0);

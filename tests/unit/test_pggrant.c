@@ -5,9 +5,10 @@
  * instance, the session's holder, unexpired and inside the pool; cover
  * is the union of grants that count (read, or write of the generation,
  * unexpired, of an epoch at the segment's floor), per 2 MiB segment; a
- * full table drops expired grants before it refuses one, an identical
- * extent and rights replaces; and a floor raised while the server thread
- * is inside its gate returns only once it left.
+ * full table drops expired grants before it refuses one, a grant held
+ * already is taken as it is (a renewal is a grant of its own); and a
+ * floor raised while the server thread is inside its gate returns only
+ * once it left.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -189,8 +190,8 @@ static void test_pggrant_cover(void **state)
 		pggrant_tab_covers(&t, f, SEG - 4096, 8192, false, 0, NOW));
 	assert_true(pggrant_tab_covers(&t, f, SEG, 4096, false, 0, NOW));
 	g = t_grant(GRANT_READ, 0, 8192, 0, 2);
-	assert_int_equal(t_take(&t, &g), 0); /* replaces its twin */
-	assert_int_equal(t.n, 4);
+	assert_int_equal(t_take(&t, &g), 0); /* beside its twin */
+	assert_int_equal(t.n, 5);
 	assert_true(pggrant_tab_covers(&t, f, 0, 8192, false, 0, NOW));
 	assert_int_equal(pggrant_floors_raise(f, 0, SEG, 1), 0);
 	assert_true(pggrant_tab_covers(&t, f, 0, 8192, false, 0, NOW));
@@ -202,7 +203,8 @@ static void test_pggrant_cover(void **state)
 }
 
 /* Full of grants expiring at NOW + 1000: refused ENOSPC until then, then
- * the expired ones make room; a twin replaces even when full. */
+ * the expired ones make room; one held already is taken even when full,
+ * a renewal of it is not. */
 static void test_pggrant_cap(void **state)
 {
 	struct pggrant_tab t = { 0 };
@@ -215,9 +217,11 @@ static void test_pggrant_cap(void **state)
 	}
 	g = t_grant(GRANT_READ, 64 * PGGRANT_MAX, 64, 0, 1);
 	assert_int_equal(t_take(&t, &g), -ENOSPC);
-	g = t_grant(GRANT_READ, 0, 64, 0, 3);
+	g = t_grant(GRANT_READ, 0, 64, 0, 1);
 	assert_int_equal(t_take(&t, &g), 0);
 	assert_int_equal(t.n, PGGRANT_MAX);
+	g = t_grant(GRANT_READ, 0, 64, 0, 3);
+	assert_int_equal(t_take(&t, &g), -ENOSPC);
 	g = t_grant(GRANT_READ, 64 * PGGRANT_MAX, 64, 0, 1);
 	g.expires_ms = NOW + 5000;
 	assert_int_equal(t_take_key(&t, &g, t_owner.key, NOW + 1000), 0);
