@@ -525,7 +525,8 @@ int64_t floop_map_grants(struct floop *f, const char *name, uint64_t epoch,
 		free(c);
 		return -ENOMEM;
 	}
-	memcpy(c->grants, g, n * sizeof(*g));
+	if (n)
+		memcpy(c->grants, g, n * sizeof(*g));
 	c->n_grants = n;
 	c->kind = CMD_GRANTS;
 	snprintf(c->name, sizeof(c->name), "%s", name);
