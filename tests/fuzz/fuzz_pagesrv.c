@@ -338,36 +338,45 @@ static uint16_t fuzz_wgen_status(struct fuzz_run *run, const struct wire_hdr *h,
 
 /*
  * Grants checked: the status the model owes grant @b (as the server got
- * it); one it takes goes into run->held.
+ * it), negative for one skipped (EXDEV: another cluster key's; ESTALE:
+ * another instance's); one it takes goes into run->held, one given back
+ * (@drop) leaves it.
  */
-static uint16_t fuzz_grant_take(struct fuzz_run *run, const uint8_t *b)
+static int fuzz_grant_take(struct fuzz_run *run, const uint8_t *b, bool drop)
 {
 	const struct pagesrv *s = run->s;
 	struct pggrant e;
 	struct grant g;
-	int ret = grant_open(b, fuzz_gkey, &g);
 
-	if (ret == -EBADMSG)
+	if (grant_open(b, NULL, &g))
 		return EBADMSG;
-	if (ret || memcmp(g.kid, fuzz_kid, AUTH_ID_LEN))
+	if (memcmp(g.kid, fuzz_kid, AUTH_ID_LEN))
+		return -EXDEV;
+	if (grant_open(b, fuzz_gkey, &g))
 		return EKEYREJECTED;
 	if (g.owner_inst != s->instance)
-		return ESTALE;
+		return -ESTALE;
 	if (strcmp(g.holder, "client"))
 		return EACCES;
-	if (g.expires_ms <= grant_now_ms())
+	if (!drop && g.expires_ms <= grant_now_ms())
 		return EKEYEXPIRED;
 	if (g.off > s->pool_size || g.len > s->pool_size - g.off)
 		return ERANGE;
 	e = (struct pggrant){ g.off,   g.off + g.len, g.wgen,
 			      g.epoch, g.expires_ms,  g.rights };
 	for (uint32_t i = 0; i < run->n_held; i++) {
-		if (run->held[i].off == e.off && run->held[i].end == e.end &&
-		    run->held[i].rights == e.rights) {
-			run->held[i] = e;
+		const struct pggrant *h = &run->held[i];
+
+		if (h->off == e.off && h->end == e.end &&
+		    h->rights == e.rights && h->wgen == e.wgen &&
+		    h->epoch == e.epoch && h->expires_ms == e.expires_ms) {
+			if (drop)
+				run->held[i] = run->held[--run->n_held];
 			return 0;
 		}
 	}
+	if (drop)
+		return 0;
 	/* (held ones never expire: sealed, none expires within a day) */
 	if (run->n_held >= PGGRANT_MAX)
 		return ENOSPC;
@@ -376,18 +385,31 @@ static uint16_t fuzz_grant_take(struct fuzz_run *run, const uint8_t *b)
 	return 0;
 }
 
-/* The status the model owes a GRANT of @len bytes of grants at @b. */
+/*
+ * The status the model owes a GRANT of @len bytes of grants at @b: each
+ * grant on its own, the first refusal's; one skipped only when none was
+ * taken (EXDEV as EKEYREJECTED).
+ */
 static uint16_t fuzz_grants_status(struct fuzz_run *run, const uint8_t *b,
-				   uint32_t len)
+				   uint32_t len, bool drop)
 {
-	uint16_t st;
+	int st, first = 0, skip = 0;
+	uint32_t taken = 0;
 
 	if (!run->check)
 		return 0;
-	for (uint32_t at = 0; at < len; at += GRANT_LEN)
-		if ((st = fuzz_grant_take(run, b + at)))
-			return st;
-	return 0;
+	for (uint32_t at = 0; at < len; at += GRANT_LEN) {
+		st = fuzz_grant_take(run, b + at, drop);
+		if (!st)
+			taken++;
+		else if (st < 0 && !skip)
+			skip = st == -EXDEV ? EKEYREJECTED : -st;
+		else if (st > 0 && !first)
+			first = st;
+	}
+	if (!first && skip && !taken)
+		first = skip;
+	return (uint16_t)first;
 }
 
 /* True if held grant @g counts for a byte of a segment of floor @floor. */
@@ -530,7 +552,8 @@ static void fuzz_reply_check(struct fuzz_run *run,
 		FUZZ_CHECK(h.flags_status ==
 			   fuzz_grants_status(
 				   run, fuzz_req_plain(run, at) + WIRE_HDR_LEN,
-				   req->len));
+				   req->len,
+				   req->flags_status & WIRE_F_GRANT_DROP));
 		FUZZ_CHECK(!r->len && !r->data && !h.arg);
 		return;
 	}
