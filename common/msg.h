@@ -217,7 +217,7 @@ enum msg_field_id {
 	MSG_F_READERS,	   /* list of u64 node ids that may look a region
 			      up with their node key (besides its writers);
 			      none: any node */
-	MSG_F_UNREACH,	 /* list of struct msg_unreach, <= MSG_UNREACH_MAX */
+	MSG_F_UNREACH,	   /* list of struct msg_unreach, <= MSG_UNREACH_MAX */
 	MSG_F__MAX,
 };
 
