@@ -2367,25 +2367,20 @@ static int coord_on_write_lease(struct coord *c, const struct msg *req,
 			  r->writer.lease ? "" : ", not held");
 		return 0;
 	}
-	if (!allowed && r->n_writers) {
-		char list[MSG_TEXT_MAX];
-
-		coord_acl_str(c, r->writers, r->n_writers, list, sizeof(list));
-		msg_error(rep, -EACCES,
-			  "region '%s': node %llu (%s) may not take its write "
-			  "lease; its writers: %s",
-			  r->name, (unsigned long long)req->node, n->name,
-			  list);
-		return 0;
-	}
 	if (!allowed) {
+		/* not among its writers, or (none named) its readers */
+		int by_writers = r->n_writers > 0;
 		char list[MSG_TEXT_MAX];
 
-		coord_acl_str(c, r->readers, r->n_readers, list, sizeof(list));
+		coord_acl_str(c, by_writers ? r->writers : r->readers,
+			      by_writers ? r->n_writers : r->n_readers, list,
+			      sizeof(list));
 		msg_error(rep, -EACCES,
 			  "region '%s': node %llu (%s) may not take its write "
-			  "lease: it may not read it; its readers: %s",
+			  "lease%s: %s",
 			  r->name, (unsigned long long)req->node, n->name,
+			  by_writers ? "; its writers"
+				     : ": it may not read it; its readers",
 			  list);
 		return 0;
 	}
