@@ -96,8 +96,10 @@ int farpage_unmap(struct farpage_map *m);
  * Like msync(): returns 0 once every page that was written through the
  * mapping before the call is in its owner's pool (and the coordinator, if
  * it can be reached, confirmed the mapping still holds the write lease),
- * or -errno if some could not be written home (the agent keeps them and
- * keeps trying; they are never dropped). -ENOLCK: the mapping's write
+ * or -errno if some could not be written home (-ETIMEDOUT: none landed
+ * for the agent's fault timeout; the agent keeps them and keeps trying;
+ * they are never dropped). A flush that makes progress, however slowly,
+ * does not time out. -ENOLCK: the mapping's write
  * lease was lost (another mapping took it): what it wrote and had not
  * sent home is dropped, for good, and every touch of a remote page raises
  * SIGBUS from then on. -EIO: pages could never go home and were dropped

@@ -546,6 +546,17 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 
 /* ---- flushes ---- */
 
+/* Pages flushes of @name still wait for. */
+static uint64_t cache_flush_left(struct floop *f, const char *name)
+{
+	uint64_t n = 0;
+
+	for (struct fmap *m = f->maps; m; m = m->next)
+		if (m->cache && !strcmp(m->name, name))
+			n += m->n_flush;
+	return n;
+}
+
 void floop_cache_flush_cmd(struct floop *f, const char *name, uint64_t cookie)
 {
 	struct fwait *w = calloc(1, sizeof(*w));
@@ -571,19 +582,9 @@ void floop_cache_flush_cmd(struct floop *f, const char *name, uint64_t cookie)
 		cache_flush_mark(m);
 		m->wb_next_ms = 0; /* now, also after a failure */
 	}
+	w->left = cache_flush_left(f, name);
 	w->next = f->fwaits;
 	f->fwaits = w;
-}
-
-/* Pages flushes of @name still wait for. */
-static uint64_t cache_flush_left(struct floop *f, const char *name)
-{
-	uint64_t n = 0;
-
-	for (struct fmap *m = f->maps; m; m = m->next)
-		if (m->cache && !strcmp(m->name, name))
-			n += m->n_flush;
-	return n;
 }
 
 static int cache_name_is_lost(const struct floop *f, const char *name);
@@ -629,6 +630,13 @@ static void cache_flushes_check(struct floop *f, uint64_t now)
 		struct floop_done *d;
 		char list[40];
 
+		/* The fault timeout counts from the last page that landed
+		 * home: a slow owner (a loaded host) is not an unreachable
+		 * one, and a large flush is not a late one. */
+		if (left < w->left) {
+			w->left = left;
+			w->t0_ms = now;
+		}
 		if (left && now - w->t0_ms < f->cfg.fault_timeout_ms) {
 			pp = &w->next;
 			continue;
@@ -673,8 +681,9 @@ static void cache_flushes_check(struct floop *f, uint64_t now)
 			d->err = -ETIMEDOUT;
 			snprintf(d->text, sizeof(d->text),
 				 "%llu written pages of region %s could not be "
-				 "sent home within %u ms (their owners cannot "
-				 "be reached); they are kept and sent again",
+				 "sent home: none landed for %u ms (their "
+				 "owners cannot be reached); they are kept and "
+				 "sent again",
 				 (unsigned long long)left, w->name,
 				 f->cfg.fault_timeout_ms);
 		}

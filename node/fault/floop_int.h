@@ -254,7 +254,8 @@ struct rbread {
 struct fwait {
 	char name[MSG_NAME_MAX];
 	uint64_t cookie;
-	uint64_t t0_ms;
+	uint64_t t0_ms; /* the flush began, or last saw a page land home */
+	uint64_t left;	/* pages it still waited for then */
 	struct fwait *next;
 };
 
