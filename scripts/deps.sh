@@ -6,11 +6,14 @@ set -euo pipefail
 # curl check deploy/ (test_units, test_monitoring, test_ansible); lintian
 # checks the Debian packages (test_package); jq also makes bench/auth.sh's
 # JSON (bench/kv2json.jq). python3 runs the benchmark driver
-# (bench/farpage-bench), python3-matplotlib draws its plot.
+# (bench/farpage-bench), python3-matplotlib draws its plot. The etcd
+# client (common/etcd) needs libcurl; its tests start etcd-server's etcd
+# themselves (tests/integration/t_etcd.h), etcd-client has etcdctl.
 PKGS="build-essential cmake pkg-config libcbor-dev liburing-dev libibverbs-dev
   ibverbs-providers libcmocka-dev zlib1g-dev libssl-dev iproute2 procps
   python3 python3-matplotlib libmicrohttpd-dev libjson-c-dev help2man dpkg-dev file lintian
-  systemd prometheus ansible-core jq curl"
+  systemd prometheus ansible-core jq curl libcurl4-openssl-dev etcd-server
+  etcd-client"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'ok installed' ||
@@ -23,7 +26,7 @@ if [ "$(id -u)" != 0 ]; then
 fi
 echo "farpage: installing$missing"
 export DEBIAN_FRONTEND=noninteractive
-# Packages of daemons (prometheus) would start them where no systemd runs:
+# Packages of daemons (prometheus, etcd-server) would start them where no systemd runs:
 # only their tools are wanted here.
 if [ ! -e /usr/sbin/policy-rc.d ]; then
 	printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
@@ -38,6 +41,19 @@ case " $missing " in
 *" prometheus "*)
 	if [ -d /run/systemd/system ]; then
 		systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+	fi
+	;;
+esac
+# etcd-server is here for the tests, which run their own etcd processes:
+# its system service is neither running nor enabled afterwards (its
+# package enables it, with or without a running systemd).
+case " $missing " in
+*" etcd-server "*)
+	if [ -d /run/systemd/system ]; then
+		systemctl disable --now etcd.service >/dev/null 2>&1 || true
+	else
+		systemctl disable etcd.service >/dev/null 2>&1 || true
+		update-rc.d etcd disable >/dev/null 2>&1 || true
 	fi
 	;;
 esac
