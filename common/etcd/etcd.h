@@ -110,6 +110,11 @@ int etcd_put(struct etcd *e, const void *key, size_t key_len, const void *value,
 int64_t etcd_delete(struct etcd *e, const void *key, size_t key_len,
 		    int prefix);
 
+/* Drops the history before rev (reads and watches from older revisions
+ * then fail with -ESTALE). Returns 0, -ESTALE if already compacted that
+ * far, or a negative error. */
+int etcd_compact(struct etcd *e, int64_t rev);
+
 enum etcd_cmp_target {
 	ETCD_CMP_VERSION,
 	ETCD_CMP_CREATE, /* create_revision: 0 = the key does not exist */
@@ -218,7 +223,8 @@ struct etcd_watch_args {
  * A broken stream is reopened (at the next endpoint if need be) from the
  * revision after the last delivered, so no event is lost or repeated.
  * Returns -ESTALE (a->compact_rev set) if the start revision was
- * compacted, -ECONNREFUSED if no endpoint answers, or a negative error.
+ * compacted, -ECONNREFUSED if no endpoint gave a stream for twice the
+ * request timeout, or a negative error.
  */
 int etcd_watch(struct etcd *e, struct etcd_watch_args *a);
 

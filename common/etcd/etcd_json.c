@@ -425,6 +425,8 @@ int etcd_err_map(int64_t code, const char *msg)
 		int err;
 	} by_text[] = {
 		{ "request is too large", -EMSGSIZE },
+		/* over --max-request-bytes + 512 KiB, gRPC's own limit */
+		{ "message larger than max", -EMSGSIZE },
 		{ "too many requests", -EBUSY },
 		{ "database space exceeded", -ENOSPC },
 		{ "no leader", -EAGAIN },

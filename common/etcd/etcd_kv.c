@@ -296,6 +296,25 @@ int etcd_txn(struct etcd *e, const struct etcd_cmp *cmp, size_t ncmp,
 	return 0;
 }
 
+int etcd_compact(struct etcd *e, int64_t rev)
+{
+	struct json_object *req, *resp;
+	int ret;
+
+	ret = call_new(e, &req);
+	if (ret)
+		return ret;
+	ret = etcd_json_add_i64(req, "revision", rev);
+	if (ret) {
+		json_object_put(req);
+		return build_err(e, ret);
+	}
+	ret = etcd_call(e, "/v3/kv/compaction", req, 0, &resp);
+	json_object_put(req);
+	json_object_put(resp);
+	return ret;
+}
+
 /* A lease call: {"ID": id} (and "TTL"), its answer's TTL fields. */
 static int lease_call(struct etcd *e, const char *path, int64_t id, int64_t ttl,
 		      unsigned flags, struct json_object **resp)

@@ -232,6 +232,7 @@ static void pause_ms(long ms)
 int etcd_watch(struct etcd *e, struct etcd_watch_args *a)
 {
 	struct watch w = { .e = e, .a = a, .next_rev = a->start_rev };
+	int64_t since = etcd_now_ms();
 	size_t refused = 0;
 	CURL *curl;
 	int ret;
@@ -259,10 +260,13 @@ int etcd_watch(struct etcd *e, struct etcd_watch_args *a)
 			free(e->token); /* expired: a new one next time */
 			e->token = NULL;
 		}
-		if (w.created)
+		if (w.created) {
 			refused = 0;
-		else if (++refused >= e->nep * 3)
-			break; /* three rounds of the list without a stream */
+			since = etcd_now_ms();
+		} else if (++refused >= e->nep * 3 &&
+			   etcd_now_ms() - since > 2 * (int64_t)e->timeout_ms) {
+			break; /* no stream for a while, the list tried */
+		}
 		log_dbg("watch at %s ended (%s), reopening from %lld",
 			etcd_endpoint(e), e->err, (long long)w.next_rev);
 		if (!w.created) {

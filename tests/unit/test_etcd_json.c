@@ -317,6 +317,9 @@ static void test_etcd_errors(void **state)
 		  "\"message\":\"etcdserver: request is too "
 		  "large\",\"code\":3}",
 		  -EMSGSIZE },
+		{ "{\"error\":\"grpc: received message larger than max "
+		  "(2097162 vs. 2097152)\",\"code\":8}",
+		  -EMSGSIZE },
 		{ "{\"error\":\"etcdserver: too many requests\",\"code\":14}",
 		  -EBUSY },
 		{ "{\"error\":\"etcdserver: mvcc: database space exceeded\","
