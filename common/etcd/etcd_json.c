@@ -433,6 +433,8 @@ int etcd_err_map(int64_t code, const char *msg)
 		{ "required revision has been compacted", -ESTALE },
 		{ "requested lease not found", -ENOENT },
 		{ "request timed out", -ETIMEDOUT },
+		/* the gateway's own call to etcd timed out */
+		{ "context deadline exceeded", -ETIMEDOUT },
 		{ "authentication failed", -EACCES },
 		{ "permission denied", -EACCES },
 		{ "invalid auth token", -EACCES },

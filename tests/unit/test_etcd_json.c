@@ -344,6 +344,8 @@ static void test_etcd_errors(void **state)
 		{ "{\"error\":\"etcdserver: permission denied\",\"code\":7}",
 		  -EACCES },
 		{ "{\"error\":\"illegal base64 data\",\"code\":3}", -EINVAL },
+		{ "{\"error\":\"context deadline exceeded\",\"code\":2}",
+		  -ETIMEDOUT },
 		{ "{\"error\":\"etcdserver: leader changed\",\"code\":2}",
 		  -EPROTO },
 		{ "{\"error\":{\"grpc_code\":14,\"http_code\":503,\"message\":"
