@@ -108,7 +108,7 @@ static inline int t_etcd_healthy(struct t_etcd *c, int i)
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 2000L);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, t_etcd_discard);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, body);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, (void *)body);
 	r = curl_easy_perform(h);
 	curl_easy_cleanup(h);
 	return r == CURLE_OK && strstr(body, "\"health\":\"true\"");
