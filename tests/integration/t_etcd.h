@@ -23,6 +23,8 @@
 
 #define T_ETCD_MAX 3
 
+struct t_etcd_tls;
+
 struct t_etcd {
 	int n;
 	pid_t pid[T_ETCD_MAX];
@@ -33,6 +35,15 @@ struct t_etcd {
 	char endpoints[256]; /* "http://127.0.0.1:p,..." for the client */
 	char url[T_ETCD_MAX][64];
 	const char *const *extra; /* more etcd flags, NULL-ended */
+	const struct t_etcd_tls *tls;
+};
+
+/* TLS: the members serve https with cert/key and ask clients for a
+ * certificate signed by ca; the same cert/key check their health. */
+struct t_etcd_tls {
+	const char *ca;
+	const char *cert;
+	const char *key;
 };
 
 /* etcd on PATH, or NULL. */
@@ -109,6 +120,11 @@ static inline int t_etcd_healthy(struct t_etcd *c, int i)
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, t_etcd_discard);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, (void *)body);
+	if (c->tls) {
+		curl_easy_setopt(h, CURLOPT_CAINFO, c->tls->ca);
+		curl_easy_setopt(h, CURLOPT_SSLCERT, c->tls->cert);
+		curl_easy_setopt(h, CURLOPT_SSLKEY, c->tls->key);
+	}
 	r = curl_easy_perform(h);
 	curl_easy_cleanup(h);
 	return r == CURLE_OK && strstr(body, "\"health\":\"true\"");
@@ -117,14 +133,15 @@ static inline int t_etcd_healthy(struct t_etcd *c, int i)
 static inline int t_etcd_spawn(struct t_etcd *c, int i)
 {
 	char name[16], data[128], log[128], cl[64], pl[64];
-	const char *argv[40];
+	const char *argv[48];
+	const char *sch = c->tls ? "https" : "http";
 	int k = 0, fd, j;
 	pid_t pid;
 
 	snprintf(name, sizeof(name), "m%d", i);
 	snprintf(data, sizeof(data), "%s/%s", c->dir, name);
 	snprintf(log, sizeof(log), "%s/%s.log", c->dir, name);
-	snprintf(cl, sizeof(cl), "http://127.0.0.1:%d", c->cport[i]);
+	snprintf(cl, sizeof(cl), "%s://127.0.0.1:%d", sch, c->cport[i]);
 	snprintf(pl, sizeof(pl), "http://127.0.0.1:%d", c->pport[i]);
 	argv[k++] = "etcd";
 	argv[k++] = "--name";
@@ -145,7 +162,16 @@ static inline int t_etcd_spawn(struct t_etcd *c, int i)
 	argv[k++] = "new";
 	argv[k++] = "--initial-cluster-token";
 	argv[k++] = c->dir;
-	for (j = 0; c->extra && c->extra[j] && k < 38; j++)
+	if (c->tls) {
+		argv[k++] = "--cert-file";
+		argv[k++] = c->tls->cert;
+		argv[k++] = "--key-file";
+		argv[k++] = c->tls->key;
+		argv[k++] = "--trusted-ca-file";
+		argv[k++] = c->tls->ca;
+		argv[k++] = "--client-cert-auth";
+	}
+	for (j = 0; c->extra && c->extra[j] && k < 46; j++)
 		argv[k++] = c->extra[j];
 	argv[k] = NULL;
 	pid = fork();
@@ -230,16 +256,18 @@ static inline void t_etcd_stop(struct t_etcd *c, int show_logs)
 
 /*
  * Starts n (1..3) members as one cluster, extra flags for each (NULL-ended
- * or NULL), waits for them. Exits 77 if etcd is not installed. Returns 0
+ * or NULL), serving https if tls (else http), waits for them. Exits 77 if etcd is not installed. Returns 0
  * or -1 (all stopped again).
  */
-static inline int t_etcd_start(struct t_etcd *c, int n,
-			       const char *const *extra)
+static inline int t_etcd_start_tls(struct t_etcd *c, int n,
+				   const char *const *extra,
+				   const struct t_etcd_tls *tls)
 {
 	size_t off = 0;
 	int i, j;
 
 	memset(c, 0, sizeof(*c));
+	c->tls = tls;
 	if (!t_etcd_bin()) {
 		printf("SKIP: etcd is not installed (Debian: etcd-server)\n");
 		exit(77);
@@ -266,8 +294,8 @@ static inline int t_etcd_start(struct t_etcd *c, int n,
 		} while (c->cport[i] == c->pport[i] || c->cport[i] < 0);
 		if (c->pport[i] < 0)
 			goto err;
-		snprintf(c->url[i], sizeof(c->url[i]), "http://127.0.0.1:%d",
-			 c->cport[i]);
+		snprintf(c->url[i], sizeof(c->url[i]), "%s://127.0.0.1:%d",
+			 tls ? "https" : "http", c->cport[i]);
 		off += (size_t)snprintf(c->cluster + off,
 					sizeof(c->cluster) - off,
 					"%sm%d=http://127.0.0.1:%d",
@@ -286,6 +314,12 @@ static inline int t_etcd_start(struct t_etcd *c, int n,
 err:
 	t_etcd_stop(c, 1);
 	return -1;
+}
+
+static inline int t_etcd_start(struct t_etcd *c, int n,
+			       const char *const *extra)
+{
+	return t_etcd_start_tls(c, n, extra, NULL);
 }
 
 #endif

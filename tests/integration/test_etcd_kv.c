@@ -4,7 +4,8 @@
  * byte values) through put/get/range/delete, compare-and-swap raced by two
  * clients, leases that expire or are kept, a watch that sees every event
  * in order across a restart of etcd, compaction, the request size limit,
- * status, and user/password auth with an expiring token. Prints the put
+ * status, user/password auth with an expiring token, and TLS with client
+ * certificates. Prints the put
  * latency on loopback (a figure, not a check).
  */
 #include <errno.h>
@@ -515,6 +516,83 @@ out:
 	return ret;
 }
 
+/* TLS with client certificates: a CA, a server and a client key pair
+ * made with openssl(1) for 127.0.0.1. */
+static int test_etcd_tls(void)
+{
+	char dir[] = "/tmp/t_etcd_tls.XXXXXX", cmd[1024], ca[64], scrt[64],
+	     skey[64], ccrt[64], ckey[64], ep[64];
+	struct t_etcd_tls tls = { ca, scrt, skey };
+	struct etcd_cfg cfg = { .ca_file = ca, .timeout_ms = 10000 };
+	struct etcd *e;
+	struct t_etcd c;
+	int ret, fail = 0;
+
+	if (system("command -v openssl >/dev/null")) {
+		printf("tls: skipped, openssl is not installed\n");
+		return 0;
+	}
+	T_CHECK(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s && K='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+		 "-nodes' && openssl req -x509 $K -keyout ca.key -out ca.crt "
+		 "-days 2 -subj /CN=t-etcd-ca && "
+		 "echo subjectAltName=IP:127.0.0.1 >ext && for n in srv cli; "
+		 "do openssl req $K -keyout $n.key -out $n.csr "
+		 "-subj /CN=127.0.0.1 && openssl x509 -req -in $n.csr -CA "
+		 "ca.crt -CAkey ca.key -CAcreateserial -out $n.crt -days 2 "
+		 "-extfile ext || exit 1; done >/dev/null 2>&1",
+		 dir);
+	T_CHECK(system(cmd) == 0);
+	snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+	snprintf(scrt, sizeof(scrt), "%s/srv.crt", dir);
+	snprintf(skey, sizeof(skey), "%s/srv.key", dir);
+	snprintf(ccrt, sizeof(ccrt), "%s/cli.crt", dir);
+	snprintf(ckey, sizeof(ckey), "%s/cli.key", dir);
+	T_CHECK(t_etcd_start_tls(&c, 1, NULL, &tls) == 0);
+	/* host:port alone is https when a CA is given */
+	snprintf(ep, sizeof(ep), "127.0.0.1:%d", c.cport[0]);
+	cfg.endpoints = ep;
+	cfg.cert_file = ccrt;
+	cfg.key_file = ckey;
+	if (etcd_create(&cfg, &e) == 0) {
+		ret = etcd_put(e, "t", 1, "1", 1, 0, NULL);
+		if (ret || t_exists(e, "t") != 1 ||
+		    strncmp(etcd_endpoint(e), "https://", 8)) {
+			fprintf(stderr, "tls put: %d %s\n", ret,
+				etcd_last_error(e));
+			fail = 1;
+		}
+		etcd_destroy(e);
+	}
+	/* no client certificate: refused (how depends on the TLS version) */
+	cfg.cert_file = cfg.key_file = NULL;
+	if (etcd_create(&cfg, &e) == 0) {
+		ret = etcd_put(e, "u", 1, "1", 1, 0, NULL);
+		printf("tls without a client certificate: %d (%s)\n", ret,
+		       etcd_last_error(e));
+		fail |= ret >= 0;
+		etcd_destroy(e);
+	}
+	/* not our CA: the server is not trusted, nothing is sent */
+	cfg.ca_file = ccrt;
+	cfg.cert_file = ccrt;
+	cfg.key_file = ckey;
+	if (etcd_create(&cfg, &e) == 0) {
+		ret = etcd_put(e, "u", 1, "1", 1, 0, NULL);
+		printf("tls with another CA: %d (%s)\n", ret,
+		       etcd_last_error(e));
+		fail |= ret != -ECONNREFUSED;
+		etcd_destroy(e);
+	}
+	t_etcd_stop(&c, fail);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd))
+		fail = 1;
+	T_CHECK(!fail);
+	return 0;
+}
+
 int main(void)
 {
 	struct t_etcd c;
@@ -538,6 +616,7 @@ int main(void)
 	etcd_destroy(e);
 	t_etcd_stop(&c, fail != 0);
 	fail |= test_etcd_auth();
+	fail |= test_etcd_tls();
 	printf("%s\n", fail ? "FAIL" : "PASS");
 	return fail ? 1 : 0;
 }
