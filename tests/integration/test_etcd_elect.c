@@ -16,8 +16,8 @@
 #include "t_util.h"
 
 #define T_KEY	    "farpage/coord/leader"
-#define T_TTL	    2
-#define T_MARGIN_MS 300
+#define T_TTL	    4 /* s: a stall of the test under load stays well within */
+#define T_MARGIN_MS 500
 
 static void t_sleep_ms(int ms)
 {
@@ -79,9 +79,9 @@ static int test_etcd_elect(const char *endpoints)
 	elead = la ? ea : eb;
 	eother = la ? eb : ea;
 	T_CHECK(etcd_elect_rev(lead) > 0 && etcd_elect_rev(other) == 0);
-	/* the leader renews for three TTLs; the other keeps trying */
+	/* the leader renews for two TTLs; the other keeps trying */
 	start = t_now_ms();
-	while (t_now_ms() - start < 3 * T_TTL * 1000) {
+	while (t_now_ms() - start < 2 * T_TTL * 1000) {
 		T_CHECK(etcd_elect_keepalive(lead) == 0);
 		T_CHECK(etcd_elect_keepalive(other) == 0);
 		T_CHECK(etcd_elect_campaign(other, &lb) == 0 && !lb);
