@@ -331,8 +331,11 @@ int etcd_auth(struct etcd *e)
 		goto out;
 	ret = etcd_call(e, "/v3/auth/authenticate", req,
 			ETCD_CALL_NOAUTH | ETCD_CALL_IDEMPOTENT, &resp);
-	if (ret == -EPROTO && strstr(e->err, "authentication is not enabled"))
-		ret = 0; /* no token needed: requests go without one */
+	e->auth_off = 0;
+	if (ret == -EPROTO && strstr(e->err, "authentication is not enabled")) {
+		e->auth_off = 1; /* requests go without a token */
+		ret = 0;
+	}
 	if (ret || !resp)
 		goto out;
 	if (!json_object_object_get_ex(resp, "token", &t) ||
@@ -374,7 +377,7 @@ int etcd_call(struct etcd *e, const char *path, struct json_object *req,
 	if (!body)
 		return etcd_fail(e, -ENOMEM, "out of memory");
 	len = strlen(body);
-	if (auth && !e->token) {
+	if (auth && !e->token && !e->auth_off) {
 		ret = etcd_auth(e);
 		if (ret)
 			return ret;
@@ -382,9 +385,11 @@ int etcd_call(struct etcd *e, const char *path, struct json_object *req,
 	for (i = 0; i < e->nep; i++) {
 		snprintf(url, sizeof(url), "%s%s", e->ep[e->cur], path);
 		ret = post_once(e, url, body, len, auth, resp);
-		if (ret == -EACCES && auth && !renewed && e->token &&
-		    strstr(e->err, "invalid auth token")) {
-			/* the token expired (--auth-token-ttl): once more */
+		if (ret == -EACCES && auth && !renewed &&
+		    (strstr(e->err, "invalid auth token") ||
+		     strstr(e->err, "user name is empty"))) {
+			/* the token expired (--auth-token-ttl), or auth was
+			 * enabled since: a new token, and once more */
 			renewed = 1;
 			ret = etcd_auth(e);
 			if (ret)

@@ -26,7 +26,8 @@ struct etcd {
 	char *key_file;
 	char *user;
 	char *password;
-	char *token; /* auth token, NULL = none yet */
+	char *token;  /* auth token, NULL = none yet */
+	int auth_off; /* etcd said its auth is not enabled */
 	unsigned timeout_ms;
 	unsigned connect_ms;
 	void *curl; /* CURL *, reused: keeps the connection */

@@ -547,6 +547,19 @@ int etcd_resp_parse(const char *buf, size_t len, long http_status,
 	return 0;
 bad:
 	json_object_put(o);
+	if (http_status != 0 && http_status != 200) {
+		/* not the gateway (a proxy's page, a wrong path): its status
+		 * and the start of the body, printable bytes only */
+		size_t n = len < 80 ? len : 80, k;
+		char head[81];
+
+		for (k = 0; k < n; k++)
+			head[k] =
+				buf[k] >= 0x20 && buf[k] < 0x7f ? buf[k] : '.';
+		head[n] = '\0';
+		snprintf(msg, msgsz, "HTTP status %ld: %s", http_status, head);
+		return -EPROTO;
+	}
 	return -EBADMSG;
 }
 

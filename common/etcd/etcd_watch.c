@@ -66,8 +66,9 @@ static int watch_msg(struct watch *w, const char *p, size_t n)
 					  "%lld",
 					  (long long)w->next_rev,
 					  (long long)m.compact_rev)
-			      : etcd_fail(w->e, -EPROTO, "watch canceled: %s",
-					  m.reason);
+			      /* e.g. an expired token: -EACCES, reopened */
+			      : etcd_fail(w->e, etcd_err_map(2, m.reason),
+					  "watch canceled: %s", m.reason);
 	} else if (m.created) {
 		w->created = 1;
 		if (!w->next_rev)
@@ -234,6 +235,7 @@ int etcd_watch(struct etcd *e, struct etcd_watch_args *a)
 	struct watch w = { .e = e, .a = a, .next_rev = a->start_rev };
 	int64_t since = etcd_now_ms();
 	size_t refused = 0;
+	int renewed = 0;
 	CURL *curl;
 	int ret;
 
@@ -244,7 +246,7 @@ int etcd_watch(struct etcd *e, struct etcd_watch_args *a)
 	if (!curl)
 		return etcd_fail(e, -ENOMEM, "out of memory");
 	for (;;) {
-		if (e->user && !e->token) {
+		if (e->user && !e->token && !e->auth_off) {
 			ret = etcd_auth(e);
 			if (ret)
 				break;
@@ -255,11 +257,16 @@ int etcd_watch(struct etcd *e, struct etcd_watch_args *a)
 			       ret != -EACCES))
 			break;
 		if (ret == -EACCES) {
-			if (!e->user)
+			/* refused with a token just taken: not an expiry */
+			if (!e->user || renewed)
 				break;
+			renewed = 1;
 			free(e->token); /* expired: a new one next time */
 			e->token = NULL;
+			e->auth_off = 0;
 		}
+		if (w.created && ret != -EACCES)
+			renewed = 0; /* the token worked */
 		if (w.created) {
 			refused = 0;
 			since = etcd_now_ms();

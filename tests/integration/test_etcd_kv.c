@@ -467,26 +467,50 @@ static int t_etcdctl(struct t_etcd *c, const char *args)
 	return system(cmd) == 0 ? 0 : -1;
 }
 
+/* Counts events; ends the watch at the third. */
+static int t_count3(void *arg, const struct etcd_event *ev, size_t n)
+{
+	int *count = arg;
+
+	*count += (int)n;
+	return *count >= 3;
+}
+
 /* Auth: a wrong password is refused; the right one works, also after the
- * token expired (--auth-token-ttl 1). */
+ * token expired (--auth-token-ttl 1), for a watch too, and for a client
+ * that began while auth was off. */
 static int test_etcd_auth(void)
 {
 	static const char *const flags[] = { "--auth-token-ttl", "1", NULL };
+	struct etcd_watch_args w = { .key = "a",
+				     .key_len = 1,
+				     .prefix = ETCD_PREFIX,
+				     .start_rev = 1,
+				     .fn = t_count3 };
 	struct t_etcd c;
-	struct etcd *e, *bad;
-	int ret = -1;
+	struct etcd *e, *bad, *early;
+	int ret = -1, wn = 0;
 
 	if (system("command -v etcdctl >/dev/null")) {
 		printf("auth: skipped, etcdctl is not installed\n");
 		return 0;
 	}
 	T_CHECK(t_etcd_start(&c, 1, flags) == 0);
+	/* a client with a user, while etcd's auth is still off */
+	early = t_client(c.endpoints, "root", "pw");
+	if (!early || etcd_put(early, "a0", 2, "1", 1, 0, NULL)) {
+		fprintf(stderr, "auth off: %s\n",
+			early ? etcd_last_error(early) : "");
+		etcd_destroy(early);
+		goto out;
+	}
 	if (t_etcdctl(&c, "user add root --new-user-password=pw "
 			  "--interactive=false") ||
 	    t_etcdctl(&c, "role add root") ||
 	    t_etcdctl(&c, "user grant-role root root") ||
 	    t_etcdctl(&c, "auth enable")) {
 		fprintf(stderr, "auth: etcdctl failed\n");
+		etcd_destroy(early);
 		goto out;
 	}
 	e = t_client(c.endpoints, "root", "pw");
@@ -502,13 +526,26 @@ static int test_etcd_auth(void)
 		fprintf(stderr, "auth put: %s\n", etcd_last_error(e));
 		goto out_destroy;
 	}
-	t_sleep_ms(3000); /* the token expires */
+	/* the early client takes a token once told it needs one */
+	if (etcd_put(early, "a1", 2, "1", 1, 0, NULL)) {
+		fprintf(stderr, "auth on: %s\n", etcd_last_error(early));
+		goto out_destroy;
+	}
+	t_sleep_ms(3000); /* the tokens expire */
 	if (t_exists(e, "a") != 1) {
 		fprintf(stderr, "after expiry: %s\n", etcd_last_error(e));
 		goto out_destroy;
 	}
+	/* a watch with an expired token takes a new one too */
+	w.arg = &wn;
+	if (etcd_watch(early, &w) != 1 || wn != 3) {
+		fprintf(stderr, "auth watch: %d %s\n", wn,
+			etcd_last_error(early));
+		goto out_destroy;
+	}
 	ret = 0;
 out_destroy:
+	etcd_destroy(early);
 	etcd_destroy(bad);
 	etcd_destroy(e);
 out:

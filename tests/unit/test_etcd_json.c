@@ -138,6 +138,12 @@ static void test_etcd_not_objects(void **state)
 	/* an embedded NUL inside the length given */
 	assert_int_equal(etcd_resp_parse("{}\0{}", 5, 200, &o, msg, 256),
 			 -EBADMSG);
+	/* not JSON with a failure status: not the gateway */
+	assert_int_equal(parse("<html>502 Bad\tGateway</html>", 502, &o, msg),
+			 -EPROTO);
+	assert_null(o);
+	assert_string_equal(msg,
+			    "HTTP status 502: <html>502 Bad.Gateway</html>");
 	/* a good object with a failure status and no error in it */
 	assert_int_equal(parse("{}", 503, &o, msg), -EPROTO);
 	assert_non_null(strstr(msg, "503"));
