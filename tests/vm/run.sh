@@ -196,7 +196,7 @@ timeout -k 10 "$VM_TIMEOUT" qemu-system-x86_64 "${ACCEL_ARGS[@]}" -m "$MEM" -smp
 	-nographic -nic none -no-reboot -kernel "$BOOTK" -initrd "$CACHE/initramfs.gz" \
 	-virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap" \
 	-virtfs "local,path=$RUN/out,mount_tag=out,security_model=none" \
-	-append "console=ttyS0 panic=-1 quiet loglevel=3 farpage_vm_cache=$CACHE" \
+	-append "console=ttyS0 panic=-1 no_timer_check quiet loglevel=3 farpage_vm_cache=$CACHE" \
 	</dev/null >"$RUN/serial.log" 2>&1 &
 QEMU_PID=$!
 wait "$QEMU_PID"

@@ -217,7 +217,7 @@ if [ -n "$MEM_PATH" ]; then
 	MEM_ARGS=(-object "memory-backend-file,id=ram0,size=$((ram >> 20))M,mem-path=${MEM_PATH//,/,,},share=on"
 		-machine memory-backend=ram0)
 fi
-APPEND="console=ttyS0 quiet panic=-1 memmap=$(size_arg "$rsize")\$$(size_arg "$base")"
+APPEND="console=ttyS0 quiet panic=-1 no_timer_check memmap=$(size_arg "$rsize")\$$(size_arg "$base")"
 APPEND+=" fpvm.base=$(size_arg "$base") fpvm.size=$(size_arg "$rsize") fpvm.seed=$SEED"
 [ -n "$EXPECT" ] && APPEND+=" fpvm.expect=$EXPECT"
 # shellcheck disable=SC2054 # commas inside one qemu argument
