@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: MIT
-/* Benchmark helpers: clock, pinning, percentiles, options, result lines. */
+/*
+ * Benchmark helpers: clock, pinning, percentiles, options, the command
+ * line, result lines.
+ */
 #include "bench.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,6 +213,214 @@ int bench_opt_cpu(const char *prog, const char *opt, const char *s, int *out)
 		return bench_opt_bad(prog, opt, s);
 	*out = (int)v;
 	return 0;
+}
+
+#define BENCH_CLI_OPTS_MAX 32
+#define BENCH_CLI_COL	   20 /* where the option table's help starts */
+
+/* The shared options, after a program's own. */
+static const struct bench_opt bench_cli_common[] = {
+	{ .name = "json",
+	  .help = "one JSON object per line instead of key=value" },
+	{ .name = "features",
+	  .help = "one JSON line: this program's version, options and\n"
+		  "features" },
+	{ .name = "help", .help = "this text" },
+	BENCH_OPT_END,
+};
+
+static void bench_cli_opt_usage(const struct bench_opt *o, FILE *f)
+{
+	const char *h = o->help, *nl;
+	int w;
+
+	w = fprintf(f, "  --%s%s%s", o->name, o->arg ? " " : "",
+		    o->arg ? o->arg : "");
+	if (w >= BENCH_CLI_COL) {
+		fputc('\n', f);
+		w = 0;
+	}
+	for (;;) {
+		nl = strchr(h, '\n');
+		fprintf(f, "%*s%.*s\n", BENCH_CLI_COL - w, "",
+			(int)(nl ? nl - h : (ptrdiff_t)strlen(h)), h);
+		if (!nl)
+			break;
+		h = nl + 1;
+		w = 0;
+	}
+}
+
+static void bench_cli_synopsis(const struct bench_cli *cli, FILE *f)
+{
+	const struct bench_opt *tabs[2] = { cli->opts, bench_cli_common };
+	int indent = (int)strlen("usage: ") + (int)strlen(cli->prog);
+	int col = fprintf(f, "usage: %s", cli->prog);
+	char item[96];
+
+	if (cli->pos)
+		col += fprintf(f, " %s", cli->pos);
+	for (int t = 0; t < 2; t++) {
+		for (const struct bench_opt *o = tabs[t]; o->name; o++) {
+			if (t == 1 && strcmp(o->name, "json"))
+				continue;
+			snprintf(item, sizeof(item), "[--%s%s%s]", o->name,
+				 o->arg ? " " : "", o->arg ? o->arg : "");
+			if (col + 1 + (int)strlen(item) > 72)
+				col = fprintf(f, "\n%*s", indent, "") - 1;
+			col += fprintf(f, " %s", item);
+		}
+	}
+	fputc('\n', f);
+}
+
+void bench_cli_usage(const struct bench_cli *cli, FILE *f)
+{
+	if (cli->synopsis)
+		fprintf(f, "usage: %s", cli->synopsis);
+	else
+		bench_cli_synopsis(cli, f);
+	if (cli->about)
+		fprintf(f, "\n%s", cli->about);
+	fputc('\n', f);
+	for (const struct bench_opt *o = cli->opts; o->name; o++)
+		bench_cli_opt_usage(o, f);
+	for (const struct bench_opt *o = bench_cli_common; o->name; o++)
+		bench_cli_opt_usage(o, f);
+}
+
+/* --features: {"what": "features", "prog": P, "version": V, "options":
+ * [...], "features": [...]}. Returns 0 or -errno. */
+static int bench_cli_features(const struct bench_cli *cli)
+{
+	struct json_object *obj = json_object_new_object(), *opts, *feat;
+	int err;
+
+	opts = json_object_new_array();
+	feat = json_object_new_array();
+	err = obj && opts && feat ? 0 : -ENOMEM;
+	if (!err)
+		err = fp_json_set_str(obj, "what", "features") |
+		      fp_json_set_str(obj, "prog", cli->prog) |
+		      fp_json_set_str(obj, "version", FARPAGE_VERSION);
+	for (const struct bench_opt *o = cli->opts; !err && o->name; o++)
+		err = fp_json_push(opts, json_object_new_string(o->name));
+	for (const char *const *s = cli->features; !err && s && *s; s++)
+		err = fp_json_push(feat, json_object_new_string(*s));
+	if (!err) {
+		err = fp_json_set(obj, "options", opts);
+		opts = NULL;
+	}
+	if (!err) {
+		err = fp_json_set(obj, "features", feat);
+		feat = NULL;
+	}
+	if (!err)
+		err = fp_json_print(stdout, obj);
+	json_object_put(opts);
+	json_object_put(feat);
+	json_object_put(obj);
+	return err;
+}
+
+static int bench_cli_set(const struct bench_cli *cli, const struct bench_opt *o,
+			 const char *arg)
+{
+	char name[64];
+	char *copy;
+	int ret;
+
+	snprintf(name, sizeof(name), "--%s", o->name);
+	switch (o->type) {
+	case BENCH_OPT_FLAG:
+		*(int *)o->dst = 1;
+		return 0;
+	case BENCH_OPT_STR:
+		*(const char **)o->dst = arg;
+		return 0;
+	case BENCH_OPT_U64:
+		return bench_opt_u64(cli->prog, name, arg, o->min, o->max,
+				     o->dst);
+	case BENCH_OPT_SIZE:
+		return bench_opt_size(cli->prog, name, arg, o->min, o->max,
+				      o->dst);
+	case BENCH_OPT_CPU:
+		return bench_opt_cpu(cli->prog, name, arg, o->dst);
+	case BENCH_OPT_LIST:
+		copy = strdup(arg);
+		if (!copy)
+			return -ENOMEM;
+		ret = bench_opt_list(cli->prog, name, copy, o->min, o->max,
+				     o->dst, o->cap, o->n);
+		free(copy);
+		if (ret)
+			fprintf(stderr, "%s: %s: bad list '%s'\n", cli->prog,
+				name, arg);
+		return ret;
+	case BENCH_OPT_FN:
+		return o->parse(o->dst, name, arg);
+	}
+	return -EINVAL;
+}
+
+/* The getopt_long table of the program's options and the shared ones:
+ * val = index into o[] (its own first), 'j', 'F', 'h' for the shared. */
+static int bench_cli_table(const struct bench_cli *cli, struct option *lo)
+{
+	int n = 0;
+
+	for (const struct bench_opt *o = cli->opts; o->name; o++, n++) {
+		if (n == BENCH_CLI_OPTS_MAX)
+			return -E2BIG;
+		lo[n] = (struct option){ o->name,
+					 o->arg ? required_argument
+						: no_argument,
+					 NULL, 256 + n };
+	}
+	lo[n++] = (struct option){ "json", no_argument, NULL, 'j' };
+	lo[n++] = (struct option){ "features", no_argument, NULL, 'F' };
+	lo[n++] = (struct option){ "help", no_argument, NULL, 'h' };
+	lo[n] = (struct option){ 0 };
+	return 0;
+}
+
+int bench_cli_parse(const struct bench_cli *cli, int argc, char **argv,
+		    int *first)
+{
+	struct option lo[BENCH_CLI_OPTS_MAX + 4];
+	int c;
+
+	if (bench_cli_table(cli, lo)) {
+		fprintf(stderr, "%s: too many options\n", cli->prog);
+		return 2;
+	}
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			cli->out->json = 1;
+			break;
+		case 'F':
+			return bench_cli_features(cli) ? 1 : 0;
+		case 'h':
+			bench_cli_usage(cli, stdout);
+			return 0;
+		default:
+			if (c < 256) {
+				bench_cli_usage(cli, stderr);
+				return 2;
+			}
+			if (bench_cli_set(cli, &cli->opts[c - 256], optarg))
+				return 2;
+		}
+	}
+	if (first) {
+		*first = optind;
+	} else if (optind != argc) {
+		fprintf(stderr, "%s: unexpected argument '%s'\n", cli->prog,
+			argv[optind]);
+		return 2;
+	}
+	return -1;
 }
 
 static void bench_out_key(struct bench_out *o, const char *key)

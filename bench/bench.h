@@ -92,6 +92,85 @@ int bench_opt_list(const char *prog, const char *opt, char *s, uint64_t min,
 int bench_opt_cpu(const char *prog, const char *opt, const char *s, int *out);
 
 /*
+ * The command line every program shares: a table of its options, from
+ * which the parser (getopt_long) and the usage text are made, plus
+ * --json (result lines as JSON), --features (one JSON line saying what
+ * this program can do, for the driver) and --help.
+ */
+enum bench_opt_type {
+	BENCH_OPT_FLAG, /* int *dst = 1 */
+	BENCH_OPT_STR,	/* const char **dst = the argument */
+	BENCH_OPT_U64,	/* uint64_t *dst, a number in [min, max] */
+	BENCH_OPT_SIZE, /* uint64_t *dst, a byte size in [min, max] */
+	BENCH_OPT_CPU,	/* int *dst, a CPU or -1 ("none") */
+	BENCH_OPT_LIST, /* unsigned int dst[cap], *n of them, in [min, max] */
+	BENCH_OPT_FN,	/* parse(dst, opt, arg): 0 or -EINVAL (said) */
+};
+
+struct bench_opt {
+	const char *name; /* without the "--" */
+	const char *arg;  /* its argument in the usage ("N"); NULL: a flag */
+	const char *help; /* lines after the first are indented under it */
+	enum bench_opt_type type;
+	void *dst;
+	uint64_t min;
+	uint64_t max;
+	unsigned int *n;  /* BENCH_OPT_LIST: how many were given */
+	unsigned int cap; /* BENCH_OPT_LIST: room in dst */
+	int (*parse)(void *dst, const char *opt, const char *arg);
+};
+
+/* Table entries: a value, a list, one parsed by @fn, a flag. */
+#define BENCH_OPT(nm, a, t, d, lo, hi, h)                           \
+	{                                                           \
+		.name = (nm), .arg = (a), .help = (h), .type = (t), \
+		.dst = (d), .min = (lo), .max = (hi)                \
+	}
+#define BENCH_OPT_LIST_OF(nm, a, d, lo, hi, cnt, room, h)                      \
+	{                                                                      \
+		.name = (nm), .arg = (a), .help = (h), .type = BENCH_OPT_LIST, \
+		.dst = (d), .min = (lo), .max = (hi), .n = (cnt),              \
+		.cap = (room)                                                  \
+	}
+#define BENCH_OPT_PARSE(nm, a, fn, d, h)                                     \
+	{                                                                    \
+		.name = (nm), .arg = (a), .help = (h), .type = BENCH_OPT_FN, \
+		.dst = (d), .parse = (fn)                                    \
+	}
+#define BENCH_OPT_FLAG_OF(nm, d, h)                                           \
+	{                                                                     \
+		.name = (nm), .help = (h), .type = BENCH_OPT_FLAG, .dst = (d) \
+	}
+#define BENCH_OPT_END        \
+	{                    \
+		.name = NULL \
+	}
+
+struct bench_cli {
+	const char *prog;
+	/* The usage lines after "usage: "; NULL: made from the table
+	 * (prog, pos, then every option). */
+	const char *synopsis;
+	const char *pos;   /* positional arguments ("REGION"), or NULL */
+	const char *about; /* text between the usage and the options */
+	const struct bench_opt *opts; /* ends with an entry without a name */
+	const char *const *features;  /* what --features lists; NULL-ended */
+	struct bench_out *out;	      /* --json sets out->json */
+};
+
+/* The usage text: synopsis, about, the option table. */
+void bench_cli_usage(const struct bench_cli *cli, FILE *f);
+
+/*
+ * Parses @argv by @cli's table; the positional arguments are left at
+ * argv[*first..argc) (@first may be NULL if none are allowed). Returns
+ * -1 to go on, 0 after --help or --features (printed), 2 on a bad
+ * command line (said on stderr).
+ */
+int bench_cli_parse(const struct bench_cli *cli, int argc, char **argv,
+		    int *first);
+
+/*
  * One result line on stdout. key=value form: "<what>: k=v k=v ..." (keys
  * and string values must not need quoting); JSON form: {"what": "<what>",
  * "k": v, ...}, one object per line, made and printed by json-c at

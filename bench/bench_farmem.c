@@ -10,7 +10,6 @@
 #include "bench.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -25,14 +24,7 @@
 #define BENCH_FARMEM_THREADS_MAX 64
 #define BENCH_FARMEM_BAD_SHOWN	 4 /* mismatched pages described per check */
 
-static const char bench_farmem_usage[] =
-	"usage: bench_farmem REGION [--seed N] [--write-seed N]\n"
-	"                    [--agent-sock PATH] [--runs N] [--dist LIST]\n"
-	"                    [--zipf-theta X] [--write-pct LIST]\n"
-	"                    [--threads LIST] [--touches N] [--secs X]\n"
-	"                    [--warmup N] [--cpu C] [--no-home-check] "
-	"[--json]\n"
-	"\n"
+static const char bench_farmem_about[] =
 	"Maps farpage region REGION writable through the local agent, whose\n"
 	"cache of remote pages should be smaller than the region, and for\n"
 	"every workload (page choice x write share x threads), each on a\n"
@@ -62,29 +54,7 @@ static const char bench_farmem_usage[] =
 	"home during step 2 / its time. The last line is\n"
 	"  bench_farmem: region=R pages=N remote=N mismatches=N error=E\n"
 	"Exits 1 on any page that did not verify or an error, 77 if the agent\n"
-	"serves the region by copying (no cache), 2 on a bad command line.\n"
-	"\n"
-	"  --seed N          the pattern 'farpage fill --seed N' wrote "
-	"(default "
-	"1)\n"
-	"  --write-seed N    the pattern writes store (default: seed + 1)\n"
-	"  --agent-sock PATH agent socket (default $FARPAGE_AGENT_SOCK)\n"
-	"  --runs N          repeat every workload N times (default 1)\n"
-	"  --dist LIST       of uniform,zipf (default uniform,zipf)\n"
-	"  --zipf-theta X    Zipf exponent, 0 < X < 10 (default 0.99)\n"
-	"  --write-pct LIST  write shares in % (default 0,50)\n"
-	"  --threads LIST    thread counts (default 1,4)\n"
-	"  --touches N       touches of step 2 over all threads (default\n"
-	"                    1000000)\n"
-	"  --secs X          at most X s of step 2 per thread (default 0: no\n"
-	"                    limit)\n"
-	"  --warmup N        touches of step 1 (default: twice the pages the\n"
-	"                    cache holds)\n"
-	"  --cpu C           pin every touching thread to CPU C (default "
-	"none)\n"
-	"  --no-home-check   skip the read-only check of step 4\n"
-	"  --json            one JSON object per line instead of key=value\n"
-	"  --help            this text\n";
+	"serves the region by copying (no cache), 2 on a bad command line.\n";
 
 enum bench_farmem_dist {
 	BENCH_FARMEM_UNIFORM,
@@ -689,119 +659,118 @@ static int bench_farmem_dbl_parse(const char *opt, const char *s, double min,
 	return 0;
 }
 
+static int bench_farmem_dists(void *dst, const char *opt, const char *s)
+{
+	char *copy = strdup(s);
+	int ret;
+
+	if (!copy)
+		return -ENOMEM;
+	ret = bench_farmem_dists_parse(dst, copy);
+	free(copy);
+	if (ret)
+		fprintf(stderr, "bench_farmem: %s: bad list\n", opt);
+	return ret ? -EINVAL : 0;
+}
+
+static int bench_farmem_theta(void *dst, const char *opt, const char *s)
+{
+	return bench_farmem_dbl_parse(opt, s, 1e-9, 10, dst) ? -EINVAL : 0;
+}
+
+static int bench_farmem_secs(void *dst, const char *opt, const char *s)
+{
+	return bench_farmem_dbl_parse(opt, s, 0, 86400, dst) ? -EINVAL : 0;
+}
+
+static int bench_farmem_wseed(void *dst, const char *opt, const char *s)
+{
+	struct bench_farmem *b = dst;
+
+	if (bench_opt_u64("bench_farmem", opt, s, 0, UINT64_MAX, &b->wseed))
+		return -EINVAL;
+	b->wseed_set = 1;
+	return 0;
+}
+
+static int bench_farmem_warmup(void *dst, const char *opt, const char *s)
+{
+	struct bench_farmem *b = dst;
+
+	if (bench_opt_u64("bench_farmem", opt, s, 0, 1ull << 40, &b->warmup))
+		return -EINVAL;
+	b->warmup_set = 1;
+	return 0;
+}
+
 static int bench_farmem_args(struct bench_farmem *b, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "seed", required_argument, NULL, 's' },
-		{ "write-seed", required_argument, NULL, 'S' },
-		{ "agent-sock", required_argument, NULL, 'a' },
-		{ "runs", required_argument, NULL, 'r' },
-		{ "dist", required_argument, NULL, 'd' },
-		{ "zipf-theta", required_argument, NULL, 'z' },
-		{ "write-pct", required_argument, NULL, 'w' },
-		{ "threads", required_argument, NULL, 't' },
-		{ "touches", required_argument, NULL, 'n' },
-		{ "secs", required_argument, NULL, 'T' },
-		{ "warmup", required_argument, NULL, 'W' },
-		{ "cpu", required_argument, NULL, 'c' },
-		{ "no-home-check", no_argument, NULL, 'H' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
+	int no_home = 0;
+	const struct bench_opt opts[] = {
+		BENCH_OPT("seed", "N", BENCH_OPT_U64, &b->seed, 0, UINT64_MAX,
+			  "the pattern 'farpage fill --seed N' wrote (default "
+			  "1)"),
+		BENCH_OPT_PARSE("write-seed", "N", bench_farmem_wseed, b,
+				"the pattern writes store (default: seed + 1)"),
+		BENCH_OPT("agent-sock", "PATH", BENCH_OPT_STR, &b->agent_sock,
+			  0, 0, "agent socket (default $FARPAGE_AGENT_SOCK)"),
+		BENCH_OPT("runs", "N", BENCH_OPT_U64, &b->runs, 1, 1000,
+			  "repeat every workload N times (default 1)"),
+		BENCH_OPT_PARSE("dist", "LIST", bench_farmem_dists, b,
+				"of uniform,zipf (default uniform,zipf)"),
+		BENCH_OPT_PARSE("zipf-theta", "X", bench_farmem_theta,
+				&b->theta,
+				"Zipf exponent, 0 < X < 10 (default 0.99)"),
+		BENCH_OPT_LIST_OF("write-pct", "LIST", b->wpcts, 0, 100,
+				  &b->n_wpcts, BENCH_ARRAY_LEN(b->wpcts),
+				  "write shares in % (default 0,50)"),
+		BENCH_OPT_LIST_OF("threads", "LIST", b->threads, 1,
+				  BENCH_FARMEM_THREADS_MAX, &b->n_threads,
+				  BENCH_ARRAY_LEN(b->threads),
+				  "thread counts (default 1,4)"),
+		BENCH_OPT("touches", "N", BENCH_OPT_U64, &b->touches, 1,
+			  1ull << 30,
+			  "touches of step 2 over all threads (default\n"
+			  "1000000)"),
+		BENCH_OPT_PARSE("secs", "X", bench_farmem_secs, &b->secs,
+				"at most X s of step 2 per thread (default 0: "
+				"no\n"
+				"limit)"),
+		BENCH_OPT_PARSE("warmup", "N", bench_farmem_warmup, b,
+				"touches of step 1 (default: twice the pages "
+				"the\n"
+				"cache holds)"),
+		BENCH_OPT("cpu", "C", BENCH_OPT_CPU, &b->cpu, 0, 0,
+			  "pin every touching thread to CPU C (default none)"),
+		BENCH_OPT_FLAG_OF("no-home-check", &no_home,
+				  "skip the read-only check of step 4"),
+		BENCH_OPT_END,
 	};
-	const char *prog = "bench_farmem";
-	int c;
+	const struct bench_cli cli = {
+		.prog = "bench_farmem",
+		.pos = "REGION",
+		.about = bench_farmem_about,
+		.opts = opts,
+		.out = &b->out,
+	};
+	int ret, first;
 
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 's':
-			if (bench_opt_u64(prog, "--seed", optarg, 0, UINT64_MAX,
-					  &b->seed))
-				return 2;
-			break;
-		case 'S':
-			if (bench_opt_u64(prog, "--write-seed", optarg, 0,
-					  UINT64_MAX, &b->wseed))
-				return 2;
-			b->wseed_set = 1;
-			break;
-		case 'a':
-			b->agent_sock = optarg;
-			break;
-		case 'r':
-			if (bench_opt_u64(prog, "--runs", optarg, 1, 1000,
-					  &b->runs))
-				return 2;
-			break;
-		case 'd':
-			if (bench_farmem_dists_parse(b, optarg)) {
-				fprintf(stderr, "%s: --dist: bad list\n", prog);
-				return 2;
-			}
-			break;
-		case 'z':
-			if (bench_farmem_dbl_parse("--zipf-theta", optarg, 1e-9,
-						   10, &b->theta))
-				return 2;
-			break;
-		case 'w':
-			if (bench_opt_list(prog, "--write-pct", optarg, 0, 100,
-					   b->wpcts, BENCH_ARRAY_LEN(b->wpcts),
-					   &b->n_wpcts))
-				return 2;
-			break;
-		case 't':
-			if (bench_opt_list(prog, "--threads", optarg, 1,
-					   BENCH_FARMEM_THREADS_MAX, b->threads,
-					   BENCH_ARRAY_LEN(b->threads),
-					   &b->n_threads))
-				return 2;
-			break;
-		case 'n':
-			if (bench_opt_u64(prog, "--touches", optarg, 1,
-					  1ull << 30, &b->touches))
-				return 2;
-			break;
-		case 'T':
-			if (bench_farmem_dbl_parse("--secs", optarg, 0, 86400,
-						   &b->secs))
-				return 2;
-			break;
-		case 'W':
-			if (bench_opt_u64(prog, "--warmup", optarg, 0,
-					  1ull << 40, &b->warmup))
-				return 2;
-			b->warmup_set = 1;
-			break;
-		case 'c':
-			if (bench_opt_cpu(prog, "--cpu", optarg, &b->cpu))
-				return 2;
-			break;
-		case 'H':
-			b->home_check = 0;
-			break;
-		case 'j':
-			b->out.json = 1;
-			break;
-		case 'h':
-			fputs(bench_farmem_usage, stdout);
-			return 0;
-		default:
-			fputs(bench_farmem_usage, stderr);
-			return 2;
-		}
-	}
-	if (argc - optind != 1) {
-		fprintf(stderr, "%s: one region name expected\n", prog);
-		fputs(bench_farmem_usage, stderr);
+	ret = bench_cli_parse(&cli, argc, argv, &first);
+	if (ret >= 0)
+		return ret;
+	if (argc - first != 1) {
+		fprintf(stderr, "%s: one region name expected\n", cli.prog);
+		bench_cli_usage(&cli, stderr);
 		return 2;
 	}
-	b->region = argv[optind];
+	if (no_home)
+		b->home_check = 0;
+	b->region = argv[first];
 	if (!b->wseed_set)
 		b->wseed = b->seed + 1;
 	if (b->wseed == b->seed) {
 		fprintf(stderr, "%s: --write-seed must differ from --seed\n",
-			prog);
+			cli.prog);
 		return 2;
 	}
 	return -1;

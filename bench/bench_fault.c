@@ -10,7 +10,6 @@
 #include "bench.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -25,11 +24,7 @@
 #define BENCH_FAULT_THREADS_MAX 64
 #define BENCH_FAULT_BAD_SHOWN	4 /* mismatched pages described per pass */
 
-static const char bench_fault_usage[] =
-	"usage: bench_fault REGION [--seed N] [--agent-sock PATH] [--runs N]\n"
-	"                   [--tests LIST] [--orders LIST] [--threads LIST]\n"
-	"                   [--cpu C] [--prefetch] [--lat-dir DIR] [--json]\n"
-	"\n"
+static const char bench_fault_about[] =
 	"Maps farpage region REGION through the local agent (libfarpage) and\n"
 	"measures, each pass on a fresh mapping:\n"
 	"  lat      every remote page's first touch timed alone (one thread,\n"
@@ -57,26 +52,7 @@ static const char bench_fault_usage[] =
 	"After each pass every page of the region is checked against the\n"
 	"pattern 'farpage fill --seed N' wrote (not timed). The last line is\n"
 	"  bench_fault: region=R pages=N remote=N local=N mismatches=N\n"
-	"Exits 1 on any mismatch or error, 2 on a bad command line.\n"
-	"\n"
-	"  --seed N          fill pattern seed (default 1)\n"
-	"  --agent-sock PATH agent socket (default $FARPAGE_AGENT_SOCK)\n"
-	"  --runs N          repeat every pass N times (default 3)\n"
-	"  --tests LIST      of lat,local,faultin,prefetch (default\n"
-	"                    lat,local,faultin)\n"
-	"  --orders LIST     of seq,rand (default seq,rand)\n"
-	"  --threads LIST    fault-in thread counts (default 1,2,4)\n"
-	"  --cpu C           pin every touching thread to CPU C (default "
-	"none)\n"
-	"  --prefetch        map with background prefetch "
-	"(FARPAGE_MAP_PREFETCH)\n"
-	"                    in every pass\n"
-	"  --prefetch-timeout-ms N  how long the prefetch pass waits for the\n"
-	"                    whole region (default 30000)\n"
-	"  --lat-dir DIR     append latencies (ns) to DIR/fault-seq.lat,\n"
-	"                    DIR/fault-rand.lat and DIR/local.lat\n"
-	"  --json            one JSON object per line instead of key=value\n"
-	"  --help            this text\n";
+	"Exits 1 on any mismatch or error, 2 on a bad command line.\n";
 
 enum bench_fault_order {
 	BENCH_FAULT_SEQ,
@@ -570,88 +546,86 @@ static int bench_fault_list_parse(struct bench_fault *b, int tests, char *s)
 	return 0;
 }
 
+static int bench_fault_list(void *dst, const char *opt, const char *s,
+			    int tests)
+{
+	char *copy = strdup(s);
+	int ret;
+
+	if (!copy)
+		return -ENOMEM;
+	ret = bench_fault_list_parse(dst, tests, copy);
+	free(copy);
+	if (ret)
+		fprintf(stderr, "bench_fault: %s: bad list\n", opt);
+	return ret ? -EINVAL : 0;
+}
+
+static int bench_fault_tests(void *dst, const char *opt, const char *s)
+{
+	return bench_fault_list(dst, opt, s, 1);
+}
+
+static int bench_fault_orders(void *dst, const char *opt, const char *s)
+{
+	return bench_fault_list(dst, opt, s, 0);
+}
+
+/* What --features says this build can do: map with background prefetch. */
+static const char *const bench_fault_features[] = { "prefetch", NULL };
+
 static int bench_fault_args(struct bench_fault *b, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "seed", required_argument, NULL, 's' },
-		{ "agent-sock", required_argument, NULL, 'a' },
-		{ "runs", required_argument, NULL, 'r' },
-		{ "tests", required_argument, NULL, 'T' },
-		{ "orders", required_argument, NULL, 'o' },
-		{ "threads", required_argument, NULL, 't' },
-		{ "cpu", required_argument, NULL, 'c' },
-		{ "prefetch", no_argument, NULL, 'P' },
-		{ "prefetch-timeout-ms", required_argument, NULL, 'W' },
-		{ "lat-dir", required_argument, NULL, 'd' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
+	const struct bench_opt opts[] = {
+		BENCH_OPT("seed", "N", BENCH_OPT_U64, &b->seed, 0, UINT64_MAX,
+			  "fill pattern seed (default 1)"),
+		BENCH_OPT("agent-sock", "PATH", BENCH_OPT_STR, &b->agent_sock,
+			  0, 0, "agent socket (default $FARPAGE_AGENT_SOCK)"),
+		BENCH_OPT("runs", "N", BENCH_OPT_U64, &b->runs, 1, 1000,
+			  "repeat every pass N times (default 3)"),
+		BENCH_OPT_PARSE("tests", "LIST", bench_fault_tests, b,
+				"of lat,local,faultin,prefetch (default\n"
+				"lat,local,faultin)"),
+		BENCH_OPT_PARSE("orders", "LIST", bench_fault_orders, b,
+				"of seq,rand (default seq,rand)"),
+		BENCH_OPT_LIST_OF("threads", "LIST", b->threads, 1,
+				  BENCH_FAULT_THREADS_MAX, &b->n_threads,
+				  BENCH_ARRAY_LEN(b->threads),
+				  "fault-in thread counts (default 1,2,4)"),
+		BENCH_OPT("cpu", "C", BENCH_OPT_CPU, &b->cpu, 0, 0,
+			  "pin every touching thread to CPU C (default none)"),
+		BENCH_OPT_FLAG_OF("prefetch", &b->map_prefetch,
+				  "map with background prefetch "
+				  "(FARPAGE_MAP_PREFETCH)\n"
+				  "in every pass"),
+		BENCH_OPT("prefetch-timeout-ms", "N", BENCH_OPT_U64,
+			  &b->prefetch_timeout_ms, 1, 3600000,
+			  "how long the prefetch pass waits for the\n"
+			  "whole region (default 30000)"),
+		BENCH_OPT("lat-dir", "DIR", BENCH_OPT_STR, &b->lat_dir, 0, 0,
+			  "append latencies (ns) to DIR/fault-seq.lat,\n"
+			  "DIR/fault-rand.lat and DIR/local.lat"),
+		BENCH_OPT_END,
 	};
-	const char *prog = "bench_fault";
-	int c;
+	const struct bench_cli cli = {
+		.prog = "bench_fault",
+		.pos = "REGION",
+		.about = bench_fault_about,
+		.opts = opts,
+		.features = bench_fault_features,
+		.out = &b->out,
+	};
+	int ret, first;
 
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 's':
-			if (bench_opt_u64(prog, "--seed", optarg, 0, UINT64_MAX,
-					  &b->seed))
-				return 2;
-			break;
-		case 'a':
-			b->agent_sock = optarg;
-			break;
-		case 'r':
-			if (bench_opt_u64(prog, "--runs", optarg, 1, 1000,
-					  &b->runs))
-				return 2;
-			break;
-		case 'T':
-		case 'o':
-			if (bench_fault_list_parse(b, c == 'T', optarg)) {
-				fprintf(stderr, "%s: %s: bad list\n", prog,
-					c == 'T' ? "--tests" : "--orders");
-				return 2;
-			}
-			break;
-		case 't':
-			if (bench_opt_list(prog, "--threads", optarg, 1,
-					   BENCH_FAULT_THREADS_MAX, b->threads,
-					   BENCH_ARRAY_LEN(b->threads),
-					   &b->n_threads))
-				return 2;
-			break;
-		case 'c':
-			if (bench_opt_cpu(prog, "--cpu", optarg, &b->cpu))
-				return 2;
-			break;
-		case 'P':
-			b->map_prefetch = 1;
-			break;
-		case 'W':
-			if (bench_opt_u64(prog, "--prefetch-timeout-ms", optarg,
-					  1, 3600000, &b->prefetch_timeout_ms))
-				return 2;
-			break;
-		case 'd':
-			b->lat_dir = optarg;
-			break;
-		case 'j':
-			b->out.json = 1;
-			break;
-		case 'h':
-			fputs(bench_fault_usage, stdout);
-			return 0;
-		default:
-			fputs(bench_fault_usage, stderr);
-			return 2;
-		}
-	}
-	if (argc - optind != 1) {
-		fprintf(stderr, "%s: one region name expected\n", prog);
-		fputs(bench_fault_usage, stderr);
+	ret = bench_cli_parse(&cli, argc, argv, &first);
+	if (ret >= 0)
+		return ret;
+	if (argc - first != 1) {
+		fprintf(stderr, "%s: one region name expected\n", cli.prog);
+		bench_cli_usage(&cli, stderr);
 		return 2;
 	}
-	b->region = argv[optind];
+	b->region = argv[first];
 	return -1;
 }
 

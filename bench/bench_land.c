@@ -13,7 +13,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -27,9 +26,7 @@
 
 #define BENCH_PAGE 4096u
 
-static const char bench_land_usage[] =
-	"usage: bench_land [--pages N] [--runs N] [--json]\n"
-	"\n"
+static const char bench_land_about[] =
 	"Lands --pages pages, in runs of 1 and of 64, each way:\n"
 	"  pwrite_continue  pwrite() into a shmem memfd, then UFFDIO_CONTINUE\n"
 	"                   (write-protected) in a MAP_SHARED mapping of it\n"
@@ -39,12 +36,7 @@ static const char bench_land_usage[] =
 	"  copy_anon        UFFDIO_COPY into private anonymous memory\n"
 	"and checks a page of each by reading it back. One line per run, way\n"
 	"and run length (CPU time of this thread per page):\n"
-	"  land: run=N way=W run_pages=R pages=N ns_per_page=X\n"
-	"\n"
-	"  --pages N   pages per way and run length (default 65536: 256 MiB)\n"
-	"  --runs N    runs (default 3)\n"
-	"  --json      one JSON object per line instead of key=value\n"
-	"  --help      this text\n";
+	"  land: run=N way=W run_pages=R pages=N ns_per_page=X\n";
 
 enum bench_land_way { LAND_PWRITE_CONTINUE, LAND_COPY_SHMEM, LAND_COPY_ANON };
 
@@ -126,46 +118,29 @@ out:
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "pages", required_argument, NULL, 'p' },
-		{ "runs", required_argument, NULL, 'r' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
 	static const uint32_t runs_of[] = { 1, 64 };
 	uint64_t pages = 65536, runs = 3, ns = 0;
 	struct bench_out out = { 0 };
-	int c, ret;
+	const struct bench_opt opts[] = {
+		BENCH_OPT("pages", "N", BENCH_OPT_U64, &pages, 64, 1u << 24,
+			  "pages per way and run length (default 65536: 256 "
+			  "MiB)"),
+		BENCH_OPT("runs", "N", BENCH_OPT_U64, &runs, 1, 1000,
+			  "runs (default 3)"),
+		BENCH_OPT_END,
+	};
+	const struct bench_cli cli = {
+		.prog = "bench_land",
+		.about = bench_land_about,
+		.opts = opts,
+		.out = &out,
+	};
+	int ret;
 
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 'p':
-			if (bench_opt_u64("bench_land", "--pages", optarg, 64,
-					  1u << 24, &pages))
-				return 2;
-			pages -= pages % 64;
-			break;
-		case 'r':
-			if (bench_opt_u64("bench_land", "--runs", optarg, 1,
-					  1000, &runs))
-				return 2;
-			break;
-		case 'j':
-			out.json = 1;
-			break;
-		case 'h':
-			fputs(bench_land_usage, stdout);
-			return 0;
-		default:
-			fputs(bench_land_usage, stderr);
-			return 2;
-		}
-	}
-	if (optind != argc) {
-		fputs(bench_land_usage, stderr);
-		return 2;
-	}
+	ret = bench_cli_parse(&cli, argc, argv, NULL);
+	if (ret >= 0)
+		return ret;
+	pages -= pages % 64;
 	for (uint64_t r = 1; r <= runs; r++) {
 		for (int w = 0; w <= LAND_COPY_ANON; w++) {
 			for (size_t k = 0; k < 2; k++) {

@@ -9,7 +9,6 @@
 #include "bench.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -18,23 +17,14 @@
 
 #define BENCH_PAGE 4096u
 
-static const char bench_memcpy_usage[] =
-	"usage: bench_memcpy [--iters N] [--cold-size SIZE] [--runs N] "
-	"[--json]\n"
-	"\n"
+static const char bench_memcpy_about[] =
 	"memcpy of 4 KiB pages: warm copies the same page again and again\n"
 	"(L1-resident); cold copies pages picked at random from two buffers\n"
 	"of --cold-size each (far larger than the caches). Latency times each\n"
 	"copy on its own (clock reads included, see clock_ns); throughput\n"
 	"times --iters copies back to back. One line per run and mode:\n"
 	"  memcpy: run=N mode=warm|cold samples=N p50_us=X ... max_us=X\n"
-	"          ns_per_copy=X MBps=X clock_ns=X\n"
-	"\n"
-	"  --iters N         copies per run and mode (default 100000)\n"
-	"  --cold-size SIZE  each cold buffer (default 1G)\n"
-	"  --runs N          runs (default 3)\n"
-	"  --json            one JSON object per line instead of key=value\n"
-	"  --help            this text\n";
+	"          ns_per_copy=X MBps=X clock_ns=X\n";
 
 struct bench_memcpy {
 	uint64_t iters;
@@ -147,52 +137,24 @@ static void bench_memcpy_run(struct bench_memcpy *b, uint64_t run, int cold)
 
 static int bench_memcpy_args(struct bench_memcpy *b, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "iters", required_argument, NULL, 'n' },
-		{ "cold-size", required_argument, NULL, 's' },
-		{ "runs", required_argument, NULL, 'r' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
+	const struct bench_opt opts[] = {
+		BENCH_OPT("iters", "N", BENCH_OPT_U64, &b->iters, 1, 1ull << 28,
+			  "copies per run and mode (default 100000)"),
+		BENCH_OPT("cold-size", "SIZE", BENCH_OPT_SIZE, &b->cold_size,
+			  16 * BENCH_PAGE, 1ull << 40,
+			  "each cold buffer (default 1G)"),
+		BENCH_OPT("runs", "N", BENCH_OPT_U64, &b->runs, 1, 1000,
+			  "runs (default 3)"),
+		BENCH_OPT_END,
 	};
-	const char *prog = "bench_memcpy";
-	int c;
+	const struct bench_cli cli = {
+		.prog = "bench_memcpy",
+		.about = bench_memcpy_about,
+		.opts = opts,
+		.out = &b->out,
+	};
 
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'n':
-			if (bench_opt_u64(prog, "--iters", optarg, 1,
-					  1ull << 28, &b->iters))
-				return 2;
-			break;
-		case 's':
-			if (bench_opt_size(prog, "--cold-size", optarg,
-					   16 * BENCH_PAGE, 1ull << 40,
-					   &b->cold_size))
-				return 2;
-			break;
-		case 'r':
-			if (bench_opt_u64(prog, "--runs", optarg, 1, 1000,
-					  &b->runs))
-				return 2;
-			break;
-		case 'j':
-			b->out.json = 1;
-			break;
-		case 'h':
-			fputs(bench_memcpy_usage, stdout);
-			return 0;
-		default:
-			fputs(bench_memcpy_usage, stderr);
-			return 2;
-		}
-	}
-	if (optind != argc) {
-		fprintf(stderr, "%s: unexpected argument '%s'\n", prog,
-			argv[optind]);
-		return 2;
-	}
-	return -1;
+	return bench_cli_parse(&cli, argc, argv, NULL);
 }
 
 int main(int argc, char **argv)

@@ -16,7 +16,6 @@
 
 #include <endian.h>
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,32 +32,19 @@
 #define BENCH_NET_STREAM  (1u << 20) /* bytes per write()/read() */
 #define BENCH_NET_TIMEOUT 5000	     /* ms to connect */
 
-static const char bench_net_usage[] =
-	"usage: bench_net_floor --server ADDR:PORT [--addr-file FILE]\n"
+static const char bench_net_synopsis[] =
+	"bench_net_floor --server ADDR:PORT [--addr-file FILE]\n"
 	"       bench_net_floor --connect ADDR:PORT [--mode rtt|stream|both]\n"
 	"                       [--iters N] [--warmup N] [--stream-secs S]\n"
 	"                       [--runs N] [--cpu C] [--server-cpu C]\n"
-	"                       [--lat-file FILE] [--json]\n"
-	"\n"
+	"                       [--lat-file FILE] [--json]\n";
+
+static const char bench_net_about[] =
 	"The TCP floor between two hosts. The server (port 0: any free port)\n"
 	"serves one connection at a time until killed; --addr-file gets its\n"
 	"address once it listens. The client prints one line per run:\n"
 	"  net_rtt: run=N cpu=C server_cpu=C samples=N p50_us=X ... max_us=X\n"
-	"  net_stream: run=N cpu=C server_cpu=C bytes=N secs=X MBps=X\n"
-	"\n"
-	"  --mode M          rtt: 16 B request / 4 KiB reply round trips;\n"
-	"                    stream: one connection, 1 MiB writes; both\n"
-	"                    (default both)\n"
-	"  --iters N         timed round trips per run (default 20000)\n"
-	"  --warmup N        untimed round trips first (default 1000)\n"
-	"  --stream-secs S   seconds of streaming per run (default 2)\n"
-	"  --runs N          runs of each mode, a new connection each\n"
-	"                    (default 3)\n"
-	"  --cpu C           pin this client to CPU C (default none)\n"
-	"  --server-cpu C    ask the server to pin to CPU C (default none)\n"
-	"  --lat-file FILE   append every round trip (ns), one per line\n"
-	"  --json            one JSON object per line instead of key=value\n"
-	"  --help            this text\n";
+	"  net_stream: run=N cpu=C server_cpu=C bytes=N secs=X MBps=X\n";
 
 struct bench_net {
 	const char *server; /* listen address, or NULL */
@@ -382,98 +368,69 @@ err:
 	return 1;
 }
 
+static int bench_net_mode(void *dst, const char *opt, const char *s)
+{
+	struct bench_net *b = dst;
+
+	b->rtt = !strcmp(s, "rtt") || !strcmp(s, "both");
+	b->stream = !strcmp(s, "stream") || !strcmp(s, "both");
+	if (!b->rtt && !b->stream) {
+		fprintf(stderr,
+			"bench_net_floor: %s: '%s' is not rtt, stream or "
+			"both\n",
+			opt, s);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int bench_net_args(struct bench_net *b, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "server", required_argument, NULL, 'S' },
-		{ "addr-file", required_argument, NULL, 'A' },
-		{ "connect", required_argument, NULL, 'C' },
-		{ "mode", required_argument, NULL, 'm' },
-		{ "iters", required_argument, NULL, 'n' },
-		{ "warmup", required_argument, NULL, 'w' },
-		{ "stream-secs", required_argument, NULL, 's' },
-		{ "runs", required_argument, NULL, 'r' },
-		{ "cpu", required_argument, NULL, 'c' },
-		{ "server-cpu", required_argument, NULL, 'P' },
-		{ "lat-file", required_argument, NULL, 'f' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
+	const struct bench_opt opts[] = {
+		BENCH_OPT("server", "ADDR:PORT", BENCH_OPT_STR, &b->server, 0,
+			  0, "serve (port 0: any free port)"),
+		BENCH_OPT("addr-file", "FILE", BENCH_OPT_STR, &b->addr_file, 0,
+			  0, "the server's address, once it listens"),
+		BENCH_OPT("connect", "ADDR:PORT", BENCH_OPT_STR, &b->connect, 0,
+			  0, "measure against that server"),
+		BENCH_OPT_PARSE("mode", "M", bench_net_mode, b,
+				"rtt: 16 B request / 4 KiB reply round trips;\n"
+				"stream: one connection, 1 MiB writes; both\n"
+				"(default both)"),
+		BENCH_OPT("iters", "N", BENCH_OPT_U64, &b->iters, 1, 1ull << 26,
+			  "timed round trips per run (default 20000)"),
+		BENCH_OPT("warmup", "N", BENCH_OPT_U64, &b->warmup, 0,
+			  1ull << 26,
+			  "untimed round trips first (default 1000)"),
+		BENCH_OPT("stream-secs", "S", BENCH_OPT_U64, &b->stream_secs, 1,
+			  3600, "seconds of streaming per run (default 2)"),
+		BENCH_OPT("runs", "N", BENCH_OPT_U64, &b->runs, 1, 1000,
+			  "runs of each mode, a new connection each\n"
+			  "(default 3)"),
+		BENCH_OPT("cpu", "C", BENCH_OPT_CPU, &b->cpu, 0, 0,
+			  "pin this client to CPU C (default none)"),
+		BENCH_OPT("server-cpu", "C", BENCH_OPT_CPU, &b->server_cpu, 0,
+			  0, "ask the server to pin to CPU C (default none)"),
+		BENCH_OPT("lat-file", "FILE", BENCH_OPT_STR, &b->lat_path, 0, 0,
+			  "append every round trip (ns), one per line"),
+		BENCH_OPT_END,
 	};
-	const char *prog = "bench_net_floor";
-	int c;
+	const struct bench_cli cli = {
+		.prog = "bench_net_floor",
+		.synopsis = bench_net_synopsis,
+		.about = bench_net_about,
+		.opts = opts,
+		.out = &b->out,
+	};
+	int ret, first;
 
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'S':
-			b->server = optarg;
-			break;
-		case 'A':
-			b->addr_file = optarg;
-			break;
-		case 'C':
-			b->connect = optarg;
-			break;
-		case 'm':
-			b->rtt = !strcmp(optarg, "rtt") ||
-				 !strcmp(optarg, "both");
-			b->stream = !strcmp(optarg, "stream") ||
-				    !strcmp(optarg, "both");
-			if (!b->rtt && !b->stream) {
-				fprintf(stderr,
-					"%s: --mode: '%s' is not rtt, stream "
-					"or both\n",
-					prog, optarg);
-				return 2;
-			}
-			break;
-		case 'n':
-			if (bench_opt_u64(prog, "--iters", optarg, 1,
-					  1ull << 26, &b->iters))
-				return 2;
-			break;
-		case 'w':
-			if (bench_opt_u64(prog, "--warmup", optarg, 0,
-					  1ull << 26, &b->warmup))
-				return 2;
-			break;
-		case 's':
-			if (bench_opt_u64(prog, "--stream-secs", optarg, 1,
-					  3600, &b->stream_secs))
-				return 2;
-			break;
-		case 'r':
-			if (bench_opt_u64(prog, "--runs", optarg, 1, 1000,
-					  &b->runs))
-				return 2;
-			break;
-		case 'c':
-			if (bench_opt_cpu(prog, "--cpu", optarg, &b->cpu))
-				return 2;
-			break;
-		case 'P':
-			if (bench_opt_cpu(prog, "--server-cpu", optarg,
-					  &b->server_cpu))
-				return 2;
-			break;
-		case 'f':
-			b->lat_path = optarg;
-			break;
-		case 'j':
-			b->out.json = 1;
-			break;
-		case 'h':
-			fputs(bench_net_usage, stdout);
-			return 0;
-		default:
-			fputs(bench_net_usage, stderr);
-			return 2;
-		}
-	}
-	if (optind != argc || !b->server == !b->connect) {
+	ret = bench_cli_parse(&cli, argc, argv, &first);
+	if (ret >= 0)
+		return ret;
+	if (first != argc || !b->server == !b->connect) {
 		fprintf(stderr, "%s: give --server or --connect ADDR:PORT\n",
-			prog);
-		fputs(bench_net_usage, stderr);
+			cli.prog);
+		bench_cli_usage(&cli, stderr);
 		return 2;
 	}
 	return -1;

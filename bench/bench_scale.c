@@ -14,7 +14,6 @@
  * it: what is timed is the agent's work, not the kernel freeing pages.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,13 +27,13 @@
 #define GIB (UINT64_C(1) << 30)
 #define MIB (UINT64_C(1) << 20)
 
-static const char bench_scale_usage[] =
-	"usage: bench_scale [--sizes G,G,...] [--touched SIZE] [--runs N] "
-	"[--json]\n"
-	"  --sizes    region sizes in GiB (default 1,4,16)\n"
-	"  --touched  bytes of each region held and written (default 256M)\n"
-	"  --runs     runs per size, a line each (default 3)\n"
-	"  --json     one JSON object per line instead of key=value\n";
+static const char bench_scale_about[] =
+	"What the cache's whole-mapping steps cost the fault thread: a\n"
+	"resumed cache mapping of each size with --touched bytes written,\n"
+	"then flush, region deleted (stale) and unmap, timed. One line per\n"
+	"run and size:\n"
+	"  scale: run=N region_gib=G touched_mib=M pages=N flush_us=X\n"
+	"         stale_us=X unmap_us=X\n";
 
 enum bench_scale_op { OP_FLUSH, OP_STALE, OP_UNMAP, OP_N };
 static const char *const bench_scale_names[OP_N] = { "flush", "stale",
@@ -141,47 +140,34 @@ static uint64_t bench_scale_once(struct floop *f, uint64_t size,
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "sizes", required_argument, NULL, 's' },
-		{ "touched", required_argument, NULL, 't' },
-		{ "runs", required_argument, NULL, 'r' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
 	unsigned int sizes[16] = { 1, 4, 16 }, n_sizes = 3;
 	uint64_t touched = 256 * MIB, runs = 3;
 	struct bench_out out = { 0 };
+	const struct bench_opt opts[] = {
+		BENCH_OPT_LIST_OF("sizes", "G,G,...", sizes, 1, 1024, &n_sizes,
+				  16, "region sizes in GiB (default 1,4,16)"),
+		BENCH_OPT("touched", "SIZE", BENCH_OPT_SIZE, &touched, MIB,
+			  64 * GIB,
+			  "bytes of each region held and written (default "
+			  "256M)"),
+		BENCH_OPT("runs", "N", BENCH_OPT_U64, &runs, 1, 1000,
+			  "runs per size, a line each (default 3)"),
+		BENCH_OPT_END,
+	};
+	const struct bench_cli cli = {
+		.prog = "bench_scale",
+		.about = bench_scale_about,
+		.opts = opts,
+		.out = &out,
+	};
 	struct floop *f;
 	void *page;
-	int c;
+	int ret;
 
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 's':
-			if (bench_opt_list("bench_scale", "--sizes", optarg, 1,
-					   1024, sizes, 16, &n_sizes))
-				return 2;
-			break;
-		case 't':
-			if (bench_opt_size("bench_scale", "--touched", optarg,
-					   MIB, 64 * GIB, &touched))
-				return 2;
-			touched &= ~(MIB - 1);
-			break;
-		case 'r':
-			if (bench_opt_u64("bench_scale", "--runs", optarg, 1,
-					  1000, &runs))
-				return 2;
-			break;
-		case 'j':
-			out.json = 1;
-			break;
-		default:
-			fputs(bench_scale_usage, c == 'h' ? stdout : stderr);
-			return c == 'h' ? 0 : 2;
-		}
-	}
+	ret = bench_cli_parse(&cli, argc, argv, NULL);
+	if (ret >= 0)
+		return ret;
+	touched &= ~(MIB - 1);
 	log_init("bench_scale", LOG_ERR);
 	f = calloc(1, sizeof(*f));
 	page = malloc(MIB);

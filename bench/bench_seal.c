@@ -10,7 +10,6 @@
 #include "bench.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,9 +17,7 @@
 #include "auth.h"
 #include "log.h"
 
-static const char bench_seal_usage[] =
-	"usage: bench_seal [--bytes N] [--runs N] [--json]\n"
-	"\n"
+static const char bench_seal_about[] =
 	"auth_seal() then auth_open() of one record again and again, bodies\n"
 	"of 4 KiB, 64 KiB, 256 KiB and 1 MiB, MAC only and encrypted; --bytes\n"
 	"of bodies per size and mode. One line per run, mode and size:\n"
@@ -28,12 +25,8 @@ static const char bench_seal_usage[] =
 	"        MBps=X (body bytes per second, seal and open both)\n"
 	"\n"
 	"and one line per run for whole handshakes (both sides, one thread):\n"
-	"  handshake: run=N handshakes=N hs_us=X (microseconds per handshake)\n"
-	"\n"
-	"  --bytes N   body bytes per size and mode (default 256M)\n"
-	"  --runs N    runs (default 3)\n"
-	"  --json      one JSON object per line instead of key=value\n"
-	"  --help      this text\n";
+	"  handshake: run=N handshakes=N hs_us=X (microseconds per "
+	"handshake)\n";
 
 static const uint8_t bench_seal_key[AUTH_KEY_LEN] =
 	"a pair key only for benchmarks";
@@ -174,46 +167,29 @@ static int bench_seal_hs(struct bench_out *out, uint64_t run, uint64_t n)
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "bytes", required_argument, NULL, 'b' },
-		{ "runs", required_argument, NULL, 'r' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
 	static const size_t lens[] = { 4096, 65536, 262144, 1u << 20 };
 	uint64_t bytes = 256ull << 20, runs = 3;
 	struct bench_out out = { 0 };
-	int c, ret;
+	const struct bench_opt opts[] = {
+		BENCH_OPT("bytes", "N", BENCH_OPT_SIZE, &bytes, 4096,
+			  1ull << 40,
+			  "body bytes per size and mode (default 256M)"),
+		BENCH_OPT("runs", "N", BENCH_OPT_U64, &runs, 1, 1000,
+			  "runs (default 3)"),
+		BENCH_OPT_END,
+	};
+	const struct bench_cli cli = {
+		.prog = "bench_seal",
+		.about = bench_seal_about,
+		.opts = opts,
+		.out = &out,
+	};
+	int ret;
 
 	log_init("bench_seal", LOG_WARN);
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 'b':
-			if (bench_opt_size("bench_seal", "--bytes", optarg,
-					   4096, 1ull << 40, &bytes))
-				return 2;
-			break;
-		case 'r':
-			if (bench_opt_u64("bench_seal", "--runs", optarg, 1,
-					  1000, &runs))
-				return 2;
-			break;
-		case 'j':
-			out.json = 1;
-			break;
-		case 'h':
-			fputs(bench_seal_usage, stdout);
-			return 0;
-		default:
-			fputs(bench_seal_usage, stderr);
-			return 2;
-		}
-	}
-	if (optind != argc) {
-		fputs(bench_seal_usage, stderr);
-		return 2;
-	}
+	ret = bench_cli_parse(&cli, argc, argv, NULL);
+	if (ret >= 0)
+		return ret;
 	for (uint64_t r = 1; r <= runs; r++) {
 		ret = bench_seal_hs(&out, r, 2000);
 		if (ret) {

@@ -10,7 +10,6 @@
 #include "bench.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -25,10 +24,7 @@
 
 #define BENCH_UFFD_MSGS 16 /* uffd_msg read per read() */
 
-static const char bench_uffd_usage[] =
-	"usage: bench_uffd_floor [--pages N] [--runs N] [--placement P]\n"
-	"                        [--cpus A,B] [--lat-file FILE] [--json]\n"
-	"\n"
+static const char bench_uffd_about[] =
 	"The userfaultfd floor: a handler thread resolves 4 KiB MISSING "
 	"faults\n"
 	"with UFFDIO_COPY from a local page (non-blocking uffd + poll); a\n"
@@ -37,19 +33,7 @@ static const char bench_uffd_usage[] =
 	"  uffd_floor: run=N placement=P fault_cpu=C handler_cpu=C pages=N\n"
 	"              samples=N p50_us=X p90_us=X p99_us=X p999_us=X "
 	"max_us=X\n"
-	"              min_us=X mean_us=X\n"
-	"\n"
-	"  --pages N       faults per run (default 20000)\n"
-	"  --runs N        timed runs, each on a fresh range (default 3)\n"
-	"  --warmup N      untimed faults before the first run (default 2000)\n"
-	"  --placement P   same: both threads on CPU A; cross: faulting "
-	"thread\n"
-	"                  on A, handler on B; none: no pinning (default "
-	"same)\n"
-	"  --cpus A,B      the CPUs of --placement (default 0,1)\n"
-	"  --lat-file FILE append every fault latency (ns), one per line\n"
-	"  --json          one JSON object per line instead of key=value\n"
-	"  --help          this text\n";
+	"              min_us=X mean_us=X\n";
 
 struct bench_uffd {
 	/* options */
@@ -201,83 +185,69 @@ out_unmap:
 	return ret;
 }
 
+static int bench_uffd_placement(void *dst, const char *opt, const char *s)
+{
+	if (strcmp(s, "same") && strcmp(s, "cross") && strcmp(s, "none")) {
+		fprintf(stderr,
+			"bench_uffd_floor: %s: '%s' is not same, cross or "
+			"none\n",
+			opt, s);
+		return -EINVAL;
+	}
+	*(const char **)dst = s;
+	return 0;
+}
+
+static int bench_uffd_cpus(void *dst, const char *opt, const char *s)
+{
+	const char *comma = strchr(s, ',');
+	char first[32];
+	int *cpus = dst;
+
+	if (!comma || comma - s >= (ptrdiff_t)sizeof(first)) {
+		fprintf(stderr, "bench_uffd_floor: %s: expected A,B\n", opt);
+		return -EINVAL;
+	}
+	snprintf(first, sizeof(first), "%.*s", (int)(comma - s), s);
+	if (bench_opt_cpu("bench_uffd_floor", opt, first, &cpus[0]) ||
+	    bench_opt_cpu("bench_uffd_floor", opt, comma + 1, &cpus[1]))
+		return -EINVAL;
+	return 0;
+}
+
 static int bench_uffd_args(struct bench_uffd *b, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "pages", required_argument, NULL, 'n' },
-		{ "runs", required_argument, NULL, 'r' },
-		{ "warmup", required_argument, NULL, 'w' },
-		{ "placement", required_argument, NULL, 'p' },
-		{ "cpus", required_argument, NULL, 'c' },
-		{ "lat-file", required_argument, NULL, 'f' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	const char *prog = "bench_uffd_floor";
 	int cpus[2] = { 0, 1 };
-	char *comma;
-	int c;
+	const struct bench_opt opts[] = {
+		BENCH_OPT("pages", "N", BENCH_OPT_U64, &b->pages, 1, 1ull << 24,
+			  "faults per run (default 20000)"),
+		BENCH_OPT("runs", "N", BENCH_OPT_U64, &b->runs, 1, 1000,
+			  "timed runs, each on a fresh range (default 3)"),
+		BENCH_OPT("warmup", "N", BENCH_OPT_U64, &b->warmup, 0,
+			  1ull << 24,
+			  "untimed faults before the first run (default 2000)"),
+		BENCH_OPT_PARSE("placement", "P", bench_uffd_placement,
+				&b->placement,
+				"same: both threads on CPU A; cross: faulting "
+				"thread\n"
+				"on A, handler on B; none: no pinning (default "
+				"same)"),
+		BENCH_OPT_PARSE("cpus", "A,B", bench_uffd_cpus, cpus,
+				"the CPUs of --placement (default 0,1)"),
+		BENCH_OPT("lat-file", "FILE", BENCH_OPT_STR, &b->lat_path, 0, 0,
+			  "append every fault latency (ns), one per line"),
+		BENCH_OPT_END,
+	};
+	const struct bench_cli cli = {
+		.prog = "bench_uffd_floor",
+		.about = bench_uffd_about,
+		.opts = opts,
+		.out = &b->out,
+	};
+	int ret = bench_cli_parse(&cli, argc, argv, NULL);
 
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'n':
-			if (bench_opt_u64(prog, "--pages", optarg, 1,
-					  1ull << 24, &b->pages))
-				return 2;
-			break;
-		case 'r':
-			if (bench_opt_u64(prog, "--runs", optarg, 1, 1000,
-					  &b->runs))
-				return 2;
-			break;
-		case 'w':
-			if (bench_opt_u64(prog, "--warmup", optarg, 0,
-					  1ull << 24, &b->warmup))
-				return 2;
-			break;
-		case 'p':
-			if (strcmp(optarg, "same") && strcmp(optarg, "cross") &&
-			    strcmp(optarg, "none")) {
-				fprintf(stderr,
-					"%s: --placement: '%s' is not same, "
-					"cross or none\n",
-					prog, optarg);
-				return 2;
-			}
-			b->placement = optarg;
-			break;
-		case 'c':
-			comma = strchr(optarg, ',');
-			if (!comma) {
-				fprintf(stderr, "%s: --cpus: expected A,B\n",
-					prog);
-				return 2;
-			}
-			*comma = '\0';
-			if (bench_opt_cpu(prog, "--cpus", optarg, &cpus[0]) ||
-			    bench_opt_cpu(prog, "--cpus", comma + 1, &cpus[1]))
-				return 2;
-			break;
-		case 'f':
-			b->lat_path = optarg;
-			break;
-		case 'j':
-			b->out.json = 1;
-			break;
-		case 'h':
-			fputs(bench_uffd_usage, stdout);
-			return 0;
-		default:
-			fputs(bench_uffd_usage, stderr);
-			return 2;
-		}
-	}
-	if (optind != argc) {
-		fprintf(stderr, "%s: unexpected argument '%s'\n", prog,
-			argv[optind]);
-		return 2;
-	}
+	if (ret >= 0)
+		return ret;
 	if (!strcmp(b->placement, "same")) {
 		b->fault_cpu = cpus[0];
 		b->handler_cpu = cpus[0];
