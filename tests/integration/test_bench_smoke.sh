@@ -7,16 +7,20 @@
 # that the JSON has every required key with a number and that the plot was
 # drawn, both where they go by default (bench-results/ in the current
 # directory), and that an awkward host name (quote, backslash, control
-# character, a byte that is not UTF-8) leaves the JSON valid; never looks
-# at how fast anything was.
+# character, a byte that is not UTF-8) leaves the JSON valid; that the
+# driver's JSON and every program's JSON lines keep the shapes of
+# bench/json-shapes.json (bench/json_shapes.py check), that every program
+# answers --features, and that 'farpage-bench report' makes the results
+# table and puts it between the markers of a copy of docs/bench.md; never
+# looks at how fast anything was.
 set -uo pipefail
 BIN=${FARPAGE_BIN:?FARPAGE_BIN must name the build dir}
 SRC=${FARPAGE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 BENCH=$BIN/bench/farpage-bench
 [ -x "$BENCH" ] || { echo "test_bench_smoke: $BENCH not built" >&2; exit 1; }
-# --help lists every option (one a line) and docs/bench.md's option table
-# has the same ones.
-help_opts=$("$BENCH" --help | grep -oE '^(-h, )?--[a-z-]+' | sed 's/^-h, //' | sort -u)
+# --help lists every option (one a line, argparse's two spaces in) and
+# docs/bench.md's option table has the same ones.
+help_opts=$("$BENCH" --help | grep -oE '^  (-h, )?--[a-z-]+' | sed -E 's/^  (-h, )?//' | sort -u)
 # shellcheck disable=SC2016 # the backquotes are markdown's
 doc_opts=$(awk '/^\| option \| default \| meaning \|/ { t = 1; next } t && !/^\|/ { exit } t' \
 	"$SRC/docs/bench.md" | grep -oE '^\| `(-h`, `)?--[a-z-]+' | sed -E 's/^\| `(-h`, `)?//' | sort -u)
@@ -25,6 +29,20 @@ if [ -z "$help_opts" ] || [ "$help_opts" != "$doc_opts" ]; then
 	diff <(echo "$help_opts") <(echo "$doc_opts") >&2
 	exit 1
 fi
+# Every program says what it is and can do in one JSON line (--features),
+# which the driver asks instead of reading --help.
+for p in bench_uffd_floor bench_net_floor bench_memcpy bench_fault bench_farmem \
+	bench_scale bench_seal bench_land; do
+	f=$("$BIN/bench/$p" --features 2>&1)
+	if ! python3 -c 'import json,sys
+o = json.loads(sys.argv[1])
+sys.exit(0 if o.get("what") == "features" and o.get("prog") == sys.argv[2]
+         and isinstance(o.get("options"), list) and isinstance(o.get("features"), list) else 1)' \
+		"$f" "$p" 2>/dev/null; then
+		echo "test_bench_smoke: FAIL: $p --features: '$f'" >&2
+		exit 1
+	fi
+done
 [ "$(id -u)" = 0 ] || { echo "test_bench_smoke: SKIP: needs root" >&2; exit 77; }
 if command -v jq >/dev/null; then
 	getnum() { jq -e "getpath(\$p | split(\".\")) | numbers" --arg p "$2" "$1" >/dev/null 2>&1; }
@@ -59,7 +77,7 @@ ODD_HOST=$(printf 'fp"h\\\001\377')
 ODD_HOST_JSON=$(printf 'fp"h\\\001\357\277\275') # \377 as U+FFFD
 # shellcheck disable=SC2016 # for the inner shell
 (cd "$TMP" && exec unshare -u bash -c 'printf %s "$1" >/proc/sys/kernel/hostname && shift && exec "$@"' \
-	_ "$ODD_HOST" env FARPAGE_SRC="$SRC" "$BENCH" --bin "$BIN" --size 16M --runs 1 \
+	_ "$ODD_HOST" env FARPAGE_SRC="$SRC" FP_KEEP="$TMP/keep" "$BENCH" --bin "$BIN" --size 16M --runs 1 \
 	--farmem quick --farmem-cache 4M --farmem-secs 0.3 \
 	--scale-map quick --scale-loops quick --scale-dirty quick --replica quick) >"$TMP/out" 2>&1
 rc=$?
@@ -209,6 +227,32 @@ jq -e '[.remote.rand.p50_us_spread, .remote.rand.p50_us, .runs, (.remote.rand.p5
 	{ echo "test_bench_smoke: FAIL: remote.rand.p50_us_spread / _runs do not fit the median" >&2; fail=1; }
 grep -q '^remote fault seq p50' "$TMP/out" ||
 	{ echo "test_bench_smoke: FAIL: no table printed" >&2; fail=1; }
+# The shapes: the driver's JSON has every key of bench/json-shapes.json
+# (of the parts measured here) with its type; every JSON line the programs
+# printed (their output, kept by FP_KEEP) is of a kind, keys and types it
+# knows.
+python3 "$SRC/bench/json_shapes.py" check --driver "$TMP/bench.json" --outs "$TMP/keep" \
+	--shapes "$SRC/bench/json-shapes.json" ||
+	{ echo "test_bench_smoke: FAIL: the JSON's shape changed (above; docs/bench.md, \"The JSON's shape\")" >&2; fail=1; }
+# The report: the results table from the run's JSON, and into a copy of
+# docs/bench.md between its markers (the rest of the file as it was).
+rep_out=$("$BENCH" report --json "$TMP/bench.json" --src "$SRC" 2>&1)
+for want in '<!-- bench-results:begin -->' '| figure | median | spread (min..max) | floor | ratio |' \
+	'| remote fault rand p50 |' '**load average**' '<!-- bench-results:end -->'; do
+	grep -qF -- "$want" <<<"$rep_out" ||
+		{ echo "test_bench_smoke: FAIL: farpage-bench report: no '$want' in: $rep_out" >&2; fail=1; }
+done
+cp "$SRC/docs/bench.md" "$TMP/bench.md"
+if "$BENCH" report --json "$TMP/bench.json" --src "$SRC" --update-docs "$TMP/bench.md" 2>/dev/null; then
+	strip() { sed '/^<!-- bench-results:begin -->$/,/^<!-- bench-results:end -->$/d' "$1"; }
+	cmp -s <(strip "$SRC/docs/bench.md") <(strip "$TMP/bench.md") ||
+		{ echo "test_bench_smoke: FAIL: report --update-docs changed more than its block" >&2; fail=1; }
+	grep -qF '| remote fault rand p50 |' "$TMP/bench.md" ||
+		{ echo "test_bench_smoke: FAIL: report --update-docs: no table in the copy" >&2; fail=1; }
+else
+	echo "test_bench_smoke: FAIL: farpage-bench report --update-docs failed" >&2
+	fail=1
+fi
 if [ $fail != 0 ]; then
 	cat "$TMP/out" >&2
 	exit 1
