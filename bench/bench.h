@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the benchmark programs share: the clock, CPU pinning, nearest-rank
- * percentiles, option parsing and result lines (key=value or JSON).
+ * percentiles, option values, the command line (one table of options per
+ * program) and result lines (key=value or JSON).
  */
 #ifndef BENCH_BENCH_H
 #define BENCH_BENCH_H
@@ -164,8 +165,8 @@ void bench_cli_usage(const struct bench_cli *cli, FILE *f);
 /*
  * Parses @argv by @cli's table; the positional arguments are left at
  * argv[*first..argc) (@first may be NULL if none are allowed). Returns
- * -1 to go on, 0 after --help or --features (printed), 2 on a bad
- * command line (said on stderr).
+ * -1 to go on, 0 after --help or --features (printed; 1 if --features
+ * could not be), 2 on a bad command line (said on stderr).
  */
 int bench_cli_parse(const struct bench_cli *cli, int argc, char **argv,
 		    int *first);
