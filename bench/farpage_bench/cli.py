@@ -115,7 +115,8 @@ def report_parser():
                         "<!-- bench-results:end --> of DOC (e.g. docs/bench.md)")
     p.add_argument("--src", metavar="DIR", default="",
                    help="the source tree whose commit the table names (default: "
-                        "$FARPAGE_SRC, or the tree this copy is in)")
+                        "$FARPAGE_SRC, the tree this copy is in, or the one its build dir "
+                        "was configured from)")
     return p
 
 

@@ -390,10 +390,20 @@ def report_main(a, here):
         print(f"farpage-bench report: {a.json} is of a broken run: {get(j, 'error')}",
               file=sys.stderr)
         return 1
+    # The source tree: --src, $FARPAGE_SRC, the tree this copy is in, or the
+    # one the build dir it is in was configured from.
     src = a.src or os.environ.get("FARPAGE_SRC", "")
+    up = os.path.dirname(here)
+    if not src and os.path.exists(f"{up}/bench/bigmap.sh"):
+        src = up
     if not src:
-        up = os.path.dirname(here)
-        src = up if os.path.exists(f"{up}/bench/bigmap.sh") else ""
+        try:
+            with open(f"{up}/CMakeCache.txt", errors="replace") as f:
+                for line in f:
+                    if line.startswith("CMAKE_HOME_DIRECTORY:"):
+                        src = line.split("=", 1)[1].strip()
+        except OSError:
+            pass
     block = doc_table(j, commit_of(src) if src else "", mem_total())
     if not a.update_docs:
         print(block)
