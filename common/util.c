@@ -122,43 +122,103 @@ char *util_size_fmt(uint64_t v, char *buf, size_t len)
 	return buf;
 }
 
-int util_write_file(const char *path, const char *text)
+/* "<path>.tmp.<16 hex digits>": random, so nobody can place a file or a
+ * link there beforehand. */
+static int util_tmp_name(char *tmp, size_t size, const char *path)
 {
-	size_t len = strlen(text), off = 0;
-	char tmp[4096];
-	ssize_t n;
-	int fd, ret, w;
+	uint64_t r;
+	int w, ret;
 
-	w = snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-	if (w < 0 || (size_t)w >= sizeof(tmp))
+	ret = util_random_u64(&r);
+	if (ret)
+		return ret;
+	w = snprintf(tmp, size, "%s.tmp.%016llx", path, (unsigned long long)r);
+	if (w < 0 || (size_t)w >= size)
 		return -ENAMETOOLONG;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
+	return 0;
+}
+
+/* A new file that did not exist (O_EXCL), never through a link. */
+static int util_tmp_open(char *tmp, size_t size, const char *path)
+{
+	int fd, ret;
+
+	for (int i = 0; i < 16; i++) {
+		ret = util_tmp_name(tmp, size, path);
+		if (ret)
+			return ret;
+		fd = open(tmp,
+			  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			  0644);
+		if (fd >= 0 || errno != EEXIST)
+			return fd < 0 ? -errno : fd;
+	}
+	return -EEXIST;
+}
+
+static int util_write_all(int fd, const char *text, size_t len)
+{
+	size_t off = 0;
+	ssize_t n;
+
 	while (off < len) {
 		n = write(fd, text + off, len - off);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0) {
-			ret = -errno;
-			goto out_unlink;
-		}
+		if (n < 0)
+			return -errno;
 		off += (size_t)n;
 	}
-	if (close(fd) < 0) {
-		fd = -1;
-		ret = -errno;
-		goto out_unlink;
+	return 0;
+}
+
+/* Makes the rename durable: the directory holding @path, synced. */
+static int util_dir_sync(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[4096];
+	int fd, ret = 0;
+
+	if (!slash) {
+		strcpy(dir, ".");
+	} else if (slash == path) {
+		strcpy(dir, "/");
+	} else {
+		if ((size_t)(slash - path) >= sizeof(dir))
+			return -ENAMETOOLONG;
+		memcpy(dir, path, (size_t)(slash - path));
+		dir[slash - path] = '\0';
 	}
-	fd = -1;
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+int util_write_file(const char *path, const char *text)
+{
+	char tmp[4096];
+	int fd, ret;
+
+	fd = util_tmp_open(tmp, sizeof(tmp), path);
+	if (fd < 0)
+		return fd;
+	ret = util_write_all(fd, text, strlen(text));
+	if (!ret && fsync(fd) < 0)
+		ret = -errno;
+	if (close(fd) < 0 && !ret)
+		ret = -errno;
+	if (ret)
+		goto out_unlink;
 	if (rename(tmp, path) < 0) {
 		ret = -errno;
 		goto out_unlink;
 	}
-	return 0;
+	return util_dir_sync(path);
 out_unlink:
-	if (fd >= 0)
-		close(fd);
 	unlink(tmp);
 	return ret;
 }

@@ -27,9 +27,11 @@ char *util_size_fmt(uint64_t v, char *buf, size_t len);
 int util_u64_parse(const char *s, uint64_t *out);
 
 /*
- * Replaces @path atomically with @text: writes "<path>.tmp.<pid>" (mode
- * 0644) and renames it over @path. Returns 0 or -errno; no temporary file
- * is left behind on failure.
+ * Replaces @path atomically and durably with @text: writes a new file
+ * "<path>.tmp.<random>" (mode 0644; O_EXCL, never through a symbolic link),
+ * fsyncs it, renames it over @path and fsyncs the directory. Returns 0 or
+ * -errno; no temporary file is left behind on failure (a failed directory
+ * fsync comes after the rename: @path then holds @text).
  */
 int util_write_file(const char *path, const char *text);
 

@@ -160,6 +160,62 @@ static void test_util_write_file(void **state)
 	assert_int_equal(rmdir(dir), 0);
 }
 
+/*
+ * The temporary name is not guessable and is never opened through a link:
+ * a link planted where the old "<path>.tmp.<pid>" name went must not lead
+ * the write into its target.
+ */
+static void test_util_write_file_no_follow(void **state)
+{
+	char dir[] = "/tmp/farpage-test-util-XXXXXX";
+	char path[256], victim[256], link[300], buf[64];
+	struct dirent *de;
+	struct stat st;
+	mode_t um;
+	FILE *f;
+	DIR *d;
+	int n = 0;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/addr", dir);
+	snprintf(victim, sizeof(victim), "%s/victim", dir);
+	snprintf(link, sizeof(link), "%s.tmp.%ld", path, (long)getpid());
+	f = fopen(victim, "w");
+	assert_non_null(f);
+	fputs("keep\n", f);
+	fclose(f);
+	assert_int_equal(symlink(victim, link), 0);
+
+	um = umask(022);
+	assert_int_equal(util_write_file(path, "new\n"), 0);
+	umask(um);
+	f = fopen(victim, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(buf, sizeof(buf), f));
+	fclose(f);
+	assert_string_equal(buf, "keep\n");
+	/* a regular file of its own, mode 0644 */
+	assert_int_equal(lstat(path, &st), 0);
+	assert_true(S_ISREG(st.st_mode));
+	assert_int_equal(st.st_mode & 0777, 0644);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(buf, sizeof(buf), f));
+	fclose(f);
+	assert_string_equal(buf, "new\n");
+	/* addr, victim and the planted link: no temporary file */
+	d = opendir(dir);
+	assert_non_null(d);
+	while ((de = readdir(d)))
+		n += de->d_name[0] != '.';
+	closedir(d);
+	assert_int_equal(n, 3);
+	assert_int_equal(unlink(link), 0);
+	assert_int_equal(unlink(victim), 0);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -167,6 +223,7 @@ int main(void)
 		cmocka_unit_test(test_util_size_fmt),
 		cmocka_unit_test(test_util_u64_parse),
 		cmocka_unit_test(test_util_write_file),
+		cmocka_unit_test(test_util_write_file_no_follow),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
