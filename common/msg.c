@@ -1194,7 +1194,53 @@ static int msg_rd_map(struct msg_rd *r, void *base, const struct msg_field *f,
 		      unsigned int n, uint64_t carries, uint64_t requires,
 		      uint64_t *seen, bool top);
 
-/* A definite array of at most MSG_LIST_MAX elements, allocated in @base. */
+/* Bytes of a CBOR head for a length or value of @n. */
+static uint64_t msg_head_len(uint64_t n)
+{
+	return n < 24 ? 1 : n <= UINT8_MAX ? 2 : n <= UINT16_MAX ? 3 : 5;
+}
+
+/* The fewest bytes a valid value of @f takes. */
+static uint64_t msg_field_min_len(const struct msg_field *f)
+{
+	switch (f->kind) {
+	case MSG_K_U64:
+		return msg_head_len(f->min);
+	case MSG_K_STR:
+		/* a name is at least one byte long */
+		return f->check == MSG_C_NAME ? 2 : 1;
+	case MSG_K_BYTES:
+		return msg_head_len(f->size) + f->size;
+	default:
+		return 1;
+	}
+}
+
+/* The fewest bytes one element of the list @f takes: a record's map holds
+ * at least its required fields, each key with its value. */
+static uint64_t msg_elem_min_len(const struct msg_field *f)
+{
+	const struct msg_rec *rec = f->rec;
+	uint64_t n = 1, klen;
+
+	if (f->kind != MSG_K_REC_LIST)
+		return msg_head_len(f->min);
+	for (unsigned int i = 0; i < rec->n_fields; i++) {
+		if (!(rec->required & MSG_BIT(i)))
+			continue;
+		klen = strlen(rec->fields[i].key);
+		n += msg_head_len(klen) + klen +
+		     msg_field_min_len(&rec->fields[i]);
+	}
+	return n;
+}
+
+/*
+ * A definite array of at most MSG_LIST_MAX elements, allocated in @base.
+ * The count is checked against the bytes left, at the fewest bytes an
+ * element can take, before anything is allocated: a short buffer claiming
+ * many records costs no more than its own length.
+ */
 static int msg_rd_list(struct msg_rd *r, void *base, const struct msg_field *f,
 		       uint64_t *cnt, void **out)
 {
@@ -1203,7 +1249,8 @@ static int msg_rd_list(struct msg_rd *r, void *base, const struct msg_field *f,
 
 	if (ret)
 		return ret;
-	if (*cnt > MSG_LIST_MAX || *cnt > (uint64_t)(r->end - r->p) ||
+	if (*cnt > MSG_LIST_MAX ||
+	    *cnt * msg_elem_min_len(f) > (uint64_t)(r->end - r->p) ||
 	    (f->kind == MSG_K_REC_LIST && f->max && *cnt > f->max))
 		return -EBADMSG;
 	*out = NULL;

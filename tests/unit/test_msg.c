@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <cbor.h>
@@ -1682,6 +1683,65 @@ static void test_msg_bad_item_count(void **state)
 }
 
 /*
+ * A short buffer claiming many records: "nodes" declares 512 Ki elements
+ * and holds 512 Ki one-byte items, which the scan passes (one byte an
+ * item). A node record takes far more than one byte, so the count is
+ * refused before the 512 Ki node array (~150 MB) is allocated: with the
+ * data segment capped at 32 MiB more than now, that calloc() would fail
+ * and the decode report -ENOMEM rather than -EBADMSG. The sanitizers'
+ * shadow memory is itself data, so there only the result is checked.
+ */
+static size_t t_cstr(uint8_t *b, size_t cap, const char *s)
+{
+	size_t n = cbor_encode_string_start(strlen(s), b, cap);
+
+	assert_true(n && n + strlen(s) <= cap);
+	memcpy(b + n, s, strlen(s));
+	return n + strlen(s);
+}
+
+static void test_msg_bad_list_count(void **state)
+{
+	const uint32_t n = 1u << 19;
+	size_t len = 0, cap = n + 64;
+	uint8_t *b = calloc(1, cap);
+	struct rlimit old, lim;
+	struct msg m;
+	long data_pages = 0;
+	FILE *f;
+
+	assert_non_null(b);
+	assert_true((uint64_t)n * sizeof(struct msg_node) > (64u << 20));
+	len += cbor_encode_map_start(3, b + len, cap - len);
+	len += t_cstr(b + len, cap - len, "v");
+	len += cbor_encode_uint(MSG_VERSION, b + len, cap - len);
+	len += t_cstr(b + len, cap - len, "t");
+	len += cbor_encode_uint(MSG_T_NODES, b + len, cap - len);
+	len += t_cstr(b + len, cap - len, "nodes");
+	len += cbor_encode_array_start(n, b + len, cap - len);
+	len += n; /* n zero bytes: n uints 0 */
+	assert_true(len <= cap);
+
+	f = fopen("/proc/self/statm", "r");
+	assert_non_null(f);
+	assert_int_equal(fscanf(f, "%*d %*d %*d %*d %*d %ld", &data_pages), 1);
+	fclose(f);
+	assert_int_equal(getrlimit(RLIMIT_DATA, &old), 0);
+	lim = old;
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+	lim.rlim_cur = (rlim_t)data_pages * (rlim_t)sysconf(_SC_PAGESIZE) +
+		       (32u << 20);
+	if (old.rlim_cur != RLIM_INFINITY && old.rlim_cur < lim.rlim_cur)
+		lim.rlim_cur = old.rlim_cur;
+#endif
+	assert_int_equal(setrlimit(RLIMIT_DATA, &lim), 0);
+	assert_int_equal(msg_decode(b, len, &m), -EBADMSG);
+	assert_int_equal(setrlimit(RLIMIT_DATA, &old), 0);
+	assert_null(m.nodes);
+	free(b);
+}
+
+/*
  * What the sanitizers add to the memory a process touches: TSan keeps 4
  * bytes of shadow for each, ASan 1/8 and redzones. A bound on RSS growth
  * scales by this (a tree of items would still be many times over it).
@@ -1947,6 +2007,7 @@ int main(void)
 		cmocka_unit_test(test_msg_mutations),
 		cmocka_unit_test(test_msg_helpers),
 		cmocka_unit_test(test_msg_bad_item_count),
+		cmocka_unit_test(test_msg_bad_list_count),
 		cmocka_unit_test(test_msg_big_layout),
 		cmocka_unit_test(test_msg_replicas),
 	};
