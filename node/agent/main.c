@@ -4,7 +4,9 @@
 #include <errno.h>
 #include <getopt.h>
 #include <malloc.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,12 +22,45 @@
 #include "net.h"
 #include "util.h"
 
-static struct node_agent *main_agent;
+/*
+ * The running agent, for the signal handler; NULL once it is being
+ * destroyed. A handler counts itself in main_sig_busy before it looks, so
+ * that main_agent_release() can wait out one that read the pointer just
+ * before it was cleared (it may run on any thread).
+ */
+static _Atomic(struct node_agent *) main_agent;
+static atomic_int main_sig_busy;
+/* A stop asked for before the agent was there to take it. */
+static volatile sig_atomic_t main_stop;
 
 static void main_on_signal(int sig)
 {
-	if (main_agent)
-		agent_stop(main_agent);
+	struct node_agent *a;
+
+	main_stop = 1;
+	atomic_fetch_add(&main_sig_busy, 1);
+	a = atomic_load(&main_agent);
+	if (a)
+		agent_stop(a);
+	atomic_fetch_sub(&main_sig_busy, 1);
+}
+
+/*
+ * Takes the agent from the signal handler before it is destroyed: a
+ * second SIGTERM during agent_destroy() must not stop a freed loop.
+ * Further SIGINT/SIGTERM are ignored (the agent is stopping already).
+ */
+static struct node_agent *main_agent_release(void)
+{
+	struct sigaction ign = { .sa_handler = SIG_IGN };
+	struct node_agent *a;
+
+	sigaction(SIGINT, &ign, NULL);
+	sigaction(SIGTERM, &ign, NULL);
+	a = atomic_exchange(&main_agent, NULL);
+	while (atomic_load(&main_sig_busy))
+		sched_yield();
+	return a;
 }
 
 static void main_usage(FILE *out)
@@ -480,6 +515,7 @@ int main(int argc, char **argv)
 	};
 	enum log_level lvl = LOG_INFO;
 	struct sigaction sa = { 0 };
+	struct node_agent *agent = NULL;
 	char host[MSG_NAME_MAX], why[400];
 	struct actl_cred cred = { 0 };
 	const char *key_file = NULL;
@@ -783,7 +819,12 @@ int main(int argc, char **argv)
 	cfg.cred = &cred;
 
 	signal(SIGPIPE, SIG_IGN);
-	ret = agent_create(&cfg, &main_agent);
+	/* From here a stop is taken, also while the agent starts. */
+	sa.sa_handler = main_on_signal;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	ret = agent_create(&cfg, &agent);
 	OPENSSL_cleanse(&cred, sizeof(cred)); /* the agent has its copy */
 	/* A key the coordinator refuses, an address that cannot be, a
 	 * socket another agent serves: fixed by the operator, not by
@@ -792,11 +833,11 @@ int main(int argc, char **argv)
 		return 2;
 	if (ret)
 		return 1;
-	sa.sa_handler = main_on_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	ret = agent_run(main_agent);
+	/* A signal either finds the agent or has set main_stop, seen here;
+	 * a stop before agent_run() still ends it (evl_run()). */
+	atomic_store(&main_agent, agent);
+	ret = main_stop ? 0 : agent_run(agent);
 	log_info("stopping");
-	agent_destroy(main_agent);
+	agent_destroy(main_agent_release());
 	return ret ? 1 : 0;
 }
