@@ -28,7 +28,7 @@
 	 B(PSN) | B(MTU))
 
 /* The fields each type carries, written down from msg.h independently of
- * msg.c's table. */
+ * msg_table.c's table. */
 static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_OK] = 0,
 	[MSG_T_ERROR] = B(ERR) | B(TEXT),
