@@ -32,58 +32,7 @@
 #include "net.h"
 #include "uffd.h"
 
-#define MAP_ALIGN	  (2ull << 20) /* hugetlb chunks need 2 MiB alignment */
-#define CALL_TIMEOUT_MS	  30000
-#define AGENT_TIMEOUT_DEF 5000
-#define RESUME_RETRY_MS	  200 /* look for a restarted agent this often */
-
-enum map_state {
-	MAP_LIVE = 0,  /* agent serving faults */
-	MAP_ORPHAN,    /* agent gone, faults held until the deadline */
-	MAP_POISONING, /* agent gone, poisoning unfetched pages */
-	MAP_POISONED,  /* agent gone, unfetched pages poisoned */
-};
-
-struct farpage_map {
-	char name[MSG_NAME_MAX];
-	uint8_t *base;
-	size_t size; /* region bytes */
-	size_t span; /* mapped bytes: whole chunks */
-	size_t chunk_size;
-	uint64_t node;
-	uint64_t instance; /* the agent's: its pool holds only its chunks */
-	uint64_t epoch;	   /* of the region: another one may take its name */
-	uint64_t cid;	   /* of the coordinator's tables the layout is from */
-	struct msg_run *runs; /* the layout, in runs (common/layout.h) */
-	uint32_t n_runs;
-	uint32_t n_chunks;
-	uint8_t *is_local; /* per chunk: mapped from the pool */
-	int cache_fd;	   /* cache mode: the agent's cache memfd, else -1 */
-	uint64_t features;
-	unsigned int agent_timeout_ms;
-	uint64_t flags;	       /* MSG_MAP_* asked for */
-	uint64_t layout_flags; /* MSG_MAP_* of the agent's MAP_LAYOUT */
-	uint64_t wgen;	       /* writable: its write lease's generation */
-	/* the write lease is lost for good (another mapping took it while
-	 * the agent was away): flushes fail, every remote page is poisoned */
-	_Atomic int lease_lost;
-	char sock_path[108];
-	int sock;
-	int uffd;
-	int stop_efd;
-	pthread_t watchdog;
-	int watchdog_started;
-	_Atomic int state;
-	/* hand-overs to a restarted agent so far (a flush cut by the agent's
-	 * death waits for the next one) */
-	_Atomic unsigned int handovers;
-	/* watchdog only: poisoning goes on from here after -EAGAIN */
-	uint64_t poison_next;
-	uint64_t poisoned;
-	/* pages faulted after poisoning, to poison again (-EAGAIN) */
-	uint64_t *pend;
-	size_t n_pend, cap_pend;
-};
+#include "farpage_int.h"
 
 /* fork() cannot be refused from a library; the range is MADV_DONTFORK and
  * the child is told so. Process-wide by nature, hence the one static. */
@@ -107,7 +56,7 @@ static void farpage_atfork_register(void)
 	pthread_atfork(NULL, NULL, farpage_atfork_child);
 }
 
-static const char *farpage_sock_path(const struct farpage_map_opts *opts)
+const char *farpage_sock_path(const struct farpage_map_opts *opts)
 {
 	const char *p = opts ? opts->agent_sock : NULL;
 
@@ -574,409 +523,12 @@ static void farpage_cache_choose(struct farpage_map *m, uint64_t supported)
 }
 
 /*
- * Poisons every page not yet fetched, from m->poison_next on. Returns 0 when
- * done, or -EAGAIN when the guest's address space is changing: read its
- * events, then call again (the page was not poisoned: taking that as done
- * would leave its thread waiting forever).
- */
-static int farpage_poison_remote(struct farpage_map *m)
-{
-	uint64_t base = (uint64_t)(uintptr_t)m->base, n, next;
-	int ret;
-
-	while (m->poison_next < base + m->span) {
-		uint32_t i =
-			(uint32_t)((m->poison_next - base) / m->chunk_size);
-		uint64_t end = base + (uint64_t)(i + 1) * m->chunk_size;
-
-		if (m->is_local[i]) {
-			m->poison_next = end;
-			continue;
-		}
-		ret = uffd_poison(m->uffd, m->poison_next, end - m->poison_next,
-				  &n, &next);
-		m->poisoned += n;
-		if (ret == -EAGAIN) {
-			m->poison_next = next;
-			return ret;
-		}
-		if (ret && ret != -ENOENT)
-			log_errno(ret, "region %s: poisoning chunk %u", m->name,
-				  i);
-		m->poison_next = end;
-	}
-	log_info("region %s: %llu pages poisoned", m->name,
-		 (unsigned long long)m->poisoned);
-	return 0;
-}
-
-/* A page faulted again after poisoning (dropped with MADV_DONTNEED). */
-static void farpage_pend_add(struct farpage_map *m, uint64_t addr)
-{
-	uint64_t *p;
-
-	if (m->n_pend == m->cap_pend) {
-		size_t cap = m->cap_pend ? 2 * m->cap_pend : 16;
-
-		p = realloc(m->pend, cap * sizeof(*p));
-		if (!p)
-			return; /* its next fault event brings it back */
-		m->pend = p;
-		m->cap_pend = cap;
-	}
-	m->pend[m->n_pend++] = addr;
-}
-
-/* Poisons the pending pages; returns how many must wait (-EAGAIN). */
-static size_t farpage_pend_run(struct farpage_map *m)
-{
-	size_t k = 0;
-
-	for (size_t i = 0; i < m->n_pend; i++) {
-		if (uffd_poison(m->uffd, m->pend[i], UFFD_PAGE, NULL, NULL) ==
-		    -EAGAIN)
-			m->pend[k++] = m->pend[i];
-	}
-	m->n_pend = k;
-	return k;
-}
-
-/*
- * Step one of mapping, on a fresh agent connection: MAP {flags} ->
- * MAP_LAYOUT, with the cache memfd when the layout's flags say
- * MSG_MAP_CACHE (the pool's segments are asked for next, MAP_FDS). Returns
- * 0 with *layout to msg_fini() and *cache_fd (or -1) to close, the agent's
- * -errno (its text logged), -EBADMSG or -EPROTO.
- */
-static int farpage_agent_layout(int sock, const char *name, uint64_t flags,
-				uint64_t wgen, struct msg *layout,
-				int *cache_fd)
-{
-	struct msg req;
-	int fds[2], n_fds = 2, ret;
-
-	*cache_fd = -1;
-	msg_init(&req, MSG_T_MAP);
-	msg_strset(req.name, sizeof(req.name), name);
-	req.flags = flags & (MSG_MAP_RDONLY | MSG_LAYOUT_RUNS);
-	req.wgen = wgen;
-	ret = ctl_send(sock, &req, NULL, 0);
-	if (ret)
-		return ret;
-	ret = ctl_recv(sock, layout, fds, &n_fds, CALL_TIMEOUT_MS);
-	if (ret)
-		return ret;
-	if (layout->type == MSG_T_ERROR) {
-		ret = -(int)layout->err;
-		if (layout->text[0])
-			log_err("map %s: %s", name, layout->text);
-	} else if (layout->type != MSG_T_MAP_LAYOUT) {
-		ret = -EBADMSG;
-	} else if ((ret = layout_msg_to_runs(layout))) {
-		log_err("map %s: a bad layout from the agent", name);
-	} else if (n_fds != !!(layout->flags & MSG_MAP_CACHE)) {
-		/* An agent of another version (one that sent its pool). */
-		log_err("map %s: the agent sent %d descriptors with the "
-			"layout, not %d: is it of another farpage version?",
-			name, n_fds, !!(layout->flags & MSG_MAP_CACHE));
-		ret = -EPROTO;
-	}
-	if (ret) {
-		msg_fini(layout);
-		for (int i = 0; i < n_fds; i++)
-			close(fds[i]);
-		return ret;
-	}
-	if (n_fds)
-		*cache_fd = fds[0];
-	return 0;
-}
-
-/* Step two: MAP_UFFD with our uffd -> OK. Returns 0 or -errno. */
-static int farpage_agent_hand_uffd(int sock, const struct farpage_map *m,
-				   uint64_t flags)
-{
-	struct msg req, rep;
-	int ret;
-
-	int fds[2] = { m->uffd, m->cache_fd };
-
-	msg_init(&req, MSG_T_MAP_UFFD);
-	req.base = (uint64_t)(uintptr_t)m->base;
-	req.features = m->features;
-	req.flags = flags;
-	/* The cache memfd goes back to an agent we hand the mapping to. */
-	ret = ctl_send(sock, &req, fds,
-		       (flags & MSG_MAP_RESUME) && m->cache_fd >= 0 ? 2 : 1);
-	if (ret)
-		return ret;
-	ret = ctl_recv(sock, &rep, NULL, NULL, CALL_TIMEOUT_MS);
-	if (ret)
-		return ret;
-	if (rep.type == MSG_T_ERROR) {
-		ret = -(int)rep.err;
-		log_err("map %s: the agent refused the userfaultfd: %s",
-			m->name, rep.text);
-		/* The agent's refusal, not the kernel's: -EPERM here means
-		 * userfaultfd itself is not permitted. */
-		if (ret == -EPERM)
-			ret = -EACCES;
-	} else if (rep.type != MSG_T_OK) {
-		ret = -EBADMSG;
-	}
-	msg_fini(&rep);
-	return ret;
-}
-
-/* Same region as mapped: same size, chunks, owners, offsets, instances,
- * epoch and coordinator tables. */
-static int farpage_layout_is_same(const struct farpage_map *m,
-				  const struct msg *l)
-{
-	/* A region deleted and made again under the same name may get the
-	 * same chunks: the epoch and the tables' cid tell them apart. */
-	if (l->size != m->size || l->chunk_size != m->chunk_size ||
-	    l->n_runs != m->n_runs || l->node != m->node ||
-	    l->epoch != m->epoch || l->cid != m->cid)
-		return 0;
-	/* Runs are made the same way from the same chunks. */
-	for (uint32_t i = 0; i < m->n_runs; i++) {
-		const struct msg_run *a = &l->runs[i], *b = &m->runs[i];
-
-		if (a->n != b->n || a->n_parts != b->n_parts)
-			return 0;
-		for (uint32_t k = 0; k < a->n_parts; k++)
-			if (a->parts[k].node != b->parts[k].node ||
-			    a->parts[k].off != b->parts[k].off ||
-			    a->parts[k].inst != b->parts[k].inst)
-				return 0;
-	}
-	return 1;
-}
-
-/*
- * Hands the uffd to an agent that came back on the same socket: it serves
- * the mapping from now on and wakes the whole range, so threads blocked on
- * faults the old agent (or we) had read fault again. Chunks mapped from
- * the old pool stay as they are. A writable mapping must get its write
- * lease back under the generation it held: -ENOLCK (or -EBUSY) if another
- * mapping held it since, for good. Returns 0 or -errno.
- */
-static int farpage_resume(struct farpage_map *m)
-{
-	struct msg l;
-	int fd, cache_fd, ret;
-
-	ret = net_unix_connect(m->sock_path, &fd);
-	if (ret)
-		return ret;
-	/* A writable mapping takes the write lease again, if still its own:
-	 * the dead agent's ended with its instance. */
-	ret = farpage_agent_layout(fd, m->name, m->flags | MSG_LAYOUT_RUNS,
-				   m->wgen, &l, &cache_fd);
-	if (!ret) {
-		if (cache_fd >= 0)
-			close(cache_fd);
-		if (!farpage_layout_is_same(m, &l))
-			ret = -ESTALE;
-		msg_fini(&l);
-	}
-	if (!ret)
-		ret = farpage_agent_hand_uffd(fd, m, m->flags | MSG_MAP_RESUME);
-	if (ret) {
-		close(fd);
-		if (ret == -ESTALE)
-			log_err("region %s changed while its agent was away; "
-				"not resuming",
-				m->name);
-		return ret;
-	}
-	close(m->sock);
-	m->sock = fd;
-	atomic_fetch_add(&m->handovers, 1);
-	atomic_store(&m->state, MAP_LIVE);
-	log_warn("region %s: handed over to the restarted agent", m->name);
-	return 0;
-}
-
-/*
- * With the agent gone this thread reads the uffd itself so that munmap()
- * and madvise() in the guest do not hang on unread events. Meanwhile it
- * tries to hand the mapping to an agent that comes back on the same
- * socket (returns 1 then). Faults stay blocked until the deadline, then
- * every unfetched page is poisoned (returns 0 when told to stop).
- */
-/*
- * The write lease is lost: what this mapping wrote and did not send home
- * was overwritten by another writer, and must not be read back or sent.
- * Its pages leave the cache memfd (unprotected first: a write-protected
- * page punched would keep a marker poisoning cannot replace), so that
- * every touch of a remote page faults, and is poisoned.
- */
-static void farpage_lease_lose(struct farpage_map *m, int err)
-{
-	log_err("region %s: the write lease (generation %llu) is lost: %s; "
-		"what this mapping wrote and had not flushed is dropped, its "
-		"flushes fail, and its remote pages raise SIGBUS",
-		m->name, (unsigned long long)m->wgen, log_strerror(err));
-	if (m->cache_fd >= 0) {
-		for (uint32_t i = 0; i < m->n_chunks; i++) {
-			uint64_t a = (uint64_t)(uintptr_t)m->base +
-				     (uint64_t)i * m->chunk_size;
-
-			if (!m->is_local[i])
-				uffd_wp(m->uffd, a, m->chunk_size, 0, 0);
-		}
-		if (fallocate(m->cache_fd,
-			      FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
-			      (off_t)m->span))
-			log_errno(-errno, "region %s: dropping the cache",
-				  m->name);
-	}
-	/* Said once the pages are gone: a flush that fails now is followed
-	 * by SIGBUS on every touch of a remote page, never a quiet write. */
-	atomic_store(&m->lease_lost, 1);
-}
-
-static int farpage_orphan(struct farpage_map *m)
-{
-	struct uffd_msg msgs[32];
-	int64_t deadline, now, retry = 0;
-	int ret;
-
-	deadline = (int64_t)evl_now_ms() + m->agent_timeout_ms;
-	log_err("region %s: the agent closed its socket; faults wait up to "
-		"%u ms, then SIGBUS",
-		m->name, m->agent_timeout_ms);
-	atomic_store(&m->state, MAP_ORPHAN);
-	for (;;) {
-		struct pollfd pfd[2] = {
-			{ .fd = m->stop_efd, .events = POLLIN },
-			{ .fd = m->uffd, .events = POLLIN },
-		};
-		int timeout = -1, state = atomic_load(&m->state);
-		ssize_t n;
-
-		if (state == MAP_ORPHAN) {
-			now = (int64_t)evl_now_ms();
-			if (now >= retry) {
-				ret = farpage_resume(m);
-				if (!ret)
-					return 1;
-				retry = now + RESUME_RETRY_MS;
-				/* Final: never retried (it would take the
-				 * lease back from under its new holder). */
-				if (!(m->flags & MSG_MAP_RDONLY) &&
-				    (ret == -ENOLCK || ret == -EBUSY)) {
-					farpage_lease_lose(m, ret);
-					deadline = now;
-				}
-			}
-			if (now >= deadline) {
-				if (!(m->features & UFFD_FEATURE_POISON)) {
-					log_err("region %s: the kernel cannot "
-						"poison pages; aborting rather "
-						"than returning zero pages",
-						m->name);
-					abort();
-				}
-				/* Said first: the sweep may end early (an
-				 * unmap) once a thread got its SIGBUS. */
-				log_err("region %s: agent gone for %u ms; "
-					"pages "
-					"not yet fetched now raise SIGBUS",
-					m->name, m->agent_timeout_ms);
-				m->poison_next = (uint64_t)(uintptr_t)m->base;
-				atomic_store(&m->state, MAP_POISONING);
-				continue;
-			}
-			timeout = (int)((deadline < retry ? deadline : retry) -
-					now);
-		} else if (state == MAP_POISONING) {
-			/* -EAGAIN: an event waits; read it, then go on. */
-			if (farpage_poison_remote(m) == -EAGAIN)
-				timeout = 1;
-			else
-				atomic_store(&m->state, MAP_POISONED);
-		}
-		if (farpage_pend_run(m))
-			timeout = 1;
-		if (poll(pfd, 2, timeout) < 0 && errno != EINTR)
-			return 0;
-		if (pfd[0].revents)
-			return 0;
-		if (!(pfd[1].revents & POLLIN))
-			continue;
-		n = uffd_read_msgs(m->uffd, msgs, 32);
-		for (ssize_t k = 0; k < n; k++) {
-			uint64_t a;
-
-			if (msgs[k].event != UFFD_EVENT_PAGEFAULT)
-				continue;
-			/* A page dropped (MADV_DONTNEED) after it was
-			 * poisoned; pages ahead of the sweep it poisons. */
-			a = msgs[k].arg.pagefault.address & ~(UFFD_PAGE - 1);
-			state = atomic_load(&m->state);
-			if (state == MAP_POISONED ||
-			    (state == MAP_POISONING && a < m->poison_next))
-				farpage_pend_add(m, a);
-		}
-	}
-}
-
-static void *farpage_watchdog(void *arg)
-{
-	struct farpage_map *m = arg;
-	struct pollfd pfd[2] = {
-		{ .fd = m->stop_efd, .events = POLLIN },
-		{ .fd = m->sock, .events = POLLIN },
-	};
-	char buf[256];
-
-	for (;;) {
-		if (poll(pfd, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			return NULL;
-		}
-		if (pfd[0].revents)
-			return NULL;
-		if (pfd[1].revents) {
-			/* The agent sends nothing unasked: any readable state
-			 * other than data is the connection ending. */
-			ssize_t n =
-				recv(m->sock, buf, sizeof(buf), MSG_DONTWAIT);
-
-			if (n > 0 || (n < 0 && errno == EAGAIN))
-				continue;
-			if (!farpage_orphan(m))
-				return NULL;
-			pfd[1].fd = m->sock; /* the restarted agent's */
-		}
-	}
-}
-
-/* Stops the watchdog thread (it reads the mapping); idempotent. */
-static void farpage_watchdog_stop(struct farpage_map *m)
-{
-	uint64_t one = 1;
-	ssize_t r;
-
-	if (!m->watchdog_started)
-		return;
-	r = write(m->stop_efd, &one, sizeof(one));
-	(void)r;
-	pthread_join(m->watchdog, NULL);
-	m->watchdog_started = 0;
-}
-
-/*
  * Frees a mapping: the watchdog stops, the agent drops the mapping when
  * the socket closes, then our uffd closes. A range still mapped here (a
  * map that failed half-way, never seen by the caller) goes last: with the
  * uffd closed nobody has to read its UNMAP event.
  */
-static void farpage_map_free(struct farpage_map *m, int unmapped)
+void farpage_map_free(struct farpage_map *m, int unmapped)
 {
 	farpage_watchdog_stop(m);
 	if (m->sock >= 0)
@@ -993,6 +545,94 @@ static void farpage_map_free(struct farpage_map *m, int unmapped)
 	free(m->is_local);
 	free(m->pend);
 	free(m);
+}
+
+/*
+ * Connects to the agent at @m->sock_path and asks for the layout of
+ * @m->name (into @rep),
+ * once more without runs for an agent from before them. Returns 0 or
+ * -errno; the socket is @m's either way.
+ */
+static int farpage_map_connect(struct farpage_map *m, struct msg *rep)
+{
+	const char *name = m->name;
+	int ret;
+
+	ret = net_unix_connect(m->sock_path, &m->sock);
+	if (ret)
+		return ret;
+	ret = farpage_agent_layout(m->sock, name, m->flags | MSG_LAYOUT_RUNS,
+				   m->flags & MSG_MAP_RDONLY ? 0 : MSG_WGEN_NEW,
+				   rep, &m->cache_fd);
+	if (ret == -ECONNRESET || ret == -EPIPE) {
+		/* An agent of a version before layouts in runs refuses the
+		 * flag and closes: once more, without it. */
+		close(m->sock);
+		m->sock = -1;
+		ret = net_unix_connect(m->sock_path, &m->sock);
+		if (!ret)
+			ret = farpage_agent_layout(
+				m->sock, name, m->flags,
+				m->flags & MSG_MAP_RDONLY ? 0 : MSG_WGEN_NEW,
+				rep, &m->cache_fd);
+		if (!ret)
+			log_warn("map %s: the agent closed the connection on a "
+				 "MAP asking for its layout in runs: a version "
+				 "before them (upgrade it)",
+				 name);
+	}
+	return ret;
+}
+
+/*
+ * Takes the agent's MAP_LAYOUT @rep into @m (its runs move over; @rep is
+ * finished either way) and checks it fits @at/@at_len if given. Returns 0,
+ * -EPROTO, -EINVAL or -ENOMEM.
+ */
+static int farpage_map_layout_take(struct farpage_map *m, struct msg *rep,
+				   void *at, size_t at_len)
+{
+	const char *name = m->name;
+	int ret;
+
+	ret = farpage_layout_check(m, rep);
+	if (ret) {
+		msg_fini(rep);
+		return ret;
+	}
+	m->layout_flags = rep->flags;
+	m->size = rep->size;
+	m->chunk_size = rep->chunk_size;
+	m->node = rep->node;
+	m->instance = rep->instance;
+	m->epoch = rep->epoch;
+	m->cid = rep->cid;
+	m->wgen = rep->wgen;
+	if (!(m->flags & MSG_MAP_RDONLY) && !m->wgen) {
+		log_err("map %s: the agent gave no write-lease generation: is "
+			"it of another farpage version?",
+			name);
+		msg_fini(rep);
+		return -EPROTO;
+	}
+	m->n_chunks = (uint32_t)layout_chunks_of(rep->size, rep->chunk_size);
+	m->runs = rep->runs; /* ownership moves here */
+	m->n_runs = rep->n_runs;
+	rep->runs = NULL;
+	rep->n_runs = 0;
+	msg_fini(rep);
+	m->span = (size_t)m->n_chunks * m->chunk_size;
+	if (at && at_len != m->span) {
+		log_err("region %s: %zu bytes asked for at %p, but it maps as "
+			"%zu (%u chunks of %zu)",
+			name, at_len, at, m->span, m->n_chunks, m->chunk_size);
+		return -EINVAL;
+	}
+	m->is_local = calloc(m->n_chunks, 1);
+	if (!m->is_local)
+		return -ENOMEM;
+	layout_parts_walk(m->runs, m->n_runs, farpage_part_mark, m);
+	return 0;
 }
 
 static int farpage_map_common(const char *name,
@@ -1020,72 +660,12 @@ static int farpage_map_common(const char *name,
 		m->flags |= MSG_MAP_RDONLY;
 	snprintf(m->sock_path, sizeof(m->sock_path), "%s",
 		 farpage_sock_path(opts));
-	ret = net_unix_connect(m->sock_path, &m->sock);
+	ret = farpage_map_connect(m, &rep);
 	if (ret)
 		goto err;
-	ret = farpage_agent_layout(m->sock, name, m->flags | MSG_LAYOUT_RUNS,
-				   m->flags & MSG_MAP_RDONLY ? 0 : MSG_WGEN_NEW,
-				   &rep, &m->cache_fd);
-	if (ret == -ECONNRESET || ret == -EPIPE) {
-		/* An agent of a version before layouts in runs refuses the
-		 * flag and closes: once more, without it. */
-		close(m->sock);
-		m->sock = -1;
-		ret = net_unix_connect(m->sock_path, &m->sock);
-		if (!ret)
-			ret = farpage_agent_layout(
-				m->sock, name, m->flags,
-				m->flags & MSG_MAP_RDONLY ? 0 : MSG_WGEN_NEW,
-				&rep, &m->cache_fd);
-		if (!ret)
-			log_warn("map %s: the agent closed the connection on a "
-				 "MAP asking for its layout in runs: a version "
-				 "before them (upgrade it)",
-				 name);
-	}
+	ret = farpage_map_layout_take(m, &rep, at, at_len);
 	if (ret)
 		goto err;
-	ret = farpage_layout_check(m, &rep);
-	if (ret) {
-		msg_fini(&rep);
-		goto err;
-	}
-	m->layout_flags = rep.flags;
-	m->size = rep.size;
-	m->chunk_size = rep.chunk_size;
-	m->node = rep.node;
-	m->instance = rep.instance;
-	m->epoch = rep.epoch;
-	m->cid = rep.cid;
-	m->wgen = rep.wgen;
-	if (!(m->flags & MSG_MAP_RDONLY) && !m->wgen) {
-		log_err("map %s: the agent gave no write-lease generation: is "
-			"it of another farpage version?",
-			name);
-		msg_fini(&rep);
-		ret = -EPROTO;
-		goto err;
-	}
-	m->n_chunks = (uint32_t)layout_chunks_of(rep.size, rep.chunk_size);
-	m->runs = rep.runs; /* ownership moves here */
-	m->n_runs = rep.n_runs;
-	rep.runs = NULL;
-	rep.n_runs = 0;
-	msg_fini(&rep);
-	m->span = (size_t)m->n_chunks * m->chunk_size;
-	if (at && at_len != m->span) {
-		log_err("region %s: %zu bytes asked for at %p, but it maps as "
-			"%zu (%u chunks of %zu)",
-			name, at_len, at, m->span, m->n_chunks, m->chunk_size);
-		ret = -EINVAL;
-		goto err;
-	}
-	m->is_local = calloc(m->n_chunks, 1);
-	if (!m->is_local) {
-		ret = -ENOMEM;
-		goto err;
-	}
-	layout_parts_walk(m->runs, m->n_runs, farpage_part_mark, m);
 
 	ret = uffd_features_probe(&supported);
 	if (ret)
@@ -1154,9 +734,6 @@ int farpage_map_at(const char *name, const struct farpage_map_opts *opts,
 	return farpage_map_common(name, opts, addr, len, out);
 }
 
-static int farpage_is_writeback(const struct farpage_map *m);
-static int farpage_agent_unmap(struct farpage_map *m);
-
 int farpage_unmap(struct farpage_map *m)
 {
 	int ret = 0, unmapped;
@@ -1188,148 +765,6 @@ int farpage_unmap(struct farpage_map *m)
 		ret = farpage_agent_unmap(m);
 	farpage_map_free(m, unmapped);
 	return ret;
-}
-
-/*
- * UNMAP on the mapping's connection: the agent's answer comes once the
- * mapping is gone there and its write lease given back, the coordinator
- * acknowledging it (a writable map on another host may follow at once).
- * Returns 0 or -errno (the agent gives the lease back later itself).
- */
-static int farpage_agent_unmap(struct farpage_map *m)
-{
-	struct msg req, rep;
-	int ret;
-
-	msg_init(&req, MSG_T_UNMAP);
-	ret = ctl_call(m->sock, &req, &rep, CALL_TIMEOUT_MS);
-	if (ret)
-		log_err("region %s: unmap: %s", m->name,
-			rep.type == MSG_T_ERROR && rep.text[0]
-				? rep.text
-				: log_strerror(ret));
-	msg_fini(&rep);
-	return ret;
-}
-
-static int farpage_is_writeback(const struct farpage_map *m)
-{
-	return (m->flags & MSG_MAP_CACHE) && !(m->flags & MSG_MAP_RDONLY);
-}
-
-/*
- * FLUSH of @name through the agent at @sock_path. Returns 0 or -errno;
- * *@gone (if not NULL) tells an agent that could not be reached or went
- * away before it answered (its socket refused, missing or cut) from one
- * that answered an error.
- */
-static int farpage_flush_at(const char *sock_path, const char *name, int *gone)
-{
-	struct msg req, rep;
-	int fd, ret;
-
-	if (gone)
-		*gone = 0;
-	ret = net_unix_connect(sock_path, &fd);
-	if (ret) {
-		if (gone)
-			*gone = 1;
-		return ret;
-	}
-	msg_init(&req, MSG_T_FLUSH);
-	msg_strset(req.name, sizeof(req.name), name);
-	/* As long as it takes: the agent answers an error itself when the
-	 * pages cannot go home within its fault timeout. */
-	ret = ctl_call(fd, &req, &rep, -1);
-	close(fd);
-	if (ret && rep.type == MSG_T_ERROR && rep.text[0])
-		log_err("region %s: flush: %s", name, rep.text);
-	else if (ret && gone)
-		*gone = 1;
-	msg_fini(&rep);
-	return ret;
-}
-
-/*
- * After a flush whose agent went away before it answered: waits until the
- * watchdog has seen the agent go (the mapping leaves MAP_LIVE) or the
- * mapping was handed to a restarted agent since @handovers. Returns 1 if
- * the mapping may have a new agent to ask (the caller waits for the
- * hand-over as for any orphan), 0 if the agent still serves the mapping
- * after the agent timeout (the flush's own connection failed: its error
- * stands).
- */
-static int farpage_flush_lost(struct farpage_map *m, unsigned int handovers)
-{
-	uint64_t end = evl_now_ms() + m->agent_timeout_ms;
-
-	for (;;) {
-		if (atomic_load(&m->state) != MAP_LIVE ||
-		    atomic_load(&m->handovers) != handovers)
-			return 1;
-		if (evl_now_ms() >= end)
-			return 0;
-		nanosleep(&(struct timespec){ .tv_nsec = 10000000 }, NULL);
-	}
-}
-
-int farpage_flush(struct farpage_map *m)
-{
-	if (m->flags & MSG_MAP_RDONLY)
-		return 0;
-	if (!(m->flags & MSG_MAP_CACHE))
-		return -EOPNOTSUPP;
-	if (atomic_load(&m->lease_lost)) {
-		log_err("region %s: flush: the write lease was lost; what "
-			"this mapping wrote is not home",
-			m->name);
-		return -ENOLCK;
-	}
-	for (;;) {
-		unsigned int handovers;
-		int ret, gone;
-
-		/* Agent gone: what was written waits in the cache for the
-		 * mapping to be handed to a restarted agent (an agent there
-		 * before that has no mapping of ours to flush); the
-		 * watchdog ends the wait. */
-		while (atomic_load(&m->state) == MAP_ORPHAN &&
-		       !atomic_load(&m->lease_lost))
-			nanosleep(&(struct timespec){ .tv_nsec = 10000000 },
-				  NULL);
-		if (atomic_load(&m->lease_lost)) {
-			log_err("region %s: flush: the write lease was lost; "
-				"what this mapping wrote is not home",
-				m->name);
-			return -ENOLCK;
-		}
-		if (atomic_load(&m->state) != MAP_LIVE) {
-			log_err("region %s: flush: the agent is gone and no "
-				"agent came back within %u ms; written pages "
-				"are not home",
-				m->name, m->agent_timeout_ms);
-			return -ENOTCONN;
-		}
-		handovers = atomic_load(&m->handovers);
-		ret = farpage_flush_at(m->sock_path, m->name, &gone);
-		/* The agent died under the flush: the pages wait in the
-		 * cache; the mapping's next agent flushes them. */
-		if (!ret || !gone || !farpage_flush_lost(m, handovers))
-			return ret;
-		log_warn("region %s: flush: the agent went away (%s); "
-			 "waiting for the mapping to be handed to a restarted "
-			 "one",
-			 m->name, log_strerror(ret));
-	}
-}
-
-int farpage_agent_flush(const char *agent_sock, const char *name)
-{
-	struct farpage_map_opts o = { .agent_sock = agent_sock };
-
-	if (!msg_name_is_valid(name))
-		return -EINVAL;
-	return farpage_flush_at(farpage_sock_path(&o), name, NULL);
 }
 
 void *farpage_map_addr(const struct farpage_map *m)
@@ -1372,49 +807,4 @@ int farpage_map_is_local(const struct farpage_map *m, size_t off)
 int farpage_map_is_cached(const struct farpage_map *m)
 {
 	return !!(m->flags & MSG_MAP_CACHE);
-}
-
-int farpage_agent_stats(const char *agent_sock, struct farpage_stats *st)
-{
-	struct farpage_map_opts o = { .agent_sock = agent_sock };
-	struct msg req, rep;
-	int fd, ret;
-
-	ret = net_unix_connect(farpage_sock_path(&o), &fd);
-	if (ret)
-		return ret;
-	msg_init(&req, MSG_T_AGENT_STATS);
-	ret = ctl_call(fd, &req, &rep, CALL_TIMEOUT_MS);
-	close(fd);
-	if (ret)
-		return ret;
-	if (rep.type != MSG_T_AGENT_STAT) {
-		msg_fini(&rep);
-		return -EBADMSG;
-	}
-	st->faults = rep.faults;
-	st->remote = rep.remote;
-	st->local = rep.local;
-	st->errors = rep.errors;
-	st->poisoned = rep.poisoned;
-	{
-		uint64_t *dst[MSG_CACHE__MAX] = {
-			[MSG_CACHE_LIMIT] = &st->cache_limit,
-			[MSG_CACHE_RESIDENT] = &st->cache_resident,
-			[MSG_CACHE_RESIDENT_MAX] = &st->cache_resident_max,
-			[MSG_CACHE_DIRTY] = &st->cache_dirty,
-			[MSG_CACHE_HITS] = &st->cache_hits,
-			[MSG_CACHE_MISSES] = &st->cache_misses,
-			[MSG_CACHE_EVICTIONS] = &st->cache_evictions,
-			[MSG_CACHE_WRITEBACKS] = &st->cache_writebacks,
-			[MSG_CACHE_WB_ERRORS] = &st->cache_wb_errors,
-			[MSG_CACHE_WP_FAULTS] = &st->cache_wp_faults,
-			[MSG_CACHE_FILE_MAX] = &st->cache_file_max,
-		};
-
-		for (uint32_t i = 0; i < MSG_CACHE__MAX; i++)
-			*dst[i] = i < rep.n_cache ? rep.cache[i] : 0;
-	}
-	msg_fini(&rep);
-	return 0;
 }
