@@ -3,6 +3,7 @@
 #define LOG_PREFIX ""
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <malloc.h>
 #include <sched.h>
 #include <signal.h>
@@ -20,6 +21,7 @@
 #include "floops.h"
 #include "log.h"
 #include "net.h"
+#include "opts.h"
 #include "util.h"
 
 /*
@@ -62,218 +64,6 @@ static struct node_agent *main_agent_release(void)
 		sched_yield();
 	return a;
 }
-
-static void main_usage(FILE *out)
-{
-	fprintf(out,
-		"Usage: farpage-node [OPTIONS]\n"
-		"\n"
-		"The farpage agent of one host: holds this host's page pool,\n"
-		"serves its pages to peers and resolves page faults of local\n"
-		"processes that map farpage regions.\n"
-		"\n"
-		"  -c, --coordinator ADDR   coordinator host:port "
-		"(default 127.0.0.1:7700)\n"
-		"  -n, --name NAME          node name, unique in the cluster "
-		"(default: hostname)\n"
-		"      --zone NAME          failure domain (rack, room...): "
-		"replicas of a chunk\n"
-		"                           go to distinct zones (default: "
-		"none)\n"
-		"  -p, --pool-size SIZE     page pool size, e.g. 512M, 4G "
-		"(default 1G)\n"
-		"      --hugepages MODE     auto|on|off: 2 MiB hugetlb pool "
-		"(default auto)\n"
-		"  -l, --data-listen ADDR   page server listen host:port "
-		"(default 0.0.0.0:7701)\n"
-		"  -a, --data-addr ADDR     address peers use to reach the "
-		"page server\n"
-		"                           (default: the listen address, or "
-		"the address\n"
-		"                           this host reaches the coordinator "
-		"from)\n"
-		"  -s, --sock PATH          Unix socket for local processes "
-		"(default %s)\n"
-		"      --allow-uid LIST     users (names or uids, comma-"
-		"separated) that may\n"
-		"                           use the socket; the agent's own "
-		"user always may\n"
-		"      --allow-gid LIST     groups (names or gids) whose "
-		"members may use it\n"
-		"                           (default, neither given: root and "
-		"the group\n"
-		"                           farpage if it exists). The socket "
-		"is mode 0660,\n"
-		"                           in group farpage if it exists\n"
-		"      --data-conns N       page-server connections in all "
-		"(default 1024;\n"
-		"                           a quarter, at most 64, is kept "
-		"for handshakes)\n"
-		"      --peer-conns N       page-server connections one peer "
-		"node may hold\n"
-		"                           (default 64; an agent keeps one "
-		"per fault loop)\n"
-		"      --peer-idle-ms N     a peer's connections past the 16 "
-		"it used last\n"
-		"                           close after N ms without a "
-		"request (default\n"
-		"                           60000; 0: never)\n"
-		"      --sock-clients N     local clients of the socket in "
-		"all (default\n"
-		"                           4096, fewer if the open-files "
-		"limit leaves fewer)\n"
-		"      --sock-clients-per-uid N  local clients of one user "
-		"(default 1024)\n"
-		"  -t, --transport T        auto: verbs to peers that have it "
-		"(else TCP),\n"
-		"                           tcp, or verbs (refuse to start "
-		"without a device)\n"
-		"                           (default auto)\n"
-		"  -d, --rdma-device NAME   RDMA device (default: the first "
-		"with an active port)\n"
-		"      --gid-index N        GID index (default: the RoCE v2 "
-		"GID of the data\n"
-		"                           address, else link-local)\n"
-		"      --rdma-depth N       RDMA READs in flight per queue "
-		"pair "
-		"(default 128)\n"
-		"      --rdma-direct on|off cache mode over verbs: a READ "
-		"lands "
-		"straight in\n"
-		"                           the cache (registered in "
-		"windows of it),\n"
-		"                           or in a buffer, then copied in "
-		"(default on)\n"
-		"      --fault-timeout-ms N how long a fault waits for an "
-		"unreachable owner\n"
-		"                           before the process gets SIGBUS "
-		"(default 30000)\n"
-		"      --replica-timeout-ms N a read of a replicated region "
-		"that gets no\n"
-		"                           answer this long goes to the "
-		"next replica\n"
-		"                           (default 2000; 0: only on a "
-		"failure); a\n"
-		"                           writer whose write-back to an "
-		"owner fails\n"
-		"                           this long asks the coordinator "
-		"to take that\n"
-		"                           owner's replicas out of the set\n"
-		"      --data-stall-ms N    a data connection (tcp) awaiting "
-		"replies on\n"
-		"                           which nothing arrives this long is "
-		"closed and\n"
-		"                           dialed again, its reads sent "
-		"again there\n"
-		"                           (default 2000; 0: never)\n"
-		"      --rebuild-rate RATE  bytes a second this node copies "
-		"into its pool\n"
-		"                           when it rebuilds a replica, e.g. "
-		"64M (default\n"
-		"                           0: no limit but a few reads in "
-		"flight)\n"
-		"      --heartbeat-ms N     heartbeat period (default 1000)\n"
-		"      --inflight N         page reads in flight (default "
-		"512)\n"
-		"      --readahead N        adaptive read-ahead: a sequential "
-		"fault stream\n"
-		"                           grows its window up to N pages; 0 "
-		"= off (default 256)\n"
-		"      --spin-us N          after each batch of work the fault "
-		"loop polls for\n"
-		"                           N us before sleeping (default 0)\n"
-		"      --fault-threads N    fault loops, each a thread with "
-		"its "
-		"own mappings\n"
-		"                           and peer connections (1..16; "
-		"default a quarter\n"
-		"                           of the CPUs, 1 to 8; verbs: 1)\n"
-		"      --fault-mode M       cache: remote pages live in a "
-		"bounded cache shared\n"
-		"                           with the process, writes go home; "
-		"copy: pages are\n"
-		"                           copied in, writes stay in the "
-		"process (default:\n"
-		"                           cache when the kernel allows "
-		"it)\n"
-		"      --cache-size SIZE    remote bytes this host keeps over "
-		"all its mappings\n"
-		"                           (default: a quarter of RAM)\n"
-		"      --cache-policy P     which pages the cache drops when "
-		"full: clock\n"
-		"                           (pages in use stay; access is "
-		"sampled) or fifo\n"
-		"                           (oldest first) (default clock)\n"
-		"      --dirty-tracking M   how written cached pages are "
-		"found: wp-fault (a\n"
-		"                           write-protect fault per first "
-		"write), scan\n"
-		"                           (PAGEMAP_SCAN in batches, Linux "
-		"6.7+) or auto\n"
-		"                           (scan where it works) (default "
-		"auto)\n"
-		"      --writeback-ms N     written pages go home at least "
-		"this often; bounds\n"
-		"                           what a crash of this host loses "
-		"(default 1000)\n"
-		"      --addr-file FILE     write the advertised data address "
-		"here when ready\n"
-		"                           (and \"metrics HOST:PORT\" on a "
-		"second line)\n"
-		"      --metrics-listen ADDR  serve Prometheus /metrics on "
-		"HOST:PORT (off\n"
-		"                           unless set; port 0: any free "
-		"port; \"\": off)\n"
-		"      --metrics-token-file FILE  answer /metrics only to "
-		"requests with\n"
-		"                           \"Authorization: Bearer TOKEN\", "
-		"TOKEN the\n"
-		"                           file's first line (default: "
-		"none; \"\": none)\n"
-		"      --key-file FILE      this node's key, or the cluster "
-		"key "
-		"(default:\n"
-		"                           $FARPAGE_KEY_FILE, else "
-		"/etc/farpage/node.key,\n"
-		"                           else /etc/farpage/cluster.key; "
-		"\"\": the default)\n"
-		"      --page-encryption on|off  encrypt pages between nodes, "
-		"or only\n"
-		"                           authenticate them (default on)\n"
-		"      --insecure           no authentication at all; the "
-		"whole "
-		"cluster\n"
-		"                           must run so (benchmarks, trusted "
-		"labs)\n"
-		"      --log-level LEVEL    err|warn|info|debug (default "
-		"info)\n"
-		"  -h, --help               this text\n"
-		"  -V, --version            print the version\n",
-		FARPAGE_AGENT_SOCK_DEFAULT);
-}
-
-static int main_uint(const char *opt, const char *s, unsigned int min,
-		     unsigned int *out)
-{
-	uint64_t v;
-
-	if (util_u64_parse(s, &v) || v < min || v > 1000000000u) {
-		fprintf(stderr, "farpage-node: %s: bad value '%s'\n", opt, s);
-		return -EINVAL;
-	}
-	*out = (unsigned int)v;
-	return 0;
-}
-
-/* Long options without a short one. */
-enum {
-	MAIN_OPT_DATA_CONNS = 0x100,
-	MAIN_OPT_PEER_CONNS,
-	MAIN_OPT_PEER_IDLE_MS,
-	MAIN_OPT_SOCK_CLIENTS,
-	MAIN_OPT_SOCK_CLIENTS_UID,
-	MAIN_OPT_METRICS_TOKEN_FILE,
-};
 
 /* Every id of a full list fits: 10 digits and a comma each. */
 #define MAIN_IDS_FMT_LEN (SOCKAUTH_IDS_MAX * 11 + 1)
@@ -438,394 +228,427 @@ static int main_word(const char *opt, const char *s, const char *const *words)
 	return -1;
 }
 
+/* Everything the command line sets. */
+struct main_ctx {
+	struct node_cfg cfg;
+	struct actl_cred cred;
+	const char *key_file;
+	int allow_given;
+	enum log_level lvl;
+};
+
+#define MAIN_CFG(m) offsetof(struct main_ctx, cfg.m)
+
+/* An unsigned int option in o->min..o->max. */
+static int main_set_uint(const struct opts_opt *o, void *ctx, const char *arg)
+{
+	uint64_t v;
+
+	if (util_u64_parse(arg, &v) || v < o->min || v > o->max) {
+		fprintf(stderr, "farpage-node: --%s: %llu..%llu, not '%s'\n",
+			o->name, (unsigned long long)o->min,
+			(unsigned long long)o->max, arg);
+		return 2;
+	}
+	*(unsigned int *)(void *)((char *)ctx + o->off) = (unsigned int)v;
+	return 0;
+}
+
+static int main_set_gid_index(const struct opts_opt *o, void *ctx,
+			      const char *arg)
+{
+	struct main_ctx *m = ctx;
+	unsigned int g;
+
+	if (main_set_uint(o, &g, arg))
+		return 2;
+	m->cfg.gid_index = (int)g;
+	return 0;
+}
+
+/* A size of at least o->min (o->max: or 0). */
+static int main_set_size(const struct opts_opt *o, void *ctx, const char *arg)
+{
+	uint64_t *v = (uint64_t *)(void *)((char *)ctx + o->off);
+	char min[32];
+
+	if (util_size_parse(arg, v) || (*v < o->min && !(o->max && !*v))) {
+		fprintf(stderr,
+			"farpage-node: --%s: %sa size of at least %s, not "
+			"'%s'\n",
+			o->name, o->max ? "0 or " : "",
+			util_size_fmt(o->min, min, sizeof(min)), arg);
+		return 2;
+	}
+	return 0;
+}
+
+static int main_set_huge(const struct opts_opt *o, void *ctx, const char *arg)
+{
+	static const char *const modes[] = { "auto", "on", "off", NULL };
+	static const enum pool_huge_mode to[] = { POOL_HUGE_AUTO, POOL_HUGE_ON,
+						  POOL_HUGE_OFF };
+	struct main_ctx *m = ctx;
+	int i = main_word("--hugepages", arg, modes);
+
+	if (i < 0)
+		return 2;
+	m->cfg.huge = to[i];
+	return 0;
+}
+
+static int main_set_allow(const struct opts_opt *o, void *ctx, const char *arg)
+{
+	struct main_ctx *m = ctx;
+
+	if (main_allow(&m->cfg.allow, !strcmp(o->name, "allow-gid"), arg))
+		return 2;
+	m->allow_given = 1;
+	return 0;
+}
+
+static int main_set_zone(const struct opts_opt *o, void *ctx, const char *arg)
+{
+	struct main_ctx *m = ctx;
+
+	if (!msg_name_is_valid(arg)) {
+		fprintf(stderr,
+			"farpage-node: --zone: '%s' is not a valid name (1-63 "
+			"of A-Z a-z 0-9 . _ -)\n",
+			arg);
+		return 2;
+	}
+	m->cfg.zone = arg;
+	return 0;
+}
+
+/* --transport, --fault-mode: one of the words, kept as given. */
+static int main_set_word_str(const struct opts_opt *o, void *ctx,
+			     const char *arg)
+{
+	const char *const *words = strcmp(o->name, "transport")
+					   ? main_fault_modes
+					   : main_transports;
+	char opt[64];
+
+	snprintf(opt, sizeof(opt), "--%s", o->name);
+	if (main_word(opt, arg, words) < 0)
+		return 2;
+	memcpy((char *)ctx + o->off, &arg, sizeof(arg));
+	return 0;
+}
+
+/* --cache-policy, --dirty-tracking: the word's index (their enums'
+ * order); --page-encryption, --rdma-direct: on (0) or off (1). */
+static int main_set_word_idx(const struct opts_opt *o, void *ctx,
+			     const char *arg)
+{
+	struct main_ctx *m = ctx;
+	char opt[64];
+	int i;
+
+	snprintf(opt, sizeof(opt), "--%s", o->name);
+	if (!strcmp(o->name, "cache-policy"))
+		i = main_word(opt, arg, main_cache_policies);
+	else if (!strcmp(o->name, "dirty-tracking"))
+		i = main_word(opt, arg, main_dirty_modes);
+	else
+		i = main_word(opt, arg, main_on_off);
+	if (i < 0)
+		return 2;
+	if (!strcmp(o->name, "cache-policy"))
+		m->cfg.cache_fifo = i == 1;
+	else if (!strcmp(o->name, "dirty-tracking"))
+		m->cfg.dirty_mode = i; /* enum dscan_mode's order */
+	else if (!strcmp(o->name, "page-encryption"))
+		m->cfg.page_encryption = i == 0;
+	else
+		m->cfg.rdma_no_direct = i != 0;
+	return 0;
+}
+
+static int main_set_log_level(const struct opts_opt *o, void *ctx,
+			      const char *arg)
+{
+	struct main_ctx *m = ctx;
+
+	if (log_level_parse(arg, &m->lvl)) {
+		fprintf(stderr, "farpage-node: --log-level: err, warn, info or "
+				"debug\n");
+		return 2;
+	}
+	log_init("farpage-node", m->lvl);
+	return 0;
+}
+
+#define MAIN_UINT_MAX 1000000000u
+
+#define O_STR(name, key, arg, mem, help)                                    \
+	{                                                                   \
+		name, key, arg, help, OPTS_K_STR, NULL, MAIN_CFG(mem), 0, 0 \
+	}
+#define O_STRN(name, arg, off, help)                                 \
+	{                                                            \
+		name, 0, arg, help, OPTS_K_STR_NULL, NULL, off, 0, 0 \
+	}
+#define O_UINT(name, mem, lo, hi, help)                                      \
+	{                                                                    \
+		name, 0, "N", help, OPTS_K_FN, main_set_uint, MAIN_CFG(mem), \
+			lo, hi                                               \
+	}
+#define O_FN(name, key, arg, fn, help)                       \
+	{                                                    \
+		name, key, arg, help, OPTS_K_FN, fn, 0, 0, 0 \
+	}
+
+_Static_assert(FLOOPS_MAX == 16, "--fault-threads help says 1..16");
+
+/* Every option of farpage-node, in the order --help lists them. */
+static const struct opts_opt main_opts[] = {
+	O_STR("coordinator", 'c', "ADDR", coordinator,
+	      "coordinator host:port (default 127.0.0.1:7700)"),
+	O_STR("name", 'n', "NAME", name,
+	      "node name, unique in the cluster (default: hostname)"),
+	O_FN("zone", 0, "NAME", main_set_zone,
+	     "failure domain (rack, room...): replicas of a chunk go to "
+	     "distinct zones (default: none)"),
+	{ "pool-size", 'p', "SIZE",
+	  "page pool size, e.g. 512M, 4G (default 1G)", OPTS_K_FN,
+	  main_set_size, MAIN_CFG(pool_size), 1, 0 },
+	O_FN("hugepages", 0, "MODE", main_set_huge,
+	     "auto|on|off: 2 MiB hugetlb pool (default auto)"),
+	O_STR("data-listen", 'l', "ADDR", data_listen,
+	      "page server listen host:port (default 0.0.0.0:7701)"),
+	O_STR("data-addr", 'a', "ADDR", data_addr,
+	      "address peers use to reach the page server (default: the "
+	      "listen address, or the address this host reaches the "
+	      "coordinator from)"),
+	O_STR("sock", 's', "PATH", sock_path,
+	      "Unix socket for local processes "
+	      "(default " FARPAGE_AGENT_SOCK_DEFAULT ")"),
+	O_FN("allow-uid", 0, "LIST", main_set_allow,
+	     "users (names or uids, comma-separated) that may use the "
+	     "socket; the agent's own user always may"),
+	O_FN("allow-gid", 0, "LIST", main_set_allow,
+	     "groups (names or gids) whose members may use it (default, "
+	     "neither given: root and the group farpage if it exists). The "
+	     "socket is mode 0660, in group farpage if it exists"),
+	O_UINT("data-conns", data_conns, 16, MAIN_UINT_MAX,
+	       "page-server connections in all (default 1024; a quarter, at "
+	       "most 64, is kept for handshakes)"),
+	O_UINT("peer-conns", peer_conns, 1, MAIN_UINT_MAX,
+	       "page-server connections one peer node may hold (default 64; "
+	       "an agent keeps one per fault loop)"),
+	O_UINT("peer-idle-ms", peer_idle_ms, 0, MAIN_UINT_MAX,
+	       "a peer's connections past the 16 it used last close after N "
+	       "ms without a request (default 60000; 0: never)"),
+	O_UINT("sock-clients", sock_clients, 16, MAIN_UINT_MAX,
+	       "local clients of the socket in all (default 4096, fewer if "
+	       "the open-files limit leaves fewer)"),
+	O_UINT("sock-clients-per-uid", sock_clients_uid, 1, MAIN_UINT_MAX,
+	       "local clients of one user (default 1024)"),
+	{ "transport", 't', "T",
+	  "auto: verbs to peers that have it (else TCP), tcp, or verbs "
+	  "(refuse to start without a device) (default auto)",
+	  OPTS_K_FN, main_set_word_str, MAIN_CFG(transport), 0, 0 },
+	O_STR("rdma-device", 'd', "NAME", rdma_device,
+	      "RDMA device (default: the first with an active port)"),
+	{ "gid-index", 0, "N",
+	  "GID index (default: the RoCE v2 GID of the data address, else "
+	  "link-local)",
+	  OPTS_K_FN, main_set_gid_index, 0, 0, 255 },
+	O_UINT("rdma-depth", rdma_depth, 1, MAIN_UINT_MAX,
+	       "RDMA READs in flight per queue pair (default 128)"),
+	O_FN("rdma-direct", 0, "on|off", main_set_word_idx,
+	     "cache mode over verbs: a READ lands straight in the cache "
+	     "(registered in windows of it), or in a buffer, then copied in "
+	     "(default on)"),
+	O_UINT("fault-timeout-ms", fault_timeout_ms, 1, MAIN_UINT_MAX,
+	       "how long a fault waits for an unreachable owner before the "
+	       "process gets SIGBUS (default 30000)"),
+	O_UINT("replica-timeout-ms", repl_timeout_ms, 0, MAIN_UINT_MAX,
+	       "a read of a replicated region that gets no answer this long "
+	       "goes to the next replica (default 2000; 0: only on a "
+	       "failure); a writer whose write-back to an owner fails this "
+	       "long asks the coordinator to take that owner's replicas out "
+	       "of the set"),
+	O_UINT("data-stall-ms", data_stall_ms, 0, MAIN_UINT_MAX,
+	       "a data connection (tcp) awaiting replies on which nothing "
+	       "arrives this long is closed and dialed again, its reads sent "
+	       "again there (default 2000; 0: never)"),
+	{ "rebuild-rate", 0, "RATE",
+	  "bytes a second this node copies into its pool when it rebuilds a "
+	  "replica, e.g. 64M (default 0: no limit but a few reads in flight)",
+	  OPTS_K_FN, main_set_size, MAIN_CFG(rebuild_rate), 64u << 10, 1 },
+	O_UINT("heartbeat-ms", heartbeat_ms, 10, MAIN_UINT_MAX,
+	       "heartbeat period (default 1000)"),
+	O_UINT("inflight", slots, 16, MAIN_UINT_MAX,
+	       "page reads in flight (default 512)"),
+	O_UINT("readahead", readahead, 0, 1024,
+	       "adaptive read-ahead: a sequential fault stream grows its "
+	       "window up to N pages; 0 = off (default 256)"),
+	O_UINT("spin-us", spin_us, 0, 10000,
+	       "after each batch of work the fault loop polls for N us before "
+	       "sleeping (default 0)"),
+	O_UINT("fault-threads", fault_threads, 1, FLOOPS_MAX,
+	       "fault loops, each a thread with its own mappings and peer "
+	       "connections (1..16; default a quarter of the CPUs, 1 to 8; "
+	       "verbs: 1)"),
+	{ "fault-mode", 0, "M",
+	  "cache: remote pages live in a bounded cache shared with the "
+	  "process, writes go home; copy: pages are copied in, writes stay "
+	  "in the process (default: cache when the kernel allows it)",
+	  OPTS_K_FN, main_set_word_str, MAIN_CFG(fault_mode), 0, 0 },
+	{ "cache-size", 0, "SIZE",
+	  "remote bytes this host keeps over all its mappings (default: a "
+	  "quarter of RAM)",
+	  OPTS_K_FN, main_set_size, MAIN_CFG(cache_size), 1u << 20, 0 },
+	O_FN("cache-policy", 0, "P", main_set_word_idx,
+	     "which pages the cache drops when full: clock (pages in use "
+	     "stay; access is sampled) or fifo (oldest first) (default "
+	     "clock)"),
+	O_FN("dirty-tracking", 0, "M", main_set_word_idx,
+	     "how written cached pages are found: wp-fault (a write-protect "
+	     "fault per first write), scan (PAGEMAP_SCAN in batches, Linux "
+	     "6.7+) or auto (scan where it works) (default auto)"),
+	O_UINT("writeback-ms", writeback_ms, 10, MAIN_UINT_MAX,
+	       "written pages go home at least this often; bounds what a "
+	       "crash of this host loses (default 1000)"),
+	O_STR("addr-file", 0, "FILE", addr_file,
+	      "write the advertised data address here when ready (and "
+	      "\"metrics HOST:PORT\" on a second line)"),
+	O_STRN("metrics-listen", "ADDR", MAIN_CFG(metrics_listen),
+	       "serve Prometheus /metrics on HOST:PORT (off unless set; port "
+	       "0: any free port; \"\": off)"),
+	O_STRN("metrics-token-file", "FILE", MAIN_CFG(metrics_token_file),
+	       "answer /metrics only to requests with \"Authorization: Bearer "
+	       "TOKEN\", TOKEN the file's first line (default: none; \"\": "
+	       "none)"),
+	O_STRN("key-file", "FILE", offsetof(struct main_ctx, key_file),
+	       "this node's key, or the cluster key (default: "
+	       "$FARPAGE_KEY_FILE, else /etc/farpage/node.key, else "
+	       "/etc/farpage/cluster.key; \"\": the default)"),
+	O_FN("page-encryption", 0, "on|off", main_set_word_idx,
+	     "encrypt pages between nodes, or only authenticate them "
+	     "(default on)"),
+	{ "insecure", 0, NULL,
+	  "no authentication at all; the whole cluster must run so "
+	  "(benchmarks, trusted labs)",
+	  OPTS_K_TRUE, NULL, offsetof(struct main_ctx, cred.insecure), 0, 0 },
+	O_FN("log-level", 0, "LEVEL", main_set_log_level,
+	     "err|warn|info|debug (default info)"),
+	{ "help", 'h', NULL, "this text", OPTS_K_HELP, NULL, 0, 0, 0 },
+	{ "version", 'V', NULL, "print the version", OPTS_K_VERSION, NULL, 0, 0,
+	  0 },
+};
+
+static const struct opts_spec main_spec = {
+	.prog = "farpage-node",
+	.version = FARPAGE_VERSION,
+	.synopsis = "Usage: farpage-node [OPTIONS]\n"
+		    "\n"
+		    "The farpage agent of one host: holds this host's page "
+		    "pool,\n"
+		    "serves its pages to peers and resolves page faults of "
+		    "local\n"
+		    "processes that map farpage regions.\n",
+	.opts = main_opts,
+	.n = sizeof(main_opts) / sizeof(main_opts[0]),
+	.usage_status = 2,
+};
+
+/* What the options leave to check together. Returns 0 or 2. */
+static int main_opts_check(struct main_ctx *m, char *host, size_t host_len)
+{
+	struct node_cfg *cfg = &m->cfg;
+
+	if (!cfg->name) {
+		if (gethostname(host, host_len))
+			snprintf(host, host_len, "node");
+		host[host_len - 1] = '\0';
+		cfg->name = host;
+	}
+	if (!msg_name_is_valid(cfg->name)) {
+		fprintf(stderr,
+			"farpage-node: --name: '%s' is not a valid name "
+			"(1-63 of A-Z a-z 0-9 . _ -)\n",
+			cfg->name);
+		return 2;
+	}
+	if (main_addr_check("--coordinator", cfg->coordinator) ||
+	    (cfg->data_listen &&
+	     main_addr_check("--data-listen", cfg->data_listen)))
+		return 2;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "coordinator", required_argument, NULL, 'c' },
-		{ "name", required_argument, NULL, 'n' },
-		{ "zone", required_argument, NULL, 'Z' },
-		{ "pool-size", required_argument, NULL, 'p' },
-		{ "hugepages", required_argument, NULL, 'H' },
-		{ "data-listen", required_argument, NULL, 'l' },
-		{ "data-addr", required_argument, NULL, 'a' },
-		{ "sock", required_argument, NULL, 's' },
-		{ "allow-uid", required_argument, NULL, 'u' },
-		{ "allow-gid", required_argument, NULL, 'g' },
-		{ "transport", required_argument, NULL, 't' },
-		{ "data-conns", required_argument, NULL, MAIN_OPT_DATA_CONNS },
-		{ "peer-conns", required_argument, NULL, MAIN_OPT_PEER_CONNS },
-		{ "peer-idle-ms", required_argument, NULL,
-		  MAIN_OPT_PEER_IDLE_MS },
-		{ "sock-clients", required_argument, NULL,
-		  MAIN_OPT_SOCK_CLIENTS },
-		{ "sock-clients-per-uid", required_argument, NULL,
-		  MAIN_OPT_SOCK_CLIENTS_UID },
-		{ "rdma-device", required_argument, NULL, 'd' },
-		{ "gid-index", required_argument, NULL, 'G' },
-		{ "rdma-depth", required_argument, NULL, 'D' },
-		{ "rdma-direct", required_argument, NULL, 'r' },
-		{ "fault-timeout-ms", required_argument, NULL, 'F' },
-		{ "replica-timeout-ms", required_argument, NULL, 'O' },
-		{ "data-stall-ms", required_argument, NULL, 'S' },
-		{ "heartbeat-ms", required_argument, NULL, 'B' },
-		{ "rebuild-rate", required_argument, NULL, 'E' },
-		{ "inflight", required_argument, NULL, 'I' },
-		{ "readahead", required_argument, NULL, 'R' },
-		{ "spin-us", required_argument, NULL, 'U' },
-		{ "fault-threads", required_argument, NULL, 'T' },
-		{ "fault-mode", required_argument, NULL, 'M' },
-		{ "cache-size", required_argument, NULL, 'C' },
-		{ "writeback-ms", required_argument, NULL, 'W' },
-		{ "cache-policy", required_argument, NULL, 'P' },
-		{ "dirty-tracking", required_argument, NULL, 'Y' },
-		{ "addr-file", required_argument, NULL, 'A' },
-		{ "metrics-listen", required_argument, NULL, 'm' },
-		{ "metrics-token-file", required_argument, NULL,
-		  MAIN_OPT_METRICS_TOKEN_FILE },
-		{ "key-file", required_argument, NULL, 'k' },
-		{ "insecure", no_argument, NULL, 'i' },
-		{ "page-encryption", required_argument, NULL, 'e' },
-		{ "log-level", required_argument, NULL, 'L' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ 0 },
+	struct main_ctx m = {
+		.cfg = {
+			.coordinator = "127.0.0.1:7700",
+			.pool_size = 1ull << 30,
+			.data_listen = "0.0.0.0:7701",
+			.sock_path = FARPAGE_AGENT_SOCK_DEFAULT,
+			.sock_gid = (gid_t)-1,
+			.transport = "auto",
+			.huge = POOL_HUGE_AUTO,
+			.fault_timeout_ms = 30000,
+			.repl_timeout_ms = 2000,
+			.data_stall_ms = 2000,
+			.heartbeat_ms = 1000,
+			.data_conns = 1024,
+			.peer_conns = 64,
+			.peer_idle_ms = 60000,
+			.sock_clients = 4096,
+			.sock_clients_uid = 1024,
+			.readahead = 256,
+			.gid_index = -1,
+			.fault_mode = "auto",
+			.writeback_ms = 1000,
+			.page_encryption = true,
+		},
+		.lvl = LOG_INFO,
 	};
-	struct node_cfg cfg = {
-		.coordinator = "127.0.0.1:7700",
-		.pool_size = 1ull << 30,
-		.data_listen = "0.0.0.0:7701",
-		.sock_path = FARPAGE_AGENT_SOCK_DEFAULT,
-		.sock_gid = (gid_t)-1,
-		.transport = "auto",
-		.huge = POOL_HUGE_AUTO,
-		.fault_timeout_ms = 30000,
-		.repl_timeout_ms = 2000,
-		.data_stall_ms = 2000,
-		.heartbeat_ms = 1000,
-		.data_conns = 1024,
-		.peer_conns = 64,
-		.peer_idle_ms = 60000,
-		.sock_clients = 4096,
-		.sock_clients_uid = 1024,
-		.readahead = 256,
-		.gid_index = -1,
-		.fault_mode = "auto",
-		.writeback_ms = 1000,
-		.page_encryption = true,
-	};
-	enum log_level lvl = LOG_INFO;
+	struct node_cfg *cfg = &m.cfg;
 	struct sigaction sa = { 0 };
 	struct node_agent *agent = NULL;
 	char host[MSG_NAME_MAX], why[400];
-	struct actl_cred cred = { 0 };
-	const char *key_file = NULL;
-	int allow_given = 0;
-	int c, ret;
+	int ret;
 
-	log_init("farpage-node", lvl);
+	log_init("farpage-node", m.lvl);
 	/* A mapping's per-page sets (megabytes for a big region) come from
 	 * mmap(), pages zeroed by the kernel as they are first written: with
 	 * glibc's threshold raised by the free of such a block (its default
 	 * moves up to 32 MiB), the next big map's calloc()s would be memset
 	 * on the heap whole. */
 	mallopt(M_MMAP_THRESHOLD, 256 << 10);
-	while ((c = getopt_long(argc, argv, "c:n:p:l:a:s:t:d:hV", opts,
-				NULL)) != -1) {
-		switch (c) {
-		case 'c':
-			cfg.coordinator = optarg;
-			break;
-		case 'n':
-			cfg.name = optarg;
-			break;
-		case 'p':
-			if (util_size_parse(optarg, &cfg.pool_size) ||
-			    !cfg.pool_size) {
-				fprintf(stderr,
-					"farpage-node: --pool-size: bad size "
-					"'%s'\n",
-					optarg);
-				return 2;
-			}
-			break;
-		case 'H':
-			if (!strcmp(optarg, "auto"))
-				cfg.huge = POOL_HUGE_AUTO;
-			else if (!strcmp(optarg, "on"))
-				cfg.huge = POOL_HUGE_ON;
-			else if (!strcmp(optarg, "off"))
-				cfg.huge = POOL_HUGE_OFF;
-			else {
-				fprintf(stderr, "farpage-node: --hugepages: "
-						"auto, on or off\n");
-				return 2;
-			}
-			break;
-		case 'l':
-			cfg.data_listen = optarg;
-			break;
-		case 'a':
-			cfg.data_addr = optarg;
-			break;
-		case 's':
-			cfg.sock_path = optarg;
-			break;
-		case 'u':
-		case 'g':
-			if (main_allow(&cfg.allow, c == 'g', optarg))
-				return 2;
-			allow_given = 1;
-			break;
-		case 't':
-			if (main_word("--transport", optarg, main_transports) <
-			    0)
-				return 2;
-			cfg.transport = optarg;
-			break;
-		case 'F':
-			if (main_uint("--fault-timeout-ms", optarg, 1,
-				      &cfg.fault_timeout_ms))
-				return 2;
-			break;
-		case 'O':
-			if (main_uint("--replica-timeout-ms", optarg, 0,
-				      &cfg.repl_timeout_ms))
-				return 2;
-			break;
-		case 'S':
-			if (main_uint("--data-stall-ms", optarg, 0,
-				      &cfg.data_stall_ms))
-				return 2;
-			break;
-		case 'E':
-			if (util_size_parse(optarg, &cfg.rebuild_rate) ||
-			    (cfg.rebuild_rate &&
-			     cfg.rebuild_rate < (64u << 10))) {
-				fprintf(stderr,
-					"farpage-node: --rebuild-rate: 0 or a "
-					"rate of at least 64K (bytes a "
-					"second), "
-					"not '%s'\n",
-					optarg);
-				return 2;
-			}
-			break;
-		case MAIN_OPT_DATA_CONNS:
-			if (main_uint("--data-conns", optarg, 16,
-				      &cfg.data_conns))
-				return 2;
-			break;
-		case MAIN_OPT_PEER_CONNS:
-			if (main_uint("--peer-conns", optarg, 1,
-				      &cfg.peer_conns))
-				return 2;
-			break;
-		case MAIN_OPT_PEER_IDLE_MS:
-			if (main_uint("--peer-idle-ms", optarg, 0,
-				      &cfg.peer_idle_ms))
-				return 2;
-			break;
-		case MAIN_OPT_SOCK_CLIENTS:
-			if (main_uint("--sock-clients", optarg, 16,
-				      &cfg.sock_clients))
-				return 2;
-			break;
-		case MAIN_OPT_METRICS_TOKEN_FILE:
-			cfg.metrics_token_file = *optarg ? optarg : NULL;
-			break;
-		case MAIN_OPT_SOCK_CLIENTS_UID:
-			if (main_uint("--sock-clients-per-uid", optarg, 1,
-				      &cfg.sock_clients_uid))
-				return 2;
-			break;
-		case 'B':
-			if (main_uint("--heartbeat-ms", optarg, 10,
-				      &cfg.heartbeat_ms))
-				return 2;
-			break;
-		case 'I':
-			if (main_uint("--inflight", optarg, 16, &cfg.slots))
-				return 2;
-			break;
-		case 'U':
-			if (main_uint("--spin-us", optarg, 0, &cfg.spin_us) ||
-			    cfg.spin_us > 10000) {
-				fprintf(stderr,
-					"farpage-node: --spin-us: 0..10000\n");
-				return 2;
-			}
-			break;
-		case 'T':
-			if (main_uint("--fault-threads", optarg, 1,
-				      &cfg.fault_threads))
-				return 2;
-			if (cfg.fault_threads > FLOOPS_MAX) {
-				fprintf(stderr,
-					"farpage-node: --fault-threads: "
-					"1..%d\n",
-					FLOOPS_MAX);
-				return 2;
-			}
-			break;
-		case 'R':
-			if (main_uint("--readahead", optarg, 0, &cfg.readahead))
-				return 2;
-			if (cfg.readahead > 1024) {
-				fprintf(stderr, "farpage-node: --readahead: at "
-						"most 1024 pages\n");
-				return 2;
-			}
-			break;
-		case 'M':
-			if (main_word("--fault-mode", optarg,
-				      main_fault_modes) < 0)
-				return 2;
-			cfg.fault_mode = optarg;
-			break;
-		case 'C':
-			if (util_size_parse(optarg, &cfg.cache_size) ||
-			    cfg.cache_size < (1u << 20)) {
-				fprintf(stderr,
-					"farpage-node: --cache-size: a size of "
-					"at least 1M, not '%s'\n",
-					optarg);
-				return 2;
-			}
-			break;
-		case 'P':
-			ret = main_word("--cache-policy", optarg,
-					main_cache_policies);
-			if (ret < 0)
-				return 2;
-			cfg.cache_fifo = ret == 1; /* fifo */
-			break;
-		case 'Y':
-			ret = main_word("--dirty-tracking", optarg,
-					main_dirty_modes);
-			if (ret < 0)
-				return 2;
-			cfg.dirty_mode = ret; /* enum dscan_mode's order */
-			break;
-		case 'W':
-			if (main_uint("--writeback-ms", optarg, 10,
-				      &cfg.writeback_ms))
-				return 2;
-			break;
-		case 'A':
-			cfg.addr_file = optarg;
-			break;
-		case 'Z':
-			if (!msg_name_is_valid(optarg)) {
-				fprintf(stderr,
-					"farpage-node: --zone: '%s' is not a "
-					"valid name (1-63 of A-Z a-z 0-9 . _ "
-					"-)\n",
-					optarg);
-				return 2;
-			}
-			cfg.zone = optarg;
-			break;
-		case 'm':
-			/* "" (an empty setting in the units): off */
-			cfg.metrics_listen = *optarg ? optarg : NULL;
-			break;
-		case 'd':
-			cfg.rdma_device = optarg;
-			break;
-		case 'k':
-			/* "" (an empty setting in the units): the default */
-			key_file = *optarg ? optarg : NULL;
-			break;
-		case 'i':
-			cred.insecure = true;
-			break;
-		case 'e':
-			ret = main_word("--page-encryption", optarg,
-					main_on_off);
-			if (ret < 0)
-				return 2;
-			cfg.page_encryption = ret == 0;
-			break;
-		case 'r':
-			ret = main_word("--rdma-direct", optarg, main_on_off);
-			if (ret < 0)
-				return 2;
-			cfg.rdma_no_direct = ret != 0;
-			break;
-		case 'D':
-			if (main_uint("--rdma-depth", optarg, 1,
-				      &cfg.rdma_depth))
-				return 2;
-			break;
-		case 'G': {
-			unsigned int g;
-
-			if (main_uint("--gid-index", optarg, 0, &g) || g > 255)
-				return 2;
-			cfg.gid_index = (int)g;
-			break;
-		}
-		case 'L':
-			if (log_level_parse(optarg, &lvl)) {
-				fprintf(stderr, "farpage-node: --log-level: "
-						"err, warn, info or debug\n");
-				return 2;
-			}
-			log_init("farpage-node", lvl);
-			break;
-		case 'h':
-			main_usage(stdout);
-			return 0;
-		case 'V':
-			printf("farpage-node %s\n", FARPAGE_VERSION);
-			return 0;
-		default:
-			main_usage(stderr);
-			return 2;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "farpage-node: unexpected argument '%s'\n",
-			argv[optind]);
-		main_usage(stderr);
+	ret = opts_parse(&main_spec, argc, argv, &m);
+	if (ret != OPTS_GO_ON)
+		return ret;
+	if (optind < argc)
+		return opts_usage_err(&main_spec, "unexpected argument '%s'",
+				      argv[optind]);
+	if (main_opts_check(&m, host, sizeof(host)))
 		return 2;
-	}
-	if (!cfg.name) {
-		if (gethostname(host, sizeof(host)))
-			snprintf(host, sizeof(host), "node");
-		host[sizeof(host) - 1] = '\0';
-		cfg.name = host;
-	}
-	if (!msg_name_is_valid(cfg.name)) {
-		fprintf(stderr,
-			"farpage-node: --name: '%s' is not a valid name "
-			"(1-63 of A-Z a-z 0-9 . _ -)\n",
-			cfg.name);
-		return 2;
-	}
-
-	if (main_addr_check("--coordinator", cfg.coordinator) ||
-	    (cfg.data_listen &&
-	     main_addr_check("--data-listen", cfg.data_listen)))
-		return 2;
-	main_allow_default(&cfg, allow_given);
+	main_allow_default(cfg, m.allow_given);
 
 	/* No key, or not this node's: a setting to fix, not to retry. */
-	if (!cred.insecure && actl_cred_load(&cred, key_file, AUTH_ROLE_NODE,
-					     cfg.name, why, sizeof(why))) {
+	if (!m.cred.insecure &&
+	    actl_cred_load(&m.cred, m.key_file, AUTH_ROLE_NODE, cfg->name, why,
+			   sizeof(why))) {
 		log_err("%s", why);
 		return 2;
 	}
-	cfg.cred = &cred;
-
+	cfg->cred = &m.cred;
 	signal(SIGPIPE, SIG_IGN);
 	/* From here a stop is taken, also while the agent starts. */
 	sa.sa_handler = main_on_signal;
 	sa.sa_flags = SA_RESTART;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	ret = agent_create(&cfg, &agent);
-	OPENSSL_cleanse(&cred, sizeof(cred)); /* the agent has its copy */
+	ret = agent_create(cfg, &agent);
+	OPENSSL_cleanse(&m.cred, sizeof(m.cred)); /* the agent has its copy */
 	/* A key the coordinator refuses, an address that cannot be, a
 	 * socket another agent serves: fixed by the operator, not by
 	 * starting again (the unit does not). */
