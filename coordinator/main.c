@@ -6,6 +6,7 @@
 #define LOG_PREFIX "coord: "
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -22,6 +23,7 @@
 #include "evl.h"
 #include "gkeys.h"
 #include "log.h"
+#include "opts.h"
 #include "server.h"
 #include "wal.h"
 #include "util.h"
@@ -36,120 +38,6 @@
 #define MAIN_EXIT_USAGE	      2
 /* The data directory needs the operator (a restart does not fix it). */
 #define MAIN_EXIT_DATA 3
-
-enum main_opt {
-	MAIN_OPT_LISTEN = 256,
-	MAIN_OPT_ADDR_FILE,
-	MAIN_OPT_DATA_DIR,
-	MAIN_OPT_LEASE_MS,
-	MAIN_OPT_SYNC_TIMEOUT_MS,
-	MAIN_OPT_GRANT_TTL_MS,
-	MAIN_OPT_FRAME_TIMEOUT_MS,
-	MAIN_OPT_HS_TIMEOUT_MS,
-	MAIN_OPT_SNAPSHOT_EVERY,
-	MAIN_OPT_LOG_LEVEL,
-	MAIN_OPT_METRICS_LISTEN,
-	MAIN_OPT_METRICS_TOKEN_FILE,
-	MAIN_OPT_DATA_ADDR_CHECK,
-	MAIN_OPT_KEY_FILE,
-	MAIN_OPT_INSECURE,
-	MAIN_OPT_CHECK,
-	MAIN_OPT_REPAIR,
-};
-
-static void main_usage_print(FILE *f)
-{
-	fprintf(f,
-		"Usage: farpage-coordinator [OPTIONS]\n"
-		"       farpage-coordinator --check [--repair] [DATA_DIR]\n"
-		"\n"
-		"Keeps the cluster's nodes, regions and endpoints; every\n"
-		"change is logged to the data directory before it is\n"
-		"acknowledged.\n"
-		"\n"
-		"  --listen ADDR        control address host:port; port 0\n"
-		"                       picks a free one (default %s)\n"
-		"  --addr-file FILE     write the bound host:port to FILE\n"
-		"                       once listening (default: none; with\n"
-		"                       --metrics-listen, a second line\n"
-		"                       \"metrics host:port\")\n"
-		"  --metrics-listen ADDR  serve Prometheus /metrics on\n"
-		"                       host:port (default: off; port 0\n"
-		"                       picks a free one; \"\": off)\n"
-		"  --metrics-token-file FILE  answer /metrics only to\n"
-		"                       requests with \"Authorization:\n"
-		"                       Bearer TOKEN\", TOKEN the file's\n"
-		"                       first line (default: none)\n"
-		"  --data-addr-check warn|strict  a node's data address\n"
-		"                       other than the one it connects\n"
-		"                       from: taken and logged, or refused\n"
-		"                       (default warn)\n"
-		"  --data-dir DIR       log and snapshot, created if missing\n"
-		"                       (default %s)\n"
-		"  --lease-ms MS        a node is down MS ms after its last\n"
-		"                       heartbeat (default %u)\n"
-		"  --sync-timeout-ms MS  a node up must report a region\n"
-		"                       epoch synced MS ms after it was\n"
-		"                       made; one that does not is counted\n"
-		"                       down (not waited for by deletes and\n"
-		"                       rebuilds) until it does (default %u)\n"
-		"  --grant-ttl-ms MS    grants to read or write another\n"
-		"                       node's pool hold MS ms after they\n"
-		"                       are issued (%u..%u, default %u)\n"
-		"  --frame-timeout-ms MS  close a connection that holds half\n"
-		"                       a frame this long (default 10000)\n"
-		"  --handshake-timeout-ms MS  close a connection not done\n"
-		"                       with its handshake this long after\n"
-		"                       accept, a quarter of it while more\n"
-		"                       than half the handshake slots are\n"
-		"                       taken (default 5000)\n"
-		"  --snapshot-every N   snapshot after N log records\n"
-		"                       (default %u)\n"
-		"  --key-file FILE      the cluster key; twice during a key\n"
-		"                       rollover, the new key first (default:\n"
-		"                       $FARPAGE_KEY_FILE, else\n"
-		"                       /etc/farpage/cluster.key)\n"
-		"  --insecure           no authentication at all; the whole\n"
-		"                       cluster must run so (benchmarks,\n"
-		"                       trusted labs)\n"
-		"  --log-level LEVEL    err, warn, info or debug\n"
-		"                       (default info)\n"
-		"  --check              read the data directory (DATA_DIR,\n"
-		"                       else --data-dir) as start-up would,\n"
-		"                       report, change nothing, and exit: 0\n"
-		"                       clean, %d problems found, 1 could\n"
-		"                       not check (a coordinator runs on it)\n"
-		"  --repair             with --check (implied): cut the log\n"
-		"                       at its first bad record, keeping the\n"
-		"                       bytes cut in wal.<generation>.cut-\n"
-		"                       <offset> beside it; 0 if the\n"
-		"                       directory is clean afterwards\n"
-		"  -h, --help           this text\n"
-		"  -V, --version        the version\n"
-		"\n"
-		"Start-up cuts a torn last log record (logged with its\n"
-		"offset) and refuses any other damage to the data\n"
-		"directory with exit status %d.\n",
-		MAIN_LISTEN_DEFAULT, MAIN_DATA_DIR_DEFAULT,
-		COORD_LEASE_MS_DEFAULT, COORD_SYNC_MS_DEFAULT,
-		COORD_GRANT_TTL_MS_MIN, MAIN_LEASE_MS_MAX,
-		COORD_GRANT_TTL_MS_DEFAULT, COORD_SNAPSHOT_EVERY_DEFAULT,
-		MAIN_EXIT_DATA, MAIN_EXIT_DATA);
-}
-
-/* Prints a command-line error. Returns MAIN_EXIT_USAGE. */
-static int __attribute__((format(printf, 1, 2)))
-main_usage_err(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "farpage-coordinator: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nTry 'farpage-coordinator --help'.\n");
-	return MAIN_EXIT_USAGE;
-}
 
 /* Allows SERVER_CONNS_MAX connections plus our own fds. */
 static void main_nofile_raise(void)
@@ -175,27 +63,207 @@ struct main_opts {
 	bool check, repair; /* --check, --repair: no server */
 };
 
-/* Parses a number option (@min..@max). Returns 0, or MAIN_EXIT_USAGE. */
-static int main_opt_range(const char *opt, const char *arg, uint64_t min,
-			  uint64_t max, uint64_t *out)
-{
-	uint64_t v;
+static const struct opts_spec main_spec;
 
-	if (util_u64_parse(arg, &v) || v < min || v > max)
-		return main_usage_err("%s: '%s' is not a number in %llu..%llu",
-				      opt, arg, (unsigned long long)min,
-				      (unsigned long long)max);
-	*out = v;
+/* A number option in o->min..o->max. Returns 0 or MAIN_EXIT_USAGE. */
+static int main_num_parse(const struct opts_opt *o, const char *arg,
+			  uint64_t *v)
+{
+	if (util_u64_parse(arg, v) || *v < o->min || *v > o->max)
+		return opts_usage_err(
+			&main_spec, "--%s: '%s' is not a number in %llu..%llu",
+			o->name, arg, (unsigned long long)o->min,
+			(unsigned long long)o->max);
 	return 0;
 }
 
-/* Parses a count option (1..@max). Returns 0, or MAIN_EXIT_USAGE. */
-static int main_opt_count(const char *opt, const char *arg, uint64_t max,
-			  uint64_t *out)
+/* A number option, a uint64_t at o->off. */
+static int main_set_u64(const struct opts_opt *o, void *ctx, const char *arg)
 {
-	return main_opt_range(opt, arg, 1, max, out);
+	uint64_t v;
+	int ret = main_num_parse(o, arg, &v);
+
+	if (!ret)
+		memcpy((char *)ctx + o->off, &v, sizeof(v));
+	return ret;
 }
 
+/* The same, an unsigned int at o->off. */
+static int main_set_uint(const struct opts_opt *o, void *ctx, const char *arg)
+{
+	uint64_t v;
+	unsigned int u;
+	int ret = main_num_parse(o, arg, &v);
+
+	u = (unsigned int)v;
+	if (!ret)
+		memcpy((char *)ctx + o->off, &u, sizeof(u));
+	return ret;
+}
+
+static int main_set_data_addr_check(const struct opts_opt *o, void *ctx,
+				    const char *arg)
+{
+	struct main_opts *m = ctx;
+
+	if (strcmp(arg, "strict") && strcmp(arg, "warn"))
+		return opts_usage_err(&main_spec,
+				      "--data-addr-check: warn or strict, not "
+				      "'%s'",
+				      arg);
+	m->scfg.data_addr_strict = !strcmp(arg, "strict");
+	return 0;
+}
+
+static int main_set_key_file(const struct opts_opt *o, void *ctx,
+			     const char *arg)
+{
+	struct main_opts *m = ctx;
+
+	if (m->n_key_files == AUTH_KEYS_MAX)
+		return opts_usage_err(&main_spec, "--key-file: at most %d",
+				      AUTH_KEYS_MAX);
+	m->key_files[m->n_key_files++] = arg;
+	return 0;
+}
+
+/* --check, and --repair, which implies it. */
+static int main_set_check(const struct opts_opt *o, void *ctx, const char *arg)
+{
+	struct main_opts *m = ctx;
+
+	m->check = true;
+	if (!strcmp(o->name, "repair"))
+		m->repair = true;
+	return 0;
+}
+
+static int main_set_data_dir(const struct opts_opt *o, void *ctx,
+			     const char *arg)
+{
+	struct main_opts *m = ctx;
+
+	if (!*arg)
+		return opts_usage_err(&main_spec, "--data-dir: empty");
+	m->ccfg.data_dir = arg;
+	return 0;
+}
+
+static int main_set_log_level(const struct opts_opt *o, void *ctx,
+			      const char *arg)
+{
+	struct main_opts *m = ctx;
+
+	if (log_level_parse(arg, &m->level))
+		return opts_usage_err(&main_spec,
+				      "--log-level: unknown level '%s'", arg);
+	return 0;
+}
+
+#define MAIN_OFF(m) offsetof(struct main_opts, m)
+#define O_FN(name, arg, fn, help)                          \
+	{                                                  \
+		name, 0, arg, help, OPTS_K_FN, fn, 0, 0, 0 \
+	}
+#define O_NUM(name, fn, mem, lo, hi, help)                                \
+	{                                                                 \
+		name, 0, "MS", help, OPTS_K_FN, fn, MAIN_OFF(mem), lo, hi \
+	}
+
+/* The defaults the help names, checked against the code's. */
+_Static_assert(COORD_LEASE_MS_DEFAULT == 5000, "--lease-ms help");
+_Static_assert(COORD_SYNC_MS_DEFAULT == 10000, "--sync-timeout-ms help");
+_Static_assert(COORD_GRANT_TTL_MS_MIN == 10000 &&
+		       COORD_GRANT_TTL_MS_DEFAULT == 600000 &&
+		       MAIN_LEASE_MS_MAX == 86400000,
+	       "--grant-ttl-ms help");
+_Static_assert(COORD_SNAPSHOT_EVERY_DEFAULT == 1000, "--snapshot-every help");
+_Static_assert(MAIN_EXIT_DATA == 3, "--check help and the epilog");
+
+/* Every option of farpage-coordinator, in the order --help lists them. */
+static const struct opts_opt main_opt_table[] = {
+	{ "listen", 0, "ADDR",
+	  "control address host:port; port 0 picks a free one "
+	  "(default " MAIN_LISTEN_DEFAULT ")",
+	  OPTS_K_STR, NULL, MAIN_OFF(scfg.listen_addr), 0, 0 },
+	{ "addr-file", 0, "FILE",
+	  "write the bound host:port to FILE once listening (default: none; "
+	  "with --metrics-listen, a second line \"metrics host:port\")",
+	  OPTS_K_STR, NULL, MAIN_OFF(scfg.addr_file), 0, 0 },
+	{ "metrics-listen", 0, "ADDR",
+	  "serve Prometheus /metrics on host:port (default: off; port 0 picks "
+	  "a free one; \"\": off)",
+	  OPTS_K_STR_NULL, NULL, MAIN_OFF(scfg.metrics_listen), 0, 0 },
+	{ "metrics-token-file", 0, "FILE",
+	  "answer /metrics only to requests with \"Authorization: Bearer "
+	  "TOKEN\", TOKEN the file's first line (default: none)",
+	  OPTS_K_STR_NULL, NULL, MAIN_OFF(scfg.metrics_token_file), 0, 0 },
+	O_FN("data-addr-check", "warn|strict", main_set_data_addr_check,
+	     "a node's data address other than the one it connects from: "
+	     "taken and logged, or refused (default warn)"),
+	O_FN("data-dir", "DIR", main_set_data_dir,
+	     "log and snapshot, created if missing "
+	     "(default " MAIN_DATA_DIR_DEFAULT ")"),
+	O_NUM("lease-ms", main_set_u64, ccfg.lease_ms, 1, MAIN_LEASE_MS_MAX,
+	      "a node is down MS ms after its last heartbeat (default 5000)"),
+	O_NUM("sync-timeout-ms", main_set_u64, ccfg.sync_timeout_ms, 1,
+	      MAIN_LEASE_MS_MAX,
+	      "a node up must report a region epoch synced MS ms after it "
+	      "was made; one that does not is counted down (not waited for "
+	      "by deletes and rebuilds) until it does (default 10000)"),
+	O_NUM("grant-ttl-ms", main_set_u64, ccfg.grant_ttl_ms,
+	      COORD_GRANT_TTL_MS_MIN, MAIN_LEASE_MS_MAX,
+	      "grants to read or write another node's pool hold MS ms after "
+	      "they are issued (10000..86400000, default 600000)"),
+	O_NUM("frame-timeout-ms", main_set_uint, scfg.frame_timeout_ms, 1,
+	      MAIN_LEASE_MS_MAX,
+	      "close a connection that holds half a frame this long (default "
+	      "10000)"),
+	O_NUM("handshake-timeout-ms", main_set_uint, scfg.hs_timeout_ms, 1,
+	      MAIN_LEASE_MS_MAX,
+	      "close a connection not done with its handshake this long after "
+	      "accept, a quarter of it while more than half the handshake "
+	      "slots are taken (default 5000)"),
+	{ "snapshot-every", 0, "N",
+	  "snapshot after N log records (default 1000)", OPTS_K_FN,
+	  main_set_u64, MAIN_OFF(ccfg.snapshot_every), 1, UINT32_MAX },
+	O_FN("key-file", "FILE", main_set_key_file,
+	     "the cluster key; twice during a key rollover, the new key first "
+	     "(default: $FARPAGE_KEY_FILE, else /etc/farpage/cluster.key)"),
+	{ "insecure", 0, NULL,
+	  "no authentication at all; the whole cluster must run so "
+	  "(benchmarks, trusted labs)",
+	  OPTS_K_TRUE, NULL, MAIN_OFF(scfg.insecure), 0, 0 },
+	O_FN("log-level", "LEVEL", main_set_log_level,
+	     "err, warn, info or debug (default info)"),
+	O_FN("check", NULL, main_set_check,
+	     "read the data directory (DATA_DIR, else --data-dir) as start-up "
+	     "would, report, change nothing, and exit: 0 clean, 3 problems "
+	     "found, 1 could not check (a coordinator runs on it)"),
+	O_FN("repair", NULL, main_set_check,
+	     "with --check (implied): cut the log at its first bad record, "
+	     "keeping the bytes cut in wal.<generation>.cut-<offset> beside "
+	     "it; 0 if the directory is clean afterwards"),
+	{ "help", 'h', NULL, "this text", OPTS_K_HELP, NULL, 0, 0, 0 },
+	{ "version", 'V', NULL, "the version", OPTS_K_VERSION, NULL, 0, 0, 0 },
+};
+
+static const struct opts_spec main_spec = {
+	.prog = "farpage-coordinator",
+	.version = FARPAGE_VERSION,
+	.synopsis = "Usage: farpage-coordinator [OPTIONS]\n"
+		    "       farpage-coordinator --check [--repair] [DATA_DIR]\n"
+		    "\n"
+		    "Keeps the cluster's nodes, regions and endpoints; every\n"
+		    "change is logged to the data directory before it is\n"
+		    "acknowledged.\n",
+	.epilog = "Start-up cuts a torn last log record (logged with its\n"
+		  "offset) and refuses any other damage to the data\n"
+		  "directory with exit status 3.\n",
+	.opts = main_opt_table,
+	.n = sizeof(main_opt_table) / sizeof(main_opt_table[0]),
+	.usage_status = MAIN_EXIT_USAGE,
+};
 /*
  * The cluster keys of --key-file (or the default), checked: cluster keys,
  * distinct ids, the first not expired. Returns 0 or -errno (logged).
@@ -282,157 +350,23 @@ static int main_grants_setup(struct main_opts *o, struct gkeys **out)
 }
 
 /*
- * Fills @o from the command line. Returns -1 to go on, or the exit status
+ * Parses the command line into @o. Returns -1 to go on, or the exit status
  * (0 after --help or --version, MAIN_EXIT_USAGE for a bad command line).
  */
 static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 {
-	static const struct option opts[] = {
-		{ "listen", required_argument, NULL, MAIN_OPT_LISTEN },
-		{ "addr-file", required_argument, NULL, MAIN_OPT_ADDR_FILE },
-		{ "data-dir", required_argument, NULL, MAIN_OPT_DATA_DIR },
-		{ "lease-ms", required_argument, NULL, MAIN_OPT_LEASE_MS },
-		{ "sync-timeout-ms", required_argument, NULL,
-		  MAIN_OPT_SYNC_TIMEOUT_MS },
-		{ "grant-ttl-ms", required_argument, NULL,
-		  MAIN_OPT_GRANT_TTL_MS },
-		{ "frame-timeout-ms", required_argument, NULL,
-		  MAIN_OPT_FRAME_TIMEOUT_MS },
-		{ "handshake-timeout-ms", required_argument, NULL,
-		  MAIN_OPT_HS_TIMEOUT_MS },
-		{ "snapshot-every", required_argument, NULL,
-		  MAIN_OPT_SNAPSHOT_EVERY },
-		{ "log-level", required_argument, NULL, MAIN_OPT_LOG_LEVEL },
-		{ "metrics-listen", required_argument, NULL,
-		  MAIN_OPT_METRICS_LISTEN },
-		{ "metrics-token-file", required_argument, NULL,
-		  MAIN_OPT_METRICS_TOKEN_FILE },
-		{ "data-addr-check", required_argument, NULL,
-		  MAIN_OPT_DATA_ADDR_CHECK },
-		{ "key-file", required_argument, NULL, MAIN_OPT_KEY_FILE },
-		{ "insecure", no_argument, NULL, MAIN_OPT_INSECURE },
-		{ "check", no_argument, NULL, MAIN_OPT_CHECK },
-		{ "repair", no_argument, NULL, MAIN_OPT_REPAIR },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ NULL, 0, NULL, 0 },
-	};
-	int opt, ret = 0;
+	int ret = opts_parse(&main_spec, argc, argv, o);
 
-	opterr = 0;
-	while (!ret &&
-	       (opt = getopt_long(argc, argv, ":hV", opts, NULL)) != -1) {
-		switch (opt) {
-		case MAIN_OPT_LISTEN:
-			o->scfg.listen_addr = optarg;
-			break;
-		case MAIN_OPT_ADDR_FILE:
-			o->scfg.addr_file = optarg;
-			break;
-		case MAIN_OPT_DATA_ADDR_CHECK:
-			if (!strcmp(optarg, "strict") ||
-			    !strcmp(optarg, "warn"))
-				o->scfg.data_addr_strict =
-					!strcmp(optarg, "strict");
-			else
-				ret = main_usage_err("--data-addr-check: warn "
-						     "or strict, not '%s'",
-						     optarg);
-			break;
-		case MAIN_OPT_METRICS_TOKEN_FILE:
-			o->scfg.metrics_token_file = *optarg ? optarg : NULL;
-			break;
-		case MAIN_OPT_METRICS_LISTEN:
-			/* "" (an empty setting in the units): off */
-			o->scfg.metrics_listen = *optarg ? optarg : NULL;
-			break;
-		case MAIN_OPT_KEY_FILE:
-			if (o->n_key_files == AUTH_KEYS_MAX)
-				ret = main_usage_err("--key-file: at most %d",
-						     AUTH_KEYS_MAX);
-			else
-				o->key_files[o->n_key_files++] = optarg;
-			break;
-		case MAIN_OPT_INSECURE:
-			o->scfg.insecure = true;
-			break;
-		case MAIN_OPT_REPAIR:
-			o->repair = true;
-			/* fall through */
-		case MAIN_OPT_CHECK:
-			o->check = true;
-			break;
-		case MAIN_OPT_DATA_DIR:
-			if (!*optarg)
-				ret = main_usage_err("--data-dir: empty");
-			o->ccfg.data_dir = optarg;
-			break;
-		case MAIN_OPT_LEASE_MS:
-			ret = main_opt_count("--lease-ms", optarg,
-					     MAIN_LEASE_MS_MAX,
-					     &o->ccfg.lease_ms);
-			break;
-		case MAIN_OPT_SYNC_TIMEOUT_MS:
-			ret = main_opt_count("--sync-timeout-ms", optarg,
-					     MAIN_LEASE_MS_MAX,
-					     &o->ccfg.sync_timeout_ms);
-			break;
-		case MAIN_OPT_GRANT_TTL_MS:
-			ret = main_opt_range("--grant-ttl-ms", optarg,
-					     COORD_GRANT_TTL_MS_MIN,
-					     MAIN_LEASE_MS_MAX,
-					     &o->ccfg.grant_ttl_ms);
-			break;
-		case MAIN_OPT_FRAME_TIMEOUT_MS: {
-			uint64_t v = 0;
-
-			ret = main_opt_count("--frame-timeout-ms", optarg,
-					     MAIN_LEASE_MS_MAX, &v);
-			o->scfg.frame_timeout_ms = (unsigned int)v;
-			break;
-		}
-		case MAIN_OPT_HS_TIMEOUT_MS: {
-			uint64_t v = 0;
-
-			ret = main_opt_count("--handshake-timeout-ms", optarg,
-					     MAIN_LEASE_MS_MAX, &v);
-			o->scfg.hs_timeout_ms = (unsigned int)v;
-			break;
-		}
-		case MAIN_OPT_SNAPSHOT_EVERY:
-			ret = main_opt_count("--snapshot-every", optarg,
-					     UINT32_MAX,
-					     &o->ccfg.snapshot_every);
-			break;
-		case MAIN_OPT_LOG_LEVEL:
-			if (log_level_parse(optarg, &o->level))
-				ret = main_usage_err(
-					"--log-level: unknown level '%s'",
-					optarg);
-			break;
-		case 'h':
-			main_usage_print(stdout);
-			return 0;
-		case 'V':
-			printf("farpage-coordinator %s\n", FARPAGE_VERSION);
-			return 0;
-		case ':':
-			return main_usage_err("%s needs a value",
-					      argv[optind - 1]);
-		default:
-			return main_usage_err("unknown option %s",
-					      argv[optind - 1]);
-		}
-	}
-	if (ret)
+	if (ret != OPTS_GO_ON)
 		return ret;
 	if (o->check && optind < argc) {
 		if (!*argv[optind])
-			return main_usage_err("DATA_DIR: empty");
+			return opts_usage_err(&main_spec, "DATA_DIR: empty");
 		o->ccfg.data_dir = argv[optind++];
 	}
 	if (optind < argc)
-		return main_usage_err("unexpected argument '%s'", argv[optind]);
+		return opts_usage_err(&main_spec, "unexpected argument '%s'",
+				      argv[optind]);
 	return -1;
 }
 

@@ -239,17 +239,26 @@ struct main_ctx {
 
 #define MAIN_CFG(m) offsetof(struct main_ctx, cfg.m)
 
-/* An unsigned int option in o->min..o->max. */
-static int main_set_uint(const struct opts_opt *o, void *ctx, const char *arg)
+/* A number in o->min..o->max. Returns 0 or 2 after saying so. */
+static int main_num_parse(const struct opts_opt *o, const char *arg,
+			  uint64_t *v)
 {
-	uint64_t v;
-
-	if (util_u64_parse(arg, &v) || v < o->min || v > o->max) {
+	if (util_u64_parse(arg, v) || *v < o->min || *v > o->max) {
 		fprintf(stderr, "farpage-node: --%s: %llu..%llu, not '%s'\n",
 			o->name, (unsigned long long)o->min,
 			(unsigned long long)o->max, arg);
 		return 2;
 	}
+	return 0;
+}
+
+/* An unsigned int option at o->off. */
+static int main_set_uint(const struct opts_opt *o, void *ctx, const char *arg)
+{
+	uint64_t v;
+
+	if (main_num_parse(o, arg, &v))
+		return 2;
 	*(unsigned int *)(void *)((char *)ctx + o->off) = (unsigned int)v;
 	return 0;
 }
@@ -258,9 +267,9 @@ static int main_set_gid_index(const struct opts_opt *o, void *ctx,
 			      const char *arg)
 {
 	struct main_ctx *m = ctx;
-	unsigned int g;
+	uint64_t g;
 
-	if (main_set_uint(o, &g, arg))
+	if (main_num_parse(o, arg, &g))
 		return 2;
 	m->cfg.gid_index = (int)g;
 	return 0;
