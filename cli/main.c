@@ -7,11 +7,13 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "farpage.h"
+#include "opts.h"
 #include "util.h"
 
 struct cli_cmd {
@@ -40,6 +42,8 @@ static const struct cli_cmd cli_cmds[] = {
 
 #define CLI_N_CMDS (sizeof(cli_cmds) / sizeof(cli_cmds[0]))
 
+static const struct opts_spec cli_spec;
+
 static void cli_usage_print(FILE *f)
 {
 	fprintf(f, "Usage: farpage [GLOBAL OPTIONS] COMMAND [ARGS]\n"
@@ -48,30 +52,68 @@ static void cli_usage_print(FILE *f)
 	for (size_t i = 0; i < CLI_N_CMDS; i++)
 		fprintf(f, "  %-8s %s\n", cli_cmds[i].name,
 			cli_cmds[i].summary);
-	fprintf(f,
-		"\n"
-		"global options (before the command):\n"
-		"  --coordinator ADDR  coordinator control address\n"
-		"                      (default $" CLI_COORDINATOR_ENV
-		" or " CLI_COORDINATOR_DEFAULT ")\n"
-		"  --agent-sock PATH   local agent's socket\n"
-		"                      (default $" FARPAGE_AGENT_SOCK_ENV
-		" or " FARPAGE_AGENT_SOCK_DEFAULT ")\n"
-		"  --timeout-ms N      timeout of each control call "
-		"(default %d)\n"
-		"  --key-file FILE     the admin key, or the cluster key "
-		"(default\n"
-		"                      $FARPAGE_KEY_FILE, else "
-		"/etc/farpage/admin.key,\n"
-		"                      else /etc/farpage/cluster.key)\n"
-		"  --insecure          the cluster runs without "
-		"authentication\n"
-		"  --help              this text\n"
-		"  --version           print the version\n"
-		"\n"
-		"'farpage COMMAND --help' describes a command.\n",
-		CLI_TIMEOUT_MS_DEFAULT);
+	fprintf(f, "\nglobal options (before the command):\n");
+	opts_usage_opts(&cli_spec, f);
+	fprintf(f, "\n'farpage COMMAND --help' describes a command.\n");
 }
+
+static int cli_set_help(const struct opts_opt *o, void *ctx, const char *arg)
+{
+	cli_usage_print(stdout);
+	return OPTS_EXIT_OK;
+}
+
+static int cli_set_timeout(const struct opts_opt *o, void *ctx, const char *arg)
+{
+	struct cli *c = ctx;
+	uint64_t v;
+
+	if (util_u64_parse(arg, &v) < 0 || !v || v > INT32_MAX) {
+		cli_err("--timeout-ms: '%s' is not a positive number of "
+			"milliseconds",
+			arg);
+		return CLI_EXIT_USAGE;
+	}
+	c->timeout_ms = (int)v;
+	return 0;
+}
+
+_Static_assert(CLI_TIMEOUT_MS_DEFAULT == 5000, "--timeout-ms help");
+
+#define CLI_OFF(m) offsetof(struct cli, m)
+
+/* The global options, before the command. */
+static const struct opts_opt cli_opts[] = {
+	{ "coordinator", 0, "ADDR",
+	  "coordinator control address (default $" CLI_COORDINATOR_ENV
+	  " or " CLI_COORDINATOR_DEFAULT ")",
+	  OPTS_K_STR, NULL, CLI_OFF(coordinator), 0, 0 },
+	{ "agent-sock", 0, "PATH",
+	  "local agent's socket (default $" FARPAGE_AGENT_SOCK_ENV
+	  " or " FARPAGE_AGENT_SOCK_DEFAULT ")",
+	  OPTS_K_STR, NULL, CLI_OFF(agent_sock), 0, 0 },
+	{ "timeout-ms", 0, "N", "timeout of each control call (default 5000)",
+	  OPTS_K_FN, cli_set_timeout, 0, 0, 0 },
+	{ "key-file", 0, "FILE",
+	  "the admin key, or the cluster key (default $FARPAGE_KEY_FILE, else "
+	  "/etc/farpage/admin.key, else /etc/farpage/cluster.key)",
+	  OPTS_K_STR, NULL, CLI_OFF(key_file), 0, 0 },
+	{ "insecure", 0, NULL, "the cluster runs without authentication",
+	  OPTS_K_TRUE, NULL, CLI_OFF(insecure), 0, 0 },
+	{ "help", 'h', NULL, "this text", OPTS_K_FN, cli_set_help, 0, 0, 0 },
+	{ "version", 'V', NULL, "print the version", OPTS_K_VERSION, NULL, 0, 0,
+	  0 },
+};
+
+static const struct opts_spec cli_spec = {
+	.prog = "farpage",
+	.version = FARPAGE_VERSION,
+	.opts = cli_opts,
+	.n = sizeof(cli_opts) / sizeof(cli_opts[0]),
+	.usage_status = CLI_EXIT_USAGE,
+	/* the command's options are its own */
+	.stop_at_operand = true,
+};
 
 static const char *cli_env_or(const char *name, const char *def)
 {
@@ -82,16 +124,6 @@ static const char *cli_env_or(const char *name, const char *def)
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "coordinator", required_argument, NULL, 'c' },
-		{ "agent-sock", required_argument, NULL, 'a' },
-		{ "timeout-ms", required_argument, NULL, 't' },
-		{ "key-file", required_argument, NULL, 'k' },
-		{ "insecure", no_argument, NULL, 'i' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ 0 },
-	};
 	struct cli c = {
 		.coordinator = cli_env_or(CLI_COORDINATOR_ENV,
 					  CLI_COORDINATOR_DEFAULT),
@@ -99,58 +131,14 @@ int main(int argc, char **argv)
 					 FARPAGE_AGENT_SOCK_DEFAULT),
 		.timeout_ms = CLI_TIMEOUT_MS_DEFAULT,
 	};
-	uint64_t v;
 	int ret, cmd;
 
 	/* A coordinator that hangs up must give an error, not kill us. */
 	signal(SIGPIPE, SIG_IGN);
 
-	opterr = 0;
-	/* '+': stop at the command; its options are its own. */
-	while ((ret = getopt_long(argc, argv, "+:hV", opts, NULL)) != -1) {
-		switch (ret) {
-		case 'c':
-			c.coordinator = optarg;
-			break;
-		case 'a':
-			c.agent_sock = optarg;
-			break;
-		case 'k':
-			c.key_file = optarg;
-			break;
-		case 'i':
-			c.insecure = true;
-			break;
-		case 't':
-			if (util_u64_parse(optarg, &v) < 0 || !v ||
-			    v > INT32_MAX) {
-				cli_err("--timeout-ms: '%s' is not a positive "
-					"number of milliseconds",
-					optarg);
-				cli_usage_print(stderr);
-				return CLI_EXIT_USAGE;
-			}
-			c.timeout_ms = (int)v;
-			break;
-		case 'h':
-			cli_usage_print(stdout);
-			return CLI_EXIT_OK;
-		case 'V':
-			printf("farpage %s\n", FARPAGE_VERSION);
-			return CLI_EXIT_OK;
-		default:
-			if (ret == ':')
-				cli_err("option '%s' needs a value",
-					argv[optind - 1]);
-			else if (optopt)
-				cli_err("unknown option '-%c'", optopt);
-			else
-				cli_err("unknown option '%s'",
-					argv[optind - 1]);
-			cli_usage_print(stderr);
-			return CLI_EXIT_USAGE;
-		}
-	}
+	ret = opts_parse(&cli_spec, argc, argv, &c);
+	if (ret != OPTS_GO_ON)
+		return ret;
 	if (optind >= argc) {
 		cli_err("no command given");
 		cli_usage_print(stderr);

@@ -30,6 +30,8 @@ static void opts_build(const struct opts_spec *s, struct option *lo,
 {
 	size_t k = 0;
 
+	if (s->stop_at_operand)
+		shorts[k++] = '+';
 	shorts[k++] = ':';
 	for (size_t i = 0; i < s->n; i++) {
 		const struct opts_opt *o = &s->opts[i];
@@ -100,7 +102,7 @@ static void opts_bad_name(char **argv, char *buf, size_t len)
 int opts_parse(const struct opts_spec *s, int argc, char **argv, void *ctx)
 {
 	struct option lo[OPTS_MAX + 1];
-	char shorts[2 * OPTS_MAX + 2], bad[128];
+	char shorts[2 * OPTS_MAX + 3], bad[128];
 	const struct opts_opt *o;
 	int c, ret;
 
@@ -159,18 +161,16 @@ static void opts_wrap(FILE *out, const char *text, int col, int at)
 	fputc('\n', out);
 }
 
-void opts_usage(const struct opts_spec *s, FILE *out)
+void opts_usage_opts(const struct opts_spec *s, FILE *out)
 {
 	bool shorts = false;
-	int col = 0;
 	char head[96];
+	int col;
 
 	for (size_t i = 0; i < s->n; i++)
 		shorts |= s->opts[i].key != 0;
 	/* The text starts where most names end, as in GNU programs. */
 	col = shorts ? 27 : 23;
-	fputs(s->synopsis, out);
-	fputc('\n', out);
 	for (size_t i = 0; i < s->n; i++) {
 		const struct opts_opt *o = &s->opts[i];
 		int n;
@@ -193,6 +193,13 @@ void opts_usage(const struct opts_spec *s, FILE *out)
 			opts_wrap(out, o->help, col, col);
 		}
 	}
+}
+
+void opts_usage(const struct opts_spec *s, FILE *out)
+{
+	fputs(s->synopsis, out);
+	fputc('\n', out);
+	opts_usage_opts(s, out);
 	if (s->epilog) {
 		fputc('\n', out);
 		fputs(s->epilog, out);

@@ -8,6 +8,7 @@
 #ifndef COMMON_OPTS_H
 #define COMMON_OPTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -54,7 +55,8 @@ struct opts_spec {
 	const char *epilog;   /* after the options, or NULL */
 	const struct opts_opt *opts;
 	size_t n;
-	int usage_status; /* exit status of a bad command line */
+	int usage_status;     /* exit status of a bad command line */
+	bool stop_at_operand; /* stop at the first operand (a command) */
 };
 
 /*
@@ -67,6 +69,10 @@ int opts_parse(const struct opts_spec *s, int argc, char **argv, void *ctx);
 
 /* Prints the help: synopsis, every option with its text, epilog. */
 void opts_usage(const struct opts_spec *s, FILE *out);
+
+/* Prints only the options, each with its text (for a program that writes
+ * the text around them itself). */
+void opts_usage_opts(const struct opts_spec *s, FILE *out);
 
 /* Reports a bad command line as opts_parse() does. Returns
  * s->usage_status. */
