@@ -382,6 +382,120 @@ int cli_region_get(const struct cli *c, const char *what, const char *name,
 	return cli_coord_call(c, what, &req, rep, MSG_T_REGION);
 }
 
+/*
+ * One option of "region create" (@key as getopt_long() gave it) into @req
+ * or *@wait_s. Returns -1 to go on, or the exit code after saying what is
+ * wrong.
+ */
+static int cli_region_create_opt(const struct cli *c, const char *usage,
+				 int key, const char *arg, struct msg *req,
+				 uint64_t *wait_s)
+{
+	int ret, code = CLI_EXIT_USAGE;
+
+	switch (key) {
+	case 's':
+		if (cli_opt_size(usage, "--size", arg, &req->size))
+			return code;
+		if (!req->size) {
+			cli_usage_err(usage, "--size must not be 0");
+			return code;
+		}
+		return -1;
+	case 'c':
+		if (cli_opt_size(usage, "--chunk-size", arg, &req->chunk_size))
+			return code;
+		if (req->chunk_size < CLI_CHUNK_SIZE_MIN ||
+		    (req->chunk_size & (req->chunk_size - 1))) {
+			cli_usage_err(usage,
+				      "--chunk-size: %s is not a power "
+				      "of two >= 2 MiB",
+				      arg);
+			return code;
+		}
+		return -1;
+	case 'n':
+		free(req->place);
+		req->place = NULL;
+		ret = cli_opt_ids(usage, "--nodes", arg, &req->place,
+				  &req->n_place);
+		if (ret < 0) {
+			code = ret == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+			return code;
+		}
+		return -1;
+	case 'o':
+		free(req->owners);
+		req->owners = NULL;
+		ret = cli_opt_ids(usage, "--owners", arg, &req->owners,
+				  &req->n_owners);
+		if (ret < 0) {
+			code = ret == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+			return code;
+		}
+		return -1;
+	case 'W':
+		free(req->writers);
+		req->writers = NULL;
+		ret = cli_nodes_parse(c, usage, "--writers", arg, &req->writers,
+				      &req->n_writers);
+		if (ret < 0) {
+			code = ret == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+			return code;
+		}
+		return -1;
+	case 'r':
+		free(req->readers);
+		req->readers = NULL;
+		ret = cli_nodes_parse(c, usage, "--readers", arg, &req->readers,
+				      &req->n_readers);
+		if (ret < 0) {
+			code = ret == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+			return code;
+		}
+		return -1;
+	case 'R':
+		if (cli_opt_u64(usage, "--replicas", arg, &req->replicas))
+			return code;
+		if (req->replicas < 1 || req->replicas > MSG_REPLICAS_MAX) {
+			cli_usage_err(usage, "--replicas: 1 to %u",
+				      MSG_REPLICAS_MAX);
+			return code;
+		}
+		return -1;
+	case 'w':
+		if (cli_opt_u64(usage, "--wait", arg, wait_s))
+			return code;
+		if (*wait_s > 3600) {
+			cli_usage_err(usage, "--wait: at most 3600");
+			return code;
+		}
+		return -1;
+	}
+	return -1;
+}
+
+/* What "region create" refuses of its options together. Returns -1 to go
+ * on, or CLI_EXIT_USAGE after saying what is wrong. */
+static int cli_region_create_check(const char *usage, const struct msg *req)
+{
+	if (!req->size) {
+		cli_usage_err(usage, "region create: --size is required");
+		return CLI_EXIT_USAGE;
+	}
+	if (req->n_place && req->n_owners) {
+		cli_usage_err(usage, "region create: give --nodes or --owners, "
+				     "not both");
+		return CLI_EXIT_USAGE;
+	}
+	if (req->replicas > 1 && req->n_owners) {
+		cli_usage_err(usage, "region create: --owners places one "
+				     "replica; not with --replicas");
+		return CLI_EXIT_USAGE;
+	}
+	return -1;
+}
+
 static int cli_region_create(const struct cli *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -405,119 +519,29 @@ static int cli_region_create(const struct cli *c, int argc, char **argv)
 	msg_init(&req, MSG_T_REGION_CREATE);
 	msg_init(&rep, MSG_T_NONE);
 	while ((ret = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		switch (ret) {
-		case 's':
-			if (cli_opt_size(usage, "--size", optarg, &req.size))
-				goto out;
-			if (!req.size) {
-				cli_usage_err(usage, "--size must not be 0");
-				goto out;
-			}
-			break;
-		case 'c':
-			if (cli_opt_size(usage, "--chunk-size", optarg,
-					 &req.chunk_size))
-				goto out;
-			if (req.chunk_size < CLI_CHUNK_SIZE_MIN ||
-			    (req.chunk_size & (req.chunk_size - 1))) {
-				cli_usage_err(usage,
-					      "--chunk-size: %s is not a power "
-					      "of two >= 2 MiB",
-					      optarg);
-				goto out;
-			}
-			break;
-		case 'n':
-			free(req.place);
-			req.place = NULL;
-			ret = cli_opt_ids(usage, "--nodes", optarg, &req.place,
-					  &req.n_place);
-			if (ret < 0) {
-				code = ret == -EINVAL ? CLI_EXIT_USAGE
-						      : CLI_EXIT_FAIL;
-				goto out;
-			}
-			break;
-		case 'o':
-			free(req.owners);
-			req.owners = NULL;
-			ret = cli_opt_ids(usage, "--owners", optarg,
-					  &req.owners, &req.n_owners);
-			if (ret < 0) {
-				code = ret == -EINVAL ? CLI_EXIT_USAGE
-						      : CLI_EXIT_FAIL;
-				goto out;
-			}
-			break;
-		case 'W':
-			free(req.writers);
-			req.writers = NULL;
-			ret = cli_nodes_parse(c, usage, "--writers", optarg,
-					      &req.writers, &req.n_writers);
-			if (ret < 0) {
-				code = ret == -EINVAL ? CLI_EXIT_USAGE
-						      : CLI_EXIT_FAIL;
-				goto out;
-			}
-			break;
-		case 'r':
-			free(req.readers);
-			req.readers = NULL;
-			ret = cli_nodes_parse(c, usage, "--readers", optarg,
-					      &req.readers, &req.n_readers);
-			if (ret < 0) {
-				code = ret == -EINVAL ? CLI_EXIT_USAGE
-						      : CLI_EXIT_FAIL;
-				goto out;
-			}
-			break;
-		case 'R':
-			if (cli_opt_u64(usage, "--replicas", optarg,
-					&req.replicas))
-				goto out;
-			if (req.replicas < 1 ||
-			    req.replicas > MSG_REPLICAS_MAX) {
-				cli_usage_err(usage, "--replicas: 1 to %u",
-					      MSG_REPLICAS_MAX);
-				goto out;
-			}
-			break;
-		case 'w':
-			if (cli_opt_u64(usage, "--wait", optarg, &wait_s))
-				goto out;
-			if (wait_s > 3600) {
-				cli_usage_err(usage, "--wait: at most 3600");
-				goto out;
-			}
-			break;
-		case 'h':
+		if (ret == 'h') {
 			fputs(usage, stdout);
 			code = CLI_EXIT_OK;
 			goto out;
-		default:
+		}
+		if (ret == ':' || ret == '?') {
 			cli_getopt_err(usage, "region create", ret, argv);
 			goto out;
 		}
+		code = cli_region_create_opt(c, usage, ret, optarg, &req,
+					     &wait_s);
+		if (code >= 0)
+			goto out;
+		code = CLI_EXIT_USAGE;
 	}
 	ret = cli_region_pos(usage, "region create", argc, argv, 1);
 	if (ret >= 0) {
 		code = ret;
 		goto out;
 	}
-	if (!req.size) {
-		cli_usage_err(usage, "region create: --size is required");
+	code = cli_region_create_check(usage, &req);
+	if (code >= 0)
 		goto out;
-	}
-	if (req.n_place && req.n_owners) {
-		cli_usage_err(usage, "region create: give --nodes or --owners, "
-				     "not both");
-		goto out;
-	}
-	if (req.replicas > 1 && req.n_owners) {
-		cli_usage_err(usage, "region create: --owners places one "
-				     "replica; not with --replicas");
-		goto out;
-	}
 	if (req.replicas == 1)
 		req.replicas = 0; /* the default: nothing new on the wire */
 	msg_strset(req.name, sizeof(req.name), argv[optind]);

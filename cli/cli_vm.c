@@ -170,6 +170,58 @@ static void cli_vm_print(char **argv, const struct cli_vm_env *env, int n)
 		printf("%s%s", *argv, argv[1] ? " " : "\n");
 }
 
+/* The size of @region, which must be a whole number of MiB. Returns 0 or
+ * CLI_EXIT_FAIL after saying why. */
+static int cli_vm_region_size(const struct cli *c, const char *region,
+			      uint64_t *out)
+{
+	char what[32 + MSG_NAME_MAX];
+	struct msg rep;
+	uint64_t size;
+
+	snprintf(what, sizeof(what), "vm %s", region);
+	if (cli_region_get(c, what, region, &rep) < 0) {
+		msg_fini(&rep);
+		return CLI_EXIT_FAIL;
+	}
+	size = rep.size;
+	msg_fini(&rep);
+	if (!size || size % (1u << 20)) {
+		cli_err("vm: region %s is %llu bytes: guest RAM is a whole "
+			"number of MiB",
+			region, (unsigned long long)size);
+		return CLI_EXIT_FAIL;
+	}
+	*out = size;
+	return 0;
+}
+
+/* QEMU's command line: @qemu (@n_q words), then the memory backend @obj,
+ * the machine's @mach and, unless it has one (@has_m), "-m @mem".
+ * Returns it (calloc'd, the strings are the caller's) or NULL. */
+static char **cli_vm_qargv(char **qemu, int n_q, int has_m, char *obj,
+			   char *mach, char *mem)
+{
+	char **qargv, **q;
+
+	qargv = calloc((size_t)n_q + 7, sizeof(*qargv));
+	if (!qargv)
+		return NULL;
+	q = qargv;
+	for (int i = 0; i < n_q; i++)
+		*q++ = qemu[i];
+	*q++ = (char *)"-object";
+	*q++ = obj;
+	*q++ = (char *)"-machine";
+	*q++ = mach;
+	if (!has_m) {
+		*q++ = (char *)"-m";
+		*q++ = mem;
+	}
+	*q = NULL;
+	return qargv;
+}
+
 int cli_vm_run(const struct cli *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -180,13 +232,12 @@ int cli_vm_run(const struct cli *c, int argc, char **argv)
 		{ 0 },
 	};
 	const char *preload_opt = NULL, *region, *ld;
-	char preload[PATH_MAX], what[32 + MSG_NAME_MAX];
+	char preload[PATH_MAX];
 	char obj[256 + PATH_MAX], mach[64], mem[32], fd_s[16];
 	char *ld_value = NULL;
 	struct cli_vm_env env[CLI_VM_N_ENV];
 	int prefetch = 0, dry = 0, has_m, fd = -1, ret, n_q;
-	char **qargv = NULL, **q;
-	struct msg rep;
+	char **qargv = NULL;
 	uint64_t size;
 
 	/* '+': QEMU's options after REGION are not ours. */
@@ -225,19 +276,8 @@ int cli_vm_run(const struct cli *c, int argc, char **argv)
 	if (cli_vm_preload(preload_opt, preload, sizeof(preload)))
 		return CLI_EXIT_FAIL;
 
-	snprintf(what, sizeof(what), "vm %s", region);
-	if (cli_region_get(c, what, region, &rep) < 0) {
-		msg_fini(&rep);
+	if (cli_vm_region_size(c, region, &size))
 		return CLI_EXIT_FAIL;
-	}
-	size = rep.size;
-	msg_fini(&rep);
-	if (!size || size % (1u << 20)) {
-		cli_err("vm: region %s is %llu bytes: guest RAM is a whole "
-			"number of MiB",
-			region, (unsigned long long)size);
-		return CLI_EXIT_FAIL;
-	}
 	fd = cli_vm_ram_file(region, size);
 	if (fd < 0) {
 		cli_err("vm: a memfd for QEMU to open: %s", strerror(-fd));
@@ -265,21 +305,9 @@ int cli_vm_run(const struct cli *c, int argc, char **argv)
 		(struct cli_vm_env){ VM_ENV_FLAGS, prefetch ? "prefetch" : "" };
 	env[4] = (struct cli_vm_env){ FARPAGE_AGENT_SOCK_ENV, c->agent_sock };
 
-	qargv = calloc((size_t)n_q + 7, sizeof(*qargv));
+	qargv = cli_vm_qargv(argv + optind, n_q, has_m, obj, mach, mem);
 	if (!qargv)
 		goto out;
-	q = qargv;
-	for (int i = optind; i < argc; i++)
-		*q++ = argv[i];
-	*q++ = (char *)"-object";
-	*q++ = obj;
-	*q++ = (char *)"-machine";
-	*q++ = mach;
-	if (!has_m) {
-		*q++ = (char *)"-m";
-		*q++ = mem;
-	}
-	*q = NULL;
 	if (dry) {
 		cli_vm_print(qargv, env, CLI_VM_N_ENV);
 		ret = 0;
