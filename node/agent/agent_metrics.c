@@ -9,6 +9,7 @@
 #include "agent.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,10 +22,114 @@
 
 #define LD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
+/* A counter or gauge of the summed fault-loop counters (floop.h). */
+struct agent_metric_fl {
+	const char *name, *type, *help;
+	size_t off;	/* of its atomic_uint_fast64_t in floop_counters */
+	uint64_t scale; /* pages: 4096 for bytes; else 1 */
+};
+
+#define FL(m) offsetof(struct floop_counters, m)
+
+static const struct agent_metric_fl agent_fault_metrics[] = {
+	{ "farpage_replica_failovers_total", "counter",
+	  "Reads of replicated regions moved to the next replica (the owner "
+	  "failed, restarted, was fenced or stalled).",
+	  FL(repl_failovers), 1 },
+	{ "farpage_replica_stalls_total", "counter",
+	  "Connections closed because a read of a replicated region got no "
+	  "answer within --replica-timeout-ms.",
+	  FL(repl_stalls), 1 },
+	{ "farpage_data_stalls_total", "counter",
+	  "Data connections (tcp) closed and dialed again because nothing "
+	  "arrived on them for --data-stall-ms while replies were awaited.",
+	  FL(data_stalls), 1 },
+	{ "farpage_replica_writeback_held_total", "counter",
+	  "Write-backs of replicated regions held back (sent later): this "
+	  "node's lease at the coordinator may have run out.",
+	  FL(repl_wb_held), 1 },
+	{ "farpage_readahead_pages_total", "counter",
+	  "Pages read ahead of sequential fault streams.", FL(readahead), 1 },
+	{ "farpage_readahead_marks_total", "counter",
+	  "Read-ahead marks a guest reached: pages read ahead but left "
+	  "unmapped, whose touch read further ahead.",
+	  FL(ra_marks), 1 },
+	{ "farpage_prefetch_pages_total", "counter",
+	  "Pages fetched by the background prefetch.", FL(prefetch), 1 },
+	{ "farpage_mappings", "gauge",
+	  "Mappings this agent serves (incl. ones still sending written pages "
+	  "home).",
+	  FL(mappings), 1 },
+};
+
+static const struct agent_metric_fl agent_cache_metrics[] = {
+	{ "farpage_cache_resident_bytes", "gauge",
+	  "Bytes of other nodes' pages held (or landing).", FL(cache_resident),
+	  4096 },
+	{ "farpage_cache_dirty_bytes", "gauge",
+	  "Bytes written here and not yet home.", FL(cache_dirty), 4096 },
+	{ "farpage_cache_hits_total", "counter",
+	  "Faults on pages the cache held.", FL(cache_hits), 1 },
+	{ "farpage_cache_misses_total", "counter", "Faults that fetched.",
+	  FL(cache_misses), 1 },
+	{ "farpage_cache_evictions_total", "counter",
+	  "Pages dropped from the cache.", FL(cache_evictions), 1 },
+	{ "farpage_cache_writebacks_total", "counter", "Pages written home.",
+	  FL(cache_writebacks), 1 },
+	{ "farpage_cache_writeback_errors_total", "counter",
+	  "Write-backs that failed (the pages stay and are sent again).",
+	  FL(cache_wb_errors), 1 },
+	{ "farpage_cache_wp_faults_total", "counter",
+	  "First writes to cached pages (write-protect faults).",
+	  FL(cache_wp_faults), 1 },
+	{ "farpage_cache_dirty_scans_total", "counter",
+	  "Scans of a mapping's cached pages for writes (PAGEMAP_SCAN, "
+	  "--dirty-tracking scan).",
+	  FL(cache_dirty_scans), 1 },
+	{ "farpage_cache_dirty_scan_pages_total", "counter",
+	  "Written pages those scans found.", FL(cache_dirty_scan_pages), 1 },
+	{ "farpage_cache_direct_read_pages_total", "counter",
+	  "Fetched pages an RDMA READ (or a TCP reply opened) put straight "
+	  "into the cache (no landing copy).",
+	  FL(cache_direct_pages), 1 },
+	{ "farpage_cache_landing_copies_total", "counter",
+	  "Fetched pages that landed in a buffer and were copied into the "
+	  "cache.",
+	  FL(cache_landed_pages), 1 },
+	{ "farpage_cache_copy_maps_total", "counter",
+	  "Of those, pages put into the cache and mapped for the guest in one "
+	  "step (UFFDIO_COPY into its mapping).",
+	  FL(cache_copied_pages), 1 },
+};
+
+static void agent_metrics_fl(struct metrics_buf *b,
+			     const struct agent_metric_fl *t, size_t n,
+			     struct floop_counters *c)
+{
+	for (size_t i = 0; i < n; i++) {
+		atomic_uint_fast64_t *v =
+			(atomic_uint_fast64_t *)(void *)((char *)c + t[i].off);
+
+		metrics_one(b, t[i].name, t[i].type, t[i].help,
+			    LD(*v) * t[i].scale);
+	}
+}
+
+#define ARRAY_N(a) (sizeof(a) / sizeof((a)[0]))
+
 static void agent_metrics_faults(struct metrics_buf *b,
 				 struct floop_counters *c)
 {
 	static const char n[] = "farpage_faults_total";
+	static const struct {
+		const char *label;
+		size_t off;
+	} kinds[] = {
+		{ "kind=\"remote\"", FL(remote) },
+		{ "kind=\"local\"", FL(local) },
+		{ "kind=\"retry\"", FL(errors) },
+		{ "kind=\"poisoned\"", FL(poisoned) },
+	};
 
 	metrics_one(b, "farpage_faults_read_total", "counter",
 		    "Page faults read from the mapped processes.",
@@ -33,45 +138,17 @@ static void agent_metrics_faults(struct metrics_buf *b,
 		     "Faults served, by kind: pages from a peer (remote) or "
 		     "this node's pool (local), reads retried (retry), pages "
 		     "poisoned after the fault timeout (poisoned).");
-	metrics_u64(b, n, "kind=\"remote\"", LD(c->remote));
-	metrics_u64(b, n, "kind=\"local\"", LD(c->local));
-	metrics_u64(b, n, "kind=\"retry\"", LD(c->errors));
-	metrics_u64(b, n, "kind=\"poisoned\"", LD(c->poisoned));
+	for (size_t i = 0; i < ARRAY_N(kinds); i++)
+		metrics_u64(
+			b, n, kinds[i].label,
+			LD(*(atomic_uint_fast64_t *)(void *)((char *)c +
+							     kinds[i].off)));
 	metrics_hist_write(b, "farpage_fault_duration_seconds",
 			   "From reading a fault to resolving it (for a "
 			   "fetch, from the first fault that waited on it).",
 			   &c->fault_ns);
-	metrics_one(b, "farpage_replica_failovers_total", "counter",
-		    "Reads of replicated regions moved to the next replica "
-		    "(the owner failed, restarted, was fenced or stalled).",
-		    LD(c->repl_failovers));
-	metrics_one(b, "farpage_replica_stalls_total", "counter",
-		    "Connections closed because a read of a replicated region "
-		    "got no answer within --replica-timeout-ms.",
-		    LD(c->repl_stalls));
-	metrics_one(b, "farpage_data_stalls_total", "counter",
-		    "Data connections (tcp) closed and dialed again because "
-		    "nothing arrived on them for --data-stall-ms while "
-		    "replies were awaited.",
-		    LD(c->data_stalls));
-	metrics_one(b, "farpage_replica_writeback_held_total", "counter",
-		    "Write-backs of replicated regions held back (sent later): "
-		    "this node's lease at the coordinator may have run out.",
-		    LD(c->repl_wb_held));
-	metrics_one(b, "farpage_readahead_pages_total", "counter",
-		    "Pages read ahead of sequential fault streams.",
-		    LD(c->readahead));
-	metrics_one(b, "farpage_readahead_marks_total", "counter",
-		    "Read-ahead marks a guest reached: pages read ahead but "
-		    "left unmapped, whose touch read further ahead.",
-		    LD(c->ra_marks));
-	metrics_one(b, "farpage_prefetch_pages_total", "counter",
-		    "Pages fetched by the background prefetch.",
-		    LD(c->prefetch));
-	metrics_one(b, "farpage_mappings", "gauge",
-		    "Mappings this agent serves (incl. ones still sending "
-		    "written pages home).",
-		    LD(c->mappings));
+	agent_metrics_fl(b, agent_fault_metrics, ARRAY_N(agent_fault_metrics),
+			 c);
 }
 
 static void agent_metrics_cache(struct metrics_buf *b, struct floop_counters *c,
@@ -81,46 +158,8 @@ static void agent_metrics_cache(struct metrics_buf *b, struct floop_counters *c,
 		    "Bytes of other nodes' pages this host may keep (0: "
 		    "faults are served by copying).",
 		    limit);
-	metrics_one(b, "farpage_cache_resident_bytes", "gauge",
-		    "Bytes of other nodes' pages held (or landing).",
-		    LD(c->cache_resident) * 4096);
-	metrics_one(b, "farpage_cache_dirty_bytes", "gauge",
-		    "Bytes written here and not yet home.",
-		    LD(c->cache_dirty) * 4096);
-	metrics_one(b, "farpage_cache_hits_total", "counter",
-		    "Faults on pages the cache held.", LD(c->cache_hits));
-	metrics_one(b, "farpage_cache_misses_total", "counter",
-		    "Faults that fetched.", LD(c->cache_misses));
-	metrics_one(b, "farpage_cache_evictions_total", "counter",
-		    "Pages dropped from the cache.", LD(c->cache_evictions));
-	metrics_one(b, "farpage_cache_writebacks_total", "counter",
-		    "Pages written home.", LD(c->cache_writebacks));
-	metrics_one(b, "farpage_cache_writeback_errors_total", "counter",
-		    "Write-backs that failed (the pages stay and are sent "
-		    "again).",
-		    LD(c->cache_wb_errors));
-	metrics_one(b, "farpage_cache_wp_faults_total", "counter",
-		    "First writes to cached pages (write-protect faults).",
-		    LD(c->cache_wp_faults));
-	metrics_one(b, "farpage_cache_dirty_scans_total", "counter",
-		    "Scans of a mapping's cached pages for writes "
-		    "(PAGEMAP_SCAN, --dirty-tracking scan).",
-		    LD(c->cache_dirty_scans));
-	metrics_one(b, "farpage_cache_dirty_scan_pages_total", "counter",
-		    "Written pages those scans found.",
-		    LD(c->cache_dirty_scan_pages));
-	metrics_one(b, "farpage_cache_direct_read_pages_total", "counter",
-		    "Fetched pages an RDMA READ (or a TCP reply opened) put "
-		    "straight into the cache (no landing copy).",
-		    LD(c->cache_direct_pages));
-	metrics_one(b, "farpage_cache_landing_copies_total", "counter",
-		    "Fetched pages that landed in a buffer and were copied "
-		    "into the cache.",
-		    LD(c->cache_landed_pages));
-	metrics_one(b, "farpage_cache_copy_maps_total", "counter",
-		    "Of those, pages put into the cache and mapped for the "
-		    "guest in one step (UFFDIO_COPY into its mapping).",
-		    LD(c->cache_copied_pages));
+	agent_metrics_fl(b, agent_cache_metrics, ARRAY_N(agent_cache_metrics),
+			 c);
 }
 
 static int agent_peer_cmp(const void *a, const void *b)
@@ -240,6 +279,69 @@ static void agent_metrics_loops(struct metrics_buf *b, struct floops *fl)
 	}
 }
 
+/* Verbs memory registrations (xport_rdma.h), when verbs are up. */
+static const struct {
+	const char *name, *type, *help;
+	uint64_t (*get)(const struct xport_rdma_ctx *ctx);
+} agent_rdma_metrics[] = {
+	{ "farpage_rdma_mr_registrations_total", "counter",
+	  "Verbs: memory registrations made for READs straight into a cache: "
+	  "one per window of it registered, or per READ no window serves (see "
+	  "docs/rdma.md).",
+	  xport_rdma_ctx_mr_registrations },
+	{ "farpage_rdma_mr_window_registrations_total", "counter",
+	  "Verbs: of those registrations, windows of a cache (the rest: one "
+	  "per READ).",
+	  xport_rdma_ctx_mr_window_registrations },
+	{ "farpage_rdma_mr_invalidations_total", "counter",
+	  "Verbs: registered windows of a cache dropped because a page of "
+	  "them left the cache.",
+	  xport_rdma_ctx_mr_invalidations },
+	{ "farpage_rdma_mr_drops_total", "counter",
+	  "Verbs: registered windows of a cache given up for room (the least "
+	  "recently used).",
+	  xport_rdma_ctx_mr_drops },
+	{ "farpage_rdma_mr_ahead_pages", "gauge",
+	  "Verbs: cache pages registered windows allocated that no READ went "
+	  "into yet (counted as held).",
+	  xport_rdma_ctx_mr_ahead },
+};
+
+#define PS(m) offsetof(struct pagesrv_stats, m)
+
+/* The page server's counters (pagesrv.h). */
+static const struct {
+	const char *name, *help;
+	size_t off; /* of its uint64_t in pagesrv_stats */
+} agent_pagesrv_metrics[] = {
+	{ "farpage_pagesrv_reads_total",
+	  "Read requests this node's page server answered with data.",
+	  PS(reads) },
+	{ "farpage_pagesrv_read_bytes_total",
+	  "Bytes this node's page server sent.", PS(bytes) },
+	{ "farpage_pagesrv_write_bytes_total",
+	  "Bytes written home into this node's pool.", PS(write_bytes) },
+	{ "farpage_pagesrv_errors_total",
+	  "Requests the page server answered with an error.", PS(errors) },
+	{ "farpage_pagesrv_dropped_total",
+	  "Connections the page server closed (bad input, cap).", PS(dropped) },
+	{ "farpage_pagesrv_auth_failures_total",
+	  "Peer handshakes refused or failed, and sealed records that did not "
+	  "verify (each closed its connection).",
+	  PS(auth_failures) },
+	{ "farpage_pagesrv_handshake_timeouts_total",
+	  "Connections closed for not finishing their handshake in time.",
+	  PS(hs_timeouts) },
+	{ "farpage_pagesrv_refused_total",
+	  "Connections closed unserved for a cap (connections in their "
+	  "handshake, per address or in all; connections).",
+	  PS(refused) },
+	{ "farpage_pagesrv_grant_refusals_total",
+	  "Grants the page server refused (GRANT), and reads and writes it "
+	  "refused for want of one (EACCES).",
+	  PS(grant_refusals) },
+};
+
 static void agent_metrics_render(struct metrics_buf *b, void *arg)
 {
 	struct node_agent *a = arg;
@@ -260,31 +362,12 @@ static void agent_metrics_render(struct metrics_buf *b, void *arg)
 		    "Verbs: peers whose queue pair to this pool was moved to "
 		    "the error state because their lease expired.",
 		    atomic_load(&a->rdma_revocations));
-	if (a->rdma) {
-		metrics_one(b, "farpage_rdma_mr_registrations_total", "counter",
-			    "Verbs: memory registrations made for READs "
-			    "straight into a cache: one per window of it "
-			    "registered, or per READ no window serves (see "
-			    "docs/rdma.md).",
-			    xport_rdma_ctx_mr_registrations(a->rdma));
-		metrics_one(b, "farpage_rdma_mr_window_registrations_total",
-			    "counter",
-			    "Verbs: of those registrations, windows of a "
-			    "cache (the rest: one per READ).",
-			    xport_rdma_ctx_mr_window_registrations(a->rdma));
-		metrics_one(b, "farpage_rdma_mr_invalidations_total", "counter",
-			    "Verbs: registered windows of a cache dropped "
-			    "because a page of them left the cache.",
-			    xport_rdma_ctx_mr_invalidations(a->rdma));
-		metrics_one(b, "farpage_rdma_mr_drops_total", "counter",
-			    "Verbs: registered windows of a cache given up "
-			    "for room (the least recently used).",
-			    xport_rdma_ctx_mr_drops(a->rdma));
-		metrics_one(b, "farpage_rdma_mr_ahead_pages", "gauge",
-			    "Verbs: cache pages registered windows allocated "
-			    "that no READ went into yet (counted as held).",
-			    xport_rdma_ctx_mr_ahead(a->rdma));
-	}
+	if (a->rdma)
+		for (size_t i = 0; i < ARRAY_N(agent_rdma_metrics); i++)
+			metrics_one(b, agent_rdma_metrics[i].name,
+				    agent_rdma_metrics[i].type,
+				    agent_rdma_metrics[i].help,
+				    agent_rdma_metrics[i].get(a->rdma));
 	metrics_head(b, "farpage_socket_refused_total", "counter",
 		     "Local clients the agent's socket refused: not_allowed "
 		     "(--allow-uid/--allow-gid), uid_cap (the uid held "
@@ -306,36 +389,13 @@ static void agent_metrics_render(struct metrics_buf *b, void *arg)
 	agent_metrics_loops(b, a->fl);
 	agent_metrics_cache(b, c, a->cache_on ? a->cfg.cache_size : 0);
 	pagesrv_stats(a->srv, &ps);
-	metrics_one(b, "farpage_pagesrv_reads_total", "counter",
-		    "Read requests this node's page server answered with data.",
-		    ps.reads);
-	metrics_one(b, "farpage_pagesrv_read_bytes_total", "counter",
-		    "Bytes this node's page server sent.", ps.bytes);
-	metrics_one(b, "farpage_pagesrv_write_bytes_total", "counter",
-		    "Bytes written home into this node's pool.",
-		    ps.write_bytes);
-	metrics_one(b, "farpage_pagesrv_errors_total", "counter",
-		    "Requests the page server answered with an error.",
-		    ps.errors);
-	metrics_one(b, "farpage_pagesrv_dropped_total", "counter",
-		    "Connections the page server closed (bad input, cap).",
-		    ps.dropped);
-	metrics_one(b, "farpage_pagesrv_auth_failures_total", "counter",
-		    "Peer handshakes refused or failed, and sealed records "
-		    "that did not verify (each closed its connection).",
-		    ps.auth_failures);
-	metrics_one(b, "farpage_pagesrv_handshake_timeouts_total", "counter",
-		    "Connections closed for not finishing their handshake in "
-		    "time.",
-		    ps.hs_timeouts);
-	metrics_one(b, "farpage_pagesrv_refused_total", "counter",
-		    "Connections closed unserved for a cap (connections in "
-		    "their handshake, per address or in all; connections).",
-		    ps.refused);
-	metrics_one(b, "farpage_pagesrv_grant_refusals_total", "counter",
-		    "Grants the page server refused (GRANT), and reads and "
-		    "writes it refused for want of one (EACCES).",
-		    ps.grant_refusals);
+	for (size_t i = 0; i < ARRAY_N(agent_pagesrv_metrics); i++)
+		metrics_one(b, agent_pagesrv_metrics[i].name, "counter",
+			    agent_pagesrv_metrics[i].help,
+			    *(const uint64_t
+				      *)(const void *)((const char *)&ps +
+						       agent_pagesrv_metrics[i]
+							       .off));
 	metrics_head(b, "farpage_pagesrv_sessions_closed_total", "counter",
 		     "Peer sessions the page server closed for its limits, "
 		     "new or old: peer_cap (the node held --peer-conns), "
