@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Private to coord.c, wal.c and the unit tests: the table layout and the
- * record application shared by live changes and recovery.
+ * Private to the coordinator's files and the unit tests: the table layout,
+ * the record application shared by live changes and recovery, and what
+ * each file of the tables offers those above it.
  */
 #ifndef COORDINATOR_COORD_INT_H
 #define COORDINATOR_COORD_INT_H
@@ -12,6 +13,7 @@
 #include "msg.h"
 
 struct wal;
+struct wal_ops;
 
 /* A reserved byte range of a node's pool (one chunk). */
 struct coord_extent {
@@ -189,41 +191,169 @@ struct coord {
  * digests) before the copy counts as failed. */
 #define COORD_CHECK_TRIES 16u
 
-/* coord.c helpers shared with coord_repl.c */
+/* Takes one change record; the records_dump() functions emit them. */
+typedef int coord_emit_fn(void *arg, const struct msg *rec);
+
+/*
+ * The files below call downward only, in this order (the lower needs
+ * nothing of the higher): coord_table.c; coord_extent.c; coord_scrub.c,
+ * coord_endpoint.c, coord_acl.c; coord_node.c, coord_region.c,
+ * coord_writer.c, coord_replica.c (one per change record type: each
+ * coord_apply_*() applies its records, on failure changing nothing, with
+ * @why a text); coord_apply.c; coord_log.c; coord_sync.c, coord_task.c;
+ * coord_rcheck.c; coord_rebuild.c, coord_place.c, coord_grant.c; the
+ * request handlers (coord_on.h); coord.c.
+ */
+
+/* ---- coord_table.c: growth and lookups ---- */
+
+/* Grows *arr (of *cap elements of @size bytes) to hold @need elements. */
 int coord_grow(void *arr, uint32_t *cap, uint32_t need, size_t size);
 uint64_t coord_chunks_of(uint64_t size, uint64_t chunk_size);
+/* Table lookups; NULL if absent (a forgotten node is absent). */
+struct coord_node *coord_node_find(const struct coord *c, uint64_t id);
+struct coord_region *coord_region_find(const struct coord *c, const char *name);
+struct coord_node *coord_node_find_name(const struct coord *c,
+					const char *name);
+struct coord_endpoint *coord_endpoint_find(const struct coord *c, uint64_t node,
+					   uint64_t peer);
+/* The row of @id, forgotten or not; NULL if there is none. */
+struct coord_node *coord_node_slot(const struct coord *c, uint64_t id);
+/* Index of region @name in c->regions, or -1. */
+int coord_region_index(const struct coord *c, const char *name);
+/* Index of (node, peer) in c->eps, or where it would be inserted. */
+uint32_t coord_endpoint_pos(const struct coord *c, uint64_t node,
+			    uint64_t peer);
+/* Frees region @r (NULL: nothing). */
+void coord_region_free(struct coord_region *r);
+/* A zone key: the zone, or the node's own name when it has none. */
+const char *coord_node_zone(const struct coord_node *n);
+
+/* ---- coord_extent.c: pool extents ---- */
+
+/* Reserves [off, off + len) of @n's pool; -ENOSPC if it overlaps. */
 int coord_ext_insert(struct coord_node *n, uint64_t off, uint64_t len);
 void coord_ext_remove(struct coord_node *n, uint64_t off);
 /* A placement plan's extents (@ch[0..@n), taken while planning so that
  * later chunks pass them over) are given back: it is only a plan,
  * coord_record_apply() reserves for real. */
 void coord_plan_undo(struct coord *c, const struct msg_chunk *ch, uint32_t n);
+/*
+ * First fit: the lowest @align-aligned offset where @len bytes are free in
+ * @n's pool, searching from extent *@from on (0: the start); *@from
+ * becomes the index past the extent @len would be placed at. Returns 0
+ * and *off, or -ENOSPC.
+ */
 int coord_ext_fit(const struct coord_node *n, uint64_t len, uint64_t align,
 		  uint32_t *from, uint64_t *off);
+
+/* ---- coord_scrub.c: extents waiting to be cleared ---- */
+
 int coord_scrub_add(struct coord_node *n, uint64_t off, uint64_t len,
 		    uint64_t epoch);
-int coord_change(struct coord *c, const struct msg *rec, struct msg *rep,
-		 int *fatal);
+/* Index of @n's scrub entry of [off, off + len), or -1. */
+int64_t coord_scrub_find(const struct coord_node *n, uint64_t off,
+			 uint64_t len);
+/* Frees scrub entry @i: its extent is clear and free again. */
+void coord_scrub_free(struct coord_node *n, uint32_t i);
+/* Bytes of @n's pool waiting to be cleared. */
+uint64_t coord_scrub_bytes(const struct coord_node *n);
+int coord_apply_scrub(struct coord *c, const struct msg *rec, char *why,
+		      size_t why_len);
+int coord_apply_scrub_done(struct coord *c, const struct msg *rec, char *why,
+			   size_t why_len);
+/* One MSG_T_SCRUB record per node and delete epoch (and per
+ * COORD_SCRUB_BATCH extents). */
+int coord_scrubs_dump(const struct coord *c, coord_emit_fn *emit, void *arg);
 
-/* ---- synced epochs (coord_sync.c) ---- */
+/* ---- coord_endpoint.c: queue-pair endpoints ---- */
+
+/* Drops the endpoints of @node. */
+void coord_endpoints_drop_node(struct coord *c, uint64_t node);
+/* Drops the endpoints of @node and those of others for it. */
+void coord_endpoints_drop_peer(struct coord *c, uint64_t node);
+int coord_apply_endpoint(struct coord *c, const struct msg *rec, char *why,
+			 size_t why_len);
+/* Endpoint @e as a message of @type (its fields point nowhere). */
+void coord_endpoint_msg(const struct coord_endpoint *e, enum msg_type type,
+			struct msg *m);
+int coord_endpoints_dump(const struct coord *c, coord_emit_fn *emit, void *arg);
+
+/* ---- coord_acl.c: readers and writers of regions ---- */
 
 /*
- * Node @n just joined or reported seen_epoch in a heartbeat at @now
- * (before its lease is renewed): a deadline is set for the epoch it lags
- * behind (a new one if it was down), met ones are cleared, and an
- * unsynced node that reports the epoch it was due counts again. Returns 1 if @n's lease may be
- * renewed (it is not unsynced), else 0.
+ * A copy of node list @ids (@n ids; @what names it in @why: "writers",
+ * "readers") for a region, in @out (NULL for none: any node): every id a
+ * known node's; ascending, duplicates dropped. Returns 0, -E2BIG, -ENOENT
+ * (an unknown node) or -ENOMEM.
  */
-int coord_sync_note(struct coord *c, struct coord_node *n, uint64_t now);
+int coord_acl_copy(const struct coord *c, const char *what, const uint64_t *ids,
+		   uint32_t n, uint64_t **out, uint32_t *n_out, char *why,
+		   size_t why_len);
+/* Does list @ids (@n) name node @id? (An empty list names none.) */
+int coord_acl_names(const uint64_t *ids, uint32_t n, uint64_t id);
+/* May node @id take region @r's write lease? */
+int coord_acl_may_write(const struct coord_region *r, uint64_t id);
+/* "a (1), c (3)" for node list @ids (@n), or "any node" if empty. */
+void coord_acl_str(const struct coord *c, const uint64_t *ids, uint32_t n,
+		   char *buf, size_t len);
+int coord_apply_region_acl(struct coord *c, const struct msg *rec, char *why,
+			   size_t why_len);
 /*
- * Every node up that has not reported, within c->sync_ms, the epoch it
- * was due becomes unsynced: its lease ends at @now (coord_lease_check()
- * then counts it down) and no heartbeat or join renews it until one
- * reports that epoch. Returns the number of nodes it made unsynced.
+ * REGION_GET @req on the session of node @name's key: 0 if that node may
+ * read the region (or there is no such region), else -EACCES with an
+ * ERROR naming the readers in @rep.
  */
-uint32_t coord_sync_check(struct coord *c, uint64_t now);
+int coord_acl_read_check(const struct coord *c, const char *name,
+			 const struct msg *req, struct msg *rep);
 
-/* ---- replicas (coord_repl.c) ---- */
+/* ---- coord_node.c: the node table ---- */
+
+/* What coord_node_regions() looks for. */
+enum coord_node_tie {
+	COORD_TIE_OWNER,  /* owns chunks of the region */
+	COORD_TIE_WRITER, /* is named in its writers */
+	COORD_TIE_READER, /* is named in its readers */
+};
+
+int coord_apply_node(struct coord *c, const struct msg *rec, char *why,
+		     size_t why_len);
+int coord_apply_mr(struct coord *c, const struct msg *rec, char *why,
+		   size_t why_len);
+int coord_apply_node_forget(struct coord *c, const struct msg *rec, char *why,
+			    size_t why_len);
+/* Node @n as a row of a NODES message. */
+void coord_node_row(const struct coord_node *n, struct msg_node *row);
+/*
+ * What keeps node @id from being forgotten: the regions it is tied to as
+ * @tie says, their names in @buf ("'a', 'b'", cut short with ", ...").
+ * Returns how many.
+ */
+uint32_t coord_node_regions(const struct coord *c, uint64_t id,
+			    enum coord_node_tie tie, char *buf, size_t len);
+int coord_nodes_dump(const struct coord *c, coord_emit_fn *emit, void *arg);
+
+/* ---- coord_region.c: the region table ---- */
+
+/* Name, size and chunk size of region record @rec make sense: 0, or
+ * -EINVAL / -E2BIG with @why. */
+int coord_region_check(const struct msg *rec, char *why, size_t why_len);
+int coord_apply_region(struct coord *c, const struct msg *rec, char *why,
+		       size_t why_len);
+int coord_apply_region_delete(struct coord *c, const struct msg *rec, char *why,
+			      size_t why_len);
+int coord_regions_dump(const struct coord *c, coord_emit_fn *emit, void *arg);
+
+/* ---- coord_writer.c: write leases ---- */
+
+/* MSG_T_WRITE_LEASE and MSG_T_WRITE_RELEASE. */
+int coord_apply_writer(struct coord *c, const struct msg *rec, char *why,
+		       size_t why_len);
+int coord_apply_lease_break(struct coord *c, const struct msg *rec, char *why,
+			    size_t why_len);
+int coord_writers_dump(const struct coord *c, coord_emit_fn *emit, void *arg);
+
+/* ---- coord_replica.c: replica states ---- */
 
 /* MSG_T_REPLICA: replica state changes of one region (see msg.h). */
 int coord_apply_replica(struct coord *c, const struct msg *rec, char *why,
@@ -232,43 +362,8 @@ int coord_apply_replica(struct coord *c, const struct msg *rec, char *why,
  * MISSING / REBUILDING; returns "ok", "degraded" or "lost". */
 const char *coord_repl_health(const struct coord_region *r, uint32_t *lost,
 			      uint32_t *missing, uint32_t *rebuilding);
-/* Places every replica of every chunk of @rec (replicas > 1). */
-int coord_repl_place(struct coord *c, const struct msg *req, struct msg *rec,
-		     uint64_t now, char *why, size_t why_len);
-/* Node @n is down or restarted: its replicas become MISSING, its tasks
- * are dropped. */
-int coord_repl_node_lost(struct coord *c, struct coord_node *n, int *fatal);
-/* Starts rebuild tasks for MISSING replicas (of region @only, or all). */
-int coord_repl_tick(struct coord *c, uint64_t now, const char *only,
-		    int *fatal);
-/*
- * @n's heartbeat names owners its replicated write-back cannot reach
- * (struct msg_unreach). Heard only while @n is up, for the regions (of
- * the epoch named) whose write lease it holds, about an owner that is up
- * and runs the instance named, of a layout it was given: of a due record,
- * the owner's SYNC replicas of the region that are of that instance and
- * have had their state and place since the record's rgen or before (the
- * writes that failed were sent to them) leave their sets, where another
- * replica of the chunk is SYNC on a node that is up and that no record
- * names (never the last one), and no rebuild goes onto that owner for a
- * lease after the last such record. (A REBUILDING one stays: its copy
- * runs; it leaves when its task fails.) Returns 0 or -errno (*@fatal
- * set: the log could not be written).
- */
-int coord_repl_unreach(struct coord *c, struct coord_node *n,
-		       const struct msg *req, uint64_t now, int *fatal);
-/* A heartbeat's taken / rebuilt / failed lists and sums, at @now. */
-int coord_repl_heartbeat(struct coord *c, struct coord_node *n,
-			 const struct msg *req, uint64_t now, int *fatal);
-/* The fence, tasks and checks of @n's heartbeat answer; @seen: the lowest
- * epoch every node that is up synced. */
-int coord_repl_ack(struct coord *c, struct coord_node *n, struct msg *rep,
-		   uint64_t seen);
-/* After recovery: a task again for every REBUILDING replica (the node
- * copies it anew; tasks are not logged). */
-int coord_repl_recover(struct coord *c);
-/* Region @name is deleted: its tasks end (their extents freed). */
-void coord_repl_region_gone(struct coord *c, const char *name);
+
+/* ---- coord_apply.c: every change record ---- */
 
 /*
  * Applies one change record to the tables; used for live changes, log
@@ -323,12 +418,118 @@ int coord_records_dump(const struct coord *c,
 		       int (*emit)(void *arg, const struct msg *rec),
 		       void *arg);
 
-/* Table lookups; NULL if absent (a forgotten node is absent). */
-struct coord_node *coord_node_find(const struct coord *c, uint64_t id);
-struct coord_region *coord_region_find(const struct coord *c, const char *name);
-struct coord_node *coord_node_find_name(const struct coord *c,
-					const char *name);
-struct coord_endpoint *coord_endpoint_find(const struct coord *c, uint64_t node,
-					   uint64_t peer);
+/* ---- coord_log.c: changes through the write-ahead log ---- */
+
+/*
+ * Applies and logs the change @rec. Returns 0; or the apply error with
+ * @rep set to MSG_T_ERROR; or, with *@fatal set, the log's write error.
+ */
+int coord_change(struct coord *c, const struct msg *rec, struct msg *rep,
+		 int *fatal);
+/* The records of the data directory applied to the tables (wal.h). */
+extern const struct wal_ops coord_wal_ops;
+
+/* ---- coord_sync.c: synced epochs ---- */
+
+/*
+ * Node @n just joined or reported seen_epoch in a heartbeat at @now
+ * (before its lease is renewed): a deadline is set for the epoch it lags
+ * behind (a new one if it was down), met ones are cleared, and an
+ * unsynced node that reports the epoch it was due counts again. Returns 1 if @n's lease may be
+ * renewed (it is not unsynced), else 0.
+ */
+int coord_sync_note(struct coord *c, struct coord_node *n, uint64_t now);
+/*
+ * Every node up that has not reported, within c->sync_ms, the epoch it
+ * was due becomes unsynced: its lease ends at @now (coord_lease_check()
+ * then counts it down) and no heartbeat or join renews it until one
+ * reports that epoch. Returns the number of nodes it made unsynced.
+ */
+uint32_t coord_sync_check(struct coord *c, uint64_t now);
+
+/* ---- coord_task.c: rebuild tasks ---- */
+
+/* A REPLICA record being built for one region. */
+struct coord_rrec {
+	struct msg m;
+	uint32_t cap;
+};
+
+/* A record of the next rgen and epoch for region @r. */
+void coord_rrec_init(struct coord_rrec *x, const struct coord *c,
+		     const struct coord_region *r);
+/* Adds replica @idx (ascending) with @state at @ch. 0 or -ENOMEM. */
+int coord_rrec_add(struct coord_rrec *x, const struct coord_region *r,
+		   uint32_t idx, uint8_t state, const struct msg_chunk *ch);
+/* Applies and logs it (nothing if empty); frees it. */
+int coord_rrec_commit(struct coord *c, struct coord_rrec *x, int *fatal);
+/* One replica's change in a record of its own. */
+int coord_rrec_one(struct coord *c, const struct coord_region *r, uint32_t idx,
+		   uint8_t state, const struct msg_chunk *ch, int *fatal);
+/* Task @id of node @node, or NULL. */
+struct coord_task *coord_task_find(struct coord *c, uint32_t node, uint64_t id);
+/* Is there a task for record @rec of @region? */
+int coord_task_of(const struct coord *c, const char *region, uint32_t rec);
+/* Tasks node @node runs (copies); one being checked is copied. */
+uint32_t coord_tasks_on(const struct coord *c, uint32_t node);
+/* Ends task @t; an untaken one's extent is freed (a taken one's replica
+ * record holds it). */
+void coord_task_drop(struct coord *c, struct coord_task *t);
+/* Region @name is deleted: its tasks end (their extents freed). */
+void coord_repl_region_gone(struct coord *c, const char *name);
+
+/* ---- coord_rcheck.c: tasks taken, rebuilt, checked ---- */
+
+/* A heartbeat's taken / rebuilt / failed lists and sums, at @now. */
+int coord_repl_heartbeat(struct coord *c, struct coord_node *n,
+			 const struct msg *req, uint64_t now, int *fatal);
+/* The fence, tasks and checks of @n's heartbeat answer; @seen: the lowest
+ * epoch every node that is up synced. */
+int coord_repl_ack(struct coord *c, struct coord_node *n, struct msg *rep,
+		   uint64_t seen);
+/* Check rounds not answered within the sync bound: the copy failed. */
+int coord_repl_checks_expire(struct coord *c, uint64_t now, int *fatal);
+
+/* ---- coord_rebuild.c: replicas leaving, rebuild tasks made ---- */
+
+/* Node @n is down or restarted: its replicas become MISSING, its tasks
+ * are dropped. */
+int coord_repl_node_lost(struct coord *c, struct coord_node *n, int *fatal);
+/* Starts rebuild tasks for MISSING replicas (of region @only, or all). */
+int coord_repl_tick(struct coord *c, uint64_t now, const char *only,
+		    int *fatal);
+/*
+ * @n's heartbeat names owners its replicated write-back cannot reach
+ * (struct msg_unreach). Heard only while @n is up, for the regions (of
+ * the epoch named) whose write lease it holds, about an owner that is up
+ * and runs the instance named, of a layout it was given: of a due record,
+ * the owner's SYNC replicas of the region that are of that instance and
+ * have had their state and place since the record's rgen or before (the
+ * writes that failed were sent to them) leave their sets, where another
+ * replica of the chunk is SYNC on a node that is up and that no record
+ * names (never the last one), and no rebuild goes onto that owner for a
+ * lease after the last such record. (A REBUILDING one stays: its copy
+ * runs; it leaves when its task fails.) Returns 0 or -errno (*@fatal
+ * set: the log could not be written).
+ */
+int coord_repl_unreach(struct coord *c, struct coord_node *n,
+		       const struct msg *req, uint64_t now, int *fatal);
+/* After recovery: a task again for every REBUILDING replica (the node
+ * copies it anew; tasks are not logged). */
+int coord_repl_recover(struct coord *c);
+
+/* ---- coord_place.c: placement of a new region ---- */
+
+/*
+ * Chooses owner and offset of every chunk of the region in @r (name, size,
+ * chunk_size set; chunks allocated): @req's place or owners list, else the
+ * nodes that are up, interleaved by id; first fit in each owner's pool.
+ * Leaves the pools as they were. Returns 0 or -errno with @why.
+ */
+int coord_region_place(struct coord *c, const struct msg *req, struct msg *r,
+		       uint64_t now, char *why, size_t why_len);
+/* Places every replica of every chunk of @rec (replicas > 1). */
+int coord_repl_place(struct coord *c, const struct msg *req, struct msg *rec,
+		     uint64_t now, char *why, size_t why_len);
 
 #endif
