@@ -166,7 +166,7 @@ struct coord {
 	uint64_t sync_lapses; /* nodes counted down by coord_sync_check() */
 	uint64_t lost_ngen, lost_epoch, lost; /* chunks lost, as of then */
 	int lost_valid;
-	/* rebuilds (coord_repl.c) */
+	/* rebuilds (coord_task.c, coord_rcheck.c, coord_rebuild.c) */
 	struct coord_task *tasks;
 	uint32_t n_tasks, cap_tasks;
 	uint64_t task_last;
@@ -435,8 +435,8 @@ extern const struct wal_ops coord_wal_ops;
  * Node @n just joined or reported seen_epoch in a heartbeat at @now
  * (before its lease is renewed): a deadline is set for the epoch it lags
  * behind (a new one if it was down), met ones are cleared, and an
- * unsynced node that reports the epoch it was due counts again. Returns 1 if @n's lease may be
- * renewed (it is not unsynced), else 0.
+ * unsynced node that reports the epoch it was due counts again. Returns 1
+ * if @n's lease may be renewed (it is not unsynced), else 0.
  */
 int coord_sync_note(struct coord *c, struct coord_node *n, uint64_t now);
 /*

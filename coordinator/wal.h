@@ -20,7 +20,7 @@
  *
  * Versions: every header starts magic u32 | version u32 in every version,
  * so a binary can tell which version a file is before it parses the rest.
- * WAL_VERSION is what is written; wal.c keeps a table of the versions it
+ * WAL_VERSION is what is written; wal_read.c keeps a table of the versions it
  * reads (today only 1), and a newer format adds its entry there without
  * removing the older ones, so a newer binary reads an older one's data
  * directory. A version above WAL_VERSION is refused, never discarded.
