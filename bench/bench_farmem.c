@@ -493,15 +493,75 @@ static double bench_farmem_MBps(uint64_t pages, double secs)
 	return secs > 0 ? (double)pages * PATTERN_PAGE / secs / 1e6 : 0;
 }
 
+/* What one workload measured (bench_farmem_load_run()). */
+struct bench_farmem_fig {
+	struct farpage_stats st0, st1, st2; /* before, after, flushed */
+	uint64_t done, writes, bad;
+	double secs, wsecs, fsecs;
+};
+
+/* The JSON line of one workload. */
+static void bench_farmem_load_out(struct bench_farmem *b,
+				  const struct bench_farmem_load *ld,
+				  const struct bench_farmem_fig *f)
+{
+	struct bench_lat lat;
+
+	bench_lat_summary(b->lat, f->done, &lat);
+	bench_out_begin(&b->out, "farmem");
+	bench_out_u64(&b->out, "run", ld->run);
+	bench_out_str(&b->out, "dist", bench_farmem_dist_names[ld->dist]);
+	bench_out_u64(&b->out, "write_pct", ld->wpct);
+	bench_out_u64(&b->out, "threads", ld->nt);
+	bench_out_u64(&b->out, "remote", b->n_remote);
+	bench_out_u64(&b->out, "cache_pages", b->cache_pages);
+	bench_out_u64(&b->out, "warmup", b->warmup);
+	bench_out_dbl(&b->out, "warmup_secs", f->wsecs);
+	bench_out_u64(&b->out, "touches", f->done);
+	bench_out_u64(&b->out, "writes", f->writes);
+	bench_out_dbl(&b->out, "secs", f->secs);
+	bench_out_dbl(&b->out, "touches_per_s",
+		      f->secs > 0 ? (double)f->done / f->secs : 0);
+	bench_out_lat(&b->out, &lat);
+	bench_out_u64(&b->out, "misses",
+		      f->st1.cache_misses - f->st0.cache_misses);
+	bench_out_u64(&b->out, "hits", f->st1.cache_hits - f->st0.cache_hits);
+	bench_out_u64(&b->out, "evictions",
+		      f->st1.cache_evictions - f->st0.cache_evictions);
+	bench_out_u64(&b->out, "writebacks",
+		      f->st1.cache_writebacks - f->st0.cache_writebacks);
+	bench_out_u64(&b->out, "wp_faults",
+		      f->st1.cache_wp_faults - f->st0.cache_wp_faults);
+	bench_out_u64(&b->out, "wb_errors",
+		      f->st2.cache_wb_errors - f->st0.cache_wb_errors);
+	bench_out_dbl(&b->out, "hit_ratio",
+		      f->done ? 1.0 - (double)(f->st1.cache_misses -
+					       f->st0.cache_misses) /
+						(double)f->done
+			      : 0);
+	bench_out_dbl(&b->out, "wb_MBps",
+		      bench_farmem_MBps(f->st1.cache_writebacks -
+						f->st0.cache_writebacks,
+					f->secs));
+	bench_out_dbl(&b->out, "flush_secs", f->fsecs);
+	bench_out_u64(&b->out, "flush_pages",
+		      f->st2.cache_writebacks - f->st1.cache_writebacks);
+	bench_out_dbl(&b->out, "flush_MBps",
+		      bench_farmem_MBps(f->st2.cache_writebacks -
+						f->st1.cache_writebacks,
+					f->fsecs));
+	bench_out_u64(&b->out, "resident_max", f->st2.cache_resident_max);
+	bench_out_u64(&b->out, "mismatches", f->bad);
+	bench_out_end(&b->out);
+}
+
 /* One workload on a fresh mapping: warm-up, timed touches, flush, checks. */
 static int bench_farmem_load_run(struct bench_farmem *b,
 				 const struct bench_farmem_load *ld)
 {
-	struct farpage_stats st0, st1, st2;
 	uint64_t salt = ld->run * 1024 + ld->dist * 256 + ld->wpct * 2 + ld->nt;
-	uint64_t done, writes, warm, limit_ns, t0, bad;
-	double secs, wsecs, fsecs;
-	struct bench_lat lat;
+	struct bench_farmem_fig f = { 0 };
+	uint64_t warm, limit_ns, t0, bad;
 	int ret, fret;
 
 	b->load = ld;
@@ -510,8 +570,8 @@ static int bench_farmem_load_run(struct bench_farmem *b,
 		return ret;
 	memset(b->written, 0, b->n_pages);
 	if (!b->cache_pages) {
-		st0 = bench_farmem_agent(b);
-		b->cache_pages = st0.cache_limit / PATTERN_PAGE;
+		f.st0 = bench_farmem_agent(b);
+		b->cache_pages = f.st0.cache_limit / PATTERN_PAGE;
 		if (!b->warmup_set)
 			b->warmup = 2 * (b->cache_pages ? b->cache_pages
 							: b->n_remote);
@@ -526,28 +586,28 @@ static int bench_farmem_load_run(struct bench_farmem *b,
 		ret = -EIO;
 		goto out_unmap;
 	}
-	wsecs = 0;
+	f.wsecs = 0;
 	if (b->warmup) {
-		ret = bench_farmem_phase(b, b->warmup, 0, 0, salt * 2, &wsecs,
-					 &warm, &writes);
+		ret = bench_farmem_phase(b, b->warmup, 0, 0, salt * 2, &f.wsecs,
+					 &warm, &f.writes);
 		if (ret)
 			goto out_unmap;
 	}
 
 	/* 2. the workload */
 	limit_ns = (uint64_t)(b->secs * 1e9);
-	st0 = bench_farmem_agent(b);
+	f.st0 = bench_farmem_agent(b);
 	ret = bench_farmem_phase(b, b->touches, limit_ns, 1, salt * 2 + 1,
-				 &secs, &done, &writes);
-	st1 = bench_farmem_agent(b);
+				 &f.secs, &f.done, &f.writes);
+	f.st1 = bench_farmem_agent(b);
 	if (ret)
 		goto out_unmap;
 
 	/* 3. the final flush */
 	t0 = bench_ns();
 	fret = farpage_flush(b->m);
-	fsecs = (double)(bench_ns() - t0) / 1e9;
-	st2 = bench_farmem_agent(b);
+	f.fsecs = (double)(bench_ns() - t0) / 1e9;
+	f.st2 = bench_farmem_agent(b);
 	if (fret) {
 		log_err("flush %s: %s", b->region, farpage_strerror(fret));
 		ret = fret;
@@ -571,51 +631,8 @@ static int bench_farmem_load_run(struct bench_farmem *b,
 		ret = fret;
 	b->mismatches += bad;
 
-	bench_lat_summary(b->lat, done, &lat);
-	bench_out_begin(&b->out, "farmem");
-	bench_out_u64(&b->out, "run", ld->run);
-	bench_out_str(&b->out, "dist", bench_farmem_dist_names[ld->dist]);
-	bench_out_u64(&b->out, "write_pct", ld->wpct);
-	bench_out_u64(&b->out, "threads", ld->nt);
-	bench_out_u64(&b->out, "remote", b->n_remote);
-	bench_out_u64(&b->out, "cache_pages", b->cache_pages);
-	bench_out_u64(&b->out, "warmup", b->warmup);
-	bench_out_dbl(&b->out, "warmup_secs", wsecs);
-	bench_out_u64(&b->out, "touches", done);
-	bench_out_u64(&b->out, "writes", writes);
-	bench_out_dbl(&b->out, "secs", secs);
-	bench_out_dbl(&b->out, "touches_per_s",
-		      secs > 0 ? (double)done / secs : 0);
-	bench_out_lat(&b->out, &lat);
-	bench_out_u64(&b->out, "misses", st1.cache_misses - st0.cache_misses);
-	bench_out_u64(&b->out, "hits", st1.cache_hits - st0.cache_hits);
-	bench_out_u64(&b->out, "evictions",
-		      st1.cache_evictions - st0.cache_evictions);
-	bench_out_u64(&b->out, "writebacks",
-		      st1.cache_writebacks - st0.cache_writebacks);
-	bench_out_u64(&b->out, "wp_faults",
-		      st1.cache_wp_faults - st0.cache_wp_faults);
-	bench_out_u64(&b->out, "wb_errors",
-		      st2.cache_wb_errors - st0.cache_wb_errors);
-	bench_out_dbl(
-		&b->out, "hit_ratio",
-		done ? 1.0 - (double)(st1.cache_misses - st0.cache_misses) /
-					(double)done
-		     : 0);
-	bench_out_dbl(
-		&b->out, "wb_MBps",
-		bench_farmem_MBps(st1.cache_writebacks - st0.cache_writebacks,
-				  secs));
-	bench_out_dbl(&b->out, "flush_secs", fsecs);
-	bench_out_u64(&b->out, "flush_pages",
-		      st2.cache_writebacks - st1.cache_writebacks);
-	bench_out_dbl(
-		&b->out, "flush_MBps",
-		bench_farmem_MBps(st2.cache_writebacks - st1.cache_writebacks,
-				  fsecs));
-	bench_out_u64(&b->out, "resident_max", st2.cache_resident_max);
-	bench_out_u64(&b->out, "mismatches", bad);
-	bench_out_end(&b->out);
+	f.bad = bad;
+	bench_farmem_load_out(b, ld, &f);
 	return ret;
 
 out_unmap:
