@@ -425,10 +425,13 @@ err:
 int floop_start(struct floop *f)
 {
 	int ret = pthread_create(&f->thread, NULL, floop_run, f);
+	char name[16];
 
 	if (ret)
 		return -ret;
 	f->started = 1;
+	snprintf(name, sizeof(name), "fp-floop-%u", f->cfg.index);
+	pthread_setname_np(f->thread, name);
 	return 0;
 }
 

@@ -79,6 +79,8 @@ struct floop_cfg {
 	/* the id owners know this loop's connections by (they fence a
 	 * client's older connections); 0: the instance */
 	uint64_t client_id;
+	/* this loop's number among the agent's: its thread is fp-floop-N */
+	unsigned int index;
 	const uint8_t *pool_base;
 	uint64_t pool_size;
 	/* the pool's rebuild write marks (pgfence.h): a write-back into the

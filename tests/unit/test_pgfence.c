@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * A pool's fences and rebuild write marks (node/pagesrv/pgfence.c):
+ * A pool's fences and rebuild write marks (node/pool/pgfence.c):
  * fences hit by any overlap and dropped when scrubbed, bad ranges
  * refused, marks set by writes before the copy so the copy skips those
  * pages (a write is never overwritten by an older copy), and a write

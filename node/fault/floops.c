@@ -85,6 +85,7 @@ int floops_create(const struct floop_cfg *cfg, unsigned int n,
 		lc.client_id = cfg->instance + i;
 		if (!lc.client_id)
 			lc.client_id = 1;
+		lc.index = i;
 		ret = floop_create(&lc, &g->l[i]);
 		if (ret)
 			goto err;
