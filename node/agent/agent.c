@@ -19,6 +19,7 @@
 #include "dirty_scan.h"
 #include "evl.h"
 #include "floops.h"
+#include "fsvc.h"
 #include "grant.h"
 #include "log.h"
 #include "metrics.h"
@@ -47,7 +48,7 @@ int agent_pool_is_pinned(struct node_agent *a, uint64_t off, uint64_t len)
 	return 0;
 }
 
-/* agent_hooks.nodes: a NODES reply. */
+/* node_env.nodes: a NODES reply. */
 static void agent_nodes_seen(struct node_agent *a, const struct msg *nodes)
 {
 	agent_rdma_sync(a, nodes);
@@ -237,7 +238,7 @@ static int agent_sock_check(const char *path)
 	int fd;
 
 	if (net_unix_connect(path, &fd))
-		return 0; /* none, or a stale file fsvc_init() replaces */
+		return 0; /* none, or a stale file fsvc_create() replaces */
 	close(fd);
 	log_err("%s: another agent serves this socket; stop it first, or "
 		"give this one its own --sock (and --data-listen, --name)",
@@ -270,61 +271,13 @@ static int agent_grant_key(const struct node_agent *a, struct pagesrv_cfg *c)
 	return 0;
 }
 
-int agent_create(const struct node_cfg *cfg, struct node_agent **out)
+/* The page server, on cfg.data_listen, reading and writing the pool. */
+static int agent_srv_create(struct node_agent *a)
 {
+	const struct node_cfg *cfg = &a->cfg;
 	struct pagesrv_cfg scfg = { 0 };
-	struct floop_cfg fcfg = { 0 };
-	struct node_agent *a;
 	int ret;
 
-	if (!agent_transport_is_known(cfg->transport)) {
-		log_err("transport %s: unknown (auto, tcp or verbs)",
-			cfg->transport);
-		return -ENOTSUP;
-	}
-	a = calloc(1, sizeof(*a));
-	if (!a)
-		return -ENOMEM;
-	a->cfg = *cfg;
-	a->hooks.nodes = agent_nodes_seen;
-	a->hooks.joined = agent_rdma_publish_mr;
-	a->hooks.pool_pin = agent_pool_pin;
-	a->hooks.pool_is_pinned = agent_pool_is_pinned;
-	a->usock = -1;
-	for (int i = 0; i < AGENT_REFUSED_MAX; i++)
-		a->refused[i] = -1;
-	pthread_mutex_init(&a->pkeys_mu, NULL);
-	a->cred = *cfg->cred;
-	a->cfg.cred = &a->cred;
-	if (a->cred.insecure)
-		log_warn("--insecure: no authentication; any host that reaches "
-			 "the data address reads and writes this pool");
-	ret = util_random_u64(&a->instance); /* 0 means "any" on the wire */
-	if (ret)
-		goto err;
-	/* Before anything is joined or bound: a second agent on the same
-	 * socket would take over from the first at the coordinator. */
-	ret = agent_sock_check(a->cfg.sock_path);
-	if (ret)
-		goto err;
-
-	ret = pool_init(&a->pool, cfg->pool_size, cfg->huge);
-	if (ret) {
-		log_errno(ret, "pool of %llu bytes",
-			  (unsigned long long)cfg->pool_size);
-		goto err;
-	}
-	a->n_pins = a->pool.size / POOL_HUGE;
-	a->pins = calloc(a->n_pins, sizeof(*a->pins));
-	if (!a->pins) {
-		ret = -ENOMEM;
-		goto err;
-	}
-	a->fence = pgfence_new(a->pool.size);
-	if (!a->fence) {
-		ret = -ENOMEM;
-		goto err;
-	}
 	scfg.fence = a->fence;
 	scfg.listen_addr = cfg->data_listen;
 	scfg.pool = a->pool.base;
@@ -345,15 +298,198 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	if (!a->cred.insecure) {
 		ret = agent_grant_key(a, &scfg);
 		if (ret)
-			goto err;
+			return ret;
 	}
 	ret = pagesrv_create(&scfg, &a->srv);
 	OPENSSL_cleanse(scfg.grant_key, sizeof(scfg.grant_key));
-	if (ret) {
+	if (ret)
 		log_errno(ret, "page server on %s", cfg->data_listen);
-		goto err;
+	return ret;
+}
+
+/* The pool, its pins and its fences. */
+static int agent_pool_init(struct node_agent *a)
+{
+	int ret;
+
+	ret = pool_init(&a->pool, a->cfg.pool_size, a->cfg.huge);
+	if (ret) {
+		log_errno(ret, "pool of %llu bytes",
+			  (unsigned long long)a->cfg.pool_size);
+		return ret;
 	}
-	ret = evl_create(&a->evl);
+	a->n_pins = a->pool.size / POOL_HUGE;
+	a->pins = calloc(a->n_pins, sizeof(*a->pins));
+	if (!a->pins)
+		return -ENOMEM;
+	a->fence = pgfence_new(a->pool.size);
+	if (!a->fence)
+		return -ENOMEM;
+	return 0;
+}
+
+/* The fault loops' configuration (its cache part: agent_cache_cfg()). */
+static void agent_floop_cfg(struct node_agent *a, struct floop_cfg *fcfg)
+{
+	const struct node_cfg *cfg = &a->cfg;
+
+	fcfg->self = atomic_load(&a->node_id);
+	fcfg->instance = a->instance;
+	fcfg->pool_base = a->pool.base;
+	fcfg->pool_size = a->pool.size;
+	fcfg->fence = a->fence;
+	agent_xports(a, fcfg);
+	fcfg->fault_timeout_ms = cfg->fault_timeout_ms;
+	fcfg->repl_timeout_ms = cfg->repl_timeout_ms;
+	fcfg->data_stall_ms = cfg->data_stall_ms;
+	fcfg->rebuild_rate = cfg->rebuild_rate;
+	fcfg->slots = cfg->slots;
+	fcfg->readahead = cfg->readahead;
+	fcfg->spin_us = cfg->spin_us;
+	fcfg->no_direct = cfg->rdma_no_direct;
+	fcfg->self_name = cfg->name;
+	fcfg->insecure = a->cred.insecure;
+	fcfg->auth_flags = cfg->page_encryption ? AUTH_F_ENCRYPT : 0;
+}
+
+/* node_env's calls back into the agent. */
+static void agent_env_nodes(void *agent, const struct msg *nodes)
+{
+	agent_nodes_seen(agent, nodes);
+}
+
+static int agent_env_joined(void *agent)
+{
+	return agent_rdma_publish_mr(agent);
+}
+
+static int agent_env_pool_is_pinned(void *agent, uint64_t off, uint64_t len)
+{
+	return agent_pool_is_pinned(agent, off, len);
+}
+
+static void agent_env_pool_pin(void *agent, uint64_t off, uint64_t len,
+			       int delta)
+{
+	agent_pool_pin(agent, off, len, delta);
+}
+
+/*
+ * What the session (created next) and the fault service see of the agent:
+ * all but what is created after the session (the fault loops, the
+ * resolver and the cache settings: agent_env_loops()).
+ */
+static void agent_env_init(struct node_agent *a)
+{
+	struct node_env *e = &a->env;
+
+	e->coordinator = a->cfg.coordinator;
+	e->name = a->cfg.name;
+	e->zone = a->cfg.zone;
+	e->data_addr = a->data_addr;
+	e->instance = a->instance;
+	e->heartbeat_ms = a->cfg.heartbeat_ms;
+	e->cred = &a->cred;
+	e->rdma = a->rdma != NULL;
+	e->pool = &a->pool;
+	e->fence = a->fence;
+	e->srv = a->srv;
+	e->node_id = &a->node_id;
+	e->evl = a->evl;
+	e->sock_path = a->cfg.sock_path;
+	e->sock_gid = a->cfg.sock_gid;
+	e->allow = &a->cfg.allow;
+	e->sock_clients = a->cfg.sock_clients;
+	e->sock_clients_uid = a->cfg.sock_clients_uid;
+	e->data_conns = a->cfg.data_conns;
+	e->n_conns = &a->n_conns;
+	e->sock_refused = a->sock_refused;
+	e->agent = a;
+	e->nodes = agent_env_nodes;
+	e->joined = agent_env_joined;
+	e->pool_is_pinned = agent_env_pool_is_pinned;
+	e->pool_pin = agent_env_pool_pin;
+}
+
+/* The fault loops and the resolver, once the session joined; then the
+ * fault service. */
+static int agent_loops_create(struct node_agent *a)
+{
+	struct floop_cfg fcfg = { 0 };
+	int ret;
+
+	agent_floop_cfg(a, &fcfg);
+	ret = agent_cache_cfg(a, &fcfg);
+	if (ret)
+		return ret;
+	ret = agent_floops_create(a, &fcfg);
+	if (ret)
+		return ret;
+	ret = resolv_create(a->fl, &a->rv);
+	if (ret)
+		return ret;
+	a->env.fl = a->fl;
+	a->env.rv = a->rv;
+	a->env.cs = a->cs;
+	a->env.cache_on = a->cache_on;
+	a->env.dirty_scan = a->dirty_scan;
+	a->env.cache_size = a->cfg.cache_size;
+	return fsvc_create(&a->env, &a->fs);
+}
+
+/* The threads, in order: the page server, the fault loops, the session,
+ * /metrics. */
+static int agent_start(struct node_agent *a)
+{
+	int ret;
+
+	ret = pagesrv_start(a->srv);
+	if (!ret)
+		ret = floops_start(a->fl);
+	if (!ret)
+		ret = csess_start(a->cs);
+	if (!ret)
+		ret = agent_metrics_start(a);
+	if (ret || !a->cfg.addr_file)
+		return ret;
+	ret = metrics_srv_addr_file(a->metrics, a->cfg.addr_file, a->data_addr);
+	if (ret)
+		log_errno(ret, "write %s", a->cfg.addr_file);
+	return ret;
+}
+
+int agent_create(const struct node_cfg *cfg, struct node_agent **out)
+{
+	struct node_agent *a;
+	int ret;
+
+	if (!agent_transport_is_known(cfg->transport)) {
+		log_err("transport %s: unknown (auto, tcp or verbs)",
+			cfg->transport);
+		return -ENOTSUP;
+	}
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->cfg = *cfg;
+	pthread_mutex_init(&a->pkeys_mu, NULL);
+	a->cred = *cfg->cred;
+	a->cfg.cred = &a->cred;
+	if (a->cred.insecure)
+		log_warn("--insecure: no authentication; any host that reaches "
+			 "the data address reads and writes this pool");
+	ret = util_random_u64(&a->instance); /* 0 means "any" on the wire */
+	if (ret)
+		goto err;
+	/* Before anything is joined or bound: a second agent on the same
+	 * socket would take over from the first at the coordinator. */
+	ret = agent_sock_check(a->cfg.sock_path);
+	if (!ret)
+		ret = agent_pool_init(a);
+	if (!ret)
+		ret = agent_srv_create(a);
+	if (!ret)
+		ret = evl_create(&a->evl);
 	if (ret)
 		goto err;
 	ret = agent_data_addr(a);
@@ -366,63 +502,18 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 	ret = agent_rdma_init(a);
 	if (ret)
 		goto err;
-	ret = csess_create(a, &a->cs);
+	agent_env_init(a);
+	ret = csess_create(&a->env, &a->cs);
 	if (ret)
 		goto err;
 	/* The fault loop needs our node id: wait for the coordinator. */
 	ret = csess_join_wait(a->cs, NULL);
+	if (!ret)
+		ret = agent_loops_create(a);
+	if (!ret)
+		ret = agent_start(a);
 	if (ret)
 		goto err;
-
-	fcfg.self = atomic_load(&a->node_id);
-	fcfg.instance = a->instance;
-	fcfg.pool_base = a->pool.base;
-	fcfg.pool_size = a->pool.size;
-	fcfg.fence = a->fence;
-	agent_xports(a, &fcfg);
-	fcfg.fault_timeout_ms = cfg->fault_timeout_ms;
-	fcfg.repl_timeout_ms = cfg->repl_timeout_ms;
-	fcfg.data_stall_ms = cfg->data_stall_ms;
-	fcfg.rebuild_rate = cfg->rebuild_rate;
-	fcfg.slots = cfg->slots;
-	fcfg.readahead = cfg->readahead;
-	fcfg.spin_us = cfg->spin_us;
-	fcfg.no_direct = cfg->rdma_no_direct;
-	fcfg.self_name = cfg->name;
-	fcfg.insecure = a->cred.insecure;
-	fcfg.auth_flags = cfg->page_encryption ? AUTH_F_ENCRYPT : 0;
-	ret = agent_cache_cfg(a, &fcfg);
-	if (ret)
-		goto err;
-	ret = agent_floops_create(a, &fcfg);
-	if (ret)
-		goto err;
-	ret = resolv_create(a->fl, &a->rv);
-	if (ret)
-		goto err;
-	ret = fsvc_init(a);
-	if (ret)
-		goto err;
-	ret = pagesrv_start(a->srv);
-	if (ret)
-		goto err;
-	ret = floops_start(a->fl);
-	if (ret)
-		goto err;
-	ret = csess_start(a->cs);
-	if (ret)
-		goto err;
-	ret = agent_metrics_start(a);
-	if (ret)
-		goto err;
-	if (cfg->addr_file) {
-		ret = metrics_srv_addr_file(a->metrics, cfg->addr_file,
-					    a->data_addr);
-		if (ret) {
-			log_errno(ret, "write %s", cfg->addr_file);
-			goto err;
-		}
-	}
 	log_info("serving faults on %s, transport %s, fault timeout %u ms, "
 		 "read-ahead up to %u pages, %u fault loop(s)",
 		 cfg->sock_path, a->rdma ? cfg->transport : "tcp",
@@ -450,7 +541,7 @@ void agent_destroy(struct node_agent *a)
 		return;
 	/* Its thread reads the loop's counters and the page server's. */
 	metrics_srv_stop(a->metrics);
-	fsvc_fini(a);
+	fsvc_destroy(a->fs);
 	/* The session calls into the resolver and the fault loop. */
 	csess_destroy(a->cs);
 	resolv_destroy(a->rv);

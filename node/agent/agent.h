@@ -16,6 +16,7 @@
 #include "actl.h"
 #include "log.h"
 #include "msg.h"
+#include "node_env.h"
 #include "pool.h"
 #include "sockauth.h"
 
@@ -24,22 +25,9 @@ struct metrics_srv;
 struct evl;
 struct floops;
 struct pagesrv;
-struct fsvc_conn;
-struct fsvc_drain;
-struct fsvc_uid;
+struct fsvc;
 struct resolv;
 struct xport_rdma_ctx;
-
-/* Refused clients of the Unix socket waiting to be closed (fsvc.c). */
-#define AGENT_REFUSED_MAX 16
-
-/* Why a client of the Unix socket was refused (fsvc.c; /metrics). */
-enum agent_sock_refusal {
-	AGENT_SOCK_NOT_ALLOWED = 0, /* --allow-uid/--allow-gid */
-	AGENT_SOCK_UID_CAP,	    /* its uid held --sock-clients-per-uid */
-	AGENT_SOCK_TOTAL_CAP,	    /* all clients' places were taken */
-	AGENT_SOCK_REFUSED_N,
-};
 
 struct node_cfg {
 	const char *coordinator; /* "host:port" */
@@ -91,23 +79,6 @@ struct node_cfg {
 
 struct node_agent;
 
-/*
- * The agent as the layers below it reach it: the session (csess.c) and
- * the fault service (fsvc.c) call these, set up by agent.c, never the
- * agent's own functions (node/ has no circle of files: test_layering).
- */
-struct agent_hooks {
-	/* A NODES reply: verbs endpoints to exchange, peers' pair keys. */
-	void (*nodes)(struct node_agent *a, const struct msg *nodes);
-	/* Joined (again): what verbs peers read our pool with is published
-	 * anew. */
-	int (*joined)(struct node_agent *a);
-	/* agent_pool_pin(), agent_pool_is_pinned() */
-	void (*pool_pin)(struct node_agent *a, uint64_t off, uint64_t len,
-			 int delta);
-	int (*pool_is_pinned)(struct node_agent *a, uint64_t off, uint64_t len);
-};
-
 struct node_agent {
 	struct node_cfg cfg;
 	struct pool pool;
@@ -123,19 +94,6 @@ struct node_agent {
 	_Atomic uint64_t node_id;
 	uint64_t instance;
 	char data_addr[MSG_ADDR_MAX];
-	int usock;
-	struct fsvc_conn *conns;
-	/*
-	 * Refused clients (fsvc.c): each connection stays until its request
-	 * (or its end) comes, so the client reads why and not EPIPE; a few
-	 * at once, the oldest goes first. -1: a free place. And the warning
-	 * about them, at most one a second.
-	 */
-	int refused[AGENT_REFUSED_MAX];
-	unsigned int refused_next;
-	struct log_limit refused_log;
-	uint64_t next_map_id;
-	uint64_t next_token;
 	struct xport_rdma_ctx *rdma; /* NULL: TCP only */
 	/* peers whose QP went to the error state when their lease expired
 	 * (session thread counts, /metrics reads) */
@@ -144,9 +102,6 @@ struct node_agent {
 	/* writable cache maps are asked for WP_ASYNC uffds (MSG_MAP_WPASYNC):
 	 * written pages are found by scanning (dirty_scan.h) */
 	int dirty_scan;
-	/* writable mappings whose process is gone and whose written pages
-	 * are still going home: their leases, given back when that is done */
-	struct fsvc_drain *draining;
 	/*
 	 * Per POOL_HUGE of the pool: how many local mappings map it. The
 	 * control thread counts, the session thread reads: an extent of a
@@ -155,10 +110,6 @@ struct node_agent {
 	_Atomic uint32_t *pins;
 	uint64_t n_pins;
 	_Atomic uint32_t n_conns; /* local clients connected now */
-	/* Local clients per uid (fsvc.c), and the most in all: the
-	 * descriptors the pool, the page server and the agent's own leave */
-	struct fsvc_uid *uids;
-	unsigned int sock_max;
 	/* clients refused, by enum agent_sock_refusal (control thread
 	 * counts, /metrics reads) */
 	_Atomic uint64_t sock_refused[AGENT_SOCK_REFUSED_N];
@@ -170,7 +121,9 @@ struct node_agent {
 	pthread_mutex_t pkeys_mu;
 	struct agent_pkey *pkeys;
 	uint32_t n_pkeys;
-	struct agent_hooks hooks;
+	/* What the session and the fault service see of the agent. */
+	struct node_env env;
+	struct fsvc *fs; /* the fault service (fsvc.h) */
 };
 
 struct agent_pkey {
@@ -213,9 +166,5 @@ void agent_rdma_sync(struct node_agent *a, const struct msg *nodes);
 
 /* /metrics (agent_metrics.c): started when cfg.metrics_listen is set. */
 int agent_metrics_start(struct node_agent *a);
-
-/* Fault service (fsvc.c), on the control thread. */
-int fsvc_init(struct node_agent *a);
-void fsvc_fini(struct node_agent *a);
 
 #endif

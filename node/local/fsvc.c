@@ -21,7 +21,7 @@
  * under a process that still maps it.
  */
 #define LOG_PREFIX "fsvc: "
-#include "agent.h"
+#include "fsvc.h"
 
 #include <assert.h>
 #include <dirent.h>
@@ -47,6 +47,8 @@
 #include "layout.h"
 #include "log.h"
 #include "net.h"
+#include "node_env.h"
+#include "pool.h"
 #include "sockauth.h"
 #include "uffd.h"
 #include "util.h"
@@ -121,7 +123,7 @@ struct fsvc_out {
 };
 
 struct fsvc_conn {
-	struct node_agent *a;
+	struct fsvc *fs;
 	int fd;
 	enum fsvc_state state;
 	uint64_t token; /* of the lookup */
@@ -171,12 +173,41 @@ struct fsvc_drain {
 	struct fsvc_drain *next;
 };
 
-static struct fsvc_drain **fsvc_drain_find(struct node_agent *a,
-					   const char *name, uint64_t lease)
+/* Refused clients waiting to be closed. */
+#define FSVC_REFUSED_MAX 16
+
+struct fsvc {
+	const struct node_env *env; /* what the agent lends us */
+	int usock;
+	struct fsvc_conn *conns;
+	/*
+	 * Refused clients: each connection stays until its request (or its
+	 * end) comes, so the client reads why and not EPIPE; a few at once,
+	 * the oldest goes first. -1: a free place. And the warning about
+	 * them, at most one a second.
+	 */
+	int refused[FSVC_REFUSED_MAX];
+	unsigned int refused_next;
+	struct log_limit refused_log;
+	uint64_t next_map_id;
+	uint64_t next_token;
+	/* writable mappings whose process is gone and whose written pages
+	 * are still going home: their leases, given back when that is done */
+	struct fsvc_drain *draining;
+	/* Local clients per uid, at most clients_uid each, and the most in
+	 * all: the descriptors the pool, the page server and the agent's
+	 * own leave */
+	struct fsvc_uid *uids;
+	unsigned int clients_uid;
+	unsigned int sock_max;
+};
+
+static struct fsvc_drain **fsvc_drain_find(struct fsvc *fs, const char *name,
+					   uint64_t lease)
 {
 	struct fsvc_drain **p;
 
-	for (p = &a->draining; *p; p = &(*p)->next)
+	for (p = &fs->draining; *p; p = &(*p)->next)
 		if (!strcmp((*p)->name, name) &&
 		    (!lease || (*p)->lease == lease))
 			break;
@@ -211,7 +242,8 @@ static int fsvc_pin_part(const struct msg_chunk *part, uint32_t first,
 	if (!fsvc_chunk_is_local(l, part))
 		return 0;
 	for (uint32_t k = 0; k < count; k++)
-		w->c->a->hooks.pool_pin(w->c->a, part->off + k * l->chunk_size,
+		w->c->fs->env->pool_pin(w->c->fs->env->agent,
+					part->off + k * l->chunk_size,
 					l->chunk_size, w->delta);
 	return 0;
 }
@@ -300,11 +332,11 @@ static int fsvc_out_flush(struct fsvc_conn *c)
 	return 0;
 }
 
-static struct fsvc_uid *fsvc_uid_find(struct node_agent *a, uid_t uid)
+static struct fsvc_uid *fsvc_uid_find(struct fsvc *fs, uid_t uid)
 {
 	struct fsvc_uid *u;
 
-	for (u = a->uids; u; u = u->next)
+	for (u = fs->uids; u; u = u->next)
 		if (u->uid == uid)
 			return u;
 	return NULL;
@@ -314,9 +346,9 @@ static struct fsvc_uid *fsvc_uid_find(struct node_agent *a, uid_t uid)
  * One more client of @uid: its count, made if there is none yet. NULL:
  * no memory.
  */
-static struct fsvc_uid *fsvc_uid_get(struct node_agent *a, uid_t uid)
+static struct fsvc_uid *fsvc_uid_get(struct fsvc *fs, uid_t uid)
 {
-	struct fsvc_uid *u = fsvc_uid_find(a, uid);
+	struct fsvc_uid *u = fsvc_uid_find(fs, uid);
 
 	if (u) {
 		u->n++;
@@ -327,19 +359,19 @@ static struct fsvc_uid *fsvc_uid_get(struct node_agent *a, uid_t uid)
 		return NULL;
 	u->uid = uid;
 	u->n = 1;
-	u->next = a->uids;
-	a->uids = u;
+	u->next = fs->uids;
+	fs->uids = u;
 	return u;
 }
 
 /* A client of @u is gone; @u goes with its last one. */
-static void fsvc_uid_put(struct node_agent *a, struct fsvc_uid *u)
+static void fsvc_uid_put(struct fsvc *fs, struct fsvc_uid *u)
 {
 	struct fsvc_uid **p;
 
 	if (!u || --u->n)
 		return;
-	for (p = &a->uids; *p != u; p = &(*p)->next)
+	for (p = &fs->uids; *p != u; p = &(*p)->next)
 		;
 	*p = u->next;
 	free(u);
@@ -347,11 +379,11 @@ static void fsvc_uid_put(struct node_agent *a, struct fsvc_uid *u)
 
 static void fsvc_conn_close(struct fsvc_conn *c)
 {
-	struct node_agent *a = c->a;
+	struct fsvc *fs = c->fs;
 	struct fsvc_conn **p;
 
 	if (c->state == FSVC_MAPPED)
-		floops_map_remove(a->fl, c->map_id);
+		floops_map_remove(fs->env->fl, c->map_id);
 	if (c->pinned)
 		fsvc_pins(c, -1);
 	/* A mapping the loop has gives its lease back once what it wrote
@@ -363,19 +395,19 @@ static void fsvc_conn_close(struct fsvc_conn *c)
 		if (d) {
 			memcpy(d->name, c->name, sizeof(d->name));
 			d->lease = c->lease;
-			d->next = a->draining;
-			a->draining = d;
+			d->next = fs->draining;
+			fs->draining = d;
 		}
 	} else if (c->lease && c->state != FSVC_UNMAP_DRAIN &&
 		   c->state != FSVC_RELEASING) {
-		csess_lease_release(a->cs, 0, c->name, c->lease);
+		csess_lease_release(fs->env->cs, 0, c->name, c->lease);
 	}
 	if (c->cache_fd >= 0)
 		close(c->cache_fd);
-	for (p = &a->conns; *p; p = &(*p)->next) {
+	for (p = &fs->conns; *p; p = &(*p)->next) {
 		if (*p == c) {
 			*p = c->next;
-			atomic_fetch_sub(&a->n_conns, 1);
+			atomic_fetch_sub(fs->env->n_conns, 1);
 			break;
 		}
 	}
@@ -383,13 +415,13 @@ static void fsvc_conn_close(struct fsvc_conn *c)
 	fsvc_out_flush(c);
 	while (c->out)
 		fsvc_out_pop(c);
-	evl_del(a->evl, c->fd);
+	evl_del(fs->env->evl, c->fd);
 	close(c->fd);
 	if (c->fd_in >= 0)
 		close(c->fd_in);
 	if (c->fd_in2 >= 0)
 		close(c->fd_in2);
-	fsvc_uid_put(a, c->uid);
+	fsvc_uid_put(fs, c->uid);
 	free(c->rbuf);
 	msg_fini(&c->layout);
 	layout_runs_free(c->rruns, c->n_rruns);
@@ -488,7 +520,7 @@ static int fsvc_send(struct fsvc_conn *c, const struct msg *m, const int *fds,
 		}
 		o->own_fds = 1;
 	}
-	return evl_mod(c->a->evl, c->fd, EPOLLIN | EPOLLOUT);
+	return evl_mod(c->fs->env->evl, c->fd, EPOLLIN | EPOLLOUT);
 }
 
 static int fsvc_reply_error(struct fsvc_conn *c, int err, const char *what)
@@ -501,7 +533,8 @@ static int fsvc_reply_error(struct fsvc_conn *c, int err, const char *what)
 
 static int fsvc_lookup(struct fsvc_conn *c)
 {
-	int ret = csess_lookup(c->a->cs, c->token, c->name, c->lease, c->wgen);
+	int ret = csess_lookup(c->fs->env->cs, c->token, c->name, c->lease,
+			       c->wgen);
 
 	if (ret) {
 		fsvc_reply_error(c, ret, "cannot look the region up");
@@ -514,10 +547,10 @@ static int fsvc_lookup(struct fsvc_conn *c)
 /* MAP: the session thread looks the region up; fsvc_on_lookup() goes on. */
 static int fsvc_on_map(struct fsvc_conn *c, const struct msg *req)
 {
-	struct node_agent *a = c->a;
+	struct fsvc *fs = c->fs;
 	int ret;
 
-	c->token = ++a->next_token;
+	c->token = ++fs->next_token;
 	c->flags = req->flags & (MSG_MAP_RDONLY | MSG_LAYOUT_RUNS);
 	memcpy(c->name, req->name, sizeof(c->name));
 	/* A writable map holds the region's write lease under its own id. */
@@ -535,7 +568,7 @@ static int fsvc_on_map(struct fsvc_conn *c, const struct msg *req)
 	}
 	/* An unmap here that is still sending pages home: its lease comes
 	 * back first (unmap, map again must work). */
-	if (c->lease && *fsvc_drain_find(a, c->name, 0)) {
+	if (c->lease && *fsvc_drain_find(fs, c->name, 0)) {
 		c->state = FSVC_DRAIN_WAIT;
 		return 0;
 	}
@@ -730,7 +763,7 @@ static int fsvc_repl_take(struct fsvc_conn *c, struct msg *reg)
 /* The lookup of @c is done: the layout and the cache fd, or the error. */
 static int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 {
-	struct node_agent *a = c->a;
+	struct fsvc *fs = c->fs;
 	int ret;
 
 	if (r->err) {
@@ -739,13 +772,13 @@ static int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 	}
 	msg_init(&c->layout, MSG_T_MAP_LAYOUT);
 	msg_strset(c->layout.name, sizeof(c->layout.name), r->region.name);
-	c->layout.node = atomic_load(&a->node_id);
+	c->layout.node = atomic_load(fs->env->node_id);
 	c->layout.size = r->region.size;
 	c->layout.chunk_size = r->region.chunk_size;
 	c->layout.epoch = r->region.epoch;
 	c->layout.cid = r->cid;
-	c->layout.pool_size = a->pool.size;
-	c->layout.instance = a->instance;
+	c->layout.pool_size = fs->env->pool->size;
+	c->layout.instance = fs->env->instance;
 	/* In runs (csess_region_get()): the layout costs its runs here. */
 	c->layout.runs = r->region.runs;
 	c->layout.n_runs = r->region.n_runs;
@@ -770,7 +803,7 @@ static int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 	r->region.n_grants = 0;
 	/* Pinned before the layout leaves: the process may map at once. */
 	fsvc_pins(c, 1);
-	if (a->cache_on && fsvc_has_remote(&c->layout)) {
+	if (fs->env->cache_on && fsvc_has_remote(&c->layout)) {
 		ret = fsvc_cache_create(&c->layout, &c->cache_fd);
 		if (ret)
 			log_errno(ret,
@@ -780,7 +813,8 @@ static int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 		else
 			c->layout.flags =
 				MSG_MAP_CACHE |
-				(a->dirty_scan && !(c->flags & MSG_MAP_RDONLY)
+				(fs->env->dirty_scan &&
+						 !(c->flags & MSG_MAP_RDONLY)
 					 ? MSG_MAP_WPASYNC
 					 : 0);
 	}
@@ -803,18 +837,19 @@ static int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
  */
 static int fsvc_flush_check(struct fsvc_conn *c)
 {
-	struct node_agent *a = c->a;
+	struct fsvc *fs = c->fs;
 	struct fsvc_conn *w;
 
-	for (w = a->conns; w; w = w->next)
+	for (w = fs->conns; w; w = w->next)
 		if (w->state == FSVC_MAPPED && w->lease &&
 		    !strcmp(w->name, c->name))
 			break;
 	if (!w)
 		return 0;
-	c->token = ++a->next_token;
+	c->token = ++fs->next_token;
 	c->map_id = w->map_id;
-	if (csess_lease_check(a->cs, c->token, w->name, w->lease, w->wgen))
+	if (csess_lease_check(fs->env->cs, c->token, w->name, w->lease,
+			      w->wgen))
 		return 0;
 	c->state = FSVC_FLUSH_CHECK;
 	return 1;
@@ -829,7 +864,7 @@ static int fsvc_flush_check(struct fsvc_conn *c)
 static void fsvc_flush_checked(struct fsvc_conn *c,
 			       const struct csess_result *r)
 {
-	struct node_agent *a = c->a;
+	struct fsvc *fs = c->fs;
 	struct msg rep;
 
 	c->state = FSVC_NEW;
@@ -837,9 +872,9 @@ static void fsvc_flush_checked(struct fsvc_conn *c,
 		log_err("region %s: the coordinator says the write lease of "
 			"map %llu is lost: %s",
 			c->name, (unsigned long long)c->map_id, r->text);
-		c->token = ++a->next_token;
-		if (!floops_map_lost(a->fl, c->map_id) &&
-		    !floops_flush(a->fl, c->name, c->token)) {
+		c->token = ++fs->next_token;
+		if (!floops_map_lost(fs->env->fl, c->map_id) &&
+		    !floops_flush(fs->env->fl, c->name, c->token)) {
 			c->state = FSVC_FLUSH;
 			return;
 		}
@@ -878,21 +913,21 @@ static void fsvc_flush_looked_up(struct fsvc_conn *c,
 
 /* 1 if a mapping of region @name is served here, or still sends pages
  * home. */
-static int fsvc_name_is_here(struct node_agent *a, const char *name)
+static int fsvc_name_is_here(struct fsvc *fs, const char *name)
 {
-	for (struct fsvc_conn *c = a->conns; c; c = c->next)
+	for (struct fsvc_conn *c = fs->conns; c; c = c->next)
 		if ((c->state == FSVC_MAPPED || c->state == FSVC_UNMAP_DRAIN ||
 		     c->state == FSVC_RELEASING) &&
 		    !strcmp(c->name, name))
 			return 1;
-	return *fsvc_drain_find(a, name, 0) != NULL;
+	return *fsvc_drain_find(fs, name, 0) != NULL;
 }
 
 /* What the fault loop reports: flushes done, leases to give back. */
 static void fsvc_on_dones(struct evl *l, int fd, uint32_t events, void *arg)
 {
-	struct node_agent *a = arg;
-	struct floop_done *d = floops_done_take(a->fl), *next;
+	struct fsvc *fs = arg;
+	struct floop_done *d = floops_done_take(fs->env->fl), *next;
 
 	for (; d; d = next) {
 		struct fsvc_conn *c;
@@ -900,28 +935,28 @@ static void fsvc_on_dones(struct evl *l, int fd, uint32_t events, void *arg)
 
 		next = d->next;
 		if (d->kind == FLOOP_DONE_REBUILD) {
-			csess_rebuild_done(a->cs, d->cookie, d->err);
+			csess_rebuild_done(fs->env->cs, d->cookie, d->err);
 			free(d);
 			continue;
 		}
 		if (d->kind == FLOOP_DONE_RELEASE) {
 			struct fsvc_drain **p =
-				fsvc_drain_find(a, d->name, d->lease);
+				fsvc_drain_find(fs, d->name, d->lease);
 			struct fsvc_conn *w, *wn;
 			uint64_t token = 0;
 
 			/* An UNMAP waits for the coordinator's answer. */
-			for (w = a->conns; w; w = w->next) {
+			for (w = fs->conns; w; w = w->next) {
 				if (w->state == FSVC_UNMAP_DRAIN &&
 				    w->lease == d->lease &&
 				    !strcmp(w->name, d->name)) {
 					w->state = FSVC_RELEASING;
-					w->token = ++a->next_token;
+					w->token = ++fs->next_token;
 					token = w->token;
 					break;
 				}
 			}
-			if (csess_lease_release(a->cs, token, d->name,
+			if (csess_lease_release(fs->env->cs, token, d->name,
 						d->lease) &&
 			    w) {
 				w->state = FSVC_UNMAPPED;
@@ -938,17 +973,17 @@ static void fsvc_on_dones(struct evl *l, int fd, uint32_t events, void *arg)
 			}
 			/* Maps that waited for it: looked up after the
 			 * release, in the session's order. */
-			for (w = a->conns; w; w = wn) {
+			for (w = fs->conns; w; w = wn) {
 				wn = w->next;
 				if (w->state == FSVC_DRAIN_WAIT &&
-				    !*fsvc_drain_find(a, w->name, 0) &&
+				    !*fsvc_drain_find(fs, w->name, 0) &&
 				    fsvc_lookup(w))
 					fsvc_conn_close(w);
 			}
 			free(d);
 			continue;
 		}
-		for (c = a->conns; c; c = c->next)
+		for (c = fs->conns; c; c = c->next)
 			if (c->state == FSVC_FLUSH && c->token == d->cookie)
 				break;
 		if (c && !d->err && fsvc_flush_check(c)) {
@@ -992,12 +1027,12 @@ static void fsvc_unmap_reply(struct fsvc_conn *c, const struct csess_result *r)
  */
 static int fsvc_on_unmap(struct fsvc_conn *c)
 {
-	struct node_agent *a = c->a;
+	struct fsvc *fs = c->fs;
 	struct fsvc_drain *d;
 	struct msg ok;
 	int ret;
 
-	ret = floops_map_remove(a->fl, c->map_id);
+	ret = floops_map_remove(fs->env->fl, c->map_id);
 	if (ret) {
 		fsvc_reply_error(c, ret, "cannot drop the mapping");
 		return ret;
@@ -1019,8 +1054,8 @@ static int fsvc_on_unmap(struct fsvc_conn *c)
 	}
 	memcpy(d->name, c->name, sizeof(d->name));
 	d->lease = c->lease;
-	d->next = a->draining;
-	a->draining = d;
+	d->next = fs->draining;
+	fs->draining = d;
 	c->state = FSVC_UNMAP_DRAIN;
 	return 0;
 }
@@ -1028,14 +1063,14 @@ static int fsvc_on_unmap(struct fsvc_conn *c)
 /* Finished lookups: each goes to its connection if it is still there. */
 static void fsvc_on_lookups(struct evl *l, int fd, uint32_t events, void *arg)
 {
-	struct node_agent *a = arg;
-	struct csess_result *r = csess_results_take(a->cs), *next;
+	struct fsvc *fs = arg;
+	struct csess_result *r = csess_results_take(fs->env->cs), *next;
 
 	for (; r; r = next) {
 		struct fsvc_conn *c;
 
 		next = r->next;
-		for (c = a->conns; c; c = c->next)
+		for (c = fs->conns; c; c = c->next)
 			if ((c->state == FSVC_LOOKUP ||
 			     c->state == FSVC_RELEASING ||
 			     c->state == FSVC_FLUSH_CHECK ||
@@ -1118,7 +1153,7 @@ static int fsvc_grant_check(struct fsvc_conn *c, const struct msg *req)
 static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 			    int uffd, int fd2)
 {
-	struct node_agent *a = c->a;
+	struct fsvc *fs = c->fs;
 	struct floop_map_desc d = { 0 };
 	struct msg ok;
 	int ret;
@@ -1232,7 +1267,7 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 	d.n_grants = c->n_grants;
 	c->grants = NULL;
 	c->n_grants = 0;
-	d.id = ++a->next_map_id;
+	d.id = ++fs->next_map_id;
 	d.uffd = uffd;
 	d.base = req->base;
 	d.size = c->layout.size;
@@ -1244,7 +1279,7 @@ static int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req,
 	d.cid = c->layout.cid;
 	d.pidfd = d.cache_fd >= 0 ? fsvc_peer_pidfd(c->fd) : -1;
 	memcpy(d.name, c->layout.name, sizeof(d.name));
-	ret = floops_map_add(a->fl, &d);
+	ret = floops_map_add(fs->env->fl, &d);
 	if (ret)
 		return ret;
 	c->map_id = d.id;
@@ -1342,7 +1377,7 @@ static int fsvc_on_map_fds(struct fsvc_conn *c, const struct msg *req)
 			ret = -EINVAL;
 			break;
 		}
-		fd = pool_seg_fd(&c->a->pool, ch->off + o % l->chunk_size);
+		fd = pool_seg_fd(c->fs->env->pool, ch->off + o % l->chunk_size);
 		if (fd < 0) {
 			why = "map_fds: a chunk outside this node's pool";
 			ret = -ERANGE;
@@ -1379,20 +1414,20 @@ static int fsvc_on_stats(struct fsvc_conn *c)
 	struct msg rep;
 	int ret;
 
-	floops_counters(c->a->fl, &sum);
+	floops_counters(c->fs->env->fl, &sum);
 	msg_init(&rep, MSG_T_AGENT_STAT);
-	rep.node = atomic_load(&c->a->node_id);
+	rep.node = atomic_load(c->fs->env->node_id);
 	rep.faults = atomic_load(&ctr->faults);
 	rep.remote = atomic_load(&ctr->remote);
 	rep.local = atomic_load(&ctr->local);
 	rep.errors = atomic_load(&ctr->errors);
 	rep.poisoned = atomic_load(&ctr->poisoned);
-	floops_peer_stats(c->a->fl, &rep.peers, &rep.n_peers);
+	floops_peer_stats(c->fs->env->fl, &rep.peers, &rep.n_peers);
 	rep.cache = calloc(MSG_CACHE__MAX, sizeof(*rep.cache));
 	if (rep.cache) {
 		rep.n_cache = MSG_CACHE__MAX;
 		rep.cache[MSG_CACHE_LIMIT] =
-			c->a->cache_on ? c->a->cfg.cache_size : 0;
+			c->fs->env->cache_on ? c->fs->env->cache_size : 0;
 		rep.cache[MSG_CACHE_RESIDENT] =
 			atomic_load(&ctr->cache_resident) * 4096;
 		rep.cache[MSG_CACHE_RESIDENT_MAX] =
@@ -1432,10 +1467,11 @@ static int fsvc_dispatch(struct fsvc_conn *c, const struct msg *req, int *fd)
 		*fd = -1;
 		c->fd_in2 = -1;
 	} else if (req->type == MSG_T_FLUSH && c->state == FSVC_NEW) {
-		c->token = ++c->a->next_token;
+		c->token = ++c->fs->next_token;
 		memcpy(c->name, req->name, sizeof(c->name));
-		if (!fsvc_name_is_here(c->a, c->name)) {
-			ret = csess_lookup(c->a->cs, c->token, c->name, 0, 0);
+		if (!fsvc_name_is_here(c->fs, c->name)) {
+			ret = csess_lookup(c->fs->env->cs, c->token, c->name, 0,
+					   0);
 			if (ret) {
 				fsvc_reply_error(c, ret,
 						 "cannot look the region up");
@@ -1444,7 +1480,7 @@ static int fsvc_dispatch(struct fsvc_conn *c, const struct msg *req, int *fd)
 			c->state = FSVC_FLUSH_LOOKUP;
 			return 0;
 		}
-		ret = floops_flush(c->a->fl, req->name, c->token);
+		ret = floops_flush(c->fs->env->fl, req->name, c->token);
 		if (ret) {
 			fsvc_reply_error(c, ret, "cannot queue the flush");
 			return 1;
@@ -1631,37 +1667,36 @@ static void fsvc_on_conn(struct evl *l, int fd, uint32_t events, void *arg)
 }
 
 /* A refused client's connection ends (its slot: @i). */
-static void fsvc_refused_close(struct node_agent *a, unsigned int i)
+static void fsvc_refused_close(struct fsvc *fs, unsigned int i)
 {
-	int fd = a->refused[i];
+	int fd = fs->refused[i];
 
-	a->refused[i] = -1;
-	evl_del(a->evl, fd);
+	fs->refused[i] = -1;
+	evl_del(fs->env->evl, fd);
 	close(fd);
 }
 
 /* Its request (or its end) came: it has the reply before it. */
 static void fsvc_on_refused(struct evl *l, int fd, uint32_t events, void *arg)
 {
-	struct node_agent *a = arg;
+	struct fsvc *fs = arg;
 
-	for (unsigned int i = 0; i < AGENT_REFUSED_MAX; i++)
-		if (a->refused[i] == fd)
-			fsvc_refused_close(a, i);
+	for (unsigned int i = 0; i < FSVC_REFUSED_MAX; i++)
+		if (fs->refused[i] == fd)
+			fsvc_refused_close(fs, i);
 }
 
 /*
  * The warning about a refused client, at most one a second: a flood of
  * them cannot fill the log. The next line says how many were not told.
  */
-static void fsvc_refused_log(struct node_agent *a, const struct ucred *cr,
-			     int err, enum agent_sock_refusal why,
-			     unsigned int n)
+static void fsvc_refused_log(struct fsvc *fs, const struct ucred *cr, int err,
+			     enum agent_sock_refusal why, unsigned int n)
 {
 	uint64_t dropped;
 	char more[64] = "";
 
-	if (!log_limit_take(&a->refused_log, evl_now_ms(), &dropped))
+	if (!log_limit_take(&fs->refused_log, evl_now_ms(), &dropped))
 		return;
 	if (dropped)
 		snprintf(more, sizeof(more),
@@ -1694,18 +1729,18 @@ static void fsvc_refused_log(struct node_agent *a, const struct ucred *cr,
  * A client that may not use the agent gets one reply: EACCES, or EUSERS
  * past a cap (@n: the cap). Its connection is closed once its request
  * arrives, not at once: the client writes first, and a write to a closed
- * socket fails (EPIPE) before it reads why. AGENT_REFUSED_MAX wait at
+ * socket fails (EPIPE) before it reads why. FSVC_REFUSED_MAX wait at
  * once; beyond them the oldest goes.
  */
-static void fsvc_refuse(struct node_agent *a, int fd, const struct ucred *cr,
+static void fsvc_refuse(struct fsvc *fs, int fd, const struct ucred *cr,
 			int err, enum agent_sock_refusal why, unsigned int n)
 {
-	unsigned int i = a->refused_next++ % AGENT_REFUSED_MAX;
+	unsigned int i = fs->refused_next++ % FSVC_REFUSED_MAX;
 	struct msg rep;
 
-	atomic_fetch_add_explicit(&a->sock_refused[why], 1,
+	atomic_fetch_add_explicit(&fs->env->sock_refused[why], 1,
 				  memory_order_relaxed);
-	fsvc_refused_log(a, cr, err, why, n);
+	fsvc_refused_log(fs, cr, err, why, n);
 	if (err)
 		msg_error(&rep, -EACCES,
 			  "the agent cannot read this client's credentials");
@@ -1728,18 +1763,18 @@ static void fsvc_refuse(struct node_agent *a, int fd, const struct ucred *cr,
 		close(fd);
 		return;
 	}
-	if (a->refused[i] >= 0)
-		fsvc_refused_close(a, i);
-	if (evl_add(a->evl, fd, EPOLLIN, fsvc_on_refused, a)) {
+	if (fs->refused[i] >= 0)
+		fsvc_refused_close(fs, i);
+	if (evl_add(fs->env->evl, fd, EPOLLIN, fsvc_on_refused, fs)) {
 		close(fd);
 		return;
 	}
-	a->refused[i] = fd;
+	fs->refused[i] = fd;
 }
 
 static void fsvc_on_accept(struct evl *l, int fd, uint32_t events, void *arg)
 {
-	struct node_agent *a = arg;
+	struct fsvc *fs = arg;
 	struct fsvc_uid *u;
 	struct fsvc_conn *c;
 	struct ucred cr;
@@ -1750,18 +1785,19 @@ static void fsvc_on_accept(struct evl *l, int fd, uint32_t events, void *arg)
 		return;
 	/* Whoever maps a region reads and writes its pages (its part of
 	 * the pool): the local users given, nobody else. */
-	ret = sockauth_peer_check(&a->cfg.allow, cfd, &cr);
+	ret = sockauth_peer_check(fs->env->allow, cfd, &cr);
 	if (ret <= 0) {
-		fsvc_refuse(a, cfd, &cr, ret, AGENT_SOCK_NOT_ALLOWED, 0);
+		fsvc_refuse(fs, cfd, &cr, ret, AGENT_SOCK_NOT_ALLOWED, 0);
 		return;
 	}
-	u = fsvc_uid_find(a, cr.uid);
-	if (u && u->n >= a->cfg.sock_clients_uid) {
-		fsvc_refuse(a, cfd, &cr, 0, AGENT_SOCK_UID_CAP, u->n);
+	u = fsvc_uid_find(fs, cr.uid);
+	if (u && u->n >= fs->clients_uid) {
+		fsvc_refuse(fs, cfd, &cr, 0, AGENT_SOCK_UID_CAP, u->n);
 		return;
 	}
-	if (atomic_load(&a->n_conns) >= a->sock_max) {
-		fsvc_refuse(a, cfd, &cr, 0, AGENT_SOCK_TOTAL_CAP, a->sock_max);
+	if (atomic_load(fs->env->n_conns) >= fs->sock_max) {
+		fsvc_refuse(fs, cfd, &cr, 0, AGENT_SOCK_TOTAL_CAP,
+			    fs->sock_max);
 		return;
 	}
 	c = calloc(1, sizeof(*c));
@@ -1769,25 +1805,25 @@ static void fsvc_on_accept(struct evl *l, int fd, uint32_t events, void *arg)
 		close(cfd);
 		return;
 	}
-	c->uid = fsvc_uid_get(a, cr.uid);
+	c->uid = fsvc_uid_get(fs, cr.uid);
 	if (!c->uid) {
 		close(cfd);
 		free(c);
 		return;
 	}
-	c->a = a;
+	c->fs = fs;
 	c->fd = cfd;
 	c->fd_in = c->fd_in2 = -1;
 	c->cache_fd = -1;
-	if (evl_add(a->evl, cfd, EPOLLIN, fsvc_on_conn, c)) {
-		fsvc_uid_put(a, c->uid);
+	if (evl_add(fs->env->evl, cfd, EPOLLIN, fsvc_on_conn, c)) {
+		fsvc_uid_put(fs, c->uid);
 		close(cfd);
 		free(c);
 		return;
 	}
-	c->next = a->conns;
-	a->conns = c;
-	atomic_fetch_add(&a->n_conns, 1);
+	c->next = fs->conns;
+	fs->conns = c;
+	atomic_fetch_add(fs->env->n_conns, 1);
 }
 
 /*
@@ -1797,20 +1833,20 @@ static void fsvc_on_accept(struct evl *l, int fd, uint32_t events, void *arg)
  * chmod is checked all the same. A group it cannot give (no CAP_CHOWN, not
  * a member) is a warning: the socket keeps the agent's group.
  */
-static int fsvc_sock_mode(struct node_agent *a)
+static int fsvc_sock_mode(struct fsvc *fs)
 {
-	const char *path = a->cfg.sock_path;
+	const char *path = fs->env->sock_path;
 	int ret;
 
-	if (a->cfg.sock_gid != (gid_t)-1 &&
-	    lchown(path, (uid_t)-1, a->cfg.sock_gid) < 0) {
+	if (fs->env->sock_gid != (gid_t)-1 &&
+	    lchown(path, (uid_t)-1, fs->env->sock_gid) < 0) {
 		ret = -errno;
 		log_warn("cannot give %s to group %u (%s): it keeps the "
 			 "agent's group; the agent needs CAP_CHOWN or to be "
 			 "in group %u (under its unit: SupplementaryGroups= in "
 			 "a drop-in)",
-			 path, (unsigned int)a->cfg.sock_gid, log_strerror(ret),
-			 (unsigned int)a->cfg.sock_gid);
+			 path, (unsigned int)fs->env->sock_gid,
+			 log_strerror(ret), (unsigned int)fs->env->sock_gid);
 	}
 	if (chmod(path, 0660) < 0) {
 		ret = -errno;
@@ -1840,83 +1876,109 @@ static unsigned int fsvc_fds_open(void)
  * limit leaves once the descriptors open now (the pool's segments among
  * them), the page server's connections and the agent's own are counted.
  */
-static void fsvc_clients_max(struct node_agent *a)
+static void fsvc_clients_max(struct fsvc *fs)
 {
-	uint64_t want = a->cfg.sock_clients ? a->cfg.sock_clients
-					    : FSVC_CLIENTS_DEFAULT;
+	uint64_t want = fs->env->sock_clients ? fs->env->sock_clients
+					      : FSVC_CLIENTS_DEFAULT;
 	uint64_t used, left = want;
 	struct rlimit rl;
 
-	if (!a->cfg.sock_clients_uid)
-		a->cfg.sock_clients_uid = FSVC_CLIENTS_UID_DEFAULT;
-	used = (uint64_t)fsvc_fds_open() + a->cfg.data_conns + FSVC_FD_RESERVE;
+	if (!fs->clients_uid)
+		fs->clients_uid = FSVC_CLIENTS_UID_DEFAULT;
+	used = (uint64_t)fsvc_fds_open() + fs->env->data_conns +
+	       FSVC_FD_RESERVE;
 	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur != RLIM_INFINITY)
 		left = rl.rlim_cur > used
 			       ? (rl.rlim_cur - used) / FSVC_CLIENT_FDS
 			       : 0;
 	if (left < 16)
 		left = 16;
-	a->sock_max = (unsigned int)(left < want ? left : want);
-	if (a->sock_max < want)
+	fs->sock_max = (unsigned int)(left < want ? left : want);
+	if (fs->sock_max < want)
 		log_warn("local clients capped at %u, not %llu: the open-files "
 			 "limit (%llu) leaves that many after the pool, the "
 			 "page server's connections and the agent's own "
 			 "(raise LimitNOFILE= in the unit, ulimit -n)",
-			 a->sock_max, (unsigned long long)want,
+			 fs->sock_max, (unsigned long long)want,
 			 (unsigned long long)rl.rlim_cur);
 }
 
-int fsvc_init(struct node_agent *a)
+static int fsvc_listen(struct fsvc *fs)
 {
 	int ret;
 
-	a->refused_log.burst = 1;
-	fsvc_clients_max(a);
-	ret = net_unix_listen(a->cfg.sock_path, 128, &a->usock);
+	ret = net_unix_listen(fs->env->sock_path, 128, &fs->usock);
 	if (ret) {
-		log_errno(ret, "listen on %s", a->cfg.sock_path);
+		log_errno(ret, "listen on %s", fs->env->sock_path);
 		return ret;
 	}
-	ret = fsvc_sock_mode(a);
+	ret = fsvc_sock_mode(fs);
 	if (ret)
 		return ret;
-	ret = evl_add(a->evl, a->usock, EPOLLIN, fsvc_on_accept, a);
+	ret = evl_add(fs->env->evl, fs->usock, EPOLLIN, fsvc_on_accept, fs);
 	if (ret) {
-		log_errno(ret, "watch %s", a->cfg.sock_path);
+		log_errno(ret, "watch %s", fs->env->sock_path);
 		return ret;
 	}
-	ret = evl_add(a->evl, csess_event_fd(a->cs), EPOLLIN, fsvc_on_lookups,
-		      a);
+	ret = evl_add(fs->env->evl, csess_event_fd(fs->env->cs), EPOLLIN,
+		      fsvc_on_lookups, fs);
 	if (ret) {
 		log_errno(ret, "watch lookups");
 		return ret;
 	}
-	ret = evl_add(a->evl, floops_done_fd(a->fl), EPOLLIN, fsvc_on_dones, a);
+	ret = evl_add(fs->env->evl, floops_done_fd(fs->env->fl), EPOLLIN,
+		      fsvc_on_dones, fs);
 	if (ret)
 		log_errno(ret, "watch the fault loop");
 	return ret;
 }
 
-void fsvc_fini(struct node_agent *a)
+int fsvc_create(const struct node_env *env, struct fsvc **out)
 {
-	if (a->cs)
-		evl_del(a->evl, csess_event_fd(a->cs));
-	if (a->fl)
-		evl_del(a->evl, floops_done_fd(a->fl));
-	while (a->conns)
-		fsvc_conn_close(a->conns);
-	for (unsigned int i = 0; i < AGENT_REFUSED_MAX; i++)
-		if (a->refused[i] >= 0)
-			fsvc_refused_close(a, i);
-	while (a->draining) {
-		struct fsvc_drain *d = a->draining;
+	struct fsvc *fs;
+	int ret;
 
-		a->draining = d->next;
+	fs = calloc(1, sizeof(*fs));
+	if (!fs)
+		return -ENOMEM;
+	fs->env = env;
+	fs->usock = -1;
+	for (unsigned int i = 0; i < FSVC_REFUSED_MAX; i++)
+		fs->refused[i] = -1;
+	fs->clients_uid = env->sock_clients_uid;
+	fs->refused_log.burst = 1;
+	fsvc_clients_max(fs);
+	ret = fsvc_listen(fs);
+	if (ret) {
+		fsvc_destroy(fs);
+		return ret;
+	}
+	*out = fs;
+	return 0;
+}
+
+void fsvc_destroy(struct fsvc *fs)
+{
+	if (!fs)
+		return;
+	if (fs->env->cs)
+		evl_del(fs->env->evl, csess_event_fd(fs->env->cs));
+	if (fs->env->fl)
+		evl_del(fs->env->evl, floops_done_fd(fs->env->fl));
+	while (fs->conns)
+		fsvc_conn_close(fs->conns);
+	for (unsigned int i = 0; i < FSVC_REFUSED_MAX; i++)
+		if (fs->refused[i] >= 0)
+			fsvc_refused_close(fs, i);
+	while (fs->draining) {
+		struct fsvc_drain *d = fs->draining;
+
+		fs->draining = d->next;
 		free(d);
 	}
-	if (a->usock >= 0) {
-		close(a->usock);
-		unlink(a->cfg.sock_path);
+	if (fs->usock >= 0) {
+		close(fs->usock);
+		unlink(fs->env->sock_path);
 	}
-	a->usock = -1;
+	free(fs);
 }

@@ -16,7 +16,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "actl.h"
 #include "ctl.h"
 #include "evl.h"
@@ -26,8 +25,10 @@
 #include "lcache.h"
 #include "log.h"
 #include "net.h"
+#include "node_env.h"
 #include "pagesrv.h"
 #include "pgfence.h"
+#include "pool.h"
 #include "rcheck.h"
 #include "resolv.h"
 #include "util.h"
@@ -57,7 +58,7 @@ struct csess_job {
 };
 
 struct csess {
-	struct node_agent *a;
+	const struct node_env *env; /* what the agent lends us */
 	pthread_t thread;
 	int started;
 	_Atomic int stopping;
@@ -203,13 +204,13 @@ static int csess_name_unknown(const char *addr)
 
 static int csess_connect(struct csess *s)
 {
-	const char *addr = s->a->cfg.coordinator;
+	const char *addr = s->env->coordinator;
 	char why[200];
 	int ret;
 
 	if (s->coord.fd >= 0)
 		return 0;
-	ret = actl_connect(addr, &s->a->cred, AUTH_ROLE_NODE, s->a->cfg.name,
+	ret = actl_connect(addr, s->env->cred, AUTH_ROLE_NODE, s->env->name,
 			   CSESS_TIMEOUT_MS, &s->coord, why, sizeof(why));
 	if (ret) {
 		s->down_err = ret;
@@ -322,7 +323,7 @@ static void csess_tables(struct csess *s, uint64_t cid)
 	 * No region listed at epoch 0: theirs all count as made after it.
 	 * (At the first join there is no fault loop yet, nor any mapping.)
 	 */
-	if (s->a->fl && floops_regions_set(s->a->fl, &none, 0, 0, cid) < 0)
+	if (s->env->fl && floops_regions_set(s->env->fl, &none, 0, 0, cid) < 0)
 		log_warn("fault loop: no memory to tell it of cluster id "
 			 "%016llx yet",
 			 (unsigned long long)cid);
@@ -379,7 +380,7 @@ static int csess_nodes_dropped(const struct csess *s, const struct msg *nodes,
 		peers[np].instance = n->instance;
 		np++;
 	}
-	ret = np ? floops_peers_set(s->a->fl, peers, np) : 0;
+	ret = np ? floops_peers_set(s->env->fl, peers, np) : 0;
 	free(peers);
 	return ret;
 }
@@ -390,9 +391,9 @@ static int csess_nodes_dropped(const struct csess *s, const struct msg *nodes,
  */
 static int csess_nodes_refresh(struct csess *s)
 {
-	struct node_agent *a = s->a;
+	const struct node_env *e = s->env;
 	struct xport_peer_info *peers;
-	uint64_t self = atomic_load(&a->node_id);
+	uint64_t self = atomic_load(e->node_id);
 	struct msg req, nodes;
 	uint32_t np = 0;
 	int ret;
@@ -403,7 +404,7 @@ static int csess_nodes_refresh(struct csess *s)
 		msg_fini(&nodes);
 		return ret;
 	}
-	a->hooks.nodes(a, &nodes);
+	e->nodes(e->agent, &nodes);
 	peers = calloc(nodes.n_nodes ? nodes.n_nodes : 1, sizeof(*peers));
 	if (!peers) {
 		msg_fini(&nodes);
@@ -421,13 +422,13 @@ static int csess_nodes_refresh(struct csess *s)
 		peers[np].instance = n->instance;
 		memcpy(peers[np].data_addr, n->data_addr,
 		       sizeof(peers[np].data_addr));
-		if (a->rdma && n->mr_addr)
+		if (e->rdma && n->mr_addr)
 			peers[np].flags |= XPORT_PEER_VERBS;
 		if (n->up)
 			peers[np].flags |= XPORT_PEER_LIVE;
 		np++;
 	}
-	ret = floops_peers_set(a->fl, peers, np);
+	ret = floops_peers_set(e->fl, peers, np);
 	if (!ret)
 		ret = csess_nodes_dropped(s, &nodes, self);
 	/* After the peers: the fault loop takes an address only for the
@@ -435,7 +436,7 @@ static int csess_nodes_refresh(struct csess *s)
 	for (uint32_t i = 0; !ret && i < np; i++)
 		if (csess_node_resolve_needed(&s->nodes, peers[i].node,
 					      peers[i].data_addr))
-			ret = resolv_request(a->rv, peers[i].node,
+			ret = resolv_request(e->rv, peers[i].node,
 					     peers[i].data_addr);
 	free(peers);
 	if (ret) {
@@ -462,7 +463,7 @@ static int csess_part_is_known(const struct msg_chunk *c, uint32_t first,
 	(void)first;
 	(void)step;
 	(void)count;
-	if (c->node == atomic_load(&s->a->node_id))
+	if (c->node == atomic_load(s->env->node_id))
 		return 0;
 	for (uint32_t k = 0; k < s->nodes.n_nodes; k++)
 		if (s->nodes.nodes[k].id == c->node)
@@ -625,7 +626,7 @@ static void csess_grants_refresh(struct csess *s)
 			g->refused = 0;
 		}
 		/* (made again meanwhile: the new one's mappings get them) */
-		if (floops_map_grants(s->a->fl, name, rep.epoch, rep.grants,
+		if (floops_map_grants(s->env->fl, name, rep.epoch, rep.grants,
 				      rep.n_grants)) {
 			if (g)
 				g->due_ms = now + CSESS_GREF_RETRY_MS;
@@ -701,11 +702,11 @@ static int csess_region_relayout(struct csess *s, const struct msg_region *reg)
 		 reg->name, (unsigned long long)old->rgen,
 		 (unsigned long long)rep.rgen, rep.n_rstates);
 	/* the grants first: a new replica's owner takes writes at once */
-	ret = floops_map_grants(s->a->fl, rep.name, rep.epoch, rep.grants,
+	ret = floops_map_grants(s->env->fl, rep.name, rep.epoch, rep.grants,
 				rep.n_grants);
 	if (!ret)
 		ret = floops_map_relayout(
-			s->a->fl, rep.name, rep.epoch, rep.runs, rep.n_runs,
+			s->env->fl, rep.name, rep.epoch, rep.runs, rep.n_runs,
 			(uint32_t)rep.replicas, rs, rep.n_rstates, rep.rgen);
 	free(rs);
 	if (!ret)
@@ -755,7 +756,7 @@ static int csess_regions_sync(struct csess *s, uint64_t epoch)
 			return ret;
 		}
 	}
-	ticket = floops_regions_set(s->a->fl, list, rep.n_regions, epoch,
+	ticket = floops_regions_set(s->env->fl, list, rep.n_regions, epoch,
 				    s->cid);
 	free(list);
 	msg_fini(&rep);
@@ -773,7 +774,7 @@ static int csess_regions_sync(struct csess *s, uint64_t epoch)
 static void csess_synced_update(struct csess *s)
 {
 	if (s->pending_ticket &&
-	    floops_ticket_done(s->a->fl, s->pending_ticket)) {
+	    floops_ticket_done(s->env->fl, s->pending_ticket)) {
 		s->synced_epoch = s->pending_epoch;
 		s->pending_ticket = 0;
 	}
@@ -784,7 +785,7 @@ static void csess_synced_update(struct csess *s)
  * (half the lease at most). 0: no lease known. */
 static uint64_t csess_wb_until(const struct csess *s)
 {
-	uint64_t margin = s->a->cfg.heartbeat_ms;
+	uint64_t margin = s->env->heartbeat_ms;
 
 	if (!s->lease_ms)
 		return 0;
@@ -815,10 +816,10 @@ static void csess_wb_gate(struct csess *s)
 {
 	uint64_t until = csess_wb_until(s), now = evl_now_ms();
 
-	if (!until || !s->a->fl)
+	if (!until || !s->env->fl)
 		return;
 	if (!s->wb_held && until != s->wb_pushed) {
-		floops_wb_until(s->a->fl, until);
+		floops_wb_until(s->env->fl, until);
 		s->wb_pushed = until;
 	}
 	if (now >= until) {
@@ -834,7 +835,7 @@ static void csess_wb_gate(struct csess *s)
 			 "may be counted down, and a replica rebuilt without "
 			 "its writes) until it answers and the layout is "
 			 "synced",
-			 s->a->cfg.coordinator,
+			 s->env->coordinator,
 			 (unsigned long long)(now - s->wb_t0));
 		return;
 	}
@@ -844,7 +845,7 @@ static void csess_wb_gate(struct csess *s)
 	if (s->synced_epoch < s->resync_epoch)
 		return;
 	s->wb_held = 0;
-	floops_wb_until(s->a->fl, until);
+	floops_wb_until(s->env->fl, until);
 	s->wb_pushed = until;
 	log_info("coordinator answers again, layout synced (epoch %llu): "
 		 "write-back of replicated regions goes on",
@@ -855,41 +856,41 @@ static void csess_wb_gate(struct csess *s)
 
 static int csess_join(struct csess *s)
 {
-	struct node_agent *a = s->a;
-	uint64_t old = atomic_load(&a->node_id), t0;
+	const struct node_env *e = s->env;
+	uint64_t old = atomic_load(e->node_id), t0;
 	struct msg req, rep;
 	int ret;
 
 	msg_init(&req, MSG_T_NODE_JOIN);
-	msg_strset(req.name, sizeof(req.name), a->cfg.name);
-	msg_strset(req.data_addr, sizeof(req.data_addr), a->data_addr);
-	if (a->cfg.zone)
-		msg_strset(req.zone, sizeof(req.zone), a->cfg.zone);
-	req.pool_size = a->pool.size;
-	req.instance = a->instance;
+	msg_strset(req.name, sizeof(req.name), e->name);
+	msg_strset(req.data_addr, sizeof(req.data_addr), e->data_addr);
+	if (e->zone)
+		msg_strset(req.zone, sizeof(req.zone), e->zone);
+	req.pool_size = e->pool->size;
+	req.instance = e->instance;
 	t0 = evl_now_ms();
 	ret = csess_call_want(s, &req, &rep, MSG_T_NODE_JOINED);
 	if (ret) {
 		if (!csess_err_is_link(ret) || ret == -EBADMSG)
-			log_errno(ret, "join as %s: %s", a->cfg.name,
+			log_errno(ret, "join as %s: %s", e->name,
 				  rep.text[0] ? rep.text : "bad answer");
 		msg_fini(&rep);
 		return ret;
 	}
-	atomic_store(&a->node_id, rep.node);
+	atomic_store(e->node_id, rep.node);
 	csess_tables(s, rep.cid);
 	s->lease_ms = rep.lease_ms;
 	csess_wb_renew(s, t0, 0, 0);
 	msg_fini(&rep);
-	if (old && old != atomic_load(&a->node_id))
-		floops_self_set(a->fl, atomic_load(&a->node_id));
+	if (old && old != atomic_load(e->node_id))
+		floops_self_set(e->fl, atomic_load(e->node_id));
 	/* A (re)join with our instance drops what we published before. */
-	a->hooks.joined(a);
+	e->joined(e->agent);
 	log_info("joined %s as node %llu (%s), data %s, pool %llu MiB%s",
-		 a->cfg.coordinator,
-		 (unsigned long long)atomic_load(&a->node_id), a->cfg.name,
-		 a->data_addr, (unsigned long long)(a->pool.size >> 20),
-		 a->pool.hugetlb ? " hugetlb" : "");
+		 e->coordinator, (unsigned long long)atomic_load(e->node_id),
+		 e->name, e->data_addr,
+		 (unsigned long long)(e->pool->size >> 20),
+		 e->pool->hugetlb ? " hugetlb" : "");
 	s->need_nodes = 1;
 	return 0;
 }
@@ -926,12 +927,12 @@ int csess_join_wait(struct csess *s, volatile int *stop)
 			final = csess_refusal_is_final(s->down_why);
 		else if (s->down_err == -EINVAL ||
 			 (s->down_err == -EADDRNOTAVAIL &&
-			  csess_name_unknown(s->a->cfg.coordinator)))
+			  csess_name_unknown(s->env->coordinator)))
 			final = 1;
 		same = final ? same + 1 : 0;
 		if (same >= CSESS_FINAL_TRIES) {
 			log_err("coordinator %s: giving up after %u tries: %s",
-				s->a->cfg.coordinator, same,
+				s->env->coordinator, same,
 				s->down_err == -EACCES
 					? "it refuses this node's key; check "
 					  "--key-file (docs/security.md)"
@@ -977,7 +978,7 @@ static int csess_cleared_add(struct csess *s, const struct msg_extent *e)
  */
 static void csess_scrub(struct csess *s, const struct msg *ack)
 {
-	struct node_agent *a = s->a;
+	const struct node_env *env = s->env;
 	uint64_t bytes = 0;
 	uint32_t n = 0;
 
@@ -986,7 +987,8 @@ static void csess_scrub(struct csess *s, const struct msg *ack)
 		int ret;
 
 		if (e->off % POOL_HUGE || e->len % POOL_HUGE ||
-		    e->off > a->pool.size || e->len > a->pool.size - e->off) {
+		    e->off > env->pool->size ||
+		    e->len > env->pool->size - e->off) {
 			log_err("coordinator asks to clear %llu+%llu, not a "
 				"chunk of our pool; ignored",
 				(unsigned long long)e->off,
@@ -994,14 +996,13 @@ static void csess_scrub(struct csess *s, const struct msg *ack)
 			continue;
 		}
 		if (csess_cleared_has(s, e) ||
-		    a->hooks.pool_is_pinned(a, e->off, e->len))
+		    env->pool_is_pinned(env->agent, e->off, e->len))
 			continue;
 		/* A grant of the deleted region (made before this epoch)
 		 * must not read the next one placed here: */
-		ret = pagesrv_grant_floor(a->srv, e->off, e->len, ack->epoch);
+		ret = pagesrv_grant_floor(env->srv, e->off, e->len, ack->epoch);
 		if (!ret)
-			ret = pool_clear(&a->pool, e->off, e->len,
-					 a->rdma != NULL);
+			ret = pool_clear(env->pool, e->off, e->len, env->rdma);
 		if (ret) {
 			log_errno(ret, "clearing %llu+%llu of the pool",
 				  (unsigned long long)e->off,
@@ -1026,7 +1027,7 @@ static void csess_fence(struct csess *s, const struct msg *ack)
 {
 	for (uint32_t i = 0; i < ack->n_fence; i++) {
 		const struct msg_extent *e = &ack->fence[i];
-		int ret = pgfence_add(s->a->fence, e->off, e->len);
+		int ret = pgfence_add(s->env->fence, e->off, e->len);
 
 		if (ret == 1)
 			log_info("fenced extent %#llx+%#llx: a replica out "
@@ -1067,12 +1068,12 @@ static void csess_task_start(struct csess *s, struct csess_task *k)
 		log_warn("test hook: rebuild task %llu reported rebuilt, "
 			 "nothing copied",
 			 (unsigned long long)k->t.id);
-		pgfence_marks_drop(s->a->fence, k->t.id);
+		pgfence_marks_drop(s->env->fence, k->t.id);
 		k->st = CT_DONE;
 		atomic_store(&s->hb_now, 1);
 		return;
 	}
-	if (floops_rebuild(s->a->fl, &t)) {
+	if (floops_rebuild(s->env->fl, &t)) {
 		k->st = CT_DONE;
 		k->err = -ENOMEM;
 	}
@@ -1100,7 +1101,7 @@ static void csess_tasks_take(struct csess *s, const struct msg *ack)
 		log_info("rebuild task %llu: ended by the coordinator before "
 			 "its copy started",
 			 (unsigned long long)k->t.id);
-		pgfence_marks_drop(s->a->fence, k->t.id);
+		pgfence_marks_drop(s->env->fence, k->t.id);
 		k->st = CT_GONE;
 	}
 	for (uint32_t i = 0; i < ack->n_tasks; i++) {
@@ -1146,7 +1147,8 @@ static void csess_tasks_take(struct csess *s, const struct msg *ack)
 			k->grant = *gr;
 			k->has_grant = 1;
 		}
-		ret = pgfence_marks_arm(s->a->fence, t->id, t->dst_off, t->len);
+		ret = pgfence_marks_arm(s->env->fence, t->id, t->dst_off,
+					t->len);
 		if (ret && ret != -EEXIST) {
 			log_errno(ret,
 				  "rebuild task %llu: %#llx+%#llx of the pool",
@@ -1226,7 +1228,7 @@ void csess_rebuild_done(struct csess *s, uint64_t id, int err)
 {
 	struct csess_task *k;
 
-	pgfence_marks_drop(s->a->fence, id);
+	pgfence_marks_drop(s->env->fence, id);
 	pthread_mutex_lock(&s->lock);
 	k = csess_task_find(s, id);
 	if (k && k->st == CT_RUNNING) {
@@ -1259,7 +1261,7 @@ static void csess_checks(struct csess *s, const struct msg *ack)
 {
 	if (!ack->n_checks)
 		return;
-	if (rcheck_answer(&s->a->pool, ack, &s->sums, &s->n_sums))
+	if (rcheck_answer(s->env->pool, ack, &s->sums, &s->n_sums))
 		return; /* no memory: asked again in the next answer */
 	if (s->n_sums)
 		atomic_store(&s->hb_now, 1);
@@ -1278,7 +1280,7 @@ static int csess_unreach(struct csess *s, struct msg *req)
 	uint64_t now = evl_now_ms();
 	int ret;
 
-	ret = floops_unreach(s->a->fl, &req->unreach, &req->n_unreach);
+	ret = floops_unreach(s->env->fl, &req->unreach, &req->n_unreach);
 	if (ret)
 		return ret;
 	for (uint32_t i = 0; i < req->n_unreach; i++) {
@@ -1299,18 +1301,18 @@ static int csess_unreach(struct csess *s, struct msg *req)
 
 static void csess_heartbeat(struct csess *s)
 {
-	struct node_agent *a = s->a;
+	const struct node_env *e = s->env;
 	uint64_t epoch, ngen, t0;
 	struct msg req, rep;
 	int ret;
 
 	csess_synced_update(s);
 	msg_init(&req, MSG_T_HEARTBEAT);
-	req.node = atomic_load(&a->node_id);
-	req.instance = a->instance;
+	req.node = atomic_load(e->node_id);
+	req.instance = e->instance;
 	req.epoch = s->synced_epoch;
 	req.cid = s->cid;
-	floops_peer_stats(a->fl, &req.peers, &req.n_peers);
+	floops_peer_stats(e->fl, &req.peers, &req.n_peers);
 	if (csess_unreach(s, &req)) {
 		msg_fini(&req);
 		return; /* no memory: again at the next beat */
@@ -1318,7 +1320,7 @@ static void csess_heartbeat(struct csess *s)
 	req.extents = s->cleared; /* lent, taken back below */
 	req.n_extents = s->n_cleared;
 	req.rchk = 1;
-	req.want_grants = !a->cred.insecure;
+	req.want_grants = !e->cred->insecure;
 	req.sums = s->sums; /* given: an answer asks again for what is lost */
 	req.n_sums = s->n_sums;
 	s->sums = NULL;
@@ -1339,8 +1341,7 @@ static void csess_heartbeat(struct csess *s)
 	if (ret == -ENOENT || ret == -ESTALE) {
 		log_warn("coordinator does not know node %llu any more: %s; "
 			 "joining again",
-			 (unsigned long long)atomic_load(&a->node_id),
-			 rep.text);
+			 (unsigned long long)atomic_load(e->node_id), rep.text);
 		msg_fini(&rep);
 		csess_join(s);
 		return;
@@ -1351,8 +1352,8 @@ static void csess_heartbeat(struct csess *s)
 		if (!csess_err_is_link(ret))
 			log_errno(ret, "heartbeat: %s", rep.text);
 		else
-			log_dbg("heartbeat: coordinator %s: %s",
-				a->cfg.coordinator, csess_strerror(s, ret));
+			log_dbg("heartbeat: coordinator %s: %s", e->coordinator,
+				csess_strerror(s, ret));
 		msg_fini(&rep);
 		return;
 	}
@@ -1360,7 +1361,7 @@ static void csess_heartbeat(struct csess *s)
 	 * freed them: a fence there (a replica that left its set) ends, or
 	 * the next region placed there would be refused (ESTALE). */
 	for (uint32_t i = 0; i < s->n_cleared; i++)
-		pgfence_drop(a->fence, s->cleared[i].off, s->cleared[i].len);
+		pgfence_drop(e->fence, s->cleared[i].off, s->cleared[i].len);
 	s->n_cleared = 0;
 	csess_tables(s, rep.cid);
 	epoch = rep.epoch;
@@ -1373,7 +1374,7 @@ static void csess_heartbeat(struct csess *s)
 	msg_fini(&rep);
 	if (atomic_exchange(&s->want_nodes, 0))
 		s->need_nodes = 1;
-	if ((s->need_nodes || ngen != s->ngen || a->rdma) &&
+	if ((s->need_nodes || ngen != s->ngen || e->rdma) &&
 	    !csess_nodes_refresh(s)) {
 		if (ngen != s->ngen && s->test_relayout_ms)
 			s->relayout_after = evl_now_ms() + s->test_relayout_ms;
@@ -1413,7 +1414,7 @@ static int csess_lookup_cached(struct csess *s, struct csess_result *r,
 	r->cid = s->cid;
 	log_warn("coordinator %s unreachable (%s): mapping region %s from "
 		 "its layout cached here (epoch %llu)",
-		 s->a->cfg.coordinator, csess_strerror(s, why), name,
+		 s->env->coordinator, csess_strerror(s, why), name,
 		 (unsigned long long)r->region.epoch);
 	return 0;
 }
@@ -1428,11 +1429,11 @@ static void csess_lease_take(struct csess *s, const struct csess_job *j,
 	for (int tries = 0;; tries++) {
 		msg_init(&req, MSG_T_WRITE_LEASE);
 		msg_strset(req.name, sizeof(req.name), j->name);
-		req.node = atomic_load(&s->a->node_id);
-		req.instance = s->a->instance;
+		req.node = atomic_load(s->env->node_id);
+		req.instance = s->env->instance;
 		req.lease = j->lease;
 		req.wgen = j->wgen ? j->wgen : MSG_WGEN_NEW;
-		req.want_grants = !s->a->cred.insecure;
+		req.want_grants = !s->env->cred->insecure;
 		ret = csess_call_want(s, &req, &rep, MSG_T_OK);
 		/*
 		 * Not up with our instance: our lease at the coordinator
@@ -1496,14 +1497,12 @@ static void csess_release_tell(struct csess *s, struct csess_job *j, int err)
 			 "coordinator %s unreachable (%s); the agent retries "
 			 "until it answers, and the lease ends with this "
 			 "node's",
-			 j->name, s->a->cfg.coordinator,
-			 csess_strerror(s, err));
+			 j->name, s->env->coordinator, csess_strerror(s, err));
 	else if (err)
 		snprintf(r->text, sizeof(r->text),
 			 "region %s: the write lease was not given back: "
 			 "coordinator %s: %s",
-			 j->name, s->a->cfg.coordinator,
-			 csess_strerror(s, err));
+			 j->name, s->env->coordinator, csess_strerror(s, err));
 	j->token = 0;
 	csess_result_push(s, r);
 }
@@ -1521,7 +1520,7 @@ static void csess_releases_run(struct csess *s)
 	while ((j = *p)) {
 		msg_init(&req, MSG_T_WRITE_RELEASE);
 		msg_strset(req.name, sizeof(req.name), j->name);
-		req.node = atomic_load(&s->a->node_id);
+		req.node = atomic_load(s->env->node_id);
 		req.lease = j->lease;
 		ret = csess_call_want(s, &req, &rep, MSG_T_OK);
 		msg_fini(&rep);
@@ -1553,7 +1552,7 @@ static int csess_region_get(struct csess *s, const char *name, struct msg *rep)
 	msg_strset(req.name, sizeof(req.name), name);
 	req.want_runs = !s->no_runs;
 	req.want_repl = 1; /* replicated regions: this agent knows them */
-	req.want_grants = !s->a->cred.insecure;
+	req.want_grants = !s->env->cred->insecure;
 	ret = csess_call_want(s, &req, rep, MSG_T_REGION);
 	if (req.want_runs &&
 	    (ret == -ECONNRESET || ret == -EPIPE || ret == -EBADMSG)) {
@@ -1581,7 +1580,7 @@ static int csess_region_get(struct csess *s, const char *name, struct msg *rep)
 				 "REGION_GET asking for a layout in runs, and "
 				 "answered it without: a version before them; "
 				 "layouts come chunk by chunk (upgrade it)",
-				 s->a->cfg.coordinator);
+				 s->env->coordinator);
 		}
 	}
 	if (!ret) {
@@ -1644,7 +1643,7 @@ static void csess_lookup_run(struct csess *s, const struct csess_job *j)
 		 j->lease ? "a writable map needs the region's write lease, "
 			    "and "
 			  : "",
-		 s->a->cfg.coordinator,
+		 s->env->coordinator,
 		 csess_err_is_link(ret) ? "unreachable" : "failed",
 		 csess_strerror(s, ret),
 		 j->lease ? "; map it read-only"
@@ -1667,7 +1666,7 @@ static void csess_check_run(struct csess *s, const struct csess_job *j)
 	if (!s->coord_ok) {
 		r->err = -EHOSTUNREACH;
 		snprintf(r->text, sizeof(r->text), "coordinator %s: %s",
-			 s->a->cfg.coordinator,
+			 s->env->coordinator,
 			 csess_strerror(s, s->last_err ? s->last_err
 						       : -EHOSTUNREACH));
 	} else {
@@ -1733,7 +1732,7 @@ static void *csess_run(void *arg)
 {
 	struct csess *s = arg;
 	struct pollfd pfd = { .fd = s->efd_jobs, .events = POLLIN };
-	uint64_t period = s->a->cfg.heartbeat_ms, now;
+	uint64_t period = s->env->heartbeat_ms, now;
 
 	s->next_hb_ms = evl_now_ms();
 	while (!csess_is_stopping(s)) {
@@ -1781,7 +1780,7 @@ static void csess_test_hooks(struct csess *s)
 		 (unsigned long long)v);
 }
 
-int csess_create(struct node_agent *a, struct csess **out)
+int csess_create(const struct node_env *env, struct csess **out)
 {
 	struct csess *s;
 	int ret;
@@ -1789,7 +1788,7 @@ int csess_create(struct node_agent *a, struct csess **out)
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	s->a = a;
+	s->env = env;
 	s->coord.fd = -1;
 	s->coord_ok = 1;
 	s->jobs_tail = &s->jobs;

@@ -27,7 +27,7 @@
 
 #include "msg.h"
 
-struct node_agent;
+struct node_env;
 struct csess;
 
 /* A finished region lookup (csess_lookup()). */
@@ -41,8 +41,9 @@ struct csess_result {
 	struct csess_result *next;
 };
 
-/* Creates the session (no thread yet). Returns 0 or -errno. */
-int csess_create(struct node_agent *a, struct csess **out);
+/* Creates the session (no thread yet) of the agent @env describes (kept:
+ * it outlives the session). Returns 0 or -errno. */
+int csess_create(const struct node_env *env, struct csess **out);
 /* Stops the thread if started and frees everything; NULL is a no-op. */
 void csess_destroy(struct csess *s);
 
