@@ -3,7 +3,11 @@
  * Fences and rebuild write marks of a pool (pgfence.h). Few of either at
  * once (fences: the extents of replicas dropped out of sync until they are
  * scrubbed; marks: a few rebuild tasks, paced by the coordinator), so
- * both are plain arrays searched in full.
+ * both are plain arrays searched in full, under one mutex held briefly.
+ * The pool's bytes are guarded apart, by a rwlock per segment: a copy
+ * into or out of the pool locks the segments it touches (in ascending
+ * order; then the mutex, if it needs it), so a read waits only for a
+ * write of the same segment, never for one of another extent.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -13,6 +17,9 @@
 #include "pgfence.h"
 
 #define PGF_PAGE 4096u
+/* POOL_HUGE: extents (regions' chunks) are whole segments, so a reader
+ * and a writer of two extents never share a lock. */
+#define PGF_SEG (2ull << 20)
 
 struct pgf_ext {
 	uint64_t off, len;
@@ -26,8 +33,10 @@ struct pgf_marks {
 };
 
 struct pgfence {
-	pthread_mutex_t lock;
+	pthread_mutex_t lock; /* fences and marks */
 	uint64_t pool_size;
+	pthread_rwlock_t *seg; /* the bytes of each PGF_SEG of the pool */
+	uint64_t n_seg;
 	_Atomic unsigned int busy; /* fences + marks: 0 = nothing to look at */
 	struct pgf_ext *fences;
 	unsigned int n_fences, cap_fences;
@@ -41,6 +50,14 @@ struct pgfence *pgfence_new(uint64_t pool_size)
 
 	if (!pf)
 		return NULL;
+	pf->n_seg = pool_size / PGF_SEG + !!(pool_size % PGF_SEG);
+	pf->seg = calloc(pf->n_seg ? pf->n_seg : 1, sizeof(*pf->seg));
+	if (!pf->seg) {
+		free(pf);
+		return NULL;
+	}
+	for (uint64_t i = 0; i < pf->n_seg; i++)
+		pthread_rwlock_init(&pf->seg[i], NULL);
 	pthread_mutex_init(&pf->lock, NULL);
 	pf->pool_size = pool_size;
 	return pf;
@@ -54,6 +71,9 @@ void pgfence_free(struct pgfence *pf)
 		free(pf->marks[i].bits);
 	free(pf->marks);
 	free(pf->fences);
+	for (uint64_t i = 0; i < pf->n_seg; i++)
+		pthread_rwlock_destroy(&pf->seg[i]);
+	free(pf->seg);
 	pthread_mutex_destroy(&pf->lock);
 	free(pf);
 }
@@ -68,6 +88,31 @@ static bool pgf_range_ok(const struct pgfence *pf, uint64_t off, uint64_t len)
 static bool pgf_overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
 {
 	return a < b + blen && b < a + alen;
+}
+
+/*
+ * Locks (@wr: for writing) or unlocks the segments under [off, off + len),
+ * in ascending order: two copies that share segments never wait for each
+ * other's in a circle. A range past the pool (never asked for: the
+ * callers check their bounds) locks what of it lies inside.
+ */
+static void pgf_seg_lock(struct pgfence *pf, uint64_t off, uint64_t len,
+			 bool wr)
+{
+	for (uint64_t i = off / PGF_SEG;
+	     len && i < pf->n_seg && i * PGF_SEG < off + len; i++) {
+		if (wr)
+			pthread_rwlock_wrlock(&pf->seg[i]);
+		else
+			pthread_rwlock_rdlock(&pf->seg[i]);
+	}
+}
+
+static void pgf_seg_unlock(struct pgfence *pf, uint64_t off, uint64_t len)
+{
+	for (uint64_t i = off / PGF_SEG;
+	     len && i < pf->n_seg && i * PGF_SEG < off + len; i++)
+		pthread_rwlock_unlock(&pf->seg[i]);
 }
 
 int pgfence_add(struct pgfence *pf, uint64_t off, uint64_t len)
@@ -167,6 +212,9 @@ int pgfence_marks_arm(struct pgfence *pf, uint64_t id, uint64_t off,
 	bits = calloc((len / PGF_PAGE + 63) / 64, sizeof(*bits));
 	if (!bits)
 		return -ENOMEM;
+	/* No pgfence_pool_write() into the range between its look at the
+	 * marks and its copy: it marks its pages, or it was done before. */
+	pgf_seg_lock(pf, off, len, true);
 	pthread_mutex_lock(&pf->lock);
 	if (pgf_marks_find(pf, id)) {
 		ret = -EEXIST;
@@ -192,6 +240,7 @@ int pgfence_marks_arm(struct pgfence *pf, uint64_t id, uint64_t off,
 	pf->busy++;
 out:
 	pthread_mutex_unlock(&pf->lock);
+	pgf_seg_unlock(pf, off, len);
 	free(bits);
 	return ret;
 }
@@ -253,11 +302,14 @@ void pgfence_pool_write(struct pgfence *pf, uint8_t *pool, uint64_t off,
 		memcpy(pool + off, src, len);
 		return;
 	}
-	pthread_mutex_lock(&pf->lock);
-	if (pf->busy)
+	pgf_seg_lock(pf, off, len, true);
+	if (pf->busy) {
+		pthread_mutex_lock(&pf->lock);
 		pgf_mark_locked(pf, off, len);
+		pthread_mutex_unlock(&pf->lock);
+	}
 	memcpy(pool + off, src, len);
-	pthread_mutex_unlock(&pf->lock);
+	pgf_seg_unlock(pf, off, len);
 }
 
 void pgfence_pool_read(struct pgfence *pf, void *dst, const uint8_t *pool,
@@ -267,9 +319,9 @@ void pgfence_pool_read(struct pgfence *pf, void *dst, const uint8_t *pool,
 		memcpy(dst, pool + off, len);
 		return;
 	}
-	pthread_mutex_lock(&pf->lock);
+	pgf_seg_lock(pf, off, len, false);
 	memcpy(dst, pool + off, len);
-	pthread_mutex_unlock(&pf->lock);
+	pgf_seg_unlock(pf, off, len);
 }
 
 int64_t pgfence_copy_in(struct pgfence *pf, uint64_t id, uint8_t *pool,
@@ -280,6 +332,10 @@ int64_t pgfence_copy_in(struct pgfence *pf, uint64_t id, uint8_t *pool,
 
 	if (off % PGF_PAGE || len % PGF_PAGE)
 		return -EINVAL;
+	/* The mutex too, for the whole copy: a pgfence_note_write() of a
+	 * write about to land here (not through pgfence_pool_write()) marks
+	 * its pages before or after the copy, never while it runs. */
+	pgf_seg_lock(pf, off, len, true);
 	pthread_mutex_lock(&pf->lock);
 	mk = pgf_marks_find(pf, id);
 	if (!mk) {
@@ -299,6 +355,7 @@ int64_t pgfence_copy_in(struct pgfence *pf, uint64_t id, uint8_t *pool,
 		}
 	}
 	pthread_mutex_unlock(&pf->lock);
+	pgf_seg_unlock(pf, off, len);
 	return n;
 }
 

@@ -8,8 +8,10 @@
  * arms a bitmap of its pages first: every write landing there (a peer's
  * WRITE, the agent's own write-back into its pool) sets its pages' marks,
  * and the copy skips marked pages (what was written here is newer than
- * any copy). Thread-safe: one mutex; a relaxed count lets the page server
- * skip it while nothing is fenced or marked.
+ * any copy). Thread-safe: fences and marks under one mutex (a relaxed
+ * count lets the page server skip it while nothing is fenced or marked);
+ * the pool's bytes copied here under a rwlock per 2 MiB segment, so that
+ * a read of one extent never waits for a write of another.
  */
 #ifndef NODE_PGFENCE_H
 #define NODE_PGFENCE_H
@@ -55,21 +57,24 @@ void pgfence_note_write(struct pgfence *pf, uint64_t off, uint64_t len);
 /*
  * A write of @len bytes of @src into @pool at @off by one of this agent's
  * threads: its pages marked (pgfence_note_write()) and its bytes copied
- * under the lock of the rebuild copy and of pgfence_pool_read(), so a
- * copy of a replica's pages by another thread of the agent (a page
- * server's write, the fault loop's read of its own replica) never sees
- * half of one. @pf may be NULL (a plain copy).
+ * under the write locks of the segments it touches, which the rebuild
+ * copy takes as well and pgfence_pool_read() for reading, so a copy of a
+ * replica's pages by another thread of the agent (a page server's write,
+ * the fault loop's read of its own replica) never sees half of one. A
+ * read or write of other segments goes on meanwhile. @pf may be NULL (a
+ * plain copy).
  */
 void pgfence_pool_write(struct pgfence *pf, uint8_t *pool, uint64_t off,
 			const void *src, uint64_t len);
-/* Copies @len bytes of @pool at @off into @dst under the same lock. */
+/* Copies @len bytes of @pool at @off into @dst under the read locks of
+ * its segments: it waits only for a write or rebuild copy of those. */
 void pgfence_pool_read(struct pgfence *pf, void *dst, const uint8_t *pool,
 		       uint64_t off, uint64_t len);
 /*
  * The rebuild copy of task @id: copies @len bytes of @src into @pool at
- * @off page by page, skipping every marked page, under the same lock as
- * pgfence_note_write() (so a write either is marked first and wins, or
- * lands after the copy). Returns the pages copied, or -ENOENT (task not
+ * @off page by page, skipping every marked page, under the write locks of
+ * its segments and the mutex pgfence_note_write() takes (so a write
+ * either is marked first and wins, or lands after the copy). Returns the pages copied, or -ENOENT (task not
  * armed) / -EINVAL (outside its range, not page aligned).
  */
 int64_t pgfence_copy_in(struct pgfence *pf, uint64_t id, uint8_t *pool,

@@ -13,8 +13,18 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "pgfence.h"
 
@@ -93,11 +103,108 @@ static void test_pgfence_marks(void **state)
 	pgfence_free(pf);
 }
 
+#define SEG (2u << 20) /* pgfence's segment */
+
+struct t_copy {
+	struct pgfence *pf;
+	uint8_t *pool;
+	uint64_t off;
+	uint8_t *buf;
+	int write; /* pgfence_pool_write() from buf, else a read into it */
+	atomic_int done;
+};
+
+static void *t_copy_run(void *arg)
+{
+	struct t_copy *c = arg;
+
+	if (c->write)
+		pgfence_pool_write(c->pf, c->pool, c->off, c->buf, P);
+	else
+		pgfence_pool_read(c->pf, c->buf, c->pool, c->off, P);
+	atomic_store(&c->done, 1);
+	return NULL;
+}
+
+/* True once @c is done, waiting up to @ms for it. */
+static int t_copy_done(struct t_copy *c, unsigned int ms)
+{
+	for (unsigned int i = 0; i < ms && !atomic_load(&c->done); i++)
+		usleep(1000);
+	return atomic_load(&c->done);
+}
+
+/*
+ * A write into the pool's first segment whose source faults (a
+ * userfaultfd page nobody resolves yet) holds that segment's lock while
+ * it waits: a read of another segment finishes meanwhile, a read of the
+ * same segment waits for the write (never sees half of it).
+ */
+static void test_pgfence_segments(void **state)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg = { 0 };
+	struct uffdio_copy cp = { 0 };
+	struct t_copy w = { 0 }, other = { 0 }, same = { 0 };
+	pthread_t tw, to, ts;
+	struct pgfence *pf;
+	uint8_t *pool, *src, page[P], out1[P], out2[P];
+	int uffd;
+
+	(void)state;
+	uffd = (int)syscall(SYS_userfaultfd,
+			    O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+	if (uffd < 0)
+		skip(); /* no userfaultfd for us here */
+	assert_int_equal(ioctl(uffd, UFFDIO_API, &api), 0);
+	src = mmap(NULL, P, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		   -1, 0);
+	assert_true(src != MAP_FAILED);
+	reg.range.start = (uintptr_t)src;
+	reg.range.len = P;
+	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+	assert_int_equal(ioctl(uffd, UFFDIO_REGISTER, &reg), 0);
+	pool = calloc(2, SEG);
+	assert_non_null(pool);
+	pf = pgfence_new(2 * SEG);
+	assert_non_null(pf);
+
+	w = (struct t_copy){ .pf = pf, .pool = pool, .buf = src, .write = 1 };
+	assert_int_equal(pthread_create(&tw, NULL, t_copy_run, &w), 0);
+	/* the write is in its copy, stopped on the source's fault */
+	struct pollfd pfd = { .fd = uffd, .events = POLLIN };
+	assert_int_equal(poll(&pfd, 1, 5000), 1);
+	other = (struct t_copy){
+		.pf = pf, .pool = pool, .off = SEG, .buf = out1
+	};
+	assert_int_equal(pthread_create(&to, NULL, t_copy_run, &other), 0);
+	assert_true(t_copy_done(&other, 5000));
+	same = (struct t_copy){ .pf = pf, .pool = pool, .off = 0, .buf = out2 };
+	assert_int_equal(pthread_create(&ts, NULL, t_copy_run, &same), 0);
+	assert_false(t_copy_done(&same, 100));
+
+	memset(page, 0x5a, sizeof(page));
+	cp.dst = (uintptr_t)src;
+	cp.src = (uintptr_t)page;
+	cp.len = P;
+	assert_int_equal(ioctl(uffd, UFFDIO_COPY, &cp), 0);
+	pthread_join(tw, NULL);
+	pthread_join(to, NULL);
+	pthread_join(ts, NULL);
+	assert_int_equal(out2[0], 0x5a);
+	assert_int_equal(out2[P - 1], 0x5a);
+	pgfence_free(pf);
+	free(pool);
+	munmap(src, P);
+	close(uffd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pgfence_fences),
 		cmocka_unit_test(test_pgfence_marks),
+		cmocka_unit_test(test_pgfence_segments),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
