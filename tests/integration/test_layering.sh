@@ -12,7 +12,8 @@
 # tables (pointers set up by the layer above), which nm does not see as a
 # use. And the session and the fault service (node/session, node/local)
 # see the agent only through node_env.h: none of their sources names
-# struct node_agent or includes agent.h. No daemon is started.
+# struct node_agent or includes agent.h; no node folder includes another's
+# private header (*_int.h). No daemon is started.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 LIST=${FP_LAYERING_LIST:-$FP_BIN/layering-objects.txt}
@@ -160,6 +161,19 @@ agent=$(grep -nE 'struct[[:space:]]+node_agent\b|#include[[:space:]]+"agent\.h"'
 if [ -n "$agent" ]; then
 	echo "$agent" | while IFS= read -r l; do fp_log "agent: ${l#"$SRC/"}"; done
 	fails+=("node/session or node/local names struct node_agent (above)")
+fi
+
+# A folder's private header (*_int.h) is its own: no other folder of
+# node/ includes it (the include path would let the layers above).
+priv=$(for f in "$SRC"/node/*/*.[ch]; do
+	grep -o '#include "[a-z0-9_]*_int\.h"' "$f" | while read -r _ h; do
+		h=${h//\"/}
+		[ -e "$(dirname "$f")/$h" ] || echo "${f#"$SRC/"} includes $h"
+	done
+done)
+if [ -n "$priv" ]; then
+	echo "$priv" | while IFS= read -r l; do fp_log "private: $l"; done
+	fails+=("a node folder includes another's private header (above)")
 fi
 
 [ "${#fails[@]}" -eq 0 ] || fp_fail "$(IFS=';'; echo "${fails[*]}" | sed 's/;/; /g')"
