@@ -47,6 +47,11 @@
  *   byte 2          seed of the chunk sizes and read lengths
  */
 #include "../../node/xport/xport_tcp.c"
+#include "../../node/xport/xport_tcp_conn.c"
+#include "../../node/xport/xport_tcp_send.c"
+#include "../../node/xport/xport_tcp_recv.c"
+#include "../../node/xport/xport_tcp_grant.c"
+#include "../../node/xport/xport_tcp_opener.c"
 
 #include <netinet/in.h>
 
