@@ -53,6 +53,11 @@
  *          bit  7   grants checked
  */
 #include "../../node/pagesrv/pagesrv.c"
+#include "../../node/pagesrv/pagesrv_hs.c"
+#include "../../node/pagesrv/pagesrv_conn.c"
+#include "../../node/pagesrv/pagesrv_write.c"
+#include "../../node/pagesrv/pagesrv_grant.c"
+#include "../../node/pagesrv/pagesrv_base.c"
 
 #include "fuzz.h"
 
