@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the pieces of the verbs transport share: the context and its
- * per-peer QPs (xport_rdma_qp.c: device and QP state machine), endpoint
- * helpers (xport_rdma_ep.c), used by the data path (xport_rdma.c).
+ * per-peer QPs (xport_rdma_dev.c: device and context; xport_rdma_qp.c: QP
+ * state machine), endpoint helpers (xport_rdma_ep.c), used by the data
+ * path (xport_rdma.c).
  */
 #ifndef NODE_XPORT_RDMA_INT_H
 #define NODE_XPORT_RDMA_INT_H
