@@ -3,7 +3,9 @@
  * What the pieces of the verbs transport share: the context and its
  * per-peer QPs (xport_rdma_dev.c: device and context; xport_rdma_qp.c: QP
  * state machine), endpoint helpers (xport_rdma_ep.c), used by the data
- * path (xport_rdma.c).
+ * path, whose structs are here too: xport_rdma.c (the ops), over
+ * xport_rdma_cq.c (peer states, posting, completions) and
+ * xport_rdma_direct.c (direct reads' memory).
  */
 #ifndef NODE_XPORT_RDMA_INT_H
 #define NODE_XPORT_RDMA_INT_H
@@ -15,8 +17,10 @@
 
 #include <infiniband/verbs.h>
 
+#include "req.h"
 #include "xport.h"
 #include "xport_rdma.h"
+#include "xport_slot.h"
 
 enum xport_rdma_qp_state {
 	XPORT_RDMA_QP_NONE = 0, /* no QP yet */
@@ -217,5 +221,114 @@ int xport_rdma_qp_fail(struct xport_rdma_qp *q);
  */
 unsigned int xport_rdma_qp_reaped(struct xport_rdma_qp *q, unsigned int n,
 				  uint32_t *gen);
+
+/* ---- the data path (xport_rdma.c, xport_rdma_cq.c, xport_rdma_direct.c) ---- */
+
+#define XPORT_RDMA_POLL_BATCH 32
+#define XPORT_RDMA_ACK_BATCH  32u
+#define XPORT_RDMA_EVENTS_MAX 256u /* CQ events handled per wakeup */
+#define XPORT_RDMA_NIL	      XPORT_SLOT_NIL
+/* CONNECTING longer than this fails the queued requests: the peer is DOWN */
+#define XPORT_RDMA_CONNECT_TIMEOUT_MS 5000u
+/* auto: a QP not up by then sends the peer to the next transport (tcp) */
+#define XPORT_RDMA_UP_TIMEOUT_MS 5000u
+/* peer_close: how long flushed WRs may take to complete before the QP is
+ * destroyed (checked by tick, never waited for) */
+#define XPORT_RDMA_DRAIN_MS 5000u
+/* destroy(): how long to wait for our io_uring requests' CQEs */
+#define XPORT_RDMA_REAP_WAIT_MS 5000u
+
+struct xport_rdma_peer {
+	struct xport_rdma *x;
+	/* x->peers; once closed with WRs still flushing, x->drains */
+	struct xport_rdma_peer *prev, *next;
+	struct xport_rdma_qp *q;
+	struct xport_peer_info info;
+	enum xport_peer_state state;
+	unsigned int refs; /* 1 until peer_close, + handlers running */
+	bool closed;
+	bool down_logged; /* once per loss */
+	uint64_t conn_deadline;
+	/* SENT: a WR on the QP whose work completion was not handled yet */
+	struct xport_slots slots;
+};
+
+/* user_data of our SQEs: the fault loop sees req.op REQ_XPORT_VERBS. */
+struct xport_rdma_req {
+	struct req req;
+	struct xport_rdma *x;
+};
+
+struct xport_rdma {
+	struct xport_rdma_ctx *ctx;
+	struct io_uring *ring;
+	xport_done_fn done;
+	void *arg;
+	uintptr_t land;
+	size_t land_len;
+	struct ibv_mr *land_mr;
+	struct xport_rdma_mem *mems; /* cache aliases (mem_add) */
+	struct xport_rdma_mrc mrc;   /* their windows, without ODP */
+	struct xport_rdma_peer *peers;
+	struct xport_rdma_peer *drains; /* closed, completions awaited */
+	unsigned int peers_gen; /* bumped by peer_close: lists restart */
+	struct xport_rdma_req poll_req;
+	struct xport_rdma_req cancel_req;
+	unsigned int sqes; /* our SQEs whose CQE is not reaped */
+	bool poll_armed;
+	bool rearm; /* arming failed (SQ full): tick retries */
+	bool dying;
+};
+
+static inline struct xport_rdma *xport_rdma_from(struct xport *x)
+{
+	return (struct xport_rdma *)x;
+}
+
+static inline struct xport_rdma_peer *xport_rdma_peer_from(struct xport_peer *p)
+{
+	return (struct xport_rdma_peer *)p;
+}
+
+static inline const struct xport_rdma_peer *
+xport_rdma_peer_from_const(const struct xport_peer *p)
+{
+	return (const struct xport_rdma_peer *)p;
+}
+
+/*
+ * A slot's aux, for a direct read: the read's own MR; with
+ * XPORT_RDMA_MR_SHARED set, a mapping's (mem_add, on-demand paging); with
+ * XPORT_RDMA_MR_WIN set, a window of the MR cache (xport_rdma_mr.c).
+ */
+#define XPORT_RDMA_MR_SHARED 1u
+#define XPORT_RDMA_MR_WIN    2u
+#define XPORT_RDMA_MR_BITS   3u
+
+/* xport_rdma_cq.c */
+void xport_rdma_peer_put(struct xport_rdma_peer *p);
+struct io_uring_sqe *xport_rdma_sqe_get(struct xport_rdma *x);
+int xport_rdma_poll_arm(struct xport_rdma *x);
+void xport_rdma_peer_fail(struct xport_rdma_peer *p, int queued_status,
+			  int posted_status);
+void xport_rdma_slot_release(struct xport_slot *s);
+int xport_rdma_post_locked(struct xport_rdma_peer *p, uint32_t idx);
+void xport_rdma_peer_refresh(struct xport_rdma_peer *p);
+void xport_rdma_on_cqe(struct xport *xx, struct io_uring_cqe *cqe);
+bool xport_rdma_drain_force(struct xport_rdma_qp *q);
+bool xport_rdma_peer_drain(struct xport_rdma_peer *p);
+void xport_rdma_drains_finish(struct xport_rdma *x);
+
+/* xport_rdma_direct.c */
+uint32_t xport_rdma_aux_lkey(uint64_t aux);
+void xport_rdma_aux_release(uint64_t aux, uint32_t len);
+struct xport_rdma_mem *xport_rdma_mem_find(const struct xport_rdma *x,
+					   uintptr_t d, uint32_t len);
+int xport_rdma_mem_add(struct xport *xx, void *base, size_t len,
+		       unsigned int flags);
+void xport_rdma_mem_free(struct xport_rdma *x, struct xport_rdma_mem *m);
+int xport_rdma_mem_inval(struct xport *xx, void *base, uint64_t off,
+			 uint64_t len, uint64_t *lo, uint64_t *hi);
+void xport_rdma_mem_del(struct xport *xx, void *base);
 
 #endif
