@@ -56,17 +56,6 @@ static void farpage_atfork_register(void)
 	pthread_atfork(NULL, NULL, farpage_atfork_child);
 }
 
-const char *farpage_sock_path(const struct farpage_map_opts *opts)
-{
-	const char *p = opts ? opts->agent_sock : NULL;
-
-	if (!p)
-		p = getenv(FARPAGE_AGENT_SOCK_ENV);
-	if (!p || !*p)
-		p = FARPAGE_AGENT_SOCK_DEFAULT;
-	return p;
-}
-
 static unsigned int farpage_agent_timeout(const struct farpage_map_opts *opts)
 {
 	const char *e = getenv(FARPAGE_AGENT_TIMEOUT_ENV);

@@ -33,6 +33,18 @@
 
 #include "farpage_int.h"
 
+/* The agent's socket: @opts', else $FARPAGE_AGENT_SOCK, else the default. */
+const char *farpage_sock_path(const struct farpage_map_opts *opts)
+{
+	const char *p = opts ? opts->agent_sock : NULL;
+
+	if (!p)
+		p = getenv(FARPAGE_AGENT_SOCK_ENV);
+	if (!p || !*p)
+		p = FARPAGE_AGENT_SOCK_DEFAULT;
+	return p;
+}
+
 /*
  * Poisons every page not yet fetched, from m->poison_next on. Returns 0 when
  * done, or -EAGAIN when the guest's address space is changing: read its
