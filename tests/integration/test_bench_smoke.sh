@@ -194,11 +194,14 @@ if [ "$sec" = measured ]; then
 		fi
 	done
 	# The machine's CPUs busy during a pass come from /proc/stat: some,
-	# and no more than there are.
+	# and not more than the CPUs there are, within what /proc/stat's
+	# 10 ms ticks allow over a pass of a smoke run's few hundred ms
+	# (2.6 of 2 seen on a loaded host): a figure in another unit (ticks,
+	# percent) is far above twice the CPUs.
 	busy=$(python3 -c 'import json,sys
 print(json.load(open(sys.argv[1]))["secure"]["defaults"]["cost"]["seqpf"]["busy_cpus"])' \
 		"$TMP/bench.json" 2>/dev/null)
-	if ! awk -v b="$busy" -v n="$(nproc)" 'BEGIN { exit !(b > 0 && b <= n + 0.5) }'; then
+	if ! awk -v b="$busy" -v n="$(nproc)" 'BEGIN { exit !(b > 0 && b <= 2 * n) }'; then
 		echo "test_bench_smoke: FAIL: busy CPUs during a pass '$busy' (of $(nproc))" >&2
 		fail=1
 	fi
