@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,12 +69,34 @@ void xport_rdma_qp_attr_rtr(struct ibv_qp_attr *a, int *mask,
 		IBV_QP_MIN_RNR_TIMER;
 }
 
+/* The local ACK timeout's exponent: FARPAGE_RDMA_TIMEOUT (1..31) if set,
+ * else XPORT_RDMA_TIMEOUT. For fabrics (or emulated NICs on busy hosts)
+ * whose replies can stall longer than half a second. */
+static uint8_t xport_rdma_timeout(void)
+{
+	static _Atomic int warned;
+	const char *e = getenv("FARPAGE_RDMA_TIMEOUT");
+	char *end;
+	unsigned long v;
+
+	if (!e || !*e)
+		return XPORT_RDMA_TIMEOUT;
+	errno = 0;
+	v = strtoul(e, &end, 10);
+	if (!errno && !*end && v >= 1 && v <= 31)
+		return (uint8_t)v;
+	if (!atomic_exchange(&warned, 1))
+		log_warn("FARPAGE_RDMA_TIMEOUT=%s is not 1..31; using %d", e,
+			 XPORT_RDMA_TIMEOUT);
+	return XPORT_RDMA_TIMEOUT;
+}
+
 void xport_rdma_qp_attr_rts(struct ibv_qp_attr *a, int *mask, uint32_t my_psn,
 			    uint8_t max_rd_atomic)
 {
 	memset(a, 0, sizeof(*a));
 	a->qp_state = IBV_QPS_RTS;
-	a->timeout = XPORT_RDMA_TIMEOUT;
+	a->timeout = xport_rdma_timeout();
 	a->retry_cnt = XPORT_RDMA_RETRY_CNT;
 	a->rnr_retry = XPORT_RDMA_RNR_RETRY;
 	a->sq_psn = my_psn;
