@@ -32,14 +32,15 @@
  */
 static _Atomic(struct node_agent *) main_agent;
 static atomic_int main_sig_busy;
-/* A stop asked for before the agent was there to take it. */
-static volatile sig_atomic_t main_stop;
+/* A stop asked for before the agent was there to take it. Atomic, not
+ * sig_atomic_t: the handler runs on whichever thread the signal lands. */
+static atomic_int main_stop;
 
 static void main_on_signal(int sig)
 {
 	struct node_agent *a;
 
-	main_stop = 1;
+	atomic_store(&main_stop, 1);
 	atomic_fetch_add(&main_sig_busy, 1);
 	a = atomic_load(&main_agent);
 	if (a)
@@ -668,7 +669,7 @@ int main(int argc, char **argv)
 	/* A signal either finds the agent or has set main_stop, seen here;
 	 * a stop before agent_run() still ends it (evl_run()). */
 	atomic_store(&main_agent, agent);
-	ret = main_stop ? 0 : agent_run(agent);
+	ret = atomic_load(&main_stop) ? 0 : agent_run(agent);
 	log_info("stopping");
 	agent_destroy(main_agent_release());
 	return ret ? 1 : 0;
