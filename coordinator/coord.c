@@ -23,7 +23,6 @@
 #include "log.h"
 #include "msg.h"
 #include "util.h"
-#include "wal.h"
 
 /*
  * The tables' identity: read from @dir's COORD_CID_FILE, or made and
@@ -102,8 +101,14 @@ int coord_create(const struct coord_cfg *cfg, uint64_t now_ms,
 	if (ret)
 		goto err;
 	c->task_last &= ~(UINT64_C(0xffffffff));
-	if (cfg->data_dir) {
-		ret = wal_open(cfg->data_dir, &coord_wal_ops, c, &c->wal);
+	if (cfg->etcd) {
+		c->store = &coord_store_etcd;
+		ret = c->store->open(c, cfg);
+		if (ret)
+			goto err;
+	} else if (cfg->data_dir) {
+		c->store = &coord_store_wal;
+		ret = c->store->open(c, cfg);
 		if (ret)
 			goto err;
 		ret = coord_cid_load(cfg->data_dir, &c->cid);
@@ -126,7 +131,7 @@ int coord_create(const struct coord_cfg *cfg, uint64_t now_ms,
 	ret = coord_repl_recover(c);
 	if (ret)
 		goto err;
-	if (c->wal)
+	if (c->store)
 		log_info("recovered %u nodes, %u regions, %u endpoints; "
 			 "cluster id %016llx",
 			 c->n_nodes, c->n_regions, c->n_eps,
@@ -148,7 +153,28 @@ int coord_check(const char *data_dir, unsigned int flags,
 	ret = coord_create(&cfg, 0, &c);
 	if (ret)
 		return ret;
-	ret = wal_check(data_dir, flags, &coord_wal_ops, c, rep);
+	ret = coord_store_wal.check(
+		c, &(struct coord_cfg){ .data_dir = data_dir }, flags, rep);
+	coord_destroy(c);
+	return ret;
+}
+
+int coord_check_etcd(const struct coord_cfg *cfg, struct coord_etcd_report *rep)
+{
+	struct coord_cfg mem = { 0 }; /* in memory: the records apply here */
+	struct coord *c;
+	int ret;
+
+	memset(rep, 0, sizeof(*rep));
+	ret = coord_create(&mem, 0, &c);
+	if (ret)
+		return ret;
+	ret = coord_store_etcd.check(c, cfg, 0, rep);
+	if (!ret && rep->found) {
+		rep->nodes = c->n_nodes;
+		rep->regions = c->n_regions;
+		rep->endpoints = c->n_eps;
+	}
 	coord_destroy(c);
 	return ret;
 }
@@ -157,7 +183,8 @@ void coord_destroy(struct coord *c)
 {
 	if (!c)
 		return;
-	wal_close(c->wal);
+	if (c->store)
+		c->store->close(c->store_arg);
 	for (uint32_t i = 0; i < c->n_nodes; i++) {
 		free(c->nodes[i].peers);
 		free(c->nodes[i].ext);

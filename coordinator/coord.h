@@ -2,8 +2,8 @@
 /*
  * The coordinator's tables (nodes, regions with their chunk maps, queue-pair
  * endpoints, pool MRs) and the request handlers that read and change them.
- * Every change goes through the write-ahead log (wal.h) when a data directory
- * is configured. Single-threaded: the caller serialises all calls.
+ * Every change goes through the store: the write-ahead log (wal.h) when a
+ * data directory is configured, or etcd (coord_cfg.etcd). Single-threaded: the caller serialises all calls.
  */
 #ifndef COORDINATOR_COORD_H
 #define COORDINATOR_COORD_H
@@ -25,6 +25,8 @@
 #define COORD_REGIONS_MAX	     65536u
 #define COORD_SCRUB_BATCH	     4096u /* extents per heartbeat answer */
 #define COORD_CID_FILE		     "cluster-id"
+#define COORD_ETCD_PREFIX_DEFAULT    "/farpage/"
+#define COORD_ETCD_PREFIX_MAX	     256u /* bytes, with the NUL */
 #define COORD_GRANT_TTL_MS_DEFAULT   600000u
 #define COORD_GRANT_TTL_MS_MIN	     10000u
 /* Grants in one reply, at most: 2^14 sealed grants are ~3.2 MB of CBOR;
@@ -48,7 +50,11 @@ typedef int coord_grant_key_fn(void *arg, uint64_t id, const char *name,
 
 struct coord_cfg {
 	const char *data_dir; /* NULL: tables live in memory only */
-	uint64_t lease_ms;    /* 0: COORD_LEASE_MS_DEFAULT */
+	/* etcd endpoints "host:port,...": the tables are kept in etcd under
+	 * etcd_prefix instead (data_dir unused); NULL: not */
+	const char *etcd;
+	const char *etcd_prefix; /* NULL: COORD_ETCD_PREFIX_DEFAULT */
+	uint64_t lease_ms;	 /* 0: COORD_LEASE_MS_DEFAULT */
 	/* a node up must report each epoch synced this long after it was
 	 * made, or it is counted down until it does; 0: default */
 	uint64_t sync_timeout_ms;
@@ -87,6 +93,25 @@ int coord_create(const struct coord_cfg *cfg, uint64_t now_ms,
  */
 int coord_check(const char *data_dir, unsigned int flags,
 		struct wal_report *rep);
+
+/* What coord_check_etcd() found. */
+struct coord_etcd_report {
+	int found;	       /* tables under the prefix */
+	uint64_t snap_records; /* records in the snapshot (0: none) */
+	uint64_t records;      /* records after it */
+	int64_t rev;	       /* the etcd revision read at */
+	uint32_t nodes, regions, endpoints; /* the tables read */
+};
+
+/*
+ * Reads the tables cfg->etcd keeps under cfg->etcd_prefix as
+ * coord_create() would (into tables in memory), writing nothing.
+ * Returns 0 with the findings in @rep (rep->found 0: none there),
+ * -EBADMSG if start-up would refuse them (the reason is logged), or
+ * -errno (etcd not reached).
+ */
+int coord_check_etcd(const struct coord_cfg *cfg,
+		     struct coord_etcd_report *rep);
 
 /* Frees the tables and closes the log; NULL is a no-op. */
 void coord_destroy(struct coord *c);

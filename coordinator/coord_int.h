@@ -13,7 +13,8 @@
 #include "msg.h"
 
 struct wal;
-struct wal_ops;
+struct wal_report;
+struct wal_stats;
 
 /* A reserved byte range of a node's pool (one chunk). */
 struct coord_extent {
@@ -147,7 +148,10 @@ struct coord {
 	uint64_t lease_ms;
 	uint64_t sync_ms; /* coord_cfg.sync_timeout_ms */
 	uint64_t snapshot_every;
-	struct wal *wal; /* NULL without a data directory */
+	/* Where the tables are kept (NULL: in memory only) and its state. */
+	const struct coord_store_ops *store;
+	void *store_arg;
+	struct wal *wal; /* the WAL store's log (store_arg); else NULL */
 	int dirty;	 /* records written since the last sync */
 
 	uint64_t epoch;	    /* bumped by every region change */
@@ -200,9 +204,10 @@ typedef int coord_emit_fn(void *arg, const struct msg *rec);
  * coord_endpoint.c, coord_acl.c; coord_node.c, coord_region.c,
  * coord_writer.c, coord_replica.c (one per change record type: each
  * coord_apply_*() applies its records, on failure changing nothing, with
- * @why a text); coord_apply.c; coord_log.c; coord_sync.c, coord_task.c;
- * coord_rcheck.c; coord_rebuild.c, coord_place.c, coord_grant.c; the
- * request handlers (coord_on.h); coord.c.
+ * @why a text); coord_apply.c; coord_store_wal.c, coord_store_etcd.c
+ * (reached from above only through struct coord_store_ops); coord_log.c; coord_sync.c,
+ * coord_task.c; coord_rcheck.c; coord_rebuild.c, coord_place.c,
+ * coord_grant.c; the request handlers (coord_on.h); coord.c.
  */
 
 /* ---- coord_table.c: growth and lookups ---- */
@@ -418,7 +423,56 @@ int coord_records_dump(const struct coord *c,
 		       int (*emit)(void *arg, const struct msg *rec),
 		       void *arg);
 
-/* ---- coord_log.c: changes through the write-ahead log ---- */
+/* ---- coord_store_wal.c, coord_store_etcd.c: the stores ---- */
+
+/*
+ * Where the tables are kept (docs/design.md "The coordinator's store").
+ * coord.c picks one, coord_log.c reaches it only through this table, and
+ * a store reaches the tables only through coord_record_apply() and
+ * coord_records_dump(). Every call returns 0 or -errno unless said.
+ */
+struct coord_store_ops {
+	const char *name;
+	/* The largest record append() takes (at most FRAME_MAX). */
+	size_t rec_max;
+	/* Opens the store @cfg names (made if missing), loads the tables
+	 * into @c through coord_record_apply() (raising c->epoch to a
+	 * snapshot's), and sets c->store_arg (and c->wal, for the WAL).
+	 * -EBADMSG: refused, nothing changed (the error is logged). */
+	int (*open)(struct coord *c, const struct coord_cfg *cfg);
+	/* Appends one change record, msg_encode()d (1..FRAME_MAX bytes),
+	 * already applied to the tables; it must be durable once sync()
+	 * returns 0, and no reply that depends on it leaves before. */
+	int (*append)(void *arg, const uint8_t *rec, size_t len);
+	/* Makes every appended record durable. */
+	int (*sync)(void *arg);
+	/* Records since the last snapshot. */
+	uint64_t (*records)(const void *arg);
+	/* Writes the tables of @c (coord_records_dump()) as a snapshot,
+	 * after which the records before it need not be read again. */
+	int (*snapshot)(void *arg, struct coord *c);
+	/* Closes it (no sync); NULL @arg is a no-op. */
+	void (*close)(void *arg);
+	/* Reads the store @cfg names as open() would, into the empty
+	 * tables of @c, changing nothing (but see WAL_CHECK_REPAIR), and
+	 * says what it found in @rep: a struct wal_report for the WAL, a
+	 * struct coord_etcd_report for etcd. */
+	int (*check)(struct coord *c, const struct coord_cfg *cfg,
+		     unsigned int flags, void *rep);
+	/* Figures for /metrics; NULL if it keeps none. */
+	const struct wal_stats *(*stats)(const void *arg);
+};
+
+/* The write-ahead log and snapshot of a data directory (wal.h). */
+extern const struct coord_store_ops coord_store_wal;
+
+/* ---- coord_store_etcd.c: the tables kept in etcd ---- */
+
+/* The change records under cfg->etcd_prefix of the etcd at cfg->etcd
+ * (docs/design.md "The coordinator's store"); sets c->cid. */
+extern const struct coord_store_ops coord_store_etcd;
+
+/* ---- coord_log.c: changes through the store ---- */
 
 /*
  * Applies and logs the change @rec. Returns 0; or the apply error with
@@ -426,8 +480,6 @@ int coord_records_dump(const struct coord *c,
  */
 int coord_change(struct coord *c, const struct msg *rec, struct msg *rep,
 		 int *fatal);
-/* The records of the data directory applied to the tables (wal.h). */
-extern const struct wal_ops coord_wal_ops;
 
 /* ---- coord_sync.c: synced epochs ---- */
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * Every change through the write-ahead log: applied, then logged
- * (coord_change()); synced and snapshotted (coord_sync()); the wal's
- * ops for recovery.
+ * Every change through the store (struct coord_store_ops: the write-ahead
+ * log, coord_store_wal.c): applied, then logged (coord_change()); synced
+ * and snapshotted (coord_sync()).
  */
 #define LOG_PREFIX "coord: "
 #include "coord_int.h"
@@ -12,49 +12,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "frame.h"
 #include "log.h"
 #include "msg.h"
-#include "wal.h"
 
 #define WHY_LEN MSG_TEXT_MAX
-
-static int coord_wal_apply(void *arg, const struct msg *rec, char *why,
-			   size_t why_len)
-{
-	return coord_record_apply(arg, rec, why, why_len);
-}
-
-static void coord_wal_snapshot_loaded(void *arg, uint64_t epoch)
-{
-	struct coord *c = arg;
-
-	if (epoch > c->epoch)
-		c->epoch = epoch;
-}
-
-static int coord_wal_dump(void *arg, wal_emit_fn emit, void *emit_arg)
-{
-	return coord_records_dump(arg, emit, emit_arg);
-}
-
-const struct wal_ops coord_wal_ops = {
-	.apply = coord_wal_apply,
-	.snapshot_loaded = coord_wal_snapshot_loaded,
-};
 
 int coord_sync(struct coord *c)
 {
 	int ret;
 
-	if (!c->wal || !c->dirty)
+	if (!c->store || !c->dirty)
 		return 0;
-	ret = wal_sync(c->wal);
+	ret = c->store->sync(c->store_arg);
 	if (ret)
 		return ret;
 	c->dirty = 0;
-	if (wal_records(c->wal) >= c->snapshot_every)
-		return wal_snapshot(c->wal, c->epoch, coord_wal_dump, c);
+	if (c->store->records(c->store_arg) >= c->snapshot_every)
+		return c->store->snapshot(c->store_arg, c);
 	return 0;
 }
 
@@ -70,7 +44,7 @@ int coord_change(struct coord *c, const struct msg *rec, struct msg *rep,
 	size_t len = 0;
 	int ret;
 
-	if (c->wal) {
+	if (c->store) {
 		/* Encode first: once applied, only the write may fail. */
 		ret = msg_encode(rec, &buf, &len);
 		if (ret) {
@@ -78,7 +52,7 @@ int coord_change(struct coord *c, const struct msg *rec, struct msg *rep,
 				  msg_type_name(rec->type));
 			return ret;
 		}
-		if (len > FRAME_MAX) {
+		if (len > c->store->rec_max) {
 			free(buf);
 			msg_error(rep, -E2BIG,
 				  "change of %zu bytes is too large to log",
@@ -92,8 +66,8 @@ int coord_change(struct coord *c, const struct msg *rec, struct msg *rep,
 		msg_error(rep, ret, "%s", why[0] ? why : log_strerror(ret));
 		return ret;
 	}
-	if (c->wal) {
-		ret = wal_append(c->wal, buf, len);
+	if (c->store) {
+		ret = c->store->append(c->store_arg, buf, len);
 		free(buf);
 		if (ret) {
 			*fatal = ret;
@@ -106,5 +80,7 @@ int coord_change(struct coord *c, const struct msg *rec, struct msg *rep,
 
 const struct wal_stats *coord_wal_stats(const struct coord *c)
 {
-	return c->wal ? wal_stats(c->wal) : NULL;
+	if (!c->store || !c->store->stats)
+		return NULL;
+	return c->store->stats(c->store_arg);
 }

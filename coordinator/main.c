@@ -61,6 +61,7 @@ struct main_opts {
 	struct coord_cfg ccfg;
 	enum log_level level;
 	bool check, repair; /* --check, --repair: no server */
+	bool data_dir_set;  /* --data-dir given */
 };
 
 static const struct opts_spec main_spec;
@@ -146,6 +147,39 @@ static int main_set_data_dir(const struct opts_opt *o, void *ctx,
 	if (!*arg)
 		return opts_usage_err(&main_spec, "--data-dir: empty");
 	m->ccfg.data_dir = arg;
+	m->data_dir_set = true;
+	return 0;
+}
+
+/* --store wal (the data directory) or etcd://HOST:PORT[,HOST:PORT...]. */
+static int main_set_store(const struct opts_opt *o, void *ctx, const char *arg)
+{
+	struct main_opts *m = ctx;
+
+	if (!strcmp(arg, "wal")) {
+		m->ccfg.etcd = NULL;
+		return 0;
+	}
+	if (strncmp(arg, "etcd://", 7) || !arg[7])
+		return opts_usage_err(&main_spec,
+				      "--store: wal or "
+				      "etcd://HOST:PORT[,HOST:PORT...], not "
+				      "'%s'",
+				      arg);
+	m->ccfg.etcd = arg + 7;
+	return 0;
+}
+
+static int main_set_etcd_prefix(const struct opts_opt *o, void *ctx,
+				const char *arg)
+{
+	struct main_opts *m = ctx;
+
+	if (!*arg || strlen(arg) >= COORD_ETCD_PREFIX_MAX)
+		return opts_usage_err(&main_spec,
+				      "--etcd-prefix: 1 to %u bytes",
+				      COORD_ETCD_PREFIX_MAX - 1);
+	m->ccfg.etcd_prefix = arg;
 	return 0;
 }
 
@@ -204,6 +238,13 @@ static const struct opts_opt main_opt_table[] = {
 	O_FN("data-dir", "DIR", main_set_data_dir,
 	     "log and snapshot, created if missing "
 	     "(default " MAIN_DATA_DIR_DEFAULT ")"),
+	O_FN("store", "URL", main_set_store,
+	     "where the tables are kept: wal, the log and snapshot of "
+	     "--data-dir (default), or etcd://HOST:PORT[,HOST:PORT...], in "
+	     "etcd under --etcd-prefix (one coordinator per prefix)"),
+	O_FN("etcd-prefix", "PREFIX", main_set_etcd_prefix,
+	     "with --store etcd://...: the prefix of every key "
+	     "(default " COORD_ETCD_PREFIX_DEFAULT ")"),
 	O_NUM("lease-ms", main_set_u64, ccfg.lease_ms, 1, MAIN_LEASE_MS_MAX,
 	      "a node is down MS ms after its last heartbeat (default 5000)"),
 	O_NUM("sync-timeout-ms", main_set_u64, ccfg.sync_timeout_ms, 1,
@@ -237,9 +278,10 @@ static const struct opts_opt main_opt_table[] = {
 	O_FN("log-level", "LEVEL", main_set_log_level,
 	     "err, warn, info or debug (default info)"),
 	O_FN("check", NULL, main_set_check,
-	     "read the data directory (DATA_DIR, else --data-dir) as start-up "
-	     "would, report, change nothing, and exit: 0 clean, 3 problems "
-	     "found, 1 could not check (a coordinator runs on it)"),
+	     "read the data directory (DATA_DIR, else --data-dir), or with "
+	     "--store etcd://... the tables in etcd, as start-up would, "
+	     "report, change nothing, and exit: 0 clean, 3 problems found, 1 "
+	     "could not check (a coordinator runs on it, nothing there)"),
 	O_FN("repair", NULL, main_set_check,
 	     "with --check (implied): cut the log at its first bad record, "
 	     "keeping the bytes cut in wal.<generation>.cut-<offset> beside "
@@ -253,10 +295,12 @@ static const struct opts_spec main_spec = {
 	.version = FARPAGE_VERSION,
 	.synopsis = "Usage: farpage-coordinator [OPTIONS]\n"
 		    "       farpage-coordinator --check [--repair] [DATA_DIR]\n"
+		    "       farpage-coordinator --check --store etcd://... "
+		    "[--etcd-prefix P]\n"
 		    "\n"
 		    "Keeps the cluster's nodes, regions and endpoints; every\n"
-		    "change is logged to the data directory before it is\n"
-		    "acknowledged.\n",
+		    "change is logged to the data directory (or committed to\n"
+		    "etcd, --store) before it is acknowledged.\n",
 	.epilog = "Start-up cuts a torn last log record (logged with its\n"
 		  "offset) and refuses any other damage to the data\n"
 		  "directory with exit status 3.\n",
@@ -363,10 +407,22 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 		if (!*argv[optind])
 			return opts_usage_err(&main_spec, "DATA_DIR: empty");
 		o->ccfg.data_dir = argv[optind++];
+		o->data_dir_set = true;
 	}
 	if (optind < argc)
 		return opts_usage_err(&main_spec, "unexpected argument '%s'",
 				      argv[optind]);
+	if (o->ccfg.etcd_prefix && !o->ccfg.etcd)
+		return opts_usage_err(&main_spec,
+				      "--etcd-prefix: only with --store "
+				      "etcd://...");
+	if (o->ccfg.etcd && (o->repair || o->data_dir_set))
+		return opts_usage_err(&main_spec,
+				      "--store etcd://... keeps no data "
+				      "directory (--data-dir, DATA_DIR, "
+				      "--repair)");
+	if (o->ccfg.etcd)
+		o->ccfg.data_dir = NULL;
 	return -1;
 }
 
@@ -463,6 +519,41 @@ static int main_check(const char *dir, bool repair)
 	return rep.state == WAL_STATE_CLEAN ? 0 : MAIN_EXIT_DATA;
 }
 
+/* --check --store etcd://...: reports on the tables in etcd. Returns the
+ * exit status. */
+static int main_check_etcd(const struct coord_cfg *cfg)
+{
+	const char *prefix =
+		cfg->etcd_prefix ? cfg->etcd_prefix : COORD_ETCD_PREFIX_DEFAULT;
+	struct coord_etcd_report rep;
+	int ret;
+
+	ret = coord_check_etcd(cfg, &rep);
+	if (ret == -EBADMSG) {
+		printf("problem: etcd at %s, prefix %s: start-up refuses the "
+		       "tables (the error above says why)\n",
+		       cfg->etcd, prefix);
+		return MAIN_EXIT_DATA;
+	}
+	if (ret) {
+		log_errno(ret, "cannot check etcd at %s", cfg->etcd);
+		return 1;
+	}
+	if (!rep.found) {
+		printf("etcd at %s, prefix %s: no tables (%smeta absent)\n",
+		       cfg->etcd, prefix, prefix);
+		return 1;
+	}
+	printf("etcd at %s, prefix %s, read at revision %lld: a snapshot of "
+	       "%llu records, %llu records after it\n",
+	       cfg->etcd, prefix, (long long)rep.rev,
+	       (unsigned long long)rep.snap_records,
+	       (unsigned long long)rep.records);
+	printf("tables: %u nodes, %u regions, %u endpoints\n", rep.nodes,
+	       rep.regions, rep.endpoints);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct main_opts o = {
@@ -482,6 +573,8 @@ int main(int argc, char **argv)
 	if (ret >= 0)
 		return ret;
 	log_init("farpage-coordinator", o.level);
+	if (o.check && o.ccfg.etcd)
+		return main_check_etcd(&o.ccfg);
 	if (o.check)
 		return main_check(o.ccfg.data_dir, o.repair);
 	main_nofile_raise();
@@ -500,8 +593,9 @@ int main(int argc, char **argv)
 		return 1;
 	ret = coord_create(&o.ccfg, evl_now_ms(), &c);
 	if (ret) {
-		log_errno(ret, "cannot recover the state from %s",
-			  o.ccfg.data_dir);
+		log_errno(ret, "cannot recover the state from %s%s",
+			  o.ccfg.etcd ? "etcd at " : "",
+			  o.ccfg.etcd ? o.ccfg.etcd : o.ccfg.data_dir);
 		gkeys_destroy(gk);
 		/* Refused: restarting would only refuse again. */
 		return ret == -EBADMSG ? MAIN_EXIT_DATA : 1;

@@ -57,6 +57,8 @@ struct t_coord {
 	pid_t pid;	    /* 0 when not running */
 	uint64_t fsize_max; /* RLIMIT_FSIZE of the process; 0: none */
 	int keyed;	    /* not --insecure: the caller gives --key-file */
+	/* --store STORE instead of --data-dir (e.g. etcd://h:p); NULL: not */
+	const char *store;
 };
 
 static inline uint64_t t_now_ms(void)
@@ -145,9 +147,9 @@ static inline int t_coord_is_running(struct t_coord *tc)
 }
 
 /*
- * Starts the coordinator on 127.0.0.1:0 with the data directory and any
- * @extra arguments (NULL-terminated), and waits until it has written its
- * address. Returns 0 or -1.
+ * Starts the coordinator on 127.0.0.1:0 with the data directory (or
+ * tc->store) and any @extra arguments (NULL-terminated), and waits until
+ * it has written its address. Returns 0 or -1.
  */
 static inline int t_coord_start(struct t_coord *tc, const char *const *extra)
 {
@@ -163,6 +165,10 @@ static inline int t_coord_start(struct t_coord *tc, const char *const *extra)
 	uint64_t deadline;
 	FILE *f;
 
+	if (tc->store) {
+		argv[5] = "--store";
+		argv[6] = tc->store;
+	}
 	for (; extra && *extra && argc < 31; extra++)
 		argv[argc++] = *extra;
 	argv[argc] = NULL;

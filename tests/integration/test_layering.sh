@@ -1,7 +1,7 @@
 #!/bin/bash
 # No circle of files, and none of folders: the objects of every library
-# and program (common, auth, metrics, json, uffd, libfarpage, coordinator,
-# each folder of node/, cli; the list CMake writes to
+# and program (common, auth, metrics, json, etcd, uffd, libfarpage,
+# coordinator, each folder of node/, cli; the list CMake writes to
 # layering-objects.txt) are read with nm (the functions and data each
 # defines, and those it uses from others) into a graph of files, file A ->
 # file B when A uses something B defines, and from it a graph of folders

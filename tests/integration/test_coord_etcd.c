@@ -1,0 +1,705 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The tables kept in etcd (farpage-coordinator --store etcd://...), on one
+ * real etcd member (t_etcd.h): nodes joined, regions created and deleted,
+ * endpoints and MRs put through the control protocol; the coordinator
+ * killed with SIGKILL right after its last acknowledged change and
+ * restarted has every change back, byte for byte, and made no data
+ * directory; killed while a client creates regions, every acknowledged
+ * create is back; a record too large for one etcd request (a region of
+ * 40 000 chunks) is written in parts and read back; with snapshots every
+ * 7 records, snapshot and log read back the same state, and SIGTERM
+ * stops it cleanly. While etcd is stopped (SIGSTOP) no change is
+ * acknowledged (a coordinator that acknowledges before etcd commits fails
+ * here). --check reads the tables back without writing. Two
+ * coordinators on one prefix: the one whose view is stale is
+ * refused by the head's compare and exits without replying; another
+ * prefix holds tables of its own.
+ */
+#include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "coord.h"
+#include "etcd.h"
+#include "t_coord.h"
+#include "t_etcd.h"
+
+#define MIB	     (UINT64_C(1) << 20)
+#define T_POOL	     (UINT64_C(1) << 40)
+#define T_HAMMER_MAX 5000
+#define T_PREFIX     COORD_ETCD_PREFIX_DEFAULT
+
+/* The durable state as the coordinator reports it, encoded for memcmp(). */
+struct t_state {
+	uint8_t *p;
+	size_t len;
+	uint32_t n_nodes, n_regions, n_endpoints;
+};
+
+static int t_state_add(struct t_state *st, const struct msg *m)
+{
+	uint8_t *p, *np;
+	size_t len;
+	int ret;
+
+	ret = msg_encode(m, &p, &len);
+	if (ret)
+		return ret;
+	np = realloc(st->p, st->len + len);
+	if (!np) {
+		free(p);
+		return -ENOMEM;
+	}
+	st->p = np;
+	memcpy(st->p + st->len, p, len);
+	st->len += len;
+	free(p);
+	return 0;
+}
+
+/* Every node (without what is not durable), region and endpoint. */
+static int t_state_read(int fd, struct t_state *st)
+{
+	struct msg req, nodes, regions, rep;
+	int ret;
+
+	free(st->p);
+	memset(st, 0, sizeof(*st));
+	msg_init(&nodes, MSG_T_NONE);
+	msg_init(&regions, MSG_T_NONE);
+	msg_init(&req, MSG_T_NODE_LIST);
+	ret = t_call(fd, &req, &nodes);
+	if (ret)
+		goto out;
+	for (uint32_t i = 0; i < nodes.n_nodes; i++) {
+		struct msg_node *n = &nodes.nodes[i];
+
+		n->up = 0;
+		n->lease_ms = 0;
+		free(n->peers);
+		n->peers = NULL;
+		n->n_peers = 0;
+	}
+	st->n_nodes = nodes.n_nodes;
+	ret = t_state_add(st, &nodes);
+	if (ret)
+		goto out;
+	msg_init(&req, MSG_T_REGION_LIST);
+	ret = t_call(fd, &req, &regions);
+	if (ret)
+		goto out;
+	st->n_regions = regions.n_regions;
+	for (uint32_t i = 0; i < regions.n_regions; i++) {
+		msg_init(&req, MSG_T_REGION_GET);
+		memcpy(req.name, regions.regions[i].name, sizeof(req.name));
+		ret = t_call(fd, &req, &rep);
+		if (!ret)
+			ret = t_state_add(st, &rep);
+		msg_fini(&rep);
+		if (ret)
+			goto out;
+	}
+	for (uint32_t a = 1; a <= nodes.n_nodes; a++) {
+		for (uint32_t b = 1; b <= nodes.n_nodes; b++) {
+			msg_init(&req, MSG_T_ENDPOINT_GET);
+			req.node = a;
+			req.peer = b;
+			ret = t_call(fd, &req, &rep);
+			if (!ret) {
+				ret = t_state_add(st, &rep);
+				st->n_endpoints++;
+			} else if (ret == -ENOENT) {
+				ret = 0;
+			}
+			msg_fini(&rep);
+			if (ret)
+				goto out;
+		}
+	}
+out:
+	if (ret)
+		fprintf(stderr, "reading the state: %s\n", strerror(-ret));
+	msg_fini(&nodes);
+	msg_fini(&regions);
+	return ret;
+}
+
+/* Restarts and checks the state equals @want. */
+static int t_restart_expect(struct t_coord *tc, const struct t_state *want,
+			    const char *what)
+{
+	struct t_state got = { 0 };
+	int fd = -1, ret = -1;
+
+	T_CHECK(t_coord_start(tc, NULL) == 0, "%s: restart", what);
+	fd = t_connect(tc);
+	T_CHECK(fd >= 0, "%s: connect", what);
+	T_CHECK(t_state_read(fd, &got) == 0, "%s", what);
+	T_CHECK(got.n_nodes == want->n_nodes &&
+			got.n_regions == want->n_regions &&
+			got.n_endpoints == want->n_endpoints,
+		"%s: %u nodes, %u regions, %u endpoints; want %u, %u, %u", what,
+		got.n_nodes, got.n_regions, got.n_endpoints, want->n_nodes,
+		want->n_regions, want->n_endpoints);
+	T_CHECK(got.len == want->len && !memcmp(got.p, want->p, got.len),
+		"%s: recovered state differs", what);
+	ret = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(got.p);
+	return ret;
+}
+
+static int t_create(int fd, const char *name, uint64_t size,
+		    const uint64_t *place, uint32_t n_place, struct msg *rep)
+{
+	struct msg req;
+	int ret;
+
+	msg_init(&req, MSG_T_REGION_CREATE);
+	snprintf(req.name, sizeof(req.name), "%s", name);
+	req.size = size;
+	if (n_place) {
+		req.place = malloc(n_place * sizeof(*req.place));
+		if (!req.place)
+			return -ENOMEM;
+		memcpy(req.place, place, n_place * sizeof(*req.place));
+		req.n_place = n_place;
+	}
+	ret = t_call(fd, &req, rep);
+	msg_fini(&req);
+	if (!ret && rep->type != MSG_T_REGION)
+		ret = -EPROTO;
+	return ret;
+}
+
+static int t_simple(int fd, struct msg *req)
+{
+	struct msg rep;
+	int ret = t_call(fd, req, &rep);
+
+	if (!ret && rep.type != MSG_T_OK)
+		ret = -EPROTO;
+	if (ret)
+		fprintf(stderr, "%s: %s (%s)\n", msg_type_name(req->type),
+			strerror(-ret), rep.text);
+	msg_fini(&rep);
+	return ret;
+}
+
+static int t_endpoint_put(int fd, uint64_t node, uint64_t peer, uint64_t qpn)
+{
+	struct msg req;
+
+	msg_init(&req, MSG_T_ENDPOINT_PUT);
+	req.node = node;
+	req.peer = peer;
+	req.qpn = qpn;
+	req.lid = 0x11;
+	req.psn = qpn ^ 0xabcdef;
+	req.mtu = 4096;
+	for (int i = 0; i < MSG_GID_LEN; i++)
+		req.gid[i] = (uint8_t)(0xfe + i * qpn);
+	return t_simple(fd, &req);
+}
+
+static int t_mr_put(int fd, uint64_t node, uint64_t rkey)
+{
+	struct msg req;
+
+	msg_init(&req, MSG_T_MR_PUT);
+	req.node = node;
+	req.mr_addr = 0x7f1200000000 + node * 0x100000000;
+	req.rkey = rkey;
+	req.mr_len = T_POOL;
+	return t_simple(fd, &req);
+}
+
+static int t_delete(int fd, const char *name)
+{
+	struct msg req;
+
+	msg_init(&req, MSG_T_REGION_DELETE);
+	snprintf(req.name, sizeof(req.name), "%s", name);
+	return t_simple(fd, &req);
+}
+
+/* Keys under @prefix in etcd, or -1. */
+static int64_t t_etcd_keys(const char *endpoints, const char *prefix)
+{
+	struct etcd_cfg cfg = { .endpoints = endpoints };
+	struct etcd_kvs kvs;
+	struct etcd *e;
+	int64_t n = -1;
+
+	if (etcd_create(&cfg, &e))
+		return -1;
+	if (!etcd_get(e, prefix, strlen(prefix), ETCD_PREFIX, 0, 0, &kvs)) {
+		n = kvs.count;
+		etcd_kvs_fini(&kvs);
+	}
+	etcd_destroy(e);
+	return n;
+}
+
+/* Killed right after an acknowledged change: all of it is back. */
+static int t_basic(struct t_coord *tc, const char *endpoints,
+		   struct t_state *st)
+{
+	struct msg rep;
+	uint64_t a = 0, b = 0;
+	struct stat sb;
+	int fd = -1, ret = -1;
+
+	T_CHECK(t_coord_start(tc, NULL) == 0, "start");
+	fd = t_connect(tc);
+	T_CHECK(fd >= 0, "connect");
+	T_CHECK(t_join(fd, "alpha", T_POOL, 0xa1, &a) == 0 && a == 1, "join");
+	T_CHECK(t_join(fd, "beta", T_POOL, 0xb2, &b) == 0 && b == 2, "join");
+	T_CHECK(t_create(fd, "interleaved", 10 * MIB, NULL, 0, &rep) == 0,
+		"create");
+	T_CHECK(rep.n_chunks == 5 && rep.chunks[1].node == 2, "interleave");
+	msg_fini(&rep);
+	T_CHECK(t_create(fd, "placed", 6 * MIB, (uint64_t[]){ 2 }, 1, &rep) ==
+			0,
+		"create");
+	msg_fini(&rep);
+	T_CHECK(t_create(fd, "gone", 4 * MIB, NULL, 0, &rep) == 0, "create");
+	msg_fini(&rep);
+	T_CHECK(t_delete(fd, "gone") == 0, "delete");
+	T_CHECK(t_endpoint_put(fd, 1, 2, 0x1234) == 0, "endpoint");
+	T_CHECK(t_endpoint_put(fd, 2, 1, 0x4321) == 0, "endpoint");
+	T_CHECK(t_mr_put(fd, 1, 0x77) == 0, "mr");
+	/* The last acknowledged change is an MR: kill right after it. */
+	T_CHECK(t_mr_put(fd, 2, 0x99) == 0, "mr");
+	T_CHECK(t_state_read(fd, st) == 0, "state");
+	T_CHECK(st->n_nodes == 2 && st->n_regions == 2 && st->n_endpoints == 2,
+		"state: %u nodes, %u regions, %u endpoints", st->n_nodes,
+		st->n_regions, st->n_endpoints);
+	close(fd);
+	fd = -1;
+	t_coord_stop(tc, SIGKILL);
+	/* 10 records (2 joins, 3 creates, a delete, 2 endpoints, 2 MRs),
+	 * the head and the meta key; and no data directory. */
+	T_CHECK(t_etcd_keys(endpoints, T_PREFIX) == 12,
+		"%lld keys under " T_PREFIX ", want 12",
+		(long long)t_etcd_keys(endpoints, T_PREFIX));
+	T_CHECK(stat(tc->data, &sb) < 0 && errno == ENOENT,
+		"%s exists: the etcd store made a data directory", tc->data);
+
+	T_CHECK(t_restart_expect(tc, st, "after kill -9") == 0, "restart");
+	fd = t_connect(tc);
+	T_CHECK(fd >= 0, "connect");
+	/* The agents carry on with the ids and instances they had. */
+	T_CHECK(t_heartbeat(fd, 1, 0xa1) == 0, "heartbeat after restart");
+	T_CHECK(t_heartbeat(fd, 2, 0xb1) == -ESTALE, "stale heartbeat");
+	T_CHECK(t_join(fd, "beta", T_POOL, 0xb2, &b) == 0 && b == 2, "rejoin");
+	ret = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
+struct t_hammer {
+	const char *addr;
+	atomic_int acked;
+	struct msg *done; /* REGION replies of acknowledged creates */
+};
+
+static void *t_hammer_run(void *arg)
+{
+	struct t_hammer *h = arg;
+	char name[MSG_NAME_MAX];
+	int fd;
+
+	if (net_connect(h->addr, T_CALL_MS, &fd))
+		return NULL;
+	for (int i = 0; i < T_HAMMER_MAX; i++) {
+		struct msg *rep = &h->done[i];
+
+		snprintf(name, sizeof(name), "h-%d", i);
+		if (t_create(fd, name, 2 * MIB + (uint64_t)(i % 3) * 2 * MIB,
+			     (uint64_t[]){ 1, 2 }, 2, rep)) {
+			msg_fini(rep);
+			break; /* the coordinator is gone */
+		}
+		atomic_store(&h->acked, i + 1);
+	}
+	close(fd);
+	return NULL;
+}
+
+/* Killed while a client creates regions: every acknowledged one is back. */
+static int t_hammer(struct t_coord *tc, struct t_state *st)
+{
+	struct t_hammer h = { .addr = tc->addr };
+	struct msg req, rep;
+	pthread_t th;
+	int started = 0, fd = -1, ret = -1;
+	uint64_t deadline;
+
+	h.done = calloc(T_HAMMER_MAX, sizeof(*h.done));
+	T_CHECK(h.done, "calloc");
+	T_CHECK(!pthread_create(&th, NULL, t_hammer_run, &h), "thread");
+	started = 1;
+	deadline = t_now_ms() + 20000;
+	while (t_now_ms() < deadline && atomic_load(&h.acked) < 40)
+		t_sleep_ms(5);
+	t_coord_stop(tc, SIGKILL);
+	pthread_join(th, NULL);
+	started = 0;
+	T_CHECK(h.acked >= 40, "too few creates acknowledged (%d)", h.acked);
+
+	T_CHECK(t_coord_start(tc, NULL) == 0, "restart");
+	fd = t_connect(tc);
+	T_CHECK(fd >= 0, "connect");
+	for (int k = 0; k < h.acked; k++) {
+		const struct msg *want = &h.done[k];
+
+		msg_init(&req, MSG_T_REGION_GET);
+		memcpy(req.name, want->name, sizeof(req.name));
+		ret = t_call(fd, &req, &rep);
+		T_CHECK(ret == 0, "acknowledged region %s lost: %s", want->name,
+			strerror(-ret));
+		ret = -1;
+		T_CHECK(rep.size == want->size && rep.epoch == want->epoch &&
+				rep.n_chunks == want->n_chunks &&
+				!memcmp(rep.chunks, want->chunks,
+					rep.n_chunks * sizeof(*rep.chunks)),
+			"region %s differs after recovery", want->name);
+		msg_fini(&rep);
+	}
+	fprintf(stderr, "hammer: %d acknowledged creates survived\n", h.acked);
+	T_CHECK(t_state_read(fd, st) == 0, "state");
+	ret = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (started) {
+		t_coord_stop(tc, SIGKILL);
+		pthread_join(th, NULL);
+	}
+	for (int k = 0; h.done && k < T_HAMMER_MAX; k++)
+		msg_fini(&h.done[k]);
+	free(h.done);
+	return ret;
+}
+
+/*
+ * A region of 40 000 chunks: its record (~1.3 MB) is over what one etcd
+ * request takes inline, so it goes in parts; after kill -9 it is back.
+ */
+static int t_big(struct t_coord *tc, const char *endpoints, struct t_state *st)
+{
+	struct msg rep;
+	int fd = -1, ret = -1;
+	int64_t n;
+
+	if (!tc->pid)
+		T_CHECK(t_coord_start(tc, NULL) == 0, "start");
+	fd = t_connect(tc);
+	T_CHECK(fd >= 0, "connect");
+	T_CHECK(t_create(fd, "big", 40000 * 2 * MIB, NULL, 0, &rep) == 0,
+		"create big");
+	T_CHECK(rep.n_chunks == 40000, "%u chunks", rep.n_chunks);
+	msg_fini(&rep);
+	T_CHECK(t_state_read(fd, st) == 0, "state");
+	close(fd);
+	fd = -1;
+	t_coord_stop(tc, SIGKILL);
+	n = t_etcd_keys(endpoints, T_PREFIX "rpart/");
+	T_CHECK(n == 2, "%lld record parts, want 2", (long long)n);
+	T_CHECK(t_restart_expect(tc, st, "a record in parts") == 0, "restart");
+	ret = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
+/*
+ * Snapshots every 7 records: 300 creates and deletes later P"snap" names
+ * two parts (the older ones deleted; with "big" it is ~1.4 MB), the log holds less than a group of
+ * 256 keys (those the snapshot holds whole trimmed), and a restart after
+ * kill -9 reads snapshot and log back to the same state.
+ */
+static int t_snap(struct t_coord *tc, const char *endpoints, struct t_state *st)
+{
+	static const char *const every7[] = { "--snapshot-every", "7", NULL };
+	char name[MSG_NAME_MAX];
+	struct msg rep;
+	int fd = -1, ret = -1, status;
+	int64_t n;
+
+	if (tc->pid)
+		t_coord_stop(tc, SIGKILL);
+	T_CHECK(t_coord_start(tc, every7) == 0, "start");
+	fd = t_connect(tc);
+	T_CHECK(fd >= 0, "connect");
+	for (int i = 0; i < 300; i++) {
+		snprintf(name, sizeof(name), "s-%d", i);
+		T_CHECK(t_create(fd, name, 2 * MIB, (uint64_t[]){ 1 }, 1,
+				 &rep) == 0,
+			"create %s", name);
+		msg_fini(&rep);
+		if (i % 3 == 2) {
+			snprintf(name, sizeof(name), "s-%d", i - 1);
+			T_CHECK(t_delete(fd, name) == 0, "delete %s", name);
+		}
+	}
+	T_CHECK(t_state_read(fd, st) == 0, "state");
+	close(fd);
+	fd = -1;
+	t_coord_stop(tc, SIGKILL);
+	T_CHECK(t_etcd_keys(endpoints, T_PREFIX "snap") == 1, "no snapshot");
+	/* One snapshot of ~1.4 MB: the older ones are deleted. */
+	n = t_etcd_keys(endpoints, T_PREFIX "part/");
+	T_CHECK(n == 2, "%lld snapshot parts, want 2", (long long)n);
+	n = t_etcd_keys(endpoints, T_PREFIX "log/");
+	T_CHECK(n >= 0 && n < 256, "%lld log keys: not trimmed", (long long)n);
+	fprintf(stderr, "snapshots: %lld log keys left\n", (long long)n);
+	n = t_etcd_keys(endpoints, T_PREFIX "rpart/");
+	T_CHECK(n == 0, "%lld record parts left after trimming", (long long)n);
+	T_CHECK(t_restart_expect(tc, st, "snapshot and log") == 0, "restart");
+	/* SIGTERM: a clean stop (under ASan, nothing leaked). */
+	status = t_coord_stop(tc, SIGTERM);
+	T_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		"SIGTERM: status 0x%x", status);
+	ret = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
+/* Is every thread of @pid stopped? 1, 0, or -1 (cannot tell). */
+static int t_all_stopped(pid_t pid)
+{
+	char path[320], buf[512], *p;
+	struct dirent *d;
+	int all = 1, n = 0;
+	DIR *dir;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	if (!dir)
+		return -1;
+	while (all && (d = readdir(dir))) {
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid,
+			 d->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue; /* the thread ended */
+		p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+		fclose(f);
+		/* "pid (comm) S ...": the state after the comm's ')' */
+		if (!p || (p[2] != 'T' && p[2] != 't'))
+			all = 0;
+		n++;
+	}
+	closedir(dir);
+	return n ? all : -1;
+}
+
+/* SIGSTOP reaches a running process's threads one by one: waits (5 s at
+ * most) until none of etcd's runs. 0 or -1. */
+static int t_etcd_pause(pid_t pid)
+{
+	uint64_t deadline = t_now_ms() + 5000;
+
+	if (kill(pid, SIGSTOP))
+		return -1;
+	while (t_now_ms() < deadline) {
+		if (t_all_stopped(pid) == 1)
+			return 0;
+		t_sleep_ms(1);
+	}
+	return -1;
+}
+
+/* etcd stopped: a change is not acknowledged; nothing acknowledged lost. */
+static int t_stopped(struct t_coord *tc, struct t_etcd *ec, struct t_state *st)
+{
+	struct t_state got = { 0 };
+	struct msg req, rep;
+	int fd = -1, ret = -1, acked;
+
+	if (!tc->pid)
+		T_CHECK(t_coord_start(tc, NULL) == 0, "start");
+	fd = t_connect(tc);
+	T_CHECK(fd >= 0, "connect");
+	T_CHECK(t_etcd_pause(ec->pid[0]) == 0, "etcd not stopped");
+	ret = t_create(fd, "limbo", 2 * MIB, NULL, 0, &rep);
+	acked = !ret && rep.type == MSG_T_REGION;
+	msg_fini(&rep);
+	ret = -1;
+	/* Still stopped: nothing can have been committed. */
+	T_CHECK(!acked, "a create was acknowledged while etcd was stopped");
+	fprintf(stderr, "with etcd stopped the create was not acknowledged\n");
+	close(fd);
+	fd = -1;
+	t_coord_stop(tc, SIGKILL);
+	kill(ec->pid[0], SIGCONT);
+	T_CHECK(t_coord_start(tc, NULL) == 0, "restart");
+	fd = t_connect(tc);
+	T_CHECK(fd >= 0, "connect");
+	/* Never acknowledged: it may or may not be there; the rest is. */
+	msg_init(&req, MSG_T_REGION_GET);
+	snprintf(req.name, sizeof(req.name), "limbo");
+	ret = t_call(fd, &req, &rep);
+	msg_fini(&rep);
+	T_CHECK(ret == 0 || ret == -ENOENT, "get: %s", strerror(-ret));
+	if (ret == -ENOENT) {
+		close(fd);
+		fd = -1;
+		t_coord_stop(tc, SIGKILL);
+		ret = t_restart_expect(tc, st, "after etcd stopped");
+		T_CHECK(ret == 0, "restart");
+	} else {
+		fprintf(stderr, "the unacknowledged create did commit\n");
+		T_CHECK(t_state_read(fd, &got) == 0, "state");
+		T_CHECK(got.n_nodes == st->n_nodes &&
+				got.n_regions == st->n_regions + 1,
+			"%u nodes, %u regions; want %u, %u", got.n_nodes,
+			got.n_regions, st->n_nodes, st->n_regions + 1);
+		free(st->p);
+		*st = got; /* with "limbo" */
+		memset(&got, 0, sizeof(got));
+	}
+	ret = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	kill(ec->pid[0], SIGCONT);
+	free(got.p);
+	return ret;
+}
+
+/*
+ * A second coordinator on the same prefix writes: the first one's view
+ * is stale, its next change fails the head's compare and it exits
+ * without replying. Another prefix has tables of its own.
+ */
+static int t_two(struct t_coord *tc, struct t_coord *tc2)
+{
+	static const char *const other[] = { "--etcd-prefix", "/t-other/",
+					     NULL };
+	struct msg req, rep;
+	int fd = -1, fd2 = -1, ret = -1, status;
+
+	if (!tc->pid)
+		T_CHECK(t_coord_start(tc, NULL) == 0, "start");
+	T_CHECK(t_coord_start(tc2, NULL) == 0, "second coordinator");
+	fd = t_connect(tc);
+	fd2 = t_connect(tc2);
+	T_CHECK(fd >= 0 && fd2 >= 0, "connect");
+	T_CHECK(t_mr_put(fd2, 1, 0x1111) == 0, "mr through the second");
+	T_CHECK(t_mr_put(fd, 1, 0x2222) != 0,
+		"a stale coordinator's change was acknowledged");
+	status = t_coord_stop(tc, SIGKILL);
+	T_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 1,
+		"the stale coordinator did not exit (status 0x%x)", status);
+	T_CHECK(t_log_count(tc, "changed under this coordinator") == 1,
+		"no reason logged");
+	t_coord_stop(tc2, SIGKILL);
+	close(fd2);
+	fd2 = -1;
+	T_CHECK(t_coord_start(tc2, other) == 0, "other prefix");
+	fd2 = t_connect(tc2);
+	T_CHECK(fd2 >= 0, "connect");
+	msg_init(&req, MSG_T_NODE_LIST);
+	T_CHECK(t_call(fd2, &req, &rep) == 0 && rep.n_nodes == 0,
+		"another prefix has nodes");
+	msg_fini(&rep);
+	ret = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (fd2 >= 0)
+		close(fd2);
+	t_coord_stop(tc2, SIGKILL);
+	return ret;
+}
+
+/* Runs farpage-coordinator --check --store @store @extra...: its exit
+ * status, its output in @out. */
+static int t_check_run(const struct t_coord *tc, const char *store,
+		       const char *extra, char *out, size_t len)
+{
+	char cmd[3 * PATH_MAX];
+	size_t n = 0;
+	FILE *f;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "%s --check --store %s %s 2>>%s", tc->bin,
+		 store, extra, tc->log);
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	n = fread(out, 1, len - 1, f);
+	out[n] = '\0';
+	st = pclose(f);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* --check reads the tables in etcd (0) and writes nothing where there
+ * are none (1). */
+static int t_check(const struct t_coord *tc, const char *store,
+		   const char *endpoints, const struct t_state *st)
+{
+	char out[1024], want[64];
+	int ret = -1, rc;
+
+	rc = t_check_run(tc, store, "", out, sizeof(out));
+	snprintf(want, sizeof(want), "tables: %u nodes, %u regions,",
+		 st->n_nodes, st->n_regions);
+	T_CHECK(rc == 0 && strstr(out, want), "--check: %d, '%s'", rc, out);
+	rc = t_check_run(tc, store, "--etcd-prefix /none/", out, sizeof(out));
+	T_CHECK(rc == 1 && strstr(out, "no tables"), "--check: %d, '%s'", rc,
+		out);
+	T_CHECK(t_etcd_keys(endpoints, "/none/") == 0, "--check wrote");
+	ret = 0;
+out:
+	return ret;
+}
+
+int main(void)
+{
+	struct t_coord tc, tc2;
+	struct t_state st = { 0 };
+	struct t_etcd ec;
+	char store[300];
+	int fail = 1;
+
+	if (t_etcd_start(&ec, 1, NULL))
+		return 1;
+	snprintf(store, sizeof(store), "etcd://127.0.0.1:%d", ec.cport[0]);
+	if (t_coord_init(&tc, "test_coord_etcd") != T_PASS) {
+		t_etcd_stop(&ec, 0);
+		return 1;
+	}
+	if (t_coord_init(&tc2, "test_coord_etcd") != T_PASS) {
+		t_coord_fini(&tc, 0);
+		t_etcd_stop(&ec, 0);
+		return 1;
+	}
+	tc.store = store;
+	tc2.store = store;
+	fail = t_basic(&tc, ec.endpoints, &st) || t_hammer(&tc, &st) ||
+	       t_big(&tc, ec.endpoints, &st) ||
+	       t_snap(&tc, ec.endpoints, &st) || t_stopped(&tc, &ec, &st) ||
+	       t_check(&tc, store, ec.endpoints, &st) || t_two(&tc, &tc2);
+	t_coord_fini(&tc, fail);
+	t_coord_fini(&tc2, fail);
+	t_etcd_stop(&ec, fail);
+	free(st.p);
+	printf("%s\n", fail ? "FAIL" : "PASS");
+	return fail ? 1 : 0;
+}
