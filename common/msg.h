@@ -16,15 +16,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MSG_VERSION   1
-#define MSG_PKEY_LEN  32  /* pair key bytes in a node record */
-#define MSG_NAME_MAX  64  /* bytes incl. NUL: region and node names */
-#define MSG_ADDR_MAX  64  /* "host:port" incl. NUL */
-#define MSG_TEXT_MAX  256 /* error text incl. NUL */
-#define MSG_XPORT_MAX 16  /* "tcp", "verbs" incl. NUL */
-#define MSG_GID_LEN   16
-#define MSG_LIST_MAX  (1u << 20) /* elements in any list */
-#define MSG_DEPTH_MAX 4		 /* nesting of arrays/maps */
+#define MSG_VERSION  1
+#define MSG_PKEY_LEN 32	 /* pair key bytes in a node record */
+#define MSG_NAME_MAX 64	 /* bytes incl. NUL: region and node names */
+#define MSG_ADDR_MAX 64	 /* "host:port" incl. NUL */
+#define MSG_TEXT_MAX 256 /* error text incl. NUL */
+/* A coordinator that does not lead (several on one etcd) answers a change
+ * with MSG_T_ERROR of this err, text "not the leader (leader: ADDR)":
+ * clients ask the next coordinator of their list. */
+#define COORD_ERR_NOT_LEADER EREMCHG
+#define MSG_XPORT_MAX	     16 /* "tcp", "verbs" incl. NUL */
+#define MSG_GID_LEN	     16
+#define MSG_LIST_MAX	     (1u << 20) /* elements in any list */
+#define MSG_DEPTH_MAX	     4		/* nesting of arrays/maps */
 /* CBOR items in one message, checked by a scan before anything is decoded
  * (the decoder reads fields straight from the bytes: it allocates only the
  * lists, at most a few bytes of struct per byte of frame); the largest

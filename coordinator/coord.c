@@ -121,14 +121,9 @@ int coord_create(const struct coord_cfg *cfg, uint64_t now_ms,
 		if (ret)
 			goto err;
 	}
-	/* Leases are not durable: give recovered nodes one to heartbeat. */
-	for (uint32_t i = 0; i < c->n_nodes; i++) {
-		if (c->nodes[i].gone)
-			continue;
-		c->nodes[i].lease_end = now_ms + c->lease_ms;
-		c->nodes[i].was_up = 1;
-	}
-	ret = coord_repl_recover(c);
+	/* With several coordinators it leads once elected (coord_lead.c). */
+	c->leads = !c->store || !c->store->lead;
+	ret = coord_recovered(c, now_ms);
 	if (ret)
 		goto err;
 	if (c->store)
@@ -179,12 +174,20 @@ int coord_check_etcd(const struct coord_cfg *cfg, struct coord_etcd_report *rep)
 	return ret;
 }
 
-void coord_destroy(struct coord *c)
+int coord_recovered(struct coord *c, uint64_t now_ms)
 {
-	if (!c)
-		return;
-	if (c->store)
-		c->store->close(c->store_arg);
+	/* Leases are not durable: give recovered nodes one to heartbeat. */
+	for (uint32_t i = 0; i < c->n_nodes; i++) {
+		if (c->nodes[i].gone)
+			continue;
+		c->nodes[i].lease_end = now_ms + c->lease_ms;
+		c->nodes[i].was_up = 1;
+	}
+	return coord_repl_recover(c);
+}
+
+void coord_tables_free(struct coord *c)
+{
 	for (uint32_t i = 0; i < c->n_nodes; i++) {
 		free(c->nodes[i].peers);
 		free(c->nodes[i].ext);
@@ -196,6 +199,21 @@ void coord_destroy(struct coord *c)
 	free(c->regions);
 	free(c->eps);
 	free(c->tasks);
+	c->nodes = NULL;
+	c->regions = NULL;
+	c->eps = NULL;
+	c->tasks = NULL;
+	c->n_nodes = c->cap_nodes = c->n_regions = c->cap_regions = 0;
+	c->n_eps = c->cap_eps = c->n_tasks = c->cap_tasks = 0;
+}
+
+void coord_destroy(struct coord *c)
+{
+	if (!c)
+		return;
+	if (c->store)
+		c->store->close(c->store_arg);
+	coord_tables_free(c);
 	free(c);
 }
 

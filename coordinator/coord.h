@@ -8,6 +8,8 @@
 #ifndef COORDINATOR_COORD_H
 #define COORDINATOR_COORD_H
 
+#include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "msg.h"
@@ -27,8 +29,12 @@
 #define COORD_CID_FILE		     "cluster-id"
 #define COORD_ETCD_PREFIX_DEFAULT    "/farpage/"
 #define COORD_ETCD_PREFIX_MAX	     256u /* bytes, with the NUL */
-#define COORD_GRANT_TTL_MS_DEFAULT   600000u
-#define COORD_GRANT_TTL_MS_MIN	     10000u
+/* With etcd, the leader's etcd lease: a killed leader's successor leads
+ * after about this long (etcd's own floor is 2 s with its defaults). */
+#define COORD_LEADER_TTL_S_DEFAULT 3u
+#define COORD_LEADER_TTL_S_MAX	   60u
+#define COORD_GRANT_TTL_MS_DEFAULT 600000u
+#define COORD_GRANT_TTL_MS_MIN	   10000u
 /* Grants in one reply, at most: 2^14 sealed grants are ~3.2 MB of CBOR;
  * beside a REGION of COORD_CHUNKS_MAX chunk records (~8.8 MB) that is
  * ~12 MB, under FRAME_MAX (test_coord_grant). */
@@ -54,7 +60,9 @@ struct coord_cfg {
 	 * etcd_prefix instead (data_dir unused); NULL: not */
 	const char *etcd;
 	const char *etcd_prefix; /* NULL: COORD_ETCD_PREFIX_DEFAULT */
-	uint64_t lease_ms;	 /* 0: COORD_LEASE_MS_DEFAULT */
+	/* with etcd: the leader's lease, seconds; 0: the default */
+	unsigned int leader_ttl_s;
+	uint64_t lease_ms; /* 0: COORD_LEASE_MS_DEFAULT */
 	/* a node up must report each epoch synced this long after it was
 	 * made, or it is counted down until it does; 0: default */
 	uint64_t sync_timeout_ms;
@@ -115,6 +123,31 @@ int coord_check_etcd(const struct coord_cfg *cfg,
 
 /* Frees the tables and closes the log; NULL is a no-op. */
 void coord_destroy(struct coord *c);
+
+/*
+ * Several coordinators on one store (etcd): campaigns for the leadership
+ * or keeps it, announcing @addr, and keeps a follower's tables current;
+ * call it every tick. Nothing to do with one coordinator.
+ */
+int coord_lead_tick(struct coord *c, const char *addr, uint64_t now_ms);
+/* Whether this coordinator leads: serves changes, does the timed work
+ * (always, with one coordinator). */
+int coord_leads(const struct coord *c);
+/*
+ * Whether @req may be served here now: 0, or -COORD_ERR_NOT_LEADER with
+ * @rep set to the MSG_T_ERROR that says so (a change to a follower; a
+ * read whose tables cannot be brought up to date).
+ */
+int coord_may_serve(struct coord *c, const struct msg *req, struct msg *rep,
+		    uint64_t now_ms);
+/*
+ * The store failed to commit a change (@err, from coord_handle(),
+ * coord_sync() or coord_lease_check()): 0 if this coordinator recovers
+ * by reading the tables again (several coordinators: nothing is served
+ * meanwhile, the change is not acknowledged), else @err (fatal: the
+ * process must end before any reply).
+ */
+int coord_store_failed(struct coord *c, int err);
 
 /* True if @type is a request coord_handle() serves. */
 int coord_msg_is_request(enum msg_type type);

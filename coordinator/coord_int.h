@@ -176,6 +176,13 @@ struct coord {
 	uint64_t task_last;
 	uint64_t tasks_done, tasks_failed;
 	uint64_t r_missing, r_rebuilding, r_unsynced; /* as of lost_* */
+	/* coord_lead.c: with several coordinators (store->lead), whether
+	 * this one leads (serves changes and does the timed work); else 1.
+	 * stale: a change was not committed, the tables are read again
+	 * before anything is served. leader: the leader's address. */
+	int leads, stale;
+	char leader[MSG_ADDR_MAX];
+	uint64_t follow_next; /* now_ms of the next follow() on a tick */
 	/* data-plane grants (coord_grant.c): coord_cfg's */
 	coord_grant_key_fn *grant_key;
 	void *grant_key_arg;
@@ -209,6 +216,14 @@ typedef int coord_emit_fn(void *arg, const struct msg *rec);
  * coord_task.c; coord_rcheck.c; coord_rebuild.c, coord_place.c,
  * coord_grant.c; the request handlers (coord_on.h); coord.c.
  */
+
+/* ---- coord.c ---- */
+
+/* Frees every table of @c, leaving them empty (the store stays). */
+void coord_tables_free(struct coord *c);
+/* Tables just read (start-up, or read again): each node up gets a
+ * lease to heartbeat in, each rebuild in progress its task again. */
+int coord_recovered(struct coord *c, uint64_t now_ms);
 
 /* ---- coord_table.c: growth and lookups ---- */
 
@@ -461,6 +476,23 @@ struct coord_store_ops {
 		     unsigned int flags, void *rep);
 	/* Figures for /metrics; NULL if it keeps none. */
 	const struct wal_stats *(*stats)(const void *arg);
+	/*
+	 * Several coordinators on one store (NULL: this one is the only
+	 * one, and leads). lead(): campaigns for the leadership, or keeps
+	 * it, at @now_ms (the server's tick; the store paces its own
+	 * requests), announcing @addr. Returns 1 if this coordinator leads
+	 * now, else 0, with the leader's address as last read in @leader
+	 * ("" if unknown). A leader's change that commits was made while
+	 * it led (the store fences it).
+	 */
+	int (*lead)(void *arg, const char *addr, uint64_t now_ms, char *leader,
+		    size_t leader_len);
+	/* Applies the records the leader committed since this coordinator
+	 * last read. -ESTALE: it cannot (they were trimmed, or one does
+	 * not apply): the tables must be read again. */
+	int (*follow)(void *arg, struct coord *c);
+	/* Reads every table again into the empty tables of @c. */
+	int (*reload)(void *arg, struct coord *c);
 };
 
 /* The write-ahead log and snapshot of a data directory (wal.h). */

@@ -25,7 +25,9 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "coord_etcd_int.h"
 #include "etcd.h"
+#include "etcd_elect.h"
 #include "frame.h"
 #include "log.h"
 #include "msg.h"
@@ -44,20 +46,7 @@
 #define COORD_ETCD_PARTS_FMT "farpage-parts %016" PRIx64 " %" PRIu64 " %zu %08x"
 /* Log keys read per range: those sharing all but the last two digits. */
 #define COORD_ETCD_GROUP_SHIFT 8u
-#define COORD_ETCD_KEY_MAX     (COORD_ETCD_PREFIX_MAX + 64u)
 #define COORD_ETCD_META_FMT    "farpage-coordinator store %u cluster %016" PRIx64
-
-struct coord_store_etcd {
-	struct etcd *e;
-	char prefix[COORD_ETCD_PREFIX_MAX];
-	uint64_t seq;	  /* of the last record; 0: none */
-	int64_t head_rev; /* P"head"'s mod_revision as of seq; 0: absent */
-	uint64_t id;	  /* this coordinator's, written in P"head" */
-	/* The snapshot (P"snap"): the last record it holds, its parts'
-	 * nonce (0: none); the first log group that may still exist. */
-	uint64_t snap_seq, snap_nonce, trim_group;
-	int64_t load_rev; /* the revision cse_load() read at */
-};
 
 /* A snapshot: its records, each a big-endian u32 length and the
  * msg_encode()d record, cut into parts of at most COORD_ETCD_PART_MAX. */
@@ -67,8 +56,8 @@ struct cse_buf {
 };
 
 /* P followed by @fmt into @buf; returns the key's length. */
-__attribute__((format(printf, 3, 4))) static size_t
-cse_key(const struct coord_store_etcd *s, char *buf, const char *fmt, ...)
+size_t cse_key(const struct coord_store_etcd *s, char *buf, const char *fmt,
+	       ...)
 {
 	size_t n = strlen(s->prefix);
 	va_list ap;
@@ -80,7 +69,7 @@ cse_key(const struct coord_store_etcd *s, char *buf, const char *fmt, ...)
 	return strlen(buf);
 }
 
-static int cse_err(const struct coord_store_etcd *s, int ret, const char *what)
+int cse_err(const struct coord_store_etcd *s, int ret, const char *what)
 {
 	log_err("etcd (%s): %s: %s (%s)", etcd_endpoint(s->e), what,
 		etcd_last_error(s->e), log_strerror(ret));
@@ -260,9 +249,8 @@ static int cse_apply_group(struct coord_store_etcd *s, struct coord *c,
 		const struct etcd_kv *kv = &kvs->kv[i];
 		const char *k = (const char *)kv->key + strlen(s->prefix);
 
-		if (sscanf(k, "log/%16" SCNx64, &seq) == 1 &&
-		    seq <= s->snap_seq)
-			continue; /* in the snapshot, not trimmed yet */
+		if (sscanf(k, "log/%16" SCNx64, &seq) == 1 && seq <= s->seq)
+			continue; /* in the snapshot or read already */
 		if (sscanf(k, "log/%16" SCNx64, &seq) != 1 ||
 		    seq != s->seq + 1 || seq > last) {
 			log_err("etcd: %s at revision %" PRId64
@@ -446,12 +434,66 @@ static int cse_load(struct coord_store_etcd *s, struct coord *c)
 	return ret;
 }
 
+/*
+ * A follower's catch-up: the records after s->seq up to the head, at the
+ * head's revision. -ESTALE when they are not all there any more (a
+ * snapshot trimmed them) or one does not apply: the tables are then
+ * read again whole (cse_reload()).
+ */
+static int cse_follow(void *arg, struct coord *c)
+{
+	struct coord_store_etcd *s = arg;
+	char key[COORD_ETCD_KEY_MAX];
+	size_t klen = cse_key(s, key, "head");
+	uint64_t last = 0, who;
+	struct etcd_kvs kvs;
+	int64_t rev, mod;
+	int ret;
+
+	ret = etcd_get(s->e, key, klen, 0, 0, 0, &kvs);
+	if (ret)
+		return cse_err(s, ret, key);
+	rev = kvs.rev;
+	mod = kvs.n == 1 ? kvs.kv[0].mod_rev : 0;
+	if (kvs.n == 1 && sscanf((const char *)kvs.kv[0].value,
+				 "%16" SCNx64 " %16" SCNx64, &last, &who) != 2)
+		mod = -1;
+	etcd_kvs_fini(&kvs);
+	if (mod == s->head_rev)
+		return 0;
+	if (mod < 0 || last < s->seq)
+		return -ESTALE;
+	for (uint64_t g = (s->seq + 1) >> COORD_ETCD_GROUP_SHIFT;
+	     !ret && g <= last >> COORD_ETCD_GROUP_SHIFT; g++) {
+		klen = cse_key(s, key, "log/%014" PRIx64, g);
+		ret = etcd_get(s->e, key, klen, ETCD_PREFIX, 0, rev, &kvs);
+		if (ret)
+			return cse_err(s, ret, key);
+		ret = cse_apply_group(s, c, &kvs, rev, last);
+		etcd_kvs_fini(&kvs);
+	}
+	if (ret || s->seq != last)
+		return -ESTALE;
+	s->head_rev = mod;
+	return 0;
+}
+
+static int cse_reload(void *arg, struct coord *c)
+{
+	struct coord_store_etcd *s = arg;
+
+	s->seq = s->snap_seq = s->snap_nonce = 0;
+	s->head_rev = 0;
+	return cse_load(s, c);
+}
+
 static void cse_close(void *arg)
 {
 	struct coord_store_etcd *s = arg;
 
 	if (!s)
 		return;
+	cse_lead_end(s);
 	etcd_destroy(s->e);
 	free(s);
 }
@@ -471,6 +513,8 @@ static int cse_new(const struct coord_cfg *cfg, struct coord_store_etcd **out)
 	if (!s)
 		return -ENOMEM;
 	snprintf(s->prefix, sizeof(s->prefix), "%s", prefix);
+	s->ttl_s = cfg->leader_ttl_s ? cfg->leader_ttl_s
+				     : COORD_LEADER_TTL_S_DEFAULT;
 	ret = util_random_u64(&s->id);
 	if (!ret)
 		ret = etcd_create(&ecfg, &s->e);
@@ -561,11 +605,12 @@ static int cse_append(void *arg, const uint8_t *rec, size_t len)
 	char hkey[COORD_ETCD_KEY_MAX], lkey[COORD_ETCD_KEY_MAX], head[40];
 	size_t hlen = cse_key(s, hkey, "head");
 	size_t llen = cse_key(s, lkey, "log/%016" PRIx64, s->seq + 1);
-	struct etcd_cmp cmp = { .key = hkey,
-				.key_len = hlen,
-				.target = ETCD_CMP_MOD,
-				.result = ETCD_CMP_EQ,
-				.num = s->head_rev };
+	struct etcd_cmp cmp[2] = { { .key = hkey,
+				     .key_len = hlen,
+				     .target = ETCD_CMP_MOD,
+				     .result = ETCD_CMP_EQ,
+				     .num = s->head_rev } };
+	size_t ncmp = 1 + cse_fence(s, &cmp[1]);
 	struct etcd_op ok[2] = {
 		{ .type = ETCD_OP_PUT,
 		  .key = lkey,
@@ -581,6 +626,13 @@ static int cse_append(void *arg, const uint8_t *rec, size_t len)
 	char list[96];
 	int ret;
 
+	if (s->el && ncmp == 1) {
+		log_err("etcd: record %" PRIu64
+			" not written: this coordinator "
+			"no longer leads",
+			s->seq + 1);
+		return -ESTALE;
+	}
 	if (len > COORD_ETCD_INLINE_MAX) {
 		ret = cse_rec_parts(s, rec, len, list, sizeof(list));
 		if (ret)
@@ -592,7 +644,7 @@ static int cse_append(void *arg, const uint8_t *rec, size_t len)
 		 s->id);
 	ok[1].value = head;
 	ok[1].value_len = strlen(head);
-	ret = etcd_txn(s->e, &cmp, 1, ok, 2, &no, 1, &r);
+	ret = etcd_txn(s->e, cmp, ncmp, ok, 2, &no, 1, &r);
 	if (ret) {
 		log_err("etcd (%s): record %" PRIu64 " (%zu bytes) %s: %s (%s)",
 			etcd_endpoint(s->e), s->seq + 1, len,
@@ -607,7 +659,8 @@ static int cse_append(void *arg, const uint8_t *rec, size_t len)
 
 		log_err("etcd: %s changed under this coordinator (now '%s' "
 			"at revision %" PRId64 ", was record %" PRIu64
-			" at %" PRId64 "): another coordinator writes there",
+			" at %" PRId64 "), or it no longer leads: another "
+			"coordinator writes there",
 			hkey,
 			kvs && kvs->n ? (const char *)kvs->kv[0].value : "",
 			kvs && kvs->n ? kvs->kv[0].mod_rev : 0, s->seq,
@@ -695,11 +748,12 @@ static int cse_snapshot(void *arg, struct coord *c)
 	struct coord_store_etcd *s = arg;
 	char hkey[COORD_ETCD_KEY_MAX], skey[COORD_ETCD_KEY_MAX], val[128];
 	size_t hlen = cse_key(s, hkey, "head"), slen = cse_key(s, skey, "snap");
-	struct etcd_cmp cmp = { .key = hkey,
-				.key_len = hlen,
-				.target = ETCD_CMP_MOD,
-				.result = ETCD_CMP_EQ,
-				.num = s->head_rev };
+	struct etcd_cmp cmp[2] = { { .key = hkey,
+				     .key_len = hlen,
+				     .target = ETCD_CMP_MOD,
+				     .result = ETCD_CMP_EQ,
+				     .num = s->head_rev } };
+	size_t ncmp = 1 + cse_fence(s, &cmp[1]);
 	struct etcd_op put = { .type = ETCD_OP_PUT,
 			       .key = skey,
 			       .key_len = slen };
@@ -730,7 +784,9 @@ static int cse_snapshot(void *arg, struct coord *c)
 		return ret;
 	put.value = val;
 	put.value_len = strlen(val);
-	ret = etcd_txn(s->e, &cmp, 1, &put, 1, NULL, 0, &r);
+	if (s->el && ncmp == 1)
+		return -ESTALE; /* no longer leads */
+	ret = etcd_txn(s->e, cmp, ncmp, &put, 1, NULL, 0, &r);
 	if (ret)
 		return cse_err(s, ret, skey);
 	if (!r.succeeded) {
@@ -792,4 +848,7 @@ const struct coord_store_ops coord_store_etcd = {
 	.snapshot = cse_snapshot,
 	.close = cse_close,
 	.check = cse_check,
+	.lead = cse_lead,
+	.follow = cse_follow,
+	.reload = cse_reload,
 };

@@ -212,6 +212,8 @@ _Static_assert(COORD_GRANT_TTL_MS_MIN == 10000 &&
 		       MAIN_LEASE_MS_MAX == 86400000,
 	       "--grant-ttl-ms help");
 _Static_assert(COORD_SNAPSHOT_EVERY_DEFAULT == 1000, "--snapshot-every help");
+_Static_assert(COORD_LEADER_TTL_S_DEFAULT == 3 && COORD_LEADER_TTL_S_MAX == 60,
+	       "--leader-ttl help");
 _Static_assert(MAIN_EXIT_DATA == 3, "--check help and the epilog");
 
 /* Every option of farpage-coordinator, in the order --help lists them. */
@@ -241,10 +243,17 @@ static const struct opts_opt main_opt_table[] = {
 	O_FN("store", "URL", main_set_store,
 	     "where the tables are kept: wal, the log and snapshot of "
 	     "--data-dir (default), or etcd://HOST:PORT[,HOST:PORT...], in "
-	     "etcd under --etcd-prefix (one coordinator per prefix)"),
+	     "etcd under --etcd-prefix, where several coordinators may run: "
+	     "one elected leads, the others serve reads"),
 	O_FN("etcd-prefix", "PREFIX", main_set_etcd_prefix,
 	     "with --store etcd://...: the prefix of every key "
 	     "(default " COORD_ETCD_PREFIX_DEFAULT ")"),
+	{ "leader-ttl", 0, "S",
+	  "with --store etcd://...: the leader's etcd lease; a leader that "
+	  "cannot renew it stops leading before it ends, and another leads "
+	  "after it (1..60, default 3)",
+	  OPTS_K_FN, main_set_uint, MAIN_OFF(ccfg.leader_ttl_s), 1,
+	  COORD_LEADER_TTL_S_MAX },
 	O_NUM("lease-ms", main_set_u64, ccfg.lease_ms, 1, MAIN_LEASE_MS_MAX,
 	      "a node is down MS ms after its last heartbeat (default 5000)"),
 	O_NUM("sync-timeout-ms", main_set_u64, ccfg.sync_timeout_ms, 1,
@@ -412,10 +421,10 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 	if (optind < argc)
 		return opts_usage_err(&main_spec, "unexpected argument '%s'",
 				      argv[optind]);
-	if (o->ccfg.etcd_prefix && !o->ccfg.etcd)
+	if ((o->ccfg.etcd_prefix || o->ccfg.leader_ttl_s) && !o->ccfg.etcd)
 		return opts_usage_err(&main_spec,
-				      "--etcd-prefix: only with --store "
-				      "etcd://...");
+				      "--etcd-prefix, --leader-ttl: only with "
+				      "--store etcd://...");
 	if (o->ccfg.etcd && (o->repair || o->data_dir_set))
 		return opts_usage_err(&main_spec,
 				      "--store etcd://... keeps no data "

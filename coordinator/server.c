@@ -43,10 +43,12 @@ static void on_lease_tick(struct evl *l, void *arg)
 	unsigned int hs_ms;
 	int ret;
 
-	ret = coord_lease_check(s->coord, now);
+	coord_lead_tick(s->coord, s->addr, now);
+	/* The timed work is the leader's. */
+	ret = coord_leads(s->coord) ? coord_lease_check(s->coord, now) : 0;
 	if (!ret)
 		ret = coord_sync(s->coord);
-	if (ret)
+	if (ret && coord_store_failed(s->coord, ret))
 		server_fatal(ret);
 	server_figures(s);
 	/* Under pressure (the pool more than half full) a quarter of it. */
@@ -163,6 +165,9 @@ int server_create(const struct server_cfg *cfg, struct coord *c,
 	ret = evl_timer_add(s->evl, SERVER_LEASE_TICK, on_lease_tick, s);
 	if (ret < 0)
 		goto err;
+	/* With several coordinators: stand at once, so that the only one
+	 * leads before its first request. */
+	coord_lead_tick(c, s->addr, evl_now_ms());
 	server_figures(s);
 	if (cfg->metrics_listen) {
 		ret = metrics_srv_start(cfg->metrics_listen,

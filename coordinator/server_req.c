@@ -195,12 +195,20 @@ int server_conn_serve(struct server_conn *cn)
 			atomic_fetch_add(&s->m[SERVER_M_DENIED], 1);
 			ret = -EACCES;
 		}
+		/* Another coordinator leads: the ERROR says so. */
+		if (!ret)
+			ret = coord_may_serve(s->coord, &req, &rep,
+					      cn->since_ms);
 		/* Refused: the ERROR is the reply (ESTALE: join again). */
 		if (!ret) {
 			ret = coord_handle(s->coord, &req, &rep, cn->since_ms);
-			if (ret)
+			if (ret && coord_store_failed(s->coord, ret))
 				server_fatal(ret);
-			if (cn->role == COORD_ROLE_NODE)
+			if (ret)
+				msg_error(&rep, -COORD_ERR_NOT_LEADER,
+					  "not committed (%s): ask again",
+					  log_strerror(ret));
+			else if (cn->role == COORD_ROLE_NODE)
 				server_grants(s, cn, &req, &rep);
 		}
 		ret = 0;
@@ -223,7 +231,7 @@ int server_conn_serve(struct server_conn *cn)
 	}
 	/* Nothing queued above may leave before its change is on disk. */
 	sync_ret = coord_sync(s->coord);
-	if (sync_ret)
+	if (sync_ret && coord_store_failed(s->coord, sync_ret))
 		server_fatal(sync_ret);
 	return ret;
 }

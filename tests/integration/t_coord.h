@@ -34,6 +34,7 @@
 #define T_FAIL	  1
 #define T_SKIP	  77
 #define T_CALL_MS 5000
+#define T_LEAD_MS 60000
 
 /* Logs a failed check with its location and jumps to the caller's out:. */
 #define T_CHECK(cond, ...)                                                     \
@@ -267,9 +268,24 @@ static inline int t_connect(const struct t_coord *tc)
 }
 
 /* One request, one reply; 0, -errno of an ERROR reply, or another -errno. */
+/*
+ * One call. A coordinator on etcd that does not lead yet (one restarted
+ * after a kill waits out its predecessor's etcd lease) answers
+ * COORD_ERR_NOT_LEADER: asked again until it leads (T_LEAD_MS bounds a
+ * hang).
+ */
 static inline int t_call(int fd, const struct msg *req, struct msg *rep)
 {
-	return ctl_call(fd, req, rep, T_CALL_MS);
+	uint64_t deadline = t_now_ms() + T_LEAD_MS;
+	int ret;
+
+	for (;;) {
+		ret = ctl_call(fd, req, rep, T_CALL_MS);
+		if (ret != -COORD_ERR_NOT_LEADER || t_now_ms() >= deadline)
+			return ret;
+		msg_fini(rep);
+		t_sleep_ms(20);
+	}
 }
 
 /* Counts lines of the coordinator's log that contain @needle. */

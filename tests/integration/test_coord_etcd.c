@@ -253,6 +253,7 @@ static int t_basic(struct t_coord *tc, const char *endpoints,
 	uint64_t a = 0, b = 0;
 	struct stat sb;
 	int fd = -1, ret = -1;
+	int64_t n;
 
 	T_CHECK(t_coord_start(tc, NULL) == 0, "start");
 	fd = t_connect(tc);
@@ -283,10 +284,11 @@ static int t_basic(struct t_coord *tc, const char *endpoints,
 	fd = -1;
 	t_coord_stop(tc, SIGKILL);
 	/* 10 records (2 joins, 3 creates, a delete, 2 endpoints, 2 MRs),
-	 * the head and the meta key; and no data directory. */
-	T_CHECK(t_etcd_keys(endpoints, T_PREFIX) == 12,
-		"%lld keys under " T_PREFIX ", want 12",
-		(long long)t_etcd_keys(endpoints, T_PREFIX));
+	 * the head and the meta key, besides the leader's key (until its
+	 * lease runs out); and no data directory. */
+	n = t_etcd_keys(endpoints, T_PREFIX) -
+	    t_etcd_keys(endpoints, T_PREFIX "leader");
+	T_CHECK(n == 12, "%lld keys under " T_PREFIX ", want 12", (long long)n);
 	T_CHECK(stat(tc->data, &sb) < 0 && errno == ENOENT,
 		"%s exists: the etcd store made a data directory", tc->data);
 
@@ -582,32 +584,102 @@ out:
 	return ret;
 }
 
+/* MSG_T_MR_PUT once, no retry: 0 or -errno, the answer's text in @why. */
+static int t_mr_once(int fd, uint64_t rkey, char *why, size_t len)
+{
+	struct msg req, rep;
+	int ret;
+
+	msg_init(&req, MSG_T_MR_PUT);
+	req.node = 1;
+	req.mr_addr = 0x7f1300000000;
+	req.rkey = rkey;
+	req.mr_len = T_POOL;
+	ret = ctl_call(fd, &req, &rep, T_CALL_MS);
+	snprintf(why, len, "%s", rep.type == MSG_T_ERROR ? rep.text : "");
+	msg_fini(&rep);
+	return ret;
+}
+
+/* REGION_GET @name through @fd, encoded into @st. */
+static int t_region_read(int fd, const char *name, struct t_state *st)
+{
+	struct msg req, rep;
+	int ret;
+
+	free(st->p);
+	memset(st, 0, sizeof(*st));
+	msg_init(&req, MSG_T_REGION_GET);
+	snprintf(req.name, sizeof(req.name), "%s", name);
+	ret = t_call(fd, &req, &rep);
+	if (!ret)
+		ret = t_state_add(st, &rep);
+	msg_fini(&rep);
+	return ret;
+}
+
 /*
- * A second coordinator on the same prefix writes: the first one's view
- * is stale, its next change fails the head's compare and it exits
- * without replying. Another prefix has tables of its own.
+ * Two coordinators on one prefix. The second follows: a read shows the
+ * leader's last change, a change is refused naming the leader. The
+ * leader stopped (SIGSTOP) past its etcd lease: the second leads, and
+ * the stopped one, resumed before anyone wrote, acknowledges nothing
+ * more (its deadline passed; its txn would fail the fence on P"leader").
+ * Then it follows. Another prefix has tables of its own.
  */
-static int t_two(struct t_coord *tc, struct t_coord *tc2)
+static int t_two(struct t_coord *tc, struct t_coord *tc2, struct t_state *st)
 {
 	static const char *const other[] = { "--etcd-prefix", "/t-other/",
 					     NULL };
+	struct t_state a = { 0 }, b = { 0 };
 	struct msg req, rep;
-	int fd = -1, fd2 = -1, ret = -1, status;
+	int fd = -1, fd2 = -1, ret = -1;
+	char why[MSG_TEXT_MAX];
 
 	if (!tc->pid)
 		T_CHECK(t_coord_start(tc, NULL) == 0, "start");
-	T_CHECK(t_coord_start(tc2, NULL) == 0, "second coordinator");
 	fd = t_connect(tc);
+	T_CHECK(fd >= 0, "connect");
+	T_CHECK(t_mr_put(fd, 1, 0x1111) == 0, "mr through the leader");
+	T_CHECK(t_coord_start(tc2, NULL) == 0, "second coordinator");
 	fd2 = t_connect(tc2);
-	T_CHECK(fd >= 0 && fd2 >= 0, "connect");
-	T_CHECK(t_mr_put(fd2, 1, 0x1111) == 0, "mr through the second");
-	T_CHECK(t_mr_put(fd, 1, 0x2222) != 0,
-		"a stale coordinator's change was acknowledged");
-	status = t_coord_stop(tc, SIGKILL);
-	T_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 1,
-		"the stale coordinator did not exit (status 0x%x)", status);
-	T_CHECK(t_log_count(tc, "changed under this coordinator") == 1,
-		"no reason logged");
+	T_CHECK(fd2 >= 0, "connect");
+	ret = t_mr_once(fd2, 0x2222, why, sizeof(why));
+	T_CHECK(ret == -COORD_ERR_NOT_LEADER && strstr(why, tc->addr),
+		"a follower's change: %s (%s)", strerror(-ret), why);
+	T_CHECK(t_create(fd, "two-a", 2 * MIB, NULL, 0, &rep) == 0,
+		"create through the leader");
+	msg_fini(&rep);
+	T_CHECK(t_region_read(fd, "two-a", &a) == 0 &&
+			t_region_read(fd2, "two-a", &b) == 0 &&
+			a.len == b.len && !memcmp(a.p, b.p, a.len),
+		"the follower does not read the leader's last change");
+	fprintf(stderr,
+		"the follower reads the leader's change, refuses "
+		"its own: '%s'\n",
+		why);
+	/* Deposed while stopped. */
+	T_CHECK(kill(tc->pid, SIGSTOP) == 0, "SIGSTOP");
+	T_CHECK(t_wait_log(tc2, "leading:", 1, 60000) == 0,
+		"the second does not lead");
+	T_CHECK(kill(tc->pid, SIGCONT) == 0, "SIGCONT");
+	ret = t_mr_once(fd, 0x3333, why, sizeof(why));
+	T_CHECK(ret == -COORD_ERR_NOT_LEADER,
+		"a deposed leader's change: %s (%s)", strerror(-ret), why);
+	fprintf(stderr, "the deposed leader refused a change: '%s'\n", why);
+	T_CHECK(t_create(fd2, "two-b", 2 * MIB, NULL, 0, &rep) == 0,
+		"create through the new leader");
+	msg_fini(&rep);
+	T_CHECK(t_region_read(fd2, "two-b", &a) == 0 &&
+			t_region_read(fd, "two-b", &b) == 0 && a.len == b.len &&
+			!memcmp(a.p, b.p, a.len),
+		"the deposed leader does not follow");
+	T_CHECK(t_state_read(fd2, &a) == 0 && a.n_regions == st->n_regions + 2,
+		"%u regions through the new leader, want %u", a.n_regions,
+		st->n_regions + 2);
+	free(st->p);
+	*st = a;
+	memset(&a, 0, sizeof(a));
+	t_coord_stop(tc, SIGKILL);
 	t_coord_stop(tc2, SIGKILL);
 	close(fd2);
 	fd2 = -1;
@@ -624,7 +696,11 @@ out:
 		close(fd);
 	if (fd2 >= 0)
 		close(fd2);
+	if (tc->pid)
+		kill(tc->pid, SIGCONT);
 	t_coord_stop(tc2, SIGKILL);
+	free(a.p);
+	free(b.p);
 	return ret;
 }
 
@@ -695,7 +771,7 @@ int main(void)
 	fail = t_basic(&tc, ec.endpoints, &st) || t_hammer(&tc, &st) ||
 	       t_big(&tc, ec.endpoints, &st) ||
 	       t_snap(&tc, ec.endpoints, &st) || t_stopped(&tc, &ec, &st) ||
-	       t_check(&tc, store, ec.endpoints, &st) || t_two(&tc, &tc2);
+	       t_check(&tc, store, ec.endpoints, &st) || t_two(&tc, &tc2, &st);
 	t_coord_fini(&tc, fail);
 	t_coord_fini(&tc2, fail);
 	t_etcd_stop(&ec, fail);
