@@ -121,6 +121,35 @@ struct coord_etcd_report {
 int coord_check_etcd(const struct coord_cfg *cfg,
 		     struct coord_etcd_report *rep);
 
+/* What coord_import() found and wrote. */
+struct coord_import_report {
+	uint32_t nodes, regions, endpoints; /* the data directory's tables */
+	uint64_t records, bytes; /* the snapshot written: its records, bytes */
+	uint64_t cid;		 /* the cluster id written to P"meta" */
+	int cid_made;		 /* the directory had none: a fresh one */
+	int written;		 /* P"meta" made: etcd was written to */
+	/* -EEXIST: keys under the prefix, the first, P"meta"'s value */
+	int64_t held;
+	char held_key[COORD_ETCD_PREFIX_MAX + 64];
+	char held_meta[96];
+};
+
+/*
+ * Copies the tables of the data directory @data_dir into etcd at
+ * cfg->etcd under cfg->etcd_prefix, once: @data_dir is read as
+ * coord_check() reads it (@wrep: what it found; nothing in it changes),
+ * the prefix must hold no key, P"meta" gets the directory's cluster id
+ * and the tables are written as the etcd store's snapshot, then read back
+ * and compared. Returns 0 with what was copied in @rep; -EBADMSG if
+ * start-up would refuse @data_dir (@wrep says why) or its cluster id;
+ * -EEXIST if the prefix holds keys (@rep says which; nothing written);
+ * -EWOULDBLOCK if a coordinator runs on @data_dir; -ENOENT if there is no
+ * @data_dir; -EIO if the tables read back differ; or -errno (etcd's
+ * error is logged; rep->written says whether P"meta" was made).
+ */
+int coord_import(const char *data_dir, const struct coord_cfg *cfg,
+		 struct coord_import_report *rep, struct wal_report *wrep);
+
 /* Frees the tables and closes the log; NULL is a no-op. */
 void coord_destroy(struct coord *c);
 

@@ -500,6 +500,10 @@ extern const struct coord_store_ops coord_store_wal;
 
 /* ---- coord_store_etcd.c: the tables kept in etcd ---- */
 
+/* The store's format, and P"meta": the format and the cluster id. */
+#define COORD_ETCD_VERSION  1u
+#define COORD_ETCD_META_FMT "farpage-coordinator store %u cluster %016" PRIx64
+
 /* The change records under cfg->etcd_prefix of the etcd at cfg->etcd
  * (docs/design.md "The coordinator's store"); sets c->cid. */
 extern const struct coord_store_ops coord_store_etcd;

@@ -33,7 +33,6 @@
 #include "msg.h"
 #include "util.h"
 
-#define COORD_ETCD_VERSION 1u
 /* A larger record, and a snapshot, are written in parts of this: well
  * under etcd's 1.5-MiB request limit with the keys and P"head" beside
  * them, read one at a time. */
@@ -46,7 +45,6 @@
 #define COORD_ETCD_PARTS_FMT "farpage-parts %016" PRIx64 " %" PRIu64 " %zu %08x"
 /* Log keys read per range: those sharing all but the last two digits. */
 #define COORD_ETCD_GROUP_SHIFT 8u
-#define COORD_ETCD_META_FMT    "farpage-coordinator store %u cluster %016" PRIx64
 
 /* A snapshot: its records, each a big-endian u32 length and the
  * msg_encode()d record, cut into parts of at most COORD_ETCD_PART_MAX. */

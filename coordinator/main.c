@@ -62,6 +62,10 @@ struct main_opts {
 	enum log_level level;
 	bool check, repair; /* --check, --repair: no server */
 	bool data_dir_set;  /* --data-dir given */
+	const char *import; /* --import DATA_DIR: no server */
+	/* --data-dir given with --store etcd://... (a unit that always
+	 * names its state directory): not used */
+	const char *data_dir_unused;
 };
 
 static const struct opts_spec main_spec;
@@ -170,6 +174,16 @@ static int main_set_store(const struct opts_opt *o, void *ctx, const char *arg)
 	return 0;
 }
 
+static int main_set_import(const struct opts_opt *o, void *ctx, const char *arg)
+{
+	struct main_opts *m = ctx;
+
+	if (!*arg)
+		return opts_usage_err(&main_spec, "--import: empty");
+	m->import = arg;
+	return 0;
+}
+
 static int main_set_etcd_prefix(const struct opts_opt *o, void *ctx,
 				const char *arg)
 {
@@ -239,7 +253,8 @@ static const struct opts_opt main_opt_table[] = {
 	     "taken and logged, or refused (default warn)"),
 	O_FN("data-dir", "DIR", main_set_data_dir,
 	     "log and snapshot, created if missing "
-	     "(default " MAIN_DATA_DIR_DEFAULT ")"),
+	     "(default " MAIN_DATA_DIR_DEFAULT "; unused with --store "
+	     "etcd://...)"),
 	O_FN("store", "URL", main_set_store,
 	     "where the tables are kept: wal, the log and snapshot of "
 	     "--data-dir (default), or etcd://HOST:PORT[,HOST:PORT...], in "
@@ -291,6 +306,12 @@ static const struct opts_opt main_opt_table[] = {
 	     "--store etcd://... the tables in etcd, as start-up would, "
 	     "report, change nothing, and exit: 0 clean, 3 problems found, 1 "
 	     "could not check (a coordinator runs on it, nothing there)"),
+	O_FN("import", "DATA_DIR", main_set_import,
+	     "with --store etcd://...: copy the tables of DATA_DIR (read as "
+	     "--check reads it, unchanged) into etcd under --etcd-prefix, "
+	     "which must hold no key, report, and exit: 0 copied, 3 DATA_DIR "
+	     "refused, 1 not copied (the prefix holds keys, etcd not "
+	     "reached)"),
 	O_FN("repair", NULL, main_set_check,
 	     "with --check (implied): cut the log at its first bad record, "
 	     "keeping the bytes cut in wal.<generation>.cut-<offset> beside "
@@ -306,6 +327,8 @@ static const struct opts_spec main_spec = {
 		    "       farpage-coordinator --check [--repair] [DATA_DIR]\n"
 		    "       farpage-coordinator --check --store etcd://... "
 		    "[--etcd-prefix P]\n"
+		    "       farpage-coordinator --import DATA_DIR --store "
+		    "etcd://... [--etcd-prefix P]\n"
 		    "\n"
 		    "Keeps the cluster's nodes, regions and endpoints; every\n"
 		    "change is logged to the data directory (or committed to\n"
@@ -425,11 +448,17 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 		return opts_usage_err(&main_spec,
 				      "--etcd-prefix, --leader-ttl: only with "
 				      "--store etcd://...");
-	if (o->ccfg.etcd && (o->repair || o->data_dir_set))
+	if (o->import && (!o->ccfg.etcd || o->check || o->data_dir_set))
+		return opts_usage_err(&main_spec,
+				      "--import: with --store etcd://..., "
+				      "without --check, --repair or "
+				      "--data-dir");
+	if (o->ccfg.etcd && (o->repair || (o->check && o->data_dir_set)))
 		return opts_usage_err(&main_spec,
 				      "--store etcd://... keeps no data "
-				      "directory (--data-dir, DATA_DIR, "
-				      "--repair)");
+				      "directory (DATA_DIR, --repair)");
+	if (o->ccfg.etcd && o->data_dir_set)
+		o->data_dir_unused = o->ccfg.data_dir;
 	if (o->ccfg.etcd)
 		o->ccfg.data_dir = NULL;
 	return -1;
@@ -563,6 +592,83 @@ static int main_check_etcd(const struct coord_cfg *cfg)
 	return 0;
 }
 
+/* Prints what the prefix @prefix of etcd at @etcd holds (@r). */
+static void main_import_held(const char *etcd, const char *prefix,
+			     const struct coord_import_report *r)
+{
+	printf("refused: etcd at %s, prefix %s, holds %lld keys (the first "
+	       "%s)",
+	       etcd, prefix, (long long)r->held, r->held_key);
+	if (r->held_meta[0])
+		printf(": the tables of another coordinator (%smeta: \"%s\")",
+		       prefix, r->held_meta);
+	printf("\n--import writes only under a prefix that holds no key: "
+	       "another --etcd-prefix, or, if nothing there is wanted (no "
+	       "coordinator runs on it), remove it first with\n"
+	       "  etcdctl --endpoints %s del --prefix '%s'\n",
+	       etcd, prefix);
+}
+
+/*
+ * --import DATA_DIR --store etcd://...: copies the tables of DATA_DIR into
+ * etcd. Returns the exit status.
+ */
+static int main_import(const char *dir, const struct coord_cfg *cfg)
+{
+	const char *prefix =
+		cfg->etcd_prefix ? cfg->etcd_prefix : COORD_ETCD_PREFIX_DEFAULT;
+	struct coord_import_report r;
+	struct wal_report w;
+	int ret;
+
+	ret = coord_import(dir, cfg, &r, &w);
+	if (ret == -EBADMSG && w.state == WAL_STATE_BAD) {
+		main_report_print(dir, &w);
+		printf("refused: nothing copied to etcd\n");
+		return MAIN_EXIT_DATA;
+	}
+	if (ret == -EBADMSG && !r.written) {
+		printf("refused: %s (the error above says why): nothing "
+		       "copied to etcd\n",
+		       dir);
+		return MAIN_EXIT_DATA;
+	}
+	if (ret == -EEXIST) {
+		main_import_held(cfg->etcd, prefix, &r);
+		return 1;
+	}
+	if (ret == -EWOULDBLOCK) {
+		printf("refused: a coordinator runs on %s: stop it first (its "
+		       "tables would change after the copy)\n",
+		       dir);
+		return 1;
+	}
+	if (ret) {
+		log_errno(ret, "cannot import %s into etcd at %s", dir,
+			  cfg->etcd);
+		if (r.written)
+			printf("not copied whole: %smeta was made; remove the "
+			       "prefix (etcdctl --endpoints %s del --prefix "
+			       "'%s') before trying again\n",
+			       prefix, cfg->etcd, prefix);
+		return 1;
+	}
+	if (w.state == WAL_STATE_TORN)
+		printf("%s/wal ends in a torn record (never acknowledged), "
+		       "left out as start-up leaves it out\n",
+		       dir);
+	printf("imported %s into etcd at %s, prefix %s, cluster id "
+	       "%016llx%s\n",
+	       dir, cfg->etcd, prefix, (unsigned long long)r.cid,
+	       r.cid_made ? " (new: the directory had none)" : "");
+	printf("tables: %u nodes, %u regions, %u endpoints\n", r.nodes,
+	       r.regions, r.endpoints);
+	printf("copied: a snapshot of %llu records, %llu bytes; read back "
+	       "the same\n",
+	       (unsigned long long)r.records, (unsigned long long)r.bytes);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct main_opts o = {
@@ -582,6 +688,11 @@ int main(int argc, char **argv)
 	if (ret >= 0)
 		return ret;
 	log_init("farpage-coordinator", o.level);
+	if (o.import)
+		return main_import(o.import, &o.ccfg);
+	if (o.data_dir_unused)
+		log_info("--data-dir %s: not used, the tables are in etcd",
+			 o.data_dir_unused);
 	if (o.check && o.ccfg.etcd)
 		return main_check_etcd(&o.ccfg);
 	if (o.check)
