@@ -582,8 +582,8 @@ static int main_check_etcd(const struct coord_cfg *cfg)
 		       cfg->etcd, prefix, prefix);
 		return 1;
 	}
-	printf("etcd at %s, prefix %s, read at revision %lld: a snapshot of "
-	       "%llu records, %llu records after it\n",
+	printf("etcd at %s, prefix %s, read at revision %lld: a snapshot "
+	       "up to log record %llu, %llu log records after it\n",
 	       cfg->etcd, prefix, (long long)rep.rev,
 	       (unsigned long long)rep.snap_records,
 	       (unsigned long long)rep.records);
