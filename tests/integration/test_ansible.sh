@@ -5,6 +5,7 @@
 #     the settings of group_vars/all.yml, is deploy/farpage.env.example's
 #     variables with the same values (the coordinator's address and pool
 #     size given as the example's), nothing more, nothing less
+#   - with farpage_coord_etcd set it says FARPAGE_COORD_STORE=etcd://...
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 SRC=${FARPAGE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -28,4 +29,14 @@ ansible -i "$A/inventory.example.ini" hosta.example -c local \
 diff <(ex "$SRC/deploy/farpage.env.example") <(ex "$FP_TMP/farpage.env") >"$FP_TMP/diff" ||
 	{ cat "$FP_TMP/diff" >&2; fp_fail "the rendered /etc/default/farpage differs from farpage.env.example (< example, > rendered)"; }
 fp_log "ok: the template renders farpage.env.example's $(ex "$FP_TMP/farpage.env" | wc -l) variables and values"
+
+# With farpage_coord_etcd set, the coordinator keeps its tables in etcd.
+ansible -i "$A/inventory.example.ini" coord1.example -c local \
+	-e farpage_coord_etcd=10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379 \
+	-m ansible.builtin.template \
+	-a "src=$A/templates/farpage.env.j2 dest=$FP_TMP/farpage-etcd.env" \
+	>"$FP_TMP/template-etcd.log" 2>&1 || { cat "$FP_TMP/template-etcd.log" >&2; fp_fail "the template does not render with farpage_coord_etcd"; }
+grep -qx 'FARPAGE_COORD_STORE=etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379' "$FP_TMP/farpage-etcd.env" ||
+	fp_fail "farpage_coord_etcd: no FARPAGE_COORD_STORE=etcd://... ($(grep COORD_STORE "$FP_TMP/farpage-etcd.env"))"
+fp_log "ok: farpage_coord_etcd renders FARPAGE_COORD_STORE=etcd://..."
 fp_log "PASS"

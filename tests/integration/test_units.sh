@@ -13,6 +13,8 @@
 #     (only the paths and listening ports moved into the test's directory):
 #     coordinator and agent come up, the agent joins, both stop cleanly.
 #     --metrics-listen is left out while a daemon does not have it (noted)
+#   - FARPAGE_COORD_STORE=etcd://... (an etcd member, if installed) puts
+#     the tables in etcd with the same command line
 #   - with stderr as the journal's stream (JOURNAL_STREAM) the daemons'
 #     lines carry a <N> priority and no time stamp
 set -uo pipefail
@@ -250,6 +252,55 @@ for n in node:$NPID coord:$CPID; do
 	[ $rc = 0 ] || fp_fail "${n%:*}: exit status $rc after SIGTERM"
 done
 fp_log "ok: both stopped cleanly on SIGTERM"
+
+# FARPAGE_COORD_STORE=etcd://...: the same command line keeps the tables
+# in etcd (a member on loopback, when etcd is installed).
+if command -v etcd >/dev/null; then
+	free_port() {
+		local p i
+		for ((i = 0; i < 100; i++)); do
+			p=$((20000 + RANDOM % 12000))
+			[ -z "$(ss -Htan "( sport = :$p )")" ] && { echo "$p"; return 0; }
+		done
+		fp_fail "no free port"
+	}
+	ecp=$(free_port)
+	epp=$(free_port)
+	[ "$ecp" != "$epp" ] || epp=$((ecp + 1))
+	etcd --name u --data-dir "$FP_TMP/etcd" --listen-client-urls "http://127.0.0.1:$ecp" \
+		--advertise-client-urls "http://127.0.0.1:$ecp" --listen-peer-urls "http://127.0.0.1:$epp" \
+		--initial-advertise-peer-urls "http://127.0.0.1:$epp" --initial-cluster "u=http://127.0.0.1:$epp" \
+		>"$FP_TMP/etcd.log" 2>&1 &
+	EPID=$!
+	FP_PIDS+=("$EPID")
+	EX[FARPAGE_COORD_STORE]=etcd://127.0.0.1:$ecp
+	mv "$FP_TMP/state" "$FP_TMP/state-wal" && mkdir -m 0700 "$FP_TMP/state" || fp_fail "cannot empty $FP_TMP/state"
+	for ((i = 0; i < 100; i++)); do
+		run_unit farpage-coordinator.service coord-etcd --addr-file "$FP_TMP/coord-etcd.addr"
+		CPID=$DPID
+		for ((j = 0; j < 100; j++)); do
+			[ -s "$FP_TMP/coord-etcd.addr" ] && break 2
+			kill -0 "$CPID" 2>/dev/null || break
+			sleep 0.1
+		done
+		sleep 0.2 # etcd not serving yet: the unit would start it again
+	done
+	ready "$FP_TMP/coord-etcd.addr" "$CPID" farpage-coordinator
+	grep -q -- "--store etcd://127.0.0.1:$ecp" "$FP_TMP/farpage-coordinator.args" ||
+		fp_fail "FARPAGE_COORD_STORE=etcd://...: no --store etcd:// on the command line"
+	grep -q "tables under /farpage/ at 127.0.0.1:$ecp" "$FP_TMP/coord-etcd.log" ||
+		fp_fail "the coordinator does not keep its tables in etcd: $(cat "$FP_TMP/coord-etcd.log")"
+	kill -TERM "$CPID"
+	fp_wait_pid "$CPID" 20
+	rc=$?
+	[ $rc = 0 ] || fp_fail "coordinator on etcd: exit status $rc after SIGTERM"
+	[ -z "$(ls -A "$FP_TMP/state" 2>/dev/null)" ] || fp_fail "on etcd it wrote its data directory"
+	kill "$EPID"
+	EX[FARPAGE_COORD_STORE]=wal
+	fp_log "ok: FARPAGE_COORD_STORE=etcd://...: the unit's command line keeps the tables in etcd"
+else
+	fp_log "note: etcd is not installed (Debian: etcd-server): FARPAGE_COORD_STORE=etcd:// not run"
+fi
 
 # Journal format: "<N>" first, no "prog[time]" anywhere.
 for n in coord node; do
