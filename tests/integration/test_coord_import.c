@@ -3,7 +3,7 @@
  * farpage-coordinator --import DATA_DIR --store etcd://... on one real etcd
  * member (t_etcd.h): a coordinator on a data directory gets four nodes in
  * three zones, regions of one, two and three replicas and placed ones (one
- * deleted), endpoints and MRs; it is stopped and --import copies its
+ * deleted), endpoints and MRs, in a snapshot and a wal; it is stopped and --import copies its
  * tables under a fresh prefix, changing nothing in the directory. A
  * coordinator on that prefix then answers the node list, the region list,
  * each region and each endpoint byte for byte as the first one did, with
@@ -12,7 +12,8 @@
  * what is there and the etcdctl command that removes it, and writes
  * nothing; a data directory whose wal has a changed byte in a complete
  * record is refused with the WAL check's words and nothing is written;
- * a running coordinator's directory is refused.
+ * a running coordinator's directory is refused; a torn last record is
+ * left out as start-up leaves it out.
  */
 #include <dirent.h>
 #include <stdint.h>
@@ -23,10 +24,11 @@
 #include "t_etcd.h"
 #include "wal.h"
 
-#define MIB	     (UINT64_C(1) << 20)
-#define T_POOL	     (UINT64_C(1) << 36)
-#define T_PREFIX     "/imported/"
-#define T_PREFIX_BAD "/damaged/"
+#define MIB	      (UINT64_C(1) << 20)
+#define T_POOL	      (UINT64_C(1) << 36)
+#define T_PREFIX      "/imported/"
+#define T_PREFIX_BAD  "/damaged/"
+#define T_PREFIX_TORN "/torn/"
 
 /* What the coordinator answers, encoded for memcmp(). */
 struct t_state {
@@ -356,26 +358,36 @@ static int t_copy(const char *from, const char *to)
 	return ret;
 }
 
+/* @dst: a copy of data directory @src (snapshot, wal, cluster id). */
+static int t_dir_copy(const char *src, const char *dst)
+{
+	char from[PATH_MAX + 32], to[PATH_MAX + 32];
+	static const char *const files[] = { "snapshot", "wal", "cluster-id" };
+
+	if (mkdir(dst, 0700))
+		return -1;
+	for (int i = 0; i < 3; i++) {
+		snprintf(from, sizeof(from), "%s/%s", src, files[i]);
+		snprintf(to, sizeof(to), "%s/%s", dst, files[i]);
+		if (t_copy(from, to))
+			return -1;
+	}
+	return 0;
+}
+
 /* @dst: a copy of data directory @src whose wal has one byte changed in
  * the payload of its second record (complete: the WAL refuses it). */
 static int t_damaged(const char *src, const char *dst)
 {
-	char from[PATH_MAX + 32], to[PATH_MAX + 32];
-	static const char *const files[] = { "wal", "cluster-id" };
+	char to[PATH_MAX + 32];
 	uint8_t hdr[WAL_REC_HDR_LEN];
 	uint32_t plen;
 	long off;
 	FILE *f;
 	int c;
 
-	if (mkdir(dst, 0700))
+	if (t_dir_copy(src, dst))
 		return -1;
-	for (int i = 0; i < 2; i++) {
-		snprintf(from, sizeof(from), "%s/%s", src, files[i]);
-		snprintf(to, sizeof(to), "%s/%s", dst, files[i]);
-		if (t_copy(from, to))
-			return -1;
-	}
 	snprintf(to, sizeof(to), "%s/wal", dst);
 	f = fopen(to, "r+");
 	if (!f)
@@ -401,7 +413,9 @@ static int t_damaged(const char *src, const char *dst)
 static int t_main(struct t_coord *wc, struct t_coord *ec, struct t_etcd *et,
 		  const char *store)
 {
-	static const char *const wal_args[] = { "--lease-ms", "600000", NULL };
+	/* 15 changes: a snapshot of 12, a wal of 3 */
+	static const char *const wal_args[] = { "--lease-ms", "600000",
+						"--snapshot-every", "6", NULL };
 	static const char *const etcd_args[] = { "--lease-ms", "600000",
 						 "--etcd-prefix", T_PREFIX,
 						 NULL };
@@ -410,6 +424,7 @@ static int t_main(struct t_coord *wc, struct t_coord *ec, struct t_etcd *et,
 	char *before = NULL, *after = NULL;
 	uint64_t cid = 0, cid2 = 0, id;
 	int fd = -1, ret = -1, rc, status;
+	struct stat sb;
 	int64_t keys;
 
 	/* The tables, on a data directory. */
@@ -516,6 +531,19 @@ static int t_main(struct t_coord *wc, struct t_coord *ec, struct t_etcd *et,
 	snprintf(args, sizeof(args), "--check %s", bad);
 	rc = t_run(wc->bin, args, wc->log, out, sizeof(out));
 	T_CHECK(rc == 3, "--check of the damaged copy: %d", rc);
+
+	/* A torn last record (never acknowledged: the last MR) is left
+	 * out, as start-up leaves it out. */
+	snprintf(bad, sizeof(bad), "%s/torn", wc->dir);
+	T_CHECK(t_dir_copy(wc->data, bad) == 0, "copying");
+	snprintf(args, sizeof(args), "%s/wal", bad);
+	T_CHECK(stat(args, &sb) == 0 && truncate(args, sb.st_size - 5) == 0,
+		"tearing %s", args);
+	snprintf(args, sizeof(args), "--import %s --store %s --etcd-prefix %s",
+		 bad, store, T_PREFIX_TORN);
+	rc = t_run(wc->bin, args, wc->log, out, sizeof(out));
+	T_CHECK(rc == 0 && strstr(out, "torn record") && strstr(out, line),
+		"--import of a torn wal: %d", rc);
 	ret = 0;
 out:
 	if (fd >= 0)
