@@ -230,6 +230,11 @@ static int cim_etcd_write(struct coord *c, const struct coord_cfg *cfg)
 	if (ret)
 		return ret;
 	c->store = &coord_store_etcd;
+	if (c->store->records(c->store_arg)) {
+		log_err("etcd: changes were written under the prefix since "
+			"the import made its meta: a coordinator runs there");
+		return -ESTALE;
+	}
 	if (c->cid != cid) {
 		log_err("etcd: the store reads cluster id %016" PRIx64
 			", not the %016" PRIx64 " just written",

@@ -206,6 +206,21 @@ static int t_join_zone(int fd, const char *name, const char *zone,
 	return ret;
 }
 
+/* The region epoch node @id's heartbeat answer names, or 0. */
+static uint64_t t_epoch(int fd, uint64_t id, uint64_t inst)
+{
+	struct msg req, rep;
+	uint64_t epoch = 0;
+
+	msg_init(&req, MSG_T_HEARTBEAT);
+	req.node = id;
+	req.instance = inst;
+	if (!t_call(fd, &req, &rep) && rep.type == MSG_T_HEARTBEAT_ACK)
+		epoch = rep.epoch;
+	msg_fini(&rep);
+	return epoch;
+}
+
 static const struct {
 	const char *name, *zone;
 } t_nodes[] = {
@@ -422,7 +437,7 @@ static int t_main(struct t_coord *wc, struct t_coord *ec, struct t_etcd *et,
 	struct t_state want = { 0 }, got = { 0 };
 	char args[3 * PATH_MAX], out[4096], line[128], bad[PATH_MAX + 16];
 	char *before = NULL, *after = NULL;
-	uint64_t cid = 0, cid2 = 0, id;
+	uint64_t cid = 0, cid2 = 0, id, epoch;
 	int fd = -1, ret = -1, rc, status;
 	struct stat sb;
 	int64_t keys;
@@ -437,6 +452,8 @@ static int t_main(struct t_coord *wc, struct t_coord *ec, struct t_etcd *et,
 			want.n_endpoints == 2,
 		"%u nodes, %u regions, %u endpoints", want.n_nodes,
 		want.n_regions, want.n_endpoints);
+	epoch = t_epoch(fd, 1, 0x100);
+	T_CHECK(epoch > 0, "no epoch");
 
 	/* Refused while a coordinator runs on it. */
 	snprintf(args, sizeof(args), "--import %s --store %s --etcd-prefix %s",
@@ -498,6 +515,10 @@ static int t_main(struct t_coord *wc, struct t_coord *ec, struct t_etcd *et,
 		"rejoin");
 	T_CHECK(cid2 == cid, "cluster id %016llx on etcd, %016llx before",
 		(unsigned long long)cid2, (unsigned long long)cid);
+	T_CHECK(t_epoch(fd, 1, 0x100) == epoch,
+		"epoch %llu on etcd, %llu before",
+		(unsigned long long)t_epoch(fd, 1, 0x100),
+		(unsigned long long)epoch);
 	T_CHECK(t_create(fd, "after", 4 * MIB, 2, 0) == 0, "create on etcd");
 	close(fd);
 	fd = -1;
