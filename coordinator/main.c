@@ -456,7 +456,8 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 	if (o->ccfg.etcd && (o->repair || (o->check && o->data_dir_set)))
 		return opts_usage_err(&main_spec,
 				      "--store etcd://... keeps no data "
-				      "directory (DATA_DIR, --repair)");
+				      "directory to check (DATA_DIR, "
+				      "--data-dir, --repair)");
 	if (o->ccfg.etcd && o->data_dir_set)
 		o->data_dir_unused = o->ccfg.data_dir;
 	if (o->ccfg.etcd)
