@@ -53,27 +53,6 @@ struct cse_buf {
 	size_t len, cap;
 };
 
-/* P followed by @fmt into @buf; returns the key's length. */
-size_t cse_key(const struct coord_store_etcd *s, char *buf, const char *fmt,
-	       ...)
-{
-	size_t n = strlen(s->prefix);
-	va_list ap;
-
-	memcpy(buf, s->prefix, n);
-	va_start(ap, fmt);
-	vsnprintf(buf + n, COORD_ETCD_KEY_MAX - n, fmt, ap);
-	va_end(ap);
-	return strlen(buf);
-}
-
-int cse_err(const struct coord_store_etcd *s, int ret, const char *what)
-{
-	log_err("etcd (%s): %s: %s (%s)", etcd_endpoint(s->e), what,
-		etcd_last_error(s->e), log_strerror(ret));
-	return ret;
-}
-
 /* The cluster id P"meta" (@key, read into @kvs) holds. */
 static int cse_meta_parse(const char *key, const struct etcd_kvs *kvs,
 			  uint64_t *cid)
