@@ -183,6 +183,7 @@ struct coord {
 	int leads, stale;
 	char leader[MSG_ADDR_MAX];
 	uint64_t follow_next; /* now_ms of the next follow() on a tick */
+	int follow_err;	      /* the last one's error (logged once) */
 	/* data-plane grants (coord_grant.c): coord_cfg's */
 	coord_grant_key_fn *grant_key;
 	void *grant_key_arg;

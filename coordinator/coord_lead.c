@@ -80,7 +80,11 @@ int coord_lead_tick(struct coord *c, const char *addr, uint64_t now_ms)
 		return 0;
 	is = c->store->lead(c->store_arg, addr, now_ms, c->leader,
 			    sizeof(c->leader));
+	/* Tables that could not be read are tried again once a second. */
+	if (is && c->stale && c->leads && now_ms < c->follow_next)
+		return 0;
 	if (is && (!c->leads || c->stale)) {
+		c->follow_next = now_ms + COORD_FOLLOW_MS;
 		/* Won: the tables as a restarted coordinator reads them. */
 		ret = coord_reload(c, now_ms);
 		if (ret) {
@@ -101,8 +105,16 @@ int coord_lead_tick(struct coord *c, const char *addr, uint64_t now_ms)
 			 "timed work stops (leader: %s)",
 			 c->leader[0] ? c->leader : "none yet");
 	}
-	if (!c->leads && (c->stale || now_ms >= c->follow_next))
-		coord_follow(c, now_ms);
+	if (!c->leads && now_ms >= c->follow_next) {
+		ret = coord_follow(c, now_ms);
+		if (ret && !c->follow_err)
+			log_warn("cannot follow the leader's changes (%s): "
+				 "reads are refused until the tables are read",
+				 log_strerror(ret));
+		else if (!ret && c->follow_err)
+			log_info("following the leader's changes again");
+		c->follow_err = ret;
+	}
 	return 0;
 }
 

@@ -427,9 +427,10 @@ static int cse_follow(void *arg, struct coord *c)
 	int64_t rev, mod;
 	int ret;
 
+	/* Not logged here: the caller says once that it cannot follow. */
 	ret = etcd_get(s->e, key, klen, 0, 0, 0, &kvs);
 	if (ret)
-		return cse_err(s, ret, key);
+		return ret;
 	rev = kvs.rev;
 	mod = kvs.n == 1 ? kvs.kv[0].mod_rev : 0;
 	if (kvs.n == 1 && sscanf((const char *)kvs.kv[0].value,
@@ -445,7 +446,7 @@ static int cse_follow(void *arg, struct coord *c)
 		klen = cse_key(s, key, "log/%014" PRIx64, g);
 		ret = etcd_get(s->e, key, klen, ETCD_PREFIX, 0, rev, &kvs);
 		if (ret)
-			return cse_err(s, ret, key);
+			return ret;
 		ret = cse_apply_group(s, c, &kvs, rev, last);
 		etcd_kvs_fini(&kvs);
 	}
