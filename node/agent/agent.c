@@ -55,14 +55,34 @@ static void agent_nodes_seen(struct node_agent *a, const struct msg *nodes)
 	agent_pkeys_set(a, nodes);
 }
 
+/* The source address of the route to @addr, into @ss. Returns 0, or as
+ * net_addr_resolve(), or -errno. */
+static int agent_route_src(const char *addr, struct sockaddr_storage *ss)
+{
+	socklen_t sl = sizeof(*ss);
+	uint32_t len;
+	int fd, ret;
+
+	ret = net_addr_resolve(addr, ss, &len, 0);
+	if (ret)
+		return ret;
+	fd = socket(ss->ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)ss, len) ||
+	    getsockname(fd, (struct sockaddr *)ss, &sl))
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
 /* The address peers reach our page server at. */
 static int agent_data_addr(struct node_agent *a)
 {
 	char bound[MSG_ADDR_MAX], host[MSG_ADDR_MAX], port[16];
 	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
 	char ip[INET6_ADDRSTRLEN];
-	int fd, ret;
+	int ret;
 
 	ret = pagesrv_addr(a->srv, bound, sizeof(bound));
 	if (ret)
@@ -80,23 +100,16 @@ static int agent_data_addr(struct node_agent *a)
 	if (strcmp(host, "0.0.0.0") && strcmp(host, "::"))
 		return msg_strset(a->data_addr, sizeof(a->data_addr), bound);
 	/*
-	 * Wildcard: advertise the address we reach the coordinator from. A
-	 * connected UDP socket tells the route's source address without
-	 * sending anything (a TCP connect would open, and abandon, a
-	 * handshake at the coordinator).
+	 * Wildcard: advertise the address we reach the coordinator from (the
+	 * first of the list with a route). A connected UDP socket tells the
+	 * route's source address without sending anything (a TCP connect
+	 * would open, and abandon, a handshake at the coordinator).
 	 */
 	for (unsigned int tries = 0;; tries++) {
-		uint32_t len;
-
-		ret = net_addr_resolve(a->cfg.coordinator, &ss, &len, 0);
-		if (!ret) {
-			fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-			if (fd < 0)
-				return -errno;
-			if (connect(fd, (struct sockaddr *)&ss, len) ||
-			    getsockname(fd, (struct sockaddr *)&ss, &sl))
-				ret = -errno;
-			close(fd);
+		for (uint32_t i = 0; i < a->coords.n; i++) {
+			ret = agent_route_src(a->coords.addr[i], &ss);
+			if (!ret)
+				break;
 		}
 		if (!ret)
 			break;
@@ -383,7 +396,7 @@ static void agent_env_init(struct node_agent *a)
 {
 	struct node_env *e = &a->env;
 
-	e->coordinator = a->cfg.coordinator;
+	e->coords = &a->coords;
 	e->name = a->cfg.name;
 	e->zone = a->cfg.zone;
 	e->data_addr = a->data_addr;
@@ -461,6 +474,7 @@ static int agent_start(struct node_agent *a)
 int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 {
 	struct node_agent *a;
+	char why[ADDRLIST_ADDR_LEN + 100];
 	int ret;
 
 	if (!agent_transport_is_known(cfg->transport)) {
@@ -473,6 +487,13 @@ int agent_create(const struct node_cfg *cfg, struct node_agent **out)
 		return -ENOMEM;
 	a->cfg = *cfg;
 	pthread_mutex_init(&a->pkeys_mu, NULL);
+	ret = addrlist_parse(cfg->coordinator, "7700", &a->coords, why,
+			     sizeof(why));
+	if (ret) {
+		log_err("--coordinator: %s", why);
+		ret = -EDESTADDRREQ;
+		goto err;
+	}
 	a->cred = *cfg->cred;
 	a->cfg.cred = &a->cred;
 	if (a->cred.insecure)

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "actl.h"
+#include "addrlist.h"
 #include "log.h"
 #include "msg.h"
 #include "node_env.h"
@@ -30,7 +31,7 @@ struct resolv;
 struct xport_rdma_ctx;
 
 struct node_cfg {
-	const char *coordinator; /* "host:port" */
+	const char *coordinator; /* "host:port[,host:port...]" */
 	const char *name;
 	const char *zone; /* failure domain; NULL: none */
 	uint64_t pool_size;
@@ -81,6 +82,7 @@ struct node_agent;
 
 struct node_agent {
 	struct node_cfg cfg;
+	struct addrlist coords; /* cfg.coordinator, parsed */
 	struct pool pool;
 	struct pagesrv *srv;
 	/* replicated regions: the pool's fences and rebuild write marks

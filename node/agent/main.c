@@ -16,6 +16,7 @@
 #include <openssl/crypto.h>
 
 #include "actl.h"
+#include "addrlist.h"
 #include "agent.h"
 #include "farpage.h"
 #include "floops.h"
@@ -197,9 +198,8 @@ static int main_addr_check(const char *opt, const char *addr)
 	if (!strchr(addr, ':'))
 		fprintf(stderr,
 			"farpage-node: %s: '%s' has no port: give HOST:PORT, "
-			"e.g. %s:%s\n",
-			opt, addr, addr,
-			strcmp(opt, "--coordinator") ? "7701" : "7700");
+			"e.g. %s:7701\n",
+			opt, addr, addr);
 	else
 		fprintf(stderr,
 			"farpage-node: %s: '%s' is not HOST:PORT (an IPv6 "
@@ -415,8 +415,11 @@ _Static_assert(FLOOPS_MAX == 16, "--fault-threads help says 1..16");
 
 /* Every option of farpage-node, in the order --help lists them. */
 static const struct opts_opt main_opts[] = {
-	O_STR("coordinator", 'c', "ADDR", coordinator,
-	      "coordinator host:port (default 127.0.0.1:7700)"),
+	O_STR("coordinator", 'c', "ADDR[,ADDR...]", coordinator,
+	      "coordinator host:port (default 127.0.0.1:7700); a list of up "
+	      "to 8, comma-separated, when several coordinators serve the "
+	      "cluster: a call the one in use cannot answer (unreachable, or "
+	      "not the leader) goes to the next"),
 	O_STR("name", 'n', "NAME", name,
 	      "node name, unique in the cluster (default: hostname)"),
 	O_FN("zone", 0, "NAME", main_set_zone,
@@ -571,6 +574,8 @@ static const struct opts_spec main_spec = {
 static int main_opts_check(struct main_ctx *m, char *host, size_t host_len)
 {
 	struct node_cfg *cfg = &m->cfg;
+	char why[ADDRLIST_ADDR_LEN + 100];
+	struct addrlist coords;
 
 	if (!cfg->name) {
 		if (gethostname(host, host_len))
@@ -585,9 +590,13 @@ static int main_opts_check(struct main_ctx *m, char *host, size_t host_len)
 			cfg->name);
 		return 2;
 	}
-	if (main_addr_check("--coordinator", cfg->coordinator) ||
-	    (cfg->data_listen &&
-	     main_addr_check("--data-listen", cfg->data_listen)))
+	if (addrlist_parse(cfg->coordinator, "7700", &coords, why,
+			   sizeof(why))) {
+		fprintf(stderr, "farpage-node: --coordinator: %s\n", why);
+		return 2;
+	}
+	if (cfg->data_listen &&
+	    main_addr_check("--data-listen", cfg->data_listen))
 		return 2;
 	return 0;
 }

@@ -51,7 +51,7 @@ static int csess_lookup_cached(struct csess *s, struct csess_result *r,
 	r->cid = s->cid;
 	log_warn("coordinator %s unreachable (%s): mapping region %s from "
 		 "its layout cached here (epoch %llu)",
-		 s->env->coordinator, csess_strerror(s, why), name,
+		 csess_coord_addr(s), csess_strerror(s, why), name,
 		 (unsigned long long)r->region.epoch);
 	return 0;
 }
@@ -134,12 +134,12 @@ static void csess_release_tell(struct csess *s, struct csess_job *j, int err)
 			 "coordinator %s unreachable (%s); the agent retries "
 			 "until it answers, and the lease ends with this "
 			 "node's",
-			 j->name, s->env->coordinator, csess_strerror(s, err));
+			 j->name, csess_coord_addr(s), csess_strerror(s, err));
 	else if (err)
 		snprintf(r->text, sizeof(r->text),
 			 "region %s: the write lease was not given back: "
 			 "coordinator %s: %s",
-			 j->name, s->env->coordinator, csess_strerror(s, err));
+			 j->name, csess_coord_addr(s), csess_strerror(s, err));
 	j->token = 0;
 	csess_result_push(s, r);
 }
@@ -218,7 +218,7 @@ static void csess_lookup_run(struct csess *s, const struct csess_job *j)
 		 j->lease ? "a writable map needs the region's write lease, "
 			    "and "
 			  : "",
-		 s->env->coordinator,
+		 csess_coord_addr(s),
 		 csess_err_is_link(ret) ? "unreachable" : "failed",
 		 csess_strerror(s, ret),
 		 j->lease ? "; map it read-only"
@@ -241,7 +241,7 @@ static void csess_check_run(struct csess *s, const struct csess_job *j)
 	if (!s->coord_ok) {
 		r->err = -EHOSTUNREACH;
 		snprintf(r->text, sizeof(r->text), "coordinator %s: %s",
-			 s->env->coordinator,
+			 csess_coord_addr(s),
 			 csess_strerror(s, s->last_err ? s->last_err
 						       : -EHOSTUNREACH));
 	} else {

@@ -61,9 +61,13 @@ int csess_start(struct csess *s);
 
 /*
  * Calls the coordinator, reconnecting once if the connection was lost.
- * Session thread only (and before csess_start()). @rep is always
- * initialised. Returns as ctl_call(); -EHOSTUNREACH if it cannot be
- * reached.
+ * With several coordinator addresses, the call goes to the one that
+ * answered last; if it fails on the connection (refused, reset, timed out)
+ * or answers COORD_ERR_NOT_LEADER, it goes to the next, round the list at
+ * most once (each move logged), and the one that answers is used from then
+ * on. Session thread only (and before csess_start()). @rep is always
+ * initialised. Returns as ctl_call(); -EHOSTUNREACH if none can be reached
+ * or none is the leader.
  */
 int csess_call(struct csess *s, const struct msg *req, struct msg *rep);
 

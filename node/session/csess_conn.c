@@ -45,9 +45,37 @@ int csess_name_unknown(const char *addr)
 	return net_addr_resolve(addr, &ss, &len, 0) == -EADDRNOTAVAIL;
 }
 
+/* The coordinator address in use: the one that answered last. */
+const char *csess_coord_addr(const struct csess *s)
+{
+	return s->env->coords->addr[s->coord_cur];
+}
+
+/* The address whose failure down_err tells. */
+const char *csess_down_addr(const struct csess *s)
+{
+	return s->env->coords->addr[s->down_addr];
+}
+
+/* Says why @addr failed us: @why (a refusal's or the coordinator's
+ * text), else what @err (-errno) means. */
+static void csess_down_log(const char *addr, int err, const char *why)
+{
+	if (why[0])
+		log_err("coordinator %s: %s", addr, why);
+	else if (csess_name_unknown(addr))
+		log_err("coordinator %s: no such host name", addr);
+	else if (err == -EAGAIN)
+		log_err("coordinator %s: the host name cannot be looked up now "
+			"(no DNS answer); trying again",
+			addr);
+	else
+		log_errno(err, "coordinator %s unreachable", addr);
+}
+
 static int csess_connect(struct csess *s)
 {
-	const char *addr = s->env->coordinator;
+	const char *addr = csess_coord_addr(s);
 	char why[200];
 	int ret;
 
@@ -56,19 +84,10 @@ static int csess_connect(struct csess *s)
 	ret = actl_connect(addr, s->env->cred, AUTH_ROLE_NODE, s->env->name,
 			   CSESS_TIMEOUT_MS, &s->coord, why, sizeof(why));
 	if (ret) {
+		/* said by csess_call(), once the list is tried */
 		s->down_err = ret;
+		s->down_addr = s->coord_cur;
 		snprintf(s->down_why, sizeof(s->down_why), "%s", why);
-		if (!s->down_logged && why[0])
-			log_err("coordinator %s: %s", addr, why);
-		else if (!s->down_logged && csess_name_unknown(addr))
-			log_err("coordinator %s: no such host name", addr);
-		else if (!s->down_logged && ret == -EAGAIN)
-			log_err("coordinator %s: the host name cannot be "
-				"looked up now (no DNS answer); trying again",
-				addr);
-		else if (!s->down_logged)
-			log_errno(ret, "coordinator %s unreachable", addr);
-		s->down_logged = 1;
 		return -EHOSTUNREACH;
 	}
 	if (s->down_logged)
@@ -92,13 +111,18 @@ int csess_err_is_link(int ret)
 	       ret == -ETIMEDOUT || ret == -EBADMSG || ret == -ECONNREFUSED;
 }
 
-int csess_call(struct csess *s, const struct msg *req, struct msg *rep)
+int csess_err_is_not_leader(int ret, const struct msg *rep)
+{
+	return ret == -COORD_ERR_NOT_LEADER && rep->type == MSG_T_ERROR;
+}
+
+/* One call to the address in use: today's connection, or a new one;
+ * once more on a new one if the old was lost. */
+static int csess_call_one(struct csess *s, const struct msg *req,
+			  struct msg *rep)
 {
 	int ret = 0;
 
-	/* Initialised on every path: callers msg_fini() it whatever
-	 * happened (an agent once freed a stack address here). */
-	msg_init(rep, MSG_T_NONE);
 	for (int attempt = 0; attempt < 2; attempt++) {
 		ret = csess_connect(s);
 		if (ret)
@@ -115,6 +139,102 @@ int csess_call(struct csess *s, const struct msg *req, struct msg *rep)
 		 * the session must get on with heartbeats and lookups. */
 		if (ret == -ETIMEDOUT)
 			break;
+	}
+	return ret;
+}
+
+/* Notes why address @i of the round failed (@ret, @rep), to be said if
+ * every one fails. */
+static void csess_try_note(struct csess *s, uint32_t i, int ret,
+			   const struct msg *rep)
+{
+	struct csess_try *t = &s->tries[i];
+
+	t->addr = s->coord_cur;
+	t->err = ret == -EHOSTUNREACH ? s->down_err : ret;
+	snprintf(t->why, sizeof(t->why), "%s",
+		 ret == -EHOSTUNREACH		     ? s->down_why
+		 : csess_err_is_not_leader(ret, rep) ? rep->text
+						     : "");
+}
+
+/* The call goes to the next address of the list. */
+static void csess_move(struct csess *s, int ret, struct msg *rep)
+{
+	const struct addrlist *l = s->env->coords;
+	uint32_t next = addrlist_next(l, s->coord_cur);
+
+	if (!s->down_logged && csess_err_is_not_leader(ret, rep))
+		log_info("coordinator %s: not the leader; trying %s",
+			 l->addr[s->coord_cur], l->addr[next]);
+	else if (!s->down_logged)
+		log_info("coordinator %s unreachable; trying %s",
+			 l->addr[s->coord_cur], l->addr[next]);
+	msg_fini(rep);
+	msg_init(rep, MSG_T_NONE);
+	actl_close(&s->coord);
+	s->coord_cur = next;
+}
+
+/*
+ * Every address of the round (@n tried, from @first) failed: each is said
+ * once (until one answers again), and the call starts from @first next
+ * time. One that is not the leader (no leader yet: an election) counts as
+ * unreachable: the caller tries again later, as for one that is down.
+ */
+static int csess_round_failed(struct csess *s, uint32_t first, uint32_t n,
+			      int ret, struct msg *rep)
+{
+	const struct addrlist *l = s->env->coords;
+
+	/* One address: what was always said, only of a failed connect. */
+	if (!s->down_logged && (l->n > 1 || ret == -EHOSTUNREACH ||
+				csess_err_is_not_leader(ret, rep))) {
+		for (uint32_t i = 0; i < n; i++)
+			csess_down_log(l->addr[s->tries[i].addr],
+				       s->tries[i].err, s->tries[i].why);
+		s->down_logged = 1;
+	}
+	/* a connection to one that is not the leader is not kept: the next
+	 * call connects again and says when one answers */
+	actl_close(&s->coord);
+	if (csess_err_is_not_leader(ret, rep)) {
+		s->down_err = ret;
+		s->down_addr = s->coord_cur;
+		snprintf(s->down_why, sizeof(s->down_why), "%s", rep->text);
+		msg_fini(rep);
+		msg_init(rep, MSG_T_NONE);
+		ret = -EHOSTUNREACH;
+	}
+	s->coord_cur = first;
+	return ret;
+}
+
+/*
+ * The call goes to the address that answered last; one that fails on the
+ * connection or answers that it is not the leader passes it to the next,
+ * round the list once (csess.h).
+ */
+int csess_call(struct csess *s, const struct msg *req, struct msg *rep)
+{
+	const struct addrlist *l = s->env->coords;
+	uint32_t first = s->coord_cur, i;
+	int ret = 0;
+
+	/* Initialised on every path: callers msg_fini() it whatever
+	 * happened (an agent once freed a stack address here). */
+	msg_init(rep, MSG_T_NONE);
+	for (i = 0; i < l->n; i++) {
+		ret = csess_call_one(s, req, rep);
+		if (!csess_err_is_link(ret) &&
+		    !csess_err_is_not_leader(ret, rep))
+			break;
+		csess_try_note(s, i, ret, rep);
+		if (i + 1 == l->n) {
+			ret = csess_round_failed(s, first, l->n, ret, rep);
+			break;
+		}
+		csess_move(s, ret, rep);
 	}
 	s->coord_ok = !(ret && rep->type != MSG_T_ERROR);
 	if (!s->coord_ok)

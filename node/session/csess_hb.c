@@ -75,7 +75,7 @@ void csess_wb_gate(struct csess *s)
 			 "may be counted down, and a replica rebuilt without "
 			 "its writes) until it answers and the layout is "
 			 "synced",
-			 s->env->coordinator,
+			 csess_coord_addr(s),
 			 (unsigned long long)(now - s->wb_t0));
 		return;
 	}
@@ -127,9 +127,9 @@ int csess_join(struct csess *s)
 	/* A (re)join with our instance drops what we published before. */
 	e->joined(e->agent);
 	log_info("joined %s as node %llu (%s), data %s, pool %llu MiB%s",
-		 e->coordinator, (unsigned long long)atomic_load(e->node_id),
-		 e->name, e->data_addr,
-		 (unsigned long long)(e->pool->size >> 20),
+		 csess_coord_addr(s),
+		 (unsigned long long)atomic_load(e->node_id), e->name,
+		 e->data_addr, (unsigned long long)(e->pool->size >> 20),
 		 e->pool->hugetlb ? " hugetlb" : "");
 	s->need_nodes = 1;
 	return 0;
@@ -167,12 +167,12 @@ int csess_join_wait(struct csess *s, volatile int *stop)
 			final = csess_refusal_is_final(s->down_why);
 		else if (s->down_err == -EINVAL ||
 			 (s->down_err == -EADDRNOTAVAIL &&
-			  csess_name_unknown(s->env->coordinator)))
+			  csess_name_unknown(csess_down_addr(s))))
 			final = 1;
 		same = final ? same + 1 : 0;
 		if (same >= CSESS_FINAL_TRIES) {
 			log_err("coordinator %s: giving up after %u tries: %s",
-				s->env->coordinator, same,
+				csess_down_addr(s), same,
 				s->down_err == -EACCES
 					? "it refuses this node's key; check "
 					  "--key-file (docs/security.md)"
@@ -239,8 +239,8 @@ void csess_heartbeat(struct csess *s)
 		if (!csess_err_is_link(ret))
 			log_errno(ret, "heartbeat: %s", rep.text);
 		else
-			log_dbg("heartbeat: coordinator %s: %s", e->coordinator,
-				csess_strerror(s, ret));
+			log_dbg("heartbeat: coordinator %s: %s",
+				csess_coord_addr(s), csess_strerror(s, ret));
 		msg_fini(&rep);
 		return;
 	}

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "actl.h"
+#include "addrlist.h"
 #include "csess.h"
 #include "lcache.h"
 #include "msg.h"
@@ -56,12 +57,20 @@ struct csess {
 	struct csess_result *results, **results_tail;
 
 	/* session thread only */
-	struct actl coord;	/* fd -1: not connected */
+	struct actl coord;  /* fd -1: not connected */
+	uint32_t coord_cur; /* env->coords index in use (answered last) */
+	/* why each address of a call's round failed (csess_call()) */
+	struct csess_try {
+		uint32_t addr;		/* env->coords index */
+		int err;		/* -errno */
+		char why[MSG_TEXT_MAX]; /* a refusal's or the coordinator's text */
+	} tries[ADDRLIST_MAX];
 	_Atomic int want_nodes; /* any thread: NODE_LIST at the next beat */
 	int coord_ok;		/* the last call got an answer */
 	int down_logged;
-	int down_err;	       /* why the last connect failed (-errno) */
-	char down_why[200];    /* and the refusal's reason, if refused */
+	int down_err;		     /* why the last connect failed (-errno) */
+	uint32_t down_addr;	     /* env->coords index it failed at */
+	char down_why[MSG_TEXT_MAX]; /* and the refusal's reason, if refused */
 	int last_err;	       /* why the last call failed, when !coord_ok */
 	uint64_t cid;	       /* of the tables we synced with; 0: none */
 	uint64_t ngen;	       /* node table generation we have */
@@ -162,11 +171,18 @@ void csess_efd_signal(int efd);
 void csess_efd_drain(int efd);
 /* True if @addr's host is a name that does not exist (not "no answer"). */
 int csess_name_unknown(const char *addr);
+/* The coordinator address in use: the one that answered last. */
+const char *csess_coord_addr(const struct csess *s);
+/* The address whose failure down_err tells (the last one a call tried). */
+const char *csess_down_addr(const struct csess *s);
 /* What to tell of a failed call: the connect's reason, not just
  * "unreachable". */
 const char *csess_strerror(const struct csess *s, int ret);
 /* A failure of the connection, not an answer of the coordinator. */
 int csess_err_is_link(int ret);
+/* @rep (of a call that returned @ret) says the coordinator is not the
+ * leader: another may serve the call (COORD_ERR_NOT_LEADER). */
+int csess_err_is_not_leader(int ret, const struct msg *rep);
 /* As csess_call(), and an answer of another type than @want is -EBADMSG. */
 int csess_call_want(struct csess *s, const struct msg *req, struct msg *rep,
 		    enum msg_type want);

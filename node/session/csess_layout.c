@@ -553,7 +553,7 @@ int csess_region_get(struct csess *s, const char *name, struct msg *rep)
 				 "REGION_GET asking for a layout in runs, and "
 				 "answered it without: a version before them; "
 				 "layouts come chunk by chunk (upgrade it)",
-				 s->env->coordinator);
+				 csess_coord_addr(s));
 		}
 	}
 	if (!ret) {

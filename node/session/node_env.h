@@ -21,6 +21,7 @@
 #include <sys/types.h>
 
 struct actl_cred;
+struct addrlist;
 struct csess;
 struct evl;
 struct floops;
@@ -41,7 +42,7 @@ enum agent_sock_refusal {
 
 struct node_env {
 	/* The agent's configuration, as it was told or derived it. */
-	const char *coordinator; /* "host:port" */
+	const struct addrlist *coords; /* --coordinator: tried in turn */
 	const char *name;
 	const char *zone;      /* NULL: none */
 	const char *data_addr; /* advertised to peers */
