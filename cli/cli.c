@@ -123,10 +123,20 @@ out_free:
 	return ret;
 }
 
-/* What cli_coord_call() does with the outcome of a call. */
-static int cli_coord_result(const struct cli *c, const char *what, int ret,
-			    struct msg *rep, enum msg_type want)
+/* The coordinator address calls start at: the one that answered last. */
+static const char *cli_coord_addr(const struct cli *c)
 {
+	return c->coords && !c->coords->err ? c->coords->l.addr[c->coords->cur]
+					    : c->coordinator;
+}
+
+/* What cli_coord_call() does with the outcome of a call (@said: the
+ * failure is printed already). */
+static int cli_coord_result(const struct cli *c, const char *what, int ret,
+			    int said, struct msg *rep, enum msg_type want)
+{
+	if (said)
+		return ret;
 	/* No key, or the handshake refused: cli_coord_call_once() said so. */
 	if ((ret == -EACCES || ret == -EPERM) && rep->type == MSG_T_NONE)
 		return ret;
@@ -139,7 +149,7 @@ static int cli_coord_result(const struct cli *c, const char *what, int ret,
 		/* Nothing decoded: the coordinator is unreachable or broke
 		 * the protocol; say which coordinator. */
 		msg_init(rep, MSG_T_NONE);
-		cli_err("%s: coordinator %s: %s%s", what, c->coordinator,
+		cli_err("%s: coordinator %s: %s%s", what, cli_coord_addr(c),
 			strerror(-ret),
 			ret == -EBADMSG && c->insecure
 				? " (it may require a key: this call was "
@@ -149,26 +159,20 @@ static int cli_coord_result(const struct cli *c, const char *what, int ret,
 	}
 	if (want != MSG_T_NONE && rep->type != want) {
 		cli_err("%s: coordinator %s sent '%s', expected '%s'", what,
-			c->coordinator, msg_type_name(rep->type),
+			cli_coord_addr(c), msg_type_name(rep->type),
 			msg_type_name(want));
 		return -EPROTO;
 	}
 	return 0;
 }
 
-/*
- * One call on a connection of its own, authenticated with the admin key
- * (loaded at the first call). A key that cannot be loaded (-EPERM) or a
- * refused handshake (-EACCES) is printed here, and @rep stays empty.
- */
-static int cli_coord_call_once(const struct cli *c, const char *what,
-			       const struct msg *req, struct msg *rep)
+/* The admin key (loaded at the first call; -EPERM printed if it cannot
+ * be), or NULL. */
+static const struct actl_cred *cli_coord_cred(const struct cli *c)
 {
 	static struct actl_cred cred;
 	static int cred_ret = 1; /* 1: not loaded yet */
 	char why[400];
-	struct actl a;
-	int ret;
 
 	if (cred_ret == 1) {
 		if (c->insecure) {
@@ -186,14 +190,21 @@ static int cli_coord_call_once(const struct cli *c, const char *what,
 				cli_err("%s", why);
 		}
 	}
-	if (cred_ret)
-		return -EPERM;
-	ret = actl_connect(c->coordinator, &cred, AUTH_ROLE_ADMIN, NULL,
-			   c->timeout_ms, &a, why, sizeof(why));
-	if (ret == -EACCES || (ret && why[0])) {
-		cli_err("%s: coordinator %s: %s", what, c->coordinator, why);
-		return ret == -EACCES ? ret : -EACCES;
-	}
+	return cred_ret ? NULL : &cred;
+}
+
+/* One call to @addr on a connection of its own; a refused handshake's
+ * reason in @why. Returns as actl_connect(), then as actl_call(). */
+static int cli_coord_call_at(const struct cli *c, const char *addr,
+			     const struct actl_cred *cred,
+			     const struct msg *req, struct msg *rep, char *why,
+			     size_t why_len)
+{
+	struct actl a;
+	int ret;
+
+	ret = actl_connect(addr, cred, AUTH_ROLE_ADMIN, NULL, c->timeout_ms, &a,
+			   why, why_len);
 	if (ret)
 		return ret;
 	ret = actl_call(&a, req, rep, c->timeout_ms);
@@ -201,14 +212,87 @@ static int cli_coord_call_once(const struct cli *c, const char *what,
 	return ret;
 }
 
+/*
+ * The call round the list (cli.h): from the address that answered last,
+ * on to the next while one fails on the connection (@rep empty) or is not
+ * the leader. If none answers, each one's line is printed (*@said).
+ */
+static int cli_coord_call_list(const struct cli *c, const char *what,
+			       const struct actl_cred *cred,
+			       const struct msg *req, struct msg *rep,
+			       int *said)
+{
+	struct cli_coords *cc = c->coords;
+	char why[400], lines[ADDRLIST_MAX][ADDRLIST_ADDR_LEN + 420];
+	uint32_t at = cc->cur;
+	int ret = 0;
+
+	for (uint32_t i = 0; i < cc->l.n; i++, at = addrlist_next(&cc->l, at)) {
+		msg_init(rep, MSG_T_NONE);
+		ret = cli_coord_call_at(c, cc->l.addr[at], cred, req, rep, why,
+					sizeof(why));
+		if (!ret ||
+		    (rep->type != MSG_T_NONE && ret != -COORD_ERR_NOT_LEADER)) {
+			cc->cur = at;
+			return ret;
+		}
+		snprintf(lines[i], sizeof(lines[i]), "coordinator %s: %s",
+			 cc->l.addr[at],
+			 why[0] ? why
+			 : rep->type == MSG_T_ERROR && rep->text[0]
+				 ? rep->text
+				 : strerror(-ret));
+		msg_fini(rep);
+		msg_init(rep, MSG_T_NONE);
+	}
+	for (uint32_t i = 0; i < cc->l.n; i++)
+		cli_err("%s: %s", what, lines[i]);
+	*said = 1;
+	return ret;
+}
+
+/*
+ * One call on a connection of its own, authenticated with the admin key
+ * (loaded at the first call). A key that cannot be loaded (-EPERM) or a
+ * refused handshake (-EACCES) is printed here, and @rep stays empty. With
+ * several coordinators, as cli_coord_call_list().
+ */
+static int cli_coord_call_once(const struct cli *c, const char *what,
+			       const struct msg *req, struct msg *rep,
+			       int *said)
+{
+	const struct actl_cred *cred = cli_coord_cred(c);
+	char why[400];
+	int ret;
+
+	*said = 0;
+	if (!cred)
+		return -EPERM;
+	if (c->coords && c->coords->err) {
+		cli_err("%s: --coordinator: %s", what, c->coords->why);
+		*said = 1;
+		return -EINVAL;
+	}
+	if (c->coords && c->coords->l.n > 1)
+		return cli_coord_call_list(c, what, cred, req, rep, said);
+	ret = cli_coord_call_at(c, cli_coord_addr(c), cred, req, rep, why,
+				sizeof(why));
+	/* not connected: refused (or no key for the role) */
+	if (rep->type == MSG_T_NONE && (ret == -EACCES || (ret && why[0]))) {
+		cli_err("%s: coordinator %s: %s", what, cli_coord_addr(c), why);
+		return ret == -EACCES ? ret : -EACCES;
+	}
+	return ret;
+}
+
 int cli_coord_call(const struct cli *c, const char *what, const struct msg *req,
 		   struct msg *rep, enum msg_type want)
 {
-	int ret;
+	int ret, said;
 
 	msg_init(rep, MSG_T_NONE);
-	ret = cli_coord_call_once(c, what, req, rep);
-	return cli_coord_result(c, what, ret, rep, want);
+	ret = cli_coord_call_once(c, what, req, rep, &said);
+	return cli_coord_result(c, what, ret, said, rep, want);
 }
 
 int cli_coord_call_wait(const struct cli *c, const char *what,
@@ -217,13 +301,13 @@ int cli_coord_call_wait(const struct cli *c, const char *what,
 {
 	struct timespec ts;
 	uint64_t deadline, now;
-	int ret, said = 0;
+	int ret, said = 0, printed;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	deadline = (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + wait_ms;
 	for (;;) {
 		msg_init(rep, MSG_T_NONE);
-		ret = cli_coord_call_once(c, what, req, rep);
+		ret = cli_coord_call_once(c, what, req, rep, &printed);
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		now = (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 		if (ret != -EAGAIN || rep->type != MSG_T_ERROR ||
@@ -236,7 +320,7 @@ int cli_coord_call_wait(const struct cli *c, const char *what,
 		msg_fini(rep);
 		usleep(CLI_RETRY_MS * 1000);
 	}
-	return cli_coord_result(c, what, ret, rep, want);
+	return cli_coord_result(c, what, ret, printed, rep, want);
 }
 
 const char *cli_size_str(uint64_t bytes, char *buf, size_t len)

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "addrlist.h"
 #include "msg.h"
 
 struct farpage_map;
@@ -24,13 +25,26 @@ struct farpage_map;
 #define CLI_COORDINATOR_ENV	"FARPAGE_COORDINATOR"
 #define CLI_TIMEOUT_MS_DEFAULT	5000
 
+/*
+ * --coordinator as a list (parsed in main(), said wrong only when a command
+ * calls the coordinator), and the address that answered last: each call
+ * starts there.
+ */
+struct cli_coords {
+	struct addrlist l;
+	int err; /* addrlist_parse()'s: -EINVAL, why says why */
+	char why[ADDRLIST_ADDR_LEN + 100];
+	uint32_t cur; /* l.addr index */
+};
+
 /* Global options, resolved (defaults and environment applied) in main(). */
 struct cli {
-	const char *coordinator; /* control address "host:port" */
-	const char *agent_sock;	 /* local agent's Unix socket */
-	int timeout_ms;		 /* per control call */
-	const char *key_file;	 /* NULL: $FARPAGE_KEY_FILE or the default */
-	bool insecure;		 /* a cluster without authentication */
+	const char *coordinator;   /* control addresses "host:port[,...]" */
+	struct cli_coords *coords; /* coordinator, parsed: main()'s */
+	const char *agent_sock;	   /* local agent's Unix socket */
+	int timeout_ms;		   /* per control call */
+	const char *key_file;	   /* NULL: $FARPAGE_KEY_FILE or the default */
+	bool insecure;		   /* a cluster without authentication */
 };
 
 /*
@@ -92,10 +106,14 @@ int cli_opt_ids(const char *usage, const char *opt, const char *arg,
 
 /*
  * Calls the coordinator: sends @req and receives @rep, which must be of
- * type @want (MSG_T_NONE: any reply but an error). @rep is always left safe for msg_fini(). On failure prints
- * one line: "farpage: <what>: <coordinator's error text>" for an ERROR
- * reply, "farpage: <what>: coordinator <addr>: <why>" when it cannot be
- * reached.
+ * type @want (MSG_T_NONE: any reply but an error). @rep is always left safe
+ * for msg_fini(). On failure prints one line: "farpage: <what>:
+ * <coordinator's error text>" for an ERROR reply, "farpage: <what>:
+ * coordinator <addr>: <why>" when it cannot be reached.
+ * With several coordinators (--coordinator A,B,C), one that cannot be
+ * reached or answers COORD_ERR_NOT_LEADER passes the call to the next,
+ * round the list once from the one that answered last; if none answers,
+ * one line per address "farpage: <what>: coordinator <addr>: <why>".
  * Returns 0, -EPROTO for an unexpected reply type, or -errno.
  */
 int cli_coord_call(const struct cli *c, const char *what, const struct msg *req,

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "addrlist.h"
 #include "farpage.h"
 #include "opts.h"
 #include "util.h"
@@ -84,9 +85,12 @@ _Static_assert(CLI_TIMEOUT_MS_DEFAULT == 5000, "--timeout-ms help");
 
 /* The global options, before the command. */
 static const struct opts_opt cli_opts[] = {
-	{ "coordinator", 0, "ADDR",
+	{ "coordinator", 0, "ADDR[,ADDR...]",
 	  "coordinator control address (default $" CLI_COORDINATOR_ENV
-	  " or " CLI_COORDINATOR_DEFAULT ")",
+	  " or " CLI_COORDINATOR_DEFAULT "); a list of up to 8, "
+	  "comma-separated, when several coordinators serve the cluster: a "
+	  "call goes to the next when one cannot be reached or is not the "
+	  "leader",
 	  OPTS_K_STR, NULL, CLI_OFF(coordinator), 0, 0 },
 	{ "agent-sock", 0, "PATH",
 	  "local agent's socket (default $" FARPAGE_AGENT_SOCK_ENV
@@ -131,6 +135,7 @@ int main(int argc, char **argv)
 					 FARPAGE_AGENT_SOCK_DEFAULT),
 		.timeout_ms = CLI_TIMEOUT_MS_DEFAULT,
 	};
+	struct cli_coords coords = { 0 };
 	int ret, cmd;
 
 	/* A coordinator that hangs up must give an error, not kill us. */
@@ -139,6 +144,10 @@ int main(int argc, char **argv)
 	ret = opts_parse(&cli_spec, argc, argv, &c);
 	if (ret != OPTS_GO_ON)
 		return ret;
+	/* A command that does not call the coordinator does not care. */
+	coords.err = addrlist_parse(c.coordinator, "7700", &coords.l,
+				    coords.why, sizeof(coords.why));
+	c.coords = &coords;
 	if (optind >= argc) {
 		cli_err("no command given");
 		cli_usage_print(stderr);
