@@ -3,7 +3,7 @@
  * fp_attack: what a hostile host or a hostile member sends, for
  * test_security.sh. Each mode prints one result line and exits 0 when the
  * target held (refused what it should), 1 when it did not, 2 on a usage or
- * local error.
+ * local error. Every ADDR is one address (host:port), not a list.
  *
  *   fp_attack plain-read ADDR
  *       page server, no handshake: a plain HELLO and READ of 64 KiB.

@@ -9,7 +9,7 @@
  *       "silent: node N", then heartbeats every 100 ms without ever
  *       reporting a region epoch synced, until killed. Exits 1 if a
  *       heartbeat is refused or the connection breaks, 2 on a usage or
- *       local error.
+ *       local error. ADDR is one coordinator (host:port), not a list.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -29,6 +29,9 @@
  *                --target NAME --region NAME --seed N --device DEV
  *                [--data-ip IP] [--gid-index N] [--heartbeat-ms MS]
  *
+ * --coordinator takes one address (host:port), not a list: the peer
+ * stands for an agent of one coordinator.
+ *
  * Exit status 0 after quit, 1 if a command failed in a way the test did
  * not ask for (timeout), 2 on a usage or setup error. A failed heartbeat
  * is logged once, not fatal: the coordinator may have been replaced.
@@ -537,7 +540,7 @@ static void rpeer_fini(struct rpeer *r)
 static void rpeer_usage(void)
 {
 	fprintf(stderr,
-		"usage: fp_rdma_peer --coordinator ADDR --name NAME "
+		"usage: fp_rdma_peer --coordinator HOST:PORT --name NAME "
 		"--key-file FILE --target NAME\n"
 		"                    --region NAME --seed N --device DEV "
 		"[--data-ip IP]\n"

@@ -23,6 +23,7 @@
  *       wrong=N" per chunk with any, then "compare: rgen=G
  *       chunks=N pages=N differ=N wrong=N notsync=N". Exit 1 if any count
  *       but chunks and pages is not 0.
+ * COORD is one coordinator's address (host:port), not a list.
  * Exit 0, or 1 with the coordinator's error on stderr.
  */
 #include <dirent.h>
