@@ -100,6 +100,11 @@ static int csess_connect(struct csess *s)
  * "unreachable". */
 const char *csess_strerror(const struct csess *s, int ret)
 {
+	/* none is the leader: what the last one said ("not the leader (no
+	 * leader yet)"), not strerror(EREMCHG) */
+	if (ret == -EHOSTUNREACH && s->down_err == -COORD_ERR_NOT_LEADER &&
+	    s->down_why[0])
+		return s->down_why;
 	return log_strerror(ret == -EHOSTUNREACH && s->down_err ? s->down_err
 								: ret);
 }
