@@ -90,9 +90,6 @@ static int csess_connect(struct csess *s)
 		snprintf(s->down_why, sizeof(s->down_why), "%s", why);
 		return -EHOSTUNREACH;
 	}
-	if (s->down_logged)
-		log_info("coordinator %s reachable again", addr);
-	s->down_logged = 0;
 	return 0;
 }
 
@@ -232,8 +229,15 @@ int csess_call(struct csess *s, const struct msg *req, struct msg *rep)
 	for (i = 0; i < l->n; i++) {
 		ret = csess_call_one(s, req, rep);
 		if (!csess_err_is_link(ret) &&
-		    !csess_err_is_not_leader(ret, rep))
+		    !csess_err_is_not_leader(ret, rep)) {
+			/* an answer: not when a connection is made, which a
+			 * coordinator that is not the leader also takes */
+			if (s->down_logged)
+				log_info("coordinator %s reachable again",
+					 csess_coord_addr(s));
+			s->down_logged = 0;
 			break;
+		}
 		csess_try_note(s, i, ret, rep);
 		if (i + 1 == l->n) {
 			ret = csess_round_failed(s, first, l->n, ret, rep);
