@@ -123,7 +123,9 @@ int coord_may_serve(struct coord *c, const struct msg *req, struct msg *rep,
 {
 	if (coord_leads(c))
 		return 0;
-	if (!c->leads && coord_msg_is_read(req->type) &&
+	/* Not a read that asks for grants: they go to live owners, and
+	 * liveness is the leader's (a follower would leave them out). */
+	if (!c->leads && coord_msg_is_read(req->type) && !req->want_grants &&
 	    !coord_follow(c, now_ms))
 		return 0;
 	msg_init(rep, MSG_T_NONE);

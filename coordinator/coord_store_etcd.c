@@ -43,6 +43,8 @@
 /* The value of a log key whose record is in parts starts with a NUL
  * (a change record, a CBOR map, never does). */
 #define COORD_ETCD_PARTS_FMT "farpage-parts %016" PRIx64 " %" PRIu64 " %zu %08x"
+/* One etcd request, at most (the client's default is 5000). */
+#define COORD_ETCD_TIMEOUT_MS 3000u
 /* Log keys read per range: those sharing all but the last two digits. */
 #define COORD_ETCD_GROUP_SHIFT 8u
 
@@ -481,7 +483,10 @@ static int cse_new(const struct coord_cfg *cfg, struct coord_store_etcd **out)
 {
 	const char *prefix =
 		cfg->etcd_prefix ? cfg->etcd_prefix : COORD_ETCD_PREFIX_DEFAULT;
-	struct etcd_cfg ecfg = { .endpoints = cfg->etcd };
+	/* A request ends within 3 s: the coordinator answers (a change not
+	 * committed) before its clients' 5-s calls give up on it. */
+	struct etcd_cfg ecfg = { .endpoints = cfg->etcd,
+				 .timeout_ms = COORD_ETCD_TIMEOUT_MS };
 	struct coord_store_etcd *s;
 	int ret;
 
