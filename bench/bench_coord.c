@@ -1,0 +1,882 @@
+// SPDX-License-Identifier: MIT
+/*
+ * bench_coord: the coordinator's own figures, its WAL store (--data-dir)
+ * against etcd (--store etcd://) in one run: region create latency,
+ * heartbeats per second, the time a second coordinator on etcd takes to
+ * acknowledge a change after the leader is killed -9, and (--scale) CPU,
+ * memory and store size with many nodes and regions. It starts its own
+ * etcd members and coordinators (--insecure, 127.0.0.1, free ports) with
+ * the integration tests' starters (tests/integration/t_coord.h, t_etcd.h)
+ * and speaks the control protocol itself, as those tests do.
+ */
+#include <errno.h>
+#include <fts.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "ctl.h"
+#include "msg.h"
+#include "net.h"
+#include "t_coord.h"
+#include "t_etcd.h"
+
+#define MIB	     (UINT64_C(1) << 20)
+#define BC_POOL	     (UINT64_C(1) << 40)
+#define BC_REGION    (4 * MIB) /* two chunks: one on each placed node */
+#define BC_LEASE_MS  "600000"  /* nodes stay up while the bench is busy */
+#define BC_THR_MAX   16
+#define BC_ROUND_MAX 64
+#define BC_TTL_MAX   8
+
+static const char bench_coord_about[] =
+	"The coordinator with its WAL store (--data-dir) and with etcd\n"
+	"(--store etcd://, members started here), in one run. Lines:\n"
+	"  coord_create: store=S n=N p50_ms p99_ms max_ms mean_ms\n"
+	"  coord_heartbeat: store=S nodes=K conns=C secs heartbeats\n"
+	"                   heartbeats_per_s\n"
+	"  coord_failover: ttl_s=T round=R ms=X (leader killed -9 to a\n"
+	"                  change acknowledged by the other coordinator)\n"
+	"  coord_scale: store=S nodes regions join_secs create_secs\n"
+	"               heartbeats_per_s cpu_secs cpu_busy rss_kb hwm_kb\n"
+	"               store_bytes (with --scale)\n"
+	"Figures only: nothing here passes or fails on time.\n";
+
+/* What one run sets up and measures. */
+struct bc {
+	uint64_t creates;
+	uint64_t nodes;
+	uint64_t conns;
+	double hb_secs;
+	unsigned int ttls[BC_TTL_MAX], n_ttls;
+	uint64_t rounds;
+	uint64_t members;
+	uint64_t scale_nodes;
+	uint64_t scale_regions;
+	int scale;
+	int quick;
+	struct t_etcd ec;
+	char store[300];
+	unsigned int
+		prefix_n; /* a fresh etcd prefix for each coordinator set */
+	/* the coordinators running now, for the signal thread (bc_sig) */
+	struct t_coord *volatile coords[2];
+	struct bench_out *out;
+};
+
+static const char *const bench_coord_stores[] = { "wal", "etcd" };
+
+/* The store's name, "wal" or "etcd", from @etcd. */
+static const char *bc_store_name(int etcd)
+{
+	return bench_coord_stores[etcd ? 1 : 0];
+}
+
+/* One call, answered with @want; 0, -EPROTO for another answer or -errno. */
+static int bc_call(int fd, struct msg *req, enum msg_type want, struct msg *rep)
+{
+	int ret = t_call(fd, req, rep);
+
+	msg_fini(req);
+	if (!ret && rep->type != want)
+		ret = -EPROTO;
+	return ret;
+}
+
+/* Joins node @name (instance @inst) on @fd; its id into *id. */
+static int bc_join(int fd, const char *name, uint64_t inst, unsigned int port,
+		   uint64_t *id)
+{
+	struct msg req, rep;
+	int ret;
+
+	msg_init(&req, MSG_T_NODE_JOIN);
+	snprintf(req.name, sizeof(req.name), "%s", name);
+	snprintf(req.data_addr, sizeof(req.data_addr), "127.0.0.1:%u", port);
+	req.pool_size = BC_POOL;
+	req.instance = inst;
+	ret = bc_call(fd, &req, MSG_T_NODE_JOINED, &rep);
+	if (!ret)
+		*id = rep.node;
+	else
+		fprintf(stderr, "bench_coord: join %s: %s (%s)\n", name,
+			strerror(-ret), rep.text);
+	msg_fini(&rep);
+	return ret;
+}
+
+/* Creates region @name of BC_REGION bytes, placed on @place (@n_place
+ * nodes; 0: the coordinator's choice). */
+static int bc_create(int fd, const char *name, const uint64_t *place,
+		     uint32_t n_place)
+{
+	struct msg req, rep;
+	int ret;
+
+	msg_init(&req, MSG_T_REGION_CREATE);
+	snprintf(req.name, sizeof(req.name), "%s", name);
+	req.size = BC_REGION;
+	if (n_place) {
+		req.place = calloc(n_place, sizeof(*req.place));
+		if (!req.place)
+			return -ENOMEM;
+		memcpy(req.place, place, n_place * sizeof(*req.place));
+		req.n_place = n_place;
+	}
+	ret = bc_call(fd, &req, MSG_T_REGION, &rep);
+	if (ret)
+		fprintf(stderr, "bench_coord: create %s: %s (%s)\n", name,
+			strerror(-ret), rep.text);
+	msg_fini(&rep);
+	return ret;
+}
+
+static int bc_heartbeat(int fd, uint64_t id, uint64_t inst)
+{
+	struct msg req, rep;
+	int ret;
+
+	msg_init(&req, MSG_T_HEARTBEAT);
+	req.node = id;
+	req.instance = inst;
+	ret = bc_call(fd, &req, MSG_T_HEARTBEAT_ACK, &rep);
+	msg_fini(&rep);
+	return ret;
+}
+
+/*
+ * Starts coordinator @tc on the WAL store, or on etcd under a fresh
+ * prefix if @etcd, with @ttl (0: the default) as --leader-ttl. Returns 0
+ * or -1 (said).
+ */
+static int bc_coord_start(struct bc *b, struct t_coord *tc, int etcd,
+			  unsigned int ttl, const char *prefix)
+{
+	char ttl_s[16];
+	const char *extra[10] = { "--lease-ms", BC_LEASE_MS, "--log-level",
+				  "warn" };
+	int n = 4;
+
+	tc->store = etcd ? b->store : NULL;
+	if (etcd) {
+		extra[n++] = "--etcd-prefix";
+		extra[n++] = prefix;
+	}
+	if (etcd && ttl) {
+		snprintf(ttl_s, sizeof(ttl_s), "%u", ttl);
+		extra[n++] = "--leader-ttl";
+		extra[n++] = ttl_s;
+	}
+	extra[n] = NULL;
+	if (t_coord_start(tc, extra)) {
+		fprintf(stderr,
+			"bench_coord: the %s coordinator did not start\n",
+			bc_store_name(etcd));
+		return -1;
+	}
+	return 0;
+}
+
+/* A fresh etcd prefix into @buf. */
+static void bc_prefix(struct bc *b, char *buf, size_t len)
+{
+	snprintf(buf, len, "/bench-coord-%d-%u/", (int)getpid(), b->prefix_n++);
+}
+
+static double bc_ms(uint64_t ns)
+{
+	return (double)ns / 1e6;
+}
+
+/* N creates on @fd, each placed on nodes @ids[0..1], timed one by one. */
+static int bc_creates(struct bc *b, int fd, int etcd, const uint64_t *ids)
+{
+	uint64_t *lat = calloc(b->creates, sizeof(*lat));
+	struct bench_lat st;
+	char name[MSG_NAME_MAX];
+
+	if (!lat)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < b->creates; i++) {
+		uint64_t t0 = bench_ns();
+
+		snprintf(name, sizeof(name), "bc-%" PRIu64, i);
+		if (bc_create(fd, name, ids, 2)) {
+			free(lat);
+			return -1;
+		}
+		lat[i] = bench_ns() - t0;
+	}
+	bench_lat_summary(lat, b->creates, &st);
+	free(lat);
+	bench_out_begin(b->out, "coord_create");
+	bench_out_str(b->out, "store", bc_store_name(etcd));
+	bench_out_u64(b->out, "n", st.n);
+	bench_out_dbl(b->out, "p50_ms", bc_ms(st.p50));
+	bench_out_dbl(b->out, "p99_ms", bc_ms(st.p99));
+	bench_out_dbl(b->out, "max_ms", bc_ms(st.max));
+	bench_out_dbl(b->out, "mean_ms", st.mean / 1e6);
+	bench_out_end(b->out);
+	return 0;
+}
+
+/* What the heartbeating threads share: they all join their nodes, then
+ * start together when @go is set (@end_ns is set before it). */
+struct bc_hbset {
+	atomic_uint joined; /* threads done joining (or failed to) */
+	atomic_int go;
+	_Atomic uint64_t end_ns;
+	uint64_t
+		period_ns; /* 0: as fast as it can; else each node this often */
+	uint64_t inst_base;
+	uint64_t *ids;
+	const char *addr;
+};
+
+/* One heartbeating connection: nodes [first, first + n) of the set. */
+struct bc_hb {
+	struct bc_hbset *set;
+	uint64_t first, n;
+	uint64_t beats;
+	int err;
+};
+
+static int bc_hb_join(struct bc_hb *h, int fd)
+{
+	char name[MSG_NAME_MAX];
+	int ret = 0;
+
+	for (uint64_t i = h->first; i < h->first + h->n && !ret; i++) {
+		snprintf(name, sizeof(name), "hb-%" PRIu64, i);
+		ret = bc_join(fd, name, h->set->inst_base + i,
+			      20000 + (unsigned int)(i % 40000),
+			      &h->set->ids[i]);
+	}
+	return ret;
+}
+
+/* Joins its nodes, waits for the others, heartbeats them until end_ns. */
+static void *bc_hb_run(void *arg)
+{
+	struct bc_hb *h = arg;
+	struct bc_hbset *s = h->set;
+	int fd = -1;
+
+	h->err = net_connect(s->addr, T_CALL_MS, &fd);
+	if (!h->err)
+		h->err = bc_hb_join(h, fd);
+	atomic_fetch_add(&s->joined, 1);
+	while (!atomic_load(&s->go))
+		t_sleep_ms(1);
+	while (!h->err && bench_ns() < atomic_load(&s->end_ns)) {
+		uint64_t t0 = bench_ns();
+
+		for (uint64_t i = h->first; i < h->first + h->n && !h->err;
+		     i++) {
+			h->err = bc_heartbeat(fd, s->ids[i], s->inst_base + i);
+			h->beats += !h->err;
+		}
+		while (s->period_ns && bench_ns() < t0 + s->period_ns &&
+		       bench_ns() < atomic_load(&s->end_ns))
+			t_sleep_ms(5);
+	}
+	if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
+/* CPU time (user + system) of process @pid so far, in ns; 0 if unknown. */
+static uint64_t bc_cpu_ns(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut, st;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* after "(comm)": state is field 3, utime 14, stime 15 */
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 2,
+			 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+			 "%llu %llu",
+			 &ut, &st) != 2)
+		return 0;
+	return (ut + st) * (1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK));
+}
+
+/* A heartbeat run: @n nodes over @conns connections, each node once per
+ * @period_ns (0: as fast as the answers come), for at least @secs and
+ * until @work (if set) returns; the coordinator is @pid. */
+struct bc_hbrun {
+	const char *addr;
+	uint64_t n, conns, period_ns;
+	double secs;
+	pid_t pid;
+	int (*work)(void *arg); /* 0 or -1; runs while they heartbeat */
+	void *arg;
+	/* results */
+	double rate;	 /* heartbeats acknowledged per second */
+	double secs_run; /* from the start to the end of the heartbeats */
+	double join_secs;
+	uint64_t cpu_ns; /* @pid's CPU time over secs_run */
+};
+
+/* Starts the threads, waits for their joins; how many started. */
+static uint64_t bc_hb_start(struct bc_hbset *s, struct bc_hb *h, pthread_t *th,
+			    const struct bc_hbrun *r, uint64_t conns)
+{
+	uint64_t c, n = r->n;
+
+	for (c = 0; c < conns; c++) {
+		h[c] = (struct bc_hb){ .set = s,
+				       .first = n * c / conns,
+				       .n = n * (c + 1) / conns -
+					    n * c / conns };
+		if (pthread_create(&th[c], NULL, bc_hb_run, &h[c]))
+			break;
+	}
+	while (atomic_load(&s->joined) < c)
+		t_sleep_ms(1);
+	return c;
+}
+
+/* Runs @r (joined first, not timed). Returns 0 or -1 (said). */
+static int bc_hb_drive(struct bc_hbrun *r)
+{
+	struct bc_hbset s = { .period_ns = r->period_ns, .addr = r->addr };
+	uint64_t conns = r->conns < r->n ? r->conns : r->n;
+	uint64_t beats = 0, c, started, t0, cpu0;
+	struct bc_hb h[BC_THR_MAX];
+	pthread_t th[BC_THR_MAX];
+	int ret = 0;
+
+	s.ids = calloc(r->n, sizeof(*s.ids));
+	if (!s.ids)
+		return -1;
+	s.inst_base = 0xbc000000ull + bench_ns() % 1000000;
+	atomic_store(&s.end_ns, UINT64_MAX);
+	t0 = bench_ns();
+	started = bc_hb_start(&s, h, th, r, conns);
+	r->join_secs = (double)(bench_ns() - t0) / 1e9;
+	cpu0 = r->pid ? bc_cpu_ns(r->pid) : 0;
+	t0 = bench_ns();
+	if (started < conns) {
+		fprintf(stderr, "bench_coord: pthread_create failed\n");
+		atomic_store(&s.end_ns, 0);
+		ret = -1;
+	}
+	atomic_store(&s.go, 1);
+	if (!ret && r->work && r->work(r->arg))
+		ret = -1;
+	while (!ret && bench_ns() < t0 + (uint64_t)(r->secs * 1e9))
+		t_sleep_ms(5);
+	atomic_store(&s.end_ns, bench_ns());
+	for (c = 0; c < started; c++) {
+		pthread_join(th[c], NULL);
+		beats += h[c].beats;
+		if (h[c].err) {
+			fprintf(stderr, "bench_coord: heartbeats: %s\n",
+				strerror(-h[c].err));
+			ret = -1;
+		}
+	}
+	r->secs_run = (double)(bench_ns() - t0) / 1e9;
+	r->rate = (double)beats / r->secs_run;
+	r->cpu_ns = r->pid ? bc_cpu_ns(r->pid) - cpu0 : 0;
+	free(s.ids);
+	return ret;
+}
+
+/* One store's creates and heartbeats, on a coordinator of its own. */
+static int bc_store_run(struct bc *b, int etcd)
+{
+	struct bc_hbrun r = { .n = b->nodes,
+			      .conns = b->conns,
+			      .secs = b->hb_secs };
+	uint64_t ids[2] = { 0, 0 };
+	char prefix[64];
+	struct t_coord tc;
+	int fd = -1, ret = -1;
+
+	if (t_coord_init(&tc, "bench_coord") != T_PASS)
+		return -1;
+	b->coords[0] = &tc;
+	bc_prefix(b, prefix, sizeof(prefix));
+	if (bc_coord_start(b, &tc, etcd, 0, prefix))
+		goto out;
+	fd = t_connect(&tc);
+	if (fd < 0 || bc_join(fd, "place-a", 0xa1, 7901, &ids[0]) ||
+	    bc_join(fd, "place-b", 0xb2, 7902, &ids[1]) ||
+	    bc_creates(b, fd, etcd, ids))
+		goto out;
+	r.addr = tc.addr;
+	if (bc_hb_drive(&r))
+		goto out;
+	bench_out_begin(b->out, "coord_heartbeat");
+	bench_out_str(b->out, "store", bc_store_name(etcd));
+	bench_out_u64(b->out, "nodes", b->nodes);
+	bench_out_u64(b->out, "conns", r.conns < r.n ? r.conns : r.n);
+	bench_out_dbl(b->out, "secs", r.secs_run);
+	bench_out_u64(b->out, "heartbeats", (uint64_t)(r.rate * r.secs_run));
+	bench_out_dbl(b->out, "heartbeats_per_s", r.rate);
+	bench_out_end(b->out);
+	ret = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	t_coord_fini(&tc, ret);
+	b->coords[0] = NULL;
+	return ret;
+}
+
+/*
+ * MSG_T_MR_PUT of node @node to @addr, once (a new connection each time,
+ * as a client that moves between coordinators does): 0, or -errno
+ * (-COORD_ERR_NOT_LEADER from a follower, a connect error from a dead one).
+ */
+static int bc_change_once(const char *addr, uint64_t node, uint64_t rkey)
+{
+	struct msg req, rep;
+	int ret;
+
+	msg_init(&req, MSG_T_MR_PUT);
+	req.node = node;
+	req.mr_addr = 0x7f1200000000;
+	req.rkey = rkey;
+	req.mr_len = BC_POOL;
+	ret = ctl_call_addr(addr, &req, &rep, 1000);
+	msg_fini(&req);
+	msg_fini(&rep);
+	return ret;
+}
+
+/*
+ * Kills the leader @lead -9 and asks for a change, alternating between
+ * its address and the follower's until one acknowledges; the ms from the
+ * kill to the acknowledgement into *ms. Returns 0 or -1 (said).
+ */
+static int bc_failover_time(struct t_coord *lead, struct t_coord *fol,
+			    uint64_t node, double *ms)
+{
+	const char *addr[2] = { lead->addr, fol->addr };
+	uint64_t t0, deadline;
+	int ret = -1, k = 0;
+
+	t0 = bench_ns();
+	kill(lead->pid, SIGKILL);
+	deadline = t0 + 60ull * 1000000000ull;
+	while (bench_ns() < deadline) {
+		ret = bc_change_once(addr[k], node,
+				     1 + bench_ns() % 0x7ffffffe);
+		if (!ret)
+			break;
+		k ^= 1;
+		if (!k)
+			t_sleep_ms(10);
+	}
+	*ms = bc_ms(bench_ns() - t0);
+	t_coord_stop(lead, SIGKILL);
+	if (ret)
+		fprintf(stderr,
+			"bench_coord: no change acknowledged %.0f ms after "
+			"the kill: %s\n",
+			*ms, strerror(-ret));
+	return ret ? -1 : 0;
+}
+
+/*
+ * One failover round with --leader-ttl @ttl: two coordinators on a fresh
+ * prefix, the first leading (a change acknowledged), the second following
+ * (its own change refused); the leader killed -9. Returns 0 or -1.
+ */
+static int bc_failover_round(struct bc *b, unsigned int ttl, double *ms)
+{
+	struct t_coord tc[2];
+	uint64_t node = 0;
+	char prefix[64];
+	int fd = -1, ret = -1, r;
+
+	if (t_coord_init(&tc[0], "bench_coord") != T_PASS)
+		return -1;
+	if (t_coord_init(&tc[1], "bench_coord") != T_PASS) {
+		t_coord_fini(&tc[0], 0);
+		return -1;
+	}
+	b->coords[0] = &tc[0];
+	b->coords[1] = &tc[1];
+	bc_prefix(b, prefix, sizeof(prefix));
+	if (bc_coord_start(b, &tc[0], 1, ttl, prefix))
+		goto out;
+	fd = t_connect(&tc[0]);
+	/* t_call asks again until it leads */
+	if (fd < 0 || bc_join(fd, "fo", 0xf0, 7903, &node))
+		goto out;
+	close(fd);
+	fd = -1;
+	if (bc_coord_start(b, &tc[1], 1, ttl, prefix))
+		goto out;
+	r = bc_change_once(tc[1].addr, node, 1);
+	if (r != -COORD_ERR_NOT_LEADER) {
+		fprintf(stderr,
+			"bench_coord: the second coordinator does not follow: "
+			"%s\n",
+			r ? strerror(-r) : "it acknowledged a change");
+		goto out;
+	}
+	ret = bc_failover_time(&tc[0], &tc[1], node, ms);
+out:
+	if (fd >= 0)
+		close(fd);
+	t_coord_fini(&tc[0], ret);
+	t_coord_fini(&tc[1], ret);
+	b->coords[0] = b->coords[1] = NULL;
+	return ret;
+}
+
+static int bc_failover(struct bc *b)
+{
+	double ms;
+
+	for (unsigned int i = 0; i < b->n_ttls; i++) {
+		for (uint64_t r = 0; r < b->rounds; r++) {
+			if (bc_failover_round(b, b->ttls[i], &ms))
+				return -1;
+			bench_out_begin(b->out, "coord_failover");
+			bench_out_u64(b->out, "ttl_s", b->ttls[i]);
+			bench_out_u64(b->out, "round", r);
+			bench_out_dbl(b->out, "ms", ms);
+			bench_out_end(b->out);
+		}
+	}
+	return 0;
+}
+
+/* VmRSS and VmHWM of @pid in kB (0 if unknown). */
+static void bc_rss_kb(pid_t pid, uint64_t *rss, uint64_t *hwm)
+{
+	char path[64], line[256];
+	unsigned long long v;
+	FILE *f;
+
+	*rss = *hwm = 0;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "VmRSS: %llu", &v) == 1)
+			*rss = v;
+		else if (sscanf(line, "VmHWM: %llu", &v) == 1)
+			*hwm = v;
+	}
+	fclose(f);
+}
+
+/* Bytes on disk under @dir (0 if it cannot be read). */
+static uint64_t bc_du(const char *dir)
+{
+	char *paths[] = { (char *)dir, NULL };
+	uint64_t sum = 0;
+	FTSENT *e;
+	FTS *fts;
+
+	fts = fts_open(paths, FTS_PHYSICAL | FTS_NOCHDIR, NULL);
+	if (!fts)
+		return 0;
+	while ((e = fts_read(fts)))
+		if (e->fts_info == FTS_F)
+			sum += (uint64_t)e->fts_statp->st_blocks * 512;
+	fts_close(fts);
+	return sum;
+}
+
+/* The scale run's creates, while the nodes heartbeat. */
+struct bc_scale_work {
+	const char *addr;
+	uint64_t regions;
+	double secs;
+};
+
+static int bc_scale_creates(void *arg)
+{
+	struct bc_scale_work *w = arg;
+	char name[MSG_NAME_MAX];
+	uint64_t t0 = bench_ns();
+	int fd, ret = 0;
+
+	if (net_connect(w->addr, T_CALL_MS, &fd))
+		return -1;
+	for (uint64_t i = 0; i < w->regions && !ret; i++) {
+		snprintf(name, sizeof(name), "sc-%" PRIu64, i);
+		ret = bc_create(fd, name, NULL, 0);
+	}
+	close(fd);
+	w->secs = (double)(bench_ns() - t0) / 1e9;
+	return ret ? -1 : 0;
+}
+
+static void bc_scale_out(struct bc *b, int etcd, const struct bc_hbrun *r,
+			 const struct bc_scale_work *w, pid_t pid,
+			 uint64_t store_bytes)
+{
+	uint64_t rss, hwm;
+
+	bc_rss_kb(pid, &rss, &hwm);
+	bench_out_begin(b->out, "coord_scale");
+	bench_out_str(b->out, "store", bc_store_name(etcd));
+	bench_out_u64(b->out, "nodes", r->n);
+	bench_out_u64(b->out, "regions", w->regions);
+	bench_out_dbl(b->out, "join_secs", r->join_secs);
+	bench_out_dbl(b->out, "create_secs", w->secs);
+	bench_out_dbl(b->out, "creates_per_s",
+		      w->secs > 0 ? (double)w->regions / w->secs : 0);
+	bench_out_dbl(b->out, "secs", r->secs_run);
+	bench_out_dbl(b->out, "heartbeats_per_s", r->rate);
+	bench_out_dbl(b->out, "cpu_secs", (double)r->cpu_ns / 1e9);
+	bench_out_dbl(b->out, "cpu_busy",
+		      r->secs_run > 0 ? (double)r->cpu_ns / 1e9 / r->secs_run
+				      : 0);
+	bench_out_u64(b->out, "rss_kb", rss);
+	bench_out_u64(b->out, "hwm_kb", hwm);
+	bench_out_u64(b->out, "store_bytes", store_bytes);
+	bench_out_end(b->out);
+}
+
+/*
+ * Scale: --scale-nodes nodes join and heartbeat once a second each while
+ * --scale-regions regions are created; the coordinator's CPU time over
+ * it, its memory after, and the store's size on disk (the WAL's data
+ * directory; etcd's member data directory, which holds every earlier
+ * part of the run too).
+ */
+static int bc_scale(struct bc *b, int etcd)
+{
+	struct bc_scale_work w = { .regions = b->scale_regions };
+	struct bc_hbrun r = { .n = b->scale_nodes,
+			      .conns = 4,
+			      .period_ns = 1000000000ull,
+			      .secs = b->hb_secs,
+			      .work = bc_scale_creates,
+			      .arg = &w };
+	char prefix[64], dir[sizeof(b->ec.dir) + 8];
+	struct t_coord tc;
+	int ret = -1;
+
+	if (t_coord_init(&tc, "bench_coord") != T_PASS)
+		return -1;
+	b->coords[0] = &tc;
+	bc_prefix(b, prefix, sizeof(prefix));
+	if (bc_coord_start(b, &tc, etcd, 0, prefix))
+		goto out;
+	r.addr = w.addr = tc.addr;
+	r.pid = tc.pid;
+	if (bc_hb_drive(&r))
+		goto out;
+	snprintf(dir, sizeof(dir), "%s/m0", b->ec.dir);
+	bc_scale_out(b, etcd, &r, &w, tc.pid, bc_du(etcd ? dir : tc.data));
+	ret = 0;
+out:
+	t_coord_fini(&tc, ret);
+	b->coords[0] = NULL;
+	return ret;
+}
+
+/*
+ * Every exit path cleans up: the coordinators and etcd members die with
+ * this process (PR_SET_PDEATHSIG); on SIGINT, SIGTERM or SIGHUP a thread
+ * of its own kills them first, removes their folders and exits 128+sig.
+ */
+struct bc_sig {
+	sigset_t set;
+	struct bc *b;
+	char root[PATH_MAX]; /* every coordinator's folder is in it */
+};
+
+static void bc_rm_tree(const char *dir)
+{
+	if (dir[0])
+		nftw(dir, t_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void *bc_sig_run(void *arg)
+{
+	struct bc_sig *g = arg;
+	int sig = 0;
+
+	if (sigwait(&g->set, &sig))
+		return NULL;
+	for (int i = 0; i < 2; i++)
+		if (g->b->coords[i] && g->b->coords[i]->pid > 0)
+			kill(g->b->coords[i]->pid, SIGKILL);
+	for (int i = 0; i < g->b->ec.n; i++)
+		if (g->b->ec.pid[i] > 0)
+			kill(g->b->ec.pid[i], SIGKILL);
+	/* give them a moment to go before their folders do */
+	t_sleep_ms(200);
+	bc_rm_tree(g->root);
+	bc_rm_tree(g->b->ec.dir);
+	_exit(128 + sig);
+}
+
+/* Blocks the signals (every thread made after inherits it), makes the
+ * root folder (TMPDIR for the coordinators) and the thread. */
+static int bc_sig_init(struct bc_sig *g, struct bc *b, pthread_t *th)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	g->b = b;
+	snprintf(g->root, sizeof(g->root), "%s/bench_coord.XXXXXX",
+		 tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(g->root)) {
+		perror("bench_coord: mkdtemp");
+		g->root[0] = '\0';
+		return -1;
+	}
+	setenv("TMPDIR", g->root, 1);
+	sigemptyset(&g->set);
+	sigaddset(&g->set, SIGINT);
+	sigaddset(&g->set, SIGTERM);
+	sigaddset(&g->set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &g->set, NULL);
+	if (pthread_create(th, NULL, bc_sig_run, g)) {
+		bc_rm_tree(g->root);
+		return -1;
+	}
+	return 0;
+}
+
+/* etcd's members (--members of them) and b->store naming them all. */
+static int bc_etcd_start(struct bc *b)
+{
+	size_t off;
+
+	if (t_etcd_start(&b->ec, (int)b->members, NULL))
+		return -1;
+	off = (size_t)snprintf(b->store, sizeof(b->store), "etcd://");
+	for (int i = 0; i < b->ec.n && off < sizeof(b->store); i++)
+		off += (size_t)snprintf(b->store + off, sizeof(b->store) - off,
+					"%s127.0.0.1:%d", i ? "," : "",
+					b->ec.cport[i]);
+	return 0;
+}
+
+static int bc_run(struct bc *b)
+{
+	bench_out_begin(b->out, "coord_setup");
+	bench_out_u64(b->out, "etcd_members", b->members);
+	bench_out_u64(b->out, "creates", b->creates);
+	bench_out_u64(b->out, "nodes", b->nodes);
+	bench_out_u64(b->out, "conns", b->conns);
+	bench_out_int(b->out, "quick", b->quick);
+	bench_out_end(b->out);
+	for (int etcd = 0; etcd < 2; etcd++)
+		if (bc_store_run(b, etcd))
+			return -1;
+	if (bc_failover(b))
+		return -1;
+	for (int etcd = 0; b->scale && etcd < 2; etcd++)
+		if (bc_scale(b, etcd))
+			return -1;
+	return 0;
+}
+
+/* The quick mode's figures, where not given. */
+static void bc_defaults(struct bc *b, uint64_t hb_ms)
+{
+	if (!b->creates)
+		b->creates = b->quick ? 50 : 300;
+	if (!b->nodes)
+		b->nodes = b->quick ? 16 : 64;
+	if (!b->rounds)
+		b->rounds = b->quick ? 2 : 3;
+	if (!b->n_ttls) {
+		b->ttls[b->n_ttls++] = 2;
+		if (!b->quick)
+			b->ttls[b->n_ttls++] = 3;
+	}
+	b->hb_secs = (double)(hb_ms ? hb_ms : b->quick ? 500 : 2000) / 1000;
+}
+
+int main(int argc, char **argv)
+{
+	struct bench_out out = { 0 };
+	struct bc b = { .conns = 2,
+			.members = 1,
+			.scale_nodes = 1000,
+			.scale_regions = 10000,
+			.out = &out };
+	uint64_t hb_ms = 0;
+	const struct bench_opt opts[] = {
+		BENCH_OPT_FLAG_OF("quick", &b.quick,
+				  "fewer of everything (well under a minute)"),
+		BENCH_OPT("creates", "N", BENCH_OPT_U64, &b.creates, 1, 1000000,
+			  "region creates per store (default 300; quick 50)"),
+		BENCH_OPT("nodes", "K", BENCH_OPT_U64, &b.nodes, 1, 100000,
+			  "nodes heartbeating per store (default 64; quick "
+			  "16)"),
+		BENCH_OPT("conns", "C", BENCH_OPT_U64, &b.conns, 1, BC_THR_MAX,
+			  "their connections, one thread each (default 2)"),
+		BENCH_OPT("hb-ms", "MS", BENCH_OPT_U64, &hb_ms, 100, 600000,
+			  "heartbeating time per store (default 2000; quick "
+			  "500)"),
+		BENCH_OPT_LIST_OF("ttls", "S,S,...", b.ttls, 1, 60, &b.n_ttls,
+				  BC_TTL_MAX,
+				  "--leader-ttl of the failover rounds "
+				  "(default 2,3; quick 2)"),
+		BENCH_OPT("rounds", "N", BENCH_OPT_U64, &b.rounds, 1,
+			  BC_ROUND_MAX,
+			  "failover rounds per TTL (default 3; quick 2)"),
+		BENCH_OPT("members", "N", BENCH_OPT_U64, &b.members, 1,
+			  T_ETCD_MAX, "etcd members (default 1)"),
+		BENCH_OPT_FLAG_OF("scale", &b.scale,
+				  "also the scale run (each store)"),
+		BENCH_OPT("scale-nodes", "N", BENCH_OPT_U64, &b.scale_nodes, 1,
+			  100000, "its nodes (default 1000)"),
+		BENCH_OPT("scale-regions", "N", BENCH_OPT_U64, &b.scale_regions,
+			  1, 10000000, "its regions (default 10000)"),
+		BENCH_OPT_END,
+	};
+	static const char *const features[] = { "wal", "etcd", "failover",
+						"scale", NULL };
+	const struct bench_cli cli = {
+		.prog = "bench_coord",
+		.about = bench_coord_about,
+		.opts = opts,
+		.features = features,
+		.out = &out,
+	};
+	struct bc_sig sig;
+	pthread_t sig_th;
+	int ret;
+
+	ret = bench_cli_parse(&cli, argc, argv, NULL);
+	if (ret >= 0)
+		return ret;
+	bc_defaults(&b, hb_ms);
+	signal(SIGPIPE, SIG_IGN);
+	if (!t_etcd_bin()) {
+		fprintf(stderr, "bench_coord: SKIP: etcd is not installed "
+				"(Debian: etcd-server)\n");
+		return 77;
+	}
+	if (bc_sig_init(&sig, &b, &sig_th))
+		return 1;
+	ret = bc_etcd_start(&b) ? 1 : bc_run(&b) ? 1 : 0;
+	t_etcd_stop(&b.ec, ret);
+	bc_rm_tree(sig.root);
+	return ret;
+}
