@@ -61,6 +61,7 @@ struct bc {
 	uint64_t members;
 	uint64_t scale_nodes;
 	uint64_t scale_regions;
+	double scale_secs;
 	int scale;
 	int quick;
 	struct t_etcd ec;
@@ -91,9 +92,19 @@ static int bc_call(int fd, struct msg *req, enum msg_type want, struct msg *rep)
 	return ret;
 }
 
-/* Joins node @name (instance @inst) on @fd; its id into *id. */
-static int bc_join(int fd, const char *name, uint64_t inst, unsigned int port,
-		   uint64_t *id)
+/* A simulated node: what it joined as, and the tables it says it has
+ * synced (the last heartbeat answer's epoch and cid, as a healthy agent
+ * would report them). */
+struct bc_node {
+	uint64_t id;
+	uint64_t inst;
+	uint64_t epoch;
+	uint64_t cid;
+};
+
+/* Joins node @name as @n->inst on @fd; its id into n->id. */
+static int bc_join(int fd, const char *name, unsigned int port,
+		   struct bc_node *n)
 {
 	struct msg req, rep;
 	int ret;
@@ -102,10 +113,10 @@ static int bc_join(int fd, const char *name, uint64_t inst, unsigned int port,
 	snprintf(req.name, sizeof(req.name), "%s", name);
 	snprintf(req.data_addr, sizeof(req.data_addr), "127.0.0.1:%u", port);
 	req.pool_size = BC_POOL;
-	req.instance = inst;
+	req.instance = n->inst;
 	ret = bc_call(fd, &req, MSG_T_NODE_JOINED, &rep);
 	if (!ret)
-		*id = rep.node;
+		n->id = rep.node;
 	else
 		fprintf(stderr, "bench_coord: join %s: %s (%s)\n", name,
 			strerror(-ret), rep.text);
@@ -139,15 +150,22 @@ static int bc_create(int fd, const char *name, const uint64_t *place,
 	return ret;
 }
 
-static int bc_heartbeat(int fd, uint64_t id, uint64_t inst)
+/* A heartbeat of @n, which then says it synced what the answer names. */
+static int bc_heartbeat(int fd, struct bc_node *n)
 {
 	struct msg req, rep;
 	int ret;
 
 	msg_init(&req, MSG_T_HEARTBEAT);
-	req.node = id;
-	req.instance = inst;
+	req.node = n->id;
+	req.instance = n->inst;
+	req.epoch = n->epoch;
+	req.cid = n->cid;
 	ret = bc_call(fd, &req, MSG_T_HEARTBEAT_ACK, &rep);
+	if (!ret) {
+		n->epoch = rep.epoch;
+		n->cid = rep.cid;
+	}
 	msg_fini(&rep);
 	return ret;
 }
@@ -196,10 +214,14 @@ static double bc_ms(uint64_t ns)
 	return (double)ns / 1e6;
 }
 
-/* N creates on @fd, each placed on nodes @ids[0..1], timed one by one. */
-static int bc_creates(struct bc *b, int fd, int etcd, const uint64_t *ids)
+/*
+ * N creates on @fd, each placed on nodes @pl[0..1], timed one by one;
+ * between them (not timed) the two heartbeat once a second, as agents do.
+ */
+static int bc_creates(struct bc *b, int fd, int etcd, struct bc_node *pl)
 {
 	uint64_t *lat = calloc(b->creates, sizeof(*lat));
+	uint64_t ids[2] = { pl[0].id, pl[1].id }, beat = 0;
 	struct bench_lat st;
 	char name[MSG_NAME_MAX];
 
@@ -208,6 +230,14 @@ static int bc_creates(struct bc *b, int fd, int etcd, const uint64_t *ids)
 	for (uint64_t i = 0; i < b->creates; i++) {
 		uint64_t t0 = bench_ns();
 
+		if (t0 - beat >= 1000000000ull) {
+			if (bc_heartbeat(fd, &pl[0]) ||
+			    bc_heartbeat(fd, &pl[1])) {
+				free(lat);
+				return -1;
+			}
+			beat = t0 = bench_ns();
+		}
 		snprintf(name, sizeof(name), "bc-%" PRIu64, i);
 		if (bc_create(fd, name, ids, 2)) {
 			free(lat);
@@ -234,10 +264,10 @@ struct bc_hbset {
 	atomic_uint joined; /* threads done joining (or failed to) */
 	atomic_int go;
 	_Atomic uint64_t end_ns;
-	uint64_t
-		period_ns; /* 0: as fast as it can; else each node this often */
+	/* 0: as fast as the answers come; else each node this often */
+	uint64_t period_ns;
 	uint64_t inst_base;
-	uint64_t *ids;
+	struct bc_node *nodes;
 	const char *addr;
 };
 
@@ -256,9 +286,9 @@ static int bc_hb_join(struct bc_hb *h, int fd)
 
 	for (uint64_t i = h->first; i < h->first + h->n && !ret; i++) {
 		snprintf(name, sizeof(name), "hb-%" PRIu64, i);
-		ret = bc_join(fd, name, h->set->inst_base + i,
-			      20000 + (unsigned int)(i % 40000),
-			      &h->set->ids[i]);
+		h->set->nodes[i].inst = h->set->inst_base + i;
+		ret = bc_join(fd, name, 20000 + (unsigned int)(i % 40000),
+			      &h->set->nodes[i]);
 	}
 	return ret;
 }
@@ -281,7 +311,7 @@ static void *bc_hb_run(void *arg)
 
 		for (uint64_t i = h->first; i < h->first + h->n && !h->err;
 		     i++) {
-			h->err = bc_heartbeat(fd, s->ids[i], s->inst_base + i);
+			h->err = bc_heartbeat(fd, &s->nodes[i]);
 			h->beats += !h->err;
 		}
 		while (s->period_ns && bench_ns() < t0 + s->period_ns &&
@@ -364,8 +394,8 @@ static int bc_hb_drive(struct bc_hbrun *r)
 	pthread_t th[BC_THR_MAX];
 	int ret = 0;
 
-	s.ids = calloc(r->n, sizeof(*s.ids));
-	if (!s.ids)
+	s.nodes = calloc(r->n, sizeof(*s.nodes));
+	if (!s.nodes)
 		return -1;
 	s.inst_base = 0xbc000000ull + bench_ns() % 1000000;
 	atomic_store(&s.end_ns, UINT64_MAX);
@@ -397,7 +427,7 @@ static int bc_hb_drive(struct bc_hbrun *r)
 	r->secs_run = (double)(bench_ns() - t0) / 1e9;
 	r->rate = (double)beats / r->secs_run;
 	r->cpu_ns = r->pid ? bc_cpu_ns(r->pid) - cpu0 : 0;
-	free(s.ids);
+	free(s.nodes);
 	return ret;
 }
 
@@ -407,7 +437,7 @@ static int bc_store_run(struct bc *b, int etcd)
 	struct bc_hbrun r = { .n = b->nodes,
 			      .conns = b->conns,
 			      .secs = b->hb_secs };
-	uint64_t ids[2] = { 0, 0 };
+	struct bc_node pl[2] = { { .inst = 0xa1 }, { .inst = 0xb2 } };
 	char prefix[64];
 	struct t_coord tc;
 	int fd = -1, ret = -1;
@@ -419,9 +449,8 @@ static int bc_store_run(struct bc *b, int etcd)
 	if (bc_coord_start(b, &tc, etcd, 0, prefix))
 		goto out;
 	fd = t_connect(&tc);
-	if (fd < 0 || bc_join(fd, "place-a", 0xa1, 7901, &ids[0]) ||
-	    bc_join(fd, "place-b", 0xb2, 7902, &ids[1]) ||
-	    bc_creates(b, fd, etcd, ids))
+	if (fd < 0 || bc_join(fd, "place-a", 7901, &pl[0]) ||
+	    bc_join(fd, "place-b", 7902, &pl[1]) || bc_creates(b, fd, etcd, pl))
 		goto out;
 	r.addr = tc.addr;
 	if (bc_hb_drive(&r))
@@ -506,7 +535,7 @@ static int bc_failover_time(struct t_coord *lead, struct t_coord *fol,
 static int bc_failover_round(struct bc *b, unsigned int ttl, double *ms)
 {
 	struct t_coord tc[2];
-	uint64_t node = 0;
+	struct bc_node node = { .inst = 0xf0 };
 	char prefix[64];
 	int fd = -1, ret = -1, r;
 
@@ -523,13 +552,13 @@ static int bc_failover_round(struct bc *b, unsigned int ttl, double *ms)
 		goto out;
 	fd = t_connect(&tc[0]);
 	/* t_call asks again until it leads */
-	if (fd < 0 || bc_join(fd, "fo", 0xf0, 7903, &node))
+	if (fd < 0 || bc_join(fd, "fo", 7903, &node))
 		goto out;
 	close(fd);
 	fd = -1;
 	if (bc_coord_start(b, &tc[1], 1, ttl, prefix))
 		goto out;
-	r = bc_change_once(tc[1].addr, node, 1);
+	r = bc_change_once(tc[1].addr, node.id, 1);
 	if (r != -COORD_ERR_NOT_LEADER) {
 		fprintf(stderr,
 			"bench_coord: the second coordinator does not follow: "
@@ -537,7 +566,7 @@ static int bc_failover_round(struct bc *b, unsigned int ttl, double *ms)
 			r ? strerror(-r) : "it acknowledged a change");
 		goto out;
 	}
-	ret = bc_failover_time(&tc[0], &tc[1], node, ms);
+	ret = bc_failover_time(&tc[0], &tc[1], node.id, ms);
 out:
 	if (fd >= 0)
 		close(fd);
@@ -604,6 +633,57 @@ static uint64_t bc_du(const char *dir)
 	return sum;
 }
 
+/* A growing buffer for a curl answer. */
+struct bc_body {
+	char *p;
+	size_t len;
+};
+
+static size_t bc_body_add(char *p, size_t s, size_t n, void *arg)
+{
+	struct bc_body *b = arg;
+	char *q;
+
+	if (b->len + s * n > (64u << 20))
+		return 0;
+	q = realloc(b->p, b->len + s * n + 1);
+	if (!q)
+		return 0;
+	memcpy(q + b->len, p, s * n);
+	b->p = q;
+	b->len += s * n;
+	b->p[b->len] = '\0';
+	return s * n;
+}
+
+/* etcd's etcd_mvcc_db_total_size_in_bytes from @url's /metrics; 0 if it
+ * cannot be read. */
+static uint64_t bc_etcd_db_bytes(const char *url)
+{
+	static const char key[] = "\netcd_mvcc_db_total_size_in_bytes ";
+	struct bc_body body = { 0 };
+	char full[128];
+	uint64_t v = 0;
+	CURL *h = curl_easy_init();
+	const char *at;
+	CURLcode r;
+
+	if (!h)
+		return 0;
+	snprintf(full, sizeof(full), "%s/metrics", url);
+	curl_easy_setopt(h, CURLOPT_URL, full);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 5000L);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, bc_body_add);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, (void *)&body);
+	r = curl_easy_perform(h);
+	curl_easy_cleanup(h);
+	if (r == CURLE_OK && body.p && (at = strstr(body.p, key)))
+		v = (uint64_t)strtod(at + sizeof(key) - 1, NULL);
+	free(body.p);
+	return v;
+}
+
 /* The scale run's creates, while the nodes heartbeat. */
 struct bc_scale_work {
 	const char *addr;
@@ -659,9 +739,9 @@ static void bc_scale_out(struct bc *b, int etcd, const struct bc_hbrun *r,
 /*
  * Scale: --scale-nodes nodes join and heartbeat once a second each while
  * --scale-regions regions are created; the coordinator's CPU time over
- * it, its memory after, and the store's size on disk (the WAL's data
- * directory; etcd's member data directory, which holds every earlier
- * part of the run too).
+ * it, its memory after, and the store's size: the WAL's data directory
+ * on disk; etcd's database (etcd_mvcc_db_total_size_in_bytes, which
+ * holds every earlier part of the run too, under other prefixes).
  */
 static int bc_scale(struct bc *b, int etcd)
 {
@@ -669,10 +749,10 @@ static int bc_scale(struct bc *b, int etcd)
 	struct bc_hbrun r = { .n = b->scale_nodes,
 			      .conns = 4,
 			      .period_ns = 1000000000ull,
-			      .secs = b->hb_secs,
+			      .secs = b->scale_secs,
 			      .work = bc_scale_creates,
 			      .arg = &w };
-	char prefix[64], dir[sizeof(b->ec.dir) + 8];
+	char prefix[64];
 	struct t_coord tc;
 	int ret = -1;
 
@@ -686,8 +766,8 @@ static int bc_scale(struct bc *b, int etcd)
 	r.pid = tc.pid;
 	if (bc_hb_drive(&r))
 		goto out;
-	snprintf(dir, sizeof(dir), "%s/m0", b->ec.dir);
-	bc_scale_out(b, etcd, &r, &w, tc.pid, bc_du(etcd ? dir : tc.data));
+	bc_scale_out(b, etcd, &r, &w, tc.pid,
+		     etcd ? bc_etcd_db_bytes(b->ec.url[0]) : bc_du(tc.data));
 	ret = 0;
 out:
 	t_coord_fini(&tc, ret);
@@ -819,7 +899,7 @@ int main(int argc, char **argv)
 			.scale_nodes = 1000,
 			.scale_regions = 10000,
 			.out = &out };
-	uint64_t hb_ms = 0;
+	uint64_t hb_ms = 0, scale_ms = 10000;
 	const struct bench_opt opts[] = {
 		BENCH_OPT_FLAG_OF("quick", &b.quick,
 				  "fewer of everything (well under a minute)"),
@@ -848,6 +928,10 @@ int main(int argc, char **argv)
 			  100000, "its nodes (default 1000)"),
 		BENCH_OPT("scale-regions", "N", BENCH_OPT_U64, &b.scale_regions,
 			  1, 10000000, "its regions (default 10000)"),
+		BENCH_OPT("scale-ms", "MS", BENCH_OPT_U64, &scale_ms, 1000,
+			  3600000,
+			  "its heartbeating time at least, creates or not "
+			  "(default 10000)"),
 		BENCH_OPT_END,
 	};
 	static const char *const features[] = { "wal", "etcd", "failover",
@@ -867,6 +951,7 @@ int main(int argc, char **argv)
 	if (ret >= 0)
 		return ret;
 	bc_defaults(&b, hb_ms);
+	b.scale_secs = (double)scale_ms / 1000;
 	signal(SIGPIPE, SIG_IGN);
 	if (!t_etcd_bin()) {
 		fprintf(stderr, "bench_coord: SKIP: etcd is not installed "
