@@ -28,7 +28,8 @@ flush, region-deleted and unmap steps cost (bench_scale); map, flush and
 unmap time of regions up to 256 GiB, fault-in with 1 and 2 fault loops,
 dirty tracking A/B (bench/bigmap.sh, fault_loops.sh, dirty_ab.sh; the
 --scale-* options); replicated regions (bench/replicas.sh; --replica);
-what security and the cache cost (--secure).
+the coordinator's figures, its WAL store against etcd (bench_coord;
+--coord); what security and the cache cost (--secure).
 Prints a table (median, spread min..max, floor, ratio), writes JSON and a
 latency CDF plot (matplotlib). Never fails because of a figure; exits 1
 only if something broke (the cluster didn't start, a page did not verify),
@@ -83,6 +84,9 @@ RUN_OPTS = [
     ("--replica", "on|off|quick", "on", "replicated regions (bench/replicas.sh; default on); "
      "quick: 16 MiB regions, one run, a 64 MiB rebuild"),
     ("--replica-mb", "N", "", "the rebuilt region, MiB (default 1024; quick: 64)"),
+    ("--coord", "on|off|quick|scale", "on", "the coordinator, WAL store against etcd "
+     "(bench_coord; default on); quick: fewer creates, one TTL, 2 failover rounds; scale: "
+     "on plus 1000 nodes and 10 000 regions"),
 ]
 
 
@@ -141,11 +145,12 @@ def parse_args(argv, here):
     choice("--prefetch", a.prefetch, ["auto", "on", "off"])
     choice("--farmem", a.farmem, ["on", "off", "quick"])
     choice("--secure", a.secure, ["on", "off", "only"])
+    choice("--coord", a.coord, ["on", "off", "quick", "scale"])
     for o in ("--scale-map", "--scale-loops", "--scale-dirty", "--replica"):
         choice(o, getattr(a, o[2:].replace("-", "_")), ["on", "off", "quick"])
     if a.secure == "only":
         a.farmem = "off"
-        a.scale_map = a.scale_loops = a.scale_dirty = a.replica = "off"
+        a.scale_map = a.scale_loops = a.scale_dirty = a.replica = a.coord = "off"
     if a.replica_mb and not re.fullmatch(r"[1-9][0-9]*", a.replica_mb) or (
             a.replica_mb and int(a.replica_mb) % 2):
         bad_arg(f"--replica-mb: '{a.replica_mb}' is not an even number of MiB (whole 2 MiB "
@@ -198,7 +203,7 @@ def parse_args(argv, here):
     if a.src and not os.path.exists(f"{a.src}/bench/bigmap.sh"):
         a.src = ""
     for p in ("bench_uffd_floor", "bench_net_floor", "bench_memcpy", "bench_fault",
-              "bench_farmem", "bench_scale", "bench_seal", "bench_land"):
+              "bench_farmem", "bench_scale", "bench_seal", "bench_land", "bench_coord"):
         if not os.access(f"{a.bin}/bench/{p}", os.X_OK):
             bad_arg(f"{a.bin}/bench/{p} not built")
     return a

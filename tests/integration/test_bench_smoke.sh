@@ -3,7 +3,9 @@
 # farpage-bench smoke run: a 16 MiB region, one run of every figure, a
 # quick far-memory run (a 4 MiB cache, one workload of each kind) and the
 # quick scale parts (a 1 GiB map, 1 and 2 fault loops, dirty tracking A/B)
-# and the quick replicated-region part (16 MiB regions, a 64 MiB rebuild). Checks
+# and the quick replicated-region part (16 MiB regions, a 64 MiB rebuild)
+# and the quick coordinator part (WAL store against etcd, if etcd is
+# installed). Checks
 # that the JSON has every required key with a number and that the plot was
 # drawn, both where they go by default (bench-results/ in the current
 # directory), and that an awkward host name (quote, backslash, control
@@ -32,7 +34,7 @@ fi
 # Every program says what it is and can do in one JSON line (--features),
 # which the driver asks instead of reading --help.
 for p in bench_uffd_floor bench_net_floor bench_memcpy bench_fault bench_farmem \
-	bench_scale bench_seal bench_land; do
+	bench_scale bench_seal bench_land bench_coord; do
 	f=$("$BIN/bench/$p" --features 2>&1)
 	if ! python3 -c 'import json,sys
 o = json.loads(sys.argv[1])
@@ -79,7 +81,8 @@ ODD_HOST_JSON=$(printf 'fp"h\\\001\357\277\275') # \377 as U+FFFD
 (cd "$TMP" && exec unshare -u bash -c 'printf %s "$1" >/proc/sys/kernel/hostname && shift && exec "$@"' \
 	_ "$ODD_HOST" env FARPAGE_SRC="$SRC" FP_KEEP="$TMP/keep" "$BENCH" --bin "$BIN" --size 16M --runs 1 \
 	--farmem quick --farmem-cache 4M --farmem-secs 0.3 \
-	--scale-map quick --scale-loops quick --scale-dirty quick --replica quick) >"$TMP/out" 2>&1
+	--scale-map quick --scale-loops quick --scale-dirty quick --replica quick \
+	--coord quick) >"$TMP/out" 2>&1
 rc=$?
 if [ $rc = 77 ]; then
 	tail -n3 "$TMP/out" >&2
@@ -144,6 +147,27 @@ for k in replica.wb.r1.MBps replica.wb.r2.MBps replica.wb.r3.MBps replica.wb.r3.
 done
 grep -q "^failover: reader's longest stall" "$TMP/out" ||
 	{ echo "test_bench_smoke: FAIL: no replica rows printed" >&2; fail=1; }
+# The coordinator in its quick mode (bench_coord: its own etcd and
+# coordinators), where etcd is installed.
+st=$(getstr "$TMP/bench.json" coord.status)
+case $st in
+measured)
+	for k in coord.wal.create_p50_ms coord.wal.create_p99_ms coord.etcd.create_p50_ms \
+		coord.etcd.create_p99_ms coord.wal.heartbeats_per_s coord.etcd.heartbeats_per_s \
+		coord.failover.ttl2.median_ms coord.failover_ms_median \
+		coord.ratios.create_p99_etcd_vs_wal; do
+		if ! getnum "$TMP/bench.json" "$k"; then
+			echo "test_bench_smoke: FAIL: $k missing or not a number" >&2
+			fail=1
+		fi
+	done
+	grep -q '^coord: region create p99, etcd' "$TMP/out" ||
+		{ echo "test_bench_smoke: FAIL: no coordinator rows printed" >&2; fail=1; }
+	;;
+"n/a (bench_coord: "*"etcd is not installed"*)
+	echo "test_bench_smoke: coordinator not checked: $st" >&2 ;;
+*) echo "test_bench_smoke: FAIL: coord.status is '$st'" >&2; fail=1 ;;
+esac
 t=$(getstr "$TMP/bench.json" transport)
 case $t in
 tcp | verbs) ;;
