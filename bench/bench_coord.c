@@ -29,13 +29,14 @@
 #include "t_coord.h"
 #include "t_etcd.h"
 
-#define MIB	     (UINT64_C(1) << 20)
-#define BC_POOL	     (UINT64_C(1) << 40)
-#define BC_REGION    (4 * MIB) /* two chunks: one on each placed node */
-#define BC_LEASE_MS  "600000"  /* nodes stay up while the bench is busy */
-#define BC_THR_MAX   16
-#define BC_ROUND_MAX 64
-#define BC_TTL_MAX   8
+#define MIB		   (UINT64_C(1) << 20)
+#define BENCH_COORD_POOL   (UINT64_C(1) << 40)
+#define BENCH_COORD_REGION (4 * MIB) /* two chunks: one on each placed node */
+/* nodes stay up while the bench is busy */
+#define BENCH_COORD_LEASE_MS  "600000"
+#define BENCH_COORD_THR_MAX   16
+#define BENCH_COORD_ROUND_MAX 64
+#define BENCH_COORD_TTL_MAX   8
 
 static const char bench_coord_about[] =
 	"The coordinator with its WAL store (--data-dir) and with etcd\n"
@@ -51,12 +52,12 @@ static const char bench_coord_about[] =
 	"Figures only: nothing here passes or fails on time.\n";
 
 /* What one run sets up and measures. */
-struct bc {
+struct bench_coord {
 	uint64_t creates;
 	uint64_t nodes;
 	uint64_t conns;
 	double hb_secs;
-	unsigned int ttls[BC_TTL_MAX], n_ttls;
+	unsigned int ttls[BENCH_COORD_TTL_MAX], n_ttls;
 	uint64_t rounds;
 	uint64_t members;
 	uint64_t scale_nodes;
@@ -68,7 +69,7 @@ struct bc {
 	char store[300];
 	unsigned int
 		prefix_n; /* a fresh etcd prefix for each coordinator set */
-	/* the coordinators running now, for the signal thread (bc_sig) */
+	/* the coordinators running now, for the signal thread (bench_coord_sig) */
 	struct t_coord *volatile coords[2];
 	struct bench_out *out;
 };
@@ -76,13 +77,14 @@ struct bc {
 static const char *const bench_coord_stores[] = { "wal", "etcd" };
 
 /* The store's name, "wal" or "etcd", from @etcd. */
-static const char *bc_store_name(int etcd)
+static const char *bench_coord_store_name(int etcd)
 {
 	return bench_coord_stores[etcd ? 1 : 0];
 }
 
 /* One call, answered with @want; 0, -EPROTO for another answer or -errno. */
-static int bc_call(int fd, struct msg *req, enum msg_type want, struct msg *rep)
+static int bench_coord_call(int fd, struct msg *req, enum msg_type want,
+			    struct msg *rep)
 {
 	int ret = t_call(fd, req, rep);
 
@@ -95,7 +97,7 @@ static int bc_call(int fd, struct msg *req, enum msg_type want, struct msg *rep)
 /* A simulated node: what it joined as, and the tables it says it has
  * synced (the last heartbeat answer's epoch and cid, as a healthy agent
  * would report them). */
-struct bc_node {
+struct bench_coord_node {
 	uint64_t id;
 	uint64_t inst;
 	uint64_t epoch;
@@ -103,8 +105,8 @@ struct bc_node {
 };
 
 /* Joins node @name as @n->inst on @fd; its id into n->id. */
-static int bc_join(int fd, const char *name, unsigned int port,
-		   struct bc_node *n)
+static int bench_coord_join(int fd, const char *name, unsigned int port,
+			    struct bench_coord_node *n)
 {
 	struct msg req, rep;
 	int ret;
@@ -112,9 +114,9 @@ static int bc_join(int fd, const char *name, unsigned int port,
 	msg_init(&req, MSG_T_NODE_JOIN);
 	snprintf(req.name, sizeof(req.name), "%s", name);
 	snprintf(req.data_addr, sizeof(req.data_addr), "127.0.0.1:%u", port);
-	req.pool_size = BC_POOL;
+	req.pool_size = BENCH_COORD_POOL;
 	req.instance = n->inst;
-	ret = bc_call(fd, &req, MSG_T_NODE_JOINED, &rep);
+	ret = bench_coord_call(fd, &req, MSG_T_NODE_JOINED, &rep);
 	if (!ret)
 		n->id = rep.node;
 	else
@@ -124,17 +126,17 @@ static int bc_join(int fd, const char *name, unsigned int port,
 	return ret;
 }
 
-/* Creates region @name of BC_REGION bytes, placed on @place (@n_place
- * nodes; 0: the coordinator's choice). */
-static int bc_create(int fd, const char *name, const uint64_t *place,
-		     uint32_t n_place)
+/* Creates region @name of BENCH_COORD_REGION bytes, placed on @place
+ * (@n_place nodes; 0: the coordinator's choice). */
+static int bench_coord_create(int fd, const char *name, const uint64_t *place,
+			      uint32_t n_place)
 {
 	struct msg req, rep;
 	int ret;
 
 	msg_init(&req, MSG_T_REGION_CREATE);
 	snprintf(req.name, sizeof(req.name), "%s", name);
-	req.size = BC_REGION;
+	req.size = BENCH_COORD_REGION;
 	if (n_place) {
 		req.place = calloc(n_place, sizeof(*req.place));
 		if (!req.place)
@@ -142,7 +144,7 @@ static int bc_create(int fd, const char *name, const uint64_t *place,
 		memcpy(req.place, place, n_place * sizeof(*req.place));
 		req.n_place = n_place;
 	}
-	ret = bc_call(fd, &req, MSG_T_REGION, &rep);
+	ret = bench_coord_call(fd, &req, MSG_T_REGION, &rep);
 	if (ret)
 		fprintf(stderr, "bench_coord: create %s: %s (%s)\n", name,
 			strerror(-ret), rep.text);
@@ -151,7 +153,7 @@ static int bc_create(int fd, const char *name, const uint64_t *place,
 }
 
 /* A heartbeat of @n, which then says it synced what the answer names. */
-static int bc_heartbeat(int fd, struct bc_node *n)
+static int bench_coord_heartbeat(int fd, struct bench_coord_node *n)
 {
 	struct msg req, rep;
 	int ret;
@@ -161,7 +163,7 @@ static int bc_heartbeat(int fd, struct bc_node *n)
 	req.instance = n->inst;
 	req.epoch = n->epoch;
 	req.cid = n->cid;
-	ret = bc_call(fd, &req, MSG_T_HEARTBEAT_ACK, &rep);
+	ret = bench_coord_call(fd, &req, MSG_T_HEARTBEAT_ACK, &rep);
 	if (!ret) {
 		n->epoch = rep.epoch;
 		n->cid = rep.cid;
@@ -175,12 +177,12 @@ static int bc_heartbeat(int fd, struct bc_node *n)
  * prefix if @etcd, with @ttl (0: the default) as --leader-ttl. Returns 0
  * or -1 (said).
  */
-static int bc_coord_start(struct bc *b, struct t_coord *tc, int etcd,
-			  unsigned int ttl, const char *prefix)
+static int bench_coord_start(struct bench_coord *b, struct t_coord *tc,
+			     int etcd, unsigned int ttl, const char *prefix)
 {
 	char ttl_s[16];
-	const char *extra[10] = { "--lease-ms", BC_LEASE_MS, "--log-level",
-				  "warn" };
+	const char *extra[10] = { "--lease-ms", BENCH_COORD_LEASE_MS,
+				  "--log-level", "warn" };
 	int n = 4;
 
 	tc->store = etcd ? b->store : NULL;
@@ -197,19 +199,19 @@ static int bc_coord_start(struct bc *b, struct t_coord *tc, int etcd,
 	if (t_coord_start(tc, extra)) {
 		fprintf(stderr,
 			"bench_coord: the %s coordinator did not start\n",
-			bc_store_name(etcd));
+			bench_coord_store_name(etcd));
 		return -1;
 	}
 	return 0;
 }
 
 /* A fresh etcd prefix into @buf. */
-static void bc_prefix(struct bc *b, char *buf, size_t len)
+static void bench_coord_prefix(struct bench_coord *b, char *buf, size_t len)
 {
 	snprintf(buf, len, "/bench-coord-%d-%u/", (int)getpid(), b->prefix_n++);
 }
 
-static double bc_ms(uint64_t ns)
+static double bench_coord_ms(uint64_t ns)
 {
 	return (double)ns / 1e6;
 }
@@ -218,7 +220,8 @@ static double bc_ms(uint64_t ns)
  * N creates on @fd, each placed on nodes @pl[0..1], timed one by one;
  * between them (not timed) the two heartbeat once a second, as agents do.
  */
-static int bc_creates(struct bc *b, int fd, int etcd, struct bc_node *pl)
+static int bench_coord_creates(struct bench_coord *b, int fd, int etcd,
+			       struct bench_coord_node *pl)
 {
 	uint64_t *lat = calloc(b->creates, sizeof(*lat));
 	uint64_t ids[2] = { pl[0].id, pl[1].id }, beat = 0;
@@ -231,15 +234,15 @@ static int bc_creates(struct bc *b, int fd, int etcd, struct bc_node *pl)
 		uint64_t t0 = bench_ns();
 
 		if (t0 - beat >= 1000000000ull) {
-			if (bc_heartbeat(fd, &pl[0]) ||
-			    bc_heartbeat(fd, &pl[1])) {
+			if (bench_coord_heartbeat(fd, &pl[0]) ||
+			    bench_coord_heartbeat(fd, &pl[1])) {
 				free(lat);
 				return -1;
 			}
 			beat = t0 = bench_ns();
 		}
 		snprintf(name, sizeof(name), "bc-%" PRIu64, i);
-		if (bc_create(fd, name, ids, 2)) {
+		if (bench_coord_create(fd, name, ids, 2)) {
 			free(lat);
 			return -1;
 		}
@@ -248,11 +251,11 @@ static int bc_creates(struct bc *b, int fd, int etcd, struct bc_node *pl)
 	bench_lat_summary(lat, b->creates, &st);
 	free(lat);
 	bench_out_begin(b->out, "coord_create");
-	bench_out_str(b->out, "store", bc_store_name(etcd));
+	bench_out_str(b->out, "store", bench_coord_store_name(etcd));
 	bench_out_u64(b->out, "n", st.n);
-	bench_out_dbl(b->out, "p50_ms", bc_ms(st.p50));
-	bench_out_dbl(b->out, "p99_ms", bc_ms(st.p99));
-	bench_out_dbl(b->out, "max_ms", bc_ms(st.max));
+	bench_out_dbl(b->out, "p50_ms", bench_coord_ms(st.p50));
+	bench_out_dbl(b->out, "p99_ms", bench_coord_ms(st.p99));
+	bench_out_dbl(b->out, "max_ms", bench_coord_ms(st.max));
 	bench_out_dbl(b->out, "mean_ms", st.mean / 1e6);
 	bench_out_end(b->out);
 	return 0;
@@ -260,26 +263,26 @@ static int bc_creates(struct bc *b, int fd, int etcd, struct bc_node *pl)
 
 /* What the heartbeating threads share: they all join their nodes, then
  * start together when @go is set (@end_ns is set before it). */
-struct bc_hbset {
+struct bench_coord_hbset {
 	atomic_uint joined; /* threads done joining (or failed to) */
 	atomic_int go;
 	_Atomic uint64_t end_ns;
 	/* 0: as fast as the answers come; else each node this often */
 	uint64_t period_ns;
 	uint64_t inst_base;
-	struct bc_node *nodes;
+	struct bench_coord_node *nodes;
 	const char *addr;
 };
 
 /* One heartbeating connection: nodes [first, first + n) of the set. */
-struct bc_hb {
-	struct bc_hbset *set;
+struct bench_coord_hb {
+	struct bench_coord_hbset *set;
 	uint64_t first, n;
 	uint64_t beats;
 	int err;
 };
 
-static int bc_hb_join(struct bc_hb *h, int fd)
+static int bench_coord_hb_join(struct bench_coord_hb *h, int fd)
 {
 	char name[MSG_NAME_MAX];
 	int ret = 0;
@@ -287,22 +290,23 @@ static int bc_hb_join(struct bc_hb *h, int fd)
 	for (uint64_t i = h->first; i < h->first + h->n && !ret; i++) {
 		snprintf(name, sizeof(name), "hb-%" PRIu64, i);
 		h->set->nodes[i].inst = h->set->inst_base + i;
-		ret = bc_join(fd, name, 20000 + (unsigned int)(i % 40000),
-			      &h->set->nodes[i]);
+		ret = bench_coord_join(fd, name,
+				       20000 + (unsigned int)(i % 40000),
+				       &h->set->nodes[i]);
 	}
 	return ret;
 }
 
 /* Joins its nodes, waits for the others, heartbeats them until end_ns. */
-static void *bc_hb_run(void *arg)
+static void *bench_coord_hb_run(void *arg)
 {
-	struct bc_hb *h = arg;
-	struct bc_hbset *s = h->set;
+	struct bench_coord_hb *h = arg;
+	struct bench_coord_hbset *s = h->set;
 	int fd = -1;
 
 	h->err = net_connect(s->addr, T_CALL_MS, &fd);
 	if (!h->err)
-		h->err = bc_hb_join(h, fd);
+		h->err = bench_coord_hb_join(h, fd);
 	atomic_fetch_add(&s->joined, 1);
 	while (!atomic_load(&s->go))
 		t_sleep_ms(1);
@@ -311,7 +315,7 @@ static void *bc_hb_run(void *arg)
 
 		for (uint64_t i = h->first; i < h->first + h->n && !h->err;
 		     i++) {
-			h->err = bc_heartbeat(fd, &s->nodes[i]);
+			h->err = bench_coord_heartbeat(fd, &s->nodes[i]);
 			h->beats += !h->err;
 		}
 		while (s->period_ns && bench_ns() < t0 + s->period_ns &&
@@ -324,7 +328,7 @@ static void *bc_hb_run(void *arg)
 }
 
 /* CPU time (user + system) of process @pid so far, in ns; 0 if unknown. */
-static uint64_t bc_cpu_ns(pid_t pid)
+static uint64_t bench_coord_cpu_ns(pid_t pid)
 {
 	char path[64], buf[1024], *p;
 	unsigned long long ut, st;
@@ -351,7 +355,7 @@ static uint64_t bc_cpu_ns(pid_t pid)
 /* A heartbeat run: @n nodes over @conns connections, each node once per
  * @period_ns (0: as fast as the answers come), for at least @secs and
  * until @work (if set) returns; the coordinator is @pid. */
-struct bc_hbrun {
+struct bench_coord_hbrun {
 	const char *addr;
 	uint64_t n, conns, period_ns;
 	double secs;
@@ -366,17 +370,19 @@ struct bc_hbrun {
 };
 
 /* Starts the threads, waits for their joins; how many started. */
-static uint64_t bc_hb_start(struct bc_hbset *s, struct bc_hb *h, pthread_t *th,
-			    const struct bc_hbrun *r, uint64_t conns)
+static uint64_t bench_coord_hb_start(struct bench_coord_hbset *s,
+				     struct bench_coord_hb *h, pthread_t *th,
+				     const struct bench_coord_hbrun *r,
+				     uint64_t conns)
 {
 	uint64_t c, n = r->n;
 
 	for (c = 0; c < conns; c++) {
-		h[c] = (struct bc_hb){ .set = s,
-				       .first = n * c / conns,
-				       .n = n * (c + 1) / conns -
-					    n * c / conns };
-		if (pthread_create(&th[c], NULL, bc_hb_run, &h[c]))
+		h[c] = (struct bench_coord_hb){ .set = s,
+						.first = n * c / conns,
+						.n = n * (c + 1) / conns -
+						     n * c / conns };
+		if (pthread_create(&th[c], NULL, bench_coord_hb_run, &h[c]))
 			break;
 	}
 	while (atomic_load(&s->joined) < c)
@@ -385,13 +391,14 @@ static uint64_t bc_hb_start(struct bc_hbset *s, struct bc_hb *h, pthread_t *th,
 }
 
 /* Runs @r (joined first, not timed). Returns 0 or -1 (said). */
-static int bc_hb_drive(struct bc_hbrun *r)
+static int bench_coord_hb_drive(struct bench_coord_hbrun *r)
 {
-	struct bc_hbset s = { .period_ns = r->period_ns, .addr = r->addr };
+	struct bench_coord_hbset s = { .period_ns = r->period_ns,
+				       .addr = r->addr };
 	uint64_t conns = r->conns < r->n ? r->conns : r->n;
 	uint64_t beats = 0, c, started, t0, cpu0;
-	struct bc_hb h[BC_THR_MAX];
-	pthread_t th[BC_THR_MAX];
+	struct bench_coord_hb h[BENCH_COORD_THR_MAX];
+	pthread_t th[BENCH_COORD_THR_MAX];
 	int ret = 0;
 
 	s.nodes = calloc(r->n, sizeof(*s.nodes));
@@ -400,9 +407,9 @@ static int bc_hb_drive(struct bc_hbrun *r)
 	s.inst_base = 0xbc000000ull + bench_ns() % 1000000;
 	atomic_store(&s.end_ns, UINT64_MAX);
 	t0 = bench_ns();
-	started = bc_hb_start(&s, h, th, r, conns);
+	started = bench_coord_hb_start(&s, h, th, r, conns);
 	r->join_secs = (double)(bench_ns() - t0) / 1e9;
-	cpu0 = r->pid ? bc_cpu_ns(r->pid) : 0;
+	cpu0 = r->pid ? bench_coord_cpu_ns(r->pid) : 0;
 	t0 = bench_ns();
 	if (started < conns) {
 		fprintf(stderr, "bench_coord: pthread_create failed\n");
@@ -426,18 +433,18 @@ static int bc_hb_drive(struct bc_hbrun *r)
 	}
 	r->secs_run = (double)(bench_ns() - t0) / 1e9;
 	r->rate = (double)beats / r->secs_run;
-	r->cpu_ns = r->pid ? bc_cpu_ns(r->pid) - cpu0 : 0;
+	r->cpu_ns = r->pid ? bench_coord_cpu_ns(r->pid) - cpu0 : 0;
 	free(s.nodes);
 	return ret;
 }
 
 /* One store's creates and heartbeats, on a coordinator of its own. */
-static int bc_store_run(struct bc *b, int etcd)
+static int bench_coord_store_run(struct bench_coord *b, int etcd)
 {
-	struct bc_hbrun r = { .n = b->nodes,
-			      .conns = b->conns,
-			      .secs = b->hb_secs };
-	struct bc_node pl[2] = { { .inst = 0xa1 }, { .inst = 0xb2 } };
+	struct bench_coord_hbrun r = { .n = b->nodes,
+				       .conns = b->conns,
+				       .secs = b->hb_secs };
+	struct bench_coord_node pl[2] = { { .inst = 0xa1 }, { .inst = 0xb2 } };
 	char prefix[64];
 	struct t_coord tc;
 	int fd = -1, ret = -1;
@@ -445,18 +452,19 @@ static int bc_store_run(struct bc *b, int etcd)
 	if (t_coord_init(&tc, "bench_coord") != T_PASS)
 		return -1;
 	b->coords[0] = &tc;
-	bc_prefix(b, prefix, sizeof(prefix));
-	if (bc_coord_start(b, &tc, etcd, 0, prefix))
+	bench_coord_prefix(b, prefix, sizeof(prefix));
+	if (bench_coord_start(b, &tc, etcd, 0, prefix))
 		goto out;
 	fd = t_connect(&tc);
-	if (fd < 0 || bc_join(fd, "place-a", 7901, &pl[0]) ||
-	    bc_join(fd, "place-b", 7902, &pl[1]) || bc_creates(b, fd, etcd, pl))
+	if (fd < 0 || bench_coord_join(fd, "place-a", 7901, &pl[0]) ||
+	    bench_coord_join(fd, "place-b", 7902, &pl[1]) ||
+	    bench_coord_creates(b, fd, etcd, pl))
 		goto out;
 	r.addr = tc.addr;
-	if (bc_hb_drive(&r))
+	if (bench_coord_hb_drive(&r))
 		goto out;
 	bench_out_begin(b->out, "coord_heartbeat");
-	bench_out_str(b->out, "store", bc_store_name(etcd));
+	bench_out_str(b->out, "store", bench_coord_store_name(etcd));
 	bench_out_u64(b->out, "nodes", b->nodes);
 	bench_out_u64(b->out, "conns", r.conns < r.n ? r.conns : r.n);
 	bench_out_dbl(b->out, "secs", r.secs_run);
@@ -477,7 +485,8 @@ out:
  * as a client that moves between coordinators does): 0, or -errno
  * (-COORD_ERR_NOT_LEADER from a follower, a connect error from a dead one).
  */
-static int bc_change_once(const char *addr, uint64_t node, uint64_t rkey)
+static int bench_coord_change_once(const char *addr, uint64_t node,
+				   uint64_t rkey)
 {
 	struct msg req, rep;
 	int ret;
@@ -486,7 +495,7 @@ static int bc_change_once(const char *addr, uint64_t node, uint64_t rkey)
 	req.node = node;
 	req.mr_addr = 0x7f1200000000;
 	req.rkey = rkey;
-	req.mr_len = BC_POOL;
+	req.mr_len = BENCH_COORD_POOL;
 	ret = ctl_call_addr(addr, &req, &rep, 1000);
 	msg_fini(&req);
 	msg_fini(&rep);
@@ -498,8 +507,8 @@ static int bc_change_once(const char *addr, uint64_t node, uint64_t rkey)
  * its address and the follower's until one acknowledges; the ms from the
  * kill to the acknowledgement into *ms. Returns 0 or -1 (said).
  */
-static int bc_failover_time(struct t_coord *lead, struct t_coord *fol,
-			    uint64_t node, double *ms)
+static int bench_coord_failover_time(struct t_coord *lead, struct t_coord *fol,
+				     uint64_t node, double *ms)
 {
 	const char *addr[2] = { lead->addr, fol->addr };
 	uint64_t t0, deadline;
@@ -509,15 +518,15 @@ static int bc_failover_time(struct t_coord *lead, struct t_coord *fol,
 	kill(lead->pid, SIGKILL);
 	deadline = t0 + 60ull * 1000000000ull;
 	while (bench_ns() < deadline) {
-		ret = bc_change_once(addr[k], node,
-				     1 + bench_ns() % 0x7ffffffe);
+		ret = bench_coord_change_once(addr[k], node,
+					      1 + bench_ns() % 0x7ffffffe);
 		if (!ret)
 			break;
 		k ^= 1;
 		if (!k)
 			t_sleep_ms(10);
 	}
-	*ms = bc_ms(bench_ns() - t0);
+	*ms = bench_coord_ms(bench_ns() - t0);
 	t_coord_stop(lead, SIGKILL);
 	if (ret)
 		fprintf(stderr,
@@ -532,10 +541,11 @@ static int bc_failover_time(struct t_coord *lead, struct t_coord *fol,
  * prefix, the first leading (a change acknowledged), the second following
  * (its own change refused); the leader killed -9. Returns 0 or -1.
  */
-static int bc_failover_round(struct bc *b, unsigned int ttl, double *ms)
+static int bench_coord_failover_round(struct bench_coord *b, unsigned int ttl,
+				      double *ms)
 {
 	struct t_coord tc[2];
-	struct bc_node node = { .inst = 0xf0 };
+	struct bench_coord_node node = { .inst = 0xf0 };
 	char prefix[64];
 	int fd = -1, ret = -1, r;
 
@@ -547,18 +557,18 @@ static int bc_failover_round(struct bc *b, unsigned int ttl, double *ms)
 	}
 	b->coords[0] = &tc[0];
 	b->coords[1] = &tc[1];
-	bc_prefix(b, prefix, sizeof(prefix));
-	if (bc_coord_start(b, &tc[0], 1, ttl, prefix))
+	bench_coord_prefix(b, prefix, sizeof(prefix));
+	if (bench_coord_start(b, &tc[0], 1, ttl, prefix))
 		goto out;
 	fd = t_connect(&tc[0]);
 	/* t_call asks again until it leads */
-	if (fd < 0 || bc_join(fd, "fo", 7903, &node))
+	if (fd < 0 || bench_coord_join(fd, "fo", 7903, &node))
 		goto out;
 	close(fd);
 	fd = -1;
-	if (bc_coord_start(b, &tc[1], 1, ttl, prefix))
+	if (bench_coord_start(b, &tc[1], 1, ttl, prefix))
 		goto out;
-	r = bc_change_once(tc[1].addr, node.id, 1);
+	r = bench_coord_change_once(tc[1].addr, node.id, 1);
 	if (r != -COORD_ERR_NOT_LEADER) {
 		fprintf(stderr,
 			"bench_coord: the second coordinator does not follow: "
@@ -566,7 +576,7 @@ static int bc_failover_round(struct bc *b, unsigned int ttl, double *ms)
 			r ? strerror(-r) : "it acknowledged a change");
 		goto out;
 	}
-	ret = bc_failover_time(&tc[0], &tc[1], node.id, ms);
+	ret = bench_coord_failover_time(&tc[0], &tc[1], node.id, ms);
 out:
 	if (fd >= 0)
 		close(fd);
@@ -576,13 +586,13 @@ out:
 	return ret;
 }
 
-static int bc_failover(struct bc *b)
+static int bench_coord_failover(struct bench_coord *b)
 {
 	double ms;
 
 	for (unsigned int i = 0; i < b->n_ttls; i++) {
 		for (uint64_t r = 0; r < b->rounds; r++) {
-			if (bc_failover_round(b, b->ttls[i], &ms))
+			if (bench_coord_failover_round(b, b->ttls[i], &ms))
 				return -1;
 			bench_out_begin(b->out, "coord_failover");
 			bench_out_u64(b->out, "ttl_s", b->ttls[i]);
@@ -595,7 +605,7 @@ static int bc_failover(struct bc *b)
 }
 
 /* VmRSS and VmHWM of @pid in kB (0 if unknown). */
-static void bc_rss_kb(pid_t pid, uint64_t *rss, uint64_t *hwm)
+static void bench_coord_rss_kb(pid_t pid, uint64_t *rss, uint64_t *hwm)
 {
 	char path[64], line[256];
 	unsigned long long v;
@@ -616,7 +626,7 @@ static void bc_rss_kb(pid_t pid, uint64_t *rss, uint64_t *hwm)
 }
 
 /* Bytes on disk under @dir (0 if it cannot be read). */
-static uint64_t bc_du(const char *dir)
+static uint64_t bench_coord_du(const char *dir)
 {
 	char *paths[] = { (char *)dir, NULL };
 	uint64_t sum = 0;
@@ -634,14 +644,14 @@ static uint64_t bc_du(const char *dir)
 }
 
 /* A growing buffer for a curl answer. */
-struct bc_body {
+struct bench_coord_body {
 	char *p;
 	size_t len;
 };
 
-static size_t bc_body_add(char *p, size_t s, size_t n, void *arg)
+static size_t bench_coord_body_add(char *p, size_t s, size_t n, void *arg)
 {
-	struct bc_body *b = arg;
+	struct bench_coord_body *b = arg;
 	char *q;
 
 	if (b->len + s * n > (64u << 20))
@@ -658,10 +668,10 @@ static size_t bc_body_add(char *p, size_t s, size_t n, void *arg)
 
 /* etcd's etcd_mvcc_db_total_size_in_bytes from @url's /metrics; 0 if it
  * cannot be read. */
-static uint64_t bc_etcd_db_bytes(const char *url)
+static uint64_t bench_coord_etcd_db_bytes(const char *url)
 {
 	static const char key[] = "\netcd_mvcc_db_total_size_in_bytes ";
-	struct bc_body body = { 0 };
+	struct bench_coord_body body = { 0 };
 	char full[128];
 	uint64_t v = 0;
 	CURL *h = curl_easy_init();
@@ -674,7 +684,7 @@ static uint64_t bc_etcd_db_bytes(const char *url)
 	curl_easy_setopt(h, CURLOPT_URL, full);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 5000L);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, bc_body_add);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, bench_coord_body_add);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, (void *)&body);
 	r = curl_easy_perform(h);
 	curl_easy_cleanup(h);
@@ -685,15 +695,15 @@ static uint64_t bc_etcd_db_bytes(const char *url)
 }
 
 /* The scale run's creates, while the nodes heartbeat. */
-struct bc_scale_work {
+struct bench_coord_scale_work {
 	const char *addr;
 	uint64_t regions;
 	double secs;
 };
 
-static int bc_scale_creates(void *arg)
+static int bench_coord_scale_creates(void *arg)
 {
-	struct bc_scale_work *w = arg;
+	struct bench_coord_scale_work *w = arg;
 	char name[MSG_NAME_MAX];
 	uint64_t t0 = bench_ns();
 	int fd, ret = 0;
@@ -702,22 +712,23 @@ static int bc_scale_creates(void *arg)
 		return -1;
 	for (uint64_t i = 0; i < w->regions && !ret; i++) {
 		snprintf(name, sizeof(name), "sc-%" PRIu64, i);
-		ret = bc_create(fd, name, NULL, 0);
+		ret = bench_coord_create(fd, name, NULL, 0);
 	}
 	close(fd);
 	w->secs = (double)(bench_ns() - t0) / 1e9;
 	return ret ? -1 : 0;
 }
 
-static void bc_scale_out(struct bc *b, int etcd, const struct bc_hbrun *r,
-			 const struct bc_scale_work *w, pid_t pid,
-			 uint64_t store_bytes)
+static void bench_coord_scale_out(struct bench_coord *b, int etcd,
+				  const struct bench_coord_hbrun *r,
+				  const struct bench_coord_scale_work *w,
+				  pid_t pid, uint64_t store_bytes)
 {
 	uint64_t rss, hwm;
 
-	bc_rss_kb(pid, &rss, &hwm);
+	bench_coord_rss_kb(pid, &rss, &hwm);
 	bench_out_begin(b->out, "coord_scale");
-	bench_out_str(b->out, "store", bc_store_name(etcd));
+	bench_out_str(b->out, "store", bench_coord_store_name(etcd));
 	bench_out_u64(b->out, "nodes", r->n);
 	bench_out_u64(b->out, "regions", w->regions);
 	bench_out_dbl(b->out, "join_secs", r->join_secs);
@@ -743,15 +754,15 @@ static void bc_scale_out(struct bc *b, int etcd, const struct bc_hbrun *r,
  * on disk; etcd's database (etcd_mvcc_db_total_size_in_bytes, which
  * holds every earlier part of the run too, under other prefixes).
  */
-static int bc_scale(struct bc *b, int etcd)
+static int bench_coord_scale(struct bench_coord *b, int etcd)
 {
-	struct bc_scale_work w = { .regions = b->scale_regions };
-	struct bc_hbrun r = { .n = b->scale_nodes,
-			      .conns = 4,
-			      .period_ns = 1000000000ull,
-			      .secs = b->scale_secs,
-			      .work = bc_scale_creates,
-			      .arg = &w };
+	struct bench_coord_scale_work w = { .regions = b->scale_regions };
+	struct bench_coord_hbrun r = { .n = b->scale_nodes,
+				       .conns = 4,
+				       .period_ns = 1000000000ull,
+				       .secs = b->scale_secs,
+				       .work = bench_coord_scale_creates,
+				       .arg = &w };
 	char prefix[64];
 	struct t_coord tc;
 	int ret = -1;
@@ -759,15 +770,16 @@ static int bc_scale(struct bc *b, int etcd)
 	if (t_coord_init(&tc, "bench_coord") != T_PASS)
 		return -1;
 	b->coords[0] = &tc;
-	bc_prefix(b, prefix, sizeof(prefix));
-	if (bc_coord_start(b, &tc, etcd, 0, prefix))
+	bench_coord_prefix(b, prefix, sizeof(prefix));
+	if (bench_coord_start(b, &tc, etcd, 0, prefix))
 		goto out;
 	r.addr = w.addr = tc.addr;
 	r.pid = tc.pid;
-	if (bc_hb_drive(&r))
+	if (bench_coord_hb_drive(&r))
 		goto out;
-	bc_scale_out(b, etcd, &r, &w, tc.pid,
-		     etcd ? bc_etcd_db_bytes(b->ec.url[0]) : bc_du(tc.data));
+	bench_coord_scale_out(b, etcd, &r, &w, tc.pid,
+			      etcd ? bench_coord_etcd_db_bytes(b->ec.url[0])
+				   : bench_coord_du(tc.data));
 	ret = 0;
 out:
 	t_coord_fini(&tc, ret);
@@ -780,21 +792,21 @@ out:
  * this process (PR_SET_PDEATHSIG); on SIGINT, SIGTERM or SIGHUP a thread
  * of its own kills them first, removes their folders and exits 128+sig.
  */
-struct bc_sig {
+struct bench_coord_sig {
 	sigset_t set;
-	struct bc *b;
+	struct bench_coord *b;
 	char root[PATH_MAX]; /* every coordinator's folder is in it */
 };
 
-static void bc_rm_tree(const char *dir)
+static void bench_coord_rm_tree(const char *dir)
 {
 	if (dir[0])
 		nftw(dir, t_rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-static void *bc_sig_run(void *arg)
+static void *bench_coord_sig_run(void *arg)
 {
-	struct bc_sig *g = arg;
+	struct bench_coord_sig *g = arg;
 	int sig = 0;
 
 	if (sigwait(&g->set, &sig))
@@ -807,14 +819,15 @@ static void *bc_sig_run(void *arg)
 			kill(g->b->ec.pid[i], SIGKILL);
 	/* give them a moment to go before their folders do */
 	t_sleep_ms(200);
-	bc_rm_tree(g->root);
-	bc_rm_tree(g->b->ec.dir);
+	bench_coord_rm_tree(g->root);
+	bench_coord_rm_tree(g->b->ec.dir);
 	_exit(128 + sig);
 }
 
 /* Blocks the signals (every thread made after inherits it), makes the
  * root folder (TMPDIR for the coordinators) and the thread. */
-static int bc_sig_init(struct bc_sig *g, struct bc *b, pthread_t *th)
+static int bench_coord_sig_init(struct bench_coord_sig *g,
+				struct bench_coord *b, pthread_t *th)
 {
 	const char *tmp = getenv("TMPDIR");
 
@@ -832,15 +845,15 @@ static int bc_sig_init(struct bc_sig *g, struct bc *b, pthread_t *th)
 	sigaddset(&g->set, SIGTERM);
 	sigaddset(&g->set, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &g->set, NULL);
-	if (pthread_create(th, NULL, bc_sig_run, g)) {
-		bc_rm_tree(g->root);
+	if (pthread_create(th, NULL, bench_coord_sig_run, g)) {
+		bench_coord_rm_tree(g->root);
 		return -1;
 	}
 	return 0;
 }
 
 /* etcd's members (--members of them) and b->store naming them all. */
-static int bc_etcd_start(struct bc *b)
+static int bench_coord_etcd_start(struct bench_coord *b)
 {
 	size_t off;
 
@@ -854,7 +867,7 @@ static int bc_etcd_start(struct bc *b)
 	return 0;
 }
 
-static int bc_run(struct bc *b)
+static int bench_coord_run(struct bench_coord *b)
 {
 	bench_out_begin(b->out, "coord_setup");
 	bench_out_u64(b->out, "etcd_members", b->members);
@@ -864,18 +877,18 @@ static int bc_run(struct bc *b)
 	bench_out_int(b->out, "quick", b->quick);
 	bench_out_end(b->out);
 	for (int etcd = 0; etcd < 2; etcd++)
-		if (bc_store_run(b, etcd))
+		if (bench_coord_store_run(b, etcd))
 			return -1;
-	if (bc_failover(b))
+	if (bench_coord_failover(b))
 		return -1;
 	for (int etcd = 0; b->scale && etcd < 2; etcd++)
-		if (bc_scale(b, etcd))
+		if (bench_coord_scale(b, etcd))
 			return -1;
 	return 0;
 }
 
 /* The quick mode's figures, where not given. */
-static void bc_defaults(struct bc *b, uint64_t hb_ms)
+static void bench_coord_defaults(struct bench_coord *b, uint64_t hb_ms)
 {
 	if (!b->creates)
 		b->creates = b->quick ? 50 : 300;
@@ -894,11 +907,11 @@ static void bc_defaults(struct bc *b, uint64_t hb_ms)
 int main(int argc, char **argv)
 {
 	struct bench_out out = { 0 };
-	struct bc b = { .conns = 2,
-			.members = 1,
-			.scale_nodes = 1000,
-			.scale_regions = 10000,
-			.out = &out };
+	struct bench_coord b = { .conns = 2,
+				 .members = 1,
+				 .scale_nodes = 1000,
+				 .scale_regions = 10000,
+				 .out = &out };
 	uint64_t hb_ms = 0, scale_ms = 10000;
 	const struct bench_opt opts[] = {
 		BENCH_OPT_FLAG_OF("quick", &b.quick,
@@ -908,17 +921,18 @@ int main(int argc, char **argv)
 		BENCH_OPT("nodes", "K", BENCH_OPT_U64, &b.nodes, 1, 100000,
 			  "nodes heartbeating per store (default 64; quick "
 			  "16)"),
-		BENCH_OPT("conns", "C", BENCH_OPT_U64, &b.conns, 1, BC_THR_MAX,
+		BENCH_OPT("conns", "C", BENCH_OPT_U64, &b.conns, 1,
+			  BENCH_COORD_THR_MAX,
 			  "their connections, one thread each (default 2)"),
 		BENCH_OPT("hb-ms", "MS", BENCH_OPT_U64, &hb_ms, 100, 600000,
 			  "heartbeating time per store (default 2000; quick "
 			  "500)"),
 		BENCH_OPT_LIST_OF("ttls", "S,S,...", b.ttls, 1, 60, &b.n_ttls,
-				  BC_TTL_MAX,
+				  BENCH_COORD_TTL_MAX,
 				  "--leader-ttl of the failover rounds "
 				  "(default 2,3; quick 2)"),
 		BENCH_OPT("rounds", "N", BENCH_OPT_U64, &b.rounds, 1,
-			  BC_ROUND_MAX,
+			  BENCH_COORD_ROUND_MAX,
 			  "failover rounds per TTL (default 3; quick 2)"),
 		BENCH_OPT("members", "N", BENCH_OPT_U64, &b.members, 1,
 			  T_ETCD_MAX, "etcd members (default 1)"),
@@ -943,14 +957,14 @@ int main(int argc, char **argv)
 		.features = features,
 		.out = &out,
 	};
-	struct bc_sig sig;
+	struct bench_coord_sig sig;
 	pthread_t sig_th;
 	int ret;
 
 	ret = bench_cli_parse(&cli, argc, argv, NULL);
 	if (ret >= 0)
 		return ret;
-	bc_defaults(&b, hb_ms);
+	bench_coord_defaults(&b, hb_ms);
 	b.scale_secs = (double)scale_ms / 1000;
 	signal(SIGPIPE, SIG_IGN);
 	if (!t_etcd_bin()) {
@@ -958,10 +972,10 @@ int main(int argc, char **argv)
 				"(Debian: etcd-server)\n");
 		return 77;
 	}
-	if (bc_sig_init(&sig, &b, &sig_th))
+	if (bench_coord_sig_init(&sig, &b, &sig_th))
 		return 1;
-	ret = bc_etcd_start(&b) ? 1 : bc_run(&b) ? 1 : 0;
+	ret = bench_coord_etcd_start(&b) ? 1 : bench_coord_run(&b) ? 1 : 0;
 	t_etcd_stop(&b.ec, ret);
-	bc_rm_tree(sig.root);
+	bench_coord_rm_tree(sig.root);
 	return ret;
 }
