@@ -22,6 +22,10 @@
 #include "etcd_elect.h"
 #include "log.h"
 
+/* A follower campaigns this often (a txn that only reads while the key
+ * is held). */
+#define COORD_CAMPAIGN_MS 200u
+
 /* Reads who leads into s->leader ("" if no one). */
 static void cse_leader_read(struct coord_store_etcd *s)
 {
@@ -61,7 +65,11 @@ int cse_lead(void *arg, const char *addr, uint64_t now_ms, char *leader,
 	if (!s->el && cse_lead_start(s, addr))
 		return 0;
 	if (now_ms >= s->lead_next) {
-		s->lead_next = now_ms + (uint64_t)s->ttl_s * 1000 / 4;
+		/* A follower asks often: a dead leader's key goes with its
+		 * lease, and the next one should lead right after. */
+		s->lead_next = now_ms + (etcd_elect_is_leader(s->el)
+						 ? (uint64_t)s->ttl_s * 1000 / 4
+						 : COORD_CAMPAIGN_MS);
 		if (etcd_elect_is_leader(s->el)) {
 			ret = etcd_elect_keepalive(s->el);
 			if (ret && ret != -ENOENT)
