@@ -62,6 +62,12 @@ struct coord_cfg {
 	const char *etcd_prefix; /* NULL: COORD_ETCD_PREFIX_DEFAULT */
 	/* with etcd: the leader's lease, seconds; 0: the default */
 	unsigned int leader_ttl_s;
+	/* with etcd, each NULL if not given: TLS (the CA that signed the
+	 * members' certificates; this coordinator's certificate and key,
+	 * for members that ask clients for one) and etcd's own users (the
+	 * password is the first line of the file) */
+	const char *etcd_ca, *etcd_cert, *etcd_key;
+	const char *etcd_user, *etcd_password_file;
 	uint64_t lease_ms; /* 0: COORD_LEASE_MS_DEFAULT */
 	/* a node up must report each epoch synced this long after it was
 	 * made, or it is counted down until it does; 0: default */

@@ -39,6 +39,11 @@ struct coord_store_etcd {
 /* P followed by @fmt into @buf (COORD_ETCD_KEY_MAX); the key's length. */
 __attribute__((format(printf, 3, 4))) size_t
 cse_key(const struct coord_store_etcd *s, char *buf, const char *fmt, ...);
+/* The longest etcd password taken, with its NUL. */
+#define COORD_ETCD_PASSWORD_MAX 256u
+/* The first line of @path (the etcd password), without its newline, in
+ * @buf; -errno (logged: what is wrong with the file). */
+int cse_password_read(const char *path, char *buf, size_t len);
 /* Logs what @what failed on at etcd; returns @ret. */
 int cse_err(const struct coord_store_etcd *s, int ret, const char *what);
 

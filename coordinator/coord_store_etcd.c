@@ -25,6 +25,8 @@
 #include <string.h>
 #include <zlib.h>
 
+#include <openssl/crypto.h>
+
 #include "coord_etcd_int.h"
 #include "etcd.h"
 #include "etcd_elect.h"
@@ -486,12 +488,24 @@ static int cse_new(const struct coord_cfg *cfg, struct coord_store_etcd **out)
 	/* A request ends within 3 s: the coordinator answers (a change not
 	 * committed) before its clients' 5-s calls give up on it. */
 	struct etcd_cfg ecfg = { .endpoints = cfg->etcd,
+				 .ca_file = cfg->etcd_ca,
+				 .cert_file = cfg->etcd_cert,
+				 .key_file = cfg->etcd_key,
+				 .user = cfg->etcd_user,
 				 .timeout_ms = COORD_ETCD_TIMEOUT_MS };
+	char pw[COORD_ETCD_PASSWORD_MAX];
 	struct coord_store_etcd *s;
 	int ret;
 
 	if (!*prefix || strlen(prefix) >= COORD_ETCD_PREFIX_MAX)
 		return -EINVAL;
+	if (cfg->etcd_password_file) {
+		ret = cse_password_read(cfg->etcd_password_file, pw,
+					sizeof(pw));
+		if (ret)
+			return ret;
+		ecfg.password = pw;
+	}
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
@@ -501,6 +515,7 @@ static int cse_new(const struct coord_cfg *cfg, struct coord_store_etcd **out)
 	ret = util_random_u64(&s->id);
 	if (!ret)
 		ret = etcd_create(&ecfg, &s->e);
+	OPENSSL_cleanse(pw, sizeof(pw)); /* the client has its copy */
 	if (ret) {
 		cse_close(s);
 		return ret;

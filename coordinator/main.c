@@ -263,6 +263,24 @@ static const struct opts_opt main_opt_table[] = {
 	O_FN("etcd-prefix", "PREFIX", main_set_etcd_prefix,
 	     "with --store etcd://...: the prefix of every key "
 	     "(default " COORD_ETCD_PREFIX_DEFAULT ")"),
+	{ "etcd-cacert", 0, "FILE",
+	  "with --store etcd://...: speak TLS to etcd (https), its members' "
+	  "certificates verified against this CA bundle",
+	  OPTS_K_STR_NULL, NULL, MAIN_OFF(ccfg.etcd_ca), 0, 0 },
+	{ "etcd-cert", 0, "FILE",
+	  "with --etcd-cacert: this coordinator's client certificate (PEM), "
+	  "for members that ask clients for one; with --etcd-key",
+	  OPTS_K_STR_NULL, NULL, MAIN_OFF(ccfg.etcd_cert), 0, 0 },
+	{ "etcd-key", 0, "FILE", "the key of --etcd-cert (PEM)",
+	  OPTS_K_STR_NULL, NULL, MAIN_OFF(ccfg.etcd_key), 0, 0 },
+	{ "etcd-user", 0, "USER",
+	  "with --store etcd://...: authenticate to etcd as USER (etcd's "
+	  "auth enabled), the password from --etcd-password-file",
+	  OPTS_K_STR_NULL, NULL, MAIN_OFF(ccfg.etcd_user), 0, 0 },
+	{ "etcd-password-file", 0, "FILE",
+	  "the password of --etcd-user: the file's first line (never on the "
+	  "command line)",
+	  OPTS_K_STR_NULL, NULL, MAIN_OFF(ccfg.etcd_password_file), 0, 0 },
 	{ "leader-ttl", 0, "S",
 	  "with --store etcd://...: the leader's etcd lease; a leader that "
 	  "cannot renew it stops leading before it ends, and another leads "
@@ -444,10 +462,22 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 	if (optind < argc)
 		return opts_usage_err(&main_spec, "unexpected argument '%s'",
 				      argv[optind]);
-	if ((o->ccfg.etcd_prefix || o->ccfg.leader_ttl_s) && !o->ccfg.etcd)
+	if ((o->ccfg.etcd_prefix || o->ccfg.leader_ttl_s || o->ccfg.etcd_ca ||
+	     o->ccfg.etcd_cert || o->ccfg.etcd_key || o->ccfg.etcd_user ||
+	     o->ccfg.etcd_password_file) &&
+	    !o->ccfg.etcd)
 		return opts_usage_err(&main_spec,
-				      "--etcd-prefix, --leader-ttl: only with "
+				      "--etcd-*, --leader-ttl: only with "
 				      "--store etcd://...");
+	if (!o->ccfg.etcd_cert != !o->ccfg.etcd_key ||
+	    (o->ccfg.etcd_cert && !o->ccfg.etcd_ca))
+		return opts_usage_err(&main_spec,
+				      "--etcd-cert and --etcd-key go together, "
+				      "with --etcd-cacert");
+	if (!o->ccfg.etcd_user != !o->ccfg.etcd_password_file)
+		return opts_usage_err(&main_spec,
+				      "--etcd-user and --etcd-password-file go "
+				      "together");
 	if (o->import && (!o->ccfg.etcd || o->check || o->data_dir_set))
 		return opts_usage_err(&main_spec,
 				      "--import: with --store etcd://..., "

@@ -56,6 +56,7 @@ struct t_coord {
 	char log[PATH_MAX + 16];  /* dir/coord.log: its stderr */
 	char addr[MSG_ADDR_MAX];
 	pid_t pid;	    /* 0 when not running */
+	int status;	    /* the wait status of the last exit seen */
 	uint64_t fsize_max; /* RLIMIT_FSIZE of the process; 0: none */
 	int keyed;	    /* not --insecure: the caller gives --key-file */
 	/* --store STORE instead of --data-dir (e.g. etcd://h:p); NULL: not */
@@ -141,6 +142,7 @@ static inline int t_coord_is_running(struct t_coord *tc)
 	if (waitpid(tc->pid, &status, WNOHANG) == tc->pid) {
 		fprintf(stderr, "coordinator %d exited: status 0x%x\n",
 			(int)tc->pid, status);
+		tc->status = status;
 		tc->pid = 0;
 		return 0;
 	}
