@@ -17,6 +17,8 @@
  * acknowledged is lost. Prints the outcomes, the kills and the failover
  * times the client saw (information only).
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "coord.h"
@@ -59,6 +61,15 @@ struct t_fc {
 	int cur;
 };
 
+/* A SIGKILL sent from a thread while a request is on its way. */
+struct t_killer {
+	pthread_t th;
+	int on, coord, i; /* a coordinator (1) or etcd member (0), which */
+	pid_t pid;
+	unsigned delay_ms;
+	_Atomic uint64_t at; /* when it was sent; 0: not yet */
+};
+
 struct t_run {
 	struct t_etcd *ec;
 	struct t_fc fc;
@@ -73,7 +84,8 @@ struct t_run {
 	int etcd_down, coord_down; /* which one is down, or -1 */
 	int acked, refused, unknown;
 	int k_etcd, k_leader, k_follower, exits;
-	uint64_t fo_start;
+	struct t_killer kill;
+	int fo_pending; /* a leader killed, no change acknowledged since */
 	uint64_t fo[T_FO_MAX];
 	int n_fo;
 	uint64_t quorum_ms; /* members healthy again -> a create acked */
@@ -158,10 +170,12 @@ static int t_outcome(struct t_run *t, int ret)
 {
 	if (!ret) {
 		t->acked++;
-		if (t->fo_start) {
+		uint64_t at = t->fo_pending ? atomic_load(&t->kill.at) : 0;
+
+		if (at) {
 			if (t->n_fo < T_FO_MAX)
-				t->fo[t->n_fo++] = t_now_ms() - t->fo_start;
-			t->fo_start = 0;
+				t->fo[t->n_fo++] = t_now_ms() - at;
+			t->fo_pending = 0;
 		}
 		return 1;
 	}
@@ -229,7 +243,7 @@ static int t_op_create(struct t_run *t)
 		return -1;
 	}
 	/* EEXIST: an earlier attempt (not answered) committed it. */
-	o = t_outcome(t, ret);
+	o = t_outcome(t, ret == -EEXIST ? -ETIMEDOUT : ret);
 	r->known = o == 1;
 	r->state = o == 1 ? T_R_ACKED : T_R_MAYBE;
 	if (!r->known)
@@ -358,7 +372,53 @@ static int t_op_lease(struct t_run *t, struct t_region *r)
 	return 0;
 }
 
-/* Kills or starts again one etcd member (never two down). */
+/* Sends SIGKILL to kill.pid after kill.delay_ms: while the next request
+ * is on its way. */
+static void *t_killer_run(void *arg)
+{
+	struct t_killer *k = arg;
+
+	t_sleep_ms(k->delay_ms);
+	atomic_store(&k->at, t_now_ms());
+	kill(k->pid, SIGKILL);
+	return NULL;
+}
+
+static int t_kill_start(struct t_run *t, int coord, int i, pid_t pid)
+{
+	struct t_killer *k = &t->kill;
+
+	k->coord = coord;
+	k->i = i;
+	k->pid = pid;
+	k->delay_ms = (unsigned)(t_rand(t) % 50);
+	atomic_store(&k->at, 0);
+	if (pthread_create(&k->th, NULL, t_killer_run, k))
+		return -1;
+	k->on = 1;
+	return 0;
+}
+
+/* After the request: the killed process reaped. */
+static void t_kill_finish(struct t_run *t)
+{
+	struct t_killer *k = &t->kill;
+
+	if (!k->on)
+		return;
+	pthread_join(k->th, NULL);
+	k->on = 0;
+	if (k->coord) {
+		if (t->fc.tc[k->i]->pid)
+			t_coord_stop(t->fc.tc[k->i], SIGKILL);
+		t_fc_drop(&t->fc, k->i);
+	} else {
+		t_etcd_kill(t->ec, k->i);
+	}
+}
+
+/* Kills (during the next request) or starts again one etcd member
+ * (never two down). */
 static int t_fault_etcd(struct t_run *t)
 {
 	int i;
@@ -373,14 +433,13 @@ static int t_fault_etcd(struct t_run *t)
 	}
 	i = (int)(t_rand(t) % 3);
 	fprintf(stderr, "failover: etcd member %d killed\n", i);
-	t_etcd_kill(t->ec, i);
 	t->etcd_down = i;
 	t->k_etcd++;
-	return 0;
+	return t_kill_start(t, 0, i, t->ec->pid[i]);
 }
 
-/* Kills (the leader, two times in three) or starts again one
- * coordinator (never both down). */
+/* Kills (the leader, two times in three; during the next request) or
+ * starts again one coordinator (never both down). */
 static int t_fault_coord(struct t_run *t)
 {
 	int i;
@@ -397,17 +456,14 @@ static int t_fault_coord(struct t_run *t)
 	i = t_rand(t) % 3 ? t->fc.cur : t->fc.cur ^ 1;
 	fprintf(stderr, "failover: coordinator %d (%s) killed\n", i,
 		i == t->fc.cur ? "leader" : "follower");
-	t_coord_stop(t->fc.tc[i], SIGKILL);
-	t_fc_drop(&t->fc, i);
 	t->coord_down = i;
 	if (i == t->fc.cur) {
 		t->k_leader++;
-		if (!t->fo_start)
-			t->fo_start = t_now_ms();
+		t->fo_pending = 1;
 	} else {
 		t->k_follower++;
 	}
-	return 0;
+	return t_kill_start(t, 1, i, t->fc.tc[i]->pid);
 }
 
 /* A coordinator that exited by itself: counted, said, started again. */
@@ -449,6 +505,7 @@ static int t_churn(struct t_run *t, int ops)
 			t_op_mr(t);
 		else
 			T_CHECK(t_op_lease(t, &t->r[i]) == 0, "write lease");
+		t_kill_finish(t);
 	}
 	/* everything up again */
 	if (t->etcd_down >= 0)
@@ -457,6 +514,7 @@ static int t_churn(struct t_run *t, int ops)
 		T_CHECK(t_fault_coord(t) == 0, "coordinator");
 	ret = 0;
 out:
+	t_kill_finish(t);
 	return ret;
 }
 
