@@ -447,8 +447,13 @@ static int t_fault_coord(struct t_run *t)
 	if (t->coord_down >= 0) {
 		i = t->coord_down;
 		fprintf(stderr, "failover: coordinator %d started again\n", i);
-		if (t_coord_start(t->fc.tc[i], t_ttl))
+		if (t_coord_start(t->fc.tc[i], t_ttl)) {
+			fprintf(stderr,
+				"failover: coordinator %d did not start again "
+				"(its log below)\n",
+				i);
 			return -1;
+		}
 		t->coord_down = -1;
 		return 0;
 	}
