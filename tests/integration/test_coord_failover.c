@@ -571,7 +571,9 @@ static int t_check_region(struct t_run *t, struct t_region *r)
 			: r->state == T_R_DELETED ? "delete acknowledged"
 						  : "not acknowledged",
 			ret ? strerror(-ret) : "there",
-			ret ? "" : ", with another layout");
+			ret || r->state == T_R_DELETED
+				? ""
+				: ", with another layout");
 	msg_fini(&rep);
 	return ok ? 0 : -1;
 }
