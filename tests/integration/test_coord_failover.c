@@ -7,21 +7,24 @@
  * deletes, MRs and write leases drawn from a seeded PRNG
  * (FP_FAILOVER_SEED replays one, FP_FAILOVER_OPS sets how many) while,
  * at seeded points, one etcd member or one coordinator is killed with
- * SIGKILL and started again (never two members, never both). Afterwards
+ * SIGKILL (from a thread, while the next request is on its way) and
+ * started again (never two members, never both). A create answered
+ * EEXIST, or a delete ENOENT, after an attempt that may have been
+ * applied unanswered is an unknown outcome. Afterwards
  * every acknowledged create is there with its layout, every
  * acknowledged delete is gone, a change never acknowledged is wholly
  * there or absent, acknowledged write-lease generations of a region only
  * grow, the last acknowledged MR of a node is its MR, and both
  * coordinators list the same regions. With two of three members down no
  * change is acknowledged; back up, changes are again and nothing
- * acknowledged is lost. Prints the outcomes, the kills and the failover
- * times the client saw (information only).
+ * acknowledged is lost. Prints the outcomes (FP_FAILOVER_VERBOSE: each
+ * one), the kills and the failover times the client saw (information
+ * only).
  */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "coord.h"
 #include "t_coord.h"
 #include "t_etcd.h"
 
@@ -59,6 +62,10 @@ struct t_fc {
 	struct t_coord *tc[2];
 	int fd[2];
 	int cur;
+	/* an attempt of the last request may have been applied unanswered:
+	 * the connection broke after the request went, or the answer was
+	 * "not committed" (an etcd outcome the coordinator did not know) */
+	int ambiguous;
 };
 
 /* A SIGKILL sent from a thread while a request is on its way. */
@@ -66,7 +73,7 @@ struct t_killer {
 	pthread_t th;
 	int on, coord, i; /* a coordinator (1) or etcd member (0), which */
 	pid_t pid;
-	unsigned delay_ms;
+	unsigned delay_us;
 	_Atomic uint64_t at; /* when it was sent; 0: not yet */
 };
 
@@ -89,6 +96,7 @@ struct t_run {
 	uint64_t fo[T_FO_MAX];
 	int n_fo;
 	uint64_t quorum_ms; /* members healthy again -> a create acked */
+	int verbose;	    /* FP_FAILOVER_VERBOSE: every outcome said */
 };
 
 static uint64_t t_rand(struct t_run *t)
@@ -126,8 +134,12 @@ static int t_fc_try(struct t_fc *fc, int i, const struct msg *req,
 		}
 	}
 	ret = ctl_call(fc->fd[i], req, rep, T_TRY_MS);
-	if (ret && rep->type != MSG_T_ERROR)
+	if (ret && rep->type != MSG_T_ERROR) {
 		t_fc_drop(fc, i); /* an answer may still come: not on this fd */
+		fc->ambiguous = 1;
+	}
+	if (ret == -COORD_ERR_NOT_LEADER && strstr(rep->text, "not committed"))
+		fc->ambiguous = 1;
 	return ret;
 }
 
@@ -142,6 +154,7 @@ static int t_fc_call(struct t_fc *fc, const struct msg *req, struct msg *rep)
 	uint64_t deadline = t_now_ms() + T_REQ_MS;
 	int i = fc->cur, ret, tries = 0;
 
+	fc->ambiguous = 0;
 	for (;;) {
 		ret = t_fc_try(fc, i, req, rep);
 		if (ret != -COORD_ERR_NOT_LEADER && rep->type != MSG_T_NONE) {
@@ -164,27 +177,42 @@ static void t_fc_close(struct t_fc *fc)
 	t_fc_drop(fc, 1);
 }
 
-/* An outcome of a change: 1 acked, 0 refused (a definite answer), -1
- * unknown (not committed, no answer). Counts it. */
-static int t_outcome(struct t_run *t, int ret)
+/*
+ * The outcome of change @req (answer @rep, NULL: none): 1 acked, 0
+ * refused (a definite answer), -1 unknown (not committed, no answer).
+ * Counts it; says a refusal (and, with FP_FAILOVER_VERBOSE, any).
+ */
+static int t_outcome(struct t_run *t, int ret, const struct msg *req,
+		     const struct msg *rep)
 {
-	if (!ret) {
-		t->acked++;
+	int o = !ret						    ? 1
+		: ret == -COORD_ERR_NOT_LEADER || ret == -ETIMEDOUT ? -1
+								    : 0;
+
+	if (o == 0 || t->verbose)
+		fprintf(stderr, "failover: %s %s %llu: %s%s%s\n",
+			msg_type_name(req->type), req->name,
+			(unsigned long long)req->node,
+			o == 1	 ? "acknowledged"
+			: o == 0 ? "refused"
+				 : "unknown",
+			rep && rep->type == MSG_T_ERROR ? ": " : "",
+			rep && rep->type == MSG_T_ERROR ? rep->text : "");
+	if (o == 1) {
 		uint64_t at = t->fo_pending ? atomic_load(&t->kill.at) : 0;
 
+		t->acked++;
 		if (at) {
 			if (t->n_fo < T_FO_MAX)
 				t->fo[t->n_fo++] = t_now_ms() - at;
 			t->fo_pending = 0;
 		}
-		return 1;
-	}
-	if (ret == -COORD_ERR_NOT_LEADER || ret == -ETIMEDOUT) {
+	} else if (o == 0) {
+		t->refused++;
+	} else {
 		t->unknown++;
-		return -1;
 	}
-	t->refused++;
-	return 0;
+	return o;
 }
 
 /* Both nodes heartbeat (reporting the epoch synced) every T_HB_MS. */
@@ -235,15 +263,18 @@ static int t_op_create(struct t_run *t)
 	req.place[1] = t->node[1];
 	req.n_place = 2;
 	ret = t_fc_call(&t->fc, &req, &r->rep);
-	msg_fini(&req);
 	t->n_r++;
 	if (!ret && r->rep.type != MSG_T_REGION) {
 		fprintf(stderr, "create %s: answered %s\n", r->name,
 			msg_type_name(r->rep.type));
+		msg_fini(&req);
 		return -1;
 	}
 	/* EEXIST: an earlier attempt (not answered) committed it. */
-	o = t_outcome(t, ret == -EEXIST ? -ETIMEDOUT : ret);
+	if (ret == -EEXIST && t->fc.ambiguous)
+		ret = -ETIMEDOUT;
+	o = t_outcome(t, ret, &req, &r->rep);
+	msg_fini(&req);
 	r->known = o == 1;
 	r->state = o == 1 ? T_R_ACKED : T_R_MAYBE;
 	if (!r->known)
@@ -270,13 +301,19 @@ static int t_pick_acked(struct t_run *t)
 static void t_op_delete(struct t_run *t, struct t_region *r)
 {
 	struct msg req, rep;
-	int ret;
+	int ret, o, gone;
 
 	msg_init(&req, MSG_T_REGION_DELETE);
 	memcpy(req.name, r->name, sizeof(req.name));
 	ret = t_fc_call(&t->fc, &req, &rep);
+	/* ENOENT: an earlier attempt (not answered) deleted it; gone now,
+	 * and nothing makes it again */
+	gone = ret == -ENOENT && t->fc.ambiguous;
+	o = t_outcome(t, gone ? -ETIMEDOUT : ret, &req, &rep);
 	msg_fini(&rep);
-	switch (t_outcome(t, ret)) {
+	if (gone)
+		o = 1;
+	switch (o) {
 	case 1:
 		r->state = T_R_DELETED;
 		break;
@@ -292,7 +329,7 @@ static void t_op_mr(struct t_run *t)
 {
 	int k = (int)(t_rand(t) % 2);
 	struct msg req, rep;
-	int ret;
+	int ret, o;
 
 	msg_init(&req, MSG_T_MR_PUT);
 	req.node = t->node[k];
@@ -300,8 +337,9 @@ static void t_op_mr(struct t_run *t)
 	req.rkey = 1 + t_rand(t) % 0xffffffff;
 	req.mr_len = T_POOL;
 	ret = t_fc_call(&t->fc, &req, &rep);
+	o = t_outcome(t, ret, &req, &rep);
 	msg_fini(&rep);
-	switch (t_outcome(t, ret)) {
+	switch (o) {
 	case 1:
 		t->mr[k] = req.rkey;
 		t->mr_dirty[k] = 0;
@@ -325,6 +363,7 @@ static int t_release(struct t_run *t, struct t_region *r)
 	req.node = t->node[0];
 	req.lease = r->lease;
 	ret = t_fc_call(&t->fc, &req, &rep);
+	t_outcome(t, ret, &req, &rep);
 	msg_fini(&rep);
 	if (!ret)
 		r->held = 0;
@@ -338,10 +377,8 @@ static int t_op_lease(struct t_run *t, struct t_region *r)
 	struct msg req, rep;
 	int ret, o;
 
-	if (r->held && t_release(t, r)) {
-		t_outcome(t, -ETIMEDOUT);
+	if (r->held && t_release(t, r))
 		return 0;
-	}
 	msg_init(&req, MSG_T_WRITE_LEASE);
 	memcpy(req.name, r->name, sizeof(req.name));
 	req.node = t->node[0];
@@ -351,7 +388,7 @@ static int t_op_lease(struct t_run *t, struct t_region *r)
 	r->lease = req.lease;
 	r->held = 1;
 	ret = t_fc_call(&t->fc, &req, &rep);
-	o = t_outcome(t, ret);
+	o = t_outcome(t, ret, &req, &rep);
 	if (o == 1) {
 		if (rep.wgen <= r->wgen) {
 			fprintf(stderr,
@@ -372,13 +409,15 @@ static int t_op_lease(struct t_run *t, struct t_region *r)
 	return 0;
 }
 
-/* Sends SIGKILL to kill.pid after kill.delay_ms: while the next request
+/* Sends SIGKILL to kill.pid after kill.delay_us: while the next request
  * is on its way. */
 static void *t_killer_run(void *arg)
 {
 	struct t_killer *k = arg;
+	struct timespec ts = { 0, (long)k->delay_us * 1000 };
 
-	t_sleep_ms(k->delay_ms);
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
 	atomic_store(&k->at, t_now_ms());
 	kill(k->pid, SIGKILL);
 	return NULL;
@@ -391,7 +430,8 @@ static int t_kill_start(struct t_run *t, int coord, int i, pid_t pid)
 	k->coord = coord;
 	k->i = i;
 	k->pid = pid;
-	k->delay_ms = (unsigned)(t_rand(t) % 50);
+	/* a request takes a few ms: most kills land in one */
+	k->delay_us = (unsigned)(t_rand(t) % 5000);
 	atomic_store(&k->at, 0);
 	if (pthread_create(&k->th, NULL, t_killer_run, k))
 		return -1;
@@ -674,7 +714,8 @@ static int t_change_once(struct t_run *t, int i, uint64_t rkey)
 	req.mr_len = T_POOL;
 	ret = t_fc_try(&t->fc, i, &req, &rep);
 	/* as an outcome: no answer or "not committed" is unknown */
-	t_outcome(t, ret && rep.type != MSG_T_ERROR ? -ETIMEDOUT : ret);
+	t_outcome(t, ret && rep.type != MSG_T_ERROR ? -ETIMEDOUT : ret, &req,
+		  &rep);
 	fprintf(stderr,
 		"failover: quorum lost: coordinator %d after %llu ms: %s%s%s\n",
 		i, (unsigned long long)(t_now_ms() - t0),
@@ -826,6 +867,7 @@ int main(void)
 		return 1;
 	}
 	t.ec = &ec;
+	t.verbose = getenv("FP_FAILOVER_VERBOSE") != NULL;
 	t.rng = seed && *seed ? strtoull(seed, NULL, 0)
 			      : (uint64_t)time(NULL) ^ (uint64_t)getpid() << 32;
 	printf("failover: seed %llu (FP_FAILOVER_SEED=%llu replays it), %d "
