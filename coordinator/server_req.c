@@ -204,9 +204,17 @@ int server_conn_serve(struct server_conn *cn)
 			ret = coord_handle(s->coord, &req, &rep, cn->since_ms);
 			if (ret && coord_store_failed(s->coord, ret))
 				server_fatal(ret);
-			if (ret)
+			/* ESTALE: refused by a compare; else the store
+			 * may have taken it before the error. */
+			if (ret == -ESTALE)
 				msg_error(&rep, -COORD_ERR_NOT_LEADER,
-					  "not committed (%s): ask again",
+					  "not committed (another coordinator "
+					  "leads now): ask again");
+			else if (ret)
+				msg_error(&rep, -COORD_ERR_NOT_LEADER,
+					  "not acknowledged (%s): it may or "
+					  "may not have been applied; ask "
+					  "again",
 					  log_strerror(ret));
 			else if (cn->role == COORD_ROLE_NODE)
 				server_grants(s, cn, &req, &rep);

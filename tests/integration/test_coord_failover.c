@@ -64,7 +64,8 @@ struct t_fc {
 	int cur;
 	/* an attempt of the last request may have been applied unanswered:
 	 * the connection broke after the request went, or the answer was
-	 * "not committed" (an etcd outcome the coordinator did not know) */
+	 * "not committed" or "not acknowledged" (an etcd outcome the
+	 * coordinator did not know) */
 	int ambiguous;
 };
 
@@ -138,7 +139,9 @@ static int t_fc_try(struct t_fc *fc, int i, const struct msg *req,
 		t_fc_drop(fc, i); /* an answer may still come: not on this fd */
 		fc->ambiguous = 1;
 	}
-	if (ret == -COORD_ERR_NOT_LEADER && strstr(rep->text, "not committed"))
+	if (ret == -COORD_ERR_NOT_LEADER &&
+	    (strstr(rep->text, "not committed") ||
+	     strstr(rep->text, "not acknowledged")))
 		fc->ambiguous = 1;
 	return ret;
 }

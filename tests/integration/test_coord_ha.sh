@@ -129,7 +129,7 @@ create_until() {
 	local end
 	end=$(fp_deadline 60)
 	until create "$1"; do
-		grep -q "not the leader\|not committed\|unreachable\|refused" "$FP_TMP/$1.create" ||
+		grep -q "not the leader\|not committed\|not acknowledged\|unreachable\|refused" "$FP_TMP/$1.create" ||
 			fp_fail "create $1: $(cat "$FP_TMP/$1.create")"
 		[ "$(date +%s)" -le "$end" ] || fp_fail "create $1: $(cat "$FP_TMP/$1.create")"
 		sleep 0.1
