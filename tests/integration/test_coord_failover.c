@@ -98,6 +98,9 @@ struct t_run {
 	int n_fo;
 	uint64_t quorum_ms; /* members healthy again -> a create acked */
 	int verbose;	    /* FP_FAILOVER_VERBOSE: every outcome said */
+	/* FP_FAILOVER_STORE=wal: one coordinator on its data directory,
+	 * the same churn without kills and without the quorum part */
+	int wal;
 };
 
 static uint64_t t_rand(struct t_run *t)
@@ -538,9 +541,9 @@ static int t_churn(struct t_run *t, int ops)
 	for (int n = 0; n < ops; n++) {
 		T_CHECK(t_reap(t) == 0, "restart");
 		x = t_rand(t) % 100;
-		if (x < 5)
+		if (x < 5 && !t->wal)
 			T_CHECK(t_fault_etcd(t) == 0, "etcd member");
-		else if (x < 10)
+		else if (x < 10 && !t->wal)
 			T_CHECK(t_fault_coord(t) == 0, "coordinator");
 		T_CHECK(t_heartbeats(t, 0) == 0, "heartbeats");
 		x = t_rand(t) % 100;
@@ -811,8 +814,8 @@ static int t_setup(struct t_run *t)
 	struct msg req, rep;
 	int ret = -1, r;
 
-	for (int i = 0; i < 2; i++)
-		T_CHECK(t_coord_start(t->fc.tc[i], t_ttl) == 0,
+	for (int i = 0; i < (t->wal ? 1 : 2); i++)
+		T_CHECK(t_coord_start(t->fc.tc[i], t->wal ? NULL : t_ttl) == 0,
 			"coordinator %d", i);
 	for (int k = 0; k < 2; k++) {
 		msg_init(&req, MSG_T_NODE_JOIN);
@@ -842,6 +845,35 @@ static int t_env(const char *name, int def, int max)
 	return n < 1 ? 1 : n > max ? max : n;
 }
 
+/* The churn on the embedded store: one coordinator, no kills. */
+static int t_main_wal(struct t_run *t, int ops)
+{
+	const char *seed = getenv("FP_FAILOVER_SEED");
+	struct t_coord tc;
+	int fail = 1;
+
+	if (t_coord_init(&tc, "test_coord_failover") != T_PASS)
+		return 1;
+	t->rng = seed && *seed
+			 ? strtoull(seed, NULL, 0)
+			 : (uint64_t)time(NULL) ^ (uint64_t)getpid() << 32;
+	printf("failover (WAL store, no kills): seed %llu, %d operations\n",
+	       (unsigned long long)t->rng, ops);
+	t->r = calloc((size_t)ops + 1, sizeof(*t->r));
+	t->fc.tc[0] = t->fc.tc[1] = &tc;
+	t->fc.fd[0] = t->fc.fd[1] = -1;
+	fail = !t->r || t_setup(t) || t_churn(t, ops) ||
+	       t_verify(t, "after the churn");
+	t_figures(t);
+	t_fc_close(&t->fc);
+	for (int i = 0; t->r && i < t->n_r; i++)
+		msg_fini(&t->r[i].rep);
+	free(t->r);
+	t_coord_fini(&tc, fail);
+	printf("%s\n", fail ? "FAIL" : "PASS");
+	return fail ? 1 : 0;
+}
+
 int main(void)
 {
 	struct t_coord tc[2];
@@ -853,6 +885,11 @@ int main(void)
 	int ops = t_env("FP_FAILOVER_OPS", T_OPS_DEFAULT, T_OPS_MAX);
 	int fail = 1;
 
+	const char *kind = getenv("FP_FAILOVER_STORE");
+
+	t.wal = kind && !strcmp(kind, "wal");
+	if (t.wal)
+		return t_main_wal(&t, ops);
 	if (t_etcd_start(&ec, 3, NULL))
 		return 1;
 	off = (size_t)snprintf(store, sizeof(store), "etcd://");
