@@ -33,6 +33,7 @@ struct coord_store_etcd {
 	struct etcd_elect *el;
 	int64_t ttl_s;
 	uint64_t lead_next; /* now_ms of the next campaign or keepalive */
+	int led;	    /* led at the last lead() */
 	char leader[MSG_ADDR_MAX];
 };
 

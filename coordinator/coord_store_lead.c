@@ -88,6 +88,11 @@ int cse_lead(void *arg, const char *addr, uint64_t now_ms, char *leader,
 		}
 	}
 	is = etcd_elect_is_leader(s->el);
+	/* Deposed: who leads now is read at the next campaign, not the
+	 * one read before this coordinator led (maybe gone since). */
+	if (!is && s->led)
+		s->leader[0] = '\0';
+	s->led = is;
 	snprintf(leader, leader_len, "%s", is ? addr : s->leader);
 	return is;
 }
