@@ -24,107 +24,13 @@
 #include "coord.h"
 #include "etcd.h"
 #include "t_coord.h"
+#include "t_state.h"
 #include "t_etcd.h"
 
 #define MIB	     (UINT64_C(1) << 20)
 #define T_POOL	     (UINT64_C(1) << 40)
 #define T_HAMMER_MAX 5000
 #define T_PREFIX     COORD_ETCD_PREFIX_DEFAULT
-
-/* The durable state as the coordinator reports it, encoded for memcmp(). */
-struct t_state {
-	uint8_t *p;
-	size_t len;
-	uint32_t n_nodes, n_regions, n_endpoints;
-};
-
-static int t_state_add(struct t_state *st, const struct msg *m)
-{
-	uint8_t *p, *np;
-	size_t len;
-	int ret;
-
-	ret = msg_encode(m, &p, &len);
-	if (ret)
-		return ret;
-	np = realloc(st->p, st->len + len);
-	if (!np) {
-		free(p);
-		return -ENOMEM;
-	}
-	st->p = np;
-	memcpy(st->p + st->len, p, len);
-	st->len += len;
-	free(p);
-	return 0;
-}
-
-/* Every node (without what is not durable), region and endpoint. */
-static int t_state_read(int fd, struct t_state *st)
-{
-	struct msg req, nodes, regions, rep;
-	int ret;
-
-	free(st->p);
-	memset(st, 0, sizeof(*st));
-	msg_init(&nodes, MSG_T_NONE);
-	msg_init(&regions, MSG_T_NONE);
-	msg_init(&req, MSG_T_NODE_LIST);
-	ret = t_call(fd, &req, &nodes);
-	if (ret)
-		goto out;
-	for (uint32_t i = 0; i < nodes.n_nodes; i++) {
-		struct msg_node *n = &nodes.nodes[i];
-
-		n->up = 0;
-		n->lease_ms = 0;
-		free(n->peers);
-		n->peers = NULL;
-		n->n_peers = 0;
-	}
-	st->n_nodes = nodes.n_nodes;
-	ret = t_state_add(st, &nodes);
-	if (ret)
-		goto out;
-	msg_init(&req, MSG_T_REGION_LIST);
-	ret = t_call(fd, &req, &regions);
-	if (ret)
-		goto out;
-	st->n_regions = regions.n_regions;
-	for (uint32_t i = 0; i < regions.n_regions; i++) {
-		msg_init(&req, MSG_T_REGION_GET);
-		memcpy(req.name, regions.regions[i].name, sizeof(req.name));
-		ret = t_call(fd, &req, &rep);
-		if (!ret)
-			ret = t_state_add(st, &rep);
-		msg_fini(&rep);
-		if (ret)
-			goto out;
-	}
-	for (uint32_t a = 1; a <= nodes.n_nodes; a++) {
-		for (uint32_t b = 1; b <= nodes.n_nodes; b++) {
-			msg_init(&req, MSG_T_ENDPOINT_GET);
-			req.node = a;
-			req.peer = b;
-			ret = t_call(fd, &req, &rep);
-			if (!ret) {
-				ret = t_state_add(st, &rep);
-				st->n_endpoints++;
-			} else if (ret == -ENOENT) {
-				ret = 0;
-			}
-			msg_fini(&rep);
-			if (ret)
-				goto out;
-		}
-	}
-out:
-	if (ret)
-		fprintf(stderr, "reading the state: %s\n", strerror(-ret));
-	msg_fini(&nodes);
-	msg_fini(&regions);
-	return ret;
-}
 
 /* Restarts and checks the state equals @want. */
 static int t_restart_expect(struct t_coord *tc, const struct t_state *want,
@@ -151,80 +57,6 @@ out:
 		close(fd);
 	free(got.p);
 	return ret;
-}
-
-static int t_create(int fd, const char *name, uint64_t size,
-		    const uint64_t *place, uint32_t n_place, struct msg *rep)
-{
-	struct msg req;
-	int ret;
-
-	msg_init(&req, MSG_T_REGION_CREATE);
-	snprintf(req.name, sizeof(req.name), "%s", name);
-	req.size = size;
-	if (n_place) {
-		req.place = malloc(n_place * sizeof(*req.place));
-		if (!req.place)
-			return -ENOMEM;
-		memcpy(req.place, place, n_place * sizeof(*req.place));
-		req.n_place = n_place;
-	}
-	ret = t_call(fd, &req, rep);
-	msg_fini(&req);
-	if (!ret && rep->type != MSG_T_REGION)
-		ret = -EPROTO;
-	return ret;
-}
-
-static int t_simple(int fd, struct msg *req)
-{
-	struct msg rep;
-	int ret = t_call(fd, req, &rep);
-
-	if (!ret && rep.type != MSG_T_OK)
-		ret = -EPROTO;
-	if (ret)
-		fprintf(stderr, "%s: %s (%s)\n", msg_type_name(req->type),
-			strerror(-ret), rep.text);
-	msg_fini(&rep);
-	return ret;
-}
-
-static int t_endpoint_put(int fd, uint64_t node, uint64_t peer, uint64_t qpn)
-{
-	struct msg req;
-
-	msg_init(&req, MSG_T_ENDPOINT_PUT);
-	req.node = node;
-	req.peer = peer;
-	req.qpn = qpn;
-	req.lid = 0x11;
-	req.psn = qpn ^ 0xabcdef;
-	req.mtu = 4096;
-	for (int i = 0; i < MSG_GID_LEN; i++)
-		req.gid[i] = (uint8_t)(0xfe + i * qpn);
-	return t_simple(fd, &req);
-}
-
-static int t_mr_put(int fd, uint64_t node, uint64_t rkey)
-{
-	struct msg req;
-
-	msg_init(&req, MSG_T_MR_PUT);
-	req.node = node;
-	req.mr_addr = 0x7f1200000000 + node * 0x100000000;
-	req.rkey = rkey;
-	req.mr_len = T_POOL;
-	return t_simple(fd, &req);
-}
-
-static int t_delete(int fd, const char *name)
-{
-	struct msg req;
-
-	msg_init(&req, MSG_T_REGION_DELETE);
-	snprintf(req.name, sizeof(req.name), "%s", name);
-	return t_simple(fd, &req);
 }
 
 /* Keys under @prefix in etcd, or -1. */
@@ -260,15 +92,15 @@ static int t_basic(struct t_coord *tc, const char *endpoints,
 	T_CHECK(fd >= 0, "connect");
 	T_CHECK(t_join(fd, "alpha", T_POOL, 0xa1, &a) == 0 && a == 1, "join");
 	T_CHECK(t_join(fd, "beta", T_POOL, 0xb2, &b) == 0 && b == 2, "join");
-	T_CHECK(t_create(fd, "interleaved", 10 * MIB, NULL, 0, &rep) == 0,
+	T_CHECK(t_create(fd, "interleaved", 10 * MIB, NULL, 0, 0, &rep) == 0,
 		"create");
 	T_CHECK(rep.n_chunks == 5 && rep.chunks[1].node == 2, "interleave");
 	msg_fini(&rep);
-	T_CHECK(t_create(fd, "placed", 6 * MIB, (uint64_t[]){ 2 }, 1, &rep) ==
-			0,
+	T_CHECK(t_create(fd, "placed", 6 * MIB, (uint64_t[]){ 2 }, 1, 0,
+			 &rep) == 0,
 		"create");
 	msg_fini(&rep);
-	T_CHECK(t_create(fd, "gone", 4 * MIB, NULL, 0, &rep) == 0, "create");
+	T_CHECK(t_create(fd, "gone", 4 * MIB, NULL, 0, 0, &rep) == 0, "create");
 	msg_fini(&rep);
 	T_CHECK(t_delete(fd, "gone") == 0, "delete");
 	T_CHECK(t_endpoint_put(fd, 1, 2, 0x1234) == 0, "endpoint");
@@ -325,7 +157,7 @@ static void *t_hammer_run(void *arg)
 
 		snprintf(name, sizeof(name), "h-%d", i);
 		if (t_create(fd, name, 2 * MIB + (uint64_t)(i % 3) * 2 * MIB,
-			     (uint64_t[]){ 1, 2 }, 2, rep)) {
+			     (uint64_t[]){ 1, 2 }, 2, 0, rep)) {
 			msg_fini(rep);
 			break; /* the coordinator is gone */
 		}
@@ -405,7 +237,7 @@ static int t_big(struct t_coord *tc, const char *endpoints, struct t_state *st)
 		T_CHECK(t_coord_start(tc, NULL) == 0, "start");
 	fd = t_connect(tc);
 	T_CHECK(fd >= 0, "connect");
-	T_CHECK(t_create(fd, "big", 40000 * 2 * MIB, NULL, 0, &rep) == 0,
+	T_CHECK(t_create(fd, "big", 40000 * 2 * MIB, NULL, 0, 0, &rep) == 0,
 		"create big");
 	T_CHECK(rep.n_chunks == 40000, "%u chunks", rep.n_chunks);
 	msg_fini(&rep);
@@ -444,7 +276,7 @@ static int t_snap(struct t_coord *tc, const char *endpoints, struct t_state *st)
 	T_CHECK(fd >= 0, "connect");
 	for (int i = 0; i < 300; i++) {
 		snprintf(name, sizeof(name), "s-%d", i);
-		T_CHECK(t_create(fd, name, 2 * MIB, (uint64_t[]){ 1 }, 1,
+		T_CHECK(t_create(fd, name, 2 * MIB, (uint64_t[]){ 1 }, 1, 0,
 				 &rep) == 0,
 			"create %s", name);
 		msg_fini(&rep);
@@ -538,7 +370,7 @@ static int t_stopped(struct t_coord *tc, struct t_etcd *ec, struct t_state *st)
 	fd = t_connect(tc);
 	T_CHECK(fd >= 0, "connect");
 	T_CHECK(t_etcd_pause(ec->pid[0]) == 0, "etcd not stopped");
-	ret = t_create(fd, "limbo", 2 * MIB, NULL, 0, &rep);
+	ret = t_create(fd, "limbo", 2 * MIB, NULL, 0, 0, &rep);
 	acked = !ret && rep.type == MSG_T_REGION;
 	msg_fini(&rep);
 	ret = -1;
@@ -646,7 +478,7 @@ static int t_two(struct t_coord *tc, struct t_coord *tc2, struct t_state *st)
 	ret = t_mr_once(fd2, 0x2222, why, sizeof(why));
 	T_CHECK(ret == -COORD_ERR_NOT_LEADER && strstr(why, tc->addr),
 		"a follower's change: %s (%s)", strerror(-ret), why);
-	T_CHECK(t_create(fd, "two-a", 2 * MIB, NULL, 0, &rep) == 0,
+	T_CHECK(t_create(fd, "two-a", 2 * MIB, NULL, 0, 0, &rep) == 0,
 		"create through the leader");
 	msg_fini(&rep);
 	T_CHECK(t_region_read(fd, "two-a", &a) == 0 &&
@@ -666,7 +498,7 @@ static int t_two(struct t_coord *tc, struct t_coord *tc2, struct t_state *st)
 	T_CHECK(ret == -COORD_ERR_NOT_LEADER,
 		"a deposed leader's change: %s (%s)", strerror(-ret), why);
 	fprintf(stderr, "the deposed leader refused a change: '%s'\n", why);
-	T_CHECK(t_create(fd2, "two-b", 2 * MIB, NULL, 0, &rep) == 0,
+	T_CHECK(t_create(fd2, "two-b", 2 * MIB, NULL, 0, 0, &rep) == 0,
 		"create through the new leader");
 	msg_fini(&rep);
 	T_CHECK(t_region_read(fd2, "two-b", &a) == 0 &&

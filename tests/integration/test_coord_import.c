@@ -21,6 +21,7 @@
 #include "coord.h"
 #include "etcd.h"
 #include "t_coord.h"
+#include "t_state.h"
 #include "t_etcd.h"
 #include "wal.h"
 
@@ -30,130 +31,9 @@
 #define T_PREFIX_BAD  "/damaged/"
 #define T_PREFIX_TORN "/torn/"
 
-/* What the coordinator answers, encoded for memcmp(). */
-struct t_state {
-	uint8_t *p;
-	size_t len;
-	uint32_t n_nodes, n_regions, n_endpoints;
-};
-
-static int t_state_add(struct t_state *st, const struct msg *m)
-{
-	uint8_t *p, *np;
-	size_t len;
-	int ret;
-
-	ret = msg_encode(m, &p, &len);
-	if (ret)
-		return ret;
-	np = realloc(st->p, st->len + len);
-	if (!np) {
-		free(p);
-		return -ENOMEM;
-	}
-	st->p = np;
-	memcpy(st->p + st->len, p, len);
-	st->len += len;
-	free(p);
-	return 0;
-}
-
-/* The node list (without what is not durable: up, lease, peers seen). */
-static int t_state_nodes(int fd, struct t_state *st, struct msg *nodes)
-{
-	struct msg req;
-	int ret;
-
-	msg_init(&req, MSG_T_NODE_LIST);
-	ret = t_call(fd, &req, nodes);
-	if (ret)
-		return ret;
-	for (uint32_t i = 0; i < nodes->n_nodes; i++) {
-		struct msg_node *n = &nodes->nodes[i];
-
-		n->up = 0;
-		n->lease_ms = 0;
-		free(n->peers);
-		n->peers = NULL;
-		n->n_peers = 0;
-	}
-	st->n_nodes = nodes->n_nodes;
-	return t_state_add(st, nodes);
-}
-
-/* Every node, the region list, each region, each endpoint. */
-static int t_state_read(int fd, struct t_state *st)
-{
-	struct msg req, nodes, regions, rep;
-	int ret;
-
-	free(st->p);
-	memset(st, 0, sizeof(*st));
-	msg_init(&nodes, MSG_T_NONE);
-	msg_init(&regions, MSG_T_NONE);
-	ret = t_state_nodes(fd, st, &nodes);
-	if (ret)
-		goto out;
-	msg_init(&req, MSG_T_REGION_LIST);
-	ret = t_call(fd, &req, &regions);
-	if (!ret)
-		ret = t_state_add(st, &regions);
-	if (ret)
-		goto out;
-	st->n_regions = regions.n_regions;
-	for (uint32_t i = 0; i < regions.n_regions; i++) {
-		msg_init(&req, MSG_T_REGION_GET);
-		memcpy(req.name, regions.regions[i].name, sizeof(req.name));
-		req.want_repl = 1;
-		ret = t_call(fd, &req, &rep);
-		if (!ret)
-			ret = t_state_add(st, &rep);
-		msg_fini(&rep);
-		if (ret)
-			goto out;
-	}
-	for (uint32_t a = 1; a <= nodes.n_nodes; a++) {
-		for (uint32_t b = 1; b <= nodes.n_nodes; b++) {
-			msg_init(&req, MSG_T_ENDPOINT_GET);
-			req.node = a;
-			req.peer = b;
-			ret = t_call(fd, &req, &rep);
-			if (!ret) {
-				ret = t_state_add(st, &rep);
-				st->n_endpoints++;
-			} else if (ret == -ENOENT) {
-				ret = 0;
-			}
-			msg_fini(&rep);
-			if (ret)
-				goto out;
-		}
-	}
-out:
-	if (ret)
-		fprintf(stderr, "reading the state: %s\n", strerror(-ret));
-	msg_fini(&nodes);
-	msg_fini(&regions);
-	return ret;
-}
-
-static int t_simple(int fd, struct msg *req)
-{
-	struct msg rep;
-	int ret = t_call(fd, req, &rep);
-
-	if (!ret && rep.type != MSG_T_OK)
-		ret = -EPROTO;
-	if (ret)
-		fprintf(stderr, "%s: %s (%s)\n", msg_type_name(req->type),
-			strerror(-ret), rep.text);
-	msg_fini(&rep);
-	return ret;
-}
-
 /* A region of @size bytes, @replicas (0: one) or on node @on (0: any). */
-static int t_create(int fd, const char *name, uint64_t size, uint64_t replicas,
-		    uint64_t on)
+static int t_create_repl(int fd, const char *name, uint64_t size,
+			 uint64_t replicas, uint64_t on)
 {
 	struct msg req, rep;
 	int ret;
@@ -239,12 +119,12 @@ static int t_make(int fd, uint64_t *cid)
 				    0x100 * (i + 1), &id, cid) == 0 &&
 				id == i + 1,
 			"join %s", t_nodes[i].name);
-	T_CHECK(t_create(fd, "plain", 10 * MIB, 0, 0) == 0, "create");
-	T_CHECK(t_create(fd, "two", 16 * MIB, 2, 0) == 0, "create");
-	T_CHECK(t_create(fd, "three", 4 * MIB, 3, 0) == 0, "create");
-	T_CHECK(t_create(fd, "placed", 6 * MIB, 0, 3) == 0, "create");
-	T_CHECK(t_create(fd, "gone", 4 * MIB, 2, 0) == 0, "create");
-	T_CHECK(t_create(fd, "last", 8 * MIB, 2, 0) == 0, "create");
+	T_CHECK(t_create_repl(fd, "plain", 10 * MIB, 0, 0) == 0, "create");
+	T_CHECK(t_create_repl(fd, "two", 16 * MIB, 2, 0) == 0, "create");
+	T_CHECK(t_create_repl(fd, "three", 4 * MIB, 3, 0) == 0, "create");
+	T_CHECK(t_create_repl(fd, "placed", 6 * MIB, 0, 3) == 0, "create");
+	T_CHECK(t_create_repl(fd, "gone", 4 * MIB, 2, 0) == 0, "create");
+	T_CHECK(t_create_repl(fd, "last", 8 * MIB, 2, 0) == 0, "create");
 	msg_init(&req, MSG_T_REGION_DELETE);
 	snprintf(req.name, sizeof(req.name), "gone");
 	T_CHECK(t_simple(fd, &req) == 0, "delete");
@@ -519,7 +399,8 @@ static int t_main(struct t_coord *wc, struct t_coord *ec, struct t_etcd *et,
 		"epoch %llu on etcd, %llu before",
 		(unsigned long long)t_epoch(fd, 1, 0x100),
 		(unsigned long long)epoch);
-	T_CHECK(t_create(fd, "after", 4 * MIB, 2, 0) == 0, "create on etcd");
+	T_CHECK(t_create_repl(fd, "after", 4 * MIB, 2, 0) == 0,
+		"create on etcd");
 	close(fd);
 	fd = -1;
 	t_coord_stop(ec, SIGKILL);

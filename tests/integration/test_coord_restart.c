@@ -11,112 +11,12 @@
 #include <stdint.h>
 
 #include "t_coord.h"
+#include "t_state.h"
 
 #define MIB	     (UINT64_C(1) << 20)
 #define T_POOL	     (UINT64_C(1) << 40)
 #define T_HAMMERS    2
 #define T_HAMMER_MAX 20000
-
-/* The durable state as the coordinator reports it, encoded for memcmp(). */
-struct t_state {
-	uint8_t *p;
-	size_t len;
-	uint32_t n_nodes, n_regions, n_endpoints;
-};
-
-static int t_state_add(struct t_state *st, const struct msg *m)
-{
-	uint8_t *p, *np;
-	size_t len;
-	int ret;
-
-	ret = msg_encode(m, &p, &len);
-	if (ret)
-		return ret;
-	np = realloc(st->p, st->len + len);
-	if (!np) {
-		free(p);
-		return -ENOMEM;
-	}
-	st->p = np;
-	memcpy(st->p + st->len, p, len);
-	st->len += len;
-	free(p);
-	return 0;
-}
-
-/*
- * Reads every node (without the lease and heartbeat figures, which are not
- * durable), every region with its chunk map and every endpoint.
- */
-static int t_state_read(int fd, struct t_state *st)
-{
-	struct msg req, nodes, regions, rep;
-	int ret;
-
-	memset(st, 0, sizeof(*st));
-	msg_init(&nodes, MSG_T_NONE);
-	msg_init(&regions, MSG_T_NONE);
-	msg_init(&req, MSG_T_NODE_LIST);
-	ret = t_call(fd, &req, &nodes);
-	if (ret)
-		goto out;
-	for (uint32_t i = 0; i < nodes.n_nodes; i++) {
-		struct msg_node *n = &nodes.nodes[i];
-
-		n->up = 0;
-		n->lease_ms = 0;
-		free(n->peers);
-		n->peers = NULL;
-		n->n_peers = 0;
-	}
-	st->n_nodes = nodes.n_nodes;
-	ret = t_state_add(st, &nodes);
-	if (ret)
-		goto out;
-
-	msg_init(&req, MSG_T_REGION_LIST);
-	ret = t_call(fd, &req, &regions);
-	if (ret)
-		goto out;
-	st->n_regions = regions.n_regions;
-	for (uint32_t i = 0; i < regions.n_regions; i++) {
-		msg_init(&req, MSG_T_REGION_GET);
-		memcpy(req.name, regions.regions[i].name, sizeof(req.name));
-		ret = t_call(fd, &req, &rep);
-		if (!ret)
-			ret = t_state_add(st, &rep);
-		msg_fini(&rep);
-		if (ret)
-			goto out;
-	}
-	for (uint32_t a = 1; a <= nodes.n_nodes; a++) {
-		for (uint32_t b = 1; b <= nodes.n_nodes; b++) {
-			msg_init(&req, MSG_T_ENDPOINT_GET);
-			req.node = a;
-			req.peer = b;
-			ret = t_call(fd, &req, &rep);
-			if (ret == -ENOENT) {
-				msg_fini(&rep);
-				ret = 0;
-				continue;
-			}
-			if (!ret) {
-				ret = t_state_add(st, &rep);
-				st->n_endpoints++;
-			}
-			msg_fini(&rep);
-			if (ret)
-				goto out;
-		}
-	}
-out:
-	if (ret)
-		fprintf(stderr, "reading the state: %s\n", strerror(-ret));
-	msg_fini(&nodes);
-	msg_fini(&regions);
-	return ret;
-}
 
 /* Restarts on the same data dir and checks the state equals @want. */
 static int t_restart_expect(struct t_coord *tc, const char *const *extra,
@@ -143,89 +43,6 @@ out:
 		close(fd);
 	free(got.p);
 	return ret;
-}
-
-static int t_create(int fd, const char *name, uint64_t size,
-		    const uint64_t *ids, uint32_t n_ids, int owners,
-		    struct msg *rep)
-{
-	struct msg req;
-	int ret;
-
-	msg_init(&req, MSG_T_REGION_CREATE);
-	snprintf(req.name, sizeof(req.name), "%s", name);
-	req.size = size;
-	if (n_ids) {
-		uint64_t *l = malloc(n_ids * sizeof(*l));
-
-		if (!l)
-			return -ENOMEM;
-		memcpy(l, ids, n_ids * sizeof(*l));
-		if (owners) {
-			req.owners = l;
-			req.n_owners = n_ids;
-		} else {
-			req.place = l;
-			req.n_place = n_ids;
-		}
-	}
-	ret = t_call(fd, &req, rep);
-	msg_fini(&req);
-	if (!ret && rep->type != MSG_T_REGION)
-		ret = -EPROTO;
-	return ret;
-}
-
-static int t_simple(int fd, struct msg *req)
-{
-	struct msg rep;
-	int ret = t_call(fd, req, &rep);
-
-	if (!ret && rep.type != MSG_T_OK)
-		ret = -EPROTO;
-	if (ret)
-		fprintf(stderr, "%s: %s (%s)\n", msg_type_name(req->type),
-			strerror(-ret), rep.text);
-	msg_fini(&rep);
-	return ret;
-}
-
-static int t_endpoint_put(int fd, uint64_t node, uint64_t peer, uint64_t qpn)
-{
-	struct msg req;
-
-	msg_init(&req, MSG_T_ENDPOINT_PUT);
-	req.node = node;
-	req.peer = peer;
-	req.qpn = qpn;
-	req.lid = 0x11;
-	req.gid_index = 3;
-	req.psn = qpn ^ 0xabcdef;
-	req.mtu = 4096;
-	for (int i = 0; i < MSG_GID_LEN; i++)
-		req.gid[i] = (uint8_t)(0xfe + i * qpn);
-	return t_simple(fd, &req);
-}
-
-static int t_mr_put(int fd, uint64_t node, uint64_t rkey)
-{
-	struct msg req;
-
-	msg_init(&req, MSG_T_MR_PUT);
-	req.node = node;
-	req.mr_addr = 0x7f1200000000 + node * 0x100000000;
-	req.rkey = rkey;
-	req.mr_len = T_POOL;
-	return t_simple(fd, &req);
-}
-
-static int t_delete(int fd, const char *name)
-{
-	struct msg req;
-
-	msg_init(&req, MSG_T_REGION_DELETE);
-	snprintf(req.name, sizeof(req.name), "%s", name);
-	return t_simple(fd, &req);
 }
 
 /* Killed right after an acknowledged change: all of it is back. */
@@ -265,8 +82,7 @@ static int t_basic(struct t_coord *tc, struct t_state *st)
 		st->n_regions, st->n_endpoints);
 	/* The last acknowledged change is an MR: kill now. */
 	T_CHECK(t_mr_put(fd, 2, 0x99) == 0, "mr");
-	free(st->p);
-	T_CHECK(t_state_read(fd, st) == 0, "state");
+	T_CHECK(t_state_read(fd, st) == 0, "state"); /* frees the last */
 	close(fd);
 	fd = -1;
 	t_coord_stop(tc, SIGKILL);
@@ -373,8 +189,7 @@ static int t_hammer(struct t_coord *tc, struct t_state *st)
 	}
 	fprintf(stderr, "hammer: %d + %d acknowledged creates survived\n",
 		h[0].acked, h[1].acked);
-	free(st->p);
-	T_CHECK(t_state_read(fd, st) == 0, "state");
+	T_CHECK(t_state_read(fd, st) == 0, "state"); /* frees the last */
 	ret = 0;
 out:
 	if (fd >= 0)
@@ -422,8 +237,7 @@ static int t_snapshot(struct t_coord *tc, struct t_state *st)
 	T_CHECK(t_endpoint_put(fd, 1, 3, 0x13) == 0, "endpoint");
 	T_CHECK(t_mr_put(fd, 3, 0x33) == 0, "mr");
 	/* 18 more records: several snapshots, some records after them. */
-	free(st->p);
-	T_CHECK(t_state_read(fd, st) == 0, "state");
+	T_CHECK(t_state_read(fd, st) == 0, "state"); /* frees the last */
 	close(fd);
 	fd = -1;
 	t_coord_stop(tc, SIGKILL);
