@@ -220,8 +220,6 @@ typedef int coord_emit_fn(void *arg, const struct msg *rec);
 
 /* ---- coord.c ---- */
 
-/* Frees every table of @c, leaving them empty (the store stays). */
-void coord_tables_free(struct coord *c);
 /* Tables just read (start-up, or read again): each node up gets a
  * lease to heartbeat in, each rebuild in progress its task again. */
 int coord_recovered(struct coord *c, uint64_t now_ms);
@@ -247,6 +245,8 @@ uint32_t coord_endpoint_pos(const struct coord *c, uint64_t node,
 			    uint64_t peer);
 /* Frees region @r (NULL: nothing). */
 void coord_region_free(struct coord_region *r);
+/* Frees every table of @c, leaving them empty (the store stays). */
+void coord_tables_free(struct coord *c);
 /* A zone key: the zone, or the node's own name when it has none. */
 const char *coord_node_zone(const struct coord_node *n);
 

@@ -23,11 +23,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <zlib.h>
 
 #include <openssl/crypto.h>
 
 #include "coord_etcd_int.h"
+#include "evl.h"
 #include "etcd.h"
 #include "etcd_elect.h"
 #include "frame.h"
@@ -45,6 +47,11 @@
 /* The value of a log key whose record is in parts starts with a NUL
  * (a change record, a CBOR map, never does). */
 #define COORD_ETCD_PARTS_FMT "farpage-parts %016" PRIx64 " %" PRIu64 " %zu %08x"
+/* Start-up tries again this long on errors a member that is starting
+ * or catching up gives (a restarted member answers once it caught up),
+ * pausing between tries. */
+#define COORD_ETCD_OPEN_MS  8000u
+#define COORD_ETCD_RETRY_MS 200u
 /* One etcd request, at most (the client's default is 5000). */
 #define COORD_ETCD_TIMEOUT_MS 3000u
 /* Log keys read per range: those sharing all but the last two digits. */
@@ -524,17 +531,40 @@ static int cse_new(const struct coord_cfg *cfg, struct coord_store_etcd **out)
 	return 0;
 }
 
+/* An error a member that is starting, catching up or cut off gives: the
+ * next try goes to another member (etcd.c moves on after it). */
+static int cse_transient(int err)
+{
+	return err == -ETIMEDOUT || err == -ECONNRESET ||
+	       err == -ECONNREFUSED || err == -EAGAIN || err == -EBUSY;
+}
+
 static int cse_open(struct coord *c, const struct coord_cfg *cfg)
 {
+	uint64_t end = evl_now_ms() + COORD_ETCD_OPEN_MS;
 	struct coord_store_etcd *s;
 	int ret;
 
 	ret = cse_new(cfg, &s);
 	if (ret)
 		return ret;
-	ret = cse_meta(s, &c->cid, 1);
-	if (!ret)
-		ret = cse_load(s, c);
+	for (;;) {
+		ret = cse_meta(s, &c->cid, 1);
+		if (!ret)
+			ret = cse_load(s, c);
+		if (!ret || !cse_transient(ret) || evl_now_ms() >= end)
+			break;
+		log_warn("etcd: the tables not read (%s): trying again",
+			 log_strerror(ret));
+		coord_tables_free(c);
+		c->epoch = 0;
+		c->wgen_last = 0;
+		s->seq = s->snap_seq = s->snap_nonce = 0;
+		s->head_rev = 0;
+		nanosleep(&(struct timespec){ .tv_nsec = COORD_ETCD_RETRY_MS *
+							 1000000L },
+			  NULL);
+	}
 	if (ret) {
 		cse_close(s);
 		return ret;

@@ -118,3 +118,24 @@ const char *coord_node_zone(const struct coord_node *n)
 {
 	return n->zone[0] ? n->zone : n->name;
 }
+
+void coord_tables_free(struct coord *c)
+{
+	for (uint32_t i = 0; i < c->n_nodes; i++) {
+		free(c->nodes[i].peers);
+		free(c->nodes[i].ext);
+		free(c->nodes[i].scrub);
+	}
+	free(c->nodes);
+	for (uint32_t i = 0; i < c->n_regions; i++)
+		coord_region_free(c->regions[i]);
+	free(c->regions);
+	free(c->eps);
+	free(c->tasks);
+	c->nodes = NULL;
+	c->regions = NULL;
+	c->eps = NULL;
+	c->tasks = NULL;
+	c->n_nodes = c->cap_nodes = c->n_regions = c->cap_regions = 0;
+	c->n_eps = c->cap_eps = c->n_tasks = c->cap_tasks = 0;
+}
