@@ -8,7 +8,8 @@
 #                the tests that write through the cache again, agents with
 #                --dirty-tracking wp-fault --fault-threads 2
 #   ASan+UBSan   every test but the VM one
-#   TSan         every test but the VM one
+#   TSan         every test but the VM one, the bench smoke and
+#                test_coord_ha
 #   fuzz         clang + libFuzzer: each fuzz target runs briefly
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -122,7 +123,10 @@ FP_DIRTY_TRACKING=wp-fault FP_FAULT_THREADS=2 run "wp-fault, 2 fault loops" "$SR
 	-R 'test_(farmem|dirty_scan|wb_lost_owner|wlease_|write_sigbus|region_delete|fault_loops|chaos|flush_handover)' --
 # Under the sanitizers, 6 rounds of test_replicas_rounds instead of 20
 # (the normal stage runs all 20).
-FP_REPL_ROUNDS=6 san_run "ASan+UBSan" "$SRC/build-asan" -- -DFARPAGE_SANITIZE=address,undefined
+# One round of test_coord_failover's quorum part (each waits out the
+# coordinators' etcd timeouts), 60 operations of its churn.
+FP_REPL_ROUNDS=6 FP_FAILOVER_QUORUM=1 FP_FAILOVER_OPS=60 \
+	san_run "ASan+UBSan" "$SRC/build-asan" -- -DFARPAGE_SANITIZE=address,undefined
 # TSan of gcc 12 / LLVM 14 dies at start ("FATAL: ThreadSanitizer: unexpected
 # memory mapping") when mmap randomisation has more than 28 bits
 # (vm.mmap_rnd_bits; kernels allow up to 32). Its tests then run without
@@ -135,8 +139,12 @@ FP_REPL_ROUNDS=6 san_run "ASan+UBSan" "$SRC/build-asan" -- -DFARPAGE_SANITIZE=ad
 # Under TSan, 10 chaos rounds instead of 20, an 8 MiB replicated region
 # instead of 64 MiB, and no bench smoke: the code it runs is the other
 # tests' (about 3 of TSan's 6 minutes).
-FP_FARMEM_SIZE=64M FP_CHAOS_ROUNDS=10 FP_REPL_MB=8 FP_REPL_ROUNDS=6 san_run TSan "$SRC/build-tsan" \
-	-E test_bench_smoke -- -DFARPAGE_SANITIZE=thread
+# test_coord_ha's agents and guests are the other tests' code, and what
+# is its own (the etcd store, the election) runs on the coordinator's
+# one loop thread: not under TSan.
+FP_FARMEM_SIZE=64M FP_CHAOS_ROUNDS=10 FP_REPL_MB=8 FP_REPL_ROUNDS=6 \
+	FP_FAILOVER_QUORUM=1 FP_FAILOVER_OPS=60 san_run TSan "$SRC/build-tsan" \
+	-E 'test_bench_smoke|test_coord_ha' -- -DFARPAGE_SANITIZE=thread
 CTEST_WRAP=()
 CC=clang run fuzz "$SRC/build-fuzz" -L fuzz -- -DFARPAGE_FUZZ=ON
 # Nothing the suite started may outlive it.

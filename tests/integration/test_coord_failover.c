@@ -736,6 +736,14 @@ static int t_change_once(struct t_run *t, int i, uint64_t rkey)
 
 /* Two members of three down: no change acknowledged; both back: they
  * are again, and nothing acknowledged was lost. */
+static int t_env(const char *name, int def, int max)
+{
+	const char *v = getenv(name);
+	int n = v && *v ? atoi(v) : def;
+
+	return n < 1 ? 1 : n > max ? max : n;
+}
+
 static int t_quorum(struct t_run *t)
 {
 	int down[2], lead = t->fc.cur, ret = -1, acked = 0;
@@ -748,8 +756,10 @@ static int t_quorum(struct t_run *t)
 	t_etcd_kill(t->ec, down[0]);
 	t_etcd_kill(t->ec, down[1]);
 	t->mr_dirty[1] = 1;
-	/* the leader first, while it may still think it leads */
-	for (int k = 0; k < 2; k++) {
+	/* the leader first, while it may still think it leads; each round
+	 * waits out the coordinators' etcd timeouts (FP_FAILOVER_QUORUM:
+	 * rounds, 2 by default; the sanitizer stages run 1) */
+	for (int k = 0; k < t_env("FP_FAILOVER_QUORUM", 2, 4); k++) {
 		acked += t_change_once(t, lead, 0x5000 + 2 * (uint64_t)k);
 		acked += t_change_once(t, lead ^ 1, 0x5001 + 2 * (uint64_t)k);
 		t_sleep_ms(500); /* back-off between tries */
@@ -837,13 +847,6 @@ out:
 	return ret;
 }
 
-static int t_env(const char *name, int def, int max)
-{
-	const char *v = getenv(name);
-	int n = v && *v ? atoi(v) : def;
-
-	return n < 1 ? 1 : n > max ? max : n;
-}
 
 /* The churn on the embedded store: one coordinator, no kills. */
 static int t_main_wal(struct t_run *t, int ops)
