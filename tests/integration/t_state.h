@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "etcd.h"
 #include "msg.h"
 #include "t_coord.h"
 
@@ -211,6 +212,26 @@ static inline int t_delete(int fd, const char *name)
 	msg_init(&req, MSG_T_REGION_DELETE);
 	snprintf(req.name, sizeof(req.name), "%s", name);
 	return t_simple(fd, &req);
+}
+
+/* ---- etcd ---- */
+
+/* Keys under @prefix in etcd, or -1. */
+static inline int64_t t_etcd_keys(const char *endpoints, const char *prefix)
+{
+	struct etcd_cfg cfg = { .endpoints = endpoints };
+	struct etcd_kvs kvs;
+	struct etcd *e;
+	int64_t n = -1;
+
+	if (etcd_create(&cfg, &e))
+		return -1;
+	if (!etcd_get(e, prefix, strlen(prefix), ETCD_PREFIX, 0, 0, &kvs)) {
+		n = kvs.count;
+		etcd_kvs_fini(&kvs);
+	}
+	etcd_destroy(e);
+	return n;
 }
 
 #endif

@@ -59,24 +59,6 @@ out:
 	return ret;
 }
 
-/* Keys under @prefix in etcd, or -1. */
-static int64_t t_etcd_keys(const char *endpoints, const char *prefix)
-{
-	struct etcd_cfg cfg = { .endpoints = endpoints };
-	struct etcd_kvs kvs;
-	struct etcd *e;
-	int64_t n = -1;
-
-	if (etcd_create(&cfg, &e))
-		return -1;
-	if (!etcd_get(e, prefix, strlen(prefix), ETCD_PREFIX, 0, 0, &kvs)) {
-		n = kvs.count;
-		etcd_kvs_fini(&kvs);
-	}
-	etcd_destroy(e);
-	return n;
-}
-
 /* Killed right after an acknowledged change: all of it is back. */
 static int t_basic(struct t_coord *tc, const char *endpoints,
 		   struct t_state *st)

@@ -847,7 +847,6 @@ out:
 	return ret;
 }
 
-
 /* The churn on the embedded store: one coordinator, no kills. */
 static int t_main_wal(struct t_run *t, int ops)
 {

@@ -171,24 +171,6 @@ static int t_run(const char *bin, const char *args, const char *log, char *out,
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-/* Keys under @prefix in etcd, or -1. */
-static int64_t t_etcd_keys(const char *endpoints, const char *prefix)
-{
-	struct etcd_cfg cfg = { .endpoints = endpoints };
-	struct etcd_kvs kvs;
-	struct etcd *e;
-	int64_t n = -1;
-
-	if (etcd_create(&cfg, &e))
-		return -1;
-	if (!etcd_get(e, prefix, strlen(prefix), ETCD_PREFIX, 0, 0, &kvs)) {
-		n = kvs.count;
-		etcd_kvs_fini(&kvs);
-	}
-	etcd_destroy(e);
-	return n;
-}
-
 /* Every file of directory @dir (names, sizes, modes, contents) as one
  * string, to tell whether anything in it changed. */
 static char *t_dir_image(const char *dir)
