@@ -9,6 +9,7 @@
 #define COORDINATOR_COORD_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -68,6 +69,8 @@ struct coord_cfg {
 	 * password is the first line of the file) */
 	const char *etcd_ca, *etcd_cert, *etcd_key;
 	const char *etcd_user, *etcd_password_file;
+	/* with etcd: never compact its history (its owner does) */
+	bool etcd_keep_history;
 	uint64_t lease_ms; /* 0: COORD_LEASE_MS_DEFAULT */
 	/* a node up must report each epoch synced this long after it was
 	 * made, or it is counted down until it does; 0: default */

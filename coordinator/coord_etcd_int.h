@@ -27,6 +27,8 @@ struct coord_store_etcd {
 	/* The snapshot (P"snap"): the last record it holds, its parts'
 	 * nonce (0: none); the first log group that may still exist. */
 	uint64_t snap_seq, snap_nonce, trim_group;
+	int64_t snap_rev; /* P"snap"'s mod_revision; 0: none known */
+	int compact;	  /* compacts etcd's history (cse_compact()) */
 	int64_t load_rev; /* the revision cse_load() read at */
 	/* The election (coord_store_lead.c; NULL until the first lead()):
 	 * the leader's key P"leader" held by a lease of ttl_s seconds. */

@@ -12,7 +12,8 @@
  * records) is P"snap" naming parts P"part/<nonce>/<n>"; recovery applies
  * it, then the records after it. A record over COORD_ETCD_INLINE_MAX is
  * written in parts first, its log key naming them. --check reads it all
- * without writing. Not yet: compaction of etcd's history.
+ * without writing. After each snapshot, etcd's history up to the
+ * snapshot before it is compacted (cse_compact()).
  */
 #define LOG_PREFIX "coord: "
 #include "coord_int.h"
@@ -324,6 +325,7 @@ static int cse_snap_load(struct coord_store_etcd *s, struct coord *c,
 		     "%16" SCNx64 " %16" SCNx64 " %16" SCNx64 " %" SCNu64
 		     " %zu %8x",
 		     &seq, &epoch, &nonce, &parts, &len, &crc);
+	s->snap_rev = kvs.kv[0].mod_rev;
 	etcd_kvs_fini(&kvs);
 	if (got != 6 || seq > last || !nonce) {
 		log_err("etcd: %s: not a snapshot (or beyond the head)", key);
@@ -472,7 +474,7 @@ static int cse_reload(void *arg, struct coord *c)
 	struct coord_store_etcd *s = arg;
 
 	s->seq = s->snap_seq = s->snap_nonce = 0;
-	s->head_rev = 0;
+	s->head_rev = s->snap_rev = 0;
 	return cse_load(s, c);
 }
 
@@ -519,6 +521,7 @@ static int cse_new(const struct coord_cfg *cfg, struct coord_store_etcd **out)
 	snprintf(s->prefix, sizeof(s->prefix), "%s", prefix);
 	s->ttl_s = cfg->leader_ttl_s ? cfg->leader_ttl_s
 				     : COORD_LEADER_TTL_S_DEFAULT;
+	s->compact = !cfg->etcd_keep_history;
 	ret = util_random_u64(&s->id);
 	if (!ret)
 		ret = etcd_create(&ecfg, &s->e);
@@ -766,6 +769,32 @@ cse_drop(struct coord_store_etcd *s, const char *fmt, ...)
 }
 
 /*
+ * etcd keeps every revision of every key until its history is compacted,
+ * and its database grows until then (to its quota, after which it takes
+ * no write). The records a snapshot holds are deleted after it; the
+ * revisions before the snapshot preceding it are read by no one here (a
+ * reader that far behind reads the tables again: -ESTALE), so they go.
+ * The compaction is etcd-wide: --etcd-keep-history leaves it to the
+ * owner of a shared etcd. A failure is only logged (the next snapshot
+ * tries again); -ESTALE: compacted that far already.
+ */
+static void cse_compact(struct coord_store_etcd *s)
+{
+	int ret;
+
+	if (!s->compact || s->snap_rev <= 0)
+		return;
+	ret = etcd_compact(s->e, s->snap_rev);
+	if (!ret)
+		log_info("etcd: history before revision %" PRId64 " compacted",
+			 s->snap_rev);
+	else if (ret != -ESTALE)
+		log_warn("etcd: history before revision %" PRId64
+			 " not compacted: %s",
+			 s->snap_rev, etcd_last_error(s->e));
+}
+
+/*
  * The tables as a snapshot of the records up to s->seq: its parts first
  * (under a fresh nonce, read by no one yet), then P"snap" naming them in
  * a txn that compares the head as a change does. Then the parts of the
@@ -788,6 +817,7 @@ static int cse_snapshot(void *arg, struct coord *c)
 	struct cse_buf b = { 0 };
 	struct etcd_txn_resp r;
 	uint64_t nonce, parts = 0, old = s->snap_nonce;
+	int64_t rev;
 	char base[48];
 	size_t len;
 	int ret;
@@ -824,6 +854,7 @@ static int cse_snapshot(void *arg, struct coord *c)
 		etcd_txn_resp_fini(&r);
 		return -ESTALE;
 	}
+	rev = r.rev;
 	etcd_txn_resp_fini(&r);
 	s->snap_seq = s->seq;
 	s->snap_nonce = nonce;
@@ -837,6 +868,8 @@ static int cse_snapshot(void *arg, struct coord *c)
 	log_info("etcd: snapshot of %" PRIu64 " records in %" PRIu64
 		 " parts (%zu bytes) under %s",
 		 s->seq, parts, len, s->prefix);
+	cse_compact(s);
+	s->snap_rev = rev;
 	return 0;
 }
 

@@ -281,6 +281,11 @@ static const struct opts_opt main_opt_table[] = {
 	  "the password of --etcd-user: the file's first line (never on the "
 	  "command line)",
 	  OPTS_K_STR_NULL, NULL, MAIN_OFF(ccfg.etcd_password_file), 0, 0 },
+	{ "etcd-keep-history", 0, NULL,
+	  "with --store etcd://...: leave etcd's history alone (by default "
+	  "the leader compacts it, etcd-wide, up to the snapshot before its "
+	  "last one): for an etcd shared with others that compact it",
+	  OPTS_K_TRUE, NULL, MAIN_OFF(ccfg.etcd_keep_history), 0, 0 },
 	{ "leader-ttl", 0, "S",
 	  "with --store etcd://...: the leader's etcd lease; a leader that "
 	  "cannot renew it stops leading before it ends, and another leads "
@@ -464,7 +469,7 @@ static int main_opts_parse(int argc, char **argv, struct main_opts *o)
 				      argv[optind]);
 	if ((o->ccfg.etcd_prefix || o->ccfg.leader_ttl_s || o->ccfg.etcd_ca ||
 	     o->ccfg.etcd_cert || o->ccfg.etcd_key || o->ccfg.etcd_user ||
-	     o->ccfg.etcd_password_file) &&
+	     o->ccfg.etcd_password_file || o->ccfg.etcd_keep_history) &&
 	    !o->ccfg.etcd)
 		return opts_usage_err(&main_spec,
 				      "--etcd-*, --leader-ttl: only with "

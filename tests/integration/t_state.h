@@ -234,4 +234,42 @@ static inline int64_t t_etcd_keys(const char *endpoints, const char *prefix)
 	return n;
 }
 
+/* etcd's revision now (> 0), or -1. */
+static inline int64_t t_etcd_rev(const char *endpoints)
+{
+	struct etcd_cfg cfg = { .endpoints = endpoints };
+	struct etcd_kvs kvs;
+	struct etcd *e;
+	int64_t rev = -1;
+
+	if (etcd_create(&cfg, &e))
+		return -1;
+	if (!etcd_get(e, "/", 1, ETCD_PREFIX, 1, 0, &kvs)) {
+		rev = kvs.rev;
+		etcd_kvs_fini(&kvs);
+	}
+	etcd_destroy(e);
+	return rev;
+}
+
+/* A read of @prefix at revision @rev: 0, or its error (-ESTALE: that
+ * revision was compacted). */
+static inline int t_etcd_read_at(const char *endpoints, const char *prefix,
+				 int64_t rev)
+{
+	struct etcd_cfg cfg = { .endpoints = endpoints };
+	struct etcd_kvs kvs;
+	struct etcd *e;
+	int ret;
+
+	ret = etcd_create(&cfg, &e);
+	if (ret)
+		return ret;
+	ret = etcd_get(e, prefix, strlen(prefix), ETCD_PREFIX, 1, rev, &kvs);
+	if (!ret)
+		etcd_kvs_fini(&kvs);
+	etcd_destroy(e);
+	return ret;
+}
+
 #endif

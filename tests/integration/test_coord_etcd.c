@@ -240,19 +240,29 @@ out:
 /*
  * Snapshots every 7 records: 300 creates and deletes later P"snap" names
  * two parts (the older ones deleted; with "big" it is ~1.4 MB), the log holds less than a group of
- * 256 keys (those the snapshot holds whole trimmed), and a restart after
- * kill -9 reads snapshot and log back to the same state.
+ * 256 keys (those the snapshot holds whole trimmed), etcd's history from
+ * before them is compacted (a read at the revision of the start fails),
+ * and a restart after kill -9 reads snapshot and log back to the same
+ * state. With --etcd-keep-history, 30 changes and snapshots compact
+ * nothing.
  */
 static int t_snap(struct t_coord *tc, const char *endpoints, struct t_state *st)
 {
 	static const char *const every7[] = { "--snapshot-every", "7", NULL };
+	static const char *const keep[] = { "--snapshot-every", "7",
+					    "--etcd-keep-history", NULL };
 	char name[MSG_NAME_MAX];
 	struct msg rep;
-	int fd = -1, ret = -1, status;
-	int64_t n;
+	int fd = -1, ret = -1, status, r;
+	int64_t n, rev0;
 
 	if (tc->pid)
 		t_coord_stop(tc, SIGKILL);
+	rev0 = t_etcd_rev(endpoints);
+	T_CHECK(rev0 > 0, "etcd's revision");
+	T_CHECK(t_etcd_read_at(endpoints, T_PREFIX, rev0) == 0,
+		"a read at revision %lld before the snapshots",
+		(long long)rev0);
 	T_CHECK(t_coord_start(tc, every7) == 0, "start");
 	fd = t_connect(tc);
 	T_CHECK(fd >= 0, "connect");
@@ -280,7 +290,31 @@ static int t_snap(struct t_coord *tc, const char *endpoints, struct t_state *st)
 	fprintf(stderr, "snapshots: %lld log keys left\n", (long long)n);
 	n = t_etcd_keys(endpoints, T_PREFIX "rpart/");
 	T_CHECK(n == 0, "%lld record parts left after trimming", (long long)n);
+	r = t_etcd_read_at(endpoints, T_PREFIX, rev0);
+	T_CHECK(r == -ESTALE,
+		"etcd's history at revision %lld is still there (%s): "
+		"not compacted",
+		(long long)rev0, r ? strerror(-r) : "read");
 	T_CHECK(t_restart_expect(tc, st, "snapshot and log") == 0, "restart");
+	t_coord_stop(tc, SIGKILL);
+	/* --etcd-keep-history: snapshots, no compaction */
+	T_CHECK(t_coord_start(tc, keep) == 0, "start (--etcd-keep-history)");
+	rev0 = t_etcd_rev(endpoints);
+	fd = t_connect(tc);
+	T_CHECK(fd >= 0 && rev0 > 0, "connect");
+	for (int i = 0; i < 30; i++) {
+		snprintf(name, sizeof(name), "k-%d", i);
+		T_CHECK(t_create(fd, name, 2 * MIB, (uint64_t[]){ 1 }, 1, 0,
+				 &rep) == 0,
+			"create %s", name);
+		msg_fini(&rep);
+	}
+	T_CHECK(t_state_read(fd, st) == 0, "state");
+	close(fd);
+	fd = -1;
+	r = t_etcd_read_at(endpoints, T_PREFIX, rev0);
+	T_CHECK(r == 0, "--etcd-keep-history: a read at revision %lld: %s",
+		(long long)rev0, strerror(-r));
 	/* SIGTERM: a clean stop (under ASan, nothing leaked). */
 	status = t_coord_stop(tc, SIGTERM);
 	T_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
