@@ -9,7 +9,7 @@
 #                --dirty-tracking wp-fault --fault-threads 2
 #   ASan+UBSan   every test but the VM one
 #   TSan         every test but the VM one, the bench smoke and
-#                test_coord_ha
+#                test_coord_ha (both stores)
 #   fuzz         clang + libFuzzer: each fuzz target runs briefly
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -124,8 +124,9 @@ FP_DIRTY_TRACKING=wp-fault FP_FAULT_THREADS=2 run "wp-fault, 2 fault loops" "$SR
 # Under the sanitizers, 6 rounds of test_replicas_rounds instead of 20
 # (the normal stage runs all 20).
 # One round of test_coord_failover's quorum part (each waits out the
-# coordinators' etcd timeouts), 60 operations of its churn.
-FP_REPL_ROUNDS=6 FP_FAILOVER_QUORUM=1 FP_FAILOVER_OPS=60 \
+# coordinators' etcd timeouts), 60 operations of its churn; 20 of
+# test_coord_ha's.
+FP_REPL_ROUNDS=6 FP_FAILOVER_QUORUM=1 FP_FAILOVER_OPS=60 FP_HA_OPS=20 \
 	san_run "ASan+UBSan" "$SRC/build-asan" -- -DFARPAGE_SANITIZE=address,undefined
 # TSan of gcc 12 / LLVM 14 dies at start ("FATAL: ThreadSanitizer: unexpected
 # memory mapping") when mmap randomisation has more than 28 bits

@@ -126,7 +126,7 @@
  *                               unmaps ("wplay: unmap=ERR t=MS"). Times
  *                               are CLOCK_MONOTONIC ms. Ends with
  *                               "wplay: end".
- *   fp_guest wloop REGION SEED AFTER
+ *   fp_guest wloop REGION SEED AFTER [PAUSE_MS]
  *                               map writable; round k (from 0) writes
  *                               seed SEED + k's pattern into every page
  *                               (a SIGBUS skipping to the next page) and
@@ -136,7 +136,9 @@
  *                               told k=K"; looked at before each round,
  *                               without waiting) AFTER more rounds, then
  *                               unmap: "wloop: unmap=ERR t=MS", and
- *                               "wloop: end rounds=N last=S".
+ *                               "wloop: end rounds=N last=S". PAUSE_MS:
+ *                               that long idle after each round (a
+ *                               writer that leaves the CPUs to others).
  *   fp_guest wverify REGION SEED...
  *                               map read-only and read every page,
  *                               going on past a SIGBUS (the rest of that
@@ -1284,8 +1286,12 @@ static int guest_stdin_told(void)
 }
 
 /* A writer that keeps writing and flushing (see the top). */
-static int guest_wloop(const char *region, uint64_t seed, unsigned int after)
+static int guest_wloop(const char *region, uint64_t seed, unsigned int after,
+		       unsigned int pause_ms)
 {
+	struct timespec pause = { .tv_sec = pause_ms / 1000,
+				  .tv_nsec =
+					  (long)(pause_ms % 1000) * 1000000 };
 	struct farpage_map *m;
 	uint64_t k, told_at = 0, s = seed;
 	int told = 0, ret;
@@ -1313,6 +1319,8 @@ static int guest_wloop(const char *region, uint64_t seed, unsigned int after)
 		       (unsigned long)atomic_load(&c.sigbus), ret, told,
 		       (unsigned long long)guest_now_ms());
 		fflush(stdout);
+		if (pause_ms)
+			nanosleep(&pause, NULL);
 	}
 	ret = farpage_unmap(m);
 	printf("wloop: unmap=%d t=%llu\n", ret,
@@ -1623,9 +1631,12 @@ int main(int argc, char **argv)
 		return guest_wverify(argv[2], argv + 3, argc - 3, 0);
 	if (argc >= 4 && !strcmp(argv[1], "vhold"))
 		return guest_wverify(argv[2], argv + 3, argc - 3, 1);
-	if (argc == 5 && !strcmp(argv[1], "wloop"))
-		return guest_wloop(argv[2], strtoull(argv[3], NULL, 0),
-				   (unsigned int)strtoul(argv[4], NULL, 0));
+	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "wloop"))
+		return guest_wloop(
+			argv[2], strtoull(argv[3], NULL, 0),
+			(unsigned int)strtoul(argv[4], NULL, 0),
+			argc == 6 ? (unsigned int)strtoul(argv[5], NULL, 0)
+				  : 0);
 	if (argc == 3 && !strcmp(argv[1], "rdonly-write"))
 		return guest_rdonly_write(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "poison-race"))
@@ -1644,7 +1655,7 @@ int main(int argc, char **argv)
 		"       wcut REGION SEED OLDSEED NWRITE | wsteal REGION SEED1 "
 		"SEED2 |\n"
 		"       wstale REGION SEED1 SEED2 SEED3 | wloop REGION SEED "
-		"AFTER |\n"
+		"AFTER [PAUSE_MS] |\n"
 		"       sparse REGION SEED PAGES [HOLD_MAPS] |\n"
 		"       wplay REGION TRIES RETRY_MS STEP... | wverify REGION "
 		"SEED... |\n"
