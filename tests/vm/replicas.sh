@@ -39,7 +39,9 @@
 #    by 0: read-ahead is off, one READ per page).
 # 5. Writes during a rebuild: O3 joins (--rebuild-rate 128K: the copy
 #    takes seconds) and K's replicas are rebuilt onto it while a writer on
-#    W writes seed 7 over r, pass after pass, until r is in sync again.
+#    W writes seed 7 over r, pass after pass, until r is in sync again
+#    (the first pass written before O3 joins, flushed once r shows
+#    rebuilding).
 #    W's writes to O3 while it rebuilt went over TCP (its page server
 #    marks them, so the copy does not overwrite them; an RDMA WRITE would
 #    land unseen): W's tcp pages to O3 > 0, none failed; then O3's and
@@ -286,7 +288,20 @@ ok "reader after $K was killed: all $N pages from $S, $((fo2 - fo1)) of them aft
 # an RDMA WRITE would land unseen by the copy, which could then put S's
 # older page over it. So W wrote home to O3 over tcp (> 0 pages, none
 # failed), O3's page server took them, and afterwards O3's replica and
-# S's hold seed 7 on every page (each read from its own pool).
+# S's hold seed 7 on every page (each read from its own pool). The first
+# pass (fp_guest wresume) writes every page before O3 joins and flushes
+# once r shows rebuilding: however slow the machine, that flush is made
+# while O3 rebuilds (a pass started then may come too late: the copy
+# may be done before it flushed).
+mkfifo "$FP_TMP/w0.in" || fp_fail "mkfifo"
+${FP_HOST_RUN[A]} env FARPAGE_AGENT_SOCK="${FP_NODE_SOCK[W]}" "$FP_BIN/tests/fp_guest" wresume r 7 \
+	<"$FP_TMP/w0.in" >"$FP_TMP/w0.out" 2>&1 &
+gp=$!
+FP_PIDS+=("$gp")
+exec 8>"$FP_TMP/w0.in"
+fp_wait_log_wall "$FP_TMP/w0.out" '^fp_guest: written' 300 ||
+	{ cat "$FP_TMP/w0.out" >&2; fp_fail "the writer on W did not write r"; }
+lg0=$(grep -c 'fault: map r: replica layout generation' "$FP_TMP/W.log")
 fp_node_start B O3 "${XB[@]}" --readahead 0 --rebuild-rate 128K --metrics-listen "${FP_HOST_IP[B]}:0"
 fp_wait_log_wall "$FP_TMP/O3.log" 'joined .* as node' 60 || fp_fail "O3 did not join"
 ID[O3]=$(fp_node_id O3)
@@ -296,17 +311,26 @@ until repl state "$FP_COORD" r >"$FP_TMP/st2.out" 2>&1 && grep -q '^state: .* re
 	[ "$SECONDS" -ge "$end" ] && { cat "$FP_TMP/st2.out" >&2; fp_fail "r was not rebuilt onto O3 within 180 s"; }
 	sleep 0.2
 done
-fp_log "r is rebuilding onto O3 (node ${ID[O3]}): $(head -n1 "$FP_TMP/st2.out")"
+# the writer's mapping has the layout with O3 in it
+fp_wait_log_wall "$FP_TMP/W.log" 'fault: map r: replica layout generation' 120 $((lg0 + 1)) ||
+	fp_fail "the writer's mapping on W never had r's layout with O3 rebuilding"
+fp_log "r is rebuilding onto O3 (node ${ID[O3]}): $(head -n1 "$FP_TMP/st2.out"); the writer flushes"
 ps0=$(metric O3 farpage_pagesrv_write_bytes_total)
-passes=0
+echo go >&8
+exec 8>&-
+fp_wait_pid "$gp" 300
+grc=$?
+grep -q "^wresume: flush=0 verified=$N wrong=0 zero=0 sigbus=0" "$FP_TMP/w0.out" && [ "$grc" = 0 ] ||
+	{ cat "$FP_TMP/w0.out" >&2; fp_fail "the writer on W (rc $grc): its flush during the rebuild failed"; }
+passes=1
 end=$((SECONDS + 300))
 for (( ; ; )); do
+	repl state "$FP_COORD" r >"$FP_TMP/st3.out" 2>&1
+	grep -q "^state: replicas=$R .* missing=0 rebuilding=0 " "$FP_TMP/st3.out" && break
 	fp_cli A W touch r --write --seed 7 >"$FP_TMP/w7.out" 2>&1 || { cat "$FP_TMP/w7.out" >&2; fp_fail "the writer (pass $((passes + 1))) failed"; }
 	touch_check "writer, pass $((passes + 1))" "$FP_TMP/w7.out" "$N"
 	grep -q '^flush: done' "$FP_TMP/w7.out" || { cat "$FP_TMP/w7.out" >&2; fp_fail "the writer (pass $((passes + 1))) did not flush"; }
 	passes=$((passes + 1))
-	repl state "$FP_COORD" r >"$FP_TMP/st3.out" 2>&1
-	grep -q "^state: replicas=$R .* missing=0 rebuilding=0 " "$FP_TMP/st3.out" && break
 	[ "$SECONDS" -ge "$end" ] && { cat "$FP_TMP/st3.out" >&2; fp_fail "r was not back to $R replicas in sync after $passes passes"; }
 done
 grep -q "^rec: .* ${ID[O3]} " "$FP_TMP/st3.out" || { cat "$FP_TMP/st3.out" >&2; fp_fail "no replica of r is on O3"; }
