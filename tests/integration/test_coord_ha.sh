@@ -33,9 +33,11 @@
 # kept: write-back of a replicated region is held then), the last one
 # flushes, and w then reads as its last seed on A; neither A nor B is
 # ever counted down.
-# FP_HA_STORE=wal: the same on the embedded store, one coordinator (it
-# cannot fail over): no etcd, no step 1 or 4; the coordinator is killed
-# -9 and restarted in place instead.
+# FP_HA_TTL=1: --leader-ttl 1 (2 by default) and etcd on its LAN timings
+# (500 ms election timeout, 50 ms heartbeats). FP_HA_STORE=wal: the same
+# on the embedded store, one coordinator (it cannot fail over): no etcd,
+# no step 1 or 4; the coordinator is killed -9 and restarted in place
+# instead.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 fp_require
@@ -60,6 +62,11 @@ fi
 
 # ---- etcd: three members ----
 declare -A EP EPP EPID
+# FP_HA_TTL: the coordinators' --leader-ttl (2); 1 needs etcd's LAN
+# timings (it grants no lease under 2 s on its defaults).
+TTL=${FP_HA_TTL:-2}
+ETCD_TIMINGS=()
+[ "$TTL" = 1 ] && ETCD_TIMINGS=(--election-timeout 500 --heartbeat-interval 50)
 store=""
 # etcd_start I: member I, on its data directory (kept across restarts).
 etcd_start() {
@@ -70,7 +77,7 @@ etcd_start() {
 		--listen-peer-urls "http://$ip:${EPP[$i]}" \
 		--initial-advertise-peer-urls "http://$ip:${EPP[$i]}" \
 		--initial-cluster "$cluster" --initial-cluster-state new \
-		--initial-cluster-token "fp-$$" >>"$FP_TMP/etcd$i.log" 2>&1
+		--initial-cluster-token "fp-$$" "${ETCD_TIMINGS[@]}" >>"$FP_TMP/etcd$i.log" 2>&1
 	EPID[$i]=$FP_BG_PID
 }
 # etcd_healthy I: member I answers (from its own host).
@@ -108,7 +115,7 @@ declare -A CADDR CPID
 # coord_start N: coordinator C<N> (on etcd, or its data directory), its
 # log $FP_TMP/cN.log; on the address it had before, if any.
 coord_start() {
-	local h=C$1 f=$FP_TMP/c$1.addr st=(--store "$store" --leader-ttl 2)
+	local h=C$1 f=$FP_TMP/c$1.addr st=(--store "$store" --leader-ttl "$TTL")
 	[ "$KIND" = wal ] && st=(--data-dir "$FP_TMP/c$1.data")
 	rm -f "$f"
 	# shellcheck disable=SC2046
