@@ -15,12 +15,17 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "evl.h"
 #include "log.h"
 #include "msg.h"
 #include "util.h"
 
-/* A follower applies the leader's records at least this often. */
-#define COORD_FOLLOW_MS 1000u
+/* A follower applies the leader's records at least this often; after a
+ * read that failed (etcd unreachable or without quorum: each try holds
+ * the loop, its clients waiting), and between tries of a winner to read
+ * the tables, this often. */
+#define COORD_FOLLOW_MS	     1000u
+#define COORD_FOLLOW_FAIL_MS 3000u
 
 int coord_leads(const struct coord *c)
 {
@@ -64,11 +69,13 @@ static int coord_follow(struct coord *c, uint64_t now_ms)
 {
 	int ret = -ESTALE;
 
-	c->follow_next = now_ms + COORD_FOLLOW_MS;
 	if (!c->stale)
 		ret = c->store->follow(c->store_arg, c);
 	if (ret == -ESTALE)
 		ret = coord_reload(c, now_ms);
+	/* from now: a failed read may have taken a while */
+	c->follow_next =
+		evl_now_ms() + (ret ? COORD_FOLLOW_FAIL_MS : COORD_FOLLOW_MS);
 	return ret;
 }
 
@@ -84,9 +91,10 @@ int coord_lead_tick(struct coord *c, const char *addr, uint64_t now_ms)
 	if (is && c->stale && c->leads && now_ms < c->follow_next)
 		return 0;
 	if (is && (!c->leads || c->stale)) {
-		c->follow_next = now_ms + COORD_FOLLOW_MS;
 		/* Won: the tables as a restarted coordinator reads them. */
 		ret = coord_reload(c, now_ms);
+		/* from now (the reads may have taken a while) */
+		c->follow_next = evl_now_ms() + COORD_FOLLOW_FAIL_MS;
 		if (ret) {
 			log_warn("elected, but the tables cannot be read (%s): "
 				 "not serving until they can",

@@ -373,10 +373,14 @@ static int cse_load(struct coord_store_etcd *s, struct coord *c)
 	size_t klen = cse_key(s, key, "head");
 	struct etcd_kvs kvs;
 	uint64_t last = 0, who = 0;
+	unsigned int old;
 	int64_t rev;
 	int ret;
 
+	/* Small: an etcd without quorum is found out quickly. */
+	old = etcd_set_timeout(s->e, COORD_ETCD_SHORT_MS);
 	ret = etcd_get(s->e, key, klen, 0, 0, 0, &kvs);
+	etcd_set_timeout(s->e, old);
 	if (ret)
 		return cse_err(s, ret, key);
 	rev = kvs.rev;
@@ -437,11 +441,15 @@ static int cse_follow(void *arg, struct coord *c)
 	size_t klen = cse_key(s, key, "head");
 	uint64_t last = 0, who;
 	struct etcd_kvs kvs;
+	unsigned int old;
 	int64_t rev, mod;
 	int ret;
 
-	/* Not logged here: the caller says once that it cannot follow. */
+	/* Not logged here: the caller says once that it cannot follow. The
+	 * head is small: an etcd without quorum is found out quickly. */
+	old = etcd_set_timeout(s->e, COORD_ETCD_FOLLOWER_MS);
 	ret = etcd_get(s->e, key, klen, 0, 0, 0, &kvs);
+	etcd_set_timeout(s->e, old);
 	if (ret)
 		return ret;
 	rev = kvs.rev;

@@ -20,11 +20,14 @@
 #include "coord_etcd_int.h"
 #include "etcd.h"
 #include "etcd_elect.h"
+#include "evl.h"
 #include "log.h"
 
 /* A follower campaigns this often (a txn that only reads while the key
- * is held). */
-#define COORD_CAMPAIGN_MS 200u
+ * is held); after a campaign that failed (etcd unreachable, or without
+ * quorum), this much later. */
+#define COORD_CAMPAIGN_MS      200u
+#define COORD_CAMPAIGN_FAIL_MS 2000u
 
 /* Reads who leads into s->leader ("" if no one). */
 static void cse_leader_read(struct coord_store_etcd *s)
@@ -60,11 +63,15 @@ int cse_lead(void *arg, const char *addr, uint64_t now_ms, char *leader,
 	     size_t leader_len)
 {
 	struct coord_store_etcd *s = arg;
+	unsigned int old;
 	int ret, is = 0;
 
 	if (!s->el && cse_lead_start(s, addr))
 		return 0;
 	if (now_ms >= s->lead_next) {
+		old = etcd_set_timeout(s->e, etcd_elect_is_leader(s->el)
+						     ? COORD_ETCD_SHORT_MS
+						     : COORD_ETCD_FOLLOWER_MS);
 		/* A follower asks often: a dead leader's key goes with its
 		 * lease, and the next one should lead right after. */
 		s->lead_next = now_ms + (etcd_elect_is_leader(s->el)
@@ -79,13 +86,19 @@ int cse_lead(void *arg, const char *addr, uint64_t now_ms, char *leader,
 					 etcd_last_error(s->e));
 		} else {
 			ret = etcd_elect_campaign(s->el, &is);
-			if (ret)
+			if (ret) {
 				log_dbg("etcd (%s): campaign: %s",
 					etcd_endpoint(s->e),
 					etcd_last_error(s->e));
-			if (!is)
+				/* from now: the attempt may have taken a
+				 * while, and the loop's clients wait */
+				s->lead_next =
+					evl_now_ms() + COORD_CAMPAIGN_FAIL_MS;
+			}
+			if (!is && !ret)
 				cse_leader_read(s);
 		}
+		etcd_set_timeout(s->e, old);
 	}
 	is = etcd_elect_is_leader(s->el);
 	/* Deposed: who leads now is read at the next campaign, not the

@@ -64,6 +64,14 @@ const char *etcd_endpoint(const struct etcd *e)
 	return e->ep[e->cur];
 }
 
+unsigned etcd_set_timeout(struct etcd *e, unsigned ms)
+{
+	unsigned old = e->timeout_ms;
+
+	e->timeout_ms = ms ? ms : e->timeout_cfg_ms;
+	return old;
+}
+
 static char *dup_opt(const char *s, int *bad)
 {
 	char *d;
@@ -146,6 +154,7 @@ int etcd_create(const struct etcd_cfg *cfg, struct etcd **out)
 	e->user = dup_opt(cfg->user, &bad);
 	e->password = dup_opt(cfg->password, &bad);
 	e->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : 5000;
+	e->timeout_cfg_ms = e->timeout_ms;
 	e->connect_ms =
 		cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 1000;
 	ret = bad ? -ENOMEM : ep_parse(e, cfg->endpoints);

@@ -66,6 +66,9 @@ void etcd_destroy(struct etcd *e);
 const char *etcd_last_error(const struct etcd *e);
 /* The endpoint the next request goes to first ("http://h:p"). */
 const char *etcd_endpoint(const struct etcd *e);
+/* Each request's timeout from now on: @ms, or the configured one (0).
+ * Returns the one it replaces. */
+unsigned etcd_set_timeout(struct etcd *e, unsigned ms);
 
 struct etcd_kv {
 	uint8_t *key; /* each followed by a NUL not counted in its length */

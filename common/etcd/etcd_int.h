@@ -29,6 +29,7 @@ struct etcd {
 	char *token;  /* auth token, NULL = none yet */
 	int auth_off; /* etcd said its auth is not enabled */
 	unsigned timeout_ms;
+	unsigned timeout_cfg_ms; /* the configured one (etcd_set_timeout(0)) */
 	unsigned connect_ms;
 	void *curl; /* CURL *, reused: keeps the connection */
 	char *buf;  /* the answer being received */
