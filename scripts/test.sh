@@ -50,7 +50,9 @@ run() { # name build-dir ctest-args -- cmake-args...
 	fi
 	echo "=== $name tests"
 	rm -f "$b/Testing/Temporary/LastTestsFailed.log"
-	"${CTEST_WRAP[@]}" ctest --test-dir "$b" --output-on-failure -j2 "${cargs[@]}" \
+	# Four at a time: most tests wait on daemons, links and timeouts,
+	# and two at a time left half of two CPUs idle.
+	"${CTEST_WRAP[@]}" ctest --test-dir "$b" --output-on-failure -j4 "${cargs[@]}" \
 		2>&1 | tee "$b/ctest-$$.out"
 	if [ "${PIPESTATUS[0]}" != 0 ]; then
 		rc=1
@@ -109,12 +111,13 @@ run normal "$SRC/build" --
 # The copy path (kernels without MINOR faults on shmem, agents on verbs):
 # the integration tests again with every agent forced to it.
 # Tests that do not fault pages in (security, packaging, units, monitoring,
-# the coordinator alone, the docs, a new user's first steps) have nothing
-# to do with the fault path: not again. Nor the wire capture, the lease
+# the coordinator alone, the etcd client, the page transport alone, the
+# bench's smoke run, the docs, a new user's first steps) have nothing to do
+# with the fault path: not again. Nor the wire capture, the lease
 # ACLs and the local mappers' attacks, whose guests write pages home
 # (copy mode keeps them in the process).
 FP_FAULT_MODE=copy run "copy mode" "$SRC/build" -L integration \
-	-E 'test_(security|wire_capture|lease_acl|local_mapper|peercred|units|ansible|monitoring|package|metrics|coord_|pagesrv_auth|docs_|first_steps)' --
+	-E 'test_(security|wire_capture|lease_acl|local_mapper|peercred|units|ansible|monitoring|package|metrics|coord_|etcd_|xport_|bench_smoke|pagesrv_auth|docs_|first_steps)' --
 # The other ways of the cache, which this machine's defaults pass over: a
 # write-protect fault per first write (kernels without WP_ASYNC and
 # PAGEMAP_SCAN) and two fault loops (hosts of 8 CPUs and more), together,

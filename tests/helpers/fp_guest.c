@@ -64,7 +64,7 @@
  *                               written N pages", wait for a line on stdin;
  *                               print "fp_guest: flushing", flush, print
  *                               "fp_guest: flush=ERR", wait for a line
- *                               (the owner is cut off meanwhile); then 16
+ *                               (the owner is cut off meanwhile); then 64
  *                               threads read a spread of pages (every
  *                               n/32-th, the last 32 written, the last 32
  *                               of the region), going on past a SIGBUS,
@@ -1018,7 +1018,7 @@ static int guest_wresume(const char *region, uint64_t seed)
 
 /* ---- wcut: every page after the owner is cut off ---- */
 
-#define WCUT_THREADS 16
+#define WCUT_THREADS 64
 
 struct wcut_thr {
 	pthread_t th;

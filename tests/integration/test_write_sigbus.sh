@@ -10,7 +10,7 @@
 #   1. r2: its owner c is killed -9 as the writer's flush starts (write-back
 #      in flight, written pages still in the cache);
 #   2. r1: the flush returns 0, then A's link goes down (b unreachable);
-# and the writer's 16 threads read a spread of pages and write another:
+# and the writer's 64 threads read a spread of pages and write another:
 # pages evicted after going home (their write-protect marker stays in the
 # guest's page table), pages still in the cache (present, or paged out by
 # the clock's sampling), pages never populated, pages written home or not.
@@ -18,8 +18,8 @@
 # 7, seed 1 for the untouched tail, seed 8 where it wrote) or raise SIGBUS;
 # some must raise SIGBUS (evicted and never fetched pages cannot be had).
 #
-# A hang check, not a speed check: a guest thread touches at most 10 pages
-# after the cut, each may wait out the 3 s fault timeout (30 s), plus 60 s
+# A hang check, not a speed check: a guest thread touches at most 3 pages
+# after the cut, each may wait out the 3 s fault timeout (9 s), plus 60 s
 # of slack for a loaded machine: a writer still running 90 s after it was
 # told to read hangs; it is killed and the test fails.
 #
