@@ -56,7 +56,8 @@ int cse_err(const struct coord_store_etcd *s, int ret, const char *what);
 int cse_lead(void *arg, const char *addr, uint64_t now_ms, char *leader,
 	     size_t leader_len);
 size_t cse_fence(const struct coord_store_etcd *s, struct etcd_cmp *cmp);
-/* Small requests end within this: the leader's keepalive and the read of
+/* Small requests end within this: the leader's keepalive (or by its
+ * deadline, if later) and the read of
  * P"head" that starts reading the tables (COORD_ETCD_SHORT_MS); a
  * follower's campaign and the read of P"head" that starts its catch-up
  * (COORD_ETCD_FOLLOWER_MS). While etcd has no quorum each would otherwise

@@ -59,6 +59,24 @@ static int cse_lead_start(struct coord_store_etcd *s, const char *addr)
 	return ret;
 }
 
+/*
+ * How long the next election request may take. A leader's renewal may
+ * take until its deadline (at least COORD_ETCD_SHORT_MS): giving up
+ * sooner only loses a lease that a slow etcd (a loaded host) renews late,
+ * and after the deadline it leads no more anyway. A follower's campaign
+ * is short: it asks again soon.
+ */
+static unsigned int cse_lead_timeout(struct coord_store_etcd *s)
+{
+	int64_t left;
+
+	if (!etcd_elect_is_leader(s->el))
+		return COORD_ETCD_FOLLOWER_MS;
+	left = etcd_elect_deadline_ms(s->el) - (int64_t)evl_now_ms();
+	return left > (int64_t)COORD_ETCD_SHORT_MS ? (unsigned int)left
+						   : COORD_ETCD_SHORT_MS;
+}
+
 int cse_lead(void *arg, const char *addr, uint64_t now_ms, char *leader,
 	     size_t leader_len)
 {
@@ -69,9 +87,7 @@ int cse_lead(void *arg, const char *addr, uint64_t now_ms, char *leader,
 	if (!s->el && cse_lead_start(s, addr))
 		return 0;
 	if (now_ms >= s->lead_next) {
-		old = etcd_set_timeout(s->e, etcd_elect_is_leader(s->el)
-						     ? COORD_ETCD_SHORT_MS
-						     : COORD_ETCD_FOLLOWER_MS);
+		old = etcd_set_timeout(s->e, cse_lead_timeout(s));
 		/* A follower asks often: a dead leader's key goes with its
 		 * lease, and the next one should lead right after. */
 		s->lead_next = now_ms + (etcd_elect_is_leader(s->el)
