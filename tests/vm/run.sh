@@ -15,7 +15,7 @@
 #   --bin DIR      farpage build directory (default: <source>/build)
 #   --workdir DIR  per-run directory (serial.log, out/guest.log); kept.
 #                  Default: a fresh mktemp dir, removed at exit unless --keep
-#   --timeout S    limit for the whole QEMU run (default 2400)
+#   --timeout S    limit for the whole QEMU run (default 3000)
 #   --keep         keep the default per-run directory
 # Environment: FARPAGE_VM_CACHE (default /var/tmp/farpage-vm: kernel package,
 # extracted kernel, initramfs; reused across runs), FARPAGE_VM_ACCEL
@@ -32,7 +32,7 @@ GUEST=$SRC/tests/vm/guest.sh
 . "$SRC/tests/vm/kernel.sh"
 BIN=$SRC/build
 WORKDIR=""
-VM_TIMEOUT=2400
+VM_TIMEOUT=3000
 KEEP=0
 CACHE=${FARPAGE_VM_CACHE:-/var/tmp/farpage-vm}
 ACCEL=${FARPAGE_VM_ACCEL:-auto}
