@@ -383,7 +383,7 @@ const struct msg_schema msg_schema[MSG_T__MAX] = {
 	[MSG_T_SCRUB_DONE] = { "scrub_done", B(NODE) | B(EXTENTS), B(NODE) },
 	[MSG_T_WRITE_LEASE] = { "write_lease",
 				WLEASE_REQ | B(INSTANCE) | B(WGEN) |
-					B(WANT_GRANTS),
+					B(WANT_GRANTS) | B(FLAGS),
 				WLEASE_REQ | B(INSTANCE) },
 	[MSG_T_WRITE_RELEASE] = { "write_release", WLEASE_REQ, WLEASE_REQ },
 	[MSG_T_FLUSH] = { "flush", B(NAME), B(NAME) },

@@ -78,13 +78,18 @@ static uint64_t coord_wgen_next(const struct coord *c,
  * generation for an agent that sent one (MSG_WGEN_NEW: a new map); an
  * agent of an older version sends none and gets none back. A node that is
  * not one of the region's writers gets -EACCES (-ENOLCK for a resume).
+ * A hand-over's taker (MSG_LEASE_IFFREE) gets it only once the holder
+ * gave it back: while any mapping holds it, -EBUSY, even one whose node
+ * is down (a dead holder's written pages may not be home); resuming a
+ * generation it gave back, only if nobody took the lease since.
  */
 int coord_on_write_lease(struct coord *c, const struct msg *req,
 			 struct msg *rep, uint64_t now, int *fatal)
 {
 	struct coord_region *r = coord_region_find(c, req->name);
 	const struct coord_node *n = coord_node_find(c, req->node);
-	int aware = req->wgen != 0, allowed;
+	int aware = req->wgen != 0, allowed, ours;
+	int iffree = !!(req->flags & MSG_LEASE_IFFREE);
 	uint64_t resume = req->wgen == MSG_WGEN_NEW ? 0 : req->wgen;
 	const struct coord_writer *w;
 	uint64_t wgen;
@@ -107,14 +112,20 @@ int coord_on_write_lease(struct coord *c, const struct msg *req,
 	 * two). */
 	allowed = coord_acl_may_write(r, req->node);
 	w = coord_writer_live(c, r, now);
-	if (allowed && w && w->node == req->node && w->lease == req->lease &&
-	    (!resume || resume == r->wgen)) {
+	ours = r->writer.lease && r->writer.node == req->node &&
+	       r->writer.lease == req->lease;
+	if (allowed && w && ours && (!resume || resume == r->wgen)) {
 		msg_init(rep, MSG_T_OK);
 		rep->wgen = aware ? r->wgen : 0;
 		return 0;
 	}
-	if (resume && (resume != r->wgen || !r->writer.lease ||
-		       r->writer.node != req->node || !allowed)) {
+	/* A resume: nobody held the lease since it had that generation;
+	 * after an agent's restart the node still holds it, after a
+	 * hand-over given back nobody does. */
+	if (resume &&
+	    (resume != r->wgen || !allowed ||
+	     (iffree ? r->writer.lease && !ours
+		     : !r->writer.lease || r->writer.node != req->node))) {
 		msg_error(rep, -ENOLCK,
 			  "region '%s': the write lease of generation %llu "
 			  "is lost (now %llu%s): another mapping held it "
@@ -148,6 +159,17 @@ int coord_on_write_lease(struct coord *c, const struct msg *req,
 			  "region '%s' is mapped writable on node %llu (%s); "
 			  "map it read-only, or unmap it there first",
 			  r->name, (unsigned long long)w->node,
+			  h ? h->name : "?");
+		return 0;
+	}
+	if (iffree && r->writer.lease && !ours) {
+		const struct coord_node *h = coord_node_find(c, r->writer.node);
+
+		msg_error(rep, -EBUSY,
+			  "region '%s': node %llu (%s) holds its write lease "
+			  "but is down: it did not hand it over, and what it "
+			  "wrote may not be home",
+			  r->name, (unsigned long long)r->writer.node,
 			  h ? h->name : "?");
 		return 0;
 	}

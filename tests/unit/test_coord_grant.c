@@ -469,6 +469,99 @@ static void test_coord_grant_write_lease(void **state)
 	msg_fini(&rep);
 }
 
+/* WRITE_LEASE @req of node @id's lease @lease, generation @wgen, as a
+ * hand-over's taker; returns the answer's errno (0: granted, its
+ * generation in @wgen_out). */
+static int t_take_iffree(struct t_env *t, uint64_t id, uint64_t lease,
+			 uint64_t wgen, uint64_t now, uint64_t *wgen_out)
+{
+	static const char *const names[] = { "", "a", "b", "c" };
+	struct msg req, rep;
+	int err;
+
+	t_wlease(&req, id, t->inst[id], lease, wgen, 0);
+	req.flags = MSG_LEASE_IFFREE;
+	t_serve(t, names[id], &req, &rep, now);
+	err = rep.type == MSG_T_ERROR ? (int)rep.err : 0;
+	if (!err && wgen_out)
+		*wgen_out = rep.wgen;
+	msg_fini(&rep);
+	return err;
+}
+
+static void t_release(struct t_env *t, uint64_t id, uint64_t lease,
+		      uint64_t now)
+{
+	struct msg req, rep;
+
+	msg_init(&req, MSG_T_WRITE_RELEASE);
+	strcpy(req.name, "r");
+	req.node = id;
+	req.lease = lease;
+	assert_int_equal(coord_handle(t->c, &req, &rep, now), 0);
+	assert_int_equal(rep.type, MSG_T_OK);
+	msg_fini(&rep);
+}
+
+/*
+ * A hand-over (MSG_LEASE_IFFREE): the taker waits while the holder holds
+ * the lease; once given back, the first to ask wins: the giver resuming
+ * its generation, or the taker with a new one, after which the giver's
+ * generation is lost for good. A holder whose node is down did not give
+ * it back: a taker waits (a plain map takes it, as before).
+ */
+static void test_coord_grant_handover(void **state)
+{
+	struct t_env *t = *state;
+	uint64_t g1, g2, g;
+
+	t_layout(t);
+	/* a (node 1, the source) holds it; b (node 2) waits */
+	assert_int_equal(t_take_iffree(t, 1, 77, MSG_WGEN_NEW, T_NOW + 1, &g1),
+			 0);
+	assert_int_equal(t_take_iffree(t, 2, 88, MSG_WGEN_NEW, T_NOW + 2, NULL),
+			 EBUSY);
+	/* given back: the source takes it back under the same generation */
+	t_release(t, 1, 77, T_NOW + 3);
+	assert_int_equal(t_take_iffree(t, 1, 77, g1, T_NOW + 4, &g), 0);
+	assert_true(g == g1);
+	assert_int_equal(t_take_iffree(t, 2, 88, MSG_WGEN_NEW, T_NOW + 5, NULL),
+			 EBUSY);
+	/* given back again: the destination asks first, a new generation */
+	t_release(t, 1, 77, T_NOW + 6);
+	assert_int_equal(t_take_iffree(t, 2, 88, MSG_WGEN_NEW, T_NOW + 7, &g2),
+			 0);
+	assert_true(g2 > g1);
+	/* the source's generation is lost, also once b gives it back */
+	assert_int_equal(t_take_iffree(t, 1, 77, g1, T_NOW + 8, NULL), ENOLCK);
+	t_release(t, 2, 88, T_NOW + 9);
+	assert_int_equal(t_take_iffree(t, 1, 77, g1, T_NOW + 10, NULL), ENOLCK);
+	/* b takes it again, then its node goes down holding it: a taker
+	 * waits, a plain writable map takes it */
+	assert_int_equal(t_take_iffree(t, 2, 89, MSG_WGEN_NEW, T_NOW + 11, &g),
+			 0);
+	t_beat(t, 1, T_NOW + COORD_LEASE_MS_DEFAULT - 1);
+	t_beat(t, 3, T_NOW + COORD_LEASE_MS_DEFAULT - 1);
+	assert_int_equal(t_take_iffree(t, 1, 78, MSG_WGEN_NEW,
+				       T_NOW + COORD_LEASE_MS_DEFAULT + 100,
+				       NULL),
+			 EBUSY);
+	assert_int_equal(t_take_iffree(t, 3, 99, g,
+				       T_NOW + COORD_LEASE_MS_DEFAULT + 100,
+				       NULL),
+			 ENOLCK);
+	{
+		struct msg req, rep;
+
+		t_wlease(&req, 1, t->inst[1], 78, MSG_WGEN_NEW, 0);
+		t_serve(t, "a", &req, &rep,
+			T_NOW + COORD_LEASE_MS_DEFAULT + 100);
+		assert_int_equal(rep.type, MSG_T_OK);
+		assert_true(rep.wgen > g);
+		msg_fini(&rep);
+	}
+}
+
 /*
  * HEARTBEAT_ACK: a READ grant of each rebuild task's source extent, to
  * the node that copies, tagged with the task. Nodes a, b, c in zones;
@@ -688,6 +781,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_coord_grant_down_lost,
 						t_setup, t_teardown),
 		cmocka_unit_test_setup_teardown(test_coord_grant_write_lease,
+						t_setup, t_teardown),
+		cmocka_unit_test_setup_teardown(test_coord_grant_handover,
 						t_setup, t_teardown),
 		cmocka_unit_test_setup_teardown(test_coord_grant_tasks, t_setup,
 						t_teardown),
