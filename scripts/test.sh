@@ -50,9 +50,9 @@ run() { # name build-dir ctest-args -- cmake-args...
 	fi
 	echo "=== $name tests"
 	rm -f "$b/Testing/Temporary/LastTestsFailed.log"
-	# Four at a time: most tests wait on daemons, links and timeouts,
-	# and two at a time left half of two CPUs idle.
-	"${CTEST_WRAP[@]}" ctest --test-dir "$b" --output-on-failure -j4 "${cargs[@]}" \
+	# Four at a time (FP_CTEST_JOBS): most tests wait on daemons, links and
+	# timeouts, and two at a time left half of two CPUs idle.
+	"${CTEST_WRAP[@]}" ctest --test-dir "$b" --output-on-failure -j"${FP_CTEST_JOBS:-4}" "${cargs[@]}" \
 		2>&1 | tee "$b/ctest-$$.out"
 	if [ "${PIPESTATUS[0]}" != 0 ]; then
 		rc=1
@@ -150,8 +150,10 @@ FP_REPL_ROUNDS=6 FP_FAILOVER_QUORUM=1 FP_FAILOVER_OPS=60 FP_HA_OPS=20 \
 # test_coord_ha's agents and guests are the other tests' code, and what
 # is its own (the etcd store, the election) runs on the coordinator's
 # one loop thread: not under TSan.
+# TSan's processes are CPU-bound (5-15x slower): two at a time, or beside
+# a CPU hog its tests outrun their bounds (test_xport_tcp past 300 s).
 FP_FARMEM_SIZE=64M FP_CHAOS_ROUNDS=10 FP_REPL_MB=8 FP_REPL_ROUNDS=6 \
-	FP_FAILOVER_QUORUM=1 FP_FAILOVER_OPS=60 san_run TSan "$SRC/build-tsan" \
+	FP_FAILOVER_QUORUM=1 FP_FAILOVER_OPS=60 FP_CTEST_JOBS=2 san_run TSan "$SRC/build-tsan" \
 	-E 'test_bench_smoke|test_coord_ha' -- -DFARPAGE_SANITIZE=thread
 CTEST_WRAP=()
 CC=clang run fuzz "$SRC/build-fuzz" -L fuzz -- -DFARPAGE_FUZZ=ON
