@@ -257,11 +257,11 @@ enum msg_field_id {
  * range, the field unknown): the asker asks again without. */
 #define MSG_LAYOUT_RUNS (UINT64_C(1) << 5)
 /*
- * WRITE_LEASE of a hand-over's taker (a VM's migration): granted
- * only if no mapping holds the lease, not even one whose node is down (a
- * holder gives it back once its pages are home; a dead one's may not
- * be). With a wgen to resume: only if no other holder had it since (the
- * region's generation is still that one), the same generation again.
+ * WRITE_LEASE of a hand-over's taker (a VM's migration): granted only if
+ * no mapping holds the lease, not even one whose node is down (a holder
+ * gives it back once its pages are home; a dead one's may not be). With a
+ * wgen to resume: only if no other holder had it since (the region's
+ * generation is still that one), the same generation again.
  */
 #define MSG_LEASE_IFFREE (UINT64_C(1) << 6)
 #define MSG_MAP_FLAGS                                                         \

@@ -57,12 +57,11 @@ int cse_lead(void *arg, const char *addr, uint64_t now_ms, char *leader,
 	     size_t leader_len);
 size_t cse_fence(const struct coord_store_etcd *s, struct etcd_cmp *cmp);
 /* Small requests end within this: the leader's keepalive (or by its
- * deadline, if later) and the read of
- * P"head" that starts reading the tables (COORD_ETCD_SHORT_MS); a
- * follower's campaign and the read of P"head" that starts its catch-up
- * (COORD_ETCD_FOLLOWER_MS). While etcd has no quorum each would otherwise
- * hold the server's loop for the store's whole timeout (3 s), its clients
- * waiting behind it. */
+ * deadline, if later) and the read of P"head" that starts reading the
+ * tables (COORD_ETCD_SHORT_MS); a follower's campaign and the read of
+ * P"head" that starts its catch-up (COORD_ETCD_FOLLOWER_MS). While etcd
+ * has no quorum each would otherwise hold the server's loop for the
+ * store's whole timeout (3 s), its clients waiting behind it. */
 #define COORD_ETCD_SHORT_MS    1000u
 #define COORD_ETCD_FOLLOWER_MS 500u
 void cse_lead_end(struct coord_store_etcd *s);
