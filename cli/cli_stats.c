@@ -88,6 +88,42 @@ int cli_flush_run(const struct cli *c, int argc, char **argv)
 	return CLI_EXIT_OK;
 }
 
+static const char cli_handover_usage[] =
+	"usage: farpage handover NAME\n"
+	"\n"
+	"Hands the write lease of region NAME's movable mapping through the\n"
+	"local agent (FARPAGE_MAP_MOVABLE; farpage vm maps so) to whoever\n"
+	"takes it next: an incoming mapping on another host, the destination\n"
+	"of a VM's migration. Every page the mapping wrote goes home first;\n"
+	"then its pages leave the process, whose next touches wait, and the\n"
+	"lease goes back to the coordinator. The process must not write\n"
+	"meanwhile (a VM stopped for its switch-over). If nobody takes the\n"
+	"lease, the mapping's next fault takes it back; if somebody did, that\n"
+	"fault raises SIGBUS. Exit 0 once the lease is given back, 1 with the\n"
+	"agent's reason if not (nothing changed then).\n";
+
+int cli_handover_run(const struct cli *c, int argc, char **argv)
+{
+	int ret = cli_help_only(cli_handover_usage, "handover", argc, argv);
+	uint64_t pages = 0;
+
+	if (ret >= 0)
+		return ret;
+	if (argc - optind != 1)
+		return cli_usage_err(cli_handover_usage, "handover: %s",
+				     argc - optind ? "one region name expected"
+						   : "missing region name");
+	ret = farpage_agent_handover(c->agent_sock, argv[optind], &pages);
+	if (ret < 0) {
+		cli_err("handover %s: agent at %s: %s", argv[optind],
+			c->agent_sock, farpage_strerror(ret));
+		return CLI_EXIT_FAIL;
+	}
+	printf("handover: region %s: handed over, %llu pages sent home\n",
+	       argv[optind], (unsigned long long)pages);
+	return CLI_EXIT_OK;
+}
+
 int cli_stats_run(const struct cli *c, int argc, char **argv)
 {
 	int ret = cli_help_only(cli_stats_usage, "stats", argc, argv);

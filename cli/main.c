@@ -36,6 +36,8 @@ static const struct cli_cmd cli_cmds[] = {
 	{ "stats", cli_stats_run, "the local agent's counters" },
 	{ "flush", cli_flush_run,
 	  "send home the pages a region's mappings here have written" },
+	{ "handover", cli_handover_run,
+	  "hand a movable mapping's write lease to another host" },
 	{ "vm", cli_vm_run, "run QEMU with its guest RAM in a region" },
 	{ "keygen", cli_keygen_run,
 	  "make a cluster key, or derive an admin or node key from it" },

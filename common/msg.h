@@ -142,6 +142,15 @@ enum msg_type {
 	 * the write lease that may no longer read loses the lease (a
 	 * LEASE_BREAK record). */
 	MSG_T_REGION_READERS,
+	/* CLI -> agent: name -> OK. Hands the write lease of the region's
+	 * one movable writable mapping here to whoever takes it next (a
+	 * migration's destination): every page it wrote goes home, its
+	 * cache is emptied (its faults wait from then on) and the lease is
+	 * given back, the coordinator acknowledging. Its process must not
+	 * write meanwhile (a VM stopped for the switch-over); only its user
+	 * or root may ask. A later fault of it takes the lease back if
+	 * nobody took it since (the same generation), or raises SIGBUS. */
+	MSG_T_HANDOVER,
 	MSG_T__MAX,
 };
 
@@ -264,9 +273,25 @@ enum msg_field_id {
  * generation is still that one), the same generation again.
  */
 #define MSG_LEASE_IFFREE (UINT64_C(1) << 6)
+/*
+ * MAP of a writable mapping that may be handed over (MSG_T_HANDOVER):
+ * nothing of it is mapped from the pool (the layout sent has no chunk on
+ * this node), so that emptying its cache takes every page from the
+ * process; chunks placed here are copied in and written back like a
+ * peer's.
+ */
+#define MSG_MAP_MOVABLE (UINT64_C(1) << 7)
+/*
+ * MAP of a migration's destination: movable and writable, mapped without
+ * the write lease; every fault waits until the agent takes the lease
+ * free (MSG_LEASE_IFFREE), then is served (SIGBUS after the fault
+ * timeout).
+ */
+#define MSG_MAP_INCOMING (UINT64_C(1) << 8)
 #define MSG_MAP_FLAGS                                                         \
 	(MSG_MAP_PREFETCH | MSG_MAP_RESUME | MSG_MAP_RDONLY | MSG_MAP_CACHE | \
-	 MSG_MAP_WPASYNC | MSG_LAYOUT_RUNS | MSG_LEASE_IFFREE)
+	 MSG_MAP_WPASYNC | MSG_LAYOUT_RUNS | MSG_LEASE_IFFREE |               \
+	 MSG_MAP_MOVABLE | MSG_MAP_INCOMING)
 
 /*
  * One chunk of a region: owner node, byte offset in its pool, and the

@@ -78,6 +78,7 @@ set(FARPAGE_CLI_COMMANDS
 	"touch|fault a region's pages in, time them, verify the pattern"
 	"stats|the local agent's counters"
 	"flush|send home the pages a region's mappings here have written"
+	"handover|hand a movable mapping's write lease to another host"
 	"vm|run QEMU with its guest RAM in a region"
 	"keygen|make a cluster key, or derive an admin or node key from it")
 if(man_ok)

@@ -503,10 +503,15 @@ static void farpage_cache_choose(struct farpage_map *m, uint64_t supported)
 		m->flags |= MSG_MAP_CACHE;
 		return;
 	}
-	log_warn("region %s: this kernel has no minor faults (or write "
-		 "protection) on shmem; faults are served by copying (writes "
-		 "stay here)",
-		 m->name);
+	if (m->flags & MSG_MAP_MOVABLE)
+		log_err("region %s: a movable map needs minor faults and write "
+			"protection on shmem, which this kernel lacks",
+			m->name);
+	else
+		log_warn("region %s: this kernel has no minor faults (or write "
+			 "protection) on shmem; faults are served by copying "
+			 "(writes stay here)",
+			 m->name);
 	close(m->cache_fd);
 	m->cache_fd = -1;
 }
@@ -597,7 +602,8 @@ static int farpage_map_layout_take(struct farpage_map *m, struct msg *rep,
 	m->epoch = rep->epoch;
 	m->cid = rep->cid;
 	m->wgen = rep->wgen;
-	if (!(m->flags & MSG_MAP_RDONLY) && !m->wgen) {
+	/* An incoming map takes its lease at its first fault. */
+	if (!(m->flags & (MSG_MAP_RDONLY | MSG_MAP_INCOMING)) && !m->wgen) {
 		log_err("map %s: the agent gave no write-lease generation: is "
 			"it of another farpage version?",
 			name);
@@ -647,6 +653,15 @@ static int farpage_map_common(const char *name,
 		m->flags |= MSG_MAP_PREFETCH;
 	if (opts && (opts->flags & FARPAGE_MAP_RDONLY))
 		m->flags |= MSG_MAP_RDONLY;
+	if (opts &&
+	    (opts->flags & (FARPAGE_MAP_MOVABLE | FARPAGE_MAP_INCOMING)))
+		m->flags |= MSG_MAP_MOVABLE;
+	if (opts && (opts->flags & FARPAGE_MAP_INCOMING))
+		m->flags |= MSG_MAP_INCOMING;
+	if ((m->flags & MSG_MAP_RDONLY) && (m->flags & MSG_MAP_MOVABLE)) {
+		free(m);
+		return -EINVAL; /* only a writable map moves */
+	}
 	snprintf(m->sock_path, sizeof(m->sock_path), "%s",
 		 farpage_sock_path(opts));
 	ret = farpage_map_connect(m, &rep);
@@ -661,6 +676,11 @@ static int farpage_map_common(const char *name,
 		goto err;
 	m->features = supported & UFFD_WANTED_FEATURES;
 	farpage_cache_choose(m, supported);
+	/* (the agent refuses one itself when it serves by copying) */
+	if ((m->flags & MSG_MAP_MOVABLE) && !(m->flags & MSG_MAP_CACHE)) {
+		ret = -EOPNOTSUPP;
+		goto err;
+	}
 	ret = farpage_limits_check(m);
 	if (ret)
 		goto err;

@@ -57,6 +57,22 @@ struct farpage_map_opts {
  * cluster at a time: another gets -EBUSY (the agent logs who holds it).
  */
 #define FARPAGE_MAP_RDONLY 2u
+/*
+ * Writable, and movable: the write lease can be handed to a mapping of the
+ * region on another host (farpage_agent_handover(), a VM's migration).
+ * Nothing of it is mapped from this host's pool, so every page of it goes
+ * through the agent's cache (chunks placed here are copied in and written
+ * back like a peer's). Needs cache mode (-EOPNOTSUPP without it).
+ */
+#define FARPAGE_MAP_MOVABLE 4u
+/*
+ * A movable map that takes the write lease from a hand-over: it maps at
+ * once without the lease, and every fault waits until the lease is free
+ * (handed over: the pages written before are home) and the agent has taken
+ * it; a fault that waits longer than the agent's fault timeout raises
+ * SIGBUS. Implies FARPAGE_MAP_MOVABLE.
+ */
+#define FARPAGE_MAP_INCOMING 8u
 
 /*
  * Maps region @name. @opts may be NULL. On success *out owns the mapping
@@ -160,6 +176,24 @@ int farpage_agent_stats(const char *agent_sock, struct farpage_stats *st);
  * them). Returns 0, or -errno (the agent logs why).
  */
 int farpage_agent_flush(const char *agent_sock, const char *name);
+
+/*
+ * Hands the write lease of region @name's movable mapping through the
+ * agent at @agent_sock (NULL: the default) to whoever takes it next (an
+ * FARPAGE_MAP_INCOMING map on another host): every page it wrote goes home,
+ * its pages leave the process (its next touches wait), and the lease is
+ * given back. The process must not write the mapping meanwhile (a VM is
+ * stopped for its switch-over). If nobody takes the lease, the mapping's
+ * next fault takes it back and the process runs on; if somebody did, that
+ * fault raises SIGBUS. Returns 0, -ENOENT (no writable mapping of @name
+ * there), -EOPNOTSUPP (not mapped FARPAGE_MAP_MOVABLE), -EAGAIN (it was
+ * written during the hand-over: nothing changed), or the flush's error
+ * (nothing changed: the mapping keeps the lease). *@pages (if not NULL):
+ * the pages the agent wrote home meanwhile, its write-back counter's
+ * growth (0 if it could not be read).
+ */
+int farpage_agent_handover(const char *agent_sock, const char *name,
+			   uint64_t *pages);
 
 /* Human-readable text for a farpage_*() return value. */
 const char *farpage_strerror(int err);

@@ -129,7 +129,8 @@ int farpage_agent_layout(int sock, const char *name, uint64_t flags,
 	*cache_fd = -1;
 	msg_init(&req, MSG_T_MAP);
 	msg_strset(req.name, sizeof(req.name), name);
-	req.flags = flags & (MSG_MAP_RDONLY | MSG_LAYOUT_RUNS);
+	req.flags = flags & (MSG_MAP_RDONLY | MSG_LAYOUT_RUNS |
+			     MSG_MAP_MOVABLE | MSG_MAP_INCOMING);
 	req.wgen = wgen;
 	ret = ctl_send(sock, &req, NULL, 0);
 	if (ret)

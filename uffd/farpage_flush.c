@@ -38,12 +38,13 @@ int farpage_is_writeback(const struct farpage_map *m)
 }
 
 /*
- * FLUSH of @name through the agent at @sock_path. Returns 0 or -errno;
- * *@gone (if not NULL) tells an agent that could not be reached or went
- * away before it answered (its socket refused, missing or cut) from one
- * that answered an error.
+ * @type (FLUSH, HANDOVER) of @name through the agent at @sock_path.
+ * Returns 0 or -errno; *@gone (if not NULL) tells an agent that could not
+ * be reached or went away before it answered (its socket refused, missing
+ * or cut) from one that answered an error.
  */
-static int farpage_flush_at(const char *sock_path, const char *name, int *gone)
+static int farpage_name_call(const char *sock_path, enum msg_type type,
+			     const char *name, int *gone)
 {
 	struct msg req, rep;
 	int fd, ret;
@@ -56,14 +57,15 @@ static int farpage_flush_at(const char *sock_path, const char *name, int *gone)
 			*gone = 1;
 		return ret;
 	}
-	msg_init(&req, MSG_T_FLUSH);
+	msg_init(&req, type);
 	msg_strset(req.name, sizeof(req.name), name);
 	/* As long as it takes: the agent answers an error itself when the
 	 * pages cannot go home within its fault timeout. */
 	ret = ctl_call(fd, &req, &rep, -1);
 	close(fd);
 	if (ret && rep.type == MSG_T_ERROR && rep.text[0])
-		log_err("region %s: flush: %s", name, rep.text);
+		log_err("region %s: %s: %s", name, msg_type_name(type),
+			rep.text);
 	else if (ret && gone)
 		*gone = 1;
 	msg_fini(&rep);
@@ -131,7 +133,8 @@ int farpage_flush(struct farpage_map *m)
 			return -ENOTCONN;
 		}
 		handovers = atomic_load(&m->handovers);
-		ret = farpage_flush_at(m->sock_path, m->name, &gone);
+		ret = farpage_name_call(m->sock_path, MSG_T_FLUSH, m->name,
+					&gone);
 		/* The agent died under the flush: the pages wait in the
 		 * cache; the mapping's next agent flushes them. */
 		if (!ret || !gone || !farpage_flush_lost(m, handovers))
@@ -149,7 +152,8 @@ int farpage_agent_flush(const char *agent_sock, const char *name)
 
 	if (!msg_name_is_valid(name))
 		return -EINVAL;
-	return farpage_flush_at(farpage_sock_path(&o), name, NULL);
+	return farpage_name_call(farpage_sock_path(&o), MSG_T_FLUSH, name,
+				 NULL);
 }
 
 int farpage_agent_stats(const char *agent_sock, struct farpage_stats *st)
@@ -195,4 +199,23 @@ int farpage_agent_stats(const char *agent_sock, struct farpage_stats *st)
 	}
 	msg_fini(&rep);
 	return 0;
+}
+
+int farpage_agent_handover(const char *agent_sock, const char *name,
+			   uint64_t *pages)
+{
+	struct farpage_map_opts o = { .agent_sock = agent_sock };
+	struct farpage_stats s0, s1;
+	int ret, st;
+
+	if (!msg_name_is_valid(name))
+		return -EINVAL;
+	st = farpage_agent_stats(agent_sock, &s0);
+	ret = farpage_name_call(farpage_sock_path(&o), MSG_T_HANDOVER, name,
+				NULL);
+	if (pages)
+		*pages = !ret && !st && !farpage_agent_stats(agent_sock, &s1)
+				 ? s1.cache_writebacks - s0.cache_writebacks
+				 : 0;
+	return ret;
 }

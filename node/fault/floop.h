@@ -161,10 +161,19 @@ struct floop_map_desc {
 
 /* What the loop reports back to the control thread (floop_done_take()). */
 enum floop_done_kind {
-	FLOOP_DONE_FLUSH,   /* floop_flush(@cookie) finished with @err */
-	FLOOP_DONE_REBUILD, /* rebuild task @cookie finished with @err */
-	FLOOP_DONE_RELEASE, /* mapping of @name with @lease is done: every
+	FLOOP_DONE_FLUSH,    /* floop_flush(@cookie) finished with @err */
+	FLOOP_DONE_REBUILD,  /* rebuild task @cookie finished with @err */
+	FLOOP_DONE_RELEASE,  /* mapping of @name with @lease is done: every
 			       page it wrote is home; give the lease back */
+	FLOOP_DONE_LEASE,    /* movable mapping @cookie (its id) of @name with
+			       @lease waits for its write lease: take it if
+			       free (MSG_LEASE_IFFREE), generation @wgen
+			       again (0: a new one); floop_map_lease() says
+			       how it went */
+	FLOOP_DONE_HANDOVER, /* floop_handover(@cookie) finished with @err:
+				0: the mapping's cache is empty and it waits
+				for the lease @lease of @wgen, to be given
+				back */
 };
 
 struct floop_done {
@@ -173,6 +182,7 @@ struct floop_done {
 	int err;
 	char name[MSG_NAME_MAX];
 	uint64_t lease;
+	uint64_t wgen;
 	char text[MSG_TEXT_MAX];
 	struct floop_done *next;
 };
@@ -197,6 +207,22 @@ int floop_map_remove(struct floop *f, uint64_t id);
 /* Mapping @id's write lease is lost (another mapping took it): as if an
  * owner had refused its write-back (floop_map_lease_lost()). */
 int floop_map_lost(struct floop *f, uint64_t id);
+/*
+ * The take that FLOOP_DONE_LEASE asked for, for mapping @id: @err 0: the
+ * lease of generation @wgen is its own, with @grants (copied) for its
+ * write-backs, and its waiting faults go on; -ENOLCK: lost for good
+ * (faults raise SIGBUS); anything else: asked again shortly. Returns 0 or
+ * -ENOMEM.
+ */
+int floop_map_lease(struct floop *f, uint64_t id, int err, uint64_t wgen,
+		    const struct msg_grant *grants, uint32_t n_grants);
+/*
+ * Movable mapping @id hands its write lease over (MSG_T_HANDOVER; its
+ * pages are home: a flush came first): its cache is emptied and its faults
+ * wait for the lease from then on. FLOOP_DONE_HANDOVER(@cookie) says how
+ * it went; nothing changes on an error. Returns 0 or -ENOMEM.
+ */
+int floop_handover(struct floop *f, uint64_t id, uint64_t cookie);
 /* A rebuild copy (replicated regions): [src_off, src_off + len) of
  * src_node's pool (instance src_inst) into this node's pool at dst_off. */
 struct floop_rtask {

@@ -732,13 +732,13 @@ void floop_cache_poison_present(struct floop *f, struct fmap *m, uint64_t addr)
 		cache_dirty_set(f, m, i);
 }
 
-void floop_cache_lease_lost(struct floop *f, struct fmap *m)
+uint64_t floop_cache_drop_all(struct floop *f, struct fmap *m)
 {
 	uint64_t n, pages;
 	int ret;
 
 	if (!m->cache)
-		return;
+		return 0;
 	pages = cache_pages(m);
 	n = m->n_dirty; /* the pages with PS_DIRTY */
 	/* Unprotected first: a page punched while write-protected would
@@ -749,6 +749,13 @@ void floop_cache_lease_lost(struct floop *f, struct fmap *m)
 	cache_mr_inval(f, m, 0, pages);
 	cache_punch(m, 0, pages);
 	cache_release(f, m, 0, pages);
+	return n;
+}
+
+void floop_cache_lease_lost(struct floop *f, struct fmap *m)
+{
+	uint64_t n = floop_cache_drop_all(f, m);
+
 	if (n)
 		log_warn("map %s: write lease lost; %llu written pages not "
 			 "sent home",

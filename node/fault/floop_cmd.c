@@ -185,6 +185,8 @@ static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
 	m->cid = d->cid;
 	m->lease = d->lease;
 	m->wgen = d->wgen;
+	m->movable = !!(d->flags & MSG_MAP_MOVABLE);
+	m->lwait = !!(d->flags & MSG_MAP_INCOMING);
 	m->cache_fd = -1;
 	m->lops = &floop_land_copy;
 	m->pidfd = -1;
@@ -342,6 +344,12 @@ void floop_cmds_run(struct floop *f)
 		case CMD_GRANTS:
 			floop_cmd_grants(f, c);
 			break;
+		case CMD_LEASE:
+			floop_move_lease(f, c);
+			break;
+		case CMD_HANDOVER:
+			floop_move_handover(f, c);
+			break;
 		case CMD_REBUILD:
 			floop_rb_add(f, &c->rt);
 			floop_rb_run(f, evl_now_ms());
@@ -463,6 +471,43 @@ int floop_map_remove(struct floop *f, uint64_t id)
 int floop_map_lost(struct floop *f, uint64_t id)
 {
 	return floop_cmd_id(f, CMD_MAP_LOST, id, NULL);
+}
+
+int floop_map_lease(struct floop *f, uint64_t id, int err, uint64_t wgen,
+		    const struct msg_grant *grants, uint32_t n_grants)
+{
+	struct cmd *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	if (n_grants) {
+		c->grants = malloc(n_grants * sizeof(*grants));
+		if (!c->grants) {
+			free(c);
+			return -ENOMEM;
+		}
+		memcpy(c->grants, grants, n_grants * sizeof(*grants));
+		c->n_grants = n_grants;
+	}
+	c->kind = CMD_LEASE;
+	c->id = id;
+	c->err = err;
+	c->rgen = wgen;
+	floop_cmd_push(f, c);
+	return 0;
+}
+
+int floop_handover(struct floop *f, uint64_t id, uint64_t cookie)
+{
+	struct cmd *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->kind = CMD_HANDOVER;
+	c->id = id;
+	c->cookie = cookie;
+	floop_cmd_push(f, c);
+	return 0;
 }
 
 int floop_flush(struct floop *f, const char *name, uint64_t cookie)

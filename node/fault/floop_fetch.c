@@ -707,6 +707,25 @@ unsigned int floop_backlog_drop(struct floop *f,
 	return n;
 }
 
+void floop_backlog_queue(struct floop *f, struct fmap *m, uint64_t addr,
+			 uint64_t t0_ms)
+{
+	struct backlog *b = floop_backlog_get(f);
+
+	if (!b) {
+		floop_poison(f, m, addr, "no memory to queue the fault");
+		return;
+	}
+	b->map = m;
+	b->addr = addr;
+	b->t0_ms = t0_ms;
+	b->next = NULL;
+	f->fault_async = 1;
+	m->inflight++;
+	*f->backlog_tail = b;
+	f->backlog_tail = &b->next;
+}
+
 /* A backlogged fault past the fault timeout (with poisoning to give). */
 int floop_backlog_is_late(struct floop *f, const struct backlog *b,
 			  uint64_t now)

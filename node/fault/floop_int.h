@@ -187,6 +187,16 @@ struct fmap {
 	int draining;	     /* removed: home with what it wrote, then freed */
 	uint64_t lease;
 	uint64_t wgen; /* the write lease's generation */
+	/* movable maps (MSG_MAP_MOVABLE, floop_move.c): @lwait while it does
+	 * not hold its write lease (incoming, or handed over), its faults
+	 * parked in the backlog until it does; @lw_asked: a take is under
+	 * way, not again before @lw_next_ms; @lw_gen: the generation to take
+	 * again (0: a new one) */
+	int movable;
+	int lwait;
+	int lw_asked;
+	uint64_t lw_next_ms;
+	uint64_t lw_gen;
 	/* replicated regions (floop_repl.h): repl > 1 replicas, lay holds
 	 * n_chunks * repl records; the replicas not in sync; the layout's
 	 * generation */
@@ -354,6 +364,9 @@ enum cmd_kind {
 	CMD_RELAYOUT, /* a replicated region's layout changed (rgen) */
 	CMD_REBUILD,  /* a rebuild task (c->rt) */
 	CMD_GRANTS,   /* a region's mappings' grants (c->grants) */
+	CMD_LEASE,    /* map c->id's lease take: c->err, c->rgen (its wgen),
+			 c->grants */
+	CMD_HANDOVER, /* map c->id hands its lease over (c->cookie) */
 };
 
 struct cmd {
@@ -372,8 +385,10 @@ struct cmd {
 	struct msg_rstate *rs;
 	uint64_t rgen;
 	struct floop_rtask rt;	  /* CMD_REBUILD */
-	struct msg_grant *grants; /* CMD_GRANTS */
+	struct msg_grant *grants; /* CMD_GRANTS, CMD_LEASE */
 	uint32_t n_grants;
+	int err;	 /* CMD_LEASE */
+	uint64_t cookie; /* CMD_HANDOVER */
 	struct cmd *next;
 };
 
@@ -506,6 +521,9 @@ void floop_map_kill(struct floop *f, struct fmap *m);
 void floop_uffd_read(struct floop *f, struct fmap *m);
 /* Serves the faults in the backlog while slots and the cache have room. */
 void floop_backlog_run(struct floop *f);
+/* A fault of @m at @addr waits in the backlog (SIGBUS if no memory). */
+void floop_backlog_queue(struct floop *f, struct fmap *m, uint64_t addr,
+			 uint64_t t0_ms);
 
 /* ---- floop_rb.c ---- */
 
@@ -676,6 +694,19 @@ void floop_cache_lease_lost(struct floop *f, struct fmap *m);
 /* The write lease of @m is lost: every fault of it from now on gets
  * SIGBUS, and flushes of its region fail. */
 void floop_map_lease_lost(struct floop *f, struct fmap *m);
+/* Empties @m's cache: every page leaves the process (the next touch
+ * faults); what was written and not home is dropped. Returns the pages
+ * dropped so. */
+uint64_t floop_cache_drop_all(struct floop *f, struct fmap *m);
+
+/* floop_move.c: movable maps */
+/* A fault of @m, which waits for its write lease: parked. */
+void floop_move_park(struct floop *f, struct fmap *m, uint64_t addr,
+		     uint64_t t0_ms);
+/* Asks for the leases that parked faults wait for. */
+void floop_move_tick(struct floop *f, uint64_t now);
+void floop_move_lease(struct floop *f, const struct cmd *c);
+void floop_move_handover(struct floop *f, const struct cmd *c);
 
 /* ---- floop_wb.c ---- */
 

@@ -126,7 +126,6 @@ static void floop_fault_remote(struct floop *f, struct fmap *m, uint64_t addr,
 			       int replay, int write)
 {
 	struct fetch *dup;
-	struct backlog *b;
 	uint32_t win = 0;
 
 	if (f->cfg.readahead && !replay)
@@ -144,20 +143,7 @@ static void floop_fault_remote(struct floop *f, struct fmap *m, uint64_t addr,
 		goto ahead;
 	}
 	if (!f->n_free || (m->cache && !floop_cache_has_room(f))) {
-		b = floop_backlog_get(f);
-		if (!b) {
-			floop_poison(f, m, addr,
-				     "no memory to queue the fault");
-			return;
-		}
-		b->map = m;
-		b->addr = addr;
-		b->t0_ms = t0_ms;
-		b->next = NULL;
-		f->fault_async = 1;
-		m->inflight++;
-		*f->backlog_tail = b;
-		f->backlog_tail = &b->next;
+		floop_backlog_queue(f, m, addr, t0_ms);
 		return;
 	}
 	floop_fetch_start(f, m, addr, owner, off, t0_ms);
@@ -192,6 +178,12 @@ static void floop_fault_handle(struct floop *f, struct fmap *m, uint64_t addr,
 		floop_poison(f, m, addr,
 			     "its write lease was lost (another mapping took "
 			     "it): what it wrote is refused");
+		return;
+	}
+	/* Movable, without its lease yet (or any more): nothing is read
+	 * before it has it (floop_move.c). */
+	if (m->lwait) {
+		floop_move_park(f, m, addr, t0_ms);
 		return;
 	}
 	if (m->cache && floop_cache_fault(f, m, addr, flags)) {
@@ -342,13 +334,19 @@ void floop_uffd_read(struct floop *f, struct fmap *m)
 
 void floop_backlog_run(struct floop *f)
 {
-	while (f->backlog && f->n_free && floop_cache_has_room(f)) {
-		struct backlog *b = f->backlog;
+	struct backlog **pp = &f->backlog, *b;
+
+	while ((b = *pp) && f->n_free && floop_cache_has_room(f)) {
 		struct fmap *m = b->map;
 
-		f->backlog = b->next;
-		if (!f->backlog)
-			f->backlog_tail = &f->backlog;
+		/* Parked until its map has the write lease (floop_move.c). */
+		if (m->lwait && !m->dead && !m->gone) {
+			pp = &b->next;
+			continue;
+		}
+		*pp = b->next;
+		if (!*pp)
+			f->backlog_tail = pp;
 		m->inflight--;
 		/* Counted when it was read; its deadline runs from then. */
 		f->fault_ns = b->t0_ms * 1000000;

@@ -152,7 +152,7 @@ void floop_ra_mark_hit(struct floop *f, struct fmap *m, uint64_t addr,
 void floop_ra_prefetch_run(struct floop *f)
 {
 	for (struct fmap *m = f->maps; m; m = m->next) {
-		if (!m->prefetch || m->dead || m->gone || m->stale)
+		if (!m->prefetch || m->dead || m->gone || m->stale || m->lwait)
 			continue;
 		/* A bounded cache is not filled by the prefetch: it would
 		 * only evict what faults brought in. */

@@ -161,6 +161,18 @@ int floops_map_lost(struct floops *g, uint64_t id)
 	return floop_map_lost(g->l[floops_of_map(g, id)], id);
 }
 
+int floops_map_lease(struct floops *g, uint64_t id, int err, uint64_t wgen,
+		     const struct msg_grant *grants, uint32_t n_grants)
+{
+	return floop_map_lease(g->l[floops_of_map(g, id)], id, err, wgen,
+			       grants, n_grants);
+}
+
+int floops_handover(struct floops *g, uint64_t id, uint64_t cookie)
+{
+	return floop_handover(g->l[floops_of_map(g, id)], id, cookie);
+}
+
 int floops_peers_set(struct floops *g, const struct xport_peer_info *peers,
 		     uint32_t n)
 {

@@ -357,7 +357,9 @@ int fsvc_reply_error(struct fsvc_conn *c, int err, const char *what)
 
 int fsvc_lookup(struct fsvc_conn *c)
 {
-	int ret = csess_lookup(c->fs->env->cs, c->token, c->name, c->lease,
+	/* An incoming map is looked up only: its lease comes later. */
+	int ret = csess_lookup(c->fs->env->cs, c->token, c->name,
+			       c->flags & MSG_MAP_INCOMING ? 0 : c->lease,
 			       c->wgen);
 
 	if (ret) {

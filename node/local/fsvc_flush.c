@@ -31,8 +31,9 @@ static int fsvc_flush_check(struct fsvc_conn *c)
 	struct fsvc *fs = c->fs;
 	struct fsvc_conn *w;
 
+	/* (one without its lease now has nothing written to confirm) */
 	for (w = fs->conns; w; w = w->next)
-		if (w->state == FSVC_MAPPED && w->lease &&
+		if (w->state == FSVC_MAPPED && w->lease && w->has_lease &&
 		    !strcmp(w->name, c->name))
 			break;
 	if (!w)
@@ -70,6 +71,12 @@ static void fsvc_flush_checked(struct fsvc_conn *c,
 			return;
 		}
 		msg_error(&rep, -ENOLCK, "region %s: %s", c->name, r->text);
+	} else if (c->ho && r->err) {
+		/* A hand-over moves a lease it knows to be its own. */
+		msg_error(&rep, r->err,
+			  "region %s: flushed, but the write lease could not "
+			  "be confirmed, so it is not handed over: %s",
+			  c->name, r->text);
 	} else {
 		/* Home, but not confirmed (no coordinator): said so. */
 		if (r->err)
@@ -77,8 +84,13 @@ static void fsvc_flush_checked(struct fsvc_conn *c,
 				"region %s: flushed; the write lease could not "
 				"be confirmed: %s",
 				c->name, r->text);
+		if (c->ho) {
+			fsvc_handover_flushed(c);
+			return;
+		}
 		msg_init(&rep, MSG_T_OK);
 	}
+	c->ho = 0;
 	if (fsvc_send(c, &rep, NULL, 0))
 		fsvc_conn_close(c);
 }
@@ -125,6 +137,10 @@ void fsvc_on_dones(struct evl *l, int fd, uint32_t events, void *arg)
 		struct msg rep;
 
 		next = d->next;
+		if (fsvc_move_done(fs, d)) {
+			free(d);
+			continue;
+		}
 		if (d->kind == FLOOP_DONE_REBUILD) {
 			csess_rebuild_done(fs->env->cs, d->cookie, d->err);
 			free(d);
@@ -181,7 +197,11 @@ void fsvc_on_dones(struct evl *l, int fd, uint32_t events, void *arg)
 			free(d);
 			continue;
 		}
-		if (c) {
+		if (c && c->ho && !d->err) {
+			/* (a mapping here holds the lease: checked first) */
+			fsvc_handover_flushed(c);
+		} else if (c) {
+			c->ho = 0;
 			if (d->err)
 				msg_error(&rep, d->err, "%s",
 					  d->text[0] ? d->text
@@ -261,6 +281,10 @@ void fsvc_on_lookups(struct evl *l, int fd, uint32_t events, void *arg)
 		struct fsvc_conn *c;
 
 		next = r->next;
+		if (fsvc_move_result(fs, r)) {
+			csess_result_free(r);
+			continue;
+		}
 		for (c = fs->conns; c; c = c->next)
 			if ((c->state == FSVC_LOOKUP ||
 			     c->state == FSVC_RELEASING ||

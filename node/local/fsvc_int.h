@@ -20,6 +20,7 @@
 #include "msg.h"
 
 struct csess_result;
+struct floop_done;
 struct evl;
 struct node_env;
 
@@ -72,6 +73,9 @@ enum fsvc_state {
 	FSVC_UNMAPPED,	   /* UNMAP answered: nothing more but stats */
 	FSVC_FLUSH_LOOKUP, /* FLUSH of a region not mapped here: does it
 			      exist at all? */
+	FSVC_HANDOVER,	   /* HANDOVER: flushed; the fault loop empties the
+			      mapping's cache */
+	FSVC_HO_RELEASING, /* ... and its write lease goes back */
 };
 
 /* An answer queued for a client: a whole frame, sent from @off on. */
@@ -92,16 +96,25 @@ struct fsvc_conn {
 	enum fsvc_state state;
 	uint64_t token; /* of the lookup */
 	uint64_t map_id;
-	uint64_t flags;		 /* MSG_MAP_* of the MAP request */
-	uint64_t lease;		 /* write lease id of a writable map; 0: none */
-	uint64_t wgen;		 /* its generation (MAP: the one to resume) */
-	int wgen_asked;		 /* MAP carried wgen: MAP_LAYOUT carries it */
+	uint64_t flags; /* MSG_MAP_* of the MAP request */
+	uint64_t lease; /* write lease id of a writable map; 0: none */
+	uint64_t wgen;	/* its generation (MAP: the one to resume) */
+	int wgen_asked; /* MAP carried wgen: MAP_LAYOUT carries it */
+	/* the mapping holds its write lease now: not an incoming one that
+	 * has not taken it yet, nor one that handed it over */
+	int has_lease;
+	uint64_t lw_token; /* a take of the lease for the fault loop */
+	/* HANDOVER (fsvc_move.c): its flush is one (FSVC_FLUSH and
+	 * FSVC_FLUSH_CHECK go on to it), of mapping @ho_map */
+	int ho;
+	uint64_t ho_map;
 	char name[MSG_NAME_MAX]; /* of the region asked for */
 	int cache_fd;		 /* the mapping's cache memfd, -1: none */
 	struct msg layout;	 /* MAP_LAYOUT as sent */
-	/* replicated regions: the process is sent no chunk as local (a
-	 * write straight to this pool would reach no other replica); the
-	 * fault loop gets the real layout, n_chunks * replicas records */
+	/* replicated regions and movable maps: the process is sent no chunk
+	 * as local (a write straight to this pool would reach no other
+	 * replica, nor could it be taken back from the process); the fault
+	 * loop gets the real layout (rruns), n_chunks * replicas records */
 	uint32_t replicas; /* 0: not replicated */
 	struct msg_run *rruns;
 	uint32_t n_rruns;
@@ -233,5 +246,16 @@ void fsvc_on_dones(struct evl *l, int fd, uint32_t events, void *arg);
 int fsvc_on_unmap(struct fsvc_conn *c);
 /* Finished lookups: each goes to its connection if it is still there. */
 void fsvc_on_lookups(struct evl *l, int fd, uint32_t events, void *arg);
+
+/* fsvc_move.c */
+/* HANDOVER: flush, then floops_handover(), then the lease goes back. */
+int fsvc_on_handover(struct fsvc_conn *c, const struct msg *req);
+/* HANDOVER's flush is done and the lease is still the mapping's. */
+void fsvc_handover_flushed(struct fsvc_conn *c);
+/* A fault loop's report of a movable mapping: 1 if it was one. */
+int fsvc_move_done(struct fsvc *fs, const struct floop_done *d);
+/* A session result of a movable mapping (a lease taken, a hand-over's
+ * release): 1 if it was one. */
+int fsvc_move_result(struct fsvc *fs, const struct csess_result *r);
 
 #endif

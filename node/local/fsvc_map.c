@@ -40,8 +40,22 @@ int fsvc_on_map(struct fsvc_conn *c, const struct msg *req)
 	int ret;
 
 	c->token = ++fs->next_token;
-	c->flags = req->flags & (MSG_MAP_RDONLY | MSG_LAYOUT_RUNS);
+	c->flags = req->flags & (MSG_MAP_RDONLY | MSG_LAYOUT_RUNS |
+				 MSG_MAP_MOVABLE | MSG_MAP_INCOMING);
+	if (c->flags & MSG_MAP_INCOMING)
+		c->flags |= MSG_MAP_MOVABLE;
 	memcpy(c->name, req->name, sizeof(c->name));
+	if ((c->flags & MSG_MAP_MOVABLE) && (c->flags & MSG_MAP_RDONLY)) {
+		fsvc_reply_error(c, -EINVAL, "a read-only map does not move");
+		return -EINVAL;
+	}
+	if ((c->flags & MSG_MAP_MOVABLE) && !fs->env->cache_on) {
+		fsvc_reply_error(
+			c, -EOPNOTSUPP,
+			"a movable map needs the cache, and this agent "
+			"serves faults by copying (--fault-mode copy)");
+		return -EOPNOTSUPP;
+	}
 	/* A writable map holds the region's write lease under its own id. */
 	if (!(c->flags & MSG_MAP_RDONLY)) {
 		ret = util_random_u64(&c->lease);
@@ -54,6 +68,8 @@ int fsvc_on_map(struct fsvc_conn *c, const struct msg *req)
 		 * version sends no wgen, and must get none back. */
 		c->wgen = req->wgen == MSG_WGEN_NEW ? 0 : req->wgen;
 		c->wgen_asked = req->wgen != 0;
+		/* An incoming map takes the lease at its first fault. */
+		c->has_lease = !(c->flags & MSG_MAP_INCOMING);
 	}
 	/* An unmap here that is still sending pages home: its lease comes
 	 * back first (unmap, map again must work). */
@@ -207,12 +223,13 @@ static int fsvc_layout_send(struct fsvc_conn *c)
 }
 
 /*
- * Replicated region @reg (its runs already in c->layout): they go to the
- * fault loop's layout (c->rruns, states, generation); the process gets
- * one record per chunk, none of them local (node UINT32_MAX), so that it maps
- * nothing from the pool and registers the whole range with its uffd.
+ * Replicated region @reg, or a movable map (its runs already in c->layout):
+ * they go to the fault loop's layout (c->rruns, states, generation); the
+ * process gets one record per chunk, none of them local (node UINT32_MAX),
+ * so that it maps nothing from the pool and registers the whole range with
+ * its uffd.
  */
-static int fsvc_repl_take(struct fsvc_conn *c, struct msg *reg)
+static int fsvc_layout_hide(struct fsvc_conn *c, struct msg *reg)
 {
 	uint32_t n = fsvc_n_chunks(&c->layout);
 	struct msg_chunk *ch = calloc(n ? n : 1, sizeof(*ch));
@@ -271,15 +288,17 @@ int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 	/* In runs (csess_region_get()): the layout costs its runs here. */
 	c->layout.runs = r->region.runs;
 	c->layout.n_runs = r->region.n_runs;
-	if (r->region.replicas > 1) {
-		ret = fsvc_repl_take(c, &r->region);
+	if (r->region.replicas > 1 || (c->flags & MSG_MAP_MOVABLE)) {
+		ret = fsvc_layout_hide(c, &r->region);
 		if (ret) {
-			fsvc_reply_error(c, ret,
-					 "no memory for a replicated layout");
+			fsvc_reply_error(c, ret, "no memory for the layout");
 			return ret;
 		}
 	}
-	if (c->lease) {
+	if (c->lease && (c->flags & MSG_MAP_INCOMING)) {
+		c->wgen = 0;
+		c->layout.wgen = 0;
+	} else if (c->lease) {
 		c->wgen = r->wgen;
 		c->layout.wgen = c->wgen_asked ? r->wgen : 0;
 	}
@@ -428,7 +447,7 @@ static int fsvc_uffd_runs(const struct fsvc_conn *c, struct floop_map_desc *d)
 {
 	int ret;
 
-	if (c->replicas > 1) {
+	if (c->rruns) {
 		ret = layout_runs_copy(c->rruns, c->n_rruns, &d->runs);
 		d->n_runs = c->n_rruns;
 		d->replicas = c->replicas;
@@ -521,7 +540,9 @@ int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req, int uffd,
 	d.chunk_size = c->layout.chunk_size;
 	d.n_chunks = fsvc_n_chunks(&c->layout);
 	d.features = req->features;
-	d.flags = req->flags;
+	/* Movable or incoming as MAP said, whatever MAP_UFFD says. */
+	d.flags = (req->flags & ~(MSG_MAP_MOVABLE | MSG_MAP_INCOMING)) |
+		  (c->flags & (MSG_MAP_MOVABLE | MSG_MAP_INCOMING));
 	d.epoch = c->layout.epoch;
 	d.cid = c->layout.cid;
 	d.pidfd = d.cache_fd >= 0 ? fsvc_peer_pidfd(c->fd) : -1;

@@ -70,6 +70,7 @@ static void csess_lease_take(struct csess *s, const struct csess_job *j,
 		req.instance = s->env->instance;
 		req.lease = j->lease;
 		req.wgen = j->wgen ? j->wgen : MSG_WGEN_NEW;
+		req.flags = j->iffree ? MSG_LEASE_IFFREE : 0;
 		req.want_grants = !s->env->cred->insecure;
 		ret = csess_call_want(s, &req, &rep, MSG_T_OK);
 		/*
@@ -444,7 +445,8 @@ static int csess_job_push(struct csess *s, uint64_t token, const char *name,
 	j->lease = lease;
 	j->wgen = wgen;
 	j->release = kind == CSESS_JOB_RELEASE;
-	j->check = kind == CSESS_JOB_CHECK;
+	j->check = kind == CSESS_JOB_CHECK || kind == CSESS_JOB_TAKE_FREE;
+	j->iffree = kind == CSESS_JOB_TAKE_FREE;
 	pthread_mutex_lock(&s->lock);
 	*s->jobs_tail = j;
 	s->jobs_tail = &j->next;
@@ -469,6 +471,12 @@ int csess_lease_check(struct csess *s, uint64_t token, const char *name,
 		      uint64_t lease, uint64_t wgen)
 {
 	return csess_job_push(s, token, name, lease, wgen, CSESS_JOB_CHECK);
+}
+
+int csess_lease_take_free(struct csess *s, uint64_t token, const char *name,
+			  uint64_t lease, uint64_t wgen)
+{
+	return csess_job_push(s, token, name, lease, wgen, CSESS_JOB_TAKE_FREE);
 }
 
 int csess_event_fd(const struct csess *s)

@@ -100,6 +100,16 @@ int csess_lease_release(struct csess *s, uint64_t token, const char *name,
  */
 int csess_lease_check(struct csess *s, uint64_t token, const char *name,
 		      uint64_t lease, uint64_t wgen);
+/*
+ * Control thread: takes write lease @lease of region @name for a movable
+ * mapping, only if no mapping holds it (MSG_LEASE_IFFREE), of generation
+ * @wgen again (0: a new one). The result of @token (no region) has err 0
+ * with the generation (wgen) and the write grants (region.grants),
+ * -EBUSY (held), -ENOLCK (generation @wgen is gone for good) or a link
+ * error. Returns 0 or -ENOMEM.
+ */
+int csess_lease_take_free(struct csess *s, uint64_t token, const char *name,
+			  uint64_t lease, uint64_t wgen);
 /* Any thread: rebuild task @id finished with @err (0: copied; else it is
  * reported failed); its write marks are dropped. */
 void csess_rebuild_done(struct csess *s, uint64_t id, int err);

@@ -30,6 +30,7 @@ enum csess_job_kind {
 	CSESS_JOB_LOOKUP = 0,
 	CSESS_JOB_RELEASE,
 	CSESS_JOB_CHECK,
+	CSESS_JOB_TAKE_FREE, /* a check that takes it only if free */
 };
 
 /* MAP lookup queued by the control thread, a write lease to give back, or
@@ -41,6 +42,7 @@ struct csess_job {
 	uint64_t wgen;	/* lookup: resume the lease of this generation */
 	int release;	/* give the write lease back (a result if token) */
 	int check;	/* is the write lease still ours? (a result) */
+	int iffree;	/* check: take it only if nobody holds it */
 	struct csess_job *next;
 };
 

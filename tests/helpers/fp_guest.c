@@ -57,6 +57,11 @@
  *                               flush and verify every page; ends with
  *                               "wresume: flush=ERR verified=N wrong=N
  *                               zero=N sigbus=N".
+ *   fp_guest move REGION in|out
+ *                               a movable mapping (incoming with "in")
+ *                               driven by lines on stdin: write SEED,
+ *                               verify SEED, flush, unmap (see
+ *                               guest_move()).
  *   fp_guest wcut REGION SEED OLDSEED NWRITE
  *                               map writable, write SEED's pattern into
  *                               pages [0, NWRITE) (the rest hold OLDSEED's,
@@ -1580,8 +1585,84 @@ static int guest_hotcold(const char *region, uint64_t seed, size_t hot,
 	       atomic_load(&c.sigbus);
 }
 
+/* ---- move: one side of a hand-over of the write lease ---- */
+
+/* Reads and verifies every page of @m against @seed's pattern; stops at
+ * the first fault signal (counted). */
+static void move_verify(struct farpage_map *m, uint64_t seed,
+			struct guest_counts *c)
+{
+	struct guest_view v;
+
+	if (guest_view_init(&v, m, seed, 1)) {
+		atomic_fetch_add(&c->wrong, 1);
+		return;
+	}
+	guest_touch(&v, 0, v.n, c, NULL);
+	free(v.pages);
+}
+
+/*
+ * A movable mapping of @region (FARPAGE_MAP_INCOMING with "in"), driven
+ * by lines on stdin, each answered by one line on stdout:
+ *   write SEED   "move: write seed=S written=N sigbus=N"
+ *   verify SEED  "move: verify seed=S verified=N wrong=N zero=N sigbus=N"
+ *   flush        "move: flush=ERR"
+ *   unmap        "move: unmap=ERR", and the process ends
+ */
+static int guest_move(const char *region, const char *how)
+{
+	struct farpage_map_opts o = {
+		.flags = !strcmp(how, "in") ? FARPAGE_MAP_INCOMING
+					    : FARPAGE_MAP_MOVABLE,
+	};
+	struct farpage_map *m;
+	char line[128];
+	int ret;
+
+	ret = farpage_map(region, &o, &m);
+	if (ret) {
+		fprintf(stderr, "fp_guest: map %s: %s\n", region,
+			farpage_strerror(ret));
+		return 1;
+	}
+	guest_signals_catch();
+	printf("fp_guest: mapped %zu pages %s\n",
+	       farpage_map_size(m) / PATTERN_PAGE, how);
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin)) {
+		struct guest_counts c = { 0 };
+		unsigned long long seed = 0;
+		size_t w;
+
+		if (sscanf(line, "write %llu", &seed) == 1) {
+			w = guest_write_all(m, seed, &c);
+			printf("move: write seed=%llu written=%zu sigbus=%lu\n",
+			       seed, w, (unsigned long)atomic_load(&c.sigbus));
+		} else if (sscanf(line, "verify %llu", &seed) == 1) {
+			printf("move: verify seed=%llu", seed);
+			move_verify(m, seed, &c);
+			guest_counts_put(&c);
+		} else if (!strncmp(line, "flush", 5)) {
+			printf("move: flush=%d\n", farpage_flush(m));
+		} else if (!strncmp(line, "unmap", 5)) {
+			printf("move: unmap=%d\n", farpage_unmap(m));
+			fflush(stdout);
+			return 0;
+		} else {
+			printf("move: unknown command\n");
+		}
+		fflush(stdout);
+	}
+	printf("move: unmap=%d\n", farpage_unmap(m));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 4 && !strcmp(argv[1], "move") &&
+	    (!strcmp(argv[3], "in") || !strcmp(argv[3], "out")))
+		return guest_move(argv[2], argv[3]);
 	if (argc == 4 && !strcmp(argv[1], "fork"))
 		return guest_fork(argv[2], strtoull(argv[3], NULL, 0));
 	if (argc == 4 && !strcmp(argv[1], "events"))
@@ -1659,6 +1740,6 @@ int main(int argc, char **argv)
 		"       sparse REGION SEED PAGES [HOLD_MAPS] |\n"
 		"       wplay REGION TRIES RETRY_MS STEP... | wverify REGION "
 		"SEED... |\n"
-		"       vhold REGION SEED...\n");
+		"       vhold REGION SEED... | move REGION in|out\n");
 	return 2;
 }
