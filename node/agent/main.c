@@ -492,7 +492,7 @@ static const struct opts_opt main_opts[] = {
 	{ "rebuild-rate", 0, "RATE",
 	  "bytes a second this node copies into its pool when it rebuilds a "
 	  "replica, e.g. 64M (default 0: no limit but a few reads in flight)",
-	  OPTS_K_FN, main_set_size, MAIN_CFG(rebuild_rate), 64u << 10, 1 },
+	  OPTS_K_FN, main_set_size, MAIN_CFG(rebuild_rate), 16u << 10, 1 },
 	O_UINT("heartbeat-ms", heartbeat_ms, 10, MAIN_UINT_MAX,
 	       "heartbeat period (default 1000)"),
 	O_UINT("inflight", slots, 16, MAIN_UINT_MAX,

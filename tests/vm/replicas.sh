@@ -37,8 +37,8 @@
 #    mapping: nothing cached) reads every page again after the kill, all
 #    of them from the survivor S (W's reads of S grow by exactly N, of K
 #    by 0: read-ahead is off, one READ per page).
-# 5. Writes during a rebuild: O3 joins (--rebuild-rate 128K: the copy
-#    takes seconds) and K's replicas are rebuilt onto it while a writer on
+# 5. Writes during a rebuild: O3 joins (--rebuild-rate 16K: the copy
+#    takes two minutes) and K's replicas are rebuilt onto it while a writer on
 #    W writes seed 7 over r, pass after pass, until r is in sync again
 #    (the first pass written before O3 joins, flushed once r shows
 #    rebuilding).
@@ -280,8 +280,10 @@ repl state "$FP_COORD" r >"$FP_TMP/st1.out" 2>&1
 ok "reader after $K was killed: all $N pages from $S, $((fo2 - fo1)) of them after a failed try of $K ($(head -n1 "$FP_TMP/st1.out"))"
 
 # ------------------------------------------------------------ 5. writes during a rebuild
-# O3 joins with --rebuild-rate 128K: the copy of K's replicas (every
-# chunk's) onto it takes seconds. A writer on W writes seed 7 over every
+# O3 joins with --rebuild-rate 16K: the copy of K's replicas (every
+# chunk's, 2 MiB) onto it takes two minutes, longer than the steps from
+# its start to the writer's first flush on a loaded machine (at 128K,
+# 16 s, the copy was done before that flush began, once). A writer on W writes seed 7 over every
 # page and flushes, pass after pass, from the moment the coordinator
 # shows r rebuilding until it is back to R replicas in sync. Its writes
 # to O3 while O3 rebuilds must reach O3's page server (TCP, beside verbs):
@@ -302,7 +304,7 @@ exec 8>"$FP_TMP/w0.in"
 fp_wait_log_wall "$FP_TMP/w0.out" '^fp_guest: written' 300 ||
 	{ cat "$FP_TMP/w0.out" >&2; fp_fail "the writer on W did not write r"; }
 lg0=$(grep -c 'fault: map r: replica layout generation' "$FP_TMP/W.log")
-fp_node_start B O3 "${XB[@]}" --readahead 0 --rebuild-rate 128K --metrics-listen "${FP_HOST_IP[B]}:0"
+fp_node_start B O3 "${XB[@]}" --readahead 0 --rebuild-rate 16K --metrics-listen "${FP_HOST_IP[B]}:0"
 fp_wait_log_wall "$FP_TMP/O3.log" 'joined .* as node' 60 || fp_fail "O3 did not join"
 ID[O3]=$(fp_node_id O3)
 [ -n "${ID[O3]}" ] || fp_fail "no node id for O3"
@@ -323,7 +325,7 @@ grc=$?
 grep -q "^wresume: flush=0 verified=$N wrong=0 zero=0 sigbus=0" "$FP_TMP/w0.out" && [ "$grc" = 0 ] ||
 	{ cat "$FP_TMP/w0.out" >&2; fp_fail "the writer on W (rc $grc): its flush during the rebuild failed"; }
 passes=1
-end=$((SECONDS + 300))
+end=$((SECONDS + 600))
 for (( ; ; )); do
 	repl state "$FP_COORD" r >"$FP_TMP/st3.out" 2>&1
 	grep -q "^state: replicas=$R .* missing=0 rebuilding=0 " "$FP_TMP/st3.out" && break
