@@ -319,18 +319,22 @@ uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i)
 	}
 	/* What is sent is what the memfd holds now (a punched page reads as
 	 * zeroes: the guest dropped its bytes itself). Our own page (its
-	 * chunk was not mapped from the pool) is read straight into it. */
+	 * chunk not mapped from the pool: a movable map) goes into the pool
+	 * under its fence, as the page server's writes of it do (a
+	 * migration's taker writes the same pages there). */
+	ret = cache_wb_read(m, w->buf, rel, n);
 	if (w->owner == f->cfg.self) {
-		ret = -ERANGE;
-		if (w->off <= f->cfg.pool_size &&
-		    f->cfg.pool_size - w->off >= (uint64_t)n * FLOOP_PAGE)
-			ret = cache_wb_read(
-				m, (uint8_t *)f->cfg.pool_base + w->off, rel,
-				n);
+		if (!ret &&
+		    (w->off > f->cfg.pool_size ||
+		     f->cfg.pool_size - w->off < (uint64_t)n * FLOOP_PAGE))
+			ret = -ERANGE;
+		if (!ret)
+			pgfence_pool_write(f->cfg.fence,
+					   (uint8_t *)f->cfg.pool_base, w->off,
+					   w->buf, (size_t)n * FLOOP_PAGE);
 		floop_cache_wb_done(f, (uint32_t)(w - f->wbs), w->gen, ret);
 		return n;
 	}
-	ret = cache_wb_read(m, w->buf, rel, n);
 	if (!ret)
 		ret = floop_peer_write(f, w->owner, w->off, n * FLOOP_PAGE,
 				       w->buf, m->wgen, tag);
