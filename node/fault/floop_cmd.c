@@ -473,26 +473,36 @@ int floop_map_lost(struct floop *f, uint64_t id)
 	return floop_cmd_id(f, CMD_MAP_LOST, id, NULL);
 }
 
-int floop_map_lease(struct floop *f, uint64_t id, int err, uint64_t wgen,
-		    const struct msg_grant *grants, uint32_t n_grants)
+/* A command carrying a copy of grants @g (@n of them, maybe none); NULL:
+ * no memory. */
+static struct cmd *floop_cmd_with_grants(const struct msg_grant *g, uint32_t n)
 {
 	struct cmd *c = calloc(1, sizeof(*c));
 
 	if (!c)
-		return -ENOMEM;
-	if (n_grants) {
-		c->grants = malloc(n_grants * sizeof(*grants));
-		if (!c->grants) {
-			free(c);
-			return -ENOMEM;
-		}
-		memcpy(c->grants, grants, n_grants * sizeof(*grants));
-		c->n_grants = n_grants;
+		return NULL;
+	c->grants = malloc((n ? n : 1) * sizeof(*g));
+	if (!c->grants) {
+		free(c);
+		return NULL;
 	}
+	if (n)
+		memcpy(c->grants, g, n * sizeof(*g));
+	c->n_grants = n;
+	return c;
+}
+
+int floop_map_lease(struct floop *f, uint64_t id, int err, uint64_t wgen,
+		    const struct msg_grant *grants, uint32_t n_grants)
+{
+	struct cmd *c = floop_cmd_with_grants(grants, n_grants);
+
+	if (!c)
+		return -ENOMEM;
 	c->kind = CMD_LEASE;
 	c->id = id;
 	c->err = err;
-	c->rgen = wgen;
+	c->wgen = wgen;
 	floop_cmd_push(f, c);
 	return 0;
 }
@@ -561,18 +571,10 @@ int64_t floop_map_relayout(struct floop *f, const char *name, uint64_t epoch,
 int64_t floop_map_grants(struct floop *f, const char *name, uint64_t epoch,
 			 const struct msg_grant *g, uint32_t n)
 {
-	struct cmd *c = calloc(1, sizeof(*c));
+	struct cmd *c = floop_cmd_with_grants(g, n);
 
 	if (!c)
 		return -ENOMEM;
-	c->grants = malloc((n ? n : 1) * sizeof(*g));
-	if (!c->grants) {
-		free(c);
-		return -ENOMEM;
-	}
-	if (n)
-		memcpy(c->grants, g, n * sizeof(*g));
-	c->n_grants = n;
 	c->kind = CMD_GRANTS;
 	snprintf(c->name, sizeof(c->name), "%s", name);
 	c->epoch = epoch;

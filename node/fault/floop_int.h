@@ -364,8 +364,7 @@ enum cmd_kind {
 	CMD_RELAYOUT, /* a replicated region's layout changed (rgen) */
 	CMD_REBUILD,  /* a rebuild task (c->rt) */
 	CMD_GRANTS,   /* a region's mappings' grants (c->grants) */
-	CMD_LEASE,    /* map c->id's lease take: c->err, c->rgen (its wgen),
-			 c->grants */
+	CMD_LEASE,    /* map c->id's lease take: c->err, c->wgen, c->grants */
 	CMD_HANDOVER, /* map c->id hands its lease over (c->cookie) */
 };
 
@@ -388,6 +387,7 @@ struct cmd {
 	struct msg_grant *grants; /* CMD_GRANTS, CMD_LEASE */
 	uint32_t n_grants;
 	int err;	 /* CMD_LEASE */
+	uint64_t wgen;	 /* CMD_LEASE */
 	uint64_t cookie; /* CMD_HANDOVER */
 	struct cmd *next;
 };

@@ -87,7 +87,7 @@ void floop_move_lease(struct floop *f, const struct cmd *c)
 				 "grants of its write lease; its write-backs "
 				 "may be refused",
 				 (unsigned long long)m->id, m->name);
-		m->wgen = c->rgen;
+		m->wgen = c->wgen;
 		m->lwait = 0;
 		m->lw_gen = 0;
 		log_info("map %llu: region %s: took the write lease "
@@ -143,7 +143,7 @@ void floop_move_handover(struct floop *f, const struct cmd *c)
 	struct fmap *m = move_find(f, c->id);
 	uint64_t n;
 
-	if (!m || m->dead || m->gone || m->stale) {
+	if (!m || m->gone || m->stale) {
 		move_handover_done(f, c, NULL, -ENOENT, "the mapping is gone");
 		return;
 	}

@@ -32,10 +32,7 @@ static int fsvc_flush_check(struct fsvc_conn *c)
 	struct fsvc_conn *w;
 
 	/* (one without its lease now has nothing written to confirm) */
-	for (w = fs->conns; w; w = w->next)
-		if (w->state == FSVC_MAPPED && w->lease && w->has_lease &&
-		    !strcmp(w->name, c->name))
-			break;
+	w = fsvc_lease_holder(fs, c->name, NULL);
 	if (!w)
 		return 0;
 	c->token = ++fs->next_token;

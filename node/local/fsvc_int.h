@@ -248,6 +248,10 @@ int fsvc_on_unmap(struct fsvc_conn *c);
 void fsvc_on_lookups(struct evl *l, int fd, uint32_t events, void *arg);
 
 /* fsvc_move.c */
+/* The writable mapping of @name here that holds the region's write lease
+ * now, or NULL; *@waiting (if not NULL): one here waits for it. */
+struct fsvc_conn *fsvc_lease_holder(struct fsvc *fs, const char *name,
+				    int *waiting);
 /* HANDOVER: flush, then floops_handover(), then the lease goes back. */
 int fsvc_on_handover(struct fsvc_conn *c, const struct msg *req);
 /* HANDOVER's flush is done and the lease is still the mapping's. */

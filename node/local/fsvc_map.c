@@ -295,10 +295,8 @@ int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 			return ret;
 		}
 	}
-	if (c->lease && (c->flags & MSG_MAP_INCOMING)) {
-		c->wgen = 0;
-		c->layout.wgen = 0;
-	} else if (c->lease) {
+	/* (an incoming map was looked up only: no generation yet, 0) */
+	if (c->lease) {
 		c->wgen = r->wgen;
 		c->layout.wgen = c->wgen_asked ? r->wgen : 0;
 	}

@@ -28,24 +28,34 @@
 #include "log.h"
 #include "node_env.h"
 
-/* The one writable mapping of @name here that holds its lease, or NULL;
- * *@waiting: one that waits for it. */
-static struct fsvc_conn *fsvc_move_holder(struct fsvc *fs, const char *name,
-					  int *waiting)
+struct fsvc_conn *fsvc_lease_holder(struct fsvc *fs, const char *name,
+				    int *waiting)
 {
 	struct fsvc_conn *w, *found = NULL;
 
-	*waiting = 0;
+	if (waiting)
+		*waiting = 0;
 	for (w = fs->conns; w; w = w->next) {
 		if (w->state != FSVC_MAPPED || !w->lease ||
 		    strcmp(w->name, name))
 			continue;
-		if (!w->has_lease)
-			*waiting = 1;
-		else
+		if (w->has_lease)
 			found = w;
+		else if (waiting)
+			*waiting = 1;
 	}
 	return found;
+}
+
+/* The mapping @id served here, or NULL. */
+static struct fsvc_conn *fsvc_mapping(struct fsvc *fs, uint64_t id)
+{
+	struct fsvc_conn *c;
+
+	for (c = fs->conns; c; c = c->next)
+		if (c->state == FSVC_MAPPED && c->map_id == id)
+			return c;
+	return NULL;
 }
 
 /* HANDOVER fails: "region NAME: @why", nothing changed. */
@@ -66,7 +76,7 @@ int fsvc_on_handover(struct fsvc_conn *c, const struct msg *req)
 	int waiting, ret;
 
 	memcpy(c->name, req->name, sizeof(c->name));
-	w = fsvc_move_holder(fs, c->name, &waiting);
+	w = fsvc_lease_holder(fs, c->name, &waiting);
 	if (!w)
 		return fsvc_ho_fail(c, waiting ? -EALREADY : -ENOENT,
 				    waiting ? "its mapping here does not hold "
@@ -124,9 +134,9 @@ static void fsvc_handover_done(struct fsvc *fs, const struct floop_done *d)
 			fsvc_conn_close(c);
 		return;
 	}
-	for (w = fs->conns; w; w = w->next)
-		if (w->state == FSVC_MAPPED && w->map_id == c->ho_map)
-			w->has_lease = 0;
+	w = fsvc_mapping(fs, c->ho_map);
+	if (w)
+		w->has_lease = 0;
 	c->token = ++fs->next_token;
 	if (csess_lease_release(fs->env->cs, c->token, d->name, d->lease)) {
 		/* It stays the mapping's until this node's lease ends; the
@@ -146,11 +156,8 @@ static void fsvc_handover_done(struct fsvc *fs, const struct floop_done *d)
 /* A mapping waits for its lease: the session takes it if it is free. */
 static void fsvc_lease_want(struct fsvc *fs, const struct floop_done *d)
 {
-	struct fsvc_conn *c;
+	struct fsvc_conn *c = fsvc_mapping(fs, d->cookie);
 
-	for (c = fs->conns; c; c = c->next)
-		if (c->state == FSVC_MAPPED && c->map_id == d->cookie)
-			break;
 	if (!c)
 		return; /* the mapping is gone: nobody waits */
 	c->lw_token = ++fs->next_token;
