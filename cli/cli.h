@@ -61,6 +61,7 @@ int cli_touch_run(const struct cli *c, int argc, char **argv);
 int cli_stats_run(const struct cli *c, int argc, char **argv);
 int cli_flush_run(const struct cli *c, int argc, char **argv);
 int cli_handover_run(const struct cli *c, int argc, char **argv);
+int cli_migrate_run(const struct cli *c, int argc, char **argv);
 int cli_vm_run(const struct cli *c, int argc, char **argv);
 int cli_keygen_run(const struct cli *c, int argc, char **argv);
 

@@ -24,9 +24,9 @@
 #include "vm.h"
 
 static const char cli_vm_usage[] =
-	"usage: farpage vm [--prefetch] [--preload PATH] [--dry-run] REGION "
-	"--\n"
-	"                  QEMU [QEMU OPTIONS]\n"
+	"usage: farpage vm [--prefetch] [--movable] [--preload PATH] "
+	"[--dry-run]\n"
+	"                  REGION -- QEMU [QEMU OPTIONS]\n"
 	"\n"
 	"Runs QEMU (an unmodified qemu-system-*) with its guest RAM in region\n"
 	"REGION, mapped through the local agent: pages other nodes own are\n"
@@ -47,6 +47,10 @@ static const char cli_vm_usage[] =
 	"\n"
 	"  --prefetch      the agent also fetches the pages not yet touched,\n"
 	"                  in the background\n"
+	"  --movable       the VM can be migrated to another host (farpage\n"
+	"                  migrate): its RAM is mapped movable, and this\n"
+	"                  host's chunks of it also go through the agent's\n"
+	"                  cache\n"
 	"  --preload PATH  the preload library (default: $" VM_PRELOAD_ENV
 	", else\n"
 	"                  " VM_PRELOAD_NAME
@@ -54,6 +58,10 @@ static const char cli_vm_usage[] =
 	"                  tree, else in " FARPAGE_PRELOAD_DIR ")\n"
 	"  --dry-run       print the QEMU command line and environment, run "
 	"nothing\n"
+	"\n"
+	"A QEMU started with -incoming (a migration's destination) maps the\n"
+	"RAM incoming: the guest's first touch of it waits until the source\n"
+	"hands the region's write lease over (farpage migrate).\n"
 	"\n"
 	"Exits with QEMU's status, or 1 if QEMU could not be started (the\n"
 	"region is unknown, the preload library is missing, ...).\n"
@@ -104,17 +112,24 @@ static int cli_vm_preload(const char *opt, char *out, size_t len)
 	return -ENOENT;
 }
 
-/* Refuses QEMU options that would choose another RAM backend. */
+/* Refuses QEMU options that would choose another RAM backend. Returns
+ * CLI_VM_HAS_M | CLI_VM_INCOMING as QEMU's options have -m, -incoming, or
+ * -EINVAL. */
+#define CLI_VM_HAS_M	1
+#define CLI_VM_INCOMING 2
+
 static int cli_vm_args_check(int argc, char **argv)
 {
 	static const char *const bad[] = { "memory-backend=", "memdev=" };
-	int has_m = 0;
+	int has = 0;
 
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
 
 		if (!strcmp(a, "-m") || !strcmp(a, "--m"))
-			has_m = 1;
+			has |= CLI_VM_HAS_M;
+		if (!strcmp(a, "-incoming") || !strcmp(a, "--incoming"))
+			has |= CLI_VM_INCOMING;
 		if (!strcmp(a, "-mem-path") || !strcmp(a, "--mem-path") ||
 		    !strcmp(a, "-mem-prealloc")) {
 			cli_err("vm: QEMU option %s: farpage vm gives QEMU its "
@@ -131,7 +146,7 @@ static int cli_vm_args_check(int argc, char **argv)
 			}
 		}
 	}
-	return has_m;
+	return has;
 }
 
 /* A memfd of @size QEMU can open but not map writable: only the preload
@@ -226,6 +241,7 @@ int cli_vm_run(const struct cli *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "prefetch", no_argument, NULL, 'p' },
+		{ "movable", no_argument, NULL, 'm' },
 		{ "preload", required_argument, NULL, 'l' },
 		{ "dry-run", no_argument, NULL, 'n' },
 		{ "help", no_argument, NULL, 'h' },
@@ -233,10 +249,10 @@ int cli_vm_run(const struct cli *c, int argc, char **argv)
 	};
 	const char *preload_opt = NULL, *region, *ld;
 	char preload[PATH_MAX];
-	char obj[256 + PATH_MAX], mach[64], mem[32], fd_s[16];
+	char obj[256 + PATH_MAX], mach[64], mem[32], fd_s[16], flags[64];
 	char *ld_value = NULL;
 	struct cli_vm_env env[CLI_VM_N_ENV];
-	int prefetch = 0, dry = 0, has_m, fd = -1, ret, n_q;
+	int prefetch = 0, movable = 0, dry = 0, has, fd = -1, ret, n_q;
 	char **qargv = NULL;
 	uint64_t size;
 
@@ -245,6 +261,9 @@ int cli_vm_run(const struct cli *c, int argc, char **argv)
 		switch (ret) {
 		case 'p':
 			prefetch = 1;
+			break;
+		case 'm':
+			movable = 1;
 			break;
 		case 'l':
 			preload_opt = optarg;
@@ -270,8 +289,8 @@ int cli_vm_run(const struct cli *c, int argc, char **argv)
 				     "'%s --'",
 				     region);
 	n_q = argc - optind;
-	has_m = cli_vm_args_check(n_q, argv + optind);
-	if (has_m < 0)
+	has = cli_vm_args_check(n_q, argv + optind);
+	if (has < 0)
 		return CLI_EXIT_USAGE;
 	if (cli_vm_preload(preload_opt, preload, sizeof(preload)))
 		return CLI_EXIT_FAIL;
@@ -301,11 +320,15 @@ int cli_vm_run(const struct cli *c, int argc, char **argv)
 	env[0] = (struct cli_vm_env){ "LD_PRELOAD", ld_value };
 	env[1] = (struct cli_vm_env){ VM_ENV_REGION, region };
 	env[2] = (struct cli_vm_env){ VM_ENV_FD, fd_s };
-	env[3] =
-		(struct cli_vm_env){ VM_ENV_FLAGS, prefetch ? "prefetch" : "" };
+	/* A migration's destination takes the lease from the source. */
+	snprintf(flags, sizeof(flags), "%s%s%s", prefetch ? "prefetch," : "",
+		 movable ? "movable," : "",
+		 has & CLI_VM_INCOMING ? "incoming," : "");
+	env[3] = (struct cli_vm_env){ VM_ENV_FLAGS, flags };
 	env[4] = (struct cli_vm_env){ FARPAGE_AGENT_SOCK_ENV, c->agent_sock };
 
-	qargv = cli_vm_qargv(argv + optind, n_q, has_m, obj, mach, mem);
+	qargv = cli_vm_qargv(argv + optind, n_q, has & CLI_VM_HAS_M, obj, mach,
+			     mem);
 	if (!qargv)
 		goto out;
 	if (dry) {
@@ -321,9 +344,13 @@ int cli_vm_run(const struct cli *c, int argc, char **argv)
 	}
 	fprintf(stderr,
 		"farpage vm: region %s (%llu MiB) as the guest RAM of %s, "
-		"through the agent at %s\n",
+		"through the agent at %s%s\n",
 		region, (unsigned long long)(size >> 20), qargv[0],
-		c->agent_sock);
+		c->agent_sock,
+		has & CLI_VM_INCOMING ? " (incoming: it runs once the source "
+					"hands the region over)"
+		: movable	      ? " (movable)"
+				      : "");
 	fflush(NULL);
 	execvp(qargv[0], qargv);
 	ret = -errno;

@@ -80,6 +80,7 @@ set(FARPAGE_CLI_COMMANDS
 	"flush|send home the pages a region's mappings here have written"
 	"handover|hand a movable mapping's write lease to another host"
 	"vm|run QEMU with its guest RAM in a region"
+	"migrate|move a farpage vm to another host, its RAM staying in place"
 	"keygen|make a cluster key, or derive an admin or node key from it")
 if(man_ok)
 	set(FARPAGE_MAN_SEE_ALSO)

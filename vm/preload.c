@@ -97,8 +97,12 @@ __attribute__((constructor)) static void vm_init(void)
 	}
 	vm.dev = st.st_dev;
 	vm.ino = st.st_ino;
-	if (strstr(flags_s, "prefetch"))
+	if (strstr(flags_s, "prefetch,"))
 		vm.flags |= FARPAGE_MAP_PREFETCH;
+	if (strstr(flags_s, "movable,"))
+		vm.flags |= FARPAGE_MAP_MOVABLE;
+	if (strstr(flags_s, "incoming,"))
+		vm.flags |= FARPAGE_MAP_INCOMING;
 	vm.armed = 1;
 }
 

@@ -8,7 +8,8 @@
 
 #define VM_ENV_REGION "FARPAGE_VM_REGION" /* the region's name */
 #define VM_ENV_FD     "FARPAGE_VM_FD"	  /* the sealed memfd QEMU opens */
-#define VM_ENV_FLAGS  "FARPAGE_VM_FLAGS"  /* "prefetch" or empty */
+/* words, each followed by a comma: "prefetch", "movable", "incoming" */
+#define VM_ENV_FLAGS "FARPAGE_VM_FLAGS"
 
 /* The memory backend `farpage vm` adds to QEMU's command line. */
 #define VM_BACKEND_ID "farpage-ram"

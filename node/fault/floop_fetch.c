@@ -690,14 +690,18 @@ unsigned int floop_backlog_drop(struct floop *f,
 
 	while ((b = *pp)) {
 		struct fmap *m = b->map;
+		const char *w = why;
 
 		if (!pred(f, b, now)) {
 			pp = &b->next;
 			continue;
 		}
 		*pp = b->next;
+		/* a movable map waiting for the lease waits on no owner */
+		if (m->lwait && pred == floop_backlog_is_late)
+			w = "write lease held elsewhere past the fault timeout";
 		if (!m->dead && !m->gone)
-			floop_poison(f, m, b->addr, why);
+			floop_poison(f, m, b->addr, w);
 		m->inflight--;
 		f->up.map_idle(f, m);
 		floop_backlog_put(f, b);

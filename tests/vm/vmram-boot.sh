@@ -6,7 +6,8 @@
 #
 #   tests/vm/vmram-boot.sh --bin BUILD_DIR --ram 512M --seed N [--expect N]
 #       [--reserve-base 128M] [--reserve-size 384M] [--accel auto|tcg|kvm]
-#       [--timeout S] [--log FILE] [--smp N]
+#       [--timeout S] [--log FILE] [--smp N] [--loop [--rate M | --idle]]
+#       [--input FILE] [--qemu-arg ARG]...
 #       [--mem-path FILE | -- WRAPPER ARGS...]
 #
 #   --bin DIR           build directory holding tests/fp_vmram_init
@@ -27,6 +28,16 @@
 #   --log FILE          serial console and QEMU's messages (default: a
 #                       temporary file, removed); printed afterwards
 #   --smp N             vCPUs (default 1)
+#   --loop              after the first write, the guest overwrites the
+#                       range round after round (seed+1, seed+2, ...),
+#                       each page checked for the round before, until a
+#                       "q" line on its console (fpvm.loop=1)
+#   --rate M            with --loop: at most M MiB/s (fpvm.rate)
+#   --idle              with --loop: no rounds, only the wait for "q" (an
+#                       idle VM; fpvm.idle=1)
+#   --input FILE        QEMU's standard input, the guest's console input
+#                       (default /dev/null; a fifo for --loop)
+#   --qemu-arg ARG      one more QEMU argument (repeat it: -qmp, -incoming)
 #   --mem-path FILE     RAM backend: memory-backend-file on FILE (share=on)
 #   -- WRAPPER ARGS...  run "WRAPPER ARGS... qemu-system-x86_64 ...": the
 #                       wrapper adds the RAM backend options itself
@@ -57,6 +68,11 @@ VM_TIMEOUT=300
 LOG=""
 SMP=1
 MEM_PATH=""
+LOOP=0
+RATE=""
+IDLE=0
+INPUT=/dev/null
+EXTRA=()
 WRAPPER=()
 HAVE_WRAPPER=0
 # The top of RAM below 4 GiB that the firmware and QEMU's initrd loader
@@ -81,6 +97,11 @@ while [ $# -gt 0 ]; do
 	--log) LOG=${2:?--log needs a file}; shift 2 ;;
 	--smp) SMP=${2:?--smp needs a number}; shift 2 ;;
 	--mem-path) MEM_PATH=${2:?--mem-path needs a file}; shift 2 ;;
+	--loop) LOOP=1; shift ;;
+	--rate) RATE=${2:?--rate needs MiB/s}; shift 2 ;;
+	--idle) IDLE=1; shift ;;
+	--input) INPUT=${2:?--input needs a file}; shift 2 ;;
+	--qemu-arg) EXTRA+=("${2?--qemu-arg needs an argument}"); shift 2 ;;
 	--) shift; WRAPPER=("$@"); HAVE_WRAPPER=1; break ;;
 	-h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
 	*) usage "unknown argument $1" ;;
@@ -115,6 +136,9 @@ is_u64 "$SEED" || usage "--seed $SEED: not a 64-bit number"
 case $ACCEL in auto | tcg | kvm) ;; *) usage "--accel $ACCEL: use auto, tcg or kvm" ;; esac
 case $VM_TIMEOUT in '' | *[!0-9]*) usage "--timeout $VM_TIMEOUT: not a number of seconds" ;; esac
 case $SMP in '' | *[!0-9]* | 0) usage "--smp $SMP: not a number of vCPUs" ;; esac
+[ -z "$RATE" ] || [[ $RATE =~ ^[1-9][0-9]{0,5}$ ]] || usage "--rate $RATE: not a number of MiB/s"
+[ "$LOOP" = 1 ] || [ "$IDLE" = 0 ] || usage "--idle needs --loop"
+[ "$LOOP" = 1 ] || [ -z "$RATE" ] || usage "--rate needs --loop"
 [ -n "$MEM_PATH" ] && [ $HAVE_WRAPPER = 1 ] &&
 	usage "--mem-path and -- WRAPPER both set the RAM backend: give one"
 [ $HAVE_WRAPPER = 0 ] || [ ${#WRAPPER[@]} -gt 0 ] || usage "-- needs a wrapper command"
@@ -220,16 +244,19 @@ fi
 APPEND="console=ttyS0 quiet panic=-1 no_timer_check memmap=$(size_arg "$rsize")\$$(size_arg "$base")"
 APPEND+=" fpvm.base=$(size_arg "$base") fpvm.size=$(size_arg "$rsize") fpvm.seed=$SEED"
 [ -n "$EXPECT" ] && APPEND+=" fpvm.expect=$EXPECT"
+[ "$LOOP" = 1 ] && APPEND+=" fpvm.loop=1"
+[ -n "$RATE" ] && APPEND+=" fpvm.rate=$RATE"
+[ "$IDLE" = 1 ] && APPEND+=" fpvm.idle=1"
 # shellcheck disable=SC2054 # commas inside one qemu argument
 QEMU=(qemu-system-x86_64 "${ACCEL_ARGS[@]}" -m "$((ram >> 20))M" -smp "$SMP"
 	-nographic -nic none -no-reboot -device isa-debug-exit,iobase=0xf4,iosize=0x04
-	-kernel "$BOOTK" -initrd "$INITRD" -append "$APPEND" "${MEM_ARGS[@]}")
+	-kernel "$BOOTK" -initrd "$INITRD" -append "$APPEND" "${MEM_ARGS[@]}" "${EXTRA[@]}")
 
 log "booting $(basename "$BOOTK") ($KV) with $ACCEL, $SMP vCPU(s), $((ram >> 20)) MiB," \
 	"range $(size_arg "$rsize") at $(size_arg "$base") ($((rsize / 4096)) pages), timeout ${VM_TIMEOUT}s"
 log "command: ${WRAPPER[*]}${WRAPPER[*]:+ }${QEMU[*]}"
 T0=$(date +%s.%N)
-timeout -k 10 "$VM_TIMEOUT" "${WRAPPER[@]}" "${QEMU[@]}" </dev/null >"$LOG" 2>&1 &
+timeout -k 10 "$VM_TIMEOUT" "${WRAPPER[@]}" "${QEMU[@]}" <"$INPUT" >"$LOG" 2>&1 &
 TIMEOUT_PID=$!
 wait "$TIMEOUT_PID"
 rc=$?

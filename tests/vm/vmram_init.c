@@ -19,6 +19,20 @@
  *   vm-ram: prev seed=E pages=N mismatches=M        (with fpvm.expect)
  *   vm-ram: write N pages X MB/s, read-check Y MB/s
  *   vm-ram: ok pages=N mismatches=0                 (or vm-ram: FAIL ...)
+ *
+ * With fpvm.loop=1 (a VM that migrates while it writes) the guest writes
+ * seed N's pattern, then round by round seed N+1's, N+2's, ...: each page
+ * is checked to hold the previous round's pattern just before it is
+ * overwritten, so a write lost anywhere (a page of the source that never
+ * reached the destination) is seen on the page it hit. It prints
+ *   vm-ram: loop round R ok                         (every round)
+ * looks at the console's input between rounds, and on a "q" line checks
+ * the last round once more and ends:
+ *   vm-migrate: ok pages=N mismatches=0 rounds=R seed=S
+ * S = N + R is the pattern the range holds when the VM powers off.
+ * fpvm.rate=M paces the writes at M MiB/s (default: as fast as it can);
+ * fpvm.idle=1 writes no round: the guest only waits for the "q" line (an
+ * idle VM) and checks seed N's pattern.
  * A FAIL verdict is also written to QEMU's isa-debug-exit port (0xf4), if
  * the VM has one, so QEMU exits with status 3 rather than 0.
  */
@@ -51,6 +65,9 @@ struct vmram_cfg {
 	uint64_t size;
 	uint64_t seed;
 	uint64_t expect;
+	uint64_t loop;
+	uint64_t rate; /* MiB/s, 0: unpaced */
+	uint64_t idle;
 	bool has_base, has_size, has_seed, has_expect;
 };
 
@@ -153,6 +170,12 @@ static int vmram_cfg_word(struct vmram_cfg *cfg, const char *word)
 	} else if ((v = vmram_param(word, "fpvm.expect="))) {
 		ret = vmram_parse_u64(v, false, &cfg->expect);
 		cfg->has_expect = true;
+	} else if ((v = vmram_param(word, "fpvm.loop="))) {
+		ret = vmram_parse_u64(v, false, &cfg->loop);
+	} else if ((v = vmram_param(word, "fpvm.rate="))) {
+		ret = vmram_parse_u64(v, false, &cfg->rate);
+	} else if ((v = vmram_param(word, "fpvm.idle="))) {
+		ret = vmram_parse_u64(v, false, &cfg->idle);
 	}
 	return ret;
 }
@@ -250,6 +273,102 @@ static void vmram_say_first_bad(int con, const unsigned char *mem,
 		  (size_t)PATTERN_WORDS, i, w, want);
 }
 
+/* A "q" line on the console's input (read without waiting). */
+static bool vmram_told_quit(void)
+{
+	char buf[64];
+	ssize_t n;
+
+	while ((n = read(STDIN_FILENO, buf, sizeof(buf))) > 0)
+		if (memchr(buf, 'q', (size_t)n))
+			return true;
+	return false;
+}
+
+/* Waits until @bytes written since @t0 are no more than @mib_s allows. */
+static void vmram_pace(double t0, uint64_t bytes, uint64_t mib_s)
+{
+	double due = t0 + (double)bytes / (double)(mib_s << 20),
+	       now = vmram_now(CLOCK_MONOTONIC);
+
+	if (due > now) {
+		struct timespec ts = {
+			.tv_sec = (time_t)(due - now),
+			.tv_nsec = (long)((due - now -
+					   (double)(time_t)(due - now)) *
+					  1e9),
+		};
+
+		nanosleep(&ts, NULL);
+	}
+}
+
+/*
+ * fpvm.loop=1: rounds of check-then-overwrite over the range (@pages from
+ * guest-physical page @first) until a "q" line; seed @seed's pattern is
+ * there already. Returns true when every page of every round held the
+ * previous round's pattern.
+ */
+static bool vmram_loop(int con, unsigned char *mem, uint64_t pages,
+		       uint64_t first, uint64_t seed,
+		       const struct vmram_cfg *cfg)
+{
+	const struct timespec idle_ts = { .tv_nsec = 50 * 1000 * 1000 };
+	uint64_t round = 0, bad, first_bad;
+	int fl = fcntl(STDIN_FILENO, F_GETFL);
+
+	if (fl < 0 || fcntl(STDIN_FILENO, F_SETFL, fl | O_NONBLOCK) < 0) {
+		vmram_say(con, "vm-ram: FAIL no console input: %s",
+			  strerror(errno));
+		return false;
+	}
+	while (!vmram_told_quit()) {
+		double t0 = vmram_now(CLOCK_MONOTONIC);
+
+		if (cfg->idle) {
+			nanosleep(&idle_ts, NULL);
+			continue;
+		}
+		round++;
+		for (uint64_t i = 0; i < pages; i++) {
+			unsigned char *p = mem + i * PATTERN_PAGE;
+
+			/* fpvm.rate: ahead of the rate, wait for it */
+			if (cfg->rate && !(i % 64))
+				vmram_pace(t0, i * PATTERN_PAGE, cfg->rate);
+
+			if (pattern_check(p, seed + round - 1, first + i)) {
+				vmram_say(con,
+					  "vm-ram: FAIL loop round %" PRIu64
+					  " page %" PRIu64
+					  " lost the round before's write",
+					  round, i);
+				vmram_say_first_bad(con, mem, first,
+						    seed + round - 1,
+						    first + i);
+				return false;
+			}
+			pattern_fill(p, seed + round, first + i);
+		}
+		vmram_say(con, "vm-ram: loop round %" PRIu64 " ok", round);
+	}
+	bad = vmram_check(mem, pages, first, seed + round, &first_bad);
+	if (bad) {
+		vmram_say_first_bad(con, mem, first, seed + round, first_bad);
+		vmram_say(con,
+			  "vm-ram: FAIL vm-migrate pages=%" PRIu64
+			  " mismatches=%" PRIu64 " rounds=%" PRIu64
+			  " seed=%" PRIu64,
+			  pages, bad, round, seed + round);
+		return false;
+	}
+	vmram_say(con,
+		  "vm-migrate: ok pages=%" PRIu64
+		  " mismatches=0 rounds=%" PRIu64 " seed=%" PRIu64,
+		  pages, round, seed + round);
+	return true;
+}
+
 /*
  * Runs the test on the console @con. Returns true when every check passed
  * (the "vm-ram: ok" line was printed).
@@ -316,6 +435,12 @@ static bool vmram_run(int con)
 		  (double)cfg.size / (t2 - t1) / 1e6);
 	if (bad)
 		vmram_say_first_bad(con, mem, first, cfg.seed, first_bad);
+	if (!bad && !prev_bad && cfg.loop) {
+		bool ok = vmram_loop(con, mem, pages, first, cfg.seed, &cfg);
+
+		munmap(mem, cfg.size);
+		return ok;
+	}
 	munmap(mem, cfg.size);
 
 	if (bad || prev_bad) {
