@@ -268,11 +268,14 @@ static int t_run(struct t_coord *tc)
 	size_t len;
 	int b = -1, c = -1, ret = -1;
 
-	/* Its nodes never heartbeat: a lease far longer than the test keeps
-	 * them up however slowly it runs (over 10 s under TSan, and the last
+	/* Its nodes never heartbeat nor report an epoch synced: a lease and
+	 * a sync bound far longer than the test keep them up however slowly
+	 * it runs (over 10 s under TSan on a loaded machine, and the last
 	 * region create needs an up node). */
-	static const char *const args[] = { "--frame-timeout-ms", "500",
-					    "--lease-ms", "600000", NULL };
+	static const char *const args[] = {
+		"--frame-timeout-ms", "500",	"--lease-ms", "600000",
+		"--sync-timeout-ms",  "600000", NULL
+	};
 
 	T_CHECK(t_coord_start(tc, args) == 0, "start");
 	b = t_connect(tc);
