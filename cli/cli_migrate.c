@@ -74,7 +74,7 @@ static const char cli_migrate_usage[] =
 	"one line kept up to date on a terminal, else a line per phase.\n";
 
 #define MIG_QMP_TIMEOUT_MS 30000
-#define MIG_POLL_MS	   20
+#define MIG_POLL_MS	   2 /* QEMU's downtime counts our polls too */
 #define MIG_WAIT_MS	   (10u * 60 * 1000) /* each phase, at most */
 #define MIG_SWITCH_S	   60 /* --switchover-timeout's default */
 #define MIG_HO_TRIES	   3
@@ -86,7 +86,7 @@ struct mig {
 	int tty; /* progress on stderr: one line rewritten, or a line a phase */
 	const char *phase;
 	uint64_t t0_ms;
-	uint64_t pre_pages, ho_pages;
+	uint64_t pre_pages, ho_pages, ho_ms;
 	unsigned int pre_rounds;
 	unsigned int switch_ms; /* --switchover-timeout */
 	int keep;
@@ -316,12 +316,14 @@ static int mig_finish(struct mig *m)
 			"stopped and its RAM mapping handed over");
 	printf("migrate: ok region=%s total_ms=%llu downtime_ms=%llu "
 	       "bytes=%llu preflush_pages=%llu switchover_pages=%llu "
+	       "handover_ms=%llu "
 	       "wall_ms=%llu\n",
 	       m->region, (unsigned long long)cli_qmp_u64(src, "total-time"),
 	       (unsigned long long)cli_qmp_u64(src, "downtime"),
 	       (unsigned long long)cli_qmp_u64(src, "ram.transferred"),
 	       (unsigned long long)m->pre_pages,
 	       (unsigned long long)m->ho_pages,
+	       (unsigned long long)m->ho_ms,
 	       (unsigned long long)(evl_now_ms() - m->t0_ms));
 out:
 	json_object_put(src);
@@ -354,6 +356,7 @@ static int mig_run(struct mig *m)
 		mig_progress(m, "hand-over", "flushing");
 		/* -EAGAIN: written meanwhile (by QEMU itself: the vCPUs
 		 * are stopped); nothing changed, the next try flushes it */
+		m->ho_ms = evl_now_ms();
 		for (int i = 0; i < MIG_HO_TRIES; i++) {
 			uint64_t n = 0;
 
@@ -363,6 +366,7 @@ static int mig_run(struct mig *m)
 			if (err != -EAGAIN)
 				break;
 		}
+		m->ho_ms = evl_now_ms() - m->ho_ms;
 		if (err) {
 			mig_progress_end(m);
 			cli_err("migrate: hand-over of region %s: %s",

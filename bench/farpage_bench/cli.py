@@ -28,7 +28,8 @@ flush, region-deleted and unmap steps cost (bench_scale); map, flush and
 unmap time of regions up to 256 GiB, fault-in with 1 and 2 fault loops,
 dirty tracking A/B (bench/bigmap.sh, fault_loops.sh, dirty_ab.sh; the
 --scale-* options); replicated regions (bench/replicas.sh; --replica);
-the coordinator's figures, its WAL store against etcd (bench_coord;
+live migration of a VM, farpage against QEMU's precopy (bench/migrate.sh;
+--migrate); the coordinator's figures, its WAL store against etcd (bench_coord;
 --coord); what security and the cache cost (--secure).
 Prints a table (median, spread min..max, floor, ratio), writes JSON and a
 latency CDF plot (matplotlib). Never fails because of a figure; exits 1
@@ -84,6 +85,10 @@ RUN_OPTS = [
     ("--replica", "on|off|quick", "on", "replicated regions (bench/replicas.sh; default on); "
      "quick: 16 MiB regions, one run, a 64 MiB rebuild"),
     ("--replica-mb", "N", "", "the rebuilt region, MiB (default 1024; quick: 64)"),
+    ("--migrate", "on|off|quick", "on", "live migration, farpage against QEMU's precopy "
+     "(bench/migrate.sh; default on); quick: a 512 MiB guest, idle"),
+    ("--migrate-sizes", "LIST", "", 'its guest sizes (default "512M 2G 16G"; quick: "512M")'),
+    ("--migrate-rate", "M", "16", "the writing guest's rate, MiB/s (default 16)"),
     ("--coord", "on|off|quick|scale", "on", "the coordinator, WAL store against etcd "
      "(bench_coord; default on); quick: fewer creates, one TTL, 2 failover rounds; scale: "
      "on plus 1000 nodes and 10 000 regions"),
@@ -146,11 +151,12 @@ def parse_args(argv, here):
     choice("--farmem", a.farmem, ["on", "off", "quick"])
     choice("--secure", a.secure, ["on", "off", "only"])
     choice("--coord", a.coord, ["on", "off", "quick", "scale"])
-    for o in ("--scale-map", "--scale-loops", "--scale-dirty", "--replica"):
+    for o in ("--scale-map", "--scale-loops", "--scale-dirty", "--replica", "--migrate"):
         choice(o, getattr(a, o[2:].replace("-", "_")), ["on", "off", "quick"])
     if a.secure == "only":
         a.farmem = "off"
         a.scale_map = a.scale_loops = a.scale_dirty = a.replica = a.coord = "off"
+        a.migrate = "off"
     if a.replica_mb and not re.fullmatch(r"[1-9][0-9]*", a.replica_mb) or (
             a.replica_mb and int(a.replica_mb) % 2):
         bad_arg(f"--replica-mb: '{a.replica_mb}' is not an even number of MiB (whole 2 MiB "
@@ -160,6 +166,14 @@ def parse_args(argv, here):
             bad_arg(f"--scale-map-sizes: '{sz}' is not a size in whole 2 MiB chunks "
                     "(e.g. 1G, 64G)")
     a.scale_map_sizes = " ".join(a.scale_map_sizes.split())
+    for sz in a.migrate_sizes.split():
+        n = from_iec(sz) if re.fullmatch(r"[1-9][0-9]*[MG]", sz) else None
+        if n is None or n < 256 << 20 or n % (2 << 20):
+            bad_arg(f"--migrate-sizes: '{sz}' is not a guest size of at least 256M in whole "
+                    "2 MiB (e.g. 512M, 2G)")
+    a.migrate_sizes = " ".join(a.migrate_sizes.split())
+    if not re.fullmatch(r"[1-9][0-9]{0,4}", a.migrate_rate):
+        bad_arg(f"--migrate-rate: '{a.migrate_rate}' is not a number of MiB/s")
     if not re.fullmatch(r"[0-9]*\.?[0-9]+", a.farmem_secs) or float(a.farmem_secs) <= 0:
         bad_arg(f"--farmem-secs: '{a.farmem_secs}' is not a positive number of seconds")
     # The regions (2x and 4x) are made of 2 MiB chunks.

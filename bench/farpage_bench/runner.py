@@ -11,7 +11,7 @@ import sys
 import tempfile
 import time
 
-from . import coord, fault, farmem, floors, replica, report, scale
+from . import coord, fault, farmem, floors, migrate, replica, report, scale
 from .bench import Bench
 from .cluster import Cluster
 from .results import vals
@@ -38,6 +38,7 @@ SECTIONS = [
     scale.scale_loops,
     scale.scale_dirty,
     replica.replica,
+    migrate.migrate,
     coord.coord,
     farmem.farmem,
 ]

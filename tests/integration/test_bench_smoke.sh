@@ -5,7 +5,8 @@
 # quick scale parts (a 1 GiB map, 1 and 2 fault loops, dirty tracking A/B)
 # and the quick replicated-region part (16 MiB regions, a 64 MiB rebuild)
 # and the quick coordinator part (WAL store against etcd, if etcd is
-# installed). Checks
+# installed) and the quick migration part (a 512 MiB TCG guest, idle,
+# where QEMU can run: not in a sanitizer build). Checks
 # that the JSON has every required key with a number and that the plot was
 # drawn, both where they go by default (bench-results/ in the current
 # directory), and that an awkward host name (quote, backslash, control
@@ -82,7 +83,7 @@ ODD_HOST_JSON=$(printf 'fp"h\\\001\357\277\275') # \377 as U+FFFD
 	_ "$ODD_HOST" env FARPAGE_SRC="$SRC" FP_KEEP="$TMP/keep" "$BENCH" --bin "$BIN" --size 16M --runs 1 \
 	--farmem quick --farmem-cache 4M --farmem-secs 0.3 \
 	--scale-map quick --scale-loops quick --scale-dirty quick --replica quick \
-	--coord quick) >"$TMP/out" 2>&1
+	--coord quick --migrate quick) >"$TMP/out" 2>&1
 rc=$?
 if [ $rc = 77 ]; then
 	tail -n3 "$TMP/out" >&2
@@ -180,6 +181,19 @@ measured) ;;
 "n/a (host A's agent serves faults by copying"*)
 	echo "test_bench_smoke: far memory not checked: $fm" >&2 ;;
 *) echo "test_bench_smoke: FAIL: farmem.status is '$fm'" >&2; fail=1 ;;
+esac
+# Live migration needs QEMU and an uninstrumented build (its script
+# skips otherwise): measured, the figures are there.
+mg=$(getstr "$TMP/bench.json" migrate.status)
+case $mg in
+measured)
+	for k in migrate.512M.farpage.total_ms migrate.512M.farpage.downtime_ms \
+		migrate.512M.farpage.bytes migrate.512M.precopy.total_ms; do
+		getnum "$TMP/bench.json" "$k" ||
+			{ echo "test_bench_smoke: FAIL: no number at $k" >&2; fail=1; }
+	done ;;
+"n/a (migrate.sh: "*) echo "test_bench_smoke: live migration not checked: $mg" >&2 ;;
+*) echo "test_bench_smoke: FAIL: migrate.status is '$mg'" >&2; fail=1 ;;
 esac
 if [ "$fm" = measured ]; then
 	keys="farmem.r4x.zipf.w50.t4.touches_per_s farmem.r4x.zipf.w50.t4.hit_ratio
@@ -284,4 +298,4 @@ if [ $fail != 0 ]; then
 	cat "$TMP/out" >&2
 	exit 1
 fi
-echo "test_bench_smoke: ok ($(grep -c . "$TMP/bench.json") JSON lines, transport $t, farmem $fm)"
+echo "test_bench_smoke: ok ($(grep -c . "$TMP/bench.json") JSON lines, transport $t, farmem $fm, migrate $mg)"
