@@ -88,12 +88,8 @@ boot() {
 		>"$FP_TMP/$n.out" 2>&1 &
 	VM[$n]=$!
 	FP_PIDS+=("$!")
-	local end=$((SECONDS + 300))
-	until [ -S "$FP_TMP/$n.qmp" ]; do
-		kill -0 "${VM[$n]}" 2>/dev/null && [ $SECONDS -lt $end ] ||
-			{ cat "$FP_TMP/$n.out" >&2; fp_fail "$n: QEMU made no QMP socket"; }
-		sleep 0.1
-	done
+	fp_wait_socket "$FP_TMP/$n.qmp" "${VM[$n]}" ||
+		{ cat "$FP_TMP/$n.out" >&2; fp_fail "$n: QEMU made no QMP socket"; }
 }
 # running NAME LOAD: the guest's loop runs (idle: it wrote its range)
 running() {

@@ -239,7 +239,7 @@ static int mig_pre_flush(struct mig *m, unsigned int rounds)
 			s1 = s0;
 		n = s1.cache_writebacks - s0.cache_writebacks;
 		m->pre_pages += n;
-		if (n < prev / 16 || !n)
+		if (!n || (prev != UINT64_MAX && n < prev / 16))
 			break;
 		prev = n;
 	}

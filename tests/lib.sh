@@ -161,6 +161,17 @@ fp_wait_file() {
 	return 1
 }
 
+# fp_wait_socket PATH PID [SECS]: waits until the Unix socket PATH exists
+# (a QEMU's QMP monitor), while PID runs, up to SECS (default 300).
+# Returns 1 if PID ended or the time ran out first.
+fp_wait_socket() {
+	local end=$((SECONDS + ${3:-300}))
+	until [ -S "$1" ]; do
+		kill -0 "$2" 2>/dev/null && [ $SECONDS -lt $end ] || return 1
+		sleep 0.1
+	done
+}
+
 # fp_hosts_loopback NAME...: hosts share the root namespace (127.0.0.1).
 fp_hosts_loopback() {
 	local h

@@ -9,15 +9,16 @@
 #   1. A -> B (farpage migrate): the source QEMU quits, the destination
 #      runs the guest's next rounds; the migration stream carried no RAM
 #      (under 1/16 of it)
-#   2. the destination (a QEMU waiting on A) killed -9 before the
-#      switch-over: farpage migrate fails, B's guest runs on
+#   2. the destination (a QEMU waiting on A) killed -9 during the
+#      pre-flush (--pre-flush 100: the guest keeps every page dirty, so
+#      that it lasts): farpage migrate fails, B's guest runs on
 #   3. the link between B and A that carries the migration streams (a
 #      veth pair of their own; the agents use the LAN) cut before the
 #      stream: farpage migrate fails, B's guest runs on
-#   3b. the destination stopped (SIGSTOP) once the stream began: the
+#   3b. the destination stopped (SIGSTOP) during the pre-flush: the
 #      hand-over runs, the switch-over times out, the source runs again
 #      and takes the lease back; the destination, let go with its link
-#      cut, waits; the link back, it gets the rest of the stream late,
+#      cut, waits; the link back, it gets the rest of its stream late,
 #      starts, and ends (SIGBUS at its first touch of the RAM) without
 #      running the guest: never both
 #   4. B -> A with --keep-source: the guest runs at A while B's stopped
@@ -103,12 +104,8 @@ vm() {
 		>"$FP_TMP/$n.out" 2>&1 &
 	VM[$n]=$!
 	FP_PIDS+=("$!")
-	local end=$((SECONDS + 300))
-	until [ -S "$FP_TMP/$n.qmp" ]; do
-		kill -0 "${VM[$n]}" 2>/dev/null && [ $SECONDS -lt $end ] ||
-			{ cat "$FP_TMP/$n.out" >&2; fp_fail "$n: QEMU made no QMP socket"; }
-		sleep 0.1
-	done
+	fp_wait_socket "$FP_TMP/$n.qmp" "${VM[$n]}" ||
+		{ cat "$FP_TMP/$n.out" >&2; fp_fail "$n: QEMU made no QMP socket"; }
 }
 # incoming NAME HOST: a destination, waiting for a migration
 incoming() { vm "$1" "$2" -incoming defer; }
@@ -133,6 +130,20 @@ migrate() {
 		"tcp:${MIG_IP[$dh]}:$port" >"$FP_TMP/mig.out" 2>&1
 	MIG_RC=$?
 	sed 's/^/    /' "$FP_TMP/mig.out" >&2
+}
+# migrate_bg WHAT HOST SRC DST DEST_HOST OUT PHASE [flags]: farpage
+# migrate on HOST in the background (its PID in MP), output in OUT; waits
+# until it says PHASE (a line "migrate: PHASE")
+migrate_bg() {
+	local what=$1 h=$2 s=$3 d=$4 dh=$5 out=$6 phase=$7 port
+	shift 7
+	port=$(fp_port "$dh")
+	fp_cli "$h" "$h" migrate "$@" mig "$FP_TMP/$s.qmp" "$FP_TMP/$d.qmp" \
+		"tcp:${MIG_IP[$dh]}:$port" >"$out" 2>&1 &
+	MP=$!
+	FP_PIDS+=("$MP")
+	fp_wait_log_wall "$out" "^migrate: $phase" 300 ||
+		{ cat "$out" >&2; fp_fail "$what: farpage migrate never said '$phase'"; }
 }
 # migrated: farpage migrate said ok and its stream carried no RAM
 migrated() {
@@ -169,17 +180,12 @@ runs_on b1 "1. A -> B"
 no_fail
 fp_log "ok: 1. A -> B: $(grep '^migrate: ok' "$FP_TMP/mig.out" | cut -d' ' -f3-8); the guest runs on B"
 
-# 2. the destination killed before the switch-over
+# 2. the destination killed -9 during the pre-flush (a hundred rounds
+# of it: the guest keeps every page dirty, so that it lasts)
 incoming a2 A
-port=$(fp_port A)
-fp_cli B B migrate mig "$FP_TMP/b1.qmp" "$FP_TMP/a2.qmp" "tcp:${MIG_IP[A]}:$port" \
-	>"$FP_TMP/mig2.out" 2>&1 &
-mp=$!
-FP_PIDS+=("$mp")
-fp_wait_log_wall "$FP_TMP/mig2.out" '^migrate: pre-flush' 300 ||
-	{ cat "$FP_TMP/mig2.out" >&2; fp_fail "2. farpage migrate never began its pre-flush"; }
+migrate_bg 2. B b1 a2 A "$FP_TMP/mig2.out" pre-flush --pre-flush 100
 kill -KILL "$(qemu_pid a2)"
-fp_wait_pid "$mp" 900
+fp_wait_pid "$MP" 900
 rc=$?
 sed 's/^/    /' "$FP_TMP/mig2.out" >&2
 [ "$rc" = 1 ] || fp_fail "2. farpage migrate exit $rc with its destination killed"
@@ -199,40 +205,35 @@ runs_on b1 "3. link cut"
 no_fail
 fp_log "ok: 3. the link B-A cut: migrate failed, the guest runs on B"
 
-# 3b. the destination stopped once the stream began, and cut off: the
-# hand-over runs, the switch-over times out and the source runs again;
-# the destination, let go with its stream cut, never runs the guest
+# 3b. the destination stopped (SIGSTOP) during the pre-flush: the
+# stream's start and its device state fill the socket buffers, the
+# hand-over runs, the destination does not run within
+# --switchover-timeout 5, and the source runs again; the destination, let
+# go with its link cut, waits; the link back, the rest of its stream
+# arrives late, it starts, and its first touch of the RAM finds the lease
+# taken
 incoming a5 A
-port=$(fp_port A)
-fp_cli B B migrate --switchover-timeout 5 mig "$FP_TMP/b1.qmp" "$FP_TMP/a5.qmp" \
-	"tcp:${MIG_IP[A]}:$port" >"$FP_TMP/mig3.out" 2>&1 &
-mp=$!
-FP_PIDS+=("$mp")
-fp_wait_log_wall "$FP_TMP/mig3.out" '^migrate: sending the device state' 300 ||
-	{ cat "$FP_TMP/mig3.out" >&2; fp_fail "3b. farpage migrate never started the migration"; }
+migrate_bg 3b. B b1 a5 A "$FP_TMP/mig3.out" pre-flush --pre-flush 100 --switchover-timeout 5
 qp=$(qemu_pid a5)
 kill -STOP "$qp"
-fp_wait_pid "$mp" 900
+fp_wait_pid "$MP" 900
 rc=$?
 sed 's/^/    /' "$FP_TMP/mig3.out" >&2
 grep -q '^migrate: hand-over' "$FP_TMP/mig3.out" || fp_fail "3b. the hand-over never ran"
 [ "$rc" = 1 ] || fp_fail "3b. farpage migrate exit $rc with its destination stopped"
 mig_link down
 runs_on b1 "3b. switch-over timed out"
-# the destination let go, its stream cut off: it waits for the rest
 kill -CONT "$qp"
 runs_on b1 "3b. the destination let go, cut off"
 grep -q '^vm-ram: loop round' "$FP_TMP/a5.serial" && fp_fail "3b. the cut-off destination ran the guest"
-# the link back: the rest of the stream arrives late, the destination
-# starts, and its first touch of the RAM finds the lease taken
 mig_link up
 fp_wait_pid "${VM[a5]}" 900
 rc=$?
 [ "$rc" != 0 ] && ! grep -q '^vm-ram: loop round' "$FP_TMP/a5.serial" ||
-	{ tail -n 20 "$FP_TMP/a5.out" >&2; fp_fail "3b. the cut-off destination ran the guest (exit $rc)"; }
-runs_on b1 "3b. the destination let go"
+	{ tail -n 20 "$FP_TMP/a5.out" >&2; fp_fail "3b. the late destination ran the guest (exit $rc)"; }
+runs_on b1 "3b. the destination gone"
 no_fail
-fp_log "ok: 3b. destination stopped at the switch-over: the source ran again, the destination ended (exit $rc) without running the guest: $(grep -v '^farpage vm' "$FP_TMP/a5.out" | tail -n1)"
+fp_log "ok: 3b. the destination stopped at the switch-over: the source ran again, the destination ended (exit $rc) without running the guest: $(grep -v '^farpage vm' "$FP_TMP/a5.out" | tail -n1)"
 
 # 4. B -> A, the stopped source killed afterwards
 incoming a4 A
@@ -250,17 +251,11 @@ fp_log "ok: 4. B -> A: $(grep '^migrate: ok' "$FP_TMP/mig.out" | cut -d' ' -f3-8
 # 4b. A -> B with the coordinator killed -9 and restarted as the
 # migration begins: it completes, or fails with the source running on
 incoming b6 B
-port=$(fp_port B)
-fp_cli A A migrate mig "$FP_TMP/a4.qmp" "$FP_TMP/b6.qmp" "tcp:${MIG_IP[B]}:$port" \
-	>"$FP_TMP/mig4.out" 2>&1 &
-mp=$!
-FP_PIDS+=("$mp")
-fp_wait_log_wall "$FP_TMP/mig4.out" '^migrate: pre-flush' 300 ||
-	{ cat "$FP_TMP/mig4.out" >&2; fp_fail "4b. farpage migrate never began its pre-flush"; }
+migrate_bg 4b. A a4 b6 B "$FP_TMP/mig4.out" pre-flush
 kill -KILL "$FP_COORD_PID"
 wait "$FP_COORD_PID" 2>/dev/null
 fp_coord_respawn C
-fp_wait_pid "$mp" 900
+fp_wait_pid "$MP" 900
 rc=$?
 sed 's/^/    /' "$FP_TMP/mig4.out" >&2
 if [ "$rc" = 0 ]; then
