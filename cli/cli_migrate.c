@@ -322,8 +322,7 @@ static int mig_finish(struct mig *m)
 	       (unsigned long long)cli_qmp_u64(src, "downtime"),
 	       (unsigned long long)cli_qmp_u64(src, "ram.transferred"),
 	       (unsigned long long)m->pre_pages,
-	       (unsigned long long)m->ho_pages,
-	       (unsigned long long)m->ho_ms,
+	       (unsigned long long)m->ho_pages, (unsigned long long)m->ho_ms,
 	       (unsigned long long)(evl_now_ms() - m->t0_ms));
 out:
 	json_object_put(src);
@@ -349,8 +348,8 @@ static int mig_run(struct mig *m)
 	if (err)
 		return err;
 	err = mig_wait(m, &m->src, "query-migrate", "pre-switchover|",
-		       "sending the device state", evl_now_ms() + MIG_WAIT_MS,
-		       &st);
+		       "stream up to the switch-over",
+		       evl_now_ms() + MIG_WAIT_MS, &st);
 	json_object_put(st);
 	if (!err) {
 		mig_progress(m, "hand-over", "flushing");

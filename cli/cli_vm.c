@@ -237,6 +237,17 @@ static char **cli_vm_qargv(char **qemu, int n_q, int has_m, char *obj,
 	return qargv;
 }
 
+/* What farpage vm runs, on stderr before QEMU replaces it. */
+static void cli_vm_say(const char *region, uint64_t size, const char *qemu,
+		       const char *sock, const char *how)
+{
+	fprintf(stderr,
+		"farpage vm: region %s (%llu MiB) as the guest RAM of %s, "
+		"through the agent at %s%s\n",
+		region, (unsigned long long)(size >> 20), qemu, sock, how);
+	fflush(NULL);
+}
+
 int cli_vm_run(const struct cli *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -342,16 +353,12 @@ int cli_vm_run(const struct cli *c, int argc, char **argv)
 			goto out;
 		}
 	}
-	fprintf(stderr,
-		"farpage vm: region %s (%llu MiB) as the guest RAM of %s, "
-		"through the agent at %s%s\n",
-		region, (unsigned long long)(size >> 20), qargv[0],
-		c->agent_sock,
-		has & CLI_VM_INCOMING ? " (incoming: it runs once the source "
-					"hands the region over)"
-		: movable	      ? " (movable)"
-				      : "");
-	fflush(NULL);
+	cli_vm_say(region, size, qargv[0], c->agent_sock,
+		   has & CLI_VM_INCOMING
+			   ? " (incoming: it runs once the source "
+			     "hands the region over)"
+		   : movable ? " (movable)"
+			     : "");
 	execvp(qargv[0], qargv);
 	ret = -errno;
 	cli_err("vm: cannot run %s: %s", qargv[0], strerror(errno));
