@@ -218,16 +218,19 @@ static int mig_wait(struct mig *m, struct cli_qmp *q, const char *cmd,
 /* Flushes the region up to @rounds times while the VM runs. */
 static int mig_pre_flush(struct mig *m, unsigned int rounds)
 {
+	struct farpage_stats s0, s1;
 	uint64_t prev = UINT64_MAX;
 
+	if (!rounds)
+		return 0;
+	mig_progress(m, "pre-flush", "flushing");
+	if (farpage_agent_stats(m->c->agent_sock, &s0))
+		memset(&s0, 0, sizeof(s0));
 	for (unsigned int i = 0; i < rounds; i++) {
-		struct farpage_stats s0, s1;
 		uint64_t n;
 		int err;
 
 		mig_progress(m, "pre-flush", "flushing");
-		if (farpage_agent_stats(m->c->agent_sock, &s0))
-			memset(&s0, 0, sizeof(s0));
 		err = farpage_agent_flush(m->c->agent_sock, m->region);
 		if (err) {
 			mig_progress_end(m);
@@ -235,9 +238,11 @@ static int mig_pre_flush(struct mig *m, unsigned int rounds)
 				m->region, farpage_strerror(err));
 			return err;
 		}
+		/* a round's counters after are the next one's before */
 		if (farpage_agent_stats(m->c->agent_sock, &s1))
 			s1 = s0;
 		n = s1.cache_writebacks - s0.cache_writebacks;
+		s0 = s1;
 		m->pre_pages += n;
 		if (!n || (prev != UINT64_MAX && n < prev / 16))
 			break;
@@ -393,16 +398,16 @@ int cli_migrate_run(const struct cli *c, int argc, char **argv)
 		{ 0 },
 	};
 	struct mig *m;
-	unsigned int pre = 3, sw = MIG_SWITCH_S;
+	uint64_t pre = 3, sw = MIG_SWITCH_S;
 	int keep = 0, ret;
-	char *end;
 
 	while ((ret = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (ret) {
 		case 'f':
-			errno = 0;
-			pre = (unsigned int)strtoul(optarg, &end, 10);
-			if (errno || end == optarg || *end || pre > 100)
+			if (cli_opt_u64(cli_migrate_usage, "--pre-flush",
+					optarg, &pre))
+				return CLI_EXIT_USAGE;
+			if (pre > 100)
 				return cli_usage_err(cli_migrate_usage,
 						     "migrate: --pre-flush: "
 						     "'%s' is not 0 to 100",
@@ -412,9 +417,10 @@ int cli_migrate_run(const struct cli *c, int argc, char **argv)
 			keep = 1;
 			break;
 		case 't':
-			errno = 0;
-			sw = (unsigned int)strtoul(optarg, &end, 10);
-			if (errno || end == optarg || *end || !sw || sw > 3600)
+			if (cli_opt_u64(cli_migrate_usage,
+					"--switchover-timeout", optarg, &sw))
+				return CLI_EXIT_USAGE;
+			if (!sw || sw > 3600)
 				return cli_usage_err(cli_migrate_usage,
 						     "migrate: "
 						     "--switchover-timeout: "
@@ -444,8 +450,8 @@ int cli_migrate_run(const struct cli *c, int argc, char **argv)
 	m->uri = argv[optind + 3];
 	m->tty = isatty(2);
 	m->t0_ms = evl_now_ms();
-	m->pre_rounds = pre;
-	m->switch_ms = sw * 1000;
+	m->pre_rounds = (unsigned int)pre;
+	m->switch_ms = (unsigned int)sw * 1000;
 	m->keep = keep;
 	ret = cli_qmp_open(&m->src, argv[optind + 1], "source",
 			   MIG_QMP_TIMEOUT_MS);
