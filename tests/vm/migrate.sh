@@ -10,12 +10,13 @@
 #      runs the guest's next rounds; the migration stream carried no RAM
 #      (under 1/16 of it)
 #   2. the destination (a QEMU waiting on A) killed -9 during the
-#      pre-flush (--pre-flush 100: the guest keeps every page dirty, so
-#      that it lasts): farpage migrate fails, B's guest runs on
+#      pre-flush (held there: B's agent stopped until the kill): farpage
+#      migrate fails, B's guest runs on
 #   3. the link between B and A that carries the migration streams (a
 #      veth pair of their own; the agents use the LAN) cut before the
 #      stream: farpage migrate fails, B's guest runs on
-#   3b. the destination stopped (SIGSTOP) during the pre-flush: the
+#   3b. the destination stopped (SIGSTOP) during the pre-flush (held
+#      there as in 2): the
 #      hand-over runs, the switch-over times out, the source runs again
 #      and takes the lease back; the destination, let go with its link
 #      cut, waits; the link back, it gets the rest of its stream late,
@@ -38,7 +39,7 @@
 set -uo pipefail
 ulimit -c 0 # step 2 kills a QEMU
 case ${1:-} in
--h | --help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+-h | --help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 '') ;;
 *) echo "migrate.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 esac
@@ -180,11 +181,13 @@ runs_on b1 "1. A -> B"
 no_fail
 fp_log "ok: 1. A -> B: $(grep '^migrate: ok' "$FP_TMP/mig.out" | cut -d' ' -f3-8); the guest runs on B"
 
-# 2. the destination killed -9 during the pre-flush (a hundred rounds
-# of it: the guest keeps every page dirty, so that it lasts)
+# 2. the destination killed -9 during the pre-flush (held there: the
+# source's agent stopped until the kill)
 incoming a2 A
-migrate_bg 2. B b1 a2 A "$FP_TMP/mig2.out" pre-flush --pre-flush 100
+kill -STOP "${FP_NODE_PID[B]}"
+migrate_bg 2. B b1 a2 A "$FP_TMP/mig2.out" pre-flush
 kill -KILL "$(qemu_pid a2)"
+kill -CONT "${FP_NODE_PID[B]}"
 fp_wait_pid "$MP" 900
 rc=$?
 sed 's/^/    /' "$FP_TMP/mig2.out" >&2
@@ -205,7 +208,7 @@ runs_on b1 "3. link cut"
 no_fail
 fp_log "ok: 3. the link B-A cut: migrate failed, the guest runs on B"
 
-# 3b. the destination stopped (SIGSTOP) during the pre-flush: the
+# 3b. the destination stopped (SIGSTOP) during the pre-flush (held as in 2): the
 # stream's start and its device state fill the socket buffers, the
 # hand-over runs, the destination does not run within
 # --switchover-timeout 5, and the source runs again; the destination, let
@@ -213,9 +216,11 @@ fp_log "ok: 3. the link B-A cut: migrate failed, the guest runs on B"
 # arrives late, it starts, and its first touch of the RAM finds the lease
 # taken
 incoming a5 A
-migrate_bg 3b. B b1 a5 A "$FP_TMP/mig3.out" pre-flush --pre-flush 100 --switchover-timeout 5
+kill -STOP "${FP_NODE_PID[B]}"
+migrate_bg 3b. B b1 a5 A "$FP_TMP/mig3.out" pre-flush --switchover-timeout 5
 qp=$(qemu_pid a5)
 kill -STOP "$qp"
+kill -CONT "${FP_NODE_PID[B]}"
 fp_wait_pid "$MP" 900
 rc=$?
 sed 's/^/    /' "$FP_TMP/mig3.out" >&2
