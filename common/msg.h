@@ -151,6 +151,13 @@ enum msg_type {
 	 * or root may ask. A later fault of it takes the lease back if
 	 * nobody took it since (the same generation), or raises SIGBUS. */
 	MSG_T_HANDOVER,
+	/* libfarpage -> agent: name -> OK, as FLUSH; besides, the asker's
+	 * writable mapping of the region here is read-only in its process
+	 * from now (it made it so before asking): the agent scans it before
+	 * the flush, and its unmap or exit counts no page as written that
+	 * scan did not find. Sent only to an agent whose MAP_LAYOUT had
+	 * MSG_MAP_SEAL. */
+	MSG_T_FLUSH_SEAL,
 	MSG_T__MAX,
 };
 
@@ -288,10 +295,17 @@ enum msg_field_id {
  * timeout).
  */
 #define MSG_MAP_INCOMING (UINT64_C(1) << 8)
+/*
+ * MAP_LAYOUT of a writable map whose written pages are found by scanning
+ * (MSG_MAP_WPASYNC): the agent takes FLUSH_SEAL from the mapping's
+ * process (else its unmap or exit sends every page it holds home again:
+ * nothing tells what was written after the last scan).
+ */
+#define MSG_MAP_SEAL (UINT64_C(1) << 9)
 #define MSG_MAP_FLAGS                                                         \
 	(MSG_MAP_PREFETCH | MSG_MAP_RESUME | MSG_MAP_RDONLY | MSG_MAP_CACHE | \
 	 MSG_MAP_WPASYNC | MSG_LAYOUT_RUNS | MSG_LEASE_IFFREE |               \
-	 MSG_MAP_MOVABLE | MSG_MAP_INCOMING)
+	 MSG_MAP_MOVABLE | MSG_MAP_INCOMING | MSG_MAP_SEAL)
 
 /*
  * One chunk of a region: owner node, byte offset in its pool, and the

@@ -402,6 +402,7 @@ const struct msg_schema msg_schema[MSG_T__MAX] = {
 	[MSG_T_REGION_READERS] = { "region_readers", B(NAME) | B(READERS),
 				   B(NAME) },
 	[MSG_T_HANDOVER] = { "handover", B(NAME), B(NAME) },
+	[MSG_T_FLUSH_SEAL] = { "flush_seal", B(NAME), B(NAME) },
 };
 
 _Static_assert(MSG_F__MAX <= 64, "field ids must fit msg.present");

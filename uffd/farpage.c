@@ -745,24 +745,36 @@ int farpage_map_at(const char *name, const struct farpage_map_opts *opts,
 
 int farpage_unmap(struct farpage_map *m)
 {
-	int ret = 0, unmapped;
+	int ret = 0, unmapped, sealed = 0;
 
 	if (!m)
 		return 0;
 	atomic_fetch_sub(&farpage_live_maps, 1);
 	/*
-	 * The range goes first: a thread touching it from now on gets
+	 * An agent that scans for written pages is told the range is
+	 * read-only from now (a thread writing to it gets SIGSEGV) and
+	 * flushes while the page tables are still there: its scan sees what
+	 * was written, and the unmap then makes it send nothing again.
+	 */
+	if (farpage_is_writeback(m) && (m->layout_flags & MSG_MAP_SEAL)) {
+		ret = farpage_flush_final(m);
+		if (ret)
+			log_errno(ret, "region %s: flush at unmap", m->name);
+		sealed = 1;
+	}
+	/*
+	 * Then the range goes: a thread touching it from now on gets
 	 * SIGSEGV. Closing the uffd first would turn every page not yet
 	 * fetched into a zero page for a thread that touches it in between.
 	 * munmap waits until the agent (or, with the agent gone, our
 	 * watchdog) has read the UNMAP event, so both still run here.
 	 */
 	unmapped = !munmap(m->base, m->span);
-	if (!unmapped)
+	if (!unmapped && !ret)
 		ret = -errno;
-	/* Nothing can be written any more: what was is sent home now, while
-	 * our connection keeps the mapping alive in the agent. */
-	if (unmapped && farpage_is_writeback(m)) {
+	/* Else nothing can be written any more: what was is sent home now,
+	 * while our connection keeps the mapping alive in the agent. */
+	if (unmapped && farpage_is_writeback(m) && !sealed) {
 		ret = farpage_flush(m);
 		if (ret)
 			log_errno(ret, "region %s: flush at unmap", m->name);

@@ -131,6 +131,20 @@ int farpage_unmap(struct farpage_map *m);
  */
 int farpage_flush(struct farpage_map *m);
 
+/*
+ * The last flush of a mapping the process will not write again (it is
+ * about to exit, say, without unmapping): makes the mapping read-only (a
+ * write to it from now on raises SIGSEGV), then flushes as
+ * farpage_flush(). The agent then knows that nothing can be written after
+ * its scan: when the process exits, no page is sent home again. Without
+ * it (an exit after a plain flush), the agent cannot tell what was written
+ * between the last flush and the exit, so it counts every page it holds
+ * for the mapping as written and sends them all home again. Reads go on
+ * as before; farpage_unmap() may follow. Returns as farpage_flush(), or
+ * -errno of mprotect().
+ */
+int farpage_flush_final(struct farpage_map *m);
+
 void *farpage_map_addr(const struct farpage_map *m);
 size_t farpage_map_size(const struct farpage_map *m);
 size_t farpage_map_chunk_size(const struct farpage_map *m);

@@ -38,10 +38,10 @@ int farpage_is_writeback(const struct farpage_map *m)
 }
 
 /*
- * @type (FLUSH, HANDOVER) of @name through the agent at @sock_path.
- * Returns 0 or -errno; *@gone (if not NULL) tells an agent that could not
- * be reached or went away before it answered (its socket refused, missing
- * or cut) from one that answered an error.
+ * @type (FLUSH, FLUSH_SEAL, HANDOVER) of @name through the agent at
+ * @sock_path. Returns 0 or -errno; *@gone (if not NULL) tells an agent
+ * that could not be reached or went away before it answered (its socket
+ * refused, missing or cut) from one that answered an error.
  */
 static int farpage_name_call(const char *sock_path, enum msg_type type,
 			     const char *name, int *gone)
@@ -95,7 +95,8 @@ static int farpage_flush_lost(struct farpage_map *m, unsigned int handovers)
 	}
 }
 
-int farpage_flush(struct farpage_map *m)
+/* farpage_flush(), the request being @type (FLUSH, FLUSH_SEAL). */
+static int farpage_flush_type(struct farpage_map *m, enum msg_type type)
 {
 	if (m->flags & MSG_MAP_RDONLY)
 		return 0;
@@ -133,8 +134,7 @@ int farpage_flush(struct farpage_map *m)
 			return -ENOTCONN;
 		}
 		handovers = atomic_load(&m->handovers);
-		ret = farpage_name_call(m->sock_path, MSG_T_FLUSH, m->name,
-					&gone);
+		ret = farpage_name_call(m->sock_path, type, m->name, &gone);
 		/* The agent died under the flush: the pages wait in the
 		 * cache; the mapping's next agent flushes them. */
 		if (!ret || !gone || !farpage_flush_lost(m, handovers))
@@ -144,6 +144,24 @@ int farpage_flush(struct farpage_map *m)
 			 "one",
 			 m->name, log_strerror(ret));
 	}
+}
+
+int farpage_flush(struct farpage_map *m)
+{
+	return farpage_flush_type(m, MSG_T_FLUSH);
+}
+
+int farpage_flush_final(struct farpage_map *m)
+{
+	if (!farpage_is_writeback(m))
+		return farpage_flush(m);
+	/* No write from now on: the agent's scan for this flush is the
+	 * last one that can find any. */
+	if (mprotect(m->base, m->span, PROT_READ))
+		return -errno;
+	return farpage_flush_type(m, (m->layout_flags & MSG_MAP_SEAL)
+					     ? MSG_T_FLUSH_SEAL
+					     : MSG_T_FLUSH);
 }
 
 int farpage_agent_flush(const char *agent_sock, const char *name)

@@ -215,7 +215,10 @@ int munmap(void *addr, size_t len)
 }
 
 /* QEMU exits without unmapping its RAM: what the guest wrote goes home
- * now, while the process still holds the mapping. */
+ * now, while the process still holds the mapping. No vCPU or device runs
+ * any more (QEMU stops them before it exits), so the RAM is made
+ * read-only first: the agent then knows nothing was written after its
+ * scan, and sends nothing home again once QEMU is gone. */
 __attribute__((destructor)) static void vm_fini(void)
 {
 	int err;
@@ -223,7 +226,7 @@ __attribute__((destructor)) static void vm_fini(void)
 	pthread_mutex_lock(&vm.lock);
 	if (vm.map) {
 		vm_inside = 1;
-		err = farpage_flush(vm.map);
+		err = farpage_flush_final(vm.map);
 		vm_inside = 0;
 		if (err == -EOPNOTSUPP)
 			log_warn("region %s: faults were served by copying: "

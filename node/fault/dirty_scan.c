@@ -359,6 +359,18 @@ void dscan_map_scan(struct floop *f, struct fmap *m)
 	}
 }
 
+void dscan_map_seal(struct floop *f, struct fmap *m)
+{
+	if (!m->dscan || m->ds_blind || m->gone || m->stale || m->lease_lost)
+		return;
+	dscan_map_scan(f, m);
+	/* A scan that failed went blind: every page counted written. */
+	m->sealed = !m->ds_blind;
+	log_dbg("map %llu: read-only in its process%s",
+		(unsigned long long)m->id,
+		m->sealed ? ", scanned" : "; the scan failed");
+}
+
 void dscan_map_blind(struct floop *f, struct fmap *m, uint64_t addr,
 		     uint64_t len, int all)
 {
@@ -366,6 +378,12 @@ void dscan_map_blind(struct floop *f, struct fmap *m, uint64_t addr,
 
 	if (!m->dscan || m->ds_blind)
 		return;
+	if (m->sealed) {
+		/* Nothing written since the sealing scan. */
+		if (all)
+			m->ds_blind = 1;
+		return;
+	}
 	if (addr < m->base) {
 		len = addr + len > m->base ? addr + len - m->base : 0;
 		addr = m->base;
@@ -408,7 +426,8 @@ void dscan_after_pageout(struct floop *f, struct fmap *m,
 {
 	struct dscan_pgo c = { f, m, 0 };
 
-	if (!m->dscan || m->ds_blind)
+	/* sealed: read-only since its last scan, nothing to find */
+	if (!m->dscan || m->ds_blind || m->sealed)
 		return;
 	for (unsigned int k = 0; k < n; k++) {
 		uint64_t a = (uint64_t)(uintptr_t)iov[k].iov_base;

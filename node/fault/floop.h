@@ -207,6 +207,14 @@ int floop_map_remove(struct floop *f, uint64_t id);
 /* Mapping @id's write lease is lost (another mapping took it): as if an
  * owner had refused its write-back (floop_map_lease_lost()). */
 int floop_map_lost(struct floop *f, uint64_t id);
+
+/*
+ * Mapping @id's process made it read-only (FLUSH with MSG_MAP_SEAL): the
+ * loop scans what it wrote now, before any flush queued after this, and
+ * from then on its unmap or exit counts no page as written that the scan
+ * did not find. Returns 0 or -ENOMEM.
+ */
+int floop_map_seal(struct floop *f, uint64_t id);
 /*
  * The take that FLOOP_DONE_LEASE asked for, for mapping @id: @err 0: the
  * lease of generation @wgen is its own, with @grants (copied) for its

@@ -323,6 +323,11 @@ void floop_cmds_run(struct floop *f)
 			if (m)
 				floop_map_lease_lost(f, m);
 			break;
+		case CMD_MAP_SEAL:
+			m = floop_map_find(f, c->id);
+			if (m)
+				dscan_map_seal(f, m);
+			break;
 		case CMD_PEERS:
 			floop_cmd_peers(f, c);
 			break;
@@ -471,6 +476,11 @@ int floop_map_remove(struct floop *f, uint64_t id)
 int floop_map_lost(struct floop *f, uint64_t id)
 {
 	return floop_cmd_id(f, CMD_MAP_LOST, id, NULL);
+}
+
+int floop_map_seal(struct floop *f, uint64_t id)
+{
+	return floop_cmd_id(f, CMD_MAP_SEAL, id, NULL);
 }
 
 /* A command carrying a copy of grants @g (@n of them, maybe none); NULL:

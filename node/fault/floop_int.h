@@ -175,6 +175,10 @@ struct fmap {
 	int dscan;
 	int pm_fd;
 	int ds_blind;
+	/* the process made the mapping read-only and a scan ran since
+	 * (floop_map_seal()): its page tables going away count nothing as
+	 * written, as nothing can have been since that scan */
+	int sealed;
 	uint64_t n_dirty;
 	uint64_t n_flush; /* pages flushes wait for */
 	uint64_t wb_gone; /* written pages dropped: their owner restarted
@@ -366,6 +370,7 @@ enum cmd_kind {
 	CMD_GRANTS,   /* a region's mappings' grants (c->grants) */
 	CMD_LEASE,    /* map c->id's lease take: c->err, c->wgen, c->grants */
 	CMD_HANDOVER, /* map c->id hands its lease over (c->cookie) */
+	CMD_MAP_SEAL, /* map c->id is read-only in its process from now */
 };
 
 struct cmd {
@@ -737,10 +742,14 @@ void dscan_map_fini(struct fmap *m);
 /* Marks the pages of @m written since its last scan dirty (and protects
  * them again): before a write-back pass, a flush, and sampling. */
 void dscan_map_scan(struct floop *f, struct fmap *m);
+/* The process made @m read-only (floop_map_seal()): scans it now and, if
+ * the scan ran, marks it sealed. */
+void dscan_map_seal(struct floop *f, struct fmap *m);
 /* The guest's page tables of [addr, addr + len) of @m are going or gone
  * (REMOVE, UNMAP, the process ended): what was written there since the
  * last scan can no longer be seen, so every page held counts as written.
- * @all: the whole mapping, for good (no scan from then on). */
+ * @all: the whole mapping, for good (no scan from then on).
+ * A sealed mapping counts nothing: it was read-only since its last scan. */
 void dscan_map_blind(struct floop *f, struct fmap *m, uint64_t addr,
 		     uint64_t len, int all);
 /* After process_madvise(MADV_PAGEOUT) of @iov: a page it unmapped while

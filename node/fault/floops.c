@@ -161,6 +161,11 @@ int floops_map_lost(struct floops *g, uint64_t id)
 	return floop_map_lost(g->l[floops_of_map(g, id)], id);
 }
 
+int floops_map_seal(struct floops *g, uint64_t id)
+{
+	return floop_map_seal(g->l[floops_of_map(g, id)], id);
+}
+
 int floops_map_lease(struct floops *g, uint64_t id, int err, uint64_t wgen,
 		     const struct msg_grant *grants, uint32_t n_grants)
 {

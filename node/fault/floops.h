@@ -46,6 +46,7 @@ unsigned int floops_of_map(const struct floops *g, uint64_t id);
 int floops_map_add(struct floops *g, struct floop_map_desc *d);
 int floops_map_remove(struct floops *g, uint64_t id);
 int floops_map_lost(struct floops *g, uint64_t id);
+int floops_map_seal(struct floops *g, uint64_t id);
 int floops_map_lease(struct floops *g, uint64_t id, int err, uint64_t wgen,
 		     const struct msg_grant *grants, uint32_t n_grants);
 int floops_handover(struct floops *g, uint64_t id, uint64_t cookie);

@@ -108,7 +108,9 @@ static int fsvc_dispatch(struct fsvc_conn *c, const struct msg *req, int *fd)
 		ret = fsvc_on_map_uffd(c, req, *fd, c->fd_in2);
 		*fd = -1;
 		c->fd_in2 = -1;
-	} else if (req->type == MSG_T_FLUSH && c->state == FSVC_NEW) {
+	} else if ((req->type == MSG_T_FLUSH ||
+		    req->type == MSG_T_FLUSH_SEAL) &&
+		   c->state == FSVC_NEW) {
 		c->token = ++c->fs->next_token;
 		memcpy(c->name, req->name, sizeof(c->name));
 		if (!fsvc_name_is_here(c->fs, c->name)) {
@@ -122,6 +124,8 @@ static int fsvc_dispatch(struct fsvc_conn *c, const struct msg *req, int *fd)
 			c->state = FSVC_FLUSH_LOOKUP;
 			return 0;
 		}
+		if (req->type == MSG_T_FLUSH_SEAL)
+			fsvc_flush_seal(c);
 		ret = floops_flush(c->fs->env->fl, req->name, c->token);
 		if (ret) {
 			fsvc_reply_error(c, ret, "cannot queue the flush");

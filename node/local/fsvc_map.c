@@ -321,7 +321,7 @@ int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 				MSG_MAP_CACHE |
 				(fs->env->dirty_scan &&
 						 !(c->flags & MSG_MAP_RDONLY)
-					 ? MSG_MAP_WPASYNC
+					 ? MSG_MAP_WPASYNC | MSG_MAP_SEAL
 					 : 0);
 	}
 	ret = fsvc_layout_send(c);

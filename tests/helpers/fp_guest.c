@@ -38,6 +38,14 @@
  *                               every page, flush, print "fp_guest:
  *                               flushed N pages", hold until a line on
  *                               stdin (or a kill), unmap.
+ *   fp_guest wexit REGION SEED plain|final
+ *                               map writable, write SEED's pattern into
+ *                               every page, flush (farpage_flush(), or
+ *                               farpage_flush_final()), print "fp_guest:
+ *                               flushed N pages" and exit without
+ *                               unmapping (final: then a write to the
+ *                               mapping must be SIGSEGV, "wexit:
+ *                               segv=1").
  *   fp_guest rwhold REGION SEED1 SEED2 THREADS
  *                               map writable, read and verify every page
  *                               (SEED1: fetched, mapped write-protected),
@@ -768,6 +776,46 @@ static int guest_whold(const char *region, uint64_t seed)
 	if (!fgets(line, sizeof(line), stdin))
 		fprintf(stderr, "fp_guest: stdin closed; unmapping\n");
 	return farpage_unmap(m) ? 1 : 0;
+}
+
+static sigjmp_buf guest_wexit_jb;
+
+static void guest_wexit_segv(int sig)
+{
+	siglongjmp(guest_wexit_jb, 1);
+}
+
+static int guest_wexit(const char *region, uint64_t seed, int final)
+{
+	struct farpage_map *m;
+	volatile uint8_t *base;
+	size_t n;
+	int ret;
+
+	if (guest_map_rw(region, &m))
+		return 1;
+	base = farpage_map_addr(m);
+	n = farpage_map_size(m) / PATTERN_PAGE;
+	for (size_t i = 0; i < n; i++)
+		pattern_fill((uint8_t *)base + i * PATTERN_PAGE, seed, i);
+	ret = final ? farpage_flush_final(m) : farpage_flush(m);
+	if (ret) {
+		fprintf(stderr, "fp_guest: flush: %s\n", farpage_strerror(ret));
+		return 1;
+	}
+	printf("fp_guest: flushed %zu pages\n", n);
+	if (final) {
+		signal(SIGSEGV, guest_wexit_segv);
+		if (!sigsetjmp(guest_wexit_jb, 1)) {
+			base[0] ^= 1; /* must not land */
+			printf("wexit: segv=0\n");
+			return 1;
+		}
+		printf("wexit: segv=1\n");
+	}
+	fflush(stdout);
+	/* No unmap: the process just ends. */
+	return 0;
 }
 
 struct guest_rw {
@@ -1679,6 +1727,10 @@ int main(int argc, char **argv)
 		return guest_rwhold(argv[2], strtoull(argv[3], NULL, 0),
 				    strtoull(argv[4], NULL, 0),
 				    (unsigned int)strtoul(argv[5], NULL, 0));
+	if (argc == 5 && !strcmp(argv[1], "wexit") &&
+	    (!strcmp(argv[4], "plain") || !strcmp(argv[4], "final")))
+		return guest_wexit(argv[2], strtoull(argv[3], NULL, 0),
+				   !strcmp(argv[4], "final"));
 	if (argc == 4 && !strcmp(argv[1], "whold"))
 		return guest_whold(argv[2], strtoull(argv[3], NULL, 0));
 	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "sparse"))
@@ -1728,7 +1780,8 @@ int main(int argc, char **argv)
 		"SOCK |\n"
 		"       hold REGION SEED remote|all | unmap-race REGION "
 		"SEED ROUNDS |\n"
-		"       poison-race REGION | whold REGION SEED | rdonly-write "
+		"       poison-race REGION | whold REGION SEED | wexit REGION SEED "
+		"plain|final | rdonly-write "
 		"REGION |\n"
 		"       rwhold REGION SEED1 SEED2 THREADS |\n"
 		"       hotcold REGION SEED HOT COLD ROUNDS | wresume REGION "

@@ -78,6 +78,7 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_REPLICA] = B(NAME) | B(RGEN) | B(EPOCH) | B(RSTATES) | B(CHUNKS),
 	[MSG_T_REGION_READERS] = B(NAME) | B(READERS),
 	[MSG_T_HANDOVER] = B(NAME),
+	[MSG_T_FLUSH_SEAL] = B(NAME),
 };
 
 /* ---- a small CBOR writer for hand-made inputs ----------------------------- */
