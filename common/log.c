@@ -19,9 +19,9 @@
 enum log_level log_level_cur = LOG_INFO;
 static const char *log_prog = "farpage";
 static bool log_journal;
-/* FARPAGE_LOG_TIME=wall: the date and time of day (UTC, ms) on each line,
- * instead of the seconds of the clock modulo 100000. */
-static bool log_wall;
+/* The date and time of day (UTC, ms) on each line; FARPAGE_LOG_TIME=short:
+ * the seconds of the clock modulo 100000 instead. */
+static bool log_wall = true;
 
 /*
  * True if stderr is the journal's stream: systemd sets JOURNAL_STREAM to
@@ -59,11 +59,11 @@ void log_init(const char *prog, enum log_level level)
 	log_level_cur = level;
 	log_journal = log_stderr_is_journal();
 	e = getenv("FARPAGE_LOG_TIME");
-	log_wall = e && !strcmp(e, "wall");
+	log_wall = !e || strcmp(e, "short");
 	if (e && *e && strcmp(e, "wall") && strcmp(e, "short"))
 		log_msg(LOG_WARN,
 			"FARPAGE_LOG_TIME=%s: not 'wall' or 'short'; "
-			"short timestamps",
+			"wall-clock timestamps",
 			e);
 }
 

@@ -15,13 +15,14 @@
 #include "layout.h"
 #include "log.h"
 #include "msg.h"
+#include "util.h"
 
 #define WHY_LEN MSG_TEXT_MAX
 
 int coord_on_region_create(struct coord *c, const struct msg *req,
 			   struct msg *rep, uint64_t now, int *fatal)
 {
-	char why[WHY_LEN] = "";
+	char why[WHY_LEN] = "", hsize[32];
 	uint64_t n_chunks;
 	struct msg rec;
 	int ret;
@@ -86,8 +87,9 @@ int coord_on_region_create(struct coord *c, const struct msg *req,
 		msg_fini(&rec);
 		return *fatal ? ret : 0;
 	}
-	log_info("region '%s' created: %llu bytes, %u chunks, epoch %llu",
-		 rec.name, (unsigned long long)rec.size,
+	log_info("region '%s' created: %s (%llu bytes), %u chunks, epoch %llu",
+		 rec.name, util_size_fmt(rec.size, hsize, sizeof(hsize)),
+		 (unsigned long long)rec.size,
 		 rec.n_chunks / (rec.replicas ? (uint32_t)rec.replicas : 1),
 		 (unsigned long long)rec.epoch);
 	*rep = rec; /* the change record is the reply; rep owns its chunks */

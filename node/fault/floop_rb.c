@@ -21,10 +21,12 @@
 #include "evl.h"
 #include "log.h"
 #include "pgfence.h"
+#include "util.h"
 
 void floop_rb_add(struct floop *f, const struct floop_rtask *t)
 {
 	struct rbtask *k, **p = &f->rb_tasks;
+	char hsize[32];
 
 	for (; *p; p = &(*p)->nx)
 		if ((*p)->t.id == t->id)
@@ -48,9 +50,9 @@ void floop_rb_add(struct floop *f, const struct floop_rtask *t)
 	*p = k;
 	if (t->has_grant)
 		floop_grants_put(f, t->id | FLOOP_GKEY_TASK, &t->grant, 1);
-	log_info("rebuild task %llu: %llu bytes from node %llu at %#llx "
-		 "into %#llx",
-		 (unsigned long long)t->id, (unsigned long long)t->len,
+	log_info("rebuild task %llu: %s from node %llu at %#llx into %#llx",
+		 (unsigned long long)t->id,
+		 util_size_fmt(t->len, hsize, sizeof(hsize)),
 		 (unsigned long long)t->src_node,
 		 (unsigned long long)t->src_off,
 		 (unsigned long long)t->dst_off);

@@ -38,10 +38,11 @@ static uint64_t pool_read_u64(const char *path)
 	return n;
 }
 
+#define POOL_HP_DIR "/sys/kernel/mm/hugepages/hugepages-2048kB/"
+
 static uint64_t pool_free_hugepages(void)
 {
-	return pool_read_u64(
-		"/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
+	return pool_read_u64(POOL_HP_DIR "free_hugepages");
 }
 
 /*
@@ -204,10 +205,16 @@ int pool_init(struct pool *p, uint64_t size, enum pool_huge_mode mode)
 	}
 	if (madvise(p->base, p->size, MADV_HUGEPAGE))
 		log_dbg("MADV_HUGEPAGE: %s", log_strerror(errno));
-	if (mode == POOL_HUGE_AUTO)
-		log_warn("not enough free 2 MiB hugepages for %llu MiB; using "
-			 "normal pages (advised for THP)",
-			 (unsigned long long)(p->size >> 20));
+	/* None reserved is the normal case; too few is worth a warning. */
+	if (mode == POOL_HUGE_AUTO &&
+	    !pool_read_u64(POOL_HP_DIR "nr_hugepages"))
+		log_info("no 2 MiB hugepages reserved; using normal pages "
+			 "(advised for THP)");
+	else if (mode == POOL_HUGE_AUTO)
+		log_warn("not enough free 2 MiB hugepages for %llu MiB (%llu "
+			 "free); using normal pages (advised for THP)",
+			 (unsigned long long)(p->size >> 20),
+			 (unsigned long long)pool_free_hugepages());
 	return 0;
 }
 

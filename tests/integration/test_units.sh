@@ -307,7 +307,7 @@ for n in coord node; do
 	grep -q '^<6>' "$FP_TMP/$n.log" || fp_fail "$n: no <6> line in its journal-stream log"
 	bad=$(grep -cv '^<[0-7]>' "$FP_TMP/$n.log")
 	[ "$bad" = 0 ] || { grep -v '^<[0-7]>' "$FP_TMP/$n.log" | head -5 >&2; fp_fail "$n: $bad lines without a priority prefix"; }
-	grep -q 'farpage-[a-z]*\[[0-9]*\.[0-9]*\]' "$FP_TMP/$n.log" && fp_fail "$n: a time stamp in the journal stream"
+	grep -q 'farpage-[a-z]*\[[0-9]' "$FP_TMP/$n.log" && fp_fail "$n: a time stamp in the journal stream"
 done
 fp_log "ok: journal-stream logs carry <N> priorities, no time stamps"
 fp_log "PASS"

@@ -105,6 +105,7 @@ static void test_log_plain(void **state)
 	char buf[1024];
 	const char *p;
 
+	setenv("FARPAGE_LOG_TIME", "short", 1);
 	for (unsigned int i = 0; i < sizeof(envs) / sizeof(envs[0]); i++) {
 		t_log_run(envs[i], LOG_DBG, buf, sizeof(buf));
 		p = t_plain_line(buf, "error: t: err 1");
@@ -114,6 +115,7 @@ static void test_log_plain(void **state)
 		assert_string_equal(p, "");
 	}
 	t_log_run(T_ENV_UNSET, LOG_WARN, buf, sizeof(buf));
+	unsetenv("FARPAGE_LOG_TIME");
 	p = t_plain_line(buf, "error: t: err 1");
 	p = t_plain_line(p, "warning: t: warn 2");
 	assert_string_equal(p, "");
@@ -147,32 +149,38 @@ static const char *t_wall_line(const char *p, const char *tag_msg, time_t t0,
 
 static void test_log_wall(void **state)
 {
+	static const char *const envs[] = { NULL, "wall" };
 	char buf[1024];
 	const char *p;
 	time_t t0, t1;
 
-	setenv("FARPAGE_LOG_TIME", "wall", 1);
+	/* wall is the default */
+	for (unsigned int i = 0; i < 2; i++) {
+		if (envs[i])
+			setenv("FARPAGE_LOG_TIME", envs[i], 1);
+		else
+			unsetenv("FARPAGE_LOG_TIME");
+		t0 = time(NULL);
+		t_log_run(T_ENV_UNSET, LOG_INFO, buf, sizeof(buf));
+		t1 = time(NULL);
+		unsetenv("FARPAGE_LOG_TIME");
+		p = t_wall_line(buf, "error: t: err 1", t0, t1);
+		p = t_wall_line(p, "warning: t: warn 2", t0, t1);
+		p = t_wall_line(p, "info: t: info 3", t0, t1);
+		assert_string_equal(p, "");
+	}
+	/* anything but wall or short is said, and wall */
+	setenv("FARPAGE_LOG_TIME", "local", 1);
 	t0 = time(NULL);
-	t_log_run(T_ENV_UNSET, LOG_INFO, buf, sizeof(buf));
+	t_log_run(T_ENV_UNSET, LOG_WARN, buf, sizeof(buf));
 	t1 = time(NULL);
 	unsetenv("FARPAGE_LOG_TIME");
-	p = t_wall_line(buf, "error: t: err 1", t0, t1);
+	p = t_wall_line(buf,
+			"warning: FARPAGE_LOG_TIME=local: not 'wall' or "
+			"'short'; wall-clock timestamps",
+			t0, t1);
+	p = t_wall_line(p, "error: t: err 1", t0, t1);
 	p = t_wall_line(p, "warning: t: warn 2", t0, t1);
-	p = t_wall_line(p, "info: t: info 3", t0, t1);
-	assert_string_equal(p, "");
-	/* "short" is the default; anything else is said, and short */
-	setenv("FARPAGE_LOG_TIME", "short", 1);
-	t_log_run(T_ENV_UNSET, LOG_WARN, buf, sizeof(buf));
-	p = t_plain_line(buf, "error: t: err 1");
-	p = t_plain_line(p, "warning: t: warn 2");
-	assert_string_equal(p, "");
-	setenv("FARPAGE_LOG_TIME", "local", 1);
-	t_log_run(T_ENV_UNSET, LOG_WARN, buf, sizeof(buf));
-	unsetenv("FARPAGE_LOG_TIME");
-	p = t_plain_line(buf, "warning: FARPAGE_LOG_TIME=local: not 'wall' or "
-			      "'short'; short timestamps");
-	p = t_plain_line(p, "error: t: err 1");
-	p = t_plain_line(p, "warning: t: warn 2");
 	assert_string_equal(p, "");
 }
 
