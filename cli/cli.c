@@ -7,6 +7,8 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <netdb.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,7 @@
 #include "actl.h"
 #include "ctl.h"
 #include "farpage.h"
+#include "net.h"
 #include "util.h"
 
 #define CLI_COLS	  80
@@ -34,15 +37,45 @@ void cli_err(const char *fmt, ...)
 	fprintf(stderr, "farpage: %s\n", line);
 }
 
+/*
+ * The command words of @usage's first line ("usage: farpage region show
+ * [--json] NAME" -> "farpage region show") into @buf.
+ */
+static const char *cli_usage_cmd(const char *usage, char *buf, size_t len)
+{
+	const char *p = usage, *w;
+	size_t n = 0;
+
+	if (!strncmp(p, "usage: ", 7))
+		p += 7;
+	buf[0] = '\0';
+	while (*p && *p != '\n') {
+		for (w = p; *p && *p != ' ' && *p != '\n'; p++)
+			;
+		/* Options, operands and ellipses end the command. */
+		if (strspn(w, "abcdefghijklmnopqrstuvwxyz-") <
+			    (size_t)(p - w) ||
+		    *w == '-' || n + (size_t)(p - w) + 2 > len)
+			break;
+		n += (size_t)snprintf(buf + n, len - n, "%s%.*s", n ? " " : "",
+				      (int)(p - w), w);
+		while (*p == ' ')
+			p++;
+	}
+	return n ? buf : "farpage";
+}
+
 int cli_usage_err(const char *usage, const char *fmt, ...)
 {
-	char line[1024];
+	char line[1024], cmd[128];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "farpage: %s\n%s", line, usage);
+	/* One line; the whole usage is a --help away (as the daemons say it). */
+	fprintf(stderr, "farpage: %s\nTry '%s --help'.\n", line,
+		cli_usage_cmd(usage, cmd, sizeof(cmd)));
 	return CLI_EXIT_USAGE;
 }
 
@@ -148,7 +181,14 @@ static int cli_coord_result(const struct cli *c, const char *what, int ret,
 	if (ret < 0) {
 		/* Nothing decoded: the coordinator is unreachable or broke
 		 * the protocol; say which coordinator. */
+		char why[NI_MAXHOST + 64];
+
 		msg_init(rep, MSG_T_NONE);
+		if (net_addr_unresolved(cli_coord_addr(c), why, sizeof(why))) {
+			cli_err("%s: coordinator %s: %s", what,
+				cli_coord_addr(c), why);
+			return ret;
+		}
 		cli_err("%s: coordinator %s: %s%s", what, cli_coord_addr(c),
 			strerror(-ret),
 			ret == -EBADMSG && c->insecure
@@ -193,22 +233,62 @@ static const struct actl_cred *cli_coord_cred(const struct cli *c)
 	return cred_ret ? NULL : &cred;
 }
 
-/* One call to @addr on a connection of its own; a refused handshake's
- * reason in @why. Returns as actl_connect(), then as actl_call(). */
+/*
+ * The connection of this command to the coordinator: one session for all
+ * its calls (`status` makes 2 + one per region), so that the coordinator
+ * logs one session per command.
+ */
+static struct cli_conn {
+	char addr[ADDRLIST_ADDR_LEN];
+	struct actl a;
+	bool open;
+} cli_conn;
+
+static void cli_conn_close(void)
+{
+	if (!cli_conn.open)
+		return;
+	actl_close(&cli_conn.a);
+	cli_conn.open = false;
+}
+
+/* True if the idle connection is of no more use: the coordinator closed
+ * it, or sent what nobody asked for. */
+static bool cli_conn_stale(void)
+{
+	struct pollfd p = { .fd = cli_conn.a.fd, .events = POLLIN };
+
+	return poll(&p, 1, 0) != 0;
+}
+
+/* One call to @addr on the command's connection (made, or made again if
+ * it is to another address or closed); a refused handshake's reason in
+ * @why. Returns as actl_connect(), then as actl_call(). */
 static int cli_coord_call_at(const struct cli *c, const char *addr,
 			     const struct actl_cred *cred,
 			     const struct msg *req, struct msg *rep, char *why,
 			     size_t why_len)
 {
-	struct actl a;
+	static bool registered;
 	int ret;
 
-	ret = actl_connect(addr, cred, AUTH_ROLE_ADMIN, NULL, c->timeout_ms, &a,
-			   why, why_len);
-	if (ret)
-		return ret;
-	ret = actl_call(&a, req, rep, c->timeout_ms);
-	actl_close(&a);
+	why[0] = '\0';
+	if (cli_conn.open && (strcmp(cli_conn.addr, addr) || cli_conn_stale()))
+		cli_conn_close();
+	if (!cli_conn.open) {
+		ret = actl_connect(addr, cred, AUTH_ROLE_ADMIN, NULL,
+				   c->timeout_ms, &cli_conn.a, why, why_len);
+		if (ret)
+			return ret;
+		snprintf(cli_conn.addr, sizeof(cli_conn.addr), "%s", addr);
+		cli_conn.open = true;
+		if (!registered)
+			registered = !atexit(cli_conn_close);
+	}
+	ret = actl_call(&cli_conn.a, req, rep, c->timeout_ms);
+	/* Nothing decoded: the connection is in an unknown state. */
+	if (ret < 0 && rep->type == MSG_T_NONE)
+		cli_conn_close();
 	return ret;
 }
 
@@ -236,6 +316,8 @@ static int cli_coord_call_list(const struct cli *c, const char *what,
 			cc->cur = at;
 			return ret;
 		}
+		if (!why[0] && rep->type != MSG_T_ERROR)
+			net_addr_unresolved(cc->l.addr[at], why, sizeof(why));
 		snprintf(lines[i], sizeof(lines[i]), "coordinator %s: %s",
 			 cc->l.addr[at],
 			 why[0] ? why
@@ -261,18 +343,20 @@ static int cli_coord_call_once(const struct cli *c, const char *what,
 			       const struct msg *req, struct msg *rep,
 			       int *said)
 {
-	const struct actl_cred *cred = cli_coord_cred(c);
+	const struct actl_cred *cred;
 	char why[400];
 	int ret;
 
 	*said = 0;
-	if (!cred)
-		return -EPERM;
+	/* A bad address is said before a missing key. */
 	if (c->coords && c->coords->err) {
 		cli_err("%s: --coordinator: %s", what, c->coords->why);
 		*said = 1;
 		return -EINVAL;
 	}
+	cred = cli_coord_cred(c);
+	if (!cred)
+		return -EPERM;
 	if (c->coords && c->coords->l.n > 1)
 		return cli_coord_call_list(c, what, cred, req, rep, said);
 	ret = cli_coord_call_at(c, cli_coord_addr(c), cred, req, rep, why,
@@ -321,6 +405,87 @@ int cli_coord_call_wait(const struct cli *c, const char *what,
 		usleep(CLI_RETRY_MS * 1000);
 	}
 	return cli_coord_result(c, what, ret, printed, rep, want);
+}
+
+const char *cli_repl_health(const struct msg *r, uint32_t *lost,
+			    uint32_t *missing, uint32_t *rebuilding)
+{
+	uint64_t R = r->replicas ? r->replicas : 1;
+	uint32_t l = 0, m = 0, b = 0, short_ = 0;
+
+	for (uint32_t i = 0; i < r->n_rstates;) {
+		uint64_t c = r->rstates[i].chunk, bad = 0;
+
+		for (; i < r->n_rstates && r->rstates[i].chunk == c; i++) {
+			m += r->rstates[i].state == MSG_RS_MISSING;
+			b += r->rstates[i].state == MSG_RS_REBUILDING;
+			bad++;
+		}
+		short_++;
+		l += bad >= R;
+	}
+	*lost = l;
+	*missing = m;
+	*rebuilding = b;
+	return l ? "lost" : short_ ? "degraded" : "ok";
+}
+
+static uint64_t cli_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void cli_progress_start(struct cli_progress *p, const struct cli *c,
+			const char *what, uint64_t total)
+{
+	memset(p, 0, sizeof(*p));
+	p->what = what;
+	p->total = total;
+	p->on = total && !c->quiet && isatty(STDERR_FILENO);
+	p->t0_ms = cli_now_ms();
+}
+
+void cli_progress_set(struct cli_progress *p, uint64_t done)
+{
+	uint64_t now, ms, left;
+	double mbs;
+	char eta[32];
+
+	if (!p->on)
+		return;
+	now = cli_now_ms();
+	if (now - p->last_ms < CLI_PROGRESS_MS)
+		return;
+	p->last_ms = now;
+	ms = now - p->t0_ms;
+	if (done > p->total)
+		done = p->total;
+	mbs = ms ? (double)done * 4096 / 1e6 / ((double)ms / 1000) : 0;
+	if (done && done < p->total) {
+		left = (uint64_t)((double)ms * (double)(p->total - done) /
+				  (double)done / 1000);
+		snprintf(eta, sizeof(eta), "ETA %llu:%02llu",
+			 (unsigned long long)(left / 60),
+			 (unsigned long long)(left % 60));
+	} else {
+		snprintf(eta, sizeof(eta), "ETA -:--");
+	}
+	/* \033[K: the rest of the line, of a longer line before */
+	fprintf(stderr, "\r%s: %llu/%llu pages (%llu%%) %.0f MB/s %s\033[K",
+		p->what, (unsigned long long)done, (unsigned long long)p->total,
+		(unsigned long long)(done * 100 / p->total), mbs, eta);
+	fflush(stderr);
+	p->drawn = true;
+}
+
+void cli_progress_end(struct cli_progress *p)
+{
+	if (p->drawn)
+		fputs("\r\033[K", stderr);
+	p->drawn = false;
 }
 
 const char *cli_size_str(uint64_t bytes, char *buf, size_t len)
@@ -520,10 +685,12 @@ int cli_map(const struct cli *c, const char *what, const char *name,
 	return ret;
 }
 
-int cli_help_only(const char *usage, const char *cmd, int argc, char **argv)
+int cli_help_json(const char *usage, const char *cmd, int argc, char **argv,
+		  int *json)
 {
 	static const struct option opts[] = {
 		{ "help", no_argument, NULL, 'h' },
+		{ "json", no_argument, NULL, 'j' },
 		{ 0 },
 	};
 	int ret;
@@ -533,7 +700,19 @@ int cli_help_only(const char *usage, const char *cmd, int argc, char **argv)
 			fputs(usage, stdout);
 			return CLI_EXIT_OK;
 		}
+		if (ret == 'j' && json) {
+			*json = 1;
+			continue;
+		}
+		if (ret == 'j')
+			return cli_usage_err(
+				usage, "%s: unknown option '--json'", cmd);
 		return cli_getopt_err(usage, cmd, ret, argv);
 	}
 	return -1;
+}
+
+int cli_help_only(const char *usage, const char *cmd, int argc, char **argv)
+{
+	return cli_help_json(usage, cmd, argc, argv, NULL);
 }

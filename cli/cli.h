@@ -45,6 +45,7 @@ struct cli {
 	int timeout_ms;		   /* per control call */
 	const char *key_file;	   /* NULL: $FARPAGE_KEY_FILE or the default */
 	bool insecure;		   /* a cluster without authentication */
+	bool quiet;		   /* no progress lines */
 };
 
 /*
@@ -76,8 +77,9 @@ int cli_stats_print(const char *agent_sock, const char *label);
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /*
- * Prints "farpage: <formatted>" and then @usage on stderr, for a bad
- * command line. Returns CLI_EXIT_USAGE.
+ * Prints "farpage: <formatted>" and "Try 'farpage CMD --help'." on
+ * stderr, for a bad command line (CMD: the command words of @usage's first
+ * line). Returns CLI_EXIT_USAGE.
  */
 int cli_usage_err(const char *usage, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -92,6 +94,10 @@ int cli_getopt_err(const char *usage, const char *cmd, int ret, char **argv);
 /* Parses the options of a command that has only --help. Returns -1 to go
  * on (optind is at the first argument), or the exit code to return. */
 int cli_help_only(const char *usage, const char *cmd, int argc, char **argv);
+
+/* As cli_help_only(), for a command that also takes --json (*@json = 1). */
+int cli_help_json(const char *usage, const char *cmd, int argc, char **argv,
+		  int *json);
 
 /*
  * Parses option values: a plain unsigned number, a size ("64M", "1GiB"),
@@ -163,6 +169,57 @@ void cli_writers_print(FILE *f, const char *indent, const struct msg *r,
 		       const struct msg *nodes);
 void cli_readers_print(FILE *f, const char *indent, const struct msg *r,
 		       const struct msg *nodes);
+
+/*
+ * Chunks of single-replica region @r whose owner has restarted since they
+ * were placed (its new pool does not hold them: readers get SIGBUS), by
+ * the instances in the NODES reply @nodes. 0 for a replicated region (its
+ * health says it).
+ */
+uint32_t cli_region_lost(const struct msg *nodes, const struct msg *r);
+
+/*
+ * The JSON objects of --json (cli_json.c; docs/cli.md, "JSON output").
+ * Each returns NULL when json-c has no memory.
+ * - a node of a NODES reply (@gone: a forgotten one);
+ * - region @r of a REGION reply (@lost: cli_region_lost());
+ * - a region of a REGIONS list (no chunk map);
+ * cli_json_region_records() adds "records" (one per chunk record: chunk,
+ * offset, replica, node, pool_offset, and state if replicated) to @o and
+ * returns 0 or -ENOMEM. cli_json_out() prints @o on one line, frees it
+ * and returns the exit code (an error printed, naming @cmd).
+ */
+struct json_object;
+/*
+ * The state of replica record @i of region @r ("in-sync", "missing",
+ * "rebuilding"); *@k walks r->rstates: start it at 0 and ask for the
+ * records in increasing order.
+ */
+const char *cli_rstate_name(const struct msg *r, uint32_t i, uint32_t *k);
+struct json_object *cli_json_node(const struct msg_node *n, int gone);
+struct json_object *cli_json_region(const struct msg *r, uint32_t lost);
+struct json_object *cli_json_region_brief(const struct msg_region *r);
+int cli_json_region_records(struct json_object *o, const struct msg *r);
+int cli_json_out(const char *cmd, struct json_object *o);
+
+/*
+ * A progress line on stderr for long work (pages done, MB/s, ETA), as
+ * rsync --info=progress2 and dd status=progress: only when stderr is a
+ * terminal and --quiet was not given, redrawn at most every
+ * CLI_PROGRESS_MS, and cleared at the end so what follows starts on a
+ * clean line. cli_progress_set() is called by one thread.
+ */
+#define CLI_PROGRESS_MS 250
+struct cli_progress {
+	const char *what;
+	uint64_t total; /* pages */
+	uint64_t t0_ms, last_ms;
+	bool on, drawn;
+};
+void cli_progress_start(struct cli_progress *p, const struct cli *c,
+			const char *what, uint64_t total);
+void cli_progress_set(struct cli_progress *p, uint64_t done);
+void cli_progress_end(struct cli_progress *p);
 
 /* Formats a byte count ("64 MiB") into buf; returns buf. */
 const char *cli_size_str(uint64_t bytes, char *buf, size_t len);

@@ -4,23 +4,26 @@
  * node that is gone for good.
  */
 #include "cli.h"
+#include "fp_json.h"
 
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
 static const char cli_node_usage[] =
-	"usage: farpage node list\n"
+	"usage: farpage node list [--json]\n"
 	"       farpage node forget NAME\n"
 	"\n"
 	"'farpage node SUBCOMMAND --help' describes a subcommand. The\n"
 	"node agent itself is farpage-node(8).\n";
 
 static const char cli_node_list_usage[] =
-	"usage: farpage node list\n"
+	"usage: farpage node list [--json]\n"
 	"\n"
 	"Lists the coordinator's nodes: id, name, data address, pool size,\n"
-	"state (up, DOWN, or gone: forgotten, its id never given again).\n";
+	"state (up, DOWN, or gone: forgotten, its id never given again).\n"
+	"\n"
+	"  --json   print them as one JSON object (docs/cli.md)\n";
 
 static const char cli_node_forget_usage[] =
 	"usage: farpage node forget NAME\n"
@@ -34,13 +37,37 @@ static const char cli_node_forget_usage[] =
 	"coordinator has it DOWN (no heartbeat for a lease). Needs the admin\n"
 	"key.\n";
 
+/* node list --json: {"nodes": [...], "gone": [...]} as in status. */
+static int cli_node_list_json(const struct msg *rep)
+{
+	struct json_object *o = json_object_new_object(), *a, *g;
+	int err = 0;
+
+	if (!o)
+		return cli_json_out("node list", NULL);
+	a = json_object_new_array();
+	err |= fp_json_set(o, "nodes", a);
+	for (uint32_t i = 0; i < rep->n_nodes && !err; i++)
+		err |= fp_json_push(a, cli_json_node(&rep->nodes[i], 0));
+	g = json_object_new_array();
+	err |= fp_json_set(o, "gone", g);
+	for (uint32_t i = 0; i < rep->n_gone && !err; i++)
+		err |= fp_json_push(g, cli_json_node(&rep->gone[i], 1));
+	if (err) {
+		json_object_put(o);
+		o = NULL;
+	}
+	return cli_json_out("node list", o);
+}
+
 static int cli_node_list(const struct cli *c, int argc, char **argv)
 {
 	struct msg req, rep;
 	char size[32];
-	int ret;
+	int ret, json = 0;
 
-	ret = cli_help_only(cli_node_list_usage, "node list", argc, argv);
+	ret = cli_help_json(cli_node_list_usage, "node list", argc, argv,
+			    &json);
 	if (ret >= 0)
 		return ret;
 	if (optind < argc)
@@ -51,6 +78,11 @@ static int cli_node_list(const struct cli *c, int argc, char **argv)
 	if (cli_coord_call(c, "node list", &req, &rep, MSG_T_NODES) < 0) {
 		msg_fini(&rep);
 		return CLI_EXIT_FAIL;
+	}
+	if (json) {
+		ret = cli_node_list_json(&rep);
+		msg_fini(&rep);
+		return ret;
 	}
 	printf("%4s  %-16s %-22s %-10s %s\n", "ID", "NAME", "DATA ADDRESS",
 	       "POOL", "STATE");

@@ -4,6 +4,7 @@
  * region management through the coordinator.
  */
 #include "cli.h"
+#include "fp_json.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -73,16 +74,20 @@ static const char cli_region_rebuild_usage[] =
 	"a time); 'farpage region show' and 'farpage status' show progress.\n";
 
 static const char cli_region_list_usage[] =
-	"usage: farpage region list\n"
+	"usage: farpage region list [--json]\n"
 	"\n"
-	"Lists the regions: name, size, chunk size, chunks, epoch.\n";
+	"Lists the regions: name, size, chunk size, chunks, epoch.\n"
+	"\n"
+	"  --json   print them as one JSON object (docs/cli.md)\n";
 
 static const char cli_region_show_usage[] =
-	"usage: farpage region show NAME\n"
+	"usage: farpage region show [--json] NAME\n"
 	"\n"
 	"Prints region NAME's writers and readers and its full chunk map: for\n"
 	"every chunk its offset in the region, its owner node and its offset\n"
-	"in that node's pool.\n";
+	"in that node's pool.\n"
+	"\n"
+	"  --json   print the same as one JSON object (docs/cli.md)\n";
 
 static const char cli_region_delete_usage[] =
 	"usage: farpage region delete NAME\n"
@@ -136,17 +141,24 @@ static int cli_region_pos(const char *usage, const char *cmd, int argc,
 }
 
 /*
- * Parses a subcommand that takes only --help and @n_args positional
- * arguments. Returns -1 to go on, or the exit code to return.
+ * Parses a subcommand that takes only --help (and --json if @json is not
+ * NULL) and @n_args positional arguments. Returns -1 to go on, or the exit
+ * code to return.
  */
-static int cli_region_args(const char *usage, const char *cmd, int argc,
-			   char **argv, int n_args)
+static int cli_region_args_json(const char *usage, const char *cmd, int argc,
+				char **argv, int n_args, int *json)
 {
-	int ret = cli_help_only(usage, cmd, argc, argv);
+	int ret = cli_help_json(usage, cmd, argc, argv, json);
 
 	if (ret >= 0)
 		return ret;
 	return cli_region_pos(usage, cmd, argc, argv, n_args);
+}
+
+static int cli_region_args(const char *usage, const char *cmd, int argc,
+			   char **argv, int n_args)
+{
+	return cli_region_args_json(usage, cmd, argc, argv, n_args, NULL);
 }
 
 /*
@@ -173,29 +185,6 @@ static int cli_region_name_call(const struct cli *c, const char *usage,
 		return CLI_EXIT_FAIL;
 	}
 	return -1;
-}
-
-const char *cli_repl_health(const struct msg *r, uint32_t *lost,
-			    uint32_t *missing, uint32_t *rebuilding)
-{
-	uint64_t R = r->replicas ? r->replicas : 1;
-	uint32_t l = 0, m = 0, b = 0, short_ = 0;
-
-	for (uint32_t i = 0; i < r->n_rstates;) {
-		uint64_t c = r->rstates[i].chunk, bad = 0;
-
-		for (; i < r->n_rstates && r->rstates[i].chunk == c; i++) {
-			m += r->rstates[i].state == MSG_RS_MISSING;
-			b += r->rstates[i].state == MSG_RS_REBUILDING;
-			bad++;
-		}
-		short_++;
-		l += bad >= R;
-	}
-	*lost = l;
-	*missing = m;
-	*rebuilding = b;
-	return l ? "lost" : short_ ? "degraded" : "ok";
 }
 
 static void cli_region_summary(const struct msg *r)
@@ -568,20 +557,44 @@ out:
 	return code;
 }
 
+/* region list --json: {"regions": [ brief, ... ]}. */
+static int cli_region_list_json(const struct msg *rep)
+{
+	struct json_object *o = json_object_new_object(), *a;
+	int err;
+
+	if (!o)
+		return cli_json_out("region list", NULL);
+	a = json_object_new_array_ext((int)rep->n_regions);
+	err = fp_json_set(o, "regions", a);
+	for (uint32_t i = 0; i < rep->n_regions && !err; i++)
+		err |= fp_json_push(a, cli_json_region_brief(&rep->regions[i]));
+	if (err) {
+		json_object_put(o);
+		o = NULL;
+	}
+	return cli_json_out("region list", o);
+}
+
 static int cli_region_list(const struct cli *c, int argc, char **argv)
 {
 	char size[32], chunk[32];
 	struct msg req, rep;
-	int ret;
+	int ret, json = 0;
 
-	ret = cli_region_args(cli_region_list_usage, "region list", argc, argv,
-			      0);
+	ret = cli_region_args_json(cli_region_list_usage, "region list", argc,
+				   argv, 0, &json);
 	if (ret >= 0)
 		return ret;
 	msg_init(&req, MSG_T_REGION_LIST);
 	if (cli_coord_call(c, "region list", &req, &rep, MSG_T_REGIONS) < 0) {
 		msg_fini(&rep);
 		return CLI_EXIT_FAIL;
+	}
+	if (json) {
+		ret = cli_region_list_json(&rep);
+		msg_fini(&rep);
+		return ret;
 	}
 	if (!rep.n_regions)
 		printf("no regions\n");
@@ -604,20 +617,47 @@ static int cli_region_list(const struct cli *c, int argc, char **argv)
 	return CLI_EXIT_OK;
 }
 
+/* region show --json: the region's object as in status, with its
+ * records. */
+static int cli_region_show_json(const struct cli *c, const char *what,
+				const struct msg *r)
+{
+	struct json_object *o;
+	struct msg req, nodes;
+
+	msg_init(&req, MSG_T_NODE_LIST);
+	if (cli_coord_call(c, what, &req, &nodes, MSG_T_NODES) < 0) {
+		msg_fini(&nodes);
+		return CLI_EXIT_FAIL;
+	}
+	o = cli_json_region(r, cli_region_lost(&nodes, r));
+	msg_fini(&nodes);
+	if (o && cli_json_region_records(o, r)) {
+		json_object_put(o);
+		o = NULL;
+	}
+	return cli_json_out(what, o);
+}
+
 static int cli_region_show(const struct cli *c, int argc, char **argv)
 {
 	char what[32 + MSG_NAME_MAX];
 	struct msg rep;
-	int ret;
+	int ret, json = 0;
 
-	ret = cli_region_args(cli_region_show_usage, "region show", argc, argv,
-			      1);
+	ret = cli_region_args_json(cli_region_show_usage, "region show", argc,
+				   argv, 1, &json);
 	if (ret >= 0)
 		return ret;
 	snprintf(what, sizeof(what), "region show %s", argv[optind]);
 	if (cli_region_get(c, what, argv[optind], &rep) < 0) {
 		msg_fini(&rep);
 		return CLI_EXIT_FAIL;
+	}
+	if (json) {
+		ret = cli_region_show_json(c, what, &rep);
+		msg_fini(&rep);
+		return ret;
 	}
 	cli_region_summary(&rep);
 	cli_region_acl_print(c, what, "  ", &rep, 0);
@@ -628,27 +668,13 @@ static int cli_region_show(const struct cli *c, int argc, char **argv)
 		printf("\n%7s  %-18s %7s %6s  %-18s %s\n", "CHUNK",
 		       "REGION OFFSET", "REPLICA", "NODE", "POOL OFFSET",
 		       "STATE");
-		for (uint32_t i = 0; i < rep.n_chunks; i++) {
-			uint64_t s = MSG_RS_SYNC;
-
-			while (k < rep.n_rstates &&
-			       rep.rstates[k].chunk * R +
-					       rep.rstates[k].replica <
-				       i)
-				k++;
-			if (k < rep.n_rstates &&
-			    rep.rstates[k].chunk * R + rep.rstates[k].replica ==
-				    i)
-				s = rep.rstates[k].state;
+		for (uint32_t i = 0; i < rep.n_chunks; i++)
 			printf("%7u  0x%-16llx %7u %6llu  0x%-16llx %s\n",
 			       i / R,
 			       (unsigned long long)((i / R) * rep.chunk_size),
 			       i % R, (unsigned long long)rep.chunks[i].node,
 			       (unsigned long long)rep.chunks[i].off,
-			       s == MSG_RS_SYNC	     ? "in-sync"
-			       : s == MSG_RS_MISSING ? "missing"
-						     : "rebuilding");
-		}
+			       cli_rstate_name(&rep, i, &k));
 		msg_fini(&rep);
 		return CLI_EXIT_OK;
 	}

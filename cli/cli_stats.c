@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* farpage stats: the local agent's fault counters. */
 #include "cli.h"
+#include "fp_json.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -9,7 +10,7 @@
 #include "farpage.h"
 
 static const char cli_stats_usage[] =
-	"usage: farpage stats\n"
+	"usage: farpage stats [--json]\n"
 	"\n"
 	"Prints the local agent's counters: faults served, remote and local\n"
 	"ones, errors and poisoned pages, as one line:\n"
@@ -19,7 +20,9 @@ static const char cli_stats_usage[] =
 	"         hit_ratio=X evictions=N writebacks=N wb_errors=N "
 	"wp_faults=N file_max=B\n"
 	"(B: bytes; writebacks and evictions: pages). The agent is the one\n"
-	"at --agent-sock.\n";
+	"at --agent-sock.\n"
+	"\n"
+	"  --json   print the same as one JSON object (docs/cli.md)\n";
 
 int cli_stats_print(const char *agent_sock, const char *label)
 {
@@ -57,6 +60,67 @@ int cli_stats_print(const char *agent_sock, const char *label)
 	       (unsigned long long)st.cache_wp_faults,
 	       (unsigned long long)st.cache_file_max);
 	return 0;
+}
+
+/* The cache's counters into object @ca. 0 or -ENOMEM. */
+static int cli_stats_json_cache(struct json_object *ca,
+				const struct farpage_stats *st)
+{
+	uint64_t n = st->cache_hits + st->cache_misses;
+	int err = 0;
+
+	err |= fp_json_set_u64(ca, "limit", st->cache_limit);
+	err |= fp_json_set_u64(ca, "resident", st->cache_resident);
+	err |= fp_json_set_u64(ca, "resident_max", st->cache_resident_max);
+	err |= fp_json_set_u64(ca, "dirty", st->cache_dirty);
+	err |= fp_json_set_u64(ca, "hits", st->cache_hits);
+	err |= fp_json_set_u64(ca, "misses", st->cache_misses);
+	err |= fp_json_set_dbl(ca, "hit_ratio",
+			       n ? (double)st->cache_hits / (double)n : 0.0, 3);
+	err |= fp_json_set_u64(ca, "evictions", st->cache_evictions);
+	err |= fp_json_set_u64(ca, "writebacks", st->cache_writebacks);
+	err |= fp_json_set_u64(ca, "wb_errors", st->cache_wb_errors);
+	err |= fp_json_set_u64(ca, "wp_faults", st->cache_wp_faults);
+	err |= fp_json_set_u64(ca, "file_max", st->cache_file_max);
+	return err;
+}
+
+/*
+ * stats --json: the counters as one object, "cache" null when faults are
+ * served by copying. Returns the exit code, or farpage_agent_stats()'s
+ * -errno (not said yet).
+ */
+static int cli_stats_json(const char *agent_sock)
+{
+	struct json_object *o, *ca;
+	struct farpage_stats st;
+	int ret, err = 0;
+
+	ret = farpage_agent_stats(agent_sock, &st);
+	if (ret < 0)
+		return ret;
+	o = json_object_new_object();
+	if (!o)
+		return cli_json_out("stats", NULL);
+	err |= fp_json_set_str(o, "agent", agent_sock);
+	err |= fp_json_set_u64(o, "faults", st.faults);
+	err |= fp_json_set_u64(o, "remote", st.remote);
+	err |= fp_json_set_u64(o, "local", st.local);
+	err |= fp_json_set_u64(o, "errors", st.errors);
+	err |= fp_json_set_u64(o, "poisoned", st.poisoned);
+	if (st.cache_limit) {
+		ca = json_object_new_object();
+		err |= fp_json_set(o, "cache", ca);
+		if (!err)
+			err |= cli_stats_json_cache(ca, &st);
+	} else if (json_object_object_add(o, "cache", NULL)) {
+		err = -ENOMEM;
+	}
+	if (err) {
+		json_object_put(o);
+		o = NULL;
+	}
+	return cli_json_out("stats", o);
 }
 
 static const char cli_flush_usage[] =
@@ -126,7 +190,8 @@ int cli_handover_run(const struct cli *c, int argc, char **argv)
 
 int cli_stats_run(const struct cli *c, int argc, char **argv)
 {
-	int ret = cli_help_only(cli_stats_usage, "stats", argc, argv);
+	int json = 0;
+	int ret = cli_help_json(cli_stats_usage, "stats", argc, argv, &json);
 
 	if (ret >= 0)
 		return ret;
@@ -134,7 +199,10 @@ int cli_stats_run(const struct cli *c, int argc, char **argv)
 		return cli_usage_err(cli_stats_usage,
 				     "stats: unexpected argument '%s'",
 				     argv[optind]);
-	ret = cli_stats_print(c->agent_sock, "stats");
+	ret = json ? cli_stats_json(c->agent_sock)
+		   : cli_stats_print(c->agent_sock, "stats");
+	if (ret > 0)
+		return ret; /* --json's failure, said */
 	if (ret < 0) {
 		cli_err("stats: agent at %s: %s%s", c->agent_sock,
 			strerror(-ret),

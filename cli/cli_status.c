@@ -91,35 +91,6 @@ static void cli_status_lease_str(const struct msg_node *n, char *buf,
 			 (unsigned long long)(n->lease_ms % 1000 / 100));
 }
 
-/*
- * Chunks whose owner has restarted since they were placed: the owner's
- * new pool does not hold them, readers get SIGBUS. Returns how many.
- */
-static uint32_t cli_status_lost(const struct cli_status *st,
-				const struct msg *r)
-{
-	uint32_t lost = 0;
-
-	/* Replicated: a restarted owner's replicas are MISSING (health). */
-	if (r->replicas > 1)
-		return 0;
-	for (uint32_t i = 0; i < r->n_chunks; i++) {
-		const struct msg_chunk *ch = &r->chunks[i];
-
-		if (!ch->inst)
-			continue;
-		for (uint32_t j = 0; j < st->nodes.n_nodes; j++) {
-			const struct msg_node *n = &st->nodes.nodes[j];
-
-			if (n->id == ch->node && n->instance != ch->inst) {
-				lost++;
-				break;
-			}
-		}
-	}
-	return lost;
-}
-
 static void cli_status_text(const struct cli *c, const struct cli_status *st)
 {
 	const struct msg *nodes = &st->nodes;
@@ -196,116 +167,12 @@ static void cli_status_text(const struct cli *c, const struct cli_status *st)
 		cli_chunks_print(stdout, "      ", r->chunks, r->n_chunks);
 		cli_writers_print(stdout, "      ", r, nodes);
 		cli_readers_print(stdout, "      ", r, nodes);
-		lost = cli_status_lost(st, r);
+		lost = cli_region_lost(&st->nodes, r);
 		if (lost)
 			printf("      LOST: %u chunks: their owner restarted "
 			       "since; recreate the region\n",
 			       lost);
 	}
-}
-
-static struct json_object *cli_json_node(const struct msg_node *n, int gone)
-{
-	struct json_object *o = json_object_new_object(), *peers;
-	int err = 0;
-
-	if (!o)
-		return NULL;
-	err |= fp_json_set_u64(o, "id", n->id);
-	err |= fp_json_set_str(o, "name", n->name);
-	err |= fp_json_set_str(o, "data_addr", n->data_addr);
-	err |= fp_json_set_u64(o, "pool_size", n->pool_size);
-	err |= fp_json_set_bool(o, "up", n->up);
-	if (gone)
-		err |= fp_json_set_bool(o, "gone", 1);
-	err |= fp_json_set_u64(o, "lease_ms", n->lease_ms);
-	peers = json_object_new_array();
-	err |= fp_json_set(o, "peers", peers);
-	for (uint32_t j = 0; j < n->n_peers && !err; j++) {
-		const struct msg_peer *p = &n->peers[j];
-		struct json_object *q = json_object_new_object();
-
-		err |= fp_json_push(peers, q);
-		if (err)
-			break;
-		err |= fp_json_set_u64(q, "node", p->node);
-		err |= fp_json_set_str(q, "transport", p->transport);
-		err |= fp_json_set_u64(q, "reads", p->reads);
-		err |= fp_json_set_u64(q, "bytes", p->bytes);
-		err |= fp_json_set_u64(q, "errors", p->errors);
-		err |= fp_json_set_u64(q, "posted", p->posted);
-		err |= fp_json_set_u64(q, "writes", p->writes);
-		err |= fp_json_set_u64(q, "wbytes", p->wbytes);
-		err |= fp_json_set_u64(q, "werrors", p->werrors);
-	}
-	if (err) {
-		json_object_put(o);
-		return NULL;
-	}
-	return o;
-}
-
-static struct json_object *cli_json_region(const struct msg *r, uint32_t lost)
-{
-	struct json_object *o, *per, *owners, *writers, *readers;
-	uint64_t *ids, *counts;
-	uint32_t n_ids;
-	int err = 0;
-
-	if (cli_chunks_count(r->chunks, r->n_chunks, &ids, &counts, &n_ids))
-		return NULL;
-	o = json_object_new_object();
-	if (!o)
-		goto out;
-	err |= fp_json_set_str(o, "name", r->name);
-	err |= fp_json_set_u64(o, "size", r->size);
-	err |= fp_json_set_u64(o, "chunk_size", r->chunk_size);
-	err |= fp_json_set_u64(o, "epoch", r->epoch);
-	per = json_object_new_object();
-	err |= fp_json_set(o, "chunks_per_node", per);
-	for (uint32_t j = 0; j < n_ids && !err; j++) {
-		char id[24];
-
-		snprintf(id, sizeof(id), "%llu", (unsigned long long)ids[j]);
-		err |= fp_json_set_u64(per, id, counts[j]);
-	}
-	owners = json_object_new_array_ext((int)r->n_chunks);
-	err |= fp_json_set(o, "owners", owners);
-	for (uint32_t j = 0; j < r->n_chunks && !err; j++)
-		err |= fp_json_push(owners,
-				    json_object_new_uint64(r->chunks[j].node));
-	writers = json_object_new_array_ext((int)r->n_writers);
-	err |= fp_json_set(o, "writers", writers);
-	for (uint32_t j = 0; j < r->n_writers && !err; j++)
-		err |= fp_json_push(writers,
-				    json_object_new_uint64(r->writers[j]));
-	readers = json_object_new_array_ext((int)r->n_readers);
-	err |= fp_json_set(o, "readers", readers);
-	for (uint32_t j = 0; j < r->n_readers && !err; j++)
-		err |= fp_json_push(readers,
-				    json_object_new_uint64(r->readers[j]));
-	err |= fp_json_set_u64(o, "lost_chunks", lost);
-	if (r->replicas > 1) {
-		uint32_t l, m, b;
-		const char *h = cli_repl_health(r, &l, &m, &b);
-
-		err |= fp_json_set_u64(o, "replicas", r->replicas);
-		err |= fp_json_set_u64(o, "rgen", r->rgen);
-		err |= fp_json_set_str(o, "health", h);
-		err |= fp_json_set_u64(o, "replicas_missing", m);
-		err |= fp_json_set_u64(o, "replicas_rebuilding", b);
-		err |= fp_json_set_u64(o, "replicas_in_sync",
-				       r->n_chunks - m - b);
-		err |= fp_json_set_u64(o, "chunks_lost", l);
-	}
-	if (err) {
-		json_object_put(o);
-		o = NULL;
-	}
-out:
-	free(ids);
-	free(counts);
-	return o;
 }
 
 /* The JSON object of `status --json` (NULL: no memory). */
@@ -330,8 +197,9 @@ static struct json_object *cli_status_json_obj(const char *coordinator,
 	for (uint32_t i = 0; i < st->n_maps && !err; i++)
 		err |= fp_json_push(
 			regions,
-			cli_json_region(&st->maps[i],
-					cli_status_lost(st, &st->maps[i])));
+			cli_json_region(
+				&st->maps[i],
+				cli_region_lost(&st->nodes, &st->maps[i])));
 	/* Forgotten nodes: their ids are never given again. */
 	gone = json_object_new_array();
 	err |= fp_json_set(o, "gone", gone);

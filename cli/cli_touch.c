@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "farpage.h"
 #include "pattern.h"
@@ -69,7 +70,10 @@ static const char cli_touch_usage[] =
 	"  --prefetch        map with background prefetch: the agent fetches\n"
 	"                    the whole region while the link is idle\n"
 	"                    (timed separately; they never fetch)\n"
-	"  --help            this text\n";
+	"  --help            this text\n"
+	"\n"
+	"On a terminal a progress line shows pages done, MB/s and the time\n"
+	"left (not with --quiet); it is gone before the last line.\n";
 
 enum cli_touch_order {
 	CLI_TOUCH_SEQ,
@@ -145,7 +149,15 @@ struct cli_touch {
 	unsigned int ready;
 	int go; /* 1 = start, -1 = give up */
 	atomic_int stop;
+
+	/* The progress line's figures: pages done (in steps of
+	 * CLI_TOUCH_STEP), threads ended. */
+	atomic_uint_fast64_t done;
+	atomic_uint ended;
+	struct cli_progress progress;
 };
+
+#define CLI_TOUCH_STEP 256
 
 /*
  * The thread's own context for the SIGBUS handler, which has no other way
@@ -251,6 +263,9 @@ static void cli_touch_pages(struct cli_touch_thread *t)
 		else
 			t->lat[t->n_remote++] = ns;
 		cli_touch_verify(t, page, p);
+		if (!((i + 1) % CLI_TOUCH_STEP))
+			atomic_fetch_add_explicit(&t->run->done, CLI_TOUCH_STEP,
+						  memory_order_relaxed);
 	}
 }
 
@@ -282,6 +297,7 @@ static void *cli_touch_thread_main(void *arg)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t->t_end);
 	cli_touch_self = NULL;
+	atomic_fetch_add(&run->ended, 1);
 	return NULL;
 }
 
@@ -372,6 +388,12 @@ static int cli_touch_threads_run(struct cli_touch *run)
 			break;
 	}
 	cli_touch_gate_open(run, started, ret ? -1 : 1);
+	/* The line is drawn from here, while the threads touch. */
+	while (run->progress.on && atomic_load(&run->ended) < started) {
+		usleep(CLI_PROGRESS_MS * 1000);
+		cli_progress_set(&run->progress, atomic_load(&run->done));
+	}
+	cli_progress_end(&run->progress);
 	for (unsigned int i = 0; i < started; i++)
 		pthread_join(run->th[i].tid, NULL);
 	if (ret)
@@ -751,6 +773,7 @@ int cli_touch_run(const struct cli *c, int argc, char **argv)
 		cli_err("touch %s: sigaction: %s", run.name, strerror(errno));
 		goto out_unmap;
 	}
+	cli_progress_start(&run.progress, c, what, run.n_pages);
 	ret = cli_touch_threads_run(&run);
 	sigaction(SIGBUS, &old_sa, NULL);
 	if (ret < 0)

@@ -58,6 +58,8 @@ static const char cli_vm_usage[] =
 	"                  tree, else in " FARPAGE_PRELOAD_DIR ")\n"
 	"  --dry-run       print the QEMU command line and environment, run "
 	"nothing\n"
+	"These options may also follow REGION; everything from '--' (or from\n"
+	"QEMU's binary) on is QEMU's.\n"
 	"\n"
 	"A QEMU started with -incoming (a migration's destination) maps the\n"
 	"RAM incoming: the guest's first touch of it waits until the source\n"
@@ -248,7 +250,17 @@ static void cli_vm_say(const char *region, uint64_t size, const char *qemu,
 	fflush(NULL);
 }
 
-int cli_vm_run(const struct cli *c, int argc, char **argv)
+/* farpage vm's own options. */
+struct cli_vm_opts {
+	const char *preload;
+	int prefetch, movable, dry;
+};
+
+/*
+ * Parses our options from optind up to the first operand or "--" ('+':
+ * what follows is not ours). Returns -1 to go on, or the exit code.
+ */
+static int cli_vm_opts_parse(int argc, char **argv, struct cli_vm_opts *o)
 {
 	static const struct option opts[] = {
 		{ "prefetch", no_argument, NULL, 'p' },
@@ -258,29 +270,21 @@ int cli_vm_run(const struct cli *c, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	const char *preload_opt = NULL, *region, *ld;
-	char preload[PATH_MAX];
-	char obj[256 + PATH_MAX], mach[64], mem[32], fd_s[16], flags[64];
-	char *ld_value = NULL;
-	struct cli_vm_env env[CLI_VM_N_ENV];
-	int prefetch = 0, movable = 0, dry = 0, has, fd = -1, ret, n_q;
-	char **qargv = NULL;
-	uint64_t size;
+	int ret;
 
-	/* '+': QEMU's options after REGION are not ours. */
 	while ((ret = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (ret) {
 		case 'p':
-			prefetch = 1;
+			o->prefetch = 1;
 			break;
 		case 'm':
-			movable = 1;
+			o->movable = 1;
 			break;
 		case 'l':
-			preload_opt = optarg;
+			o->preload = optarg;
 			break;
 		case 'n':
-			dry = 1;
+			o->dry = 1;
 			break;
 		case 'h':
 			fputs(cli_vm_usage, stdout);
@@ -289,9 +293,33 @@ int cli_vm_run(const struct cli *c, int argc, char **argv)
 			return cli_getopt_err(cli_vm_usage, "vm", ret, argv);
 		}
 	}
+	return -1;
+}
+
+int cli_vm_run(const struct cli *c, int argc, char **argv)
+{
+	struct cli_vm_opts o = { 0 };
+	const char *region, *ld;
+	char preload[PATH_MAX];
+	char obj[256 + PATH_MAX], mach[64], mem[32], fd_s[16], flags[64];
+	char *ld_value = NULL;
+	struct cli_vm_env env[CLI_VM_N_ENV];
+	int has, fd = -1, ret, n_q;
+	char **qargv = NULL;
+	uint64_t size;
+
+	ret = cli_vm_opts_parse(argc, argv, &o);
+	if (ret >= 0)
+		return ret;
 	if (optind >= argc)
 		return cli_usage_err(cli_vm_usage, "vm: missing region name");
 	region = argv[optind++];
+	/* Ours may follow REGION too, up to "--" or QEMU's binary. */
+	if (optind < argc && strcmp(argv[optind], "--")) {
+		ret = cli_vm_opts_parse(argc, argv, &o);
+		if (ret >= 0)
+			return ret;
+	}
 	if (optind < argc && !strcmp(argv[optind], "--"))
 		optind++;
 	if (optind >= argc)
@@ -303,7 +331,7 @@ int cli_vm_run(const struct cli *c, int argc, char **argv)
 	has = cli_vm_args_check(n_q, argv + optind);
 	if (has < 0)
 		return CLI_EXIT_USAGE;
-	if (cli_vm_preload(preload_opt, preload, sizeof(preload)))
+	if (cli_vm_preload(o.preload, preload, sizeof(preload)))
 		return CLI_EXIT_FAIL;
 
 	if (cli_vm_region_size(c, region, &size))
@@ -332,8 +360,8 @@ int cli_vm_run(const struct cli *c, int argc, char **argv)
 	env[1] = (struct cli_vm_env){ VM_ENV_REGION, region };
 	env[2] = (struct cli_vm_env){ VM_ENV_FD, fd_s };
 	/* A migration's destination takes the lease from the source. */
-	snprintf(flags, sizeof(flags), "%s%s%s", prefetch ? "prefetch," : "",
-		 movable ? "movable," : "",
+	snprintf(flags, sizeof(flags), "%s%s%s", o.prefetch ? "prefetch," : "",
+		 o.movable ? "movable," : "",
 		 has & CLI_VM_INCOMING ? "incoming," : "");
 	env[3] = (struct cli_vm_env){ VM_ENV_FLAGS, flags };
 	env[4] = (struct cli_vm_env){ FARPAGE_AGENT_SOCK_ENV, c->agent_sock };
@@ -342,7 +370,7 @@ int cli_vm_run(const struct cli *c, int argc, char **argv)
 			     mem);
 	if (!qargv)
 		goto out;
-	if (dry) {
+	if (o.dry) {
 		cli_vm_print(qargv, env, CLI_VM_N_ENV);
 		ret = 0;
 		goto out;
@@ -357,8 +385,8 @@ int cli_vm_run(const struct cli *c, int argc, char **argv)
 		   has & CLI_VM_INCOMING
 			   ? " (incoming: it runs once the source "
 			     "hands the region over)"
-		   : movable ? " (movable)"
-			     : "");
+		   : o.movable ? " (movable)"
+			       : "");
 	execvp(qargv[0], qargv);
 	ret = -errno;
 	cli_err("vm: cannot run %s: %s", qargv[0], strerror(errno));

@@ -108,6 +108,9 @@ static const struct opts_opt cli_opts[] = {
 	  OPTS_K_STR, NULL, CLI_OFF(key_file), 0, 0 },
 	{ "insecure", 0, NULL, "the cluster runs without authentication",
 	  OPTS_K_TRUE, NULL, CLI_OFF(insecure), 0, 0 },
+	{ "quiet", 'q', NULL,
+	  "no progress lines (they are drawn only on a terminal anyway)",
+	  OPTS_K_TRUE, NULL, CLI_OFF(quiet), 0, 0 },
 	{ "help", 'h', NULL, "this text", OPTS_K_FN, cli_set_help, 0, 0, 0 },
 	{ "version", 'V', NULL, "print the version", OPTS_K_VERSION, NULL, 0, 0,
 	  0 },
@@ -154,7 +157,7 @@ int main(int argc, char **argv)
 	c.coords = &coords;
 	if (optind >= argc) {
 		cli_err("no command given");
-		cli_usage_print(stderr);
+		fprintf(stderr, "Try 'farpage --help'.\n");
 		return CLI_EXIT_USAGE;
 	}
 	cmd = optind;
@@ -166,6 +169,6 @@ int main(int argc, char **argv)
 		}
 	}
 	cli_err("unknown command '%s'", argv[cmd]);
-	cli_usage_print(stderr);
+	fprintf(stderr, "Try 'farpage --help'.\n");
 	return CLI_EXIT_USAGE;
 }

@@ -132,6 +132,33 @@ int net_addr_resolve(const char *addr, struct sockaddr_storage *ss,
 	return 0;
 }
 
+int net_addr_unresolved(const char *addr, char *why, size_t why_len)
+{
+	struct addrinfo hints = {
+		.ai_family = AF_UNSPEC,
+		.ai_socktype = SOCK_STREAM,
+		.ai_flags = AI_NUMERICSERV,
+	};
+	char host[NI_MAXHOST], port[8];
+	struct addrinfo *ai;
+	int rc;
+
+	if (net_addr_split(addr, host, sizeof(host), port, sizeof(port)) ||
+	    !host[0] || !strcmp(host, "*"))
+		return 0;
+	rc = getaddrinfo(host, port, &hints, &ai);
+	if (!rc) {
+		freeaddrinfo(ai);
+		return 0;
+	}
+	if (rc == EAI_NONAME)
+		snprintf(why, why_len, "unknown host '%s'", host);
+	else
+		snprintf(why, why_len, "cannot resolve host '%s': %s", host,
+			 gai_strerror(rc));
+	return 1;
+}
+
 int net_set_nodelay(int fd)
 {
 	int one = 1;

@@ -35,6 +35,14 @@ void net_listen_fail_log(int err, const char *what, const char *addr);
  */
 int net_connect(const char *addr, int timeout_ms, int *out_fd);
 
+/*
+ * Why "host:port" @addr cannot be resolved, when that is why a connection
+ * to it failed: "unknown host 'H'" or "cannot resolve host 'H': <resolver's
+ * reason>" into @why. Returns 1 if so, 0 if it resolves (or is not
+ * HOST:PORT).
+ */
+int net_addr_unresolved(const char *addr, char *why, size_t why_len);
+
 /* Writes the bound local address of @fd as "host:port" into buf. */
 int net_local_addr(int fd, char *buf, size_t len);
 

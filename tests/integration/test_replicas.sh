@@ -44,7 +44,7 @@ if ! fp_cli A O1 region create r --size "${FP_REPL_MB:-64}M" --replicas "$R" >"$
 fi
 fp_repl state "$FP_COORD" r >"$FP_TMP/st0.out" 2>&1 || fp_fail "state of r: $(cat "$FP_TMP/st0.out")"
 grep -q "^state: replicas=$R " "$FP_TMP/st0.out" || { cat "$FP_TMP/st0.out" >&2; fp_fail "r has not $R replicas"; }
-fp_cli A O1 fill r --seed 5 >"$FP_TMP/f.out" 2>&1 || fp_fail "fill r: $(cat "$FP_TMP/f.out")"
+fp_cli A O1 fill --all r --seed 5 >"$FP_TMP/f.out" 2>&1 || fp_fail "fill r: $(cat "$FP_TMP/f.out")"
 fp_node_start A W --writeback-ms 100
 fp_node_start D O3
 O1ID=$(fp_node_id_log O1)
