@@ -176,14 +176,94 @@ def farmem_table(d):
     return t
 
 
-def plot(d):
-    """Latency CDFs, log x (matplotlib)."""
+def pyplot(d):
+    """matplotlib's pyplot on the Agg backend, or None (said)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         d.say("matplotlib not installed (python3-matplotlib): no plot")
+        return None
+    return plt
+
+
+def legend_outside(ax):
+    """The legend right of the axes, where it hides no curve or bar."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0,
+              framealpha=1)
+
+
+def fault_in_png(d):
+    """The fault-in plot's file: beside the latency plot."""
+    base, ext = os.path.splitext(d.png_out)
+    if base.endswith("-latency"):
+        base = base[:-len("-latency")]
+    return f"{base}-fault-in{ext or '.png'}"
+
+
+def plot_fault_in(d):
+    """Fault-in MB/s by configuration (threads, order, read-ahead,
+    prefetch, the fault path), bars against the TCP stream floor."""
+    plt = pyplot(d)
+    if not plt:
+        return None
+    m = d.m
+    rows = []
+    for label, key in (
+            ("sequential", "fault_in.seq"), ("random", "fault_in.rand"),
+            ("sequential, read-ahead off", "readahead.off.fault_in.seq"),
+            ("random, read-ahead off", "readahead.off.fault_in.rand"),
+            ("sequential, prefetch", "prefetch.fault_in.seq"),
+            ("random, prefetch", "prefetch.fault_in.rand")):
+        for t in (1, 2, 4):
+            v = m(f"{key}.t{t}_MBps")
+            if v is not None:
+                rows.append((f"{label}, {t} thr", v, t))
+    for path in ("continue", "copy"):
+        for order in ("seq", "rand"):
+            v = m(f"farmem.ab.{path}.{order}_MBps")
+            if v is not None:
+                rows.append((f"fault path {path}, {order}", v, 0))
+    if not rows:
+        d.say("no fault-in figures: no fault-in plot")
+        return None
+    colors = {0: "#7f7f7f", 1: "#1f77b4", 2: "#ff7f0e", 4: "#2ca02c"}
+    out = fault_in_png(d)
+    try:
+        fig, ax = plt.subplots(figsize=(12, 0.4 * len(rows) + 2), dpi=100)
+        ys = list(range(len(rows)))[::-1]
+        seen = set()
+        for y, (label, v, t) in zip(ys, rows):
+            name = f"{t} thread{plural(t)}" if t else "1 thread (A/B)"
+            ax.barh(y, v, color=colors[t],
+                    label=None if name in seen else name)
+            seen.add(name)
+        stream = m("floors.stream_MBps")
+        if stream:
+            ax.axvline(stream, ls="--", color="#d62728",
+                       label=f"TCP stream floor ({stream:.0f} MB/s)")
+        ax.set_yticks(ys)
+        ax.set_yticklabels([r[0] for r in rows])
+        ax.set_xlabel("fault-in rate (MB/s of 4 KiB pages)")
+        ax.set_title(f"farpage fault-in by configuration: {d.size_h} region, "
+                     f"{d.transport_used}, {d.ncpu} CPUs, {d.runs} runs "
+                     f"(medians), {time.strftime('%Y-%m-%d', time.gmtime())}")
+        ax.grid(True, axis="x", alpha=0.4)
+        legend_outside(ax)
+        fig.savefig(out, format="png", bbox_inches="tight")
+        plt.close(fig)
+    except (OSError, ValueError, RuntimeError) as e:
+        d.say(f"matplotlib failed (no fault-in plot): {e}")
+        return None
+    d.say(f"plot: {out}")
+    return out
+
+
+def plot(d):
+    """Latency CDFs, log x (matplotlib)."""
+    plt = pyplot(d)
+    if not plt:
         return False
     pl = d.floor_pl
     series = [
@@ -211,14 +291,13 @@ def plot(d):
                      f"{d.runs} runs, {time.strftime('%Y-%m-%d', time.gmtime())}")
         if drawn:
             ax.set_xscale("log")
-            ax.legend(loc="upper left", framealpha=1)
+            legend_outside(ax)
         ax.set_xlabel("latency per fault / round trip (µs, log scale)")
         ax.set_ylabel("fraction of samples <= x")
         ax.set_ylim(0, 1.001)
         ax.set_yticks([i / 10 for i in range(11)])
         ax.grid(True, which="both", alpha=0.4)
-        fig.tight_layout()
-        fig.savefig(d.png_out, format="png")
+        fig.savefig(d.png_out, format="png", bbox_inches="tight")
         plt.close(fig)
     except (OSError, ValueError, RuntimeError) as e:
         d.say(f"matplotlib failed (no plot): {e}")

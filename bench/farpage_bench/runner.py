@@ -401,6 +401,7 @@ class Driver(Bench):
         self.write_json()
         print("\n".join(report.table(self)), flush=True)
         self.put("plot", self.png_out if report.plot(self) else "none")
+        self.put("plot_fault_in", report.plot_fault_in(self) or "none")
         self.write_json()
 
     def finish(self):

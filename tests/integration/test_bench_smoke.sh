@@ -249,7 +249,7 @@ else
 	echo "test_bench_smoke: FAIL: secure.status is '$sec'" >&2
 	fail=1
 fi
-# The plot: a PNG where the JSON says (matplotlib, if the interpreter the
+# The plots: PNGs where the JSON says (matplotlib, if the interpreter the
 # driver runs with has it).
 PY=$(sed -n '1s/^#! *//p' "$BENCH")
 if ${PY:-python3} -c 'import matplotlib' 2>/dev/null; then
@@ -257,6 +257,12 @@ if ${PY:-python3} -c 'import matplotlib' 2>/dev/null; then
 		{ echo "test_bench_smoke: FAIL: no PNG plot" >&2; fail=1; }
 	[ "$(getstr "$TMP/bench.json" plot)" = "$TMP/bench-results/bench-latency.png" ] ||
 		{ echo "test_bench_smoke: FAIL: plot is '$(getstr "$TMP/bench.json" plot)'" >&2; fail=1; }
+	# The second: fault-in MB/s by configuration, beside the first.
+	fi_png=$TMP/bench-results/bench-fault-in.png
+	[ "$(getstr "$TMP/bench.json" plot_fault_in)" = "$fi_png" ] ||
+		{ echo "test_bench_smoke: FAIL: plot_fault_in is '$(getstr "$TMP/bench.json" plot_fault_in)'" >&2; fail=1; }
+	[ -s "$fi_png" ] && [ "$(head -c 8 "$fi_png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] ||
+		{ echo "test_bench_smoke: FAIL: no fault-in PNG plot" >&2; fail=1; }
 else
 	echo "test_bench_smoke: python3-matplotlib not installed; plot not checked" >&2
 fi
