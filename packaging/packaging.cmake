@@ -68,8 +68,10 @@ elseif(NOT FARPAGE_MANPAGES STREQUAL "OFF")
 	message(FATAL_ERROR "FARPAGE_MANPAGES: AUTO, ON or OFF, not "
 		"'${FARPAGE_MANPAGES}'")
 endif()
-# The CLI's commands (cli/main.c), each with a page farpage-COMMAND(1);
-# test_package checks that `farpage --help` lists no other.
+# The CLI's commands (cli/main.c), each with a page farpage-COMMAND(1)
+# but `node`, whose page would hide the agent's farpage-node(8) from `man
+# farpage-node`: its --help is a section of farpage(1) instead. test_package
+# checks that `farpage --help` lists no other.
 set(FARPAGE_CLI_COMMANDS
 	"status|nodes, peers and regions as the coordinator sees them"
 	"region|create, list, show or delete regions"
@@ -86,12 +88,23 @@ if(man_ok)
 	set(FARPAGE_MAN_SEE_ALSO)
 	foreach(cmd IN LISTS FARPAGE_CLI_COMMANDS)
 		string(REGEX REPLACE "[|].*" "" cmd "${cmd}")
-		string(APPEND FARPAGE_MAN_SEE_ALSO ",\n.BR farpage\\-${cmd} (1)")
+		if(NOT cmd STREQUAL "node")
+			string(APPEND FARPAGE_MAN_SEE_ALSO
+				",\n.BR farpage\\-${cmd} (1)")
+		endif()
 	endforeach()
 	configure_file(${pkg_dir}/farpage.h2m.in ${CMAKE_BINARY_DIR}/man/farpage.h2m
 		@ONLY)
 	set(man_pages)
 	# target|page|section|version string|--help option|what
+	# farpage(1)'s section of `farpage node`, from its --help.
+	set(node_h2m ${CMAKE_BINARY_DIR}/man/farpage-node-cmd.h2m)
+	add_custom_command(OUTPUT ${node_h2m}
+		COMMAND ${CMAKE_COMMAND} -DBIN=$<TARGET_FILE:farpage-cli>
+			-DOUT=${node_h2m}
+			-P ${pkg_dir}/man-node-section.cmake
+		DEPENDS farpage-cli ${pkg_dir}/man-node-section.cmake
+		COMMENT "farpage(1): the node command's section" VERBATIM)
 	set(pages
 		"farpage-cli|farpage|1|farpage|--help|command-line tool of a farpage cluster"
 		"farpage-coordinator|farpage-coordinator|8|farpage-coordinator|--help|farpage cluster coordinator: nodes, regions, endpoints"
@@ -102,6 +115,9 @@ if(man_ok)
 		string(REPLACE "|" ";" cmd "${cmd}")
 		list(GET cmd 0 name)
 		list(GET cmd 1 what)
+		if(name STREQUAL "node")
+			continue()
+		endif()
 		list(APPEND pages
 			"farpage-cli|farpage-${name}|1|farpage-${name}|${name} --help|${what}")
 	endforeach()
@@ -114,14 +130,20 @@ if(man_ok)
 		list(GET page 4 help)
 		list(GET page 5 what)
 		set(out ${CMAKE_BINARY_DIR}/man/${name}.${sec})
+		set(extra)
+		if(name STREQUAL "farpage")
+			set(extra --include=${node_h2m})
+		endif()
 		add_custom_command(OUTPUT ${out}.gz
 			COMMAND ${FARPAGE_HELP2MAN} --no-info --section=${sec}
 				--name=${what} --help-option=${help}
 				"--version-string=${prog} ${PROJECT_VERSION}"
 				--include=${CMAKE_BINARY_DIR}/man/farpage.h2m
+				${extra}
 				--output=${out} $<TARGET_FILE:${target}>
 			COMMAND ${FARPAGE_GZIP} -9nf ${out}
 			DEPENDS ${target} ${CMAKE_BINARY_DIR}/man/farpage.h2m
+				${node_h2m}
 			COMMENT "Generating man page ${name}.${sec}" VERBATIM)
 		list(APPEND man_pages ${out}.gz)
 		install(FILES ${out}.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man${sec})

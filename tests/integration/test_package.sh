@@ -106,6 +106,10 @@ fp_log "ok: Maintainer $MAINT, sections, conffiles, shlibs, ldconfig trigger, po
 # 4. The file lists, exactly (directories aside).
 mapfile -t CMDS < <("$FP_TMP/build-pkg/cli/farpage" --help | sed -n '/^commands:/,/^$/s/^  \([a-z]\+\) .*/\1/p')
 [ ${#CMDS[@]} -gt 0 ] || fp_fail "no commands in farpage --help"
+# Every command has a page farpage-COMMAND(1) but node, which would hide
+# the agent's farpage-node(8): its --help is a section of farpage(1).
+PAGES=()
+for c in "${CMDS[@]}"; do [ "$c" = node ] || PAGES+=("$c"); done
 docs() { printf "/usr/share/doc/$1/%s\n" copyright changelog.gz; }
 {
 	printf '%s\n' /usr/bin/farpage /usr/bin/farpage-coordinator /usr/bin/farpage-node \
@@ -115,7 +119,7 @@ docs() { printf "/usr/share/doc/$1/%s\n" copyright changelog.gz; }
 		/usr/lib/sysctl.d/60-farpage.conf \
 		/usr/share/man/man1/farpage.1.gz /usr/share/man/man8/farpage-coordinator.8.gz \
 		/usr/share/man/man8/farpage-node.8.gz /usr/share/doc/farpage/README.md
-	for c in "${CMDS[@]}"; do echo "/usr/share/man/man1/farpage-$c.1.gz"; done
+	for c in "${PAGES[@]}"; do echo "/usr/share/man/man1/farpage-$c.1.gz"; done
 	for f in "$SRC"/docs/*.md; do echo "/usr/share/doc/farpage/docs/${f##*/}"; done
 	docs farpage
 } | sort >"$FP_TMP/files.want.farpage"
@@ -152,16 +156,21 @@ for p in farpage farpage-coordinator farpage-node; do
 	v=$("$ROOT/usr/bin/$p" --version 2>&1)
 	[ "$v" = "$p $VERSION" ] || fp_fail "$p --version: $v"
 done
-for m in man1/farpage.1 man8/farpage-coordinator.8 man8/farpage-node.8 $(printf 'man1/farpage-%s.1 ' "${CMDS[@]}"); do
+for m in man1/farpage.1 man8/farpage-coordinator.8 man8/farpage-node.8 $(printf 'man1/farpage-%s.1 ' "${PAGES[@]}"); do
 	p=${m#*/}
 	th=$(zcat "$ROOT/usr/share/man/$m.gz" | grep '^\.TH ')
 	[[ $th == *" \"${p##*.}\" "*" \"${p%.*} $VERSION\" "* ]] || fp_fail "man page $m: $th"
 done
-for c in "${CMDS[@]}"; do
+for c in "${PAGES[@]}"; do
 	zcat "$ROOT/usr/share/man/man1/farpage-$c.1.gz" | grep "farpage $c" >/dev/null ||
 		fp_fail "farpage-$c.1 is not farpage $c --help"
 done
-fp_log "ok: --version of the three programs, $((3 + ${#CMDS[@]})) man pages (one per command: ${CMDS[*]})"
+zcat "$ROOT/usr/share/man/man1/farpage.1.gz" | grep -q '^\.SH "NODE COMMAND"' ||
+	fp_fail "farpage.1 has no NODE COMMAND section"
+for w in "farpage node list" "farpage node forget NAME" 'farpage\-node(8)'; do
+	zcat "$ROOT/usr/share/man/man1/farpage.1.gz" | grep -qF "$w" || fp_fail "farpage.1: no '$w'"
+done
+fp_log "ok: --version of the three programs, $((3 + ${#PAGES[@]})) man pages (one per command: ${PAGES[*]}; node's in farpage(1), farpage-node is the agent's alone)"
 for f in usr/bin/farpage usr/bin/farpage-coordinator usr/bin/farpage-node \
 	"$LIB/libfarpage.so.$VERSION" "$LIB/farpage/libfarpage-preload.so"; do
 	# (files, not pipes: grep -q leaves early, and pipefail would see
@@ -277,7 +286,8 @@ fp_log "ok: the unpacked farpage vm preloads $PRE; the configured path is /$LIB/
 # 8. Installed for real and purged: as root, where none of the packages is
 #    installed (an installed one is not the test's to remove), dpkg not
 #    run from a read-only root. postinst raises vm.max_map_count (if
-#    lower); the purge removes every file and puts the old value back.
+#    lower) and makes /etc/farpage 0700 (if absent); the purge removes
+#    every file, that directory if empty, and puts the old value back.
 installed=$(dpkg-query -W -f='${Package} ${Status}\n' farpage libfarpage0 libfarpage-dev 2>/dev/null |
 	grep ' installed$')
 if [ "$(id -u)" != 0 ]; then
@@ -297,6 +307,7 @@ else
 	}
 	fp_at_exit pkg_purge
 	OLD_MAP=$(sysctl -n vm.max_map_count)
+	[ -e /etc/farpage ] && had_etc=1 || had_etc=0
 	WANT_MAP=$(sed -n 's/^vm\.max_map_count *= *//p' "$ROOT/usr/lib/sysctl.d/60-farpage.conf")
 	DEBIAN_FRONTEND=noninteractive "${APT[@]}" install "${DEBS[@]}" >"$FP_TMP/apt.out" 2>&1 ||
 		{ cat "$FP_TMP/apt.out" >&2; fp_fail "apt-get install of the three packages"; }
@@ -310,6 +321,10 @@ else
 	else
 		[ "$now" = "$OLD_MAP" ] || fp_fail "postinst lowered vm.max_map_count from $OLD_MAP to $now"
 	fi
+	if [ $had_etc = 0 ]; then
+		[ "$(stat -c %a /etc/farpage 2>&1)" = 700 ] ||
+			fp_fail "postinst: /etc/farpage not made 0700: $(stat -c %a /etc/farpage 2>&1)"
+	fi
 	dpkg-query -L farpage libfarpage0 libfarpage-dev | sort -u >"$FP_TMP/installed"
 	"${APT[@]}" purge farpage libfarpage0 libfarpage-dev >>"$FP_TMP/apt.out" 2>&1 ||
 		{ cat "$FP_TMP/apt.out" >&2; fp_fail "apt-get purge"; }
@@ -321,6 +336,7 @@ else
 	for f in /etc/default/farpage /var/lib/farpage-package; do
 		[ -e "$f" ] && fp_fail "the purge left $f"
 	done
+	[ $had_etc = 0 ] && [ -e /etc/farpage ] && fp_fail "the purge left an empty /etc/farpage"
 	now=$(sysctl -n vm.max_map_count)
 	[ "$now" = "$OLD_MAP" ] || fp_fail "the purge did not restore vm.max_map_count: $now, was $OLD_MAP"
 	fp_log "ok: installed (vm.max_map_count $OLD_MAP -> $WANT_MAP) and purged: no file left, vm.max_map_count $now again"
