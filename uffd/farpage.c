@@ -541,6 +541,41 @@ void farpage_map_free(struct farpage_map *m, int unmapped)
 	free(m);
 }
 
+int farpage_region_size(const char *name, const struct farpage_map_opts *opts,
+			uint64_t *size)
+{
+	const char *path = farpage_sock_path(opts);
+	uint64_t flags = MSG_MAP_RDONLY | MSG_LAYOUT_RUNS;
+	struct msg rep;
+	int fd, cache_fd, ret;
+
+	if (!msg_name_is_valid(name))
+		return -EINVAL;
+	for (;;) {
+		ret = net_unix_connect(path, &fd);
+		if (ret)
+			return ret;
+		/* The layout a read-only map would get; the connection
+		 * ends before anything is mapped. */
+		ret = farpage_agent_layout(fd, name, flags, 0, &rep, &cache_fd);
+		close(fd);
+		/* An agent before layouts in runs closes on the flag. */
+		if ((ret == -ECONNRESET || ret == -EPIPE) &&
+		    (flags & MSG_LAYOUT_RUNS)) {
+			flags &= ~MSG_LAYOUT_RUNS;
+			continue;
+		}
+		break;
+	}
+	if (ret)
+		return ret;
+	if (cache_fd >= 0)
+		close(cache_fd);
+	*size = rep.size;
+	msg_fini(&rep);
+	return 0;
+}
+
 /*
  * Connects to the agent at @m->sock_path and asks for the layout of
  * @m->name (into @rep),

@@ -47,6 +47,17 @@ struct farpage_map_opts {
 	unsigned int flags;
 };
 
+/*
+ * Region @name's size in bytes, as the local agent (@opts->agent_sock;
+ * @opts may be NULL) knows it: the agent looks it up with its own node
+ * key, as a read-only map of it would (the node must be one of its
+ * readers or writers), and nothing is mapped. For a program that must
+ * size something before it maps (farpage vm: QEMU's -m). Returns 0 or
+ * -errno (the agent's reason is logged).
+ */
+int farpage_region_size(const char *name, const struct farpage_map_opts *opts,
+			uint64_t *size);
+
 /* The agent fetches the whole region in the background (pages not yet
  * touched), keeping room for faults, which always go first. */
 #define FARPAGE_MAP_PREFETCH 1u

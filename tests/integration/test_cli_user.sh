@@ -8,7 +8,8 @@
 #   2. address errors name what is wrong: "has no port", "unknown host"
 #   3. a usage error is one line and a pointer to --help, never the usage
 #   4. `farpage vm` takes its options after REGION too (--dry-run there
-#      runs nothing and prints QEMU's command line)
+#      runs nothing and prints QEMU's command line), holding a's node key
+#      only: the region's size comes from the agent, not the coordinator
 #   5. fill: on a node that owns no chunk of the region it writes nothing
 #      and says so, exit 1; fill --all writes every page from one host
 #      (remote ones through the mapping) and another host verifies them
@@ -114,12 +115,22 @@ fp_log "ok: usage errors are one line and 'Try ... --help'"
 # --- 4. farpage vm: its options after REGION.
 PRE=$FP_BIN/vm/libfarpage-preload.so
 [ -e "$PRE" ] || fp_fail "$PRE not built"
-fp_cli H a vm r --dry-run --preload "$PRE" -- qemu-system-x86_64 -nographic >"$FP_TMP/vm.out" 2>&1 ||
-	fp_fail "vm r --dry-run -- qemu...: $(cat "$FP_TMP/vm.out")"
+NODE_KEY=$FP_TMP/a-node.key
+if [ -n "${FARPAGE_KEY_FILE:-}" ]; then
+	"$FP_CLI_BIN" keygen --role node --name a --from "$FARPAGE_KEY_FILE" -o "$NODE_KEY" >/dev/null ||
+		fp_fail "keygen --role node --name a"
+	# the node key cannot ask the coordinator as the admin...
+	FARPAGE_KEY_FILE=$NODE_KEY fp_cli H a region list >"$FP_TMP/nk.out" 2>&1 &&
+		fp_fail "region list with a node key worked: $(cat "$FP_TMP/nk.out")"
+fi
+# ... and farpage vm does not need to.
+FARPAGE_KEY_FILE=$NODE_KEY fp_cli H a vm r --dry-run --preload "$PRE" -- qemu-system-x86_64 -nographic \
+	>"$FP_TMP/vm.out" 2>&1 || fp_fail "vm r --dry-run -- qemu...: $(cat "$FP_TMP/vm.out")"
+grep -q "size=8M,mem-path=/proc/self/fd/" "$FP_TMP/vm.out" || fp_fail "vm --dry-run: not r's size: $(cat "$FP_TMP/vm.out")"
 grep -q "^qemu-system-x86_64 .*-nographic" "$FP_TMP/vm.out" ||
 	fp_fail "vm --dry-run after REGION: no QEMU command line: $(cat "$FP_TMP/vm.out")"
 grep -q "memory-backend-file" "$FP_TMP/vm.out" || fp_fail "vm --dry-run: no backend: $(cat "$FP_TMP/vm.out")"
-fp_log "ok: farpage vm REGION --dry-run -- QEMU... runs nothing, prints the command"
+fp_log "ok: farpage vm REGION --dry-run -- QEMU... with a node key only: runs nothing, prints the command with r's size"
 
 # --- 5. fill writes what it says, or says why not.
 fp_cli H a region create q --size 4M --owners "$ID_B,$ID_B" >/dev/null 2>&1 || fp_fail "create q"

@@ -5,8 +5,10 @@
 # (tests/vm/vmram_init.c) writes a pattern over 384 MiB of guest RAM the
 # kernel leaves alone (memmap=), reads it back and prints
 # "vm-ram: ok pages=98304 mismatches=0" before it powers off.
-#   1. region all B's: the guest passes, QEMU exits 0, A fetched at least
-#      the pages the guest touched (all of them B's) and at most the region
+#   1. region all B's, `farpage vm` run with A's node key only (no admin
+#      key on a hypervisor host): the guest passes, QEMU exits 0, A fetched
+#      at least the pages the guest touched (all of them B's) and at most
+#      the region
 #   2. the same region booted again: the guest sees the first boot's
 #      pattern; a second VM of the region is refused while it runs; B is
 #      SIGSTOPped while the guest runs and faults on it: the vCPU waits
@@ -70,12 +72,14 @@ fp_cli B B region create ram2 --size "$RAM" --owners "${ab%,}" >/dev/null 2>&1 |
 
 # boot NAME REGION SEED [EXPECT]: QEMU on A with RAM in REGION, in the
 # background (BOOT_PID); the console goes to $FP_TMP/NAME.serial.
+# BOOT_KEY: the CLI's key file (default the test's).
 boot() {
 	local n=$1 r=$2 seed=$3 exp=${4:-}
 	bash "$BOOT" --bin "$FP_BIN" --ram "$RAM" --reserve-base "$RES_BASE" --reserve-size "$RES_SIZE" \
 		--seed "$seed" ${exp:+--expect "$exp"} \
 		--accel "$ACCEL" --timeout 900 --log "$FP_TMP/$n.serial" -- \
 		${FP_HOST_RUN[A]} env FARPAGE_AGENT_SOCK="${FP_NODE_SOCK[A]}" \
+		FARPAGE_KEY_FILE="${BOOT_KEY:-${FARPAGE_KEY_FILE:-}}" \
 		"$FP_CLI_BIN" --coordinator "$FP_COORD" vm "$r" -- \
 		>"$FP_TMP/$n.out" 2>&1 &
 	BOOT_PID=$!
@@ -106,16 +110,22 @@ prev_ok() {
 		fp_fail "$1: the guest did not find boot seed $2's pattern on every page"
 }
 
-# 1. all of the RAM on B
+# 1. all of the RAM on B; the CLI holds A's node key only
+BOOT_KEY=$FP_TMP/A-node.key
+if [ -n "${FARPAGE_KEY_FILE:-}" ]; then
+	"$FP_CLI_BIN" keygen --role node --name A --from "$FARPAGE_KEY_FILE" -o "$BOOT_KEY" >/dev/null ||
+		fp_fail "farpage keygen --role node --name A"
+fi
 r0=$(fp_stat A A remote)
 boot b1 ram 11
+BOOT_KEY=
 boot_wait b1
 boot_ok b1
 r1=$(fp_stat A A remote)
 fetched=$((r1 - r0))
 [ "$fetched" -ge "$PAGES" ] && [ "$fetched" -le "$REGION_PAGES" ] ||
 	fp_fail "boot 1: A fetched $fetched pages from B; the guest touched $PAGES, the region has $REGION_PAGES"
-fp_log "ok: 1. QEMU booted with its RAM all on B: guest ok, $fetched pages fetched from B"
+fp_log "ok: 1. QEMU booted by farpage vm holding A's node key only, its RAM all on B: guest ok, $fetched pages fetched from B"
 
 # 2. again; B stopped while the guest runs
 boot b2 ram 12 11
