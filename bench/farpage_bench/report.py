@@ -194,6 +194,19 @@ def legend_outside(ax):
               framealpha=1)
 
 
+def save(d, plt, fig, out):
+    """Writes @fig to @out as PNG (its legend included); True if it did."""
+    try:
+        fig.savefig(out, format="png", bbox_inches="tight")
+    except (OSError, ValueError, RuntimeError) as e:
+        d.say(f"matplotlib failed (no plot {out}): {e}")
+        return False
+    finally:
+        plt.close(fig)
+    d.say(f"plot: {out}")
+    return True
+
+
 def fault_in_png(d):
     """The fault-in plot's file: beside the latency plot."""
     base, ext = os.path.splitext(d.png_out)
@@ -251,13 +264,10 @@ def plot_fault_in(d):
                      f"(medians), {time.strftime('%Y-%m-%d', time.gmtime())}")
         ax.grid(True, axis="x", alpha=0.4)
         legend_outside(ax)
-        fig.savefig(out, format="png", bbox_inches="tight")
-        plt.close(fig)
-    except (OSError, ValueError, RuntimeError) as e:
+    except (ValueError, RuntimeError) as e:
         d.say(f"matplotlib failed (no fault-in plot): {e}")
         return None
-    d.say(f"plot: {out}")
-    return out
+    return out if save(d, plt, fig, out) else None
 
 
 def plot(d):
@@ -297,13 +307,10 @@ def plot(d):
         ax.set_ylim(0, 1.001)
         ax.set_yticks([i / 10 for i in range(11)])
         ax.grid(True, which="both", alpha=0.4)
-        fig.savefig(d.png_out, format="png", bbox_inches="tight")
-        plt.close(fig)
-    except (OSError, ValueError, RuntimeError) as e:
+    except (ValueError, RuntimeError) as e:
         d.say(f"matplotlib failed (no plot): {e}")
         return False
-    d.say(f"plot: {d.png_out}")
-    return True
+    return save(d, plt, fig, d.png_out)
 
 
 # ---- the current results table of docs/bench.md (farpage-bench report) ----

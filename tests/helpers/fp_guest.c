@@ -752,27 +752,41 @@ static int guest_poison_race(const char *region, unsigned int ms)
  * says "fp_guest: flushed N pages", then holds the mapping (and its write
  * lease) until a line comes on stdin or it is killed.
  */
-static int guest_whold(const char *region, uint64_t seed)
+/*
+ * Maps @region writable, writes @seed's pattern into every page and
+ * flushes (@final: farpage_flush_final()). 0 with the mapping in *@m and
+ * its pages in *@n, or 1 (said).
+ */
+static int guest_fill_flush(const char *region, uint64_t seed, int final,
+			    struct farpage_map **m, size_t *n)
 {
-	struct farpage_map *m;
 	uint8_t *base;
-	size_t n;
-	char line[64];
 	int ret;
 
-	if (guest_map_rw(region, &m))
+	if (guest_map_rw(region, m))
 		return 1;
-	base = farpage_map_addr(m);
-	n = farpage_map_size(m) / PATTERN_PAGE;
-	for (size_t i = 0; i < n; i++)
+	base = farpage_map_addr(*m);
+	*n = farpage_map_size(*m) / PATTERN_PAGE;
+	for (size_t i = 0; i < *n; i++)
 		pattern_fill(base + i * PATTERN_PAGE, seed, i);
-	ret = farpage_flush(m);
+	ret = final ? farpage_flush_final(*m) : farpage_flush(*m);
 	if (ret) {
 		fprintf(stderr, "fp_guest: flush: %s\n", farpage_strerror(ret));
 		return 1;
 	}
-	printf("fp_guest: flushed %zu pages\n", n);
+	printf("fp_guest: flushed %zu pages\n", *n);
 	fflush(stdout);
+	return 0;
+}
+
+static int guest_whold(const char *region, uint64_t seed)
+{
+	struct farpage_map *m;
+	char line[64];
+	size_t n;
+
+	if (guest_fill_flush(region, seed, 0, &m, &n))
+		return 1;
 	if (!fgets(line, sizeof(line), stdin))
 		fprintf(stderr, "fp_guest: stdin closed; unmapping\n");
 	return farpage_unmap(m) ? 1 : 0;
@@ -790,20 +804,10 @@ static int guest_wexit(const char *region, uint64_t seed, int final)
 	struct farpage_map *m;
 	volatile uint8_t *base;
 	size_t n;
-	int ret;
 
-	if (guest_map_rw(region, &m))
+	if (guest_fill_flush(region, seed, final, &m, &n))
 		return 1;
 	base = farpage_map_addr(m);
-	n = farpage_map_size(m) / PATTERN_PAGE;
-	for (size_t i = 0; i < n; i++)
-		pattern_fill((uint8_t *)base + i * PATTERN_PAGE, seed, i);
-	ret = final ? farpage_flush_final(m) : farpage_flush(m);
-	if (ret) {
-		fprintf(stderr, "fp_guest: flush: %s\n", farpage_strerror(ret));
-		return 1;
-	}
-	printf("fp_guest: flushed %zu pages\n", n);
 	if (final) {
 		signal(SIGSEGV, guest_wexit_segv);
 		if (!sigsetjmp(guest_wexit_jb, 1)) {
@@ -1780,7 +1784,8 @@ int main(int argc, char **argv)
 		"SOCK |\n"
 		"       hold REGION SEED remote|all | unmap-race REGION "
 		"SEED ROUNDS |\n"
-		"       poison-race REGION | whold REGION SEED | wexit REGION SEED "
+		"       poison-race REGION | whold REGION SEED | wexit REGION "
+		"SEED "
 		"plain|final | rdonly-write "
 		"REGION |\n"
 		"       rwhold REGION SEED1 SEED2 THREADS |\n"
