@@ -5,7 +5,10 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "farpage.h"
 
@@ -130,7 +133,58 @@ static const char cli_flush_usage[] =
 	"local agent have written and not yet sent: returns once they are in\n"
 	"their owners' pools (exit 0), or fails naming why (exit 1: an owner\n"
 	"could not be reached within the agent's fault timeout; the pages\n"
-	"are kept and sent again).\n";
+	"are kept and sent again). On a terminal a progress line shows the\n"
+	"agent's dirty pages going home (not with --quiet).\n";
+
+/* The flush, on a thread of its own while the progress line is drawn. */
+struct cli_flush {
+	const char *sock, *name;
+	int ret;
+	atomic_int done;
+};
+
+static void *cli_flush_thread(void *arg)
+{
+	struct cli_flush *f = arg;
+
+	f->ret = farpage_agent_flush(f->sock, f->name);
+	atomic_store(&f->done, 1);
+	return NULL;
+}
+
+/*
+ * farpage_agent_flush() with a progress line on a terminal: the agent's
+ * dirty bytes (of every region: it counts no other way) going down from
+ * what they were when the flush began.
+ */
+static int cli_flush_progress(const struct cli *c, const char *name)
+{
+	struct cli_flush f = { .sock = c->agent_sock, .name = name };
+	struct farpage_stats st;
+	struct cli_progress pr;
+	char what[16 + MSG_NAME_MAX];
+	uint64_t d0;
+	pthread_t t;
+
+	if (c->quiet || !isatty(STDERR_FILENO) ||
+	    farpage_agent_stats(c->agent_sock, &st) || !st.cache_dirty ||
+	    pthread_create(&t, NULL, cli_flush_thread, &f))
+		return farpage_agent_flush(c->agent_sock, name);
+	d0 = st.cache_dirty / 4096;
+	snprintf(what, sizeof(what), "flush %s", name);
+	cli_progress_start(&pr, c, what, d0);
+	while (!atomic_load(&f.done)) {
+		usleep(CLI_PROGRESS_MS * 1000);
+		if (!farpage_agent_stats(c->agent_sock, &st))
+			cli_progress_set(&pr,
+					 st.cache_dirty / 4096 < d0
+						 ? d0 - st.cache_dirty / 4096
+						 : 0);
+	}
+	pthread_join(t, NULL);
+	cli_progress_end(&pr);
+	return f.ret;
+}
 
 int cli_flush_run(const struct cli *c, int argc, char **argv)
 {
@@ -142,7 +196,7 @@ int cli_flush_run(const struct cli *c, int argc, char **argv)
 		return cli_usage_err(cli_flush_usage, "flush: %s",
 				     argc - optind ? "one region name expected"
 						   : "missing region name");
-	ret = farpage_agent_flush(c->agent_sock, argv[optind]);
+	ret = cli_flush_progress(c, argv[optind]);
 	if (ret < 0) {
 		cli_err("flush %s: agent at %s: %s", argv[optind],
 			c->agent_sock, farpage_strerror(ret));

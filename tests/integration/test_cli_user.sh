@@ -15,7 +15,8 @@
 #      (remote ones through the mapping) and another host verifies them
 #   6. progress: touch and fill --all on a terminal (a pty, script(1))
 #      draw a progress line (pages, MB/s, ETA); without a terminal, or
-#      with --quiet, none
+#      with --quiet, none; so does flush, of a writer's 256 MiB left
+#      dirty in agent w's cache (--writeback-ms 600000)
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 fp_require
@@ -177,5 +178,23 @@ if [ "${FP_FAULT_MODE:-}" != copy ]; then
 	grep -qE $'\rfill big: [0-9]+/65536 pages \([0-9]+%\) [0-9]+ MB/s ETA' "$FP_TMP/ptyf.out" ||
 		fp_fail "fill --all on a terminal drew no progress line: $(tr '\r' '\n' <"$FP_TMP/ptyf.out")"
 fi
-fp_log "ok: touch (and fill --all) draw a progress line on a terminal; none without one or with --quiet"
+if [ "${FP_FAULT_MODE:-}" != copy ]; then
+	fp_node_start H w --writeback-ms 600000
+	GUEST=$FP_BIN/tests/fp_guest
+	mkfifo "$FP_TMP/w.fifo" && exec 8<>"$FP_TMP/w.fifo" || fp_fail "fifo"
+	FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[w]} "$GUEST" wresume big 6 <"$FP_TMP/w.fifo" >"$FP_TMP/w.out" 2>&1 &
+	gp=$!
+	FP_PIDS+=("$gp")
+	fp_wait_log "$FP_TMP/w.out" "written" 120 || fp_fail "the writer did not write: $(cat "$FP_TMP/w.out")"
+	CLI_W=(${FP_HOST_RUN[H]} env FARPAGE_AGENT_SOCK="${FP_NODE_SOCK[w]}" "$FP_CLI_BIN" --coordinator "$FP_COORD" $(fp_insecure_flag))
+	on_pty "$FP_TMP/ptyfl.out" "${CLI_W[@]}" flush big || fp_fail "flush big on a pty: $(tr '\r' '\n' <"$FP_TMP/ptyfl.out")"
+	grep -qE $'\rflush big: [0-9]+/[0-9]+ pages \([0-9]+%\) [0-9]+ MB/s ETA' "$FP_TMP/ptyfl.out" ||
+		fp_fail "flush on a terminal drew no progress line: $(tr '\r' '\n' <"$FP_TMP/ptyfl.out")"
+	grep -q "every written page is home" "$FP_TMP/ptyfl.out" || fp_fail "flush big: $(tr '\r' '\n' <"$FP_TMP/ptyfl.out")"
+	echo go >&8
+	fp_wait_pid "$gp" 120 || fp_fail "the writer did not end"
+	grep -q "wresume: flush=0 .*wrong=0 zero=0 sigbus=0" "$FP_TMP/w.out" || fp_fail "the writer: $(tail -n1 "$FP_TMP/w.out")"
+	exec 8>&-
+fi
+fp_log "ok: touch, fill --all and flush draw a progress line on a terminal; none without one or with --quiet"
 echo "test_cli_user: passed"
