@@ -7,9 +7,10 @@
 #   wp-fault, 2 fault loops
 #                the tests that write through the cache again, agents with
 #                --dirty-tracking wp-fault --fault-threads 2
-#   ASan+UBSan   every test but the VM one and the bench smoke
-#   TSan         every test but the VM one, the bench smoke and
-#                test_coord_ha (both stores)
+#   ASan+UBSan   every test but the VM one, the bench smoke and
+#                test_docs_readme
+#   TSan         every test but the VM one, the bench smoke,
+#                test_docs_readme and test_coord_ha (both stores)
 #   fuzz         clang + libFuzzer: each fuzz target runs briefly
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -131,9 +132,10 @@ FP_DIRTY_TRACKING=wp-fault FP_FAULT_THREADS=2 run "wp-fault, 2 fault loops" "$SR
 # test_coord_ha's. No bench smoke: the daemons and library it runs are
 # the other tests' (its own code is the driver and the bench programs,
 # tools that measure, not what farpage ships), and it is the stage's
-# longest test.
+# longest test. Nor test_docs_readme: it checks the README's commands,
+# with the other tests' code, and its 1 GiB of faults takes minutes here.
 FP_REPL_ROUNDS=6 FP_FAILOVER_QUORUM=1 FP_FAILOVER_OPS=60 FP_HA_OPS=20 \
-	san_run "ASan+UBSan" "$SRC/build-asan" -E 'test_bench_smoke' -- \
+	san_run "ASan+UBSan" "$SRC/build-asan" -E 'test_bench_smoke|test_docs_readme' -- \
 	-DFARPAGE_SANITIZE=address,undefined
 # TSan of gcc 12 / LLVM 14 dies at start ("FATAL: ThreadSanitizer: unexpected
 # memory mapping") when mmap randomisation has more than 28 bits
@@ -154,7 +156,7 @@ FP_REPL_ROUNDS=6 FP_FAILOVER_QUORUM=1 FP_FAILOVER_OPS=60 FP_HA_OPS=20 \
 # a CPU hog its tests outrun their bounds (test_xport_tcp past 300 s).
 FP_FARMEM_SIZE=64M FP_CHAOS_ROUNDS=10 FP_REPL_MB=8 FP_REPL_ROUNDS=6 \
 	FP_FAILOVER_QUORUM=1 FP_FAILOVER_OPS=60 FP_CTEST_JOBS=2 san_run TSan "$SRC/build-tsan" \
-	-E 'test_bench_smoke|test_coord_ha' -- -DFARPAGE_SANITIZE=thread
+	-E 'test_bench_smoke|test_coord_ha|test_docs_readme' -- -DFARPAGE_SANITIZE=thread
 CTEST_WRAP=()
 CC=clang run fuzz "$SRC/build-fuzz" -L fuzz -- -DFARPAGE_FUZZ=ON
 # Nothing the suite started may outlive it.

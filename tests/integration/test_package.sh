@@ -297,6 +297,10 @@ elif [ -n "$installed" ]; then
 elif [ ! -w /proc/sys/vm/max_map_count ]; then
 	fp_log "skipped: installing and purging (vm.max_map_count is read-only here)"
 else
+	# /etc/farpage is made and removed here: test_docs_readme, which
+	# mounts over it, takes turns with this.
+	{ exec 9>/run/lock/farpage-test-etc.lock; } 2>/dev/null || exec 9>/tmp/farpage-test-etc.lock
+	flock 9
 	APT=(apt-get -o DPkg::Lock::Timeout=600 -y -qq --no-install-recommends)
 	pkg_purge() {
 		dpkg-query -W farpage libfarpage0 libfarpage-dev >/dev/null 2>&1 &&
