@@ -441,8 +441,17 @@ static uint64_t cli_now_ms(void)
 void cli_progress_start(struct cli_progress *p, const struct cli *c,
 			const char *what, uint64_t total)
 {
+	cli_progress_start_unit(p, c, what, total, "pages", 4096);
+}
+
+void cli_progress_start_unit(struct cli_progress *p, const struct cli *c,
+			     const char *what, uint64_t total, const char *unit,
+			     uint64_t unit_bytes)
+{
 	memset(p, 0, sizeof(*p));
 	p->what = what;
+	p->unit = unit;
+	p->unit_bytes = unit_bytes;
 	p->total = total;
 	p->on = total && !c->quiet && isatty(STDERR_FILENO);
 	p->t0_ms = cli_now_ms();
@@ -463,7 +472,9 @@ void cli_progress_set(struct cli_progress *p, uint64_t done)
 	ms = now - p->t0_ms;
 	if (done > p->total)
 		done = p->total;
-	mbs = ms ? (double)done * 4096 / 1e6 / ((double)ms / 1000) : 0;
+	mbs = ms ? (double)done * (double)p->unit_bytes / 1e6 /
+			      ((double)ms / 1000)
+		 : 0;
 	if (done && done < p->total) {
 		left = (uint64_t)((double)ms * (double)(p->total - done) /
 				  (double)done / 1000);
@@ -474,9 +485,9 @@ void cli_progress_set(struct cli_progress *p, uint64_t done)
 		snprintf(eta, sizeof(eta), "ETA -:--");
 	}
 	/* \033[K: the rest of the line, of a longer line before */
-	fprintf(stderr, "\r%s: %llu/%llu pages (%llu%%) %.0f MB/s %s\033[K",
+	fprintf(stderr, "\r%s: %llu/%llu %s (%llu%%) %.0f MB/s %s\033[K",
 		p->what, (unsigned long long)done, (unsigned long long)p->total,
-		(unsigned long long)(done * 100 / p->total), mbs, eta);
+		p->unit, (unsigned long long)(done * 100 / p->total), mbs, eta);
 	fflush(stderr);
 	p->drawn = true;
 }

@@ -212,12 +212,18 @@ int cli_json_out(const char *cmd, struct json_object *o);
 #define CLI_PROGRESS_MS 250
 struct cli_progress {
 	const char *what;
-	uint64_t total; /* pages */
+	const char *unit;    /* "pages" */
+	uint64_t unit_bytes; /* 4096 */
+	uint64_t total;	     /* units */
 	uint64_t t0_ms, last_ms;
 	bool on, drawn;
 };
 void cli_progress_start(struct cli_progress *p, const struct cli *c,
 			const char *what, uint64_t total);
+/* As cli_progress_start(), counting @unit of @unit_bytes each. */
+void cli_progress_start_unit(struct cli_progress *p, const struct cli *c,
+			     const char *what, uint64_t total, const char *unit,
+			     uint64_t unit_bytes);
 void cli_progress_set(struct cli_progress *p, uint64_t done);
 void cli_progress_end(struct cli_progress *p);
 

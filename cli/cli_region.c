@@ -10,6 +10,7 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -67,11 +68,17 @@ static const char cli_region_create_usage[] =
 	"  --help             this text\n";
 
 static const char cli_region_rebuild_usage[] =
-	"usage: farpage region rebuild NAME\n"
+	"usage: farpage region rebuild NAME [--wait SECONDS]\n"
 	"\n"
 	"Starts rebuilding every missing replica of a replicated region now\n"
 	"(the coordinator also does it on its own, a few copies per node at\n"
-	"a time); 'farpage region show' and 'farpage status' show progress.\n";
+	"a time); 'farpage region show' and 'farpage status' show progress.\n"
+	"\n"
+	"  --wait SECONDS  then wait until every replica is in sync (exit 0),\n"
+	"                  at most SECONDS (exit 1, saying what is left); a\n"
+	"                  chunk with no replica in sync fails at once. On a\n"
+	"                  terminal a progress line counts the replicas in\n"
+	"                  sync (not with --quiet)\n";
 
 static const char cli_region_list_usage[] =
 	"usage: farpage region list [--json]\n"
@@ -788,19 +795,95 @@ static int cli_region_lease_break(const struct cli *c, int argc, char **argv)
 	return CLI_EXIT_OK;
 }
 
+/*
+ * region rebuild --wait: polls the region until every replica is in sync
+ * (0), for at most @wait_s seconds; a progress line on a terminal.
+ */
+static int cli_region_rebuild_wait(const struct cli *c, const char *name,
+				   uint64_t wait_s)
+{
+	char what[32 + MSG_NAME_MAX];
+	uint32_t lost = 0, missing = 0, rb = 0;
+	struct cli_progress pr = { 0 };
+	uint64_t end = 0;
+	struct msg rep;
+	int code = CLI_EXIT_FAIL;
+
+	snprintf(what, sizeof(what), "rebuild %s", name);
+	for (uint64_t t = 0;; t += 500) {
+		if (cli_region_get(c, what, name, &rep) < 0) {
+			msg_fini(&rep);
+			cli_progress_end(&pr);
+			return CLI_EXIT_FAIL;
+		}
+		cli_repl_health(&rep, &lost, &missing, &rb);
+		if (!t) {
+			cli_progress_start_unit(&pr, c, what, rep.n_chunks,
+						"replicas in sync",
+						rep.chunk_size);
+			end = wait_s * 1000;
+		}
+		cli_progress_set(&pr, rep.n_chunks - missing - rb);
+		msg_fini(&rep);
+		if (lost || (!missing && !rb) || t >= end)
+			break;
+		usleep(500 * 1000);
+	}
+	cli_progress_end(&pr);
+	if (lost)
+		cli_err("%s: %u chunks have no replica in sync: nothing to "
+			"rebuild them from",
+			what, lost);
+	else if (missing || rb)
+		cli_err("%s: after %llu s, %u replicas still missing and %u "
+			"rebuilding",
+			what, (unsigned long long)wait_s, missing, rb);
+	else if (pr.total) {
+		printf("region %s: every replica in sync\n", name);
+		code = CLI_EXIT_OK;
+	}
+	return code;
+}
+
 static int cli_region_rebuild(const struct cli *c, int argc, char **argv)
 {
+	static const struct option opts[] = {
+		{ "wait", required_argument, NULL, 'w' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const char *usage = cli_region_rebuild_usage;
+	char what[32 + MSG_NAME_MAX];
+	uint64_t wait_s = 0;
 	struct msg req, rep;
-	int ret;
+	int ret, wait = 0;
 
-	ret = cli_region_name_call(c, cli_region_rebuild_usage,
-				   "region rebuild", argc, argv,
-				   MSG_T_REGION_REBUILD, &req, &rep);
+	while ((ret = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		if (ret == 'h') {
+			fputs(usage, stdout);
+			return CLI_EXIT_OK;
+		}
+		if (ret != 'w')
+			return cli_getopt_err(usage, "region rebuild", ret,
+					      argv);
+		if (cli_opt_u64(usage, "--wait", optarg, &wait_s))
+			return CLI_EXIT_USAGE;
+		wait = 1;
+	}
+	ret = cli_region_pos(usage, "region rebuild", argc, argv, 1);
 	if (ret >= 0)
 		return ret;
+	msg_init(&req, MSG_T_REGION_REBUILD);
+	msg_strset(req.name, sizeof(req.name), argv[optind]);
+	snprintf(what, sizeof(what), "region rebuild %s", req.name);
+	if (cli_coord_call(c, what, &req, &rep, MSG_T_OK) < 0) {
+		msg_fini(&rep);
+		return CLI_EXIT_FAIL;
+	}
 	msg_fini(&rep);
 	printf("region %s: rebuilding its missing replicas\n", req.name);
-	return CLI_EXIT_OK;
+	return wait ? cli_region_rebuild_wait(c, req.name, wait_s)
+		    : CLI_EXIT_OK;
 }
 
 int cli_region_run(const struct cli *c, int argc, char **argv)

@@ -10,6 +10,9 @@
 #      nothing to rebuild onto: a holds the other replica); q, placed on
 #      b and c only, is lost; region show and status say so; region
 #      rebuild is accepted; an R = 1 region on a stays as it was
+#   3. agent d (zone z2) joins: `region rebuild r --wait` returns once
+#      every replica of r is in sync (exit 0, none missing in show);
+#      `region rebuild q --wait` fails at once: q has no replica left
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 fp_require
@@ -80,4 +83,15 @@ fp_cli C a region rebuild r >"$FP_TMP/rb.out" 2>&1 && grep -q "rebuilding its mi
 	fp_fail "region rebuild: $(cat "$FP_TMP/rb.out")"
 fp_cli C a region rebuild one >"$FP_TMP/rb.out" 2>&1 && fp_fail "region rebuild of a one-replica region succeeded"
 fp_log "ok: r degraded ($MISSING_R missing), q lost, one unchanged"
+
+# --- 3. a spare joins: r is rebuilt; q cannot be
+fp_node_start A d --zone z2
+fp_cli C a region rebuild r --wait 300 >"$FP_TMP/rbw.out" 2>&1 ||
+	fp_fail "region rebuild r --wait: $(cat "$FP_TMP/rbw.out")"
+grep -q "region r: every replica in sync" "$FP_TMP/rbw.out" || fp_fail "rebuild r --wait said: $(cat "$FP_TMP/rbw.out")"
+fp_cli C a region show r >"$FP_TMP/show2.out" 2>&1 || fp_fail "show r"
+[ "$(grep -c ' in-sync$' "$FP_TMP/show2.out")" = 8 ] || fp_fail "r after its rebuild: $(cat "$FP_TMP/show2.out")"
+fp_cli C a region rebuild q --wait 300 >"$FP_TMP/rbq.out" 2>&1 && fp_fail "rebuild q --wait succeeded: $(cat "$FP_TMP/rbq.out")"
+grep -q "rebuild q: 2 chunks have no replica in sync" "$FP_TMP/rbq.out" || fp_fail "rebuild q --wait said: $(cat "$FP_TMP/rbq.out")"
+fp_log "ok: rebuild r --wait: all 8 replicas in sync onto d; rebuild q --wait: nothing to rebuild from"
 fp_log "PASS"
