@@ -30,6 +30,7 @@ static const char cli_stats_usage[] =
 int cli_stats_print(const char *agent_sock, const char *label)
 {
 	struct farpage_stats st;
+	char h[3][32];
 	int ret;
 
 	ret = farpage_agent_stats(agent_sock, &st);
@@ -46,7 +47,7 @@ int cli_stats_print(const char *agent_sock, const char *label)
 	printf("%s cache: limit=%llu resident=%llu resident_max=%llu "
 	       "dirty=%llu hits=%llu misses=%llu hit_ratio=%.3f "
 	       "evictions=%llu writebacks=%llu wb_errors=%llu "
-	       "wp_faults=%llu file_max=%llu\n",
+	       "wp_faults=%llu file_max=%llu",
 	       label, (unsigned long long)st.cache_limit,
 	       (unsigned long long)st.cache_resident,
 	       (unsigned long long)st.cache_resident_max,
@@ -62,6 +63,11 @@ int cli_stats_print(const char *agent_sock, const char *label)
 	       (unsigned long long)st.cache_wb_errors,
 	       (unsigned long long)st.cache_wp_faults,
 	       (unsigned long long)st.cache_file_max);
+	/* For a person: the sizes again in units (parsers read key=). */
+	printf(" (limit %s, resident %s, dirty %s)\n",
+	       cli_size_str(st.cache_limit, h[0], sizeof(h[0])),
+	       cli_size_str(st.cache_resident, h[1], sizeof(h[1])),
+	       cli_size_str(st.cache_dirty, h[2], sizeof(h[2])));
 	return 0;
 }
 

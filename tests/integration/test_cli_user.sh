@@ -72,6 +72,13 @@ remote=$(fp_field "$FP_TMP/touch.out" touch: remote)
 is stats '.agent' "\"${FP_NODE_SOCK[b]}\""
 is stats '.remote >= '"$remote" true
 is stats '.errors' 0
+# the text says the cache's sizes in units too, after its key=value words
+# (copy mode: no cache)
+fp_cli H b stats >"$FP_TMP/stats.txt" 2>&1 || fp_fail "stats"
+[ "${FP_FAULT_MODE:-}" = copy ] || grep -qE '^stats cache: limit=[0-9]+ .* file_max=[0-9]+ \(limit [0-9.]+ [KMGT]?i?B, resident [0-9.]+ [KMGT]?i?B, dirty [0-9.]+ [KMGT]?i?B\)$' \
+	"$FP_TMP/stats.txt" || fp_fail "stats: no sizes in units: $(cat "$FP_TMP/stats.txt")"
+[ "${FP_FAULT_MODE:-}" = copy ] || [ "$(fp_cache_stat H b limit)" -gt 0 ] ||
+	fp_fail "stats: the limit= word no longer parses"
 json status a status --json
 is status '[.nodes[].name]' '["a","b"]'
 fp_log "ok: region list, region show, node list, stats and status --json are JSON with the cluster's values"
