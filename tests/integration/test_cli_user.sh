@@ -1,7 +1,8 @@
 #!/bin/bash
 # What a script and a new user see of the CLI (docs/cli.md, "JSON output"
 # and the commands' pages): agents a and b on one host, region r (4 chunks,
-# 2 each), region r2 with two replicas, region big (256 MiB, all b's).
+# 2 each), region r2 with two replicas, regions big (256 MiB) and gib
+# (1 GiB), all b's.
 #   1. --json on region list, region show, node list, stats and status:
 #      each is one JSON object (python3 -m json.tool reads it) whose
 #      values are the cluster's: names, ids, sizes, owners, counters
@@ -13,16 +14,16 @@
 #   5. fill: on a node that owns no chunk of the region it writes nothing
 #      and says so, exit 1; fill --all writes every page from one host
 #      (remote ones through the mapping) and another host verifies them
-#   6. progress: touch and fill --all on a terminal (a pty, script(1))
-#      draw a progress line (pages, MB/s, ETA); without a terminal, or
-#      with --quiet, none; so does flush, of a writer's 256 MiB left
+#   6. progress: touch (of 1 GiB) and fill --all on a terminal (a pty,
+#      script(1)) draw a progress line (pages, MB/s, ETA); without a
+#      terminal, or with --quiet, none; so does flush, of a writer's 256 MiB left
 #      dirty in agent w's cache (--writeback-ms 600000)
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 fp_require
 command -v jq >/dev/null || fp_skip "jq is not installed"
 fp_hosts_loopback H
-export FP_POOL=320M # b holds big (256 MiB)
+export FP_POOL=1400M # b holds big and gib (1.25 GiB)
 fp_coord_start H
 fp_node_start H a
 fp_node_start H b
@@ -162,8 +163,10 @@ else
 fi
 
 # --- 6. A progress line on a terminal only.
-fp_cli H a region create big --size 256M --nodes "$ID_B" >/dev/null 2>&1 || fp_fail "create big"
-fp_cli H b fill big --seed 2 >/dev/null 2>&1 || fp_fail "fill big"
+for r in big:256M gib:1G; do
+	fp_cli H a region create "${r%:*}" --size "${r#*:}" --nodes "$ID_B" >/dev/null 2>&1 || fp_fail "create ${r%:*}"
+	fp_cli H b fill "${r%:*}" --seed 2 >/dev/null 2>&1 || fp_fail "fill ${r%:*}"
+done
 # on_pty OUT CMD...: runs CMD with a terminal for its stdin, stdout and stderr.
 on_pty() {
 	local out=$1
@@ -171,10 +174,10 @@ on_pty() {
 	script -qec "$(printf '%q ' "$@")" /dev/null </dev/null >"$out" 2>&1
 }
 CLI_A=(${FP_HOST_RUN[H]} env FARPAGE_AGENT_SOCK="${FP_NODE_SOCK[a]}" "$FP_CLI_BIN" --coordinator "$FP_COORD" $(fp_insecure_flag))
-on_pty "$FP_TMP/pty.out" "${CLI_A[@]}" touch big --seed 2 || fp_fail "touch big on a pty: $(tr '\r' '\n' <"$FP_TMP/pty.out")"
-grep -qE $'\rtouch big: [0-9]+/65536 pages \([0-9]+%\) [0-9]+ MB/s ETA [0-9-]+:[0-9-]+' "$FP_TMP/pty.out" ||
+on_pty "$FP_TMP/pty.out" "${CLI_A[@]}" touch gib --seed 2 || fp_fail "touch gib on a pty: $(tr '\r' '\n' <"$FP_TMP/pty.out")"
+grep -qE $'\rtouch gib: [0-9]+/262144 pages \([0-9]+%\) [0-9]+ MB/s ETA [0-9-]+:[0-9-]+' "$FP_TMP/pty.out" ||
 	fp_fail "touch on a terminal drew no progress line: $(tr '\r' '\n' <"$FP_TMP/pty.out")"
-grep -q "^touch: pages=65536 .*mismatches=0" "$FP_TMP/pty.out" || grep -q $'\rtouch: pages=65536 .*mismatches=0' "$FP_TMP/pty.out" ||
+grep -q "^touch: pages=262144 .*mismatches=0" "$FP_TMP/pty.out" || grep -q $'\rtouch: pages=262144 .*mismatches=0' "$FP_TMP/pty.out" ||
 	fp_fail "touch on a pty: no last line: $(tr '\r' '\n' <"$FP_TMP/pty.out")"
 on_pty "$FP_TMP/ptyq.out" "${CLI_A[@]}" --quiet touch big --seed 2 || fp_fail "touch --quiet on a pty"
 grep -q "MB/s ETA" "$FP_TMP/ptyq.out" && fp_fail "--quiet drew a progress line"
