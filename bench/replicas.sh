@@ -42,6 +42,9 @@
 # Every page read is verified (farpage touch); a page that does not
 # verify fails the script. Figures only; it never fails on speed.
 set -uo pipefail
+# The rebuild's timing reads the daemons' log stamps as the seconds of the
+# clock modulo 100000 (now_ms, log_ms below).
+export FARPAGE_LOG_TIME=short
 HERE=$(cd "$(dirname "$0")" && pwd)
 SIZE=256M
 RUNS=3
@@ -119,7 +122,7 @@ touch_ok() {
 fill() { touch_ok W "$FP_TMP/fill.out" "$1" --write --seed "$2" --threads 2 --order seq; }
 f() { fp_field "$1" touch: "$2"; }
 # now_ms: the wall clock in the coordinator's log's form (seconds modulo
-# 100000, milliseconds).
+# 100000, milliseconds: FARPAGE_LOG_TIME=short, exported above).
 now_ms() { local n; n=$(date +%s%N); echo $(((n / 1000000) % 100000000)); }
 # log_ms LINE: its [SSSSS.mmm] stamp in ms.
 log_ms() { sed -n 's/^[^[]*\[\([0-9]*\)\.\([0-9]*\)\].*/\1\2/p' <<<"$1" | sed 's/^0*\([0-9]\)/\1/'; }

@@ -27,7 +27,7 @@ OWN=$(printf "$o,%.0s" $(seq 20))
 OWN=${OWN%,}
 
 fp_cli H g region create A --size 40M --owners "$OWN" >"$FP_TMP/a.out" 2>&1 || fp_fail "create A: $(cat "$FP_TMP/a.out")"
-fp_cli H g fill A --seed 1 >"$FP_TMP/fill.out" 2>&1 || fp_fail "fill A: $(cat "$FP_TMP/fill.out")"
+fp_cli H o fill A --seed 1 >"$FP_TMP/fill.out" 2>&1 || fp_fail "fill A on its owner o: $(cat "$FP_TMP/fill.out")"
 fp_cli H g region delete A >"$FP_TMP/del.out" 2>&1 || fp_fail "delete A: $(cat "$FP_TMP/del.out")"
 fp_cli H g region create B --size 40M --owners "$OWN" --wait 30 >"$FP_TMP/b.out" 2>&1 ||
 	fp_fail "create B while s heartbeats without an epoch: $(cat "$FP_TMP/b.out")"
