@@ -145,7 +145,8 @@ S=O1
 [ "$K" = O1 ] && S=O2
 chunks=$(awk '$1 == "rec:" && $3 == 0' "$FP_TMP/st0.out" | wc -l)
 ok "r ($SIZE, $N pages, $chunks chunks, $R replicas) on O1 (node ${ID[O1]}) and O2 (node ${ID[O2]}) over $T; chunk 0 read first from $K"
-fp_cli B O1 fill r --seed 5 >"$FP_TMP/fill.out" 2>&1 || fp_fail "fill r: $(cat "$FP_TMP/fill.out")"
+# (a replicated region's chunks have no single owner: through a mapping)
+fp_cli B O1 fill --all r --seed 5 >"$FP_TMP/fill.out" 2>&1 || fp_fail "fill r: $(cat "$FP_TMP/fill.out")"
 
 fp_node_start A W "${XA[@]}" --readahead 0 --writeback-ms 600000 --pool-size 2M \
 	--metrics-listen "${FP_HOST_IP[A]}:0"
