@@ -34,7 +34,8 @@
 # (SIGBUS at the fault timeout); without its flush the guest fails its
 # check on the first page the source wrote last.
 #
-#   tests/vm/migrate.sh    (FARPAGE_BIN: the build dir)
+#   tests/vm/migrate.sh    (FARPAGE_BIN: the build dir; FP_MIG_REPLICAS=2:
+#                           the region of two replicas, every step the same)
 # Skips (77) as root is missing, QEMU cannot run, or in a sanitizer build.
 set -uo pipefail
 ulimit -c 0 # step 2 kills a QEMU
@@ -80,7 +81,14 @@ for h in A B C; do
 done
 a=$(fp_node_id A) b=$(fp_node_id B) c=$(fp_node_id C)
 owners=$(printf "$a,$b,$c,%.0s" $(seq $((CHUNKS / 3 + 1))) | cut -d, -f1-$CHUNKS)
-fp_cli C C region create mig --size "$RAM" --owners "$owners" >"$FP_TMP/create.out" 2>&1 ||
+# FP_MIG_REPLICAS=2: the region has two replicas of every chunk, on two
+# of A, B and C (the coordinator's placement), instead.
+if [ "${FP_MIG_REPLICAS:-1}" -gt 1 ]; then
+	place=(--replicas "$FP_MIG_REPLICAS" --nodes "$a,$b,$c")
+else
+	place=(--owners "$owners")
+fi
+fp_cli C C region create mig --size "$RAM" "${place[@]}" >"$FP_TMP/create.out" 2>&1 ||
 	fp_fail "create region mig: $(cat "$FP_TMP/create.out")"
 
 # vm NAME HOST [QEMU ARG...]: a QEMU on HOST under farpage vm --movable
