@@ -12,11 +12,11 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "actl.h"
 #include "ctl.h"
+#include "evl.h"
 #include "farpage.h"
 #include "net.h"
 #include "util.h"
@@ -383,19 +383,14 @@ int cli_coord_call_wait(const struct cli *c, const char *what,
 			const struct msg *req, struct msg *rep,
 			enum msg_type want, unsigned int wait_ms)
 {
-	struct timespec ts;
-	uint64_t deadline, now;
+	uint64_t deadline = evl_now_ms() + wait_ms;
 	int ret, said = 0, printed;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	deadline = (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + wait_ms;
 	for (;;) {
 		msg_init(rep, MSG_T_NONE);
 		ret = cli_coord_call_once(c, what, req, rep, &printed);
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		now = (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 		if (ret != -EAGAIN || rep->type != MSG_T_ERROR ||
-		    now >= deadline)
+		    evl_now_ms() >= deadline)
 			break;
 		if (!said)
 			fprintf(stderr, "farpage: %s: %s; waiting up to %u s\n",
@@ -430,14 +425,6 @@ const char *cli_repl_health(const struct msg *r, uint32_t *lost,
 	return l ? "lost" : short_ ? "degraded" : "ok";
 }
 
-static uint64_t cli_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 void cli_progress_start(struct cli_progress *p, const struct cli *c,
 			const char *what, uint64_t total)
 {
@@ -454,7 +441,7 @@ void cli_progress_start_unit(struct cli_progress *p, const struct cli *c,
 	p->unit_bytes = unit_bytes;
 	p->total = total;
 	p->on = total && !c->quiet && isatty(STDERR_FILENO);
-	p->t0_ms = cli_now_ms();
+	p->t0_ms = evl_now_ms();
 }
 
 void cli_progress_set(struct cli_progress *p, uint64_t done)
@@ -465,7 +452,7 @@ void cli_progress_set(struct cli_progress *p, uint64_t done)
 
 	if (!p->on)
 		return;
-	now = cli_now_ms();
+	now = evl_now_ms();
 	if (now - p->last_ms < CLI_PROGRESS_MS)
 		return;
 	p->last_ms = now;
@@ -497,6 +484,16 @@ void cli_progress_end(struct cli_progress *p)
 	if (p->drawn)
 		fputs("\r\033[K", stderr);
 	p->drawn = false;
+}
+
+uint64_t cli_region_chunks(const struct msg_region *r)
+{
+	uint64_t R = r->replicas ? r->replicas : 1;
+
+	/* The list leaves the chunk maps out. */
+	if (!r->n_chunks && r->chunk_size)
+		return (r->size + r->chunk_size - 1) / r->chunk_size;
+	return r->n_chunks / R;
 }
 
 const char *cli_size_str(uint64_t bytes, char *buf, size_t len)

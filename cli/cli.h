@@ -227,6 +227,9 @@ void cli_progress_start_unit(struct cli_progress *p, const struct cli *c,
 void cli_progress_set(struct cli_progress *p, uint64_t done);
 void cli_progress_end(struct cli_progress *p);
 
+/* The chunks of region @r of a REGIONS list (not its replica records). */
+uint64_t cli_region_chunks(const struct msg_region *r);
+
 /* Formats a byte count ("64 MiB") into buf; returns buf. */
 const char *cli_size_str(uint64_t bytes, char *buf, size_t len);
 

@@ -142,20 +142,15 @@ out:
 struct json_object *cli_json_region_brief(const struct msg_region *r)
 {
 	struct json_object *o = json_object_new_object();
-	uint64_t n = r->n_chunks, R = r->replicas ? r->replicas : 1;
+	uint64_t R = r->replicas ? r->replicas : 1;
 	int err = 0;
 
 	if (!o)
 		return NULL;
-	/* The list may leave the chunk maps out. */
-	if (!n && r->chunk_size)
-		n = (r->size + r->chunk_size - 1) / r->chunk_size;
-	else
-		n /= R;
 	err |= fp_json_set_str(o, "name", r->name);
 	err |= fp_json_set_u64(o, "size", r->size);
 	err |= fp_json_set_u64(o, "chunk_size", r->chunk_size);
-	err |= fp_json_set_u64(o, "chunks", n);
+	err |= fp_json_set_u64(o, "chunks", cli_region_chunks(r));
 	err |= fp_json_set_u64(o, "epoch", r->epoch);
 	err |= fp_json_set_u64(o, "replicas", R);
 	if (err) {

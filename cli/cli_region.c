@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "evl.h"
 #include "util.h"
 
 #define CLI_CHUNK_SIZE_MIN (2u << 20) /* msg.h: MSG_F_CHUNK_SIZE */
@@ -610,15 +611,12 @@ static int cli_region_list(const struct cli *c, int argc, char **argv)
 		       "CHUNKS", "EPOCH");
 	for (uint32_t i = 0; i < rep.n_regions; i++) {
 		const struct msg_region *r = &rep.regions[i];
-		uint64_t n = r->n_chunks;
 
-		/* The list may leave the chunk maps out. */
-		if (!n && r->chunk_size)
-			n = (r->size + r->chunk_size - 1) / r->chunk_size;
 		printf("%-16s %-10s %-10s %7llu %6llu\n", r->name,
 		       cli_size_str(r->size, size, sizeof(size)),
 		       cli_size_str(r->chunk_size, chunk, sizeof(chunk)),
-		       (unsigned long long)n, (unsigned long long)r->epoch);
+		       (unsigned long long)cli_region_chunks(r),
+		       (unsigned long long)r->epoch);
 	}
 	msg_fini(&rep);
 	return CLI_EXIT_OK;
@@ -802,47 +800,45 @@ static int cli_region_lease_break(const struct cli *c, int argc, char **argv)
 static int cli_region_rebuild_wait(const struct cli *c, const char *name,
 				   uint64_t wait_s)
 {
+	uint64_t end = evl_now_ms() + wait_s * 1000;
 	char what[32 + MSG_NAME_MAX];
 	uint32_t lost = 0, missing = 0, rb = 0;
 	struct cli_progress pr = { 0 };
-	uint64_t end = 0;
 	struct msg rep;
-	int code = CLI_EXIT_FAIL;
 
 	snprintf(what, sizeof(what), "rebuild %s", name);
-	for (uint64_t t = 0;; t += 500) {
+	for (;;) {
 		if (cli_region_get(c, what, name, &rep) < 0) {
 			msg_fini(&rep);
 			cli_progress_end(&pr);
 			return CLI_EXIT_FAIL;
 		}
 		cli_repl_health(&rep, &lost, &missing, &rb);
-		if (!t) {
+		if (!pr.what)
 			cli_progress_start_unit(&pr, c, what, rep.n_chunks,
 						"replicas in sync",
 						rep.chunk_size);
-			end = wait_s * 1000;
-		}
 		cli_progress_set(&pr, rep.n_chunks - missing - rb);
 		msg_fini(&rep);
-		if (lost || (!missing && !rb) || t >= end)
+		if (lost || (!missing && !rb) || evl_now_ms() >= end)
 			break;
 		usleep(500 * 1000);
 	}
 	cli_progress_end(&pr);
-	if (lost)
+	if (lost) {
 		cli_err("%s: %u chunks have no replica in sync: nothing to "
 			"rebuild them from",
 			what, lost);
-	else if (missing || rb)
+		return CLI_EXIT_FAIL;
+	}
+	if (missing || rb) {
 		cli_err("%s: after %llu s, %u replicas still missing and %u "
 			"rebuilding",
 			what, (unsigned long long)wait_s, missing, rb);
-	else if (pr.total) {
-		printf("region %s: every replica in sync\n", name);
-		code = CLI_EXIT_OK;
+		return CLI_EXIT_FAIL;
 	}
-	return code;
+	printf("region %s: every replica in sync\n", name);
+	return CLI_EXIT_OK;
 }
 
 static int cli_region_rebuild(const struct cli *c, int argc, char **argv)

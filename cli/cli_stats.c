@@ -27,6 +27,14 @@ static const char cli_stats_usage[] =
 	"\n"
 	"  --json   print the same as one JSON object (docs/cli.md)\n";
 
+/* Faults on pages the cache held, of all faults it saw (0 without any). */
+static double cli_hit_ratio(const struct farpage_stats *st)
+{
+	uint64_t n = st->cache_hits + st->cache_misses;
+
+	return n ? (double)st->cache_hits / (double)n : 0.0;
+}
+
 int cli_stats_print(const char *agent_sock, const char *label)
 {
 	struct farpage_stats st;
@@ -53,11 +61,7 @@ int cli_stats_print(const char *agent_sock, const char *label)
 	       (unsigned long long)st.cache_resident_max,
 	       (unsigned long long)st.cache_dirty,
 	       (unsigned long long)st.cache_hits,
-	       (unsigned long long)st.cache_misses,
-	       st.cache_hits + st.cache_misses
-		       ? (double)st.cache_hits /
-				 (double)(st.cache_hits + st.cache_misses)
-		       : 0.0,
+	       (unsigned long long)st.cache_misses, cli_hit_ratio(&st),
 	       (unsigned long long)st.cache_evictions,
 	       (unsigned long long)st.cache_writebacks,
 	       (unsigned long long)st.cache_wb_errors,
@@ -75,7 +79,6 @@ int cli_stats_print(const char *agent_sock, const char *label)
 static int cli_stats_json_cache(struct json_object *ca,
 				const struct farpage_stats *st)
 {
-	uint64_t n = st->cache_hits + st->cache_misses;
 	int err = 0;
 
 	err |= fp_json_set_u64(ca, "limit", st->cache_limit);
@@ -84,8 +87,7 @@ static int cli_stats_json_cache(struct json_object *ca,
 	err |= fp_json_set_u64(ca, "dirty", st->cache_dirty);
 	err |= fp_json_set_u64(ca, "hits", st->cache_hits);
 	err |= fp_json_set_u64(ca, "misses", st->cache_misses);
-	err |= fp_json_set_dbl(ca, "hit_ratio",
-			       n ? (double)st->cache_hits / (double)n : 0.0, 3);
+	err |= fp_json_set_dbl(ca, "hit_ratio", cli_hit_ratio(st), 3);
 	err |= fp_json_set_u64(ca, "evictions", st->cache_evictions);
 	err |= fp_json_set_u64(ca, "writebacks", st->cache_writebacks);
 	err |= fp_json_set_u64(ca, "wb_errors", st->cache_wb_errors);

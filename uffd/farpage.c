@@ -541,69 +541,33 @@ void farpage_map_free(struct farpage_map *m, int unmapped)
 	free(m);
 }
 
-int farpage_region_size(const char *name, const struct farpage_map_opts *opts,
-			uint64_t *size)
-{
-	const char *path = farpage_sock_path(opts);
-	uint64_t flags = MSG_MAP_RDONLY | MSG_LAYOUT_RUNS;
-	struct msg rep;
-	int fd, cache_fd, ret;
-
-	if (!msg_name_is_valid(name))
-		return -EINVAL;
-	for (;;) {
-		ret = net_unix_connect(path, &fd);
-		if (ret)
-			return ret;
-		/* The layout a read-only map would get; the connection
-		 * ends before anything is mapped. */
-		ret = farpage_agent_layout(fd, name, flags, 0, &rep, &cache_fd);
-		close(fd);
-		/* An agent before layouts in runs closes on the flag. */
-		if ((ret == -ECONNRESET || ret == -EPIPE) &&
-		    (flags & MSG_LAYOUT_RUNS)) {
-			flags &= ~MSG_LAYOUT_RUNS;
-			continue;
-		}
-		break;
-	}
-	if (ret)
-		return ret;
-	if (cache_fd >= 0)
-		close(cache_fd);
-	*size = rep.size;
-	msg_fini(&rep);
-	return 0;
-}
-
 /*
- * Connects to the agent at @m->sock_path and asks for the layout of
- * @m->name (into @rep),
- * once more without runs for an agent from before them. Returns 0 or
- * -errno; the socket is @m's either way.
+ * Connects to the agent at @path (into *@sock: the caller's to close
+ * either way) and asks for the layout of @name with MAP @flags (into @rep,
+ * and the cache memfd into *@cache_fd), once more without runs for an
+ * agent from before them. Returns 0 or -errno.
  */
-static int farpage_map_connect(struct farpage_map *m, struct msg *rep)
+static int farpage_layout_ask(const char *path, const char *name,
+			      uint64_t flags, int *sock, struct msg *rep,
+			      int *cache_fd)
 {
-	const char *name = m->name;
+	uint64_t wgen = flags & MSG_MAP_RDONLY ? 0 : MSG_WGEN_NEW;
 	int ret;
 
-	ret = net_unix_connect(m->sock_path, &m->sock);
+	ret = net_unix_connect(path, sock);
 	if (ret)
 		return ret;
-	ret = farpage_agent_layout(m->sock, name, m->flags | MSG_LAYOUT_RUNS,
-				   m->flags & MSG_MAP_RDONLY ? 0 : MSG_WGEN_NEW,
-				   rep, &m->cache_fd);
+	ret = farpage_agent_layout(*sock, name, flags | MSG_LAYOUT_RUNS, wgen,
+				   rep, cache_fd);
 	if (ret == -ECONNRESET || ret == -EPIPE) {
 		/* An agent of a version before layouts in runs refuses the
 		 * flag and closes: once more, without it. */
-		close(m->sock);
-		m->sock = -1;
-		ret = net_unix_connect(m->sock_path, &m->sock);
+		close(*sock);
+		*sock = -1;
+		ret = net_unix_connect(path, sock);
 		if (!ret)
-			ret = farpage_agent_layout(
-				m->sock, name, m->flags,
-				m->flags & MSG_MAP_RDONLY ? 0 : MSG_WGEN_NEW,
-				rep, &m->cache_fd);
+			ret = farpage_agent_layout(*sock, name, flags, wgen,
+						   rep, cache_fd);
 		if (!ret)
 			log_warn("map %s: the agent closed the connection on a "
 				 "MAP asking for its layout in runs: a version "
@@ -611,6 +575,29 @@ static int farpage_map_connect(struct farpage_map *m, struct msg *rep)
 				 name);
 	}
 	return ret;
+}
+
+int farpage_region_size(const char *name, const struct farpage_map_opts *opts,
+			uint64_t *size)
+{
+	struct msg rep;
+	int fd = -1, cache_fd, ret;
+
+	if (!msg_name_is_valid(name))
+		return -EINVAL;
+	/* The layout a read-only map would get; the connection ends
+	 * before anything is mapped. */
+	ret = farpage_layout_ask(farpage_sock_path(opts), name, MSG_MAP_RDONLY,
+				 &fd, &rep, &cache_fd);
+	if (fd >= 0)
+		close(fd);
+	if (ret)
+		return ret;
+	if (cache_fd >= 0)
+		close(cache_fd);
+	*size = rep.size;
+	msg_fini(&rep);
+	return 0;
 }
 
 /*
@@ -699,7 +686,9 @@ static int farpage_map_common(const char *name,
 	}
 	snprintf(m->sock_path, sizeof(m->sock_path), "%s",
 		 farpage_sock_path(opts));
-	ret = farpage_map_connect(m, &rep);
+	/* (the socket is @m's either way) */
+	ret = farpage_layout_ask(m->sock_path, m->name, m->flags, &m->sock,
+				 &rep, &m->cache_fd);
 	if (ret)
 		goto err;
 	ret = farpage_map_layout_take(m, &rep, at, at_len);

@@ -335,11 +335,19 @@ static void dscan_range(struct floop *f, struct fmap *m, uint64_t a, uint64_t b)
 			0);
 }
 
+/* 1 if @m's page tables can be scanned for what it wrote (and it has a
+ * reason to be: its writes count). */
+static int dscan_map_scannable(const struct fmap *m)
+{
+	return m->dscan && !m->ds_blind && !m->gone && !m->stale &&
+	       !m->lease_lost;
+}
+
 void dscan_map_scan(struct floop *f, struct fmap *m)
 {
 	uint64_t n = m->span / FLOOP_PAGE, a, b, i;
 
-	if (!m->dscan || m->ds_blind || m->gone || m->stale || m->lease_lost)
+	if (!dscan_map_scannable(m))
 		return;
 	atomic_fetch_add(&f->ctr.cache_dirty_scans, 1);
 	/* The held pages, in runs (within a chunk: every run is then in
@@ -361,7 +369,7 @@ void dscan_map_scan(struct floop *f, struct fmap *m)
 
 void dscan_map_seal(struct floop *f, struct fmap *m)
 {
-	if (!m->dscan || m->ds_blind || m->gone || m->stale || m->lease_lost)
+	if (!dscan_map_scannable(m))
 		return;
 	dscan_map_scan(f, m);
 	/* A scan that failed went blind: every page counted written. */

@@ -461,6 +461,7 @@ static void fsvc_on_accept(struct evl *l, int fd, uint32_t events, void *arg)
 	}
 	c->fs = fs;
 	c->fd = cfd;
+	c->pid = cr.pid;
 	c->fd_in = c->fd_in2 = -1;
 	c->cache_fd = -1;
 	if (evl_add(fs->env->evl, cfd, EPOLLIN, fsvc_on_conn, c)) {

@@ -12,34 +12,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 
 #include "csess.h"
 #include "floops.h"
 #include "log.h"
 #include "node_env.h"
 
-/* The pid of the process at the other end of @fd, 0 if unknown. */
-static pid_t fsvc_peer_pid(int fd)
-{
-	struct ucred cr;
-	socklen_t len = sizeof(cr);
-
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len))
-		return 0;
-	return cr.pid;
-}
-
 void fsvc_flush_seal(struct fsvc_conn *c)
 {
 	struct fsvc_conn *w = fsvc_lease_holder(c->fs, c->name, NULL);
-	pid_t pid = fsvc_peer_pid(c->fd);
 
-	if (!w || !(w->layout.flags & MSG_MAP_SEAL) || !pid ||
-	    fsvc_peer_pid(w->fd) != pid) {
+	if (!w || !(w->layout.flags & MSG_MAP_SEAL) || c->pid <= 0 ||
+	    w->pid != c->pid) {
 		log_dbg("region %s: FLUSH_SEAL from pid %d, whose writable "
 			"mapping is not here: a plain flush",
-			c->name, (int)pid);
+			c->name, (int)c->pid);
 		return;
 	}
 	if (floops_map_seal(c->fs->env->fl, w->map_id))

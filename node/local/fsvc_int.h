@@ -133,6 +133,7 @@ struct fsvc_conn {
 	size_t rcap;	      /* of rbuf; 0: none (nothing partly received) */
 	uint8_t *rbuf;	      /* FSVC_RBUF_MIN..FSVC_RBUF_MAX bytes */
 	struct fsvc_uid *uid; /* its uid's count */
+	pid_t pid;	      /* the peer's, as accept() found it */
 	struct fsvc_conn *next;
 };
 
@@ -246,19 +247,19 @@ void fsvc_on_dones(struct evl *l, int fd, uint32_t events, void *arg);
 int fsvc_on_unmap(struct fsvc_conn *c);
 /* Finished lookups: each goes to its connection if it is still there. */
 void fsvc_on_lookups(struct evl *l, int fd, uint32_t events, void *arg);
+/*
+ * FLUSH_SEAL on @c (the region in c->name): the asker's writable mapping
+ * of it here is read-only in its process from now (it made it so); its
+ * loop scans it before the flush, queued next, runs (floop_map_seal()).
+ * The mapping must be the asker's own (the same pid, as each connection's
+ * SO_PEERCRED said at accept) and have been offered MSG_MAP_SEAL; else
+ * nothing is sealed.
+ */
+void fsvc_flush_seal(struct fsvc_conn *c);
 
 /* fsvc_move.c */
 /* The writable mapping of @name here that holds the region's write lease
  * now, or NULL; *@waiting (if not NULL): one here waits for it. */
-/*
- * FLUSH_SEAL on @c (the region in c->name): the asker's
- * writable mapping of it here is read-only in its process from now (it
- * made it so); its loop scans it before the flush, queued next, runs
- * (floop_map_seal()). The mapping must be the asker's own (the same pid,
- * SO_PEERCRED) and have been offered MSG_MAP_SEAL; else nothing is sealed.
- */
-void fsvc_flush_seal(struct fsvc_conn *c);
-
 struct fsvc_conn *fsvc_lease_holder(struct fsvc *fs, const char *name,
 				    int *waiting);
 /* HANDOVER: flush, then floops_handover(), then the lease goes back. */

@@ -366,8 +366,6 @@ static int fsvc_grant_check(struct fsvc_conn *c, const struct msg *req)
 {
 	static struct log_limit limit = { .burst = FSVC_GRANT_LOG_BURST };
 	int ro = !!(c->flags & MSG_MAP_RDONLY);
-	struct ucred cr = { .pid = 0, .uid = (uid_t)-1 };
-	socklen_t len = sizeof(cr);
 	const char *why;
 	uint64_t dropped;
 	char more[64] = "";
@@ -381,11 +379,10 @@ static int fsvc_grant_check(struct fsvc_conn *c, const struct msg *req)
 			snprintf(more, sizeof(more),
 				 " (and %llu more since the last such line)",
 				 (unsigned long long)dropped);
-		getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cr, &len);
 		log_warn("local client pid %d uid %u: %s (region %s, "
 			 "MAP_UFFD flags %#llx); refused, connection "
 			 "closed%s",
-			 (int)cr.pid, (unsigned int)cr.uid, why, c->name,
+			 (int)c->pid, (unsigned int)c->uid->uid, why, c->name,
 			 (unsigned long long)req->flags, more);
 	}
 	fsvc_reply_error(c, -EPERM, why);
