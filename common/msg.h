@@ -73,7 +73,9 @@ enum msg_type {
 	MSG_T_ENDPOINT,	    /* node, peer, qpn, lid, gid, gid_index, psn, mtu */
 	MSG_T_MR_PUT,	    /* node, mr_addr, rkey, mr_len -> OK */
 	/* libfarpage <-> agent (Unix socket) */
-	MSG_T_MAP,	   /* name, [flags] -> MAP_LAYOUT */
+	MSG_T_MAP,	   /* name, [flags], [wgen], [size: with MSG_MAP_ANON,
+			      the most bytes of it the cache may hold; 0 or
+			      none: no bound of its own] -> MAP_LAYOUT */
 	MSG_T_MAP_LAYOUT,  /* name, node, size, chunk_size, epoch, pool_size,
 			      chunks, [instance: the agent's], [cid],
 			      [flags]; SCM_RIGHTS: the cache memfd if
@@ -158,6 +160,12 @@ enum msg_type {
 	 * scan did not find. Sent only to an agent whose MAP_LAYOUT had
 	 * MSG_MAP_SEAL. */
 	MSG_T_FLUSH_SEAL,
+	/* libfarpage -> agent: name, base (a byte offset in the region),
+	 * size (bytes; both page multiples) -> OK once those pages of the
+	 * asker's MSG_MAP_ANON mapping of the region here read as zeroes:
+	 * what they held left the cache, is not sent home, and nothing is
+	 * fetched for them until they are written again. */
+	MSG_T_DISCARD,
 	MSG_T__MAX,
 };
 
@@ -302,10 +310,19 @@ enum msg_field_id {
  * nothing tells what was written after the last scan).
  */
 #define MSG_MAP_SEAL (UINT64_C(1) << 9)
+/*
+ * MAP (and MAP_UFFD) of a process's private memory (libfarpage's
+ * FARPAGE_MAP_ANON, `farpage run`): writable, every page through the cache
+ * (nothing mapped from the pool, as MSG_MAP_MOVABLE); the region's bytes
+ * read as zeroes in it until it writes them, and DISCARD zeroes pages
+ * again. Never resumed by another agent (which pages read as zeroes is
+ * known to the agent alone).
+ */
+#define MSG_MAP_ANON (UINT64_C(1) << 10)
 #define MSG_MAP_FLAGS                                                         \
 	(MSG_MAP_PREFETCH | MSG_MAP_RESUME | MSG_MAP_RDONLY | MSG_MAP_CACHE | \
 	 MSG_MAP_WPASYNC | MSG_LAYOUT_RUNS | MSG_LEASE_IFFREE |               \
-	 MSG_MAP_MOVABLE | MSG_MAP_INCOMING | MSG_MAP_SEAL)
+	 MSG_MAP_MOVABLE | MSG_MAP_INCOMING | MSG_MAP_SEAL | MSG_MAP_ANON)
 
 /*
  * One chunk of a region: owner node, byte offset in its pool, and the

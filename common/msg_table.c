@@ -362,7 +362,8 @@ const struct msg_schema msg_schema[MSG_T__MAX] = {
 	[MSG_T_ENDPOINT] = { "endpoint", EP_FIELDS, EP_FIELDS },
 	[MSG_T_MR_PUT] = { "mr_put", B(NODE) | B(MR_ADDR) | B(RKEY) | B(MR_LEN),
 			   B(NODE) | B(MR_ADDR) | B(RKEY) | B(MR_LEN) },
-	[MSG_T_MAP] = { "map", B(NAME) | B(FLAGS) | B(WGEN), B(NAME) },
+	[MSG_T_MAP] = { "map", B(NAME) | B(FLAGS) | B(WGEN) | B(SIZE),
+			B(NAME) },
 	[MSG_T_MAP_LAYOUT] = { "map_layout",
 			       LAYOUT_REQ | B(CHUNKS) | B(INSTANCE) | B(CID) |
 				       B(FLAGS) | B(WGEN) | B(RUNS) |
@@ -403,6 +404,8 @@ const struct msg_schema msg_schema[MSG_T__MAX] = {
 				   B(NAME) },
 	[MSG_T_HANDOVER] = { "handover", B(NAME), B(NAME) },
 	[MSG_T_FLUSH_SEAL] = { "flush_seal", B(NAME), B(NAME) },
+	[MSG_T_DISCARD] = { "discard", B(NAME) | B(BASE) | B(SIZE),
+			    B(NAME) | B(BASE) | B(SIZE) },
 };
 
 _Static_assert(MSG_F__MAX <= 64, "field ids must fit msg.present");

@@ -533,6 +533,9 @@ void farpage_map_free(struct farpage_map *m, int unmapped)
 		close(m->stop_efd);
 	if (m->cache_fd >= 0)
 		close(m->cache_fd);
+	if (m->discard_sock >= 0)
+		close(m->discard_sock);
+	pthread_mutex_destroy(&m->discard_lock);
 	if (m->base && !unmapped)
 		munmap(m->base, m->span);
 	layout_runs_free(m->runs, m->n_runs);
@@ -548,8 +551,8 @@ void farpage_map_free(struct farpage_map *m, int unmapped)
  * agent from before them. Returns 0 or -errno.
  */
 static int farpage_layout_ask(const char *path, const char *name,
-			      uint64_t flags, int *sock, struct msg *rep,
-			      int *cache_fd)
+			      uint64_t flags, uint64_t cache_bytes, int *sock,
+			      struct msg *rep, int *cache_fd)
 {
 	uint64_t wgen = flags & MSG_MAP_RDONLY ? 0 : MSG_WGEN_NEW;
 	int ret;
@@ -558,7 +561,7 @@ static int farpage_layout_ask(const char *path, const char *name,
 	if (ret)
 		return ret;
 	ret = farpage_agent_layout(*sock, name, flags | MSG_LAYOUT_RUNS, wgen,
-				   rep, cache_fd);
+				   cache_bytes, rep, cache_fd);
 	if (ret == -ECONNRESET || ret == -EPIPE) {
 		/* An agent of a version before layouts in runs refuses the
 		 * flag and closes: once more, without it. */
@@ -567,7 +570,7 @@ static int farpage_layout_ask(const char *path, const char *name,
 		ret = net_unix_connect(path, sock);
 		if (!ret)
 			ret = farpage_agent_layout(*sock, name, flags, wgen,
-						   rep, cache_fd);
+						   cache_bytes, rep, cache_fd);
 		if (!ret)
 			log_warn("map %s: the agent closed the connection on a "
 				 "MAP asking for its layout in runs: a version "
@@ -588,7 +591,7 @@ int farpage_region_size(const char *name, const struct farpage_map_opts *opts,
 	/* The layout a read-only map would get; the connection ends
 	 * before anything is mapped. */
 	ret = farpage_layout_ask(farpage_sock_path(opts), name, MSG_MAP_RDONLY,
-				 &fd, &rep, &cache_fd);
+				 0, &fd, &rep, &cache_fd);
 	if (fd >= 0)
 		close(fd);
 	if (ret)
@@ -652,6 +655,67 @@ static int farpage_map_layout_take(struct farpage_map *m, struct msg *rep,
 	return 0;
 }
 
+/* The MAP flags of @opts into @m. -EINVAL if they do not go together. */
+static int farpage_map_flags(struct farpage_map *m,
+			     const struct farpage_map_opts *opts)
+{
+	static const struct {
+		unsigned int opt;
+		uint64_t flags;
+	} t[] = {
+		{ FARPAGE_MAP_PREFETCH, MSG_MAP_PREFETCH },
+		{ FARPAGE_MAP_RDONLY, MSG_MAP_RDONLY },
+		{ FARPAGE_MAP_MOVABLE, MSG_MAP_MOVABLE },
+		{ FARPAGE_MAP_INCOMING, MSG_MAP_MOVABLE | MSG_MAP_INCOMING },
+		{ FARPAGE_MAP_ANON, MSG_MAP_ANON },
+	};
+
+	if (!opts)
+		return 0;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (opts->flags & t[i].opt)
+			m->flags |= t[i].flags;
+	m->cache_bytes = opts->cache_bytes;
+	/* Only a writable map moves; an anonymous one is writable and its
+	 * own, every page of it through the cache. */
+	if ((m->flags & MSG_MAP_RDONLY) && (m->flags & MSG_MAP_MOVABLE))
+		return -EINVAL;
+	if ((m->flags & MSG_MAP_ANON) &&
+	    (m->flags & (MSG_MAP_RDONLY | MSG_MAP_MOVABLE | MSG_MAP_PREFETCH)))
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * The mapping's userfaultfd: one that serves the kernel's accesses too
+ * where this process may have one (a read() into a page not fetched yet
+ * waits for it, as the process's own touch does). An anonymous map needs
+ * it: a program's heap is where read() and recv() put bytes.
+ */
+static int farpage_uffd_open(struct farpage_map *m)
+{
+	int ret, user_only;
+
+	ret = uffd_open_full(&m->uffd, &user_only);
+	if (ret || !user_only)
+		return ret;
+	if (m->flags & MSG_MAP_ANON) {
+		log_err("region %s: this process may take only its own page "
+			"faults (no root, vm.unprivileged_userfaultfd is 0 "
+			"and /dev/userfaultfd is not open to it), so a system "
+			"call that reads into a page not fetched yet would "
+			"fail with EFAULT; an anonymous map needs them all",
+			m->name);
+		return -EPERM;
+	}
+	log_warn("region %s: only this process's own page faults are served "
+		 "(no root, vm.unprivileged_userfaultfd is 0, no access to "
+		 "/dev/userfaultfd): a system call that reads or writes a "
+		 "page not fetched yet fails with EFAULT",
+		 m->name);
+	return 0;
+}
+
 static int farpage_map_common(const char *name,
 			      const struct farpage_map_opts *opts, void *at,
 			      size_t at_len, struct farpage_map **out)
@@ -667,28 +731,21 @@ static int farpage_map_common(const char *name,
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
-	m->sock = m->uffd = m->stop_efd = m->cache_fd = -1;
+	m->sock = m->uffd = m->stop_efd = m->cache_fd = m->discard_sock = -1;
+	pthread_mutex_init(&m->discard_lock, NULL);
 	snprintf(m->name, sizeof(m->name), "%s", name);
 	m->agent_timeout_ms = farpage_agent_timeout(opts);
 
-	if (opts && (opts->flags & FARPAGE_MAP_PREFETCH))
-		m->flags |= MSG_MAP_PREFETCH;
-	if (opts && (opts->flags & FARPAGE_MAP_RDONLY))
-		m->flags |= MSG_MAP_RDONLY;
-	if (opts &&
-	    (opts->flags & (FARPAGE_MAP_MOVABLE | FARPAGE_MAP_INCOMING)))
-		m->flags |= MSG_MAP_MOVABLE;
-	if (opts && (opts->flags & FARPAGE_MAP_INCOMING))
-		m->flags |= MSG_MAP_INCOMING;
-	if ((m->flags & MSG_MAP_RDONLY) && (m->flags & MSG_MAP_MOVABLE)) {
+	if (farpage_map_flags(m, opts)) {
+		pthread_mutex_destroy(&m->discard_lock);
 		free(m);
-		return -EINVAL; /* only a writable map moves */
+		return -EINVAL;
 	}
 	snprintf(m->sock_path, sizeof(m->sock_path), "%s",
 		 farpage_sock_path(opts));
 	/* (the socket is @m's either way) */
-	ret = farpage_layout_ask(m->sock_path, m->name, m->flags, &m->sock,
-				 &rep, &m->cache_fd);
+	ret = farpage_layout_ask(m->sock_path, m->name, m->flags,
+				 m->cache_bytes, &m->sock, &rep, &m->cache_fd);
 	if (ret)
 		goto err;
 	ret = farpage_map_layout_take(m, &rep, at, at_len);
@@ -701,7 +758,8 @@ static int farpage_map_common(const char *name,
 	m->features = supported & UFFD_WANTED_FEATURES;
 	farpage_cache_choose(m, supported);
 	/* (the agent refuses one itself when it serves by copying) */
-	if ((m->flags & MSG_MAP_MOVABLE) && !(m->flags & MSG_MAP_CACHE)) {
+	if ((m->flags & (MSG_MAP_MOVABLE | MSG_MAP_ANON)) &&
+	    !(m->flags & MSG_MAP_CACHE)) {
 		ret = -EOPNOTSUPP;
 		goto err;
 	}
@@ -717,7 +775,7 @@ static int farpage_map_common(const char *name,
 	if (ret)
 		goto err;
 
-	ret = uffd_open(&m->uffd);
+	ret = farpage_uffd_open(m);
 	if (ret)
 		goto err;
 	ret = uffd_api(m->uffd, m->features);
@@ -736,6 +794,12 @@ static int farpage_map_common(const char *name,
 	if (ret)
 		goto err;
 
+	m->cap_pend = FARPAGE_PEND_MAX;
+	m->pend = calloc(m->cap_pend, sizeof(*m->pend));
+	if (!m->pend) {
+		ret = -ENOMEM;
+		goto err;
+	}
 	m->stop_efd = eventfd(0, EFD_CLOEXEC);
 	if (m->stop_efd < 0) {
 		ret = -errno;
@@ -780,7 +844,8 @@ int farpage_unmap(struct farpage_map *m)
 	 * flushes while the page tables are still there: its scan sees what
 	 * was written, and the unmap then makes it send nothing again.
 	 */
-	if (farpage_is_writeback(m) && (m->layout_flags & MSG_MAP_SEAL)) {
+	if (farpage_is_writeback(m) && (m->layout_flags & MSG_MAP_SEAL) &&
+	    !(m->flags & MSG_MAP_ANON)) {
 		ret = farpage_flush_final(m);
 		if (ret)
 			log_errno(ret, "region %s: flush at unmap", m->name);
@@ -798,7 +863,9 @@ int farpage_unmap(struct farpage_map *m)
 		ret = -errno;
 	/* Else nothing can be written any more: what was is sent home now,
 	 * while our connection keeps the mapping alive in the agent. */
-	if (unmapped && farpage_is_writeback(m) && !sealed) {
+	/* (an anonymous mapping's bytes end with it: the agent drops them) */
+	if (unmapped && farpage_is_writeback(m) && !sealed &&
+	    !(m->flags & MSG_MAP_ANON)) {
 		ret = farpage_flush(m);
 		if (ret)
 			log_errno(ret, "region %s: flush at unmap", m->name);

@@ -45,6 +45,10 @@ struct farpage_map_opts {
 	unsigned int agent_timeout_ms;
 	/* FARPAGE_MAP_* */
 	unsigned int flags;
+	/* Bytes of this mapping the agent's cache holds at most (rounded
+	 * down to pages; the agent's own --cache-size bounds all mappings
+	 * together besides); 0: no bound of its own. Cache mode only. */
+	uint64_t cache_bytes;
 };
 
 /*
@@ -84,6 +88,19 @@ int farpage_region_size(const char *name, const struct farpage_map_opts *opts,
  * SIGBUS. Implies FARPAGE_MAP_MOVABLE.
  */
 #define FARPAGE_MAP_INCOMING 8u
+
+/*
+ * Anonymous: the region is this process's private memory (`farpage run`
+ * puts a program's heap there). Whatever its pages held before reads as
+ * zeroes in this mapping: nothing is fetched for a page until this
+ * mapping wrote it and it left the cache (it went home then).
+ * farpage_discard() zeroes ranges of it again. Its zeroed pages are known
+ * to the agent alone, so it is never handed over to a restarted agent:
+ * when the agent dies, faults wait the agent timeout, then raise SIGBUS.
+ * Writable (not with FARPAGE_MAP_RDONLY, MOVABLE or PREFETCH); needs cache
+ * mode (-EOPNOTSUPP without it).
+ */
+#define FARPAGE_MAP_ANON 16u
 
 /*
  * Maps region @name. @opts may be NULL. On success *out owns the mapping
@@ -155,6 +172,17 @@ int farpage_flush(struct farpage_map *m);
  * -errno of mprotect().
  */
 int farpage_flush_final(struct farpage_map *m);
+
+/*
+ * Like madvise(MADV_DONTNEED) on private anonymous memory, for a
+ * FARPAGE_MAP_ANON mapping: the pages of [@addr, @addr + @len) (page
+ * aligned, inside the mapping) read as zeroes from now on; what they held
+ * leaves the cache, is never sent home and is never fetched again. The
+ * caller must not touch the range meanwhile. Safe from any thread (one
+ * discard at a time per mapping). Returns 0, -EINVAL (not page aligned,
+ * outside the mapping, or not FARPAGE_MAP_ANON) or another -errno.
+ */
+int farpage_discard(struct farpage_map *m, void *addr, size_t len);
 
 void *farpage_map_addr(const struct farpage_map *m);
 size_t farpage_map_size(const struct farpage_map *m);

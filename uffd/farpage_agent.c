@@ -82,21 +82,16 @@ static int farpage_poison_remote(struct farpage_map *m)
 	return 0;
 }
 
-/* A page faulted again after poisoning (dropped with MADV_DONTNEED). */
+/*
+ * A page faulted again after poisoning (dropped with MADV_DONTNEED). The
+ * list was allocated with the mapping: nothing is allocated here, where
+ * the heap may be in a region no agent serves any more (farpage run).
+ * When it is full the fault is left: its next event brings it back.
+ */
 static void farpage_pend_add(struct farpage_map *m, uint64_t addr)
 {
-	uint64_t *p;
-
-	if (m->n_pend == m->cap_pend) {
-		size_t cap = m->cap_pend ? 2 * m->cap_pend : 16;
-
-		p = realloc(m->pend, cap * sizeof(*p));
-		if (!p)
-			return; /* its next fault event brings it back */
-		m->pend = p;
-		m->cap_pend = cap;
-	}
-	m->pend[m->n_pend++] = addr;
+	if (m->n_pend < m->cap_pend)
+		m->pend[m->n_pend++] = addr;
 }
 
 /* Poisons the pending pages; returns how many must wait (-EAGAIN). */
@@ -121,7 +116,8 @@ static size_t farpage_pend_run(struct farpage_map *m)
  * -errno (its text logged), -EBADMSG or -EPROTO.
  */
 int farpage_agent_layout(int sock, const char *name, uint64_t flags,
-			 uint64_t wgen, struct msg *layout, int *cache_fd)
+			 uint64_t wgen, uint64_t cache_bytes,
+			 struct msg *layout, int *cache_fd)
 {
 	struct msg req;
 	int fds[2], n_fds = 2, ret;
@@ -130,8 +126,9 @@ int farpage_agent_layout(int sock, const char *name, uint64_t flags,
 	msg_init(&req, MSG_T_MAP);
 	msg_strset(req.name, sizeof(req.name), name);
 	req.flags = flags & (MSG_MAP_RDONLY | MSG_LAYOUT_RUNS |
-			     MSG_MAP_MOVABLE | MSG_MAP_INCOMING);
+			     MSG_MAP_MOVABLE | MSG_MAP_INCOMING | MSG_MAP_ANON);
 	req.wgen = wgen;
+	req.size = cache_bytes;
 	ret = ctl_send(sock, &req, NULL, 0);
 	if (ret)
 		return ret;
@@ -245,7 +242,7 @@ static int farpage_resume(struct farpage_map *m)
 	/* A writable mapping takes the write lease again, if still its own:
 	 * the dead agent's ended with its instance. */
 	ret = farpage_agent_layout(fd, m->name, m->flags | MSG_LAYOUT_RUNS,
-				   m->wgen, &l, &cache_fd);
+				   m->wgen, m->cache_bytes, &l, &cache_fd);
 	if (!ret) {
 		if (cache_fd >= 0)
 			close(cache_fd);
@@ -331,6 +328,10 @@ static int farpage_orphan(struct farpage_map *m)
 
 		if (state == MAP_ORPHAN) {
 			now = (int64_t)evl_now_ms();
+			/* Which of its pages read as zeroes died with the
+			 * agent: never handed over. */
+			if (m->flags & MSG_MAP_ANON)
+				retry = INT64_MAX;
 			if (now >= retry) {
 				ret = farpage_resume(m);
 				if (!ret)

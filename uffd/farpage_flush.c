@@ -237,3 +237,38 @@ int farpage_agent_handover(const char *agent_sock, const char *name,
 				 : 0;
 	return ret;
 }
+
+int farpage_discard(struct farpage_map *m, void *addr, size_t len)
+{
+	uintptr_t a = (uintptr_t)addr, b = (uintptr_t)m->base;
+	struct msg req, rep;
+	int ret = 0;
+
+	if (!(m->flags & MSG_MAP_ANON) || a % UFFD_PAGE || len % UFFD_PAGE ||
+	    a < b || a - b > m->span || len > m->span - (a - b))
+		return -EINVAL;
+	if (!len)
+		return 0;
+	pthread_mutex_lock(&m->discard_lock);
+	/* Its own connection: the mapping's is the watchdog's to read. The
+	 * agent finds the mapping by the pid both come from. */
+	if (m->discard_sock < 0)
+		ret = net_unix_connect(m->sock_path, &m->discard_sock);
+	if (!ret) {
+		msg_init(&req, MSG_T_DISCARD);
+		msg_strset(req.name, sizeof(req.name), m->name);
+		req.base = a - b;
+		req.size = len;
+		ret = ctl_call(m->discard_sock, &req, &rep, CALL_TIMEOUT_MS);
+		if (ret && rep.type == MSG_T_ERROR && rep.text[0]) {
+			log_err("region %s: discard: %s", m->name, rep.text);
+		} else if (ret) {
+			/* the agent went away: the next one dials again */
+			close(m->discard_sock);
+			m->discard_sock = -1;
+		}
+		msg_fini(&rep);
+	}
+	pthread_mutex_unlock(&m->discard_lock);
+	return ret;
+}

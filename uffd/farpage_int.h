@@ -17,7 +17,8 @@
 #define MAP_ALIGN	  (2ull << 20) /* hugetlb chunks need 2 MiB alignment */
 #define CALL_TIMEOUT_MS	  30000
 #define AGENT_TIMEOUT_DEF 5000
-#define RESUME_RETRY_MS	  200 /* look for a restarted agent this often */
+#define RESUME_RETRY_MS	  200  /* look for a restarted agent this often */
+#define FARPAGE_PEND_MAX  1024 /* faults after poisoning held at once */
 
 enum map_state {
 	MAP_LIVE = 0,  /* agent serving faults */
@@ -43,7 +44,12 @@ struct farpage_map {
 	int cache_fd;	   /* cache mode: the agent's cache memfd, else -1 */
 	uint64_t features;
 	unsigned int agent_timeout_ms;
-	uint64_t flags;	       /* MSG_MAP_* asked for */
+	uint64_t flags;	      /* MSG_MAP_* asked for */
+	uint64_t cache_bytes; /* its own bound in the agent's cache; 0: none */
+	/* MSG_MAP_ANON: the connection DISCARDs go on (-1: not yet), one
+	 * at a time */
+	pthread_mutex_t discard_lock;
+	int discard_sock;
 	uint64_t layout_flags; /* MSG_MAP_* of the agent's MAP_LAYOUT */
 	uint64_t wgen;	       /* writable: its write lease's generation */
 	/* the write lease is lost for good (another mapping took it while
@@ -78,7 +84,8 @@ void farpage_map_free(struct farpage_map *m, int unmapped);
 /* MAP of @name on @sock: the layout in *@layout (and the cache memfd in
  * *@cache_fd, if any). Returns 0 or -errno. */
 int farpage_agent_layout(int sock, const char *name, uint64_t flags,
-			 uint64_t wgen, struct msg *layout, int *cache_fd);
+			 uint64_t wgen, uint64_t cache_bytes,
+			 struct msg *layout, int *cache_fd);
 
 /* Hands the mapping's userfaultfd to the agent. Returns 0 or -errno. */
 int farpage_agent_hand_uffd(int sock, const struct farpage_map *m,

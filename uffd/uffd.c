@@ -30,6 +30,45 @@ struct uffd_poison_arg {
 };
 #define UFFD_IOC_POISON _IOWR(UFFDIO, 0x08, struct uffd_poison_arg)
 
+/* A userfaultfd from /dev/userfaultfd (all faults). 0 or -errno. */
+static int uffd_open_dev(int flags, int *out)
+{
+	int dev, fd, e;
+
+	dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+	if (dev < 0)
+		return -errno;
+	fd = ioctl(dev, USERFAULTFD_IOC_NEW, flags);
+	e = errno;
+	close(dev);
+	if (fd < 0)
+		return -e;
+	*out = fd;
+	return 0;
+}
+
+int uffd_open_full(int *out, int *user_only)
+{
+	int flags = O_CLOEXEC | O_NONBLOCK;
+	int fd, e;
+
+	*user_only = 0;
+	fd = syscall(SYS_userfaultfd, flags);
+	if (fd >= 0) {
+		*out = fd;
+		return 0;
+	}
+	e = errno;
+	if (!uffd_open_dev(flags, out))
+		return 0;
+	fd = syscall(SYS_userfaultfd, flags | UFFD_USER_MODE_ONLY);
+	if (fd < 0)
+		return -e;
+	*user_only = 1;
+	*out = fd;
+	return 0;
+}
+
 int uffd_open(int *out)
 {
 	int flags = O_CLOEXEC | O_NONBLOCK;

@@ -40,6 +40,15 @@
  * *out, -EPERM/-ENOSYS if userfaultfd is not available to this process.
  */
 int uffd_open(int *out);
+/*
+ * Like uffd_open(), but one that also serves the kernel's own accesses to
+ * the range (a read() into it, a syscall's copy_to_user) where this
+ * process may have one: the syscall without UFFD_USER_MODE_ONLY (root,
+ * or vm.unprivileged_userfaultfd=1), then /dev/userfaultfd, and only then
+ * user-mode faults alone (*@user_only = 1: a syscall that touches a page
+ * not yet fetched fails with EFAULT). Returns as uffd_open().
+ */
+int uffd_open_full(int *out, int *user_only);
 
 /* Asks the kernel which features it supports (uses a throw-away uffd). */
 int uffd_features_probe(uint64_t *features);

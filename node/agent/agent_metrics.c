@@ -100,6 +100,14 @@ static const struct agent_metric_fl agent_cache_metrics[] = {
 	  "Of those, pages put into the cache and mapped for the guest in one "
 	  "step (UFFDIO_COPY into its mapping).",
 	  FL(cache_copied_pages), 1 },
+	{ "farpage_anon_zero_fills_total", "counter",
+	  "Pages of anonymous mappings (farpage run) that read as zeroes and "
+	  "were filled so in the cache, not fetched.",
+	  FL(anon_zero_fills), 1 },
+	{ "farpage_anon_discarded_pages_total", "counter",
+	  "Pages of anonymous mappings a discard put back to zeroes "
+	  "(MADV_DONTNEED, munmap, a new mmap of memory used before).",
+	  FL(anon_discarded), 1 },
 };
 
 static void agent_metrics_fl(struct metrics_buf *b,

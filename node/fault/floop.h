@@ -69,6 +69,10 @@ struct floop_counters {
 	atomic_uint_fast64_t cache_direct_pages;
 	atomic_uint_fast64_t cache_landed_pages;
 	atomic_uint_fast64_t cache_copied_pages;
+	/* anonymous maps (farpage run): zero pages filled for faults (no
+	 * read), and pages DISCARD put back to zeroes */
+	atomic_uint_fast64_t anon_zero_fills;
+	atomic_uint_fast64_t anon_discarded;
 };
 
 #define FLOOP_XPORTS_MAX 4
@@ -138,6 +142,9 @@ struct floop_map_desc {
 	uint32_t n_chunks;
 	uint64_t features;
 	uint64_t flags; /* MSG_MAP_* */
+	/* pages of it the cache holds at most (over them its own pages are
+	 * evicted); 0: only the loop's cache_pages bounds it */
+	uint64_t cache_cap;
 	char name[MSG_NAME_MAX];
 	uint64_t epoch; /* of the region as mapped */
 	uint64_t cid;	/* of the coordinator's tables it came from */
@@ -170,6 +177,7 @@ enum floop_done_kind {
 			       free (MSG_LEASE_IFFREE), generation @wgen
 			       again (0: a new one); floop_map_lease() says
 			       how it went */
+	FLOOP_DONE_DISCARD,  /* floop_discard(@cookie) finished with @err */
 	FLOOP_DONE_HANDOVER, /* floop_handover(@cookie) finished with @err:
 				0: the mapping's cache is empty and it waits
 				for the lease @lease of @wgen, to be given
@@ -231,6 +239,14 @@ int floop_map_lease(struct floop *f, uint64_t id, int err, uint64_t wgen,
  * it went; nothing changes on an error. Returns 0 or -ENOMEM.
  */
 int floop_handover(struct floop *f, uint64_t id, uint64_t cookie);
+/*
+ * Pages [@off, @off + @len) (bytes, page multiples) of anonymous mapping
+ * @id (MSG_MAP_ANON) read as zeroes from now on: dropped from the cache,
+ * not sent home, never fetched. FLOOP_DONE_DISCARD(@cookie) says when.
+ * Returns 0 or -ENOMEM.
+ */
+int floop_discard(struct floop *f, uint64_t id, uint64_t off, uint64_t len,
+		  uint64_t cookie);
 /* A rebuild copy (replicated regions): [src_off, src_off + len) of
  * src_node's pool (instance src_inst) into this node's pool at dst_off. */
 struct floop_rtask {

@@ -88,6 +88,17 @@ int floop_cache_map_init(struct floop *f, struct fmap *m,
 	m->pidfd = f->cfg.cache_fifo && !m->dscan ? -1 : d->pidfd;
 	if (m->pidfd < 0 && d->pidfd >= 0)
 		close(d->pidfd);
+	if ((d->flags & MSG_MAP_ANON) && floop_anon_init(m)) {
+		free(m->pst);
+		free(m->fifo);
+		pgset_fini(&m->live);
+		pgset_fini(&m->wset);
+		m->pst = NULL;
+		m->fifo = NULL;
+		dscan_map_fini(m);
+		return -ENOMEM;
+	}
+	m->cap = d->cache_cap;
 	m->cache = 1;
 	m->lops = &floop_land_cache;
 	m->cache_fd = d->cache_fd;
@@ -112,9 +123,10 @@ void floop_cache_map_fini(struct floop *f, struct fmap *m)
 			lost++;
 		cache_dirty_clear(f, m, i);
 	}
-	if (lost)
+	if (lost && !m->anon)
 		log_warn("map %s: %llu written pages never went home", m->name,
 			 (unsigned long long)lost);
+	floop_anon_fini(m);
 	atomic_fetch_sub(&f->ctr.cache_resident, n);
 	if (f->hand_map == m) {
 		f->hand_map = NULL;
@@ -241,6 +253,18 @@ static int cache_in_file(const struct fmap *m, uint64_t i)
 }
 
 /*
+ * Page @i left the memfd, not through us (the process punched it): given
+ * up. An anonymous map's page reads as zeroes then, as the kernel's do
+ * after MADV_REMOVE; any other is fetched again.
+ */
+static void cache_page_lost(struct floop *f, struct fmap *m, uint64_t i)
+{
+	cache_release(f, m, i, 1);
+	if (m->anon)
+		pgset_add(&m->zero, i);
+}
+
+/*
  * Maps [addr, addr + len) from the cache into the guest: write-protected
  * when the page is clean and writes must be seen. Kernels before 6.4 have
  * no CONTINUE_MODE_WP: then CONTINUE without waking, protect, wake; a
@@ -274,8 +298,48 @@ static int cache_continue(struct floop *f, struct fmap *m, uint64_t addr,
 	return ret;
 }
 
+/*
+ * A fault on a page of an anonymous map that reads as zeroes: never
+ * fetched. A zero page enters the cache (fallocate() allocates it
+ * cleared) and is mapped as a fetched one would be, write-protected
+ * unless a write faulted it; it is dirty from now on (floop_anon.c). With
+ * the cache full the fault waits in the backlog, as a fetch would.
+ */
+static void cache_zero_fill(struct floop *f, struct fmap *m, uint64_t addr,
+			    uint64_t flags, uint64_t t0_ms)
+{
+	uint64_t i = cache_idx(m, addr), mapped = 0;
+	int write = !!(flags & UFFD_PAGEFAULT_FLAG_WRITE), ret;
+
+	if (!floop_cache_has_room(f) || !floop_cache_map_has_room(m)) {
+		floop_backlog_queue(f, m, addr, t0_ms);
+		return;
+	}
+	if (fallocate(m->cache_fd, 0, (off_t)(i * FLOOP_PAGE), FLOOP_PAGE)) {
+		atomic_fetch_add(&f->ctr.errors, 1);
+		floop_poison(f, m, addr,
+			     "no memory for a zero page in the cache");
+		return;
+	}
+	floop_cache_charge(f, m, addr, 1);
+	floop_anon_filled(f, m, i);
+	if (m->fifo)
+		cache_fifo_push(f, m, i);
+	ret = cache_continue(f, m, addr, FLOOP_PAGE, m->writable && !write,
+			     &mapped);
+	if (ret && ret != -ENOENT && ret != -ESRCH) {
+		/* -EEXIST: mapped already; -EAGAIN: events first; the thread
+		 * faults again and finds the page held */
+		if (ret != -EEXIST && ret != -EAGAIN)
+			log_errno(ret, "map %s page %#llx: UFFDIO_CONTINUE",
+				  m->name,
+				  (unsigned long long)(addr - m->base));
+		uffd_wake(m->uffd, addr, FLOOP_PAGE);
+	}
+}
+
 static int cache_fault(struct floop *f, struct fmap *m, uint64_t addr,
-		       uint64_t flags)
+		       uint64_t flags, uint64_t t0_ms)
 {
 	uint64_t i = cache_idx(m, addr), mapped = 0;
 	uint8_t ps = m->pst[i];
@@ -297,12 +361,16 @@ static int cache_fault(struct floop *f, struct fmap *m, uint64_t addr,
 				  (unsigned long long)(addr - m->base));
 		return 1;
 	}
+	if (!(ps & PS_VALID) && floop_anon_is_zero(m, i)) {
+		cache_zero_fill(f, m, addr, flags, t0_ms);
+		return 1;
+	}
 	if (!(ps & PS_VALID))
 		return 0; /* landing (joined there) or to fetch */
 	/* A MISSING fault on a page we hold: an old message (then it is
 	 * mapped already), or the guest punched it out of the memfd. */
 	if (!(flags & UFFD_PAGEFAULT_FLAG_MINOR) && !cache_in_file(m, i)) {
-		cache_release(f, m, i, 1);
+		cache_page_lost(f, m, i);
 		return 0;
 	}
 	cache_ps_set(m, i, PS_REF);
@@ -319,7 +387,7 @@ static int cache_fault(struct floop *f, struct fmap *m, uint64_t addr,
 		return 1;
 	case -EFAULT:
 		/* Not in the memfd after all (punched): fetch it. */
-		cache_release(f, m, i, 1);
+		cache_page_lost(f, m, i);
 		return 0;
 	default:
 		/* -EAGAIN: events first; the thread faults again. */
@@ -333,9 +401,9 @@ static int cache_fault(struct floop *f, struct fmap *m, uint64_t addr,
 }
 
 int floop_cache_fault(struct floop *f, struct fmap *m, uint64_t addr,
-		      uint64_t flags)
+		      uint64_t flags, uint64_t t0_ms)
 {
-	if (cache_fault(f, m, addr, flags))
+	if (cache_fault(f, m, addr, flags, t0_ms))
 		return 1;
 	/* To fetch. If a write faulted it in (MISSING|WRITE), map it
 	 * writable when it lands (cache_resolve_writes()). */
@@ -529,8 +597,8 @@ int floop_cache_resolve(struct floop *f, struct fetch *s)
 		if (ret == -EFAULT) {
 			/* Punched meanwhile (the guest did): it faults again
 			 * and is fetched. */
-			cache_release(f, m, cache_idx(m, s->addr + s->done_off),
-				      1);
+			cache_page_lost(f, m,
+					cache_idx(m, s->addr + s->done_off));
 			uffd_wake(m->uffd, s->addr + s->done_off, FLOOP_PAGE);
 			s->done_off += FLOOP_PAGE;
 			continue;
@@ -814,8 +882,13 @@ void floop_cache_run(struct floop *f, uint64_t now, int tick)
 		else if (m->n_flush)
 			cache_wb_scan(f, m, now, 1);
 	}
+	if (f->anon_jobs)
+		floop_anon_run(f);
 	if (f->cfg.cache_pages && floop_cache_resident(f) > f->cfg.cache_pages)
 		cache_evict(f);
+	for (struct fmap *m = f->maps; m; m = m->next)
+		if (m->cache && m->cap && m->n_held > m->cap)
+			cache_evict_map(f, m);
 	if (f->fwaits)
 		cache_flushes_check(f, now);
 }

@@ -355,6 +355,9 @@ void floop_cmds_run(struct floop *f)
 		case CMD_HANDOVER:
 			floop_move_handover(f, c);
 			break;
+		case CMD_DISCARD:
+			floop_anon_discard_cmd(f, c);
+			break;
 		case CMD_REBUILD:
 			floop_rb_add(f, &c->rt);
 			floop_rb_run(f, evl_now_ms());
@@ -525,6 +528,22 @@ int floop_handover(struct floop *f, uint64_t id, uint64_t cookie)
 		return -ENOMEM;
 	c->kind = CMD_HANDOVER;
 	c->id = id;
+	c->cookie = cookie;
+	floop_cmd_push(f, c);
+	return 0;
+}
+
+int floop_discard(struct floop *f, uint64_t id, uint64_t off, uint64_t len,
+		  uint64_t cookie)
+{
+	struct cmd *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->kind = CMD_DISCARD;
+	c->id = id;
+	c->off = off;
+	c->len = len;
 	c->cookie = cookie;
 	floop_cmd_push(f, c);
 	return 0;

@@ -211,6 +211,27 @@ static void cache_drop(struct floop *f, struct fmap *m, uint64_t i)
 	atomic_fetch_add(&f->ctr.cache_evictions, 1);
 }
 
+/* What the clock hand does with page @i of @m it is on. */
+static void cache_clock_step(struct floop *f, struct fmap *m, uint64_t i)
+{
+	switch (cache_clock_page(m, i)) {
+	case CLOCK_PASS:
+		break;
+	case CLOCK_SAMPLE:
+		cache_sample(f, m, i);
+		break;
+	case CLOCK_WB:
+		if (m->wb_next_ms <= evl_now_ms())
+			cache_wb_start(f, m, i);
+		break;
+	case CLOCK_DROP:
+		/* (scanning: not while the guest maps it, unseen writes) */
+		if (dscan_may_drop(f, m, i))
+			cache_drop(f, m, i);
+		break;
+	}
+}
+
 /*
  * --cache-policy fifo: drops pages in the order they landed until the
  * cache is back within its size or the budget is spent. A dirty page is
@@ -278,7 +299,6 @@ void cache_evict(struct floop *f)
 	}
 
 	while (floop_cache_resident(f) > f->cfg.cache_pages && budget) {
-		struct fmap *m;
 		int on = cache_hand_next(f);
 
 		if (on < 0)
@@ -286,25 +306,30 @@ void cache_evict(struct floop *f)
 		budget--; /* (also for a mapping: every one may hold nothing) */
 		if (!on)
 			continue;
-		m = f->hand_map;
-		switch (cache_clock_page(m, f->hand_page)) {
-		case CLOCK_PASS:
-			break;
-		case CLOCK_SAMPLE:
-			cache_sample(f, m, f->hand_page);
-			break;
-		case CLOCK_WB:
-			if (m->wb_next_ms <= evl_now_ms())
-				cache_wb_start(f, m, f->hand_page);
-			break;
-		case CLOCK_DROP:
-			/* (scanning: not while the guest maps it, unseen
-			 * writes) */
-			if (dscan_may_drop(f, m, f->hand_page))
-				cache_drop(f, m, f->hand_page);
-			break;
-		}
+		cache_clock_step(f, f->hand_map, f->hand_page);
 		f->hand_page++;
+	}
+	cache_sample_flush(f);
+}
+
+/*
+ * Mapping @m holds more than its own bound (fmap.cap): its own hand moves
+ * over its pages as the cache's does over all of them, until it is back
+ * within the bound or the scan budget is spent.
+ */
+void cache_evict_map(struct floop *f, struct fmap *m)
+{
+	unsigned int budget = CACHE_SCAN_MAX;
+
+	while (m->n_held > m->cap && budget--) {
+		uint64_t i = pgset_next(&m->live, m->cap_hand);
+
+		if (i >= cache_pages(m)) {
+			m->cap_hand = 0; /* round again */
+			continue;
+		}
+		m->cap_hand = i + 1;
+		cache_clock_step(f, m, i);
 	}
 	cache_sample_flush(f);
 }

@@ -23,5 +23,8 @@ void cache_file_sample(struct floop *f);
 /* Evicts until the cache is back within its size or the scan budget is
  * spent (the clock hand, or the fifo queue). */
 void cache_evict(struct floop *f);
+/* ... and mapping @m over its own bound (fmap.cap) within it: the clock
+ * hand over its pages alone (whatever the cache policy). */
+void cache_evict_map(struct floop *f, struct fmap *m);
 
 #endif

@@ -4,6 +4,7 @@
  * loop's thread, ring, tick and life), floop_cmd.c (commands from other
  * threads), floop_map.c (mappings, uffd events, faults), floop_ra.c
  * (read-ahead and prefetch), floop_cache.c (cache mode's policy),
+ * floop_anon.c (its anonymous maps), floop_evict.c (eviction),
  * floop_wb.c (its write-back), floop_wfail.c (the owners a replicated
  * write-back fails to reach, floop_wfail.h), floop_pgstate.c (its page
  * states, floop_pgstate.h), floop_fetch.c (fetch slots, the backlog,
@@ -211,7 +212,25 @@ struct fmap {
 	/* replicated: the owners its write-back fails to reach, for the
 	 * heartbeat (floop_wfail.h; floop_wb_unreach_publish()) */
 	struct wfail_tab wfail;
+	/* MSG_MAP_ANON (floop_anon.c): the pages that read as zeroes (home
+	 * does not hold their bytes): never fetched, a fault fills a zero
+	 * page in the cache */
+	int anon;
+	struct pgset zero;
+	/* pages of it the cache may hold (0: no bound of its own), those it
+	 * holds (PS_CHARGED), and the hand that evicts over the bound */
+	uint64_t cap, n_held, cap_hand;
 	struct fmap *next;
+};
+
+/* A DISCARD of pages [next, end) of mapping @map_id (floop_anon.c): those
+ * before @next are zeroes already; it waits at @next for a read or a
+ * write-back in flight. */
+struct anon_job {
+	uint64_t map_id;
+	uint64_t next, end;
+	uint64_t cookie;
+	struct anon_job *nx;
 };
 
 /* --cache-policy fifo: a page that landed, in order; stale once the
@@ -371,6 +390,7 @@ enum cmd_kind {
 	CMD_LEASE,    /* map c->id's lease take: c->err, c->wgen, c->grants */
 	CMD_HANDOVER, /* map c->id hands its lease over (c->cookie) */
 	CMD_MAP_SEAL, /* map c->id is read-only in its process from now */
+	CMD_DISCARD,  /* map c->id: bytes [c->off, + c->len) (c->cookie) */
 };
 
 struct cmd {
@@ -391,9 +411,10 @@ struct cmd {
 	struct floop_rtask rt;	  /* CMD_REBUILD */
 	struct msg_grant *grants; /* CMD_GRANTS, CMD_LEASE */
 	uint32_t n_grants;
-	int err;	 /* CMD_LEASE */
-	uint64_t wgen;	 /* CMD_LEASE */
-	uint64_t cookie; /* CMD_HANDOVER */
+	int err;	   /* CMD_LEASE */
+	uint64_t wgen;	   /* CMD_LEASE */
+	uint64_t cookie;   /* CMD_HANDOVER, CMD_DISCARD */
+	uint64_t off, len; /* CMD_DISCARD */
 	struct cmd *next;
 };
 
@@ -500,6 +521,7 @@ struct floop {
 	unsigned int n_wb_busy;
 	uint64_t last_wb_ms;
 	struct fwait *fwaits;
+	struct anon_job *anon_jobs; /* DISCARDs under way */
 	/* rebuild tasks (floop_rb.c) */
 	struct rbtask *rb_tasks;
 	uint64_t rb_next_us; /* cfg.rebuild_rate: no rebuild read before */
@@ -651,9 +673,11 @@ void floop_cache_uncharge(struct floop *f, struct fmap *m, uint64_t addr,
  * CONTINUE; a write to a protected page: now dirty) -> 1; or to be
  * fetched -> 0 (the page of a MISSING write fault is then mapped writable
  * and dirty when it lands, saving the WP fault its write would raise).
+ * A page of an anonymous map that reads as zeroes is filled here (1), or
+ * waits in the backlog from @t0_ms for room.
  */
 int floop_cache_fault(struct floop *f, struct fmap *m, uint64_t addr,
-		      uint64_t flags);
+		      uint64_t flags, uint64_t t0_ms);
 /* The @n pages at @addr, read ahead of a stream of writes, are mapped
  * writable and dirty when they land, as if each had faulted writing (a
  * stream writing pages in order writes the next ones too). */
@@ -664,6 +688,8 @@ int floop_cache_resolve(struct floop *f, struct fetch *s);
 uint64_t floop_cache_resident(const struct floop *f);
 /* Room in the cache for a fetch (else the fault waits). */
 int floop_cache_has_room(const struct floop *f);
+/* ... and in @m's own bound (fmap.cap). */
+int floop_cache_map_has_room(const struct fmap *m);
 /* A write-back completion (tag low word without FLOOP_WB_TAG). */
 /* Replicated: @m's layout changed; write-backs in flight stop waiting
  * for replicas that left the set (done if nothing else is awaited). */
@@ -703,6 +729,23 @@ void floop_map_lease_lost(struct floop *f, struct fmap *m);
  * faults); what was written and not home is dropped. Returns the pages
  * dropped so. */
 uint64_t floop_cache_drop_all(struct floop *f, struct fmap *m);
+
+/* floop_anon.c: anonymous maps (MSG_MAP_ANON) */
+/* Sets @m up as one: every page reads as zeroes. 0 or -ENOMEM. */
+int floop_anon_init(struct fmap *m);
+void floop_anon_fini(struct fmap *m);
+/* 1 if page @i of anonymous map @m reads as zeroes (never fetched). */
+static inline int floop_anon_is_zero(const struct fmap *m, uint64_t i)
+{
+	return m->anon && pgset_has(&m->zero, i);
+}
+/* Page @i of @m got a zero page in the cache: it is the mapping's own
+ * from now on (held, dirty: home does not hold its bytes). */
+void floop_anon_filled(struct floop *f, struct fmap *m, uint64_t i);
+/* CMD_DISCARD. */
+void floop_anon_discard_cmd(struct floop *f, const struct cmd *c);
+/* DISCARDs that waited for reads or write-backs go on. */
+void floop_anon_run(struct floop *f);
 
 /* floop_move.c: movable maps */
 /* A fault of @m, which waits for its write lease: parked. */

@@ -104,10 +104,13 @@ void floop_map_kill(struct floop *f, struct fmap *m)
 	if (m->dead)
 		return;
 	m->dead = 1;
-	/* What it wrote goes home before it is freed. */
-	m->draining = m->cache;
+	/* What it wrote goes home before it is freed; an anonymous map's
+	 * bytes end with it. */
+	m->draining = m->cache && !m->anon;
 	if (m->cache)
 		dscan_map_blind(f, m, m->base, m->span, 1);
+	if (m->anon)
+		floop_cache_drop_all(f, m);
 	if (m->poll_armed)
 		floop_map_poll_remove(f, m);
 	floop_map_free_maybe(f, m);
@@ -142,7 +145,8 @@ static void floop_fault_remote(struct floop *f, struct fmap *m, uint64_t addr,
 		f->fault_async = 1;
 		goto ahead;
 	}
-	if (!f->n_free || (m->cache && !floop_cache_has_room(f))) {
+	if (!f->n_free || (m->cache && (!floop_cache_has_room(f) ||
+					!floop_cache_map_has_room(m)))) {
 		floop_backlog_queue(f, m, addr, t0_ms);
 		return;
 	}
@@ -186,7 +190,7 @@ static void floop_fault_handle(struct floop *f, struct fmap *m, uint64_t addr,
 		floop_move_park(f, m, addr, t0_ms);
 		return;
 	}
-	if (m->cache && floop_cache_fault(f, m, addr, flags)) {
+	if (m->cache && floop_cache_fault(f, m, addr, flags, t0_ms)) {
 		/* a read-ahead stream's mark reads further ahead */
 		if ((flags & UFFD_PAGEFAULT_FLAG_MINOR) && f->cfg.readahead)
 			floop_ra_mark_hit(f, m, addr, write);
@@ -339,8 +343,10 @@ void floop_backlog_run(struct floop *f)
 	while ((b = *pp) && f->n_free && floop_cache_has_room(f)) {
 		struct fmap *m = b->map;
 
-		/* Parked until its map has the write lease (floop_move.c). */
-		if (m->lwait && !m->dead && !m->gone) {
+		/* Parked until its map has the write lease (floop_move.c),
+		 * or room under its own bound. */
+		if ((m->lwait || !floop_cache_map_has_room(m)) && !m->dead &&
+		    !m->gone) {
 			pp = &b->next;
 			continue;
 		}

@@ -98,6 +98,11 @@ int floop_cache_has_room(const struct floop *f)
 	       floop_cache_resident(f) < f->cfg.cache_pages + FLOOP_CACHE_SLACK;
 }
 
+int floop_cache_map_has_room(const struct fmap *m)
+{
+	return !m->cap || m->n_held < m->cap + FLOOP_CACHE_SLACK;
+}
+
 void floop_cache_charge(struct floop *f, struct fmap *m, uint64_t addr,
 			uint32_t npages)
 {
@@ -109,6 +114,7 @@ void floop_cache_charge(struct floop *f, struct fmap *m, uint64_t addr,
 		cache_ps_set(m, i + k, PS_CHARGED);
 		n++;
 	}
+	m->n_held += n;
 	r = atomic_fetch_add(&f->ctr.cache_resident, n) + n;
 	if (r > atomic_load(&f->ctr.cache_resident_max))
 		atomic_store(&f->ctr.cache_resident_max, r);
@@ -129,6 +135,7 @@ void cache_forget(struct floop *f, struct fmap *m, uint64_t i, uint64_t n)
 		cache_ps_put(m, k, 0);
 	}
 	atomic_fetch_sub(&f->ctr.cache_resident, freed);
+	m->n_held -= freed;
 }
 
 /* ---- the clock hand ---- */

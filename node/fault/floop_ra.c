@@ -29,7 +29,8 @@ static uint32_t floop_ra_fetch(struct floop *f, struct fmap *m, uint64_t a,
 	/* A page the cache holds is never fetched again: it may be dirty. */
 	if ((c->node == f->cfg.self && m->repl <= 1) ||
 	    floop_peer_chunk_is_lost(f, c) || floop_fetch_find(f, m, a) ||
-	    floop_cache_is_held(m, a))
+	    floop_cache_is_held(m, a) ||
+	    floop_anon_is_zero(m, (a - m->base) / FLOOP_PAGE))
 		return 1;
 	if (stop > chunk_end)
 		stop = chunk_end;
@@ -37,7 +38,8 @@ static uint32_t floop_ra_fetch(struct floop *f, struct fmap *m, uint64_t a,
 		while (n < FLOOP_RUN_PAGES &&
 		       a + (uint64_t)(n + 1) * FLOOP_PAGE <= stop &&
 		       !floop_fetch_find(f, m, a + (uint64_t)n * FLOOP_PAGE) &&
-		       !floop_cache_is_held(m, a + (uint64_t)n * FLOOP_PAGE))
+		       !floop_cache_is_held(m, a + (uint64_t)n * FLOOP_PAGE) &&
+		       !floop_anon_is_zero(m, (a - m->base) / FLOOP_PAGE + n))
 			n++;
 	}
 	if (write)
@@ -102,7 +104,8 @@ void floop_ra_read_ahead(struct floop *f, struct fmap *m, uint64_t addr,
 	 * ahead of read-ahead. */
 	from = st->end;
 	while (st->end < stop && f->n_free > f->n_slots / 4 &&
-	       (!m->cache || floop_cache_has_room(f)))
+	       (!m->cache ||
+		(floop_cache_has_room(f) && floop_cache_map_has_room(m))))
 		st->end += (uint64_t)floop_ra_fetch(f, m, st->end, stop, 0,
 						    st->write) *
 			   FLOOP_PAGE;

@@ -178,6 +178,12 @@ int floops_handover(struct floops *g, uint64_t id, uint64_t cookie)
 	return floop_handover(g->l[floops_of_map(g, id)], id, cookie);
 }
 
+int floops_discard(struct floops *g, uint64_t id, uint64_t off, uint64_t len,
+		   uint64_t cookie)
+{
+	return floop_discard(g->l[floops_of_map(g, id)], id, off, len, cookie);
+}
+
 int floops_peers_set(struct floops *g, const struct xport_peer_info *peers,
 		     uint32_t n)
 {

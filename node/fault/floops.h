@@ -50,6 +50,9 @@ int floops_map_seal(struct floops *g, uint64_t id);
 int floops_map_lease(struct floops *g, uint64_t id, int err, uint64_t wgen,
 		     const struct msg_grant *grants, uint32_t n_grants);
 int floops_handover(struct floops *g, uint64_t id, uint64_t cookie);
+/* floop_discard() on the loop that serves mapping @id. */
+int floops_discard(struct floops *g, uint64_t id, uint64_t off, uint64_t len,
+		   uint64_t cookie);
 
 /* As floop_*(): to every loop; the first error is returned. */
 int floops_peers_set(struct floops *g, const struct xport_peer_info *peers,

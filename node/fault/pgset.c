@@ -47,6 +47,25 @@ int pgset_add(struct pgset *s, uint64_t i)
 	return 1;
 }
 
+uint64_t pgset_add_range(struct pgset *s, uint64_t i, uint64_t n)
+{
+	uint64_t added = 0, end = i + n;
+
+	while (i < end) {
+		uint64_t w = i >> 6, lo = i & 63;
+		uint64_t hi = end - (w << 6) < 64 ? end - (w << 6) : 64;
+		uint64_t mask =
+			(hi == 64 ? ~0ull : (1ull << hi) - 1) & (~0ull << lo);
+
+		added += (uint64_t)__builtin_popcountll(mask & ~s->bits[w]);
+		s->bits[w] |= mask;
+		s->sum[w >> 6] |= 1ull << (w & 63);
+		i = (w + 1) << 6;
+	}
+	s->count += added;
+	return added;
+}
+
 int pgset_del(struct pgset *s, uint64_t i)
 {
 	uint64_t w = i >> 6, bit = 1ull << (i & 63);

@@ -32,6 +32,9 @@ static inline int pgset_has(const struct pgset *s, uint64_t i)
 
 /* Adds page @i (< n); returns 1 if it was not in the set. */
 int pgset_add(struct pgset *s, uint64_t i);
+/* Adds pages [@i, @i + @n) (i + n <= the set's n), a word at a time;
+ * returns how many were not in the set. */
+uint64_t pgset_add_range(struct pgset *s, uint64_t i, uint64_t n);
 /* Removes page @i (< n); returns 1 if it was in the set. */
 int pgset_del(struct pgset *s, uint64_t i);
 /* The first page >= @i in the set, or s->n if there is none. */

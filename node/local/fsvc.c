@@ -134,6 +134,8 @@ static int fsvc_dispatch(struct fsvc_conn *c, const struct msg *req, int *fd)
 		c->state = FSVC_FLUSH;
 	} else if (req->type == MSG_T_HANDOVER && c->state == FSVC_NEW) {
 		return fsvc_on_handover(c, req) != 0;
+	} else if (req->type == MSG_T_DISCARD && c->state == FSVC_NEW) {
+		return fsvc_on_discard(c, req) != 0;
 	} else if (req->type == MSG_T_UNMAP && c->state == FSVC_MAPPED) {
 		ret = fsvc_on_unmap(c);
 		return ret != 0;

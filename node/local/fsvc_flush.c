@@ -151,7 +151,7 @@ void fsvc_on_dones(struct evl *l, int fd, uint32_t events, void *arg)
 		struct msg rep;
 
 		next = d->next;
-		if (fsvc_move_done(fs, d)) {
+		if (fsvc_move_done(fs, d) || fsvc_anon_done(fs, d)) {
 			free(d);
 			continue;
 		}

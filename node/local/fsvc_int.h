@@ -76,6 +76,7 @@ enum fsvc_state {
 	FSVC_HANDOVER,	   /* HANDOVER: flushed; the fault loop empties the
 			      mapping's cache */
 	FSVC_HO_RELEASING, /* ... and its write lease goes back */
+	FSVC_DISCARD,	   /* DISCARD: the fault loop zeroes the pages */
 };
 
 /* An answer queued for a client: a whole frame, sent from @off on. */
@@ -96,10 +97,11 @@ struct fsvc_conn {
 	enum fsvc_state state;
 	uint64_t token; /* of the lookup */
 	uint64_t map_id;
-	uint64_t flags; /* MSG_MAP_* of the MAP request */
-	uint64_t lease; /* write lease id of a writable map; 0: none */
-	uint64_t wgen;	/* its generation (MAP: the one to resume) */
-	int wgen_asked; /* MAP carried wgen: MAP_LAYOUT carries it */
+	uint64_t flags;	    /* MSG_MAP_* of the MAP request */
+	uint64_t cache_cap; /* MAP's size: bytes of it the cache may hold */
+	uint64_t lease;	    /* write lease id of a writable map; 0: none */
+	uint64_t wgen;	    /* its generation (MAP: the one to resume) */
+	int wgen_asked;	    /* MAP carried wgen: MAP_LAYOUT carries it */
 	/* the mapping holds its write lease now: not an incoming one that
 	 * has not taken it yet, nor one that handed it over */
 	int has_lease;
@@ -271,5 +273,11 @@ int fsvc_move_done(struct fsvc *fs, const struct floop_done *d);
 /* A session result of a movable mapping (a lease taken, a hand-over's
  * release): 1 if it was one. */
 int fsvc_move_result(struct fsvc *fs, const struct csess_result *r);
+
+/* fsvc_anon.c */
+/* DISCARD: the pages of the asker's anonymous mapping read as zeroes. */
+int fsvc_on_discard(struct fsvc_conn *c, const struct msg *req);
+/* A fault loop's report of a DISCARD: 1 if it was one. */
+int fsvc_anon_done(struct fsvc *fs, const struct floop_done *d);
 
 #endif

@@ -40,20 +40,35 @@ int fsvc_on_map(struct fsvc_conn *c, const struct msg *req)
 	int ret;
 
 	c->token = ++fs->next_token;
-	c->flags = req->flags & (MSG_MAP_RDONLY | MSG_LAYOUT_RUNS |
-				 MSG_MAP_MOVABLE | MSG_MAP_INCOMING);
+	c->flags = req->flags &
+		   (MSG_MAP_RDONLY | MSG_LAYOUT_RUNS | MSG_MAP_MOVABLE |
+		    MSG_MAP_INCOMING | MSG_MAP_ANON);
 	if (c->flags & MSG_MAP_INCOMING)
 		c->flags |= MSG_MAP_MOVABLE;
+	c->cache_cap = req->size;
 	memcpy(c->name, req->name, sizeof(c->name));
 	if ((c->flags & MSG_MAP_MOVABLE) && (c->flags & MSG_MAP_RDONLY)) {
 		fsvc_reply_error(c, -EINVAL, "a read-only map does not move");
 		return -EINVAL;
 	}
-	if ((c->flags & MSG_MAP_MOVABLE) && !fs->env->cache_on) {
+	if ((c->flags & MSG_MAP_ANON) &&
+	    (c->flags & (MSG_MAP_RDONLY | MSG_MAP_MOVABLE))) {
+		fsvc_reply_error(c, -EINVAL,
+				 "an anonymous map is writable and does not "
+				 "move");
+		return -EINVAL;
+	}
+	if ((c->flags & (MSG_MAP_MOVABLE | MSG_MAP_ANON)) &&
+	    !fs->env->cache_on) {
 		fsvc_reply_error(
 			c, -EOPNOTSUPP,
-			"a movable map needs the cache, and this agent "
-			"serves faults by copying (--fault-mode copy)");
+			c->flags & MSG_MAP_ANON
+				? "an anonymous map needs the cache, and this "
+				  "agent serves faults by copying "
+				  "(--fault-mode copy)"
+				: "a movable map needs the cache, and this "
+				  "agent serves faults by copying "
+				  "(--fault-mode copy)");
 		return -EOPNOTSUPP;
 	}
 	/* A writable map holds the region's write lease under its own id. */
@@ -288,7 +303,8 @@ int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 	/* In runs (csess_region_get()): the layout costs its runs here. */
 	c->layout.runs = r->region.runs;
 	c->layout.n_runs = r->region.n_runs;
-	if (r->region.replicas > 1 || (c->flags & MSG_MAP_MOVABLE)) {
+	if (r->region.replicas > 1 ||
+	    (c->flags & (MSG_MAP_MOVABLE | MSG_MAP_ANON))) {
 		ret = fsvc_layout_hide(c, &r->region);
 		if (ret) {
 			fsvc_reply_error(c, ret, "no memory for the layout");
@@ -505,6 +521,20 @@ int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req, int uffd,
 				 "non-blocking userfaultfd");
 		return -EBADF;
 	}
+	/* Which of its pages read as zeroes died with the agent that knew;
+	 * and without the cache there is nothing to zero them in. */
+	if ((c->flags & MSG_MAP_ANON) &&
+	    ((req->flags & MSG_MAP_RESUME) || !(req->flags & MSG_MAP_CACHE))) {
+		close(uffd);
+		if (fd2 >= 0)
+			close(fd2);
+		fsvc_reply_error(c, -EINVAL,
+				 req->flags & MSG_MAP_RESUME
+					 ? "an anonymous map is not handed "
+					   "over to another agent"
+					 : "an anonymous map needs the cache");
+		return -EINVAL;
+	}
 	d.cache_fd = -1;
 	ret = fsvc_uffd_cache(c, req, &fd2, &d.cache_fd);
 	if (ret) {
@@ -535,9 +565,13 @@ int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req, int uffd,
 	d.chunk_size = c->layout.chunk_size;
 	d.n_chunks = fsvc_n_chunks(&c->layout);
 	d.features = req->features;
-	/* Movable or incoming as MAP said, whatever MAP_UFFD says. */
-	d.flags = (req->flags & ~(MSG_MAP_MOVABLE | MSG_MAP_INCOMING)) |
-		  (c->flags & (MSG_MAP_MOVABLE | MSG_MAP_INCOMING));
+	/* Movable, incoming or anonymous as MAP said, whatever MAP_UFFD
+	 * says. */
+	d.flags = (req->flags &
+		   ~(MSG_MAP_MOVABLE | MSG_MAP_INCOMING | MSG_MAP_ANON)) |
+		  (c->flags &
+		   (MSG_MAP_MOVABLE | MSG_MAP_INCOMING | MSG_MAP_ANON));
+	d.cache_cap = c->cache_cap / 4096; /* (whole pages) */
 	d.epoch = c->layout.epoch;
 	d.cid = c->layout.cid;
 	d.pidfd = d.cache_fd >= 0 ? fsvc_peer_pidfd(c->fd) : -1;

@@ -7,6 +7,10 @@
  *       MAP REGION on the agent at SOCK, then hand it the wrong kind of
  *       descriptor with MAP_UFFD: the agent must refuse it with an error
  *       naming userfaultfd (exit 0), not read from it.
+ *   fp_client discard SOCK REGION
+ *       DISCARD of REGION's first page on the agent at SOCK, from a
+ *       process that has no mapping of it: the agent must refuse it (exit
+ *       0, its reason printed), not zero another process's pages.
  *   fp_client udp-sink ADDR PORT
  *       a DNS server that never answers: receives UDP on ADDR:PORT and
  *       drops it. Prints "udp-sink: ready" once bound.
@@ -107,6 +111,34 @@ static int client_badfd(const char *sock, const char *region, const char *kind)
 	return 0;
 }
 
+static int client_discard(const char *sock, const char *region)
+{
+	struct msg req, rep;
+	int fd, ret;
+
+	ret = net_unix_connect(sock, &fd);
+	if (ret) {
+		fprintf(stderr, "fp_client: connect %s: %s\n", sock,
+			strerror(-ret));
+		return 1;
+	}
+	msg_init(&req, MSG_T_DISCARD);
+	msg_strset(req.name, sizeof(req.name), region);
+	req.base = 0;
+	req.size = 4096;
+	ret = ctl_call(fd, &req, &rep, 30000);
+	close(fd);
+	if (rep.type != MSG_T_ERROR) {
+		fprintf(stderr, "fp_client: discard: the agent answered %s\n",
+			ret ? strerror(-ret) : msg_type_name(rep.type));
+		msg_fini(&rep);
+		return 1;
+	}
+	printf("fp_client: discard refused: %s\n", rep.text);
+	msg_fini(&rep);
+	return 0;
+}
+
 static int client_udp_sink(const char *addr, const char *port)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET };
@@ -134,7 +166,10 @@ int main(int argc, char **argv)
 		return client_badfd(argv[2], argv[3], argv[4]);
 	if (argc == 4 && !strcmp(argv[1], "udp-sink"))
 		return client_udp_sink(argv[2], argv[3]);
+	if (argc == 4 && !strcmp(argv[1], "discard"))
+		return client_discard(argv[2], argv[3]);
 	fprintf(stderr, "usage: fp_client badfd SOCK REGION "
-			"pipe|blocking-uffd|eventfd | udp-sink ADDR PORT\n");
+			"pipe|blocking-uffd|eventfd | discard SOCK REGION | "
+			"udp-sink ADDR PORT\n");
 	return 2;
 }

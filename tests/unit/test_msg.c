@@ -54,7 +54,7 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_ENDPOINT_GET] = B(NODE) | B(PEER),
 	[MSG_T_ENDPOINT] = EP_FIELDS,
 	[MSG_T_MR_PUT] = B(NODE) | B(MR_ADDR) | B(RKEY) | B(MR_LEN),
-	[MSG_T_MAP] = B(NAME) | B(FLAGS),
+	[MSG_T_MAP] = B(NAME) | B(FLAGS) | B(SIZE),
 	[MSG_T_MAP_LAYOUT] = B(NAME) | B(NODE) | B(SIZE) | B(CHUNK_SIZE) |
 			     B(EPOCH) | B(POOL_SIZE) | B(CHUNKS) | B(INSTANCE) |
 			     B(CID) | B(FLAGS) | B(RUNS) | B(REPLICAS),
@@ -79,6 +79,7 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_REGION_READERS] = B(NAME) | B(READERS),
 	[MSG_T_HANDOVER] = B(NAME),
 	[MSG_T_FLUSH_SEAL] = B(NAME),
+	[MSG_T_DISCARD] = B(NAME) | B(BASE) | B(SIZE),
 };
 
 /* ---- a small CBOR writer for hand-made inputs ----------------------------- */

@@ -121,6 +121,47 @@ static void test_pgset_clear(void **state)
 	pgset_fini(&s);
 }
 
+/* Ranges added a word at a time: every page of each, none outside, the
+ * count right, pages already in not counted twice. */
+static void test_pgset_add_range(void **state)
+{
+	const uint64_t n = 70000;
+	const uint64_t r[][2] = { { 0, 1 },   { 5, 59 },     { 63, 2 },
+				  { 64, 64 }, { 100, 4000 }, { 69990, 10 },
+				  { 3, 200 } };
+	uint8_t *ref = calloc(n, 1);
+	uint64_t count = 0;
+	struct pgset s;
+
+	(void)state;
+	assert_non_null(ref);
+	assert_int_equal(pgset_init(&s, n), 0);
+	for (size_t k = 0; k < sizeof(r) / sizeof(r[0]); k++) {
+		uint64_t fresh = 0;
+
+		for (uint64_t i = r[k][0]; i < r[k][0] + r[k][1]; i++) {
+			fresh += !ref[i];
+			ref[i] = 1;
+		}
+		count += fresh;
+		assert_int_equal(pgset_add_range(&s, r[k][0], r[k][1]), fresh);
+		assert_int_equal(s.count, count);
+	}
+	for (uint64_t i = 0; i < n; i++)
+		assert_int_equal(pgset_has(&s, i), ref[i]);
+	for (uint64_t i = 0, k = pgset_next(&s, 0); i < n; i++) {
+		if (!ref[i])
+			continue;
+		assert_int_equal(k, i);
+		k = pgset_next(&s, k + 1);
+	}
+	assert_int_equal(pgset_add_range(&s, 0, n), n - count);
+	assert_int_equal(s.count, n);
+	assert_int_equal(pgset_next(&s, n - 1), n - 1);
+	pgset_fini(&s);
+	free(ref);
+}
+
 /* Random adds and removes, clustered and spread, against a plain array:
  * membership, count and every walk agree. */
 static void test_pgset_random(void **state)
@@ -182,6 +223,7 @@ int main(void)
 		cmocka_unit_test(test_pgset_boundaries),
 		cmocka_unit_test(test_pgset_del),
 		cmocka_unit_test(test_pgset_clear),
+		cmocka_unit_test(test_pgset_add_range),
 		cmocka_unit_test(test_pgset_random),
 	};
 

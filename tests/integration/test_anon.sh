@@ -1,0 +1,73 @@
+#!/bin/bash
+# Anonymous mappings (FARPAGE_MAP_ANON, what `farpage run` maps; loopback,
+# agents A and B, the region all B's and filled with a seed there first):
+#   1. fp_anon on A with its own cache bound 4x smaller than the region:
+#      every page reads as zeroes at first (none of B's seed), a new
+#      pattern written over all of it reads back (pages went home and were
+#      fetched again), discarded pages read as zeroes while the others keep
+#      the pattern, and written again they read the new bytes
+#   2. A's counters: a zero fill for every page's first touch, every
+#      discarded page counted, pages fetched (more than none: the bound
+#      sent some home), the cache never over the bound plus its slack
+#   3. a discard from another process is refused, and the mapping's
+#      pages are all as they were
+set -uo pipefail
+. "$(dirname "$0")/../lib.sh"
+fp_require
+[ "${FP_FAULT_MODE:-}" = copy ] && fp_skip "copy mode: an anonymous map needs the cache"
+ANON=$FP_BIN/tests/fp_anon
+SIZE=64M CAP=$((16 << 20))
+# the agent's FLOOP_CACHE_SLACK: reads and write-backs in flight (pages)
+SLACK_PAGES=$((32 * 16 + 64 * 16 + 512))
+fp_hosts_loopback H
+fp_coord_start H
+fp_node_start H B
+fp_node_start H A --writeback-ms 200 --metrics-listen 127.0.0.1:0
+owners=$(printf "$(fp_node_id B),%.0s" $(seq $(($(numfmt --from=iec $SIZE) / (2 << 20)))))
+fp_cli H B region create r --size $SIZE --owners "${owners%,}" >/dev/null 2>&1 ||
+	fp_fail "create r"
+fp_cli H B fill r --seed 1 >/dev/null 2>&1 || fp_fail "fill r on B"
+
+# 1. (it holds the mapping at the end, until its stdin ends: step 3)
+mkfifo "$FP_TMP/hold"
+exec 7<>"$FP_TMP/hold"
+fp_bg H env FARPAGE_AGENT_SOCK="${FP_NODE_SOCK[A]}" "$ANON" --hold r $CAP 7 \
+	<"$FP_TMP/hold" 7>&- >"$FP_TMP/anon.out" 2>&1
+apid=$FP_BG_PID
+fp_wait_log "$FP_TMP/anon.out" '^anon: (holding|FAIL)' 600 ||
+	{ cat "$FP_TMP/anon.out" >&2; fp_fail "fp_anon did not get to the end"; }
+grep -q '^anon: holding' "$FP_TMP/anon.out" ||
+	{ cat "$FP_TMP/anon.out" >&2; fp_fail "fp_anon found a wrong page"; }
+pages=$(fp_field "$FP_TMP/anon.out" "anon: ok" pages)
+disc=$(fp_field "$FP_TMP/anon.out" "anon: ok" discarded)
+[ "$pages" = $(($(numfmt --from=iec $SIZE) / 4096)) ] || fp_fail "fp_anon saw $pages pages"
+fp_log "ok: zeroes, pattern, discards, rewrites over $pages pages"
+
+# 2.
+fills=$(fp_metric A farpage_anon_zero_fills_total)
+dcount=$(fp_metric A farpage_anon_discarded_pages_total)
+miss=$(fp_cache_stat H A misses) max=$(fp_cache_stat H A resident_max)
+fp_log "A: zero fills $fills, discarded $dcount, fetched $miss, cache at most $max bytes"
+# every page once at first, the discarded ones again after step 3
+[ "$fills" = $((pages + disc)) ] || fp_fail "zero fills $fills, not $((pages + disc))"
+# (the last eighth was never written back when it was discarded, or was:
+# either way each discarded page is counted once)
+[ "$dcount" = "$disc" ] || fp_fail "discarded pages $dcount, not $disc"
+[ "$miss" -gt 0 ] || fp_fail "nothing was fetched: the bound sent nothing home"
+[ "$max" -le $((CAP + SLACK_PAGES * 4096)) ] ||
+	fp_fail "A's cache held $max bytes, over the bound $CAP + slack"
+
+# 3.
+${FP_HOST_RUN[H]} "$FP_BIN/tests/fp_client" discard "${FP_NODE_SOCK[A]}" r \
+	>"$FP_TMP/disc.out" 2>&1 ||
+	{ cat "$FP_TMP/disc.out" >&2; fp_fail "another process's discard was not refused"; }
+grep -q "no anonymous mapping of it here by this process" "$FP_TMP/disc.out" ||
+	{ cat "$FP_TMP/disc.out" >&2; fp_fail "the refused discard does not say why"; }
+exec 7>&-
+wait "$apid"
+rc=$?
+cat "$FP_TMP/anon.out" >&2
+[ $rc = 0 ] && grep -q '^anon: recheck ok' "$FP_TMP/anon.out" ||
+	fp_fail "fp_anon's pages after another process's discard (exit $rc)"
+fp_log "ok: another process's discard is refused; every page as it was"
+fp_log PASS
