@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -723,4 +724,47 @@ int cli_help_json(const char *usage, const char *cmd, int argc, char **argv,
 int cli_help_only(const char *usage, const char *cmd, int argc, char **argv)
 {
 	return cli_help_json(usage, cmd, argc, argv, NULL);
+}
+
+int cli_preload_find(const char *cmd, const char *opt, const char *env,
+		     const char *subdir, const char *name, char *out)
+{
+	char exe[PATH_MAX], sub[64];
+	const char *const dirs[][2] = {
+		{ exe, sub },
+		{ exe, "/" FARPAGE_PRELOAD_RELDIR },
+		{ "", FARPAGE_PRELOAD_DIR },
+	};
+	ssize_t n;
+
+	if (!opt)
+		opt = getenv(env);
+	if (opt && *opt) {
+		if (!realpath(opt, out) || access(out, R_OK)) {
+			int err = errno;
+
+			cli_err("%s: preload library %s: %s", cmd, opt,
+				strerror(err));
+			return -err;
+		}
+		return 0;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return -errno;
+	exe[n] = 0;
+	*strrchr(exe, '/') = 0;
+	snprintf(sub, sizeof(sub), "/../%s", subdir);
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		char cand[PATH_MAX + 256];
+
+		snprintf(cand, sizeof(cand), "%s%s/%s", dirs[i][0], dirs[i][1],
+			 name);
+		if (realpath(cand, out) && !access(out, R_OK))
+			return 0;
+	}
+	cli_err("%s: no %s in %s/../%s, %s/%s or %s; give --preload PATH", cmd,
+		name, exe, subdir, exe, FARPAGE_PRELOAD_RELDIR,
+		FARPAGE_PRELOAD_DIR);
+	return -ENOENT;
 }

@@ -64,6 +64,7 @@ int cli_flush_run(const struct cli *c, int argc, char **argv);
 int cli_handover_run(const struct cli *c, int argc, char **argv);
 int cli_migrate_run(const struct cli *c, int argc, char **argv);
 int cli_vm_run(const struct cli *c, int argc, char **argv);
+int cli_run_run(const struct cli *c, int argc, char **argv);
 int cli_keygen_run(const struct cli *c, int argc, char **argv);
 
 /*
@@ -72,6 +73,17 @@ int cli_keygen_run(const struct cli *c, int argc, char **argv);
  * farpage_agent_stats() (nothing printed).
  */
 int cli_stats_print(const char *agent_sock, const char *label);
+
+/*
+ * The preload library @name of command @cmd ("vm", "run"), its real path
+ * into @out (PATH_MAX bytes): @opt (its --preload) if not NULL, else
+ * $@env, else the first found in this binary's build tree (../@subdir),
+ * in its install tree (the same layout wherever the tree was put: a
+ * DESTDIR, an unpacked package) and in the configured install directory
+ * (this binary copied elsewhere). Returns 0, or -errno after saying why.
+ */
+int cli_preload_find(const char *cmd, const char *opt, const char *env,
+		     const char *subdir, const char *name, char *out);
 
 /* Prints "farpage: <formatted>" and a newline on stderr. */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

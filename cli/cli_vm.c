@@ -69,51 +69,6 @@ static const char cli_vm_usage[] =
 	"region is unknown, the preload library is missing, ...).\n"
 	"docs/vm.md: sizes, faults while the VM runs, limits.\n";
 
-/*
- * The preload library: --preload, $FARPAGE_PRELOAD, else the first found in
- * this binary's build tree (../vm), in its install tree (the same layout
- * wherever the tree was put: a DESTDIR, an unpacked package) and in the
- * configured install directory (this binary copied elsewhere).
- */
-static int cli_vm_preload(const char *opt, char *out, size_t len)
-{
-	char exe[PATH_MAX];
-	const char *const dirs[][2] = {
-		{ exe, "/../vm" },
-		{ exe, "/" FARPAGE_PRELOAD_RELDIR },
-		{ "", FARPAGE_PRELOAD_DIR },
-	};
-	ssize_t n;
-
-	if (!opt)
-		opt = getenv(VM_PRELOAD_ENV);
-	if (opt && *opt) {
-		if (!realpath(opt, out) || access(out, R_OK)) {
-			cli_err("vm: preload library %s: %s", opt,
-				strerror(errno));
-			return -errno;
-		}
-		return 0;
-	}
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
-		return -errno;
-	exe[n] = 0;
-	*strrchr(exe, '/') = 0;
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		char cand[PATH_MAX + 256];
-
-		snprintf(cand, sizeof(cand), "%s%s/%s", dirs[i][0], dirs[i][1],
-			 VM_PRELOAD_NAME);
-		if (realpath(cand, out) && !access(out, R_OK))
-			return 0;
-	}
-	cli_err("vm: no %s in %s/../vm, %s/%s or %s; give --preload PATH",
-		VM_PRELOAD_NAME, exe, exe, FARPAGE_PRELOAD_RELDIR,
-		FARPAGE_PRELOAD_DIR);
-	return -ENOENT;
-}
-
 /* Refuses QEMU options that would choose another RAM backend. Returns
  * CLI_VM_HAS_M | CLI_VM_INCOMING as QEMU's options have -m, -incoming, or
  * -EINVAL. */
@@ -331,7 +286,8 @@ int cli_vm_run(const struct cli *c, int argc, char **argv)
 	has = cli_vm_args_check(n_q, argv + optind);
 	if (has < 0)
 		return CLI_EXIT_USAGE;
-	if (cli_vm_preload(o.preload, preload, sizeof(preload)))
+	if (cli_preload_find("vm", o.preload, VM_PRELOAD_ENV, "vm",
+			     VM_PRELOAD_NAME, preload))
 		return CLI_EXIT_FAIL;
 
 	if (cli_vm_region_size(c, region, &size))

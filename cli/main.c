@@ -39,6 +39,8 @@ static const struct cli_cmd cli_cmds[] = {
 	{ "handover", cli_handover_run,
 	  "hand a movable mapping's write lease to another host" },
 	{ "vm", cli_vm_run, "run QEMU with its guest RAM in a region" },
+	{ "run", cli_run_run,
+	  "run a program with its anonymous memory in a region" },
 	{ "migrate", cli_migrate_run,
 	  "move a farpage vm to another host, its RAM staying in place" },
 	{ "keygen", cli_keygen_run,

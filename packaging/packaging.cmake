@@ -82,6 +82,7 @@ set(FARPAGE_CLI_COMMANDS
 	"flush|send home the pages a region's mappings here have written"
 	"handover|hand a movable mapping's write lease to another host"
 	"vm|run QEMU with its guest RAM in a region"
+	"run|run a program with its anonymous memory in a region"
 	"migrate|move a farpage vm to another host, its RAM staying in place"
 	"keygen|make a cluster key, or derive an admin or node key from it")
 if(man_ok)
@@ -212,11 +213,12 @@ with libibverbs, else TCP with io_uring) through userfaultfd.
 .
 This package holds the coordinator and the per-host agent (systemd units,
 not enabled, configured in /etc/default/farpage), the farpage CLI and the
-preload library that runs a stock QEMU with its guest RAM in a region
-(farpage vm).")
+preload libraries that run a stock QEMU with its guest RAM in a region
+(farpage vm) and any program with its heap in one (farpage run).")
 set(CPACK_DEBIAN_BIN_PACKAGE_SECTION net)
-# RDMA devices need their verbs provider; farpage vm runs QEMU.
-set(CPACK_DEBIAN_BIN_PACKAGE_RECOMMENDS ibverbs-providers)
+# RDMA devices need their verbs provider; farpage run preloads jemalloc;
+# farpage vm runs QEMU.
+set(CPACK_DEBIAN_BIN_PACKAGE_RECOMMENDS "ibverbs-providers, libjemalloc2")
 set(CPACK_DEBIAN_BIN_PACKAGE_SUGGESTS qemu-system-x86)
 
 set(CPACK_DEBIAN_LIB_DESCRIPTION "distributed-memory page server - shared library

@@ -19,9 +19,10 @@
 #     built with nothing but `pkg-config --cflags --libs farpage` against
 #     the root maps a region half of whose chunks are on the other agent
 #     and verifies every page `farpage fill` (the unpacked CLI) wrote
-#   - the unpacked `farpage vm` finds the unpacked preload library (its
-#     install tree, relative to the binary) and names the configured
-#     /usr/lib/<multiarch>/farpage, where an installed package has it
+#   - the unpacked `farpage vm` and `farpage run` find the unpacked preload
+#     libraries (their install tree, relative to the binary); vm names the
+#     configured /usr/lib/<multiarch>/farpage, where an installed package
+#     has it
 #   - installed for real (as root, where no farpage package is installed):
 #     postinst raises vm.max_map_count, a purge removes every file and
 #     puts the old value back
@@ -113,7 +114,7 @@ for c in "${CMDS[@]}"; do [ "$c" = node ] || PAGES+=("$c"); done
 docs() { printf "/usr/share/doc/$1/%s\n" copyright changelog.gz; }
 {
 	printf '%s\n' /usr/bin/farpage /usr/bin/farpage-coordinator /usr/bin/farpage-node \
-		"/$LIB/farpage/libfarpage-preload.so" \
+		"/$LIB/farpage/libfarpage-preload.so" "/$LIB/farpage/libfarpage-run.so" \
 		/usr/lib/systemd/system/farpage-coordinator.service \
 		/usr/lib/systemd/system/farpage-node.service /etc/default/farpage \
 		/usr/lib/sysctl.d/60-farpage.conf \
@@ -172,7 +173,8 @@ for w in "farpage node list" "farpage node forget NAME" 'farpage\-node(8)'; do
 done
 fp_log "ok: --version of the three programs, $((3 + ${#PAGES[@]})) man pages (one per command: ${PAGES[*]}; node's in farpage(1), farpage-node is the agent's alone)"
 for f in usr/bin/farpage usr/bin/farpage-coordinator usr/bin/farpage-node \
-	"$LIB/libfarpage.so.$VERSION" "$LIB/farpage/libfarpage-preload.so"; do
+	"$LIB/libfarpage.so.$VERSION" "$LIB/farpage/libfarpage-preload.so" \
+	"$LIB/farpage/libfarpage-run.so"; do
 	# (files, not pipes: grep -q leaves early, and pipefail would see
 	# readelf's SIGPIPE)
 	readelf -dW "$ROOT/$f" >"$FP_TMP/dyn" && readelf -lW "$ROOT/$f" >"$FP_TMP/seg" &&
@@ -183,7 +185,7 @@ for f in usr/bin/farpage usr/bin/farpage-coordinator usr/bin/farpage-node \
 	grep -q ' UND __[a-z_]*_chk\b' "$FP_TMP/syms" || fp_fail "$f: no fortified calls"
 	grep -q ' UND __stack_chk_fail\b' "$FP_TMP/syms" || fp_fail "$f: no stack protector"
 done
-fp_log "ok: the 5 programs and libraries are linked -z relro -z now and use fortified calls and the stack protector"
+fp_log "ok: the 6 programs and libraries are linked -z relro -z now and use fortified calls and the stack protector"
 
 # 6. A cluster of the unpacked programs; a program built against the root
 #    with pkg-config alone verifies every page of a region.
@@ -273,15 +275,22 @@ grep -qx 'pkg_guest: pages=4096 remote=2048 wrong=0 unmap=0' "$FP_TMP/guest.out"
 	{ cat "$FP_TMP/guest.out" >&2; fp_fail "pkg_guest: not every page verified"; }
 fp_log "ok: built with pkg-config against the package: $(cat "$FP_TMP/guest.out")"
 
-# 7. farpage vm: the unpacked CLI uses the unpacked preload library (found
-#    in its own install tree, before the configured path, which an installed
-#    package has and its usage text names).
+# 7. farpage vm and run: the unpacked CLI uses the unpacked preload
+#    libraries (found in its own install tree, before the configured path,
+#    which an installed package has and its usage text names).
 PRE=$ROOT/$LIB/farpage/libfarpage-preload.so
 fp_cli H n1 vm --dry-run pkg -- qemu-system-x86_64 >"$FP_TMP/vm.out" 2>&1 ||
 	{ cat "$FP_TMP/vm.out" >&2; fp_fail "farpage vm --dry-run"; }
 grep -qx "LD_PRELOAD=$PRE" "$FP_TMP/vm.out" || { cat "$FP_TMP/vm.out" >&2; fp_fail "farpage vm did not preload $PRE"; }
 "$FP_CLI_BIN" vm --help | grep "/$LIB/farpage)" >/dev/null || fp_fail "farpage vm --help does not name /$LIB/farpage"
 fp_log "ok: the unpacked farpage vm preloads $PRE; the configured path is /$LIB/farpage"
+# ... and farpage run its own (the program's allocator, to need no
+# jemalloc here)
+PRE=$ROOT/$LIB/farpage/libfarpage-run.so
+fp_cli H n1 run --dry-run --allocator none pkg -- true >"$FP_TMP/run.out" 2>&1 ||
+	{ cat "$FP_TMP/run.out" >&2; fp_fail "farpage run --dry-run"; }
+grep -qx "LD_PRELOAD=$PRE" "$FP_TMP/run.out" || { cat "$FP_TMP/run.out" >&2; fp_fail "farpage run did not preload $PRE"; }
+fp_log "ok: the unpacked farpage run preloads $PRE"
 
 # 8. Installed for real and purged: as root, where none of the packages is
 #    installed (an installed one is not the test's to remove), dpkg not
