@@ -100,7 +100,10 @@ int floop_cache_has_room(const struct floop *f)
 
 int floop_cache_map_has_room(const struct fmap *m)
 {
-	return !m->cap || m->n_held < m->cap + FLOOP_CACHE_SLACK;
+	/* (room for a whole run: a fetch or read-ahead started now never
+	 * takes it past its bound and the slack) */
+	return !m->cap ||
+	       m->n_held + FLOOP_RUN_PAGES <= m->cap + FLOOP_CACHE_SLACK;
 }
 
 void floop_cache_charge(struct floop *f, struct fmap *m, uint64_t addr,

@@ -11,6 +11,9 @@
 #      sent some home), the cache never over the bound plus its slack
 #   3. a discard from another process is refused, and the mapping's
 #      pages are all as they were
+#   4. A's agent killed -9 under a held mapping: SIGBUS on a page its cache
+#      does not hold (never handed over, never old bytes); a new anonymous
+#      map on the restarted agent passes
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 fp_require
@@ -70,4 +73,36 @@ cat "$FP_TMP/anon.out" >&2
 [ $rc = 0 ] && grep -q '^anon: recheck ok' "$FP_TMP/anon.out" ||
 	fp_fail "fp_anon's pages after another process's discard (exit $rc)"
 fp_log "ok: another process's discard is refused; every page as it was"
+
+# 4. A's agent killed -9 under a held anonymous mapping: it is not handed
+#    to the restarted agent (which of its pages read as zeroes died with
+#    the old one), so the recheck reads what its cache memfd still holds
+#    and gets SIGBUS at the first page it does not: never the region's old
+#    bytes, never a wrong page. The restarted agent serves a new one.
+mkfifo "$FP_TMP/hold2"
+exec 8<>"$FP_TMP/hold2"
+fp_bg H env FARPAGE_AGENT_SOCK="${FP_NODE_SOCK[A]}" FARPAGE_AGENT_TIMEOUT_MS=10000 \
+	"$ANON" --hold r $CAP 9 <"$FP_TMP/hold2" 8>&- >"$FP_TMP/anon2.out" 2>&1
+apid=$FP_BG_PID
+fp_wait_log "$FP_TMP/anon2.out" '^anon: (holding|FAIL)' 600 &&
+	grep -q '^anon: holding' "$FP_TMP/anon2.out" ||
+	{ cat "$FP_TMP/anon2.out" >&2; fp_fail "the second fp_anon did not get to the end"; }
+kill -KILL "${FP_NODE_PID[A]}"
+wait "${FP_NODE_PID[A]}" 2>/dev/null
+# (within the mapping's agent timeout: it could be handed over, and must
+# not; the agent does not hold the fifo open)
+fp_node_start H A --writeback-ms 200 --metrics-listen 127.0.0.1:0 8>&-
+exec 8>&-
+wait "$apid"
+rc=$?
+cat "$FP_TMP/anon2.out" >&2
+[ $rc = $((128 + 7)) ] || fp_fail "fp_anon across its agent's death exited $rc, not by SIGBUS"
+grep -qE '^anon: (FAIL|recheck ok)' "$FP_TMP/anon2.out" &&
+	fp_fail "fp_anon read pages no agent served"
+grep -q "process handed over region r" "$FP_TMP/A.log" &&
+	fp_fail "the restarted agent took an anonymous mapping over"
+${FP_HOST_RUN[H]} env FARPAGE_AGENT_SOCK="${FP_NODE_SOCK[A]}" "$ANON" r $CAP 11 \
+	>"$FP_TMP/anon3.out" 2>&1 ||
+	{ cat "$FP_TMP/anon3.out" >&2; fp_fail "a new anonymous map after the agent's restart"; }
+fp_log "ok: its agent killed, an anonymous mapping gets SIGBUS, not old bytes; a new one works"
 fp_log PASS
