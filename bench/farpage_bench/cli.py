@@ -29,8 +29,11 @@ unmap time of regions up to 256 GiB, fault-in with 1 and 2 fault loops,
 dirty tracking A/B (bench/bigmap.sh, fault_loops.sh, dirty_ab.sh; the
 --scale-* options); replicated regions (bench/replicas.sh; --replica);
 live migration of a VM, farpage against QEMU's precopy (bench/migrate.sh;
---migrate); the coordinator's figures, its WAL store against etcd (bench_coord;
---coord); what security and the cache cost (--secure).
+--migrate); unmodified redis-server and memcached under `farpage run` with
+the cache at 100/75/50/25 % of their data against all local
+(bench/programs.sh; --programs); the coordinator's figures, its WAL store
+against etcd (bench_coord; --coord); what security and the cache cost
+(--secure).
 Prints a table (median, spread min..max, floor, ratio), writes JSON and a
 latency CDF plot (matplotlib). Never fails because of a figure; exits 1
 only if something broke (the cluster didn't start, a page did not verify),
@@ -89,6 +92,10 @@ RUN_OPTS = [
      "(bench/migrate.sh; default on); quick: a 512 MiB guest, idle"),
     ("--migrate-sizes", "LIST", "", 'its guest sizes (default "512M 2G 16G"; quick: "512M")'),
     ("--migrate-rate", "M", "16", "the writing guest's rate, MiB/s (default 16)"),
+    ("--programs", "on|off|quick", "on", "redis-server and memcached under farpage run, "
+     "the cache at 100/75/50/25 %% of their data against all local (bench/programs.sh; "
+     "default on); quick: 64 MiB of values, 2000 requests, one run"),
+    ("--programs-data", "SIZE", "", "their data, bytes of values (default 512M; quick: 64M)"),
     ("--coord", "on|off|quick|scale", "on", "the coordinator, WAL store against etcd "
      "(bench_coord; default on); quick: fewer creates, one TTL, 2 failover rounds; scale: "
      "on plus 1000 nodes and 10 000 regions"),
@@ -151,12 +158,19 @@ def parse_args(argv, here):
     choice("--farmem", a.farmem, ["on", "off", "quick"])
     choice("--secure", a.secure, ["on", "off", "only"])
     choice("--coord", a.coord, ["on", "off", "quick", "scale"])
-    for o in ("--scale-map", "--scale-loops", "--scale-dirty", "--replica", "--migrate"):
+    for o in ("--scale-map", "--scale-loops", "--scale-dirty", "--replica", "--migrate",
+              "--programs"):
         choice(o, getattr(a, o[2:].replace("-", "_")), ["on", "off", "quick"])
     if a.secure == "only":
         a.farmem = "off"
         a.scale_map = a.scale_loops = a.scale_dirty = a.replica = a.coord = "off"
-        a.migrate = "off"
+        a.migrate = a.programs = "off"
+    if a.programs_data:
+        n = from_iec(a.programs_data) if re.fullmatch(r"[1-9][0-9]*[MG]", a.programs_data) \
+            else None
+        if n is None or n < 4 << 20:
+            bad_arg(f"--programs-data: '{a.programs_data}' is not a size of at least 4M "
+                    "(e.g. 64M, 512M, 2G)")
     if a.replica_mb and not re.fullmatch(r"[1-9][0-9]*", a.replica_mb) or (
             a.replica_mb and int(a.replica_mb) % 2):
         bad_arg(f"--replica-mb: '{a.replica_mb}' is not an even number of MiB (whole 2 MiB "

@@ -270,6 +270,64 @@ def plot_fault_in(d):
     return out if save(d, plt, fig, out) else None
 
 
+def programs_png(d):
+    """The programs plot's file: beside the latency plot."""
+    base, ext = os.path.splitext(d.png_out)
+    if base.endswith("-latency"):
+        base = base[:-len("-latency")]
+    return f"{base}-programs{ext or '.png'}"
+
+
+def plot_programs(d):
+    """Programs on far memory: throughput as a fraction of all-local
+    throughput against the share of the data the cache holds, one line per
+    program, workload and key choice (bench/programs.sh)."""
+    from .programs import PCTS, PROGS, TARGET_P99_US, TARGET_PCT, TARGET_RATIO, WHAT, WORKLOADS
+    lines = []
+    for prog in PROGS:
+        for t, k in WORKLOADS:
+            ys = [d.m(f"programs.{prog}.{t}.{k}.{pct}.ratio") for pct in PCTS]
+            if any(y is not None for y in ys):
+                lines.append((prog, t, k, ys))
+    if not lines:
+        return None
+    plt = pyplot(d)
+    if not plt:
+        return None
+    colors = {("get", "uniform"): "#1f77b4", ("set", "uniform"): "#ff7f0e",
+              ("get", "hot"): "#2ca02c", ("set", "hot"): "#9467bd", ("mix", "hot"): "#d62728"}
+    out = programs_png(d)
+    try:
+        fig, ax = plt.subplots(figsize=(12, 7), dpi=100)
+        for prog, t, k, ys in lines:
+            pts = [(x, y) for x, y in zip(PCTS, ys) if y is not None]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts],
+                    ls="-" if prog == "redis" else "--",
+                    marker="o" if prog == "redis" else "s",
+                    lw=2.5 if (t, k) == ("mix", "hot") else 1.5,
+                    color=colors[(t, k)], label=f"{prog}: {WHAT[(t, k)]}")
+        ax.plot([TARGET_PCT], [TARGET_RATIO], marker="*", ms=16, ls="none", color="black",
+                label=f"target: at {TARGET_PCT} % local, {TARGET_RATIO} of all local "
+                      f"(hot-set mix, p99 < {TARGET_P99_US / 1000:g} ms)")
+        ax.axhline(1.0, ls=":", color="#7f7f7f")
+        ax.set_xticks(list(PCTS))
+        ax.set_xlim(PCTS[0] + 5, PCTS[-1] - 5)  # from all of the data local to a quarter
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("host A's cache: % of the program's data (the rest is remote)")
+        ax.set_ylabel("throughput / all-local throughput (farpage run --local-only)")
+        data = d.flat.get("programs.values_bytes")
+        ax.set_title(f"redis-server and memcached under farpage run: "
+                     f"{to_iec(data) if data else '?'} of values, 4 clients, "
+                     f"{d.transport_used}, {d.ncpu} CPUs, "
+                     f"{time.strftime('%Y-%m-%d', time.gmtime())}")
+        ax.grid(True, alpha=0.4)
+        legend_outside(ax)
+    except (ValueError, RuntimeError) as e:
+        d.say(f"matplotlib failed (no programs plot): {e}")
+        return None
+    return out if save(d, plt, fig, out) else None
+
+
 def plot(d):
     """Latency CDFs, log x (matplotlib)."""
     plt = pyplot(d)
@@ -363,6 +421,14 @@ DOC_ROWS = [
      "replica.failover.target_ms"),
     ("rebuild of the lost replica", "replica.rebuild.MBps", "MB/s", "stream",
      "replica.rebuild.stream_MBps"),
+    ("redis, hot-set 90/10 get/set, 50 % local", "programs.redis.mix.hot.50.ops", "ops/s",
+     "all local", "programs.redis.mix.hot.local.ops"),
+    ("redis, hot-set 90/10 get/set, 50 % local, p99", "programs.redis.mix.hot.50.p99_us",
+     "µs", "target", "programs.targets.p99_us"),
+    ("memcached, hot-set 90/10 get/set, 50 % local", "programs.memcached.mix.hot.50.ops",
+     "ops/s", "all local", "programs.memcached.mix.hot.local.ops"),
+    ("memcached, hot-set 90/10 get/set, 50 % local, p99",
+     "programs.memcached.mix.hot.50.p99_us", "µs", "target", "programs.targets.p99_us"),
     ("secure defaults: seq + prefetch", "secure.defaults.seqpf_MBps", "MB/s",
      "--insecure --fault-mode copy", "secure.copy.seqpf_MBps"),
     ("secure defaults: rand + prefetch", "secure.defaults.randpf_MBps", "MB/s",
@@ -417,7 +483,7 @@ def doc_table(j, commit, mem):
 
     loads = [get(j, "machine.loadavg_start"), get(j, "machine.loadavg_end")]
     parts = {k: get(j, f"{k}.loadavg") for k in ("scale.map", "scale.loops", "scale.dirty",
-                                                    "replica")}
+                                                    "replica", "programs")}
     lines = [
         BEGIN,
         "<!-- made by `farpage-bench report --update-docs`: edit the run, not this block -->",
@@ -436,7 +502,8 @@ def doc_table(j, commit, mem):
         f"`{get(j, 'floors.placement')}`; far memory {get(j, 'farmem.mode') or 'off'} "
         f"({get(j, 'farmem.status')}); scale parts: map {get(j, 'scale.map.status')}, loops "
         f"{get(j, 'scale.loops.status')}, dirty {get(j, 'scale.dirty.status')}; replicas "
-        f"{get(j, 'replica.status')}; security {get(j, 'secure.status')}.",
+        f"{get(j, 'replica.status')}; programs {get(j, 'programs.status') or 'not run'}; "
+        f"security {get(j, 'secure.status')}.",
         "",
         "| figure | median | spread (min..max) | floor | ratio |",
         "|---|---|---|---|---|",

@@ -11,7 +11,7 @@ import sys
 import tempfile
 import time
 
-from . import coord, fault, farmem, floors, migrate, replica, report, scale
+from . import coord, fault, farmem, floors, migrate, programs, replica, report, scale
 from .bench import Bench
 from .cluster import Cluster
 from .results import vals
@@ -39,6 +39,7 @@ SECTIONS = [
     scale.scale_dirty,
     replica.replica,
     migrate.migrate,
+    programs.programs,
     coord.coord,
     farmem.farmem,
 ]
@@ -402,6 +403,7 @@ class Driver(Bench):
         print("\n".join(report.table(self)), flush=True)
         self.put("plot", self.png_out if report.plot(self) else "none")
         self.put("plot_fault_in", report.plot_fault_in(self) or "none")
+        self.put("plot_programs", report.plot_programs(self) or "none")
         self.write_json()
 
     def finish(self):

@@ -6,7 +6,9 @@
 # and the quick replicated-region part (16 MiB regions, a 64 MiB rebuild)
 # and the quick coordinator part (WAL store against etcd, if etcd is
 # installed) and the quick migration part (a 512 MiB TCG guest, idle,
-# where QEMU can run: not in a sanitizer build). Checks
+# where QEMU can run: not in a sanitizer build) and the quick programs
+# part (redis-server and memcached under farpage run, 64 MiB of values,
+# where they are installed). Checks
 # that the JSON has every required key with a number and that the plot was
 # drawn, both where they go by default (bench-results/ in the current
 # directory), and that an awkward host name (quote, backslash, control
@@ -83,7 +85,7 @@ ODD_HOST_JSON=$(printf 'fp"h\\\001\357\277\275') # \377 as U+FFFD
 	_ "$ODD_HOST" env FARPAGE_SRC="$SRC" FP_KEEP="$TMP/keep" "$BENCH" --bin "$BIN" --size 16M --runs 1 \
 	--farmem quick --farmem-cache 4M --farmem-secs 0.3 \
 	--scale-map quick --scale-loops quick --scale-dirty quick --replica quick \
-	--coord quick --migrate quick) >"$TMP/out" 2>&1
+	--coord quick --migrate quick --programs quick) >"$TMP/out" 2>&1
 rc=$?
 if [ $rc = 77 ]; then
 	tail -n3 "$TMP/out" >&2
