@@ -89,57 +89,43 @@ static const struct opts_opt cli_run_opts[] = {
 	{ "help", 'h', NULL, "this text", OPTS_K_HELP, NULL, 0, 0, 0 },
 };
 
+/* (at file scope: a line of the text is a line of the source) */
+static const char cli_run_synopsis[] =
+	"usage: farpage run [-v] [--cache-size SIZE]\n"
+	"                   [--local-only [--size SIZE]]\n"
+	"                   [--allocator PATH|none] [--preload PATH]\n"
+	"                   [--dry-run] REGION -- PROGRAM [ARGS...]\n"
+	"\n"
+	"Runs PROGRAM, any dynamically linked program, unmodified, with its\n"
+	"anonymous memory in region REGION, mapped through the local agent:\n"
+	"its private anonymous mmap()s (its heap, with jemalloc preloaded)\n"
+	"are placed in the region, which reads as zeroes for it; what the\n"
+	"agent's cache does not keep here lives at the region's owners and\n"
+	"is fetched when touched. munmap(), mremap() and madvise() keep\n"
+	"their meaning. The map is writable: the region may have no other\n"
+	"writable map in the cluster.\n"
+	"\n"
+	"Not placed (local memory): thread stacks, glibc's own allocations,\n"
+	"MAP_SHARED memory, files. Refused: fork() once the program's\n"
+	"memory is in the region (ENOMEM: the child would not have the\n"
+	"heap), statically linked programs. The program's children run on\n"
+	"local memory; an exec of the program itself (a wrapper script,\n"
+	"#!/usr/bin/env) keeps the region.\n";
+
+static const char cli_run_epilog[] =
+	"These options may also follow REGION; everything after '--' (or\n"
+	"from PROGRAM on) is the program's.\n"
+	"\n"
+	"Exits with PROGRAM's status; 1 if it could not be started (no\n"
+	"agent, an unknown region, PROGRAM not found or statically linked,\n"
+	"no allocator), 2 on a bad command line. PROGRAM exits 127 before\n"
+	"main() if its memory cannot be put in the region (one line says\n"
+	"why). docs/run.md: what is placed where, limits, the cache bound.\n";
+
 static const struct opts_spec cli_run_spec = {
 	.prog = "farpage run",
-	.synopsis =
-		"usage: farpage run [-v] [--cache-size SIZE] [--local-only "
-		"[--size SIZE]]\n"
-		"                   [--allocator PATH|none] [--preload PATH] "
-		"[--dry-run]\n"
-		"                   REGION -- PROGRAM [ARGS...]\n"
-		"\n"
-		"Runs PROGRAM, any dynamically linked program, unmodified, "
-		"with "
-		"its\n"
-		"anonymous memory in region REGION, mapped through the local "
-		"agent: its\n"
-		"private anonymous mmap()s (its heap, with jemalloc preloaded) "
-		"are placed\n"
-		"in the region, which reads as zeroes for it; what the agent's "
-		"cache does\n"
-		"not keep here lives at the region's owners and is fetched "
-		"when "
-		"touched.\n"
-		"munmap(), mremap() and madvise() keep their meaning. The map "
-		"is "
-		"writable:\n"
-		"the region may have no other writable map in the cluster.\n"
-		"\n"
-		"Not placed (local memory): thread stacks, glibc's own "
-		"allocations,\n"
-		"MAP_SHARED memory, files. Refused: fork() once the program's "
-		"memory is\n"
-		"in the region (ENOMEM: the child would not have the heap), "
-		"statically\n"
-		"linked programs. The program's children run on local memory; "
-		"an exec\n"
-		"of the program itself (a wrapper script, #!/usr/bin/env) "
-		"keeps "
-		"the region.\n",
-	.epilog =
-		"These options may also follow REGION; everything after '--' "
-		"(or from\n"
-		"PROGRAM on) is the program's.\n"
-		"\n"
-		"Exits with PROGRAM's status; 1 if it could not be started (no "
-		"agent, an\n"
-		"unknown region, PROGRAM not found or statically linked, no "
-		"allocator),\n"
-		"2 on a bad command line. PROGRAM exits 127 before main() if "
-		"its "
-		"memory\n"
-		"cannot be put in the region (one line says why).\n"
-		"docs/run.md: what is placed where, limits, the cache bound.\n",
+	.synopsis = cli_run_synopsis,
+	.epilog = cli_run_epilog,
 	.opts = cli_run_opts,
 	.n = sizeof(cli_run_opts) / sizeof(cli_run_opts[0]),
 	.usage_status = CLI_EXIT_USAGE,
