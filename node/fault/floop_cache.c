@@ -73,7 +73,8 @@ int floop_cache_map_init(struct floop *f, struct fmap *m,
 		m->fifo = calloc(cache_pages(m), sizeof(*m->fifo));
 	if (!m->pst || (f->cfg.cache_fifo && !m->fifo) ||
 	    pgset_init(&m->live, cache_pages(m)) ||
-	    pgset_init(&m->wset, cache_pages(m))) {
+	    pgset_init(&m->wset, cache_pages(m)) ||
+	    ((d->flags & MSG_MAP_ANON) && floop_anon_init(m))) {
 		free(m->pst);
 		free(m->fifo);
 		pgset_fini(&m->live);
@@ -88,16 +89,6 @@ int floop_cache_map_init(struct floop *f, struct fmap *m,
 	m->pidfd = f->cfg.cache_fifo && !m->dscan ? -1 : d->pidfd;
 	if (m->pidfd < 0 && d->pidfd >= 0)
 		close(d->pidfd);
-	if ((d->flags & MSG_MAP_ANON) && floop_anon_init(m)) {
-		free(m->pst);
-		free(m->fifo);
-		pgset_fini(&m->live);
-		pgset_fini(&m->wset);
-		m->pst = NULL;
-		m->fifo = NULL;
-		dscan_map_fini(m);
-		return -ENOMEM;
-	}
 	m->cap = d->cache_cap;
 	m->cache = 1;
 	m->lops = &floop_land_cache;

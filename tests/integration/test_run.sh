@@ -23,24 +23,16 @@
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 fp_require
-grep -qE '^FARPAGE_SANITIZE:STRING=.+' "$FP_BIN/CMakeCache.txt" 2>/dev/null &&
-	fp_skip "sanitizer build: an uninstrumented program cannot load the instrumented libfarpage-run.so"
-[ "${FP_FAULT_MODE:-}" = copy ] &&
-	fp_skip "copy mode: an anonymous map needs the agent's cache (FARPAGE_MAP_ANON), which copy mode has not"
+. "$(dirname "$0")/../run_prog.sh"
+PROG=true
+run_prog_require
 LIB=$FP_BIN/run/libfarpage-run.so
 HC=$FP_BIN/tests/fp_heapcheck
-[ -f "$LIB" ] || fp_fail "$LIB is not built"
 [ -x "$HC" ] || fp_fail "$HC is not built"
 SIZE=${FP_RUN_SIZE:-96M}
 REGION=${FP_RUN_REGION:-512M}
 CACHE=${FP_RUN_CACHE:-32M}
-# the agent's FLOOP_CACHE_SLACK: reads and write-backs in flight (pages)
-SLACK=$(((32 * 16 + 64 * 16 + 512) * 4096))
-"$FP_CLI_BIN" run --dry-run --local-only --size 64M r -- true >"$FP_TMP/dry.out" 2>&1 ||
-	{ grep -q "no libjemalloc" "$FP_TMP/dry.out" &&
-		fp_skip "no libjemalloc.so.2 (Debian package libjemalloc2; scripts/deps.sh installs it)"; }
-grep -q "^LD_PRELOAD=$(realpath "$LIB"):.*libjemalloc.so.2" "$FP_TMP/dry.out" ||
-	{ cat "$FP_TMP/dry.out" >&2; fp_fail "--dry-run: LD_PRELOAD is not the library, then jemalloc"; }
+SLACK=$RUN_PROG_SLACK
 grep -q '^MALLOC_CONF=dss:disabled' "$FP_TMP/dry.out" ||
 	{ cat "$FP_TMP/dry.out" >&2; fp_fail "--dry-run: no MALLOC_CONF=dss:disabled"; }
 
