@@ -124,7 +124,7 @@ FP_FAULT_MODE=copy run "copy mode" "$SRC/build" -L integration \
 # PAGEMAP_SCAN) and two fault loops (hosts of 8 CPUs and more), together,
 # for the tests that write through the cache and send pages home.
 FP_DIRTY_TRACKING=wp-fault FP_FAULT_THREADS=2 run "wp-fault, 2 fault loops" "$SRC/build" \
-	-R 'test_(farmem|dirty_scan|wb_lost_owner|wlease_|write_sigbus|region_delete|fault_loops|chaos|flush_handover|handover|flush_final)' --
+	-R 'test_(farmem|dirty_scan|wb_lost_owner|wlease_|write_sigbus|region_delete|fault_loops|chaos|flush_handover|handover|flush_final|anon)' --
 # Under the sanitizers, 6 rounds of test_replicas_rounds instead of 20
 # (the normal stage runs all 20).
 # One round of test_coord_failover's quorum part (each waits out the
