@@ -401,6 +401,10 @@ fp_stat() {
 	fp_cli "$1" "$2" stats 2>/dev/null | tr ' ' '\n' | sed -n "s/^$3=//p" | head -n1
 }
 
+# Pages an agent's cache may hold beyond its bound while reads and
+# write-backs are in flight (the agent's FLOOP_CACHE_SLACK).
+FP_CACHE_SLACK_PAGES=$((32 * 16 + 64 * 16 + 512))
+
 # fp_cache_stat HOST NODE KEY: KEY= of the cache line of NODE's
 # `farpage stats` (empty if its agent has no cache).
 fp_cache_stat() {

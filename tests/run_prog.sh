@@ -12,8 +12,8 @@
 #                byte
 #   prog_shutdown NAME    asks the server to exit
 
-# the agent's FLOOP_CACHE_SLACK: reads and write-backs in flight (pages)
-RUN_PROG_SLACK=$(((32 * 16 + 64 * 16 + 512) * 4096))
+# the agent's cache slack, bytes
+RUN_PROG_SLACK=$((FP_CACHE_SLACK_PAGES * 4096))
 
 # run_prog_require: skips (77) where `farpage run` of $PROG cannot be
 # tested: a sanitizer build (an uninstrumented program cannot load the

@@ -30,14 +30,16 @@ struct uffd_poison_arg {
 };
 #define UFFD_IOC_POISON _IOWR(UFFDIO, 0x08, struct uffd_poison_arg)
 
-/* A userfaultfd from /dev/userfaultfd (all faults). 0 or -errno. */
-static int uffd_open_dev(int flags, int *out)
+/* A userfaultfd from /dev/userfaultfd (all faults). Returns 0, -@err if
+ * there is no /dev/userfaultfd this process may open, or the ioctl's
+ * -errno. */
+static int uffd_open_dev(int flags, int err, int *out)
 {
 	int dev, fd, e;
 
 	dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
 	if (dev < 0)
-		return -errno;
+		return -err;
 	fd = ioctl(dev, USERFAULTFD_IOC_NEW, flags);
 	e = errno;
 	close(dev);
@@ -59,7 +61,7 @@ int uffd_open_full(int *out, int *user_only)
 		return 0;
 	}
 	e = errno;
-	if (!uffd_open_dev(flags, out))
+	if (!uffd_open_dev(flags, e, out))
 		return 0;
 	fd = syscall(SYS_userfaultfd, flags | UFFD_USER_MODE_ONLY);
 	if (fd < 0)
@@ -72,7 +74,7 @@ int uffd_open_full(int *out, int *user_only)
 int uffd_open(int *out)
 {
 	int flags = O_CLOEXEC | O_NONBLOCK;
-	int fd, dev, e;
+	int fd;
 
 	fd = syscall(SYS_userfaultfd, flags | UFFD_USER_MODE_ONLY);
 	if (fd < 0)
@@ -81,19 +83,7 @@ int uffd_open(int *out)
 		*out = fd;
 		return 0;
 	}
-	e = errno;
-	dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
-	if (dev < 0)
-		return -e;
-	fd = ioctl(dev, USERFAULTFD_IOC_NEW, flags);
-	if (fd < 0) {
-		e = errno;
-		close(dev);
-		return -e;
-	}
-	close(dev);
-	*out = fd;
-	return 0;
+	return uffd_open_dev(flags, errno, out);
 }
 
 int uffd_features_probe(uint64_t *features)

@@ -59,14 +59,6 @@ void floop_anon_filled(struct floop *f, struct fmap *m, uint64_t i)
 	atomic_fetch_add(&f->ctr.anon_zero_fills, 1);
 }
 
-static struct fmap *anon_map(struct floop *f, uint64_t id)
-{
-	for (struct fmap *m = f->maps; m; m = m->next)
-		if (m->id == id && !m->dead)
-			return m;
-	return NULL;
-}
-
 static void anon_done(struct floop *f, uint64_t cookie, int err,
 		      const char *why)
 {
@@ -131,7 +123,7 @@ static int anon_job_step(struct floop *f, struct fmap *m, struct anon_job *j)
 
 void floop_anon_discard_cmd(struct floop *f, const struct cmd *c)
 {
-	struct fmap *m = anon_map(f, c->id);
+	struct fmap *m = floop_map_find(f, c->id);
 	struct anon_job *j;
 
 	if (!m || m->gone || m->stale || m->lease_lost) {
@@ -172,7 +164,7 @@ void floop_anon_run(struct floop *f)
 	struct anon_job **pp = &f->anon_jobs, *j;
 
 	while ((j = *pp)) {
-		struct fmap *m = anon_map(f, j->map_id);
+		struct fmap *m = floop_map_find(f, j->map_id);
 		int done = !m || m->gone || m->stale || m->lease_lost;
 
 		if (done)

@@ -540,8 +540,15 @@ void floop_map_free_maybe(struct floop *f, struct fmap *m);
 /* Arms the poll of @m's uffd (again soon if no SQE is free). */
 void floop_map_poll(struct floop *f, struct fmap *m);
 void floop_map_poll_remove(struct floop *f, struct fmap *m);
-/* The mapping @id not removed, or NULL. */
-struct fmap *floop_map_find(struct floop *f, uint64_t id);
+/* The mapping @id not removed, or NULL. (Inline: every layer of the loop
+ * looks its mappings up so.) */
+static inline struct fmap *floop_map_find(struct floop *f, uint64_t id)
+{
+	for (struct fmap *m = f->maps; m; m = m->next)
+		if (m->id == id && !m->dead)
+			return m;
+	return NULL;
+}
 /* Removes @m: freed once what it wrote is home and nothing is in flight. */
 void floop_map_kill(struct floop *f, struct fmap *m);
 /* Reads and serves the uffd messages of @m (never blocks). */

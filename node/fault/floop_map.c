@@ -90,15 +90,6 @@ void floop_map_poll_remove(struct floop *f, struct fmap *m)
 	io_uring_sqe_set_data(sqe, NULL);
 }
 
-struct fmap *floop_map_find(struct floop *f, uint64_t id)
-{
-	for (struct fmap *m = f->maps; m; m = m->next) {
-		if (m->id == id && !m->dead)
-			return m;
-	}
-	return NULL;
-}
-
 void floop_map_kill(struct floop *f, struct fmap *m)
 {
 	if (m->dead)

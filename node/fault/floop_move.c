@@ -29,17 +29,6 @@
 /* A take that failed (held, no coordinator) is asked again after this. */
 #define FLOOP_LW_RETRY_MS 20
 
-/* Mapping @id, not removed (as floop_map_find(), whose file calls this
- * one's). */
-static struct fmap *move_find(struct floop *f, uint64_t id)
-{
-	struct fmap *m = f->maps;
-
-	while (m && (m->id != id || m->dead))
-		m = m->next;
-	return m;
-}
-
 static void move_ask(struct floop *f, struct fmap *m, uint64_t now)
 {
 	struct floop_done *d;
@@ -75,7 +64,7 @@ void floop_move_tick(struct floop *f, uint64_t now)
 
 void floop_move_lease(struct floop *f, const struct cmd *c)
 {
-	struct fmap *m = move_find(f, c->id);
+	struct fmap *m = floop_map_find(f, c->id);
 
 	if (!m || !m->lwait)
 		return;
@@ -140,7 +129,7 @@ static void move_handover_done(struct floop *f, const struct cmd *c,
 
 void floop_move_handover(struct floop *f, const struct cmd *c)
 {
-	struct fmap *m = move_find(f, c->id);
+	struct fmap *m = floop_map_find(f, c->id);
 	uint64_t n;
 
 	if (!m || m->gone || m->stale) {

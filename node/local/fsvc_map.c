@@ -60,15 +60,14 @@ int fsvc_on_map(struct fsvc_conn *c, const struct msg *req)
 	}
 	if ((c->flags & (MSG_MAP_MOVABLE | MSG_MAP_ANON)) &&
 	    !fs->env->cache_on) {
-		fsvc_reply_error(
-			c, -EOPNOTSUPP,
-			c->flags & MSG_MAP_ANON
-				? "an anonymous map needs the cache, and this "
-				  "agent serves faults by copying "
-				  "(--fault-mode copy)"
-				: "a movable map needs the cache, and this "
-				  "agent serves faults by copying "
-				  "(--fault-mode copy)");
+		char why[128];
+
+		snprintf(why, sizeof(why),
+			 "%s map needs the cache, and this agent serves "
+			 "faults by copying (--fault-mode copy)",
+			 c->flags & MSG_MAP_ANON ? "an anonymous"
+						 : "a movable");
+		fsvc_reply_error(c, -EOPNOTSUPP, why);
 		return -EOPNOTSUPP;
 	}
 	/* A writable map holds the region's write lease under its own id. */

@@ -20,8 +20,7 @@ fp_require
 [ "${FP_FAULT_MODE:-}" = copy ] && fp_skip "copy mode: an anonymous map needs the cache"
 ANON=$FP_BIN/tests/fp_anon
 SIZE=64M CAP=$((16 << 20))
-# the agent's FLOOP_CACHE_SLACK: reads and write-backs in flight (pages)
-SLACK_PAGES=$((32 * 16 + 64 * 16 + 512))
+SLACK_PAGES=$FP_CACHE_SLACK_PAGES
 fp_hosts_loopback H
 fp_coord_start H
 fp_node_start H B

@@ -26,8 +26,7 @@ CACHE=${FP_FARMEM_CACHE:-16M}
 # every agent's pool holds the whole region (B owns it all)
 [ "$(numfmt --from=iec "$SIZE")" -gt "$(numfmt --from=iec "${FP_POOL:-256M}")" ] &&
 	export FP_POOL=$SIZE
-# the agent's FLOOP_CACHE_SLACK: reads and write-backs in flight (pages)
-SLACK_PAGES=$((32 * 16 + 64 * 16 + 512))
+SLACK_PAGES=$FP_CACHE_SLACK_PAGES
 fp_hosts_loopback H
 fp_coord_start H
 fp_node_start H B
