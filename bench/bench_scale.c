@@ -111,7 +111,7 @@ static uint64_t bench_scale_once(struct floop *f, uint64_t size,
 	t0 = bench_ns();
 	switch (op) {
 	case OP_FLUSH:
-		floop_cache_flush_cmd(f, "scale", 1);
+		floop_cache_flush_cmd(f, "scale", 1, 0);
 		break;
 	case OP_STALE:
 		floop_cache_map_stale(f, &m);

@@ -12,7 +12,8 @@
 # after QEMU's. One line per migration:
 #   migrate: size=BYTES how=farpage|precopy load=idle|writing
 #            guest_ok=0|1 total_ms=N downtime_ms=N bytes=N
-#            [preflush_pages=N switchover_pages=N handover_ms=N] wall_ms=N
+#            [preflush_pages=N predrop_pages=N switchover_pages=N
+#            handover_ms=N] wall_ms=N
 #
 #   bench/migrate.sh [--bin BUILD_DIR] [--sizes "512M 2G 16G"] [--rate M]
 #                    [--loads "idle writing"]

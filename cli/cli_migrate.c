@@ -11,7 +11,9 @@
  *                also pause-before-switchover)
  *   destination  migrate-incoming URI
  *   source host  pre-flush: the agent sends the region's written pages
- *                home while the VM runs, so that little is left
+ *                home while the VM runs, so that little is left; then
+ *                once more, and its clean pages leave the cache
+ *                (FLUSH_DROP), so that the hand-over has few to take
  *   source       migrate URI, then wait for pre-switchover (its vCPUs
  *                stopped)
  *   source host  HANDOVER: what was written since goes home, the
@@ -37,7 +39,8 @@
 #include "farpage.h"
 
 static const char cli_migrate_usage[] =
-	"usage: farpage migrate [--pre-flush N] [--keep-source]\n"
+	"usage: farpage migrate [--pre-flush N] [--keep-cache] "
+	"[--keep-source]\n"
 	"                       [--switchover-timeout S] REGION SOURCE_QMP\n"
 	"                       DEST_QMP URI\n"
 	"\n"
@@ -55,7 +58,12 @@ static const char cli_migrate_usage[] =
 	"  --pre-flush N  before the migration, flush the region's written\n"
 	"                 pages home up to N times while the VM runs, until\n"
 	"                 a flush sends less than 1/16 of the one before\n"
-	"                 (default 3; 0: none)\n"
+	"                 (default 3; 0: none), then once more and drop the\n"
+	"                 region's clean pages from this host's cache, so\n"
+	"                 that the hand-over has only what the VM touched\n"
+	"                 since to take back from QEMU (the VM fetches them\n"
+	"                 again meanwhile)\n"
+	"  --keep-cache   no drop after the pre-flush\n"
 	"  --keep-source  leave the stopped source QEMU running (default:\n"
 	"                 quit it once the destination runs)\n"
 	"  --switchover-timeout S\n"
@@ -68,7 +76,8 @@ static const char cli_migrate_usage[] =
 	"\n"
 	"Prints the figures once the destination runs: total time and\n"
 	"downtime (QEMU's), the migration stream's bytes and the pages sent\n"
-	"home before and at the switch-over. If the hand-over or the\n"
+	"home before and at the switch-over, the pages dropped before it. If\n"
+	"the hand-over or the\n"
 	"migration fails before the switch-over, the migration is cancelled\n"
 	"and the source runs on (exit 1). Progress goes to standard error:\n"
 	"one line kept up to date on a terminal, else a line per phase.\n";
@@ -86,10 +95,10 @@ struct mig {
 	int tty; /* progress on stderr: one line rewritten, or a line a phase */
 	const char *phase;
 	uint64_t t0_ms;
-	uint64_t pre_pages, ho_pages, ho_ms;
+	uint64_t pre_pages, drop_pages, ho_pages, ho_ms;
 	unsigned int pre_rounds;
 	unsigned int switch_ms; /* --switchover-timeout */
-	int keep;
+	int keep, keep_cache;
 };
 
 static int mig_caps(struct cli_qmp *q, int pause)
@@ -220,6 +229,7 @@ static int mig_pre_flush(struct mig *m, unsigned int rounds)
 {
 	struct farpage_stats s0, s1;
 	uint64_t prev = UINT64_MAX;
+	int err;
 
 	if (!rounds)
 		return 0;
@@ -228,7 +238,6 @@ static int mig_pre_flush(struct mig *m, unsigned int rounds)
 		memset(&s0, 0, sizeof(s0));
 	for (unsigned int i = 0; i < rounds; i++) {
 		uint64_t n;
-		int err;
 
 		mig_progress(m, "pre-flush", "flushing");
 		err = farpage_agent_flush(m->c->agent_sock, m->region);
@@ -248,6 +257,21 @@ static int mig_pre_flush(struct mig *m, unsigned int rounds)
 			break;
 		prev = n;
 	}
+	if (m->keep_cache)
+		return 0;
+	/* What is clean leaves the cache: the hand-over, with the VM
+	 * stopped, takes back from QEMU only what it touches from now. */
+	mig_progress(m, "pre-flush", "dropping");
+	err = farpage_agent_flush_drop(m->c->agent_sock, m->region,
+				       &m->drop_pages);
+	if (err) {
+		mig_progress_end(m);
+		cli_err("migrate: pre-flush of region %s: %s", m->region,
+			farpage_strerror(err));
+		return err;
+	}
+	if (!farpage_agent_stats(m->c->agent_sock, &s1))
+		m->pre_pages += s1.cache_writebacks - s0.cache_writebacks;
 	return 0;
 }
 
@@ -320,13 +344,14 @@ static int mig_finish(struct mig *m)
 		cli_err("migrate: the source QEMU did not quit; it is "
 			"stopped and its RAM mapping handed over");
 	printf("migrate: ok region=%s total_ms=%llu downtime_ms=%llu "
-	       "bytes=%llu preflush_pages=%llu switchover_pages=%llu "
-	       "handover_ms=%llu "
+	       "bytes=%llu preflush_pages=%llu predrop_pages=%llu "
+	       "switchover_pages=%llu handover_ms=%llu "
 	       "wall_ms=%llu\n",
 	       m->region, (unsigned long long)cli_qmp_u64(src, "total-time"),
 	       (unsigned long long)cli_qmp_u64(src, "downtime"),
 	       (unsigned long long)cli_qmp_u64(src, "ram.transferred"),
 	       (unsigned long long)m->pre_pages,
+	       (unsigned long long)m->drop_pages,
 	       (unsigned long long)m->ho_pages, (unsigned long long)m->ho_ms,
 	       (unsigned long long)(evl_now_ms() - m->t0_ms));
 out:
@@ -392,6 +417,7 @@ int cli_migrate_run(const struct cli *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "pre-flush", required_argument, NULL, 'f' },
+		{ "keep-cache", no_argument, NULL, 'c' },
 		{ "keep-source", no_argument, NULL, 'k' },
 		{ "switchover-timeout", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
@@ -399,7 +425,7 @@ int cli_migrate_run(const struct cli *c, int argc, char **argv)
 	};
 	struct mig *m;
 	uint64_t pre = 3, sw = MIG_SWITCH_S;
-	int keep = 0, ret;
+	int keep = 0, keep_cache = 0, ret;
 
 	while ((ret = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (ret) {
@@ -415,6 +441,9 @@ int cli_migrate_run(const struct cli *c, int argc, char **argv)
 			break;
 		case 'k':
 			keep = 1;
+			break;
+		case 'c':
+			keep_cache = 1;
 			break;
 		case 't':
 			if (cli_opt_u64(cli_migrate_usage,
@@ -453,6 +482,7 @@ int cli_migrate_run(const struct cli *c, int argc, char **argv)
 	m->pre_rounds = (unsigned int)pre;
 	m->switch_ms = (unsigned int)sw * 1000;
 	m->keep = keep;
+	m->keep_cache = keep_cache;
 	ret = cli_qmp_open(&m->src, argv[optind + 1], "source",
 			   MIG_QMP_TIMEOUT_MS);
 	if (!ret) {

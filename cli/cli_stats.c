@@ -135,18 +135,26 @@ static int cli_stats_json(const char *agent_sock)
 }
 
 static const char cli_flush_usage[] =
-	"usage: farpage flush NAME\n"
+	"usage: farpage flush [--drop] NAME\n"
 	"\n"
 	"Sends home every page that mappings of region NAME through the\n"
 	"local agent have written and not yet sent: returns once they are in\n"
 	"their owners' pools (exit 0), or fails naming why (exit 1: an owner\n"
 	"could not be reached within the agent's fault timeout; the pages\n"
 	"are kept and sent again). On a terminal a progress line shows the\n"
-	"agent's dirty pages going home (not with --quiet).\n";
+	"agent's dirty pages going home (not with --quiet).\n"
+	"\n"
+	"  --drop  then the region's pages this host's cache holds clean "
+	"leave\n"
+	"          it (all of them, but for pages written since the flush\n"
+	"          began): their next touch fetches them again. Says how many\n"
+	"          left.\n";
 
 /* The flush, on a thread of its own while the progress line is drawn. */
 struct cli_flush {
 	const char *sock, *name;
+	int drop;
+	uint64_t dropped;
 	int ret;
 	atomic_int done;
 };
@@ -155,19 +163,20 @@ static void *cli_flush_thread(void *arg)
 {
 	struct cli_flush *f = arg;
 
-	f->ret = farpage_agent_flush(f->sock, f->name);
+	f->ret = f->drop ? farpage_agent_flush_drop(f->sock, f->name,
+						    &f->dropped)
+			 : farpage_agent_flush(f->sock, f->name);
 	atomic_store(&f->done, 1);
 	return NULL;
 }
 
 /*
- * farpage_agent_flush() with a progress line on a terminal: the agent's
- * dirty bytes (of every region: it counts no other way) going down from
- * what they were when the flush began.
+ * The flush of @f (f->sock, f->name, f->drop) with a progress line on a
+ * terminal: the agent's dirty bytes (of every region: it counts no other
+ * way) going down from what they were when the flush began.
  */
-static int cli_flush_progress(const struct cli *c, const char *name)
+static int cli_flush_progress(const struct cli *c, struct cli_flush *f)
 {
-	struct cli_flush f = { .sock = c->agent_sock, .name = name };
 	struct farpage_stats st;
 	struct cli_progress pr;
 	char what[16 + MSG_NAME_MAX];
@@ -176,12 +185,14 @@ static int cli_flush_progress(const struct cli *c, const char *name)
 
 	if (c->quiet || !isatty(STDERR_FILENO) ||
 	    farpage_agent_stats(c->agent_sock, &st) || !st.cache_dirty ||
-	    pthread_create(&t, NULL, cli_flush_thread, &f))
-		return farpage_agent_flush(c->agent_sock, name);
+	    pthread_create(&t, NULL, cli_flush_thread, f)) {
+		cli_flush_thread(f);
+		return f->ret;
+	}
 	d0 = st.cache_dirty / 4096;
-	snprintf(what, sizeof(what), "flush %s", name);
+	snprintf(what, sizeof(what), "flush %s", f->name);
 	cli_progress_start(&pr, c, what, d0);
-	while (!atomic_load(&f.done)) {
+	while (!atomic_load(&f->done)) {
 		usleep(CLI_PROGRESS_MS * 1000);
 		if (!farpage_agent_stats(c->agent_sock, &st))
 			cli_progress_set(&pr,
@@ -191,26 +202,50 @@ static int cli_flush_progress(const struct cli *c, const char *name)
 	}
 	pthread_join(t, NULL);
 	cli_progress_end(&pr);
-	return f.ret;
+	return f->ret;
 }
 
 int cli_flush_run(const struct cli *c, int argc, char **argv)
 {
-	int ret = cli_help_only(cli_flush_usage, "flush", argc, argv);
+	static const struct option opts[] = {
+		{ "drop", no_argument, NULL, 'd' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct cli_flush f = { .sock = c->agent_sock };
+	int ret;
 
-	if (ret >= 0)
-		return ret;
+	while ((ret = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (ret) {
+		case 'd':
+			f.drop = 1;
+			break;
+		case 'h':
+			fputs(cli_flush_usage, stdout);
+			return CLI_EXIT_OK;
+		default:
+			return cli_getopt_err(cli_flush_usage, "flush", ret,
+					      argv);
+		}
+	}
 	if (argc - optind != 1)
 		return cli_usage_err(cli_flush_usage, "flush: %s",
 				     argc - optind ? "one region name expected"
 						   : "missing region name");
-	ret = cli_flush_progress(c, argv[optind]);
+	f.name = argv[optind];
+	ret = cli_flush_progress(c, &f);
 	if (ret < 0) {
-		cli_err("flush %s: agent at %s: %s", argv[optind],
-			c->agent_sock, farpage_strerror(ret));
+		cli_err("flush %s: agent at %s: %s", f.name, c->agent_sock,
+			farpage_strerror(ret));
 		return CLI_EXIT_FAIL;
 	}
-	printf("flush: region %s: every written page is home\n", argv[optind]);
+	if (f.drop)
+		printf("flush: region %s: every written page is home; %llu "
+		       "pages left this host's cache\n",
+		       f.name, (unsigned long long)f.dropped);
+	else
+		printf("flush: region %s: every written page is home\n",
+		       f.name);
 	return CLI_EXIT_OK;
 }
 

@@ -166,6 +166,12 @@ enum msg_type {
 	 * what they held left the cache, is not sent home, and nothing is
 	 * fetched for them until they are written again. */
 	MSG_T_DISCARD,
+	/* CLI -> agent: name -> OK, as FLUSH; then the pages of the region
+	 * its mappings here hold clean (all of them, but for what was
+	 * written since the flush began) leave this host's cache, before
+	 * the answer: their next touch fetches them again (a migration's
+	 * source, before the switch-over; an operator's drop_caches) */
+	MSG_T_FLUSH_DROP,
 	MSG_T__MAX,
 };
 

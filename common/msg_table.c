@@ -406,6 +406,7 @@ const struct msg_schema msg_schema[MSG_T__MAX] = {
 	[MSG_T_FLUSH_SEAL] = { "flush_seal", B(NAME), B(NAME) },
 	[MSG_T_DISCARD] = { "discard", B(NAME) | B(BASE) | B(SIZE),
 			    B(NAME) | B(BASE) | B(SIZE) },
+	[MSG_T_FLUSH_DROP] = { "flush_drop", B(NAME), B(NAME) },
 };
 
 _Static_assert(MSG_F__MAX <= 64, "field ids must fit msg.present");

@@ -231,6 +231,18 @@ int farpage_agent_stats(const char *agent_sock, struct farpage_stats *st);
 int farpage_agent_flush(const char *agent_sock, const char *name);
 
 /*
+ * farpage_agent_flush(), then the pages of region @name that the agent's
+ * cache holds clean leave it (a page written since the flush began stays):
+ * their next touch fetches them again. A migration's source drops its
+ * cache this way before the switch-over, so that the hand-over has little
+ * left to take from the process. *@pages (if not NULL): the pages that
+ * left, the agent's eviction counter's growth (0 if it could not be
+ * read). Returns 0, or -errno as farpage_agent_flush().
+ */
+int farpage_agent_flush_drop(const char *agent_sock, const char *name,
+			     uint64_t *pages);
+
+/*
  * Hands the write lease of region @name's movable mapping through the
  * agent at @agent_sock (NULL: the default) to whoever takes it next (an
  * FARPAGE_MAP_INCOMING map on another host): every page it wrote goes home,

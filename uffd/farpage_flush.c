@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,7 @@ int farpage_is_writeback(const struct farpage_map *m)
 }
 
 /*
- * @type (FLUSH, FLUSH_SEAL, HANDOVER) of @name through the agent at
+ * @type (FLUSH, FLUSH_SEAL, FLUSH_DROP, HANDOVER) of @name through the agent at
  * @sock_path. Returns 0 or -errno; *@gone (if not NULL) tells an agent
  * that could not be reached or went away before it answered (its socket
  * refused, missing or cut) from one that answered an error.
@@ -219,8 +220,13 @@ int farpage_agent_stats(const char *agent_sock, struct farpage_stats *st)
 	return 0;
 }
 
-int farpage_agent_handover(const char *agent_sock, const char *name,
-			   uint64_t *pages)
+/*
+ * @type of @name through the agent at @agent_sock; *@pages (if not NULL):
+ * how much the agent's counter at byte @ctr of struct farpage_stats grew
+ * meanwhile (0 if it could not be read).
+ */
+static int farpage_agent_counted(const char *agent_sock, enum msg_type type,
+				 const char *name, size_t ctr, uint64_t *pages)
 {
 	struct farpage_map_opts o = { .agent_sock = agent_sock };
 	struct farpage_stats s0, s1;
@@ -229,13 +235,34 @@ int farpage_agent_handover(const char *agent_sock, const char *name,
 	if (!msg_name_is_valid(name))
 		return -EINVAL;
 	st = farpage_agent_stats(agent_sock, &s0);
-	ret = farpage_name_call(farpage_sock_path(&o), MSG_T_HANDOVER, name,
-				NULL);
-	if (pages)
-		*pages = !ret && !st && !farpage_agent_stats(agent_sock, &s1)
-				 ? s1.cache_writebacks - s0.cache_writebacks
-				 : 0;
+	ret = farpage_name_call(farpage_sock_path(&o), type, name, NULL);
+	if (pages) {
+		uint64_t a, b;
+
+		*pages = 0;
+		if (!ret && !st && !farpage_agent_stats(agent_sock, &s1)) {
+			memcpy(&a, (const char *)&s0 + ctr, sizeof(a));
+			memcpy(&b, (const char *)&s1 + ctr, sizeof(b));
+			*pages = b - a;
+		}
+	}
 	return ret;
+}
+
+int farpage_agent_flush_drop(const char *agent_sock, const char *name,
+			     uint64_t *pages)
+{
+	return farpage_agent_counted(
+		agent_sock, MSG_T_FLUSH_DROP, name,
+		offsetof(struct farpage_stats, cache_evictions), pages);
+}
+
+int farpage_agent_handover(const char *agent_sock, const char *name,
+			   uint64_t *pages)
+{
+	return farpage_agent_counted(
+		agent_sock, MSG_T_HANDOVER, name,
+		offsetof(struct farpage_stats, cache_writebacks), pages);
 }
 
 int farpage_discard(struct farpage_map *m, void *addr, size_t len)

@@ -96,6 +96,8 @@ RUN_OPTS = [
      "the cache at 100/75/50/25 %% of their data against all local (bench/programs.sh; "
      "default on); quick: 64 MiB of values, 2000 requests, one run"),
     ("--programs-data", "SIZE", "", "their data, bytes of values (default 512M; quick: 64M)"),
+    ("--programs-requests", "N", "", "requests of each timed run of a workload, half as many "
+     "before them to warm up (default 100000; quick: 2000)"),
     ("--coord", "on|off|quick|scale", "on", "the coordinator, WAL store against etcd "
      "(bench_coord; default on); quick: fewer creates, one TTL, 2 failover rounds; scale: "
      "on plus 1000 nodes and 10 000 regions"),
@@ -171,6 +173,9 @@ def parse_args(argv, here):
         if n is None or n < 4 << 20:
             bad_arg(f"--programs-data: '{a.programs_data}' is not a size of at least 4M "
                     "(e.g. 64M, 512M, 2G)")
+    if a.programs_requests and (not re.fullmatch(r"[1-9][0-9]*", a.programs_requests) or
+                                int(a.programs_requests) < 100):
+        bad_arg(f"--programs-requests: '{a.programs_requests}' is not a number of at least 100")
     if a.replica_mb and not re.fullmatch(r"[1-9][0-9]*", a.replica_mb) or (
             a.replica_mb and int(a.replica_mb) % 2):
         bad_arg(f"--replica-mb: '{a.replica_mb}' is not an even number of MiB (whole 2 MiB "

@@ -6,7 +6,7 @@ from .scale import out_err, scale_load, scale_skip, script_run
 from .util import from_iec, loadavg, tidy
 
 KEYS = ("total_ms", "downtime_ms", "bytes")
-FARPAGE_KEYS = ("preflush_pages", "switchover_pages", "handover_ms")
+FARPAGE_KEYS = ("preflush_pages", "predrop_pages", "switchover_pages", "handover_ms")
 
 
 def label(n):

@@ -94,6 +94,8 @@ def programs(b):
     quick = b.a.programs == "quick"
     data = b.a.programs_data or ("64M" if quick else "512M")
     reqs, runs = (2000, 1) if quick else (100000, b.runs)
+    if b.a.programs_requests:
+        reqs = int(b.a.programs_requests)
     b.say(f"programs: redis-server and memcached under farpage run, {data} of values, the "
           f"cache at 100/75/50/25 % of the data and all local; {reqs} requests, {runs} "
           f"run{plural(runs)} of each workload")

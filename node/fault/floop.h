@@ -322,9 +322,11 @@ int floop_ticket_done(struct floop *f, int64_t ticket);
  * Sends home every page of the mappings of region @name here that is dirty
  * now; reported with @cookie through floop_done_take() once they are home
  * (err 0), or as -ETIMEDOUT when some could not be written within the
- * fault timeout (they stay and are retried). Returns 0 or -ENOMEM.
+ * fault timeout (they stay and are retried). With @drop, once they are
+ * home (err 0) the clean pages of those mappings leave the cache before it
+ * is reported (FLUSH_DROP). Returns 0 or -ENOMEM.
  */
-int floop_flush(struct floop *f, const char *name, uint64_t cookie);
+int floop_flush(struct floop *f, const char *name, uint64_t cookie, int drop);
 /* Readable (an eventfd) when reports wait. */
 int floop_done_fd(const struct floop *f);
 /* Takes the reports (oldest first), NULL if none; free() each. */

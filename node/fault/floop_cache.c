@@ -616,7 +616,8 @@ static uint64_t cache_flush_left(struct floop *f, const char *name)
 	return n;
 }
 
-void floop_cache_flush_cmd(struct floop *f, const char *name, uint64_t cookie)
+void floop_cache_flush_cmd(struct floop *f, const char *name, uint64_t cookie,
+			   int drop)
 {
 	struct fwait *w = calloc(1, sizeof(*w));
 	struct floop_done *d;
@@ -633,6 +634,7 @@ void floop_cache_flush_cmd(struct floop *f, const char *name, uint64_t cookie)
 	}
 	snprintf(w->name, sizeof(w->name), "%s", name);
 	w->cookie = cookie;
+	w->drop = drop;
 	w->t0_ms = evl_now_ms();
 	for (struct fmap *m = f->maps; m; m = m->next) {
 		if (!m->cache || strcmp(m->name, name))
@@ -688,6 +690,25 @@ static void cache_flushes_check(struct floop *f, uint64_t now)
 		uint64_t left = cache_flush_left(f, w->name), gone, lost;
 		struct floop_done *d;
 		char list[40];
+
+		/* FLUSH_DROP, home: its clean pages go, a budget a turn */
+		if (w->dropping) {
+			if (!cache_drop_clean(f, w->name, &w->drop_id,
+					      &w->drop_next, &w->dropped) ||
+			    !(d = calloc(1, sizeof(*d)))) {
+				pp = &w->next;
+				continue;
+			}
+			log_info("region %s: flushed; %llu clean pages left "
+				 "the cache",
+				 w->name, (unsigned long long)w->dropped);
+			d->kind = FLOOP_DONE_FLUSH;
+			d->cookie = w->cookie;
+			floop_done_push(f, d);
+			*pp = w->next;
+			free(w);
+			continue;
+		}
 
 		/* The fault timeout counts from the last page that landed
 		 * home: a slow owner (a loaded host) is not an unreachable
@@ -745,6 +766,10 @@ static void cache_flushes_check(struct floop *f, uint64_t now)
 				 "sent again",
 				 (unsigned long long)left, w->name,
 				 f->cfg.fault_timeout_ms);
+		} else if (w->drop) {
+			free(d);
+			w->dropping = 1;
+			continue; /* this turn: the first budget */
 		}
 		floop_done_push(f, d);
 		*pp = w->next;

@@ -341,7 +341,7 @@ void floop_cmds_run(struct floop *f)
 			floop_cmd_regions(f, c);
 			break;
 		case CMD_FLUSH:
-			floop_cache_flush_cmd(f, c->name, c->id);
+			floop_cache_flush_cmd(f, c->name, c->id, c->drop);
 			break;
 		case CMD_RELAYOUT:
 			floop_cmd_relayout(f, c);
@@ -549,9 +549,18 @@ int floop_discard(struct floop *f, uint64_t id, uint64_t off, uint64_t len,
 	return 0;
 }
 
-int floop_flush(struct floop *f, const char *name, uint64_t cookie)
+int floop_flush(struct floop *f, const char *name, uint64_t cookie, int drop)
 {
-	return floop_cmd_id(f, CMD_FLUSH, cookie, name);
+	struct cmd *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->kind = CMD_FLUSH;
+	c->id = cookie;
+	c->drop = drop;
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	floop_cmd_push(f, c);
+	return 0;
 }
 
 int floop_peers_set(struct floop *f, const struct xport_peer_info *peers,

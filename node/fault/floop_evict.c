@@ -211,6 +211,53 @@ static void cache_drop(struct floop *f, struct fmap *m, uint64_t i)
 	atomic_fetch_add(&f->ctr.cache_evictions, 1);
 }
 
+/* The cache mapping of @name with the least id at or above @id. */
+static struct fmap *cache_drop_map(struct floop *f, const char *name,
+				   uint64_t id)
+{
+	struct fmap *best = NULL;
+
+	for (struct fmap *m = f->maps; m; m = m->next)
+		if (m->cache && m->id >= id && !strcmp(m->name, name) &&
+		    (!best || m->id < best->id))
+			best = m;
+	return best;
+}
+
+int cache_drop_clean(struct floop *f, const char *name, uint64_t *id,
+		     uint64_t *next, uint64_t *n)
+{
+	unsigned int budget = CACHE_SCAN_MAX;
+	struct fmap *m;
+
+	while ((m = cache_drop_map(f, name, *id))) {
+		/* (what these still hold goes with them, their own way) */
+		int skip = m->dead || m->gone || m->stale || m->lease_lost;
+		uint64_t i =
+			skip ? cache_pages(m) : pgset_next(&m->live, *next);
+
+		for (; i < cache_pages(m); i = pgset_next(&m->live, i + 1)) {
+			uint8_t ps = m->pst[i];
+
+			if (!budget--) {
+				*id = m->id;
+				*next = i;
+				return 0;
+			}
+			if (!(ps & PS_VALID) || (ps & (PS_WMASK | PS_WANTW)))
+				continue;
+			/* (scanning: not while the guest maps it unseen) */
+			if (!dscan_may_drop(f, m, i))
+				continue;
+			cache_drop(f, m, i);
+			(*n)++;
+		}
+		*id = m->id + 1;
+		*next = 0;
+	}
+	return 1;
+}
+
 /* What the clock hand does with page @i of @m it is on. */
 static void cache_clock_step(struct floop *f, struct fmap *m, uint64_t i)
 {

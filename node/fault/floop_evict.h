@@ -26,5 +26,14 @@ void cache_evict(struct floop *f);
 /* ... and mapping @m over its own bound (fmap.cap) within it: the clock
  * hand over its pages alone (whatever the cache policy). */
 void cache_evict_map(struct floop *f, struct fmap *m);
+/*
+ * FLUSH_DROP, after its flush: the clean pages of the cache mappings of
+ * region @name leave the memfd, from mapping *@id's page *@next on (both
+ * 0 at first), the scan budget a call; a page written, being written home
+ * or not landed yet stays. Adds what it dropped to *@n; 1 once it went
+ * over every mapping of @name.
+ */
+int cache_drop_clean(struct floop *f, const char *name, uint64_t *id,
+		     uint64_t *next, uint64_t *n);
 
 #endif

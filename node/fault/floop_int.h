@@ -289,6 +289,9 @@ struct fwait {
 	uint64_t cookie;
 	uint64_t t0_ms; /* the flush began, or last saw a page land home */
 	uint64_t left;	/* pages it still waited for then */
+	/* FLUSH_DROP: once home, the clean pages go (cache_drop_clean()) */
+	int drop, dropping;
+	uint64_t drop_id, drop_next, dropped;
 	struct fwait *next;
 };
 
@@ -414,6 +417,7 @@ struct cmd {
 	int err;	   /* CMD_LEASE */
 	uint64_t wgen;	   /* CMD_LEASE */
 	uint64_t cookie;   /* CMD_HANDOVER, CMD_DISCARD */
+	int drop;	   /* CMD_FLUSH: FLUSH_DROP */
 	uint64_t off, len; /* CMD_DISCARD */
 	struct cmd *next;
 };
@@ -714,7 +718,8 @@ void floop_cache_run(struct floop *f, uint64_t now, int tick);
 /* A removed cache mapping with pages to send home stays until they are. */
 int floop_cache_map_busy(const struct fmap *m);
 /* CMD_FLUSH. */
-void floop_cache_flush_cmd(struct floop *f, const char *name, uint64_t cookie);
+void floop_cache_flush_cmd(struct floop *f, const char *name, uint64_t cookie,
+			   int drop);
 /* A removed mapping is freed: its lease goes back. */
 void floop_cache_map_gone(struct floop *f, struct fmap *m);
 /*

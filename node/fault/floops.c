@@ -314,13 +314,13 @@ int floops_ticket_done(struct floops *g, int64_t ticket)
 	return done;
 }
 
-int floops_flush(struct floops *g, const char *name, uint64_t cookie)
+int floops_flush(struct floops *g, const char *name, uint64_t cookie, int drop)
 {
 	struct floops_join *j;
 	unsigned int sent = 0;
 
 	if (g->n == 1) /* its report needs no join */
-		return floop_flush(g->l[0], name, cookie);
+		return floop_flush(g->l[0], name, cookie, drop);
 	j = calloc(1, sizeof(*j));
 	if (!j)
 		return -ENOMEM;
@@ -331,7 +331,7 @@ int floops_flush(struct floops *g, const char *name, uint64_t cookie)
 	/* Counted before they are sent: a loop may answer at once. */
 	j->left = g->n;
 	for (unsigned int i = 0; i < g->n; i++) {
-		if (floop_flush(g->l[i], name, cookie))
+		if (floop_flush(g->l[i], name, cookie, drop))
 			break;
 		sent++;
 	}

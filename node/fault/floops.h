@@ -87,9 +87,10 @@ int floops_rebuild(struct floops *g, const struct floop_rtask *t);
  * Flushes region @name in every loop; one FLOOP_DONE_FLUSH with @cookie
  * comes out of floops_done_take() once all loops reported, with the first
  * error other than -ETIMEDOUT any of them had, else -ETIMEDOUT if one
- * timed out, else 0. Control thread only (as floops_done_take()).
+ * timed out, else 0; @drop as floop_flush()'s. Control thread only (as
+ * floops_done_take()).
  */
-int floops_flush(struct floops *g, const char *name, uint64_t cookie);
+int floops_flush(struct floops *g, const char *name, uint64_t cookie, int drop);
 /* Readable when reports wait in any loop. */
 int floops_done_fd(const struct floops *g);
 struct floop_done *floops_done_take(struct floops *g);

@@ -108,8 +108,8 @@ static int fsvc_dispatch(struct fsvc_conn *c, const struct msg *req, int *fd)
 		ret = fsvc_on_map_uffd(c, req, *fd, c->fd_in2);
 		*fd = -1;
 		c->fd_in2 = -1;
-	} else if ((req->type == MSG_T_FLUSH ||
-		    req->type == MSG_T_FLUSH_SEAL) &&
+	} else if ((req->type == MSG_T_FLUSH || req->type == MSG_T_FLUSH_SEAL ||
+		    req->type == MSG_T_FLUSH_DROP) &&
 		   c->state == FSVC_NEW) {
 		c->token = ++c->fs->next_token;
 		memcpy(c->name, req->name, sizeof(c->name));
@@ -126,7 +126,8 @@ static int fsvc_dispatch(struct fsvc_conn *c, const struct msg *req, int *fd)
 		}
 		if (req->type == MSG_T_FLUSH_SEAL)
 			fsvc_flush_seal(c);
-		ret = floops_flush(c->fs->env->fl, req->name, c->token);
+		ret = floops_flush(c->fs->env->fl, req->name, c->token,
+				   req->type == MSG_T_FLUSH_DROP);
 		if (ret) {
 			fsvc_reply_error(c, ret, "cannot queue the flush");
 			return 1;

@@ -80,7 +80,7 @@ static void fsvc_flush_checked(struct fsvc_conn *c,
 			c->name, (unsigned long long)c->map_id, r->text);
 		c->token = ++fs->next_token;
 		if (!floops_map_lost(fs->env->fl, c->map_id) &&
-		    !floops_flush(fs->env->fl, c->name, c->token)) {
+		    !floops_flush(fs->env->fl, c->name, c->token, 0)) {
 			c->state = FSVC_FLUSH;
 			return;
 		}

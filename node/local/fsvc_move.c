@@ -95,7 +95,7 @@ int fsvc_on_handover(struct fsvc_conn *c, const struct msg *req)
 	c->token = ++fs->next_token;
 	c->ho = 1;
 	c->ho_map = w->map_id;
-	ret = floops_flush(fs->env->fl, c->name, c->token);
+	ret = floops_flush(fs->env->fl, c->name, c->token, 0);
 	if (ret)
 		return fsvc_ho_fail(c, ret, "cannot queue the flush");
 	c->state = FSVC_FLUSH;

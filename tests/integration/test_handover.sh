@@ -6,6 +6,9 @@
 #   1. A (movable) writes seed 11 and flushes, then writes seed 12 (only
 #      in A's cache). B maps incoming and reads every page: its faults
 #      wait, it cannot have read yet (seed 12 is nowhere but A's cache).
+#      Before B maps, `farpage flush --drop r` on A: its pages go home,
+#      then every one leaves A's cache (none left); A reads seed 12 on
+#      every page, fetched again, then writes seed 12 again.
 #   2. `farpage handover r` on A: every page sent home (4096), then B's
 #      read finds seed 12 on every page; B writes seed 13 and flushes: R
 #      reads seed 13.
@@ -99,6 +102,17 @@ handover() { # agent: the pages it says it sent home in $HO
 side A A out
 ask A "write 11"; wrote A
 ask A flush; [ "$LINE" = "move: flush=0" ] || fp_fail "A's first flush: $LINE"
+ask A "write 12"; wrote A
+fp_cli H A flush --drop r >"$FP_TMP/drop.out" 2>&1 ||
+	{ cat "$FP_TMP/drop.out" >&2; fp_fail "flush --drop on A"; }
+dropped=$(sed -n 's/.*home; \([0-9]*\) pages left this host.s cache$/\1/p' "$FP_TMP/drop.out")
+res=$(fp_cache_stat H A resident)
+[ "$dropped" = "$PAGES" ] && [ "$res" = 0 ] ||
+	fp_fail "flush --drop: '$(cat "$FP_TMP/drop.out")'; A's cache holds $res bytes"
+ask A "verify 12"; verified A 12
+res=$(fp_cache_stat H A resident)
+[ "$res" = $((PAGES * 4096)) ] || fp_fail "A read every page, its cache holds $res bytes"
+fp_log "ok: flush --drop: $dropped pages left A's cache, fetched again they hold seed 12"
 ask A "write 12"; wrote A
 side B B in
 say B "verify 12"

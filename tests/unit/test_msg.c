@@ -79,6 +79,7 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_REGION_READERS] = B(NAME) | B(READERS),
 	[MSG_T_HANDOVER] = B(NAME),
 	[MSG_T_FLUSH_SEAL] = B(NAME),
+	[MSG_T_FLUSH_DROP] = B(NAME),
 	[MSG_T_DISCARD] = B(NAME) | B(BASE) | B(SIZE),
 };
 
