@@ -87,6 +87,7 @@ static const char cli_migrate_usage[] =
 #define MIG_WAIT_MS	   (10u * 60 * 1000) /* each phase, at most */
 #define MIG_SWITCH_S	   60 /* --switchover-timeout's default */
 #define MIG_HO_TRIES	   3
+#define MIG_TOTAL_TRIES	   500 /* MIG_POLL_MS apart */
 
 struct mig {
 	const struct cli *c;
@@ -105,13 +106,14 @@ static int mig_caps(struct cli_qmp *q, int pause)
 {
 	struct json_object *args = json_object_new_object(),
 			   *caps = json_object_new_array(), *ret = NULL;
-	static const char *const names[] = { "x-ignore-shared",
+	/* events: a MIGRATION event wakes mig_wait() at each change */
+	static const char *const names[] = { "x-ignore-shared", "events",
 					     "pause-before-switchover" };
 	int err = -ENOMEM;
 
 	if (!args || !caps)
 		goto out;
-	for (int i = 0; i < 1 + !!pause; i++) {
+	for (int i = 0; i < 2 + !!pause; i++) {
 		struct json_object *cap = json_object_new_object();
 
 		if (fp_json_push(caps, cap) ||
@@ -220,7 +222,9 @@ static int mig_wait(struct mig *m, struct cli_qmp *q, const char *cmd,
 				(double)(evl_now_ms() - m->t0_ms) / 1000.0);
 			return -ETIMEDOUT;
 		}
-		nanosleep(&ts, NULL);
+		/* an event (the status changed) ends the wait at once */
+		if (cli_qmp_wait(q, MIG_POLL_MS) < 0)
+			nanosleep(&ts, NULL);
 	}
 }
 
@@ -339,6 +343,19 @@ static int mig_finish(struct mig *m)
 			m->region);
 		mig_resume_source(m);
 		goto out;
+	}
+	/* QEMU says completed a moment before it has counted the totals
+	 * (a MIGRATION event wakes us in between): asked again until it
+	 * has */
+	for (int i = 0; i < MIG_TOTAL_TRIES && !cli_qmp_u64(src, "total-time");
+	     i++) {
+		struct timespec ts = { .tv_nsec = MIG_POLL_MS * 1000000L };
+
+		nanosleep(&ts, NULL);
+		json_object_put(src);
+		src = NULL;
+		if (cli_qmp_cmd(&m->src, "query-migrate", NULL, &src))
+			break;
 	}
 	if (!m->keep && cli_qmp_cmd(&m->src, "quit", NULL, &ret))
 		cli_err("migrate: the source QEMU did not quit; it is "

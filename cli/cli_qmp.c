@@ -163,6 +163,20 @@ out:
 	return err;
 }
 
+int cli_qmp_wait(struct cli_qmp *q, int ms)
+{
+	struct json_object *o = NULL;
+	int save = q->timeout_ms, ret;
+
+	q->timeout_ms = ms;
+	ret = qmp_line(q, &o);
+	q->timeout_ms = save;
+	json_object_put(o);
+	if (ret == -ETIMEDOUT)
+		return 0;
+	return ret ? ret : 1;
+}
+
 const char *cli_qmp_str(struct json_object *o, const char *key)
 {
 	struct json_object *v;

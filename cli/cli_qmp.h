@@ -33,6 +33,12 @@ void cli_qmp_close(struct cli_qmp *q);
  */
 int cli_qmp_cmd(struct cli_qmp *q, const char *cmd, struct json_object *args,
 		struct json_object **ret);
+/*
+ * Waits up to @ms for a line from QEMU while no command is under way (an
+ * event: a MIGRATION status change, RESUME) and drops it. 1 if one came,
+ * 0 if none did, or -errno.
+ */
+int cli_qmp_wait(struct cli_qmp *q, int ms);
 /* String member @key of @o, or "" (the object owns it). */
 const char *cli_qmp_str(struct json_object *o, const char *key);
 /* Integer at @path ("ram.transferred") in @o, or 0. */
