@@ -166,15 +166,19 @@ static int64_t k_fault(struct k_map *k, uint64_t *addr, int ms)
 	}
 }
 
+/* A fault's kind by its flags: 0 WP, 1 MINOR, 2 MISSING (k_kinds[]). */
+static const char *const k_kinds[] = { "WP", "MINOR", "MISSING" };
+
+static int k_kind_idx(int64_t fl)
+{
+	return (fl & UFFD_PAGEFAULT_FLAG_WP)	  ? 0
+	       : (fl & UFFD_PAGEFAULT_FLAG_MINOR) ? 1
+						  : 2;
+}
+
 static const char *k_kind(int64_t fl)
 {
-	if (fl < 0)
-		return "none";
-	if (fl & UFFD_PAGEFAULT_FLAG_WP)
-		return "WP";
-	if (fl & UFFD_PAGEFAULT_FLAG_MINOR)
-		return "MINOR";
-	return "MISSING";
+	return fl < 0 ? "none" : k_kinds[k_kind_idx(fl)];
 }
 
 static int k_open(struct k_map *k)
@@ -280,29 +284,20 @@ static void k_sleep_ms(int ms)
 }
 
 /*
- * Serves the faults of threads on page @page until @n came: each is
- * counted by kind in @kinds (WP, MINOR, MISSING), and the first one lands
- * @w (n_w words) and maps the page (@wp). Returns 0, or -1 if they did
- * not all come.
+ * Serves the next fault, a thread's on page @page: lands @w (n_w words)
+ * and maps the page (@wp). Returns the fault's flags, or -1 if none came,
+ * on another page, or the page could not be mapped.
  */
-static int k_serve(struct k_map *k, unsigned int page, int n, int wp,
-		   const uint64_t *w, unsigned int n_w, int kinds[3])
+static int64_t k_serve(struct k_map *k, unsigned int page, int wp,
+		       const uint64_t *w, unsigned int n_w)
 {
-	for (int i = 0; i < n; i++) {
-		uint64_t addr;
-		int64_t fl = k_fault(k, &addr, K_WAIT_MS);
+	uint64_t addr;
+	int64_t fl = k_fault(k, &addr, K_WAIT_MS);
 
-		if (fl < 0 || addr != k_addr(k, page))
-			return -1;
-		kinds[(fl & UFFD_PAGEFAULT_FLAG_WP)	 ? 0
-		      : (fl & UFFD_PAGEFAULT_FLAG_MINOR) ? 1
-							 : 2]++;
-		if (!i && w)
-			k_land(k, page, w, n_w);
-		if (k_continue(k, page, wp))
-			return -1;
-	}
-	return 0;
+	if (fl < 0 || addr != k_addr(k, page))
+		return -1;
+	k_land(k, page, w, n_w);
+	return k_continue(k, page, wp) ? -1 : fl;
 }
 
 /*
@@ -317,9 +312,7 @@ static void k_drain(struct k_map *k, unsigned int page, int wp, int kinds[3])
 
 	while ((fl = k_fault(k, &addr, 50)) >= 0) {
 		if (kinds)
-			kinds[(fl & UFFD_PAGEFAULT_FLAG_WP)	 ? 0
-			      : (fl & UFFD_PAGEFAULT_FLAG_MINOR) ? 1
-								 : 2]++;
+			kinds[k_kind_idx(fl)]++;
 		if (addr == k_addr(k, page))
 			k_continue(k, page, wp);
 	}
@@ -383,6 +376,7 @@ static void k_fact_recall(struct k_map *k)
 	uint64_t snap[K_WRITERS], again[K_WRITERS], fresh[K_WRITERS];
 	uint64_t before[K_WRITERS];
 	int kinds[3] = { 0 }, stopped = 1, ret;
+	int64_t fl;
 
 	/* word 2 for the reader: under TSan an atomic access locks its
 	 * word's sync object, which a writer stopped in a fault holds */
@@ -414,9 +408,10 @@ static void k_fact_recall(struct k_map *k)
 	      (unsigned long long)snap[1]);
 	for (int i = 0; i < K_WRITERS; i++) {
 		uint64_t addr;
-		int64_t fl = k_fault(k, &addr, K_WAIT_MS);
 
-		kinds[(fl >= 0 && (fl & UFFD_PAGEFAULT_FLAG_WP)) ? 0 : 1]++;
+		fl = k_fault(k, &addr, K_WAIT_MS);
+		if (fl >= 0)
+			kinds[k_kind_idx(fl)]++;
 	}
 	k_say(kinds[0] == K_WRITERS,
 	      "2. each writer waits in a WP fault (%d of %d)", kinds[0],
@@ -433,14 +428,11 @@ static void k_fact_recall(struct k_map *k)
 	uffd_wake(k->uffd, k_addr(k, 1), K_PG);
 	for (int i = 0; i < K_WRITERS; i++)
 		fresh[i] = snap[i] + K_NEW;
-	ret = k_serve(k, 1, 1, 0, fresh, K_WRITERS, kinds);
-	k_say(!ret && kinds[2] == 1 && !kinds[0] && !kinds[1],
+	fl = k_serve(k, 1, 0, fresh, K_WRITERS);
+	k_say(fl >= 0 && k_kind_idx(fl) == 2,
 	      "3. punched while protected and woken (RECALL_M), a writer "
 	      "faults again: %s",
-	      kinds[0]	 ? "WP"
-	      : kinds[1] ? "MINOR"
-	      : kinds[2] ? "MISSING"
-			 : "none");
+	      k_kind(fl));
 	k_drain(k, 1, 0, NULL);
 	for (int i = 0; i < K_WRITERS; i++)
 		k_progress(&wr[i], before[i], 1000);
@@ -465,6 +457,7 @@ static void k_fact_inv(struct k_map *k)
 	struct k_thread r[K_READERS];
 	uint64_t w0 = 11, w1 = 12, from[K_READERS];
 	int kinds[3] = { 0 }, ok = 1;
+	int64_t fl;
 
 	k_land(k, 2, &w0, 1);
 	if (k_continue(k, 2, 1)) {
@@ -478,8 +471,11 @@ static void k_fact_inv(struct k_map *k)
 			ok = 0;
 	k_punch(k, 2);
 	/* each reader faults; the first fault lands 12 (DATA_S again) */
-	if (k_serve(k, 2, 1, 1, &w1, 1, kinds))
+	fl = k_serve(k, 2, 1, &w1, 1);
+	if (fl < 0)
 		ok = 0;
+	else
+		kinds[k_kind_idx(fl)]++;
 	k_drain(k, 2, 1, kinds);
 	for (int i = 0; i < K_READERS; i++)
 		from[i] = atomic_load(&r[i].done);
