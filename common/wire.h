@@ -34,6 +34,24 @@
  *        owner that checks grants answers READ and WRITE outside this
  *        connection's grants EACCES; a WRITE must carry the generation of
  *        a write grant covering it.
+ * COH:   a message of the coherence protocol of a coherent region's page
+ *        (node/coherent/coh.h) from a host to the page's home (this
+ *        owner): flags = its type (WIRE_COH_GETS ... WIRE_COH_RECALL_ACK),
+ *        off = the page's pool offset, len = WIRE_COH_PAGE for the types
+ *        that carry the page (PUTM, RECALL_ACK) and 0 for the others; the
+ *        page follows the header as a WRITE's data does. One reply each,
+ *        when the home has taken it (a request the home keeps while it
+ *        waits for other hosts is answered later, replies are matched by
+ *        tag): status 0 or errno, aux = the reply's type (WIRE_COH_DATA_S
+ *        or WIRE_COH_DATA_M with the page, len WIRE_COH_PAGE; PUT_ACK or
+ *        ACK, len 0). A host is its connection (the first COH on a
+ *        connection makes it one): its copies go with it, and a newer
+ *        connection of the same peer and client resets what the home had
+ *        for the older one.
+ * COH_PUSH: home -> host only, on the connection the host's COH came on,
+ *        tag 0, len 0, status = WIRE_COH_INV, WIRE_COH_RECALL_S or
+ *        WIRE_COH_RECALL_M, aux = the page's pool offset; answered with a
+ *        COH INV_ACK or RECALL_ACK request.
  */
 #ifndef COMMON_WIRE_H
 #define COMMON_WIRE_H
@@ -50,7 +68,28 @@ enum wire_op {
 	WIRE_OP_READ = 2,
 	WIRE_OP_WRITE = 3,
 	WIRE_OP_GRANT = 4,
+	WIRE_OP_COH = 5,
+	WIRE_OP_COH_PUSH = 6,
 };
+
+/* COH types (host -> home: flags of a request; home -> host: aux of a
+ * reply, status of a push) */
+enum wire_coh {
+	WIRE_COH_GETS = 1,
+	WIRE_COH_GETM = 2,
+	WIRE_COH_PUTM = 3, /* the page follows */
+	WIRE_COH_PUTS = 4,
+	WIRE_COH_INV_ACK = 5,
+	WIRE_COH_RECALL_ACK = 6, /* the page follows */
+	WIRE_COH_DATA_S = 7,	 /* reply: the page follows */
+	WIRE_COH_DATA_M = 8,	 /* reply: the page follows */
+	WIRE_COH_PUT_ACK = 9,	 /* reply */
+	WIRE_COH_ACK = 10,	 /* reply to PUTS, INV_ACK, RECALL_ACK */
+	WIRE_COH_INV = 11,	 /* push */
+	WIRE_COH_RECALL_S = 12,	 /* push */
+	WIRE_COH_RECALL_M = 13,	 /* push */
+};
+#define WIRE_COH_PAGE 4096u
 
 /* GRANT flags: the grants are given back (dropped from the session) */
 #define WIRE_F_GRANT_DROP 0x1u

@@ -342,7 +342,13 @@ int pagesrv_create(const struct pagesrv_cfg *cfg, struct pagesrv **out)
 	s->n_wgens = (cfg->pool_size + MSG_POOL_SEG - 1) / MSG_POOL_SEG;
 	s->wgens = calloc(s->n_wgens ? s->n_wgens : 1, sizeof(*s->wgens));
 	s->floors = pggrant_floors_new(cfg->pool_size);
-	if (!s->wgens || !s->floors) {
+	if (!s->wgens || !s->floors ||
+	    (cfg->coherent &&
+	     pagesrv_coh_init(s, &(const struct pagesrv_coh_up){
+					 .close = pagesrv_conn_close,
+					 .kick = pagesrv_conn_send_kick,
+				 }))) {
+		pagesrv_coh_fini(s);
 		pggrant_floors_free(s->floors);
 		free(s->wgens);
 		free(s);
@@ -479,6 +485,7 @@ void pagesrv_destroy(struct pagesrv *s)
 		c->inflight = 0;
 		pagesrv_conn_free(c);
 	}
+	pagesrv_coh_fini(s);
 	bufpool_fini(&s->bufs);
 	free(s->wgens);
 	pggrant_floors_free(s->floors);
@@ -514,6 +521,14 @@ void pagesrv_stats(const struct pagesrv *s, struct pagesrv_stats *st)
 	for (int i = 0; i < PAGESRV_CLOSED_N; i++)
 		st->closed[i] = atomic_load_explicit(&s->st_closed[i],
 						     memory_order_relaxed);
+	st->coh_msgs =
+		atomic_load_explicit(&s->st_coh_msgs, memory_order_relaxed);
+	st->coh_grants =
+		atomic_load_explicit(&s->st_coh_grants, memory_order_relaxed);
+	st->coh_invs =
+		atomic_load_explicit(&s->st_coh_invs, memory_order_relaxed);
+	st->coh_recalls =
+		atomic_load_explicit(&s->st_coh_recalls, memory_order_relaxed);
 }
 
 const char *pagesrv_closed_name(enum pagesrv_closed why)

@@ -50,6 +50,9 @@ struct pagesrv_cfg {
 	/* a connection not done with its handshake this long after accept
 	 * is closed; 0 = 5000 */
 	unsigned int hs_timeout_ms;
+	/* serve coherence messages (wire.h COH): this node is the home of
+	 * its chunks of coherent regions; false: COH is an unknown op */
+	bool coherent;
 	/* replicated regions (pgfence.h): READ and WRITE inside a fenced
 	 * extent are refused ESTALE, WRITEs set rebuild marks; NULL: none.
 	 * The caller keeps it until pagesrv_destroy() returns. */
@@ -141,6 +144,10 @@ struct pagesrv_stats {
 	uint64_t grant_refusals;
 	/* sessions closed for their limits, new or old, by reason */
 	uint64_t closed[PAGESRV_CLOSED_N];
+	/* coherence, as the home of coherent regions' pages: messages
+	 * taken, pages granted (DATA_S, DATA_M), invalidations and recalls
+	 * sent */
+	uint64_t coh_msgs, coh_grants, coh_invs, coh_recalls;
 };
 
 /* Snapshot of the counters (atomics); callable from any thread. */

@@ -38,6 +38,7 @@ void pagesrv_conn_free(struct pagesrv_conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	s->nconns--;
+	pagesrv_coh_conn_gone(c);
 	if (!c->closing)
 		s->nlive--;
 	if (c->in_hs)
@@ -67,6 +68,7 @@ void pagesrv_conn_close(struct pagesrv_conn *c)
 		return;
 	pagesrv_conn_hs_end(c);
 	pagesrv_conn_sess_end(c);
+	pagesrv_coh_conn_gone(c);
 	c->closing = true;
 	c->s->nlive--;
 	if (!c->inflight) {
@@ -115,8 +117,8 @@ static int pagesrv_conn_read(struct pagesrv_conn *c, const struct wire_hdr *h,
 	struct pagesrv *s = c->s;
 	uint8_t *own = NULL;
 
-	if (checked &&
-	    !pagesrv_conn_is_granted(c, false, h->arg, h->len, false, 0)) {
+	if (checked && !pagesrv_conn_is_granted(c, PGGRANT_READ, h->arg, h->len,
+						false, 0)) {
 		pagesrv_count(&s->st_errors, 1);
 		return pagesrv_conn_reply(c, WIRE_OP_READ, EACCES, 0, h->tag, 0,
 					  NULL, NULL);
@@ -253,6 +255,63 @@ static int pagesrv_conn_on_grant(struct pagesrv_conn *c,
 	return 0;
 }
 
+/*
+ * A COH request (its record opened; @page: its page, or NULL): checked,
+ * then to the directory (pagesrv_coh.c), inside the grants' gate. Returns
+ * 0 or -errno (the connection ends).
+ */
+static int pagesrv_conn_coh(struct pagesrv_conn *c, const struct wire_hdr *h,
+			    const uint8_t *page)
+{
+	struct pagesrv *s = c->s;
+	bool checked = pagesrv_conn_is_checked(c);
+	int st = pagesrv_coh_check(s, h), ret;
+
+	if (st < 0) {
+		pagesrv_refusal_log(s, c->name, "coherence: bad len, closing");
+		return st;
+	}
+	if (st) {
+		pagesrv_count(&s->st_errors, 1);
+		return pagesrv_conn_reply(c, WIRE_OP_COH, (uint16_t)st, 0,
+					  h->tag, WIRE_COH_ACK, NULL, NULL);
+	}
+	if (checked)
+		pggrant_gate_enter(s->floors);
+	/* taking or giving back a page to write needs a write grant */
+	if (checked &&
+	    !pagesrv_conn_is_granted(c,
+				     pagesrv_coh_is_write(h) ? PGGRANT_WRITE_ANY
+							     : PGGRANT_READ,
+				     h->arg, WIRE_COH_PAGE, false, 0)) {
+		pggrant_gate_leave(s->floors);
+		pagesrv_count(&s->st_errors, 1);
+		return pagesrv_conn_reply(c, WIRE_OP_COH, EACCES, 0, h->tag,
+					  WIRE_COH_ACK, NULL, NULL);
+	}
+	ret = pagesrv_coh_on(c, h, page);
+	if (checked)
+		pggrant_gate_leave(s->floors);
+	return ret;
+}
+
+/* The active COH's page is staged (secure: with its tag): opened, then
+ * taken. */
+static int pagesrv_conn_coh_end(struct pagesrv_conn *c)
+{
+	struct iovec v = { c->stage, c->wr_len };
+	struct wire_hdr h;
+
+	c->wr_active = false;
+	if (c->sess && auth_open(c->sess, c->wr_hdr, WIRE_HDR_LEN, &v, 1,
+				 c->stage + c->wr_len)) {
+		pagesrv_conn_record_fail(c, "COH");
+		return -EBADMSG;
+	}
+	wire_hdr_unpack(c->wr_hdr, &h);
+	return pagesrv_conn_coh(c, &h, c->stage);
+}
+
 /* No room to answer another request now: replies back up. */
 static bool pagesrv_conn_is_full(const struct pagesrv_conn *c)
 {
@@ -268,13 +327,16 @@ static int pagesrv_conn_on_request(struct pagesrv_conn *c, const uint8_t *b,
 {
 	if (c->sess &&
 	    auth_open(c->sess, b, WIRE_HDR_LEN, NULL, 0, b + WIRE_HDR_LEN)) {
-		pagesrv_conn_record_fail(c, h->op == WIRE_OP_READ ? "READ"
-								  : "HELLO");
+		pagesrv_conn_record_fail(c, h->op == WIRE_OP_READ  ? "READ"
+					    : h->op == WIRE_OP_COH ? "COH"
+								   : "HELLO");
 		return -EBADMSG;
 	}
 	c->writer = false;
 	if (h->op == WIRE_OP_HELLO)
 		return pagesrv_conn_on_hello(c, h);
+	if (h->op == WIRE_OP_COH)
+		return pagesrv_conn_coh(c, h, NULL);
 	return pagesrv_conn_on_read(c, h);
 }
 
@@ -321,10 +383,9 @@ static int pagesrv_conn_parse(struct pagesrv_conn *c)
 			n = c->rlen - pos;
 			if (n > c->wr_left)
 				n = c->wr_left;
-			if (n && c->sess)
-				memcpy(c->stage + c->wr_len + AUTH_TAG_LEN -
-					       c->wr_left,
-				       c->rbuf + pos, n);
+			if (n && pagesrv_conn_is_staged(c))
+				memcpy(pagesrv_conn_stage_at(c), c->rbuf + pos,
+				       n);
 			else if (n && pagesrv_conn_is_to_pool(c))
 				memcpy(s->pool + c->wr_off + c->wr_len -
 					       c->wr_left,
@@ -335,6 +396,8 @@ static int pagesrv_conn_parse(struct pagesrv_conn *c)
 				break;
 			if (c->wr_op == WIRE_OP_GRANT)
 				ret = pagesrv_conn_grant_end(c);
+			else if (c->wr_op == WIRE_OP_COH)
+				ret = pagesrv_conn_coh_end(c);
 			else if (c->sess)
 				ret = pagesrv_conn_write_open(c);
 			else
@@ -351,7 +414,26 @@ static int pagesrv_conn_parse(struct pagesrv_conn *c)
 			ret = -EPROTO;
 			break;
 		}
-		if (h.op == WIRE_OP_HELLO || h.op == WIRE_OP_READ) {
+		if (h.op == WIRE_OP_COH && !s->coh) {
+			pagesrv_refusal_log(s, c->name,
+					    "coherence not served here, "
+					    "closing");
+			ret = -EPROTO;
+			break;
+		} else if (h.op == WIRE_OP_COH && h.len) {
+			if (h.len != WIRE_COH_PAGE) {
+				pagesrv_refusal_log(s, c->name,
+						    "coherence: bad len, "
+						    "closing");
+				ret = -EPROTO;
+				break;
+			}
+			c->writer = true;
+			ret = pagesrv_conn_stage(c, &h, NULL);
+			if (ret)
+				break;
+		} else if (h.op == WIRE_OP_HELLO || h.op == WIRE_OP_READ ||
+			   h.op == WIRE_OP_COH) {
 			/* secure: header and tag, one record */
 			if (c->rlen - pos < WIRE_HDR_LEN + tlen)
 				break;
@@ -401,7 +483,7 @@ static size_t pagesrv_conn_reply_size(const struct pagesrv_conn *c,
 }
 
 /* One SENDMSG for everything queued (up to PAGESRV_IOV_MAX iovecs). */
-static void pagesrv_conn_send(struct pagesrv_conn *c)
+void pagesrv_conn_send_kick(struct pagesrv_conn *c)
 {
 	struct io_uring_sqe *sqe;
 	struct pagesrv_reply *r;
@@ -466,8 +548,8 @@ static size_t pagesrv_conn_recv_room(struct pagesrv_conn *c, uint8_t **buf,
 	if (c->q_n >= PAGESRV_REPLY_HIGH || c->q_bytes >= PAGESRV_SEAL_HIGH ||
 	    c->wr_wait)
 		return 0;
-	if (c->wr_active && c->sess && !c->rlen) {
-		*buf = c->stage + c->wr_len + AUTH_TAG_LEN - c->wr_left;
+	if (pagesrv_conn_is_staged(c) && !c->rlen) {
+		*buf = pagesrv_conn_stage_at(c);
 		*to = PAGESRV_TO_STAGE;
 		return c->wr_left;
 	}
@@ -556,7 +638,7 @@ void pagesrv_conn_serve(struct pagesrv_conn *c)
 		pagesrv_conn_close(c);
 		return;
 	}
-	pagesrv_conn_send(c);
+	pagesrv_conn_send_kick(c);
 	pagesrv_conn_recv(c);
 }
 
@@ -589,7 +671,7 @@ void pagesrv_conn_on_send(struct pagesrv_conn *c, int res)
 	size_t left = res > 0 ? (size_t)res : 0, rest;
 
 	if (res == -EINTR || res == -EAGAIN) {
-		pagesrv_conn_send(c);
+		pagesrv_conn_send_kick(c);
 		return;
 	}
 	if (res <= 0) {

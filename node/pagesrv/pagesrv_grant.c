@@ -24,26 +24,35 @@ bool pagesrv_conn_is_checked(const struct pagesrv_conn *c)
 }
 
 /*
- * A READ (@write false) or WRITE of generation @wgen (@has_wgen: one was
- * sent) of [off, off + len), inside the pool: true if the grants of @c
- * cover it, else counted and logged (EACCES). Inside the gate.
+ * A READ (@need PGGRANT_READ), a WRITE of generation @wgen (PGGRANT_WRITE;
+ * @has_wgen: one was sent) or a coherence message that takes or gives
+ * back a page to write (PGGRANT_WRITE_ANY) of [off, off + len), inside
+ * the pool: true if the grants of @c cover it, else counted and logged
+ * (EACCES). Inside the gate.
  */
-bool pagesrv_conn_is_granted(struct pagesrv_conn *c, bool write, uint64_t off,
-			     uint32_t len, bool has_wgen, uint64_t wgen)
+bool pagesrv_conn_is_granted(struct pagesrv_conn *c, enum pggrant_need need,
+			     uint64_t off, uint32_t len, bool has_wgen,
+			     uint64_t wgen)
 {
 	struct pagesrv *s = c->s;
 	char why[200];
 
-	if ((!write || has_wgen) &&
-	    pggrant_tab_covers(&c->grants, s->floors, off, len, write, wgen,
+	if ((need != PGGRANT_WRITE || has_wgen) &&
+	    pggrant_tab_covers(&c->grants, s->floors, off, len, need, wgen,
 			       grant_now_ms()))
 		return true;
 	pagesrv_count(&s->st_grant_refusals, 1);
-	if (!write)
+	if (need == PGGRANT_READ)
 		snprintf(why, sizeof(why),
 			 "read of %u bytes at %#" PRIx64 " refused: not "
 			 "inside this session's read grants (grants held: %u)",
 			 len, off, c->grants.n);
+	else if (need == PGGRANT_WRITE_ANY)
+		snprintf(why, sizeof(why),
+			 "coherent write of the page at %#" PRIx64
+			 " refused: not inside this session's write grants "
+			 "(grants held: %u)",
+			 off, c->grants.n);
 	else if (!has_wgen)
 		snprintf(why, sizeof(why),
 			 "write of %u bytes at %#" PRIx64 " refused: it "

@@ -2,8 +2,9 @@
 /*
  * The page server's own declarations, shared by its files, each of which
  * calls only those below it: pagesrv.c (the thread, its ring, accepting),
- * pagesrv_hs.c, pagesrv_conn.c, pagesrv_write.c, pagesrv_grant.c and
- * pagesrv_base.c. Not for anyone else.
+ * pagesrv_hs.c, pagesrv_conn.c, pagesrv_coh.c (coherence; what it needs
+ * of pagesrv_conn.c through struct pagesrv_coh_up), pagesrv_write.c,
+ * pagesrv_grant.c and pagesrv_base.c. Not for anyone else.
  */
 #ifndef NODE_PAGESRV_INT_H
 #define NODE_PAGESRV_INT_H
@@ -166,6 +167,8 @@ struct pagesrv_conn {
 	uint32_t gen;
 	bool fenced;
 	bool said_hello;
+	/* coherence (pagesrv_coh.c): its participant + 1, 0: none */
+	int coh_part;
 	uint32_t wr_len, wr_left; /* secure: wr_left counts the tag too */
 	uint64_t wr_tag, wr_off;
 	/* secure: the handshake until done (in_hs: counted in s->nhs, under
@@ -278,6 +281,9 @@ struct pagesrv {
 	 * pool (server thread only) */
 	uint64_t *wgens;
 	uint64_t n_wgens;
+	/* the directory of coherent regions' pages homed here
+	 * (pagesrv_coh.c; server thread only) */
+	struct pagesrv_coh *coh;
 	_Atomic uint64_t st_conns;
 	_Atomic uint64_t st_reads;
 	_Atomic uint64_t st_bytes;
@@ -291,6 +297,10 @@ struct pagesrv {
 	_Atomic uint64_t st_refused;
 	_Atomic uint64_t st_grant_refusals;
 	_Atomic uint64_t st_closed[PAGESRV_CLOSED_N];
+	_Atomic uint64_t st_coh_msgs;
+	_Atomic uint64_t st_coh_grants;
+	_Atomic uint64_t st_coh_invs;
+	_Atomic uint64_t st_coh_recalls;
 };
 
 static inline void pagesrv_count(_Atomic uint64_t *c, uint64_t n)
@@ -331,22 +341,42 @@ void pagesrv_tick_arm(struct pagesrv *s);
 /* ---- pagesrv_grant.c ---- */
 
 bool pagesrv_conn_is_checked(const struct pagesrv_conn *c);
-bool pagesrv_conn_is_granted(struct pagesrv_conn *c, bool write, uint64_t off,
-			     uint32_t len, bool has_wgen, uint64_t wgen);
+bool pagesrv_conn_is_granted(struct pagesrv_conn *c, enum pggrant_need need,
+			     uint64_t off, uint32_t len, bool has_wgen,
+			     uint64_t wgen);
 int pagesrv_conn_grant_end(struct pagesrv_conn *c);
 
 /* ---- pagesrv_write.c ---- */
 
 void pagesrv_conn_fence(struct pagesrv_conn *c, uint64_t client, uint32_t gen);
 bool pagesrv_conn_is_to_pool(const struct pagesrv_conn *c);
+bool pagesrv_conn_is_staged(const struct pagesrv_conn *c);
+uint8_t *pagesrv_conn_stage_at(struct pagesrv_conn *c);
 int pagesrv_conn_stage(struct pagesrv_conn *c, const struct wire_hdr *h,
 		       const uint8_t *g);
 int pagesrv_conn_on_write(struct pagesrv_conn *c, const struct wire_hdr *h,
 			  const uint8_t *g);
 uint16_t pagesrv_conn_write_apply(struct pagesrv_conn *c, bool checked);
 
+/* ---- pagesrv_coh.c ---- */
+
+/* What pagesrv_coh.c needs of the connections above it. */
+struct pagesrv_coh_up {
+	void (*close)(struct pagesrv_conn *c);
+	void (*kick)(struct pagesrv_conn *c); /* a reply queued: send */
+};
+
+int pagesrv_coh_init(struct pagesrv *s, const struct pagesrv_coh_up *up);
+void pagesrv_coh_fini(struct pagesrv *s);
+int pagesrv_coh_check(const struct pagesrv *s, const struct wire_hdr *h);
+bool pagesrv_coh_is_write(const struct wire_hdr *h);
+int pagesrv_coh_on(struct pagesrv_conn *c, const struct wire_hdr *h,
+		   const uint8_t *page);
+void pagesrv_coh_conn_gone(struct pagesrv_conn *c);
+
 /* ---- pagesrv_conn.c ---- */
 
+void pagesrv_conn_send_kick(struct pagesrv_conn *c);
 void pagesrv_conn_free(struct pagesrv_conn *c);
 void pagesrv_conn_close(struct pagesrv_conn *c);
 void pagesrv_conn_put(struct pagesrv_conn *c);

@@ -130,16 +130,30 @@ static uint16_t pagesrv_wgen_check(struct pagesrv *s, const char *who,
 	return 0;
 }
 
+/* True if the active request's body is staged: secure, or a COH's page
+ * (it goes to the pool only if the directory takes it). */
+bool pagesrv_conn_is_staged(const struct pagesrv_conn *c)
+{
+	return c->wr_active && (c->sess || c->wr_op == WIRE_OP_COH);
+}
+
+/* Where the staged body's next byte goes. */
+uint8_t *pagesrv_conn_stage_at(struct pagesrv_conn *c)
+{
+	return c->stage + c->wr_len + (c->sess ? AUTH_TAG_LEN : 0) - c->wr_left;
+}
+
 /*
- * Secure: a WRITE or GRANT header (and a WRITE's generation, @g:
+ * Secure: a WRITE, GRANT or COH header (and a WRITE's generation, @g:
  * WIRE_WGEN_LEN bytes, or NULL); its body and tag are staged. Nothing but
  * its len is looked at before the record opens (pagesrv_conn_write_open(),
- * pagesrv_conn_grant_end()). Returns 0 or -ENOMEM.
+ * pagesrv_conn_grant_end()). Insecure, a COH's page alike, without a tag.
+ * Returns 0 or -ENOMEM.
  */
 int pagesrv_conn_stage(struct pagesrv_conn *c, const struct wire_hdr *h,
 		       const uint8_t *g)
 {
-	uint32_t need = h->len + AUTH_TAG_LEN;
+	uint32_t need = h->len + (c->sess ? AUTH_TAG_LEN : 0);
 	uint8_t *p;
 
 	if (c->stage_cap < need) {
@@ -250,8 +264,8 @@ uint16_t pagesrv_conn_write_apply(struct pagesrv_conn *c, bool checked)
 			c->name, c->wr_len, (unsigned long long)c->wr_off);
 		return ERANGE;
 	}
-	if (checked && !pagesrv_conn_is_granted(c, true, c->wr_off, c->wr_len,
-						has_wgen, wgen))
+	if (checked && !pagesrv_conn_is_granted(c, PGGRANT_WRITE, c->wr_off,
+						c->wr_len, has_wgen, wgen))
 		return EACCES;
 	if (pgfence_hit(s->fence, c->wr_off, c->wr_len)) {
 		log_dbg("%s: write at %#llx refused: a fenced replica", c->name,

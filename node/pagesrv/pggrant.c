@@ -268,12 +268,14 @@ void pggrant_gate_leave(struct pggrant_floors *f)
 }
 
 /* True if grant @g counts for a byte of a segment of floor @floor. */
-static bool pggrant_counts(const struct pggrant *g, uint64_t floor, bool write,
-			   uint64_t wgen, uint64_t now)
+static bool pggrant_counts(const struct pggrant *g, uint64_t floor,
+			   enum pggrant_need need, uint64_t wgen, uint64_t now)
 {
 	if (g->expires_ms <= now || g->epoch < floor)
 		return false;
-	if (write)
+	if (need == PGGRANT_WRITE_ANY)
+		return g->rights & GRANT_WRITE;
+	if (need == PGGRANT_WRITE)
 		return (g->rights & GRANT_WRITE) && g->wgen == wgen;
 	return g->rights & GRANT_READ;
 }
@@ -284,8 +286,9 @@ static bool pggrant_counts(const struct pggrant *g, uint64_t floor, bool write,
  * growing, until it reaches @b or a grant starts past it (a gap).
  */
 static bool pggrant_tab_covers_seg(const struct pggrant_tab *t, uint64_t a,
-				   uint64_t b, uint64_t floor, bool write,
-				   uint64_t wgen, uint64_t now)
+				   uint64_t b, uint64_t floor,
+				   enum pggrant_need write, uint64_t wgen,
+				   uint64_t now)
 {
 	uint64_t reach = a;
 
@@ -302,7 +305,8 @@ static bool pggrant_tab_covers_seg(const struct pggrant_tab *t, uint64_t a,
 
 bool pggrant_tab_covers(const struct pggrant_tab *t,
 			const struct pggrant_floors *f, uint64_t off,
-			uint64_t len, bool write, uint64_t wgen, uint64_t now)
+			uint64_t len, enum pggrant_need write, uint64_t wgen,
+			uint64_t now)
 {
 	uint64_t a = off, b, end = off + len, seg, floor;
 

@@ -111,15 +111,26 @@ int pggrant_floors_raise(struct pggrant_floors *f, uint64_t off, uint64_t len,
 void pggrant_gate_enter(struct pggrant_floors *f);
 void pggrant_gate_leave(struct pggrant_floors *f);
 
+/* What pggrant_tab_covers() looks for. */
+enum pggrant_need {
+	PGGRANT_READ = 0,
+	PGGRANT_WRITE = 1, /* write grants of the generation asked */
+	/* write grants of any generation (a coherent region's writes: the
+	 * directory, not a lease, orders them) */
+	PGGRANT_WRITE_ANY = 2,
+};
+
 /*
  * True if [off, off + len) (len > 0, inside the pool) is covered by the
  * grants of @t unexpired at @now whose epoch is not below the floor of
- * the segment each byte lies in: READ grants (@write false) or WRITE
- * grants of lease generation @wgen (@write true). The union may span
+ * the segment each byte lies in: READ grants (@write PGGRANT_READ), WRITE
+ * grants of lease generation @wgen (PGGRANT_WRITE) or of any generation
+ * (PGGRANT_WRITE_ANY). The union may span
  * several grants. Between pggrant_gate_enter() and _leave().
  */
 bool pggrant_tab_covers(const struct pggrant_tab *t,
 			const struct pggrant_floors *f, uint64_t off,
-			uint64_t len, bool write, uint64_t wgen, uint64_t now);
+			uint64_t len, enum pggrant_need write, uint64_t wgen,
+			uint64_t now);
 
 #endif

@@ -132,6 +132,16 @@ struct xport_cfg {
 	 */
 	unsigned int stall_ms;
 	atomic_uint_fast64_t *stalls;
+	/*
+	 * tcp, coherence (xport_ops.coh): a push (wire.h COH_PUSH) of @type
+	 * for the page at pool offset @off came from peer @node, called on
+	 * the loop's thread (it may post requests); NULL: a push is a
+	 * protocol error. peer_lost: the connection to peer @node ended,
+	 * called before any new one is made (NULL: not told).
+	 */
+	void (*coh_push)(void *arg, uint64_t node, unsigned int type,
+			 uint64_t off);
+	void (*peer_lost)(void *arg, uint64_t node);
 };
 
 /* xport_ops.mem_add @flags */
@@ -260,6 +270,19 @@ struct xport_ops {
 	 */
 	int (*grant)(struct xport_peer *p, uint64_t key, const uint8_t *g,
 		     uint32_t n);
+	/*
+	 * Optional (NULL: no coherence; verbs): a coherence request of
+	 * @type (wire.h WIRE_COH_*) for the page at pool offset @off of the
+	 * peer (its home). @page: WIRE_COH_PAGE bytes, the page it carries
+	 * (PUTM, RECALL_ACK) or where the page of its answer goes (GETS:
+	 * DATA_S, GETM: DATA_M), which the caller leaves alone until done;
+	 * NULL for the others. done(0) once the home answered (with the
+	 * page, for a GETS or GETM), done(-errno) if it refused or the
+	 * connection ended first. Requests go out in the order posted, on
+	 * one connection. Same returns as read.
+	 */
+	int (*coh)(struct xport_peer *p, unsigned int type, uint64_t off,
+		   void *page, uint64_t tag);
 	/* Handles a CQE whose struct req (op req_op) this transport owns. */
 	void (*on_cqe)(struct xport *x, struct io_uring_cqe *cqe);
 	/* Periodic: reconnects DOWN peers with backoff. */

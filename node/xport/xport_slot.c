@@ -105,6 +105,8 @@ void xport_slots_put(struct xport_slots *ss, uint32_t idx)
 /* Counts a request the peer accepted: done will be called for it. */
 static void xport_slot_accept(struct xport_slots *ss, struct xport_slot *s)
 {
+	if (s->op == XPORT_SLOT_COH)
+		return;
 	if (s->op == XPORT_SLOT_WRITE)
 		ss->st.wposted++;
 	else
@@ -151,7 +153,7 @@ void xport_slots_sent(struct xport_slots *ss, uint32_t idx)
 		xport_slot_accept(ss, s);
 	s->state = XPORT_SLOT_SENT;
 	s->sent = true;
-	if (ss->tot)
+	if (ss->tot && s->op != XPORT_SLOT_COH)
 		xport_slot_stat_add(s->op == XPORT_SLOT_WRITE
 					    ? &ss->tot->wposted
 					    : &ss->tot->posted,
@@ -167,6 +169,8 @@ static void xport_slot_count(struct xport_stats *st, const struct xport_slot *s,
 	uint64_t *bytes = w ? &st->wbytes : &st->bytes;
 	uint64_t *failed = w ? &st->wfailed : &st->failed;
 
+	if (s->op == XPORT_SLOT_COH)
+		return;
 	if (!atomic) {
 		if (status == 0) {
 			(*ok)++;

@@ -27,6 +27,10 @@
 enum xport_slot_op {
 	XPORT_SLOT_READ = 0,
 	XPORT_SLOT_WRITE,
+	/* a coherence message (tcp, xport_ops.coh): not counted in the
+	 * stats, and so never awaited by the stall watch (a home answers a
+	 * request once other hosts gave their copies up) */
+	XPORT_SLOT_COH,
 };
 
 enum xport_slot_state {
@@ -49,6 +53,7 @@ struct xport_slot {
 	uint64_t off;
 	uint64_t tag;  /* the caller's */
 	uint64_t wgen; /* a write's write-lease generation (TCP sends it) */
+	uint8_t coh;   /* XPORT_SLOT_COH: its type (wire.h WIRE_COH_*) */
 	void *buf;     /* a read's dst, a write's src */
 	uint64_t aux;  /* the transport's own */
 };

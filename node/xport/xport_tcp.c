@@ -191,6 +191,26 @@ static void xport_tcp_peer_close(struct xport_peer *pp)
 	xport_tcp_peer_put(p);
 }
 
+/* Taken slot @idx: sent at once when UP (given back if that fails),
+ * queued while CONNECTING. */
+static int xport_tcp_slot_post(struct xport_tcp_peer *p, uint32_t idx)
+{
+	int ret;
+
+	if (p->state == XPORT_PEER_UP) {
+		ret = xport_tcp_slot_encode(p, idx);
+		if (ret) {
+			xport_slots_put(&p->slots, idx);
+			return ret;
+		}
+		xport_tcp_conn_kick(p->conn);
+		xport_tcp_flush(p->x);
+		return 0;
+	}
+	xport_slots_queue(&p->slots, idx);
+	return 0;
+}
+
 /* A read or write: sent at once when UP, queued while CONNECTING. */
 static int xport_tcp_submit(struct xport_tcp_peer *p, enum xport_slot_op op,
 			    uint64_t off, uint32_t len, void *buf,
@@ -208,18 +228,7 @@ static int xport_tcp_submit(struct xport_tcp_peer *p, enum xport_slot_op op,
 	if (idx == XPORT_TCP_NIL)
 		return -EAGAIN;
 	p->slots.v[idx].wgen = wgen;
-	if (p->state == XPORT_PEER_UP) {
-		ret = xport_tcp_slot_encode(p, idx);
-		if (ret) {
-			xport_slots_put(&p->slots, idx);
-			return ret;
-		}
-		xport_tcp_conn_kick(p->conn);
-		xport_tcp_flush(p->x);
-		return 0;
-	}
-	xport_slots_queue(&p->slots, idx);
-	return 0;
+	return xport_tcp_slot_post(p, idx);
 }
 
 static int xport_tcp_read(struct xport_peer *pp, uint64_t off, uint32_t len,
@@ -301,6 +310,40 @@ static int xport_tcp_write(struct xport_peer *pp, uint64_t off, uint32_t len,
 	/* the slot's buf is only read from for a write */
 	return xport_tcp_submit(xport_tcp_peer_from(pp), XPORT_SLOT_WRITE, off,
 				len, (void *)src, wgen, tag);
+}
+
+/* Coherence: the types that carry a page out, and those whose answer
+ * brings one. */
+static bool xport_tcp_coh_puts(unsigned int type)
+{
+	return type == WIRE_COH_PUTM || type == WIRE_COH_RECALL_ACK;
+}
+
+static bool xport_tcp_coh_gets(unsigned int type)
+{
+	return type == WIRE_COH_GETS || type == WIRE_COH_GETM;
+}
+
+static int xport_tcp_coh(struct xport_peer *pp, unsigned int type, uint64_t off,
+			 void *page, uint64_t tag)
+{
+	struct xport_tcp_peer *p = xport_tcp_peer_from(pp);
+	bool data = xport_tcp_coh_puts(type) || xport_tcp_coh_gets(type);
+	uint32_t idx;
+	int ret;
+
+	if (type < WIRE_COH_GETS || type > WIRE_COH_RECALL_ACK ||
+	    !data != !page || off % WIRE_COH_PAGE)
+		return -EINVAL;
+	ret = xport_slots_check_peer(p->state, p->closed);
+	if (ret)
+		return ret;
+	idx = xport_slots_take(&p->slots, XPORT_SLOT_COH, off,
+			       data ? WIRE_COH_PAGE : 0, page, tag);
+	if (idx == XPORT_TCP_NIL)
+		return -EAGAIN;
+	p->slots.v[idx].coh = (uint8_t)type;
+	return xport_tcp_slot_post(p, idx);
 }
 
 static void xport_tcp_tick(struct xport *xx, uint64_t now_ms)
@@ -392,6 +435,8 @@ static int xport_tcp_create(const struct xport_cfg *cfg, struct xport **out)
 	x->auth_flags = cfg->auth_flags;
 	x->stall_ms = cfg->stall_ms;
 	x->stalls = cfg->stalls;
+	x->coh_push = cfg->coh_push;
+	x->peer_lost = cfg->peer_lost;
 	/* Off unless FARPAGE_TCP_DIRECT=on: on this kind of machine a page
 	 * opened into the alias costs the fault side more than one landed
 	 * and pwrite()n in (its page-table entries here, then dropped; see
@@ -505,6 +550,7 @@ const struct xport_ops xport_tcp_ops = {
 	.mem_del = xport_tcp_mem_del,
 	.write = xport_tcp_write,
 	.grant = xport_tcp_grant,
+	.coh = xport_tcp_coh,
 	.on_cqe = xport_tcp_on_cqe,
 	.tick = xport_tcp_tick,
 	.peer_state = xport_tcp_peer_state,

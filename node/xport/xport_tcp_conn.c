@@ -111,6 +111,15 @@ void xport_tcp_peer_fail_all(struct xport_tcp_peer *p, int status)
 	xport_tcp_peer_put(p);
 }
 
+/* A connection of @p ended (@had one): told, then @p's hold (taken by
+ * the caller) let go. */
+static void xport_tcp_peer_lost(struct xport_tcp_peer *p, bool had)
+{
+	if (had && p->x->peer_lost && !p->closed)
+		p->x->peer_lost(p->x->arg, p->info.node);
+	xport_tcp_peer_put(p);
+}
+
 /* Connection lost or never made: peer DOWN, tick() retries. */
 void xport_tcp_peer_down(struct xport_tcp_peer *p, int err, const char *what)
 {
@@ -121,12 +130,16 @@ void xport_tcp_peer_down(struct xport_tcp_peer *p, int err, const char *what)
 			 log_strerror(err));
 		p->down_logged = true;
 	}
+	bool had = p->conn;
+
+	p->refs++;
 	if (p->conn)
 		xport_tcp_conn_detach(p->conn);
 	p->state = XPORT_PEER_DOWN;
 	p->retry_at = 0;
 	p->conn_deadline = 0;
 	xport_tcp_peer_fail_all(p, 0);
+	xport_tcp_peer_lost(p, had);
 }
 
 void xport_tcp_peer_stale(struct xport_tcp_peer *p, uint64_t instance)
@@ -139,10 +152,14 @@ void xport_tcp_peer_stale(struct xport_tcp_peer *p, uint64_t instance)
 			p->info.instance);
 		p->stale_logged = true;
 	}
+	bool had = p->conn;
+
+	p->refs++;
 	if (p->conn)
 		xport_tcp_conn_detach(p->conn);
 	p->state = XPORT_PEER_STALE;
 	xport_tcp_peer_fail_all(p, -ESTALE);
+	xport_tcp_peer_lost(p, had);
 }
 
 void xport_tcp_peer_up(struct xport_tcp_peer *p, uint64_t instance)

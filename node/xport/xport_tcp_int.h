@@ -275,6 +275,9 @@ struct xport_tcp {
 	struct xport_tcp_mem *mem;
 	size_t n_mem, cap_mem;
 	bool no_direct; /* read_direct refused (FARPAGE_TCP_DIRECT not on) */
+	void (*coh_push)(void *arg, uint64_t node, unsigned int type,
+			 uint64_t off); /* xport_cfg.coh_push */
+	void (*peer_lost)(void *arg, uint64_t node);
 	unsigned int stall_ms;	      /* xport_cfg.stall_ms */
 	atomic_uint_fast64_t *stalls; /* xport_cfg.stalls, or NULL */
 	struct xport_tcp_peer *peers;

@@ -15,6 +15,74 @@
 #include "log.h"
 #include "wire.h"
 
+/* The op of the reply slot @s awaits. */
+static uint8_t xport_tcp_reply_op(const struct xport_slot *s)
+{
+	switch (s->op) {
+	case XPORT_SLOT_WRITE:
+		return WIRE_OP_WRITE;
+	case XPORT_SLOT_COH:
+		return WIRE_OP_COH;
+	default:
+		return WIRE_OP_READ;
+	}
+}
+
+/*
+ * A coherence request's reply (wire.h COH): the type its request awaits
+ * (GETS: DATA_S, GETM: DATA_M, both with the page, as a READ's data;
+ * PUTM: PUT_ACK; the rest ACK), or an errno without data. Returns 0 or
+ * -EPROTO.
+ */
+static int xport_tcp_conn_on_coh(struct xport_tcp_conn *c,
+				 struct xport_tcp_peer *p,
+				 const struct wire_hdr *h, uint32_t idx)
+{
+	struct xport_slot *s = &p->slots.v[idx];
+	unsigned int want;
+	bool puts = s->coh == WIRE_COH_PUTM || s->coh == WIRE_COH_RECALL_ACK;
+
+	switch (s->coh) {
+	case WIRE_COH_GETS:
+		want = WIRE_COH_DATA_S;
+		break;
+	case WIRE_COH_GETM:
+		want = WIRE_COH_DATA_M;
+		break;
+	case WIRE_COH_PUTM:
+		want = WIRE_COH_PUT_ACK;
+		break;
+	default:
+		want = WIRE_COH_ACK;
+	}
+	if (h->flags_status) {
+		if (h->len)
+			return -EPROTO;
+		if (puts)
+			xport_tcp_write_done(c, p, idx, -(int)h->flags_status);
+		else
+			xport_slots_finish(&p->slots, idx,
+					   -(int)h->flags_status);
+		return 0;
+	}
+	if (h->arg != want)
+		return -EPROTO;
+	if (want == WIRE_COH_DATA_S || want == WIRE_COH_DATA_M) {
+		if (h->len != WIRE_COH_PAGE || s->len != WIRE_COH_PAGE)
+			return -EPROTO;
+		c->ridx = idx;
+		c->rgot = 0;
+		return 0;
+	}
+	if (h->len)
+		return -EPROTO;
+	if (puts)
+		xport_tcp_write_done(c, p, idx, 0);
+	else
+		xport_slots_finish(&p->slots, idx, 0);
+	return 0;
+}
+
 /* One reply header; returns 0 or -EPROTO (connection to be dropped). */
 static int xport_tcp_conn_on_hdr(struct xport_tcp_conn *c,
 				 struct xport_tcp_peer *p,
@@ -58,14 +126,23 @@ static int xport_tcp_conn_on_hdr(struct xport_tcp_conn *c,
 			return xport_tcp_conn_grants_all(c, p) ? -EPROTO : 0;
 		return 0;
 	}
+	if (h->op == WIRE_OP_COH_PUSH) {
+		if (!c->x->coh_push || h->len || h->tag)
+			return -EPROTO;
+		c->x->coh_push(c->x->arg, p->info.node, h->flags_status,
+			       h->arg);
+		return 0;
+	}
 	idx = (uint32_t)h->tag;
 	if (idx >= XPORT_TCP_DEPTH)
 		return -EPROTO;
 	s = &p->slots.v[idx];
 	/* held: answered already */
 	if (s->state != XPORT_SLOT_SENT || s->gen != h->tag >> 32 || s->held ||
-	    h->op != (s->op == XPORT_SLOT_WRITE ? WIRE_OP_WRITE : WIRE_OP_READ))
+	    h->op != xport_tcp_reply_op(s))
 		return -EPROTO;
+	if (s->op == XPORT_SLOT_COH)
+		return xport_tcp_conn_on_coh(c, p, h, idx);
 	if (s->op == XPORT_SLOT_WRITE) {
 		if (h->len)
 			return -EPROTO;

@@ -234,7 +234,7 @@ int xport_tcp_conn_req_put(struct xport_tcp_conn *c, const struct wire_hdr *h,
 
 	if (!c->sess) {
 		xport_tcp_conn_hdr_put(c, h);
-		if (h->flags_status & WIRE_F_WGEN)
+		if (h->op == WIRE_OP_WRITE && (h->flags_status & WIRE_F_WGEN))
 			xport_tcp_conn_wgen_put(c, wgen);
 		if (len)
 			xport_tcp_conn_data_put(c, src, NULL, len);
@@ -250,7 +250,7 @@ int xport_tcp_conn_req_put(struct xport_tcp_conn *c, const struct wire_hdr *h,
 	hdr = c->sbuf + c->slen;
 	xport_tcp_conn_hdr_put(c, h);
 	/* the generation is authenticated with the header */
-	if (h->flags_status & WIRE_F_WGEN) {
+	if (h->op == WIRE_OP_WRITE && (h->flags_status & WIRE_F_WGEN)) {
 		xport_tcp_conn_wgen_put(c, wgen);
 		hlen += WIRE_WGEN_LEN;
 	}
@@ -274,12 +274,20 @@ int xport_tcp_conn_req_put(struct xport_tcp_conn *c, const struct wire_hdr *h,
 int xport_tcp_slot_encode(struct xport_tcp_peer *p, uint32_t idx)
 {
 	struct xport_slot *s = &p->slots.v[idx];
-	bool write = s->op == XPORT_SLOT_WRITE;
+	bool coh = s->op == XPORT_SLOT_COH;
+	/* data goes out: a write's, a coherence message's page */
+	bool write = s->op == XPORT_SLOT_WRITE ||
+		     (coh && (s->coh == WIRE_COH_PUTM ||
+			      s->coh == WIRE_COH_RECALL_ACK));
 	struct wire_hdr h = {
 		.version = WIRE_VERSION,
-		.op = write ? WIRE_OP_WRITE : WIRE_OP_READ,
-		.flags_status = write ? WIRE_F_WGEN : 0,
-		.len = s->len,
+		.op = coh     ? WIRE_OP_COH
+		      : write ? WIRE_OP_WRITE
+			      : WIRE_OP_READ,
+		.flags_status = coh	? s->coh
+				: write ? WIRE_F_WGEN
+					: 0,
+		.len = !coh || write ? s->len : 0,
 		.tag = (uint64_t)s->gen << 32 | idx,
 		.arg = s->off,
 	};
@@ -327,7 +335,7 @@ void xport_tcp_conn_release(struct xport_tcp_conn *c, struct xport_tcp_peer *p)
 	for (i = 0; i < XPORT_TCP_DEPTH && c->held && !c->dead; i++) {
 		s = &p->slots.v[i];
 		if (s->state != XPORT_SLOT_SENT || !s->held ||
-		    s->op != XPORT_SLOT_WRITE || s->aux > c->sent)
+		    s->op == XPORT_SLOT_READ || s->aux > c->sent)
 			continue;
 		c->held--;
 		xport_slots_finish(&p->slots, i, s->status);

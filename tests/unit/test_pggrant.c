@@ -172,29 +172,42 @@ static void test_pggrant_cover(void **state)
 	g = t_grant(GRANT_READ | GRANT_WRITE, 16384, 8192, 5, 1);
 	assert_int_equal(t_take(&t, &g), 0);
 	assert_true(t.g[0].off < t.g[1].off && t.g[1].off < t.g[2].off);
-	assert_true(pggrant_tab_covers(&t, f, 0, 24576, false, 0, NOW));
-	assert_true(pggrant_tab_covers(&t, f, 100, 24000, false, 0, NOW));
-	assert_false(pggrant_tab_covers(&t, f, 0, 24577, false, 0, NOW));
-	assert_true(pggrant_tab_covers(&t, f, 16384, 8192, true, 5, NOW));
-	assert_false(pggrant_tab_covers(&t, f, 16384, 8192, true, 6, NOW));
-	assert_false(pggrant_tab_covers(&t, f, 12288, 8192, true, 5, NOW));
+	assert_true(pggrant_tab_covers(&t, f, 0, 24576, PGGRANT_READ, 0, NOW));
+	assert_true(
+		pggrant_tab_covers(&t, f, 100, 24000, PGGRANT_READ, 0, NOW));
+	assert_false(pggrant_tab_covers(&t, f, 0, 24577, PGGRANT_READ, 0, NOW));
+	assert_true(
+		pggrant_tab_covers(&t, f, 16384, 8192, PGGRANT_WRITE, 5, NOW));
+	assert_false(
+		pggrant_tab_covers(&t, f, 16384, 8192, PGGRANT_WRITE, 6, NOW));
+	assert_false(
+		pggrant_tab_covers(&t, f, 12288, 8192, PGGRANT_WRITE, 5, NOW));
+	/* a coherent write: a write grant of any generation, not a read
+	 * grant; no generation a client names stands for "any" */
+	assert_true(pggrant_tab_covers(&t, f, 16384, 8192, PGGRANT_WRITE_ANY, 0,
+				       NOW));
+	assert_false(pggrant_tab_covers(&t, f, 12288, 8192, PGGRANT_WRITE_ANY,
+					0, NOW));
+	assert_false(pggrant_tab_covers(&t, f, 16384, 8192, PGGRANT_WRITE,
+					UINT64_MAX, NOW));
 	/* expired at a later clock */
-	assert_false(pggrant_tab_covers(&t, f, 0, 4096, false, 0, NOW + 1000));
+	assert_false(pggrant_tab_covers(&t, f, 0, 4096, PGGRANT_READ, 0,
+					NOW + 1000));
 	/* a floor of 2 on segment 0: nothing there counts; a grant of
 	 * segment 1 still does, and one of epoch 2 counts again */
 	g = t_grant(GRANT_READ, SEG - 4096, 8192, 0, 1);
 	assert_int_equal(t_take(&t, &g), 0);
 	assert_int_equal(pggrant_floors_raise(f, 4096, 1, 2), 0);
-	assert_false(pggrant_tab_covers(&t, f, 0, 4096, false, 0, NOW));
-	assert_false(
-		pggrant_tab_covers(&t, f, SEG - 4096, 8192, false, 0, NOW));
-	assert_true(pggrant_tab_covers(&t, f, SEG, 4096, false, 0, NOW));
+	assert_false(pggrant_tab_covers(&t, f, 0, 4096, PGGRANT_READ, 0, NOW));
+	assert_false(pggrant_tab_covers(&t, f, SEG - 4096, 8192, PGGRANT_READ,
+					0, NOW));
+	assert_true(pggrant_tab_covers(&t, f, SEG, 4096, PGGRANT_READ, 0, NOW));
 	g = t_grant(GRANT_READ, 0, 8192, 0, 2);
 	assert_int_equal(t_take(&t, &g), 0); /* beside its twin */
 	assert_int_equal(t.n, 5);
-	assert_true(pggrant_tab_covers(&t, f, 0, 8192, false, 0, NOW));
+	assert_true(pggrant_tab_covers(&t, f, 0, 8192, PGGRANT_READ, 0, NOW));
 	assert_int_equal(pggrant_floors_raise(f, 0, SEG, 1), 0);
-	assert_true(pggrant_tab_covers(&t, f, 0, 8192, false, 0, NOW));
+	assert_true(pggrant_tab_covers(&t, f, 0, 8192, PGGRANT_READ, 0, NOW));
 	assert_int_equal(pggrant_floors_raise(f, 0, 0, 9), -EINVAL);
 	assert_int_equal(pggrant_floors_raise(f, POOL, 1, 9), -EINVAL);
 	assert_int_equal(pggrant_floors_raise(f, POOL - 1, 2, 9), -EINVAL);
@@ -261,7 +274,7 @@ static void test_pggrant_gate(void **state)
 	assert_int_equal(pthread_create(&th, NULL, t_raise, &r), 0);
 	/* until the raise stored the floor; it can return only once the
 	 * gate is left */
-	while (pggrant_tab_covers(&t, r.f, 0, 4096, false, 0, NOW))
+	while (pggrant_tab_covers(&t, r.f, 0, 4096, PGGRANT_READ, 0, NOW))
 		;
 	assert_false(atomic_load(&r.returned));
 	pggrant_gate_leave(r.f);

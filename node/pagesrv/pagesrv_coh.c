@@ -1,0 +1,655 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The page server: the home of coherent regions' pages in this node's
+ * pool. COH requests of hosts (wire.h) drive each page's directory entry
+ * (node/coherent/coh.h, coh_home_on()); what it emits goes out as replies
+ * (DATA_S, DATA_M, PUT_ACK) and pushes (INV, RECALL_S, RECALL_M) on the
+ * hosts' connections. The home's copy of a page is the pool itself.
+ *
+ * A host is a participant: its connection, known by its peer and client.
+ * A participant whose connection ends keeps what the directory says it
+ * holds (its copies may still be in use there: nothing is granted past
+ * them) until a newer connection of the same peer sends its first COH:
+ * that one's host dropped every copy it had before it connected again, so
+ * the home resets the participant then (its modified pages are the home's
+ * copy again, the last the host wrote back; acknowledgements it owed are
+ * taken as given) and the new connection takes its place.
+ */
+#define LOG_PREFIX "pagesrv: "
+#include "pagesrv_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bufpool.h"
+#include "coh.h"
+#include "log.h"
+#include "pgfence.h"
+#include "wire.h"
+
+#define PCOH_HOME     UINT32_MAX /* the home's id in coh_home_on() */
+#define PCOH_BUCKETS0 1024u
+
+/* A request the home keeps while the page's entry is busy. */
+struct pcoh_def {
+	struct pcoh_def *next;
+	uint32_t part;
+	struct pagesrv_conn *c; /* it came on (dropped if no longer the
+				   participant's) */
+	uint8_t type;		/* WIRE_COH_* */
+	uint64_t tag;
+	uint8_t *page; /* PUTM: the page, WIRE_COH_PAGE bytes */
+};
+
+struct pcoh_ent {
+	struct pcoh_ent *hnext;
+	uint64_t off;
+	struct coh_dir d;
+	/* the GETS or GETM being served (d.req): its tag and connection */
+	uint64_t req_tag;
+	struct pagesrv_conn *req_c;
+	/* participants an INV or RECALL went to, not acknowledged yet */
+	uint64_t owe;
+	struct pcoh_def *dq, **dq_tail;
+};
+
+struct pcoh_part {
+	bool used;
+	struct pagesrv_conn *c; /* NULL: its connection ended */
+	uint64_t client;
+	char peer[AUTH_NAME_MAX];
+};
+
+struct pagesrv_coh {
+	struct pcoh_ent **tab;
+	uint64_t nb, n;
+	struct pcoh_part part[COH_HOSTS_MAX];
+	struct pagesrv_coh_up up;
+};
+
+static uint64_t pcoh_bit(uint32_t part)
+{
+	return UINT64_C(1) << part;
+}
+
+static uint64_t pcoh_hash(uint64_t off, uint64_t nb)
+{
+	return ((off / WIRE_COH_PAGE) * UINT64_C(0x9E3779B97F4A7C15)) >> 20 &
+	       (nb - 1);
+}
+
+int pagesrv_coh_init(struct pagesrv *s, const struct pagesrv_coh_up *up)
+{
+	struct pagesrv_coh *h = calloc(1, sizeof(*h));
+
+	if (!h)
+		return -ENOMEM;
+	h->nb = PCOH_BUCKETS0;
+	h->tab = calloc(h->nb, sizeof(*h->tab));
+	if (!h->tab) {
+		free(h);
+		return -ENOMEM;
+	}
+	h->up = *up;
+	s->coh = h;
+	return 0;
+}
+
+static void pcoh_def_free(struct pcoh_def *q)
+{
+	free(q->page);
+	free(q);
+}
+
+void pagesrv_coh_fini(struct pagesrv *s)
+{
+	struct pagesrv_coh *h = s->coh;
+
+	if (!h)
+		return;
+	for (uint64_t b = 0; b < h->nb; b++) {
+		struct pcoh_ent *e = h->tab[b], *en;
+
+		for (; e; e = en) {
+			struct pcoh_def *q = e->dq, *qn;
+
+			en = e->hnext;
+			for (; q; q = qn) {
+				qn = q->next;
+				pcoh_def_free(q);
+			}
+			free(e);
+		}
+	}
+	free(h->tab);
+	free(h);
+	s->coh = NULL;
+}
+
+static int pcoh_grow(struct pagesrv_coh *h)
+{
+	uint64_t nb = h->nb * 2;
+	struct pcoh_ent **t = calloc(nb, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	for (uint64_t b = 0; b < h->nb; b++) {
+		struct pcoh_ent *e = h->tab[b], *en;
+
+		for (; e; e = en) {
+			uint64_t i = pcoh_hash(e->off, nb);
+
+			en = e->hnext;
+			e->hnext = t[i];
+			t[i] = e;
+		}
+	}
+	free(h->tab);
+	h->tab = t;
+	h->nb = nb;
+	return 0;
+}
+
+/* The entry of the page at @off; a fresh one (UNOWNED) if @make. */
+static struct pcoh_ent *pcoh_ent_get(struct pagesrv_coh *h, uint64_t off,
+				     bool make)
+{
+	struct pcoh_ent *e;
+	uint64_t i = pcoh_hash(off, h->nb);
+
+	for (e = h->tab[i]; e; e = e->hnext)
+		if (e->off == off)
+			return e;
+	if (!make)
+		return NULL;
+	if (h->n >= h->nb && !pcoh_grow(h))
+		i = pcoh_hash(off, h->nb);
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->off = off;
+	coh_dir_init(&e->d, 0);
+	e->dq_tail = &e->dq;
+	e->hnext = h->tab[i];
+	h->tab[i] = e;
+	h->n++;
+	return e;
+}
+
+/* An entry with nothing out and nothing waiting says no more than a
+ * fresh one: it goes. */
+static void pcoh_ent_trim(struct pagesrv_coh *h, struct pcoh_ent *e)
+{
+	struct pcoh_ent **pp = &h->tab[pcoh_hash(e->off, h->nb)];
+
+	if (e->d.state != COH_DIR_UNOWNED || e->d.busy || e->dq || e->owe)
+		return;
+	for (; *pp; pp = &(*pp)->hnext) {
+		if (*pp == e) {
+			*pp = e->hnext;
+			h->n--;
+			free(e);
+			return;
+		}
+	}
+}
+
+/*
+ * A reply or push to participant @part's connection. One it has no room
+ * for ends that connection (the host reads what we send, or it is gone).
+ * Returns 0, or -errno if it was @self's own (its caller ends it).
+ */
+static int pcoh_send(struct pagesrv *s, struct pagesrv_conn *self,
+		     uint32_t part, uint8_t op, uint16_t status, uint64_t tag,
+		     uint64_t aux, uint64_t page_off)
+{
+	struct pagesrv_conn *c = s->coh->part[part].c;
+	uint32_t len = page_off != UINT64_MAX ? WIRE_COH_PAGE : 0;
+	uint8_t *own = NULL;
+	int ret;
+
+	if (!c || c->closing)
+		return 0; /* settled when the participant resets */
+	if (c->q_n >= PAGESRV_REPLY_CAP) {
+		log_err("%s: coherence: no room for a message to it, closing",
+			c->name);
+		if (c == self)
+			return -ENOBUFS;
+		s->coh->up.close(c);
+		return 0;
+	}
+	if (len) {
+		/* a copy of its own: the pool may change before it is sent */
+		own = bufpool_get(&s->bufs, len);
+		if (!own) {
+			log_err("%s: coherence: no memory for a page, closing",
+				c->name);
+			if (c == self)
+				return -ENOMEM;
+			s->coh->up.close(c);
+			return 0;
+		}
+		if (!c->sess)
+			memcpy(own, s->pool + page_off, len);
+	}
+	ret = pagesrv_conn_reply(c, op, status, len, tag, aux,
+				 c->sess ? s->pool + page_off : own, own);
+	if (ret) {
+		if (c == self)
+			return ret;
+		s->coh->up.close(c);
+		return 0;
+	}
+	if (c != self)
+		s->coh->up.kick(c);
+	return 0;
+}
+
+static enum coh_msg_type pcoh_type_in(uint8_t t)
+{
+	switch (t) {
+	case WIRE_COH_GETS:
+		return COH_GETS;
+	case WIRE_COH_GETM:
+		return COH_GETM;
+	case WIRE_COH_PUTM:
+		return COH_PUTM;
+	case WIRE_COH_PUTS:
+		return COH_PUTS;
+	case WIRE_COH_INV_ACK:
+		return COH_INV_ACK;
+	default:
+		return COH_RECALL_ACK;
+	}
+}
+
+/* What coh_home_on() emitted for page @e, sent. */
+static int pcoh_emit(struct pagesrv *s, struct pagesrv_conn *self,
+		     struct pcoh_ent *e, const struct coh_out *out,
+		     uint64_t cur_tag)
+{
+	struct pagesrv_coh *h = s->coh;
+	int ret = 0;
+
+	for (unsigned int i = 0; i < out->n && !ret; i++) {
+		const struct coh_msg *m = &out->m[i];
+		uint32_t to = m->to;
+
+		if (to >= COH_HOSTS_MAX)
+			continue;
+		switch (m->type) {
+		case COH_DATA_S:
+		case COH_DATA_M:
+			if (h->part[to].c != e->req_c) {
+				/* granted to a connection that is gone:
+				 * never had; its next one starts afresh */
+				if (m->type == COH_DATA_M)
+					e->d.state = COH_DIR_UNOWNED;
+				e->d.sharers &= ~pcoh_bit(to);
+				if (e->d.state == COH_DIR_SHARED &&
+				    !e->d.sharers)
+					e->d.state = COH_DIR_UNOWNED;
+				break;
+			}
+			pagesrv_count(&s->st_coh_grants, 1);
+			ret = pcoh_send(s, self, to, WIRE_OP_COH, 0, e->req_tag,
+					m->type == COH_DATA_S ? WIRE_COH_DATA_S
+							      : WIRE_COH_DATA_M,
+					e->off);
+			break;
+		case COH_PUT_ACK:
+			ret = pcoh_send(s, self, to, WIRE_OP_COH, 0, cur_tag,
+					WIRE_COH_PUT_ACK, UINT64_MAX);
+			break;
+		case COH_INV:
+		case COH_RECALL_S:
+		case COH_RECALL_M:
+			e->owe |= pcoh_bit(to);
+			pagesrv_count(m->type == COH_INV ? &s->st_coh_invs
+							 : &s->st_coh_recalls,
+				      1);
+			ret = pcoh_send(s, self, to, WIRE_OP_COH_PUSH,
+					m->type == COH_INV ? WIRE_COH_INV
+					: m->type == COH_RECALL_S
+						? WIRE_COH_RECALL_S
+						: WIRE_COH_RECALL_M,
+					0, e->off, UINT64_MAX);
+			break;
+		default:
+			break;
+		}
+	}
+	return ret;
+}
+
+/*
+ * One message of participant @part (on connection @c, NULL: made up for
+ * a participant that reset) for page @e: @type, @tag, @page (the page's
+ * bytes, or NULL: none or made up). Returns COH_OK, COH_DEFER (nothing
+ * changed), COH_EPROTO (a message its state cannot take: nothing
+ * changed), or -errno from a reply to @c.
+ */
+static int pcoh_step(struct pagesrv *s, struct pagesrv_conn *c,
+		     struct pcoh_ent *e, uint32_t part, uint8_t type,
+		     uint64_t tag, const uint8_t *page)
+{
+	struct pagesrv_coh *h = s->coh;
+	struct coh_msg in = {
+		.type = pcoh_type_in(type),
+		.from = part,
+		.has_data =
+			type == WIRE_COH_PUTM || type == WIRE_COH_RECALL_ACK,
+	};
+	struct coh_out out = { .n = 0 };
+	uint64_t saved_tag = e->req_tag;
+	struct pagesrv_conn *saved_c = e->req_c;
+	bool took = false, ack = false;
+	int ret;
+
+	if (type == WIRE_COH_INV_ACK || type == WIRE_COH_RECALL_ACK) {
+		if (!(e->owe & pcoh_bit(part)))
+			return COH_EPROTO;
+		ack = true;
+	}
+	if (type == WIRE_COH_PUTM)
+		took = !e->d.busy && e->d.state == COH_DIR_MODIFIED &&
+		       e->d.owner == part;
+	else if (type == WIRE_COH_RECALL_ACK)
+		took = e->d.busy && e->d.state == COH_DIR_MODIFIED &&
+		       e->d.owner == part;
+	if (type == WIRE_COH_GETS || type == WIRE_COH_GETM) {
+		e->req_tag = tag;
+		e->req_c = c;
+	}
+	ret = coh_home_on(&e->d, PCOH_HOME, &in, &out);
+	if (ret != COH_OK) {
+		e->req_tag = saved_tag;
+		e->req_c = saved_c;
+		return ret;
+	}
+	if (ack)
+		e->owe &= ~pcoh_bit(part);
+	if (took && page)
+		pgfence_pool_write(s->fence, s->pool, e->off, page,
+				   WIRE_COH_PAGE);
+	if (c && h->part[part].c == c &&
+	    (type == WIRE_COH_PUTS || type == WIRE_COH_INV_ACK ||
+	     type == WIRE_COH_RECALL_ACK)) {
+		ret = pcoh_send(s, c, part, WIRE_OP_COH, 0, tag, WIRE_COH_ACK,
+				UINT64_MAX);
+		if (ret)
+			return ret;
+	}
+	return pcoh_emit(s, c, e, &out, tag);
+}
+
+/* Requests @e kept while it was busy, served in order while it is not. */
+static int pcoh_replay(struct pagesrv *s, struct pagesrv_conn *self,
+		       struct pcoh_ent *e)
+{
+	struct pagesrv_coh *h = s->coh;
+	struct pcoh_def *q;
+	int ret = 0;
+
+	while (!e->d.busy && (q = e->dq)) {
+		e->dq = q->next;
+		if (!e->dq)
+			e->dq_tail = &e->dq;
+		/* one whose connection is no longer its participant's: its
+		 * host dropped what it asked for */
+		if (h->part[q->part].c == q->c && q->c && !q->c->closing) {
+			ret = pcoh_step(s, q->c, e, q->part, q->type, q->tag,
+					q->page);
+			if (ret == COH_EPROTO) {
+				log_err("%s: coherence: %s of page %#" PRIx64
+					" does not fit its state, closing",
+					q->c->name,
+					coh_msg_name(pcoh_type_in(q->type)),
+					e->off);
+				if (q->c != self)
+					h->up.close(q->c);
+				else
+					ret = -EPROTO;
+			}
+		}
+		pcoh_def_free(q);
+		if (ret < 0)
+			return ret;
+		ret = 0;
+	}
+	return 0;
+}
+
+/* Keeps a request of @c for when @e is no longer busy. */
+static int pcoh_defer(struct pcoh_ent *e, struct pagesrv_conn *c, uint32_t part,
+		      uint8_t type, uint64_t tag, const uint8_t *page)
+{
+	struct pcoh_def *q = calloc(1, sizeof(*q));
+
+	if (!q)
+		return -ENOMEM;
+	if (page) {
+		q->page = malloc(WIRE_COH_PAGE);
+		if (!q->page) {
+			free(q);
+			return -ENOMEM;
+		}
+		memcpy(q->page, page, WIRE_COH_PAGE);
+	}
+	q->part = part;
+	q->c = c;
+	q->type = type;
+	q->tag = tag;
+	*e->dq_tail = q;
+	e->dq_tail = &q->next;
+	return 0;
+}
+
+/*
+ * Participant @p reset: its host holds no copy. What it held is the
+ * home's again; what it owed is taken as acknowledged (a recall: with the
+ * home's copy, the last it wrote back); what it had asked for and not got
+ * is dropped (the requests it kept) or given back (a grant on its way).
+ */
+static int pcoh_part_reset(struct pagesrv *s, struct pagesrv_conn *self,
+			   uint32_t p)
+{
+	struct pagesrv_coh *h = s->coh;
+	uint64_t bit = pcoh_bit(p);
+	int ret = 0;
+
+	for (uint64_t b = 0; b < h->nb && !ret; b++) {
+		struct pcoh_ent *e = h->tab[b], *en;
+
+		for (; e && !ret; e = en) {
+			struct pcoh_def **qq = &e->dq, *q;
+
+			en = e->hnext;
+			e->dq_tail = &e->dq;
+			while ((q = *qq)) {
+				if (q->part == p) {
+					*qq = q->next;
+					pcoh_def_free(q);
+					continue;
+				}
+				e->dq_tail = &q->next;
+				qq = &q->next;
+			}
+			if (e->owe & bit) {
+				uint8_t t = e->d.state == COH_DIR_MODIFIED
+						    ? WIRE_COH_RECALL_ACK
+						    : WIRE_COH_INV_ACK;
+
+				ret = pcoh_step(s, NULL, e, p, t, 0, NULL);
+				if (ret == COH_EPROTO) {
+					log_err("coherence: page %#" PRIx64
+						": an acknowledgement of a "
+						"host that reset does not fit",
+						e->off);
+					e->owe &= ~bit;
+				}
+				if (ret > 0)
+					ret = 0;
+			}
+			if (!e->d.busy) {
+				if (e->d.state == COH_DIR_MODIFIED &&
+				    e->d.owner == p)
+					e->d.state = COH_DIR_UNOWNED;
+				e->d.sharers &= ~bit;
+				if (e->d.state == COH_DIR_SHARED &&
+				    !e->d.sharers)
+					e->d.state = COH_DIR_UNOWNED;
+			} else if (e->d.req == p) {
+				/* its grant, once made, is given back */
+				e->req_c = NULL;
+			}
+			if (!ret)
+				ret = pcoh_replay(s, self, e);
+			pcoh_ent_trim(h, e);
+		}
+	}
+	return ret;
+}
+
+/*
+ * The participant of @c: its own, or one whose connection ended or was
+ * superseded (the same peer; reset first), or a new one. Returns its
+ * index, or -errno.
+ */
+static int pcoh_part_of(struct pagesrv *s, struct pagesrv_conn *c)
+{
+	struct pagesrv_coh *h = s->coh;
+	const char *peer = pagesrv_conn_peer(c);
+	int free_i = -1, ret;
+
+	if (c->coh_part)
+		return c->coh_part - 1;
+	for (uint32_t i = 0; i < COH_HOSTS_MAX; i++) {
+		struct pcoh_part *p = &h->part[i];
+		struct pagesrv_conn *o = p->c;
+
+		if (!p->used) {
+			if (free_i < 0)
+				free_i = (int)i;
+			continue;
+		}
+		if (strcmp(p->peer, peer) ||
+		    (!c->sess && p->client != c->client))
+			continue;
+		/* a connection of the same peer still up and not
+		 * superseded by a newer one of its client: another host of
+		 * that peer (not served: one coherent connection a peer),
+		 * or one whose end we have not seen yet (tried again) */
+		if (o && !o->closing && !o->fenced) {
+			log_err("%s: coherence: already a host on %s, closing",
+				c->name, o->name);
+			return -EBUSY;
+		}
+		log_info("%s: coherence: the host of %s again: what it held "
+			 "before is the home's",
+			 c->name, o ? o->name : "a connection that ended");
+		p->c = NULL;
+		if (o) {
+			o->coh_part = 0;
+			h->up.close(o);
+		}
+		ret = pcoh_part_reset(s, c, i);
+		if (ret)
+			return ret;
+		p->c = c;
+		p->client = c->client;
+		c->coh_part = (int)i + 1;
+		return (int)i;
+	}
+	if (free_i < 0) {
+		log_err("%s: coherence: %u hosts already, closing", c->name,
+			COH_HOSTS_MAX);
+		return -EUSERS;
+	}
+	h->part[free_i].used = true;
+	h->part[free_i].c = c;
+	h->part[free_i].client = c->client;
+	snprintf(h->part[free_i].peer, sizeof(h->part[free_i].peer), "%s",
+		 peer);
+	c->coh_part = free_i + 1;
+	return free_i;
+}
+
+void pagesrv_coh_conn_gone(struct pagesrv_conn *c)
+{
+	struct pagesrv_coh *h = c->s->coh;
+
+	if (!h || !c->coh_part)
+		return;
+	if (h->part[c->coh_part - 1].c == c)
+		h->part[c->coh_part - 1].c = NULL;
+	c->coh_part = 0;
+}
+
+int pagesrv_coh_on(struct pagesrv_conn *c, const struct wire_hdr *hd,
+		   const uint8_t *page)
+{
+	struct pagesrv *s = c->s;
+	struct pagesrv_coh *h = s->coh;
+	uint8_t type = (uint8_t)hd->flags_status;
+	struct pcoh_ent *e;
+	int part, ret;
+
+	if (!h)
+		return -EPROTO;
+	part = pcoh_part_of(s, c);
+	if (part < 0)
+		return part;
+	pagesrv_count(&s->st_coh_msgs, 1);
+	e = pcoh_ent_get(h, hd->arg, true);
+	if (!e) {
+		log_err("%s: coherence: no memory for a page's entry, closing",
+			c->name);
+		return -ENOMEM;
+	}
+	ret = pcoh_step(s, c, e, (uint32_t)part, type, hd->tag, page);
+	if (ret == COH_DEFER) {
+		ret = pcoh_defer(e, c, (uint32_t)part, type, hd->tag, page);
+	} else if (ret == COH_EPROTO) {
+		char why[128];
+
+		snprintf(why, sizeof(why),
+			 "coherence: %s of page %#" PRIx64
+			 " does not fit its state, closing",
+			 coh_msg_name(pcoh_type_in(type)), e->off);
+		pagesrv_refusal_log(s, c->name, why);
+		ret = -EPROTO;
+	} else if (ret == COH_OK) {
+		ret = pcoh_replay(s, c, e);
+	}
+	pcoh_ent_trim(h, e);
+	return ret;
+}
+
+/* The checks of a COH header: its type, its len for the type, its page
+ * inside the pool. 0, or the errno its reply carries (-EPROTO: a len the
+ * stream cannot be trusted after). */
+int pagesrv_coh_check(const struct pagesrv *s, const struct wire_hdr *h)
+{
+	bool data = h->flags_status == WIRE_COH_PUTM ||
+		    h->flags_status == WIRE_COH_RECALL_ACK;
+
+	if (h->len != (data ? WIRE_COH_PAGE : 0))
+		return -EPROTO;
+	if (h->flags_status < WIRE_COH_GETS ||
+	    h->flags_status > WIRE_COH_RECALL_ACK)
+		return EINVAL;
+	if (h->arg % WIRE_COH_PAGE || h->arg >= s->pool_size)
+		return ERANGE;
+	return 0;
+}
+
+bool pagesrv_coh_is_write(const struct wire_hdr *h)
+{
+	return h->flags_status == WIRE_COH_GETM ||
+	       h->flags_status == WIRE_COH_PUTM ||
+	       h->flags_status == WIRE_COH_RECALL_ACK;
+}
