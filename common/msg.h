@@ -325,10 +325,18 @@ enum msg_field_id {
  * known to the agent alone).
  */
 #define MSG_MAP_ANON (UINT64_C(1) << 10)
+/*
+ * A mapping of a coherent region (issue 39): every host that maps it
+ * writes it, page by page coherently (node/fault/floop_coh.c); nothing of
+ * it is mapped from the pool (as MSG_MAP_MOVABLE), no write lease, writes
+ * seen by write-protect faults (never WP_ASYNC).
+ */
+#define MSG_MAP_COHERENT (UINT64_C(1) << 11)
 #define MSG_MAP_FLAGS                                                         \
 	(MSG_MAP_PREFETCH | MSG_MAP_RESUME | MSG_MAP_RDONLY | MSG_MAP_CACHE | \
 	 MSG_MAP_WPASYNC | MSG_LAYOUT_RUNS | MSG_LEASE_IFFREE |               \
-	 MSG_MAP_MOVABLE | MSG_MAP_INCOMING | MSG_MAP_SEAL | MSG_MAP_ANON)
+	 MSG_MAP_MOVABLE | MSG_MAP_INCOMING | MSG_MAP_SEAL | MSG_MAP_ANON |   \
+	 MSG_MAP_COHERENT)
 
 /*
  * One chunk of a region: owner node, byte offset in its pool, and the

@@ -37,6 +37,7 @@ static void floop_tick(struct floop *f)
 	f->last_tick_ms = now;
 	floop_peers_tick(f, now);
 	floop_fetch_tick(f, now);
+	floop_coh_tick(f, now);
 	floop_move_tick(f, now);
 	floop_cache_run(f, now, 1);
 	if (f->rb_tasks)
@@ -300,6 +301,12 @@ static void floop_test_hooks(struct floop *f)
 		 f->sqe_fail_every);
 }
 
+/* xport_cfg.peer_lost: a connection to @node ended (@arg: the loop). */
+static void floop_xport_peer_lost(void *arg, uint64_t node)
+{
+	floop_coh_peer_lost(arg, node);
+}
+
 /* A transport's completion: a write-back's goes to the cache, a read's to
  * the fetch engine. */
 static void floop_xport_done(void *arg, uint64_t tag, int status)
@@ -315,6 +322,11 @@ static void floop_xport_done(void *arg, uint64_t tag, int status)
 	if (idx & FLOOP_WB_TAG) {
 		floop_cache_wb_done(f, idx & ~FLOOP_WB_TAG,
 				    (uint32_t)(tag >> 32), status);
+		return;
+	}
+	if (idx & FLOOP_COH_TAG) {
+		floop_coh_done(f, idx & ~FLOOP_COH_TAG, (uint32_t)(tag >> 32),
+			       status);
 		return;
 	}
 	floop_on_done(f, tag, status);
@@ -333,6 +345,8 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 	f->cfg = *cfg;
 	f->up.map_idle = floop_map_free_maybe;
 	f->up.lease_lost = floop_map_lease_lost;
+	f->up.peer_lost = floop_coh_peer_lost;
+	f->cohr_free = UINT32_MAX;
 	if (!f->cfg.slots)
 		f->cfg.slots = 512;
 	f->efd = -1;
@@ -406,6 +420,8 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 	xcfg.insecure = f->cfg.insecure;
 	xcfg.auth_flags = f->cfg.auth_flags;
 	xcfg.stall_ms = f->cfg.data_stall_ms;
+	xcfg.coh_push = floop_coh_push;
+	xcfg.peer_lost = floop_xport_peer_lost;
 	xcfg.stalls = &f->ctr.data_stalls;
 	/* an eighth of the cache at most for pages pinned ahead */
 	xcfg.mem_ahead = &f->mem_ahead;
@@ -458,6 +474,7 @@ void floop_destroy(struct floop *f)
 	for (m = f->maps; m; m = mn) {
 		mn = m->next;
 		floop_cache_map_fini(f, m);
+		floop_coh_map_fini(m);
 		close(m->uffd);
 		layout_map_fini(&m->lay);
 		free(m->rs);
@@ -499,6 +516,9 @@ void floop_destroy(struct floop *f)
 		close(f->done_efd);
 	if (f->bufs != MAP_FAILED)
 		munmap(f->bufs, floop_land_len(f));
+	for (uint32_t i = 0; i < f->n_cohr; i++)
+		free(f->cohr[i].buf);
+	free(f->cohr);
 	free(f->peers);
 	free(f->stats);
 	free(f->unreach);

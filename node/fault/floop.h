@@ -43,6 +43,12 @@ struct floop_counters {
 	atomic_uint_fast64_t ra_marks;	/* read-ahead marks the guest reached */
 	atomic_uint_fast64_t prefetch;	/* of remote: pages prefetched */
 	atomic_uint_fast64_t mappings;	/* mappings served now */
+	/* coherent mappings: messages sent, pages granted, copies
+	 * invalidated and pages recalled by homes */
+	atomic_uint_fast64_t coh_msgs;
+	atomic_uint_fast64_t coh_grants;
+	atomic_uint_fast64_t coh_invs;
+	atomic_uint_fast64_t coh_recalls;
 	/* from reading a fault to resolving it (a fetch: the first fault
 	 * that waited on it), as the agent serves it */
 	struct metrics_hist fault_ns;

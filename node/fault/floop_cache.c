@@ -639,6 +639,11 @@ void floop_cache_flush_cmd(struct floop *f, const char *name, uint64_t cookie,
 	for (struct fmap *m = f->maps; m; m = m->next) {
 		if (!m->cache || strcmp(m->name, name))
 			continue;
+		if (m->coh) {
+			/* its modified pages go home (and leave it) */
+			floop_coh_flush(f, m);
+			continue;
+		}
 		dscan_map_scan(f, m); /* what was written until now */
 		cache_flush_mark(m);
 		m->wb_next_ms = 0; /* now, also after a failure */
@@ -781,7 +786,8 @@ static void cache_flushes_check(struct floop *f, uint64_t now)
 
 int floop_cache_map_busy(const struct fmap *m)
 {
-	return m->cache && m->writable && (m->n_dirty || m->wb_busy);
+	return (m->cache && m->writable && (m->n_dirty || m->wb_busy)) ||
+	       m->coh_out;
 }
 
 void floop_cache_map_stale(struct floop *f, struct fmap *m)

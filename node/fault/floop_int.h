@@ -4,6 +4,7 @@
  * loop's thread, ring, tick and life), floop_cmd.c (commands from other
  * threads), floop_map.c (mappings, uffd events, faults), floop_ra.c
  * (read-ahead and prefetch), floop_cache.c (cache mode's policy),
+ * floop_coh.c (coherent mappings),
  * floop_anon.c (its anonymous maps), floop_evict.c (eviction),
  * floop_wb.c (its write-back), floop_wfail.c (the owners a replicated
  * write-back fails to reach, floop_wfail.h), floop_pgstate.c (its page
@@ -29,22 +30,24 @@
 #include "req.h"
 #include "uffd.h"
 
-#define FLOOP_PAGE	 4096u
-#define FLOOP_TICK_MS	 20
-#define FLOOP_RETRY_MS	 100
-#define FLOOP_MSGS	 64
-#define FLOOP_RING	 1024
-#define FLOOP_STREAMS	 4   /* sequential streams tracked per mapping */
-#define FLOOP_RA_FIRST	 4   /* first read-ahead window, pages */
-#define FLOOP_RUNS	 32  /* multi-page read-ahead/prefetch reads */
-#define FLOOP_RUN_PAGES	 16  /* pages in one such read */
-#define FLOOP_PF_DEPTH	 256 /* background prefetch pages in flight per map */
-#define FLOOP_WB_SLOTS	 64  /* write-back runs in flight */
-#define FLOOP_WB_TAG	 0x80000000u /* tag bit of a write-back */
-#define FLOOP_RB_TAG	 0x40000000u /* tag bit of a rebuild read */
-#define FLOOP_RB_READS	 4	     /* rebuild reads in flight per loop */
-#define FLOOP_RB_PAGES	 16	     /* pages in one rebuild read */
-#define FLOOP_SAMPLE_MAX 64	     /* ranges dropped per process_madvise */
+#define FLOOP_PAGE	  4096u
+#define FLOOP_TICK_MS	  20
+#define FLOOP_RETRY_MS	  100
+#define FLOOP_MSGS	  64
+#define FLOOP_RING	  1024
+#define FLOOP_STREAMS	  4   /* sequential streams tracked per mapping */
+#define FLOOP_RA_FIRST	  4   /* first read-ahead window, pages */
+#define FLOOP_RUNS	  32  /* multi-page read-ahead/prefetch reads */
+#define FLOOP_RUN_PAGES	  16  /* pages in one such read */
+#define FLOOP_PF_DEPTH	  256 /* background prefetch pages in flight per map */
+#define FLOOP_WB_SLOTS	  64  /* write-back runs in flight */
+#define FLOOP_WB_TAG	  0x80000000u /* tag bit of a write-back */
+#define FLOOP_RB_TAG	  0x40000000u /* tag bit of a rebuild read */
+#define FLOOP_COH_TAG	  0x20000000u /* tag bit of a coherence message */
+#define FLOOP_COH_SCAN_MS 1000	      /* waiting coherent faults' timeouts */
+#define FLOOP_RB_READS	  4	      /* rebuild reads in flight per loop */
+#define FLOOP_RB_PAGES	  16	      /* pages in one rebuild read */
+#define FLOOP_SAMPLE_MAX  64	      /* ranges dropped per process_madvise */
 /* Replicated write-backs to an owner count as failing until none failed
  * there for this long (fmap.wfail). */
 #define FLOOP_WFAIL_QUIET_MS 5000
@@ -220,7 +223,32 @@ struct fmap {
 	/* pages of it the cache may hold (0: no bound of its own), those it
 	 * holds (PS_CHARGED), and the hand that evicts over the bound */
 	uint64_t cap, n_held, cap_hand;
+	/* MSG_MAP_COHERENT (floop_coh.c): a byte a page (its coh.h host
+	 * state and flags), the pages not I or waited on, when each page's
+	 * fault began (ms from coh_epoch_ms), requests in flight, and some
+	 * failed (asked again on the tick) */
+	int coh;
+	uint64_t coh_scan_ms; /* its waiting faults' last look */
+	uint8_t *cst;
+	struct pgset coh_live;
+	uint32_t *coh_t0;
+	uint64_t coh_epoch_ms;
+	unsigned int coh_out;
+	int coh_retry;
 	struct fmap *next;
+};
+
+/* A coherence message in flight (floop_coh.c): its tag is gen << 32 |
+ * FLOOP_COH_TAG | its index in floop.cohr. */
+struct cohreq {
+	int busy;
+	uint32_t gen;
+	uint32_t next; /* free list */
+	struct fmap *map;
+	uint64_t idx;	   /* the page */
+	uint64_t node;	   /* its home */
+	unsigned int type; /* WIRE_COH_* */
+	uint8_t *buf;	   /* the page it carries, or its answer's */
 };
 
 /* A DISCARD of pages [next, end) of mapping @map_id (floop_anon.c): those
@@ -447,7 +475,18 @@ struct floop {
 		/* an owner refused a write-back of @m: its write lease is
 		 * lost (floop_map_lease_lost) */
 		void (*lease_lost)(struct floop *f, struct fmap *m);
+		/* a connection to @node was closed by the loop itself (a
+		 * new address, key or transport): its coherent copies go
+		 * (floop_coh_peer_lost) */
+		void (*peer_lost)(struct floop *f, uint64_t node);
 	} up;
+	/* coherence messages in flight (floop_coh.c), the free ones' list */
+	struct cohreq *cohr;
+	uint32_t n_cohr, cohr_free;
+	/* this node as a peer: its own page server is the home of its
+	 * chunks of coherent regions (floop_peer_coh()) */
+	struct fpeer self_peer;
+	int self_known;
 	int direct_warned; /* a read_direct could not be set up: said once */
 	/* floop_wb_until(): replicated write-back posts nothing from then
 	 * on (0: no limit); set by the coordinator session's thread */
@@ -657,6 +696,30 @@ void floop_cmd_free(struct cmd *c);
 
 /* Reports @d to the control thread (floop_done_take()). */
 void floop_done_push(struct floop *f, struct floop_done *d);
+
+/* ---- floop_coh.c: coherent mappings (MSG_MAP_COHERENT) ---- */
+
+int floop_coh_map_init(struct floop *f, struct fmap *m);
+void floop_coh_map_fini(struct fmap *m);
+/* A fault on @m (coherent) at page @addr, first read at @t0_ms. */
+void floop_coh_fault(struct floop *f, struct fmap *m, uint64_t addr,
+		     uint64_t flags, uint64_t t0_ms);
+/* The answer to coherence message @idx of generation @gen. */
+void floop_coh_done(struct floop *f, uint32_t idx, uint32_t gen, int status);
+/* xport_cfg.coh_push (@arg: the loop). */
+void floop_coh_push(void *arg, uint64_t node, unsigned int type, uint64_t off);
+/* The connection to @node ended: every copy of its pages goes. */
+void floop_coh_peer_lost(struct floop *f, uint64_t node);
+/* Page @i of @m goes home (PUTM: counted in n_flush if @flush; PUTS). */
+void floop_coh_give_back(struct floop *f, struct fmap *m, uint64_t i,
+			 int flush);
+/* A flush: every modified page of @m goes home (n_flush counts them). */
+void floop_coh_flush(struct floop *f, struct fmap *m);
+/* @m ended: every page it holds goes home. */
+void floop_coh_drain(struct floop *f, struct fmap *m);
+/* Periodic: requests that failed asked again, faults past the timeout
+ * poisoned. */
+void floop_coh_tick(struct floop *f, uint64_t now);
 
 /* ---- floop_cache.c ---- */
 
@@ -878,6 +941,10 @@ int floop_peer_write(struct floop *f, uint64_t node, uint64_t off, uint32_t len,
 /* The same, on a transport whose writes the owner sees (marks): for a
  * replica being rebuilt. The peer's own transport if it is one, else a
  * second connection beside it (-ENOLINK if the loop has none). */
+/* A coherence message (xport_ops.coh) to @node's page server, over a
+ * transport that speaks them (TCP); @node may be this node. */
+int floop_peer_coh(struct floop *f, uint64_t node, unsigned int type,
+		   uint64_t off, void *page, uint64_t tag);
 int floop_peer_write_seen(struct floop *f, uint64_t node, uint64_t off,
 			  uint32_t len, const void *src, uint64_t wgen,
 			  uint64_t tag);

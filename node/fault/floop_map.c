@@ -50,6 +50,7 @@ void floop_map_free_maybe(struct floop *f, struct fmap *m)
 	atomic_fetch_sub(&f->ctr.mappings, 1);
 	floop_cache_map_fini(f, m);
 	floop_cache_map_gone(f, m);
+	floop_coh_map_fini(m);
 	close(m->uffd);
 	layout_map_fini(&m->lay);
 	free(m->rs);
@@ -102,6 +103,10 @@ void floop_map_kill(struct floop *f, struct fmap *m)
 		dscan_map_blind(f, m, m->base, m->span, 1);
 	if (m->anon)
 		floop_cache_drop_all(f, m);
+	/* a coherent map's pages go home, modified or not: its host
+	 * holds none from now on */
+	if (m->coh)
+		floop_coh_drain(f, m);
 	if (m->poll_armed)
 		floop_map_poll_remove(f, m);
 	floop_map_free_maybe(f, m);
@@ -179,6 +184,10 @@ static void floop_fault_handle(struct floop *f, struct fmap *m, uint64_t addr,
 	 * before it has it (floop_move.c). */
 	if (m->lwait) {
 		floop_move_park(f, m, addr, t0_ms);
+		return;
+	}
+	if (m->coh) {
+		floop_coh_fault(f, m, addr, flags, t0_ms);
 		return;
 	}
 	if (m->cache && floop_cache_fault(f, m, addr, flags, t0_ms)) {

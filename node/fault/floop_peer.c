@@ -57,6 +57,7 @@ void floop_peers_xports_destroy(struct floop *f)
 		p->xp = NULL;
 		floop_peer_side_close(p);
 	}
+	floop_peer_side_close(&f->self_peer);
 	while (f->n_xports) {
 		struct floop_xport *t = &f->xports[--f->n_xports];
 
@@ -131,12 +132,43 @@ static uint32_t floop_xport_bit(const struct floop *f,
 	return 1u << (t - f->xports);
 }
 
-static void floop_peer_reopen(struct fpeer *p)
+/* Closes @p's connections (opened again on the next use); its coherent
+ * copies go with them. */
+static void floop_peer_reopen(struct floop *f, struct fpeer *p)
 {
+	int had = p->xp || p->sxp;
+
 	if (p->xp)
 		p->t->ops->peer_close(p->xp);
 	p->xp = NULL;
 	floop_peer_side_close(p);
+	if (had && f->up.peer_lost)
+		f->up.peer_lost(f, p->info.node);
+}
+
+/*
+ * This node as the coordinator lists it: its own page server is the home
+ * of its chunks of coherent regions, reached like a peer's (and only for
+ * that: its pages are read from the pool).
+ */
+static void floop_peer_self_update(struct floop *f,
+				   const struct xport_peer_info *in)
+{
+	struct fpeer *p = &f->self_peer;
+
+	if (f->self_known && !strcmp(p->info.data_addr, in->data_addr) &&
+	    p->info.instance == in->instance &&
+	    !strcmp(p->info.name, in->name) &&
+	    p->info.has_pkey == in->has_pkey &&
+	    !memcmp(p->info.pkey, in->pkey, sizeof(p->info.pkey))) {
+		p->info.flags = in->flags;
+		return;
+	}
+	floop_peer_reopen(f, p);
+	p->info = *in;
+	p->info.addrlen = 0; /* floop_peer_addr_update() */
+	p->failed = 0;
+	f->self_known = 1;
 }
 
 void floop_peers_update(struct floop *f, const struct xport_peer_info *in,
@@ -146,8 +178,10 @@ void floop_peers_update(struct floop *f, const struct xport_peer_info *in,
 		struct fpeer *p = floop_peer_find(f, in[i].node);
 		uint32_t was;
 
-		if (in[i].node == f->cfg.self)
+		if (in[i].node == f->cfg.self) {
+			floop_peer_self_update(f, &in[i]);
 			continue;
+		}
 		if (!p) {
 			p = realloc(f->peers, (f->n_peers + 1) * sizeof(*p));
 			if (!p) {
@@ -167,7 +201,7 @@ void floop_peers_update(struct floop *f, const struct xport_peer_info *in,
 			/* New address or instance: reads fail -ECANCELED
 			 * and are posted again to the new one (or poisoned:
 			 * a new instance does not hold the old one's data). */
-			floop_peer_reopen(p);
+			floop_peer_reopen(f, p);
 			if (strcmp(p->info.data_addr, in[i].data_addr))
 				p->info.addrlen = 0;
 			memcpy(p->info.data_addr, in[i].data_addr,
@@ -186,7 +220,7 @@ void floop_peers_update(struct floop *f, const struct xport_peer_info *in,
 			/* A pair key now (a peer that joined after our last
 			 * node list), or a new one: transports copied the
 			 * old at open. Reads are retried on the new one. */
-			floop_peer_reopen(p);
+			floop_peer_reopen(f, p);
 			memcpy(p->info.name, in[i].name, sizeof(p->info.name));
 			memcpy(p->info.pkey, in[i].pkey, sizeof(p->info.pkey));
 			p->info.has_pkey = in[i].has_pkey;
@@ -198,17 +232,19 @@ void floop_peers_update(struct floop *f, const struct xport_peer_info *in,
 		if ((in[i].flags & XPORT_PEER_LIVE) &&
 		    !(was & XPORT_PEER_LIVE) && p->xp &&
 		    p->t->ops->peer_state(p->xp) == XPORT_PEER_DOWN)
-			floop_peer_reopen(p);
+			floop_peer_reopen(f, p);
 		/* The peer gained or lost a transport (verbs): reopen on the
 		 * right one; reads are retried. */
 		if (p->xp && floop_peer_choose(f, p, p->failed) != p->t)
-			floop_peer_reopen(p);
+			floop_peer_reopen(f, p);
 	}
 }
 
 void floop_peer_addr_update(struct floop *f, const struct xport_peer_info *in)
 {
-	struct fpeer *p = floop_peer_find(f, in->node);
+	struct fpeer *p = f->self_known && in->node == f->self_peer.info.node
+				  ? &f->self_peer
+				  : floop_peer_find(f, in->node);
 
 	if (!p || strcmp(p->info.data_addr, in->data_addr) ||
 	    in->addrlen > sizeof(p->info.addr))
@@ -224,7 +260,7 @@ void floop_peers_self(struct floop *f, uint64_t self)
 
 		if (p->info.node != self)
 			continue;
-		floop_peer_reopen(p);
+		floop_peer_reopen(f, p);
 		p->info.addrlen = 0;
 		p->info.data_addr[0] = '\0';
 		p->info.instance = 0;
@@ -529,6 +565,41 @@ static struct xport_peer *floop_peer_seen(struct floop *f, struct fpeer *p,
 	return p->sxp;
 }
 
+int floop_peer_coh(struct floop *f, uint64_t node, unsigned int type,
+		   uint64_t off, void *page, uint64_t tag)
+{
+	struct fpeer *p = node == f->cfg.self && f->self_known
+				  ? &f->self_peer
+				  : floop_peer_find(f, node);
+	struct xport_peer *xp = NULL;
+	struct floop_xport *t = NULL;
+	int ret;
+
+	if (!p)
+		return -ENOLINK;
+	/* its connection if it speaks coherence, else a TCP one beside */
+	if (p != &f->self_peer && floop_peer_get(f, p) && p->t->ops->coh)
+		return p->t->ops->coh(p->xp, type, off, page, tag);
+	if (p->sxp && p->st->ops->coh)
+		return p->st->ops->coh(p->sxp, type, off, page, tag);
+	for (unsigned int i = 0; i < f->n_xports && !t; i++)
+		if (f->xports[i].ops->coh)
+			t = &f->xports[i];
+	if (!t)
+		return -EOPNOTSUPP;
+	if (p->sxp)
+		floop_peer_side_close(p);
+	if (!p->info.addrlen)
+		return -EHOSTUNREACH; /* being resolved */
+	ret = t->ops->peer_open(t->x, &p->info, &xp);
+	if (ret)
+		return ret;
+	p->st = t;
+	p->sxp = xp;
+	floop_peer_grants_present(f, p, t->ops, xp);
+	return t->ops->coh(xp, type, off, page, tag);
+}
+
 int floop_peer_write_seen(struct floop *f, uint64_t node, uint64_t off,
 			  uint32_t len, const void *src, uint64_t wgen,
 			  uint64_t tag)
@@ -608,7 +679,7 @@ void floop_peer_stalled(struct floop *f, uint64_t node, uint64_t post_ms,
 	atomic_fetch_add(&f->ctr.repl_stalls, 1);
 	/* Its reads fail -ECANCELED: replicated ones fail over, others
 	 * are posted again (a new connection). */
-	floop_peer_reopen(p);
+	floop_peer_reopen(f, p);
 }
 
 void floop_peer_answered(struct floop *f, uint64_t node)

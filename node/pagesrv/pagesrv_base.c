@@ -175,16 +175,16 @@ int pagesrv_conn_reply(struct pagesrv_conn *c, uint8_t op, uint16_t status,
 	r->len = len;
 	r->data = own ? own : data;
 	r->own = own;
-	if (c->sess) {
-		if (auth_seal_to(c->sess, r->hdr, WIRE_HDR_LEN, data, own, len,
-				 r->tag)) {
-			log_err("%s: sealing a reply failed, closing", c->name);
-			bufpool_put(&c->s->bufs, own, len);
-			r->own = NULL;
-			return -EIO;
-		}
-		c->q_bytes += len;
+	if (c->sess && auth_seal_to(c->sess, r->hdr, WIRE_HDR_LEN, data, own,
+				    len, r->tag)) {
+		log_err("%s: sealing a reply failed, closing", c->name);
+		bufpool_put(&c->s->bufs, own, len);
+		r->own = NULL;
+		return -EIO;
 	}
+	/* copies of the pool's bytes queued (given back as they are sent) */
+	if (own)
+		c->q_bytes += len;
 	c->q_n++;
 	return 0;
 }

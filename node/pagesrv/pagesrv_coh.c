@@ -307,6 +307,8 @@ static int pcoh_emit(struct pagesrv *s, struct pagesrv_conn *self,
 		case COH_INV:
 		case COH_RECALL_S:
 		case COH_RECALL_M:
+			log_dbg("coherence: %s of page %#" PRIx64 " to host %u",
+				coh_msg_name(m->type), e->off, to);
 			e->owe |= pcoh_bit(to);
 			pagesrv_count(m->type == COH_INV ? &s->st_coh_invs
 							 : &s->st_coh_recalls,
@@ -328,13 +330,15 @@ static int pcoh_emit(struct pagesrv *s, struct pagesrv_conn *self,
 /*
  * One message of participant @part (on connection @c, NULL: made up for
  * a participant that reset) for page @e: @type, @tag, @page (the page's
- * bytes, or NULL: none or made up). Returns COH_OK, COH_DEFER (nothing
- * changed), COH_EPROTO (a message its state cannot take: nothing
- * changed), or -errno from a reply to @c.
+ * bytes, or NULL: none or made up), taken while connection @self's
+ * requests are parsed (its replies go out after the parse; any other
+ * connection's at once). Returns COH_OK, COH_DEFER (nothing changed),
+ * COH_EPROTO (a message its state cannot take: nothing changed), or
+ * -errno from a reply to @self.
  */
-static int pcoh_step(struct pagesrv *s, struct pagesrv_conn *c,
-		     struct pcoh_ent *e, uint32_t part, uint8_t type,
-		     uint64_t tag, const uint8_t *page)
+static int pcoh_step(struct pagesrv *s, struct pagesrv_conn *self,
+		     struct pagesrv_conn *c, struct pcoh_ent *e, uint32_t part,
+		     uint8_t type, uint64_t tag, const uint8_t *page)
 {
 	struct pagesrv_coh *h = s->coh;
 	struct coh_msg in = {
@@ -378,12 +382,12 @@ static int pcoh_step(struct pagesrv *s, struct pagesrv_conn *c,
 	if (c && h->part[part].c == c &&
 	    (type == WIRE_COH_PUTS || type == WIRE_COH_INV_ACK ||
 	     type == WIRE_COH_RECALL_ACK)) {
-		ret = pcoh_send(s, c, part, WIRE_OP_COH, 0, tag, WIRE_COH_ACK,
-				UINT64_MAX);
+		ret = pcoh_send(s, self, part, WIRE_OP_COH, 0, tag,
+				WIRE_COH_ACK, UINT64_MAX);
 		if (ret)
 			return ret;
 	}
-	return pcoh_emit(s, c, e, &out, tag);
+	return pcoh_emit(s, self, e, &out, tag);
 }
 
 /* Requests @e kept while it was busy, served in order while it is not. */
@@ -401,8 +405,8 @@ static int pcoh_replay(struct pagesrv *s, struct pagesrv_conn *self,
 		/* one whose connection is no longer its participant's: its
 		 * host dropped what it asked for */
 		if (h->part[q->part].c == q->c && q->c && !q->c->closing) {
-			ret = pcoh_step(s, q->c, e, q->part, q->type, q->tag,
-					q->page);
+			ret = pcoh_step(s, self, q->c, e, q->part, q->type,
+					q->tag, q->page);
 			if (ret == COH_EPROTO) {
 				log_err("%s: coherence: %s of page %#" PRIx64
 					" does not fit its state, closing",
@@ -483,7 +487,8 @@ static int pcoh_part_reset(struct pagesrv *s, struct pagesrv_conn *self,
 						    ? WIRE_COH_RECALL_ACK
 						    : WIRE_COH_INV_ACK;
 
-				ret = pcoh_step(s, NULL, e, p, t, 0, NULL);
+				ret = pcoh_step(s, self, NULL, e, p, t, 0,
+						NULL);
 				if (ret == COH_EPROTO) {
 					log_err("coherence: page %#" PRIx64
 						": an acknowledgement of a "
@@ -604,13 +609,15 @@ int pagesrv_coh_on(struct pagesrv_conn *c, const struct wire_hdr *hd,
 	if (part < 0)
 		return part;
 	pagesrv_count(&s->st_coh_msgs, 1);
+	log_dbg("%s: coherence: %s of page %#" PRIx64 " from host %d", c->name,
+		coh_msg_name(pcoh_type_in(type)), hd->arg, part);
 	e = pcoh_ent_get(h, hd->arg, true);
 	if (!e) {
 		log_err("%s: coherence: no memory for a page's entry, closing",
 			c->name);
 		return -ENOMEM;
 	}
-	ret = pcoh_step(s, c, e, (uint32_t)part, type, hd->tag, page);
+	ret = pcoh_step(s, c, c, e, (uint32_t)part, type, hd->tag, page);
 	if (ret == COH_DEFER) {
 		ret = pcoh_defer(e, c, (uint32_t)part, type, hd->tag, page);
 	} else if (ret == COH_EPROTO) {

@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <liburing.h>
 
@@ -60,6 +61,7 @@
 #define T_N	    200 /* increments per host */
 #define T_HOME	    0	/* the home's id for coh_host_*() */
 
+#include "t_home.h"
 #include "t_util.h"
 #include "t_xport.h"
 
@@ -100,7 +102,13 @@ struct t_host {
 };
 
 static struct t_host t_hosts[T_HOSTS];
-static uint8_t *t_pool;
+static struct t_home t_home;
+
+/* Word @w of pool page @pg. */
+static uint64_t t_pool_word(unsigned int pg, unsigned int w)
+{
+	return t_home_word(&t_home, pg, w);
+}
 
 static uint64_t t_word(const uint8_t *pg, unsigned int w)
 {
@@ -425,10 +433,10 @@ static int t_inc_all(unsigned int nh, unsigned int pg, bool own_word)
 
 static int test_counter(unsigned int nh)
 {
-	uint64_t v0 = t_word(t_pool + PG_COUNTER * T_PAGE, 0), v;
+	uint64_t v0 = t_pool_word(PG_COUNTER, 0), v;
 
 	T_CHECK(t_inc_all(nh, PG_COUNTER, false) == 0);
-	v = t_word(t_pool + PG_COUNTER * T_PAGE, 0) - v0;
+	v = t_pool_word(PG_COUNTER, 0) - v0;
 	printf("counter, %u hosts: %" PRIu64 " (want %u)\n", nh, v, nh * T_N);
 	T_CHECK(v == nh * T_N);
 	return 0;
@@ -501,7 +509,7 @@ static int t_tas(struct t_host *t, unsigned int pg, uint64_t v)
  */
 static int test_spinlock(unsigned int nh)
 {
-	uint64_t v0 = t_word(t_pool + PG_LOCKED * T_PAGE, 0), v;
+	uint64_t v0 = t_pool_word(PG_LOCKED, 0), v;
 	uint64_t end = t_now_ms() + T_WAIT_MS, got[T_HOSTS];
 	int st[T_HOSTS] = { 0 };
 	unsigned int n[T_HOSTS] = { 0 };
@@ -547,7 +555,7 @@ static int test_spinlock(unsigned int nh)
 	T_CHECK(!more && t_errors(nh) == 0);
 	T_CHECK(t_evict_all(nh, PG_LOCK) == 0);
 	T_CHECK(t_evict_all(nh, PG_LOCKED) == 0);
-	v = t_word(t_pool + PG_LOCKED * T_PAGE, 0) - v0;
+	v = t_pool_word(PG_LOCKED, 0) - v0;
 	printf("spinlock, %u hosts: counter %" PRIu64 " (want %u)\n", nh, v,
 	       nh * T_N);
 	T_CHECK(v == nh * T_N);
@@ -559,11 +567,10 @@ static int test_false_sharing(unsigned int nh)
 	uint64_t v0[T_HOSTS];
 
 	for (unsigned int i = 0; i < nh; i++)
-		v0[i] = t_word(t_pool + PG_FALSE * T_PAGE, i + 1);
+		v0[i] = t_pool_word(PG_FALSE, i + 1);
 	T_CHECK(t_inc_all(nh, PG_FALSE, true) == 0);
 	for (unsigned int i = 0; i < nh; i++)
-		T_CHECK(t_word(t_pool + PG_FALSE * T_PAGE, i + 1) - v0[i] ==
-			T_N);
+		T_CHECK(t_pool_word(PG_FALSE, i + 1) - v0[i] == T_N);
 	printf("false sharing, %u hosts: each word %u\n", nh, T_N);
 	return 0;
 }
@@ -578,11 +585,11 @@ static int test_message_passing(unsigned int nh)
 	unsigned int i = 0, checks = 0, bad = 0;
 	int wstep = 0; /* writer: 0 payload next, 1 flag */
 
-	uint64_t base = t_word(t_pool + PG_FLAG * T_PAGE, 0);
+	uint64_t base = t_pool_word(PG_FLAG, 0);
 	struct t_host *w = &t_hosts[0];
 
 	/* payload and flag go from base to base + T_N together */
-	T_CHECK(t_word(t_pool + PG_PAYLOAD * T_PAGE, 0) == base);
+	T_CHECK(t_pool_word(PG_PAYLOAD, 0) == base);
 	w->incs = 0;
 	while (i < T_N && t_now_ms() < end && !t_errors(nh)) {
 		unsigned int target = 2 * i + (unsigned int)wstep + 1;
@@ -621,7 +628,7 @@ static int test_message_passing(unsigned int nh)
 	}
 	T_CHECK(t_evict_all(nh, PG_PAYLOAD) == 0);
 	T_CHECK(t_evict_all(nh, PG_FLAG) == 0);
-	T_CHECK(t_word(t_pool + PG_FLAG * T_PAGE, 0) == base + T_N);
+	T_CHECK(t_pool_word(PG_FLAG, 0) == base + T_N);
 	return 0;
 }
 
@@ -667,7 +674,7 @@ static int test_lost_host(void)
 	t_word_set(b->page[PG_LOST], 0, 7);
 	b->h[PG_LOST].data = 7;
 	T_CHECK(t_evict_all(2, PG_LOST) == 0);
-	T_CHECK(t_word(t_pool + PG_LOST * T_PAGE, 0) == 7);
+	T_CHECK(t_pool_word(PG_LOST, 0) == 7);
 	b->incs = 0;
 	while (!b->incs && t_now_ms() < end) {
 		t_inc(b, PG_LOST, 0);
@@ -732,11 +739,8 @@ int main(int argc, char **argv)
 		.self_name = "home",
 		.auth_flags = AUTH_F_ENCRYPT,
 		.pair_key = t_pair_key,
-		.coherent = true,
 	};
-	struct pagesrv *srv;
 	struct pagesrv_stats st;
-	char addr[64];
 	int rc = 0, ret;
 
 	(void)argc;
@@ -745,25 +749,17 @@ int main(int argc, char **argv)
 	ret = t_uring_or_skip();
 	if (ret)
 		return ret;
-	t_pool = mmap(NULL, T_POOL_SIZE, PROT_READ | PROT_WRITE,
-		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (t_pool == MAP_FAILED)
+	if (t_home_start(&t_home, &cfg))
 		return 1;
-	cfg.pool = t_pool;
-	if (pagesrv_create(&cfg, &srv) ||
-	    pagesrv_addr(srv, addr, sizeof(addr)) || pagesrv_start(srv)) {
-		fprintf(stderr, "page server: cannot start\n");
-		return 1;
-	}
 	for (int i = 0; i < T_HOSTS && !rc; i++)
-		rc = t_host_start(&t_hosts[i], i, addr);
+		rc = t_host_start(&t_hosts[i], i, t_home.addr);
 	if (!rc)
 		rc = test_counter(2) || test_counter(3) || test_spinlock(2) ||
 		     test_spinlock(3) || test_false_sharing(2) ||
 		     test_false_sharing(3) || test_message_passing(2) ||
 		     test_message_passing(3) || test_evict() ||
 		     test_lost_host() || test_hostile(3);
-	pagesrv_stats(srv, &st);
+	pagesrv_stats(t_home.srv, &st);
 	printf("home: %" PRIu64 " messages, %" PRIu64 " grants, %" PRIu64
 	       " invalidations, %" PRIu64 " recalls\n",
 	       st.coh_msgs, st.coh_grants, st.coh_invs, st.coh_recalls);
@@ -775,8 +771,7 @@ int main(int argc, char **argv)
 			t_drv_free(&t_hosts[i].d);
 		}
 	}
-	pagesrv_destroy(srv);
-	munmap(t_pool, T_POOL_SIZE);
+	t_home_stop(&t_home);
 	printf("%s\n", rc ? "FAIL" : "ok");
 	return rc ? 1 : 0;
 }

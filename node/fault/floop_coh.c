@@ -1,0 +1,664 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Fault loop: coherent mappings (MSG_MAP_COHERENT, issue 39). Every host
+ * that maps a coherent region writes it; each page is, on this host, in a
+ * state of node/coherent/coh.h's host machine (I, S, M and the transient
+ * ones, a byte a page: cst), driven through coh_host_access() and
+ * coh_host_on() so that it moves exactly as the machine the unit tests
+ * check. The page's home, the owner of its chunk, keeps its directory
+ * (node/pagesrv/pagesrv_coh.c) and is spoken to with the wire's COH
+ * messages over the peer's TCP connection (this node's own chunks: a
+ * connection to its own page server).
+ *
+ * The bytes live in the mapping's cache memfd, as a cache map's do: a
+ * copy to read is mapped write-protected (a write faults WP and asks for
+ * the page), the only copy is mapped writable (no fault and no message
+ * from then on: pages one host writes stay there). Taking a page back
+ * (RECALL, and PUTM for a flush or the mapping's end) write-protects it
+ * first (its writers stop in a WP fault), then reads it from the memfd;
+ * dropping it punches it out of the memfd, which unmaps it (the next
+ * touch faults MISSING). Kernel facts: tests/integration/test_kernel_coh.
+ *
+ * The connection to a home ends: every copy of its pages goes before any
+ * new connection is made (xport_cfg.peer_lost): shared ones are punched
+ * (read again on the next touch), modified ones are poisoned (what this
+ * host wrote and had not given back is lost, and its threads are told:
+ * SIGBUS), and requests that failed are asked again while their faults
+ * wait (until the fault timeout: SIGBUS).
+ */
+#define LOG_PREFIX "floop: "
+#include "floop_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "coh.h"
+#include "evl.h"
+#include "layout.h"
+#include "log.h"
+#include "wire.h"
+
+#define COH_ST_MASK 0x0f
+#define COH_F_WAIT  0x10 /* a fault waits on the page: asked again */
+#define COH_F_WRITE 0x20 /* ... to write it */
+#define COH_F_FLUSH 0x40 /* its PUTM is a flush's (m->n_flush) */
+
+static enum coh_host_state coh_st(const struct fmap *m, uint64_t i)
+{
+	return (enum coh_host_state)(m->cst[i] & COH_ST_MASK);
+}
+
+static void coh_st_set(struct fmap *m, uint64_t i, enum coh_host_state st)
+{
+	m->cst[i] = (uint8_t)((m->cst[i] & ~COH_ST_MASK) | st);
+	if (st == COH_I && !(m->cst[i] & COH_F_WAIT))
+		pgset_del(&m->coh_live, i);
+	else
+		pgset_add(&m->coh_live, i);
+}
+
+static uint64_t coh_pages(const struct fmap *m)
+{
+	return m->span / FLOOP_PAGE;
+}
+
+static uint64_t coh_addr(const struct fmap *m, uint64_t i)
+{
+	return m->base + i * FLOOP_PAGE;
+}
+
+/* Page @i's home and its pool offset there; -ESTALE if the home
+ * restarted since the region was placed (its pool is new). */
+static int coh_home(struct floop *f, struct fmap *m, uint64_t i, uint64_t *node,
+		    uint64_t *off)
+{
+	uint64_t rel = i * FLOOP_PAGE;
+	struct msg_chunk ch;
+
+	layout_map_chunk(&m->lay, rel >> m->chunk_shift, &ch);
+	if (floop_chunk_is_lost(f, &ch))
+		return -ESTALE;
+	*node = ch.node;
+	*off = ch.off + (rel & (m->chunk_size - 1));
+	return 0;
+}
+
+/* ---- requests ---- */
+
+static struct cohreq *coh_req_get(struct floop *f, uint32_t *idx)
+{
+	struct cohreq *r;
+
+	if (f->cohr_free == UINT32_MAX) {
+		uint32_t n = f->n_cohr ? 2 * f->n_cohr : 64;
+
+		if (n > FLOOP_COH_TAG - 1)
+			return NULL;
+		r = realloc(f->cohr, n * sizeof(*r));
+		if (!r)
+			return NULL;
+		memset(r + f->n_cohr, 0, (n - f->n_cohr) * sizeof(*r));
+		for (uint32_t k = f->n_cohr; k < n; k++)
+			r[k].next = k + 1 < n ? k + 1 : UINT32_MAX;
+		f->cohr_free = f->n_cohr;
+		f->cohr = r;
+		f->n_cohr = n;
+	}
+	*idx = f->cohr_free;
+	r = &f->cohr[*idx];
+	f->cohr_free = r->next;
+	r->busy = 1;
+	r->gen++;
+	return r;
+}
+
+static void coh_req_put(struct floop *f, uint32_t idx)
+{
+	struct cohreq *r = &f->cohr[idx];
+
+	free(r->buf);
+	r->buf = NULL;
+	r->busy = 0;
+	r->map = NULL;
+	r->next = f->cohr_free;
+	f->cohr_free = idx;
+}
+
+/*
+ * Sends @type for page @i of @m to its home, with @buf (a page: what it
+ * carries, or where its answer lands; taken, freed when done; NULL:
+ * none, or a landing page made here). Returns 0 or -errno (@buf freed).
+ */
+static int coh_send(struct floop *f, struct fmap *m, uint64_t i,
+		    unsigned int type, uint8_t *buf)
+{
+	struct cohreq *r;
+	uint64_t node, off;
+	uint32_t idx;
+	int ret;
+
+	ret = coh_home(f, m, i, &node, &off);
+	if (!ret && !buf && (type == WIRE_COH_GETS || type == WIRE_COH_GETM) &&
+	    !(buf = malloc(FLOOP_PAGE)))
+		ret = -ENOMEM;
+	if (ret || !(r = coh_req_get(f, &idx))) {
+		free(buf);
+		return ret ? ret : -ENOMEM;
+	}
+	r->map = m;
+	r->idx = i;
+	r->node = node;
+	r->type = type;
+	r->buf = buf;
+	ret = floop_peer_coh(f, node, type, off, buf,
+			     (uint64_t)r->gen << 32 | FLOOP_COH_TAG | idx);
+	if (ret) {
+		coh_req_put(f, idx);
+		return ret;
+	}
+	m->coh_out++;
+	atomic_fetch_add(&f->ctr.coh_msgs, 1);
+	return 0;
+}
+
+/* The wire type of a host's message @t (0: not a host's). */
+static unsigned int coh_wire_type(enum coh_msg_type t)
+{
+	switch (t) {
+	case COH_GETS:
+		return WIRE_COH_GETS;
+	case COH_GETM:
+		return WIRE_COH_GETM;
+	case COH_PUTM:
+		return WIRE_COH_PUTM;
+	case COH_PUTS:
+		return WIRE_COH_PUTS;
+	case COH_INV_ACK:
+		return WIRE_COH_INV_ACK;
+	case COH_RECALL_ACK:
+		return WIRE_COH_RECALL_ACK;
+	default:
+		return 0;
+	}
+}
+
+/* The model's messages @out for page @i: on the wire (a RECALL_ACK's or
+ * PUTM's page read from the memfd by the caller into @page, taken). */
+static int coh_out_send(struct floop *f, struct fmap *m, uint64_t i,
+			const struct coh_out *out, uint8_t *page)
+{
+	int ret = 0;
+
+	for (unsigned int k = 0; k < out->n; k++) {
+		unsigned int type = coh_wire_type(out->m[k].type);
+		int carries =
+			type == WIRE_COH_PUTM || type == WIRE_COH_RECALL_ACK;
+
+		if (!type)
+			continue;
+		ret = coh_send(f, m, i, type, carries ? page : NULL);
+		if (carries)
+			page = NULL;
+	}
+	free(page);
+	return ret;
+}
+
+/* ---- the memfd and the process's page tables ---- */
+
+/* Page @i leaves the memfd (and so the process's page tables). */
+static void coh_punch(struct fmap *m, uint64_t i)
+{
+	if (fallocate(m->cache_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)(i * FLOOP_PAGE), FLOOP_PAGE))
+		log_errno(-errno, "map %s page %#" PRIx64 ": punch", m->name,
+			  i * FLOOP_PAGE);
+}
+
+/* Page @i's bytes from the memfd, in a new page (NULL: none). Its
+ * writers are stopped first (@protect). */
+static uint8_t *coh_take(struct fmap *m, uint64_t i, int protect)
+{
+	uint8_t *p = malloc(FLOOP_PAGE);
+
+	if (protect)
+		uffd_wp(m->uffd, coh_addr(m, i), FLOOP_PAGE, 1, 0);
+	if (p && pread(m->cache_fd, p, FLOOP_PAGE, (off_t)(i * FLOOP_PAGE)) !=
+			 (ssize_t)FLOOP_PAGE) {
+		log_err("map %s page %#" PRIx64 ": cannot read it from the "
+			"cache",
+			m->name, i * FLOOP_PAGE);
+		free(p);
+		p = NULL;
+	}
+	return p;
+}
+
+/* Maps page @i (in the memfd) into the process: write-protected (a
+ * copy to read) or not, and wakes whoever waits on it. -EFAULT: the page
+ * is not in the memfd (the process punched it itself). */
+static int coh_map_page(struct fmap *m, uint64_t i, int wp)
+{
+	uint64_t addr = coh_addr(m, i), mapped = 0;
+	int ret = uffd_continue(m->uffd, addr, FLOOP_PAGE, wp, 1, &mapped);
+
+	if (ret == -EEXIST) {
+		/* mapped already (a copy to read being upgraded) */
+		if (!wp)
+			uffd_wp(m->uffd, addr, FLOOP_PAGE, 0, 1);
+		else
+			uffd_wake(m->uffd, addr, FLOOP_PAGE);
+		return 0;
+	}
+	if (ret == -EFAULT)
+		return ret;
+	if (ret && ret != -ENOENT && ret != -ESRCH) {
+		if (ret != -EAGAIN)
+			log_errno(ret, "map %s page %#" PRIx64 ": CONTINUE",
+				  m->name, i * FLOOP_PAGE);
+		uffd_wake(m->uffd, addr, FLOOP_PAGE);
+	}
+	return 0;
+}
+
+/* ---- faults ---- */
+
+/* Host access to page @i (a fault, or one asked again): 0, or -errno
+ * (poisoned). */
+static int coh_access(struct floop *f, struct fmap *m, uint64_t i, int write)
+{
+	struct coh_host h = { .state = coh_st(m, i) };
+	struct coh_out out = { .n = 0 };
+	uint64_t v = 0;
+	int ret;
+
+	ret = coh_host_access(&h, 0, write, &v, &out);
+	if (ret == COH_OK) {
+		/* held, not mapped here (a MINOR fault, or a WP fault the
+		 * grant crossed): map it */
+		if (!coh_map_page(m, i, h.state != COH_M))
+			return 0;
+		/* the process punched it itself: a copy to read is asked
+		 * for again; a modified one's bytes are gone */
+		if (h.state == COH_M) {
+			floop_poison(f, m, coh_addr(m, i),
+				     "the process dropped a page it held "
+				     "modified");
+			return -EFAULT;
+		}
+		h.state = COH_I;
+		coh_st_set(m, i, COH_I);
+		out.n = 0;
+		ret = coh_host_access(&h, 0, write, &v, &out);
+	}
+	m->cst[i] |= COH_F_WAIT | (write ? COH_F_WRITE : 0);
+	if (ret != COH_MISS) {
+		pgset_add(&m->coh_live, i);
+		return 0; /* its own request answers it */
+	}
+	coh_st_set(m, i, h.state);
+	ret = coh_out_send(f, m, i, &out, NULL);
+	if (ret) {
+		/* asked again on the tick (its peer may be connecting) */
+		coh_st_set(m, i, coh_st(m, i) == COH_SM_D ? COH_S : COH_I);
+		m->coh_retry = 1;
+	}
+	return 0;
+}
+
+void floop_coh_fault(struct floop *f, struct fmap *m, uint64_t addr,
+		     uint64_t flags, uint64_t t0_ms)
+{
+	uint64_t i = (addr - m->base) / FLOOP_PAGE;
+	int write = !!(flags &
+		       (UFFD_PAGEFAULT_FLAG_WRITE | UFFD_PAGEFAULT_FLAG_WP));
+
+	if (!(m->cst[i] & COH_F_WAIT))
+		m->coh_t0[i] = (uint32_t)(t0_ms - m->coh_epoch_ms);
+	log_dbg("map %s page %#" PRIx64 ": %s fault in %s", m->name,
+		i * FLOOP_PAGE, write ? "write" : "read",
+		coh_host_state_name(coh_st(m, i)));
+	coh_access(f, m, i, write);
+}
+
+/* ---- answers and pushes ---- */
+
+/* The answer to the request of @r (the page's bytes in r->buf). */
+static void coh_answered(struct floop *f, struct fmap *m, struct cohreq *r)
+{
+	uint64_t i = r->idx;
+	struct coh_host h = { .state = coh_st(m, i) };
+	struct coh_msg in = { .type = COH_PUT_ACK };
+	struct coh_out out = { .n = 0 };
+	enum coh_host_state was = h.state;
+	int granted;
+
+	log_dbg("map %s page %#" PRIx64 ": answer to %u in %s", m->name,
+		i * FLOOP_PAGE, r->type, coh_host_state_name(was));
+	if (r->type == WIRE_COH_GETS || r->type == WIRE_COH_GETM) {
+		in.type = r->type == WIRE_COH_GETS ? COH_DATA_S : COH_DATA_M;
+		in.has_data = 1;
+	} else if (r->type != WIRE_COH_PUTM) {
+		return; /* an acknowledgement's answer */
+	}
+	if (coh_host_on(&h, 0, &in, &out, &granted) != COH_OK) {
+		log_err("map %s page %#" PRIx64 ": %s in state %s", m->name,
+			i * FLOOP_PAGE, coh_msg_name(in.type),
+			coh_host_state_name(was));
+		return;
+	}
+	if (in.type == COH_PUT_ACK) {
+		/* given back: out of the memfd; writers that waited fault
+		 * again and ask for it */
+		coh_punch(m, i);
+		uffd_wake(m->uffd, coh_addr(m, i), FLOOP_PAGE);
+		if (m->cst[i] & COH_F_FLUSH) {
+			m->cst[i] &= ~COH_F_FLUSH;
+			m->n_flush--;
+		}
+		coh_st_set(m, i, h.state);
+		return;
+	}
+	atomic_fetch_add(&f->ctr.coh_grants, 1);
+	/* a copy to read (or from I) lands in the memfd; an upgrade keeps
+	 * the bytes it has (the same: no one wrote while it was shared) */
+	if (was != COH_SM_D &&
+	    pwrite(m->cache_fd, r->buf, FLOOP_PAGE, (off_t)(i * FLOOP_PAGE)) !=
+		    (ssize_t)FLOOP_PAGE) {
+		log_err("map %s page %#" PRIx64 ": cannot write it to the "
+			"cache",
+			m->name, i * FLOOP_PAGE);
+		floop_poison(f, m, coh_addr(m, i), "the cache cannot hold it");
+		return;
+	}
+	m->cst[i] &= ~(COH_F_WAIT | COH_F_WRITE);
+	coh_st_set(m, i, h.state);
+	if (m->dead) {
+		/* the mapping ended meanwhile: given straight back */
+		floop_coh_give_back(f, m, i, 0);
+		return;
+	}
+	coh_map_page(m, i, h.state != COH_M);
+}
+
+void floop_coh_done(struct floop *f, uint32_t idx, uint32_t gen, int status)
+{
+	struct cohreq *r;
+	struct fmap *m;
+
+	if (idx >= f->n_cohr || !f->cohr[idx].busy || f->cohr[idx].gen != gen) {
+		log_err("coherence: an answer to no message (%u, gen %u)", idx,
+			gen);
+		return;
+	}
+	r = &f->cohr[idx];
+	m = r->map;
+	m->coh_out--;
+	if (!status) {
+		coh_answered(f, m, r);
+	} else {
+		uint64_t i = r->idx;
+
+		switch (r->type) {
+		case WIRE_COH_GETS:
+		case WIRE_COH_GETM:
+			/* back to what it had; the fault waits and is
+			 * asked again */
+			coh_st_set(m, i,
+				   coh_st(m, i) == COH_SM_D ? COH_S : COH_I);
+			m->coh_retry = 1;
+			if (status == -EACCES || status == -ERANGE ||
+			    status == -EINVAL) {
+				m->cst[i] &= ~(COH_F_WAIT | COH_F_WRITE);
+				floop_poison(f, m, coh_addr(m, i),
+					     "its home refused it");
+			}
+			break;
+		case WIRE_COH_PUTM:
+			/* its bytes did not get home: what the home has
+			 * is what it had before */
+			m->wb_gone++;
+			if (m->cst[i] & COH_F_FLUSH) {
+				m->cst[i] &= ~COH_F_FLUSH;
+				m->n_flush--;
+			}
+			coh_punch(m, i);
+			coh_st_set(m, i, COH_I);
+			break;
+		default:
+			break; /* its connection ended: peer_lost drops all */
+		}
+	}
+	coh_req_put(f, idx);
+	if (m->dead && !m->coh_out)
+		f->up.map_idle(f, m);
+}
+
+/* The mapping of this loop whose page at the home @node's pool offset
+ * @off it is, or NULL. */
+static struct fmap *coh_find(struct floop *f, uint64_t node, uint64_t off,
+			     uint64_t *i)
+{
+	for (struct fmap *m = f->maps; m; m = m->next) {
+		if (!m->coh)
+			continue;
+		for (uint32_t c = 0; c < m->n_chunks; c++) {
+			struct msg_chunk ch;
+
+			layout_map_chunk(&m->lay, c, &ch);
+			if (ch.node != node || off < ch.off ||
+			    off - ch.off >= m->chunk_size)
+				continue;
+			*i = ((uint64_t)c * m->chunk_size + (off - ch.off)) /
+			     FLOOP_PAGE;
+			return m;
+		}
+	}
+	return NULL;
+}
+
+void floop_coh_push(void *arg, uint64_t node, unsigned int type, uint64_t off)
+{
+	struct floop *f = arg;
+	struct coh_msg in = { .type = COH_INV };
+	struct coh_out out = { .n = 0 };
+	struct coh_host h;
+	struct fmap *m;
+	uint8_t *page = NULL;
+	enum coh_host_state was;
+	uint64_t i = 0;
+	int granted;
+
+	if (type == WIRE_COH_RECALL_S)
+		in.type = COH_RECALL_S;
+	else if (type == WIRE_COH_RECALL_M)
+		in.type = COH_RECALL_M;
+	else if (type != WIRE_COH_INV)
+		return;
+	m = coh_find(f, node, off, &i);
+	if (!m) {
+		log_err("node %" PRIu64 ": %s of page %#" PRIx64
+			" of no coherent mapping here",
+			node, coh_msg_name(in.type), off);
+		return;
+	}
+	h.state = was = coh_st(m, i);
+	log_dbg("map %s page %#" PRIx64 ": %s in %s", m->name, i * FLOOP_PAGE,
+		coh_msg_name(in.type), coh_host_state_name(was));
+	if (in.type != COH_INV && (was == COH_M || was == COH_MI_A)) {
+		/* what it gives back: its writers stopped first */
+		page = coh_take(m, i, was == COH_M);
+		if (!page)
+			return; /* cannot be answered: the home waits */
+		memcpy(&h.data, page, sizeof(h.data));
+	}
+	if (coh_host_on(&h, 0, &in, &out, &granted) != COH_OK) {
+		log_err("map %s page %#" PRIx64 ": %s in state %s", m->name,
+			i * FLOOP_PAGE, coh_msg_name(in.type),
+			coh_host_state_name(was));
+		free(page);
+		return;
+	}
+	if (in.type == COH_INV) {
+		atomic_fetch_add(&f->ctr.coh_invs, 1);
+		if (was == COH_S || was == COH_SM_D)
+			coh_punch(m, i);
+	} else {
+		atomic_fetch_add(&f->ctr.coh_recalls, 1);
+		if (in.type == COH_RECALL_M && was == COH_M) {
+			coh_punch(m, i);
+			/* its writers wait in a WP fault: they fault again
+			 * and ask for it */
+			uffd_wake(m->uffd, coh_addr(m, i), FLOOP_PAGE);
+		}
+	}
+	coh_st_set(m, i, h.state);
+	coh_out_send(f, m, i, &out, page);
+}
+
+/* ---- giving pages back ---- */
+
+/* Page @i goes home: PUTM of a modified one (a flush's if @flush), PUTS
+ * of a copy to read. */
+void floop_coh_give_back(struct floop *f, struct fmap *m, uint64_t i, int flush)
+{
+	struct coh_host h = { .state = coh_st(m, i) };
+	struct coh_out out = { .n = 0 };
+	uint8_t *page = NULL;
+
+	if (h.state == COH_M) {
+		page = coh_take(m, i, !m->gone);
+		if (!page)
+			return;
+		memcpy(&h.data, page, sizeof(h.data));
+	}
+	if (coh_host_evict(&h, 0, &out) != COH_OK) {
+		free(page);
+		return;
+	}
+	if (h.state == COH_I && coh_st(m, i) == COH_S)
+		coh_punch(m, i);
+	if (flush && h.state == COH_MI_A) {
+		m->cst[i] |= COH_F_FLUSH;
+		m->n_flush++;
+	}
+	coh_st_set(m, i, h.state);
+	coh_out_send(f, m, i, &out, page);
+}
+
+void floop_coh_flush(struct floop *f, struct fmap *m)
+{
+	for (uint64_t i = pgset_next(&m->coh_live, 0); i < coh_pages(m);
+	     i = pgset_next(&m->coh_live, i + 1))
+		if (coh_st(m, i) == COH_M)
+			floop_coh_give_back(f, m, i, 1);
+}
+
+void floop_coh_drain(struct floop *f, struct fmap *m)
+{
+	for (uint64_t i = pgset_next(&m->coh_live, 0); i < coh_pages(m);
+	     i = pgset_next(&m->coh_live, i + 1)) {
+		m->cst[i] &= ~(COH_F_WAIT | COH_F_WRITE);
+		floop_coh_give_back(f, m, i, 0);
+	}
+}
+
+/* ---- connections and time ---- */
+
+void floop_coh_peer_lost(struct floop *f, uint64_t node)
+{
+	for (struct fmap *m = f->maps; m; m = m->next) {
+		if (!m->coh)
+			continue;
+		for (uint64_t i = pgset_next(&m->coh_live, 0); i < coh_pages(m);
+		     i = pgset_next(&m->coh_live, i + 1)) {
+			enum coh_host_state st = coh_st(m, i);
+			uint64_t home, off;
+
+			if (coh_home(f, m, i, &home, &off) || home != node)
+				continue;
+			if (st == COH_M || st == COH_MI_A) {
+				/* what it wrote and had not given back */
+				m->wb_gone++;
+				coh_punch(m, i);
+				if (!m->gone)
+					floop_poison(f, m, coh_addr(m, i),
+						     "its home's connection "
+						     "ended while this host "
+						     "held it modified: what "
+						     "it wrote is lost");
+				if (m->cst[i] & COH_F_FLUSH) {
+					m->cst[i] &= ~COH_F_FLUSH;
+					m->n_flush--;
+				}
+			} else if (st == COH_S || st == COH_SM_D) {
+				coh_punch(m, i);
+			}
+			if (st != COH_I) {
+				m->coh_retry = 1;
+				coh_st_set(m, i, COH_I);
+			}
+		}
+	}
+}
+
+/* Requests that failed are asked again (at once when some did, else
+ * once a second); a fault waiting past the fault timeout, whatever its
+ * request's state (a home that waits for a host that is gone), gets
+ * SIGBUS (a grant coming after maps the page over the poison). */
+void floop_coh_tick(struct floop *f, uint64_t now)
+{
+	for (struct fmap *m = f->maps; m; m = m->next) {
+		if (!m->coh || m->dead ||
+		    (!m->coh_retry && now - m->coh_scan_ms < FLOOP_COH_SCAN_MS))
+			continue;
+		m->coh_retry = 0;
+		m->coh_scan_ms = now;
+		for (uint64_t i = pgset_next(&m->coh_live, 0); i < coh_pages(m);
+		     i = pgset_next(&m->coh_live, i + 1)) {
+			enum coh_host_state st = coh_st(m, i);
+
+			if (!(m->cst[i] & COH_F_WAIT))
+				continue;
+			if (now - m->coh_epoch_ms - m->coh_t0[i] >=
+			    f->cfg.fault_timeout_ms) {
+				m->cst[i] &= ~(COH_F_WAIT | COH_F_WRITE);
+				coh_st_set(m, i, st);
+				floop_poison(f, m, coh_addr(m, i),
+					     "its home did not answer within "
+					     "the fault timeout");
+				continue;
+			}
+			if (st == COH_I || st == COH_S)
+				coh_access(f, m, i,
+					   !!(m->cst[i] & COH_F_WRITE));
+		}
+	}
+}
+
+int floop_coh_map_init(struct floop *f, struct fmap *m)
+{
+	uint64_t n = coh_pages(m);
+
+	(void)f;
+	m->cst = calloc(n ? n : 1, 1);
+	m->coh_t0 = calloc(n ? n : 1, sizeof(*m->coh_t0));
+	if (!m->cst || !m->coh_t0 || pgset_init(&m->coh_live, n))
+		return -ENOMEM;
+	m->coh_epoch_ms = evl_now_ms();
+	m->coh = 1;
+	return 0;
+}
+
+void floop_coh_map_fini(struct fmap *m)
+{
+	free(m->cst);
+	free(m->coh_t0);
+	m->cst = NULL;
+	m->coh_t0 = NULL;
+	pgset_fini(&m->coh_live);
+}
