@@ -28,6 +28,7 @@
 #             data_bytes=N
 # data_bytes: the program's anonymous resident memory the load added,
 # all local; fetched: pages host A's agent fetched back during the run.
+# FP_MC_OPTS: more memcached options (e.g. "-o no_lru_maintainer,no_lru_crawler").
 # Skips (77) without root, redis-server / redis-benchmark / memcached,
 # jemalloc or /usr/bin/python3, in copy mode, or in a sanitizer build.
 set -uo pipefail
@@ -46,7 +47,7 @@ while [ $# -gt 0 ]; do
 	--runs) RUNS=${2:?--runs needs a number}; shift 2 ;;
 	--pcts) PCTS=${2:?--pcts needs percentages}; shift 2 ;;
 	--progs) PROGS=${2:?--progs needs redis, memcached or both}; shift 2 ;;
-	-h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "programs.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -310,6 +311,8 @@ start_prog() {
 			--daemonize no --dir "$FP_TMP")
 	else
 		cmd=("$MC" -m "$MC_MEM" -l "$HOST_IP" -p "$PORT" -U 0 -u root -A -t 4)
+		# shellcheck disable=SC2206
+		[ -n "${FP_MC_OPTS:-}" ] && cmd+=($FP_MC_OPTS)
 	fi
 	# shellcheck disable=SC2046
 	fp_bg H env FARPAGE_AGENT_SOCK="${FP_NODE_SOCK[A]}" "$FP_CLI_BIN" --coordinator "$FP_COORD" \
