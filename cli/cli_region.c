@@ -23,7 +23,7 @@ static const char cli_region_usage[] =
 	"ID,ID,...]\n"
 	"                             [--writers NODE,NODE,...] "
 	"[--readers NODE,NODE,...]\n"
-	"                             [--replicas N]\n"
+	"                             [--replicas N] [--coherent]\n"
 	"       farpage region list\n"
 	"       farpage region show NAME\n"
 	"       farpage region delete NAME\n"
@@ -42,6 +42,7 @@ static const char cli_region_create_usage[] =
 	"                             [--writers NODE,NODE,...] "
 	"[--readers NODE,NODE,...]\n"
 	"                             [--wait SECONDS] [--replicas N]\n"
+	"                             [--coherent]\n"
 	"\n"
 	"Creates region NAME and prints its chunk map. The pool space of a\n"
 	"deleted region comes back once its owner has cleared it (every node\n"
@@ -64,6 +65,10 @@ static const char cli_region_create_usage[] =
 	"  --replicas N       copies of every chunk, 1..3, on distinct nodes\n"
 	"                     (distinct zones when enough nodes have one);\n"
 	"                     default 1; not with --owners\n"
+	"  --coherent         every node that may write it maps it writable\n"
+	"                     at once, each page kept coherent by its owner\n"
+	"                     (no write lease; one replica; docs/design.md,\n"
+	"                     coherent/)\n"
 	"  --wait SECONDS     how long to wait for space being cleared\n"
 	"                     (default 15; 0: fail at once)\n"
 	"  --help             this text\n";
@@ -200,10 +205,11 @@ static void cli_region_summary(const struct msg *r)
 	char size[32], chunk[32];
 	uint32_t R = r->replicas ? (uint32_t)r->replicas : 1;
 
-	printf("region %s: %s in %u chunks of %s, epoch %llu\n", r->name,
+	printf("region %s: %s in %u chunks of %s, epoch %llu%s\n", r->name,
 	       cli_size_str(r->size, size, sizeof(size)), r->n_chunks / R,
 	       cli_size_str(r->chunk_size, chunk, sizeof(chunk)),
-	       (unsigned long long)r->epoch);
+	       (unsigned long long)r->epoch,
+	       r->rflags & MSG_REGION_COHERENT ? ", coherent" : "");
 	if (R > 1) {
 		uint32_t lost, missing, rebuilding;
 		const char *h =
@@ -460,6 +466,9 @@ static int cli_region_create_opt(const struct cli *c, const char *usage,
 			return code;
 		}
 		return -1;
+	case 'C':
+		req->rflags |= MSG_REGION_COHERENT;
+		return -1;
 	case 'w':
 		if (cli_opt_u64(usage, "--wait", arg, wait_s))
 			return code;
@@ -490,6 +499,11 @@ static int cli_region_create_check(const char *usage, const struct msg *req)
 				     "replica; not with --replicas");
 		return CLI_EXIT_USAGE;
 	}
+	if (req->replicas > 1 && (req->rflags & MSG_REGION_COHERENT)) {
+		cli_usage_err(usage, "region create: a coherent region has one "
+				     "replica; not with --replicas");
+		return CLI_EXIT_USAGE;
+	}
 	return -1;
 }
 
@@ -504,6 +518,7 @@ static int cli_region_create(const struct cli *c, int argc, char **argv)
 		{ "readers", required_argument, NULL, 'r' },
 		{ "wait", required_argument, NULL, 'w' },
 		{ "replicas", required_argument, NULL, 'R' },
+		{ "coherent", no_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};

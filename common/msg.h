@@ -55,7 +55,8 @@ enum msg_type {
 	MSG_T_NODES,	   /* nodes, [gone] */
 	/* regions */
 	MSG_T_REGION_CREATE, /* name, size, [chunk_size], [place] | [owners],
-				[writers], [readers], [replicas] */
+				[writers], [readers], [replicas],
+				[rflags: MSG_REGION_COHERENT] */
 	MSG_T_REGION_GET,    /* name, [wruns], [wrepl] -> REGION; a region
 				of replicas > 1 without wrepl: EPROTONOSUPPORT;
 				a node key the region's readers leave out:
@@ -63,7 +64,8 @@ enum msg_type {
 	MSG_T_REGION,	     /* name, size, chunk_size, epoch, chunks,
 				[writers], [readers] (older logs: none),
 				[replicas, rgen, rstates]: n_chunks *
-				replicas chunk records, chunk-major */
+				replicas chunk records, chunk-major,
+				[rflags: MSG_REGION_COHERENT] */
 	MSG_T_REGION_LIST,   /* -> REGIONS */
 	MSG_T_REGIONS,	     /* regions */
 	MSG_T_REGION_DELETE, /* name -> OK */
@@ -252,6 +254,8 @@ enum msg_field_id {
 			      up with their node key (besides its writers);
 			      none: any node */
 	MSG_F_UNREACH,	   /* list of struct msg_unreach, <= MSG_UNREACH_MAX */
+	MSG_F_RFLAGS,	   /* u64, a region's flags (MSG_REGION_*; absent:
+			      none): REGION_CREATE, REGION */
 	MSG_F__MAX,
 };
 
@@ -332,6 +336,10 @@ enum msg_field_id {
  * seen by write-protect faults (never WP_ASYNC).
  */
 #define MSG_MAP_COHERENT (UINT64_C(1) << 11)
+/* REGION_CREATE and REGION rflags: a coherent region (every host that
+ * maps it writes it, no write lease; `farpage region create --coherent`) */
+#define MSG_REGION_COHERENT UINT64_C(1)
+#define MSG_REGION_FLAGS    MSG_REGION_COHERENT
 #define MSG_MAP_FLAGS                                                         \
 	(MSG_MAP_PREFETCH | MSG_MAP_RESUME | MSG_MAP_RDONLY | MSG_MAP_CACHE | \
 	 MSG_MAP_WPASYNC | MSG_LAYOUT_RUNS | MSG_LEASE_IFFREE |               \
@@ -533,6 +541,7 @@ struct msg {
 	uint64_t features;
 	uint64_t faults, remote, local, errors, poisoned;
 	uint64_t flags;
+	uint64_t rflags; /* a region's MSG_REGION_* */
 	uint64_t cid;
 	uint64_t ngen;
 	uint64_t lease;

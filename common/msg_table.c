@@ -307,6 +307,7 @@ const struct msg_field msg_fields[MSG_F__MAX] = {
 		F_LIST(msg, "readers", readers, n_readers, 1, UINT32_MAX),
 	[MSG_F_UNREACH] = F_RECSN(msg, "unreach", unreach, n_unreach,
 				  msg_unreach_rec, MSG_UNREACH_MAX),
+	[MSG_F_RFLAGS] = F_U64(msg, "rflags", rflags, 1, MSG_REGION_FLAGS),
 };
 
 #define B(f) MSG_BIT(MSG_F_##f)
@@ -342,7 +343,7 @@ const struct msg_schema msg_schema[MSG_T__MAX] = {
 	[MSG_T_REGION_CREATE] = { "region_create",
 				  B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(PLACE) |
 					  B(OWNERS) | B(WRITERS) | B(READERS) |
-					  B(REPLICAS),
+					  B(REPLICAS) | B(RFLAGS),
 				  B(NAME) | B(SIZE) },
 	[MSG_T_REGION_GET] = { "region_get",
 			       B(NAME) | B(WANT_RUNS) | B(WANT_REPL) |
@@ -351,7 +352,7 @@ const struct msg_schema msg_schema[MSG_T__MAX] = {
 	[MSG_T_REGION] = { "region",
 			   REGION_REQ | B(CHUNKS) | B(WRITERS) | B(READERS) |
 				   B(RUNS) | B(REPLICAS) | B(RGEN) |
-				   B(RSTATES) | B(GRANTS),
+				   B(RSTATES) | B(GRANTS) | B(RFLAGS),
 			   REGION_REQ },
 	[MSG_T_REGION_LIST] = { "region_list", 0, 0 },
 	[MSG_T_REGIONS] = { "regions", B(REGIONS), 0 },

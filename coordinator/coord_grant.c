@@ -292,6 +292,16 @@ int coord_grants_add(struct coord *c, const char *name, const struct msg *req,
 			sp.rights = GRANT_READ | GRANT_WRITE;
 			sp.wgen = r->wgen;
 		}
+		/* A coherent region: every node that may write does, the
+		 * pages' homes order the writes (a generation of 1: no
+		 * lease, none other) */
+		if (r && (r->flags & MSG_REGION_COHERENT)) {
+			sp.rights = GRANT_READ | GRANT_COHERENT;
+			if (coord_acl_may_write(r, sp.holder->id)) {
+				sp.rights |= GRANT_WRITE;
+				sp.wgen = r->wgen ? r->wgen : 1;
+			}
+		}
 		ret = coord_grants_region(c, req->name, &sp, rep, now_ms);
 		break;
 	case MSG_T_WRITE_LEASE:

@@ -107,6 +107,9 @@ struct coord_region {
 	 * (enum msg_rstate_state). A MISSING record holds no extent. */
 	uint32_t replicas;
 	uint64_t rgen; /* 0 for one replica */
+	/* MSG_REGION_COHERENT: every node that may write maps it writable
+	 * at once; no write lease (write grants to each) */
+	uint64_t flags;
 	uint8_t *rstate;
 	/* In memory only (with rstate): the rgen of the record that gave
 	 * each replica its state and place; the region record's rgen for

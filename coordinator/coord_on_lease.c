@@ -99,6 +99,14 @@ int coord_on_write_lease(struct coord *c, const struct msg *req,
 		msg_error(rep, -ENOENT, "no region '%s'", req->name);
 		return 0;
 	}
+	if (r->flags & MSG_REGION_COHERENT) {
+		msg_error(rep, -EOPNOTSUPP,
+			  "region '%s' is coherent: every host maps it "
+			  "writable without its write lease (an agent that "
+			  "serves coherent regions maps it so)",
+			  req->name);
+		return 0;
+	}
 	if (!n || n->instance != req->instance || now >= n->lease_end) {
 		msg_error(rep, -ESTALE,
 			  "node %llu is not up with instance %016llx: join "

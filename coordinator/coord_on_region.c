@@ -42,6 +42,20 @@ int coord_on_region_create(struct coord *c, const struct msg *req,
 		ret = -EINVAL;
 		goto out_err;
 	}
+	if (req->rflags & ~MSG_REGION_FLAGS) {
+		snprintf(why, sizeof(why), "unknown region flags %#llx",
+			 (unsigned long long)(req->rflags & ~MSG_REGION_FLAGS));
+		ret = -EINVAL;
+		goto out_err;
+	}
+	if ((req->rflags & MSG_REGION_COHERENT) && req->replicas > 1) {
+		snprintf(why, sizeof(why),
+			 "a coherent region has one replica (its pages' "
+			 "directory lives at their one owner)");
+		ret = -EOPNOTSUPP;
+		goto out_err;
+	}
+	rec.rflags = req->rflags;
 	if (coord_region_find(c, req->name)) {
 		snprintf(why, sizeof(why), "region '%s' exists", req->name);
 		ret = -EEXIST;
@@ -142,6 +156,7 @@ void coord_on_region_get(struct coord *c, const struct msg *req,
 	}
 	msg_init(rep, MSG_T_REGION);
 	coord_region_msg(r, rep);
+	rep->rflags = r->flags;
 	if (r->replicas > 1) {
 		uint32_t k = 0;
 

@@ -185,6 +185,7 @@ int coord_apply_region(struct coord *c, const struct msg *rec, char *why,
 		goto out_free;
 	}
 	r->replicas = (uint32_t)reps;
+	r->flags = rec->rflags & MSG_REGION_FLAGS;
 	if (reps > 1) {
 		ret = coord_region_rstates_init(r, rec, reps);
 		if (ret)
@@ -276,6 +277,7 @@ int coord_regions_dump(const struct coord *c, coord_emit_fn *emit, void *arg)
 		m.n_writers = r->n_writers;
 		m.readers = r->readers;
 		m.n_readers = r->n_readers;
+		m.rflags = r->flags;
 		if (r->replicas > 1) {
 			m.replicas = r->replicas;
 			m.rgen = r->rgen;

@@ -124,8 +124,9 @@ static void server_nodes_for_node(struct server *s, const char *name,
 	for (uint32_t i = 0; i < rep->n_nodes; i++) {
 		struct msg_node *n = &rep->nodes[i];
 
-		if (strcmp(n->name, name) &&
-		    auth_pair_key(&s->keys[0], name, n->name, n->pkey))
+		/* its own too: its fault loops reach its own page server
+		 * (the home of its chunks of coherent regions) */
+		if (auth_pair_key(&s->keys[0], name, n->name, n->pkey))
 			memset(n->pkey, 0, sizeof(n->pkey));
 	}
 }

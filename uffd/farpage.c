@@ -627,8 +627,10 @@ static int farpage_map_layout_take(struct farpage_map *m, struct msg *rep,
 	m->epoch = rep->epoch;
 	m->cid = rep->cid;
 	m->wgen = rep->wgen;
-	/* An incoming map takes its lease at its first fault. */
-	if (!(m->flags & (MSG_MAP_RDONLY | MSG_MAP_INCOMING)) && !m->wgen) {
+	/* An incoming map takes its lease at its first fault; a coherent
+	 * region's writers take none. */
+	if (!(m->flags & (MSG_MAP_RDONLY | MSG_MAP_INCOMING)) &&
+	    !(rep->flags & MSG_MAP_COHERENT) && !m->wgen) {
 		log_err("map %s: the agent gave no write-lease generation: is "
 			"it of another farpage version?",
 			name);

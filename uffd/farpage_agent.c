@@ -329,8 +329,10 @@ static int farpage_orphan(struct farpage_map *m)
 		if (state == MAP_ORPHAN) {
 			now = (int64_t)evl_now_ms();
 			/* Which of its pages read as zeroes died with the
-			 * agent: never handed over. */
-			if (m->flags & MSG_MAP_ANON)
+			 * agent: never handed over; nor a coherent map
+			 * (its homes dropped this host's copies). */
+			if ((m->flags & MSG_MAP_ANON) ||
+			    (m->layout_flags & MSG_MAP_COHERENT))
 				retry = INT64_MAX;
 			if (now >= retry) {
 				ret = farpage_resume(m);

@@ -33,7 +33,8 @@ int grant_key(const struct auth_key *node_key, uint8_t key[AUTH_KEY_LEN])
 
 static int grant_check(const struct grant *g)
 {
-	if (g->rights != GRANT_READ && g->rights != (GRANT_READ | GRANT_WRITE))
+	if (!(g->rights & GRANT_READ) ||
+	    (g->rights & ~(GRANT_READ | GRANT_WRITE | GRANT_COHERENT)))
 		return -EINVAL;
 	if ((g->rights & GRANT_WRITE) && !g->wgen)
 		return -EINVAL;

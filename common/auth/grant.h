@@ -36,9 +36,13 @@
 /* rights */
 #define GRANT_READ  0x1u
 #define GRANT_WRITE 0x2u
+/* of a coherent region's extent: its coherence messages (wire.h COH) are
+ * taken only under such grants (with GRANT_WRITE: those that take or give
+ * back a page to write) */
+#define GRANT_COHERENT 0x4u
 
 struct grant {
-	unsigned int rights;	    /* GRANT_READ, | GRANT_WRITE */
+	unsigned int rights; /* GRANT_READ, | GRANT_WRITE, | GRANT_COHERENT */
 	uint8_t kid[AUTH_ID_LEN];   /* the cluster key behind the owner's */
 	uint64_t owner;		    /* node id */
 	uint64_t owner_inst;	    /* its agent's instance */

@@ -307,6 +307,7 @@ static int agent_srv_create(struct node_agent *a)
 	scfg.self_name = cfg->name;
 	scfg.auth_flags = cfg->page_encryption ? AUTH_F_ENCRYPT : 0;
 	scfg.pair_key = agent_pair_key;
+	scfg.coherent = true;
 	scfg.pair_key_arg = a;
 	if (!a->cred.insecure) {
 		ret = agent_grant_key(a, &scfg);

@@ -60,6 +60,21 @@ static const struct agent_metric_fl agent_fault_metrics[] = {
 	  "Mappings this agent serves (incl. ones still sending written pages "
 	  "home).",
 	  FL(mappings), 1 },
+	{ "farpage_coherence_messages_total", "counter",
+	  "Coherence messages this host's coherent mappings sent to their "
+	  "pages' homes.",
+	  FL(coh_msgs), 1 },
+	{ "farpage_coherence_grants_total", "counter",
+	  "Pages homes granted to this host's coherent mappings (to read or "
+	  "to write).",
+	  FL(coh_grants), 1 },
+	{ "farpage_coherence_invalidations_total", "counter",
+	  "Copies to read of this host's coherent mappings that homes "
+	  "invalidated.",
+	  FL(coh_invs), 1 },
+	{ "farpage_coherence_recalls_total", "counter",
+	  "Pages homes took back from this host's coherent mappings.",
+	  FL(coh_recalls), 1 },
 };
 
 static const struct agent_metric_fl agent_cache_metrics[] = {
@@ -348,6 +363,17 @@ static const struct {
 	  "Grants the page server refused (GRANT), and reads and writes it "
 	  "refused for want of one (EACCES).",
 	  PS(grant_refusals) },
+	{ "farpage_pagesrv_coherence_messages_total",
+	  "Coherence messages this node's page server took, as the home of "
+	  "its chunks of coherent regions.",
+	  PS(coh_msgs) },
+	{ "farpage_pagesrv_coherence_grants_total",
+	  "Pages it granted as their home (to read or to write).",
+	  PS(coh_grants) },
+	{ "farpage_pagesrv_coherence_invalidations_total",
+	  "Invalidations it sent as a home.", PS(coh_invs) },
+	{ "farpage_pagesrv_coherence_recalls_total",
+	  "Recalls it sent as a home.", PS(coh_recalls) },
 };
 
 static void agent_metrics_render(struct metrics_buf *b, void *arg)

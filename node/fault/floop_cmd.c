@@ -195,7 +195,9 @@ static void floop_cmd_map_add(struct floop *f, struct floop_map_desc *d)
 		int ret = floop_cache_map_init(f, m, d);
 
 		if (!ret && (d->flags & MSG_MAP_COHERENT))
-			ret = floop_coh_map_init(f, m);
+			ret = floop_coh_map_other(f, d->name)
+				      ? -EBUSY
+				      : floop_coh_map_init(f, m);
 		if (ret) {
 			/* Its faults cannot be served: SIGBUS, not a hang. */
 			log_errno(ret, "map %s: cannot map its cache", m->name);

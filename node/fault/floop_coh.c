@@ -640,6 +640,16 @@ void floop_coh_tick(struct floop *f, uint64_t now)
 	}
 }
 
+/* True if a coherent map of region @name is here still (mapped, or
+ * giving its pages back): its home knows one host per connection. */
+int floop_coh_map_other(struct floop *f, const char *name)
+{
+	for (struct fmap *m = f->maps; m; m = m->next)
+		if (m->coh && !strcmp(m->name, name))
+			return 1;
+	return 0;
+}
+
 int floop_coh_map_init(struct floop *f, struct fmap *m)
 {
 	uint64_t n = coh_pages(m);

@@ -700,6 +700,7 @@ void floop_done_push(struct floop *f, struct floop_done *d);
 /* ---- floop_coh.c: coherent mappings (MSG_MAP_COHERENT) ---- */
 
 int floop_coh_map_init(struct floop *f, struct fmap *m);
+int floop_coh_map_other(struct floop *f, const char *name);
 void floop_coh_map_fini(struct fmap *m);
 /* A fault on @m (coherent) at page @addr, first read at @t0_ms. */
 void floop_coh_fault(struct floop *f, struct fmap *m, uint64_t addr,

@@ -242,7 +242,8 @@ void floop_peers_update(struct floop *f, const struct xport_peer_info *in,
 
 void floop_peer_addr_update(struct floop *f, const struct xport_peer_info *in)
 {
-	struct fpeer *p = f->self_known && in->node == f->self_peer.info.node
+	struct fpeer *p = f->self_known && in->node == f->cfg.self &&
+					  in->node == f->self_peer.info.node
 				  ? &f->self_peer
 				  : floop_peer_find(f, in->node);
 
@@ -255,6 +256,12 @@ void floop_peer_addr_update(struct floop *f, const struct xport_peer_info *in)
 
 void floop_peers_self(struct floop *f, uint64_t self)
 {
+	/* this node's entry is another node's now: learnt again from the
+	 * next node list */
+	if (f->self_known && f->self_peer.info.node != self) {
+		floop_peer_reopen(f, &f->self_peer);
+		f->self_known = 0;
+	}
 	for (uint32_t i = 0; i < f->n_peers; i++) {
 		struct fpeer *p = &f->peers[i];
 

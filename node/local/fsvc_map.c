@@ -280,6 +280,52 @@ static int fsvc_layout_hide(struct fsvc_conn *c, struct msg *reg)
 	return 0;
 }
 
+/*
+ * A map of coherent region @r (docs/design.md, coherent/): writable
+ * without a lease, every page through the cache, one such map of a
+ * region on this host (the home knows a host by its connection). 0, or
+ * -errno after replying.
+ */
+static int fsvc_map_coherent(struct fsvc_conn *c, const struct msg *r)
+{
+	struct fsvc *fs = c->fs;
+	char why[200];
+
+	if (!fs->env->cache_on) {
+		snprintf(why, sizeof(why),
+			 "region %s is coherent: its map needs the cache, and "
+			 "this agent serves faults by copying (--fault-mode "
+			 "copy)",
+			 r->name);
+		fsvc_reply_error(c, -EOPNOTSUPP, why);
+		return -EOPNOTSUPP;
+	}
+	if (c->flags & (MSG_MAP_MOVABLE | MSG_MAP_ANON)) {
+		snprintf(why, sizeof(why),
+			 "region %s is coherent: it is not mapped movable or "
+			 "anonymous",
+			 r->name);
+		fsvc_reply_error(c, -EINVAL, why);
+		return -EINVAL;
+	}
+	for (struct fsvc_conn *w = fs->conns; w; w = w->next) {
+		if (w != c && (w->flags & MSG_MAP_COHERENT) &&
+		    w->state >= FSVC_LAYOUT_SENT &&
+		    w->state <= FSVC_RELEASING && !strcmp(w->name, c->name)) {
+			snprintf(why, sizeof(why),
+				 "region %s is coherent and mapped by another "
+				 "process on this host already (one coherent "
+				 "map a region a host)",
+				 r->name);
+			fsvc_reply_error(c, -EBUSY, why);
+			return -EBUSY;
+		}
+	}
+	c->flags |= MSG_MAP_COHERENT;
+	c->lease = 0; /* nothing to give back */
+	return 0;
+}
+
 /* The lookup of @c is done: the layout and the cache fd, or the error. */
 int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 {
@@ -289,6 +335,11 @@ int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 	if (r->err) {
 		fsvc_reply_error(c, r->err, r->text);
 		return r->err;
+	}
+	if (r->region.rflags & MSG_REGION_COHERENT) {
+		ret = fsvc_map_coherent(c, &r->region);
+		if (ret)
+			return ret;
 	}
 	msg_init(&c->layout, MSG_T_MAP_LAYOUT);
 	msg_strset(c->layout.name, sizeof(c->layout.name), r->region.name);
@@ -303,7 +354,7 @@ int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 	c->layout.runs = r->region.runs;
 	c->layout.n_runs = r->region.n_runs;
 	if (r->region.replicas > 1 ||
-	    (c->flags & (MSG_MAP_MOVABLE | MSG_MAP_ANON))) {
+	    (c->flags & (MSG_MAP_MOVABLE | MSG_MAP_ANON | MSG_MAP_COHERENT))) {
 		ret = fsvc_layout_hide(c, &r->region);
 		if (ret) {
 			fsvc_reply_error(c, ret, "no memory for the layout");
@@ -333,9 +384,11 @@ int fsvc_map_reply(struct fsvc_conn *c, struct csess_result *r)
 				  c->layout.name);
 		else
 			c->layout.flags =
-				MSG_MAP_CACHE |
-				(fs->env->dirty_scan &&
-						 !(c->flags & MSG_MAP_RDONLY)
+				MSG_MAP_CACHE | (c->flags & MSG_MAP_COHERENT) |
+				/* a coherent map sees writes by WP faults */
+				(fs->env->dirty_scan && !(c->flags &
+							  (MSG_MAP_RDONLY |
+							   MSG_MAP_COHERENT))
 					 ? MSG_MAP_WPASYNC | MSG_MAP_SEAL
 					 : 0);
 	}
@@ -385,7 +438,9 @@ static int fsvc_grant_check(struct fsvc_conn *c, const struct msg *req)
 	uint64_t dropped;
 	char more[64] = "";
 
-	if (ro == !!(req->flags & MSG_MAP_RDONLY) && (ro || c->lease))
+	/* (a coherent region's writers hold no lease) */
+	if (ro == !!(req->flags & MSG_MAP_RDONLY) &&
+	    (ro || c->lease || (c->flags & MSG_MAP_COHERENT)))
 		return 0;
 	why = ro ? "a read-only map asked for a writable uffd"
 		 : "a writable map asked for a read-only uffd";
@@ -558,6 +613,11 @@ int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req, int uffd,
 	c->grants = NULL;
 	c->n_grants = 0;
 	d.id = ++fs->next_map_id;
+	/* a coherent map on the first fault loop: the homes know this host
+	 * by that loop's connection (one a host) */
+	if (c->flags & MSG_MAP_COHERENT)
+		while (d.id % floops_n(fs->env->fl))
+			d.id = ++fs->next_map_id;
 	d.uffd = uffd;
 	d.base = req->base;
 	d.size = c->layout.size;
@@ -566,10 +626,10 @@ int fsvc_on_map_uffd(struct fsvc_conn *c, const struct msg *req, int uffd,
 	d.features = req->features;
 	/* Movable, incoming or anonymous as MAP said, whatever MAP_UFFD
 	 * says. */
-	d.flags = (req->flags &
-		   ~(MSG_MAP_MOVABLE | MSG_MAP_INCOMING | MSG_MAP_ANON)) |
-		  (c->flags &
-		   (MSG_MAP_MOVABLE | MSG_MAP_INCOMING | MSG_MAP_ANON));
+	d.flags = (req->flags & ~(MSG_MAP_MOVABLE | MSG_MAP_INCOMING |
+				  MSG_MAP_ANON | MSG_MAP_COHERENT)) |
+		  (c->flags & (MSG_MAP_MOVABLE | MSG_MAP_INCOMING |
+			       MSG_MAP_ANON | MSG_MAP_COHERENT));
 	d.cache_cap = c->cache_cap / 4096; /* (whole pages) */
 	d.epoch = c->layout.epoch;
 	d.cid = c->layout.cid;

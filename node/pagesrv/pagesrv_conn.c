@@ -264,7 +264,9 @@ static int pagesrv_conn_coh(struct pagesrv_conn *c, const struct wire_hdr *h,
 			    const uint8_t *page)
 {
 	struct pagesrv *s = c->s;
-	bool checked = pagesrv_conn_is_checked(c);
+	/* this node's own fault loops hold no grants for its own pool */
+	bool checked = pagesrv_conn_is_checked(c) &&
+		       strcmp(pagesrv_conn_peer(c), s->self_name);
 	int st = pagesrv_coh_check(s, h), ret;
 
 	if (st < 0) {
@@ -281,8 +283,8 @@ static int pagesrv_conn_coh(struct pagesrv_conn *c, const struct wire_hdr *h,
 	/* taking or giving back a page to write needs a write grant */
 	if (checked &&
 	    !pagesrv_conn_is_granted(c,
-				     pagesrv_coh_is_write(h) ? PGGRANT_WRITE_ANY
-							     : PGGRANT_READ,
+				     pagesrv_coh_is_write(h) ? PGGRANT_COH_WRITE
+							     : PGGRANT_COH_READ,
 				     h->arg, WIRE_COH_PAGE, false, 0)) {
 		pggrant_gate_leave(s->floors);
 		pagesrv_count(&s->st_errors, 1);

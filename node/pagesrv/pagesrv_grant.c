@@ -25,8 +25,9 @@ bool pagesrv_conn_is_checked(const struct pagesrv_conn *c)
 
 /*
  * A READ (@need PGGRANT_READ), a WRITE of generation @wgen (PGGRANT_WRITE;
- * @has_wgen: one was sent) or a coherence message that takes or gives
- * back a page to write (PGGRANT_WRITE_ANY) of [off, off + len), inside
+ * @has_wgen: one was sent) or a coherence message (PGGRANT_COH_READ, and
+ * _WRITE for one that takes or gives back a page to write) of [off, off +
+ * len), inside
  * the pool: true if the grants of @c cover it, else counted and logged
  * (EACCES). Inside the gate.
  */
@@ -47,12 +48,13 @@ bool pagesrv_conn_is_granted(struct pagesrv_conn *c, enum pggrant_need need,
 			 "read of %u bytes at %#" PRIx64 " refused: not "
 			 "inside this session's read grants (grants held: %u)",
 			 len, off, c->grants.n);
-	else if (need == PGGRANT_WRITE_ANY)
+	else if (need == PGGRANT_COH_READ || need == PGGRANT_COH_WRITE)
 		snprintf(why, sizeof(why),
-			 "coherent write of the page at %#" PRIx64
-			 " refused: not inside this session's write grants "
-			 "(grants held: %u)",
-			 off, c->grants.n);
+			 "coherence message for the page at %#" PRIx64
+			 " refused: not inside this session's grants of a "
+			 "coherent region%s (grants held: %u)",
+			 off, need == PGGRANT_COH_WRITE ? " to write" : "",
+			 c->grants.n);
 	else if (!has_wgen)
 		snprintf(why, sizeof(why),
 			 "write of %u bytes at %#" PRIx64 " refused: it "

@@ -273,8 +273,11 @@ static bool pggrant_counts(const struct pggrant *g, uint64_t floor,
 {
 	if (g->expires_ms <= now || g->epoch < floor)
 		return false;
-	if (need == PGGRANT_WRITE_ANY)
-		return g->rights & GRANT_WRITE;
+	if (need == PGGRANT_COH_READ)
+		return g->rights & GRANT_COHERENT;
+	if (need == PGGRANT_COH_WRITE)
+		return (g->rights & GRANT_COHERENT) &&
+		       (g->rights & GRANT_WRITE);
 	if (need == PGGRANT_WRITE)
 		return (g->rights & GRANT_WRITE) && g->wgen == wgen;
 	return g->rights & GRANT_READ;

@@ -115,17 +115,18 @@ void pggrant_gate_leave(struct pggrant_floors *f);
 enum pggrant_need {
 	PGGRANT_READ = 0,
 	PGGRANT_WRITE = 1, /* write grants of the generation asked */
-	/* write grants of any generation (a coherent region's writes: the
-	 * directory, not a lease, orders them) */
-	PGGRANT_WRITE_ANY = 2,
+	/* a coherent region's grants (GRANT_COHERENT): to read, to write
+	 * (any generation: the directory, not a lease, orders its writes) */
+	PGGRANT_COH_READ = 2,
+	PGGRANT_COH_WRITE = 3,
 };
 
 /*
  * True if [off, off + len) (len > 0, inside the pool) is covered by the
  * grants of @t unexpired at @now whose epoch is not below the floor of
  * the segment each byte lies in: READ grants (@write PGGRANT_READ), WRITE
- * grants of lease generation @wgen (PGGRANT_WRITE) or of any generation
- * (PGGRANT_WRITE_ANY). The union may span
+ * grants of lease generation @wgen (PGGRANT_WRITE), or a coherent
+ * region's grants to read or to write (PGGRANT_COH_*). The union may span
  * several grants. Between pggrant_gate_enter() and _leave().
  */
 bool pggrant_tab_covers(const struct pggrant_tab *t,

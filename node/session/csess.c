@@ -192,7 +192,8 @@ static void csess_lookup_run(struct csess *s, const struct csess_job *j)
 		lcache_put(&s->cache, &r->region);
 		csess_nodes_ensure(s, &r->region);
 		r->cid = s->cid;
-		if (j->lease)
+		/* a coherent region's writers take no lease */
+		if (j->lease && !(r->region.rflags & MSG_REGION_COHERENT))
 			csess_lease_take(s, j, r);
 		goto out;
 	}

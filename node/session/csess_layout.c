@@ -142,11 +142,11 @@ int csess_nodes_refresh(struct csess *s)
 		msg_fini(&nodes);
 		return -ENOMEM;
 	}
+	/* this node too: the loops reach its own page server (coherent
+	 * regions' homes), and take nothing else of it */
 	for (uint32_t i = 0; i < nodes.n_nodes; i++) {
 		const struct msg_node *n = &nodes.nodes[i];
 
-		if (n->id == self)
-			continue;
 		peers[np].node = n->id;
 		memcpy(peers[np].name, n->name, sizeof(peers[np].name));
 		peers[np].has_pkey = msg_node_has_pkey(n);

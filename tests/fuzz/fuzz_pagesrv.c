@@ -55,6 +55,7 @@
 #include "../../node/pagesrv/pagesrv.c"
 #include "../../node/pagesrv/pagesrv_hs.c"
 #include "../../node/pagesrv/pagesrv_conn.c"
+#include "../../node/pagesrv/pagesrv_coh.c"
 #include "../../node/pagesrv/pagesrv_write.c"
 #include "../../node/pagesrv/pagesrv_grant.c"
 #include "../../node/pagesrv/pagesrv_base.c"

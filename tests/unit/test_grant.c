@@ -129,8 +129,17 @@ static void test_grant_invalid(void **state)
 	strcpy(g.holder, "bad name");
 	assert_int_equal(grant_seal(&g, gk, b), -EINVAL);
 	sample(&g, &c);
-	g.rights = 0x5;
+	g.rights = 0x9; /* an unknown right */
 	assert_int_equal(grant_seal(&g, gk, b), -EINVAL);
+	sample(&g, &c);
+	g.rights = GRANT_COHERENT; /* coherent without read */
+	assert_int_equal(grant_seal(&g, gk, b), -EINVAL);
+	/* a coherent region's: to read, and to write */
+	sample(&g, &c);
+	g.rights = GRANT_READ | GRANT_COHERENT;
+	assert_int_equal(grant_seal(&g, gk, b), 0);
+	g.rights = GRANT_READ | GRANT_WRITE | GRANT_COHERENT;
+	assert_int_equal(grant_seal(&g, gk, b), 0);
 }
 
 int main(void)

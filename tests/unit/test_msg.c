@@ -42,11 +42,11 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_NODES] = B(NODES) | B(GONE),
 	[MSG_T_REGION_CREATE] = B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(PLACE) |
 				B(OWNERS) | B(WRITERS) | B(READERS) |
-				B(REPLICAS),
+				B(REPLICAS) | B(RFLAGS),
 	[MSG_T_REGION_GET] = B(NAME) | B(WANT_RUNS) | B(WANT_REPL),
 	[MSG_T_REGION] = B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(EPOCH) |
 			 B(CHUNKS) | B(WRITERS) | B(READERS) | B(RUNS) |
-			 B(REPLICAS) | B(RGEN) | B(RSTATES),
+			 B(REPLICAS) | B(RGEN) | B(RSTATES) | B(RFLAGS),
 	[MSG_T_REGION_LIST] = 0,
 	[MSG_T_REGIONS] = B(REGIONS),
 	[MSG_T_REGION_DELETE] = B(NAME),
@@ -233,6 +233,7 @@ static void t_msg_fill(struct msg *m, enum msg_type type, uint32_t n_chunks)
 	m->errors = 2;
 	m->poisoned = 3;
 	m->flags = MSG_MAP_PREFETCH;
+	m->rflags = MSG_REGION_COHERENT;
 	m->cid = UINT64_C(0x0123456789abcdef);
 	m->ngen = UINT64_MAX - 5;
 	m->lease = UINT64_C(0xfeedface12345678);
@@ -453,6 +454,7 @@ static void t_msg_equal(const struct msg *a, const struct msg *d, uint64_t mask)
 	SCALAR(ERRORS, errors);
 	SCALAR(POISONED, poisoned);
 	SCALAR(FLAGS, flags);
+	SCALAR(RFLAGS, rflags);
 	SCALAR(CID, cid);
 	SCALAR(NGEN, ngen);
 	SCALAR(LEASE, lease);

@@ -182,11 +182,17 @@ static void test_pggrant_cover(void **state)
 		pggrant_tab_covers(&t, f, 16384, 8192, PGGRANT_WRITE, 6, NOW));
 	assert_false(
 		pggrant_tab_covers(&t, f, 12288, 8192, PGGRANT_WRITE, 5, NOW));
-	/* a coherent write: a write grant of any generation, not a read
-	 * grant; no generation a client names stands for "any" */
-	assert_true(pggrant_tab_covers(&t, f, 16384, 8192, PGGRANT_WRITE_ANY, 0,
+	/* a coherent region's grant to read: coherence messages that read */
+	g = t_grant(GRANT_READ | GRANT_COHERENT, 24576, 4096, 0, 1);
+	assert_int_equal(t_take(&t, &g), 0);
+	assert_true(pggrant_tab_covers(&t, f, 24576, 4096, PGGRANT_COH_READ, 0,
 				       NOW));
-	assert_false(pggrant_tab_covers(&t, f, 12288, 8192, PGGRANT_WRITE_ANY,
+	assert_false(pggrant_tab_covers(&t, f, 24576, 4096, PGGRANT_COH_WRITE,
+					0, NOW));
+	/* coherence messages: only under a coherent region's grants */
+	assert_false(pggrant_tab_covers(&t, f, 16384, 8192, PGGRANT_COH_READ, 0,
+					NOW));
+	assert_false(pggrant_tab_covers(&t, f, 16384, 8192, PGGRANT_COH_WRITE,
 					0, NOW));
 	assert_false(pggrant_tab_covers(&t, f, 16384, 8192, PGGRANT_WRITE,
 					UINT64_MAX, NOW));
@@ -204,7 +210,7 @@ static void test_pggrant_cover(void **state)
 	assert_true(pggrant_tab_covers(&t, f, SEG, 4096, PGGRANT_READ, 0, NOW));
 	g = t_grant(GRANT_READ, 0, 8192, 0, 2);
 	assert_int_equal(t_take(&t, &g), 0); /* beside its twin */
-	assert_int_equal(t.n, 5);
+	assert_int_equal(t.n, 6);	     /* with the coherent one */
 	assert_true(pggrant_tab_covers(&t, f, 0, 8192, PGGRANT_READ, 0, NOW));
 	assert_int_equal(pggrant_floors_raise(f, 0, SEG, 1), 0);
 	assert_true(pggrant_tab_covers(&t, f, 0, 8192, PGGRANT_READ, 0, NOW));

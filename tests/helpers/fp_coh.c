@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: MIT
+/*
+ * fp_coh: one host's program on a coherent region (region create
+ * --coherent), for test_coherent.sh. Every host runs it at once, each on
+ * its own agent:
+ *
+ *   fp_coh REGION HOST HOSTS N
+ *       Maps REGION (writable), then, with plain loads, stores and
+ *       atomics on the mapping as threads of one program would:
+ *       1. arrives at a barrier (an atomic counter on page 3) and waits
+ *          for all HOSTS;
+ *       2. N times: takes a spinlock (test and test-and-set on page 0),
+ *          reads the counter (page 1), writes it plus one, releases;
+ *       3. N times: increments its own word (HOST) of page 2;
+ *       4. increments the done counter (page 3, word 1) and, host 0
+ *          only, waits for all HOSTS and reads the counter and the words:
+ *          "coherent: counter=C want=W words=ok|bad" and exit 0 if C is
+ *          HOSTS x N and every word N (a fresh region: all zeroes);
+ *       5. unmaps (its modified pages go home).
+ *       Prints "coherent: host H done" after step 4. Exits 1 if a check
+ *       fails, 2 on an error of the library, 3 on SIGBUS, 4 if a wait
+ *       takes longer than 300 s (a stale copy would spin for ever).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "farpage.h"
+
+#define PAGE	   4096u
+#define WAIT_S	   300
+#define PG_LOCK	   0
+#define PG_COUNT   1
+#define PG_WORDS   2
+#define PG_BARRIER 3
+
+static uint8_t *base;
+static time_t deadline;
+
+static _Atomic uint64_t *word(unsigned int pg, unsigned int w)
+{
+	return (_Atomic uint64_t *)(base + pg * PAGE + w * 8);
+}
+
+static void on_sigbus(int sig)
+{
+	static const char m[] = "coherent: sigbus\n";
+
+	(void)sig;
+	if (write(2, m, sizeof(m) - 1) < 0)
+		_exit(3);
+	_exit(3);
+}
+
+static void pause_or_die(const char *what)
+{
+	sched_yield();
+	if (time(NULL) > deadline) {
+		fprintf(stderr, "coherent: %s: not done in %d s\n", what,
+			WAIT_S);
+		exit(4);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct farpage_map *m = NULL;
+	unsigned long host, hosts, n;
+	uint64_t c;
+	int ret, bad = 0;
+
+	if (argc != 5) {
+		fprintf(stderr, "usage: fp_coh REGION HOST HOSTS N\n");
+		return 2;
+	}
+	host = strtoul(argv[2], NULL, 10);
+	hosts = strtoul(argv[3], NULL, 10);
+	n = strtoul(argv[4], NULL, 10);
+	if (!hosts || host >= hosts || hosts > 64 || !n) {
+		fprintf(stderr, "fp_coh: bad HOST, HOSTS or N\n");
+		return 2;
+	}
+	signal(SIGBUS, on_sigbus);
+	setvbuf(stdout, NULL, _IONBF, 0);
+	ret = farpage_map(argv[1], NULL, &m);
+	if (ret) {
+		fprintf(stderr, "fp_coh: map %s: %s\n", argv[1],
+			strerror(-ret));
+		return 2;
+	}
+	base = farpage_map_addr(m);
+	deadline = time(NULL) + WAIT_S;
+	/* 1. everybody here (a fresh region: every word starts at 0) */
+	atomic_fetch_add(word(PG_BARRIER, 0), 1);
+	while (atomic_load(word(PG_BARRIER, 0)) < hosts)
+		pause_or_die("the barrier");
+	/* 2. the spinlock */
+	for (unsigned long i = 0; i < n; i++) {
+		volatile uint64_t *cnt = (volatile uint64_t *)word(PG_COUNT, 0);
+		uint64_t v;
+
+		for (;;) {
+			while (atomic_load_explicit(word(PG_LOCK, 0),
+						    memory_order_relaxed))
+				pause_or_die("the lock");
+			if (!atomic_exchange_explicit(word(PG_LOCK, 0), 1,
+						      memory_order_acquire))
+				break;
+		}
+		v = *cnt;
+		*cnt = v + 1;
+		atomic_store_explicit(word(PG_LOCK, 0), 0,
+				      memory_order_release);
+		sched_yield();
+	}
+	/* 3. false sharing: its own word of one page */
+	for (unsigned long i = 0; i < n; i++) {
+		volatile uint64_t *w =
+			(volatile uint64_t *)word(PG_WORDS, host);
+
+		*w = *w + 1;
+		sched_yield();
+	}
+	/* 4. done */
+	atomic_fetch_add(word(PG_BARRIER, 1), 1);
+	printf("coherent: host %lu done\n", host);
+	if (host == 0) {
+		while (atomic_load(word(PG_BARRIER, 1)) < hosts)
+			pause_or_die("the others");
+		c = atomic_load(word(PG_COUNT, 0));
+		for (unsigned long h = 0; h < hosts; h++)
+			bad |= atomic_load(word(PG_WORDS, h)) != n;
+		printf("coherent: counter=%" PRIu64 " want=%lu words=%s\n", c,
+		       hosts * n, bad ? "bad" : "ok");
+		bad |= c != hosts * n;
+	}
+	/* 5. */
+	ret = farpage_unmap(m);
+	if (ret) {
+		fprintf(stderr, "fp_coh: unmap: %s\n", strerror(-ret));
+		return 2;
+	}
+	return bad ? 1 : 0;
+}

@@ -1,0 +1,69 @@
+#!/bin/bash
+# Coherent regions end to end (issue 39; docs/design.md, coherent/): on
+# loopback a coordinator and agents A, B and C; `region create
+# --coherent` with its chunks on A and B (the lock, the counter and the
+# words are homed on A: A's own program reaches them through A's own page
+# server, B's and C's over the network). Each host runs tests/helpers/
+# fp_coh at once through its own agent: a barrier, a spinlock around a
+# counter each reads and then writes plus one, false-sharing words, then
+# host 0 checks the counter is hosts x N and each word N. Two hosts on
+# one region, then three on another; every program exits 0 and unmaps
+# (its pages go home), and the agents counted coherence messages.
+set -uo pipefail
+. "$(dirname "$0")/../lib.sh"
+fp_require
+[ "${FP_FAULT_MODE:-}" = copy ] && fp_skip "copy mode: a coherent map needs the cache"
+COH=$FP_BIN/tests/fp_coh
+N=${FP_COH_N:-200}
+fp_hosts_loopback H
+fp_coord_start H
+for x in A B C; do fp_node_start H "$x" --metrics-listen 127.0.0.1:0; done
+a=$(fp_node_id A)
+b=$(fp_node_id B)
+
+# run REGION HOST...: fp_coh on each HOST's agent at once, all checked.
+run() {
+	local region=$1 i=0 n pids=() rc
+	shift
+	n=$#
+	fp_cli H A region create "$region" --size 8M --owners "$a,$b,$a,$b" --coherent \
+		>"$FP_TMP/$region.c" 2>&1 || fp_fail "create $region: $(cat "$FP_TMP/$region.c")"
+	grep -q "coherent" "$FP_TMP/$region.c" ||
+		{ cat "$FP_TMP/$region.c" >&2; fp_fail "$region: the region does not say it is coherent"; }
+	for x in "$@"; do
+		FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[$x]} "$COH" "$region" "$i" "$n" "$N" \
+			>"$FP_TMP/$region.$x.out" 2>&1 &
+		pids+=("$!")
+		FP_PIDS+=("$!")
+		i=$((i + 1))
+	done
+	i=0
+	for x in "$@"; do
+		fp_wait_pid "${pids[$i]}" 600
+		rc=$?
+		[ "$rc" = 0 ] || { cat "$FP_TMP/$region."*.out >&2; fp_fail "$region: host $x exited $rc"; }
+		grep -q "^coherent: host $i done" "$FP_TMP/$region.$x.out" ||
+			{ cat "$FP_TMP/$region.$x.out" >&2; fp_fail "$region: host $x did not finish"; }
+		i=$((i + 1))
+	done
+	grep -q "^coherent: counter=$((n * N)) want=$((n * N)) words=ok" "$FP_TMP/$region.$1.out" ||
+		{ cat "$FP_TMP/$region."*.out >&2; fp_fail "$region: $(grep '^coherent: counter' "$FP_TMP/$region.$1.out")"; }
+	fp_log "$region: $n hosts: $(grep '^coherent: counter' "$FP_TMP/$region.$1.out")"
+}
+
+run coh2 A B
+run coh3 A B C
+# Real traffic: A homed the pages and granted them, to its own program
+# and the others', and every host's mapping got pages and gave some up.
+h=$(fp_metric A farpage_pagesrv_coherence_grants_total)
+[ "${h:-0}" -gt 0 ] || fp_fail "A granted ${h:-0} pages as their home"
+for x in A B C; do
+	g=$(fp_metric "$x" farpage_coherence_grants_total)
+	r=$(fp_metric "$x" farpage_coherence_invalidations_total)
+	r2=$(fp_metric "$x" farpage_coherence_recalls_total)
+	[ "${g:-0}" -gt 0 ] && [ $((${r:-0} + ${r2:-0})) -gt 0 ] ||
+		fp_fail "$x: ${g:-0} grants, ${r:-0} invalidations, ${r2:-0} recalls"
+	fp_log "$x: ${g:-0} pages granted, ${r:-0} invalidated, ${r2:-0} recalled"
+done
+fp_log "A as the home: $h grants"
+exit 0
