@@ -290,36 +290,37 @@ static int fsvc_map_coherent(struct fsvc_conn *c, const struct msg *r)
 {
 	struct fsvc *fs = c->fs;
 	char why[200];
+	int err = 0;
 
 	if (!fs->env->cache_on) {
+		err = -EOPNOTSUPP;
 		snprintf(why, sizeof(why),
 			 "region %s is coherent: its map needs the cache, and "
 			 "this agent serves faults by copying (--fault-mode "
 			 "copy)",
 			 r->name);
-		fsvc_reply_error(c, -EOPNOTSUPP, why);
-		return -EOPNOTSUPP;
-	}
-	if (c->flags & (MSG_MAP_MOVABLE | MSG_MAP_ANON)) {
+	} else if (c->flags & (MSG_MAP_MOVABLE | MSG_MAP_ANON)) {
+		err = -EINVAL;
 		snprintf(why, sizeof(why),
 			 "region %s is coherent: it is not mapped movable or "
 			 "anonymous",
 			 r->name);
-		fsvc_reply_error(c, -EINVAL, why);
-		return -EINVAL;
 	}
-	for (struct fsvc_conn *w = fs->conns; w; w = w->next) {
+	for (struct fsvc_conn *w = fs->conns; w && !err; w = w->next) {
 		if (w != c && (w->flags & MSG_MAP_COHERENT) &&
 		    w->state >= FSVC_LAYOUT_SENT &&
 		    w->state <= FSVC_RELEASING && !strcmp(w->name, c->name)) {
+			err = -EBUSY;
 			snprintf(why, sizeof(why),
 				 "region %s is coherent and mapped by another "
 				 "process on this host already (one coherent "
 				 "map a region a host)",
 				 r->name);
-			fsvc_reply_error(c, -EBUSY, why);
-			return -EBUSY;
 		}
+	}
+	if (err) {
+		fsvc_reply_error(c, err, why);
+		return err;
 	}
 	c->flags |= MSG_MAP_COHERENT;
 	c->lease = 0; /* nothing to give back */
