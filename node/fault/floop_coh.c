@@ -438,27 +438,51 @@ void floop_coh_done(struct floop *f, uint32_t idx, uint32_t gen, int status)
 		f->up.map_idle(f, m);
 }
 
-/* The mapping of this loop whose page at the home @node's pool offset
- * @off it is, or NULL. */
+/* Page *@i of coherent mapping @m is the page at the home @node's pool
+ * offset @off: 1, else 0. */
+static int coh_page_of(const struct fmap *m, uint64_t node, uint64_t off,
+		       uint64_t *i)
+{
+	for (uint32_t c = 0; c < m->n_chunks; c++) {
+		struct msg_chunk ch;
+
+		layout_map_chunk(&m->lay, c, &ch);
+		if (ch.node != node || off < ch.off ||
+		    off - ch.off >= m->chunk_size)
+			continue;
+		*i = ((uint64_t)c * m->chunk_size + (off - ch.off)) /
+		     FLOOP_PAGE;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * The mapping of this loop whose page at the home @node's pool offset
+ * @off it is, or NULL: the one that holds it (a mapping that ended may
+ * still be giving it back while the next map of the region starts), else
+ * any.
+ */
 static struct fmap *coh_find(struct floop *f, uint64_t node, uint64_t off,
 			     uint64_t *i)
 {
-	for (struct fmap *m = f->maps; m; m = m->next) {
-		if (!m->coh)
-			continue;
-		for (uint32_t c = 0; c < m->n_chunks; c++) {
-			struct msg_chunk ch;
+	struct fmap *any = NULL;
+	uint64_t k, any_i = 0;
 
-			layout_map_chunk(&m->lay, c, &ch);
-			if (ch.node != node || off < ch.off ||
-			    off - ch.off >= m->chunk_size)
-				continue;
-			*i = ((uint64_t)c * m->chunk_size + (off - ch.off)) /
-			     FLOOP_PAGE;
+	for (struct fmap *m = f->maps; m; m = m->next) {
+		if (!m->coh || !coh_page_of(m, node, off, &k))
+			continue;
+		if (coh_st(m, k) != COH_I) {
+			*i = k;
 			return m;
 		}
+		if (!any) {
+			any = m;
+			any_i = k;
+		}
 	}
-	return NULL;
+	*i = any_i;
+	return any;
 }
 
 void floop_coh_push(void *arg, uint64_t node, unsigned int type, uint64_t off)
@@ -640,12 +664,14 @@ void floop_coh_tick(struct floop *f, uint64_t now)
 	}
 }
 
-/* True if a coherent map of region @name is here still (mapped, or
- * giving its pages back): its home knows one host per connection. */
+/* True if another coherent map of region @name is mapped here: its home
+ * knows one host a connection. (One that ended and gives its pages back
+ * does not count: it sent them all before the next map was added, on the
+ * same connection.) */
 int floop_coh_map_other(struct floop *f, const char *name)
 {
 	for (struct fmap *m = f->maps; m; m = m->next)
-		if (m->coh && !strcmp(m->name, name))
+		if (m->coh && !m->dead && !strcmp(m->name, name))
 			return 1;
 	return 0;
 }

@@ -20,6 +20,10 @@
  *       Prints "coherent: host H done" after step 4. Exits 1 if a check
  *       fails, 2 on an error of the library, 3 on SIGBUS, 4 if a wait
  *       takes longer than 300 s (a stale copy would spin for ever).
+ *   fp_coh REGION hold
+ *       Maps REGION, writes a page, prints "coherent: holding", waits for
+ *       its stdin to end, unmaps. A map that fails prints "coherent: map:
+ *       ERRNO-TEXT" and exits 2.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -70,6 +74,28 @@ static void pause_or_die(const char *what)
 	}
 }
 
+/* Maps @region, writes to it and holds it until stdin ends. */
+static int hold(const char *region)
+{
+	struct farpage_map *m = NULL;
+	char buf[64];
+	int ret;
+
+	setvbuf(stdout, NULL, _IONBF, 0);
+	ret = farpage_map(region, NULL, &m);
+	if (ret) {
+		printf("coherent: map: %s\n", strerror(-ret));
+		return 2;
+	}
+	base = farpage_map_addr(m);
+	atomic_fetch_add(word(PG_WORDS, 63), 1);
+	printf("coherent: holding\n");
+	while (read(0, buf, sizeof(buf)) > 0)
+		;
+	ret = farpage_unmap(m);
+	return ret ? 2 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct farpage_map *m = NULL;
@@ -77,8 +103,11 @@ int main(int argc, char **argv)
 	uint64_t c;
 	int ret, bad = 0;
 
+	if (argc == 3 && !strcmp(argv[2], "hold"))
+		return hold(argv[1]);
 	if (argc != 5) {
-		fprintf(stderr, "usage: fp_coh REGION HOST HOSTS N\n");
+		fprintf(stderr, "usage: fp_coh REGION HOST HOSTS N | fp_coh "
+				"REGION hold\n");
 		return 2;
 	}
 	host = strtoul(argv[2], NULL, 10);
@@ -92,8 +121,7 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IONBF, 0);
 	ret = farpage_map(argv[1], NULL, &m);
 	if (ret) {
-		fprintf(stderr, "fp_coh: map %s: %s\n", argv[1],
-			strerror(-ret));
+		printf("coherent: map: %s\n", strerror(-ret));
 		return 2;
 	}
 	base = farpage_map_addr(m);

@@ -53,6 +53,24 @@ run() {
 
 run coh2 A B
 run coh3 A B C
+# One coherent map of a region a host: a second on A is refused while the
+# first holds it (EBUSY), and taken once the first unmapped.
+rm -f "$FP_TMP/h.fifo"
+mkfifo "$FP_TMP/h.fifo" && exec 7<>"$FP_TMP/h.fifo" || fp_fail "fifo"
+FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[A]} "$COH" coh3 hold <"$FP_TMP/h.fifo" >"$FP_TMP/h1.out" 2>&1 7>&- &
+hp=$!
+FP_PIDS+=("$hp")
+fp_wait_log "$FP_TMP/h1.out" '^coherent: holding' 60 ||
+	{ cat "$FP_TMP/h1.out" >&2; fp_fail "the first coherent map of coh3 on A did not map"; }
+FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[A]} "$COH" coh3 hold </dev/null >"$FP_TMP/h2.out" 2>&1
+rc=$?
+[ "$rc" = 2 ] && grep -q "^coherent: map: Device or resource busy" "$FP_TMP/h2.out" ||
+	{ cat "$FP_TMP/h2.out" >&2; fp_fail "a second coherent map of coh3 on A: exit $rc, not EBUSY"; }
+exec 7>&-
+fp_wait_pid "$hp" 60 || { cat "$FP_TMP/h1.out" >&2; fp_fail "the first map did not unmap"; }
+FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[A]} "$COH" coh3 hold </dev/null >"$FP_TMP/h3.out" 2>&1 ||
+	{ cat "$FP_TMP/h3.out" >&2; fp_fail "a coherent map of coh3 on A after the first unmapped"; }
+fp_log "one coherent map of a region a host: the second refused EBUSY, a later one mapped"
 # Real traffic: A homed the pages and granted them, to its own program
 # and the others', and every host's mapping got pages and gave some up.
 h=$(fp_metric A farpage_pagesrv_coherence_grants_total)
