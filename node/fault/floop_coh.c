@@ -397,6 +397,11 @@ void floop_coh_done(struct floop *f, uint32_t idx, uint32_t gen, int status)
 	}
 	r = &f->cohr[idx];
 	m = r->map;
+	if (!m) {
+		/* an acknowledgement for a mapping that is gone */
+		coh_req_put(f, idx);
+		return;
+	}
 	m->coh_out--;
 	if (!status) {
 		coh_answered(f, m, r);
@@ -485,6 +490,22 @@ static struct fmap *coh_find(struct floop *f, uint64_t node, uint64_t off,
 	return any;
 }
 
+/* An INV_ACK to home @node for its page at @off, of no mapping here. */
+static void coh_ack_orphan(struct floop *f, uint64_t node, uint64_t off)
+{
+	struct cohreq *r;
+	uint32_t idx;
+
+	r = coh_req_get(f, &idx);
+	if (!r)
+		return; /* the home waits: this host's next connection resets */
+	r->node = node;
+	r->type = WIRE_COH_INV_ACK;
+	if (floop_peer_coh(f, node, WIRE_COH_INV_ACK, off, NULL,
+			   (uint64_t)r->gen << 32 | FLOOP_COH_TAG | idx))
+		coh_req_put(f, idx);
+}
+
 void floop_coh_push(void *arg, uint64_t node, unsigned int type, uint64_t off)
 {
 	struct floop *f = arg;
@@ -505,6 +526,13 @@ void floop_coh_push(void *arg, uint64_t node, unsigned int type, uint64_t off)
 		return;
 	m = coh_find(f, node, off, &i);
 	if (!m) {
+		/* a copy this host gave up (its mapping ended) the home still
+		 * counts (a sharer it kept while the page came back): as the
+		 * machine does in I, it is acknowledged */
+		if (in.type == COH_INV) {
+			coh_ack_orphan(f, node, off);
+			return;
+		}
 		log_err("node %" PRIu64 ": %s of page %#" PRIx64
 			" of no coherent mapping here",
 			node, coh_msg_name(in.type), off);

@@ -654,6 +654,12 @@ int pagesrv_coh_check(const struct pagesrv *s, const struct wire_hdr *h)
 	return 0;
 }
 
+bool pagesrv_coh_is_give_up(const struct wire_hdr *h)
+{
+	return h->flags_status == WIRE_COH_PUTS ||
+	       h->flags_status == WIRE_COH_INV_ACK;
+}
+
 bool pagesrv_coh_is_write(const struct wire_hdr *h)
 {
 	return h->flags_status == WIRE_COH_GETM ||

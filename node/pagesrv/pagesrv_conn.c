@@ -280,8 +280,11 @@ static int pagesrv_conn_coh(struct pagesrv_conn *c, const struct wire_hdr *h,
 	}
 	if (checked)
 		pggrant_gate_enter(s->floors);
-	/* taking or giving back a page to write needs a write grant */
-	if (checked &&
+	/* taking or giving back a page to write needs a write grant, taking
+	 * one to read a grant; giving a copy up (PUTS, INV_ACK, which only
+	 * a host the home asked may send) none: a host whose mapping ended
+	 * holds none any more */
+	if (checked && !pagesrv_coh_is_give_up(h) &&
 	    !pagesrv_conn_is_granted(c,
 				     pagesrv_coh_is_write(h) ? PGGRANT_COH_WRITE
 							     : PGGRANT_COH_READ,

@@ -370,6 +370,7 @@ int pagesrv_coh_init(struct pagesrv *s, const struct pagesrv_coh_up *up);
 void pagesrv_coh_fini(struct pagesrv *s);
 int pagesrv_coh_check(const struct pagesrv *s, const struct wire_hdr *h);
 bool pagesrv_coh_is_write(const struct wire_hdr *h);
+bool pagesrv_coh_is_give_up(const struct wire_hdr *h);
 int pagesrv_coh_on(struct pagesrv_conn *c, const struct wire_hdr *h,
 		   const uint8_t *page);
 void pagesrv_coh_conn_gone(struct pagesrv_conn *c);
