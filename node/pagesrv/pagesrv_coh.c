@@ -197,6 +197,17 @@ static void pcoh_ent_trim(struct pagesrv_coh *h, struct pcoh_ent *e)
 	}
 }
 
+/* A message to @c could not be queued (-@err): @self's own failure is
+ * its caller's to end it with; any other connection ends here. */
+static int pcoh_fail(struct pagesrv *s, struct pagesrv_conn *self,
+		     struct pagesrv_conn *c, int err)
+{
+	if (c == self)
+		return err;
+	s->coh->up.close(c);
+	return 0;
+}
+
 /*
  * A reply or push to participant @part's connection. One it has no room
  * for ends that connection (the host reads what we send, or it is gone).
@@ -216,10 +227,7 @@ static int pcoh_send(struct pagesrv *s, struct pagesrv_conn *self,
 	if (c->q_n >= PAGESRV_REPLY_CAP) {
 		log_err("%s: coherence: no room for a message to it, closing",
 			c->name);
-		if (c == self)
-			return -ENOBUFS;
-		s->coh->up.close(c);
-		return 0;
+		return pcoh_fail(s, self, c, -ENOBUFS);
 	}
 	if (len) {
 		/* a copy of its own: the pool may change before it is sent */
@@ -227,22 +235,15 @@ static int pcoh_send(struct pagesrv *s, struct pagesrv_conn *self,
 		if (!own) {
 			log_err("%s: coherence: no memory for a page, closing",
 				c->name);
-			if (c == self)
-				return -ENOMEM;
-			s->coh->up.close(c);
-			return 0;
+			return pcoh_fail(s, self, c, -ENOMEM);
 		}
 		if (!c->sess)
 			memcpy(own, s->pool + page_off, len);
 	}
 	ret = pagesrv_conn_reply(c, op, status, len, tag, aux,
 				 c->sess ? s->pool + page_off : own, own);
-	if (ret) {
-		if (c == self)
-			return ret;
-		s->coh->up.close(c);
-		return 0;
-	}
+	if (ret)
+		return pcoh_fail(s, self, c, ret);
 	if (c != self)
 		s->coh->up.kick(c);
 	return 0;
