@@ -276,18 +276,13 @@ static int farpage_resume(struct farpage_map *m)
  * every unfetched page is poisoned (returns 0 when told to stop).
  */
 /*
- * The write lease is lost: what this mapping wrote and did not send home
- * was overwritten by another writer, and must not be read back or sent.
- * Its pages leave the cache memfd (unprotected first: a write-protected
- * page punched would keep a marker poisoning cannot replace), so that
- * every touch of a remote page faults, and is poisoned.
+ * The mapping's copies must not be read any more: its pages leave the
+ * cache memfd (unprotected first: a write-protected page punched would
+ * keep a marker poisoning cannot replace), so that every touch of a
+ * remote page faults, and is poisoned. Flushes fail from then on.
  */
-static void farpage_lease_lose(struct farpage_map *m, int err)
+static void farpage_cache_drop(struct farpage_map *m)
 {
-	log_err("region %s: the write lease (generation %llu) is lost: %s; "
-		"what this mapping wrote and had not flushed is dropped, its "
-		"flushes fail, and its remote pages raise SIGBUS",
-		m->name, (unsigned long long)m->wgen, log_strerror(err));
 	if (m->cache_fd >= 0) {
 		for (uint32_t i = 0; i < m->n_chunks; i++) {
 			uint64_t a = (uint64_t)(uintptr_t)m->base +
@@ -307,6 +302,17 @@ static void farpage_lease_lose(struct farpage_map *m, int err)
 	atomic_store(&m->lease_lost, 1);
 }
 
+/* The write lease is lost: what this mapping wrote and did not send home
+ * was overwritten by another writer, and must not be read back or sent. */
+static void farpage_lease_lose(struct farpage_map *m, int err)
+{
+	log_err("region %s: the write lease (generation %llu) is lost: %s; "
+		"what this mapping wrote and had not flushed is dropped, its "
+		"flushes fail, and its remote pages raise SIGBUS",
+		m->name, (unsigned long long)m->wgen, log_strerror(err));
+	farpage_cache_drop(m);
+}
+
 static int farpage_orphan(struct farpage_map *m)
 {
 	struct uffd_msg msgs[32];
@@ -314,9 +320,22 @@ static int farpage_orphan(struct farpage_map *m)
 	int ret;
 
 	deadline = (int64_t)evl_now_ms() + m->agent_timeout_ms;
-	log_err("region %s: the agent closed its socket; faults wait up to "
-		"%u ms, then SIGBUS",
-		m->name, m->agent_timeout_ms);
+	if (m->layout_flags & MSG_MAP_COHERENT) {
+		/* Its homes give its pages to other hosts once this node's
+		 * lease ends: not one copy is read from now on. */
+		log_err("region %s: the agent closed its socket; this host's "
+			"copies of the coherent region are dropped (what it "
+			"wrote and had not flushed is lost) and its pages "
+			"raise "
+			"SIGBUS",
+			m->name);
+		farpage_cache_drop(m);
+		deadline = (int64_t)evl_now_ms();
+	} else {
+		log_err("region %s: the agent closed its socket; faults wait "
+			"up to %u ms, then SIGBUS",
+			m->name, m->agent_timeout_ms);
+	}
 	atomic_store(&m->state, MAP_ORPHAN);
 	for (;;) {
 		struct pollfd pfd[2] = {

@@ -48,11 +48,36 @@ int agent_pool_is_pinned(struct node_agent *a, uint64_t off, uint64_t len)
 	return 0;
 }
 
+/* The members the home of coherent pages resets hosts by. */
+static void agent_members_tell(struct node_agent *a, const struct msg *nodes,
+			       uint64_t asked_ms)
+{
+	struct pagesrv_member *m;
+	int ret;
+
+	if (!a->srv || !nodes->n_nodes)
+		return;
+	m = calloc(nodes->n_nodes, sizeof(*m));
+	if (!m)
+		return; /* the next list says it again */
+	for (uint32_t i = 0; i < nodes->n_nodes; i++) {
+		m[i].name = nodes->nodes[i].name;
+		m[i].instance = nodes->nodes[i].instance;
+		m[i].up = nodes->nodes[i].up;
+	}
+	ret = pagesrv_coh_members(a->srv, m, nodes->n_nodes, asked_ms);
+	if (ret)
+		log_errno(ret, "coherence: telling the page server the nodes");
+	free(m);
+}
+
 /* node_env.nodes: a NODES reply. */
-static void agent_nodes_seen(struct node_agent *a, const struct msg *nodes)
+static void agent_nodes_seen(struct node_agent *a, const struct msg *nodes,
+			     uint64_t asked_ms)
 {
 	agent_rdma_sync(a, nodes);
 	agent_pkeys_set(a, nodes);
+	agent_members_tell(a, nodes, asked_ms);
 }
 
 /* The source address of the route to @addr, into @ss. Returns 0, or as
@@ -367,9 +392,10 @@ static void agent_floop_cfg(struct node_agent *a, struct floop_cfg *fcfg)
 }
 
 /* node_env's calls back into the agent. */
-static void agent_env_nodes(void *agent, const struct msg *nodes)
+static void agent_env_nodes(void *agent, const struct msg *nodes,
+			    uint64_t asked_ms)
 {
-	agent_nodes_seen(agent, nodes);
+	agent_nodes_seen(agent, nodes, asked_ms);
 }
 
 static int agent_env_joined(void *agent)

@@ -374,6 +374,10 @@ static const struct {
 	  "Invalidations it sent as a home.", PS(coh_invs) },
 	{ "farpage_pagesrv_coherence_recalls_total",
 	  "Recalls it sent as a home.", PS(coh_recalls) },
+	{ "farpage_pagesrv_coherence_resets_total",
+	  "Hosts whose copies it took back as a home because the node list "
+	  "showed their node down or restarted.",
+	  PS(coh_resets) },
 };
 
 static void agent_metrics_render(struct metrics_buf *b, void *arg)

@@ -310,8 +310,14 @@ int floop_self_set(struct floop *f, uint64_t self);
  * call moves it on; 0: no limit. The coordinator session sets it to
  * when this node's lease at the coordinator may end: a node counted
  * down holds no rebuild's start, so its writes could miss a new replica.
+ *
+ * Coherent mappings give their pages home from @until_ms on (a host
+ * that may be counted down holds no copy: its homes may reset it), ask
+ * for none until a later call moves it on, and close their homes'
+ * connections at @close_ms (before the lease ends: a home that is told
+ * the node is down has seen them end, or sees a newer one).
  */
-void floop_wb_until(struct floop *f, uint64_t until_ms);
+void floop_wb_until(struct floop *f, uint64_t until_ms, uint64_t close_ms);
 /*
  * The regions that exist in the coordinator's tables @cid as of region
  * epoch @epoch (@regions sorted by name; the loop copies them). A mapping

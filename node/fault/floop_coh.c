@@ -276,6 +276,12 @@ static int coh_access(struct floop *f, struct fmap *m, uint64_t i, int write)
 	uint64_t v = 0;
 	int ret;
 
+	if (f->coh_lapsed) {
+		/* the lease may be ending: asked for once it moves on */
+		m->cst[i] |= COH_F_WAIT | (write ? COH_F_WRITE : 0);
+		pgset_add(&m->coh_live, i);
+		return 0;
+	}
 	ret = coh_host_access(&h, 0, write, &v, &out);
 	if (ret == COH_OK) {
 		/* held, not mapped here (a MINOR fault, or a WP fault the
@@ -302,6 +308,16 @@ static int coh_access(struct floop *f, struct fmap *m, uint64_t i, int write)
 	}
 	coh_st_set(m, i, h.state);
 	ret = coh_out_send(f, m, i, &out, NULL);
+	if (ret == -ESTALE) {
+		/* its home restarted since the region was placed */
+		m->cst[i] &= ~(COH_F_WAIT | COH_F_WRITE);
+		coh_punch(m, i);
+		coh_st_set(m, i, COH_I);
+		floop_poison(f, m, coh_addr(m, i),
+			     "its home restarted: its pool, and the page, are "
+			     "lost");
+		return -EFAULT;
+	}
 	if (ret) {
 		/* asked again on the tick (its peer may be connecting) */
 		coh_st_set(m, i, coh_st(m, i) == COH_SM_D ? COH_S : COH_I);
@@ -373,6 +389,14 @@ static void coh_answered(struct floop *f, struct fmap *m, struct cohreq *r)
 			"cache",
 			m->name, i * FLOOP_PAGE);
 		floop_poison(f, m, coh_addr(m, i), "the cache cannot hold it");
+		return;
+	}
+	if (f->coh_lapsed && !m->dead) {
+		/* the lease may be ending: straight back; its fault waits
+		 * and asks again once the lease moves on */
+		coh_st_set(m, i, h.state);
+		floop_coh_give_back(f, m, i, 0);
+		m->coh_retry = 1;
 		return;
 	}
 	m->cst[i] &= ~(COH_F_WAIT | COH_F_WRITE);
@@ -658,12 +682,64 @@ void floop_coh_peer_lost(struct floop *f, uint64_t node)
 	}
 }
 
+/*
+ * This node's lease (floop_wb_until()): past wb_until_ms every copy goes
+ * home and none is asked for; past coh_close_ms the homes' connections
+ * close (what did not get home is dropped); once the lease moves on,
+ * waiting faults ask again on new connections.
+ */
+static void coh_lease_check(struct floop *f, uint64_t now)
+{
+	uint64_t until = atomic_load(&f->wb_until_ms);
+	struct fmap *m;
+	int any = 0;
+
+	for (m = f->maps; m && !any; m = m->next)
+		any = m->coh && !m->dead;
+	if (!until || now < until) {
+		if (!f->coh_lapsed)
+			return;
+		f->coh_lapsed = 0;
+		f->coh_closed = 0;
+		if (any)
+			log_info("coherence: the coordinator answers again: "
+				 "coherent pages are asked for again");
+		for (m = f->maps; m; m = m->next)
+			m->coh_retry = m->coh;
+		return;
+	}
+	if (!f->coh_lapsed) {
+		f->coh_lapsed = 1;
+		if (any)
+			log_warn("coherence: no answer from the coordinator "
+				 "and this node's lease may end: coherent "
+				 "pages go home, none is asked for until it "
+				 "answers");
+		for (m = f->maps; m; m = m->next) {
+			if (!m->coh || m->dead)
+				continue;
+			for (uint64_t i = pgset_next(&m->coh_live, 0);
+			     i < coh_pages(m);
+			     i = pgset_next(&m->coh_live, i + 1))
+				if (coh_st(m, i) == COH_M ||
+				    coh_st(m, i) == COH_S)
+					floop_coh_give_back(f, m, i, 0);
+		}
+	}
+	if (!f->coh_closed && now >= atomic_load(&f->coh_close_ms)) {
+		f->coh_closed = 1;
+		if (any)
+			floop_peers_coh_close(f);
+	}
+}
+
 /* Requests that failed are asked again (at once when some did, else
  * once a second); a fault waiting past the fault timeout, whatever its
  * request's state (a home that waits for a host that is gone), gets
  * SIGBUS (a grant coming after maps the page over the poison). */
 void floop_coh_tick(struct floop *f, uint64_t now)
 {
+	coh_lease_check(f, now);
 	for (struct fmap *m = f->maps; m; m = m->next) {
 		if (!m->coh || m->dead ||
 		    (!m->coh_retry && now - m->coh_scan_ms < FLOOP_COH_SCAN_MS))

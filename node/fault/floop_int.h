@@ -491,6 +491,11 @@ struct floop {
 	/* floop_wb_until(): replicated write-back posts nothing from then
 	 * on (0: no limit); set by the coordinator session's thread */
 	_Atomic uint64_t wb_until_ms;
+	_Atomic uint64_t coh_close_ms;
+	/* coherent maps (floop_coh.c): past wb_until_ms (pages given back,
+	 * none asked for), and past coh_close_ms (homes' connections
+	 * closed), until the lease moves on */
+	int coh_lapsed, coh_closed;
 	/* pages transports allocated in the cache memfds ahead of any read
 	 * (xport_cfg.mem_ahead; relaxed atomics): counted as held */
 	uint64_t mem_ahead;
@@ -944,6 +949,7 @@ int floop_peer_write(struct floop *f, uint64_t node, uint64_t off, uint32_t len,
  * second connection beside it (-ENOLINK if the loop has none). */
 /* A coherence message (xport_ops.coh) to @node's page server, over a
  * transport that speaks them (TCP); @node may be this node. */
+void floop_peers_coh_close(struct floop *f);
 int floop_peer_coh(struct floop *f, uint64_t node, unsigned int type,
 		   uint64_t off, void *page, uint64_t tag);
 int floop_peer_write_seen(struct floop *f, uint64_t node, uint64_t off,

@@ -146,6 +146,26 @@ static void floop_peer_reopen(struct floop *f, struct fpeer *p)
 		f->up.peer_lost(f, p->info.node);
 }
 
+/* The connections coherence messages go on, closed (the lease may be
+ * ending: floop_wb_until()): every copy of their homes' pages goes
+ * (peer_lost), and the next message opens a new one. */
+void floop_peers_coh_close(struct floop *f)
+{
+	for (uint32_t i = 0; i <= f->n_peers; i++) {
+		struct fpeer *p = i < f->n_peers ? &f->peers[i] : &f->self_peer;
+
+		if (p == &f->self_peer && !f->self_known)
+			continue;
+		if (p->xp && p->t->ops->coh) {
+			floop_peer_reopen(f, p);
+		} else if (p->sxp) {
+			floop_peer_side_close(p);
+			if (f->up.peer_lost)
+				f->up.peer_lost(f, p->info.node);
+		}
+	}
+}
+
 /*
  * This node as the coordinator lists it: its own page server is the home
  * of its chunks of coherent regions, reached like a peer's (and only for

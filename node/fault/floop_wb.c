@@ -210,8 +210,9 @@ uint64_t floop_map_lost_chunks(struct floop *f, struct fmap *m, char *list,
 	return n;
 }
 
-void floop_wb_until(struct floop *f, uint64_t until_ms)
+void floop_wb_until(struct floop *f, uint64_t until_ms, uint64_t close_ms)
 {
+	atomic_store(&f->coh_close_ms, close_ms);
 	atomic_store(&f->wb_until_ms, until_ms);
 }
 

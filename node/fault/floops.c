@@ -213,10 +213,10 @@ int floops_peer_addr_set(struct floops *g, uint64_t node, const char *data_addr,
 	return ret;
 }
 
-void floops_wb_until(struct floops *g, uint64_t until_ms)
+void floops_wb_until(struct floops *g, uint64_t until_ms, uint64_t close_ms)
 {
 	for (unsigned int i = 0; i < g->n; i++)
-		floop_wb_until(g->l[i], until_ms);
+		floop_wb_until(g->l[i], until_ms, close_ms);
 }
 
 int floops_self_set(struct floops *g, uint64_t self)

@@ -61,7 +61,7 @@ int floops_peer_addr_set(struct floops *g, uint64_t node, const char *data_addr,
 			 const void *addr, uint32_t addrlen);
 int floops_self_set(struct floops *g, uint64_t self);
 /* floop_wb_until() of every loop. */
-void floops_wb_until(struct floops *g, uint64_t until_ms);
+void floops_wb_until(struct floops *g, uint64_t until_ms, uint64_t close_ms);
 /* A ticket done once every loop carried the command out. */
 int64_t floops_regions_set(struct floops *g, const struct floop_region *regions,
 			   uint32_t n, uint64_t epoch, uint64_t cid);

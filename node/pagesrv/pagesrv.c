@@ -77,6 +77,7 @@ static void pagesrv_conn_create(struct pagesrv *s, int fd)
 	}
 	c->s = s;
 	c->fd = fd;
+	c->born_ms = evl_now_ms();
 	c->recv_req = (struct pagesrv_req){ PAGESRV_OP_RECV, c };
 	c->send_req = (struct pagesrv_req){ PAGESRV_OP_SEND, c };
 	c->cancel_req = (struct pagesrv_req){ PAGESRV_OP_CANCEL, c };
@@ -244,10 +245,16 @@ static void pagesrv_on_cqe(struct pagesrv *s, struct io_uring_cqe *cqe)
 		return;
 	case PAGESRV_OP_WAKE:
 		s->wake_busy = false;
-		if (cqe->res == -EINTR || cqe->res == -EAGAIN)
-			pagesrv_wake_arm(s);
-		else
+		if (cqe->res < 0 && cqe->res != -EINTR && cqe->res != -EAGAIN) {
 			pagesrv_stop(s);
+			return;
+		}
+		if (atomic_load(&s->stop_asked)) {
+			pagesrv_stop(s);
+			return;
+		}
+		pagesrv_coh_members_run(s);
+		pagesrv_wake_arm(s);
 		return;
 	case PAGESRV_OP_TIMER:
 		s->timer_busy = false;
@@ -474,6 +481,7 @@ void pagesrv_destroy(struct pagesrv *s)
 	if (!s)
 		return;
 	if (s->started) {
+		atomic_store(&s->stop_asked, 1);
 		if (write(s->efd, &one, sizeof(one)) != sizeof(one))
 			log_errno(errno, "waking the server thread");
 		pthread_join(s->thread, NULL);
@@ -529,6 +537,8 @@ void pagesrv_stats(const struct pagesrv *s, struct pagesrv_stats *st)
 		atomic_load_explicit(&s->st_coh_invs, memory_order_relaxed);
 	st->coh_recalls =
 		atomic_load_explicit(&s->st_coh_recalls, memory_order_relaxed);
+	st->coh_resets =
+		atomic_load_explicit(&s->st_coh_resets, memory_order_relaxed);
 }
 
 const char *pagesrv_closed_name(enum pagesrv_closed why)

@@ -116,6 +116,33 @@ int pagesrv_addr(const struct pagesrv *s, char *buf, size_t len);
 int pagesrv_grant_floor(struct pagesrv *s, uint64_t off, uint64_t len,
 			uint64_t epoch);
 
+/*
+ * A member as the coordinator's node list shows it, for the home of
+ * coherent regions' pages: its peer name (secure) and its agent's
+ * instance (its connections' client ids are instance .. instance +
+ * PAGESRV_MEMBER_CLIENTS - 1), and whether its lease holds.
+ */
+#define PAGESRV_MEMBER_CLIENTS 64
+struct pagesrv_member {
+	const char *name;
+	uint64_t instance;
+	bool up;
+};
+
+/*
+ * The node list @m (@n members, the whole of it), asked for at
+ * evl_now_ms() @asked_ms. A host whose connection came before @asked_ms
+ * and whose node the list shows down, or running another instance, is
+ * reset: what the directory says it held is the home's again (its
+ * modified pages read as it last gave them back), its connection closes.
+ * A node's agent gives up its copies before its lease ends
+ * (docs/design.md, "Coherent regions: failures"). Callable from any
+ * thread; taken in order on the server thread. 0, or -ENOMEM (nothing
+ * taken). A server without coherence takes nothing.
+ */
+int pagesrv_coh_members(struct pagesrv *s, const struct pagesrv_member *m,
+			uint32_t n, uint64_t asked_ms);
+
 /* Starts the server thread. Returns 0, -EALREADY, or -errno. */
 int pagesrv_start(struct pagesrv *s);
 
@@ -148,6 +175,8 @@ struct pagesrv_stats {
 	 * taken, pages granted (DATA_S, DATA_M), invalidations and recalls
 	 * sent */
 	uint64_t coh_msgs, coh_grants, coh_invs, coh_recalls;
+	/* hosts reset because their node was down or gone */
+	uint64_t coh_resets;
 };
 
 /* Snapshot of the counters (atomics); callable from any thread. */

@@ -14,15 +14,22 @@
  * the home resets the participant then (its modified pages are the home's
  * copy again, the last the host wrote back; acknowledgements it owed are
  * taken as given) and the new connection takes its place.
+ *
+ * A host that never connects again is reset by the node list
+ * (pagesrv_coh_members()): once its node is down, or runs another
+ * instance, as a list asked for after its connection came says. Its agent gave its copies up before its lease could end (or it
+ * died with them), so nothing it holds is granted past it.
  */
 #define LOG_PREFIX "pagesrv: "
 #include "pagesrv_int.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bufpool.h"
 #include "coh.h"
@@ -60,7 +67,20 @@ struct pcoh_part {
 	bool used;
 	struct pagesrv_conn *c; /* NULL: its connection ended */
 	uint64_t client;
+	uint64_t born_ms; /* its (last) connection's accept */
 	char peer[AUTH_NAME_MAX];
+};
+
+/* A node list of pagesrv_coh_members(), queued for the server thread. */
+struct pcoh_list {
+	struct pcoh_list *next;
+	uint64_t asked_ms;
+	uint32_t n;
+	struct {
+		char name[AUTH_NAME_MAX];
+		uint64_t instance;
+		bool up;
+	} m[];
 };
 
 struct pagesrv_coh {
@@ -68,6 +88,9 @@ struct pagesrv_coh {
 	uint64_t nb, n;
 	struct pcoh_part part[COH_HOSTS_MAX];
 	struct pagesrv_coh_up up;
+	/* node lists from other threads, oldest first */
+	pthread_mutex_t lists_mu;
+	struct pcoh_list *lists, **lists_tail;
 };
 
 static uint64_t pcoh_bit(uint32_t part)
@@ -94,6 +117,8 @@ int pagesrv_coh_init(struct pagesrv *s, const struct pagesrv_coh_up *up)
 		return -ENOMEM;
 	}
 	h->up = *up;
+	pthread_mutex_init(&h->lists_mu, NULL);
+	h->lists_tail = &h->lists;
 	s->coh = h;
 	return 0;
 }
@@ -124,6 +149,13 @@ void pagesrv_coh_fini(struct pagesrv *s)
 			free(e);
 		}
 	}
+	while (h->lists) {
+		struct pcoh_list *l = h->lists;
+
+		h->lists = l->next;
+		free(l);
+	}
+	pthread_mutex_destroy(&h->lists_mu);
 	free(h->tab);
 	free(h);
 	s->coh = NULL;
@@ -284,7 +316,7 @@ static int pcoh_emit(struct pagesrv *s, struct pagesrv_conn *self,
 		switch (m->type) {
 		case COH_DATA_S:
 		case COH_DATA_M:
-			if (h->part[to].c != e->req_c) {
+			if (!e->req_c || h->part[to].c != e->req_c) {
 				/* granted to a connection that is gone:
 				 * never had; its next one starts afresh */
 				if (m->type == COH_DATA_M)
@@ -567,6 +599,7 @@ static int pcoh_part_of(struct pagesrv *s, struct pagesrv_conn *c)
 			return ret;
 		p->c = c;
 		p->client = c->client;
+		p->born_ms = c->born_ms;
 		c->coh_part = (int)i + 1;
 		return (int)i;
 	}
@@ -578,6 +611,7 @@ static int pcoh_part_of(struct pagesrv *s, struct pagesrv_conn *c)
 	h->part[free_i].used = true;
 	h->part[free_i].c = c;
 	h->part[free_i].client = c->client;
+	h->part[free_i].born_ms = c->born_ms;
 	snprintf(h->part[free_i].peer, sizeof(h->part[free_i].peer), "%s",
 		 peer);
 	c->coh_part = free_i + 1;
@@ -593,6 +627,105 @@ void pagesrv_coh_conn_gone(struct pagesrv_conn *c)
 	if (h->part[c->coh_part - 1].c == c)
 		h->part[c->coh_part - 1].c = NULL;
 	c->coh_part = 0;
+}
+
+int pagesrv_coh_members(struct pagesrv *s, const struct pagesrv_member *m,
+			uint32_t n, uint64_t asked_ms)
+{
+	struct pagesrv_coh *h = s->coh;
+	struct pcoh_list *l;
+	uint64_t one = 1;
+
+	if (!h)
+		return 0;
+	l = calloc(1, sizeof(*l) + (size_t)n * sizeof(l->m[0]));
+	if (!l)
+		return -ENOMEM;
+	l->asked_ms = asked_ms;
+	l->n = n;
+	for (uint32_t i = 0; i < n; i++) {
+		snprintf(l->m[i].name, sizeof(l->m[i].name), "%s",
+			 m[i].name ? m[i].name : "");
+		l->m[i].instance = m[i].instance;
+		l->m[i].up = m[i].up;
+	}
+	pthread_mutex_lock(&h->lists_mu);
+	*h->lists_tail = l;
+	h->lists_tail = &l->next;
+	pthread_mutex_unlock(&h->lists_mu);
+	if (write(s->efd, &one, sizeof(one)) != sizeof(one))
+		log_errno(errno, "coherence: waking the server thread");
+	return 0;
+}
+
+static bool pcoh_is_of(uint64_t client, uint64_t instance)
+{
+	return client >= instance && client - instance < PAGESRV_MEMBER_CLIENTS;
+}
+
+/* Why participant @p's host is gone by list @l, or NULL. One the list
+ * does not name is not judged: a coordinator with other tables lists
+ * nodes as they join it again. */
+static const char *pcoh_gone_why(const struct pcoh_part *p,
+				 const struct pcoh_list *l)
+{
+	for (uint32_t i = 0; i < l->n; i++) {
+		bool named = p->peer[0] && !strcmp(p->peer, l->m[i].name);
+
+		if (!named &&
+		    (p->peer[0] || !pcoh_is_of(p->client, l->m[i].instance)))
+			continue;
+		if (!pcoh_is_of(p->client, l->m[i].instance))
+			return "runs another instance";
+		return l->m[i].up ? NULL : "is down";
+	}
+	return NULL;
+}
+
+/* The lists of pagesrv_coh_members(), taken in order. */
+void pagesrv_coh_members_run(struct pagesrv *s)
+{
+	struct pagesrv_coh *h = s->coh;
+	struct pcoh_list *l;
+
+	if (!h)
+		return;
+	pthread_mutex_lock(&h->lists_mu);
+	l = h->lists;
+	h->lists = NULL;
+	h->lists_tail = &h->lists;
+	pthread_mutex_unlock(&h->lists_mu);
+	while (l) {
+		struct pcoh_list *next = l->next;
+
+		for (uint32_t i = 0; i < COH_HOSTS_MAX; i++) {
+			struct pcoh_part *p = &h->part[i];
+			struct pagesrv_conn *o = p->c;
+			const char *why;
+
+			/* a connection newer than the list may be of a host
+			 * that came back after it was made */
+			if (!p->used || !p->client || p->born_ms >= l->asked_ms)
+				continue;
+			why = pcoh_gone_why(p, l);
+			if (!why)
+				continue;
+			log_warn("coherence: the host of %s (client %#" PRIx64
+				 "): its node %s: what it held is the home's",
+				 p->peer[0] ? p->peer : "an insecure peer",
+				 p->client, why);
+			pagesrv_count(&s->st_coh_resets, 1);
+			p->c = NULL;
+			if (o) {
+				o->coh_part = 0;
+				h->up.close(o);
+			}
+			pcoh_part_reset(s, NULL, i);
+			memset(p, 0, sizeof(*p));
+		}
+		free(l);
+		l = next;
+	}
 }
 
 int pagesrv_coh_on(struct pagesrv_conn *c, const struct wire_hdr *hd,

@@ -169,6 +169,7 @@ struct pagesrv_conn {
 	bool said_hello;
 	/* coherence (pagesrv_coh.c): its participant + 1, 0: none */
 	int coh_part;
+	uint64_t born_ms;	  /* accepted, evl_now_ms() */
 	uint32_t wr_len, wr_left; /* secure: wr_left counts the tag too */
 	uint64_t wr_tag, wr_off;
 	/* secure: the handshake until done (in_hs: counted in s->nhs, under
@@ -284,6 +285,10 @@ struct pagesrv {
 	/* the directory of coherent regions' pages homed here
 	 * (pagesrv_coh.c; server thread only) */
 	struct pagesrv_coh *coh;
+	/* pagesrv_destroy(): the eventfd's word is to stop (any other:
+	 * pagesrv_coh_members()); a word of its own, apart from the server
+	 * thread's plain fields */
+	_Atomic uint64_t stop_asked;
 	_Atomic uint64_t st_conns;
 	_Atomic uint64_t st_reads;
 	_Atomic uint64_t st_bytes;
@@ -301,6 +306,7 @@ struct pagesrv {
 	_Atomic uint64_t st_coh_grants;
 	_Atomic uint64_t st_coh_invs;
 	_Atomic uint64_t st_coh_recalls;
+	_Atomic uint64_t st_coh_resets;
 };
 
 static inline void pagesrv_count(_Atomic uint64_t *c, uint64_t n)
@@ -374,6 +380,7 @@ bool pagesrv_coh_is_give_up(const struct wire_hdr *h);
 int pagesrv_coh_on(struct pagesrv_conn *c, const struct wire_hdr *h,
 		   const uint8_t *page);
 void pagesrv_coh_conn_gone(struct pagesrv_conn *c);
+void pagesrv_coh_members_run(struct pagesrv *s);
 
 /* ---- pagesrv_conn.c ---- */
 

@@ -34,6 +34,15 @@ uint64_t csess_wb_until(const struct csess *s)
 	return s->wb_t0 + s->lease_ms - margin;
 }
 
+/* When coherent maps close their homes' connections: halfway from
+ * csess_wb_until() to the lease's end (docs/design.md). */
+static uint64_t csess_coh_close(const struct csess *s)
+{
+	uint64_t until = csess_wb_until(s);
+
+	return until + (s->wb_t0 + s->lease_ms - until) / 2;
+}
+
 /*
  * A call sent at @t0 was answered (@hb: a heartbeat, its ack at region
  * epoch @epoch): the lease runs on. Replicated write-back goes on with it,
@@ -59,7 +68,7 @@ void csess_wb_gate(struct csess *s)
 	if (!until || !s->env->fl)
 		return;
 	if (!s->wb_held && until != s->wb_pushed) {
-		floops_wb_until(s->env->fl, until);
+		floops_wb_until(s->env->fl, until, csess_coh_close(s));
 		s->wb_pushed = until;
 	}
 	if (now >= until) {
@@ -85,7 +94,7 @@ void csess_wb_gate(struct csess *s)
 	if (s->synced_epoch < s->resync_epoch)
 		return;
 	s->wb_held = 0;
-	floops_wb_until(s->env->fl, until);
+	floops_wb_until(s->env->fl, until, csess_coh_close(s));
 	s->wb_pushed = until;
 	log_info("coordinator answers again, layout synced (epoch %llu): "
 		 "write-back of replicated regions goes on",

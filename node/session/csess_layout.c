@@ -126,6 +126,7 @@ int csess_nodes_refresh(struct csess *s)
 	const struct node_env *e = s->env;
 	struct xport_peer_info *peers;
 	uint64_t self = atomic_load(e->node_id);
+	uint64_t asked_ms = evl_now_ms();
 	struct msg req, nodes;
 	uint32_t np = 0;
 	int ret;
@@ -136,7 +137,7 @@ int csess_nodes_refresh(struct csess *s)
 		msg_fini(&nodes);
 		return ret;
 	}
-	e->nodes(e->agent, &nodes);
+	e->nodes(e->agent, &nodes, asked_ms);
 	peers = calloc(nodes.n_nodes ? nodes.n_nodes : 1, sizeof(*peers));
 	if (!peers) {
 		msg_fini(&nodes);

@@ -80,14 +80,14 @@ struct node_env {
 
 	/*
 	 * Calls back into the agent, each with @agent as its first
-	 * argument: the session's (a NODES reply: verbs endpoints and pair
-	 * keys; joined (again): what verbs peers read our pool with is
+	 * argument: the session's (a NODES reply, asked for at evl_now_ms()
+	 * @asked_ms: verbs endpoints, pair keys, members gone; joined (again): what verbs peers read our pool with is
 	 * published anew; is a pool extent mapped by a local process?) and
 	 * the fault service's (pin or unpin an extent of the pool for a
 	 * local mapping).
 	 */
 	void *agent;
-	void (*nodes)(void *agent, const struct msg *nodes);
+	void (*nodes)(void *agent, const struct msg *nodes, uint64_t asked_ms);
 	int (*joined)(void *agent);
 	int (*pool_is_pinned)(void *agent, uint64_t off, uint64_t len);
 	void (*pool_pin)(void *agent, uint64_t off, uint64_t len, int delta);

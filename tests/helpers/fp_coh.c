@@ -24,9 +24,22 @@
  *       Maps REGION, writes a page, prints "coherent: holding", waits for
  *       its stdin to end, unmaps. A map that fails prints "coherent: map:
  *       ERRNO-TEXT" and exits 2.
+ *   fp_coh REGION pages P
+ *       Maps REGION, prints "coherent: mapped", then takes commands on
+ *       stdin, a line each, on word 0 of pages 0..P-1 (page i's word is
+ *       V + i for a value V):
+ *         write V   writes them: "coherent: wrote V"
+ *         flush     farpage_flush(): "coherent: flushed RC" (0 or -errno)
+ *         check V   reads them: "coherent: check V pages=P match=M
+ *                   first=I:W" (the first page that does not match and
+ *                   what it read; "-" if all do)
+ *         end       leaves the commands
+ *       and unmaps at "end" or the end of stdin. SIGBUS: "coherent: sigbus", exit
+ *       3 (a check whose page was lost for good says so that way).
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -96,6 +109,64 @@ static int hold(const char *region)
 	return ret ? 2 : 0;
 }
 
+/* The commands of "fp_coh REGION pages P" (above). */
+static int pages(const char *region, unsigned long np)
+{
+	struct farpage_map *m = NULL;
+	char line[128];
+	int ret;
+
+	setvbuf(stdout, NULL, _IONBF, 0);
+	signal(SIGBUS, on_sigbus);
+	ret = farpage_map(region, NULL, &m);
+	if (ret) {
+		printf("coherent: map: %s\n", strerror(-ret));
+		return 2;
+	}
+	base = farpage_map_addr(m);
+	printf("coherent: mapped\n");
+	while (fgets(line, sizeof(line), stdin)) {
+		unsigned long long v = 0;
+		unsigned long match = 0, bad = ULONG_MAX;
+		uint64_t got = 0;
+
+		if (!strncmp(line, "end", 3))
+			break;
+		if (sscanf(line, "write %llu", &v) == 1) {
+			for (unsigned long i = 0; i < np; i++)
+				atomic_store(word((unsigned int)i, 0), v + i);
+			printf("coherent: wrote %llu\n", v);
+		} else if (!strncmp(line, "flush", 5)) {
+			printf("coherent: flushed %d\n", farpage_flush(m));
+		} else if (sscanf(line, "check %llu", &v) == 1) {
+			for (unsigned long i = 0; i < np; i++) {
+				uint64_t w =
+					atomic_load(word((unsigned int)i, 0));
+
+				if (w == v + i) {
+					match++;
+				} else if (bad == ULONG_MAX) {
+					bad = i;
+					got = w;
+				}
+			}
+			if (bad == ULONG_MAX)
+				printf("coherent: check %llu pages=%lu "
+				       "match=%lu first=-\n",
+				       v, np, match);
+			else
+				printf("coherent: check %llu pages=%lu "
+				       "match=%lu first=%lu:%" PRIu64 "\n",
+				       v, np, match, bad, got);
+		} else {
+			fprintf(stderr, "fp_coh: unknown command: %s", line);
+			return 2;
+		}
+	}
+	ret = farpage_unmap(m);
+	return ret ? 2 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct farpage_map *m = NULL;
@@ -105,9 +176,17 @@ int main(int argc, char **argv)
 
 	if (argc == 3 && !strcmp(argv[2], "hold"))
 		return hold(argv[1]);
+	if (argc == 4 && !strcmp(argv[2], "pages")) {
+		n = strtoul(argv[3], NULL, 10);
+		if (!n || n > 1024) {
+			fprintf(stderr, "fp_coh: P is 1..1024\n");
+			return 2;
+		}
+		return pages(argv[1], n);
+	}
 	if (argc != 5) {
 		fprintf(stderr, "usage: fp_coh REGION HOST HOSTS N | fp_coh "
-				"REGION hold\n");
+				"REGION hold | fp_coh REGION pages P\n");
 		return 2;
 	}
 	host = strtoul(argv[2], NULL, 10);

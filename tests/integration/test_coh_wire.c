@@ -26,7 +26,12 @@
  *     is granted past a copy that may still be in use), until the host
  *     connects again and speaks: then it gets the home's copy, the last
  *     given back, never the lost write;
- *  6. a hostile host (an INV_ACK nobody asked for) loses its own
+ *  6. the same host, its connection ended, never back: a node list asked
+ *     for before its connection came changes nothing; one that shows its
+ *     node down resets it (pagesrv_coh_members()), and the other host
+ *     gets the last bytes it gave back; so does one that shows its node
+ *     running another instance;
+ *  7. a hostile host (an INV_ACK nobody asked for) loses its own
  *     connection; the others go on.
  *
  * Exit 0 if all hold, 1 if one does not, 77 without io_uring.
@@ -55,7 +60,7 @@
 #define T_TAGS	    1 /* t_xport.h's own done is not used */
 #define T_POOL_SIZE (1ull << 20)
 #define T_PAGE	    WIRE_COH_PAGE
-#define T_PAGES	    8
+#define T_PAGES	    9
 #define T_HOSTS	    3
 #define T_WAIT_MS   60000u
 #define T_N	    200 /* increments per host */
@@ -74,6 +79,7 @@
 #define PG_LOST	   5
 #define PG_LOCK	   6
 #define PG_LOCKED  7
+#define PG_GONE	   8
 
 static const uint8_t t_key[AUTH_KEY_LEN] = "pair key of the hosts and home.";
 
@@ -708,6 +714,91 @@ static int test_lost_host(void)
 	return 0;
 }
 
+/* Host @b takes page @pg, writes @kept and gives it back, then writes
+ * @lost, keeps it, and its connection ends. */
+static int t_write_and_go(struct t_host *b, unsigned int nh, unsigned int pg,
+			  uint64_t kept, uint64_t lost)
+{
+	uint64_t end = t_now_ms() + T_WAIT_MS;
+
+	b->incs = 0;
+	while (!b->incs && t_now_ms() < end) {
+		t_inc(b, pg, 0);
+		t_turn(nh);
+	}
+	t_word_set(b->page[pg], 0, kept);
+	b->h[pg].data = kept;
+	T_CHECK(t_evict_all(nh, pg) == 0);
+	T_CHECK(t_pool_word(pg, 0) == kept);
+	b->incs = 0;
+	while (!b->incs && t_now_ms() < end) {
+		t_inc(b, pg, 0);
+		t_turn(nh);
+	}
+	T_CHECK(b->h[pg].state == COH_M);
+	t_word_set(b->page[pg], 0, lost);
+	b->h[pg].data = lost;
+	b->d.ops->peer_close(b->p);
+	b->p = NULL;
+	t_lost_cb(b, 1);
+	return 0;
+}
+
+/* The home's node list: hosts h0..h2 (clients 100..102), host @down's
+ * node down or (@other) running another instance. */
+static int t_members(unsigned int down, bool other, uint64_t asked_ms)
+{
+	char names[T_HOSTS][16];
+	struct pagesrv_member m[T_HOSTS];
+
+	for (unsigned int i = 0; i < T_HOSTS; i++) {
+		snprintf(names[i], sizeof(names[i]), "h%u", i);
+		m[i] = (struct pagesrv_member){
+			.name = names[i],
+			.instance = 100 + i,
+			.up = true,
+		};
+	}
+	if (other)
+		m[down].instance = 1000;
+	else
+		m[down].up = false;
+	T_CHECK(pagesrv_coh_members(t_home.srv, m, T_HOSTS, asked_ms) == 0);
+	return 0;
+}
+
+static int test_member_gone(void)
+{
+	struct t_host *a = &t_hosts[0], *b = &t_hosts[1];
+	uint64_t end = t_now_ms() + T_WAIT_MS, v = 0, t0;
+	struct pagesrv_stats st;
+
+	for (int round = 0; round < 2; round++) {
+		uint64_t kept = 70 + round, lost = 420 + round;
+
+		T_CHECK(t_write_and_go(b, 2, PG_GONE, kept, lost) == 0);
+		/* a list older than b's connection: nothing changes */
+		T_CHECK(t_members(1, round, 1) == 0);
+		t0 = t_now_ms();
+		while (!t_read(a, PG_GONE, 0, &v) && t_now_ms() - t0 < 500)
+			t_turn(1);
+		T_CHECK(a->h[PG_GONE].state == COH_IS_D);
+		/* one asked for now: b's node is down (another instance) */
+		T_CHECK(t_members(1, round, t_now_ms()) == 0);
+		while (!t_read(a, PG_GONE, 0, &v) && t_now_ms() < end)
+			t_turn(1);
+		printf("member %s: the other reads %" PRIu64
+		       " (given back %" PRIu64 ", lost %" PRIu64 ")\n",
+		       round ? "restarted" : "down", v, kept, lost);
+		T_CHECK(v == kept && t_errors(1) == 0);
+		T_CHECK(t_evict_all(1, PG_GONE) == 0);
+		T_CHECK(t_host_open(b) == 0);
+	}
+	pagesrv_stats(t_home.srv, &st);
+	T_CHECK(st.coh_resets == 2);
+	return 0;
+}
+
 static int test_hostile(unsigned int nh)
 {
 	struct t_host *bad = &t_hosts[nh - 1];
@@ -758,7 +849,7 @@ int main(int argc, char **argv)
 		     test_spinlock(3) || test_false_sharing(2) ||
 		     test_false_sharing(3) || test_message_passing(2) ||
 		     test_message_passing(3) || test_evict() ||
-		     test_lost_host() || test_hostile(3);
+		     test_lost_host() || test_member_gone() || test_hostile(3);
 	pagesrv_stats(t_home.srv, &st);
 	printf("home: %" PRIu64 " messages, %" PRIu64 " grants, %" PRIu64
 	       " invalidations, %" PRIu64 " recalls\n",

@@ -1,0 +1,130 @@
+#!/bin/bash
+# Coherent regions when a host fails (issue 39, item 2; docs/design.md,
+# "Coherent regions: failures"): four hosts in network namespaces on one
+# segment (77 without), the coordinator on H (lease 2 s), agents A, B and
+# C on hosts of their own; region f is coherent, every page homed on A.
+# tests/helpers/fp_coh "pages" programs on B and C write and check word 0
+# of 64 pages (page i holds V + i).
+#  1. B writes 1000, flushes; C reads 1000 (copies to read); B writes
+#     1500 and flushes (C's copies invalidated), then writes 2000 and
+#     keeps the pages modified.
+#  2. Host B dies: its agent and its program are killed. C reads every
+#     page: 1500, the last bytes B gave back: never its own stale 1000 nor
+#     the lost 2000, and no SIGBUS (the home took B's pages back when the
+#     node list showed B down: A counts a reset).
+#  3. B comes back (a new agent, same name) and reads 1500; it writes
+#     3000 and keeps the pages modified. The coordinator dies and comes
+#     back only after B's lease would have ended: B's agent gives its pages
+#     home first (it says so), so C then reads 3000; B reads 3000 again and
+#     writes and flushes 4000, which C reads.
+#  4. B reads every page (copies to read) and is cut off the segment.
+#     Once the node list shows B down, C writes 5000 (the home resets B:
+#     nothing waits for it). B is joined again: it reads 5000, never its
+#     copies of 4000 (its agent dropped them before its lease ended).
+# Each step fails without the part it tests: without the reset, C's reads
+# in 2 wait until the fault timeout (SIGBUS, exit 3); without the lease's
+# drop, B's stale copies read 4000 in 4.
+set -uo pipefail
+. "$(dirname "$0")/../lib.sh"
+fp_require
+[ "${FP_FAULT_MODE:-}" = copy ] && fp_skip "copy mode: a coherent map needs the cache"
+fp_hosts_lan H A B C || fp_skip "a host cut off needs network namespaces"
+COH=$FP_BIN/tests/fp_coh
+P=64
+fp_coord_start H --lease-ms 2000
+for x in A B C; do
+	fp_node_start "$x" "$x" --metrics-listen "${FP_HOST_IP[$x]}:0" --fault-timeout-ms 120000
+done
+a=$(fp_node_id A)
+fp_cli H A region create f --size 2M --owners "$a" --coherent >"$FP_TMP/f.c" 2>&1 ||
+	fp_fail "create f: $(cat "$FP_TMP/f.c")"
+
+declare -A PROG PID
+# start X: an fp_coh pages program on X's agent, fed through a fifo.
+start() {
+	local x=$1 fd
+	rm -f "$FP_TMP/$x.fifo"
+	mkfifo "$FP_TMP/$x.fifo" || fp_fail "fifo"
+	: >"$FP_TMP/$x.prog"
+	FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[$x]} "$COH" f pages "$P" <"$FP_TMP/$x.fifo" \
+		>>"$FP_TMP/$x.prog" 2>&1 &
+	PID[$x]=$!
+	FP_PIDS+=("$!")
+	exec {fd}>"$FP_TMP/$x.fifo"
+	PROG[$x]=$fd
+	fp_wait_log "$FP_TMP/$x.prog" '^coherent: mapped' 120 ||
+		{ cat "$FP_TMP/$x.prog" >&2; fp_fail "fp_coh on $x did not map f"; }
+}
+# say X LINE ANSWER: LINE to X's program, which must print ANSWER (a
+# fixed string) as its next answer.
+say() {
+	local x=$1 n
+	n=$(grep -c '^coherent: ' "$FP_TMP/$x.prog")
+	echo "$2" >&"${PROG[$x]}"
+	local end
+	end=$(fp_deadline 180)
+	while [ "$(grep -c '^coherent: ' "$FP_TMP/$x.prog")" -le "$n" ]; do
+		kill -0 "${PID[$x]}" 2>/dev/null || break
+		[ "$(date +%s)" -le "$end" ] || break
+		sleep 0.05
+	done
+	local got
+	got=$(grep '^coherent: ' "$FP_TMP/$x.prog" | sed -n "$((n + 1))p")
+	[ "$got" = "coherent: $3" ] ||
+		{ cat "$FP_TMP/$x.prog" >&2; fp_fail "$x: '$2' answered '${got:-nothing}', not '$3'"; }
+}
+ok() { echo "check $1 pages=$P match=$P first=-"; }
+
+# 1.
+start B
+start C
+say B "write 1000" "wrote 1000"
+say B flush "flushed 0"
+say C "check 1000" "$(ok 1000)"
+say B "write 1500" "wrote 1500"
+say B flush "flushed 0"
+say B "write 2000" "wrote 2000"
+fp_log "1: B wrote 1000 and 1500 (flushed) and 2000 (kept); C held 1000"
+# 2. Host B dies.
+kill -KILL "${FP_NODE_PID[B]}" "${PID[B]}" 2>/dev/null
+wait "${FP_NODE_PID[B]}" "${PID[B]}" 2>/dev/null
+eval "exec ${PROG[B]}>&-"
+say C "check 1500" "$(ok 1500)"
+r=$(fp_metric A farpage_pagesrv_coherence_resets_total)
+[ "${r:-0}" -ge 1 ] || fp_fail "A reset ${r:-0} hosts"
+fp_log "2: B killed holding 2000: C reads 1500 (A reset ${r} hosts)"
+# 3. B again; the coordinator away for longer than a lease.
+fp_node_start B B --metrics-listen "${FP_HOST_IP[B]}:0" --fault-timeout-ms 120000
+start B
+say B "check 1500" "$(ok 1500)"
+say B "write 3000" "wrote 3000"
+kill -KILL "$FP_COORD_PID"
+wait "$FP_COORD_PID" 2>/dev/null
+fp_wait_log "$FP_TMP/B.log" "coherence: no answer from the coordinator" 60 ||
+	fp_fail "B's agent did not give its pages home when its lease could end"
+fp_wait_log "$FP_TMP/C.log" "coherence: no answer from the coordinator" 60 ||
+	fp_fail "C's agent did not stop asking for pages when its lease could end"
+fp_coord_respawn H --lease-ms 2000
+say C "check 3000" "$(ok 3000)"
+say B "check 3000" "$(ok 3000)"
+say B "write 4000" "wrote 4000"
+say B flush "flushed 0"
+say C "check 4000" "$(ok 4000)"
+fp_log "3: the coordinator away past the lease: B's 3000 went home first; C reads it"
+# 4. B holds copies to read and is cut off.
+say B "check 4000" "$(ok 4000)"
+nd=$(grep -cE "coherence: the host of B .* is down" "$FP_TMP/A.log")
+fp_host_cut B
+fp_wait_log "$FP_TMP/A.log" "coherence: the host of B .* is down" 60 $((nd + 1)) ||
+	{ fp_host_heal B; fp_fail "A was not told B is down"; }
+say C "write 5000" "wrote 5000"
+say C flush "flushed 0"
+fp_host_heal B
+say B "check 5000" "$(ok 5000)"
+fp_log "4: B cut off holding 4000 to read: once healed it reads C's 5000"
+# "end", not the fifo's end: the daemons started since hold it open too
+for x in B C; do echo end >&"${PROG[$x]}"; done
+for x in B C; do
+	fp_wait_pid "${PID[$x]}" 120 || { cat "$FP_TMP/$x.prog" >&2; fp_fail "fp_coh on $x did not end well"; }
+done
+exit 0
