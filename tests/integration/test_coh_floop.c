@@ -18,7 +18,19 @@
  *     (release), 1..N; the others read the flag (acquire), then the
  *     payload: never a payload older than its flag;
  *  4. flush: each loop's flush sends its modified pages home; then the
- *     home's pool holds the counter, the words and the last flag.
+ *     home's pool holds the counter, the words and the last flag;
+ *  5. the litmus tests, $FP_LITMUS_RUNS runs each (default 100000), on
+ *     two words x and y of two pages (sequentially consistent atomics:
+ *     a program that is correct on one host): message passing (host 0:
+ *     x, then y; host 1: y, then x: never y new and x old), store
+ *     buffering (host 0: x, then reads y; host 1: y, then reads x: never
+ *     both old) and IRIW (hosts 0 and 1 write x and y, hosts 2 and 3 read
+ *     them in opposite orders: never each seeing a different one first).
+ *     A run's threads start together (a barrier in this process's own
+ *     memory) and write the run's number, so "new" is "this run's". Every
+ *     outcome is counted and printed; a forbidden one fails the test, and
+ *     so does a host that does not read the last run's values after it
+ *     ($FP_LITMUS_ONLY=all, mp, sb or iriw: these alone, or one).
  *
  * Exit 0 if all hold, 1 if one does not, 77 without userfaultfd's shmem
  * modes or io_uring.
@@ -56,7 +68,7 @@
 #define T_SIZE	   (T_CHUNKS * T_CHUNK)
 #define T_POOL	   (8ull << 20)
 #define T_PAGE	   4096ull
-#define T_HOSTS	   3
+#define T_HOSTS	   4
 #define T_N	   200
 #define T_WAIT_MS  120000u /* a run, a flush */
 #define T_HOME	   1
@@ -68,6 +80,8 @@
 #define PG_FALSE   2
 #define PG_PAYLOAD 3
 #define PG_FLAG	   4
+#define PG_X	   5
+#define PG_Y	   6
 
 struct t_host {
 	int id; /* 0.. */
@@ -328,6 +342,207 @@ static int t_run_hosts(unsigned int nh)
 	return 0;
 }
 
+/* ---- litmus tests ---- */
+
+enum t_litmus { T_MP, T_SB, T_IRIW };
+
+static const char *const t_litmus_name[] = { "message passing",
+					     "store buffering", "IRIW" };
+static unsigned int t_litmus_hosts(enum t_litmus l)
+{
+	return l == T_IRIW ? 4 : 2;
+}
+
+/* a run's barrier (this process's memory: not the region) */
+static _Atomic uint64_t t_bar_n, t_bar_gen;
+static unsigned long t_runs;
+static enum t_litmus t_lit;
+/* what each host read in each run: bit 0 its first read was new, bit 1
+ * its second */
+static uint8_t *t_seen[T_HOSTS];
+/* and the values it read, for a forbidden outcome's report */
+static uint64_t *t_val[T_HOSTS];
+
+/* -1 if the others did not come in T_WAIT_MS (a run that hangs) */
+static int t_barrier(unsigned int n)
+{
+	uint64_t gen = atomic_load(&t_bar_gen), end = t_now_ms() + T_WAIT_MS;
+
+	if (atomic_fetch_add(&t_bar_n, 1) + 1 == n) {
+		atomic_store(&t_bar_n, 0);
+		atomic_fetch_add(&t_bar_gen, 1);
+		return 0;
+	}
+	while (atomic_load(&t_bar_gen) == gen) {
+		sched_yield();
+		if (t_now_ms() > end)
+			return -1;
+	}
+	return 0;
+}
+
+static void *t_litmus_run(void *arg)
+{
+	struct t_host *h = arg;
+	_Atomic uint64_t *x = t_word(h, PG_X, 0), *y = t_word(h, PG_Y, 0);
+	unsigned int n = t_litmus_hosts(t_lit);
+	uint32_t rnd = 0x9e3779b9u * (uint32_t)(h->id + 1);
+
+	for (unsigned long r = 1; r <= t_runs; r++) {
+		uint64_t v = t_base + r, a = 0, b = 0;
+		uint8_t s = 0;
+		volatile uint32_t spin = 0;
+
+		if (t_barrier(n)) {
+			h->late = 1;
+			return NULL;
+		}
+		/* a start of its own each run: other interleavings */
+		rnd ^= rnd << 13;
+		rnd ^= rnd >> 17;
+		rnd ^= rnd << 5;
+		while (spin < (rnd & 0xfff))
+			spin++;
+		switch (t_lit) {
+		case T_MP:
+			if (h->id == 0) {
+				atomic_store(x, v);
+				atomic_store(y, v);
+			} else {
+				a = atomic_load(y);
+				b = atomic_load(x);
+			}
+			break;
+		case T_SB:
+			if (h->id == 0) {
+				atomic_store(x, v);
+				a = atomic_load(y);
+			} else {
+				atomic_store(y, v);
+				a = atomic_load(x);
+			}
+			break;
+		case T_IRIW:
+			if (h->id == 0) {
+				atomic_store(x, v);
+			} else if (h->id == 1) {
+				atomic_store(y, v);
+			} else if (h->id == 2) {
+				a = atomic_load(x);
+				b = atomic_load(y);
+			} else {
+				a = atomic_load(y);
+				b = atomic_load(x);
+			}
+			break;
+		}
+		s = (uint8_t)((a == v) | (b == v) << 1);
+		t_seen[h->id][r - 1] = s;
+		t_val[h->id][2 * (r - 1)] = a;
+		t_val[h->id][2 * (r - 1) + 1] = b;
+	}
+	h->done = 1;
+	return NULL;
+}
+
+/* One litmus test, @runs runs: its outcomes counted; 0 if none is
+ * forbidden. */
+static int t_litmus(enum t_litmus l, unsigned long runs)
+{
+	unsigned int n = t_litmus_hosts(l);
+	unsigned long hist[256] = { 0 }, bad = 0;
+	pthread_t th[T_HOSTS];
+	uint64_t t0 = t_now_ms();
+
+	t_lit = l;
+	t_runs = runs;
+	for (unsigned int k = 0; k < n; k++) {
+		t_seen[k] = calloc(runs, 1);
+		t_val[k] = calloc(runs, 2 * sizeof(uint64_t));
+		T_CHECK(t_seen[k] && t_val[k]);
+		t_hosts[k].done = 0;
+		t_hosts[k].late = 0;
+	}
+	for (unsigned int k = 0; k < n; k++)
+		T_CHECK(pthread_create(&th[k], NULL, t_litmus_run,
+				       &t_hosts[k]) == 0);
+	for (unsigned int k = 0; k < n; k++)
+		pthread_join(th[k], NULL);
+	for (unsigned int k = 0; k < n; k++)
+		T_CHECK(t_hosts[k].done && !t_hosts[k].late);
+	/* every host then reads the last writes (a copy nobody took back
+	 * would still read an older run's) */
+	for (unsigned int k = 0; k < n; k++) {
+		uint64_t vx = atomic_load(t_word(&t_hosts[k], PG_X, 0)),
+			 vy = atomic_load(t_word(&t_hosts[k], PG_Y, 0));
+
+		if (vx != t_base + runs || vy != t_base + runs)
+			fprintf(stderr,
+				"litmus %s: host %u reads x %" PRIu64
+				", y %" PRIu64 " after the last run, not "
+				"%" PRIu64 "\n",
+				t_litmus_name[l], k, vx, vy, t_base + runs);
+		T_CHECK(vx == t_base + runs && vy == t_base + runs);
+	}
+	for (unsigned long r = 0; r < runs; r++) {
+		unsigned int o = 0;
+		bool forbidden = false;
+
+		switch (l) {
+		case T_MP: /* y new, x old */
+			o = t_seen[1][r];
+			forbidden = o == 1;
+			break;
+		case T_SB: /* both old */
+			o = (unsigned int)(t_seen[0][r] | t_seen[1][r] << 1);
+			forbidden = o == 0;
+			break;
+		case T_IRIW: /* host 2 saw x first, host 3 y first */
+			o = (unsigned int)(t_seen[2][r] | t_seen[3][r] << 2);
+			forbidden = o == (1 | 1 << 2);
+			break;
+		}
+		hist[o]++;
+		bad += forbidden;
+		if (forbidden && bad <= 5) {
+			printf("litmus %s: run %lu (value %" PRIu64
+			       ") forbidden:",
+			       t_litmus_name[l], r + 1, t_base + r + 1);
+			for (unsigned int k = 0; k < n; k++)
+				printf(" host %u read %" PRIu64 ", %" PRIu64, k,
+				       t_val[k][2 * r], t_val[k][2 * r + 1]);
+			printf("\n");
+		}
+	}
+	printf("litmus %s: %lu runs in %" PRIu64 " ms, outcomes",
+	       t_litmus_name[l], runs, t_now_ms() - t0);
+	for (unsigned int o = 0; o < 256; o++)
+		if (hist[o])
+			printf(" %#x:%lu", o, hist[o]);
+	printf(", %lu forbidden\n", bad);
+	for (unsigned int k = 0; k < n; k++) {
+		free(t_seen[k]);
+		free(t_val[k]);
+	}
+	t_base += runs;
+	T_CHECK(bad == 0);
+	return 0;
+}
+
+static int t_litmus_all(void)
+{
+	static const char *const key[] = { "mp", "sb", "iriw" };
+	const char *e = getenv("FP_LITMUS_RUNS"),
+		   *only = getenv("FP_LITMUS_ONLY");
+	unsigned long runs = e ? strtoul(e, NULL, 10) : 100000;
+
+	for (unsigned int l = T_MP; l <= T_IRIW && runs; l++)
+		if ((!only || !strcmp(only, "all") || !strcmp(only, key[l])) &&
+		    t_litmus((enum t_litmus)l, runs))
+			return -1;
+	return 0;
+}
+
 int main(void)
 {
 	struct pagesrv_cfg cfg = {
@@ -353,7 +568,10 @@ int main(void)
 	}
 	/* two hosts' words are 1 and 2; the third joins for the second run */
 	if (!rc)
-		rc = t_run_hosts(2) || t_run_hosts(3);
+		rc = getenv("FP_LITMUS_ONLY")
+			     ? t_litmus_all()
+			     : t_run_hosts(2) || t_run_hosts(3) ||
+				       t_litmus_all();
 	pagesrv_stats(t_home.srv, &st);
 	printf("home: %" PRIu64 " messages, %" PRIu64 " grants, %" PRIu64
 	       " invalidations, %" PRIu64 " recalls\n",
