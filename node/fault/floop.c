@@ -347,6 +347,7 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 	f->up.lease_lost = floop_map_lease_lost;
 	f->up.peer_lost = floop_coh_peer_lost;
 	f->cohr_free = UINT32_MAX;
+	f->cohq_head = f->cohq_tail = UINT32_MAX;
 	if (!f->cfg.slots)
 		f->cfg.slots = 512;
 	f->efd = -1;

@@ -123,26 +123,76 @@ static void coh_req_put(struct floop *f, uint32_t idx)
 	free(r->buf);
 	r->buf = NULL;
 	r->busy = 0;
+	r->queued = 0;
 	r->map = NULL;
 	r->next = f->cohr_free;
 	f->cohr_free = idx;
 }
 
-/*
- * Sends @type for page @i of @m to its home, with @buf (a page: what it
- * carries, or where its answer lands; taken, freed when done; NULL:
- * none, or a landing page made here). Returns 0 or -errno (@buf freed).
- */
-static int coh_send(struct floop *f, struct fmap *m, uint64_t i,
-		    unsigned int type, uint8_t *buf)
+/* Posts message @idx to its home's transport: 0, -EAGAIN (no room:
+ * try again later, in order), or -errno. */
+static int coh_post(struct floop *f, uint32_t idx)
 {
-	struct cohreq *r;
-	uint64_t node, off;
+	struct cohreq *r = &f->cohr[idx];
+	int ret = floop_peer_coh(f, r->node, r->type, r->off, r->buf,
+				 (uint64_t)r->gen << 32 | FLOOP_COH_TAG | idx);
+
+	if (!ret)
+		atomic_fetch_add(&f->ctr.coh_msgs, 1);
+	return ret;
+}
+
+static void coh_queue_add(struct floop *f, uint32_t idx)
+{
+	f->cohr[idx].queued = 1;
+	f->cohr[idx].next = UINT32_MAX;
+	if (f->cohq_tail == UINT32_MAX)
+		f->cohq_head = idx;
+	else
+		f->cohr[f->cohq_tail].next = idx;
+	f->cohq_tail = idx;
+}
+
+/* A message that waited and cannot be sent at all (its connection
+ * ended: peer_lost settles its page; else as its answer's failure). */
+static void coh_queued_fail(struct floop *f, uint32_t idx, int err);
+
+/* The backlog, posted in order while the transport takes it. */
+static void coh_queue_run(struct floop *f)
+{
 	uint32_t idx;
 	int ret;
 
-	ret = coh_home(f, m, i, &node, &off);
-	if (!ret && !buf && (type == WIRE_COH_GETS || type == WIRE_COH_GETM) &&
+	while ((idx = f->cohq_head) != UINT32_MAX) {
+		ret = coh_post(f, idx);
+		if (ret == -EAGAIN)
+			return;
+		f->cohq_head = f->cohr[idx].next;
+		if (f->cohq_head == UINT32_MAX)
+			f->cohq_tail = UINT32_MAX;
+		f->cohr[idx].queued = 0;
+		if (ret)
+			coh_queued_fail(f, idx, ret);
+	}
+}
+
+/*
+ * Sends @type for page @i of @m to its home, with @buf (a page: what it
+ * carries, or where its answer lands; taken, freed when done; NULL:
+ * none, or a landing page made here). A message the transport has no
+ * room for waits in the backlog, and so does every later one. @m NULL:
+ * an acknowledgement for the page at pool offset @off of home @node, of
+ * no mapping here. Returns 0 or -errno (@buf freed).
+ */
+static int coh_send_to(struct floop *f, struct fmap *m, uint64_t i,
+		       uint64_t node, uint64_t off, unsigned int type,
+		       uint8_t *buf)
+{
+	struct cohreq *r;
+	uint32_t idx;
+	int ret = 0;
+
+	if (!buf && (type == WIRE_COH_GETS || type == WIRE_COH_GETM) &&
 	    !(buf = malloc(FLOOP_PAGE)))
 		ret = -ENOMEM;
 	if (ret || !(r = coh_req_get(f, &idx))) {
@@ -152,17 +202,34 @@ static int coh_send(struct floop *f, struct fmap *m, uint64_t i,
 	r->map = m;
 	r->idx = i;
 	r->node = node;
+	r->off = off;
 	r->type = type;
 	r->buf = buf;
-	ret = floop_peer_coh(f, node, type, off, buf,
-			     (uint64_t)r->gen << 32 | FLOOP_COH_TAG | idx);
+	ret = f->cohq_head == UINT32_MAX ? coh_post(f, idx) : -EAGAIN;
+	if (ret == -EAGAIN) {
+		coh_queue_add(f, idx);
+		ret = 0;
+	}
 	if (ret) {
 		coh_req_put(f, idx);
 		return ret;
 	}
-	m->coh_out++;
-	atomic_fetch_add(&f->ctr.coh_msgs, 1);
+	if (m)
+		m->coh_out++;
 	return 0;
+}
+
+static int coh_send(struct floop *f, struct fmap *m, uint64_t i,
+		    unsigned int type, uint8_t *buf)
+{
+	uint64_t node, off;
+	int ret = coh_home(f, m, i, &node, &off);
+
+	if (ret) {
+		free(buf);
+		return ret;
+	}
+	return coh_send_to(f, m, i, node, off, type, buf);
 }
 
 /* The wire type of a host's message @t (0: not a host's). */
@@ -409,62 +476,92 @@ static void coh_answered(struct floop *f, struct fmap *m, struct cohreq *r)
 	coh_map_page(m, i, h.state != COH_M);
 }
 
+/* Page @i's PUTM did not get home: what the home has is what the page
+ * had before; what this host wrote is lost, and its threads are told
+ * (SIGBUS), never served the home's older bytes. */
+static void coh_put_lost(struct floop *f, struct fmap *m, uint64_t i)
+{
+	m->wb_gone++;
+	if (m->cst[i] & COH_F_FLUSH) {
+		m->cst[i] &= ~COH_F_FLUSH;
+		m->n_flush--;
+	}
+	coh_punch(m, i);
+	coh_st_set(m, i, COH_I);
+	if (!m->gone)
+		floop_poison(f, m, coh_addr(m, i),
+			     "what this host wrote could not be given back to "
+			     "its home");
+}
+
+/* Message @idx of @m failed (-@status, not answered): its page as if it
+ * had not been sent. */
+static void coh_fail(struct floop *f, struct fmap *m, uint32_t idx, int status)
+{
+	struct cohreq *r = &f->cohr[idx];
+	uint64_t i = r->idx;
+
+	switch (r->type) {
+	case WIRE_COH_GETS:
+	case WIRE_COH_GETM:
+		/* back to what it had; the fault waits and is asked again */
+		coh_st_set(m, i, coh_st(m, i) == COH_SM_D ? COH_S : COH_I);
+		m->coh_retry = 1;
+		if (status == -EACCES || status == -ERANGE ||
+		    status == -EINVAL) {
+			m->cst[i] &= ~(COH_F_WAIT | COH_F_WRITE);
+			floop_poison(f, m, coh_addr(m, i),
+				     "its home refused it");
+		}
+		break;
+	case WIRE_COH_PUTM:
+		coh_put_lost(f, m, i);
+		break;
+	default:
+		break; /* its connection ended: peer_lost drops all */
+	}
+}
+
+/* Message @idx is done with (answered, failed or dropped). */
+static void coh_req_done(struct floop *f, uint32_t idx)
+{
+	struct fmap *m = f->cohr[idx].map;
+
+	coh_req_put(f, idx);
+	if (m) {
+		m->coh_out--;
+		if (m->dead && !m->coh_out)
+			f->up.map_idle(f, m);
+	}
+}
+
+static void coh_queued_fail(struct floop *f, uint32_t idx, int err)
+{
+	if (f->cohr[idx].map)
+		coh_fail(f, f->cohr[idx].map, idx, err);
+	coh_req_done(f, idx);
+}
+
 void floop_coh_done(struct floop *f, uint32_t idx, uint32_t gen, int status)
 {
 	struct cohreq *r;
-	struct fmap *m;
 
-	if (idx >= f->n_cohr || !f->cohr[idx].busy || f->cohr[idx].gen != gen) {
+	if (idx >= f->n_cohr || !f->cohr[idx].busy || f->cohr[idx].queued ||
+	    f->cohr[idx].gen != gen) {
 		log_err("coherence: an answer to no message (%u, gen %u)", idx,
 			gen);
 		return;
 	}
 	r = &f->cohr[idx];
-	m = r->map;
-	if (!m) {
-		/* an acknowledgement for a mapping that is gone */
-		coh_req_put(f, idx);
-		return;
+	if (r->map) {
+		if (!status)
+			coh_answered(f, r->map, r);
+		else
+			coh_fail(f, r->map, idx, status);
 	}
-	m->coh_out--;
-	if (!status) {
-		coh_answered(f, m, r);
-	} else {
-		uint64_t i = r->idx;
-
-		switch (r->type) {
-		case WIRE_COH_GETS:
-		case WIRE_COH_GETM:
-			/* back to what it had; the fault waits and is
-			 * asked again */
-			coh_st_set(m, i,
-				   coh_st(m, i) == COH_SM_D ? COH_S : COH_I);
-			m->coh_retry = 1;
-			if (status == -EACCES || status == -ERANGE ||
-			    status == -EINVAL) {
-				m->cst[i] &= ~(COH_F_WAIT | COH_F_WRITE);
-				floop_poison(f, m, coh_addr(m, i),
-					     "its home refused it");
-			}
-			break;
-		case WIRE_COH_PUTM:
-			/* its bytes did not get home: what the home has
-			 * is what it had before */
-			m->wb_gone++;
-			if (m->cst[i] & COH_F_FLUSH) {
-				m->cst[i] &= ~COH_F_FLUSH;
-				m->n_flush--;
-			}
-			coh_punch(m, i);
-			coh_st_set(m, i, COH_I);
-			break;
-		default:
-			break; /* its connection ended: peer_lost drops all */
-		}
-	}
-	coh_req_put(f, idx);
-	if (m->dead && !m->coh_out)
-		f->up.map_idle(f, m);
+	coh_req_done(f, idx);
+	/* a slot is free: what waits for one goes */
+	coh_queue_run(f);
 }
 
 /* Page *@i of coherent mapping @m is the page at the home @node's pool
@@ -514,20 +611,12 @@ static struct fmap *coh_find(struct floop *f, uint64_t node, uint64_t off,
 	return any;
 }
 
-/* An INV_ACK to home @node for its page at @off, of no mapping here. */
+/* An INV_ACK to home @node for its page at @off, of no mapping here (if
+ * it cannot be sent the home waits: this host's next connection resets
+ * it there). */
 static void coh_ack_orphan(struct floop *f, uint64_t node, uint64_t off)
 {
-	struct cohreq *r;
-	uint32_t idx;
-
-	r = coh_req_get(f, &idx);
-	if (!r)
-		return; /* the home waits: this host's next connection resets */
-	r->node = node;
-	r->type = WIRE_COH_INV_ACK;
-	if (floop_peer_coh(f, node, WIRE_COH_INV_ACK, off, NULL,
-			   (uint64_t)r->gen << 32 | FLOOP_COH_TAG | idx))
-		coh_req_put(f, idx);
+	coh_send_to(f, NULL, 0, node, off, WIRE_COH_INV_ACK, NULL);
 }
 
 void floop_coh_push(void *arg, uint64_t node, unsigned int type, uint64_t off)
@@ -623,7 +712,8 @@ void floop_coh_give_back(struct floop *f, struct fmap *m, uint64_t i, int flush)
 		m->n_flush++;
 	}
 	coh_st_set(m, i, h.state);
-	coh_out_send(f, m, i, &out, page);
+	if (coh_out_send(f, m, i, &out, page) && h.state == COH_MI_A)
+		coh_put_lost(f, m, i);
 }
 
 void floop_coh_flush(struct floop *f, struct fmap *m)
@@ -645,8 +735,31 @@ void floop_coh_drain(struct floop *f, struct fmap *m)
 
 /* ---- connections and time ---- */
 
+/* The backlog's messages to @node go: their connection ended before
+ * they were sent (peer_lost settles their pages). */
+static void coh_queue_drop(struct floop *f, uint64_t node)
+{
+	uint32_t idx = f->cohq_head, prev = UINT32_MAX, next;
+
+	for (; idx != UINT32_MAX; idx = next) {
+		next = f->cohr[idx].next;
+		if (f->cohr[idx].node != node) {
+			prev = idx;
+			continue;
+		}
+		if (prev == UINT32_MAX)
+			f->cohq_head = next;
+		else
+			f->cohr[prev].next = next;
+		if (f->cohq_tail == idx)
+			f->cohq_tail = prev;
+		coh_req_done(f, idx);
+	}
+}
+
 void floop_coh_peer_lost(struct floop *f, uint64_t node)
 {
+	coh_queue_drop(f, node);
 	for (struct fmap *m = f->maps; m; m = m->next) {
 		if (!m->coh)
 			continue;
@@ -739,6 +852,7 @@ static void coh_lease_check(struct floop *f, uint64_t now)
  * SIGBUS (a grant coming after maps the page over the poison). */
 void floop_coh_tick(struct floop *f, uint64_t now)
 {
+	coh_queue_run(f);
 	coh_lease_check(f, now);
 	for (struct fmap *m = f->maps; m; m = m->next) {
 		if (!m->coh || m->dead ||

@@ -241,12 +241,13 @@ struct fmap {
 /* A coherence message in flight (floop_coh.c): its tag is gen << 32 |
  * FLOOP_COH_TAG | its index in floop.cohr. */
 struct cohreq {
-	int busy;
+	int busy, queued; /* queued: in the backlog, not posted yet */
 	uint32_t gen;
-	uint32_t next; /* free list */
+	uint32_t next; /* free list, or the backlog */
 	struct fmap *map;
 	uint64_t idx;	   /* the page */
 	uint64_t node;	   /* its home */
+	uint64_t off;	   /* the page's offset in its home's pool */
 	unsigned int type; /* WIRE_COH_* */
 	uint8_t *buf;	   /* the page it carries, or its answer's */
 };
@@ -483,6 +484,8 @@ struct floop {
 	/* coherence messages in flight (floop_coh.c), the free ones' list */
 	struct cohreq *cohr;
 	uint32_t n_cohr, cohr_free;
+	/* messages the transport had no room for, and all after (FIFO) */
+	uint32_t cohq_head, cohq_tail;
 	/* this node as a peer: its own page server is the home of its
 	 * chunks of coherent regions (floop_peer_coh()) */
 	struct fpeer self_peer;
@@ -492,9 +495,7 @@ struct floop {
 	 * on (0: no limit); set by the coordinator session's thread */
 	_Atomic uint64_t wb_until_ms;
 	_Atomic uint64_t coh_close_ms;
-	/* coherent maps (floop_coh.c): past wb_until_ms (pages given back,
-	 * none asked for), and past coh_close_ms (homes' connections
-	 * closed), until the lease moves on */
+	/* coherent maps past wb_until_ms, past coh_close_ms (floop_coh.c) */
 	int coh_lapsed, coh_closed;
 	/* pages transports allocated in the cache memfds ahead of any read
 	 * (xport_cfg.mem_ahead; relaxed atomics): counted as held */

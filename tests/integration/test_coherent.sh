@@ -71,6 +71,21 @@ fp_wait_pid "$hp" 60 || { cat "$FP_TMP/h1.out" >&2; fp_fail "the first map did n
 FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[A]} "$COH" coh3 hold </dev/null >"$FP_TMP/h3.out" 2>&1 ||
 	{ cat "$FP_TMP/h3.out" >&2; fp_fail "a coherent map of coh3 on A after the first unmapped"; }
 fp_log "one coherent map of a region a host: the second refused EBUSY, a later one mapped"
+# More pages than a connection takes messages at once (256): B writes
+# 1024 pages and flushes (1024 PUTMs), C reads them all, and both unmap
+# (C gives 1024 copies back): messages wait their turn, none is lost.
+fp_cli H A region create cohp --size 4M --owners "$a,$b" --coherent >"$FP_TMP/cohp.c" 2>&1 ||
+	fp_fail "create cohp: $(cat "$FP_TMP/cohp.c")"
+printf 'write 7000\nflush\nend\n' |
+	FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[B]} timeout 300 "$COH" cohp pages 1024 >"$FP_TMP/p.B" 2>&1 ||
+	{ cat "$FP_TMP/p.B" >&2; fp_fail "cohp: B's 1024 pages did not go home"; }
+grep -q "^coherent: flushed 0" "$FP_TMP/p.B" || { cat "$FP_TMP/p.B" >&2; fp_fail "cohp: B's flush failed"; }
+printf 'check 7000\nend\n' |
+	FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[C]} timeout 300 "$COH" cohp pages 1024 >"$FP_TMP/p.C" 2>&1 ||
+	{ cat "$FP_TMP/p.C" >&2; fp_fail "cohp: C did not read and give back 1024 pages"; }
+grep -q "^coherent: check 7000 pages=1024 match=1024 first=-" "$FP_TMP/p.C" ||
+	{ cat "$FP_TMP/p.C" >&2; fp_fail "cohp: C did not read B's 1024 pages"; }
+fp_log "1024 pages written and flushed by B, read and given back by C"
 # Real traffic: A homed the pages and granted them, to its own program
 # and the others', and every host's mapping got pages and gave some up.
 h=$(fp_metric A farpage_pagesrv_coherence_grants_total)
