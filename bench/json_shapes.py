@@ -24,7 +24,8 @@ import sys
 # Parts of the driver's JSON that a host may not be able to measure (their
 # .status says so): their keys are checked only where measured.
 PARTS = ("readahead", "prefetch", "farmem.ab", "farmem.policy", "farmem", "scale.map",
-         "scale.loops", "scale.dirty", "replica", "migrate", "secure", "coord.scale", "coord")
+         "scale.loops", "scale.dirty", "replica", "migrate", "secure", "coord.scale", "coord",
+         "coherent")
 
 
 def kind(v):

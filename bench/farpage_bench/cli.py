@@ -31,7 +31,8 @@ dirty tracking A/B (bench/bigmap.sh, fault_loops.sh, dirty_ab.sh; the
 live migration of a VM, farpage against QEMU's precopy (bench/migrate.sh;
 --migrate); unmodified redis-server and memcached under `farpage run` with
 the cache at 100/75/50/25 % of their data against all local
-(bench/programs.sh; --programs); the coordinator's figures, its WAL store
+(bench/programs.sh; --programs); coherent regions (bench/coherent.sh;
+--coherent); the coordinator's figures, its WAL store
 against etcd (bench_coord; --coord); what security and the cache cost
 (--secure).
 Prints a table (median, spread min..max, floor, ratio), writes JSON and a
@@ -95,6 +96,9 @@ RUN_OPTS = [
     ("--programs", "on|off|quick", "on", "redis-server and memcached under farpage run, "
      "the cache at 100/75/50/25 %% of their data against all local (bench/programs.sh; "
      "default on); quick: 64 MiB of values, 2000 requests, one run"),
+    ("--coherent", "on|off|quick", "on", "coherent regions: ownership ping-pong against the "
+     "RTT floor, partitioned writes against single-writer, read-mostly against read-only "
+     "(bench/coherent.sh; default on); quick: one short run"),
     ("--programs-data", "SIZE", "", "their data, bytes of values (default 512M; quick: 64M)"),
     ("--programs-requests", "N", "", "requests of each timed run of a workload, half as many "
      "before them to warm up (default 100000; quick: 2000)"),
@@ -161,12 +165,12 @@ def parse_args(argv, here):
     choice("--secure", a.secure, ["on", "off", "only"])
     choice("--coord", a.coord, ["on", "off", "quick", "scale"])
     for o in ("--scale-map", "--scale-loops", "--scale-dirty", "--replica", "--migrate",
-              "--programs"):
+              "--programs", "--coherent"):
         choice(o, getattr(a, o[2:].replace("-", "_")), ["on", "off", "quick"])
     if a.secure == "only":
         a.farmem = "off"
         a.scale_map = a.scale_loops = a.scale_dirty = a.replica = a.coord = "off"
-        a.migrate = a.programs = "off"
+        a.migrate = a.programs = a.coherent = "off"
     if a.programs_data:
         n = from_iec(a.programs_data) if re.fullmatch(r"[1-9][0-9]*[MG]", a.programs_data) \
             else None

@@ -11,7 +11,8 @@ import sys
 import tempfile
 import time
 
-from . import coord, fault, farmem, floors, migrate, programs, replica, report, scale
+from . import (coherent, coord, fault, farmem, floors, migrate, programs, replica, report,
+               scale)
 from .bench import Bench
 from .cluster import Cluster
 from .results import vals
@@ -40,6 +41,7 @@ SECTIONS = [
     replica.replica,
     migrate.migrate,
     programs.programs,
+    coherent.coherent,
     coord.coord,
     farmem.farmem,
 ]

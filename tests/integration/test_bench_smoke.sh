@@ -8,7 +8,8 @@
 # installed) and the quick migration part (a 512 MiB TCG guest, idle,
 # where QEMU can run: not in a sanitizer build) and the quick programs
 # part (redis-server and memcached under farpage run, 64 MiB of values,
-# where they are installed). Checks
+# where they are installed) and the quick coherent-region part (three
+# hosts of its own: ping-pong, partitioned writes, read-mostly). Checks
 # that the JSON has every required key with a number and that the plot was
 # drawn, both where they go by default (bench-results/ in the current
 # directory), and that an awkward host name (quote, backslash, control
@@ -85,7 +86,7 @@ ODD_HOST_JSON=$(printf 'fp"h\\\001\357\277\275') # \377 as U+FFFD
 	_ "$ODD_HOST" env FARPAGE_SRC="$SRC" FP_KEEP="$TMP/keep" "$BENCH" --bin "$BIN" --size 16M --runs 1 \
 	--farmem quick --farmem-cache 4M --farmem-secs 0.3 \
 	--scale-map quick --scale-loops quick --scale-dirty quick --replica quick \
-	--coord quick --migrate quick --programs quick) >"$TMP/out" 2>&1
+	--coord quick --migrate quick --programs quick --coherent quick) >"$TMP/out" 2>&1
 rc=$?
 if [ $rc = 77 ]; then
 	tail -n3 "$TMP/out" >&2
@@ -150,6 +151,22 @@ for k in replica.wb.r1.MBps replica.wb.r2.MBps replica.wb.r3.MBps replica.wb.r3.
 done
 grep -q "^failover: reader's longest stall" "$TMP/out" ||
 	{ echo "test_bench_smoke: FAIL: no replica rows printed" >&2; fail=1; }
+# Coherent regions in their quick mode (bench/coherent.sh; copy mode has
+# no coherent map).
+st=$(getstr "$TMP/bench.json" coherent.status)
+case $st in
+measured)
+	for k in coherent.rtt_us coherent.pingpong.us_per_move coherent.pingpong.rtts_per_move \
+		coherent.partitioned.coherent.secs coherent.partitioned.single.secs \
+		coherent.partitioned.ratio.ns_per_write coherent.readmostly.coherent.reads_per_s \
+		coherent.readmostly.readonly.reads_per_s coherent.readmostly.ratio; do
+		getnum "$TMP/bench.json" "$k" ||
+			{ echo "test_bench_smoke: FAIL: $k missing or not a number" >&2; fail=1; }
+	done
+	grep -q '^coherent: ownership ping-pong' "$TMP/out" ||
+		{ echo "test_bench_smoke: FAIL: no coherent rows printed" >&2; fail=1; } ;;
+*) echo "test_bench_smoke: FAIL: coherent.status is '$st'" >&2; fail=1 ;;
+esac
 # The coordinator in its quick mode (bench_coord: its own etcd and
 # coordinators), where etcd is installed.
 st=$(getstr "$TMP/bench.json" coord.status)
