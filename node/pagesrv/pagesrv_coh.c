@@ -446,10 +446,14 @@ static int pcoh_replay(struct pagesrv *s, struct pagesrv_conn *self,
 					q->c->name,
 					coh_msg_name(pcoh_type_in(q->type)),
 					e->off);
-				if (q->c != self)
+				/* (COH_EPROTO is -1: another connection's
+				 * failure is not @self's) */
+				if (q->c != self) {
 					h->up.close(q->c);
-				else
+					ret = 0;
+				} else {
 					ret = -EPROTO;
+				}
 			}
 		}
 		pcoh_def_free(q);
@@ -528,6 +532,7 @@ static int pcoh_part_reset(struct pagesrv *s, struct pagesrv_conn *self,
 						"host that reset does not fit",
 						e->off);
 					e->owe &= ~bit;
+					ret = 0;
 				}
 				if (ret > 0)
 					ret = 0;
