@@ -75,6 +75,10 @@ static const struct agent_metric_fl agent_fault_metrics[] = {
 	{ "farpage_coherence_recalls_total", "counter",
 	  "Pages homes took back from this host's coherent mappings.",
 	  FL(coh_recalls), 1 },
+	{ "farpage_coherence_ahead_total", "counter",
+	  "Pages this host's coherent mappings asked for ahead of a fault "
+	  "(a host walking pages in order).",
+	  FL(coh_ahead), 1 },
 };
 
 static const struct agent_metric_fl agent_cache_metrics[] = {

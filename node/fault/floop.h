@@ -44,11 +44,12 @@ struct floop_counters {
 	atomic_uint_fast64_t prefetch;	/* of remote: pages prefetched */
 	atomic_uint_fast64_t mappings;	/* mappings served now */
 	/* coherent mappings: messages sent, pages granted, copies
-	 * invalidated and pages recalled by homes */
+	 * invalidated and pages recalled by homes, pages asked for ahead */
 	atomic_uint_fast64_t coh_msgs;
 	atomic_uint_fast64_t coh_grants;
 	atomic_uint_fast64_t coh_invs;
 	atomic_uint_fast64_t coh_recalls;
+	atomic_uint_fast64_t coh_ahead;
 	/* from reading a fault to resolving it (a fetch: the first fault
 	 * that waited on it), as the agent serves it */
 	struct metrics_hist fault_ns;

@@ -47,6 +47,8 @@
 #define COH_F_WRITE 0x20 /* ... to write it */
 #define COH_F_FLUSH 0x40 /* its PUTM is a flush's (m->n_flush) */
 
+#define FLOOP_COH_AHEAD 64 /* pages asked for ahead (coh_ahead()) */
+
 static enum coh_host_state coh_st(const struct fmap *m, uint64_t i)
 {
 	return (enum coh_host_state)(m->cst[i] & COH_ST_MASK);
@@ -334,6 +336,45 @@ static int coh_map_page(struct fmap *m, uint64_t i, int wp)
 
 /* ---- faults ---- */
 
+/*
+ * A miss on page @i of a host that holds the page below it the same way
+ * (to write: modified; to read: any copy) walks the pages in order: the
+ * next FLOOP_COH_AHEAD pages of the chunk that it holds nothing of are
+ * asked for too, at once (their grants land without a fault waiting, and
+ * a fault on one on its way waits for it), so that taking pages costs
+ * about one round trip a batch rather than one a page.
+ */
+static void coh_ahead(struct floop *f, struct fmap *m, uint64_t i, int write)
+{
+	uint64_t per_chunk = m->chunk_size / FLOOP_PAGE, end;
+	enum coh_host_state below;
+
+	if (!i || (i - 1) / per_chunk != i / per_chunk)
+		return;
+	below = coh_st(m, i - 1);
+	if (write ? below != COH_M : below != COH_S && below != COH_M)
+		return;
+	end = (i / per_chunk + 1) * per_chunk;
+	if (end > i + 1 + FLOOP_COH_AHEAD)
+		end = i + 1 + FLOOP_COH_AHEAD;
+	for (uint64_t k = i + 1; k < end; k++) {
+		struct coh_host h = { .state = COH_I };
+		struct coh_out out = { .n = 0 };
+		uint64_t v = 0;
+
+		if (coh_st(m, k) != COH_I || (m->cst[k] & COH_F_WAIT))
+			break;
+		if (coh_host_access(&h, 0, write, &v, &out) != COH_MISS)
+			break;
+		coh_st_set(m, k, h.state);
+		if (coh_out_send(f, m, k, &out, NULL)) {
+			coh_st_set(m, k, COH_I);
+			break;
+		}
+		atomic_fetch_add(&f->ctr.coh_ahead, 1);
+	}
+}
+
 /* Host access to page @i (a fault, or one asked again): 0, or -errno
  * (poisoned). */
 static int coh_access(struct floop *f, struct fmap *m, uint64_t i, int write)
@@ -389,7 +430,9 @@ static int coh_access(struct floop *f, struct fmap *m, uint64_t i, int write)
 		/* asked again on the tick (its peer may be connecting) */
 		coh_st_set(m, i, coh_st(m, i) == COH_SM_D ? COH_S : COH_I);
 		m->coh_retry = 1;
+		return 0;
 	}
+	coh_ahead(f, m, i, write);
 	return 0;
 }
 

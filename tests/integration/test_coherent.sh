@@ -74,6 +74,7 @@ fp_log "one coherent map of a region a host: the second refused EBUSY, a later o
 # More pages than a connection takes messages at once (256): B writes
 # 1024 pages and flushes (1024 PUTMs), C reads them all, and both unmap
 # (C gives 1024 copies back): messages wait their turn, none is lost.
+# B and C walk the pages in order: they ask for pages ahead.
 fp_cli H A region create cohp --size 4M --owners "$a,$b" --coherent >"$FP_TMP/cohp.c" 2>&1 ||
 	fp_fail "create cohp: $(cat "$FP_TMP/cohp.c")"
 printf 'write 7000\nflush\nend\n' |
@@ -85,7 +86,9 @@ printf 'check 7000\nend\n' |
 	{ cat "$FP_TMP/p.C" >&2; fp_fail "cohp: C did not read and give back 1024 pages"; }
 grep -q "^coherent: check 7000 pages=1024 match=1024 first=-" "$FP_TMP/p.C" ||
 	{ cat "$FP_TMP/p.C" >&2; fp_fail "cohp: C did not read B's 1024 pages"; }
-fp_log "1024 pages written and flushed by B, read and given back by C"
+ah=$(fp_metric B farpage_coherence_ahead_total)
+[ "${ah:-0}" -gt 0 ] || fp_fail "B wrote 1024 pages in order and asked for ${ah:-0} ahead"
+fp_log "1024 pages written and flushed by B ($ah asked for ahead), read and given back by C"
 # Real traffic: A homed the pages and granted them, to its own program
 # and the others', and every host's mapping got pages and gave some up.
 h=$(fp_metric A farpage_pagesrv_coherence_grants_total)
