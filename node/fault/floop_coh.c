@@ -337,22 +337,21 @@ static int coh_map_page(struct fmap *m, uint64_t i, int wp)
 /* ---- faults ---- */
 
 /*
- * A miss on page @i of a host that holds the page below it the same way
- * (to write: modified; to read: any copy) walks the pages in order: the
- * next FLOOP_COH_AHEAD pages of the chunk that it holds nothing of are
- * asked for too, at once (their grants land without a fault waiting, and
- * a fault on one on its way waits for it), so that taking pages costs
- * about one round trip a batch rather than one a page.
+ * A host whose misses come in page order (the third in a row, or the
+ * first past pages asked for ahead) walks its pages: the next
+ * FLOOP_COH_AHEAD pages of the chunk that it holds nothing of are asked
+ * for too, at once, the same way (their grants land without a fault
+ * waiting, and a fault on one on its way waits for it), so that taking
+ * pages costs about one round trip a batch rather than one a page.
+ * Misses on a few pages in turn (a lock beside its data) ask for none.
  */
 static void coh_ahead(struct floop *f, struct fmap *m, uint64_t i, int write)
 {
 	uint64_t per_chunk = m->chunk_size / FLOOP_PAGE, end;
-	enum coh_host_state below;
 
-	if (!i || (i - 1) / per_chunk != i / per_chunk)
-		return;
-	below = coh_st(m, i - 1);
-	if (write ? below != COH_M : below != COH_S && below != COH_M)
+	m->coh_seq_run = i == m->coh_seq_next ? m->coh_seq_run + 1 : 1;
+	m->coh_seq_next = i + 1;
+	if (m->coh_seq_run < 3)
 		return;
 	end = (i / per_chunk + 1) * per_chunk;
 	if (end > i + 1 + FLOOP_COH_AHEAD)
@@ -372,6 +371,8 @@ static void coh_ahead(struct floop *f, struct fmap *m, uint64_t i, int write)
 			break;
 		}
 		atomic_fetch_add(&f->ctr.coh_ahead, 1);
+		/* the walk goes on past them */
+		m->coh_seq_next = k + 1;
 	}
 }
 

@@ -225,16 +225,15 @@ struct fmap {
 	uint64_t cap, n_held, cap_hand;
 	/* MSG_MAP_COHERENT (floop_coh.c): a byte a page (its coh.h host
 	 * state and flags), the pages not I or waited on, when each page's
-	 * fault began (ms from coh_epoch_ms), requests in flight, and some
-	 * failed (asked again on the tick) */
-	int coh;
+	 * fault began (ms from coh_epoch_ms), requests in flight, some failed
+	 * (asked again on the tick), misses in page order (coh_ahead()) */
+	int coh, coh_retry;
 	uint64_t coh_scan_ms; /* its waiting faults' last look */
 	uint8_t *cst;
 	struct pgset coh_live;
 	uint32_t *coh_t0;
-	uint64_t coh_epoch_ms;
-	unsigned int coh_out;
-	int coh_retry;
+	uint64_t coh_epoch_ms, coh_seq_next;
+	unsigned int coh_out, coh_seq_run;
 	struct fmap *next;
 };
 
