@@ -126,8 +126,8 @@ FP_FAULT_MODE=copy run "copy mode" "$SRC/build" -L integration \
 FP_DIRTY_TRACKING=wp-fault FP_FAULT_THREADS=2 run "wp-fault, 2 fault loops" "$SRC/build" \
 	-R 'test_(farmem|dirty_scan|wb_lost_owner|wlease_|write_sigbus|region_delete|fault_loops|chaos|flush_handover|handover|flush_final|anon)' --
 # Under the sanitizers, 6 rounds of test_replicas_rounds instead of 20
-# (the normal stage runs all 20), and 10^4 runs of each of
-# test_coh_floop's litmus tests instead of 10^5.
+# (the normal stage runs all 20), and 3000 runs of each of
+# test_coh_floop's litmus tests instead of 10^4 (TSan: 1000).
 # One round of test_coord_failover's quorum part (each waits out the
 # coordinators' etcd timeouts), 60 operations of its churn; 20 of
 # test_coord_ha's. No bench smoke: the daemons and library it runs are
@@ -135,7 +135,7 @@ FP_DIRTY_TRACKING=wp-fault FP_FAULT_THREADS=2 run "wp-fault, 2 fault loops" "$SR
 # tools that measure, not what farpage ships), and it is the stage's
 # longest test. Nor test_docs_readme: it checks the README's commands,
 # with the other tests' code, and its 1 GiB of faults takes minutes here.
-FP_REPL_ROUNDS=6 FP_FAILOVER_QUORUM=1 FP_FAILOVER_OPS=60 FP_HA_OPS=20 FP_LITMUS_RUNS=10000 \
+FP_REPL_ROUNDS=6 FP_FAILOVER_QUORUM=1 FP_FAILOVER_OPS=60 FP_HA_OPS=20 FP_LITMUS_RUNS=3000 \
 	san_run "ASan+UBSan" "$SRC/build-asan" -E 'test_bench_smoke|test_docs_readme' -- \
 	-DFARPAGE_SANITIZE=address,undefined
 # TSan of gcc 12 / LLVM 14 dies at start ("FATAL: ThreadSanitizer: unexpected
@@ -155,7 +155,7 @@ FP_REPL_ROUNDS=6 FP_FAILOVER_QUORUM=1 FP_FAILOVER_OPS=60 FP_HA_OPS=20 FP_LITMUS_
 # one loop thread: not under TSan.
 # TSan's processes are CPU-bound (5-15x slower): two at a time, or beside
 # a CPU hog its tests outrun their bounds (test_xport_tcp past 300 s).
-FP_FARMEM_SIZE=64M FP_CHAOS_ROUNDS=10 FP_REPL_MB=8 FP_REPL_ROUNDS=6 FP_LITMUS_RUNS=10000 \
+FP_FARMEM_SIZE=64M FP_CHAOS_ROUNDS=10 FP_REPL_MB=8 FP_REPL_ROUNDS=6 FP_LITMUS_RUNS=1000 \
 	FP_FAILOVER_QUORUM=1 FP_FAILOVER_OPS=60 FP_CTEST_JOBS=2 san_run TSan "$SRC/build-tsan" \
 	-E 'test_bench_smoke|test_coord_ha|test_docs_readme' -- -DFARPAGE_SANITIZE=thread
 CTEST_WRAP=()
