@@ -848,14 +848,16 @@ void floop_coh_peer_lost(struct floop *f, uint64_t node)
 static void coh_lease_check(struct floop *f, uint64_t now)
 {
 	uint64_t until = atomic_load(&f->wb_until_ms);
+	int held = until && now >= until;
 	struct fmap *m;
 	int any = 0;
 
+	/* every tick: nothing to look at while the lease holds */
+	if (!held && !f->coh_lapsed)
+		return;
 	for (m = f->maps; m && !any; m = m->next)
 		any = m->coh && !m->dead;
-	if (!until || now < until) {
-		if (!f->coh_lapsed)
-			return;
+	if (!held) {
 		f->coh_lapsed = 0;
 		f->coh_closed = 0;
 		if (any)

@@ -17,8 +17,9 @@
  *
  * A host that never connects again is reset by the node list
  * (pagesrv_coh_members()): once its node is down, or runs another
- * instance, as a list asked for after its connection came says. Its agent gave its copies up before its lease could end (or it
- * died with them), so nothing it holds is granted past it.
+ * instance, as a list asked for after its connection came says. Its
+ * agent gave its copies up before its lease could end (or it died with
+ * them), so nothing it holds is granted past it.
  */
 #define LOG_PREFIX "pagesrv: "
 #include "pagesrv_int.h"

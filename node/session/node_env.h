@@ -81,8 +81,9 @@ struct node_env {
 	/*
 	 * Calls back into the agent, each with @agent as its first
 	 * argument: the session's (a NODES reply, asked for at evl_now_ms()
-	 * @asked_ms: verbs endpoints, pair keys, members gone; joined (again): what verbs peers read our pool with is
-	 * published anew; is a pool extent mapped by a local process?) and
+	 * @asked_ms: verbs endpoints, pair keys, members gone; joined
+	 * (again): what verbs peers read our pool with is published anew;
+	 * is a pool extent mapped by a local process?) and
 	 * the fault service's (pin or unpin an extent of the pool for a
 	 * local mapping).
 	 */
