@@ -385,6 +385,7 @@ static void agent_floop_cfg(struct node_agent *a, struct floop_cfg *fcfg)
 	fcfg->slots = cfg->slots;
 	fcfg->readahead = cfg->readahead;
 	fcfg->spin_us = cfg->spin_us;
+	fcfg->coh_hold_us = cfg->coh_hold_us;
 	fcfg->no_direct = cfg->rdma_no_direct;
 	fcfg->self_name = cfg->name;
 	fcfg->insecure = a->cred.insecure;

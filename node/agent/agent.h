@@ -51,6 +51,7 @@ struct node_cfg {
 	unsigned int slots;
 	unsigned int readahead;
 	unsigned int spin_us;
+	unsigned int coh_hold_us; /* floop_cfg.coh_hold_us */
 	/* fault loops; 0 = floops_default() */
 	unsigned int fault_threads;
 	const char *rdma_device; /* NULL = first with an active port */

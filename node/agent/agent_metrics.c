@@ -382,6 +382,10 @@ static const struct {
 	  "Hosts whose copies it took back as a home because the node list "
 	  "showed their node down or restarted.",
 	  PS(coh_resets) },
+	{ "farpage_pagesrv_coherence_migratory_grants_total",
+	  "Read misses it granted modified as a home: pages that move from "
+	  "host to host, read then written there.",
+	  PS(coh_mig) },
 };
 
 static void agent_metrics_render(struct metrics_buf *b, void *arg)

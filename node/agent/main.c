@@ -503,6 +503,10 @@ static const struct opts_opt main_opts[] = {
 	O_UINT("spin-us", spin_us, 0, 10000,
 	       "after each batch of work the fault loop polls for N us before "
 	       "sleeping (default 0)"),
+	O_UINT("coherence-hold-us", coh_hold_us, 0, 100000,
+	       "coherent regions: a page this host was just granted is given "
+	       "up (recalled, invalidated) no sooner than N us after, so the "
+	       "access that asked for it gets done; 0 = at once (default 20)"),
 	O_UINT("fault-threads", fault_threads, 1, FLOOPS_MAX,
 	       "fault loops, each a thread with its own mappings and peer "
 	       "connections (1..16; default a quarter of the CPUs, 1 to 8; "
@@ -622,6 +626,7 @@ int main(int argc, char **argv)
 			.sock_clients = 4096,
 			.sock_clients_uid = 1024,
 			.readahead = 256,
+			.coh_hold_us = 20,
 			.gid_index = -1,
 			.fault_mode = "auto",
 			.writeback_ms = 1000,

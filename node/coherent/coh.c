@@ -45,7 +45,7 @@ void coh_host_init(struct coh_host *h, uint32_t id)
 static void coh_home_grant(struct coh_dir *d, uint32_t home,
 			   struct coh_out *out)
 {
-	if (d->req_type == COH_GETS) {
+	if (d->req_type == COH_GETS && !d->req_m) {
 		if (d->state != COH_DIR_SHARED)
 			d->sharers = 0;
 		d->state = COH_DIR_SHARED;
@@ -55,10 +55,13 @@ static void coh_home_grant(struct coh_dir *d, uint32_t home,
 		d->state = COH_DIR_MODIFIED;
 		d->owner = d->req;
 		d->sharers = 0;
+		d->last_writer = d->req;
+		d->has_writer = 1;
 		coh_emit(out, COH_DATA_M, home, d->req, 1, d->data);
 	}
 	d->busy = 0;
 	d->acks = 0;
+	d->req_m = 0;
 }
 
 /* GETS or GETM of @r, the home not busy. */
@@ -69,12 +72,21 @@ static int coh_home_request(struct coh_dir *d, uint32_t home, uint32_t r,
 
 	d->req = r;
 	d->req_type = t;
+	/* a read miss on a migratory page is granted modified, unless
+	 * others share it (read-mostly again) */
+	d->req_m = t == COH_GETS && d->migratory && d->state != COH_DIR_SHARED;
 	switch (d->state) {
 	case COH_DIR_UNOWNED:
 		coh_home_grant(d, home, out);
 		return COH_OK;
 	case COH_DIR_SHARED:
 		others = d->sharers & ~coh_bit(r);
+		/* read, then written, where another host wrote it last:
+		 * migratory */
+		if (t == COH_GETM && (d->sharers & coh_bit(r)) &&
+		    d->has_writer && d->last_writer != r &&
+		    others == coh_bit(d->last_writer))
+			d->migratory = 1;
 		if (t == COH_GETS || !others) {
 			coh_home_grant(d, home, out);
 			return COH_OK;
@@ -94,8 +106,10 @@ static int coh_home_request(struct coh_dir *d, uint32_t home, uint32_t r,
 			return COH_EPROTO;
 		d->busy = 1;
 		d->acks = 1;
-		coh_emit(out, t == COH_GETS ? COH_RECALL_S : COH_RECALL_M, home,
-			 d->owner, 0, 0);
+		coh_emit(out,
+			 t == COH_GETS && !d->req_m ? COH_RECALL_S
+						    : COH_RECALL_M,
+			 home, d->owner, 0, 0);
 		return COH_OK;
 	}
 	return COH_EPROTO;
@@ -104,6 +118,8 @@ static int coh_home_request(struct coh_dir *d, uint32_t home, uint32_t r,
 int coh_home_on(struct coh_dir *d, uint32_t home, const struct coh_msg *in,
 		struct coh_out *out)
 {
+	int kept;
+
 	switch (in->type) {
 	case COH_GETS:
 	case COH_GETM:
@@ -141,11 +157,19 @@ int coh_home_on(struct coh_dir *d, uint32_t home, const struct coh_msg *in,
 		if (!d->busy || d->state != COH_DIR_MODIFIED ||
 		    in->from != d->owner || !in->has_data)
 			return COH_EPROTO;
+		/* The old owner keeps a shared copy of a RECALL_S (or is
+		 * leaving: a stale bit, whose INV it acknowledges); a
+		 * RECALL_M's it dropped. */
+		kept = d->req_type == COH_GETS && !d->req_m;
+		/* A migratory page back unchanged: its holder only read
+		 * it; readers share it again. */
+		if (d->req_m && in->data == d->data) {
+			d->migratory = 0;
+			d->req_m = 0;
+		}
 		d->data = in->data;
-		/* The old owner keeps a shared copy of a GETS's recall (or
-		 * is leaving: a stale bit, whose INV it acknowledges). */
 		d->state = COH_DIR_SHARED;
-		d->sharers = d->req_type == COH_GETS ? coh_bit(in->from) : 0;
+		d->sharers = kept ? coh_bit(in->from) : 0;
 		coh_home_grant(d, home, out);
 		return COH_OK;
 	default:
@@ -194,7 +218,9 @@ static int coh_host_data(struct coh_host *h, const struct coh_msg *in,
 	if (in->type == COH_DATA_S && h->state == COH_IS_D) {
 		h->state = COH_S;
 	} else if (in->type == COH_DATA_M &&
-		   (h->state == COH_IM_D || h->state == COH_SM_D)) {
+		   (h->state == COH_IM_D || h->state == COH_SM_D ||
+		    h->state == COH_IS_D)) {
+		/* (a read miss granted modified: migratory) */
 		h->state = COH_M;
 	} else {
 		return COH_EPROTO;

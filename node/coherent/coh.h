@@ -14,6 +14,14 @@
  * kept (coh_home_on() says COH_DEFER) and given again once it is done.
  * Channels are FIFO per pair of hosts (TCP).
  *
+ * Migratory pages: a page one host reads and then writes after another
+ * host wrote it (the upgrade of a copy whose only other holder is its
+ * last writer) is marked migratory, and a read miss on it is granted
+ * modified (DATA_M to a GETS: the owner's copy recalled with RECALL_M),
+ * so that a page that moves from host to host, read then written there,
+ * moves once a turn instead of twice. A recall that brings the page back
+ * unchanged (its holder only read it) unmarks it: readers share it again.
+ *
  *   host -> home   GETS (read miss), GETM (write miss or upgrade from S),
  *                  PUTM (eviction of M: the data), PUTS (eviction of S),
  *                  INV_ACK, RECALL_ACK (the data, if it had it)
@@ -36,7 +44,7 @@ enum coh_host_state {
 	COH_I,	  /* no copy */
 	COH_S,	  /* a copy it may read */
 	COH_M,	  /* the only copy; it may read and write */
-	COH_IS_D, /* GETS sent, waits for DATA_S (or DATA_M) */
+	COH_IS_D, /* GETS sent, waits for DATA_S (or DATA_M: migratory) */
 	COH_IM_D, /* GETM sent, waits for DATA_M */
 	COH_SM_D, /* GETM sent from S (still readable), waits for DATA_M */
 	COH_MI_A, /* PUTM sent, waits for PUT_ACK */
@@ -87,6 +95,10 @@ struct coh_dir {
 	enum coh_msg_type req_type;
 	uint32_t req;
 	unsigned int acks;
+	/* migratory (see above); the host granted it modified last
+	 * (has_writer); the request served is a GETS granted modified */
+	int migratory, has_writer, req_m;
+	uint32_t last_writer;
 };
 
 /* A host's copy of a page. */

@@ -178,8 +178,11 @@ static void *floop_run(void *arg)
 
 	floop_arm_wakeup(f);
 	floop_arm_timer(f);
+	uint64_t hold_us = 0;
+
 	while (!floop_is_stopping(f)) {
 		int ret, unarmed = floop_rearm(f);
+		struct __kernel_timespec ts = short_ts;
 
 		/* Right after work, more is likely microseconds away (a
 		 * reply, the guest's next fault), and a sleep + cross-CPU
@@ -189,10 +192,13 @@ static void *floop_run(void *arg)
 			floop_spin(f);
 		}
 		/* With something not armed (no SQE was free), nothing may
-		 * wake us for it: wait briefly and look again. */
-		if (unarmed)
-			ret = io_uring_submit_and_wait_timeout(
-				&f->ring, &cqe, 1, &short_ts, NULL);
+		 * wake us for it: wait briefly and look again; a coherence
+		 * push held (floop_coh_hold_run()) is due. */
+		if (hold_us && hold_us < 1000)
+			ts.tv_nsec = (long long)hold_us * 1000;
+		if (unarmed || hold_us)
+			ret = io_uring_submit_and_wait_timeout(&f->ring, &cqe,
+							       1, &ts, NULL);
 		else
 			ret = io_uring_submit_and_wait(&f->ring, 1);
 
@@ -216,6 +222,7 @@ static void *floop_run(void *arg)
 		floop_cache_run(f, evl_now_ms(), 0);
 		floop_backlog_run(f);
 		floop_ra_prefetch_run(f);
+		hold_us = floop_coh_hold_run(f);
 	}
 	return NULL;
 }
@@ -520,6 +527,7 @@ void floop_destroy(struct floop *f)
 	for (uint32_t i = 0; i < f->n_cohr; i++)
 		free(f->cohr[i].buf);
 	free(f->cohr);
+	floop_coh_hold_fini(f);
 	free(f->peers);
 	free(f->stats);
 	free(f->unreach);

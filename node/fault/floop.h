@@ -126,6 +126,9 @@ struct floop_cfg {
 	unsigned int slots;	/* fetches in flight; 0 = 512 */
 	unsigned int readahead; /* max read-ahead window, pages; 0 off */
 	unsigned int spin_us;	/* with reads in flight, spin this long first */
+	/* coherent maps: a page granted holds off a recall or invalidation
+	 * this long, so that the access that asked gets done (floop_coh.c) */
+	unsigned int coh_hold_us;
 	bool no_direct; /* cache mode: never read_direct (land, then copy) */
 	uint64_t cache_pages;	   /* cache mode: pages held at most */
 	unsigned int writeback_ms; /* dirty pages go home this often */

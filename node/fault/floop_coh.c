@@ -42,12 +42,9 @@
 #include "log.h"
 #include "wire.h"
 
-#define COH_ST_MASK 0x0f
-#define COH_F_WAIT  0x10 /* a fault waits on the page: asked again */
-#define COH_F_WRITE 0x20 /* ... to write it */
-#define COH_F_FLUSH 0x40 /* its PUTM is a flush's (m->n_flush) */
-
 #define FLOOP_COH_AHEAD 64 /* pages asked for ahead (coh_ahead()) */
+
+static void coh_hold_release(struct floop *f, struct fmap *m, uint64_t i);
 
 static enum coh_host_state coh_st(const struct fmap *m, uint64_t i)
 {
@@ -385,6 +382,10 @@ static int coh_access(struct floop *f, struct fmap *m, uint64_t i, int write)
 	uint64_t v = 0;
 	int ret;
 
+	/* a push it holds goes first: this fault is past the access the
+	 * hold was for */
+	coh_hold_release(f, m, i);
+	h.state = coh_st(m, i);
 	if (f->coh_lapsed) {
 		/* the lease may be ending: asked for once it moves on */
 		m->cst[i] |= COH_F_WAIT | (write ? COH_F_WRITE : 0);
@@ -454,20 +455,23 @@ void floop_coh_fault(struct floop *f, struct fmap *m, uint64_t addr,
 
 /* ---- answers and pushes ---- */
 
-/* The answer to the request of @r (the page's bytes in r->buf). */
-static void coh_answered(struct floop *f, struct fmap *m, struct cohreq *r)
+/* The answer to the request of @r (the page's bytes in r->buf; a GETS
+ * granted modified if @got_m). */
+static void coh_answered(struct floop *f, struct fmap *m, struct cohreq *r,
+			 int got_m)
 {
 	uint64_t i = r->idx;
 	struct coh_host h = { .state = coh_st(m, i) };
 	struct coh_msg in = { .type = COH_PUT_ACK };
 	struct coh_out out = { .n = 0 };
 	enum coh_host_state was = h.state;
-	int granted;
+	int granted, waited;
 
 	log_dbg("map %s page %#" PRIx64 ": answer to %u in %s", m->name,
 		i * FLOOP_PAGE, r->type, coh_host_state_name(was));
 	if (r->type == WIRE_COH_GETS || r->type == WIRE_COH_GETM) {
-		in.type = r->type == WIRE_COH_GETS ? COH_DATA_S : COH_DATA_M;
+		in.type = r->type == WIRE_COH_GETS && !got_m ? COH_DATA_S
+							     : COH_DATA_M;
 		in.has_data = 1;
 	} else if (r->type != WIRE_COH_PUTM) {
 		return; /* an acknowledgement's answer */
@@ -510,6 +514,7 @@ static void coh_answered(struct floop *f, struct fmap *m, struct cohreq *r)
 		m->coh_retry = 1;
 		return;
 	}
+	waited = m->cst[i] & COH_F_WAIT;
 	m->cst[i] &= ~(COH_F_WAIT | COH_F_WRITE);
 	coh_st_set(m, i, h.state);
 	if (m->dead) {
@@ -518,6 +523,8 @@ static void coh_answered(struct floop *f, struct fmap *m, struct cohreq *r)
 		return;
 	}
 	coh_map_page(m, i, h.state != COH_M);
+	if (waited)
+		floop_coh_hold_note(f, m, i);
 }
 
 /* Page @i's PUTM did not get home: what the home has is what the page
@@ -598,61 +605,14 @@ void floop_coh_done(struct floop *f, uint32_t idx, uint32_t gen, int status)
 	}
 	r = &f->cohr[idx];
 	if (r->map) {
-		if (!status)
-			coh_answered(f, r->map, r);
+		if (status >= 0)
+			coh_answered(f, r->map, r, status == XPORT_COH_GOT_M);
 		else
 			coh_fail(f, r->map, idx, status);
 	}
 	coh_req_done(f, idx);
 	/* a slot is free: what waits for one goes */
 	coh_queue_run(f);
-}
-
-/* Page *@i of coherent mapping @m is the page at the home @node's pool
- * offset @off: 1, else 0. */
-static int coh_page_of(const struct fmap *m, uint64_t node, uint64_t off,
-		       uint64_t *i)
-{
-	for (uint32_t c = 0; c < m->n_chunks; c++) {
-		struct msg_chunk ch;
-
-		layout_map_chunk(&m->lay, c, &ch);
-		if (ch.node != node || off < ch.off ||
-		    off - ch.off >= m->chunk_size)
-			continue;
-		*i = ((uint64_t)c * m->chunk_size + (off - ch.off)) /
-		     FLOOP_PAGE;
-		return 1;
-	}
-	return 0;
-}
-
-/*
- * The mapping of this loop whose page at the home @node's pool offset
- * @off it is, or NULL: the one that holds it (a mapping that ended may
- * still be giving it back while the next map of the region starts), else
- * any.
- */
-static struct fmap *coh_find(struct floop *f, uint64_t node, uint64_t off,
-			     uint64_t *i)
-{
-	struct fmap *any = NULL;
-	uint64_t k, any_i = 0;
-
-	for (struct fmap *m = f->maps; m; m = m->next) {
-		if (!m->coh || !coh_page_of(m, node, off, &k))
-			continue;
-		if (coh_st(m, k) != COH_I) {
-			*i = k;
-			return m;
-		}
-		if (!any) {
-			any = m;
-			any_i = k;
-		}
-	}
-	*i = any_i;
-	return any;
 }
 
 /* An INV_ACK to home @node for its page at @off, of no mapping here (if
@@ -663,16 +623,16 @@ static void coh_ack_orphan(struct floop *f, uint64_t node, uint64_t off)
 	coh_send_to(f, NULL, 0, node, off, WIRE_COH_INV_ACK, NULL);
 }
 
-void floop_coh_push(void *arg, uint64_t node, unsigned int type, uint64_t off)
+/* Push @type of home @node for its page at @off, taken: page @i of @m
+ * (floop_coh_find(); NULL: of no mapping here). */
+static void coh_push_take(struct floop *f, uint64_t node, unsigned int type,
+			  uint64_t off, struct fmap *m, uint64_t i)
 {
-	struct floop *f = arg;
 	struct coh_msg in = { .type = COH_INV };
 	struct coh_out out = { .n = 0 };
 	struct coh_host h;
-	struct fmap *m;
 	uint8_t *page = NULL;
 	enum coh_host_state was;
-	uint64_t i = 0;
 	int granted;
 
 	if (type == WIRE_COH_RECALL_S)
@@ -681,7 +641,6 @@ void floop_coh_push(void *arg, uint64_t node, unsigned int type, uint64_t off)
 		in.type = COH_RECALL_M;
 	else if (type != WIRE_COH_INV)
 		return;
-	m = coh_find(f, node, off, &i);
 	if (!m) {
 		/* a copy this host gave up (its mapping ended) the home still
 		 * counts (a sharer it kept while the page came back): as the
@@ -695,6 +654,7 @@ void floop_coh_push(void *arg, uint64_t node, unsigned int type, uint64_t off)
 			node, coh_msg_name(in.type), off);
 		return;
 	}
+	m->cst[i] &= ~COH_F_HELD;
 	h.state = was = coh_st(m, i);
 	log_dbg("map %s page %#" PRIx64 ": %s in %s", m->name, i * FLOOP_PAGE,
 		coh_msg_name(in.type), coh_host_state_name(was));
@@ -729,16 +689,63 @@ void floop_coh_push(void *arg, uint64_t node, unsigned int type, uint64_t off)
 	coh_out_send(f, m, i, &out, page);
 }
 
+void floop_coh_push(void *arg, uint64_t node, unsigned int type, uint64_t off)
+{
+	struct floop *f = arg;
+	uint64_t i = 0;
+	struct fmap *m = floop_coh_find(f, node, off, &i);
+
+	/* a copy granted to a fault a moment ago is held a while, so that
+	 * its access gets done (floop_coh_hold.c) */
+	if (m && !(m->cst[i] & COH_F_HELD) &&
+	    (coh_st(m, i) == COH_S || coh_st(m, i) == COH_M) &&
+	    floop_coh_hold_add(f, m, i, node, off, type)) {
+		m->cst[i] |= COH_F_HELD;
+		return;
+	}
+	coh_push_take(f, node, type, off, m, i);
+}
+
+/* The push held for page @i of @m, if any, is taken now. */
+static void coh_hold_release(struct floop *f, struct fmap *m, uint64_t i)
+{
+	uint64_t node, off;
+	unsigned int type;
+
+	if (!(m->cst[i] & COH_F_HELD))
+		return;
+	m->cst[i] &= ~COH_F_HELD;
+	if (floop_coh_hold_take(f, m, i, &node, &off, &type))
+		coh_push_take(f, node, type, off, m, i);
+}
+
+uint64_t floop_coh_hold_run(struct floop *f)
+{
+	uint64_t node, off, wait_us, i = 0;
+	unsigned int type;
+	struct fmap *m;
+
+	while (floop_coh_hold_due(f, &node, &off, &type, &wait_us)) {
+		m = floop_coh_find(f, node, off, &i);
+		coh_push_take(f, node, type, off, m, i);
+	}
+	return wait_us;
+}
+
 /* ---- giving pages back ---- */
 
 /* Page @i goes home: PUTM of a modified one (a flush's if @flush), PUTS
  * of a copy to read. */
 void floop_coh_give_back(struct floop *f, struct fmap *m, uint64_t i, int flush)
 {
-	struct coh_host h = { .state = coh_st(m, i) };
+	struct coh_host h;
 	struct coh_out out = { .n = 0 };
 	uint8_t *page = NULL;
 
+	/* a push it holds goes first (its answer may take the page) */
+	coh_hold_release(f, m, i);
+	coh_host_init(&h, 0);
+	h.state = coh_st(m, i);
 	if (h.state == COH_M) {
 		page = coh_take(m, i, !m->gone);
 		if (!page)
@@ -804,6 +811,7 @@ static void coh_queue_drop(struct floop *f, uint64_t node)
 void floop_coh_peer_lost(struct floop *f, uint64_t node)
 {
 	coh_queue_drop(f, node);
+	floop_coh_hold_drop(f, node);
 	for (struct fmap *m = f->maps; m; m = m->next) {
 		if (!m->coh)
 			continue;
@@ -814,6 +822,7 @@ void floop_coh_peer_lost(struct floop *f, uint64_t node)
 
 			if (coh_home(f, m, i, &home, &off) || home != node)
 				continue;
+			m->cst[i] &= ~COH_F_HELD;
 			if (st == COH_M || st == COH_MI_A) {
 				/* what it wrote and had not given back */
 				m->wb_gone++;

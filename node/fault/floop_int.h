@@ -4,7 +4,7 @@
  * loop's thread, ring, tick and life), floop_cmd.c (commands from other
  * threads), floop_map.c (mappings, uffd events, faults), floop_ra.c
  * (read-ahead and prefetch), floop_cache.c (cache mode's policy),
- * floop_coh.c (coherent mappings),
+ * floop_coh.c (coherent mappings; floop_coh.h, floop_coh_hold.c),
  * floop_anon.c (its anonymous maps), floop_evict.c (eviction),
  * floop_wb.c (its write-back), floop_wfail.c (the owners a replicated
  * write-back fails to reach, floop_wfail.h), floop_pgstate.c (its page
@@ -24,6 +24,7 @@
 
 #include "evl.h"
 #include "floop.h"
+#include "floop_coh.h"
 #include "floop_wfail.h"
 #include "layout.h"
 #include "pgset.h"
@@ -485,6 +486,7 @@ struct floop {
 	uint32_t n_cohr, cohr_free;
 	/* messages the transport had no room for, and all after (FIFO) */
 	uint32_t cohq_head, cohq_tail;
+	struct coh_hold *coh_hold; /* grants' hold time (floop_coh.c) */
 	/* this node as a peer: its own page server is the home of its
 	 * chunks of coherent regions (floop_peer_coh()) */
 	struct fpeer self_peer;
@@ -702,30 +704,7 @@ void floop_cmd_free(struct cmd *c);
 /* Reports @d to the control thread (floop_done_take()). */
 void floop_done_push(struct floop *f, struct floop_done *d);
 
-/* ---- floop_coh.c: coherent mappings (MSG_MAP_COHERENT) ---- */
-
-int floop_coh_map_init(struct floop *f, struct fmap *m);
-int floop_coh_map_other(struct floop *f, const char *name);
-void floop_coh_map_fini(struct fmap *m);
-/* A fault on @m (coherent) at page @addr, first read at @t0_ms. */
-void floop_coh_fault(struct floop *f, struct fmap *m, uint64_t addr,
-		     uint64_t flags, uint64_t t0_ms);
-/* The answer to coherence message @idx of generation @gen. */
-void floop_coh_done(struct floop *f, uint32_t idx, uint32_t gen, int status);
-/* xport_cfg.coh_push (@arg: the loop). */
-void floop_coh_push(void *arg, uint64_t node, unsigned int type, uint64_t off);
-/* The connection to @node ended: every copy of its pages goes. */
-void floop_coh_peer_lost(struct floop *f, uint64_t node);
-/* Page @i of @m goes home (PUTM: counted in n_flush if @flush; PUTS). */
-void floop_coh_give_back(struct floop *f, struct fmap *m, uint64_t i,
-			 int flush);
-/* A flush: every modified page of @m goes home (n_flush counts them). */
-void floop_coh_flush(struct floop *f, struct fmap *m);
-/* @m ended: every page it holds goes home. */
-void floop_coh_drain(struct floop *f, struct fmap *m);
-/* Periodic: requests that failed asked again, faults past the timeout
- * poisoned. */
-void floop_coh_tick(struct floop *f, uint64_t now);
+/* ---- floop_coh.c: floop_coh.h ---- */
 
 /* ---- floop_cache.c ---- */
 

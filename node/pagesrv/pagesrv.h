@@ -175,8 +175,9 @@ struct pagesrv_stats {
 	 * taken, pages granted (DATA_S, DATA_M), invalidations and recalls
 	 * sent */
 	uint64_t coh_msgs, coh_grants, coh_invs, coh_recalls;
-	/* hosts reset because their node was down or gone */
-	uint64_t coh_resets;
+	/* hosts reset because their node was down or gone; read misses
+	 * granted modified (migratory pages) */
+	uint64_t coh_resets, coh_mig;
 };
 
 /* Snapshot of the counters (atomics); callable from any thread. */

@@ -329,6 +329,8 @@ static int pcoh_emit(struct pagesrv *s, struct pagesrv_conn *self,
 				break;
 			}
 			pagesrv_count(&s->st_coh_grants, 1);
+			if (m->type == COH_DATA_M && e->d.req_type == COH_GETS)
+				pagesrv_count(&s->st_coh_mig, 1);
 			ret = pcoh_send(s, self, to, WIRE_OP_COH, 0, e->req_tag,
 					m->type == COH_DATA_S ? WIRE_COH_DATA_S
 							      : WIRE_COH_DATA_M,
@@ -398,11 +400,17 @@ static int pcoh_step(struct pagesrv *s, struct pagesrv_conn *self,
 	else if (type == WIRE_COH_RECALL_ACK)
 		took = e->d.busy && e->d.state == COH_DIR_MODIFIED &&
 		       e->d.owner == part;
+	/* The model's copy is a version: here 0, the pool's bytes; a page
+	 * that comes back changed is 1 for the step (a migratory page back
+	 * unchanged is shared again), and the pool again after. */
+	if (took && page)
+		in.data = memcmp(page, s->pool + e->off, WIRE_COH_PAGE) != 0;
 	if (type == WIRE_COH_GETS || type == WIRE_COH_GETM) {
 		e->req_tag = tag;
 		e->req_c = c;
 	}
 	ret = coh_home_on(&e->d, PCOH_HOME, &in, &out);
+	e->d.data = 0;
 	if (ret != COH_OK) {
 		e->req_tag = saved_tag;
 		e->req_c = saved_c;

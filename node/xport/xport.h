@@ -84,6 +84,10 @@ struct xport_stats {
  * (-ECONNRESET, -ENOTCONN, -ESTALE, -ERANGE for an offset the owner
  * rejects, -ECANCELED on close). For a write, see write below.
  */
+/* done's status for a coherence GETS the home answered DATA_M (a
+ * migratory page, granted modified on a read miss; xport_ops.coh) */
+#define XPORT_COH_GOT_M 1
+
 typedef void (*xport_done_fn)(void *arg, uint64_t tag, int status);
 
 /* What a transport instance is created with. */
@@ -277,7 +281,8 @@ struct xport_ops {
 	 * (PUTM, RECALL_ACK) or where the page of its answer goes (GETS:
 	 * DATA_S, GETM: DATA_M), which the caller leaves alone until done;
 	 * NULL for the others. done(0) once the home answered (with the
-	 * page, for a GETS or GETM), done(-errno) if it refused or the
+	 * page, for a GETS or GETM; done(XPORT_COH_GOT_M) for a GETS it
+	 * granted modified, DATA_M), done(-errno) if it refused or the
 	 * connection ended first. Requests go out in the order posted, on
 	 * one connection. Same returns as read.
 	 */

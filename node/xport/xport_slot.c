@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "wire.h"
+
 static void xport_slot_stat_add(uint64_t *v, uint64_t n)
 {
 	__atomic_fetch_add(v, n, __ATOMIC_RELAXED);
@@ -194,6 +196,9 @@ void xport_slots_finish(struct xport_slots *ss, uint32_t idx, int status)
 	struct xport_slot *s = &ss->v[idx];
 	uint64_t tag = s->tag;
 
+	/* a GETS answered DATA_M (xport_ops.coh) */
+	if (!status && s->op == XPORT_SLOT_COH && s->coh == WIRE_COH_DATA_M)
+		status = XPORT_COH_GOT_M;
 	xport_slot_count(&ss->st, s, status, false);
 	if (ss->tot)
 		xport_slot_count(ss->tot, s, status, true);

@@ -30,9 +30,9 @@ static uint8_t xport_tcp_reply_op(const struct xport_slot *s)
 
 /*
  * A coherence request's reply (wire.h COH): the type its request awaits
- * (GETS: DATA_S, GETM: DATA_M, both with the page, as a READ's data;
- * PUTM: PUT_ACK; the rest ACK), or an errno without data. Returns 0 or
- * -EPROTO.
+ * (GETS: DATA_S, or DATA_M for a migratory page; GETM: DATA_M; both with
+ * the page, as a READ's data; PUTM: PUT_ACK; the rest ACK), or an errno
+ * without data. Returns 0 or -EPROTO.
  */
 static int xport_tcp_conn_on_coh(struct xport_tcp_conn *c,
 				 struct xport_tcp_peer *p,
@@ -64,6 +64,11 @@ static int xport_tcp_conn_on_coh(struct xport_tcp_conn *c,
 			xport_slots_finish(&p->slots, idx,
 					   -(int)h->flags_status);
 		return 0;
+	}
+	if (want == WIRE_COH_DATA_S && h->arg == WIRE_COH_DATA_M) {
+		/* done(XPORT_COH_GOT_M) */
+		s->coh = WIRE_COH_DATA_M;
+		want = WIRE_COH_DATA_M;
 	}
 	if (h->arg != want)
 		return -EPROTO;

@@ -98,6 +98,7 @@ struct t_host {
 	 * the page comes, as a faulting thread's write is; those done */
 	unsigned int want[T_PAGES];
 	unsigned int incs;
+	unsigned int migratory; /* read misses granted modified */
 	/* a write waiting for its page (the model's pend_write), and one
 	 * that landed since t_write() last looked */
 	bool wpend[T_PAGES], wdone[T_PAGES];
@@ -216,15 +217,23 @@ static void t_done_cb(void *arg, uint64_t tag, int status)
 
 	if (pg >= T_PAGES)
 		return t_fail(t, EPROTO, "tag", 0);
-	if (status) {
+	if (status < 0) {
 		if (!t->hostile_ok && status != -ECONNRESET)
 			t_fail(t, -status, "request", pg);
 		return;
 	}
+	if (status && (status != XPORT_COH_GOT_M || type != WIRE_COH_GETS))
+		return t_fail(t, EPROTO, "status", pg);
 	switch (type) {
 	case WIRE_COH_GETS:
-		t_on(t, pg, COH_DATA_S, true);
-		break;
+		if (status != XPORT_COH_GOT_M) {
+			t_on(t, pg, COH_DATA_S, true);
+			break;
+		}
+		/* a read miss granted modified (a migratory page): as a
+		 * GETM's answer */
+		t->migratory++;
+		/* fallthrough */
 	case WIRE_COH_GETM:
 		t_on(t, pg, COH_DATA_M, true);
 		/* a write that waited for the page (pend_write) landed */
@@ -851,9 +860,16 @@ int main(int argc, char **argv)
 		     test_message_passing(3) || test_evict() ||
 		     test_lost_host() || test_member_gone() || test_hostile(3);
 	pagesrv_stats(t_home.srv, &st);
-	printf("home: %" PRIu64 " messages, %" PRIu64 " grants, %" PRIu64
-	       " invalidations, %" PRIu64 " recalls\n",
-	       st.coh_msgs, st.coh_grants, st.coh_invs, st.coh_recalls);
+	printf("home: %" PRIu64 " messages, %" PRIu64 " grants (%" PRIu64
+	       " migratory), %" PRIu64 " invalidations, %" PRIu64 " recalls\n",
+	       st.coh_msgs, st.coh_grants, st.coh_mig, st.coh_invs,
+	       st.coh_recalls);
+	if (!rc && !st.coh_mig) {
+		/* the spinlocks' pages are read, then written, host after
+		 * host */
+		fprintf(stderr, "no read miss was granted modified\n");
+		rc = 1;
+	}
 	for (int i = 0; i < T_HOSTS; i++) {
 		if (t_hosts[i].d.x) {
 			if (t_hosts[i].p)

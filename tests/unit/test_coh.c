@@ -49,7 +49,14 @@ struct t_world {
 	/* litmus runs: the access each host waits for completed, with */
 	int done[T_HOSTS];
 	uint64_t got[T_HOSTS];
+	/* read misses granted modified (migratory), and the last grant's
+	 * type at each host */
+	unsigned long mig_grants;
+	enum coh_msg_type grant[T_HOSTS];
 };
+
+/* migratory grants over every random run */
+static unsigned long t_mig_total;
 
 static uint64_t t_rand(struct t_world *w)
 {
@@ -129,6 +136,7 @@ static void t_host_take(struct t_world *w, unsigned int h, unsigned int p,
 	struct coh_host *c = &w->host[h][p];
 	struct coh_out out = { .n = 0 };
 	int granted, write = c->pend_write;
+	enum coh_host_state was = c->state;
 
 	if (coh_host_on(c, t_home(p, w->n_hosts), m, &out, &granted))
 		fail_msg("host %u (%s) refused %s of page %u", h,
@@ -136,6 +144,9 @@ static void t_host_take(struct t_world *w, unsigned int h, unsigned int p,
 			 p);
 	t_send(w, p, &out);
 	if (granted) {
+		w->grant[h] = m->type;
+		if (was == COH_IS_D && m->type == COH_DATA_M)
+			w->mig_grants++;
 		t_done(w, h, p, write, c->data);
 		w->done[h] = 1;
 		w->got[h] = c->data;
@@ -277,6 +288,7 @@ static void t_reset(struct t_world *w, unsigned int n_hosts)
 	w->next_value = 0;
 	w->reads = w->writes = w->misses = w->evictions = 0;
 	w->delivered = w->defers = 0;
+	w->mig_grants = 0;
 }
 
 static void t_run(unsigned int n_hosts, uint64_t seed, unsigned int steps)
@@ -291,6 +303,7 @@ static void t_run(unsigned int n_hosts, uint64_t seed, unsigned int steps)
 	t_drain(w);
 	/* The draws made every path happen, not only hits. */
 	assert_true(w->reads && w->writes && w->misses && w->evictions);
+	t_mig_total += w->mig_grants;
 	free(w);
 }
 
@@ -304,6 +317,77 @@ static void test_coh_three_hosts(void **state)
 {
 	for (uint64_t s = 1; s <= 40; s++)
 		t_run(3, 1000 + s, 5000);
+	/* the random runs went through migratory grants too */
+	assert_true(t_mig_total > 0);
+}
+
+/* Host @h reads or writes page 0 (@value), every message then delivered;
+ * returns what a read got. */
+static uint64_t t_do(struct t_world *w, unsigned int h, int write,
+		     uint64_t value)
+{
+	struct coh_out out = { .n = 0 };
+	uint64_t v = value;
+	int ret = coh_host_access(&w->host[h][0], t_home(0, w->n_hosts), write,
+				  &v, &out);
+	int moved;
+
+	w->done[h] = 0;
+	if (ret == COH_OK)
+		t_done(w, h, 0, write, v);
+	t_send(w, 0, &out);
+	do {
+		moved = 0;
+		for (unsigned int f = 0; f < w->n_hosts; f++)
+			for (unsigned int t = 0; t < w->n_hosts; t++)
+				moved |= t_deliver(w, f, t);
+		t_check(w);
+	} while (moved);
+	assert_true(ret == COH_OK || w->done[h]);
+	return ret == COH_OK ? v : w->got[h];
+}
+
+/*
+ * Migratory pages: hosts 1 and 2 take turns reading and then writing
+ * page 0 (homed on host 0). The first turns move it twice (a shared copy,
+ * then ownership); once the home saw it read then written where the other
+ * wrote it last, a read miss is granted modified and the write that
+ * follows costs no message. A turn that only reads gives it back
+ * unchanged: the page is shared again.
+ */
+static void test_coh_migratory(void **state)
+{
+	struct t_world *w = calloc(1, sizeof(*w));
+	unsigned long msgs;
+
+	(void)state;
+	assert_non_null(w);
+	t_reset(w, 3);
+	t_do(w, 1, 1, 1);
+	assert_int_equal(t_do(w, 2, 0, 0), 1);
+	assert_int_equal(w->grant[2], COH_DATA_S);
+	t_do(w, 2, 1, 2);
+	assert_true(w->dir[0].migratory);
+	/* host 1's read miss: granted modified; its write: no message */
+	assert_int_equal(t_do(w, 1, 0, 0), 2);
+	assert_int_equal(w->grant[1], COH_DATA_M);
+	assert_int_equal(w->host[1][0].state, COH_M);
+	assert_int_equal(w->host[2][0].state, COH_I);
+	msgs = w->delivered;
+	t_do(w, 1, 1, 3);
+	assert_int_equal(w->delivered, msgs);
+	assert_int_equal(t_do(w, 2, 0, 0), 3);
+	assert_int_equal(w->grant[2], COH_DATA_M);
+	assert_int_equal(w->mig_grants, 2);
+	/* host 2 only read it: host 1's read finds it unchanged, and
+	 * both share it */
+	assert_int_equal(t_do(w, 1, 0, 0), 3);
+	assert_false(w->dir[0].migratory);
+	assert_int_equal(w->grant[1], COH_DATA_S);
+	assert_int_equal(t_do(w, 2, 0, 0), 3);
+	assert_int_equal(w->host[1][0].state, COH_S);
+	assert_int_equal(w->host[2][0].state, COH_S);
+	free(w);
 }
 
 /* A litmus test's access: page, write (of value) or read. */
@@ -458,6 +542,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_coh_two_hosts),
 		cmocka_unit_test(test_coh_three_hosts),
+		cmocka_unit_test(test_coh_migratory),
 		cmocka_unit_test(test_coh_litmus_mp),
 		cmocka_unit_test(test_coh_litmus_sb),
 		cmocka_unit_test(test_coh_litmus_iriw),

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/* The fault loop's coherent mappings (MSG_MAP_COHERENT): floop_coh.c. */
+#ifndef NODE_FAULT_FLOOP_COH_H
+#define NODE_FAULT_FLOOP_COH_H
+
+#include <stdint.h>
+
+struct floop;
+struct fmap;
+
+/* A page of a coherent mapping, a byte (fmap.cst): its coh.h host state,
+ * and flags. */
+#define COH_ST_MASK 0x0f
+#define COH_F_WAIT  0x10 /* a fault waits on the page: asked again */
+#define COH_F_WRITE 0x20 /* ... to write it */
+#define COH_F_FLUSH 0x40 /* its PUTM is a flush's (m->n_flush) */
+#define COH_F_HELD  0x80 /* a push for it waits out its hold */
+
+int floop_coh_map_init(struct floop *f, struct fmap *m);
+int floop_coh_map_other(struct floop *f, const char *name);
+void floop_coh_map_fini(struct fmap *m);
+/* A fault on @m (coherent) at page @addr, first read at @t0_ms. */
+void floop_coh_fault(struct floop *f, struct fmap *m, uint64_t addr,
+		     uint64_t flags, uint64_t t0_ms);
+/* The answer to coherence message @idx of generation @gen. */
+void floop_coh_done(struct floop *f, uint32_t idx, uint32_t gen, int status);
+/* The connection to @node ended: every copy of its pages goes. */
+void floop_coh_peer_lost(struct floop *f, uint64_t node);
+/* Page @i of @m goes home (PUTM: counted in n_flush if @flush; PUTS). */
+void floop_coh_give_back(struct floop *f, struct fmap *m, uint64_t i,
+			 int flush);
+/* A flush: every modified page of @m goes home (n_flush counts them). */
+void floop_coh_flush(struct floop *f, struct fmap *m);
+/* @m ended: every page it holds goes home. */
+void floop_coh_drain(struct floop *f, struct fmap *m);
+/* xport_cfg.coh_push (@arg: the loop). */
+void floop_coh_push(void *arg, uint64_t node, unsigned int type, uint64_t off);
+/* Pushes whose hold is up, taken: 0, or the microseconds until the next
+ * one's is (the loop waits no longer). */
+uint64_t floop_coh_hold_run(struct floop *f);
+
+/* ---- floop_coh_hold.c: the page of a push; a grant's hold time ---- */
+
+/*
+ * The mapping of this loop whose page (*@i) at the home @node's pool
+ * offset @off it is, or NULL: the one that holds it (a mapping that ended
+ * may still be giving it back while the next map of the region starts),
+ * else any.
+ */
+struct fmap *floop_coh_find(struct floop *f, uint64_t node, uint64_t off,
+			    uint64_t *i);
+/* Page @i of @m was granted to a fault, now. */
+void floop_coh_hold_note(struct floop *f, const struct fmap *m, uint64_t i);
+/* Push @type of home @node for its page at @off (page @i of @m) held
+ * until its grant's hold is up: 1; 0 if it came later (or no room). */
+int floop_coh_hold_add(struct floop *f, const struct fmap *m, uint64_t i,
+		       uint64_t node, uint64_t off, unsigned int type);
+/* The push held for page @i of @m, out of the hold (the caller takes
+ * it): 1, or 0 if none. */
+int floop_coh_hold_take(struct floop *f, const struct fmap *m, uint64_t i,
+			uint64_t *node, uint64_t *off, unsigned int *type);
+/* A push whose hold is up, out of the hold: 1; else 0, *@wait_us the
+ * microseconds until the next one's is (0: none held). */
+int floop_coh_hold_due(struct floop *f, uint64_t *node, uint64_t *off,
+		       unsigned int *type, uint64_t *wait_us);
+/* Pushes held of @node dropped (its connection ended). */
+void floop_coh_hold_drop(struct floop *f, uint64_t node);
+void floop_coh_hold_fini(struct floop *f);
+
+/* Periodic: requests that failed asked again, faults past the timeout
+ * poisoned. */
+void floop_coh_tick(struct floop *f, uint64_t now);
+
+#endif
