@@ -482,7 +482,7 @@ void floop_destroy(struct floop *f)
 	for (m = f->maps; m; m = mn) {
 		mn = m->next;
 		floop_cache_map_fini(f, m);
-		floop_coh_map_fini(m);
+		floop_coh_map_fini(f, m);
 		close(m->uffd);
 		layout_map_fini(&m->lay);
 		free(m->rs);

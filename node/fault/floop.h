@@ -50,6 +50,7 @@ struct floop_counters {
 	atomic_uint_fast64_t coh_invs;
 	atomic_uint_fast64_t coh_recalls;
 	atomic_uint_fast64_t coh_ahead;
+	atomic_uint_fast64_t coh_evicted; /* given home over the bound */
 	/* from reading a fault to resolving it (a fetch: the first fault
 	 * that waited on it), as the agent serves it */
 	struct metrics_hist fault_ns;

@@ -908,9 +908,12 @@ void floop_cache_run(struct floop *f, uint64_t now, int tick)
 		floop_anon_run(f);
 	if (f->cfg.cache_pages && floop_cache_resident(f) > f->cfg.cache_pages)
 		cache_evict(f);
-	for (struct fmap *m = f->maps; m; m = m->next)
-		if (m->cache && m->cap && m->n_held > m->cap)
+	for (struct fmap *m = f->maps; m; m = m->next) {
+		if (m->coh)
+			floop_coh_bound(f, m);
+		else if (m->cache && m->cap && m->n_held > m->cap)
 			cache_evict_map(f, m);
+	}
 	if (f->fwaits)
 		cache_flushes_check(f, now);
 }

@@ -51,13 +51,35 @@ static enum coh_host_state coh_st(const struct fmap *m, uint64_t i)
 	return (enum coh_host_state)(m->cst[i] & COH_ST_MASK);
 }
 
-static void coh_st_set(struct fmap *m, uint64_t i, enum coh_host_state st)
+/* A page whose bytes are in the memfd, counted as held in the cache. */
+static int coh_st_held(enum coh_host_state st)
 {
+	return st == COH_S || st == COH_M || st == COH_SM_D || st == COH_MI_A;
+}
+
+static void coh_st_set(struct floop *f, struct fmap *m, uint64_t i,
+		       enum coh_host_state st)
+{
+	enum coh_host_state was = coh_st(m, i);
+	uint64_t r;
+
 	m->cst[i] = (uint8_t)((m->cst[i] & ~COH_ST_MASK) | st);
 	if (st == COH_I && !(m->cst[i] & COH_F_WAIT))
 		pgset_del(&m->coh_live, i);
 	else
 		pgset_add(&m->coh_live, i);
+	m->coh_going += (st == COH_MI_A) - (was == COH_MI_A);
+	if (coh_st_held(st) == coh_st_held(was))
+		return;
+	if (!coh_st_held(st)) {
+		m->n_held--;
+		atomic_fetch_sub(&f->ctr.cache_resident, 1);
+		return;
+	}
+	m->n_held++;
+	r = atomic_fetch_add(&f->ctr.cache_resident, 1) + 1;
+	if (r > atomic_load(&f->ctr.cache_resident_max))
+		atomic_store(&f->ctr.cache_resident_max, r);
 }
 
 static uint64_t coh_pages(const struct fmap *m)
@@ -362,9 +384,9 @@ static void coh_ahead(struct floop *f, struct fmap *m, uint64_t i, int write)
 			break;
 		if (coh_host_access(&h, 0, write, &v, &out) != COH_MISS)
 			break;
-		coh_st_set(m, k, h.state);
+		coh_st_set(f, m, k, h.state);
 		if (coh_out_send(f, m, k, &out, NULL)) {
-			coh_st_set(m, k, COH_I);
+			coh_st_set(f, m, k, COH_I);
 			break;
 		}
 		atomic_fetch_add(&f->ctr.coh_ahead, 1);
@@ -407,7 +429,7 @@ static int coh_access(struct floop *f, struct fmap *m, uint64_t i, int write)
 			return -EFAULT;
 		}
 		h.state = COH_I;
-		coh_st_set(m, i, COH_I);
+		coh_st_set(f, m, i, COH_I);
 		out.n = 0;
 		ret = coh_host_access(&h, 0, write, &v, &out);
 	}
@@ -416,13 +438,13 @@ static int coh_access(struct floop *f, struct fmap *m, uint64_t i, int write)
 		pgset_add(&m->coh_live, i);
 		return 0; /* its own request answers it */
 	}
-	coh_st_set(m, i, h.state);
+	coh_st_set(f, m, i, h.state);
 	ret = coh_out_send(f, m, i, &out, NULL);
 	if (ret == -ESTALE) {
 		/* its home restarted since the region was placed */
 		m->cst[i] &= ~(COH_F_WAIT | COH_F_WRITE);
 		coh_punch(m, i);
-		coh_st_set(m, i, COH_I);
+		coh_st_set(f, m, i, COH_I);
 		floop_poison(f, m, coh_addr(m, i),
 			     "its home restarted: its pool, and the page, are "
 			     "lost");
@@ -430,7 +452,7 @@ static int coh_access(struct floop *f, struct fmap *m, uint64_t i, int write)
 	}
 	if (ret) {
 		/* asked again on the tick (its peer may be connecting) */
-		coh_st_set(m, i, coh_st(m, i) == COH_SM_D ? COH_S : COH_I);
+		coh_st_set(f, m, i, coh_st(m, i) == COH_SM_D ? COH_S : COH_I);
 		m->coh_retry = 1;
 		return 0;
 	}
@@ -491,7 +513,7 @@ static void coh_answered(struct floop *f, struct fmap *m, struct cohreq *r,
 			m->cst[i] &= ~COH_F_FLUSH;
 			m->n_flush--;
 		}
-		coh_st_set(m, i, h.state);
+		coh_st_set(f, m, i, h.state);
 		return;
 	}
 	atomic_fetch_add(&f->ctr.coh_grants, 1);
@@ -509,14 +531,14 @@ static void coh_answered(struct floop *f, struct fmap *m, struct cohreq *r,
 	if (f->coh_lapsed && !m->dead) {
 		/* the lease may be ending: straight back; its fault waits
 		 * and asks again once the lease moves on */
-		coh_st_set(m, i, h.state);
+		coh_st_set(f, m, i, h.state);
 		floop_coh_give_back(f, m, i, 0);
 		m->coh_retry = 1;
 		return;
 	}
 	waited = m->cst[i] & COH_F_WAIT;
 	m->cst[i] &= ~(COH_F_WAIT | COH_F_WRITE);
-	coh_st_set(m, i, h.state);
+	coh_st_set(f, m, i, h.state);
 	if (m->dead) {
 		/* the mapping ended meanwhile: given straight back */
 		floop_coh_give_back(f, m, i, 0);
@@ -538,7 +560,7 @@ static void coh_put_lost(struct floop *f, struct fmap *m, uint64_t i)
 		m->n_flush--;
 	}
 	coh_punch(m, i);
-	coh_st_set(m, i, COH_I);
+	coh_st_set(f, m, i, COH_I);
 	if (!m->gone)
 		floop_poison(f, m, coh_addr(m, i),
 			     "what this host wrote could not be given back to "
@@ -556,7 +578,7 @@ static void coh_fail(struct floop *f, struct fmap *m, uint32_t idx, int status)
 	case WIRE_COH_GETS:
 	case WIRE_COH_GETM:
 		/* back to what it had; the fault waits and is asked again */
-		coh_st_set(m, i, coh_st(m, i) == COH_SM_D ? COH_S : COH_I);
+		coh_st_set(f, m, i, coh_st(m, i) == COH_SM_D ? COH_S : COH_I);
 		m->coh_retry = 1;
 		if (status == -EACCES || status == -ERANGE ||
 		    status == -EINVAL) {
@@ -685,7 +707,7 @@ static void coh_push_take(struct floop *f, uint64_t node, unsigned int type,
 			uffd_wake(m->uffd, coh_addr(m, i), FLOOP_PAGE);
 		}
 	}
-	coh_st_set(m, i, h.state);
+	coh_st_set(f, m, i, h.state);
 	coh_out_send(f, m, i, &out, page);
 }
 
@@ -762,7 +784,7 @@ void floop_coh_give_back(struct floop *f, struct fmap *m, uint64_t i, int flush)
 		m->cst[i] |= COH_F_FLUSH;
 		m->n_flush++;
 	}
-	coh_st_set(m, i, h.state);
+	coh_st_set(f, m, i, h.state);
 	if (coh_out_send(f, m, i, &out, page) && h.state == COH_MI_A)
 		coh_put_lost(f, m, i);
 }
@@ -842,7 +864,7 @@ void floop_coh_peer_lost(struct floop *f, uint64_t node)
 			}
 			if (st != COH_I) {
 				m->coh_retry = 1;
-				coh_st_set(m, i, COH_I);
+				coh_st_set(f, m, i, COH_I);
 			}
 		}
 	}
@@ -924,7 +946,7 @@ void floop_coh_tick(struct floop *f, uint64_t now)
 			if (now - m->coh_epoch_ms - m->coh_t0[i] >=
 			    f->cfg.fault_timeout_ms) {
 				m->cst[i] &= ~(COH_F_WAIT | COH_F_WRITE);
-				coh_st_set(m, i, st);
+				coh_st_set(f, m, i, st);
 				floop_poison(f, m, coh_addr(m, i),
 					     "its home did not answer within "
 					     "the fault timeout");
@@ -963,8 +985,12 @@ int floop_coh_map_init(struct floop *f, struct fmap *m)
 	return 0;
 }
 
-void floop_coh_map_fini(struct fmap *m)
+void floop_coh_map_fini(struct floop *f, struct fmap *m)
 {
+	/* (none is left once its pages went home, or were dropped) */
+	if (m->coh && m->n_held)
+		atomic_fetch_sub(&f->ctr.cache_resident, m->n_held);
+	m->n_held = 0;
 	free(m->cst);
 	free(m->coh_t0);
 	m->cst = NULL;

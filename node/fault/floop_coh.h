@@ -18,7 +18,7 @@ struct fmap;
 
 int floop_coh_map_init(struct floop *f, struct fmap *m);
 int floop_coh_map_other(struct floop *f, const char *name);
-void floop_coh_map_fini(struct fmap *m);
+void floop_coh_map_fini(struct floop *f, struct fmap *m);
 /* A fault on @m (coherent) at page @addr, first read at @t0_ms. */
 void floop_coh_fault(struct floop *f, struct fmap *m, uint64_t addr,
 		     uint64_t flags, uint64_t t0_ms);
@@ -38,6 +38,12 @@ void floop_coh_push(void *arg, uint64_t node, unsigned int type, uint64_t off);
 /* Pushes whose hold is up, taken: 0, or the microseconds until the next
  * one's is (the loop waits no longer). */
 uint64_t floop_coh_hold_run(struct floop *f);
+
+/* ---- floop_coh_bound.c ---- */
+
+/* Pages of @m over its bound (fmap.cap, else the loop's) or over the
+ * loop's whole budget go home. */
+void floop_coh_bound(struct floop *f, struct fmap *m);
 
 /* ---- floop_coh_hold.c: the page of a push; a grant's hold time ---- */
 
@@ -63,6 +69,8 @@ int floop_coh_hold_take(struct floop *f, const struct fmap *m, uint64_t i,
  * microseconds until the next one's is (0: none held). */
 int floop_coh_hold_due(struct floop *f, uint64_t *node, uint64_t *off,
 		       unsigned int *type, uint64_t *wait_us);
+/* 1 if page @i of @m was granted to a fault within the hold. */
+int floop_coh_hold_recent(struct floop *f, const struct fmap *m, uint64_t i);
 /* Pushes held of @node dropped (its connection ended). */
 void floop_coh_hold_drop(struct floop *f, uint64_t node);
 void floop_coh_hold_fini(struct floop *f);

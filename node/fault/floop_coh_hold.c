@@ -65,6 +65,21 @@ void floop_coh_hold_note(struct floop *f, const struct fmap *m, uint64_t i)
 	c->next = (c->next + 1) % FLOOP_COH_RECENT;
 }
 
+int floop_coh_hold_recent(struct floop *f, const struct fmap *m, uint64_t i)
+{
+	struct coh_hold *c = f->coh_hold;
+	uint64_t now, hold = (uint64_t)f->cfg.coh_hold_us * 1000;
+
+	if (!c || !hold)
+		return 0;
+	now = coh_hold_now();
+	for (unsigned int k = 0; k < FLOOP_COH_RECENT; k++)
+		if (c->recent[k].m == m && c->recent[k].i == i &&
+		    now - c->recent[k].ns < hold)
+			return 1;
+	return 0;
+}
+
 int floop_coh_hold_add(struct floop *f, const struct fmap *m, uint64_t i,
 		       uint64_t node, uint64_t off, unsigned int type)
 {

@@ -4,7 +4,8 @@
  * loop's thread, ring, tick and life), floop_cmd.c (commands from other
  * threads), floop_map.c (mappings, uffd events, faults), floop_ra.c
  * (read-ahead and prefetch), floop_cache.c (cache mode's policy),
- * floop_coh.c (coherent mappings; floop_coh.h, floop_coh_hold.c),
+ * floop_coh_bound.c (a coherent map's cache bound), floop_coh.c
+ * (coherent mappings; floop_coh.h, floop_coh_hold.c),
  * floop_anon.c (its anonymous maps), floop_evict.c (eviction),
  * floop_wb.c (its write-back), floop_wfail.c (the owners a replicated
  * write-back fails to reach, floop_wfail.h), floop_pgstate.c (its page
@@ -235,6 +236,7 @@ struct fmap {
 	uint32_t *coh_t0;
 	uint64_t coh_epoch_ms, coh_seq_next;
 	unsigned int coh_out, coh_seq_run;
+	uint64_t coh_going; /* pages on their way home (MI_A), in n_held */
 	struct fmap *next;
 };
 

@@ -50,7 +50,7 @@ void floop_map_free_maybe(struct floop *f, struct fmap *m)
 	atomic_fetch_sub(&f->ctr.mappings, 1);
 	floop_cache_map_fini(f, m);
 	floop_cache_map_gone(f, m);
-	floop_coh_map_fini(m);
+	floop_coh_map_fini(f, m);
 	close(m->uffd);
 	layout_map_fini(&m->lay);
 	free(m->rs);

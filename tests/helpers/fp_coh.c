@@ -26,8 +26,8 @@
  *       ERRNO-TEXT" and exits 2.
  *   fp_coh REGION pages P
  *       Maps REGION, prints "coherent: mapped", then takes commands on
- *       stdin, a line each, on word 0 of pages 0..P-1 (page i's word is
- *       V + i for a value V):
+ *       stdin, a line each, on pages 0..P-1 (P at most 65536; page i's
+ *       first word is V + i for a value V, its last ~(V + i)):
  *         write V   writes them: "coherent: wrote V"
  *         flush     farpage_flush(): "coherent: flushed RC" (0 or -errno)
  *         check V   reads them: "coherent: check V pages=P match=M
@@ -58,6 +58,7 @@
 #define PG_COUNT   1
 #define PG_WORDS   2
 #define PG_BARRIER 3
+#define LAST	   (PAGE / 8 - 1) /* a page's last word */
 
 static uint8_t *base;
 static time_t deadline;
@@ -133,8 +134,11 @@ static int pages(const char *region, unsigned long np)
 		if (!strncmp(line, "end", 3))
 			break;
 		if (sscanf(line, "write %llu", &v) == 1) {
-			for (unsigned long i = 0; i < np; i++)
+			for (unsigned long i = 0; i < np; i++) {
 				atomic_store(word((unsigned int)i, 0), v + i);
+				atomic_store(word((unsigned int)i, LAST),
+					     ~(v + i));
+			}
 			printf("coherent: wrote %llu\n", v);
 		} else if (!strncmp(line, "flush", 5)) {
 			printf("coherent: flushed %d\n", farpage_flush(m));
@@ -142,12 +146,16 @@ static int pages(const char *region, unsigned long np)
 			for (unsigned long i = 0; i < np; i++) {
 				uint64_t w =
 					atomic_load(word((unsigned int)i, 0));
+				uint64_t l = atomic_load(
+					word((unsigned int)i, LAST));
 
-				if (w == v + i) {
+				if (w == v + i && l == ~(v + i)) {
 					match++;
 				} else if (bad == ULONG_MAX) {
+					/* (the last word if the first is
+					 * right) */
 					bad = i;
-					got = w;
+					got = w == v + i ? l : w;
 				}
 			}
 			if (bad == ULONG_MAX)
@@ -178,8 +186,8 @@ int main(int argc, char **argv)
 		return hold(argv[1]);
 	if (argc == 4 && !strcmp(argv[2], "pages")) {
 		n = strtoul(argv[3], NULL, 10);
-		if (!n || n > 1024) {
-			fprintf(stderr, "fp_coh: P is 1..1024\n");
+		if (!n || n > 65536) {
+			fprintf(stderr, "fp_coh: P is 1..65536\n");
 			return 2;
 		}
 		return pages(argv[1], n);

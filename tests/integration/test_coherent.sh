@@ -8,7 +8,9 @@
 # counter each reads and then writes plus one, false-sharing words, then
 # host 0 checks the counter is hosts x N and each word N. Two hosts on
 # one region, then three on another; every program exits 0 and unmaps
-# (its pages go home), and the agents counted coherence messages.
+# (its pages go home), and the agents counted coherence messages. Then
+# more pages than a connection takes at once, and a host whose cache is
+# 16 times smaller than what it writes (D).
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 fp_require
@@ -89,6 +91,32 @@ grep -q "^coherent: check 7000 pages=1024 match=1024 first=-" "$FP_TMP/p.C" ||
 ah=$(fp_metric B farpage_coherence_ahead_total)
 [ "${ah:-0}" -gt 0 ] || fp_fail "B wrote 1024 pages in order and asked for ${ah:-0} ahead"
 fp_log "1024 pages written and flushed by B ($ah asked for ahead), read and given back by C"
+# The cache's bound: agent D (one fault loop, --cache-size 4M: 1024
+# pages) writes 16384 pages of a 64 MiB coherent region (both ends of
+# each), flushes and reads them all back; C then reads them all. D's
+# cache never held more than its bound and the slack (its pages went home
+# as it went: PUTM), and every page read is the last written.
+fp_node_start H D --metrics-listen 127.0.0.1:0 --cache-size 4M --fault-threads 1
+owners=$(for ((k = 0; k < 32; k++)); do [ $((k % 2)) = 0 ] && printf '%s,' "$a" || printf '%s,' "$b"; done)
+fp_cli H A region create cohe --size 64M --owners "${owners%,}" --coherent >"$FP_TMP/cohe.c" 2>&1 ||
+	fp_fail "create cohe: $(cat "$FP_TMP/cohe.c")"
+printf 'write 9000\nflush\ncheck 9000\nend\n' |
+	FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[D]} timeout 600 "$COH" cohe pages 16384 >"$FP_TMP/e.D" 2>&1 ||
+	{ cat "$FP_TMP/e.D" >&2; fp_fail "cohe: D did not write, flush and read 16384 pages"; }
+grep -q "^coherent: flushed 0" "$FP_TMP/e.D" || { cat "$FP_TMP/e.D" >&2; fp_fail "cohe: D's flush failed"; }
+grep -q "^coherent: check 9000 pages=16384 match=16384 first=-" "$FP_TMP/e.D" ||
+	{ cat "$FP_TMP/e.D" >&2; fp_fail "cohe: D did not read back what it wrote"; }
+printf 'check 9000\nend\n' |
+	FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[C]} timeout 600 "$COH" cohe pages 16384 >"$FP_TMP/e.C" 2>&1 ||
+	{ cat "$FP_TMP/e.C" >&2; fp_fail "cohe: C did not read 16384 pages"; }
+grep -q "^coherent: check 9000 pages=16384 match=16384 first=-" "$FP_TMP/e.C" ||
+	{ cat "$FP_TMP/e.C" >&2; fp_fail "cohe: C did not read D's pages"; }
+ev=$(fp_metric D farpage_coherence_evicted_total)
+max=$(fp_cache_stat H D resident_max)
+fp_log "cohe: D wrote and read back 16384 pages, ${ev:-0} given home over its bound, its cache at most $max bytes; C read them"
+[ "${ev:-0}" -gt 0 ] || fp_fail "cohe: D gave no page home over its bound"
+[ -n "$max" ] && [ "$max" -le $(((4 << 20) + FP_CACHE_SLACK_PAGES * 4096)) ] ||
+	fp_fail "cohe: D's cache held ${max:-?} bytes, over 4 MiB + slack"
 # Real traffic: A homed the pages and granted them, to its own program
 # and the others', and every host's mapping got pages and gave some up.
 h=$(fp_metric A farpage_pagesrv_coherence_grants_total)
