@@ -36,18 +36,18 @@
  *        a write grant covering it.
  * COH:   a message of the coherence protocol of a coherent region's page
  *        (node/coherent/coh.h) from a host to the page's home (this
- *        owner): flags = its type (WIRE_COH_GETS ... WIRE_COH_RECALL_ACK),
- *        off = the page's pool offset, len = WIRE_COH_PAGE for the types
- *        that carry the page (PUTM, RECALL_ACK) and 0 for the others; the
- *        page follows the header as a WRITE's data does. One reply each,
- *        when the home has taken it (a request the home keeps while it
- *        waits for other hosts is answered later, replies are matched by
- *        tag): status 0 or errno, aux = the reply's type (WIRE_COH_DATA_S
- *        or WIRE_COH_DATA_M with the page, len WIRE_COH_PAGE; PUT_ACK or
- *        ACK, len 0). A host is its connection (the first COH on a
- *        connection makes it one): its copies go with it, and a newer
- *        connection of the same peer and client resets what the home had
- *        for the older one.
+ *        owner): flags = its type (WIRE_COH_GETS ... WIRE_COH_RECALL_ACK,
+ *        WIRE_COH_WB), off = the page's pool offset, len = WIRE_COH_PAGE
+ *        for the types that carry the page (PUTM, RECALL_ACK, WB) and 0
+ *        for the others; the page follows the header as a WRITE's data
+ *        does. One reply each, when the home has taken it (a request the
+ *        home keeps while it waits for other hosts is answered later,
+ *        replies are matched by tag): status 0 or errno, aux = the
+ *        reply's type (WIRE_COH_DATA_S or WIRE_COH_DATA_M with the page,
+ *        len WIRE_COH_PAGE; PUT_ACK or ACK, len 0). A host is its
+ *        connection (the first COH on a connection makes it one): its
+ *        copies go with it, and a newer connection of the same peer and
+ *        client resets what the home had for the older one.
  * COH_PUSH: home -> host only, on the connection the host's COH came on,
  *        tag 0, len 0, status = WIRE_COH_INV, WIRE_COH_RECALL_S or
  *        WIRE_COH_RECALL_M, aux = the page's pool offset; answered with a
@@ -88,6 +88,7 @@ enum wire_coh {
 	WIRE_COH_INV = 11,	 /* push */
 	WIRE_COH_RECALL_S = 12,	 /* push */
 	WIRE_COH_RECALL_M = 13,	 /* push */
+	WIRE_COH_WB = 14, /* host -> home: the page follows; it keeps it */
 };
 #define WIRE_COH_PAGE 4096u
 

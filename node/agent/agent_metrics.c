@@ -79,6 +79,10 @@ static const struct agent_metric_fl agent_fault_metrics[] = {
 	  "Pages this host's coherent mappings asked for ahead of a fault "
 	  "(a host walking pages in order).",
 	  FL(coh_ahead), 1 },
+	{ "farpage_coherence_writebacks_total", "counter",
+	  "Pages this host's coherent mappings wrote back to their homes "
+	  "and kept modified (a flush, or every --writeback-ms).",
+	  FL(coh_wbs), 1 },
 	{ "farpage_coherence_evicted_total", "counter",
 	  "Pages this host's coherent mappings gave home because the cache "
 	  "was over its bound.",

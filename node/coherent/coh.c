@@ -146,6 +146,15 @@ int coh_home_on(struct coh_dir *d, uint32_t home, const struct coh_msg *in,
 		if (d->state == COH_DIR_SHARED && !d->sharers)
 			d->state = COH_DIR_UNOWNED;
 		return COH_OK;
+	case COH_WB:
+		/* The owner's bytes (a recall of it may be under way: its
+		 * answer comes after, newer); from another, stale. Never
+		 * kept: nothing waits on it. */
+		if (!in->has_data)
+			return COH_EPROTO;
+		if (d->state == COH_DIR_MODIFIED && d->owner == in->from)
+			d->data = in->data;
+		return COH_OK;
 	case COH_INV_ACK:
 		if (!d->busy || d->req_type != COH_GETM ||
 		    d->state != COH_DIR_SHARED || !d->acks)
@@ -287,15 +296,29 @@ int coh_host_evict(struct coh_host *h, uint32_t home, struct coh_out *out)
 	}
 }
 
+int coh_host_wb(struct coh_host *h, uint32_t home, struct coh_out *out)
+{
+	if (h->state == COH_M)
+		coh_emit(out, COH_WB, h->id, home, 1, h->data);
+	return COH_OK;
+}
+
 const char *coh_msg_name(enum coh_msg_type t)
 {
 	static const char *const n[] = {
-		[COH_GETS] = "GETS",	     [COH_GETM] = "GETM",
-		[COH_PUTM] = "PUTM",	     [COH_PUTS] = "PUTS",
-		[COH_INV_ACK] = "INV_ACK",   [COH_RECALL_ACK] = "RECALL_ACK",
-		[COH_DATA_S] = "DATA_S",     [COH_DATA_M] = "DATA_M",
-		[COH_INV] = "INV",	     [COH_RECALL_S] = "RECALL_S",
-		[COH_RECALL_M] = "RECALL_M", [COH_PUT_ACK] = "PUT_ACK",
+		[COH_GETS] = "GETS",
+		[COH_GETM] = "GETM",
+		[COH_PUTM] = "PUTM",
+		[COH_PUTS] = "PUTS",
+		[COH_INV_ACK] = "INV_ACK",
+		[COH_RECALL_ACK] = "RECALL_ACK",
+		[COH_WB] = "WB",
+		[COH_DATA_S] = "DATA_S",
+		[COH_DATA_M] = "DATA_M",
+		[COH_INV] = "INV",
+		[COH_RECALL_S] = "RECALL_S",
+		[COH_RECALL_M] = "RECALL_M",
+		[COH_PUT_ACK] = "PUT_ACK",
 	};
 
 	return (unsigned int)t < sizeof(n) / sizeof(n[0]) && n[t] ? n[t] : "?";

@@ -24,7 +24,8 @@
  *
  *   host -> home   GETS (read miss), GETM (write miss or upgrade from S),
  *                  PUTM (eviction of M: the data), PUTS (eviction of S),
- *                  INV_ACK, RECALL_ACK (the data, if it had it)
+ *                  INV_ACK, RECALL_ACK (the data, if it had it), WB
+ *                  (a write-back of M: the data; it keeps M)
  *   home -> host   DATA_S, DATA_M (the page, granted shared or
  *                  modified), INV (drop a shared copy), RECALL_S and
  *                  RECALL_M (give the page back, keep it shared / drop
@@ -57,6 +58,7 @@ enum coh_msg_type {
 	COH_PUTS,
 	COH_INV_ACK,
 	COH_RECALL_ACK,
+	COH_WB,
 	COH_DATA_S,
 	COH_DATA_M,
 	COH_INV,
@@ -150,6 +152,10 @@ int coh_host_on(struct coh_host *h, uint32_t home, const struct coh_msg *in,
 /* Host @h drops its copy (cache pressure): PUTM with the data from M,
  * PUTS from S. COH_OK (also when it had none), or COH_WAIT. */
 int coh_host_evict(struct coh_host *h, uint32_t home, struct coh_out *out);
+
+/* Host @h writes its modified copy back and keeps it (WB with the data;
+ * nothing in any other state). COH_OK. */
+int coh_host_wb(struct coh_host *h, uint32_t home, struct coh_out *out);
 
 const char *coh_msg_name(enum coh_msg_type t);
 const char *coh_host_state_name(enum coh_host_state s);

@@ -37,6 +37,7 @@ static void floop_tick(struct floop *f)
 	f->last_tick_ms = now;
 	floop_peers_tick(f, now);
 	floop_fetch_tick(f, now);
+	floop_coh_lease_check(f, now);
 	floop_coh_tick(f, now);
 	floop_move_tick(f, now);
 	floop_cache_run(f, now, 1);

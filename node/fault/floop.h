@@ -51,6 +51,7 @@ struct floop_counters {
 	atomic_uint_fast64_t coh_recalls;
 	atomic_uint_fast64_t coh_ahead;
 	atomic_uint_fast64_t coh_evicted; /* given home over the bound */
+	atomic_uint_fast64_t coh_wbs;	  /* written back (WB), kept */
 	/* from reading a fault to resolving it (a fetch: the first fault
 	 * that waited on it), as the agent serves it */
 	struct metrics_hist fault_ns;

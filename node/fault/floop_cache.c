@@ -888,6 +888,12 @@ void floop_cache_run(struct floop *f, uint64_t now, int tick)
 	for (struct fmap *m = f->maps; m; m = m->next) {
 		if (!m->cache)
 			continue;
+		if (m->coh) {
+			/* its modified pages written back, and kept */
+			if (periodic)
+				floop_coh_writeback(f, m);
+			continue;
+		}
 		/* The flusher's turn: one pass over every page, however many
 		 * calls it takes (write-back slots are few). */
 		if (periodic) {

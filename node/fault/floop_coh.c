@@ -64,6 +64,8 @@ static void coh_st_set(struct floop *f, struct fmap *m, uint64_t i,
 	uint64_t r;
 
 	m->cst[i] = (uint8_t)((m->cst[i] & ~COH_ST_MASK) | st);
+	if (st != COH_M)
+		m->cst[i] &= ~COH_F_CLEAN;
 	if (st == COH_I && !(m->cst[i] & COH_F_WAIT))
 		pgset_del(&m->coh_live, i);
 	else
@@ -207,7 +209,7 @@ static void coh_queue_run(struct floop *f)
  */
 static int coh_send_to(struct floop *f, struct fmap *m, uint64_t i,
 		       uint64_t node, uint64_t off, unsigned int type,
-		       uint8_t *buf)
+		       uint8_t *buf, int flush)
 {
 	struct cohreq *r;
 	uint32_t idx;
@@ -226,6 +228,7 @@ static int coh_send_to(struct floop *f, struct fmap *m, uint64_t i,
 	r->off = off;
 	r->type = type;
 	r->buf = buf;
+	r->flush = (uint8_t)flush;
 	ret = f->cohq_head == UINT32_MAX ? coh_post(f, idx) : -EAGAIN;
 	if (ret == -EAGAIN) {
 		coh_queue_add(f, idx);
@@ -241,7 +244,7 @@ static int coh_send_to(struct floop *f, struct fmap *m, uint64_t i,
 }
 
 static int coh_send(struct floop *f, struct fmap *m, uint64_t i,
-		    unsigned int type, uint8_t *buf)
+		    unsigned int type, uint8_t *buf, int flush)
 {
 	uint64_t node, off;
 	int ret = coh_home(f, m, i, &node, &off);
@@ -250,7 +253,7 @@ static int coh_send(struct floop *f, struct fmap *m, uint64_t i,
 		free(buf);
 		return ret;
 	}
-	return coh_send_to(f, m, i, node, off, type, buf);
+	return coh_send_to(f, m, i, node, off, type, buf, flush);
 }
 
 /* The wire type of a host's message @t (0: not a host's). */
@@ -269,6 +272,8 @@ static unsigned int coh_wire_type(enum coh_msg_type t)
 		return WIRE_COH_INV_ACK;
 	case COH_RECALL_ACK:
 		return WIRE_COH_RECALL_ACK;
+	case COH_WB:
+		return WIRE_COH_WB;
 	default:
 		return 0;
 	}
@@ -283,12 +288,13 @@ static int coh_out_send(struct floop *f, struct fmap *m, uint64_t i,
 
 	for (unsigned int k = 0; k < out->n; k++) {
 		unsigned int type = coh_wire_type(out->m[k].type);
-		int carries =
-			type == WIRE_COH_PUTM || type == WIRE_COH_RECALL_ACK;
+		int carries = type == WIRE_COH_PUTM ||
+			      type == WIRE_COH_RECALL_ACK ||
+			      type == WIRE_COH_WB;
 
 		if (!type)
 			continue;
-		ret = coh_send(f, m, i, type, carries ? page : NULL);
+		ret = coh_send(f, m, i, type, carries ? page : NULL, 0);
 		if (carries)
 			page = NULL;
 	}
@@ -417,7 +423,9 @@ static int coh_access(struct floop *f, struct fmap *m, uint64_t i, int write)
 	ret = coh_host_access(&h, 0, write, &v, &out);
 	if (ret == COH_OK) {
 		/* held, not mapped here (a MINOR fault, or a WP fault the
-		 * grant crossed): map it */
+		 * grant crossed, or a write to a page written back since):
+		 * map it */
+		m->cst[i] &= ~COH_F_CLEAN;
 		if (!coh_map_page(m, i, h.state != COH_M))
 			return 0;
 		/* the process punched it itself: a copy to read is asked
@@ -509,10 +517,6 @@ static void coh_answered(struct floop *f, struct fmap *m, struct cohreq *r,
 		 * again and ask for it */
 		coh_punch(m, i);
 		uffd_wake(m->uffd, coh_addr(m, i), FLOOP_PAGE);
-		if (m->cst[i] & COH_F_FLUSH) {
-			m->cst[i] &= ~COH_F_FLUSH;
-			m->n_flush--;
-		}
 		coh_st_set(f, m, i, h.state);
 		return;
 	}
@@ -532,7 +536,7 @@ static void coh_answered(struct floop *f, struct fmap *m, struct cohreq *r,
 		/* the lease may be ending: straight back; its fault waits
 		 * and asks again once the lease moves on */
 		coh_st_set(f, m, i, h.state);
-		floop_coh_give_back(f, m, i, 0);
+		floop_coh_give_back(f, m, i);
 		m->coh_retry = 1;
 		return;
 	}
@@ -541,7 +545,7 @@ static void coh_answered(struct floop *f, struct fmap *m, struct cohreq *r,
 	coh_st_set(f, m, i, h.state);
 	if (m->dead) {
 		/* the mapping ended meanwhile: given straight back */
-		floop_coh_give_back(f, m, i, 0);
+		floop_coh_give_back(f, m, i);
 		return;
 	}
 	coh_map_page(m, i, h.state != COH_M);
@@ -555,10 +559,6 @@ static void coh_answered(struct floop *f, struct fmap *m, struct cohreq *r,
 static void coh_put_lost(struct floop *f, struct fmap *m, uint64_t i)
 {
 	m->wb_gone++;
-	if (m->cst[i] & COH_F_FLUSH) {
-		m->cst[i] &= ~COH_F_FLUSH;
-		m->n_flush--;
-	}
 	coh_punch(m, i);
 	coh_st_set(f, m, i, COH_I);
 	if (!m->gone)
@@ -590,6 +590,13 @@ static void coh_fail(struct floop *f, struct fmap *m, uint32_t idx, int status)
 	case WIRE_COH_PUTM:
 		coh_put_lost(f, m, i);
 		break;
+	case WIRE_COH_WB:
+		/* not home: a flush waiting on it fails; the page, still
+		 * held, goes the next time (or with its connection) */
+		m->cst[i] &= ~COH_F_CLEAN;
+		if (f->cohr[idx].flush)
+			m->wb_gone++;
+		break;
 	default:
 		break; /* its connection ended: peer_lost drops all */
 	}
@@ -599,6 +606,9 @@ static void coh_fail(struct floop *f, struct fmap *m, uint32_t idx, int status)
 static void coh_req_done(struct floop *f, uint32_t idx)
 {
 	struct fmap *m = f->cohr[idx].map;
+
+	if (m && f->cohr[idx].flush)
+		m->n_flush--; /* a flush's write-back (floop_coh_wb()) */
 
 	coh_req_put(f, idx);
 	if (m) {
@@ -642,7 +652,7 @@ void floop_coh_done(struct floop *f, uint32_t idx, uint32_t gen, int status)
  * it there). */
 static void coh_ack_orphan(struct floop *f, uint64_t node, uint64_t off)
 {
-	coh_send_to(f, NULL, 0, node, off, WIRE_COH_INV_ACK, NULL);
+	coh_send_to(f, NULL, 0, node, off, WIRE_COH_INV_ACK, NULL, 0);
 }
 
 /* Push @type of home @node for its page at @off, taken: page @i of @m
@@ -756,9 +766,8 @@ uint64_t floop_coh_hold_run(struct floop *f)
 
 /* ---- giving pages back ---- */
 
-/* Page @i goes home: PUTM of a modified one (a flush's if @flush), PUTS
- * of a copy to read. */
-void floop_coh_give_back(struct floop *f, struct fmap *m, uint64_t i, int flush)
+/* Page @i goes home: PUTM of a modified one, PUTS of a copy to read. */
+void floop_coh_give_back(struct floop *f, struct fmap *m, uint64_t i)
 {
 	struct coh_host h;
 	struct coh_out out = { .n = 0 };
@@ -780,10 +789,6 @@ void floop_coh_give_back(struct floop *f, struct fmap *m, uint64_t i, int flush)
 	}
 	if (h.state == COH_I && coh_st(m, i) == COH_S)
 		coh_punch(m, i);
-	if (flush && h.state == COH_MI_A) {
-		m->cst[i] |= COH_F_FLUSH;
-		m->n_flush++;
-	}
 	coh_st_set(f, m, i, h.state);
 	if (coh_out_send(f, m, i, &out, page) && h.state == COH_MI_A)
 		coh_put_lost(f, m, i);
@@ -794,7 +799,34 @@ void floop_coh_flush(struct floop *f, struct fmap *m)
 	for (uint64_t i = pgset_next(&m->coh_live, 0); i < coh_pages(m);
 	     i = pgset_next(&m->coh_live, i + 1))
 		if (coh_st(m, i) == COH_M)
-			floop_coh_give_back(f, m, i, 1);
+			floop_coh_wb(f, m, i, 1);
+}
+
+int floop_coh_wb(struct floop *f, struct fmap *m, uint64_t i, int flush)
+{
+	struct coh_host h = { .state = COH_M };
+	struct coh_out out = { .n = 0 };
+	uint8_t *page;
+	int ret;
+
+	coh_hold_release(f, m, i);
+	if (coh_st(m, i) != COH_M)
+		return 0; /* (the push held took it) */
+	/* its writers stop first: its next write faults and clears CLEAN */
+	page = coh_take(m, i, !m->gone);
+	coh_host_wb(&h, 0, &out);
+	/* (coh_send() takes the page, sent or not) */
+	ret = page ? coh_send(f, m, i, WIRE_COH_WB, page, flush) : -ENOMEM;
+	if (ret) {
+		if (flush)
+			m->wb_gone++; /* the flush fails; the page stays */
+		return ret;
+	}
+	m->cst[i] |= COH_F_CLEAN;
+	if (flush)
+		m->n_flush++;
+	atomic_fetch_add(&f->ctr.coh_wbs, 1);
+	return 0;
 }
 
 void floop_coh_drain(struct floop *f, struct fmap *m)
@@ -802,7 +834,7 @@ void floop_coh_drain(struct floop *f, struct fmap *m)
 	for (uint64_t i = pgset_next(&m->coh_live, 0); i < coh_pages(m);
 	     i = pgset_next(&m->coh_live, i + 1)) {
 		m->cst[i] &= ~(COH_F_WAIT | COH_F_WRITE);
-		floop_coh_give_back(f, m, i, 0);
+		floop_coh_give_back(f, m, i);
 	}
 }
 
@@ -855,10 +887,6 @@ void floop_coh_peer_lost(struct floop *f, uint64_t node)
 						     "ended while this host "
 						     "held it modified: what "
 						     "it wrote is lost");
-				if (m->cst[i] & COH_F_FLUSH) {
-					m->cst[i] &= ~COH_F_FLUSH;
-					m->n_flush--;
-				}
 			} else if (st == COH_S || st == COH_SM_D) {
 				coh_punch(m, i);
 			}
@@ -870,59 +898,6 @@ void floop_coh_peer_lost(struct floop *f, uint64_t node)
 	}
 }
 
-/*
- * This node's lease (floop_wb_until()): past wb_until_ms every copy goes
- * home and none is asked for; past coh_close_ms the homes' connections
- * close (what did not get home is dropped); once the lease moves on,
- * waiting faults ask again on new connections.
- */
-static void coh_lease_check(struct floop *f, uint64_t now)
-{
-	uint64_t until = atomic_load(&f->wb_until_ms);
-	int held = until && now >= until;
-	struct fmap *m;
-	int any = 0;
-
-	/* every tick: nothing to look at while the lease holds */
-	if (!held && !f->coh_lapsed)
-		return;
-	for (m = f->maps; m && !any; m = m->next)
-		any = m->coh && !m->dead;
-	if (!held) {
-		f->coh_lapsed = 0;
-		f->coh_closed = 0;
-		if (any)
-			log_info("coherence: the coordinator answers again: "
-				 "coherent pages are asked for again");
-		for (m = f->maps; m; m = m->next)
-			m->coh_retry = m->coh;
-		return;
-	}
-	if (!f->coh_lapsed) {
-		f->coh_lapsed = 1;
-		if (any)
-			log_warn("coherence: no answer from the coordinator "
-				 "and this node's lease may end: coherent "
-				 "pages go home, none is asked for until it "
-				 "answers");
-		for (m = f->maps; m; m = m->next) {
-			if (!m->coh || m->dead)
-				continue;
-			for (uint64_t i = pgset_next(&m->coh_live, 0);
-			     i < coh_pages(m);
-			     i = pgset_next(&m->coh_live, i + 1))
-				if (coh_st(m, i) == COH_M ||
-				    coh_st(m, i) == COH_S)
-					floop_coh_give_back(f, m, i, 0);
-		}
-	}
-	if (!f->coh_closed && now >= atomic_load(&f->coh_close_ms)) {
-		f->coh_closed = 1;
-		if (any)
-			floop_peers_coh_close(f);
-	}
-}
-
 /* Requests that failed are asked again (at once when some did, else
  * once a second); a fault waiting past the fault timeout, whatever its
  * request's state (a home that waits for a host that is gone), gets
@@ -930,7 +905,6 @@ static void coh_lease_check(struct floop *f, uint64_t now)
 void floop_coh_tick(struct floop *f, uint64_t now)
 {
 	coh_queue_run(f);
-	coh_lease_check(f, now);
 	for (struct fmap *m = f->maps; m; m = m->next) {
 		if (!m->coh || m->dead ||
 		    (!m->coh_retry && now - m->coh_scan_ms < FLOOP_COH_SCAN_MS))

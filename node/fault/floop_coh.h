@@ -10,10 +10,10 @@ struct fmap;
 
 /* A page of a coherent mapping, a byte (fmap.cst): its coh.h host state,
  * and flags. */
-#define COH_ST_MASK 0x0f
+#define COH_ST_MASK 0x07
+#define COH_F_CLEAN 0x08 /* M: written back, and not written since */
 #define COH_F_WAIT  0x10 /* a fault waits on the page: asked again */
 #define COH_F_WRITE 0x20 /* ... to write it */
-#define COH_F_FLUSH 0x40 /* its PUTM is a flush's (m->n_flush) */
 #define COH_F_HELD  0x80 /* a push for it waits out its hold */
 
 int floop_coh_map_init(struct floop *f, struct fmap *m);
@@ -26,9 +26,8 @@ void floop_coh_fault(struct floop *f, struct fmap *m, uint64_t addr,
 void floop_coh_done(struct floop *f, uint32_t idx, uint32_t gen, int status);
 /* The connection to @node ended: every copy of its pages goes. */
 void floop_coh_peer_lost(struct floop *f, uint64_t node);
-/* Page @i of @m goes home (PUTM: counted in n_flush if @flush; PUTS). */
-void floop_coh_give_back(struct floop *f, struct fmap *m, uint64_t i,
-			 int flush);
+/* Page @i of @m goes home (PUTM, PUTS). */
+void floop_coh_give_back(struct floop *f, struct fmap *m, uint64_t i);
 /* A flush: every modified page of @m goes home (n_flush counts them). */
 void floop_coh_flush(struct floop *f, struct fmap *m);
 /* @m ended: every page it holds goes home. */
@@ -39,11 +38,25 @@ void floop_coh_push(void *arg, uint64_t node, unsigned int type, uint64_t off);
  * one's is (the loop waits no longer). */
 uint64_t floop_coh_hold_run(struct floop *f);
 
-/* ---- floop_coh_bound.c ---- */
+/* Page @i of @m, held modified, is written back and kept (WB): its
+ * writers stop first, and their next write makes it written again. A
+ * flush's (@flush) counts in n_flush until answered (a failure in
+ * wb_gone). 0 or -errno. */
+int floop_coh_wb(struct floop *f, struct fmap *m, uint64_t i, int flush);
+
+/* ---- floop_coh_keep.c ---- */
 
 /* Pages of @m over its bound (fmap.cap, else the loop's) or over the
  * loop's whole budget go home. */
 void floop_coh_bound(struct floop *f, struct fmap *m);
+/* The write-back's turn (every --writeback-ms): @m's pages held modified
+ * and written since their last write-back are written back, and kept. */
+void floop_coh_writeback(struct floop *f, struct fmap *m);
+/* This node's lease (floop_wb_until()), each tick: past wb_until_ms
+ * every copy goes home and none is asked for; past coh_close_ms the
+ * homes' connections close; once the lease moves on, waiting faults ask
+ * again on new connections. */
+void floop_coh_lease_check(struct floop *f, uint64_t now);
 
 /* ---- floop_coh_hold.c: the page of a push; a grant's hold time ---- */
 

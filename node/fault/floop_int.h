@@ -4,7 +4,7 @@
  * loop's thread, ring, tick and life), floop_cmd.c (commands from other
  * threads), floop_map.c (mappings, uffd events, faults), floop_ra.c
  * (read-ahead and prefetch), floop_cache.c (cache mode's policy),
- * floop_coh_bound.c (a coherent map's cache bound), floop_coh.c
+ * floop_coh_keep.c (what a coherent map keeps), floop_coh.c
  * (coherent mappings; floop_coh.h, floop_coh_hold.c),
  * floop_anon.c (its anonymous maps), floop_evict.c (eviction),
  * floop_wb.c (its write-back), floop_wfail.c (the owners a replicated
@@ -252,6 +252,7 @@ struct cohreq {
 	uint64_t off;	   /* the page's offset in its home's pool */
 	unsigned int type; /* WIRE_COH_* */
 	uint8_t *buf;	   /* the page it carries, or its answer's */
+	uint8_t flush;	   /* a flush's WB: counted in its map's n_flush */
 };
 
 /* A DISCARD of pages [next, end) of mapping @map_id (floop_anon.c): those

@@ -295,6 +295,8 @@ static enum coh_msg_type pcoh_type_in(uint8_t t)
 		return COH_PUTS;
 	case WIRE_COH_INV_ACK:
 		return COH_INV_ACK;
+	case WIRE_COH_WB:
+		return COH_WB;
 	default:
 		return COH_RECALL_ACK;
 	}
@@ -380,8 +382,8 @@ static int pcoh_step(struct pagesrv *s, struct pagesrv_conn *self,
 	struct coh_msg in = {
 		.type = pcoh_type_in(type),
 		.from = part,
-		.has_data =
-			type == WIRE_COH_PUTM || type == WIRE_COH_RECALL_ACK,
+		.has_data = type == WIRE_COH_PUTM ||
+			    type == WIRE_COH_RECALL_ACK || type == WIRE_COH_WB,
 	};
 	struct coh_out out = { .n = 0 };
 	uint64_t saved_tag = e->req_tag;
@@ -400,6 +402,8 @@ static int pcoh_step(struct pagesrv *s, struct pagesrv_conn *self,
 	else if (type == WIRE_COH_RECALL_ACK)
 		took = e->d.busy && e->d.state == COH_DIR_MODIFIED &&
 		       e->d.owner == part;
+	else if (type == WIRE_COH_WB)
+		took = e->d.state == COH_DIR_MODIFIED && e->d.owner == part;
 	/* The model's copy is a version: here 0, the pool's bytes; a page
 	 * that comes back changed is 1 for the step (a migratory page back
 	 * unchanged is shared again), and the pool again after. */
@@ -423,7 +427,7 @@ static int pcoh_step(struct pagesrv *s, struct pagesrv_conn *self,
 				   WIRE_COH_PAGE);
 	if (c && h->part[part].c == c &&
 	    (type == WIRE_COH_PUTS || type == WIRE_COH_INV_ACK ||
-	     type == WIRE_COH_RECALL_ACK)) {
+	     type == WIRE_COH_RECALL_ACK || type == WIRE_COH_WB)) {
 		ret = pcoh_send(s, self, part, WIRE_OP_COH, 0, tag,
 				WIRE_COH_ACK, UINT64_MAX);
 		if (ret)
@@ -790,12 +794,14 @@ int pagesrv_coh_on(struct pagesrv_conn *c, const struct wire_hdr *hd,
 int pagesrv_coh_check(const struct pagesrv *s, const struct wire_hdr *h)
 {
 	bool data = h->flags_status == WIRE_COH_PUTM ||
-		    h->flags_status == WIRE_COH_RECALL_ACK;
+		    h->flags_status == WIRE_COH_RECALL_ACK ||
+		    h->flags_status == WIRE_COH_WB;
 
 	if (h->len != (data ? WIRE_COH_PAGE : 0))
 		return -EPROTO;
-	if (h->flags_status < WIRE_COH_GETS ||
-	    h->flags_status > WIRE_COH_RECALL_ACK)
+	if ((h->flags_status < WIRE_COH_GETS ||
+	     h->flags_status > WIRE_COH_RECALL_ACK) &&
+	    h->flags_status != WIRE_COH_WB)
 		return EINVAL;
 	if (h->arg % WIRE_COH_PAGE || h->arg >= s->pool_size)
 		return ERANGE;
@@ -812,5 +818,6 @@ bool pagesrv_coh_is_write(const struct wire_hdr *h)
 {
 	return h->flags_status == WIRE_COH_GETM ||
 	       h->flags_status == WIRE_COH_PUTM ||
-	       h->flags_status == WIRE_COH_RECALL_ACK;
+	       h->flags_status == WIRE_COH_RECALL_ACK ||
+	       h->flags_status == WIRE_COH_WB;
 }

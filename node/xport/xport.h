@@ -278,7 +278,7 @@ struct xport_ops {
 	 * Optional (NULL: no coherence; verbs): a coherence request of
 	 * @type (wire.h WIRE_COH_*) for the page at pool offset @off of the
 	 * peer (its home). @page: WIRE_COH_PAGE bytes, the page it carries
-	 * (PUTM, RECALL_ACK) or where the page of its answer goes (GETS:
+	 * (PUTM, RECALL_ACK, WB) or where the page of its answer goes (GETS:
 	 * DATA_S, GETM: DATA_M), which the caller leaves alone until done;
 	 * NULL for the others. done(0) once the home answered (with the
 	 * page, for a GETS or GETM; done(XPORT_COH_GOT_M) for a GETS it

@@ -316,7 +316,8 @@ static int xport_tcp_write(struct xport_peer *pp, uint64_t off, uint32_t len,
  * brings one. */
 static bool xport_tcp_coh_puts(unsigned int type)
 {
-	return type == WIRE_COH_PUTM || type == WIRE_COH_RECALL_ACK;
+	return type == WIRE_COH_PUTM || type == WIRE_COH_RECALL_ACK ||
+	       type == WIRE_COH_WB;
 }
 
 static bool xport_tcp_coh_gets(unsigned int type)
@@ -332,7 +333,8 @@ static int xport_tcp_coh(struct xport_peer *pp, unsigned int type, uint64_t off,
 	uint32_t idx;
 	int ret;
 
-	if (type < WIRE_COH_GETS || type > WIRE_COH_RECALL_ACK ||
+	if (((type < WIRE_COH_GETS || type > WIRE_COH_RECALL_ACK) &&
+	     type != WIRE_COH_WB) ||
 	    !data != !page || off % WIRE_COH_PAGE)
 		return -EINVAL;
 	ret = xport_slots_check_peer(p->state, p->closed);

@@ -40,7 +40,8 @@ static int xport_tcp_conn_on_coh(struct xport_tcp_conn *c,
 {
 	struct xport_slot *s = &p->slots.v[idx];
 	unsigned int want;
-	bool puts = s->coh == WIRE_COH_PUTM || s->coh == WIRE_COH_RECALL_ACK;
+	bool puts = s->coh == WIRE_COH_PUTM || s->coh == WIRE_COH_RECALL_ACK ||
+		    s->coh == WIRE_COH_WB;
 
 	switch (s->coh) {
 	case WIRE_COH_GETS:

@@ -277,8 +277,9 @@ int xport_tcp_slot_encode(struct xport_tcp_peer *p, uint32_t idx)
 	bool coh = s->op == XPORT_SLOT_COH;
 	/* data goes out: a write's, a coherence message's page */
 	bool write = s->op == XPORT_SLOT_WRITE ||
-		     (coh && (s->coh == WIRE_COH_PUTM ||
-			      s->coh == WIRE_COH_RECALL_ACK));
+		     (coh &&
+		      (s->coh == WIRE_COH_PUTM ||
+		       s->coh == WIRE_COH_RECALL_ACK || s->coh == WIRE_COH_WB));
 	struct wire_hdr h = {
 		.version = WIRE_VERSION,
 		.op = coh     ? WIRE_OP_COH

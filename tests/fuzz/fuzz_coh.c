@@ -139,7 +139,8 @@ static int fuzz_send(struct fuzz_run *run, unsigned int k, uint8_t type,
 	};
 	int ret;
 
-	if (type == WIRE_COH_PUTM || type == WIRE_COH_RECALL_ACK)
+	if (type == WIRE_COH_PUTM || type == WIRE_COH_RECALL_ACK ||
+	    type == WIRE_COH_WB)
 		h.len = WIRE_COH_PAGE;
 	memcpy(page, &data, sizeof(data));
 	ret = pagesrv_coh_check(run->s, &h);
@@ -163,6 +164,8 @@ static uint8_t fuzz_wire_type(enum coh_msg_type t)
 		return WIRE_COH_INV_ACK;
 	case COH_RECALL_ACK:
 		return WIRE_COH_RECALL_ACK;
+	case COH_WB:
+		return WIRE_COH_WB;
 	default:
 		return 0;
 	}
@@ -282,6 +285,9 @@ static void fuzz_honest_step(struct fuzz_run *run, unsigned int k,
 	case 2: /* gives the page back */
 		coh_host_evict(h, 0, &out);
 		break;
+	case 3: /* writes it back, keeps it */
+		coh_host_wb(h, 0, &out);
+		break;
 	default: /* reads its replies */
 		break;
 	}
@@ -299,10 +305,10 @@ static void fuzz_hostile_step(struct fuzz_run *run, unsigned int k,
 	case 0:
 	case 1:
 	case 2:
-	case 3: /* a message: any type (0..7), any page, made-up data */
+	case 3: /* a message: any type (0..15), any page, made-up data */
 		if (!fh->c->closing)
 			ret = fuzz_send(run, k,
-					(uint8_t)((what << 1) | (arg >> 7)),
+					(uint8_t)((what << 2) | (arg >> 6)),
 					arg & 7, arg, arg);
 		break;
 	case 4: /* reads its queue */

@@ -21,9 +21,16 @@
 #     Once the node list shows B down, C writes 5000 (the home resets B:
 #     nothing waits for it). B is joined again: it reads 5000, never its
 #     copies of 4000 (its agent dropped them before its lease ended).
+#  5. B's agent again, now writing back every 300 ms (1-4: never, so
+#     what B kept is what it loses): B reads 5000, writes 6000 and
+#     flushes: it keeps the pages modified, so writing 6500 asks for none
+#     (no grant). Once its agent wrote the 64 pages back (its counter
+#     says so), host B dies: C reads 6500.
 # Each step fails without the part it tests: without the reset, C's reads
 # in 2 wait until the fault timeout (SIGBUS, exit 3); without the lease's
-# drop, B's stale copies read 4000 in 4.
+# drop, B's stale copies read 4000 in 4; a flush that gives the pages up
+# makes B ask for them again in 5, and without the write-back C reads
+# 6000 there.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 fp_require
@@ -32,8 +39,10 @@ fp_hosts_lan H A B C || fp_skip "a host cut off needs network namespaces"
 COH=$FP_BIN/tests/fp_coh
 P=64
 fp_coord_start H --lease-ms 2000
+# (no periodic write-back until step 5: what B keeps is what it loses)
+NOWB="--writeback-ms 3600000"
 for x in A B C; do
-	fp_node_start "$x" "$x" --metrics-listen "${FP_HOST_IP[$x]}:0" --fault-timeout-ms 120000
+	fp_node_start "$x" "$x" --metrics-listen "${FP_HOST_IP[$x]}:0" --fault-timeout-ms 120000 $NOWB
 done
 a=$(fp_node_id A)
 fp_cli H A region create f --size 2M --owners "$a" --coherent >"$FP_TMP/f.c" 2>&1 ||
@@ -94,7 +103,7 @@ r=$(fp_metric A farpage_pagesrv_coherence_resets_total)
 [ "${r:-0}" -ge 1 ] || fp_fail "A reset ${r:-0} hosts"
 fp_log "2: B killed holding 2000: C reads 1500 (A reset ${r} hosts)"
 # 3. B again; the coordinator away for longer than a lease.
-fp_node_start B B --metrics-listen "${FP_HOST_IP[B]}:0" --fault-timeout-ms 120000
+fp_node_start B B --metrics-listen "${FP_HOST_IP[B]}:0" --fault-timeout-ms 120000 $NOWB
 start B
 say B "check 1500" "$(ok 1500)"
 say B "write 3000" "wrote 3000"
@@ -122,9 +131,35 @@ say C flush "flushed 0"
 fp_host_heal B
 say B "check 5000" "$(ok 5000)"
 fp_log "4: B cut off holding 4000 to read: once healed it reads C's 5000"
+# 5. A flush keeps the pages; the write-back bounds what a death loses.
+kill -KILL "${FP_NODE_PID[B]}" "${PID[B]}" 2>/dev/null
+wait "${FP_NODE_PID[B]}" "${PID[B]}" 2>/dev/null
+eval "exec ${PROG[B]}>&-"
+fp_node_start B B --metrics-listen "${FP_HOST_IP[B]}:0" --fault-timeout-ms 120000 --writeback-ms 300
+start B
+say B "check 5000" "$(ok 5000)"
+say B "write 6000" "wrote 6000"
+say B flush "flushed 0"
+g0=$(fp_metric B farpage_coherence_grants_total)
+wb0=$(fp_metric B farpage_coherence_writebacks_total)
+say B "write 6500" "wrote 6500"
+g1=$(fp_metric B farpage_coherence_grants_total)
+[ "${g1:-x}" = "${g0:-y}" ] || fp_fail "B asked again for pages it flushed: grants ${g0:-?} -> ${g1:-?}"
+end=$(fp_deadline 60)
+for (( ; ; )); do
+	wb=$(fp_metric B farpage_coherence_writebacks_total)
+	[ "${wb:-0}" -ge $((${wb0:-0} + P)) ] && break
+	[ "$(date +%s)" -le "$end" ] || fp_fail "B's agent wrote back $((${wb:-0} - ${wb0:-0})) of $P pages in 60 s"
+	sleep 0.1
+done
+kill -KILL "${FP_NODE_PID[B]}" "${PID[B]}" 2>/dev/null
+wait "${FP_NODE_PID[B]}" "${PID[B]}" 2>/dev/null
+eval "exec ${PROG[B]}>&-"
+say C "check 6500" "$(ok 6500)"
+fp_log "5: B flushed 6000 and kept the pages (6500 asked for none); written back, then killed: C reads 6500"
 # "end", not the fifo's end: the daemons started since hold it open too
-for x in B C; do echo end >&"${PROG[$x]}"; done
-for x in B C; do
+echo end >&"${PROG[C]}"
+for x in C; do
 	fp_wait_pid "${PID[$x]}" 120 || { cat "$FP_TMP/$x.prog" >&2; fp_fail "fp_coh on $x did not end well"; }
 done
 exit 0

@@ -45,7 +45,7 @@ struct t_world {
 	struct t_chan deferred[T_PAGES];      /* at each page's home */
 	uint64_t last[T_PAGES];		      /* the last value written */
 	uint64_t next_value;
-	unsigned long reads, writes, misses, evictions, delivered, defers;
+	unsigned long reads, writes, misses, evictions, delivered, defers, wbs;
 	/* litmus runs: the access each host waits for completed, with */
 	int done[T_HOSTS];
 	uint64_t got[T_HOSTS];
@@ -171,7 +171,7 @@ static int t_home_take(struct t_world *w, unsigned int p,
  * is for is its type (a host's own home gets GETS..RECALL_ACK). */
 static int t_for_home(enum coh_msg_type t)
 {
-	return t <= COH_RECALL_ACK;
+	return t <= COH_WB;
 }
 
 /* The home of @p, not busy, takes its deferred requests in order. */
@@ -234,6 +234,12 @@ static void t_step(struct t_world *w)
 		    out.n)
 			w->evictions++;
 		t_send(w, p, &out);
+	} else if (what == 4 && t_rand(w) % 2) {
+		/* a write-back that keeps M */
+		assert_int_equal(coh_host_wb(c, t_home(p, w->n_hosts), &out),
+				 COH_OK);
+		w->wbs += out.n;
+		t_send(w, p, &out);
 	} else {
 		t_deliver(w, h, (unsigned int)(t_rand(w) % w->n_hosts));
 	}
@@ -287,7 +293,7 @@ static void t_reset(struct t_world *w, unsigned int n_hosts)
 		w->done[h] = 0;
 	w->next_value = 0;
 	w->reads = w->writes = w->misses = w->evictions = 0;
-	w->delivered = w->defers = 0;
+	w->delivered = w->defers = w->wbs = 0;
 	w->mig_grants = 0;
 }
 
@@ -302,7 +308,8 @@ static void t_run(unsigned int n_hosts, uint64_t seed, unsigned int steps)
 		t_step(w);
 	t_drain(w);
 	/* The draws made every path happen, not only hits. */
-	assert_true(w->reads && w->writes && w->misses && w->evictions);
+	assert_true(w->reads && w->writes && w->misses && w->evictions &&
+		    w->wbs);
 	t_mig_total += w->mig_grants;
 	free(w);
 }
@@ -537,12 +544,53 @@ static void test_coh_litmus_iriw(void **state)
 	free(w);
 }
 
+/*
+ * A write-back keeps M: the home's copy becomes the owner's bytes and the
+ * owner writes on without a message; a write-back of another host (stale)
+ * changes nothing; a host in any other state sends none; a reader then
+ * gets the owner's last write.
+ */
+static void test_coh_writeback(void **state)
+{
+	struct t_world *w = calloc(1, sizeof(*w));
+	struct coh_out out = { .n = 0 };
+	struct coh_msg stale = { .type = COH_WB, .from = 2, .has_data = 1 };
+	unsigned long msgs;
+
+	(void)state;
+	assert_non_null(w);
+	t_reset(w, 3);
+	t_do(w, 1, 1, 5);
+	assert_int_equal(coh_host_wb(&w->host[1][0], 0, &out), COH_OK);
+	assert_int_equal(out.n, 1);
+	t_send(w, 0, &out);
+	assert_true(t_deliver(w, 1, 0));
+	assert_int_equal(w->dir[0].data, 5);
+	assert_int_equal(w->dir[0].state, COH_DIR_MODIFIED);
+	assert_int_equal(w->host[1][0].state, COH_M);
+	msgs = w->delivered;
+	t_do(w, 1, 1, 6);
+	assert_int_equal(w->delivered, msgs);
+	stale.data = 99;
+	out.n = 0;
+	assert_int_equal(coh_home_on(&w->dir[0], 0, &stale, &out), COH_OK);
+	assert_int_equal(out.n, 0);
+	assert_int_equal(w->dir[0].data, 5);
+	/* nothing but in M */
+	out.n = 0;
+	assert_int_equal(coh_host_wb(&w->host[2][0], 0, &out), COH_OK);
+	assert_int_equal(out.n, 0);
+	assert_int_equal(t_do(w, 2, 0, 0), 6);
+	free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_coh_two_hosts),
 		cmocka_unit_test(test_coh_three_hosts),
 		cmocka_unit_test(test_coh_migratory),
+		cmocka_unit_test(test_coh_writeback),
 		cmocka_unit_test(test_coh_litmus_mp),
 		cmocka_unit_test(test_coh_litmus_sb),
 		cmocka_unit_test(test_coh_litmus_iriw),
