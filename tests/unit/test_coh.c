@@ -246,8 +246,8 @@ static void t_step(struct t_world *w)
 	t_check(w);
 }
 
-/* Delivers until every channel is empty; then nothing may wait. */
-static void t_drain(struct t_world *w)
+/* Delivers until every channel is empty. */
+static void t_deliver_all(struct t_world *w)
 {
 	int moved;
 
@@ -258,6 +258,12 @@ static void t_drain(struct t_world *w)
 				moved |= t_deliver(w, f, t);
 		t_check(w);
 	} while (moved);
+}
+
+/* Delivers until every channel is empty; then nothing may wait. */
+static void t_drain(struct t_world *w)
+{
+	t_deliver_all(w);
 	for (unsigned int p = 0; p < T_PAGES; p++) {
 		uint64_t v = w->dir[p].data;
 
@@ -337,19 +343,12 @@ static uint64_t t_do(struct t_world *w, unsigned int h, int write,
 	uint64_t v = value;
 	int ret = coh_host_access(&w->host[h][0], t_home(0, w->n_hosts), write,
 				  &v, &out);
-	int moved;
 
 	w->done[h] = 0;
 	if (ret == COH_OK)
 		t_done(w, h, 0, write, v);
 	t_send(w, 0, &out);
-	do {
-		moved = 0;
-		for (unsigned int f = 0; f < w->n_hosts; f++)
-			for (unsigned int t = 0; t < w->n_hosts; t++)
-				moved |= t_deliver(w, f, t);
-		t_check(w);
-	} while (moved);
+	t_deliver_all(w);
 	assert_true(ret == COH_OK || w->done[h]);
 	return ret == COH_OK ? v : w->got[h];
 }
