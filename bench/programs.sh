@@ -28,7 +28,8 @@
 #             data_bytes=N
 # data_bytes: the program's anonymous resident memory the load added,
 # all local; fetched: pages host A's agent fetched back during the run.
-# FP_MC_OPTS: more memcached options (e.g. "-o no_lru_maintainer,no_lru_crawler").
+# FP_MC_OPTS: more memcached options (e.g. "-o no_lru_maintainer,no_lru_crawler");
+# FP_A_OPTS: more options of agent A (e.g. "--readahead 0").
 # Skips (77) without root, redis-server / redis-benchmark / memcached,
 # jemalloc or /usr/bin/python3, in copy mode, or in a sanitizer build.
 set -uo pipefail
@@ -108,7 +109,7 @@ fp_coord_start H
 FP_POOL=$REGION_B fp_node_start H B
 # A's own bound: room for the largest per-program cache (farpage run
 # --cache-size bounds each program's mapping).
-fp_node_start H A --cache-size "$REGION_B"
+fp_node_start H A --cache-size "$REGION_B" ${FP_A_OPTS:-}
 fp_cli H B region create progs --size "$REGION_B" --nodes "$(fp_node_id B)" \
 	>"$FP_TMP/create.out" 2>&1 || { cat "$FP_TMP/create.out" >&2; fp_fail "create region progs"; }
 fp_log "cluster on loopback: coordinator, agent B (owns region progs, $((REGION_B >> 20)) MiB), agent A (the programs); data $((DATA_B >> 20)) MiB = $NKEYS values of $VAL bytes, hot set $HOT keys; $REQS requests a run, $RUNS run(s)"

@@ -39,6 +39,7 @@
 #define FLOOP_RING	  1024
 #define FLOOP_STREAMS	  4   /* sequential streams tracked per mapping */
 #define FLOOP_RA_FIRST	  4   /* first read-ahead window, pages */
+#define FLOOP_RA_AFTER	  3   /* ... after this many faults in order */
 #define FLOOP_RUNS	  32  /* multi-page read-ahead/prefetch reads */
 #define FLOOP_RUN_PAGES	  16  /* pages in one such read */
 #define FLOOP_PF_DEPTH	  256 /* background prefetch pages in flight per map */
@@ -119,6 +120,7 @@ struct fstream {
 	uint64_t last; /* last faulting page */
 	uint64_t end;  /* first page not yet read ahead */
 	uint32_t win;  /* current window, pages; 0 = not sequential yet */
+	uint32_t run;  /* faults in page order so far (FLOOP_RA_AFTER) */
 	uint64_t used; /* for LRU replacement */
 	int write;     /* its last fault was a write: it writes as it goes */
 	/* cache mode: a page read ahead that is left unmapped when it lands

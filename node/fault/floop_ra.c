@@ -70,9 +70,12 @@ uint32_t floop_ra_stream_update(struct floop *f, struct fmap *m, uint64_t addr,
 	if (!st) {
 		st = lru;
 		st->win = 0;
+		st->run = 1;
 		st->mark = 0;
 		st->end = addr + FLOOP_PAGE;
-	} else {
+	} else if (st->win || ++st->run >= FLOOP_RA_AFTER) {
+		/* Two faults in order are no stream yet: a value across a
+		 * page boundary in a heap read at random makes them. */
 		st->win = st->win ? st->win * 2 : FLOOP_RA_FIRST;
 		if (st->win > max)
 			st->win = (uint32_t)max;
