@@ -48,7 +48,7 @@ static void coh_hold_release(struct floop *f, struct fmap *m, uint64_t i);
 
 static enum coh_host_state coh_st(const struct fmap *m, uint64_t i)
 {
-	return (enum coh_host_state)(m->cst[i] & COH_ST_MASK);
+	return COH_ST(m, i);
 }
 
 /* A page whose bytes are in the memfd, counted as held in the cache. */
@@ -61,7 +61,6 @@ static void coh_st_set(struct floop *f, struct fmap *m, uint64_t i,
 		       enum coh_host_state st)
 {
 	enum coh_host_state was = coh_st(m, i);
-	uint64_t r;
 
 	m->cst[i] = (uint8_t)((m->cst[i] & ~COH_ST_MASK) | st);
 	if (st != COH_M)
@@ -79,9 +78,7 @@ static void coh_st_set(struct floop *f, struct fmap *m, uint64_t i,
 		return;
 	}
 	m->n_held++;
-	r = atomic_fetch_add(&f->ctr.cache_resident, 1) + 1;
-	if (r > atomic_load(&f->ctr.cache_resident_max))
-		atomic_store(&f->ctr.cache_resident_max, r);
+	floop_cache_resident_add(f, 1);
 }
 
 static uint64_t coh_pages(const struct fmap *m)
@@ -804,8 +801,6 @@ void floop_coh_flush(struct floop *f, struct fmap *m)
 
 int floop_coh_wb(struct floop *f, struct fmap *m, uint64_t i, int flush)
 {
-	struct coh_host h = { .state = COH_M };
-	struct coh_out out = { .n = 0 };
 	uint8_t *page;
 	int ret;
 
@@ -814,8 +809,8 @@ int floop_coh_wb(struct floop *f, struct fmap *m, uint64_t i, int flush)
 		return 0; /* (the push held took it) */
 	/* its writers stop first: its next write faults and clears CLEAN */
 	page = coh_take(m, i, !m->gone);
-	coh_host_wb(&h, 0, &out);
-	/* (coh_send() takes the page, sent or not) */
+	/* (coh_host_wb()'s message, its state unchanged; coh_send() takes
+	 * the page, sent or not) */
 	ret = page ? coh_send(f, m, i, WIRE_COH_WB, page, flush) : -ENOMEM;
 	if (ret) {
 		if (flush)

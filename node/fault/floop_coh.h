@@ -15,6 +15,8 @@ struct fmap;
 #define COH_F_WAIT  0x10 /* a fault waits on the page: asked again */
 #define COH_F_WRITE 0x20 /* ... to write it */
 #define COH_F_HELD  0x80 /* a push for it waits out its hold */
+/* page @i of @m's state (enum coh_host_state, coh.h) */
+#define COH_ST(m, i) ((enum coh_host_state)((m)->cst[i] & COH_ST_MASK))
 
 int floop_coh_map_init(struct floop *f, struct fmap *m);
 int floop_coh_map_other(struct floop *f, const char *name);

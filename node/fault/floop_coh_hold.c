@@ -65,7 +65,9 @@ void floop_coh_hold_note(struct floop *f, const struct fmap *m, uint64_t i)
 	c->next = (c->next + 1) % FLOOP_COH_RECENT;
 }
 
-int floop_coh_hold_recent(struct floop *f, const struct fmap *m, uint64_t i)
+/* When page @i of @m was granted to a fault, if within the hold: else 0. */
+static uint64_t coh_hold_granted(struct floop *f, const struct fmap *m,
+				 uint64_t i)
 {
 	struct coh_hold *c = f->coh_hold;
 	uint64_t now, hold = (uint64_t)f->cfg.coh_hold_us * 1000;
@@ -76,33 +78,34 @@ int floop_coh_hold_recent(struct floop *f, const struct fmap *m, uint64_t i)
 	for (unsigned int k = 0; k < FLOOP_COH_RECENT; k++)
 		if (c->recent[k].m == m && c->recent[k].i == i &&
 		    now - c->recent[k].ns < hold)
-			return 1;
+			return c->recent[k].ns;
 	return 0;
+}
+
+int floop_coh_hold_recent(struct floop *f, const struct fmap *m, uint64_t i)
+{
+	return coh_hold_granted(f, m, i) != 0;
 }
 
 int floop_coh_hold_add(struct floop *f, const struct fmap *m, uint64_t i,
 		       uint64_t node, uint64_t off, unsigned int type)
 {
 	struct coh_hold *c = f->coh_hold;
-	uint64_t now, hold = (uint64_t)f->cfg.coh_hold_us * 1000;
+	uint64_t ns;
 
-	if (!c || !hold || c->n_held == FLOOP_COH_HELD)
+	if (!c || c->n_held == FLOOP_COH_HELD)
 		return 0;
-	now = coh_hold_now();
-	for (unsigned int k = 0; k < FLOOP_COH_RECENT; k++) {
-		if (c->recent[k].m != m || c->recent[k].i != i ||
-		    now - c->recent[k].ns >= hold)
-			continue;
-		c->held[c->n_held].m = m;
-		c->held[c->n_held].i = i;
-		c->held[c->n_held].node = node;
-		c->held[c->n_held].off = off;
-		c->held[c->n_held].type = type;
-		c->held[c->n_held].due_ns = c->recent[k].ns + hold;
-		c->n_held++;
-		return 1;
-	}
-	return 0;
+	ns = coh_hold_granted(f, m, i);
+	if (!ns)
+		return 0;
+	c->held[c->n_held].m = m;
+	c->held[c->n_held].i = i;
+	c->held[c->n_held].node = node;
+	c->held[c->n_held].off = off;
+	c->held[c->n_held].type = type;
+	c->held[c->n_held].due_ns = ns + (uint64_t)f->cfg.coh_hold_us * 1000;
+	c->n_held++;
+	return 1;
 }
 
 /* Held push @k out of the hold, into the caller's. */
@@ -199,7 +202,7 @@ struct fmap *floop_coh_find(struct floop *f, uint64_t node, uint64_t off,
 	for (struct fmap *m = f->maps; m; m = m->next) {
 		if (!m->coh || !coh_page_of(m, node, off, &k))
 			continue;
-		if ((m->cst[k] & COH_ST_MASK) != COH_I) {
+		if (COH_ST(m, k) != COH_I) {
 			*i = k;
 			return m;
 		}

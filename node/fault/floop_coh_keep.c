@@ -38,7 +38,7 @@ static void coh_evict(struct floop *f, struct fmap *m, uint64_t want)
 				break;
 		}
 		looked++;
-		st = (enum coh_host_state)(m->cst[i] & COH_ST_MASK);
+		st = COH_ST(m, i);
 		if ((st == COH_S || st == COH_M) &&
 		    !(m->cst[i] & (COH_F_WAIT | COH_F_HELD)) &&
 		    !floop_coh_hold_recent(f, m, i)) {
@@ -78,7 +78,7 @@ void floop_coh_writeback(struct floop *f, struct fmap *m)
 		return;
 	for (uint64_t i = pgset_next(&m->coh_live, 0); i < n;
 	     i = pgset_next(&m->coh_live, i + 1))
-		if ((m->cst[i] & COH_ST_MASK) == COH_M &&
+		if (COH_ST(m, i) == COH_M &&
 		    !(m->cst[i] & (COH_F_CLEAN | COH_F_HELD)))
 			floop_coh_wb(f, m, i, 0);
 }
@@ -124,8 +124,8 @@ void floop_coh_lease_check(struct floop *f, uint64_t now)
 			for (uint64_t i = pgset_next(&m->coh_live, 0);
 			     i < m->span / FLOOP_PAGE;
 			     i = pgset_next(&m->coh_live, i + 1))
-				if ((m->cst[i] & COH_ST_MASK) == COH_M ||
-				    (m->cst[i] & COH_ST_MASK) == COH_S)
+				if (COH_ST(m, i) == COH_M ||
+				    COH_ST(m, i) == COH_S)
 					floop_coh_give_back(f, m, i);
 		}
 	}

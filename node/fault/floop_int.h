@@ -750,6 +750,8 @@ void floop_cache_want_write(struct fmap *m, uint64_t addr, uint32_t n);
 int floop_cache_resolve(struct floop *f, struct fetch *s);
 /* Pages the cache holds or lands, over all mappings (ctr.cache_resident). */
 uint64_t floop_cache_resident(const struct floop *f);
+/* @n pages more held (ctr.cache_resident, and its high-water mark). */
+void floop_cache_resident_add(struct floop *f, uint64_t n);
 /* Room in the cache for a fetch (else the fault waits). */
 int floop_cache_has_room(const struct floop *f);
 /* ... and in @m's own bound (fmap.cap). */

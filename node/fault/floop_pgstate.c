@@ -109,7 +109,7 @@ int floop_cache_map_has_room(const struct fmap *m)
 void floop_cache_charge(struct floop *f, struct fmap *m, uint64_t addr,
 			uint32_t npages)
 {
-	uint64_t i = cache_idx(m, addr), n = 0, r;
+	uint64_t i = cache_idx(m, addr), n = 0;
 
 	for (uint32_t k = 0; k < npages; k++) {
 		if (m->pst[i + k] & PS_CHARGED)
@@ -118,7 +118,13 @@ void floop_cache_charge(struct floop *f, struct fmap *m, uint64_t addr,
 		n++;
 	}
 	m->n_held += n;
-	r = atomic_fetch_add(&f->ctr.cache_resident, n) + n;
+	floop_cache_resident_add(f, n);
+}
+
+void floop_cache_resident_add(struct floop *f, uint64_t n)
+{
+	uint64_t r = atomic_fetch_add(&f->ctr.cache_resident, n) + n;
+
 	if (r > atomic_load(&f->ctr.cache_resident_max))
 		atomic_store(&f->ctr.cache_resident_max, r);
 }
