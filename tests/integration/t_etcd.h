@@ -6,6 +6,7 @@
 #define TESTS_T_ETCD_H
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <netinet/in.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -130,6 +132,49 @@ static inline int t_etcd_healthy(struct t_etcd *c, int i)
 	return r == CURLE_OK && strstr(body, "\"health\":\"true\"");
 }
 
+/* Whether process pid holds the socket listening on 127.0.0.1:port (the
+ * inode /proc/net/tcp gives it among pid's descriptors). */
+static inline int t_etcd_owns_port(pid_t pid, int port)
+{
+	char line[256], path[320], want[40], got[40];
+	unsigned long ino = 0, i;
+	unsigned int lport, st;
+	FILE *f = fopen("/proc/net/tcp", "r");
+	struct dirent *e;
+	DIR *d;
+	ssize_t n;
+
+	if (!f)
+		return 0;
+	while (!ino && fgets(line, sizeof(line), f))
+		if (sscanf(line,
+			   " %*d: 0100007F:%X %*X:%*X %X %*X:%*X %*X:%*X %*X "
+			   "%*u %*u %lu",
+			   &lport, &st, &i) == 3 &&
+		    (int)lport == port && st == 0x0A)
+			ino = i;
+	fclose(f);
+	if (!ino)
+		return 0;
+	snprintf(want, sizeof(want), "socket:[%lu]", ino);
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		snprintf(path, sizeof(path), "/proc/%d/fd/%s", (int)pid,
+			 e->d_name);
+		n = readlink(path, got, sizeof(got) - 1);
+		if (n > 0) {
+			got[n] = '\0';
+			if (!strcmp(got, want))
+				break;
+		}
+	}
+	closedir(d);
+	return e != NULL;
+}
+
 static inline int t_etcd_spawn(struct t_etcd *c, int i)
 {
 	char name[16], data[128], log[128], cl[64], pl[64];
@@ -192,16 +237,30 @@ static inline int t_etcd_spawn(struct t_etcd *c, int i)
 	return 0;
 }
 
-/* Waits (bounded) for every live member to be healthy. 0 or -1. */
+/* Waits (bounded) for every live member to be healthy. 0, -1, or -2 if a
+ * member exited. */
 static inline int t_etcd_wait(struct t_etcd *c, int timeout_s)
 {
 	struct timespec ts = { 0, 100 * 1000000 };
 	int i, ok, tries;
 
 	for (tries = 0; tries < timeout_s * 10; tries++) {
-		for (i = 0, ok = 1; i < c->n; i++)
-			if (c->pid[i] > 0 && !t_etcd_healthy(c, i))
+		for (i = 0, ok = 1; i < c->n; i++) {
+			if (c->pid[i] <= 0)
+				continue;
+			/* A member that exited (its port taken meanwhile)
+			 * must not pass for healthy through whatever else
+			 * answers on that port now. */
+			if (waitpid(c->pid[i], NULL, WNOHANG) == c->pid[i]) {
+				c->pid[i] = 0;
+				fprintf(stderr, "etcd: member %d exited\n", i);
+				return -2;
+			}
+			/* healthy, and it is this member that answers */
+			if (!t_etcd_healthy(c, i) ||
+			    !t_etcd_owns_port(c->pid[i], c->cport[i]))
 				ok = 0;
+		}
 		if (ok)
 			return 0;
 		nanosleep(&ts, NULL);
@@ -254,17 +313,54 @@ static inline void t_etcd_stop(struct t_etcd *c, int show_logs)
 	c->dir[0] = '\0';
 }
 
+/* Ports for the n members, all different; the cluster's URLs. 0 or -1. */
+static inline int t_etcd_ports(struct t_etcd *c)
+{
+	size_t off = 0;
+	int i, j;
+
+	for (i = 0; i < c->n; i++) {
+		do {
+			c->cport[i] = t_etcd_port();
+			c->pport[i] = t_etcd_port();
+			if (c->cport[i] < 0 || c->pport[i] < 0)
+				return -1;
+			for (j = 0; j < i; j++)
+				if (c->cport[j] == c->cport[i] ||
+				    c->pport[j] == c->pport[i] ||
+				    c->cport[j] == c->pport[i] ||
+				    c->pport[j] == c->cport[i])
+					c->cport[i] = 0;
+		} while (c->cport[i] == c->pport[i] || !c->cport[i]);
+		snprintf(c->url[i], sizeof(c->url[i]), "%s://127.0.0.1:%d",
+			 c->tls ? "https" : "http", c->cport[i]);
+		off += (size_t)snprintf(c->cluster + off,
+					sizeof(c->cluster) - off,
+					"%sm%d=http://127.0.0.1:%d",
+					i ? "," : "", i, c->pport[i]);
+	}
+	for (i = 0, off = 0; i < c->n; i++)
+		off += (size_t)snprintf(c->endpoints + off,
+					sizeof(c->endpoints) - off, "%s%s",
+					i ? "," : "", c->url[i]);
+	return 0;
+}
+
 /*
  * Starts n (1..3) members as one cluster, extra flags for each (NULL-ended
- * or NULL), serving https if tls (else http), waits for them. Exits 77 if etcd is not installed. Returns 0
- * or -1 (all stopped again).
+ * or NULL), serving https if tls (else http), waits for them. Exits 77 if
+ * etcd is not installed. Returns 0 or -1 (all stopped again).
+ *
+ * A port found free may be taken before the member binds it (another
+ * test picks ports at the same time): the member then exits, and the
+ * cluster starts again on new ports.
  */
 static inline int t_etcd_start_tls(struct t_etcd *c, int n,
 				   const char *const *extra,
 				   const struct t_etcd_tls *tls)
 {
-	size_t off = 0;
-	int i, j;
+	unsigned int seed;
+	int i, try, ret;
 
 	memset(c, 0, sizeof(*c));
 	c->tls = tls;
@@ -272,50 +368,37 @@ static inline int t_etcd_start_tls(struct t_etcd *c, int n,
 		printf("SKIP: etcd is not installed (Debian: etcd-server)\n");
 		exit(77);
 	}
-	srand((unsigned)getpid() ^ (unsigned)time(NULL));
+	/* not pid ^ time: two tests started together would pick alike */
+	if (getrandom(&seed, sizeof(seed), 0) != sizeof(seed))
+		seed = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
+	srand(seed);
 	c->n = n;
 	c->extra = extra;
-	/* On tmpfs where there is one: etcd syncs its log at every commit,
-	 * and a busy disk holds a sync for seconds, past a coordinator's
-	 * request timeout (its change then fails, its leadership lapses). */
-	snprintf(c->dir, sizeof(c->dir), "%s/t_etcd.XXXXXX",
-		 access("/dev/shm", W_OK) ? "/tmp" : "/dev/shm");
-	if (!mkdtemp(c->dir)) {
-		perror("mkdtemp");
-		c->dir[0] = '\0';
-		return -1;
+	for (try = 0; try < 5; try++) {
+		/* On tmpfs where there is one: etcd syncs its log at every
+		 * commit, and a busy disk holds a sync for seconds, past a
+		 * coordinator's request timeout (its change then fails, its
+		 * leadership lapses). */
+		snprintf(c->dir, sizeof(c->dir), "%s/t_etcd.XXXXXX",
+			 access("/dev/shm", W_OK) ? "/tmp" : "/dev/shm");
+		if (!mkdtemp(c->dir)) {
+			perror("mkdtemp");
+			c->dir[0] = '\0';
+			return -1;
+		}
+		if (t_etcd_ports(c))
+			break;
+		for (i = 0; i < n; i++)
+			if (t_etcd_spawn(c, i))
+				break;
+		ret = i < n ? -1 : t_etcd_wait(c, 60);
+		if (!ret)
+			return 0;
+		t_etcd_stop(c, 1);
+		if (ret != -2)
+			return -1;
+		fprintf(stderr, "etcd: starting again on other ports\n");
 	}
-	for (i = 0; i < n; i++) {
-		do {
-			c->cport[i] = t_etcd_port();
-			c->pport[i] = t_etcd_port();
-			for (j = 0; j < i; j++)
-				if (c->cport[j] == c->cport[i] ||
-				    c->pport[j] == c->pport[i] ||
-				    c->cport[j] == c->pport[i] ||
-				    c->pport[j] == c->cport[i])
-					c->cport[i] = -1;
-		} while (c->cport[i] == c->pport[i] || c->cport[i] < 0);
-		if (c->pport[i] < 0)
-			goto err;
-		snprintf(c->url[i], sizeof(c->url[i]), "%s://127.0.0.1:%d",
-			 tls ? "https" : "http", c->cport[i]);
-		off += (size_t)snprintf(c->cluster + off,
-					sizeof(c->cluster) - off,
-					"%sm%d=http://127.0.0.1:%d",
-					i ? "," : "", i, c->pport[i]);
-	}
-	for (i = 0, off = 0; i < n; i++)
-		off += (size_t)snprintf(c->endpoints + off,
-					sizeof(c->endpoints) - off, "%s%s",
-					i ? "," : "", c->url[i]);
-	for (i = 0; i < n; i++)
-		if (t_etcd_spawn(c, i))
-			goto err;
-	if (t_etcd_wait(c, 60))
-		goto err;
-	return 0;
-err:
 	t_etcd_stop(c, 1);
 	return -1;
 }
