@@ -37,14 +37,19 @@
  * COH:   a message of the coherence protocol of a coherent region's page
  *        (node/coherent/coh.h) from a host to the page's home (this
  *        owner): flags = its type (WIRE_COH_GETS ... WIRE_COH_RECALL_ACK,
- *        WIRE_COH_WB), off = the page's pool offset, len = WIRE_COH_PAGE
+ *        WIRE_COH_WB; a GETM's bits 8-15: the run, below), off = the
+ *        page's pool offset, len = WIRE_COH_PAGE
  *        for the types that carry the page (PUTM, RECALL_ACK, WB) and 0
  *        for the others; the page follows the header as a WRITE's data
  *        does. One reply each, when the home has taken it (a request the
  *        home keeps while it waits for other hosts is answered later,
  *        replies are matched by tag): status 0 or errno, aux = the
  *        reply's type (WIRE_COH_DATA_S or WIRE_COH_DATA_M with the page,
- *        len WIRE_COH_PAGE; PUT_ACK or ACK, len 0). A host is its
+ *        len WIRE_COH_PAGE; PUT_ACK or ACK, len 0). A GETM with a run of
+ *        n (1..WIRE_COH_RUN_MAX) asks for the n pages after the page too,
+ *        as far as the home holds them alone: its DATA_M carries the page
+ *        and the first k of them it granted (len (1 + k) pages, 0 <= k
+ *        <= n; the rest stay the home's). A host is its
  *        connection (the first COH on a connection makes it one): its
  *        copies go with it, and a newer connection of the same peer and
  *        client resets what the home had for the older one.
@@ -91,6 +96,11 @@ enum wire_coh {
 	WIRE_COH_WB = 14, /* host -> home: the page follows; it keeps it */
 };
 #define WIRE_COH_PAGE 4096u
+/* COH GETM: flags bits 8-15, the pages after it asked for too (a run) */
+#define WIRE_COH_RUN_SHIFT   8
+#define WIRE_COH_RUN_MAX     63u
+#define WIRE_COH_TYPE(flags) ((unsigned int)(flags)&0xffu)
+#define WIRE_COH_RUN(flags)  ((unsigned int)(flags) >> WIRE_COH_RUN_SHIFT)
 
 /* GRANT flags: the grants are given back (dropped from the session) */
 #define WIRE_F_GRANT_DROP 0x1u

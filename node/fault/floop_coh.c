@@ -46,49 +46,9 @@
 
 static void coh_hold_release(struct floop *f, struct fmap *m, uint64_t i);
 
-static enum coh_host_state coh_st(const struct fmap *m, uint64_t i)
-{
-	return COH_ST(m, i);
-}
-
-/* A page whose bytes are in the memfd, counted as held in the cache. */
-static int coh_st_held(enum coh_host_state st)
-{
-	return st == COH_S || st == COH_M || st == COH_SM_D || st == COH_MI_A;
-}
-
-static void coh_st_set(struct floop *f, struct fmap *m, uint64_t i,
-		       enum coh_host_state st)
-{
-	enum coh_host_state was = coh_st(m, i);
-
-	m->cst[i] = (uint8_t)((m->cst[i] & ~COH_ST_MASK) | st);
-	if (st != COH_M)
-		m->cst[i] &= ~COH_F_CLEAN;
-	if (st == COH_I && !(m->cst[i] & COH_F_WAIT))
-		pgset_del(&m->coh_live, i);
-	else
-		pgset_add(&m->coh_live, i);
-	m->coh_going += (st == COH_MI_A) - (was == COH_MI_A);
-	if (coh_st_held(st) == coh_st_held(was))
-		return;
-	if (!coh_st_held(st)) {
-		m->n_held--;
-		atomic_fetch_sub(&f->ctr.cache_resident, 1);
-		return;
-	}
-	m->n_held++;
-	floop_cache_resident_add(f, 1);
-}
-
 static uint64_t coh_pages(const struct fmap *m)
 {
 	return m->span / FLOOP_PAGE;
-}
-
-static uint64_t coh_addr(const struct fmap *m, uint64_t i)
-{
-	return m->base + i * FLOOP_PAGE;
 }
 
 /* Page @i's home and its pool offset there; -ESTALE if the home
@@ -154,8 +114,9 @@ static void coh_req_put(struct floop *f, uint32_t idx)
 static int coh_post(struct floop *f, uint32_t idx)
 {
 	struct cohreq *r = &f->cohr[idx];
-	int ret = floop_peer_coh(f, r->node, r->type, r->off, r->buf,
-				 (uint64_t)r->gen << 32 | FLOOP_COH_TAG | idx);
+	int ret = floop_peer_coh(
+		f, r->node, r->type | r->run << WIRE_COH_RUN_SHIFT, r->off,
+		r->buf, (uint64_t)r->gen << 32 | FLOOP_COH_TAG | idx);
 
 	if (!ret)
 		atomic_fetch_add(&f->ctr.coh_msgs, 1);
@@ -197,9 +158,10 @@ static void coh_queue_run(struct floop *f)
 }
 
 /*
- * Sends @type for page @i of @m to its home, with @buf (a page: what it
- * carries, or where its answer lands; taken, freed when done; NULL:
- * none, or a landing page made here). A message the transport has no
+ * Sends @type for page @i of @m to its home (a GETM's run in the bits
+ * WIRE_COH_RUN_SHIFT up), with @buf (a page: what it carries, or where
+ * its answer lands; taken, freed when done; NULL: none, or a landing
+ * room made here, the page and its run). A message the transport has no
  * room for waits in the backlog, and so does every later one. @m NULL:
  * an acknowledgement for the page at pool offset @off of home @node, of
  * no mapping here. Returns 0 or -errno (@buf freed).
@@ -208,12 +170,14 @@ static int coh_send_to(struct floop *f, struct fmap *m, uint64_t i,
 		       uint64_t node, uint64_t off, unsigned int type,
 		       uint8_t *buf, int flush)
 {
+	unsigned int run = WIRE_COH_RUN(type);
 	struct cohreq *r;
 	uint32_t idx;
 	int ret = 0;
 
+	type = WIRE_COH_TYPE(type);
 	if (!buf && (type == WIRE_COH_GETS || type == WIRE_COH_GETM) &&
-	    !(buf = malloc(FLOOP_PAGE)))
+	    !(buf = malloc((1 + run) * FLOOP_PAGE)))
 		ret = -ENOMEM;
 	if (ret || !(r = coh_req_get(f, &idx))) {
 		free(buf);
@@ -224,6 +188,7 @@ static int coh_send_to(struct floop *f, struct fmap *m, uint64_t i,
 	r->node = node;
 	r->off = off;
 	r->type = type;
+	r->run = run;
 	r->buf = buf;
 	r->flush = (uint8_t)flush;
 	ret = f->cohq_head == UINT32_MAX ? coh_post(f, idx) : -EAGAIN;
@@ -299,97 +264,46 @@ static int coh_out_send(struct floop *f, struct fmap *m, uint64_t i,
 	return ret;
 }
 
-/* ---- the memfd and the process's page tables ---- */
-
-/* Page @i leaves the memfd (and so the process's page tables). */
-static void coh_punch(struct fmap *m, uint64_t i)
-{
-	if (fallocate(m->cache_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-		      (off_t)(i * FLOOP_PAGE), FLOOP_PAGE))
-		log_errno(-errno, "map %s page %#" PRIx64 ": punch", m->name,
-			  i * FLOOP_PAGE);
-}
-
-/* Page @i's bytes from the memfd, in a new page (NULL: none). Its
- * writers are stopped first (@protect). */
-static uint8_t *coh_take(struct fmap *m, uint64_t i, int protect)
-{
-	uint8_t *p = malloc(FLOOP_PAGE);
-
-	if (protect)
-		uffd_wp(m->uffd, coh_addr(m, i), FLOOP_PAGE, 1, 0);
-	if (p && pread(m->cache_fd, p, FLOOP_PAGE, (off_t)(i * FLOOP_PAGE)) !=
-			 (ssize_t)FLOOP_PAGE) {
-		log_err("map %s page %#" PRIx64 ": cannot read it from the "
-			"cache",
-			m->name, i * FLOOP_PAGE);
-		free(p);
-		p = NULL;
-	}
-	return p;
-}
-
-/* Maps page @i (in the memfd) into the process: write-protected (a
- * copy to read) or not, and wakes whoever waits on it. -EFAULT: the page
- * is not in the memfd (the process punched it itself). */
-static int coh_map_page(struct fmap *m, uint64_t i, int wp)
-{
-	uint64_t addr = coh_addr(m, i), mapped = 0;
-	int ret = uffd_continue(m->uffd, addr, FLOOP_PAGE, wp, 1, &mapped);
-
-	if (ret == -EEXIST) {
-		/* mapped already (a copy to read being upgraded) */
-		if (!wp)
-			uffd_wp(m->uffd, addr, FLOOP_PAGE, 0, 1);
-		else
-			uffd_wake(m->uffd, addr, FLOOP_PAGE);
-		return 0;
-	}
-	if (ret == -EFAULT)
-		return ret;
-	if (ret && ret != -ENOENT && ret != -ESRCH) {
-		if (ret != -EAGAIN)
-			log_errno(ret, "map %s page %#" PRIx64 ": CONTINUE",
-				  m->name, i * FLOOP_PAGE);
-		uffd_wake(m->uffd, addr, FLOOP_PAGE);
-	}
-	return 0;
-}
-
 /* ---- faults ---- */
 
 /*
- * A host whose misses come in page order (the third in a row, or the
- * first past pages asked for ahead) walks its pages: the next
- * FLOOP_COH_AHEAD pages of the chunk that it holds nothing of are asked
- * for too, at once, the same way (their grants land without a fault
- * waiting, and a fault on one on its way waits for it), so that taking
- * pages costs about one round trip a batch rather than one a page.
- * Misses on a few pages in turn (a lock beside its data) ask for none.
+ * Whether a miss on page @i walks the pages in order (the third miss in
+ * a row, or the first past pages asked for ahead): then the next pages of
+ * the chunk that it holds nothing of, up to FLOOP_COH_AHEAD, are asked
+ * for with it, so that taking pages costs about one round trip a batch
+ * rather than one a page (misses on a few pages in turn, a lock beside
+ * its data, ask for none). Returns how many pages after @i may be asked.
  */
-static void coh_ahead(struct floop *f, struct fmap *m, uint64_t i, int write)
+static uint64_t coh_walk(struct fmap *m, uint64_t i)
 {
 	uint64_t per_chunk = m->chunk_size / FLOOP_PAGE, end;
 
 	m->coh_seq_run = i == m->coh_seq_next ? m->coh_seq_run + 1 : 1;
 	m->coh_seq_next = i + 1;
 	if (m->coh_seq_run < 3)
-		return;
+		return 0;
 	end = (i / per_chunk + 1) * per_chunk;
 	if (end > i + 1 + FLOOP_COH_AHEAD)
 		end = i + 1 + FLOOP_COH_AHEAD;
-	for (uint64_t k = i + 1; k < end; k++) {
-		struct coh_host h = { .state = COH_I };
-		struct coh_out out = { .n = 0 };
-		uint64_t v = 0;
+	return end - i - 1;
+}
 
-		if (coh_st(m, k) != COH_I || (m->cst[k] & COH_F_WAIT))
-			break;
-		if (coh_host_access(&h, 0, write, &v, &out) != COH_MISS)
-			break;
-		coh_st_set(f, m, k, h.state);
-		if (coh_out_send(f, m, k, &out, NULL)) {
-			coh_st_set(f, m, k, COH_I);
+/* Whether page @k may be asked for ahead: it holds nothing of it, and no
+ * fault waits on it. */
+static int coh_may_ask(const struct fmap *m, uint64_t k)
+{
+	return COH_ST(m, k) == COH_I && !(m->cst[k] & COH_F_WAIT);
+}
+
+/* A read miss walking its pages: the next @n are asked for with a GETS
+ * each (their grants land without a fault waiting, and a fault on one on
+ * its way waits for it). */
+static void coh_ahead(struct floop *f, struct fmap *m, uint64_t i, uint64_t n)
+{
+	for (uint64_t k = i + 1; k <= i + n && coh_may_ask(m, k); k++) {
+		floop_coh_st_set(f, m, k, COH_IS_D);
+		if (coh_send(f, m, k, WIRE_COH_GETS, NULL, 0)) {
+			floop_coh_st_set(f, m, k, COH_I);
 			break;
 		}
 		atomic_fetch_add(&f->ctr.coh_ahead, 1);
@@ -398,19 +312,55 @@ static void coh_ahead(struct floop *f, struct fmap *m, uint64_t i, int write)
 	}
 }
 
+/* A write miss walking its pages: the next (up to @n) are the GETM's run
+ * (one message; the home grants those it holds alone), waiting for it as
+ * for a GETM of their own (IM_D). Returns the run's length. */
+static unsigned int coh_run_take(struct floop *f, struct fmap *m, uint64_t i,
+				 uint64_t n)
+{
+	unsigned int run = 0;
+
+	if (n > WIRE_COH_RUN_MAX)
+		n = WIRE_COH_RUN_MAX;
+	while (run < n && coh_may_ask(m, i + 1 + run))
+		floop_coh_st_set(f, m, i + 1 + run++, COH_IM_D);
+	m->coh_seq_next = i + 1 + run;
+	atomic_fetch_add(&f->ctr.coh_ahead, run);
+	return run;
+}
+
+/* Page @k of a run the home did not grant (or whose GETM failed): its
+ * home's still, as before it was asked. A fault waiting on it asks for
+ * it itself (@ask; else on the tick). */
+static int coh_access(struct floop *f, struct fmap *m, uint64_t i, int write);
+
+static void coh_run_back(struct floop *f, struct fmap *m, uint64_t k, int ask)
+{
+	if (COH_ST(m, k) != COH_IM_D)
+		return;
+	floop_coh_st_set(f, m, k, COH_I);
+	if (!(m->cst[k] & COH_F_WAIT))
+		return;
+	if (ask)
+		coh_access(f, m, k, !!(m->cst[k] & COH_F_WRITE));
+	else
+		m->coh_retry = 1;
+}
+
 /* Host access to page @i (a fault, or one asked again): 0, or -errno
  * (poisoned). */
 static int coh_access(struct floop *f, struct fmap *m, uint64_t i, int write)
 {
-	struct coh_host h = { .state = coh_st(m, i) };
+	struct coh_host h = { .state = COH_ST(m, i) };
 	struct coh_out out = { .n = 0 };
-	uint64_t v = 0;
+	uint64_t v = 0, walk;
+	unsigned int run = 0;
 	int ret;
 
 	/* a push it holds goes first: this fault is past the access the
 	 * hold was for */
 	coh_hold_release(f, m, i);
-	h.state = coh_st(m, i);
+	h.state = COH_ST(m, i);
 	if (f->coh_lapsed) {
 		/* the lease may be ending: asked for once it moves on */
 		m->cst[i] |= COH_F_WAIT | (write ? COH_F_WRITE : 0);
@@ -423,18 +373,18 @@ static int coh_access(struct floop *f, struct fmap *m, uint64_t i, int write)
 		 * grant crossed, or a write to a page written back since):
 		 * map it */
 		m->cst[i] &= ~COH_F_CLEAN;
-		if (!coh_map_page(m, i, h.state != COH_M))
+		if (!floop_coh_map_page(m, i, h.state != COH_M))
 			return 0;
 		/* the process punched it itself: a copy to read is asked
 		 * for again; a modified one's bytes are gone */
 		if (h.state == COH_M) {
-			floop_poison(f, m, coh_addr(m, i),
+			floop_poison(f, m, COH_ADDR(m, i),
 				     "the process dropped a page it held "
 				     "modified");
 			return -EFAULT;
 		}
 		h.state = COH_I;
-		coh_st_set(f, m, i, COH_I);
+		floop_coh_st_set(f, m, i, COH_I);
 		out.n = 0;
 		ret = coh_host_access(&h, 0, write, &v, &out);
 	}
@@ -443,25 +393,37 @@ static int coh_access(struct floop *f, struct fmap *m, uint64_t i, int write)
 		pgset_add(&m->coh_live, i);
 		return 0; /* its own request answers it */
 	}
-	coh_st_set(f, m, i, h.state);
-	ret = coh_out_send(f, m, i, &out, NULL);
+	walk = coh_walk(m, i);
+	if (walk && out.n == 1 && out.m[0].type == COH_GETM)
+		run = coh_run_take(f, m, i, walk);
+	floop_coh_st_set(f, m, i, h.state);
+	if (run)
+		ret = coh_send(f, m, i,
+			       WIRE_COH_GETM | run << WIRE_COH_RUN_SHIFT, NULL,
+			       0);
+	else
+		ret = coh_out_send(f, m, i, &out, NULL);
+	for (uint64_t k = i + 1; ret && k <= i + run; k++)
+		coh_run_back(f, m, k, 0);
 	if (ret == -ESTALE) {
 		/* its home restarted since the region was placed */
 		m->cst[i] &= ~(COH_F_WAIT | COH_F_WRITE);
-		coh_punch(m, i);
-		coh_st_set(f, m, i, COH_I);
-		floop_poison(f, m, coh_addr(m, i),
+		floop_coh_punch(m, i);
+		floop_coh_st_set(f, m, i, COH_I);
+		floop_poison(f, m, COH_ADDR(m, i),
 			     "its home restarted: its pool, and the page, are "
 			     "lost");
 		return -EFAULT;
 	}
 	if (ret) {
 		/* asked again on the tick (its peer may be connecting) */
-		coh_st_set(f, m, i, coh_st(m, i) == COH_SM_D ? COH_S : COH_I);
+		floop_coh_st_set(f, m, i,
+				 COH_ST(m, i) == COH_SM_D ? COH_S : COH_I);
 		m->coh_retry = 1;
 		return 0;
 	}
-	coh_ahead(f, m, i, write);
+	if (walk && !write)
+		coh_ahead(f, m, i, walk);
 	return 0;
 }
 
@@ -476,29 +438,86 @@ void floop_coh_fault(struct floop *f, struct fmap *m, uint64_t addr,
 		m->coh_t0[i] = (uint32_t)(t0_ms - m->coh_epoch_ms);
 	log_dbg("map %s page %#" PRIx64 ": %s fault in %s", m->name,
 		i * FLOOP_PAGE, write ? "write" : "read",
-		coh_host_state_name(coh_st(m, i)));
+		coh_host_state_name(COH_ST(m, i)));
 	coh_access(f, m, i, write);
 }
 
 /* ---- answers and pushes ---- */
 
-/* The answer to the request of @r (the page's bytes in r->buf; a GETS
- * granted modified if @got_m). */
+/*
+ * Page @i granted (model state @st): its bytes @bytes (NULL: in the memfd
+ * already) go to the memfd, and it is mapped, waking its faults. Unless
+ * the lease may be ending or the mapping ended: then straight back.
+ */
+static void coh_granted(struct floop *f, struct fmap *m, uint64_t i,
+			enum coh_host_state st, const uint8_t *bytes)
+{
+	int waited;
+
+	atomic_fetch_add(&f->ctr.coh_grants, 1);
+	if (bytes && pwrite(m->cache_fd, bytes, FLOOP_PAGE,
+			    (off_t)(i * FLOOP_PAGE)) != (ssize_t)FLOOP_PAGE) {
+		log_err("map %s page %#" PRIx64 ": cannot write it to the "
+			"cache",
+			m->name, i * FLOOP_PAGE);
+		floop_poison(f, m, COH_ADDR(m, i), "the cache cannot hold it");
+		return;
+	}
+	if (f->coh_lapsed && !m->dead) {
+		/* the lease may be ending: straight back; its fault waits
+		 * and asks again once the lease moves on */
+		floop_coh_st_set(f, m, i, st);
+		floop_coh_give_back(f, m, i);
+		m->coh_retry = 1;
+		return;
+	}
+	waited = m->cst[i] & COH_F_WAIT;
+	m->cst[i] &= ~(COH_F_WAIT | COH_F_WRITE);
+	floop_coh_st_set(f, m, i, st);
+	if (m->dead) {
+		/* the mapping ended meanwhile: given straight back */
+		floop_coh_give_back(f, m, i);
+		return;
+	}
+	floop_coh_map_page(m, i, st != COH_M);
+	if (waited)
+		floop_coh_hold_note(f, m, i);
+}
+
+/* The pages of @r's run that came (@pages - 1 after its page, granted
+ * modified, their bytes after the page's in r->buf); the rest are the
+ * home's still. */
+static void coh_run_answered(struct floop *f, struct fmap *m,
+			     const struct cohreq *r, unsigned int pages)
+{
+	for (unsigned int j = 1; j <= r->run; j++) {
+		uint64_t k = r->idx + j;
+
+		if (j >= pages || COH_ST(m, k) != COH_IM_D) {
+			coh_run_back(f, m, k, 1);
+			continue;
+		}
+		coh_granted(f, m, k, COH_M, r->buf + j * FLOOP_PAGE);
+	}
+}
+
+/* The answer to the request of @r (the page's bytes in r->buf): a GETS
+ * granted shared (@pages 0), or a GETS or GETM granted modified (@pages:
+ * the page and the part of its run that came). */
 static void coh_answered(struct floop *f, struct fmap *m, struct cohreq *r,
-			 int got_m)
+			 int pages)
 {
 	uint64_t i = r->idx;
-	struct coh_host h = { .state = coh_st(m, i) };
+	struct coh_host h = { .state = COH_ST(m, i) };
 	struct coh_msg in = { .type = COH_PUT_ACK };
 	struct coh_out out = { .n = 0 };
 	enum coh_host_state was = h.state;
-	int granted, waited;
+	int granted;
 
 	log_dbg("map %s page %#" PRIx64 ": answer to %u in %s", m->name,
 		i * FLOOP_PAGE, r->type, coh_host_state_name(was));
 	if (r->type == WIRE_COH_GETS || r->type == WIRE_COH_GETM) {
-		in.type = r->type == WIRE_COH_GETS && !got_m ? COH_DATA_S
-							     : COH_DATA_M;
+		in.type = pages ? COH_DATA_M : COH_DATA_S;
 		in.has_data = 1;
 	} else if (r->type != WIRE_COH_PUTM) {
 		return; /* an acknowledgement's answer */
@@ -507,47 +526,23 @@ static void coh_answered(struct floop *f, struct fmap *m, struct cohreq *r,
 		log_err("map %s page %#" PRIx64 ": %s in state %s", m->name,
 			i * FLOOP_PAGE, coh_msg_name(in.type),
 			coh_host_state_name(was));
+		for (unsigned int j = 1; j <= r->run; j++)
+			coh_run_back(f, m, i + j, 1);
 		return;
 	}
 	if (in.type == COH_PUT_ACK) {
 		/* given back: out of the memfd; writers that waited fault
 		 * again and ask for it */
-		coh_punch(m, i);
-		uffd_wake(m->uffd, coh_addr(m, i), FLOOP_PAGE);
-		coh_st_set(f, m, i, h.state);
+		floop_coh_punch(m, i);
+		uffd_wake(m->uffd, COH_ADDR(m, i), FLOOP_PAGE);
+		floop_coh_st_set(f, m, i, h.state);
 		return;
 	}
-	atomic_fetch_add(&f->ctr.coh_grants, 1);
 	/* a copy to read (or from I) lands in the memfd; an upgrade keeps
 	 * the bytes it has (the same: no one wrote while it was shared) */
-	if (was != COH_SM_D &&
-	    pwrite(m->cache_fd, r->buf, FLOOP_PAGE, (off_t)(i * FLOOP_PAGE)) !=
-		    (ssize_t)FLOOP_PAGE) {
-		log_err("map %s page %#" PRIx64 ": cannot write it to the "
-			"cache",
-			m->name, i * FLOOP_PAGE);
-		floop_poison(f, m, coh_addr(m, i), "the cache cannot hold it");
-		return;
-	}
-	if (f->coh_lapsed && !m->dead) {
-		/* the lease may be ending: straight back; its fault waits
-		 * and asks again once the lease moves on */
-		coh_st_set(f, m, i, h.state);
-		floop_coh_give_back(f, m, i);
-		m->coh_retry = 1;
-		return;
-	}
-	waited = m->cst[i] & COH_F_WAIT;
-	m->cst[i] &= ~(COH_F_WAIT | COH_F_WRITE);
-	coh_st_set(f, m, i, h.state);
-	if (m->dead) {
-		/* the mapping ended meanwhile: given straight back */
-		floop_coh_give_back(f, m, i);
-		return;
-	}
-	coh_map_page(m, i, h.state != COH_M);
-	if (waited)
-		floop_coh_hold_note(f, m, i);
+	coh_granted(f, m, i, h.state, was != COH_SM_D ? r->buf : NULL);
+	if (r->run)
+		coh_run_answered(f, m, r, (unsigned int)pages);
 }
 
 /* Page @i's PUTM did not get home: what the home has is what the page
@@ -556,10 +551,10 @@ static void coh_answered(struct floop *f, struct fmap *m, struct cohreq *r,
 static void coh_put_lost(struct floop *f, struct fmap *m, uint64_t i)
 {
 	m->wb_gone++;
-	coh_punch(m, i);
-	coh_st_set(f, m, i, COH_I);
+	floop_coh_punch(m, i);
+	floop_coh_st_set(f, m, i, COH_I);
 	if (!m->gone)
-		floop_poison(f, m, coh_addr(m, i),
+		floop_poison(f, m, COH_ADDR(m, i),
 			     "what this host wrote could not be given back to "
 			     "its home");
 }
@@ -575,12 +570,15 @@ static void coh_fail(struct floop *f, struct fmap *m, uint32_t idx, int status)
 	case WIRE_COH_GETS:
 	case WIRE_COH_GETM:
 		/* back to what it had; the fault waits and is asked again */
-		coh_st_set(f, m, i, coh_st(m, i) == COH_SM_D ? COH_S : COH_I);
+		floop_coh_st_set(f, m, i,
+				 COH_ST(m, i) == COH_SM_D ? COH_S : COH_I);
 		m->coh_retry = 1;
+		for (unsigned int j = 1; j <= r->run; j++)
+			coh_run_back(f, m, i + j, 0);
 		if (status == -EACCES || status == -ERANGE ||
 		    status == -EINVAL) {
 			m->cst[i] &= ~(COH_F_WAIT | COH_F_WRITE);
-			floop_poison(f, m, coh_addr(m, i),
+			floop_poison(f, m, COH_ADDR(m, i),
 				     "its home refused it");
 		}
 		break;
@@ -635,7 +633,7 @@ void floop_coh_done(struct floop *f, uint32_t idx, uint32_t gen, int status)
 	r = &f->cohr[idx];
 	if (r->map) {
 		if (status >= 0)
-			coh_answered(f, r->map, r, status == XPORT_COH_GOT_M);
+			coh_answered(f, r->map, r, status);
 		else
 			coh_fail(f, r->map, idx, status);
 	}
@@ -684,12 +682,12 @@ static void coh_push_take(struct floop *f, uint64_t node, unsigned int type,
 		return;
 	}
 	m->cst[i] &= ~COH_F_HELD;
-	h.state = was = coh_st(m, i);
+	h.state = was = COH_ST(m, i);
 	log_dbg("map %s page %#" PRIx64 ": %s in %s", m->name, i * FLOOP_PAGE,
 		coh_msg_name(in.type), coh_host_state_name(was));
 	if (in.type != COH_INV && (was == COH_M || was == COH_MI_A)) {
 		/* what it gives back: its writers stopped first */
-		page = coh_take(m, i, was == COH_M);
+		page = floop_coh_take(m, i, was == COH_M);
 		if (!page)
 			return; /* cannot be answered: the home waits */
 		memcpy(&h.data, page, sizeof(h.data));
@@ -704,17 +702,17 @@ static void coh_push_take(struct floop *f, uint64_t node, unsigned int type,
 	if (in.type == COH_INV) {
 		atomic_fetch_add(&f->ctr.coh_invs, 1);
 		if (was == COH_S || was == COH_SM_D)
-			coh_punch(m, i);
+			floop_coh_punch(m, i);
 	} else {
 		atomic_fetch_add(&f->ctr.coh_recalls, 1);
 		if (in.type == COH_RECALL_M && was == COH_M) {
-			coh_punch(m, i);
+			floop_coh_punch(m, i);
 			/* its writers wait in a WP fault: they fault again
 			 * and ask for it */
-			uffd_wake(m->uffd, coh_addr(m, i), FLOOP_PAGE);
+			uffd_wake(m->uffd, COH_ADDR(m, i), FLOOP_PAGE);
 		}
 	}
-	coh_st_set(f, m, i, h.state);
+	floop_coh_st_set(f, m, i, h.state);
 	coh_out_send(f, m, i, &out, page);
 }
 
@@ -727,7 +725,7 @@ void floop_coh_push(void *arg, uint64_t node, unsigned int type, uint64_t off)
 	/* a copy granted to a fault a moment ago is held a while, so that
 	 * its access gets done (floop_coh_hold.c) */
 	if (m && !(m->cst[i] & COH_F_HELD) &&
-	    (coh_st(m, i) == COH_S || coh_st(m, i) == COH_M) &&
+	    (COH_ST(m, i) == COH_S || COH_ST(m, i) == COH_M) &&
 	    floop_coh_hold_add(f, m, i, node, off, type)) {
 		m->cst[i] |= COH_F_HELD;
 		return;
@@ -773,9 +771,9 @@ void floop_coh_give_back(struct floop *f, struct fmap *m, uint64_t i)
 	/* a push it holds goes first (its answer may take the page) */
 	coh_hold_release(f, m, i);
 	coh_host_init(&h, 0);
-	h.state = coh_st(m, i);
+	h.state = COH_ST(m, i);
 	if (h.state == COH_M) {
-		page = coh_take(m, i, !m->gone);
+		page = floop_coh_take(m, i, !m->gone);
 		if (!page)
 			return;
 		memcpy(&h.data, page, sizeof(h.data));
@@ -784,9 +782,9 @@ void floop_coh_give_back(struct floop *f, struct fmap *m, uint64_t i)
 		free(page);
 		return;
 	}
-	if (h.state == COH_I && coh_st(m, i) == COH_S)
-		coh_punch(m, i);
-	coh_st_set(f, m, i, h.state);
+	if (h.state == COH_I && COH_ST(m, i) == COH_S)
+		floop_coh_punch(m, i);
+	floop_coh_st_set(f, m, i, h.state);
 	if (coh_out_send(f, m, i, &out, page) && h.state == COH_MI_A)
 		coh_put_lost(f, m, i);
 }
@@ -795,7 +793,7 @@ void floop_coh_flush(struct floop *f, struct fmap *m)
 {
 	for (uint64_t i = pgset_next(&m->coh_live, 0); i < coh_pages(m);
 	     i = pgset_next(&m->coh_live, i + 1))
-		if (coh_st(m, i) == COH_M)
+		if (COH_ST(m, i) == COH_M)
 			floop_coh_wb(f, m, i, 1);
 }
 
@@ -805,10 +803,10 @@ int floop_coh_wb(struct floop *f, struct fmap *m, uint64_t i, int flush)
 	int ret;
 
 	coh_hold_release(f, m, i);
-	if (coh_st(m, i) != COH_M)
+	if (COH_ST(m, i) != COH_M)
 		return 0; /* (the push held took it) */
 	/* its writers stop first: its next write faults and clears CLEAN */
-	page = coh_take(m, i, !m->gone);
+	page = floop_coh_take(m, i, !m->gone);
 	/* (coh_host_wb()'s message, its state unchanged; coh_send() takes
 	 * the page, sent or not) */
 	ret = page ? coh_send(f, m, i, WIRE_COH_WB, page, flush) : -ENOMEM;
@@ -866,7 +864,7 @@ void floop_coh_peer_lost(struct floop *f, uint64_t node)
 			continue;
 		for (uint64_t i = pgset_next(&m->coh_live, 0); i < coh_pages(m);
 		     i = pgset_next(&m->coh_live, i + 1)) {
-			enum coh_host_state st = coh_st(m, i);
+			enum coh_host_state st = COH_ST(m, i);
 			uint64_t home, off;
 
 			if (coh_home(f, m, i, &home, &off) || home != node)
@@ -875,19 +873,19 @@ void floop_coh_peer_lost(struct floop *f, uint64_t node)
 			if (st == COH_M || st == COH_MI_A) {
 				/* what it wrote and had not given back */
 				m->wb_gone++;
-				coh_punch(m, i);
+				floop_coh_punch(m, i);
 				if (!m->gone)
-					floop_poison(f, m, coh_addr(m, i),
+					floop_poison(f, m, COH_ADDR(m, i),
 						     "its home's connection "
 						     "ended while this host "
 						     "held it modified: what "
 						     "it wrote is lost");
 			} else if (st == COH_S || st == COH_SM_D) {
-				coh_punch(m, i);
+				floop_coh_punch(m, i);
 			}
 			if (st != COH_I) {
 				m->coh_retry = 1;
-				coh_st_set(f, m, i, COH_I);
+				floop_coh_st_set(f, m, i, COH_I);
 			}
 		}
 	}
@@ -908,15 +906,15 @@ void floop_coh_tick(struct floop *f, uint64_t now)
 		m->coh_scan_ms = now;
 		for (uint64_t i = pgset_next(&m->coh_live, 0); i < coh_pages(m);
 		     i = pgset_next(&m->coh_live, i + 1)) {
-			enum coh_host_state st = coh_st(m, i);
+			enum coh_host_state st = COH_ST(m, i);
 
 			if (!(m->cst[i] & COH_F_WAIT))
 				continue;
 			if (now - m->coh_epoch_ms - m->coh_t0[i] >=
 			    f->cfg.fault_timeout_ms) {
 				m->cst[i] &= ~(COH_F_WAIT | COH_F_WRITE);
-				coh_st_set(f, m, i, st);
-				floop_poison(f, m, coh_addr(m, i),
+				floop_coh_st_set(f, m, i, st);
+				floop_poison(f, m, COH_ADDR(m, i),
 					     "its home did not answer within "
 					     "the fault timeout");
 				continue;

@@ -15,8 +15,9 @@ struct fmap;
 #define COH_F_WAIT  0x10 /* a fault waits on the page: asked again */
 #define COH_F_WRITE 0x20 /* ... to write it */
 #define COH_F_HELD  0x80 /* a push for it waits out its hold */
-/* page @i of @m's state (enum coh_host_state, coh.h) */
-#define COH_ST(m, i) ((enum coh_host_state)((m)->cst[i] & COH_ST_MASK))
+/* page @i of @m's state (enum coh_host_state, coh.h), and its address */
+#define COH_ST(m, i)   ((enum coh_host_state)((m)->cst[i] & COH_ST_MASK))
+#define COH_ADDR(m, i) ((m)->base + (uint64_t)(i)*FLOOP_PAGE)
 
 int floop_coh_map_init(struct floop *f, struct fmap *m);
 int floop_coh_map_other(struct floop *f, const char *name);
@@ -59,6 +60,23 @@ void floop_coh_writeback(struct floop *f, struct fmap *m);
  * homes' connections close; once the lease moves on, waiting faults ask
  * again on new connections. */
 void floop_coh_lease_check(struct floop *f, uint64_t now);
+
+/* ---- floop_coh_page.c: a page's state, its bytes, its mapping ---- */
+
+enum coh_host_state;
+/* Page @i of @m's state is @st now (what it holds counted in the
+ * cache). */
+void floop_coh_st_set(struct floop *f, struct fmap *m, uint64_t i,
+		      enum coh_host_state st);
+/* Page @i leaves the memfd (and so the process's page tables). */
+void floop_coh_punch(struct fmap *m, uint64_t i);
+/* Page @i's bytes from the memfd, in a new page (NULL: none). Its
+ * writers are stopped first (@protect). */
+uint8_t *floop_coh_take(struct fmap *m, uint64_t i, int protect);
+/* Maps page @i (in the memfd) into the process: write-protected (a copy
+ * to read) or not, and wakes whoever waits on it. -EFAULT: the page is
+ * not in the memfd (the process punched it itself). */
+int floop_coh_map_page(struct fmap *m, uint64_t i, int wp);
 
 /* ---- floop_coh_hold.c: the page of a push; a grant's hold time ---- */
 

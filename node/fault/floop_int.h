@@ -5,7 +5,7 @@
  * threads), floop_map.c (mappings, uffd events, faults), floop_ra.c
  * (read-ahead and prefetch), floop_cache.c (cache mode's policy),
  * floop_coh_keep.c (what a coherent map keeps), floop_coh.c
- * (coherent mappings; floop_coh.h, floop_coh_hold.c),
+ * (coherent mappings; floop_coh.h, floop_coh_hold.c, floop_coh_page.c),
  * floop_anon.c (its anonymous maps), floop_evict.c (eviction),
  * floop_wb.c (its write-back), floop_wfail.c (the owners a replicated
  * write-back fails to reach, floop_wfail.h), floop_pgstate.c (its page
@@ -253,6 +253,7 @@ struct cohreq {
 	uint64_t node;	   /* its home */
 	uint64_t off;	   /* the page's offset in its home's pool */
 	unsigned int type; /* WIRE_COH_* */
+	unsigned int run;  /* a GETM's: the pages after it asked too */
 	uint8_t *buf;	   /* the page it carries, or its answer's */
 	uint8_t flush;	   /* a flush's WB: counted in its map's n_flush */
 };

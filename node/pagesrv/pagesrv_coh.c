@@ -246,12 +246,12 @@ static int pcoh_fail(struct pagesrv *s, struct pagesrv_conn *self,
  * for ends that connection (the host reads what we send, or it is gone).
  * Returns 0, or -errno if it was @self's own (its caller ends it).
  */
-static int pcoh_send(struct pagesrv *s, struct pagesrv_conn *self,
-		     uint32_t part, uint8_t op, uint16_t status, uint64_t tag,
-		     uint64_t aux, uint64_t page_off)
+static int pcoh_send_n(struct pagesrv *s, struct pagesrv_conn *self,
+		       uint32_t part, uint8_t op, uint16_t status, uint64_t tag,
+		       uint64_t aux, uint64_t page_off, uint32_t pages)
 {
 	struct pagesrv_conn *c = s->coh->part[part].c;
-	uint32_t len = page_off != UINT64_MAX ? WIRE_COH_PAGE : 0;
+	uint32_t len = page_off != UINT64_MAX ? pages * WIRE_COH_PAGE : 0;
 	uint8_t *own = NULL;
 	int ret;
 
@@ -280,6 +280,14 @@ static int pcoh_send(struct pagesrv *s, struct pagesrv_conn *self,
 	if (c != self)
 		s->coh->up.kick(c);
 	return 0;
+}
+
+/* The same, with the page at @page_off (UINT64_MAX: none). */
+static int pcoh_send(struct pagesrv *s, struct pagesrv_conn *self,
+		     uint32_t part, uint8_t op, uint16_t status, uint64_t tag,
+		     uint64_t aux, uint64_t page_off)
+{
+	return pcoh_send_n(s, self, part, op, status, tag, aux, page_off, 1);
 }
 
 static enum coh_msg_type pcoh_type_in(uint8_t t)
@@ -746,12 +754,70 @@ void pagesrv_coh_members_run(struct pagesrv *s)
 	}
 }
 
+/* Whether the page at @off is the home's alone, nothing waiting on it
+ * (a fresh entry, or none). */
+static bool pcoh_is_free(struct pagesrv_coh *h, uint64_t off)
+{
+	struct pcoh_ent *e = pcoh_ent_get(h, off, false);
+
+	return !e || (e->d.state == COH_DIR_UNOWNED && !e->d.busy && !e->dq &&
+		      !e->owe);
+}
+
+/*
+ * A GETM of participant @part on @c with a run of @run pages after its
+ * page: when the page is the home's alone, it and the pages of the run
+ * the home holds alone too (in order, up to the first that is not) are
+ * granted modified at once, each as the directory grants a GETM, in one
+ * DATA_M. Returns 1 if so (0 or -errno in *@ret), 0 if the page is not
+ * free (the GETM goes the usual way, its run dropped).
+ */
+static int pcoh_run(struct pagesrv *s, struct pagesrv_conn *c, uint32_t part,
+		    const struct wire_hdr *hd, unsigned int run, int *ret)
+{
+	struct pagesrv_coh *h = s->coh;
+	struct coh_msg in = { .type = COH_GETM, .from = part };
+	uint32_t k = 0;
+
+	if (!pcoh_is_free(h, hd->arg))
+		return 0;
+	while (k < run && hd->arg + (k + 2) * WIRE_COH_PAGE <= s->pool_size &&
+	       pcoh_is_free(h, hd->arg + (k + 1) * WIRE_COH_PAGE))
+		k++;
+	for (uint32_t j = 0; j <= k; j++) {
+		struct pcoh_ent *e =
+			pcoh_ent_get(h, hd->arg + j * WIRE_COH_PAGE, true);
+		struct coh_out out = { .n = 0 };
+
+		if (!e || coh_home_on(&e->d, PCOH_HOME, &in, &out) != COH_OK ||
+		    out.n != 1 || out.m[0].type != COH_DATA_M) {
+			/* (cannot be: it was free) the pages granted so far
+			 * are the run */
+			if (!j) {
+				log_err("%s: coherence: page %#" PRIx64
+					": cannot grant it, closing",
+					c->name, hd->arg);
+				*ret = -ENOMEM;
+				return 1;
+			}
+			k = j - 1;
+			break;
+		}
+		e->d.data = 0;
+	}
+	pagesrv_count(&s->st_coh_grants, 1 + k);
+	*ret = pcoh_send_n(s, c, part, WIRE_OP_COH, 0, hd->tag, WIRE_COH_DATA_M,
+			   hd->arg, 1 + k);
+	return 1;
+}
+
 int pagesrv_coh_on(struct pagesrv_conn *c, const struct wire_hdr *hd,
 		   const uint8_t *page)
 {
 	struct pagesrv *s = c->s;
 	struct pagesrv_coh *h = s->coh;
-	uint8_t type = (uint8_t)hd->flags_status;
+	uint8_t type = (uint8_t)WIRE_COH_TYPE(hd->flags_status);
+	unsigned int run = WIRE_COH_RUN(hd->flags_status);
 	struct pcoh_ent *e;
 	int part, ret;
 
@@ -763,6 +829,8 @@ int pagesrv_coh_on(struct pagesrv_conn *c, const struct wire_hdr *hd,
 	pagesrv_count(&s->st_coh_msgs, 1);
 	log_dbg("%s: coherence: %s of page %#" PRIx64 " from host %d", c->name,
 		coh_msg_name(pcoh_type_in(type)), hd->arg, part);
+	if (run && pcoh_run(s, c, (uint32_t)part, hd, run, &ret))
+		return ret;
 	e = pcoh_ent_get(h, hd->arg, true);
 	if (!e) {
 		log_err("%s: coherence: no memory for a page's entry, closing",
@@ -793,15 +861,16 @@ int pagesrv_coh_on(struct pagesrv_conn *c, const struct wire_hdr *hd,
  * stream cannot be trusted after). */
 int pagesrv_coh_check(const struct pagesrv *s, const struct wire_hdr *h)
 {
-	bool data = h->flags_status == WIRE_COH_PUTM ||
-		    h->flags_status == WIRE_COH_RECALL_ACK ||
-		    h->flags_status == WIRE_COH_WB;
+	unsigned int t = WIRE_COH_TYPE(h->flags_status),
+		     run = WIRE_COH_RUN(h->flags_status);
+	bool data = t == WIRE_COH_PUTM || t == WIRE_COH_RECALL_ACK ||
+		    t == WIRE_COH_WB;
 
 	if (h->len != (data ? WIRE_COH_PAGE : 0))
 		return -EPROTO;
-	if ((h->flags_status < WIRE_COH_GETS ||
-	     h->flags_status > WIRE_COH_RECALL_ACK) &&
-	    h->flags_status != WIRE_COH_WB)
+	if (((t < WIRE_COH_GETS || t > WIRE_COH_RECALL_ACK) &&
+	     t != WIRE_COH_WB) ||
+	    (run && (t != WIRE_COH_GETM || run > WIRE_COH_RUN_MAX)))
 		return EINVAL;
 	if (h->arg % WIRE_COH_PAGE || h->arg >= s->pool_size)
 		return ERANGE;
@@ -810,14 +879,15 @@ int pagesrv_coh_check(const struct pagesrv *s, const struct wire_hdr *h)
 
 bool pagesrv_coh_is_give_up(const struct wire_hdr *h)
 {
-	return h->flags_status == WIRE_COH_PUTS ||
-	       h->flags_status == WIRE_COH_INV_ACK;
+	unsigned int t = WIRE_COH_TYPE(h->flags_status);
+
+	return t == WIRE_COH_PUTS || t == WIRE_COH_INV_ACK;
 }
 
 bool pagesrv_coh_is_write(const struct wire_hdr *h)
 {
-	return h->flags_status == WIRE_COH_GETM ||
-	       h->flags_status == WIRE_COH_PUTM ||
-	       h->flags_status == WIRE_COH_RECALL_ACK ||
-	       h->flags_status == WIRE_COH_WB;
+	unsigned int t = WIRE_COH_TYPE(h->flags_status);
+
+	return t == WIRE_COH_GETM || t == WIRE_COH_PUTM ||
+	       t == WIRE_COH_RECALL_ACK || t == WIRE_COH_WB;
 }

@@ -268,6 +268,7 @@ static int pagesrv_conn_coh(struct pagesrv_conn *c, const struct wire_hdr *h,
 	bool checked = pagesrv_conn_is_checked(c) &&
 		       strcmp(pagesrv_conn_peer(c), s->self_name);
 	int st = pagesrv_coh_check(s, h), ret;
+	struct wire_hdr own;
 
 	if (st < 0) {
 		pagesrv_refusal_log(s, c->name, "coherence: bad len, closing");
@@ -293,6 +294,19 @@ static int pagesrv_conn_coh(struct pagesrv_conn *c, const struct wire_hdr *h,
 		pagesrv_count(&s->st_errors, 1);
 		return pagesrv_conn_reply(c, WIRE_OP_COH, EACCES, 0, h->tag,
 					  WIRE_COH_ACK, NULL, NULL);
+	}
+	/* a GETM's run past its grants (or the pool): the page alone */
+	if (WIRE_COH_RUN(h->flags_status) &&
+	    (h->arg + (1 + WIRE_COH_RUN(h->flags_status)) * WIRE_COH_PAGE >
+		     s->pool_size ||
+	     (checked &&
+	      !pagesrv_conn_is_granted(c, PGGRANT_COH_WRITE, h->arg,
+				       (1 + WIRE_COH_RUN(h->flags_status)) *
+					       WIRE_COH_PAGE,
+				       false, 0)))) {
+		own = *h;
+		own.flags_status = (uint16_t)WIRE_COH_TYPE(h->flags_status);
+		h = &own;
 	}
 	ret = pagesrv_coh_on(c, h, page);
 	if (checked)

@@ -84,8 +84,9 @@ struct xport_stats {
  * (-ECONNRESET, -ENOTCONN, -ESTALE, -ERANGE for an offset the owner
  * rejects, -ECANCELED on close). For a write, see write below.
  */
-/* done's status for a coherence GETS the home answered DATA_M (a
- * migratory page, granted modified on a read miss; xport_ops.coh) */
+/* done's status for a coherence GETS or GETM the home answered DATA_M
+ * (granted modified: a GETM, or a migratory page's read miss): the pages
+ * that came, 1 + the part of a GETM's run granted (xport_ops.coh) */
 #define XPORT_COH_GOT_M 1
 
 typedef void (*xport_done_fn)(void *arg, uint64_t tag, int status);
@@ -276,13 +277,15 @@ struct xport_ops {
 		     uint32_t n);
 	/*
 	 * Optional (NULL: no coherence; verbs): a coherence request of
-	 * @type (wire.h WIRE_COH_*) for the page at pool offset @off of the
+	 * @type (wire.h WIRE_COH_*; a GETM's run in the bits
+	 * WIRE_COH_RUN_SHIFT up) for the page at pool offset @off of the
 	 * peer (its home). @page: WIRE_COH_PAGE bytes, the page it carries
 	 * (PUTM, RECALL_ACK, WB) or where the page of its answer goes (GETS:
-	 * DATA_S, GETM: DATA_M), which the caller leaves alone until done;
-	 * NULL for the others. done(0) once the home answered (with the
-	 * page, for a GETS or GETM; done(XPORT_COH_GOT_M) for a GETS it
-	 * granted modified, DATA_M), done(-errno) if it refused or the
+	 * DATA_S, GETM: DATA_M; a GETM's run: 1 + run pages), which the
+	 * caller leaves alone until done; NULL for the others. done(0) once
+	 * the home answered (with the page, for a GETS granted shared),
+	 * done(n >= 1) for a GETS or GETM granted modified (XPORT_COH_GOT_M
+	 * or more: the pages that came), done(-errno) if it refused or the
 	 * connection ended first. Requests go out in the order posted, on
 	 * one connection. Same returns as read.
 	 */

@@ -196,9 +196,10 @@ void xport_slots_finish(struct xport_slots *ss, uint32_t idx, int status)
 	struct xport_slot *s = &ss->v[idx];
 	uint64_t tag = s->tag;
 
-	/* a GETS answered DATA_M (xport_ops.coh) */
-	if (!status && s->op == XPORT_SLOT_COH && s->coh == WIRE_COH_DATA_M)
-		status = XPORT_COH_GOT_M;
+	/* granted modified: the pages that came (xport_ops.coh) */
+	if (!status && s->op == XPORT_SLOT_COH &&
+	    (s->coh == WIRE_COH_DATA_M || s->coh == WIRE_COH_GETM))
+		status = (int)(s->len / WIRE_COH_PAGE);
 	xport_slot_count(&ss->st, s, status, false);
 	if (ss->tot)
 		xport_slot_count(ss->tot, s, status, true);

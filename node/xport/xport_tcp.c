@@ -329,22 +329,25 @@ static int xport_tcp_coh(struct xport_peer *pp, unsigned int type, uint64_t off,
 			 void *page, uint64_t tag)
 {
 	struct xport_tcp_peer *p = xport_tcp_peer_from(pp);
-	bool data = xport_tcp_coh_puts(type) || xport_tcp_coh_gets(type);
+	unsigned int t = WIRE_COH_TYPE(type), run = WIRE_COH_RUN(type);
+	bool data = xport_tcp_coh_puts(t) || xport_tcp_coh_gets(t);
 	uint32_t idx;
 	int ret;
 
-	if (((type < WIRE_COH_GETS || type > WIRE_COH_RECALL_ACK) &&
-	     type != WIRE_COH_WB) ||
+	if (((t < WIRE_COH_GETS || t > WIRE_COH_RECALL_ACK) &&
+	     t != WIRE_COH_WB) ||
+	    (run && (t != WIRE_COH_GETM || run > WIRE_COH_RUN_MAX)) ||
 	    !data != !page || off % WIRE_COH_PAGE)
 		return -EINVAL;
 	ret = xport_slots_check_peer(p->state, p->closed);
 	if (ret)
 		return ret;
+	/* a GETM's landing room: the page and its run */
 	idx = xport_slots_take(&p->slots, XPORT_SLOT_COH, off,
-			       data ? WIRE_COH_PAGE : 0, page, tag);
+			       data ? (1 + run) * WIRE_COH_PAGE : 0, page, tag);
 	if (idx == XPORT_TCP_NIL)
 		return -EAGAIN;
-	p->slots.v[idx].coh = (uint8_t)type;
+	p->slots.v[idx].coh = (uint8_t)t;
 	return xport_tcp_slot_post(p, idx);
 }
 

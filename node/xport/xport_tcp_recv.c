@@ -31,7 +31,8 @@ static uint8_t xport_tcp_reply_op(const struct xport_slot *s)
 /*
  * A coherence request's reply (wire.h COH): the type its request awaits
  * (GETS: DATA_S, or DATA_M for a migratory page; GETM: DATA_M; both with
- * the page, as a READ's data; PUTM: PUT_ACK; the rest ACK), or an errno
+ * the page, as a READ's data, a GETM's with the part of its run granted;
+ * PUTM: PUT_ACK; the rest ACK), or an errno
  * without data. Returns 0 or -EPROTO.
  */
 static int xport_tcp_conn_on_coh(struct xport_tcp_conn *c,
@@ -74,8 +75,11 @@ static int xport_tcp_conn_on_coh(struct xport_tcp_conn *c,
 	if (h->arg != want)
 		return -EPROTO;
 	if (want == WIRE_COH_DATA_S || want == WIRE_COH_DATA_M) {
-		if (h->len != WIRE_COH_PAGE || s->len != WIRE_COH_PAGE)
+		/* the page, and as much of a GETM's run as was granted */
+		if (!h->len || h->len % WIRE_COH_PAGE || h->len > s->len ||
+		    (want == WIRE_COH_DATA_S && h->len != WIRE_COH_PAGE))
 			return -EPROTO;
+		s->len = h->len;
 		c->ridx = idx;
 		c->rgot = 0;
 		return 0;

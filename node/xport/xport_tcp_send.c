@@ -269,6 +269,17 @@ int xport_tcp_conn_req_put(struct xport_tcp_conn *c, const struct wire_hdr *h,
 	return 0;
 }
 
+/* A coherence request's flags: its type, and a GETM's run (the pages
+ * its landing room has past the first). */
+static uint16_t xport_tcp_coh_flags(const struct xport_slot *s)
+{
+	unsigned int run = 0;
+
+	if (s->coh == WIRE_COH_GETM && s->len > WIRE_COH_PAGE)
+		run = s->len / WIRE_COH_PAGE - 1;
+	return (uint16_t)(s->coh | run << WIRE_COH_RUN_SHIFT);
+}
+
 /* Puts slot @idx's request in the send stream. Returns 0 or -errno
  * (xport_tcp_conn_req_put(); the slot is left as it was). */
 int xport_tcp_slot_encode(struct xport_tcp_peer *p, uint32_t idx)
@@ -285,7 +296,7 @@ int xport_tcp_slot_encode(struct xport_tcp_peer *p, uint32_t idx)
 		.op = coh     ? WIRE_OP_COH
 		      : write ? WIRE_OP_WRITE
 			      : WIRE_OP_READ,
-		.flags_status = coh	? s->coh
+		.flags_status = coh	? xport_tcp_coh_flags(s)
 				: write ? WIRE_F_WGEN
 					: 0,
 		.len = !coh || write ? s->len : 0,

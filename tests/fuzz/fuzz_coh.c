@@ -6,7 +6,8 @@
  * from each connection's reply queue).
  *
  * The honest hosts are node/coherent/coh.h's host machine, a page each of
- * FUZZ_PAGES: they read, write and give pages back as the input says, and
+ * FUZZ_PAGES: they read, write (with a GETM's run of the pages after, as
+ * a host walking its pages asks) and give pages back as the input says, and
  * take the home's replies and pushes in order, answering as a fault loop
  * does. The hostile hosts send whatever the input says (any COH type, any
  * page, made-up bytes, messages pagesrv_coh_check() refuses), read their
@@ -22,7 +23,8 @@
  * UBSan see every byte; leaks fail the run.
  *
  * Input: a step a byte or two: bits 0-1 the host, bits 2-4 what, then
- * (most steps) a byte: bits 0-2 the page, bits 3-7 data.
+ * (most steps) a byte: bits 0-2 the page, bits 3-7 data (a hostile
+ * message's: bits 3-5 its run, 6-7 its type's low bits).
  */
 #include "../../node/pagesrv/pagesrv.c"
 #include "../../node/pagesrv/pagesrv_hs.c"
@@ -39,13 +41,15 @@
 #define FUZZ_HONEST 2
 #define FUZZ_CLIENT 100
 #define FUZZ_APART  1000 /* between two hosts' instances */
+#define FUZZ_RUN    3	 /* an honest GETM's run, at most */
 
 static uint8_t fuzz_pool[FUZZ_PAGES * WIRE_COH_PAGE];
 
 struct fuzz_host {
 	struct pagesrv_conn *c;
 	struct coh_host h[FUZZ_PAGES];
-	unsigned int gen; /* connections made */
+	unsigned int run[FUZZ_PAGES]; /* a GETM's run asked, per page */
+	unsigned int gen;	      /* connections made */
 };
 
 struct fuzz_run {
@@ -91,8 +95,8 @@ static struct pagesrv_conn *fuzz_conn(struct pagesrv *s, unsigned int k,
 	return c;
 }
 
-/* The oldest reply of @c off its queue, into @h and @page (len 0: none);
- * false if the queue is empty. */
+/* The oldest reply of @c off its queue, into @h and @page (len 0: none;
+ * room for a page and a GETM's run); false if the queue is empty. */
 static bool fuzz_take(struct pagesrv_conn *c, struct wire_hdr *h, uint8_t *page)
 {
 	struct pagesrv_reply *r;
@@ -101,9 +105,10 @@ static bool fuzz_take(struct pagesrv_conn *c, struct wire_hdr *h, uint8_t *page)
 		return false;
 	r = &c->q[c->q_head];
 	wire_hdr_unpack(r->hdr, h);
-	FUZZ_CHECK(h->len == 0 || h->len == WIRE_COH_PAGE);
+	FUZZ_CHECK(h->len % WIRE_COH_PAGE == 0 &&
+		   h->len <= (1 + WIRE_COH_RUN_MAX) * WIRE_COH_PAGE);
 	if (h->len)
-		memcpy(page, r->data, WIRE_COH_PAGE);
+		memcpy(page, r->data, h->len);
 	if (r->own) {
 		FUZZ_CHECK(c->q_bytes >= r->len);
 		c->q_bytes -= r->len;
@@ -117,15 +122,16 @@ static bool fuzz_take(struct pagesrv_conn *c, struct wire_hdr *h, uint8_t *page)
 
 static void fuzz_drop_all(struct pagesrv_conn *c)
 {
+	static uint8_t page[(1 + WIRE_COH_RUN_MAX) * WIRE_COH_PAGE];
 	struct wire_hdr h;
-	uint8_t page[WIRE_COH_PAGE];
 
 	while (fuzz_take(c, &h, page))
 		;
 }
 
-/* Host @k sends @type for page @pg (@data: its page's first word). */
-static int fuzz_send(struct fuzz_run *run, unsigned int k, uint8_t type,
+/* Host @k sends @type for page @pg (@data: its page's first word; a
+ * GETM's run in @type's bits 8-15). */
+static int fuzz_send(struct fuzz_run *run, unsigned int k, uint16_t type,
 		     unsigned int pg, uint64_t data, uint64_t tag)
 {
 	struct pagesrv_conn *c = run->host[k].c;
@@ -185,11 +191,39 @@ static void fuzz_honest_out(struct fuzz_run *run, unsigned int k,
 	}
 }
 
+/* The run of honest host @k's GETM of page @pg, answered with @len bytes:
+ * the pages that came are granted modified (a GETM of their own
+ * answered), the rest are the home's still. */
+static void fuzz_honest_run(struct fuzz_run *run, unsigned int k,
+			    unsigned int pg, const uint8_t *page, uint32_t len)
+{
+	struct fuzz_host *fh = &run->host[k];
+	unsigned int got = len / WIRE_COH_PAGE - 1;
+
+	FUZZ_CHECK(got <= fh->run[pg]);
+	for (unsigned int j = 1; j <= fh->run[pg]; j++) {
+		struct coh_host *h = &fh->h[pg + j];
+		struct coh_msg in = { .type = COH_DATA_M, .has_data = 1 };
+		struct coh_out out = { .n = 0 };
+		int granted;
+
+		FUZZ_CHECK(h->state == COH_IM_D);
+		if (j > got) {
+			h->state = COH_I;
+			continue;
+		}
+		memcpy(&in.data, page + j * WIRE_COH_PAGE, sizeof(in.data));
+		FUZZ_CHECK(coh_host_on(h, 0, &in, &out, &granted) == COH_OK);
+		FUZZ_CHECK(!out.n && h->state == COH_M);
+	}
+	fh->run[pg] = 0;
+}
+
 /* Honest host @k takes every reply and push the home queued for it. */
 static void fuzz_honest_recv(struct fuzz_run *run, unsigned int k)
 {
 	struct fuzz_host *fh = &run->host[k];
-	uint8_t page[WIRE_COH_PAGE];
+	static uint8_t page[(1 + WIRE_COH_RUN_MAX) * WIRE_COH_PAGE];
 	struct wire_hdr h;
 
 	while (fuzz_take(fh->c, &h, page)) {
@@ -209,7 +243,13 @@ static void fuzz_honest_recv(struct fuzz_run *run, unsigned int k)
 			} else {
 				FUZZ_CHECK(h.arg == WIRE_COH_DATA_S ||
 					   h.arg == WIRE_COH_DATA_M);
-				FUZZ_CHECK(h.len == WIRE_COH_PAGE);
+				FUZZ_CHECK(h.len == WIRE_COH_PAGE ||
+					   (h.arg == WIRE_COH_DATA_M &&
+					    h.len <= (1 + fh->run[pg]) *
+							     WIRE_COH_PAGE));
+				if (h.arg == WIRE_COH_DATA_M && fh->run[pg])
+					fuzz_honest_run(run, k, pg, page,
+							h.len);
 				in.type = h.arg == WIRE_COH_DATA_S ? COH_DATA_S
 								   : COH_DATA_M;
 				in.has_data = 1;
@@ -268,6 +308,38 @@ static void fuzz_members(struct fuzz_run *run, unsigned int k, bool restart)
 	pagesrv_coh_members_run(run->s);
 }
 
+/* Honest host @k writes page @pg walking its pages: its GETM asks for
+ * the pages after it it holds nothing of too (a run of up to FUZZ_RUN),
+ * which wait for it as for GETMs of their own. */
+static void fuzz_honest_walk(struct fuzz_run *run, unsigned int k,
+			     unsigned int pg)
+{
+	struct fuzz_host *fh = &run->host[k];
+	struct coh_out out = { .n = 0 };
+	uint64_t v = run->next_value++;
+	unsigned int n = 0;
+
+	if (coh_host_access(&fh->h[pg], 0, 1, &v, &out) != COH_MISS)
+		return;
+	FUZZ_CHECK(out.n == 1 && out.m[0].type == COH_GETM);
+	while (n < FUZZ_RUN && pg + 1 + n < FUZZ_PAGES &&
+	       fh->h[pg + 1 + n].state == COH_I) {
+		struct coh_out o = { .n = 0 };
+		struct coh_host *x = &fh->h[pg + 1 + n];
+		uint64_t w = 0;
+
+		FUZZ_CHECK(coh_host_access(x, 0, 1, &w, &o) == COH_MISS);
+		x->pend_write = 0;
+		n++;
+	}
+	fh->run[pg] = n;
+	FUZZ_CHECK(
+		fuzz_send(run, k,
+			  (uint16_t)(WIRE_COH_GETM | n << WIRE_COH_RUN_SHIFT),
+			  pg, 0, pg) == 0);
+	FUZZ_CHECK(!fh->c->closing);
+}
+
 static void fuzz_honest_step(struct fuzz_run *run, unsigned int k,
 			     unsigned int what, unsigned int pg)
 {
@@ -288,6 +360,9 @@ static void fuzz_honest_step(struct fuzz_run *run, unsigned int k,
 	case 3: /* writes it back, keeps it */
 		coh_host_wb(h, 0, &out);
 		break;
+	case 4: /* a write walking its pages: a GETM with a run */
+		fuzz_honest_walk(run, k, pg);
+		break;
 	default: /* reads its replies */
 		break;
 	}
@@ -305,10 +380,13 @@ static void fuzz_hostile_step(struct fuzz_run *run, unsigned int k,
 	case 0:
 	case 1:
 	case 2:
-	case 3: /* a message: any type (0..15), any page, made-up data */
+	case 3: /* a message: any type (0..15), any run (0..7), any page,
+		 * made-up data */
 		if (!fh->c->closing)
 			ret = fuzz_send(run, k,
-					(uint8_t)((what << 2) | (arg >> 6)),
+					(uint16_t)((what << 2) | (arg >> 6) |
+						   ((arg >> 3) &
+						    7u) << WIRE_COH_RUN_SHIFT),
 					arg & 7, arg, arg);
 		break;
 	case 4: /* reads its queue */

@@ -60,7 +60,7 @@
 #define T_TAGS	    1 /* t_xport.h's own done is not used */
 #define T_POOL_SIZE (1ull << 20)
 #define T_PAGE	    WIRE_COH_PAGE
-#define T_PAGES	    9
+#define T_PAGES	    20
 #define T_HOSTS	    3
 #define T_WAIT_MS   60000u
 #define T_N	    200 /* increments per host */
@@ -80,6 +80,9 @@
 #define PG_LOCK	   6
 #define PG_LOCKED  7
 #define PG_GONE	   8
+#define PG_RUN	   9 /* .. PG_RUN + T_RUN */
+#define T_RUN	   10
+#define T_TAG_RUN  0xff /* a GETM with a run (test_run()) */
 
 static const uint8_t t_key[AUTH_KEY_LEN] = "pair key of the hosts and home.";
 
@@ -94,6 +97,9 @@ struct t_host {
 	int err;		       /* first failure: a status or EPROTO */
 	unsigned int lost;	       /* connections that ended */
 	bool hostile_ok;	       /* test 6: losing it is expected */
+	/* a GETM with a run: its landing room, its status (1: pending) */
+	uint8_t run[1 + T_RUN][T_PAGE];
+	int run_status;
 	/* an increment waiting for its page (word + 1; 0: none), done as
 	 * the page comes, as a faulting thread's write is; those done */
 	unsigned int want[T_PAGES];
@@ -215,6 +221,10 @@ static void t_done_cb(void *arg, uint64_t tag, int status)
 	struct t_host *t = arg;
 	unsigned int pg = (unsigned int)(tag >> 8), type = tag & 0xff;
 
+	if (type == T_TAG_RUN) {
+		t->run_status = status < 0 ? status : status + 1;
+		return;
+	}
 	if (pg >= T_PAGES)
 		return t_fail(t, EPROTO, "tag", 0);
 	if (status < 0) {
@@ -222,7 +232,10 @@ static void t_done_cb(void *arg, uint64_t tag, int status)
 			t_fail(t, -status, "request", pg);
 		return;
 	}
-	if (status && (status != XPORT_COH_GOT_M || type != WIRE_COH_GETS))
+	/* granted modified: one page (these hosts ask for no run) */
+	if (type == WIRE_COH_GETM ? status != XPORT_COH_GOT_M
+				  : status && (status != XPORT_COH_GOT_M ||
+					       type != WIRE_COH_GETS))
 		return t_fail(t, EPROTO, "status", pg);
 	switch (type) {
 	case WIRE_COH_GETS:
@@ -808,6 +821,80 @@ static int test_member_gone(void)
 	return 0;
 }
 
+/*
+ * A GETM with a run: the home grants the page and the pages after it it
+ * holds alone, up to the first it does not (one host 1 reads), in one
+ * DATA_M with their bytes; the pages granted are host 0's modified (host
+ * 1's write recalls one), those past are not.
+ */
+static int test_run(void)
+{
+	struct t_host *a = &t_hosts[0], *b = &t_hosts[1];
+	uint64_t end = t_now_ms() + T_WAIT_MS, v = 0;
+	unsigned int got;
+
+	for (unsigned int j = 0; j <= T_RUN; j++) {
+		uint64_t w = 0x5eed0000ull + j;
+
+		T_CHECK(pwrite(t_home.fd, &w, sizeof(w),
+			       (off_t)((PG_RUN + j) * T_PAGE + 64)) ==
+			(ssize_t)sizeof(w));
+	}
+	/* host 1 reads page PG_RUN + 4: the run stops there */
+	while (!t_read(b, PG_RUN + 4, 8, &v) && t_now_ms() < end)
+		t_turn(2);
+	T_CHECK(v == 0x5eed0004ull);
+	/* a run past the transport's limit is refused before it goes */
+	T_CHECK(a->d.ops->coh(a->p, WIRE_COH_GETM | 64u << WIRE_COH_RUN_SHIFT,
+			      (uint64_t)PG_RUN * T_PAGE, a->run,
+			      T_TAG_RUN) == -EINVAL);
+	T_CHECK(a->d.ops->coh(a->p, WIRE_COH_GETS | 1u << WIRE_COH_RUN_SHIFT,
+			      (uint64_t)PG_RUN * T_PAGE, a->run,
+			      T_TAG_RUN) == -EINVAL);
+	a->run_status = 0;
+	T_CHECK(a->d.ops->coh(a->p, WIRE_COH_GETM | T_RUN << WIRE_COH_RUN_SHIFT,
+			      (uint64_t)PG_RUN * T_PAGE, a->run,
+			      T_TAG_RUN) == 0);
+	while (!a->run_status && t_now_ms() < end)
+		t_turn(2);
+	got = (unsigned int)(a->run_status - 1);
+	printf("run: GETM of page %u and %u after: %u pages granted (want "
+	       "4)\n",
+	       PG_RUN, T_RUN, got);
+	T_CHECK(got == 4);
+	for (unsigned int j = 0; j < got; j++) {
+		struct coh_host *h = &a->h[PG_RUN + j];
+		struct coh_msg in = { .type = COH_DATA_M, .has_data = 1 };
+		struct coh_out out = { .n = 0 };
+		int granted;
+
+		T_CHECK(t_word(a->run[j], 8) == 0x5eed0000ull + j);
+		/* the model takes it as a GETM of its own answered */
+		memcpy(a->page[PG_RUN + j], a->run[j], T_PAGE);
+		T_CHECK(coh_host_access(h, T_HOME, 1, &v, &out) == COH_MISS);
+		h->pend_write = 0;
+		in.data = t_word(a->run[j], 0);
+		T_CHECK(coh_host_on(h, T_HOME, &in, &out, &granted) == COH_OK &&
+			h->state == COH_M);
+	}
+	/* host 0 writes page PG_RUN + 2 with no message; host 1's write
+	 * recalls it */
+	t_word_set(a->page[PG_RUN + 2], 0, 77);
+	a->h[PG_RUN + 2].data = 77;
+	b->incs = 0;
+	while (!b->incs && t_now_ms() < end && !t_errors(2)) {
+		t_inc(b, PG_RUN + 2, 0);
+		t_turn(2);
+	}
+	T_CHECK(b->incs == 1 && a->h[PG_RUN + 2].state == COH_I);
+	T_CHECK(t_word(b->page[PG_RUN + 2], 0) == 78);
+	for (unsigned int j = 0; j <= T_RUN; j++)
+		T_CHECK(t_evict_all(2, PG_RUN + j) == 0);
+	T_CHECK(t_pool_word(PG_RUN + 2, 0) == 78 && t_errors(2) == 0);
+	printf("run: host 1's write recalled a page of host 0's run\n");
+	return 0;
+}
+
 static int test_hostile(unsigned int nh)
 {
 	struct t_host *bad = &t_hosts[nh - 1];
@@ -857,7 +944,7 @@ int main(int argc, char **argv)
 		rc = test_counter(2) || test_counter(3) || test_spinlock(2) ||
 		     test_spinlock(3) || test_false_sharing(2) ||
 		     test_false_sharing(3) || test_message_passing(2) ||
-		     test_message_passing(3) || test_evict() ||
+		     test_message_passing(3) || test_evict() || test_run() ||
 		     test_lost_host() || test_member_gone() || test_hostile(3);
 	pagesrv_stats(t_home.srv, &st);
 	printf("home: %" PRIu64 " messages, %" PRIu64 " grants (%" PRIu64

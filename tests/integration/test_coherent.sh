@@ -79,6 +79,8 @@ fp_log "one coherent map of a region a host: the second refused EBUSY, a later o
 # B and C walk the pages in order: they ask for pages ahead.
 fp_cli H A region create cohp --size 4M --owners "$a,$b" --coherent >"$FP_TMP/cohp.c" 2>&1 ||
 	fp_fail "create cohp: $(cat "$FP_TMP/cohp.c")"
+m0=$(fp_metric B farpage_coherence_messages_total)
+w0=$(fp_metric B farpage_coherence_writebacks_total)
 printf 'write 7000\nflush\nend\n' |
 	FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[B]} timeout 300 "$COH" cohp pages 1024 >"$FP_TMP/p.B" 2>&1 ||
 	{ cat "$FP_TMP/p.B" >&2; fp_fail "cohp: B's 1024 pages did not go home"; }
@@ -90,7 +92,15 @@ grep -q "^coherent: check 7000 pages=1024 match=1024 first=-" "$FP_TMP/p.C" ||
 	{ cat "$FP_TMP/p.C" >&2; fp_fail "cohp: C did not read B's 1024 pages"; }
 ah=$(fp_metric B farpage_coherence_ahead_total)
 [ "${ah:-0}" -gt 0 ] || fp_fail "B wrote 1024 pages in order and asked for ${ah:-0} ahead"
-fp_log "1024 pages written and flushed by B ($ah asked for ahead), read and given back by C"
+# its writes took the pages with a GETM a run of 64, not one a page:
+# what it sent but its write-backs (WB: the flush's, and the periodic
+# one's if it came) and its unmap's 1024 PUTMs
+msgs=$(($(fp_metric B farpage_coherence_messages_total) - ${m0:-0}))
+wbs=$(($(fp_metric B farpage_coherence_writebacks_total) - ${w0:-0}))
+gets=$((msgs - wbs - 1024))
+[ "$wbs" -ge 1024 ] && [ "$gets" -gt 0 ] && [ "$gets" -lt 256 ] ||
+	fp_fail "B's 1024 writes in order took $gets GETMs ($msgs messages, $wbs write-backs; a GETM a page: 1024)"
+fp_log "1024 pages written and flushed by B: $gets GETMs, $wbs write-backs ($ah pages asked for ahead); read and given back by C"
 # The cache's bound: agent D (one fault loop, --cache-size 4M: 1024
 # pages) writes 16384 pages of a 64 MiB coherent region (both ends of
 # each), flushes and reads them all back; C then reads them all. D's
