@@ -24,10 +24,12 @@
 #   programs_run: prog=P local_pct=100|75|50|25|local cache_bytes=N
 #                 hwm_bytes=N load_secs=X load_fetched=N
 #   programs: prog=P test=get|set|mix keys=uniform|hot local_pct=...
-#             run=N ops=N p50_us=N p99_us=N fetched=N cache_bytes=N
+#             run=N ops=N p50_us=N p99_us=N fetched=N hits=N cache_bytes=N
 #             data_bytes=N
 # data_bytes: the program's anonymous resident memory the load added,
-# all local; fetched: pages host A's agent fetched back during the run.
+# all local; fetched: pages host A's agent fetched back during the run;
+# hits: its faults on pages its cache held (mapped again: the clock's
+# sampling, docs/design.md "Access sampling").
 # FP_MC_OPTS: more memcached options (e.g. "-o no_lru_maintainer,no_lru_crawler");
 # FP_A_OPTS: more options of agent A (e.g. "--readahead 0").
 # Skips (77) without root, redis-server / redis-benchmark / memcached,
@@ -298,6 +300,7 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
 rss_anon() { sed -n 's/^RssAnon:[[:space:]]*\([0-9]*\) kB$/\1/p' "/proc/$1/status"; }
 hwm_kb() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB$/\1/p' "/proc/$1/status"; }
 misses() { local m; m=$(fp_cache_stat H A misses); echo "${m:-0}"; }
+hits() { local m; m=$(fp_cache_stat H A hits); echo "${m:-0}"; }
 
 # start_prog PROG NAME RUN-ARGS...: PROG under `farpage run -v RUN-ARGS`
 # on A's agent, on a free port (PORT; PPID_: the server, farpage run execs
@@ -442,11 +445,11 @@ for prog in $PROGS; do
 			t=${w%%:*} k=${w#*:}
 			bench "$prog" "$t" "$k" $((REQS / 2)) >/dev/null # warm-up
 			for ((r = 1; r <= RUNS; r++)); do
-				m0=$(misses)
+				m0=$(misses) h0=$(hits)
 				res=$(bench "$prog" "$t" "$k" "$REQS")
-				fetched=0
-				[ "$pct" = local ] || fetched=$(($(misses) - m0))
-				echo "programs: prog=$prog test=$t keys=$k local_pct=$pct run=$r $res fetched=$fetched cache_bytes=$cache data_bytes=$DATA_BYTES"
+				fetched=0 rehit=0
+				[ "$pct" = local ] || fetched=$(($(misses) - m0)) rehit=$(($(hits) - h0))
+				echo "programs: prog=$prog test=$t keys=$k local_pct=$pct run=$r $res fetched=$fetched hits=$rehit cache_bytes=$cache data_bytes=$DATA_BYTES"
 			done
 		done
 		echo "programs_run: prog=$prog local_pct=$pct cache_bytes=$cache hwm_bytes=$(($(hwm_kb "$SPID") * 1024)) load_secs=$load_secs load_fetched=$load_fetched"

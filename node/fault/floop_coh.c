@@ -516,6 +516,12 @@ static void coh_answered(struct floop *f, struct fmap *m, struct cohreq *r,
 
 	log_dbg("map %s page %#" PRIx64 ": answer to %u in %s", m->name,
 		i * FLOOP_PAGE, r->type, coh_host_state_name(was));
+	if (pages > 1 &&
+	    !floop_coh_run_whole(f, m, i, r->buf, (unsigned int)pages)) {
+		for (unsigned int j = (unsigned int)pages; j <= r->run; j++)
+			coh_run_back(f, m, i + j, 1);
+		return;
+	}
 	if (r->type == WIRE_COH_GETS || r->type == WIRE_COH_GETM) {
 		in.type = pages ? COH_DATA_M : COH_DATA_S;
 		in.has_data = 1;

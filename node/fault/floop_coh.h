@@ -77,6 +77,15 @@ uint8_t *floop_coh_take(struct fmap *m, uint64_t i, int protect);
  * to read) or not, and wakes whoever waits on it. -EFAULT: the page is
  * not in the memfd (the process punched it itself). */
 int floop_coh_map_page(struct fmap *m, uint64_t i, int wp);
+/*
+ * A GETM's run granted whole: @pages pages from page @i (the page and its
+ * run), all waiting for it (IM_D), their bytes at @buf. One pwrite() puts
+ * them into the memfd and one CONTINUE maps them writable and wakes their
+ * faults, before the process, woken, runs into the next. 0, or -1 if they
+ * cannot be taken so (then page by page).
+ */
+int floop_coh_run_whole(struct floop *f, struct fmap *m, uint64_t i,
+			const uint8_t *buf, unsigned int pages);
 
 /* ---- floop_coh_hold.c: the page of a push; a grant's hold time ---- */
 

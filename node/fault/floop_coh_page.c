@@ -94,3 +94,32 @@ int floop_coh_map_page(struct fmap *m, uint64_t i, int wp)
 	}
 	return 0;
 }
+
+int floop_coh_run_whole(struct floop *f, struct fmap *m, uint64_t i,
+			const uint8_t *buf, unsigned int pages)
+{
+	uint64_t len = (uint64_t)pages * FLOOP_PAGE, mapped = 0;
+
+	if (f->coh_lapsed || m->dead)
+		return -1;
+	for (unsigned int j = 0; j < pages; j++)
+		if (COH_ST(m, i + j) != COH_IM_D)
+			return -1;
+	if (pwrite(m->cache_fd, buf, len, (off_t)(i * FLOOP_PAGE)) !=
+	    (ssize_t)len)
+		return -1;
+	for (unsigned int j = 0; j < pages; j++) {
+		int waited = m->cst[i + j] & COH_F_WAIT;
+
+		/* as coh_host_on() takes DATA_M in IM_D */
+		m->cst[i + j] &= ~(COH_F_WAIT | COH_F_WRITE);
+		floop_coh_st_set(f, m, i + j, COH_M);
+		if (waited)
+			floop_coh_hold_note(f, m, i + j);
+	}
+	atomic_fetch_add(&f->ctr.coh_grants, pages);
+	if (uffd_continue(m->uffd, COH_ADDR(m, i), len, 0, 1, &mapped))
+		for (uint64_t k = i + mapped / FLOOP_PAGE; k < i + pages; k++)
+			floop_coh_map_page(m, k, 0);
+	return 0;
+}
