@@ -74,11 +74,13 @@ int floop_cache_map_init(struct floop *f, struct fmap *m,
 	if (!m->pst || (f->cfg.cache_fifo && !m->fifo) ||
 	    pgset_init(&m->live, cache_pages(m)) ||
 	    pgset_init(&m->wset, cache_pages(m)) ||
+	    pgset_init(&m->hot, cache_pages(m)) ||
 	    ((d->flags & MSG_MAP_ANON) && floop_anon_init(m))) {
 		free(m->pst);
 		free(m->fifo);
 		pgset_fini(&m->live);
 		pgset_fini(&m->wset);
+		pgset_fini(&m->hot);
 		m->pst = NULL;
 		m->fifo = NULL;
 		dscan_map_fini(m);
@@ -142,6 +144,7 @@ void floop_cache_map_fini(struct floop *f, struct fmap *m)
 	free(m->pst);
 	pgset_fini(&m->live);
 	pgset_fini(&m->wset);
+	pgset_fini(&m->hot);
 	m->cache = 0;
 	m->lops = &floop_land_copy;
 }
@@ -365,6 +368,9 @@ static int cache_fault(struct floop *f, struct fmap *m, uint64_t addr,
 		return 0;
 	}
 	cache_ps_set(m, i, PS_REF);
+	/* mapped no more, touched again: hot (the clock's sampling) */
+	if (flags & UFFD_PAGEFAULT_FLAG_MINOR)
+		(void)pgset_add(&m->hot, i);
 	atomic_fetch_add(&f->ctr.cache_hits, 1);
 	ret = cache_continue(f, m, addr, FLOOP_PAGE,
 			     m->writable && !(m->pst[i] & PS_DIRTY), &mapped);

@@ -171,6 +171,9 @@ struct fmap {
 	 * scans (clock hand, write-back, flush, unmap) walk these, so their
 	 * cost follows the pages held or written, not the mapping's size */
 	struct pgset live, wset;
+	/* touched again after the clock sampled them (a MINOR fault): the
+	 * hand passes them once more before it samples them again */
+	struct pgset hot;
 	int pidfd;	/* the guest: its access is sampled; -1: not */
 	uint32_t *fifo; /* --cache-policy fifo: stamp of each page's entry */
 	int writable;	/* not MSG_MAP_RDONLY: registered WP, writes are seen */

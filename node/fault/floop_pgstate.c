@@ -142,6 +142,7 @@ void cache_forget(struct floop *f, struct fmap *m, uint64_t i, uint64_t n)
 		cache_dirty_clear(f, m, k);
 		cache_flush_clear(m, k);
 		cache_ps_put(m, k, 0);
+		pgset_del(&m->hot, k);
 	}
 	atomic_fetch_sub(&f->ctr.cache_resident, freed);
 	m->n_held -= freed;
@@ -190,6 +191,13 @@ enum cache_clock cache_clock_page(struct fmap *m, uint64_t i)
 	if (!(ps & PS_VALID) || (ps & PS_WB))
 		return CLOCK_PASS;
 	if (ps & PS_REF) {
+		/* touched again after its last sampling: a turn more
+		 * before the next (a hot page costs a MINOR fault every
+		 * other turn, not every turn) */
+		if (pgset_has(&m->hot, i)) {
+			pgset_del(&m->hot, i);
+			return CLOCK_PASS;
+		}
 		cache_ps_clear(m, i, PS_REF);
 		return CLOCK_SAMPLE;
 	}
