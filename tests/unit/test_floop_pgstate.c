@@ -39,6 +39,7 @@ static struct fmap *t_map(struct floop *f, uint64_t id, uint64_t pages)
 	assert_non_null(m->pst);
 	assert_int_equal(pgset_init(&m->live, pages), 0);
 	assert_int_equal(pgset_init(&m->wset, pages), 0);
+	assert_int_equal(pgset_init(&m->hot, pages), 0);
 	while (*pp) /* in the loop's order: appended */
 		pp = &(*pp)->next;
 	*pp = m;
@@ -59,6 +60,7 @@ static void t_free(struct floop *f)
 		n = m->next;
 		pgset_fini(&m->live);
 		pgset_fini(&m->wset);
+		pgset_fini(&m->hot);
 		free(m->pst);
 		free(m);
 	}
@@ -211,6 +213,9 @@ static void test_pgstate_clock(void **state)
 	t_land(f, a, 1);   /* clean, not touched */
 	t_land(f, a, 200); /* touched */
 	cache_ps_set(a, 200, PS_REF);
+	t_land(f, a, 280); /* touched again after its sampling: hot */
+	cache_ps_set(a, 280, PS_REF);
+	assert_true(pgset_add(&a->hot, 280) >= 0);
 	t_land(f, b, 0); /* written */
 	cache_dirty_set(f, b, 0);
 	t_land(f, b, 70); /* going home */
@@ -226,7 +231,12 @@ static void test_pgstate_clock(void **state)
 	assert_int_equal(t_hand(f, &m, &i), CLOCK_SAMPLE);
 	assert_int_equal(i, 200);
 	assert_int_equal(a->pst[200] & PS_REF, 0); /* its second chance */
-	assert_int_equal(t_hand(f, &m, &i), -1);   /* on to b */
+	/* a hot page: passed once more, only its mark cleared */
+	assert_int_equal(t_hand(f, &m, &i), CLOCK_PASS);
+	assert_int_equal(i, 280);
+	assert_int_equal(a->pst[280] & PS_REF, PS_REF);
+	assert_false(pgset_has(&a->hot, 280));
+	assert_int_equal(t_hand(f, &m, &i), -1); /* on to b */
 	assert_ptr_equal(f->hand_map, b);
 	assert_int_equal(t_hand(f, &m, &i), CLOCK_WB);
 	assert_ptr_equal(m, b);
@@ -242,8 +252,14 @@ static void test_pgstate_clock(void **state)
 	assert_int_equal(i, 1);
 	assert_int_equal(t_hand(f, &m, &i), CLOCK_DROP);
 	assert_int_equal(i, 200);
-	/* pages without a state are never looked at */
+	/* ... and sampled the turn after */
+	assert_int_equal(t_hand(f, &m, &i), CLOCK_SAMPLE);
+	assert_int_equal(i, 280);
+	assert_int_equal(a->pst[280] & PS_REF, 0);
+	/* pages without a state are never looked at (nor hot) */
+	assert_true(pgset_add(&a->hot, 280) >= 0);
 	cache_forget(f, a, 0, T_PAGES);
+	assert_false(pgset_has(&a->hot, 280));
 	assert_int_equal(t_hand(f, &m, &i), -1);
 	assert_ptr_equal(f->hand_map, b);
 	/* a mapping that is not a cache one is passed over */
