@@ -338,8 +338,13 @@ static int xport_tcp_conn_parse(struct xport_tcp_conn *c,
 		ret = xport_tcp_conn_on_hdr(c, p, &h);
 		/* a page alone is opened here: a demand fault waits for it
 		 * (so it may complete before longer reads whose replies came
-		 * first and are still with the opener) */
-		c->ropen = c->opener && h.len > XPORT_TCP_PAGE;
+		 * first and are still with the opener). So is a coherence
+		 * reply of any length (a GETM's run): a push behind it on
+		 * this connection may be for a page it grants, and must be
+		 * taken after it, as it came. */
+		c->ropen = c->opener && h.len > XPORT_TCP_PAGE &&
+			   (c->ridx == XPORT_TCP_NIL ||
+			    p->slots.v[c->ridx].op != XPORT_SLOT_COH);
 		if (!ret && c->sess && h.len &&
 		    (c->ridx == XPORT_TCP_NIL ||
 		     (c->ropen ? auth_open_skip(c->sess, &c->rseq)

@@ -75,9 +75,11 @@ static inline void t_done(void *arg, uint64_t tag, int status)
 	}
 }
 
-/* Records and ring for @ops, whose completions carry req op @op. */
-static inline int t_drv_alloc(struct t_drv *d, const struct xport_ops *ops,
-			      enum req_op op)
+/* Records and ring for @ops, whose completions carry req op @op; the
+ * ring made with @flags (IORING_SETUP_*). */
+static inline int t_drv_alloc_flags(struct t_drv *d,
+				    const struct xport_ops *ops, enum req_op op,
+				    unsigned int flags)
 {
 	memset(d, 0, sizeof(*d));
 	d->ops = ops;
@@ -86,7 +88,13 @@ static inline int t_drv_alloc(struct t_drv *d, const struct xport_ops *ops,
 	d->calls = calloc(T_TAGS, sizeof(*d->calls));
 	if (!d->status || !d->calls)
 		return -ENOMEM;
-	return io_uring_queue_init(256, &d->ring, 0);
+	return io_uring_queue_init(256, &d->ring, flags);
+}
+
+static inline int t_drv_alloc(struct t_drv *d, const struct xport_ops *ops,
+			      enum req_op op)
+{
+	return t_drv_alloc_flags(d, ops, op, 0);
 }
 
 static inline void t_drv_free(struct t_drv *d)
