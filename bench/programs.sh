@@ -299,8 +299,8 @@ now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
 rss_anon() { sed -n 's/^RssAnon:[[:space:]]*\([0-9]*\) kB$/\1/p' "/proc/$1/status"; }
 hwm_kb() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB$/\1/p' "/proc/$1/status"; }
-misses() { local m; m=$(fp_cache_stat H A misses); echo "${m:-0}"; }
-hits() { local m; m=$(fp_cache_stat H A hits); echo "${m:-0}"; }
+# astat FIELD: host A's cache counter FIELD (misses, hits), 0 if none
+astat() { local m; m=$(fp_cache_stat H A "$1"); echo "${m:-0}"; }
 
 # start_prog PROG NAME RUN-ARGS...: PROG under `farpage run -v RUN-ARGS`
 # on A's agent, on a free port (PORT; PPID_: the server, farpage run execs
@@ -428,12 +428,12 @@ for prog in $PROGS; do
 			start_prog "$prog" "$name" --cache-size "$cache" progs
 		fi
 		rss0=$(rss_anon "$SPID")
-		m0=$(misses)
+		m0=$(astat misses)
 		t0=$(now)
 		load "$prog" "$name"
 		load_secs=$(since "$t0")
 		load_fetched=0
-		[ "$pct" = local ] || load_fetched=$(($(misses) - m0))
+		[ "$pct" = local ] || load_fetched=$(($(astat misses) - m0))
 		if [ "$pct" = local ]; then
 			DATA_BYTES=$((($(rss_anon "$SPID") - rss0) * 1024))
 			[ "$DATA_BYTES" -gt 0 ] || fp_fail "$name: the load added no resident memory"
@@ -445,10 +445,10 @@ for prog in $PROGS; do
 			t=${w%%:*} k=${w#*:}
 			bench "$prog" "$t" "$k" $((REQS / 2)) >/dev/null # warm-up
 			for ((r = 1; r <= RUNS; r++)); do
-				m0=$(misses) h0=$(hits)
+				m0=$(astat misses) h0=$(astat hits)
 				res=$(bench "$prog" "$t" "$k" "$REQS")
 				fetched=0 rehit=0
-				[ "$pct" = local ] || fetched=$(($(misses) - m0)) rehit=$(($(hits) - h0))
+				[ "$pct" = local ] || fetched=$(($(astat misses) - m0)) rehit=$(($(astat hits) - h0))
 				echo "programs: prog=$prog test=$t keys=$k local_pct=$pct run=$r $res fetched=$fetched hits=$rehit cache_bytes=$cache data_bytes=$DATA_BYTES"
 			done
 		done

@@ -329,22 +329,25 @@ static unsigned int coh_run_take(struct floop *f, struct fmap *m, uint64_t i,
 	return run;
 }
 
-/* Page @k of a run the home did not grant (or whose GETM failed): its
- * home's still, as before it was asked. A fault waiting on it asks for
- * it itself (@ask; else on the tick). */
 static int coh_access(struct floop *f, struct fmap *m, uint64_t i, int write);
 
-static void coh_run_back(struct floop *f, struct fmap *m, uint64_t k, int ask)
+/* Pages @lo..@hi of a run the home did not grant (or whose GETM failed):
+ * its home's still, as before they were asked. A fault waiting on one
+ * asks for it itself (@ask; else on the tick). */
+static void coh_run_back(struct floop *f, struct fmap *m, uint64_t lo,
+			 uint64_t hi, int ask)
 {
-	if (COH_ST(m, k) != COH_IM_D)
-		return;
-	floop_coh_st_set(f, m, k, COH_I);
-	if (!(m->cst[k] & COH_F_WAIT))
-		return;
-	if (ask)
-		coh_access(f, m, k, !!(m->cst[k] & COH_F_WRITE));
-	else
-		m->coh_retry = 1;
+	for (uint64_t k = lo; k <= hi; k++) {
+		if (COH_ST(m, k) != COH_IM_D)
+			continue;
+		floop_coh_st_set(f, m, k, COH_I);
+		if (!(m->cst[k] & COH_F_WAIT))
+			continue;
+		if (ask)
+			coh_access(f, m, k, !!(m->cst[k] & COH_F_WRITE));
+		else
+			m->coh_retry = 1;
+	}
 }
 
 /* Host access to page @i (a fault, or one asked again): 0, or -errno
@@ -403,8 +406,8 @@ static int coh_access(struct floop *f, struct fmap *m, uint64_t i, int write)
 			       0);
 	else
 		ret = coh_out_send(f, m, i, &out, NULL);
-	for (uint64_t k = i + 1; ret && k <= i + run; k++)
-		coh_run_back(f, m, k, 0);
+	if (ret)
+		coh_run_back(f, m, i + 1, i + run, 0);
 	if (ret == -ESTALE) {
 		/* its home restarted since the region was placed */
 		m->cst[i] &= ~(COH_F_WAIT | COH_F_WRITE);
@@ -494,7 +497,7 @@ static void coh_run_answered(struct floop *f, struct fmap *m,
 		uint64_t k = r->idx + j;
 
 		if (j >= pages || COH_ST(m, k) != COH_IM_D) {
-			coh_run_back(f, m, k, 1);
+			coh_run_back(f, m, k, k, 1);
 			continue;
 		}
 		coh_granted(f, m, k, COH_M, r->buf + j * FLOOP_PAGE);
@@ -518,8 +521,7 @@ static void coh_answered(struct floop *f, struct fmap *m, struct cohreq *r,
 		i * FLOOP_PAGE, r->type, coh_host_state_name(was));
 	if (pages > 1 &&
 	    !floop_coh_run_whole(f, m, i, r->buf, (unsigned int)pages)) {
-		for (unsigned int j = (unsigned int)pages; j <= r->run; j++)
-			coh_run_back(f, m, i + j, 1);
+		coh_run_back(f, m, i + (unsigned int)pages, i + r->run, 1);
 		return;
 	}
 	if (r->type == WIRE_COH_GETS || r->type == WIRE_COH_GETM) {
@@ -532,8 +534,7 @@ static void coh_answered(struct floop *f, struct fmap *m, struct cohreq *r,
 		log_err("map %s page %#" PRIx64 ": %s in state %s", m->name,
 			i * FLOOP_PAGE, coh_msg_name(in.type),
 			coh_host_state_name(was));
-		for (unsigned int j = 1; j <= r->run; j++)
-			coh_run_back(f, m, i + j, 1);
+		coh_run_back(f, m, i + 1, i + r->run, 1);
 		return;
 	}
 	if (in.type == COH_PUT_ACK) {
@@ -579,8 +580,7 @@ static void coh_fail(struct floop *f, struct fmap *m, uint32_t idx, int status)
 		floop_coh_st_set(f, m, i,
 				 COH_ST(m, i) == COH_SM_D ? COH_S : COH_I);
 		m->coh_retry = 1;
-		for (unsigned int j = 1; j <= r->run; j++)
-			coh_run_back(f, m, i + j, 0);
+		coh_run_back(f, m, i + 1, i + r->run, 0);
 		if (status == -EACCES || status == -ERANGE ||
 		    status == -EINVAL) {
 			m->cst[i] &= ~(COH_F_WAIT | COH_F_WRITE);

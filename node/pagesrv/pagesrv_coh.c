@@ -212,13 +212,19 @@ static struct pcoh_ent *pcoh_ent_get(struct pagesrv_coh *h, uint64_t off,
 	return e;
 }
 
-/* An entry with nothing out and nothing waiting says no more than a
- * fresh one: it goes. */
+/* Whether @e says no more than a fresh entry: the page is the home's
+ * alone, nothing out, nothing waiting. */
+static bool pcoh_ent_is_idle(const struct pcoh_ent *e)
+{
+	return e->d.state == COH_DIR_UNOWNED && !e->d.busy && !e->dq && !e->owe;
+}
+
+/* An idle entry goes. */
 static void pcoh_ent_trim(struct pagesrv_coh *h, struct pcoh_ent *e)
 {
 	struct pcoh_ent **pp = &h->tab[pcoh_hash(e->off, h->nb)];
 
-	if (e->d.state != COH_DIR_UNOWNED || e->d.busy || e->dq || e->owe)
+	if (!pcoh_ent_is_idle(e))
 		return;
 	for (; *pp; pp = &(*pp)->hnext) {
 		if (*pp == e) {
@@ -754,60 +760,53 @@ void pagesrv_coh_members_run(struct pagesrv *s)
 	}
 }
 
-/* Whether the page at @off is the home's alone, nothing waiting on it
- * (a fresh entry, or none). */
-static bool pcoh_is_free(struct pagesrv_coh *h, uint64_t off)
-{
-	struct pcoh_ent *e = pcoh_ent_get(h, off, false);
-
-	return !e || (e->d.state == COH_DIR_UNOWNED && !e->d.busy && !e->dq &&
-		      !e->owe);
-}
-
 /*
  * A GETM of participant @part on @c with a run of @run pages after its
- * page: when the page is the home's alone, it and the pages of the run
- * the home holds alone too (in order, up to the first that is not) are
- * granted modified at once, each as the directory grants a GETM, in one
- * DATA_M. Returns 1 if so (0 or -errno in *@ret), 0 if the page is not
- * free (the GETM goes the usual way, its run dropped).
+ * page: when the page is the home's alone (its entry idle), it and the
+ * pages of the run the home holds alone too (in order, up to the first
+ * that is not, within the pool) are granted modified at once, each as the
+ * directory grants a GETM, in one DATA_M. Returns 1 if so (0 or -errno in
+ * *@ret), 0 if the page is not free (the GETM goes the usual way, its run
+ * dropped).
  */
 static int pcoh_run(struct pagesrv *s, struct pagesrv_conn *c, uint32_t part,
 		    const struct wire_hdr *hd, unsigned int run, int *ret)
 {
 	struct pagesrv_coh *h = s->coh;
 	struct coh_msg in = { .type = COH_GETM, .from = part };
-	uint32_t k = 0;
+	uint32_t n = 0; /* granted */
 
-	if (!pcoh_is_free(h, hd->arg))
-		return 0;
-	while (k < run && hd->arg + (k + 2) * WIRE_COH_PAGE <= s->pool_size &&
-	       pcoh_is_free(h, hd->arg + (k + 1) * WIRE_COH_PAGE))
-		k++;
-	for (uint32_t j = 0; j <= k; j++) {
-		struct pcoh_ent *e =
-			pcoh_ent_get(h, hd->arg + j * WIRE_COH_PAGE, true);
+	for (; n <= run; n++) {
+		uint64_t off = hd->arg + (uint64_t)n * WIRE_COH_PAGE;
 		struct coh_out out = { .n = 0 };
+		struct pcoh_ent *e;
 
+		if (off + WIRE_COH_PAGE > s->pool_size)
+			break;
+		/* (a fresh one is idle) */
+		e = pcoh_ent_get(h, off, true);
+		if (e && !pcoh_ent_is_idle(e))
+			break;
 		if (!e || coh_home_on(&e->d, PCOH_HOME, &in, &out) != COH_OK ||
 		    out.n != 1 || out.m[0].type != COH_DATA_M) {
-			/* (cannot be: it was free) the pages granted so far
-			 * are the run */
-			if (!j) {
+			/* (cannot be but for memory: it was idle) the pages
+			 * granted so far are the run */
+			if (!n) {
 				log_err("%s: coherence: page %#" PRIx64
 					": cannot grant it, closing",
 					c->name, hd->arg);
 				*ret = -ENOMEM;
 				return 1;
 			}
-			k = j - 1;
 			break;
 		}
 		e->d.data = 0;
 	}
-	pagesrv_count(&s->st_coh_grants, 1 + k);
+	if (!n)
+		return 0;
+	pagesrv_count(&s->st_coh_grants, n);
 	*ret = pcoh_send_n(s, c, part, WIRE_OP_COH, 0, hd->tag, WIRE_COH_DATA_M,
-			   hd->arg, 1 + k);
+			   hd->arg, n);
 	return 1;
 }
 
