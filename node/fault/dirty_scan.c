@@ -272,6 +272,22 @@ int dscan_available(const char **why)
  * over rather than cut into another ioctl. */
 #define DSCAN_GAP_PAGES 512
 
+/*
+ * Page @i of @m was found written, still mapped: it is in use (REF), and
+ * its use shows as writes (wref): the clock hand passes it a turn more
+ * without sampling it, since the next scan shows its next write (a page
+ * written every turn never costs the guest a MINOR fault to say it is in
+ * use). One the scans no longer find written is sampled as any other.
+ */
+static void dscan_in_use(struct floop *f, struct fmap *m, uint64_t i)
+{
+	cache_page_written(f, m, i);
+	if (!(m->pst[i] & PS_VALID))
+		return;
+	cache_ps_set(m, i, PS_REF);
+	(void)pgset_add(&m->wref, i);
+}
+
 static void dscan_found(void *arg, uint64_t addr, uint64_t npages)
 {
 	struct fmap *m = arg;
@@ -279,7 +295,7 @@ static void dscan_found(void *arg, uint64_t addr, uint64_t npages)
 
 	for (uint64_t k = 0; k < npages; k++)
 		if (i + k < m->span / FLOOP_PAGE)
-			cache_page_written(m->f, m, i + k);
+			dscan_in_use(m->f, m, i + k);
 }
 
 int dscan_map_init(struct floop *f, struct fmap *m,
@@ -429,6 +445,22 @@ static void dscan_after_one(void *arg, uint64_t addr, uint64_t npages,
 			cache_page_written(c->f, c->m, i + k);
 }
 
+int dscan_written_now(struct floop *f, struct fmap *m, uint64_t i)
+{
+	uint64_t a = m->base + i * FLOOP_PAGE;
+	int64_t n;
+
+	if (!m->dscan || m->ds_blind || m->sealed || m->pidfd < 0)
+		return 0;
+	/* Found written, it is protected again in the same step: the next
+	 * look finds it written only if it is written again. A look that
+	 * failed counts it written (a write is never taken for clean). */
+	n = dscan_written(m->pm_fd, a, a + FLOOP_PAGE, dscan_found, m);
+	if (n < 0)
+		cache_page_written(f, m, i);
+	return n > 0;
+}
+
 void dscan_after_pageout(struct floop *f, struct fmap *m,
 			 const struct iovec *iov, unsigned int n)
 {
@@ -456,6 +488,10 @@ int dscan_may_drop(struct floop *f, struct fmap *m, uint64_t i)
 	 * when that began. */
 	if (!m->dscan || m->ds_blind)
 		return 1;
+	/* (kept mapped: unmapping it would cost the guest a MINOR fault on
+	 * its next touch) */
+	if (dscan_written_now(f, m, i))
+		return 0;
 	/* Unmapped from the guest first: from then on a touch faults to
 	 * us. What its entry says then: a marker (it was protected: not
 	 * written since the last scan), no entry (written, then unmapped),

@@ -75,12 +75,14 @@ int floop_cache_map_init(struct floop *f, struct fmap *m,
 	    pgset_init(&m->live, cache_pages(m)) ||
 	    pgset_init(&m->wset, cache_pages(m)) ||
 	    pgset_init(&m->hot, cache_pages(m)) ||
+	    pgset_init(&m->wref, cache_pages(m)) ||
 	    ((d->flags & MSG_MAP_ANON) && floop_anon_init(m))) {
 		free(m->pst);
 		free(m->fifo);
 		pgset_fini(&m->live);
 		pgset_fini(&m->wset);
 		pgset_fini(&m->hot);
+		pgset_fini(&m->wref);
 		m->pst = NULL;
 		m->fifo = NULL;
 		dscan_map_fini(m);
@@ -145,6 +147,7 @@ void floop_cache_map_fini(struct floop *f, struct fmap *m)
 	pgset_fini(&m->live);
 	pgset_fini(&m->wset);
 	pgset_fini(&m->hot);
+	pgset_fini(&m->wref);
 	m->cache = 0;
 	m->lops = &floop_land_copy;
 }
@@ -901,7 +904,8 @@ void floop_cache_run(struct floop *f, uint64_t now, int tick)
 			continue;
 		}
 		/* The flusher's turn: one pass over every page, however many
-		 * calls it takes (write-back slots are few). */
+		 * calls it takes (write-back slots are few); in an anonymous
+		 * map, over the pages not in use (cache_wb_scan()). */
 		if (periodic) {
 			dscan_map_scan(f, m);
 			m->wb_sweep = cache_pages(m);

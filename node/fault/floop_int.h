@@ -174,11 +174,12 @@ struct fmap {
 	/* touched again after the clock sampled them (a MINOR fault): the
 	 * hand passes them once more before it samples them again */
 	struct pgset hot;
-	int pidfd;	/* the guest: its access is sampled; -1: not */
-	uint32_t *fifo; /* --cache-policy fifo: stamp of each page's entry */
-	int writable;	/* not MSG_MAP_RDONLY: registered WP, writes are seen */
-	int wp_cont;	/* CONTINUE maps write-protected (6.4+) */
-	int copy_off;	/* UFFDIO_COPY refused to land pages here: pwrite() */
+	struct pgset wref; /* found written by a scan (dirty_scan.c) */
+	int pidfd;	   /* the guest: its access is sampled; -1: not */
+	uint32_t *fifo;	   /* --cache-policy fifo: stamp of each page's entry */
+	int writable; /* not MSG_MAP_RDONLY: registered WP, writes are seen */
+	int wp_cont;  /* CONTINUE maps write-protected (6.4+) */
+	int copy_off; /* UFFDIO_COPY refused to land pages here: pwrite() */
 	/* its uffd has UFFD_FEATURE_WP_ASYNC: writes raise no fault, they
 	 * are found by scanning the guest's pagemap (pm_fd; dirty_scan.c).
 	 * ds_blind: the guest's page tables of it are gone (unmapped,
@@ -832,8 +833,11 @@ void floop_move_handover(struct floop *f, const struct cmd *c);
 /*
  * Sends the dirty run at page @i of @m (up to FLOOP_RUN_PAGES of one chunk)
  * home. Returns the pages it covers (0: nothing could be posted now).
+ * @cold: for the cache to drop page @i (not in use); in an anonymous map
+ * (whose pages go home only to leave) the run then stops at a page in use
+ * (REF).
  */
-uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i);
+uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i, int cold);
 /* Sends home the dirty pages of @m from its cursor on (those a flush waits
  * for only, if @flush_only), while write-back slots are free. */
 void cache_wb_scan(struct floop *f, struct fmap *m, uint64_t now,
@@ -856,6 +860,9 @@ void dscan_map_fini(struct fmap *m);
 /* Marks the pages of @m written since its last scan dirty (and protects
  * them again): before a write-back pass, a flush, and sampling. */
 void dscan_map_scan(struct floop *f, struct fmap *m);
+/* 1 if page @i of @m was written since it was last scanned (in use: found
+ * as a scan finds it, protected again); 0 if not, or nobody can tell. */
+int dscan_written_now(struct floop *f, struct fmap *m, uint64_t i);
 /* The process made @m read-only (floop_map_seal()): scans it now and, if
  * the scan ran, marks it sealed. */
 void dscan_map_seal(struct floop *f, struct fmap *m);

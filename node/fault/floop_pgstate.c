@@ -143,6 +143,7 @@ void cache_forget(struct floop *f, struct fmap *m, uint64_t i, uint64_t n)
 		cache_flush_clear(m, k);
 		cache_ps_put(m, k, 0);
 		pgset_del(&m->hot, k);
+		pgset_del(&m->wref, k);
 	}
 	atomic_fetch_sub(&f->ctr.cache_resident, freed);
 	m->n_held -= freed;
@@ -199,8 +200,15 @@ enum cache_clock cache_clock_page(struct fmap *m, uint64_t i)
 			return CLOCK_PASS;
 		}
 		cache_ps_clear(m, i, PS_REF);
+		/* found written: a turn for the scans to find it written
+		 * again, unsampled */
+		if (pgset_has(&m->wref, i))
+			return CLOCK_PASS;
 		return CLOCK_SAMPLE;
 	}
+	/* not written for a turn: sampled now, a turn to show it is read */
+	if (pgset_del(&m->wref, i))
+		return CLOCK_SAMPLE;
 	if (ps & PS_DIRTY)
 		return CLOCK_WB;
 	return CLOCK_DROP;

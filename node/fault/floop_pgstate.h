@@ -50,7 +50,8 @@ int cache_hand_next(struct floop *f);
 
 /* What the clock hand does with a page it is on. */
 enum cache_clock {
-	CLOCK_PASS,   /* not whole yet, going home, or hot: passed over */
+	CLOCK_PASS,   /* not whole yet, going home, hot, or found written
+			 (its REF cleared): passed over */
 	CLOCK_SAMPLE, /* touched since the last round: REF cleared (now),
 			 another round; its mapping is dropped to sample */
 	CLOCK_WB,     /* written: sent home first */

@@ -228,7 +228,7 @@ static int cache_wb_held(struct floop *f)
  * Sends the dirty run at page @i (up to FLOOP_RUN_PAGES of one chunk)
  * home. Returns the pages it covers (0: nothing could be posted now).
  */
-uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i)
+uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i, int cold)
 {
 	uint64_t addr = m->base + i * FLOOP_PAGE, rel = addr - m->base;
 	struct msg_chunk ch, *c = &ch;
@@ -249,7 +249,8 @@ uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i)
 	}
 	layout_map_chunk(&m->lay, rel >> m->chunk_shift, &ch);
 	while (n < FLOOP_RUN_PAGES && (i + n) * FLOOP_PAGE < chunk_end &&
-	       (m->pst[i + n] & (PS_DIRTY | PS_WB)) == PS_DIRTY)
+	       (m->pst[i + n] & (PS_DIRTY | PS_WB)) == PS_DIRTY &&
+	       !(cold && m->anon && (m->pst[i + n] & PS_REF)))
 		n++;
 	/* The chunk's owner restarted since the region was placed: its pool
 	 * is new, and the coordinator frees the chunk's extent there at once
@@ -462,6 +463,11 @@ void cache_wb_scan(struct floop *f, struct fmap *m, uint64_t now,
 {
 	uint64_t n = cache_pages(m), seen = 0;
 	int pass = !flush_only && !m->draining; /* ends with wb_sweep */
+	/* An anonymous map's bytes die with its process (and are dropped
+	 * when it goes): nothing is kept by sending them home but room in
+	 * the cache, so its pass sends only pages not in use (no REF), as
+	 * the clock would to drop them, ahead of it. */
+	int cold = pass && m->anon;
 
 	if (now < m->wb_next_ms)
 		return;
@@ -488,8 +494,9 @@ void cache_wb_scan(struct floop *f, struct fmap *m, uint64_t now,
 		}
 		ps = m->pst[i];
 		if ((ps & (PS_DIRTY | PS_WB)) == PS_DIRTY &&
-		    (!flush_only || (ps & PS_FLUSH))) {
-			k = cache_wb_start(f, m, i);
+		    (!flush_only || (ps & PS_FLUSH)) &&
+		    !(cold && (ps & PS_REF))) {
+			k = cache_wb_start(f, m, i, cold);
 			if (!k)
 				return;
 		}

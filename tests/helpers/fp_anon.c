@@ -19,9 +19,14 @@
  *       then prints "anon: holding", waits for its stdin to end and
  *       checks every page again ("anon: recheck ok") before it unmaps. A
  *       SIGBUS (a page no agent serves) prints "anon: sigbus" and exits 3.
+ *       With --spin N first instead, it then prints "anon: spinning",
+ *       and stores to the first N pages (each its own first byte again)
+ *       over and over until its stdin ends, then checks every page again
+ *       ("anon: spin ok rounds=R").
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +70,27 @@ static int anon_check_all(const uint8_t *b, uint64_t pages, uint64_t seed)
 	return 0;
 }
 
+/* Stores to pages [0, n) of @b again and again until stdin ends; the
+ * rounds done. */
+static uint64_t anon_spin(uint8_t *b, uint64_t n)
+{
+	struct pollfd pfd = { .fd = STDIN_FILENO, .events = POLLIN };
+	uint64_t rounds = 0;
+	char buf[64];
+
+	for (;;) {
+		for (uint64_t i = 0; i < n; i++) {
+			volatile uint8_t *p = b + i * PAGE;
+
+			*p = *p;
+		}
+		rounds++;
+		if (poll(&pfd, 1, 0) > 0 &&
+		    read(STDIN_FILENO, buf, sizeof(buf)) <= 0)
+			return rounds;
+	}
+}
+
 /* Said, not left to the default action (a sanitizer reports it as its
  * own crash). */
 static void anon_sigbus(int sig)
@@ -82,7 +108,7 @@ int main(int argc, char **argv)
 {
 	struct farpage_map_opts o = { .flags = FARPAGE_MAP_ANON };
 	struct farpage_map *m;
-	uint64_t pages, seed, nd = 0;
+	uint64_t pages, seed, nd = 0, spin = 0;
 	int ret, hold = 0;
 	char line[64];
 	uint8_t *b;
@@ -91,10 +117,14 @@ int main(int argc, char **argv)
 		hold = 1;
 		argv++;
 		argc--;
+	} else if (argc == 6 && !strcmp(argv[1], "--spin")) {
+		spin = strtoull(argv[2], NULL, 0);
+		argv += 2;
+		argc -= 2;
 	}
 	if (argc != 4) {
-		fprintf(stderr,
-			"usage: fp_anon [--hold] REGION CACHE_BYTES SEED\n");
+		fprintf(stderr, "usage: fp_anon [--hold | --spin N] REGION "
+				"CACHE_BYTES SEED\n");
 		return 2;
 	}
 	signal(SIGBUS, anon_sigbus);
@@ -153,6 +183,17 @@ int main(int argc, char **argv)
 		if (anon_check_all(b, pages, seed))
 			return 1;
 		printf("anon: recheck ok\n");
+	} else if (spin) {
+		uint64_t rounds;
+
+		if (spin > pages)
+			spin = pages;
+		printf("anon: spinning\n");
+		fflush(stdout);
+		rounds = anon_spin(b, spin);
+		if (anon_check_all(b, pages, seed))
+			return 1;
+		printf("anon: spin ok rounds=%" PRIu64 "\n", rounds);
 	}
 	ret = farpage_unmap(m);
 	if (ret) {

@@ -177,6 +177,10 @@
  *                               and then COLD pages never read before (a
  *                               scan). Ends with "hotcold: rounds=N hot=N
  *                               cold=N verified=N wrong=N zero=N sigbus=N".
+ *   fp_guest hotcold-w REGION SEED HOT COLD ROUNDS
+ *                               the same, mapped writable: each page of
+ *                               the hot set, once verified, is also
+ *                               stored to (its first byte again).
  */
 #include <errno.h>
 #include <poll.h>
@@ -508,6 +512,7 @@ struct guest_view {
 	uint64_t seed;
 	size_t *pages; /* indexes of the pages to touch */
 	size_t n;
+	int store; /* each page verified is stored to (its first byte) */
 };
 
 /* The remote pages of @m (all of them with @all). Returns 0 or -1. */
@@ -519,6 +524,7 @@ static int guest_view_init(struct guest_view *v, struct farpage_map *m,
 	v->base = farpage_map_addr(m);
 	v->seed = seed;
 	v->n = 0;
+	v->store = 0;
 	v->pages = malloc((total ? total : 1) * sizeof(*v->pages));
 	if (!v->pages)
 		return -1;
@@ -549,6 +555,11 @@ static void guest_touch(const struct guest_view *v, size_t from, size_t to,
 		size_t page = v->pages[i];
 
 		guest_check(c, v->base + page * PATTERN_PAGE, v->seed, page);
+		if (v->store) {
+			volatile uint8_t *p = v->base + page * PATTERN_PAGE;
+
+			*p = *p;
+		}
 		if (progress)
 			atomic_fetch_add(progress, 1);
 	}
@@ -1605,16 +1616,17 @@ static int guest_wverify(const char *region, char **args, int nargs, int hold)
 	return 0;
 }
 
-/* A hot set read every round among pages read once (see the top). */
+/* A hot set read (and stored to, with @store) every round among pages
+ * read once (see the top). */
 static int guest_hotcold(const char *region, uint64_t seed, size_t hot,
-			 size_t cold, size_t rounds)
+			 size_t cold, size_t rounds, int store)
 {
 	struct guest_counts c = { 0 };
 	struct farpage_map *m;
 	struct guest_view v;
 	size_t r;
 
-	if (guest_map(region, &m))
+	if (store ? guest_map_rw(region, &m) : guest_map(region, &m))
 		return 1;
 	if (guest_view_init(&v, m, seed, 1))
 		return 1;
@@ -1626,7 +1638,9 @@ static int guest_hotcold(const char *region, uint64_t seed, size_t hot,
 	}
 	guest_signals_catch();
 	for (r = 0; r < rounds && !atomic_load(&c.sigbus); r++) {
+		v.store = store;
 		guest_touch(&v, 0, hot, &c, NULL);
+		v.store = 0;
 		guest_touch(&v, hot + r * cold, hot + (r + 1) * cold, &c, NULL);
 	}
 	printf("hotcold: rounds=%zu hot=%zu cold=%zu", r, hot, cold);
@@ -1750,11 +1764,13 @@ int main(int argc, char **argv)
 		return guest_wstale(argv[2], strtoull(argv[3], NULL, 0),
 				    strtoull(argv[4], NULL, 0),
 				    strtoull(argv[5], NULL, 0));
-	if (argc == 7 && !strcmp(argv[1], "hotcold"))
+	if (argc == 7 &&
+	    (!strcmp(argv[1], "hotcold") || !strcmp(argv[1], "hotcold-w")))
 		return guest_hotcold(argv[2], strtoull(argv[3], NULL, 0),
 				     strtoull(argv[4], NULL, 0),
 				     strtoull(argv[5], NULL, 0),
-				     strtoull(argv[6], NULL, 0));
+				     strtoull(argv[6], NULL, 0),
+				     !strcmp(argv[1], "hotcold-w"));
 	if (argc == 6 && !strcmp(argv[1], "wcut"))
 		return guest_wcut(argv[2], strtoull(argv[3], NULL, 0),
 				  strtoull(argv[4], NULL, 0),
@@ -1789,7 +1805,8 @@ int main(int argc, char **argv)
 		"plain|final | rdonly-write "
 		"REGION |\n"
 		"       rwhold REGION SEED1 SEED2 THREADS |\n"
-		"       hotcold REGION SEED HOT COLD ROUNDS | wresume REGION "
+		"       hotcold[-w] REGION SEED HOT COLD ROUNDS | wresume "
+		"REGION "
 		"SEED |\n"
 		"       wcut REGION SEED OLDSEED NWRITE | wsteal REGION SEED1 "
 		"SEED2 |\n"

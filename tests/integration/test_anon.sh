@@ -14,6 +14,11 @@
 #   4. A's agent killed -9 under a held mapping: SIGBUS on a page its cache
 #      does not hold (never handed over, never old bytes); a new anonymous
 #      map on the restarted agent passes
+#   5. (scanning for writes, the default) pages in use are not sent home
+#      by the pass every --writeback-ms: fp_anon stores to 256 pages of
+#      another region over and over, its cache bound larger than the
+#      region; across three passes nothing is written back; then every
+#      page reads right
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 fp_require
@@ -105,4 +110,50 @@ ${FP_HOST_RUN[H]} env FARPAGE_AGENT_SOCK="${FP_NODE_SOCK[A]}" "$ANON" r $CAP 11 
 	>"$FP_TMP/anon3.out" 2>&1 ||
 	{ cat "$FP_TMP/anon3.out" >&2; fp_fail "a new anonymous map after the agent's restart"; }
 fp_log "ok: its agent killed, an anonymous mapping gets SIGBUS, not old bytes; a new one works"
+
+# 5. An anonymous map's bytes die with its process: the pass every
+#    --writeback-ms sends home only pages the clock found not in use (to
+#    make room), none here (no pressure: every page stays touched). Every
+#    pass sent all 256 written pages home before.
+if [ "${FP_DIRTY_TRACKING:-scan}" != scan ]; then
+	fp_log "step 5: not scanning for writes (--dirty-tracking $FP_DIRTY_TRACKING): passed over"
+	fp_log PASS
+	exit 0
+fi
+b=$(fp_node_id B)
+fp_cli H B region create r2 --size 8M --owners "$b,$b,$b,$b" >/dev/null 2>&1 ||
+	fp_fail "create r2"
+mkfifo "$FP_TMP/spin"
+exec 9<>"$FP_TMP/spin"
+fp_bg H env FARPAGE_AGENT_SOCK="${FP_NODE_SOCK[A]}" "$ANON" --spin 256 r2 $((16 << 20)) 13 \
+	<"$FP_TMP/spin" 9>&- >"$FP_TMP/spin.out" 2>&1
+spid=$FP_BG_PID
+fp_wait_log "$FP_TMP/spin.out" '^anon: (spinning|FAIL)' 600 &&
+	grep -q '^anon: spinning' "$FP_TMP/spin.out" ||
+	{ cat "$FP_TMP/spin.out" >&2; fp_fail "fp_anon --spin did not get to its stores"; }
+# wait_scans N: until agent A's periodic passes (each scans for writes
+# first) number N
+wait_scans() {
+	local end s
+	end=$(fp_deadline 120)
+	while [ "$(date +%s)" -le "$end" ]; do
+		s=$(fp_metric A farpage_cache_dirty_scans_total)
+		[ "${s:-0}" -ge "$1" ] && return 0
+		sleep 0.05
+	done
+	fp_fail "agent A's passes did not get to $1 (at ${s:-none})"
+}
+s0=$(fp_metric A farpage_cache_dirty_scans_total)
+wait_scans $((s0 + 2)) # (what was written before the stores settled)
+wb0=$(fp_metric A farpage_cache_writebacks_total)
+wait_scans $((s0 + 5))
+wb1=$(fp_metric A farpage_cache_writebacks_total)
+exec 9>&-
+fp_wait_pid "$spid" 120
+rc=$?
+grep -q '^anon: spin ok' "$FP_TMP/spin.out" && [ $rc = 0 ] ||
+	{ cat "$FP_TMP/spin.out" >&2; fp_fail "fp_anon --spin exited $rc"; }
+[ "$wb1" = "$wb0" ] ||
+	fp_fail "three passes sent $((wb1 - wb0)) pages in use home"
+fp_log "ok: three passes over 256 pages in use sent none home ($(fp_field "$FP_TMP/spin.out" "anon: spin ok" rounds) rounds of stores)"
 fp_log PASS

@@ -40,6 +40,7 @@ static struct fmap *t_map(struct floop *f, uint64_t id, uint64_t pages)
 	assert_int_equal(pgset_init(&m->live, pages), 0);
 	assert_int_equal(pgset_init(&m->wset, pages), 0);
 	assert_int_equal(pgset_init(&m->hot, pages), 0);
+	assert_int_equal(pgset_init(&m->wref, pages), 0);
 	while (*pp) /* in the loop's order: appended */
 		pp = &(*pp)->next;
 	*pp = m;
@@ -61,6 +62,7 @@ static void t_free(struct floop *f)
 		pgset_fini(&m->live);
 		pgset_fini(&m->wset);
 		pgset_fini(&m->hot);
+		pgset_fini(&m->wref);
 		free(m->pst);
 		free(m);
 	}
@@ -275,6 +277,45 @@ static void test_pgstate_clock(void **state)
 	t_free(f);
 }
 
+/* A page a scan found written (wref) is passed a turn more unsampled;
+ * one not found written again is sampled, then dropped. */
+static void test_pgstate_clock_wref(void **state)
+{
+	struct floop *f = t_floop();
+	struct fmap *a, *m;
+	uint64_t i;
+
+	(void)state;
+	a = t_map(f, 1, T_PAGES);
+	t_land(f, a, 5);
+	cache_ps_set(a, 5, PS_REF);
+	assert_true(pgset_add(&a->wref, 5) >= 0);
+	assert_int_equal(t_hand(f, &m, &i), -1);
+	/* its REF taken, not sampled: the next scan shows its next write */
+	assert_int_equal(t_hand(f, &m, &i), CLOCK_PASS);
+	assert_int_equal(i, 5);
+	assert_int_equal(a->pst[5] & PS_REF, 0);
+	assert_true(pgset_has(&a->wref, 5));
+	/* found written again (a scan): the same */
+	assert_int_equal(t_hand(f, &m, &i), -1);
+	cache_ps_set(a, 5, PS_REF);
+	assert_int_equal(t_hand(f, &m, &i), CLOCK_PASS);
+	assert_true(pgset_has(&a->wref, 5));
+	/* not written for a turn: sampled (reads show then), then dropped */
+	assert_int_equal(t_hand(f, &m, &i), -1);
+	assert_int_equal(t_hand(f, &m, &i), CLOCK_SAMPLE);
+	assert_int_equal(i, 5);
+	assert_false(pgset_has(&a->wref, 5));
+	assert_int_equal(t_hand(f, &m, &i), -1);
+	assert_int_equal(t_hand(f, &m, &i), CLOCK_DROP);
+	/* forgotten with the page */
+	assert_true(pgset_add(&a->wref, 5) >= 0);
+	cache_forget(f, a, 0, T_PAGES);
+	assert_false(pgset_has(&a->wref, 5));
+	t_sets_check(a);
+	t_free(f);
+}
+
 static void test_pgstate_writeback(void **state)
 {
 	struct floop *f = t_floop();
@@ -375,6 +416,7 @@ int main(void)
 		cmocka_unit_test(test_pgstate_held),
 		cmocka_unit_test(test_pgstate_dirty),
 		cmocka_unit_test(test_pgstate_clock),
+		cmocka_unit_test(test_pgstate_clock_wref),
 		cmocka_unit_test(test_pgstate_writeback),
 		cmocka_unit_test(test_pgstate_writeback_stale),
 	};
