@@ -7,22 +7,33 @@
 # ceiling). On loopback: a coordinator, agent B (owns the region) and
 # agent A (the program's host), as tests/integration/test_run_redis.sh.
 #   bench/programs.sh [--bin BUILD_DIR] [--data SIZE] [--value-size N]
-#                     [--requests N] [--runs N] [--pcts "100 75 50 25"]
-#                     [--progs "redis memcached"]
+#                     [--requests N] [--warmup N] [--runs N] [--same-server]
+#                     [--pcts "100 75 50 25"] [--progs "redis memcached"]
+#                     [--workloads "get:uniform set:uniform get:hot set:hot mix:hot"]
 # For each program, the all-local run first (it measures the data), then
-# one per cache size; each loads DATA/VALUE keys "key:%012d" (values of
+# one per cache size. Each workload runs on a server started afresh (none
+# inherits the layout another left: memcached after uniform traffic is not
+# memcached after a hot set's; --same-server: one server a cache size for
+# all), loaded with DATA/VALUE keys "key:%012d" (values of
 # VALUE bytes, in a shuffled order: the hot keys are spread over the
-# heap) and runs, with 4 clients, 5 workloads: get and set with uniform
+# heap). The workloads, with 4 clients: get and set with uniform
 # keys, and get, set and a 90/10 get/set mix on a hot set (10 % of the
 # keys get 90 % of the requests, the other 10 % go to any key). Each
-# workload: REQUESTS/2 requests not timed (warm-up), then RUNS timed runs
-# of REQUESTS. Clients: redis-benchmark -c 4 (the hot set through a Lua
+# workload: WARMUP requests not timed (default: half the keys, at least
+# REQUESTS/2; the cache settles on the hot set), then RUNS timed runs of
+# REQUESTS. Clients: redis-benchmark -c 4 (the hot set through a Lua
 # script, EVALSHA, that picks the key); memcached: a python3 load
 # generator with 4 processes, one request in flight each, its own p99.
+# memcached's hash table is sized for the keys at start (-o hashpower,
+# a bucket for every 4 keys; as an operator who knows the item count
+# does): grown by memcached itself it holds a key a bucket, and every
+# lookup walks past other, cold items' headers (its chain links live in
+# them), touching their pages. FP_MC_HASHPOWER=0: memcached's default.
 #   programs_data: prog=P keys=N hot_keys=N value_bytes=N values_bytes=N
-#                  data_bytes=N used_bytes=N region_bytes=N
+#                  data_bytes=N used_bytes=N region_bytes=N hashpower=N
 #   programs_run: prog=P local_pct=100|75|50|25|local cache_bytes=N
 #                 hwm_bytes=N load_secs=X load_fetched=N
+#                 (hwm: the most of the servers; load: the first's)
 #   programs: prog=P test=get|set|mix keys=uniform|hot local_pct=...
 #             run=N ops=N p50_us=N p99_us=N fetched=N hits=N cache_bytes=N
 #             data_bytes=N
@@ -38,19 +49,25 @@ set -uo pipefail
 DATA=512M
 VAL=1024
 REQS=100000
+WARMUP=""
+FRESH=1
 RUNS=1
 PCTS="100 75 50 25"
 PROGS="redis memcached"
+WORKLOADS="get:uniform set:uniform get:hot set:hot mix:hot"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--bin) FARPAGE_BIN=$(cd "${2:?--bin needs a directory}" && pwd); export FARPAGE_BIN; shift 2 ;;
 	--data) DATA=${2:?--data needs a size}; shift 2 ;;
 	--value-size) VAL=${2:?--value-size needs bytes}; shift 2 ;;
 	--requests) REQS=${2:?--requests needs a number}; shift 2 ;;
+	--warmup) WARMUP=${2:?--warmup needs a number}; shift 2 ;;
+	--same-server) FRESH=0; shift ;;
 	--runs) RUNS=${2:?--runs needs a number}; shift 2 ;;
 	--pcts) PCTS=${2:?--pcts needs percentages}; shift 2 ;;
 	--progs) PROGS=${2:?--progs needs redis, memcached or both}; shift 2 ;;
-	-h | --help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--workloads) WORKLOADS=${2:?--workloads needs OP:KEYS words}; shift 2 ;;
+	-h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
 	*) echo "programs.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -66,8 +83,27 @@ done
 for p in $PROGS; do
 	case $p in redis | memcached) ;; *) bad "--progs: $p is neither redis nor memcached" ;; esac
 done
+for w in $WORKLOADS; do
+	case $w in get:uniform | set:uniform | get:hot | set:hot | mix:hot) ;;
+	*) bad "--workloads: $w is none of get:uniform set:uniform get:hot set:hot mix:hot" ;; esac
+done
 NKEYS=$((DATA_B / VAL))
 [ "$NKEYS" -ge 1000 ] || bad "--data $DATA holds $NKEYS values of $VAL bytes: want at least 1000"
+# memcached's hash table: 2^N buckets, N the least with 2^N >= 4 keys
+MC_HASHPOWER=${FP_MC_HASHPOWER:-}
+if [ -z "$MC_HASHPOWER" ]; then
+	MC_HASHPOWER=12
+	while [ $((1 << MC_HASHPOWER)) -lt $((NKEYS * 4)) ] && [ "$MC_HASHPOWER" -lt 32 ]; do
+		MC_HASHPOWER=$((MC_HASHPOWER + 1))
+	done
+fi
+[[ $MC_HASHPOWER =~ ^[0-9]+$ ]] && { [ "$MC_HASHPOWER" = 0 ] || [ "$MC_HASHPOWER" -le 32 ]; } ||
+	bad "FP_MC_HASHPOWER=$MC_HASHPOWER: want 0 (memcached's default) or up to 32"
+if [ -z "$WARMUP" ]; then
+	WARMUP=$((REQS / 2))
+	[ "$WARMUP" -ge $((NKEYS / 2)) ] || WARMUP=$((NKEYS / 2))
+fi
+[[ $WARMUP =~ ^[1-9][0-9]*$ ]] && [ "$WARMUP" -ge 100 ] || bad "--warmup $WARMUP: want at least 100"
 HOT=$((NKEYS / 10))
 # The region: jemalloc's address space for a heap of N bytes is 2-3 N
 # (docs/run.md, "Sizes"), memcached's slabs ~1.2 N; whole 2 MiB chunks.
@@ -315,6 +351,7 @@ start_prog() {
 			--daemonize no --dir "$FP_TMP")
 	else
 		cmd=("$MC" -m "$MC_MEM" -l "$HOST_IP" -p "$PORT" -U 0 -u root -A -t 4)
+		[ "$MC_HASHPOWER" = 0 ] || cmd+=(-o "hashpower=$MC_HASHPOWER")
 		# shellcheck disable=SC2206
 		[ -n "${FP_MC_OPTS:-}" ] && cmd+=($FP_MC_OPTS)
 	fi
@@ -412,48 +449,64 @@ bench() {
 	fi
 }
 
-WORKLOADS="get:uniform set:uniform get:hot set:hot mix:hot"
+# up PROG PCT: PROG started for PCT (its cache; all local: measures the
+# data, DATA_BYTES, the first time) and loaded: CACHE, LOAD_SECS,
+# LOAD_FETCHED
+up() {
+	local prog=$1 pct=$2 name=$1-$2 rss0 m0 t0
+	if [ "$pct" = local ]; then
+		CACHE=0
+		start_prog "$prog" "$name" --local-only --size "$REGION_B" progs
+	else
+		# whole MiB, at least 2
+		CACHE=$(((pct * DATA_BYTES / 100 + (1 << 20) - 1) >> 20))
+		[ "$CACHE" -ge 2 ] || CACHE=2
+		CACHE=$((CACHE << 20))
+		start_prog "$prog" "$name" --cache-size "$CACHE" progs
+	fi
+	rss0=$(rss_anon "$SPID")
+	m0=$(astat misses)
+	t0=$(now)
+	load "$prog" "$name"
+	LOAD_SECS=$(since "$t0")
+	LOAD_FETCHED=0
+	[ "$pct" = local ] || LOAD_FETCHED=$(($(astat misses) - m0))
+	if [ -z "$DATA_BYTES" ]; then
+		DATA_BYTES=$((($(rss_anon "$SPID") - rss0) * 1024))
+		[ "$DATA_BYTES" -gt 0 ] || fp_fail "$name: the load added no resident memory"
+		echo "programs_data: prog=$prog keys=$NKEYS hot_keys=$HOT value_bytes=$VAL values_bytes=$((NKEYS * VAL)) data_bytes=$DATA_BYTES used_bytes=$USED region_bytes=$REGION_B$([ "$prog" = memcached ] && echo " hashpower=$MC_HASHPOWER")"
+	fi
+	[ "$prog" = redis ] && redis_script
+	fp_log "$name: loaded $NKEYS keys in $LOAD_SECS s (cache $((CACHE >> 20)) MiB of $((DATA_BYTES >> 20)) MiB)"
+}
+
 for prog in $PROGS; do
 	DATA_BYTES=""
 	for pct in local $PCTS; do
-		name=$prog-$pct
-		if [ "$pct" = local ]; then
-			cache=0
-			start_prog "$prog" "$name" --local-only --size "$REGION_B" progs
-		else
-			# whole MiB, at least 2
-			cache=$(((pct * DATA_BYTES / 100 + (1 << 20) - 1) >> 20))
-			[ "$cache" -ge 2 ] || cache=2
-			cache=$((cache << 20))
-			start_prog "$prog" "$name" --cache-size "$cache" progs
-		fi
-		rss0=$(rss_anon "$SPID")
-		m0=$(astat misses)
-		t0=$(now)
-		load "$prog" "$name"
-		load_secs=$(since "$t0")
-		load_fetched=0
-		[ "$pct" = local ] || load_fetched=$(($(astat misses) - m0))
-		if [ "$pct" = local ]; then
-			DATA_BYTES=$((($(rss_anon "$SPID") - rss0) * 1024))
-			[ "$DATA_BYTES" -gt 0 ] || fp_fail "$name: the load added no resident memory"
-			echo "programs_data: prog=$prog keys=$NKEYS hot_keys=$HOT value_bytes=$VAL values_bytes=$((NKEYS * VAL)) data_bytes=$DATA_BYTES used_bytes=$USED region_bytes=$REGION_B"
-		fi
-		[ "$prog" = redis ] && redis_script
-		fp_log "$name: loaded $NKEYS keys in $load_secs s (cache $((cache >> 20)) MiB of $((DATA_BYTES >> 20)) MiB)"
+		hwm=0 n=0
 		for w in $WORKLOADS; do
 			t=${w%%:*} k=${w#*:}
-			bench "$prog" "$t" "$k" $((REQS / 2)) >/dev/null # warm-up
+			# each workload on a server loaded afresh (--same-server:
+			# one server, loaded once, for all of them)
+			if [ $n = 0 ] || [ "$FRESH" = 1 ]; then
+				[ $n = 0 ] || stop_prog "$prog" "$prog-$pct"
+				up "$prog" "$pct"
+				[ $n = 0 ] && load_secs=$LOAD_SECS load_fetched=$LOAD_FETCHED
+			fi
+			n=$((n + 1))
+			bench "$prog" "$t" "$k" "$WARMUP" >/dev/null # warm-up
 			for ((r = 1; r <= RUNS; r++)); do
 				m0=$(astat misses) h0=$(astat hits)
 				res=$(bench "$prog" "$t" "$k" "$REQS")
 				fetched=0 rehit=0
 				[ "$pct" = local ] || fetched=$(($(astat misses) - m0)) rehit=$(($(astat hits) - h0))
-				echo "programs: prog=$prog test=$t keys=$k local_pct=$pct run=$r $res fetched=$fetched hits=$rehit cache_bytes=$cache data_bytes=$DATA_BYTES"
+				echo "programs: prog=$prog test=$t keys=$k local_pct=$pct run=$r $res fetched=$fetched hits=$rehit cache_bytes=$CACHE data_bytes=$DATA_BYTES"
 			done
+			h=$(hwm_kb "$SPID")
+			[ "$h" -le "$hwm" ] || hwm=$h
 		done
-		echo "programs_run: prog=$prog local_pct=$pct cache_bytes=$cache hwm_bytes=$(($(hwm_kb "$SPID") * 1024)) load_secs=$load_secs load_fetched=$load_fetched"
-		stop_prog "$prog" "$name"
+		echo "programs_run: prog=$prog local_pct=$pct cache_bytes=$CACHE hwm_bytes=$((hwm * 1024)) load_secs=$load_secs load_fetched=$load_fetched"
+		stop_prog "$prog" "$prog-$pct"
 	done
 done
 echo "programs_cfg: requests=$REQS runs=$RUNS value_bytes=$VAL data=$DATA_B pcts=${PCTS// /,} clients=4"

@@ -94,13 +94,15 @@ def programs(b):
     quick = b.a.programs == "quick"
     data = b.a.programs_data or ("64M" if quick else "512M")
     reqs, runs = (2000, 1) if quick else (100000, b.runs)
+    # (quick: a short warm-up, not one the cache settles in)
+    warm = ["--warmup", 1000] if quick else []
     if b.a.programs_requests:
         reqs = int(b.a.programs_requests)
     b.say(f"programs: redis-server and memcached under farpage run, {data} of values, the "
           f"cache at 100/75/50/25 % of the data and all local; {reqs} requests, {runs} "
           f"run{plural(runs)} of each workload")
     out = script_run(b, "programs", "programs.sh", "--data", data, "--requests", reqs,
-                     "--runs", runs)
+                     "--runs", runs, *warm)
     if out is None:
         not_measured(b, f"n/a (programs.sh: {b.tail(out_err(b, 'programs'), 1)})")
         return
@@ -124,6 +126,9 @@ def programs(b):
         for k in DATA_KEYS:
             v = vals(out, "programs_data", k, prog=prog)
             put_m(f"{pre}.{k}", v[0] if v else None)
+        if prog == "memcached":
+            v = vals(out, "programs_data", "hashpower", prog=prog)
+            put_m(f"{pre}.hashpower", v[0] if v else None)
         for pct in ("local",) + PCTS:
             for k in RUN_KEYS:
                 v = vals(out, "programs_run", k, prog=prog, local_pct=pct)
