@@ -74,6 +74,10 @@ setup() {
 		modprobe "$m" || { echo "modprobe $m failed"; return 1; }
 	done
 	ip link add vA mtu $VETH_MTU type veth peer name vB mtu $VETH_MTU || return 1
+	# GID 0 is the IPv6 link-local address: usable at once (no duplicate
+	# address detection, a second or more under TCG, during which a QP's
+	# move to RTR cannot resolve the peer and fails ETIMEDOUT)
+	sysctl -qw net.ipv6.conf.vA.accept_dad=0 net.ipv6.conf.vB.accept_dad=0 || return 1
 	ip addr add $IP_A/24 dev vA && ip addr add $IP_B/24 dev vB || return 1
 	ip link set vA up && ip link set vB up || return 1
 	rdma link add rxe0 type rxe netdev vA || return 1
@@ -94,6 +98,13 @@ setup() {
 		ip rule del pref 0 || return 1
 	ip neigh replace $IP_B lladdr "$(cat /sys/class/net/vB/address)" dev vA nud permanent &&
 		ip neigh replace $IP_A lladdr "$(cat /sys/class/net/vA/address)" dev vB nud permanent || return 1
+	# ... and each end's link-local neighbour known, as the IPv4 ones
+	local llA llB
+	llA=$(ip -6 -o addr show dev vA scope link | awk '{ sub(/\/.*/, "", $4); print $4 }')
+	llB=$(ip -6 -o addr show dev vB scope link | awk '{ sub(/\/.*/, "", $4); print $4 }')
+	[ -n "$llA" ] && [ -n "$llB" ] || { echo "no IPv6 link-local address on vA/vB"; return 1; }
+	ip -6 neigh replace "$llB" lladdr "$(cat /sys/class/net/vB/address)" dev vA nud permanent &&
+		ip -6 neigh replace "$llA" lladdr "$(cat /sys/class/net/vA/address)" dev vB nud permanent || return 1
 	for ((i = 0; i < 100; i++)); do
 		grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state 2>/dev/null &&
 			grep -q ACTIVE /sys/class/infiniband/rxe1/ports/1/state 2>/dev/null && return 0
