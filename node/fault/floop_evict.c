@@ -274,7 +274,7 @@ static void cache_clock_step(struct floop *f, struct fmap *m, uint64_t i)
 		/* (scanning: written again since, in use: not now) */
 		if (m->wb_next_ms <= evl_now_ms() &&
 		    !(m->anon && dscan_written_now(f, m, i)))
-			cache_wb_start(f, m, i, 1);
+			cache_wb_start(f, m, i, m->anon);
 		break;
 	case CLOCK_DROP:
 		/* (scanning: not while the guest maps it, unseen writes) */
@@ -306,7 +306,7 @@ static void cache_evict_fifo(struct floop *f)
 		ps = m->pst[e.idx];
 		if (ps & (PS_DIRTY | PS_WB)) {
 			if (!(ps & PS_WB) && m->wb_next_ms <= evl_now_ms())
-				cache_wb_start(f, m, e.idx, 1);
+				cache_wb_start(f, m, e.idx, m->anon);
 			f->fifo[(f->fifo_head + f->fifo_len++) % f->fifo_cap] =
 				e;
 			continue;

@@ -833,9 +833,8 @@ void floop_move_handover(struct floop *f, const struct cmd *c);
 /*
  * Sends the dirty run at page @i of @m (up to FLOOP_RUN_PAGES of one chunk)
  * home. Returns the pages it covers (0: nothing could be posted now).
- * @cold: for the cache to drop page @i (not in use); in an anonymous map
- * (whose pages go home only to leave) the run then stops at a page in use
- * (REF).
+ * @cold: only to make room (an anonymous map's pages go home for nothing
+ * else): the run stops at a page in use (REF).
  */
 uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i, int cold);
 /* Sends home the dirty pages of @m from its cursor on (those a flush waits

@@ -250,7 +250,7 @@ uint32_t cache_wb_start(struct floop *f, struct fmap *m, uint64_t i, int cold)
 	layout_map_chunk(&m->lay, rel >> m->chunk_shift, &ch);
 	while (n < FLOOP_RUN_PAGES && (i + n) * FLOOP_PAGE < chunk_end &&
 	       (m->pst[i + n] & (PS_DIRTY | PS_WB)) == PS_DIRTY &&
-	       !(cold && m->anon && (m->pst[i + n] & PS_REF)))
+	       !(cold && (m->pst[i + n] & PS_REF)))
 		n++;
 	/* The chunk's owner restarted since the region was placed: its pool
 	 * is new, and the coordinator frees the chunk's extent there at once
