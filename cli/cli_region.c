@@ -499,11 +499,6 @@ static int cli_region_create_check(const char *usage, const struct msg *req)
 				     "replica; not with --replicas");
 		return CLI_EXIT_USAGE;
 	}
-	if (req->replicas > 1 && (req->rflags & MSG_REGION_COHERENT)) {
-		cli_usage_err(usage, "region create: a coherent region has one "
-				     "replica; not with --replicas");
-		return CLI_EXIT_USAGE;
-	}
 	return -1;
 }
 

@@ -50,7 +50,8 @@ enum msg_type {
 			      rebuild task ids], [rchk: digests asked
 			      for are answered], [sums], [unreach:
 			      replica owners its write-back fails to
-			      reach] -> HEARTBEAT_ACK */
+			      reach], [synced: answer with it] ->
+			      HEARTBEAT_ACK */
 	MSG_T_NODE_LIST,   /* -> NODES */
 	MSG_T_NODES,	   /* nodes, [gone] */
 	/* regions */
@@ -89,7 +90,8 @@ enum msg_type {
 	/* coordinator -> node: the heartbeat's answer */
 	MSG_T_HEARTBEAT_ACK, /* epoch, ngen, cid, [extents to clear],
 				[fence], [tasks], [checks: only to a node
-				whose heartbeat has rchk] */
+				whose heartbeat has rchk], [synced: only
+				to one whose heartbeat has synced] */
 	/* change records only (write-ahead log), never requests */
 	MSG_T_SCRUB,	  /* node, epoch, extents: freed by a delete at
 			     epoch, to be cleared by the owner before reuse;
@@ -256,6 +258,10 @@ enum msg_field_id {
 	MSG_F_UNREACH,	   /* list of struct msg_unreach, <= MSG_UNREACH_MAX */
 	MSG_F_RFLAGS,	   /* u64, a region's flags (MSG_REGION_*; absent:
 			      none): REGION_CREATE, REGION */
+	MSG_F_SYNCED,	   /* u64: HEARTBEAT: 1 (absent: 0), from an agent
+			      that takes it; HEARTBEAT_ACK: the lowest
+			      epoch every node that is up has synced
+			      (absent: 0) */
 	MSG_F__MAX,
 };
 
@@ -544,6 +550,7 @@ struct msg {
 	uint64_t rflags; /* a region's MSG_REGION_* */
 	uint64_t cid;
 	uint64_t ngen;
+	uint64_t synced; /* MSG_F_SYNCED */
 	uint64_t lease;
 	uint64_t wgen;
 

@@ -308,6 +308,7 @@ const struct msg_field msg_fields[MSG_F__MAX] = {
 	[MSG_F_UNREACH] = F_RECSN(msg, "unreach", unreach, n_unreach,
 				  msg_unreach_rec, MSG_UNREACH_MAX),
 	[MSG_F_RFLAGS] = F_U64(msg, "rflags", rflags, 1, MSG_REGION_FLAGS),
+	[MSG_F_SYNCED] = F_U64(msg, "synced", synced, 1, UINT64_MAX),
 };
 
 #define B(f) MSG_BIT(MSG_F_##f)
@@ -336,7 +337,8 @@ const struct msg_schema msg_schema[MSG_T__MAX] = {
 			      B(NODE) | B(INSTANCE) | B(PEERS) | B(EPOCH) |
 				      B(CID) | B(EXTENTS) | B(TAKEN) |
 				      B(REBUILT) | B(FAILED) | B(RCHK) |
-				      B(SUMS) | B(WANT_GRANTS) | B(UNREACH),
+				      B(SUMS) | B(WANT_GRANTS) | B(UNREACH) |
+				      B(SYNCED),
 			      B(NODE) | B(INSTANCE) },
 	[MSG_T_NODE_LIST] = { "node_list", 0, 0 },
 	[MSG_T_NODES] = { "nodes", B(NODES) | B(GONE), 0 },
@@ -378,7 +380,7 @@ const struct msg_schema msg_schema[MSG_T__MAX] = {
 	[MSG_T_HEARTBEAT_ACK] = { "heartbeat_ack",
 				  B(EPOCH) | B(NGEN) | B(CID) | B(EXTENTS) |
 					  B(FENCE) | B(TASKS) | B(CHECKS) |
-					  B(GRANTS),
+					  B(GRANTS) | B(SYNCED),
 				  B(EPOCH) | B(NGEN) | B(CID) },
 	[MSG_T_SCRUB] = { "scrub", B(NODE) | B(EPOCH) | B(EXTENTS) | B(FENCE),
 			  B(NODE) | B(EPOCH) },

@@ -294,8 +294,14 @@ int coord_on_heartbeat(struct coord *c, const struct msg *req, struct msg *rep,
 	}
 	/* Who has synced what: one walk over every node, only when a scrub
 	 * or a rebuild task waits for it (the usual case: neither). */
-	seen = n->n_scrub || c->n_tasks ? coord_seen_epoch_min(c, now) : 0;
+	seen = n->n_scrub || c->n_tasks || req->synced
+		       ? coord_seen_epoch_min(c, now)
+		       : 0;
 	ret = coord_heartbeat_ack(c, n, rep, seen);
+	/* replicated coherent regions: a home that moved serves once every
+	 * host has let go of the old one's copies (docs/design.md) */
+	if (req->synced)
+		rep->synced = seen;
 	if (!ret)
 		ret = coord_repl_ack(c, n, rep, seen);
 	return ret;

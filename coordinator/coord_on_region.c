@@ -48,13 +48,6 @@ int coord_on_region_create(struct coord *c, const struct msg *req,
 		ret = -EINVAL;
 		goto out_err;
 	}
-	if ((req->rflags & MSG_REGION_COHERENT) && req->replicas > 1) {
-		snprintf(why, sizeof(why),
-			 "a coherent region has one replica (its pages' "
-			 "directory lives at their one owner)");
-		ret = -EOPNOTSUPP;
-		goto out_err;
-	}
 	rec.rflags = req->rflags;
 	if (coord_region_find(c, req->name)) {
 		snprintf(why, sizeof(why), "region '%s' exists", req->name);

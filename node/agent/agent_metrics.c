@@ -87,6 +87,11 @@ static const struct agent_metric_fl agent_fault_metrics[] = {
 	  "Pages this host's coherent mappings gave home because the cache "
 	  "was over its bound.",
 	  FL(coh_evicted), 1 },
+	{ "farpage_coherence_salvages_total", "counter",
+	  "Pages of a replicated coherent region this host held modified "
+	  "and wrote to every replica of their chunk because their home "
+	  "could not be told (its connection ended, or it moved).",
+	  FL(coh_salvages), 1 },
 };
 
 static const struct agent_metric_fl agent_cache_metrics[] = {

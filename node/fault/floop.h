@@ -50,8 +50,9 @@ struct floop_counters {
 	atomic_uint_fast64_t coh_invs;
 	atomic_uint_fast64_t coh_recalls;
 	atomic_uint_fast64_t coh_ahead;
-	atomic_uint_fast64_t coh_evicted; /* given home over the bound */
-	atomic_uint_fast64_t coh_wbs;	  /* written back (WB), kept */
+	atomic_uint_fast64_t coh_evicted;  /* given home over the bound */
+	atomic_uint_fast64_t coh_wbs;	   /* written back (WB), kept */
+	atomic_uint_fast64_t coh_salvages; /* written to the replicas */
 	/* from reading a fault to resolving it (a fetch: the first fault
 	 * that waited on it), as the agent serves it */
 	struct metrics_hist fault_ns;
@@ -324,6 +325,16 @@ int floop_self_set(struct floop *f, uint64_t self);
  * the node is down has seen them end, or sees a newer one).
  */
 void floop_wb_until(struct floop *f, uint64_t until_ms, uint64_t close_ms);
+/*
+ * Replicated coherent regions: @synced, the lowest epoch every node that
+ * is up has synced, and @epoch, the coordinator's, from a heartbeat's
+ * answer (a page whose home moved is asked of the new home only once
+ * every host let go of the old one's copies).
+ */
+void floop_coh_synced(struct floop *f, uint64_t synced, uint64_t epoch);
+/* 1 while pages of a home that moved are on their way (given back, or
+ * written to the replicas): the epoch that moved it is not synced. */
+int floop_coh_settling(struct floop *f);
 /*
  * The regions that exist in the coordinator's tables @cid as of region
  * epoch @epoch (@regions sorted by name; the loop copies them). A mapping

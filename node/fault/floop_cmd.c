@@ -236,6 +236,7 @@ static void floop_cmd_relayout(struct floop *f, struct cmd *c)
 		struct layout_map lay;
 		struct msg_run *runs;
 		struct msg_rstate *rs = NULL;
+		uint64_t *homes;
 
 		if (m->dead || m->repl <= 1 || m->epoch != c->epoch ||
 		    strcmp(m->name, c->name) || c->rgen <= m->rgen ||
@@ -265,6 +266,7 @@ static void floop_cmd_relayout(struct floop *f, struct cmd *c)
 			free(rs);
 			continue;
 		}
+		homes = m->coh ? floop_coh_homes(f, m) : NULL;
 		/* what its write-back failed to reach: no longer about a
 		 * replica that changed */
 		wfail_relayout(&m->wfail, m->repl, m->n_chunks, &m->lay, m->rs,
@@ -279,7 +281,10 @@ static void floop_cmd_relayout(struct floop *f, struct cmd *c)
 			 m->name, (unsigned long long)m->rgen,
 			 (unsigned long long)c->rgen, c->n_rs);
 		m->rgen = c->rgen;
-		floop_cache_wb_relayout(f, m);
+		if (m->coh)
+			floop_coh_relayout(f, m, homes);
+		else
+			floop_cache_wb_relayout(f, m);
 	}
 }
 
@@ -361,6 +366,9 @@ void floop_cmds_run(struct floop *f)
 			break;
 		case CMD_DISCARD:
 			floop_anon_discard_cmd(f, c);
+			break;
+		case CMD_COH_SYNCED:
+			floop_coh_synced_run(f);
 			break;
 		case CMD_REBUILD:
 			floop_rb_add(f, &c->rt);
@@ -608,6 +616,28 @@ int64_t floop_map_relayout(struct floop *f, const char *name, uint64_t epoch,
 	c->n_rs = n_rs;
 	c->rgen = rgen;
 	return floop_cmd_push(f, c);
+}
+
+void floop_coh_synced(struct floop *f, uint64_t synced, uint64_t epoch)
+{
+	struct cmd *c;
+
+	atomic_store(&f->crs.epoch, epoch);
+	if (synced <= atomic_load(&f->crs.synced))
+		return;
+	atomic_store(&f->crs.synced, synced);
+	/* the loop looks at what waited for it (if no memory: on its next
+	 * periodic look) */
+	c = calloc(1, sizeof(*c));
+	if (c) {
+		c->kind = CMD_COH_SYNCED;
+		floop_cmd_push(f, c);
+	}
+}
+
+int floop_coh_settling(struct floop *f)
+{
+	return atomic_load(&f->crs.salv) != 0;
 }
 
 int64_t floop_map_grants(struct floop *f, const char *name, uint64_t epoch,

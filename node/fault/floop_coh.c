@@ -59,6 +59,8 @@ static int coh_home(struct floop *f, struct fmap *m, uint64_t i, uint64_t *node,
 	uint64_t rel = i * FLOOP_PAGE;
 	struct msg_chunk ch;
 
+	if (m->repl > 1)
+		return floop_coh_repl_home(f, m, i, node, off);
 	layout_map_chunk(&m->lay, rel >> m->chunk_shift, &ch);
 	if (floop_chunk_is_lost(f, &ch))
 		return -ESTALE;
@@ -68,142 +70,6 @@ static int coh_home(struct floop *f, struct fmap *m, uint64_t i, uint64_t *node,
 }
 
 /* ---- requests ---- */
-
-static struct cohreq *coh_req_get(struct floop *f, uint32_t *idx)
-{
-	struct cohreq *r;
-
-	if (f->cohr_free == UINT32_MAX) {
-		uint32_t n = f->n_cohr ? 2 * f->n_cohr : 64;
-
-		if (n > FLOOP_COH_TAG - 1)
-			return NULL;
-		r = realloc(f->cohr, n * sizeof(*r));
-		if (!r)
-			return NULL;
-		memset(r + f->n_cohr, 0, (n - f->n_cohr) * sizeof(*r));
-		for (uint32_t k = f->n_cohr; k < n; k++)
-			r[k].next = k + 1 < n ? k + 1 : UINT32_MAX;
-		f->cohr_free = f->n_cohr;
-		f->cohr = r;
-		f->n_cohr = n;
-	}
-	*idx = f->cohr_free;
-	r = &f->cohr[*idx];
-	f->cohr_free = r->next;
-	r->busy = 1;
-	r->gen++;
-	return r;
-}
-
-static void coh_req_put(struct floop *f, uint32_t idx)
-{
-	struct cohreq *r = &f->cohr[idx];
-
-	free(r->buf);
-	r->buf = NULL;
-	r->busy = 0;
-	r->queued = 0;
-	r->map = NULL;
-	r->next = f->cohr_free;
-	f->cohr_free = idx;
-}
-
-/* Posts message @idx to its home's transport: 0, -EAGAIN (no room:
- * try again later, in order), or -errno. */
-static int coh_post(struct floop *f, uint32_t idx)
-{
-	struct cohreq *r = &f->cohr[idx];
-	int ret = floop_peer_coh(
-		f, r->node, r->type | r->run << WIRE_COH_RUN_SHIFT, r->off,
-		r->buf, (uint64_t)r->gen << 32 | FLOOP_COH_TAG | idx);
-
-	if (!ret)
-		atomic_fetch_add(&f->ctr.coh_msgs, 1);
-	return ret;
-}
-
-static void coh_queue_add(struct floop *f, uint32_t idx)
-{
-	f->cohr[idx].queued = 1;
-	f->cohr[idx].next = UINT32_MAX;
-	if (f->cohq_tail == UINT32_MAX)
-		f->cohq_head = idx;
-	else
-		f->cohr[f->cohq_tail].next = idx;
-	f->cohq_tail = idx;
-}
-
-/* A message that waited and cannot be sent at all (its connection
- * ended: peer_lost settles its page; else as its answer's failure). */
-static void coh_queued_fail(struct floop *f, uint32_t idx, int err);
-
-/* The backlog, posted in order while the transport takes it. */
-static void coh_queue_run(struct floop *f)
-{
-	uint32_t idx;
-	int ret;
-
-	while ((idx = f->cohq_head) != UINT32_MAX) {
-		ret = coh_post(f, idx);
-		if (ret == -EAGAIN)
-			return;
-		f->cohq_head = f->cohr[idx].next;
-		if (f->cohq_head == UINT32_MAX)
-			f->cohq_tail = UINT32_MAX;
-		f->cohr[idx].queued = 0;
-		if (ret)
-			coh_queued_fail(f, idx, ret);
-	}
-}
-
-/*
- * Sends @type for page @i of @m to its home (a GETM's run in the bits
- * WIRE_COH_RUN_SHIFT up), with @buf (a page: what it carries, or where
- * its answer lands; taken, freed when done; NULL: none, or a landing
- * room made here, the page and its run). A message the transport has no
- * room for waits in the backlog, and so does every later one. @m NULL:
- * an acknowledgement for the page at pool offset @off of home @node, of
- * no mapping here. Returns 0 or -errno (@buf freed).
- */
-static int coh_send_to(struct floop *f, struct fmap *m, uint64_t i,
-		       uint64_t node, uint64_t off, unsigned int type,
-		       uint8_t *buf, int flush)
-{
-	unsigned int run = WIRE_COH_RUN(type);
-	struct cohreq *r;
-	uint32_t idx;
-	int ret = 0;
-
-	type = WIRE_COH_TYPE(type);
-	if (!buf && (type == WIRE_COH_GETS || type == WIRE_COH_GETM) &&
-	    !(buf = malloc((1 + run) * FLOOP_PAGE)))
-		ret = -ENOMEM;
-	if (ret || !(r = coh_req_get(f, &idx))) {
-		free(buf);
-		return ret ? ret : -ENOMEM;
-	}
-	r->map = m;
-	r->idx = i;
-	r->node = node;
-	r->off = off;
-	r->type = type;
-	r->run = run;
-	r->buf = buf;
-	r->flush = (uint8_t)flush;
-	ret = f->cohq_head == UINT32_MAX ? coh_post(f, idx) : -EAGAIN;
-	if (ret == -EAGAIN) {
-		coh_queue_add(f, idx);
-		ret = 0;
-	}
-	if (ret) {
-		coh_req_put(f, idx);
-		return ret;
-	}
-	if (m)
-		m->coh_out++;
-	return 0;
-}
 
 static int coh_send(struct floop *f, struct fmap *m, uint64_t i,
 		    unsigned int type, uint8_t *buf, int flush)
@@ -215,7 +81,7 @@ static int coh_send(struct floop *f, struct fmap *m, uint64_t i,
 		free(buf);
 		return ret;
 	}
-	return coh_send_to(f, m, i, node, off, type, buf, flush);
+	return floop_coh_send_to(f, m, i, node, off, type, buf, flush);
 }
 
 /* The wire type of a host's message @t (0: not a host's). */
@@ -364,8 +230,10 @@ static int coh_access(struct floop *f, struct fmap *m, uint64_t i, int write)
 	 * hold was for */
 	coh_hold_release(f, m, i);
 	h.state = COH_ST(m, i);
-	if (f->coh_lapsed) {
-		/* the lease may be ending: asked for once it moves on */
+	if (f->coh_lapsed || (m->cst[i] & COH_F_SALV)) {
+		/* the lease may be ending: asked for once it moves on; or
+		 * its bytes are on their way to the replicas (not written
+		 * meanwhile): asked for after */
 		m->cst[i] |= COH_F_WAIT | (write ? COH_F_WRITE : 0);
 		pgset_add(&m->coh_live, i);
 		return 0;
@@ -396,7 +264,13 @@ static int coh_access(struct floop *f, struct fmap *m, uint64_t i, int write)
 		pgset_add(&m->coh_live, i);
 		return 0; /* its own request answers it */
 	}
-	walk = coh_walk(m, i);
+	if (m->repl > 1 && atomic_load(&f->crs.synced) < m->coh_gate) {
+		/* its home moved: asked once its bytes are on the replicas
+		 * and every host let go of the old home's copies */
+		pgset_add(&m->coh_live, i);
+		return 0;
+	}
+	walk = m->repl > 1 ? 0 : coh_walk(m, i);
 	if (walk && out.n == 1 && out.m[0].type == COH_GETM)
 		run = coh_run_take(f, m, i, walk);
 	floop_coh_st_set(f, m, i, h.state);
@@ -504,6 +378,54 @@ static void coh_run_answered(struct floop *f, struct fmap *m,
 	}
 }
 
+/* The grant of a home that is one no more (the layout moved it while
+ * the request was out: floop_coh_relayout()): what it granted goes
+ * straight back to it, never into the process; the fault asks again. */
+static void coh_stale_answered(struct floop *f, struct fmap *m,
+			       struct cohreq *r, int pages)
+{
+	uint64_t i = r->idx;
+	struct coh_host h = { .state = COH_ST(m, i) };
+	struct coh_msg in = { .type = pages ? COH_DATA_M : COH_DATA_S,
+			      .has_data = 1 };
+	struct coh_out out = { .n = 0 };
+	enum coh_host_state was = h.state;
+	uint8_t *page = NULL;
+	int granted;
+
+	if (coh_host_on(&h, 0, &in, &out, &granted) != COH_OK)
+		return;
+	if (h.state == COH_M) {
+		page = malloc(FLOOP_PAGE);
+		if (!page) {
+			/* cannot be given back: the old home waits for this
+			 * host's next connection, which resets it there */
+			floop_coh_st_set(f, m, i, COH_I);
+			m->coh_retry = 1;
+			return;
+		}
+		memcpy(page, r->buf, FLOOP_PAGE);
+		memcpy(&h.data, page, sizeof(h.data));
+	}
+	out.n = 0;
+	coh_host_evict(&h, 0, &out);
+	if (was == COH_SM_D)
+		floop_coh_punch(m, i); /* its copy is the old home's too */
+	floop_coh_st_set(f, m, i, h.state);
+	m->coh_retry = 1;
+	for (unsigned int k = 0; k < out.n; k++) {
+		unsigned int type = coh_wire_type(out.m[k].type);
+
+		if (type)
+			floop_coh_send_to(f, m, i, r->node, r->off, type,
+					  type == WIRE_COH_PUTM ? page : NULL,
+					  COH_SEND_SETTLE);
+		if (type == WIRE_COH_PUTM)
+			page = NULL;
+	}
+	free(page);
+}
+
 /* The answer to the request of @r (the page's bytes in r->buf): a GETS
  * granted shared (@pages 0), or a GETS or GETM granted modified (@pages:
  * the page and the part of its run that came). */
@@ -519,6 +441,11 @@ static void coh_answered(struct floop *f, struct fmap *m, struct cohreq *r,
 
 	log_dbg("map %s page %#" PRIx64 ": answer to %u in %s", m->name,
 		i * FLOOP_PAGE, r->type, coh_host_state_name(was));
+	if (r->stale &&
+	    (r->type == WIRE_COH_GETS || r->type == WIRE_COH_GETM)) {
+		coh_stale_answered(f, m, r, pages);
+		return;
+	}
 	if (pages > 1 &&
 	    !floop_coh_run_whole(f, m, i, r->buf, (unsigned int)pages)) {
 		coh_run_back(f, m, i + (unsigned int)pages, i + r->run, 1);
@@ -603,33 +530,22 @@ static void coh_fail(struct floop *f, struct fmap *m, uint32_t idx, int status)
 	}
 }
 
-/* Message @idx is done with (answered, failed or dropped). */
-static void coh_req_done(struct floop *f, uint32_t idx)
-{
-	struct fmap *m = f->cohr[idx].map;
-
-	if (m && f->cohr[idx].flush)
-		m->n_flush--; /* a flush's write-back (floop_coh_wb()) */
-
-	coh_req_put(f, idx);
-	if (m) {
-		m->coh_out--;
-		if (m->dead && !m->coh_out)
-			f->up.map_idle(f, m);
-	}
-}
-
 static void coh_queued_fail(struct floop *f, uint32_t idx, int err)
 {
 	if (f->cohr[idx].map)
 		coh_fail(f, f->cohr[idx].map, idx, err);
-	coh_req_done(f, idx);
+	floop_coh_req_done(f, idx);
 }
 
 void floop_coh_done(struct floop *f, uint32_t idx, uint32_t gen, int status)
 {
 	struct cohreq *r;
 
+	if (idx & FLOOP_COH_MIR) {
+		floop_coh_mir_done(f, idx & FLOOP_COH_IDX_MAX, (idx >> 24) & 3,
+				   gen, status);
+		return;
+	}
 	if (idx >= f->n_cohr || !f->cohr[idx].busy || f->cohr[idx].queued ||
 	    f->cohr[idx].gen != gen) {
 		log_err("coherence: an answer to no message (%u, gen %u)", idx,
@@ -643,9 +559,9 @@ void floop_coh_done(struct floop *f, uint32_t idx, uint32_t gen, int status)
 		else
 			coh_fail(f, r->map, idx, status);
 	}
-	coh_req_done(f, idx);
+	floop_coh_req_done(f, idx);
 	/* a slot is free: what waits for one goes */
-	coh_queue_run(f);
+	floop_coh_queue_run(f);
 }
 
 /* An INV_ACK to home @node for its page at @off, of no mapping here (if
@@ -653,7 +569,7 @@ void floop_coh_done(struct floop *f, uint32_t idx, uint32_t gen, int status)
  * it there). */
 static void coh_ack_orphan(struct floop *f, uint64_t node, uint64_t off)
 {
-	coh_send_to(f, NULL, 0, node, off, WIRE_COH_INV_ACK, NULL, 0);
+	floop_coh_send_to(f, NULL, 0, node, off, WIRE_COH_INV_ACK, NULL, 0);
 }
 
 /* Push @type of home @node for its page at @off, taken: page @i of @m
@@ -774,6 +690,8 @@ void floop_coh_give_back(struct floop *f, struct fmap *m, uint64_t i)
 	struct coh_out out = { .n = 0 };
 	uint8_t *page = NULL;
 
+	if (m->cst[i] & COH_F_SALV)
+		return; /* on its way to the replicas (then dropped) */
 	/* a push it holds goes first (its answer may take the page) */
 	coh_hold_release(f, m, i);
 	coh_host_init(&h, 0);
@@ -811,6 +729,12 @@ int floop_coh_wb(struct floop *f, struct fmap *m, uint64_t i, int flush)
 	coh_hold_release(f, m, i);
 	if (COH_ST(m, i) != COH_M)
 		return 0; /* (the push held took it) */
+	if (m->cst[i] & COH_F_SALV) {
+		/* its home cannot be told: a flush now fails */
+		if (flush)
+			m->wb_gone++;
+		return flush ? -EIO : 0;
+	}
 	/* its writers stop first: its next write faults and clears CLEAN */
 	page = floop_coh_take(m, i, !m->gone);
 	/* (coh_host_wb()'s message, its state unchanged; coh_send() takes
@@ -846,8 +770,19 @@ static void coh_queue_drop(struct floop *f, uint64_t node)
 	uint32_t idx = f->cohq_head, prev = UINT32_MAX, next;
 
 	for (; idx != UINT32_MAX; idx = next) {
-		next = f->cohr[idx].next;
-		if (f->cohr[idx].node != node) {
+		struct cohreq *r = &f->cohr[idx];
+
+		next = r->next;
+		if (r->node != node || r->type == COH_REQ_SALVAGE) {
+			prev = idx;
+			continue;
+		}
+		/* replicated: a page given back that the home never saw is
+		 * still this host's there; it goes to the replicas instead */
+		if (r->map && r->map->repl > 1 && r->buf &&
+		    (r->type == WIRE_COH_PUTM ||
+		     r->type == WIRE_COH_RECALL_ACK) &&
+		    floop_coh_salvage_req(f, idx)) {
 			prev = idx;
 			continue;
 		}
@@ -857,7 +792,7 @@ static void coh_queue_drop(struct floop *f, uint64_t node)
 			f->cohr[prev].next = next;
 		if (f->cohq_tail == idx)
 			f->cohq_tail = prev;
-		coh_req_done(f, idx);
+		floop_coh_req_done(f, idx);
 	}
 }
 
@@ -876,6 +811,20 @@ void floop_coh_peer_lost(struct floop *f, uint64_t node)
 			if (coh_home(f, m, i, &home, &off) || home != node)
 				continue;
 			m->cst[i] &= ~COH_F_HELD;
+			if (m->cst[i] & COH_F_SALV) {
+				/* on its way to the replicas: dropped then; a
+				 * request of it is asked again after */
+				if (st == COH_IS_D || st == COH_IM_D ||
+				    st == COH_SM_D)
+					floop_coh_st_set(f, m, i, COH_I);
+				continue;
+			}
+			/* replicated: what it wrote goes to the replicas
+			 * (the home still counts it this host's until it
+			 * connects again, after that) */
+			if (st == COH_M && m->repl > 1 &&
+			    !floop_coh_salvage(f, m, i, node, NULL))
+				continue;
 			if (st == COH_M || st == COH_MI_A) {
 				/* what it wrote and had not given back */
 				m->wb_gone++;
@@ -903,7 +852,8 @@ void floop_coh_peer_lost(struct floop *f, uint64_t node)
  * SIGBUS (a grant coming after maps the page over the poison). */
 void floop_coh_tick(struct floop *f, uint64_t now)
 {
-	coh_queue_run(f);
+	floop_coh_mir_tick(f, now);
+	floop_coh_queue_run(f);
 	for (struct fmap *m = f->maps; m; m = m->next) {
 		if (!m->coh || m->dead ||
 		    (!m->coh_retry && now - m->coh_scan_ms < FLOOP_COH_SCAN_MS))
@@ -948,12 +898,15 @@ int floop_coh_map_init(struct floop *f, struct fmap *m)
 {
 	uint64_t n = coh_pages(m);
 
-	(void)f;
+	f->crs.queued_fail = coh_queued_fail;
 	m->cst = calloc(n ? n : 1, 1);
 	m->coh_t0 = calloc(n ? n : 1, sizeof(*m->coh_t0));
 	if (!m->cst || !m->coh_t0 || pgset_init(&m->coh_live, n))
 		return -ENOMEM;
 	m->coh_epoch_ms = evl_now_ms();
+	/* replicated: a host that held the old home's copies of a home
+	 * moved before now has let go once every node up synced this */
+	m->coh_gate = m->repl > 1 ? atomic_load(&f->crs.epoch) : 0;
 	m->coh = 1;
 	return 0;
 }

@@ -5,8 +5,59 @@
 
 #include <stdint.h>
 
+#include "floop_repl.h"
+
 struct floop;
 struct fmap;
+
+/* A coherence message in flight (floop_coh.c): its tag is gen << 32 |
+ * FLOOP_COH_TAG | its index in floop.cohr (below FLOOP_COH_IDX_MAX);
+ * with FLOOP_COH_MIR | the replica << 24: a write of its page to that
+ * replica (floop_coh_repl.c). */
+#define FLOOP_COH_MIR	  0x10000000u
+#define FLOOP_COH_IDX_MAX 0x00ffffffu
+/* cohreq.type of a salvage (never sent: floop_coh_repl.c) */
+#define COH_REQ_SALVAGE 0xffu
+struct cohreq {
+	int busy, queued; /* queued: in the backlog, not posted yet */
+	uint32_t gen;
+	uint32_t next; /* free list, or the backlog */
+	struct fmap *map;
+	uint64_t idx;	   /* the page */
+	uint64_t node;	   /* its home */
+	uint64_t off;	   /* the page's offset in its home's pool */
+	unsigned int type; /* WIRE_COH_*, or COH_REQ_SALVAGE */
+	unsigned int run;  /* a GETM's: the pages after it asked too */
+	uint8_t *buf;	   /* the page it carries, or its answer's */
+	uint8_t flush;	   /* a flush's WB: counted in its map's n_flush */
+	/* replicated (floop_coh_repl.c): @mir: its page is being written
+	 * to the chunk's replicas (@rpend writes out, the first error,
+	 * the layout's rgen, when it started); it waits in the backlog,
+	 * and so does every later message to its node. @settle: counted
+	 * in coh_rstate.salv (a home changed: the epoch is not synced
+	 * before it is done). @stale: sent to a home that is one no more. */
+	uint8_t mir, settle, stale;
+	uint32_t rpend;
+	int rerr;
+	uint64_t rgen, t0_ms, retry_ms;
+	struct repl_wb rw;
+};
+
+/* floop_coh_send_to()'s @how */
+#define COH_SEND_FLUSH	1 /* a flush's WB: counted in its map's n_flush */
+#define COH_SEND_SETTLE 2 /* counted in coh_rstate.salv */
+
+/* Replicated coherent maps' part of struct floop. */
+struct coh_rstate {
+	/* set by the session's thread: the lowest epoch every node that
+	 * is up synced, and the coordinator's epoch, as last heard */
+	_Atomic uint64_t synced, epoch;
+	_Atomic uint32_t salv;	/* messages counted by cohreq.settle */
+	uint64_t retry_ms;	/* a write failed: the next look (0: none) */
+	int q_running, q_again; /* floop_coh_queue_run() under way */
+	/* a message of the backlog that cannot be sent (floop_coh.c) */
+	void (*queued_fail)(struct floop *f, uint32_t idx, int err);
+};
 
 /* A page of a coherent mapping, a byte (fmap.cst): its coh.h host state,
  * and flags. */
@@ -14,6 +65,7 @@ struct fmap;
 #define COH_F_CLEAN 0x08 /* M: written back, and not written since */
 #define COH_F_WAIT  0x10 /* a fault waits on the page: asked again */
 #define COH_F_WRITE 0x20 /* ... to write it */
+#define COH_F_SALV  0x40 /* written to the replicas, then dropped */
 #define COH_F_HELD  0x80 /* a push for it waits out its hold */
 /* page @i of @m's state (enum coh_host_state, coh.h), and its address */
 #define COH_ST(m, i)   ((enum coh_host_state)((m)->cst[i] & COH_ST_MASK))
@@ -120,5 +172,77 @@ void floop_coh_hold_fini(struct floop *f);
 /* Periodic: requests that failed asked again, faults past the timeout
  * poisoned. */
 void floop_coh_tick(struct floop *f, uint64_t now);
+
+/* ---- floop_coh_msg.c: messages, and their pages' writes to replicas ---- */
+
+/*
+ * Sends @type for page @i of @m to home @node, its page at @off there (a
+ * GETM's run in the bits WIRE_COH_RUN_SHIFT up), with @buf (a page: what
+ * it carries, or where its answer lands; taken, freed when done; NULL:
+ * none, or a landing room made here, the page and its run). A message
+ * the transport has no room for waits in the backlog, and so does every
+ * later one to its node. @m NULL: an acknowledgement of no mapping here.
+ * @how: COH_SEND_*. Returns 0 or -errno (@buf freed).
+ */
+int floop_coh_send_to(struct floop *f, struct fmap *m, uint64_t i,
+		      uint64_t node, uint64_t off, unsigned int type,
+		      uint8_t *buf, int how);
+/* A message slot (busy, a new generation), or NULL. */
+struct cohreq *floop_coh_req_get(struct floop *f, uint32_t *idx);
+/* Message @idx is done with (answered, failed, dropped or salvaged). */
+void floop_coh_req_done(struct floop *f, uint32_t idx);
+/* The backlog: @idx at its end; @idx out of it; posted what may be. */
+void floop_coh_queue_add(struct floop *f, uint32_t idx);
+void floop_coh_queue_unlink(struct floop *f, uint32_t idx);
+void floop_coh_queue_run(struct floop *f);
+
+/* Page @i's home: its chunk's first replica in sync (-ESTALE: none;
+ * -EAGAIN: its owner restarted, the next layout names another). */
+int floop_coh_repl_home(struct floop *f, struct fmap *m, uint64_t i,
+			uint64_t *node, uint64_t *off);
+/* Page @i's chunk's replicas as writes see them (an owner that
+ * restarted: MISSING). */
+void floop_coh_repl_chunk(struct floop *f, struct fmap *m, uint64_t i,
+			  struct repl_chunk *rc);
+/* Page @i's chunk's first replica SYNC in the layout (*@rec): its index,
+ * or -1. */
+int floop_coh_repl_first(const struct fmap *m, uint64_t i,
+			 struct msg_chunk *rec);
+/* Writes message @idx's page to the replicas of its chunk: all of them
+ * for a salvage, else all but its home (which takes it with the
+ * message). Clears cohreq.mir when done. */
+void floop_coh_mir_send(struct floop *f, uint32_t idx);
+/* @idx's page is on the replicas (@ok) or can never be: its message
+ * goes, a salvage ends. */
+void floop_coh_mir_end(struct floop *f, uint32_t idx, int ok);
+/* The answer to a write of @idx's page to replica @r. */
+void floop_coh_mir_done(struct floop *f, uint32_t idx, unsigned int r,
+			uint32_t gen, int status);
+/* Writes that failed, sent again once due. */
+void floop_coh_mir_tick(struct floop *f, uint64_t now);
+/* Page @i of @m (its bytes @page, taken; NULL: read from the memfd) is
+ * written to every replica of its chunk and then dropped, before
+ * anything more is sent to its home @node: its home is lost, or cannot
+ * be told. 0, or -errno (then the caller poisons it). */
+int floop_coh_salvage(struct floop *f, struct fmap *m, uint64_t i,
+		      uint64_t node, uint8_t *page);
+/* Queued message @idx (a PUTM or RECALL_ACK its home never saw) made a
+ * salvage of the page it carries: 1, or 0 if it cannot be. */
+int floop_coh_salvage_req(struct floop *f, uint32_t idx);
+/* A salvage is done (@ok: its page is on the replicas). */
+void floop_coh_salvaged(struct floop *f, uint32_t idx, int ok);
+/* ---- floop_coh_repl.c: a replicated region's home that moves ---- */
+
+/* @m's layout is about to change: its chunks' homes (NULL: no memory,
+ * or nothing held), for floop_coh_relayout(). */
+uint64_t *floop_coh_homes(struct floop *f, struct fmap *m);
+/* @m's layout changed (its homes before: @old, freed): pages of chunks
+ * whose home moved are given back to the old one (or salvaged), and
+ * the map asks nothing until every node up synced this. */
+void floop_coh_relayout(struct floop *f, struct fmap *m, uint64_t *old);
+/* CMD_COH_SYNCED: maps waiting for a synced epoch look again. */
+void floop_coh_synced_run(struct floop *f);
+/* Counted in coh_rstate.salv (@on) or out of it. */
+void floop_coh_settle(struct floop *f, struct cohreq *r, int on);
 
 #endif

@@ -175,19 +175,21 @@ void floop_coh_hold_fini(struct floop *f)
 }
 
 /* Page *@i of coherent mapping @m is the page at the home @node's pool
- * offset @off: 1, else 0. */
+ * offset @off: 1, else 0. Replicated: any replica's owner (a home that
+ * moved may still ask for what it is being given back). */
 static int coh_page_of(const struct fmap *m, uint64_t node, uint64_t off,
 		       uint64_t *i)
 {
-	for (uint32_t c = 0; c < m->n_chunks; c++) {
+	uint64_t r = m->repl > 1 ? m->repl : 1;
+
+	for (uint64_t k = 0; k < (uint64_t)m->n_chunks * r; k++) {
 		struct msg_chunk ch;
 
-		layout_map_chunk(&m->lay, c, &ch);
+		layout_map_chunk(&m->lay, k, &ch);
 		if (ch.node != node || off < ch.off ||
 		    off - ch.off >= m->chunk_size)
 			continue;
-		*i = ((uint64_t)c * m->chunk_size + (off - ch.off)) /
-		     FLOOP_PAGE;
+		*i = ((k / r) * m->chunk_size + (off - ch.off)) / FLOOP_PAGE;
 		return 1;
 	}
 	return 0;

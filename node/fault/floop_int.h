@@ -5,7 +5,9 @@
  * threads), floop_map.c (mappings, uffd events, faults), floop_ra.c
  * (read-ahead and prefetch), floop_cache.c (cache mode's policy),
  * floop_coh_keep.c (what a coherent map keeps), floop_coh.c
- * (coherent mappings; floop_coh.h, floop_coh_hold.c, floop_coh_page.c),
+ * (coherent mappings; floop_coh.h, floop_coh_repl.c: a replicated
+ * region's home that moves, floop_coh_msg.c: messages and writes to
+ * replicas, floop_coh_hold.c, floop_coh_page.c),
  * floop_anon.c (its anonymous maps), floop_evict.c (eviction),
  * floop_wb.c (its write-back), floop_wfail.c (the owners a replicated
  * write-back fails to reach, floop_wfail.h), floop_pgstate.c (its page
@@ -241,25 +243,10 @@ struct fmap {
 	struct pgset coh_live;
 	uint32_t *coh_t0;
 	uint64_t coh_epoch_ms, coh_seq_next;
+	uint64_t coh_gate; /* replicated: asks nothing before it is synced */
 	unsigned int coh_out, coh_seq_run;
 	uint64_t coh_going; /* pages on their way home (MI_A), in n_held */
 	struct fmap *next;
-};
-
-/* A coherence message in flight (floop_coh.c): its tag is gen << 32 |
- * FLOOP_COH_TAG | its index in floop.cohr. */
-struct cohreq {
-	int busy, queued; /* queued: in the backlog, not posted yet */
-	uint32_t gen;
-	uint32_t next; /* free list, or the backlog */
-	struct fmap *map;
-	uint64_t idx;	   /* the page */
-	uint64_t node;	   /* its home */
-	uint64_t off;	   /* the page's offset in its home's pool */
-	unsigned int type; /* WIRE_COH_* */
-	unsigned int run;  /* a GETM's: the pages after it asked too */
-	uint8_t *buf;	   /* the page it carries, or its answer's */
-	uint8_t flush;	   /* a flush's WB: counted in its map's n_flush */
 };
 
 /* A DISCARD of pages [next, end) of mapping @map_id (floop_anon.c): those
@@ -425,14 +412,15 @@ enum cmd_kind {
 	CMD_SELF,
 	CMD_REGIONS,
 	CMD_FLUSH,
-	CMD_MAP_LOST, /* the coordinator says the map's write lease is lost */
-	CMD_RELAYOUT, /* a replicated region's layout changed (rgen) */
-	CMD_REBUILD,  /* a rebuild task (c->rt) */
-	CMD_GRANTS,   /* a region's mappings' grants (c->grants) */
-	CMD_LEASE,    /* map c->id's lease take: c->err, c->wgen, c->grants */
-	CMD_HANDOVER, /* map c->id hands its lease over (c->cookie) */
-	CMD_MAP_SEAL, /* map c->id is read-only in its process from now */
-	CMD_DISCARD,  /* map c->id: bytes [c->off, + c->len) (c->cookie) */
+	CMD_MAP_LOST,	/* the coordinator says the map's write lease is lost */
+	CMD_RELAYOUT,	/* a replicated region's layout changed (rgen) */
+	CMD_REBUILD,	/* a rebuild task (c->rt) */
+	CMD_GRANTS,	/* a region's mappings' grants (c->grants) */
+	CMD_LEASE,	/* map c->id's lease take: c->err, c->wgen, c->grants */
+	CMD_HANDOVER,	/* map c->id hands its lease over (c->cookie) */
+	CMD_MAP_SEAL,	/* map c->id is read-only in its process from now */
+	CMD_DISCARD,	/* map c->id: bytes [c->off, + c->len) (c->cookie) */
+	CMD_COH_SYNCED, /* floop_coh_synced() moved on */
 };
 
 struct cmd {
@@ -497,6 +485,7 @@ struct floop {
 	/* messages the transport had no room for, and all after (FIFO) */
 	uint32_t cohq_head, cohq_tail;
 	struct coh_hold *coh_hold; /* grants' hold time (floop_coh.c) */
+	struct coh_rstate crs;	   /* replicated coherent maps */
 	/* this node as a peer: its own page server is the home of its
 	 * chunks of coherent regions (floop_peer_coh()) */
 	struct fpeer self_peer;

@@ -219,6 +219,20 @@ void floops_wb_until(struct floops *g, uint64_t until_ms, uint64_t close_ms)
 		floop_wb_until(g->l[i], until_ms, close_ms);
 }
 
+void floops_coh_synced(struct floops *g, uint64_t synced, uint64_t epoch)
+{
+	for (unsigned int i = 0; i < g->n; i++)
+		floop_coh_synced(g->l[i], synced, epoch);
+}
+
+int floops_coh_settling(struct floops *g)
+{
+	for (unsigned int i = 0; i < g->n; i++)
+		if (floop_coh_settling(g->l[i]))
+			return 1;
+	return 0;
+}
+
 int floops_self_set(struct floops *g, uint64_t self)
 {
 	int ret = 0;

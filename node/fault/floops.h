@@ -62,6 +62,9 @@ int floops_peer_addr_set(struct floops *g, uint64_t node, const char *data_addr,
 int floops_self_set(struct floops *g, uint64_t self);
 /* floop_wb_until() of every loop. */
 void floops_wb_until(struct floops *g, uint64_t until_ms, uint64_t close_ms);
+/* floop_coh_synced() of every loop; 1 if any loop is floop_coh_settling(). */
+void floops_coh_synced(struct floops *g, uint64_t synced, uint64_t epoch);
+int floops_coh_settling(struct floops *g);
 /* A ticket done once every loop carried the command out. */
 int64_t floops_regions_set(struct floops *g, const struct floop_region *regions,
 			   uint32_t n, uint64_t epoch, uint64_t cid);

@@ -216,6 +216,7 @@ void csess_heartbeat(struct csess *s)
 	req.extents = s->cleared; /* lent, taken back below */
 	req.n_extents = s->n_cleared;
 	req.rchk = 1;
+	req.synced = 1;
 	req.want_grants = !e->cred->insecure;
 	req.sums = s->sums; /* given: an answer asks again for what is lost */
 	req.n_sums = s->n_sums;
@@ -263,6 +264,8 @@ void csess_heartbeat(struct csess *s)
 	epoch = rep.epoch;
 	ngen = rep.ngen;
 	csess_wb_renew(s, t0, 1, epoch);
+	/* before any new layout goes to the loops (csess_regions_sync()) */
+	floops_coh_synced(e->fl, rep.synced, epoch);
 	csess_scrub(s, &rep);
 	csess_fence(s, &rep);
 	csess_tasks_take(s, &rep);

@@ -504,8 +504,11 @@ int csess_regions_sync(struct csess *s, uint64_t epoch)
 /* The fault loops carried out the last layout sync: its epoch is ours. */
 void csess_synced_update(struct csess *s)
 {
+	/* (pages of a coherent region whose home moved are settled first:
+	 * the new home serves once every node up reports this epoch) */
 	if (s->pending_ticket &&
-	    floops_ticket_done(s->env->fl, s->pending_ticket)) {
+	    floops_ticket_done(s->env->fl, s->pending_ticket) &&
+	    !floops_coh_settling(s->env->fl)) {
 		s->synced_epoch = s->pending_epoch;
 		s->pending_ticket = 0;
 	}

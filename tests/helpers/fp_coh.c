@@ -17,6 +17,9 @@
  *          "coherent: counter=C want=W words=ok|bad" and exit 0 if C is
  *          HOSTS x N and every word N (a fresh region: all zeroes);
  *       5. unmaps (its modified pages go home).
+ *       With FP_COH_PAUSE=K in its environment, after K increments of
+ *       step 2 (the lock released) it prints "coherent: paused at K" and
+ *       reads a line from stdin before it goes on (the others go on).
  *       Prints "coherent: host H done" after step 4. Exits 1 if a check
  *       fails, 2 on an error of the library, 3 on SIGBUS, 4 if a wait
  *       takes longer than 300 s (a stale copy would spin for ever).
@@ -180,6 +183,7 @@ int main(int argc, char **argv)
 	struct farpage_map *m = NULL;
 	unsigned long host, hosts, n;
 	uint64_t c;
+	unsigned long pause_at = 0;
 	int ret, bad = 0;
 
 	if (argc == 3 && !strcmp(argv[2], "hold"))
@@ -200,6 +204,8 @@ int main(int argc, char **argv)
 	host = strtoul(argv[2], NULL, 10);
 	hosts = strtoul(argv[3], NULL, 10);
 	n = strtoul(argv[4], NULL, 10);
+	if (getenv("FP_COH_PAUSE"))
+		pause_at = strtoul(getenv("FP_COH_PAUSE"), NULL, 10);
 	if (!hosts || host >= hosts || hosts > 64 || !n) {
 		fprintf(stderr, "fp_coh: bad HOST, HOSTS or N\n");
 		return 2;
@@ -220,8 +226,14 @@ int main(int argc, char **argv)
 	/* 2. the spinlock */
 	for (unsigned long i = 0; i < n; i++) {
 		volatile uint64_t *cnt = (volatile uint64_t *)word(PG_COUNT, 0);
+		char line[64];
 		uint64_t v;
 
+		if (pause_at && i == pause_at) {
+			printf("coherent: paused at %lu\n", i);
+			if (!fgets(line, sizeof(line), stdin))
+				return 2;
+		}
 		for (;;) {
 			while (atomic_load_explicit(word(PG_LOCK, 0),
 						    memory_order_relaxed))

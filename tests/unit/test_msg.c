@@ -37,7 +37,8 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_NODE_JOINED] = B(NODE) | B(LEASE_MS) | B(CID),
 	[MSG_T_HEARTBEAT] = B(NODE) | B(INSTANCE) | B(PEERS) | B(EPOCH) |
 			    B(CID) | B(EXTENTS) | B(TAKEN) | B(REBUILT) |
-			    B(FAILED) | B(RCHK) | B(SUMS) | B(UNREACH),
+			    B(FAILED) | B(RCHK) | B(SUMS) | B(UNREACH) |
+			    B(SYNCED),
 	[MSG_T_NODE_LIST] = 0,
 	[MSG_T_NODES] = B(NODES) | B(GONE),
 	[MSG_T_REGION_CREATE] = B(NAME) | B(SIZE) | B(CHUNK_SIZE) | B(PLACE) |
@@ -63,7 +64,7 @@ static const uint64_t t_carries[MSG_T__MAX] = {
 	[MSG_T_AGENT_STAT] = B(NODE) | B(FAULTS) | B(REMOTE) | B(LOCAL) |
 			     B(ERRORS) | B(POISONED) | B(PEERS) | B(CACHE),
 	[MSG_T_HEARTBEAT_ACK] = B(EPOCH) | B(NGEN) | B(CID) | B(EXTENTS) |
-				B(FENCE) | B(TASKS) | B(CHECKS),
+				B(FENCE) | B(TASKS) | B(CHECKS) | B(SYNCED),
 	[MSG_T_SCRUB] = B(NODE) | B(EPOCH) | B(EXTENTS) | B(FENCE),
 	[MSG_T_SCRUB_DONE] = B(NODE) | B(EXTENTS),
 	[MSG_T_WRITE_LEASE] =
@@ -236,6 +237,7 @@ static void t_msg_fill(struct msg *m, enum msg_type type, uint32_t n_chunks)
 	m->rflags = MSG_REGION_COHERENT;
 	m->cid = UINT64_C(0x0123456789abcdef);
 	m->ngen = UINT64_MAX - 5;
+	m->synced = 42;
 	m->lease = UINT64_C(0xfeedface12345678);
 	m->want_runs = 1;
 	m->replicas = 3;
@@ -457,6 +459,7 @@ static void t_msg_equal(const struct msg *a, const struct msg *d, uint64_t mask)
 	SCALAR(RFLAGS, rflags);
 	SCALAR(CID, cid);
 	SCALAR(NGEN, ngen);
+	SCALAR(SYNCED, synced);
 	SCALAR(LEASE, lease);
 	SCALAR(WANT_RUNS, want_runs);
 	SCALAR(REPLICAS, replicas);
