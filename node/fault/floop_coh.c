@@ -384,7 +384,7 @@ static void coh_run_answered(struct floop *f, struct fmap *m,
 static void coh_stale_answered(struct floop *f, struct fmap *m,
 			       struct cohreq *r, int pages)
 {
-	uint64_t i = r->idx;
+	uint64_t i = r->idx, node = r->node, off = r->off;
 	struct coh_host h = { .state = COH_ST(m, i) };
 	struct coh_msg in = { .type = pages ? COH_DATA_M : COH_DATA_S,
 			      .has_data = 1 };
@@ -417,7 +417,7 @@ static void coh_stale_answered(struct floop *f, struct fmap *m,
 		unsigned int type = coh_wire_type(out.m[k].type);
 
 		if (type)
-			floop_coh_send_to(f, m, i, r->node, r->off, type,
+			floop_coh_send_to(f, m, i, node, off, type,
 					  type == WIRE_COH_PUTM ? page : NULL,
 					  COH_SEND_SETTLE);
 		if (type == WIRE_COH_PUTM)
@@ -769,6 +769,7 @@ static void coh_queue_drop(struct floop *f, uint64_t node)
 {
 	uint32_t idx = f->cohq_head, prev = UINT32_MAX, next;
 
+	f->crs.q_gen++;
 	for (; idx != UINT32_MAX; idx = next) {
 		struct cohreq *r = &f->cohr[idx];
 
@@ -794,6 +795,7 @@ static void coh_queue_drop(struct floop *f, uint64_t node)
 			f->cohq_tail = prev;
 		floop_coh_req_done(f, idx);
 	}
+	floop_coh_salvage_go(f);
 }
 
 void floop_coh_peer_lost(struct floop *f, uint64_t node)

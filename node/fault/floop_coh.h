@@ -55,6 +55,7 @@ struct coh_rstate {
 	_Atomic uint32_t salv;	/* messages counted by cohreq.settle */
 	uint64_t retry_ms;	/* a write failed: the next look (0: none) */
 	int q_running, q_again; /* floop_coh_queue_run() under way */
+	uint64_t q_gen; /* backlog entries dropped or taken out of order */
 	/* a message of the backlog that cannot be sent (floop_coh.c) */
 	void (*queued_fail)(struct floop *f, uint32_t idx, int err);
 };
@@ -227,8 +228,11 @@ void floop_coh_mir_tick(struct floop *f, uint64_t now);
 int floop_coh_salvage(struct floop *f, struct fmap *m, uint64_t i,
 		      uint64_t node, uint8_t *page);
 /* Queued message @idx (a PUTM or RECALL_ACK its home never saw) made a
- * salvage of the page it carries: 1, or 0 if it cannot be. */
+ * salvage of the page it carries, in its place in the backlog (its
+ * writes wait for floop_coh_salvage_go()): 1, or 0 if it cannot be. */
 int floop_coh_salvage_req(struct floop *f, uint32_t idx);
+/* The salvages floop_coh_salvage_req() made: their writes sent. */
+void floop_coh_salvage_go(struct floop *f);
 /* A salvage is done (@ok: its page is on the replicas). */
 void floop_coh_salvaged(struct floop *f, uint32_t idx, int ok);
 /* ---- floop_coh_repl.c: a replicated region's home that moves ---- */

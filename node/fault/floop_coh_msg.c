@@ -110,6 +110,7 @@ void floop_coh_queue_unlink(struct floop *f, uint32_t idx)
 {
 	uint32_t prev = UINT32_MAX;
 
+	f->crs.q_gen++;
 	for (uint32_t k = f->cohq_head; k != UINT32_MAX;
 	     prev = k, k = f->cohr[k].next)
 		if (k == idx) {
@@ -132,6 +133,7 @@ static void coh_queue_pass(struct floop *f)
 	uint64_t blocked[COH_QUEUE_BLOCKED];
 	uint32_t idx = f->cohq_head, prev = UINT32_MAX, next;
 	unsigned int nb = 0, b;
+	uint64_t gen;
 	int ret;
 
 	for (; idx != UINT32_MAX; idx = next) {
@@ -140,9 +142,22 @@ static void coh_queue_pass(struct floop *f)
 		next = r->next;
 		for (b = 0; b < nb && blocked[b] != r->node; b++)
 			;
+		gen = f->crs.q_gen;
 		ret = b < nb || r->mir || r->type == COH_REQ_SALVAGE
 			      ? -EAGAIN
 			      : coh_post(f, idx);
+		if (gen != f->crs.q_gen) {
+			/* the backlog changed under the post (a connection
+			 * that ended dropped messages): this one out of it if
+			 * it was taken, and the pass begins again */
+			if (ret != -EAGAIN && r->busy && r->queued) {
+				floop_coh_queue_unlink(f, idx);
+				if (ret)
+					f->crs.queued_fail(f, idx, ret);
+			}
+			f->crs.q_again = 1;
+			return;
+		}
 		if (ret == -EAGAIN) {
 			if (b == nb && nb == COH_QUEUE_BLOCKED)
 				return;
@@ -457,8 +472,9 @@ static int coh_repl_held(struct floop *f)
 	return f->coh_lapsed || (until && evl_now_ms() >= until);
 }
 
-/* Message @idx (queued, its page in buf) becomes the salvage of it. */
-static void coh_salvage_start(struct floop *f, uint32_t idx)
+/* Message @idx (queued, its page in buf) becomes the salvage of it; its
+ * writes are not sent yet. */
+static void coh_salvage_mark(struct floop *f, uint32_t idx)
 {
 	struct cohreq *r = &f->cohr[idx];
 
@@ -467,10 +483,10 @@ static void coh_salvage_start(struct floop *f, uint32_t idx)
 	r->mir = 1;
 	r->rpend = 0;
 	r->t0_ms = 0;
+	r->retry_ms = 0;
 	floop_coh_settle(f, r, 1);
 	r->map->cst[r->idx] |= COH_F_SALV;
 	atomic_fetch_add(&f->ctr.coh_salvages, 1);
-	floop_coh_mir_send(f, idx);
 }
 
 int floop_coh_salvage(struct floop *f, struct fmap *m, uint64_t i,
@@ -500,7 +516,8 @@ int floop_coh_salvage(struct floop *f, struct fmap *m, uint64_t i,
 	r->flush = 0;
 	m->coh_out++;
 	floop_coh_queue_add(f, idx);
-	coh_salvage_start(f, idx);
+	coh_salvage_mark(f, idx);
+	floop_coh_mir_send(f, idx);
 	return 0;
 }
 
@@ -508,8 +525,21 @@ int floop_coh_salvage_req(struct floop *f, uint32_t idx)
 {
 	if (coh_repl_held(f))
 		return 0;
-	coh_salvage_start(f, idx);
+	/* its writes go in floop_coh_salvage_go(): the caller walks the
+	 * backlog, which a salvage done at once would change */
+	coh_salvage_mark(f, idx);
 	return 1;
+}
+
+void floop_coh_salvage_go(struct floop *f)
+{
+	for (uint32_t k = 0; k < f->n_cohr; k++) {
+		struct cohreq *r = &f->cohr[k];
+
+		if (r->busy && r->type == COH_REQ_SALVAGE && r->mir &&
+		    !r->rpend && !r->t0_ms && !r->retry_ms)
+			floop_coh_mir_send(f, k);
+	}
 }
 
 void floop_coh_salvaged(struct floop *f, uint32_t idx, int ok)
