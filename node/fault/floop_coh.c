@@ -380,7 +380,10 @@ static void coh_run_answered(struct floop *f, struct fmap *m,
 
 /* The grant of a home that is one no more (the layout moved it while
  * the request was out: floop_coh_relayout()): what it granted goes
- * straight back to it, never into the process; the fault asks again. */
+ * straight back to it, never into the process; the fault asks again. Its
+ * own bytes: the other replicas have them (they had them before it
+ * did), and are not written again (the new home may serve newer ones by
+ * now). */
 static void coh_stale_answered(struct floop *f, struct fmap *m,
 			       struct cohreq *r, int pages)
 {
@@ -419,7 +422,7 @@ static void coh_stale_answered(struct floop *f, struct fmap *m,
 		if (type)
 			floop_coh_send_to(f, m, i, node, off, type,
 					  type == WIRE_COH_PUTM ? page : NULL,
-					  COH_SEND_SETTLE);
+					  COH_SEND_NOMIR);
 		if (type == WIRE_COH_PUTM)
 			page = NULL;
 	}

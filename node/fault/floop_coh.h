@@ -34,8 +34,9 @@ struct cohreq {
 	 * to the chunk's replicas (@rpend writes out, the first error,
 	 * the layout's rgen, when it started); it waits in the backlog,
 	 * and so does every later message to its node. @settle: counted
-	 * in coh_rstate.salv (a home changed: the epoch is not synced
-	 * before it is done). @stale: sent to a home that is one no more. */
+	 * in coh_rstate.salv while its writes are under way (a home
+	 * moved: the epoch is not synced before the replicas have the
+	 * page). @stale: sent to a home that is one no more. */
 	uint8_t mir, settle, stale;
 	uint32_t rpend;
 	int rerr;
@@ -45,7 +46,8 @@ struct cohreq {
 
 /* floop_coh_send_to()'s @how */
 #define COH_SEND_FLUSH	1 /* a flush's WB: counted in its map's n_flush */
-#define COH_SEND_SETTLE 2 /* counted in coh_rstate.salv */
+#define COH_SEND_SETTLE 2 /* its writes to replicas in coh_rstate.salv */
+#define COH_SEND_NOMIR	4 /* replicated: not written to the replicas */
 
 /* Replicated coherent maps' part of struct floop. */
 struct coh_rstate {

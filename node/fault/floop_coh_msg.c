@@ -213,12 +213,12 @@ int floop_coh_send_to(struct floop *f, struct fmap *m, uint64_t i,
 	r->run = run;
 	r->buf = buf;
 	r->flush = !!(how & COH_SEND_FLUSH);
-	floop_coh_settle(f, r, !!(how & COH_SEND_SETTLE));
 	/* replicated: the page it carries goes to the chunk's other
 	 * replicas first (floop_coh_repl.c) */
-	r->mir = m && m->repl > 1 &&
+	r->mir = m && m->repl > 1 && !(how & COH_SEND_NOMIR) &&
 		 (type == WIRE_COH_PUTM || type == WIRE_COH_RECALL_ACK ||
 		  type == WIRE_COH_WB);
+	floop_coh_settle(f, r, r->mir && (how & COH_SEND_SETTLE));
 	ret = f->cohq_head == UINT32_MAX && !r->mir ? coh_post(f, idx)
 						    : -EAGAIN;
 	if (ret == -EAGAIN) {
@@ -384,6 +384,7 @@ void floop_coh_mir_end(struct floop *f, uint32_t idx, int ok)
 
 	r->mir = 0;
 	r->rpend = 0;
+	floop_coh_settle(f, r, 0); /* (its answer is not waited for) */
 	if (r->type == COH_REQ_SALVAGE) {
 		floop_coh_salvaged(f, idx, ok);
 		return;

@@ -88,8 +88,7 @@ static void coh_repl_moved(struct floop *f, struct fmap *m, uint64_t i,
 	if (st == COH_S) {
 		floop_coh_punch(m, i);
 		floop_coh_st_set(f, m, i, COH_I);
-		floop_coh_send_to(f, m, i, node, off, WIRE_COH_PUTS, NULL,
-				  COH_SEND_SETTLE);
+		floop_coh_send_to(f, m, i, node, off, WIRE_COH_PUTS, NULL, 0);
 	} else if (st == COH_M && coh_repl_in_set(f, m, i, node)) {
 		/* the old home is a replica still: given back there (and to
 		 * the others first), so its directory holds nothing of it */
@@ -162,9 +161,23 @@ void floop_coh_relayout(struct floop *f, struct fmap *m, uint64_t *old)
 			     r->type != WIRE_COH_GETM))
 				continue;
 			c = r->idx / per;
-			if (c < chunks && old[2 * c] == r->node) {
+			if (c >= chunks || old[2 * c] != r->node)
+				continue;
+			if (r->queued) {
+				/* never sent: dropped, its fault asks again */
+				uint64_t i = r->idx;
+				enum coh_host_state st = COH_ST(m, i);
+
+				floop_coh_queue_unlink(f, k);
+				if (st == COH_SM_D)
+					floop_coh_punch(m, i);
+				if (st == COH_IS_D || st == COH_IM_D ||
+				    st == COH_SM_D)
+					floop_coh_st_set(f, m, i, COH_I);
+				m->coh_retry = 1;
+				floop_coh_req_done(f, k);
+			} else {
 				r->stale = 1;
-				floop_coh_settle(f, r, 1);
 			}
 		}
 		for (uint64_t i = pgset_next(&m->coh_live, 0); i < n;

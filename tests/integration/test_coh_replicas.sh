@@ -22,8 +22,16 @@
 #  4. Region g (coherent, two replicas): fp_coh's spinlock-protected
 #     counter on B and C, N each, while g's home's agent is killed: it
 #     ends at exactly 2 x N and each host's word at N.
+#  5. The gate: region h likewise; B's agent takes new layouts 3 s late
+#     (FARPAGE_TEST_RELAYOUT_DELAY_MS). B writes 1000 and flushes, C
+#     reads it, B writes 2000 and keeps it; h's home is cut off the
+#     segment (no connection ends: B learns only from the layout). C
+#     reads 2000: its map asks the new home nothing until every node up
+#     synced the layout that moved it, and B syncs it only once its pages
+#     are on the replicas.
 # Without the salvage C reads 1000 in step 2; without the writes to the
-# other replicas before a page goes home, 2000 in step 3.
+# other replicas before a page goes home, 2000 in step 3; without the
+# gate the counter of step 4 ends short (6000 of 8000).
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 fp_require
@@ -65,19 +73,20 @@ gone() {
 }
 
 declare -A PROG PID
+REG=f
 start() {
 	local x=$1 fd
 	rm -f "$FP_TMP/$x.fifo"
 	mkfifo "$FP_TMP/$x.fifo" || fp_fail "fifo"
 	: >"$FP_TMP/$x.prog"
-	FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[$x]} "$COH" f pages "$P" <"$FP_TMP/$x.fifo" \
+	FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[$x]} "$COH" "$REG" pages "$P" <"$FP_TMP/$x.fifo" \
 		>>"$FP_TMP/$x.prog" 2>&1 &
 	PID[$x]=$!
 	FP_PIDS+=("$!")
 	exec {fd}>"$FP_TMP/$x.fifo"
 	PROG[$x]=$fd
 	fp_wait_log "$FP_TMP/$x.prog" '^coherent: mapped' 120 ||
-		{ cat "$FP_TMP/$x.prog" >&2; fp_fail "fp_coh on $x did not map f"; }
+		{ cat "$FP_TMP/$x.prog" >&2; fp_fail "fp_coh on $x did not map $REG"; }
 }
 say() {
 	local x=$1 n end got
@@ -175,4 +184,31 @@ done
 grep -q "^coherent: counter=$((2 * N)) want=$((2 * N)) words=ok" "$FP_TMP/g.B.out" ||
 	{ cat "$FP_TMP"/g.*.out >&2; fp_fail "g: $(grep '^coherent: counter' "$FP_TMP/g.B.out")"; }
 fp_log "4: $hg killed after $g0 grants, B halfway: $(grep '^coherent: counter' "$FP_TMP/g.B.out") on $(home g)"
+# 5. The gate: B hears of the new home 3 s after C does.
+fp_node_start "$hg" "$hg" --metrics-listen "${FP_HOST_IP[$hg]}:0" --fault-timeout-ms 120000 $NOWB
+gone B
+FARPAGE_TEST_RELAYOUT_DELAY_MS=3000 fp_node_start B B --metrics-listen "${FP_HOST_IP[B]}:0" \
+	--fault-timeout-ms 120000 $NOWB
+fp_cli H O1 region create h --size 2M --replicas 2 \
+	--nodes "$(fp_node_id_log O1),$(fp_node_id_log O2)" --coherent \
+	>"$FP_TMP/h.c" 2>&1 || fp_fail "create h: $(cat "$FP_TMP/h.c")"
+REG=h
+start B
+start C
+say B "write 1000" "wrote 1000"
+say B flush "flushed 0"
+say C "check 1000" "$(ok 1000)"
+say B "write 2000" "wrote 2000"
+hh=$(home h)
+fp_host_cut "$hh"
+say C "check 2000" "$(ok 2000)"
+fp_host_heal "$hh"
+grep -q "replica layout generation .* -> " "$FP_TMP/B.log" ||
+	fp_fail "B's agent never took h's new layout"
+fp_log "5: $hh cut off holding h; C waited for B (layout 3 s late) and read B's 2000"
+echo end >&"${PROG[B]}"
+echo end >&"${PROG[C]}"
+for x in B C; do
+	fp_wait_pid "${PID[$x]}" 120 || { cat "$FP_TMP/$x.prog" >&2; fp_fail "fp_coh on $x did not end well"; }
+done
 exit 0
