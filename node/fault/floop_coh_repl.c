@@ -134,8 +134,11 @@ void floop_coh_relayout(struct floop *f, struct fmap *m, uint64_t *old)
 		if (repl_wb_done(&r->rw) == 1)
 			floop_coh_mir_end(f, k, 1);
 	}
-	if (!old)
+	if (!old) {
+		/* (no memory to tell which home moved: as if one did) */
+		m->coh_gate = atomic_load(&f->crs.epoch);
 		return;
+	}
 	for (uint64_t c = 0; c < chunks; c++) {
 		struct msg_chunk rec = { .node = 0 };
 
