@@ -12,6 +12,9 @@
 #     waits, reading, for its turn and writes the next): every turn moves
 #     the page to the other host and back to writing there:
 #       coh_pingpong: run=N moves=N us_per_move=X
+#     and on a region of two replicas (A's and C's: what a host gives
+#     back is written to the other replica first):
+#       coh_pingpong_r2: run=N moves=N us_per_move=X
 #  2. Partitioned writes: A and B each write --pages pages (one word of
 #     each, --passes passes, the first takes the pages), at once: in one
 #     coherent region homed on C (each its own half), and in two
@@ -42,7 +45,7 @@ while [ $# -gt 0 ]; do
 	--passes) PASSES=${2:?}; shift 2 ;;
 	--secs) SECS=${2:?}; shift 2 ;;
 	--poke-ms) POKE_MS=${2:?}; shift 2 ;;
-	-h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "coherent.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -130,6 +133,13 @@ for ((run = 1; run <= RUNS; run++)); do
 	go pp "A:pp pingpong 0 $MOVES" "B:pp pingpong 1 $MOVES"
 	echo "coh_pingpong: run=$run moves=$MOVES us_per_move=$(f "$FP_TMP/pp.A" coh_pingpong us_per_move)"
 	rm_region pp
+	# 1b. the same on two replicas (A's and C's): a page taken back is
+	# written to C's replica before it goes home
+	fp_cli C C region create pp2 --size 2M --replicas 2 --nodes "${ID[A]},${ID[C]}" \
+		--coherent >"$FP_TMP/mk.out" 2>&1 || fp_fail "create pp2: $(cat "$FP_TMP/mk.out")"
+	go pp2 "A:pp2 pingpong 0 $MOVES" "B:pp2 pingpong 1 $MOVES"
+	echo "coh_pingpong_r2: run=$run moves=$MOVES us_per_move=$(f "$FP_TMP/pp2.A" coh_pingpong us_per_move)"
+	rm_region pp2
 	# 2. partitioned writes
 	mk cw "$FULL" C --coherent
 	go cw "A:cw write 0 $PAGES $PASSES" "B:cw write $PAGES $PAGES $PASSES"

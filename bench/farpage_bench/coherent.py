@@ -13,8 +13,8 @@ TARGET_PART_RATIO = 1.1
 
 def coherent(b):
     """Coherent regions (bench/coherent.sh, three hosts in namespaces):
-    coherent.rtt_us, coherent.pingpong.*, coherent.partitioned.*,
-    coherent.readmostly.*"""
+    coherent.rtt_us, coherent.pingpong.*, coherent.pingpong_replicated.*,
+    coherent.partitioned.*, coherent.readmostly.*"""
     if scale_skip(b, "coherent", "coherent"):
         return
     load0 = loadavg()
@@ -39,6 +39,9 @@ def coherent(b):
     b.put("coherent.pingpong.target_rtts", TARGET_PINGPONG_RTTS)
     b.row("coherent: ownership ping-pong, a move", "coherent.pingpong.us_per_move", "µs",
           "TCP RTT floor", rtt)
+    b.fig("coherent.pingpong_replicated.us_per_move", out, "coh_pingpong_r2", "us_per_move")
+    b.row("coherent: ping-pong, two replicas", "coherent.pingpong_replicated.us_per_move", "µs",
+          "one replica", pp)
     for kind in ("coherent", "single"):
         for k in ("secs", "first_secs", "ns_per_write"):
             b.fig(f"coherent.partitioned.{kind}.{k}", out, "coh_part", k, kind=kind)

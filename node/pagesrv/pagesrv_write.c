@@ -272,8 +272,18 @@ uint16_t pagesrv_conn_write_apply(struct pagesrv_conn *c, bool checked)
 			(unsigned long long)c->wr_off);
 		return ESTALE;
 	}
-	/* checked: a generation only a grant carried */
-	st = pagesrv_wgen_check(s, c->name, c->wr_off, c->wr_len, wgen);
+	/* A coherent region's page written to a replica of it (generation
+	 * 1: such a region has no lease, docs/design.md "Coherent regions of
+	 * two replicas"): no lease generation to hold against it, nor to
+	 * leave behind (leases are numbered from the wall clock in ms, so
+	 * 1 is no lease's; checked: under the region's coherent grants). */
+	if (has_wgen && wgen == 1 &&
+	    (!checked ||
+	     pagesrv_conn_is_granted(c, PGGRANT_COH_WRITE, c->wr_off, c->wr_len,
+				     false, 0)))
+		st = 0;
+	else /* checked: a generation only a grant carried */
+		st = pagesrv_wgen_check(s, c->name, c->wr_off, c->wr_len, wgen);
 	if (!st)
 		pgfence_pool_write(s->fence, s->pool, c->wr_off, c->stage,
 				   c->wr_len);

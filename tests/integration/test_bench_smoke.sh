@@ -157,6 +157,7 @@ st=$(getstr "$TMP/bench.json" coherent.status)
 case $st in
 measured)
 	for k in coherent.rtt_us coherent.pingpong.us_per_move coherent.pingpong.rtts_per_move \
+		coherent.pingpong_replicated.us_per_move \
 		coherent.partitioned.coherent.secs coherent.partitioned.single.secs \
 		coherent.partitioned.ratio.ns_per_write coherent.readmostly.coherent.reads_per_s \
 		coherent.readmostly.readonly.reads_per_s coherent.readmostly.ratio; do

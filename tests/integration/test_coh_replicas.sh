@@ -6,6 +6,10 @@
 # coherent, --replicas 2, its one chunk on both: the home of its pages is
 # its first replica in sync) and B and C (tests/helpers/fp_coh "pages"
 # programs on 64 pages: page i holds V + i).
+#  0. f is placed on the extents of a single-writer region s that B
+#     wrote under its lease and that was deleted: the owners still hold
+#     that lease's generation there, which the coherent writes to a
+#     replica (generation 1) must not be held against.
 #  1. B writes 1000 and flushes; C reads 1000 (copies to read); B writes
 #     2000 and keeps the pages modified (nothing written back).
 #  2. The home's agent is killed. C reads 2000, never 1000 (the last
@@ -31,7 +35,9 @@
 #     are on the replicas.
 # Without the salvage C reads 1000 in step 2; without the writes to the
 # other replicas before a page goes home, 2000 in step 3; without the
-# gate the counter of step 4 ends short (6000 of 8000).
+# gate the counter of step 4 ends short (6000 of 8000); if the owners held
+# s's generation against the writes to replicas, B's flush in step 1
+# times out.
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 fp_require
@@ -48,8 +54,28 @@ for x in O1 O2 D B C; do
 done
 o1=$(fp_node_id O1)
 o2=$(fp_node_id O2)
-fp_cli H O1 region create f --size 2M --replicas 2 --nodes "$o1,$o2" --coherent \
-	>"$FP_TMP/f.c" 2>&1 || fp_fail "create f: $(cat "$FP_TMP/f.c")"
+# 0. f goes where a single-writer region was written (its lease
+# generation is at each owner's extent still): the writes to replicas
+# carry none, and must be taken there
+fp_cli H O1 region create s --size 4M --owners "$o1,$o2" >"$FP_TMP/s.c" 2>&1 ||
+	fp_fail "create s: $(cat "$FP_TMP/s.c")"
+fp_cli B B fill s --all >"$FP_TMP/s.fill" 2>&1 || fp_fail "fill s: $(cat "$FP_TMP/s.fill")"
+fp_cli H O1 region delete s >"$FP_TMP/s.d" 2>&1 || fp_fail "delete s: $(cat "$FP_TMP/s.d")"
+for x in O1 O2; do
+	fp_wait_log "$FP_TMP/$x.log" "cleared 1 extents" 60 || fp_fail "$x did not clear s's extent"
+done
+end=$(fp_deadline 60)
+for (( ; ; )); do
+	fp_cli H O1 region create f --size 2M --replicas 2 --nodes "$o1,$o2" --coherent \
+		>"$FP_TMP/f.c" 2>&1 || fp_fail "create f: $(cat "$FP_TMP/f.c")"
+	fp_repl state "$FP_COORD" f >"$FP_TMP/st.out" 2>&1 || fp_fail "no state of f"
+	[ "$(awk '$1 == "rec:" && $5 != "0" { n++ } END { print n + 0 }' "$FP_TMP/st.out")" = 0 ] && break
+	# (s's extents not freed yet: the coordinator frees them at the
+	# owners' next heartbeat)
+	[ "$(date +%s)" -le "$end" ] || { cat "$FP_TMP/st.out" >&2; fp_fail "f never got s's extents"; }
+	fp_cli H O1 region delete f >/dev/null 2>&1
+	sleep 0.5
+done
 
 # home NAME: the agent name of region NAME's home (its chunk 0's first
 # replica in sync).
