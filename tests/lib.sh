@@ -505,6 +505,53 @@ fp_wait_pid() {
 	wait "$1"
 }
 
+# tests/fp_coh "pages" programs, one an agent (test_coh_failure,
+# test_coh_replicas). fp_coh_pages X REGION P: one on agent X's socket
+# for REGION's pages 0..P-1, fed through a fifo (its fd FP_COH_FD[X], its
+# pid FP_COH_PID[X], its output $FP_TMP/X.prog, emptied), once it mapped.
+declare -gA FP_COH_FD FP_COH_PID
+fp_coh_pages() {
+	local x=$1 fd
+	rm -f "$FP_TMP/$x.fifo"
+	mkfifo "$FP_TMP/$x.fifo" || fp_fail "fifo"
+	: >"$FP_TMP/$x.prog"
+	FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[$x]} "$FP_BIN/tests/fp_coh" "$2" pages "$3" \
+		<"$FP_TMP/$x.fifo" >>"$FP_TMP/$x.prog" 2>&1 &
+	FP_COH_PID[$x]=$!
+	FP_PIDS+=("$!")
+	exec {fd}>"$FP_TMP/$x.fifo"
+	FP_COH_FD[$x]=$fd
+	fp_wait_log "$FP_TMP/$x.prog" '^coherent: mapped' 120 ||
+		{ cat "$FP_TMP/$x.prog" >&2; fp_fail "fp_coh on $x did not map $2"; }
+}
+
+# fp_coh_say X LINE ANSWER: LINE to X's program, which must print ANSWER
+# (a fixed string) as its next answer.
+fp_coh_say() {
+	local x=$1 n end got
+	n=$(grep -c '^coherent: ' "$FP_TMP/$x.prog")
+	echo "$2" >&"${FP_COH_FD[$x]}"
+	end=$(fp_deadline 180)
+	while [ "$(grep -c '^coherent: ' "$FP_TMP/$x.prog")" -le "$n" ]; do
+		kill -0 "${FP_COH_PID[$x]}" 2>/dev/null || break
+		[ "$(date +%s)" -le "$end" ] || break
+		sleep 0.05
+	done
+	got=$(grep '^coherent: ' "$FP_TMP/$x.prog" | sed -n "$((n + 1))p")
+	[ "$got" = "coherent: $3" ] ||
+		{ cat "$FP_TMP/$x.prog" >&2; fp_fail "$x: '$2' answered '${got:-nothing}', not '$3'"; }
+}
+
+# fp_coh_end X...: each X's program told to end; each must exit 0.
+fp_coh_end() {
+	local x
+	for x in "$@"; do echo end >&"${FP_COH_FD[$x]}"; done
+	for x in "$@"; do
+		fp_wait_pid "${FP_COH_PID[$x]}" 120 ||
+			{ cat "$FP_TMP/$x.prog" >&2; fp_fail "fp_coh on $x did not end well"; }
+	done
+}
+
 # fp_faults HOST NODE: page faults agent NODE has read so far.
 fp_faults() {
 	fp_cli "$1" "$2" stats 2>/dev/null | tr ' ' '\n' | sed -n 's/^faults=//p' | head -n1

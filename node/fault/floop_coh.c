@@ -790,12 +790,7 @@ static void coh_queue_drop(struct floop *f, uint64_t node)
 			prev = idx;
 			continue;
 		}
-		if (prev == UINT32_MAX)
-			f->cohq_head = next;
-		else
-			f->cohr[prev].next = next;
-		if (f->cohq_tail == idx)
-			f->cohq_tail = prev;
+		floop_coh_queue_cut(f, idx, prev);
 		floop_coh_req_done(f, idx);
 	}
 	floop_coh_salvage_go(f);

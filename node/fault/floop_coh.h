@@ -194,8 +194,10 @@ int floop_coh_send_to(struct floop *f, struct fmap *m, uint64_t i,
 struct cohreq *floop_coh_req_get(struct floop *f, uint32_t *idx);
 /* Message @idx is done with (answered, failed, dropped or salvaged). */
 void floop_coh_req_done(struct floop *f, uint32_t idx);
-/* The backlog: @idx at its end; @idx out of it; posted what may be. */
+/* The backlog: @idx at its end; @idx out of it (@prev before it, or
+ * UINT32_MAX; or found); posted what may be. */
 void floop_coh_queue_add(struct floop *f, uint32_t idx);
+void floop_coh_queue_cut(struct floop *f, uint32_t idx, uint32_t prev);
 void floop_coh_queue_unlink(struct floop *f, uint32_t idx);
 void floop_coh_queue_run(struct floop *f);
 

@@ -92,8 +92,7 @@ void floop_coh_queue_add(struct floop *f, uint32_t idx)
 	f->cohq_tail = idx;
 }
 
-/* Message @idx out of the backlog (@prev before it, or UINT32_MAX). */
-static void coh_queue_cut(struct floop *f, uint32_t idx, uint32_t prev)
+void floop_coh_queue_cut(struct floop *f, uint32_t idx, uint32_t prev)
 {
 	uint32_t next = f->cohr[idx].next;
 
@@ -114,7 +113,7 @@ void floop_coh_queue_unlink(struct floop *f, uint32_t idx)
 	for (uint32_t k = f->cohq_head; k != UINT32_MAX;
 	     prev = k, k = f->cohr[k].next)
 		if (k == idx) {
-			coh_queue_cut(f, idx, prev);
+			floop_coh_queue_cut(f, idx, prev);
 			return;
 		}
 }
@@ -166,7 +165,7 @@ static void coh_queue_pass(struct floop *f)
 			prev = idx;
 			continue;
 		}
-		coh_queue_cut(f, idx, prev);
+		floop_coh_queue_cut(f, idx, prev);
 		if (ret)
 			f->crs.queued_fail(f, idx, ret);
 	}

@@ -36,7 +36,6 @@ set -uo pipefail
 fp_require
 [ "${FP_FAULT_MODE:-}" = copy ] && fp_skip "copy mode: a coherent map needs the cache"
 fp_hosts_lan H A B C || fp_skip "a host cut off needs network namespaces"
-COH=$FP_BIN/tests/fp_coh
 P=64
 fp_coord_start H --lease-ms 2000
 # (no periodic write-back until step 5: what B keeps is what it loses)
@@ -48,40 +47,8 @@ a=$(fp_node_id A)
 fp_cli H A region create f --size 2M --owners "$a" --coherent >"$FP_TMP/f.c" 2>&1 ||
 	fp_fail "create f: $(cat "$FP_TMP/f.c")"
 
-declare -A PROG PID
-# start X: an fp_coh pages program on X's agent, fed through a fifo.
-start() {
-	local x=$1 fd
-	rm -f "$FP_TMP/$x.fifo"
-	mkfifo "$FP_TMP/$x.fifo" || fp_fail "fifo"
-	: >"$FP_TMP/$x.prog"
-	FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[$x]} "$COH" f pages "$P" <"$FP_TMP/$x.fifo" \
-		>>"$FP_TMP/$x.prog" 2>&1 &
-	PID[$x]=$!
-	FP_PIDS+=("$!")
-	exec {fd}>"$FP_TMP/$x.fifo"
-	PROG[$x]=$fd
-	fp_wait_log "$FP_TMP/$x.prog" '^coherent: mapped' 120 ||
-		{ cat "$FP_TMP/$x.prog" >&2; fp_fail "fp_coh on $x did not map f"; }
-}
-# say X LINE ANSWER: LINE to X's program, which must print ANSWER (a
-# fixed string) as its next answer.
-say() {
-	local x=$1 n
-	n=$(grep -c '^coherent: ' "$FP_TMP/$x.prog")
-	echo "$2" >&"${PROG[$x]}"
-	local end
-	end=$(fp_deadline 180)
-	while [ "$(grep -c '^coherent: ' "$FP_TMP/$x.prog")" -le "$n" ]; do
-		kill -0 "${PID[$x]}" 2>/dev/null || break
-		[ "$(date +%s)" -le "$end" ] || break
-		sleep 0.05
-	done
-	local got
-	got=$(grep '^coherent: ' "$FP_TMP/$x.prog" | sed -n "$((n + 1))p")
-	[ "$got" = "coherent: $3" ] ||
-		{ cat "$FP_TMP/$x.prog" >&2; fp_fail "$x: '$2' answered '${got:-nothing}', not '$3'"; }
-}
+start() { fp_coh_pages "$1" f "$P"; }
+say() { fp_coh_say "$@"; }
 ok() { echo "check $1 pages=$P match=$P first=-"; }
 
 # 1.
@@ -95,9 +62,9 @@ say B flush "flushed 0"
 say B "write 2000" "wrote 2000"
 fp_log "1: B wrote 1000 and 1500 (flushed) and 2000 (kept); C held 1000"
 # 2. Host B dies.
-kill -KILL "${FP_NODE_PID[B]}" "${PID[B]}" 2>/dev/null
-wait "${FP_NODE_PID[B]}" "${PID[B]}" 2>/dev/null
-eval "exec ${PROG[B]}>&-"
+kill -KILL "${FP_NODE_PID[B]}" "${FP_COH_PID[B]}" 2>/dev/null
+wait "${FP_NODE_PID[B]}" "${FP_COH_PID[B]}" 2>/dev/null
+eval "exec ${FP_COH_FD[B]}>&-"
 say C "check 1500" "$(ok 1500)"
 r=$(fp_metric A farpage_pagesrv_coherence_resets_total)
 [ "${r:-0}" -ge 1 ] || fp_fail "A reset ${r:-0} hosts"
@@ -132,9 +99,9 @@ fp_host_heal B
 say B "check 5000" "$(ok 5000)"
 fp_log "4: B cut off holding 4000 to read: once healed it reads C's 5000"
 # 5. A flush keeps the pages; the write-back bounds what a death loses.
-kill -KILL "${FP_NODE_PID[B]}" "${PID[B]}" 2>/dev/null
-wait "${FP_NODE_PID[B]}" "${PID[B]}" 2>/dev/null
-eval "exec ${PROG[B]}>&-"
+kill -KILL "${FP_NODE_PID[B]}" "${FP_COH_PID[B]}" 2>/dev/null
+wait "${FP_NODE_PID[B]}" "${FP_COH_PID[B]}" 2>/dev/null
+eval "exec ${FP_COH_FD[B]}>&-"
 fp_node_start B B --metrics-listen "${FP_HOST_IP[B]}:0" --fault-timeout-ms 120000 --writeback-ms 300
 start B
 say B "check 5000" "$(ok 5000)"
@@ -152,14 +119,11 @@ for (( ; ; )); do
 	[ "$(date +%s)" -le "$end" ] || fp_fail "B's agent wrote back $((${wb:-0} - ${wb0:-0})) of $P pages in 60 s"
 	sleep 0.1
 done
-kill -KILL "${FP_NODE_PID[B]}" "${PID[B]}" 2>/dev/null
-wait "${FP_NODE_PID[B]}" "${PID[B]}" 2>/dev/null
-eval "exec ${PROG[B]}>&-"
+kill -KILL "${FP_NODE_PID[B]}" "${FP_COH_PID[B]}" 2>/dev/null
+wait "${FP_NODE_PID[B]}" "${FP_COH_PID[B]}" 2>/dev/null
+eval "exec ${FP_COH_FD[B]}>&-"
 say C "check 6500" "$(ok 6500)"
 fp_log "5: B flushed 6000 and kept the pages (6500 asked for none); written back, then killed: C reads 6500"
 # "end", not the fifo's end: the daemons started since hold it open too
-echo end >&"${PROG[C]}"
-for x in C; do
-	fp_wait_pid "${PID[$x]}" 120 || { cat "$FP_TMP/$x.prog" >&2; fp_fail "fp_coh on $x did not end well"; }
-done
+fp_coh_end C
 exit 0

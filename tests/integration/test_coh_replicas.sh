@@ -98,36 +98,9 @@ gone() {
 	FP_NODE_PID[$1]=
 }
 
-declare -A PROG PID
 REG=f
-start() {
-	local x=$1 fd
-	rm -f "$FP_TMP/$x.fifo"
-	mkfifo "$FP_TMP/$x.fifo" || fp_fail "fifo"
-	: >"$FP_TMP/$x.prog"
-	FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[$x]} "$COH" "$REG" pages "$P" <"$FP_TMP/$x.fifo" \
-		>>"$FP_TMP/$x.prog" 2>&1 &
-	PID[$x]=$!
-	FP_PIDS+=("$!")
-	exec {fd}>"$FP_TMP/$x.fifo"
-	PROG[$x]=$fd
-	fp_wait_log "$FP_TMP/$x.prog" '^coherent: mapped' 120 ||
-		{ cat "$FP_TMP/$x.prog" >&2; fp_fail "fp_coh on $x did not map $REG"; }
-}
-say() {
-	local x=$1 n end got
-	n=$(grep -c '^coherent: ' "$FP_TMP/$x.prog")
-	echo "$2" >&"${PROG[$x]}"
-	end=$(fp_deadline 180)
-	while [ "$(grep -c '^coherent: ' "$FP_TMP/$x.prog")" -le "$n" ]; do
-		kill -0 "${PID[$x]}" 2>/dev/null || break
-		[ "$(date +%s)" -le "$end" ] || break
-		sleep 0.05
-	done
-	got=$(grep '^coherent: ' "$FP_TMP/$x.prog" | sed -n "$((n + 1))p")
-	[ "$got" = "coherent: $3" ] ||
-		{ cat "$FP_TMP/$x.prog" >&2; fp_fail "$x: '$2' answered '${got:-nothing}', not '$3'"; }
-}
+start() { fp_coh_pages "$1" "$REG" "$P"; }
+say() { fp_coh_say "$@"; }
 ok() { echo "check $1 pages=$P match=$P first=-"; }
 
 # 1.
@@ -165,11 +138,7 @@ say B "write 4000" "wrote 4000"
 say C "check 4000" "$(ok 4000)"
 h3=$(home f)
 fp_log "3: $h2 killed: C reads 3000 from the rebuilt replica on $h3, then B's 4000"
-echo end >&"${PROG[B]}"
-echo end >&"${PROG[C]}"
-for x in B C; do
-	fp_wait_pid "${PID[$x]}" 120 || { cat "$FP_TMP/$x.prog" >&2; fp_fail "fp_coh on $x did not end well"; }
-done
+fp_coh_end B C
 # 4. A counter under a spinlock while the home dies.
 fp_node_start O1 O1 --metrics-listen "${FP_HOST_IP[O1]}:0" --fault-timeout-ms 120000 $NOWB
 fp_node_start O2 O2 --metrics-listen "${FP_HOST_IP[O2]}:0" --fault-timeout-ms 120000 $NOWB
@@ -232,9 +201,5 @@ fp_host_heal "$hh"
 grep -q "replica layout generation .* -> " "$FP_TMP/B.log" ||
 	fp_fail "B's agent never took h's new layout"
 fp_log "5: $hh cut off holding h; C waited for B (layout 3 s late) and read B's 2000"
-echo end >&"${PROG[B]}"
-echo end >&"${PROG[C]}"
-for x in B C; do
-	fp_wait_pid "${PID[$x]}" 120 || { cat "$FP_TMP/$x.prog" >&2; fp_fail "fp_coh on $x did not end well"; }
-done
+fp_coh_end B C
 exit 0
