@@ -14,7 +14,7 @@
 #       coh_pingpong: run=N moves=N us_per_move=X
 #     and on a region of two replicas (A's and C's: what a host gives
 #     back is written to the other replica first):
-#       coh_pingpong_r2: run=N moves=N us_per_move=X
+#       coh_pingpong_repl: run=N moves=N us_per_move=X
 #  2. Partitioned writes: A and B each write --pages pages (one word of
 #     each, --passes passes, the first takes the pages), at once: in one
 #     coherent region homed on C (each its own half), and in two
@@ -138,7 +138,7 @@ for ((run = 1; run <= RUNS; run++)); do
 	fp_cli C C region create pp2 --size 2M --replicas 2 --nodes "${ID[A]},${ID[C]}" \
 		--coherent >"$FP_TMP/mk.out" 2>&1 || fp_fail "create pp2: $(cat "$FP_TMP/mk.out")"
 	go pp2 "A:pp2 pingpong 0 $MOVES" "B:pp2 pingpong 1 $MOVES"
-	echo "coh_pingpong_r2: run=$run moves=$MOVES us_per_move=$(f "$FP_TMP/pp2.A" coh_pingpong us_per_move)"
+	echo "coh_pingpong_repl: run=$run moves=$MOVES us_per_move=$(f "$FP_TMP/pp2.A" coh_pingpong us_per_move)"
 	rm_region pp2
 	# 2. partitioned writes
 	mk cw "$FULL" C --coherent

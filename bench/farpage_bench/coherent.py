@@ -39,7 +39,7 @@ def coherent(b):
     b.put("coherent.pingpong.target_rtts", TARGET_PINGPONG_RTTS)
     b.row("coherent: ownership ping-pong, a move", "coherent.pingpong.us_per_move", "µs",
           "TCP RTT floor", rtt)
-    b.fig("coherent.pingpong_replicated.us_per_move", out, "coh_pingpong_r2", "us_per_move")
+    b.fig("coherent.pingpong_replicated.us_per_move", out, "coh_pingpong_repl", "us_per_move")
     b.row("coherent: ping-pong, two replicas", "coherent.pingpong_replicated.us_per_move", "µs",
           "one replica", pp)
     for kind in ("coherent", "single"):
