@@ -264,6 +264,9 @@ static int coh_access(struct floop *f, struct fmap *m, uint64_t i, int write)
 		pgset_add(&m->coh_live, i);
 		return 0; /* its own request answers it */
 	}
+	/* mapped before this agent heard an epoch: the one it hears first */
+	if (m->coh_gate == UINT64_MAX && atomic_load(&f->crs.epoch))
+		m->coh_gate = atomic_load(&f->crs.epoch);
 	if (m->repl > 1 && atomic_load(&f->crs.synced) < m->coh_gate) {
 		/* its home moved: asked once its bytes are on the replicas
 		 * and every host let go of the old home's copies */
@@ -906,7 +909,9 @@ int floop_coh_map_init(struct floop *f, struct fmap *m)
 	m->coh_epoch_ms = evl_now_ms();
 	/* replicated: a host that held the old home's copies of a home
 	 * moved before now has let go once every node up synced this */
-	m->coh_gate = m->repl > 1 ? atomic_load(&f->crs.epoch) : 0;
+	m->coh_gate = m->repl < 2		   ? 0
+		      : atomic_load(&f->crs.epoch) ? atomic_load(&f->crs.epoch)
+						   : UINT64_MAX;
 	m->coh = 1;
 	return 0;
 }

@@ -202,6 +202,6 @@ void floop_coh_synced_run(struct floop *f)
 
 	for (struct fmap *m = f->maps; m; m = m->next)
 		if (m->coh && m->repl > 1 && m->coh_gate &&
-		    synced >= m->coh_gate)
+		    (synced >= m->coh_gate || m->coh_gate == UINT64_MAX))
 			m->coh_retry = 1;
 }
