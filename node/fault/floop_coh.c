@@ -486,17 +486,12 @@ static void coh_answered(struct floop *f, struct fmap *m, struct cohreq *r,
 }
 
 /* Page @i's PUTM did not get home: what the home has is what the page
- * had before; what this host wrote is lost, and its threads are told
- * (SIGBUS), never served the home's older bytes. */
+ * had before. */
 static void coh_put_lost(struct floop *f, struct fmap *m, uint64_t i)
 {
-	m->wb_gone++;
-	floop_coh_punch(m, i);
-	floop_coh_st_set(f, m, i, COH_I);
-	if (!m->gone)
-		floop_poison(f, m, COH_ADDR(m, i),
-			     "what this host wrote could not be given back to "
-			     "its home");
+	floop_coh_lost(f, m, i,
+		       "what this host wrote could not be given back to its "
+		       "home");
 }
 
 /* Message @idx of @m failed (-@status, not answered): its page as if it
@@ -830,14 +825,11 @@ void floop_coh_peer_lost(struct floop *f, uint64_t node)
 				continue;
 			if (st == COH_M || st == COH_MI_A) {
 				/* what it wrote and had not given back */
-				m->wb_gone++;
-				floop_coh_punch(m, i);
-				if (!m->gone)
-					floop_poison(f, m, COH_ADDR(m, i),
-						     "its home's connection "
-						     "ended while this host "
-						     "held it modified: what "
-						     "it wrote is lost");
+				floop_coh_lost(f, m, i,
+					       "its home's connection ended "
+					       "while this host held it "
+					       "modified: what it wrote is "
+					       "lost");
 			} else if (st == COH_S || st == COH_SM_D) {
 				floop_coh_punch(m, i);
 			}

@@ -125,6 +125,11 @@ void floop_coh_st_set(struct floop *f, struct fmap *m, uint64_t i,
 		      enum coh_host_state st);
 /* Page @i leaves the memfd (and so the process's page tables). */
 void floop_coh_punch(struct fmap *m, uint64_t i);
+/* What this host wrote to page @i is lost: it leaves the memfd, and its
+ * threads are told (SIGBUS, @why; not once the mapping is gone), never
+ * served older bytes; a flush of the mapping fails. */
+void floop_coh_lost(struct floop *f, struct fmap *m, uint64_t i,
+		    const char *why);
 /* Page @i's bytes from the memfd, in a new page (NULL: none). Its
  * writers are stopped first (@protect). */
 uint8_t *floop_coh_take(struct fmap *m, uint64_t i, int protect);

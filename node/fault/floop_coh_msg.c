@@ -550,20 +550,18 @@ void floop_coh_salvaged(struct floop *f, uint32_t idx, int ok)
 
 	floop_coh_queue_unlink(f, idx);
 	m->cst[i] &= ~COH_F_SALV;
-	floop_coh_punch(m, i);
-	floop_coh_st_set(f, m, i, COH_I);
 	if (ok) {
+		floop_coh_punch(m, i);
+		floop_coh_st_set(f, m, i, COH_I);
 		/* its writers, stopped, fault again and ask for it */
 		uffd_wake(m->uffd, COH_ADDR(m, i), FLOOP_PAGE);
 	} else {
-		m->wb_gone++;
 		log_err("map %s page %#" PRIx64 ": what this host wrote "
 			"could not reach the replicas of its chunk",
 			m->name, i * FLOOP_PAGE);
-		if (!m->gone)
-			floop_poison(f, m, COH_ADDR(m, i),
-				     "what this host wrote could not reach "
-				     "the replicas of its chunk");
+		floop_coh_lost(f, m, i,
+			       "what this host wrote could not reach the "
+			       "replicas of its chunk");
 	}
 	m->coh_retry = 1;
 	floop_coh_req_done(f, idx);

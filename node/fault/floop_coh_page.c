@@ -54,6 +54,16 @@ void floop_coh_punch(struct fmap *m, uint64_t i)
 			  i * FLOOP_PAGE);
 }
 
+void floop_coh_lost(struct floop *f, struct fmap *m, uint64_t i,
+		    const char *why)
+{
+	m->wb_gone++;
+	floop_coh_punch(m, i);
+	floop_coh_st_set(f, m, i, COH_I);
+	if (!m->gone)
+		floop_poison(f, m, COH_ADDR(m, i), why);
+}
+
 uint8_t *floop_coh_take(struct fmap *m, uint64_t i, int protect)
 {
 	uint8_t *p = malloc(FLOOP_PAGE);

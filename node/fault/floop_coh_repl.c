@@ -100,16 +100,11 @@ static void coh_repl_moved(struct floop *f, struct fmap *m, uint64_t i,
 				floop_coh_salvage(f, m, i, node, NULL);
 		}
 	} else if (st == COH_M) {
-		if (floop_coh_salvage(f, m, i, node, NULL)) {
-			m->wb_gone++;
-			floop_coh_punch(m, i);
-			floop_coh_st_set(f, m, i, COH_I);
-			if (!m->gone)
-				floop_poison(f, m, COH_ADDR(m, i),
-					     "its home left the replicas while "
-					     "this host was cut off: what it "
-					     "wrote is lost");
-		}
+		if (floop_coh_salvage(f, m, i, node, NULL))
+			floop_coh_lost(f, m, i,
+				       "its home left the replicas while this "
+				       "host was cut off: what it wrote is "
+				       "lost");
 	}
 	/* (IS_D, IM_D, SM_D: their requests are stale; MI_A: given back
 	 * already) */
