@@ -542,6 +542,12 @@ fp_coh_say() {
 		{ cat "$FP_TMP/$x.prog" >&2; fp_fail "$x: '$2' answered '${got:-nothing}', not '$3'"; }
 }
 
+# fp_coh_check X V P: X's program reads its P pages, which must all hold
+# value V (page i's words V + i).
+fp_coh_check() {
+	fp_coh_say "$1" "check $2" "check $2 pages=$3 match=$3 first=-"
+}
+
 # fp_coh_end X...: each X's program told to end; each must exit 0.
 fp_coh_end() {
 	local x

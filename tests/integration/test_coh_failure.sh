@@ -49,14 +49,13 @@ fp_cli H A region create f --size 2M --owners "$a" --coherent >"$FP_TMP/f.c" 2>&
 
 start() { fp_coh_pages "$1" f "$P"; }
 say() { fp_coh_say "$@"; }
-ok() { echo "check $1 pages=$P match=$P first=-"; }
 
 # 1.
 start B
 start C
 say B "write 1000" "wrote 1000"
 say B flush "flushed 0"
-say C "check 1000" "$(ok 1000)"
+fp_coh_check C 1000 "$P"
 say B "write 1500" "wrote 1500"
 say B flush "flushed 0"
 say B "write 2000" "wrote 2000"
@@ -65,14 +64,14 @@ fp_log "1: B wrote 1000 and 1500 (flushed) and 2000 (kept); C held 1000"
 kill -KILL "${FP_NODE_PID[B]}" "${FP_COH_PID[B]}" 2>/dev/null
 wait "${FP_NODE_PID[B]}" "${FP_COH_PID[B]}" 2>/dev/null
 eval "exec ${FP_COH_FD[B]}>&-"
-say C "check 1500" "$(ok 1500)"
+fp_coh_check C 1500 "$P"
 r=$(fp_metric A farpage_pagesrv_coherence_resets_total)
 [ "${r:-0}" -ge 1 ] || fp_fail "A reset ${r:-0} hosts"
 fp_log "2: B killed holding 2000: C reads 1500 (A reset ${r} hosts)"
 # 3. B again; the coordinator away for longer than a lease.
 fp_node_start B B --metrics-listen "${FP_HOST_IP[B]}:0" --fault-timeout-ms 120000 $NOWB
 start B
-say B "check 1500" "$(ok 1500)"
+fp_coh_check B 1500 "$P"
 say B "write 3000" "wrote 3000"
 kill -KILL "$FP_COORD_PID"
 wait "$FP_COORD_PID" 2>/dev/null
@@ -81,14 +80,14 @@ fp_wait_log "$FP_TMP/B.log" "coherence: no answer from the coordinator" 60 ||
 fp_wait_log "$FP_TMP/C.log" "coherence: no answer from the coordinator" 60 ||
 	fp_fail "C's agent did not stop asking for pages when its lease could end"
 fp_coord_respawn H --lease-ms 2000
-say C "check 3000" "$(ok 3000)"
-say B "check 3000" "$(ok 3000)"
+fp_coh_check C 3000 "$P"
+fp_coh_check B 3000 "$P"
 say B "write 4000" "wrote 4000"
 say B flush "flushed 0"
-say C "check 4000" "$(ok 4000)"
+fp_coh_check C 4000 "$P"
 fp_log "3: the coordinator away past the lease: B's 3000 went home first; C reads it"
 # 4. B holds copies to read and is cut off.
-say B "check 4000" "$(ok 4000)"
+fp_coh_check B 4000 "$P"
 nd=$(grep -cE "coherence: the host of B .* is down" "$FP_TMP/A.log")
 fp_host_cut B
 fp_wait_log "$FP_TMP/A.log" "coherence: the host of B .* is down" 60 $((nd + 1)) ||
@@ -96,7 +95,7 @@ fp_wait_log "$FP_TMP/A.log" "coherence: the host of B .* is down" 60 $((nd + 1))
 say C "write 5000" "wrote 5000"
 say C flush "flushed 0"
 fp_host_heal B
-say B "check 5000" "$(ok 5000)"
+fp_coh_check B 5000 "$P"
 fp_log "4: B cut off holding 4000 to read: once healed it reads C's 5000"
 # 5. A flush keeps the pages; the write-back bounds what a death loses.
 kill -KILL "${FP_NODE_PID[B]}" "${FP_COH_PID[B]}" 2>/dev/null
@@ -104,7 +103,7 @@ wait "${FP_NODE_PID[B]}" "${FP_COH_PID[B]}" 2>/dev/null
 eval "exec ${FP_COH_FD[B]}>&-"
 fp_node_start B B --metrics-listen "${FP_HOST_IP[B]}:0" --fault-timeout-ms 120000 --writeback-ms 300
 start B
-say B "check 5000" "$(ok 5000)"
+fp_coh_check B 5000 "$P"
 say B "write 6000" "wrote 6000"
 say B flush "flushed 0"
 g0=$(fp_metric B farpage_coherence_grants_total)
@@ -122,7 +121,7 @@ done
 kill -KILL "${FP_NODE_PID[B]}" "${FP_COH_PID[B]}" 2>/dev/null
 wait "${FP_NODE_PID[B]}" "${FP_COH_PID[B]}" 2>/dev/null
 eval "exec ${FP_COH_FD[B]}>&-"
-say C "check 6500" "$(ok 6500)"
+fp_coh_check C 6500 "$P"
 fp_log "5: B flushed 6000 and kept the pages (6500 asked for none); written back, then killed: C reads 6500"
 # "end", not the fifo's end: the daemons started since hold it open too
 fp_coh_end C

@@ -101,30 +101,36 @@ gone() {
 REG=f
 start() { fp_coh_pages "$1" "$REG" "$P"; }
 say() { fp_coh_say "$@"; }
-ok() { echo "check $1 pages=$P match=$P first=-"; }
+
+# modified: B writes 1000 and flushes, C reads it (copies to read), B
+# writes 2000 and keeps it (nothing written back): the pages of steps 1
+# and 5.
+modified() {
+	start B
+	start C
+	say B "write 1000" "wrote 1000"
+	say B flush "flushed 0"
+	fp_coh_check C 1000 "$P"
+	say B "write 2000" "wrote 2000"
+}
 
 # 1.
-start B
-start C
-say B "write 1000" "wrote 1000"
-say B flush "flushed 0"
-say C "check 1000" "$(ok 1000)"
-say B "write 2000" "wrote 2000"
+modified
 h1=$(home f)
 fp_log "1: B wrote 1000 (flushed) and 2000 (kept); C held 1000; f's home: $h1"
 # 2. The home dies.
 gone "$h1"
-say C "check 2000" "$(ok 2000)"
+fp_coh_check C 2000 "$P"
 s=$(fp_metric B farpage_coherence_salvages_total)
 [ "${s:-0}" -ge "$P" ] || fp_fail "B salvaged ${s:-0} pages, not $P"
 h2=$(home f)
 [ "$h2" != "$h1" ] || fp_fail "f's home is still $h1"
 fp_log "2: $h1 killed: C reads B's 2000 from $h2 (B salvaged $s pages)"
 # 3. Rebuilt; the second home dies.
-say B "check 2000" "$(ok 2000)"
+fp_coh_check B 2000 "$P"
 say B "write 3000" "wrote 3000"
 say B flush "flushed 0"
-say C "check 3000" "$(ok 3000)"
+fp_coh_check C 3000 "$P"
 end=$(fp_deadline 180)
 until fp_repl state "$FP_COORD" f >"$FP_TMP/st.out" 2>&1 &&
 	grep -q '^state: .* missing=0 rebuilding=0 ' "$FP_TMP/st.out"; do
@@ -133,9 +139,9 @@ until fp_repl state "$FP_COORD" f >"$FP_TMP/st.out" 2>&1 &&
 done
 fp_log "3: f rebuilt: $(grep -c '^rec:' "$FP_TMP/st.out") records in sync"
 gone "$h2"
-say C "check 3000" "$(ok 3000)"
+fp_coh_check C 3000 "$P"
 say B "write 4000" "wrote 4000"
-say C "check 4000" "$(ok 4000)"
+fp_coh_check C 4000 "$P"
 h3=$(home f)
 fp_log "3: $h2 killed: C reads 3000 from the rebuilt replica on $h3, then B's 4000"
 fp_coh_end B C
@@ -188,15 +194,10 @@ fp_cli H O1 region create h --size 2M --replicas 2 \
 	--nodes "$(fp_node_id_log O1),$(fp_node_id_log O2)" --coherent \
 	>"$FP_TMP/h.c" 2>&1 || fp_fail "create h: $(cat "$FP_TMP/h.c")"
 REG=h
-start B
-start C
-say B "write 1000" "wrote 1000"
-say B flush "flushed 0"
-say C "check 1000" "$(ok 1000)"
-say B "write 2000" "wrote 2000"
+modified
 hh=$(home h)
 fp_host_cut "$hh"
-say C "check 2000" "$(ok 2000)"
+fp_coh_check C 2000 "$P"
 fp_host_heal "$hh"
 grep -q "replica layout generation .* -> " "$FP_TMP/B.log" ||
 	fp_fail "B's agent never took h's new layout"
