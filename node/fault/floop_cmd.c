@@ -81,7 +81,9 @@ static void floop_cmd_regions(struct floop *f, struct cmd *c)
 	f->regions = c->regions;
 	f->n_regions = c->n_regions;
 	c->regions = NULL;
-	qsort(f->regions, f->n_regions, sizeof(*f->regions), floop_region_cmp);
+	if (f->n_regions)
+		qsort(f->regions, f->n_regions, sizeof(*f->regions),
+		      floop_region_cmp);
 	f->sync_epoch = c->epoch;
 	f->sync_cid = c->cid;
 	for (struct fmap *m = f->maps; m; m = m->next)

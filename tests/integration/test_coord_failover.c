@@ -646,7 +646,8 @@ static int t_list_of(struct t_run *t, int i, struct msg *rep)
 		msg_fini(rep);
 		t_sleep_ms(20);
 	}
-	if (!ret)
+	/* an empty list has no array: qsort() takes no NULL */
+	if (!ret && rep->n_regions)
 		qsort(rep->regions, rep->n_regions, sizeof(*rep->regions),
 		      t_name_cmp);
 	return ret;
