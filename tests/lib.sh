@@ -505,17 +505,18 @@ fp_wait_pid() {
 	wait "$1"
 }
 
-# tests/fp_coh "pages" programs, one an agent (test_coh_failure,
-# test_coh_replicas). fp_coh_pages X REGION P: one on agent X's socket
-# for REGION's pages 0..P-1, fed through a fifo (its fd FP_COH_FD[X], its
-# pid FP_COH_PID[X], its output $FP_TMP/X.prog, emptied), once it mapped.
+# tests/fp_coh "pages" programs (test_coh_failure, test_coh_replicas,
+# test_coh_recreate). fp_coh_pages X REGION P [NODE]: program X on agent
+# NODE's socket (default: agent X's) for REGION's pages 0..P-1, fed
+# through a fifo (its fd FP_COH_FD[X], its pid FP_COH_PID[X], its output
+# $FP_TMP/X.prog, emptied), once it mapped.
 declare -gA FP_COH_FD FP_COH_PID
 fp_coh_pages() {
-	local x=$1 fd
+	local x=$1 node=${4:-$1} fd
 	rm -f "$FP_TMP/$x.fifo"
 	mkfifo "$FP_TMP/$x.fifo" || fp_fail "fifo"
 	: >"$FP_TMP/$x.prog"
-	FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[$x]} "$FP_BIN/tests/fp_coh" "$2" pages "$3" \
+	FARPAGE_AGENT_SOCK=${FP_NODE_SOCK[$node]} "$FP_BIN/tests/fp_coh" "$2" pages "$3" \
 		<"$FP_TMP/$x.fifo" >>"$FP_TMP/$x.prog" 2>&1 &
 	FP_COH_PID[$x]=$!
 	FP_PIDS+=("$!")

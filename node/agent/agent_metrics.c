@@ -399,6 +399,11 @@ static const struct {
 	  "Read misses it granted modified as a home: pages that move from "
 	  "host to host, read then written there.",
 	  PS(coh_mig) },
+	{ "farpage_pagesrv_coherence_stale_pages_total",
+	  "Pages whose directory entry, as their home, was of a deleted "
+	  "region: dropped once the region's extents were cleared, requests "
+	  "still waiting there refused.",
+	  PS(coh_stale) },
 };
 
 static void agent_metrics_render(struct metrics_buf *b, void *arg)

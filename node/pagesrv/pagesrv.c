@@ -541,6 +541,8 @@ void pagesrv_stats(const struct pagesrv *s, struct pagesrv_stats *st)
 		atomic_load_explicit(&s->st_coh_resets, memory_order_relaxed);
 	st->coh_mig =
 		atomic_load_explicit(&s->st_coh_mig, memory_order_relaxed);
+	st->coh_stale =
+		atomic_load_explicit(&s->st_coh_stale, memory_order_relaxed);
 }
 
 const char *pagesrv_closed_name(enum pagesrv_closed why)

@@ -176,8 +176,9 @@ struct pagesrv_stats {
 	 * sent */
 	uint64_t coh_msgs, coh_grants, coh_invs, coh_recalls;
 	/* hosts reset because their node was down or gone; read misses
-	 * granted modified (migratory pages) */
-	uint64_t coh_resets, coh_mig;
+	 * granted modified (migratory pages); pages whose directory entry
+	 * was of a deleted region (dropped once its extent was cleared) */
+	uint64_t coh_resets, coh_mig, coh_stale;
 };
 
 /* Snapshot of the counters (atomics); callable from any thread. */

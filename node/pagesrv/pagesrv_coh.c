@@ -55,6 +55,9 @@ struct pcoh_def {
 struct pcoh_ent {
 	struct pcoh_ent *hnext;
 	uint64_t off;
+	/* the grant floor of its pool segment when it was made: one that
+	 * rose since (the extent cleared after a delete) ends the entry */
+	uint64_t floor;
 	struct coh_dir d;
 	/* the GETS or GETM being served (d.req): its tag and connection */
 	uint64_t req_tag;
@@ -89,6 +92,7 @@ struct pagesrv_coh {
 	uint64_t nb, n;
 	struct pcoh_part part[COH_HOSTS_MAX];
 	struct pagesrv_coh_up up;
+	const struct pggrant_floors *floors;
 	/* node lists from other threads, oldest first */
 	pthread_mutex_t lists_mu;
 	struct pcoh_list *lists, **lists_tail;
@@ -118,6 +122,7 @@ int pagesrv_coh_init(struct pagesrv *s, const struct pagesrv_coh_up *up)
 		return -ENOMEM;
 	}
 	h->up = *up;
+	h->floors = s->floors;
 	pthread_mutex_init(&h->lists_mu, NULL);
 	h->lists_tail = &h->lists;
 	s->coh = h;
@@ -204,6 +209,7 @@ static struct pcoh_ent *pcoh_ent_get(struct pagesrv_coh *h, uint64_t off,
 	if (!e)
 		return NULL;
 	e->off = off;
+	e->floor = pggrant_floor_at(h->floors, off);
 	coh_dir_init(&e->d, 0);
 	e->dq_tail = &e->dq;
 	e->hnext = h->tab[i];
@@ -219,13 +225,11 @@ static bool pcoh_ent_is_idle(const struct pcoh_ent *e)
 	return e->d.state == COH_DIR_UNOWNED && !e->d.busy && !e->dq && !e->owe;
 }
 
-/* An idle entry goes. */
-static void pcoh_ent_trim(struct pagesrv_coh *h, struct pcoh_ent *e)
+/* @e leaves the table and is freed (its requests kept are the caller's). */
+static void pcoh_ent_free(struct pagesrv_coh *h, struct pcoh_ent *e)
 {
 	struct pcoh_ent **pp = &h->tab[pcoh_hash(e->off, h->nb)];
 
-	if (!pcoh_ent_is_idle(e))
-		return;
 	for (; *pp; pp = &(*pp)->hnext) {
 		if (*pp == e) {
 			*pp = e->hnext;
@@ -234,6 +238,13 @@ static void pcoh_ent_trim(struct pagesrv_coh *h, struct pcoh_ent *e)
 			return;
 		}
 	}
+}
+
+/* An idle entry goes. */
+static void pcoh_ent_trim(struct pagesrv_coh *h, struct pcoh_ent *e)
+{
+	if (pcoh_ent_is_idle(e))
+		pcoh_ent_free(h, e);
 }
 
 /* A message to @c could not be queued (-@err): @self's own failure is
@@ -517,6 +528,46 @@ static int pcoh_defer(struct pcoh_ent *e, struct pagesrv_conn *c, uint32_t part,
 }
 
 /*
+ * The entry of the page at @off for a message on @self, made if @make
+ * (NULL: none, or no memory). One made before its segment's grant floor
+ * rose is of a region deleted since, whose extent was cleared
+ * (csess_scrub()): the copies it lists and the acknowledgements it waits
+ * for are of mappings that are gone. It goes; the request it served and
+ * those it kept are refused (EACCES, as a request without a grant is).
+ * *@ret: 0, or -errno if @self could not take its refusal.
+ */
+static struct pcoh_ent *pcoh_ent_find(struct pagesrv *s,
+				      struct pagesrv_conn *self, uint64_t off,
+				      bool make, int *ret)
+{
+	struct pagesrv_coh *h = s->coh;
+	struct pcoh_ent *e = pcoh_ent_get(h, off, false);
+	struct pcoh_def *q;
+
+	*ret = 0;
+	if (e && e->floor < pggrant_floor_at(h->floors, off)) {
+		log_dbg("coherence: page %#" PRIx64 ": its entry is of a "
+			"deleted region, dropped",
+			off);
+		pagesrv_count(&s->st_coh_stale, 1);
+		if (e->d.busy && e->req_c && h->part[e->d.req].c == e->req_c)
+			*ret = pcoh_send(s, self, e->d.req, WIRE_OP_COH, EACCES,
+					 e->req_tag, WIRE_COH_ACK, UINT64_MAX);
+		while ((q = e->dq)) {
+			e->dq = q->next;
+			if (!*ret && q->c && h->part[q->part].c == q->c)
+				*ret = pcoh_send(s, self, q->part, WIRE_OP_COH,
+						 EACCES, q->tag, WIRE_COH_ACK,
+						 UINT64_MAX);
+			pcoh_def_free(q);
+		}
+		pcoh_ent_free(h, e);
+		e = NULL;
+	}
+	return e || !make || *ret ? e : pcoh_ent_get(h, off, true);
+}
+
+/*
  * Participant @p reset: its host holds no copy. What it held is the
  * home's again; what it owed is taken as acknowledged (a recall: with the
  * home's copy, the last it wrote back); what it had asked for and not got
@@ -772,7 +823,6 @@ void pagesrv_coh_members_run(struct pagesrv *s)
 static int pcoh_run(struct pagesrv *s, struct pagesrv_conn *c, uint32_t part,
 		    const struct wire_hdr *hd, unsigned int run, int *ret)
 {
-	struct pagesrv_coh *h = s->coh;
 	struct coh_msg in = { .type = COH_GETM, .from = part };
 	uint32_t n = 0; /* granted */
 
@@ -784,7 +834,9 @@ static int pcoh_run(struct pagesrv *s, struct pagesrv_conn *c, uint32_t part,
 		if (off + WIRE_COH_PAGE > s->pool_size)
 			break;
 		/* (a fresh one is idle) */
-		e = pcoh_ent_get(h, off, true);
+		e = pcoh_ent_find(s, c, off, true, ret);
+		if (*ret)
+			return 1;
 		if (e && !pcoh_ent_is_idle(e))
 			break;
 		if (!e || coh_home_on(&e->d, PCOH_HOME, &in, &out) != COH_OK ||
@@ -830,7 +882,19 @@ int pagesrv_coh_on(struct pagesrv_conn *c, const struct wire_hdr *hd,
 		coh_msg_name(pcoh_type_in(type)), hd->arg, part);
 	if (run && pcoh_run(s, c, (uint32_t)part, hd, run, &ret))
 		return ret;
-	e = pcoh_ent_get(h, hd->arg, true);
+	e = pcoh_ent_find(s, c, hd->arg, false, &ret);
+	if (ret)
+		return ret;
+	/* An acknowledgement without an entry, in a segment a region was
+	 * deleted from: of an entry dropped above, or one trimmed since;
+	 * nothing waits for it. (Where no region was deleted, nobody asked
+	 * for it: the step below refuses it.) */
+	if (!e && type == WIRE_COH_INV_ACK &&
+	    pggrant_floor_at(h->floors, hd->arg))
+		return pcoh_send(s, c, (uint32_t)part, WIRE_OP_COH, 0, hd->tag,
+				 WIRE_COH_ACK, UINT64_MAX);
+	if (!e)
+		e = pcoh_ent_get(h, hd->arg, true);
 	if (!e) {
 		log_err("%s: coherence: no memory for a page's entry, closing",
 			c->name);

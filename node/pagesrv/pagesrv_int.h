@@ -307,6 +307,7 @@ struct pagesrv {
 	_Atomic uint64_t st_coh_invs;
 	_Atomic uint64_t st_coh_recalls;
 	_Atomic uint64_t st_coh_resets;
+	_Atomic uint64_t st_coh_stale;
 	_Atomic uint64_t st_coh_mig;
 };
 

@@ -257,6 +257,11 @@ int pggrant_floors_raise(struct pggrant_floors *f, uint64_t off, uint64_t len,
 	return 0;
 }
 
+uint64_t pggrant_floor_at(const struct pggrant_floors *f, uint64_t off)
+{
+	return atomic_load(&f->floor[off / MSG_POOL_SEG]);
+}
+
 void pggrant_gate_enter(struct pggrant_floors *f)
 {
 	atomic_fetch_add(&f->gate, 1);

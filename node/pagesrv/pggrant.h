@@ -103,6 +103,9 @@ void pggrant_floors_free(struct pggrant_floors *f);
 int pggrant_floors_raise(struct pggrant_floors *f, uint64_t off, uint64_t len,
 			 uint64_t epoch);
 
+/* The floor of the segment the byte at @off (inside the pool) lies in. */
+uint64_t pggrant_floor_at(const struct pggrant_floors *f, uint64_t off);
+
 /*
  * The server thread around a grant check and the copy it lets through:
  * enter before the floors are read, leave once the pool is no longer
