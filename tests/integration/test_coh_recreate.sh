@@ -7,9 +7,10 @@
 # pages (page i holds V + i).
 #  1. Regions keep and d, both homed on A. B's program on keep writes 1000
 #     and B's program on d writes 2000: B holds all 128 pages modified.
-#  2. d is deleted while B's program maps it: B's agent drops d's pages
-#     (nothing of a deleted region goes home), so A's directory still
-#     lists them as B's. A clears d's extents once B has seen the delete.
+#  2. d is deleted while B's program maps it; once A cleared d's extents
+#     (B has seen the delete), the program is killed: what B's agent gives
+#     back of d is refused for want of a grant, so A's directory still
+#     lists d's pages as B's.
 #  3. d is made again; it lies on the same extents of A's pool (checked
 #     with region show). A new program on B writes 3000 there and reads
 #     it back: A dropped the deleted region's entries (its
