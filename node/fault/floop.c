@@ -355,7 +355,6 @@ int floop_create(const struct floop_cfg *cfg, struct floop **out)
 	f->up.lease_lost = floop_map_lease_lost;
 	f->up.peer_lost = floop_coh_peer_lost;
 	f->cohr_free = UINT32_MAX;
-	f->cohq_head = f->cohq_tail = UINT32_MAX;
 	if (!f->cfg.slots)
 		f->cfg.slots = 512;
 	f->efd = -1;
@@ -528,6 +527,7 @@ void floop_destroy(struct floop *f)
 	for (uint32_t i = 0; i < f->n_cohr; i++)
 		free(f->cohr[i].buf);
 	free(f->cohr);
+	free(f->cohq);
 	floop_coh_hold_fini(f);
 	free(f->peers);
 	free(f->stats);

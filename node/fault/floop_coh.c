@@ -768,27 +768,26 @@ void floop_coh_drain(struct floop *f, struct fmap *m)
  * they were sent (peer_lost settles their pages). */
 static void coh_queue_drop(struct floop *f, uint64_t node)
 {
-	uint32_t idx = f->cohq_head, prev = UINT32_MAX, next;
+	uint32_t idx = UINT32_MAX, next;
 
 	f->crs.q_gen++;
+	for (uint32_t k = 0; k < f->n_cohq; k++)
+		if (f->cohq[k].node == node)
+			idx = f->cohq[k].head;
 	for (; idx != UINT32_MAX; idx = next) {
 		struct cohreq *r = &f->cohr[idx];
 
 		next = r->next;
-		if (r->node != node || r->type == COH_REQ_SALVAGE) {
-			prev = idx;
+		if (r->type == COH_REQ_SALVAGE)
 			continue;
-		}
 		/* replicated: a page given back that the home never saw is
 		 * still this host's there; it goes to the replicas instead */
 		if (r->map && r->map->repl > 1 && r->buf &&
 		    (r->type == WIRE_COH_PUTM ||
 		     r->type == WIRE_COH_RECALL_ACK) &&
-		    floop_coh_salvage_req(f, idx)) {
-			prev = idx;
+		    floop_coh_salvage_req(f, idx))
 			continue;
-		}
-		floop_coh_queue_cut(f, idx, prev);
+		floop_coh_queue_cut(f, idx);
 		floop_coh_req_done(f, idx);
 	}
 	floop_coh_salvage_go(f);

@@ -21,7 +21,8 @@ struct fmap;
 struct cohreq {
 	int busy, queued; /* queued: in the backlog, not posted yet */
 	uint32_t gen;
-	uint32_t next; /* free list, or the backlog */
+	uint32_t next; /* free list, or its home's backlog */
+	uint32_t prev; /* its home's backlog */
 	struct fmap *map;
 	uint64_t idx;	   /* the page */
 	uint64_t node;	   /* its home */
@@ -42,6 +43,13 @@ struct cohreq {
 	int rerr;
 	uint64_t rgen, t0_ms, retry_ms;
 	struct repl_wb rw;
+};
+
+/* One home's backlog (floop.cohq): its messages in order, linked by
+ * cohreq.next and .prev (UINT32_MAX: none). */
+struct coh_nq {
+	uint64_t node;
+	uint32_t head, tail;
 };
 
 /* floop_coh_send_to()'s @how */
@@ -199,10 +207,11 @@ int floop_coh_send_to(struct floop *f, struct fmap *m, uint64_t i,
 struct cohreq *floop_coh_req_get(struct floop *f, uint32_t *idx);
 /* Message @idx is done with (answered, failed, dropped or salvaged). */
 void floop_coh_req_done(struct floop *f, uint32_t idx);
-/* The backlog: @idx at its end; @idx out of it (@prev before it, or
- * UINT32_MAX; or found); posted what may be. */
-void floop_coh_queue_add(struct floop *f, uint32_t idx);
-void floop_coh_queue_cut(struct floop *f, uint32_t idx, uint32_t prev);
+/* The backlog of @idx's home: @idx at its end (0 or -ENOMEM); @idx out
+ * of it (_unlink: out of its order, which a pass under way learns);
+ * posted, of each home's, what may be. */
+int floop_coh_queue_add(struct floop *f, uint32_t idx);
+void floop_coh_queue_cut(struct floop *f, uint32_t idx);
 void floop_coh_queue_unlink(struct floop *f, uint32_t idx);
 void floop_coh_queue_run(struct floop *f);
 

@@ -81,93 +81,121 @@ static int coh_post(struct floop *f, uint32_t idx)
 	return ret;
 }
 
-void floop_coh_queue_add(struct floop *f, uint32_t idx)
+/* The backlog of @node (its index in floop.cohq), or -1; made if @make
+ * (-1: no memory). A home's stays once made: a loop has few. */
+static int64_t coh_nq_of(struct floop *f, uint64_t node, int make)
 {
-	f->cohr[idx].queued = 1;
-	f->cohr[idx].next = UINT32_MAX;
-	if (f->cohq_tail == UINT32_MAX)
-		f->cohq_head = idx;
-	else
-		f->cohr[f->cohq_tail].next = idx;
-	f->cohq_tail = idx;
+	struct coh_nq *q;
+
+	for (uint32_t k = 0; k < f->n_cohq; k++)
+		if (f->cohq[k].node == node)
+			return k;
+	if (!make)
+		return -1;
+	q = realloc(f->cohq, (f->n_cohq + 1) * sizeof(*q));
+	if (!q)
+		return -1;
+	f->cohq = q;
+	q[f->n_cohq].node = node;
+	q[f->n_cohq].head = q[f->n_cohq].tail = UINT32_MAX;
+	return f->n_cohq++;
 }
 
-void floop_coh_queue_cut(struct floop *f, uint32_t idx, uint32_t prev)
+/* True if nothing waits in the backlog of @node. */
+static int coh_nq_empty(struct floop *f, uint64_t node)
 {
-	uint32_t next = f->cohr[idx].next;
+	int64_t k = coh_nq_of(f, node, 0);
 
-	if (prev == UINT32_MAX)
-		f->cohq_head = next;
+	return k < 0 || f->cohq[k].head == UINT32_MAX;
+}
+
+int floop_coh_queue_add(struct floop *f, uint32_t idx)
+{
+	struct cohreq *r = &f->cohr[idx];
+	int64_t k = coh_nq_of(f, r->node, 1);
+	struct coh_nq *q;
+
+	if (k < 0)
+		return -ENOMEM;
+	q = &f->cohq[k];
+	r->queued = 1;
+	r->next = UINT32_MAX;
+	r->prev = q->tail;
+	if (q->tail == UINT32_MAX)
+		q->head = idx;
 	else
-		f->cohr[prev].next = next;
-	if (f->cohq_tail == idx)
-		f->cohq_tail = prev;
-	f->cohr[idx].queued = 0;
+		f->cohr[q->tail].next = idx;
+	q->tail = idx;
+	return 0;
+}
+
+void floop_coh_queue_cut(struct floop *f, uint32_t idx)
+{
+	struct cohreq *r = &f->cohr[idx];
+	int64_t k = coh_nq_of(f, r->node, 0);
+	struct coh_nq *q;
+
+	if (k < 0 || !r->queued)
+		return;
+	q = &f->cohq[k];
+	if (r->prev == UINT32_MAX)
+		q->head = r->next;
+	else
+		f->cohr[r->prev].next = r->next;
+	if (r->next == UINT32_MAX)
+		q->tail = r->prev;
+	else
+		f->cohr[r->next].prev = r->prev;
+	r->queued = 0;
+	r->next = r->prev = UINT32_MAX;
 }
 
 void floop_coh_queue_unlink(struct floop *f, uint32_t idx)
 {
-	uint32_t prev = UINT32_MAX;
-
 	f->crs.q_gen++;
-	for (uint32_t k = f->cohq_head; k != UINT32_MAX;
-	     prev = k, k = f->cohr[k].next)
-		if (k == idx) {
-			floop_coh_queue_cut(f, idx, prev);
-			return;
-		}
+	floop_coh_queue_cut(f, idx);
 }
 
 /*
- * The backlog, posted in order while the transport takes it: per node,
- * in order (one FIFO connection a home). A message whose page is still
- * being written to the replicas (cohreq.mir), or a salvage, holds back
- * every later one to its node; one the transport has no room for, every
- * later one to its node (past COH_QUEUE_BLOCKED such nodes: all).
+ * Each home's backlog, posted in order while the transport takes it (one
+ * FIFO connection a home). A message whose page is still being written
+ * to the replicas (cohreq.mir), or a salvage, holds back every later one
+ * to its home; so does one the transport has no room for. A pass costs
+ * what it posts and a try a home, not a look at every message waiting.
  */
-#define COH_QUEUE_BLOCKED 8
-
 static void coh_queue_pass(struct floop *f)
 {
-	uint64_t blocked[COH_QUEUE_BLOCKED];
-	uint32_t idx = f->cohq_head, prev = UINT32_MAX, next;
-	unsigned int nb = 0, b;
-	uint64_t gen;
-	int ret;
+	for (uint32_t k = 0; k < f->n_cohq; k++) {
+		uint32_t idx;
 
-	for (; idx != UINT32_MAX; idx = next) {
-		struct cohreq *r = &f->cohr[idx];
+		/* (cohq is read again: a failure handled below may send) */
+		while ((idx = f->cohq[k].head) != UINT32_MAX) {
+			struct cohreq *r = &f->cohr[idx];
+			uint64_t gen = f->crs.q_gen;
+			int ret;
 
-		next = r->next;
-		for (b = 0; b < nb && blocked[b] != r->node; b++)
-			;
-		gen = f->crs.q_gen;
-		ret = b < nb || r->mir || r->type == COH_REQ_SALVAGE
-			      ? -EAGAIN
-			      : coh_post(f, idx);
-		if (gen != f->crs.q_gen) {
-			/* the backlog changed under the post (a connection
-			 * that ended dropped messages): this one out of it if
-			 * it was taken, and the pass begins again */
-			if (ret != -EAGAIN && r->busy && r->queued) {
-				floop_coh_queue_unlink(f, idx);
-				if (ret)
-					f->crs.queued_fail(f, idx, ret);
-			}
-			f->crs.q_again = 1;
-			return;
-		}
-		if (ret == -EAGAIN) {
-			if (b == nb && nb == COH_QUEUE_BLOCKED)
+			if (r->mir || r->type == COH_REQ_SALVAGE)
+				break;
+			ret = coh_post(f, idx);
+			if (gen != f->crs.q_gen) {
+				/* the backlog changed under the post (a
+				 * connection that ended dropped messages):
+				 * this one out of it if it was taken, and the
+				 * pass begins again */
+				if (ret != -EAGAIN && r->busy && r->queued) {
+					floop_coh_queue_unlink(f, idx);
+					if (ret)
+						f->crs.queued_fail(f, idx, ret);
+				}
+				f->crs.q_again = 1;
 				return;
-			if (b == nb)
-				blocked[nb++] = r->node;
-			prev = idx;
-			continue;
+			}
+			if (ret == -EAGAIN)
+				break;
+			floop_coh_queue_cut(f, idx);
+			if (ret)
+				f->crs.queued_fail(f, idx, ret);
 		}
-		floop_coh_queue_cut(f, idx, prev);
-		if (ret)
-			f->crs.queued_fail(f, idx, ret);
 	}
 }
 
@@ -218,12 +246,9 @@ int floop_coh_send_to(struct floop *f, struct fmap *m, uint64_t i,
 		 (type == WIRE_COH_PUTM || type == WIRE_COH_RECALL_ACK ||
 		  type == WIRE_COH_WB);
 	floop_coh_settle(f, r, r->mir && (how & COH_SEND_SETTLE));
-	ret = f->cohq_head == UINT32_MAX && !r->mir ? coh_post(f, idx)
-						    : -EAGAIN;
-	if (ret == -EAGAIN) {
-		floop_coh_queue_add(f, idx);
-		ret = 0;
-	}
+	ret = coh_nq_empty(f, node) && !r->mir ? coh_post(f, idx) : -EAGAIN;
+	if (ret == -EAGAIN)
+		ret = floop_coh_queue_add(f, idx);
 	if (ret) {
 		coh_req_put(f, idx);
 		return ret;
@@ -514,8 +539,11 @@ int floop_coh_salvage(struct floop *f, struct fmap *m, uint64_t i,
 	r->run = 0;
 	r->buf = page;
 	r->flush = 0;
+	if (floop_coh_queue_add(f, idx)) {
+		coh_req_put(f, idx); /* (and its page) */
+		return -ENOMEM;
+	}
 	m->coh_out++;
-	floop_coh_queue_add(f, idx);
 	coh_salvage_mark(f, idx);
 	floop_coh_mir_send(f, idx);
 	return 0;

@@ -482,8 +482,10 @@ struct floop {
 	/* coherence messages in flight (floop_coh.c), the free ones' list */
 	struct cohreq *cohr;
 	uint32_t n_cohr, cohr_free;
-	/* messages the transport had no room for, and all after (FIFO) */
-	uint32_t cohq_head, cohq_tail;
+	/* per home, the messages the transport had no room for and all
+	 * after them (FIFO; floop_coh_msg.c) */
+	struct coh_nq *cohq;
+	uint32_t n_cohq;
 	struct coh_hold *coh_hold; /* grants' hold time (floop_coh.c) */
 	struct coh_rstate crs;	   /* replicated coherent maps */
 	/* this node as a peer: its own page server is the home of its
