@@ -43,6 +43,8 @@
 #include "wire.h"
 
 #define FLOOP_COH_AHEAD 64 /* pages asked for ahead (coh_ahead()) */
+/* a write walk's runs out past its page (coh_runs_ahead()) */
+#define FLOOP_COH_RUNS_AHEAD 2
 
 static void coh_hold_release(struct floop *f, struct fmap *m, uint64_t i);
 
@@ -216,6 +218,42 @@ static void coh_run_back(struct floop *f, struct fmap *m, uint64_t lo,
 	}
 }
 
+/*
+ * A write walk at page @i (its miss, or a fault on a page of it on its
+ * way): its next runs go out too, so that one is on its way while the
+ * process writes the one before, instead of a round trip a run with the
+ * process waiting: from the walk's end (coh_seq_next), runs that start
+ * within FLOOP_COH_RUNS_AHEAD runs past @i, in the chunk, each a GETM
+ * with its run, from a page it may ask for. The GETM's own page is asked as any
+ * (another host's is recalled): at most FLOOP_COH_RUNS_AHEAD pages past
+ * where a walk stops move for nothing; its run takes only free pages.
+ */
+static void coh_runs_ahead(struct floop *f, struct fmap *m, uint64_t i)
+{
+	uint64_t per_chunk = m->chunk_size / FLOOP_PAGE;
+	uint64_t end = (i / per_chunk + 1) * per_chunk, k;
+	/* (a run starts before it; runs stay whole) */
+	uint64_t last = i + 1 + FLOOP_COH_RUNS_AHEAD * (1 + WIRE_COH_RUN_MAX);
+
+	while ((k = m->coh_seq_next) > i && k < end && k < last &&
+	       coh_may_ask(m, k)) {
+		unsigned int run;
+
+		floop_coh_st_set(f, m, k, COH_IM_D);
+		run = k + 1 < end ? coh_run_take(f, m, k, end - k - 1) : 0;
+		if (!run)
+			m->coh_seq_next = k + 1;
+		if (coh_send(f, m, k, WIRE_COH_GETM | run << WIRE_COH_RUN_SHIFT,
+			     NULL, 0)) {
+			floop_coh_st_set(f, m, k, COH_I);
+			coh_run_back(f, m, k + 1, k + run, 0);
+			m->coh_seq_next = k;
+			return;
+		}
+		atomic_fetch_add(&f->ctr.coh_ahead, 1);
+	}
+}
+
 /* Host access to page @i (a fault, or one asked again): 0, or -errno
  * (poisoned). */
 static int coh_access(struct floop *f, struct fmap *m, uint64_t i, int write)
@@ -262,6 +300,10 @@ static int coh_access(struct floop *f, struct fmap *m, uint64_t i, int write)
 	m->cst[i] |= COH_F_WAIT | (write ? COH_F_WRITE : 0);
 	if (ret != COH_MISS) {
 		pgset_add(&m->coh_live, i);
+		/* a page of the walk on its way: the next run goes too */
+		if (write && h.state == COH_IM_D && m->repl <= 1 &&
+		    i < m->coh_seq_next && !f->coh_lapsed)
+			coh_runs_ahead(f, m, i);
 		return 0; /* its own request answers it */
 	}
 	/* mapped before this agent heard an epoch: the one it hears first */
@@ -304,6 +346,8 @@ static int coh_access(struct floop *f, struct fmap *m, uint64_t i, int write)
 	}
 	if (walk && !write)
 		coh_ahead(f, m, i, walk);
+	if (run)
+		coh_runs_ahead(f, m, i);
 	return 0;
 }
 
