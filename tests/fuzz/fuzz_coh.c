@@ -420,7 +420,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	s->pool_size = sizeof(fuzz_pool);
 	s->efd = -1;
 	bufpool_init(&s->bufs, 1u << 20);
-	if (pagesrv_coh_init(s, &up))
+	/* (as pagesrv_start(): the directory reads the grant floors) */
+	s->floors = pggrant_floors_new(s->pool_size);
+	if (!s->floors || pagesrv_coh_init(s, &up))
 		abort();
 	run.s = s;
 	for (unsigned int k = 0; k < FUZZ_HOSTS; k++) {
@@ -466,6 +468,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(run.host[k].c);
 	}
 	bufpool_fini(&s->bufs);
+	pggrant_floors_free(s->floors);
 	free(s);
 	return 0;
 }
