@@ -224,9 +224,10 @@ static void coh_run_back(struct floop *f, struct fmap *m, uint64_t lo,
  * process writes the one before, instead of a round trip a run with the
  * process waiting: from the walk's end (coh_seq_next), runs that start
  * within FLOOP_COH_RUNS_AHEAD runs past @i, in the chunk, each a GETM
- * with its run, from a page it may ask for. The GETM's own page is asked as any
- * (another host's is recalled): at most FLOOP_COH_RUNS_AHEAD pages past
- * where a walk stops move for nothing; its run takes only free pages.
+ * with its run, from a page it may ask for. The GETM's own page is asked
+ * as any (another host's is recalled): at most FLOOP_COH_RUNS_AHEAD
+ * pages past where a walk stops move for nothing; its run takes only
+ * free pages.
  */
 static void coh_runs_ahead(struct floop *f, struct fmap *m, uint64_t i)
 {
@@ -812,12 +813,9 @@ void floop_coh_drain(struct floop *f, struct fmap *m)
  * they were sent (peer_lost settles their pages). */
 static void coh_queue_drop(struct floop *f, uint64_t node)
 {
-	uint32_t idx = UINT32_MAX, next;
+	uint32_t idx = floop_coh_queue_head(f, node), next;
 
 	f->crs.q_gen++;
-	for (uint32_t k = 0; k < f->n_cohq; k++)
-		if (f->cohq[k].node == node)
-			idx = f->cohq[k].head;
 	for (; idx != UINT32_MAX; idx = next) {
 		struct cohreq *r = &f->cohr[idx];
 

@@ -211,6 +211,8 @@ void floop_coh_req_done(struct floop *f, uint32_t idx);
  * of it (_unlink: out of its order, which a pass under way learns);
  * posted, of each home's, what may be. */
 int floop_coh_queue_add(struct floop *f, uint32_t idx);
+/* The first message of @node's backlog, or UINT32_MAX (none). */
+uint32_t floop_coh_queue_head(struct floop *f, uint64_t node);
 void floop_coh_queue_cut(struct floop *f, uint32_t idx);
 void floop_coh_queue_unlink(struct floop *f, uint32_t idx);
 void floop_coh_queue_run(struct floop *f);

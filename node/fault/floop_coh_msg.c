@@ -101,12 +101,11 @@ static int64_t coh_nq_of(struct floop *f, uint64_t node, int make)
 	return f->n_cohq++;
 }
 
-/* True if nothing waits in the backlog of @node. */
-static int coh_nq_empty(struct floop *f, uint64_t node)
+uint32_t floop_coh_queue_head(struct floop *f, uint64_t node)
 {
 	int64_t k = coh_nq_of(f, node, 0);
 
-	return k < 0 || f->cohq[k].head == UINT32_MAX;
+	return k < 0 ? UINT32_MAX : f->cohq[k].head;
 }
 
 int floop_coh_queue_add(struct floop *f, uint32_t idx)
@@ -246,7 +245,10 @@ int floop_coh_send_to(struct floop *f, struct fmap *m, uint64_t i,
 		 (type == WIRE_COH_PUTM || type == WIRE_COH_RECALL_ACK ||
 		  type == WIRE_COH_WB);
 	floop_coh_settle(f, r, r->mir && (how & COH_SEND_SETTLE));
-	ret = coh_nq_empty(f, node) && !r->mir ? coh_post(f, idx) : -EAGAIN;
+	/* (nothing waits before it in its home's backlog) */
+	ret = floop_coh_queue_head(f, node) == UINT32_MAX && !r->mir
+		      ? coh_post(f, idx)
+		      : -EAGAIN;
 	if (ret == -EAGAIN)
 		ret = floop_coh_queue_add(f, idx);
 	if (ret) {
