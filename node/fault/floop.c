@@ -180,6 +180,7 @@ static void *floop_run(void *arg)
 	floop_arm_wakeup(f);
 	floop_arm_timer(f);
 	uint64_t hold_us = 0;
+	int lw_soon = 0; /* a lease take is asked again within a tick */
 
 	while (!floop_is_stopping(f)) {
 		int ret, unarmed = floop_rearm(f);
@@ -197,7 +198,7 @@ static void *floop_run(void *arg)
 		 * push held (floop_coh_hold_run()) is due. */
 		if (hold_us && hold_us < 1000)
 			ts.tv_nsec = (long long)hold_us * 1000;
-		if (unarmed || hold_us)
+		if (unarmed || hold_us || lw_soon)
 			ret = io_uring_submit_and_wait_timeout(&f->ring, &cqe,
 							       1, &ts, NULL);
 		else
@@ -224,6 +225,7 @@ static void *floop_run(void *arg)
 		floop_backlog_run(f);
 		floop_ra_prefetch_run(f);
 		hold_us = floop_coh_hold_run(f);
+		lw_soon = floop_move_run(f);
 	}
 	return NULL;
 }

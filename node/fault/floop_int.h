@@ -209,10 +209,11 @@ struct fmap {
 	 * not hold its write lease (incoming, or handed over), its faults
 	 * parked in the backlog until it does; @lw_asked: a take is under
 	 * way, not again before @lw_next_ms; @lw_gen: the generation to take
-	 * again (0: a new one) */
+	 * again (0: a new one); @lw_refused: takes refused since it waits */
 	int movable;
 	int lwait;
 	int lw_asked;
+	unsigned int lw_refused;
 	uint64_t lw_next_ms;
 	uint64_t lw_gen;
 	/* replicated regions (floop_repl.h): repl > 1 replicas, lay holds
@@ -533,6 +534,9 @@ struct floop {
 	int maps_want;	   /* some mapping's poll (or its removal) too */
 	int timer_want;	   /* ... the tick */
 	uint64_t last_tick_ms;
+	/* the earliest @lw_next_ms of a movable map's take asked again
+	 * sooner than the tick (floop_move_run()); 0: none */
+	uint64_t lw_due_ms;
 	struct req timer_req; /* REQ_TIMER */
 	struct __kernel_timespec tick_ts;
 	struct fmap *maps;
@@ -816,6 +820,9 @@ void floop_move_park(struct floop *f, struct fmap *m, uint64_t addr,
 		     uint64_t t0_ms);
 /* Asks for the leases that parked faults wait for. */
 void floop_move_tick(struct floop *f, uint64_t now);
+/* Asks again the takes due; 1 while one is due within a tick (the loop
+ * then waits 1 ms at most). */
+int floop_move_run(struct floop *f);
 void floop_move_lease(struct floop *f, const struct cmd *c);
 void floop_move_handover(struct floop *f, const struct cmd *c);
 

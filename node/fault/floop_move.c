@@ -11,10 +11,11 @@
  * A mapping that waits for the lease (that one, or an incoming one that
  * never had it) parks every fault in the backlog, past the slots, and asks
  * the control thread to take the lease if it is free (FLOOP_DONE_LEASE,
- * again every FLOOP_LW_RETRY_MS while faults wait): granted, the faults
- * go on; lost for good (-ENOLCK: the giver's lease was taken since), they
- * raise SIGBUS; a fault that waits past the fault timeout raises SIGBUS as
- * one that waits for an owner does.
+ * again while faults wait: soon at first, as the giver's hand-over may
+ * end a millisecond later, then every FLOOP_LW_RETRY_MS): granted, the
+ * faults go on; lost for good (-ENOLCK: the giver's lease was taken
+ * since), they raise SIGBUS; a fault that waits past the fault timeout
+ * raises SIGBUS as one that waits for an owner does.
  */
 #include "floop_int.h"
 
@@ -26,8 +27,18 @@
 #include "evl.h"
 #include "log.h"
 
-/* A take that failed (held, no coordinator) is asked again after this. */
+/* A take that failed (held, no coordinator) is asked again after 1 ms,
+ * FLOOP_LW_SOON times, then after 2, 4, 8 and 16 ms as many times each,
+ * then after this. */
 #define FLOOP_LW_RETRY_MS 20
+#define FLOOP_LW_SOON	  4
+
+static uint64_t move_retry_ms(unsigned int refused)
+{
+	unsigned int shift = refused / FLOOP_LW_SOON;
+
+	return shift > 4 ? FLOOP_LW_RETRY_MS : 1u << shift;
+}
 
 static void move_ask(struct floop *f, struct fmap *m, uint64_t now)
 {
@@ -62,9 +73,31 @@ void floop_move_tick(struct floop *f, uint64_t now)
 			move_ask(f, m, now);
 }
 
+int floop_move_run(struct floop *f)
+{
+	uint64_t now;
+
+	if (!f->lw_due_ms)
+		return 0;
+	now = evl_now_ms();
+	if (now < f->lw_due_ms)
+		return 1;
+	f->lw_due_ms = 0;
+	for (struct fmap *m = f->maps; m; m = m->next) {
+		if (!m->lwait || !m->inflight)
+			continue;
+		move_ask(f, m, now);
+		if (!m->lw_asked && m->lw_next_ms > now &&
+		    (!f->lw_due_ms || m->lw_next_ms < f->lw_due_ms))
+			f->lw_due_ms = m->lw_next_ms;
+	}
+	return !!f->lw_due_ms;
+}
+
 void floop_move_lease(struct floop *f, const struct cmd *c)
 {
 	struct fmap *m = floop_map_find(f, c->id);
+	uint64_t delay;
 
 	if (!m || !m->lwait)
 		return;
@@ -79,6 +112,7 @@ void floop_move_lease(struct floop *f, const struct cmd *c)
 		m->wgen = c->wgen;
 		m->lwait = 0;
 		m->lw_gen = 0;
+		m->lw_refused = 0;
 		log_info("map %llu: region %s: took the write lease "
 			 "(generation %llu); its waiting faults go on",
 			 (unsigned long long)m->id, m->name,
@@ -91,7 +125,12 @@ void floop_move_lease(struct floop *f, const struct cmd *c)
 		floop_map_lease_lost(f, m);
 		return;
 	}
-	m->lw_next_ms = evl_now_ms() + FLOOP_LW_RETRY_MS;
+	delay = move_retry_ms(m->lw_refused++);
+	m->lw_next_ms = evl_now_ms() + delay;
+	/* sooner than the tick: floop_move_run() asks */
+	if (delay < FLOOP_LW_RETRY_MS &&
+	    (!f->lw_due_ms || m->lw_next_ms < f->lw_due_ms))
+		f->lw_due_ms = m->lw_next_ms;
 }
 
 /* 1 if a fault of @m (not read-ahead) waits for a read. */
@@ -174,6 +213,7 @@ void floop_move_handover(struct floop *f, const struct cmd *c)
 	m->lwait = 1;
 	m->lw_gen = m->wgen;
 	m->lw_asked = 0;
+	m->lw_refused = 0;
 	m->lw_next_ms = 0;
 	log_info("map %llu: region %s: handed over (generation %llu): its "
 		 "cache is empty, its faults wait for the lease",
