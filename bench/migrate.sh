@@ -13,7 +13,7 @@
 #   migrate: size=BYTES how=farpage|precopy load=idle|writing
 #            guest_ok=0|1 total_ms=N downtime_ms=N bytes=N
 #            [preflush_pages=N predrop_pages=N switchover_pages=N
-#            handover_ms=N] wall_ms=N
+#            handover_ms=N] switchover_ms=N wall_ms=N
 #
 #   bench/migrate.sh [--bin BUILD_DIR] [--sizes "512M 2G 16G"] [--rate M]
 #                    [--loads "idle writing"]
@@ -110,11 +110,16 @@ finish() {
 }
 
 # precopy SRC DST URI: QEMU's own migration, driven over QMP; prints
-# "total_ms=N downtime_ms=N bytes=N wall_ms=N". The bandwidth limit is
+# "total_ms=N downtime_ms=N bytes=N switchover_ms=N wall_ms=N"
+# (switchover_ms: from the source's STOP event to the destination's
+# RESUME, QEMU's times of both, as farpage migrate gives it). The bandwidth limit is
 # lifted (QEMU's default of 128 MiB/s would slow it below the link's).
 precopy() {
 	python3 - "$FP_TMP/$1.qmp" "$FP_TMP/$2.qmp" "$3" <<'EOF'
 import json, socket, sys, time
+
+
+events = {}
 
 
 def qmp(path):
@@ -135,6 +140,10 @@ def qmp(path):
                 return r["return"]
             if "error" in r:
                 sys.exit(f"precopy: {name}: {r['error'].get('desc')}")
+            if r.get("event") in ("STOP", "RESUME"):
+                t = r.get("timestamp", {})
+                events[(path, r["event"])] = (t.get("seconds", 0) * 1000000
+                                              + t.get("microseconds", 0))
     cmd("qmp_capabilities")
     return cmd
 
@@ -153,9 +162,13 @@ if st["status"] != "completed":
     sys.exit(f"precopy: migration {st['status']}: {st.get('error-desc', '')}")
 while dst("query-status").get("status") != "running":
     time.sleep(0.02)
+src("query-status")  # reads the STOP event, if not read yet
+stop = events.get((sys.argv[1], "STOP"), 0)
+resume = events.get((sys.argv[2], "RESUME"), 0)
+sw = round((resume - stop) / 1000) if stop and resume > stop else 0
 src("quit")
 print(f"total_ms={st.get('total-time', 0)} downtime_ms={st.get('downtime', 0)} "
-      f"bytes={st.get('ram', {}).get('transferred', 0)} "
+      f"bytes={st.get('ram', {}).get('transferred', 0)} switchover_ms={sw} "
       f"wall_ms={int((time.monotonic() - t0) * 1000)}")
 EOF
 }

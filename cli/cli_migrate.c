@@ -4,24 +4,24 @@
  * waiting on another host (farpage vm ... -incoming defer) without copying
  * its RAM. The RAM stays in the region: QEMU sends the device state only
  * (capability x-ignore-shared: a shared file backend's RAM is left out of
- * the stream), and the region's write lease is handed over while both
- * QEMUs are stopped.
+ * the stream), and the region's write lease is handed over once the
+ * source has stopped for good.
  *
- *   both         migrate-set-capabilities x-ignore-shared (the source
- *                also pause-before-switchover)
+ *   both         migrate-set-capabilities x-ignore-shared
  *   destination  migrate-incoming URI
  *   source host  pre-flush: the agent sends the region's written pages
  *                home while the VM runs, so that little is left; then
  *                once more, and its clean pages leave the cache
  *                (FLUSH_DROP), so that the hand-over has few to take
- *   source       migrate URI, then wait for pre-switchover (its vCPUs
- *                stopped)
+ *   source       migrate URI, then wait for completed (its vCPUs
+ *                stopped, its devices quiesced and their state sent)
  *   source host  HANDOVER: what was written since goes home, the
  *                mapping's pages leave QEMU, the lease goes back;
- *                failure: migrate_cancel, the source runs on
- *   source       migrate-continue; wait for completed
- *   destination  wait for running (its first touch of the RAM takes the
- *                lease)
+ *                failure: cont, the source runs on
+ *   destination  wait for running; its first touch of the RAM waits for
+ *                the lease and takes it, so the hand-over runs while it
+ *                loads the device state and starts, not in QEMU's
+ *                downtime
  *   source       quit
  */
 #include "cli.h"
@@ -51,7 +51,8 @@ static const char cli_migrate_usage[] =
 	"-incoming defer, its monitor at DEST_QMP), which listens for the\n"
 	"migration at URI (tcp:HOST:PORT). The RAM is not copied: QEMU sends\n"
 	"the device state only, and the region's write lease is handed from\n"
-	"this host's agent to the destination's while both QEMUs are stopped.\n"
+	"this host's agent to the destination's once the source has stopped\n"
+	"for good: the destination's guest waits for it at its first touch.\n"
 	"A monitor address is a Unix socket path (or unix:PATH) or\n"
 	"tcp:HOST:PORT.\n"
 	"\n"
@@ -75,12 +76,14 @@ static const char cli_migrate_usage[] =
 	"                 SIGBUS): one of the two runs, never both\n"
 	"\n"
 	"Prints the figures once the destination runs: total time and\n"
-	"downtime (QEMU's), the migration stream's bytes and the pages sent\n"
-	"home before and at the switch-over, the pages dropped before it. If\n"
-	"the hand-over or the\n"
-	"migration fails before the switch-over, the migration is cancelled\n"
-	"and the source runs on (exit 1). Progress goes to standard error:\n"
-	"one line kept up to date on a terminal, else a line per phase.\n";
+	"downtime (QEMU's: up to the stream's end), the migration stream's\n"
+	"bytes, the pages sent home before and at the switch-over, the pages\n"
+	"dropped before it, the hand-over's time, and the switch-over's: from\n"
+	"the source's stop to the later of the destination's start and the\n"
+	"hand-over's end. If the migration fails, it is cancelled and the\n"
+	"source runs on (exit 1); so does a hand-over that fails (cont).\n"
+	"Progress goes to standard error: one line kept up to date on a\n"
+	"terminal, else a line per phase.\n";
 
 #define MIG_QMP_TIMEOUT_MS 30000
 #define MIG_POLL_MS	   2 /* QEMU's downtime counts our polls too */
@@ -97,23 +100,23 @@ struct mig {
 	const char *phase;
 	uint64_t t0_ms;
 	uint64_t pre_pages, drop_pages, ho_pages, ho_ms;
+	uint64_t ho_end_us; /* the hand-over's end, realtime */
 	unsigned int pre_rounds;
 	unsigned int switch_ms; /* --switchover-timeout */
 	int keep, keep_cache;
 };
 
-static int mig_caps(struct cli_qmp *q, int pause)
+static int mig_caps(struct cli_qmp *q)
 {
 	struct json_object *args = json_object_new_object(),
 			   *caps = json_object_new_array(), *ret = NULL;
 	/* events: a MIGRATION event wakes mig_wait() at each change */
-	static const char *const names[] = { "x-ignore-shared", "events",
-					     "pause-before-switchover" };
+	static const char *const names[] = { "x-ignore-shared", "events" };
 	int err = -ENOMEM;
 
 	if (!args || !caps)
 		goto out;
-	for (int i = 0; i < 2 + !!pause; i++) {
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		struct json_object *cap = json_object_new_object();
 
 		if (fp_json_push(caps, cap) ||
@@ -280,9 +283,10 @@ static int mig_pre_flush(struct mig *m, unsigned int rounds)
 }
 
 /*
- * The hand-over ran but the destination does not run: the source QEMU
- * runs again (migrate_cancel before it completed; QEMU restarts the vCPUs
- * of a failed or cancelled migration itself; cont after). Its first touch
+ * The hand-over failed, or ran but the destination does not run: the
+ * source QEMU runs again (migrate_cancel before it completed; QEMU
+ * restarts the vCPUs of a failed or cancelled migration itself; cont
+ * after). Its first touch
  * of the RAM takes the lease back unless the destination took it in the
  * meantime: then the source stops there (SIGBUS) and the destination runs.
  * The lease lets only one of them on.
@@ -318,24 +322,30 @@ static void mig_resume_source(struct mig *m)
 	json_object_put(st);
 }
 
-/*
- * After the hand-over: the switch-over goes on; the destination must run
- * within --switchover-timeout, else the source runs again.
- */
-static int mig_finish(struct mig *m)
+/* The switch-over's time in ms: from the source's STOP to the later of
+ * the destination's RESUME and the hand-over's end (0: an event missed). */
+static uint64_t mig_switchover_ms(const struct mig *m)
 {
-	struct json_object *src = NULL, *dst = NULL, *ret = NULL;
-	uint64_t end = evl_now_ms() + m->switch_ms;
+	uint64_t end = m->dst.resume_us > m->ho_end_us ? m->dst.resume_us
+						       : m->ho_end_us;
+
+	if (!m->src.stop_us || !m->dst.resume_us || end < m->src.stop_us)
+		return 0;
+	return (end - m->src.stop_us + 500) / 1000;
+}
+
+/*
+ * After the hand-over: the destination must run within
+ * --switchover-timeout, else the source runs again.
+ */
+static int mig_finish(struct mig *m, struct json_object **src)
+{
+	struct json_object *dst = NULL, *ret = NULL;
 	int err;
 
-	err = mig_cmd_str(&m->src, "migrate-continue", "state",
-			  "pre-switchover");
-	if (!err)
-		err = mig_wait(m, &m->src, "query-migrate", "completed|",
-			       "switch-over", end, &src);
-	if (!err)
-		err = mig_wait(m, &m->dst, "query-status", "running|",
-			       "destination starting", end, &dst);
+	err = mig_wait(m, &m->dst, "query-status", "running|",
+		       "destination starting", evl_now_ms() + m->switch_ms,
+		       &dst);
 	mig_progress_end(m);
 	if (err) {
 		cli_err("migrate: region %s was handed over, but the "
@@ -347,14 +357,14 @@ static int mig_finish(struct mig *m)
 	/* QEMU says completed a moment before it has counted the totals
 	 * (a MIGRATION event wakes us in between): asked again until it
 	 * has */
-	for (int i = 0; i < MIG_TOTAL_TRIES && !cli_qmp_u64(src, "total-time");
+	for (int i = 0; i < MIG_TOTAL_TRIES && !cli_qmp_u64(*src, "total-time");
 	     i++) {
 		struct timespec ts = { .tv_nsec = MIG_POLL_MS * 1000000L };
 
 		nanosleep(&ts, NULL);
-		json_object_put(src);
-		src = NULL;
-		if (cli_qmp_cmd(&m->src, "query-migrate", NULL, &src))
+		json_object_put(*src);
+		*src = NULL;
+		if (cli_qmp_cmd(&m->src, "query-migrate", NULL, src))
 			break;
 	}
 	if (!m->keep && cli_qmp_cmd(&m->src, "quit", NULL, &ret))
@@ -362,30 +372,66 @@ static int mig_finish(struct mig *m)
 			"stopped and its RAM mapping handed over");
 	printf("migrate: ok region=%s total_ms=%llu downtime_ms=%llu "
 	       "bytes=%llu preflush_pages=%llu predrop_pages=%llu "
-	       "switchover_pages=%llu handover_ms=%llu "
+	       "switchover_pages=%llu handover_ms=%llu switchover_ms=%llu "
 	       "wall_ms=%llu\n",
-	       m->region, (unsigned long long)cli_qmp_u64(src, "total-time"),
-	       (unsigned long long)cli_qmp_u64(src, "downtime"),
-	       (unsigned long long)cli_qmp_u64(src, "ram.transferred"),
+	       m->region, (unsigned long long)cli_qmp_u64(*src, "total-time"),
+	       (unsigned long long)cli_qmp_u64(*src, "downtime"),
+	       (unsigned long long)cli_qmp_u64(*src, "ram.transferred"),
 	       (unsigned long long)m->pre_pages,
 	       (unsigned long long)m->drop_pages,
 	       (unsigned long long)m->ho_pages, (unsigned long long)m->ho_ms,
+	       (unsigned long long)mig_switchover_ms(m),
 	       (unsigned long long)(evl_now_ms() - m->t0_ms));
 out:
-	json_object_put(src);
 	json_object_put(dst);
 	json_object_put(ret);
 	return err;
 }
 
+/*
+ * The source QEMU has stopped for good (completed: its devices quiesced,
+ * their state sent): what it wrote since the pre-flush goes home, its
+ * mapping's pages leave it, the lease goes back. The destination may be
+ * loading the device state or running meanwhile; its first touch of the
+ * RAM waits until it can take the lease.
+ */
+static int mig_handover(struct mig *m)
+{
+	struct timespec t;
+	int err = 0;
+
+	mig_progress(m, "hand-over", "flushing");
+	m->ho_ms = evl_now_ms();
+	/* -EAGAIN: written meanwhile (QEMU itself, its vCPUs stopped):
+	 * nothing changed, the next try flushes it */
+	for (int i = 0; i < MIG_HO_TRIES; i++) {
+		uint64_t n = 0;
+
+		err = farpage_agent_handover(m->c->agent_sock, m->region, &n);
+		m->ho_pages += n;
+		if (err != -EAGAIN)
+			break;
+	}
+	m->ho_ms = evl_now_ms() - m->ho_ms;
+	clock_gettime(CLOCK_REALTIME, &t);
+	m->ho_end_us =
+		(uint64_t)t.tv_sec * 1000000 + (uint64_t)t.tv_nsec / 1000;
+	if (err) {
+		mig_progress_end(m);
+		cli_err("migrate: hand-over of region %s: %s", m->region,
+			farpage_strerror(err));
+	}
+	return err;
+}
+
 static int mig_run(struct mig *m)
 {
-	struct json_object *st = NULL;
+	struct json_object *st = NULL, *ret = NULL;
 	int err;
 
-	err = mig_caps(&m->src, 1);
+	err = mig_caps(&m->src);
 	if (!err)
-		err = mig_caps(&m->dst, 0);
+		err = mig_caps(&m->dst);
 	if (!err)
 		err = mig_cmd_str(&m->dst, "migrate-incoming", "uri", m->uri);
 	if (!err)
@@ -394,40 +440,27 @@ static int mig_run(struct mig *m)
 		err = mig_cmd_str(&m->src, "migrate", "uri", m->uri);
 	if (err)
 		return err;
-	err = mig_wait(m, &m->src, "query-migrate", "pre-switchover|",
-		       "stream up to the switch-over",
-		       evl_now_ms() + MIG_WAIT_MS, &st);
-	json_object_put(st);
-	if (!err) {
-		mig_progress(m, "hand-over", "flushing");
-		/* -EAGAIN: written meanwhile (by QEMU itself: the vCPUs
-		 * are stopped); nothing changed, the next try flushes it */
-		m->ho_ms = evl_now_ms();
-		for (int i = 0; i < MIG_HO_TRIES; i++) {
-			uint64_t n = 0;
-
-			err = farpage_agent_handover(m->c->agent_sock,
-						     m->region, &n);
-			m->ho_pages += n;
-			if (err != -EAGAIN)
-				break;
-		}
-		m->ho_ms = evl_now_ms() - m->ho_ms;
-		if (err) {
-			mig_progress_end(m);
-			cli_err("migrate: hand-over of region %s: %s",
-				m->region, farpage_strerror(err));
-		}
-	}
+	err = mig_wait(m, &m->src, "query-migrate", "completed|",
+		       "stream and device state", evl_now_ms() + MIG_WAIT_MS,
+		       &st);
 	if (err) {
-		struct json_object *ret = NULL;
-
+		/* Not completed: the source holds the lease still */
 		if (!cli_qmp_cmd(&m->src, "migrate_cancel", NULL, &ret))
 			cli_err("migrate: cancelled; the source runs on");
-		json_object_put(ret);
-		return err;
+		goto out;
 	}
-	return mig_finish(m);
+	err = mig_handover(m);
+	if (err) {
+		/* The lease is the source's still (or goes back to it at
+		 * its first touch, unless the destination took it) */
+		mig_resume_source(m);
+		goto out;
+	}
+	err = mig_finish(m, &st);
+out:
+	json_object_put(st);
+	json_object_put(ret);
+	return err;
 }
 
 int cli_migrate_run(const struct cli *c, int argc, char **argv)

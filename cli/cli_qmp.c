@@ -2,7 +2,7 @@
 /*
  * A QMP client for farpage migrate: one connection to a QEMU's monitor
  * (a Unix socket, or TCP for a QEMU on another host), commands sent one
- * at a time, events skipped. QEMU sends each message as one line of JSON;
+ * at a time, events skipped (the time of a STOP or RESUME kept). QEMU sends each message as one line of JSON;
  * json-c builds the commands and parses the answers.
  */
 #include "cli_qmp.h"
@@ -70,6 +70,22 @@ static int qmp_line(struct cli_qmp *q, struct json_object **out)
 		if (n > 0)
 			q->len += (size_t)n;
 	}
+}
+
+/* @o, not an answer: an event's time is kept if it is STOP or RESUME. */
+static void qmp_event(struct cli_qmp *q, struct json_object *o)
+{
+	const char *ev = cli_qmp_str(o, "event");
+	uint64_t us;
+
+	if (strcmp(ev, "STOP") && strcmp(ev, "RESUME"))
+		return;
+	us = cli_qmp_u64(o, "timestamp.seconds") * 1000000 +
+	     cli_qmp_u64(o, "timestamp.microseconds");
+	if (!strcmp(ev, "STOP"))
+		q->stop_us = us;
+	else
+		q->resume_us = us;
 }
 
 int cli_qmp_open(struct cli_qmp *q, const char *addr, const char *who,
@@ -156,6 +172,7 @@ int cli_qmp_cmd(struct cli_qmp *q, const char *cmd, struct json_object *args,
 			goto out;
 		}
 		/* an event ({"event": ...}): not ours */
+		qmp_event(q, ans);
 	}
 out:
 	json_object_put(ans);
@@ -171,6 +188,8 @@ int cli_qmp_wait(struct cli_qmp *q, int ms)
 	q->timeout_ms = ms;
 	ret = qmp_line(q, &o);
 	q->timeout_ms = save;
+	if (!ret)
+		qmp_event(q, o);
 	json_object_put(o);
 	if (ret == -ETIMEDOUT)
 		return 0;

@@ -14,6 +14,9 @@ struct cli_qmp {
 	int fd;
 	const char *who; /* "source", "destination": for messages */
 	int timeout_ms;	 /* for each answer */
+	/* QEMU's time (us of its host's realtime clock) of the last STOP and
+	 * RESUME events read (0: none): its vCPUs stopped, started */
+	uint64_t stop_us, resume_us;
 	size_t len;
 	char buf[64 << 10]; /* what came, not yet a whole line */
 };
@@ -35,8 +38,8 @@ int cli_qmp_cmd(struct cli_qmp *q, const char *cmd, struct json_object *args,
 		struct json_object **ret);
 /*
  * Waits up to @ms for a line from QEMU while no command is under way (an
- * event: a MIGRATION status change, RESUME) and drops it. 1 if one came,
- * 0 if none did, or -errno.
+ * event: a MIGRATION status change, RESUME) and drops it (a STOP or RESUME
+ * event's time kept). 1 if one came, 0 if none did, or -errno.
  */
 int cli_qmp_wait(struct cli_qmp *q, int ms);
 /* String member @key of @o, or "" (the object owns it). */

@@ -5,7 +5,7 @@ from .results import kv_to_jsonl, vals
 from .scale import out_err, scale_load, scale_skip, script_run
 from .util import from_iec, loadavg, tidy
 
-KEYS = ("total_ms", "downtime_ms", "bytes")
+KEYS = ("total_ms", "downtime_ms", "switchover_ms", "bytes")
 FARPAGE_KEYS = ("preflush_pages", "predrop_pages", "switchover_pages", "handover_ms")
 
 
@@ -18,7 +18,8 @@ def migrate(b):
     """Live migration of a TCG guest between two hosts (namespaces), idle
     and writing at a fixed rate: farpage (RAM left in a region, the lease
     handed over) against QEMU's precopy of the same guest on local RAM.
-    migrate.<size>.<farpage|precopy>[.writing].<total_ms|downtime_ms|bytes>"""
+    migrate.<size>.<farpage|precopy>[.writing].<total_ms|downtime_ms|
+    switchover_ms|bytes>"""
     if scale_skip(b, "migrate", "migrate"):
         return
     load0 = loadavg()
@@ -53,7 +54,7 @@ def migrate(b):
                 b.put(f"{pre}.bytes_of_ram", tidy(round(byt / n, 5)) if byt is not None
                       else None)
             fp, pc = f"migrate.{lb}.farpage{sub}", f"migrate.{lb}.precopy{sub}"
-            for k in ("total_ms", "downtime_ms"):
+            for k in ("total_ms", "downtime_ms", "switchover_ms"):
                 v, base = b.m(f"{fp}.{k}"), b.m(f"{pc}.{k}")
                 b.put(f"migrate.ratios.{lb}{sub}.precopy_vs_farpage.{k}",
                       round(base / v, 2) if v and base is not None else None)
@@ -62,6 +63,8 @@ def migrate(b):
                   b.m(f"{pc}.total_ms"))
             b.row(f"migrate {what}: farpage downtime", f"{fp}.downtime_ms", "ms", "precopy",
                   b.m(f"{pc}.downtime_ms"))
+            b.row(f"migrate {what}: farpage switch-over", f"{fp}.switchover_ms", "ms",
+                  "precopy", b.m(f"{pc}.switchover_ms"))
             b.row(f"migrate {what}: farpage stream", f"{fp}.bytes", "B", "precopy",
                   b.m(f"{pc}.bytes"))
     if len(labels) > 1:

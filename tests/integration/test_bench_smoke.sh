@@ -208,7 +208,8 @@ mg=$(getstr "$TMP/bench.json" migrate.status)
 case $mg in
 measured)
 	for k in migrate.512M.farpage.total_ms migrate.512M.farpage.downtime_ms \
-		migrate.512M.farpage.bytes migrate.512M.precopy.total_ms; do
+		migrate.512M.farpage.bytes migrate.512M.precopy.total_ms \
+		migrate.512M.farpage.switchover_ms migrate.512M.precopy.switchover_ms; do
 		getnum "$TMP/bench.json" "$k" ||
 			{ echo "test_bench_smoke: FAIL: no number at $k" >&2; fail=1; }
 	done ;;
