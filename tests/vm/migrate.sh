@@ -30,8 +30,9 @@
 #      a reader on C finds the last round's pattern on every page of the
 #      range (the pages went home when QEMU exited)
 # Every serial console is searched for a FAIL line. Without the hand-over
-# step 4's destination waits for the lease while the kept source holds it
-# (SIGBUS at the fault timeout); without its flush the guest fails its
+# step 1 fails: the destination's QEMU, starting, waits for the lease the
+# stopped source holds and dies of SIGBUS at the fault timeout (as step
+# 4's would, the source kept); without its flush the guest fails its
 # check on the first page the source wrote last.
 #
 #   tests/vm/migrate.sh    (FARPAGE_BIN: the build dir; FP_MIG_REPLICAS=2:
