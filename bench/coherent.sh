@@ -156,7 +156,7 @@ for ((run = 1; run <= RUNS; run++)); do
 	rm_region pp2
 	# 2. partitioned writes, coherent first in odd runs and single-writer
 	# first in even ones: whichever runs first after the steps before
-	# (their idle moments between) takes about 20 ms more on this kind
+	# (their idle moments between) takes 20-70 ms more on this kind
 	# of machine, the coherent one or not
 	mk cw "$FULL" C --coherent
 	mk sa "$HALF" C

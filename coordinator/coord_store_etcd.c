@@ -619,7 +619,7 @@ static int cse_rec_parts(struct coord_store_etcd *s, const uint8_t *rec,
 {
 	struct cse_buf b = { .p = (uint8_t *)rec, .len = len, .cap = len };
 	char base[64];
-	uint64_t parts;
+	uint64_t parts = 0;
 	int ret;
 
 	snprintf(base, sizeof(base), "rpart/%016" PRIx64 "/%016" PRIx64,

@@ -221,10 +221,6 @@ void floop_coh_queue_run(struct floop *f);
  * -EAGAIN: its owner restarted, the next layout names another). */
 int floop_coh_repl_home(struct floop *f, struct fmap *m, uint64_t i,
 			uint64_t *node, uint64_t *off);
-/* Page @i's chunk's replicas as writes see them (an owner that
- * restarted: MISSING). */
-void floop_coh_repl_chunk(struct floop *f, struct fmap *m, uint64_t i,
-			  struct repl_chunk *rc);
 /* Page @i's chunk's first replica SYNC in the layout (*@rec): its index,
  * or -1. */
 int floop_coh_repl_first(const struct fmap *m, uint64_t i,

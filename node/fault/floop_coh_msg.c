@@ -282,17 +282,6 @@ void floop_coh_req_done(struct floop *f, uint32_t idx)
 
 /* ---- a replicated region ---- */
 
-/* Page @i's chunk's replicas as writes see them (floop_wb.c's). */
-void floop_coh_repl_chunk(struct floop *f, struct fmap *m, uint64_t i,
-			  struct repl_chunk *rc)
-{
-	repl_chunk_get(&m->lay, m->repl, m->rs, m->n_rs,
-		       (i * FLOOP_PAGE) >> m->chunk_shift, rc);
-	for (unsigned int r = 0; r < rc->r; r++)
-		if (floop_chunk_is_lost(f, &rc->rec[r]))
-			rc->state[r] = REPL_MISSING;
-}
-
 /* Page @i's chunk's first replica in sync in the layout (its record in
  * *@rec): its index, or -1 if none is. The layout's states alone: a host
  * that has not heard that its owner restarted picks the same. */
@@ -352,7 +341,8 @@ void floop_coh_mir_send(struct floop *f, uint32_t idx)
 	uint64_t wgen = m->wgen ? m->wgen : 1;
 	struct repl_chunk rc;
 
-	floop_coh_repl_chunk(f, m, r->idx, &rc);
+	floop_chunk_replicas(f, m, (r->idx * FLOOP_PAGE) >> m->chunk_shift,
+			     &rc);
 	repl_wb_start(&r->rw, &rc);
 	r->rpend = 0;
 	r->rerr = 0;
@@ -431,7 +421,8 @@ static void coh_mir_settle(struct floop *f, uint32_t idx)
 	struct repl_chunk rc;
 	int done;
 
-	floop_coh_repl_chunk(f, r->map, r->idx, &rc);
+	floop_chunk_replicas(f, r->map,
+			     (r->idx * FLOOP_PAGE) >> r->map->chunk_shift, &rc);
 	repl_wb_relayout(&r->rw, &rc);
 	done = repl_wb_done(&r->rw);
 	if (done == 1) {

@@ -970,6 +970,12 @@ int floop_peer_chunk_is_lost(struct floop *f, const struct msg_chunk *c);
  * peer, other than the one running now: a new pool, the chunk's data is
  * gone (and another chunk may be placed at its extent). */
 int floop_chunk_is_lost(struct floop *f, const struct msg_chunk *c);
+struct repl_chunk;
+/* Replicated @m: its chunk @idx's replicas as writes see them; one whose
+ * owner restarted is MISSING before the layout says so (a write there
+ * would land in the new pool, where another chunk may be rebuilding). */
+void floop_chunk_replicas(struct floop *f, const struct fmap *m, uint64_t idx,
+			  struct repl_chunk *rc);
 
 /* ---- floop_ra.c ---- */
 

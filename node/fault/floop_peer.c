@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "floop_repl.h"
 #include "log.h"
 
 /* ---- transports ---- */
@@ -746,6 +747,15 @@ int floop_chunk_is_lost(struct floop *f, const struct msg_chunk *c)
 	if (c->node != f->cfg.self)
 		return floop_peer_chunk_is_lost(f, c);
 	return c->inst && f->cfg.instance && c->inst != f->cfg.instance;
+}
+
+void floop_chunk_replicas(struct floop *f, const struct fmap *m, uint64_t idx,
+			  struct repl_chunk *rc)
+{
+	repl_chunk_get(&m->lay, m->repl, m->rs, m->n_rs, idx, rc);
+	for (unsigned int r = 0; r < rc->r && r < REPL_MAX; r++)
+		if (floop_chunk_is_lost(f, &rc->rec[r]))
+			rc->state[r] = REPL_MISSING;
 }
 
 static void floop_peer_stat(struct msg_peer *m, uint64_t node,

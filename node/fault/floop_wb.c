@@ -54,23 +54,6 @@ static int cache_wb_read(struct fmap *m, uint8_t *dst, uint64_t rel, uint32_t n)
 }
 
 /*
- * Replicated: the replicas of the chunk at @rel as writes see them. One
- * whose owner restarted counts as MISSING already, before the layout says
- * so: a write sent there would land in the new instance's pool at the old
- * extent's offset, where a replica of another chunk may be rebuilding (it
- * would be marked there, and the copy would keep it).
- */
-static void cache_wb_chunk(struct floop *f, struct fmap *m, uint64_t rel,
-			   struct repl_chunk *rc)
-{
-	repl_chunk_get(&m->lay, m->repl, m->rs, m->n_rs, rel >> m->chunk_shift,
-		       rc);
-	for (unsigned int r = 0; r < rc->r; r++)
-		if (floop_chunk_is_lost(f, &rc->rec[r]))
-			rc->state[r] = REPL_MISSING;
-}
-
-/*
  * Replicated: the answer @status of a write sent under rgen @rgen of @m's
  * layout to replica @rec, for the owners the heartbeat names
  * (floop_wfail.h). Acknowledged: its owner is reached, in every mapping.
@@ -114,7 +97,7 @@ static int cache_wb_repl_send(struct floop *f, struct fmap *m, struct wback *w,
 	uint64_t in = rel & (m->chunk_size - 1);
 	size_t len = (size_t)w->npages * FLOOP_PAGE;
 
-	cache_wb_chunk(f, m, rel, &rc);
+	floop_chunk_replicas(f, m, rel >> m->chunk_shift, &rc);
 	repl_wb_start(&w->rw, &rc);
 	w->rpend = 0;
 	w->rerr = 0;
@@ -168,7 +151,7 @@ static uint32_t cache_wb_repl_live(struct floop *f, struct fmap *m,
 {
 	struct repl_chunk rc;
 
-	cache_wb_chunk(f, m, rel, &rc);
+	floop_chunk_replicas(f, m, rel >> m->chunk_shift, &rc);
 	return repl_sync_set(&rc);
 }
 
@@ -353,7 +336,7 @@ static int cache_wb_repl_outcome(struct floop *f, struct fmap *m,
 {
 	struct repl_chunk rc;
 
-	cache_wb_chunk(f, m, w->addr - m->base, &rc);
+	floop_chunk_replicas(f, m, (w->addr - m->base) >> m->chunk_shift, &rc);
 	repl_wb_relayout(&w->rw, &rc);
 	if (w->rerr == -ENOLCK)
 		return -ENOLCK;
@@ -376,7 +359,9 @@ void floop_cache_wb_relayout(struct floop *f, struct fmap *m)
 		{
 			struct repl_chunk rc;
 
-			cache_wb_chunk(f, m, w->addr - m->base, &rc);
+			floop_chunk_replicas(
+				f, m, (w->addr - m->base) >> m->chunk_shift,
+				&rc);
 			repl_wb_relayout(&w->rw, &rc);
 		}
 		done = repl_wb_done(&w->rw);

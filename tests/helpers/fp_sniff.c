@@ -371,7 +371,8 @@ static int sniff_needle_add(struct sniff_search *s, const char *what,
 	}
 	n = &s->n[s->n_needles++];
 	memset(n, 0, sizeof(*n));
-	snprintf(n->what, sizeof(n->what), "%s", what);
+	snprintf(n->what, sizeof(n->what), "%.*s", (int)sizeof(n->what) - 1,
+		 what);
 	memcpy(n->b, b, len);
 	n->len = len;
 	return 0;
