@@ -112,8 +112,9 @@ finish() {
 # precopy SRC DST URI: QEMU's own migration, driven over QMP; prints
 # "total_ms=N downtime_ms=N bytes=N switchover_ms=N wall_ms=N"
 # (switchover_ms: from the source's STOP event to the destination's
-# RESUME, QEMU's times of both, as farpage migrate gives it). The bandwidth limit is
-# lifted (QEMU's default of 128 MiB/s would slow it below the link's).
+# RESUME, QEMU's times of both, as farpage migrate gives it). The
+# bandwidth limit is lifted (QEMU's default of 128 MiB/s would slow it
+# below the link's).
 precopy() {
 	python3 - "$FP_TMP/$1.qmp" "$FP_TMP/$2.qmp" "$3" <<'EOF'
 import json, socket, sys, time

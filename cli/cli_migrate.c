@@ -286,10 +286,9 @@ static int mig_pre_flush(struct mig *m, unsigned int rounds)
  * The hand-over failed, or ran but the destination does not run: the
  * source QEMU runs again (migrate_cancel before it completed; QEMU
  * restarts the vCPUs of a failed or cancelled migration itself; cont
- * after). Its first touch
- * of the RAM takes the lease back unless the destination took it in the
- * meantime: then the source stops there (SIGBUS) and the destination runs.
- * The lease lets only one of them on.
+ * after). Its first touch of the RAM takes the lease back unless the
+ * destination took it in the meantime: then the source stops there
+ * (SIGBUS) and the destination runs. The lease lets only one of them on.
  */
 static void mig_resume_source(struct mig *m)
 {

@@ -2,8 +2,9 @@
 /*
  * A QMP client for farpage migrate: one connection to a QEMU's monitor
  * (a Unix socket, or TCP for a QEMU on another host), commands sent one
- * at a time, events skipped (the time of a STOP or RESUME kept). QEMU sends each message as one line of JSON;
- * json-c builds the commands and parses the answers.
+ * at a time, events skipped (the time of a STOP or RESUME kept). QEMU
+ * sends each message as one line of JSON; json-c builds the commands and
+ * parses the answers.
  */
 #include "cli_qmp.h"
 

@@ -341,8 +341,7 @@ void floop_coh_mir_send(struct floop *f, uint32_t idx)
 	uint64_t wgen = m->wgen ? m->wgen : 1;
 	struct repl_chunk rc;
 
-	floop_chunk_replicas(f, m, (r->idx * FLOOP_PAGE) >> m->chunk_shift,
-			     &rc);
+	floop_chunk_replicas(f, m, r->idx * FLOOP_PAGE, &rc);
 	repl_wb_start(&r->rw, &rc);
 	r->rpend = 0;
 	r->rerr = 0;
@@ -421,8 +420,7 @@ static void coh_mir_settle(struct floop *f, uint32_t idx)
 	struct repl_chunk rc;
 	int done;
 
-	floop_chunk_replicas(f, r->map,
-			     (r->idx * FLOOP_PAGE) >> r->map->chunk_shift, &rc);
+	floop_chunk_replicas(f, r->map, r->idx * FLOOP_PAGE, &rc);
 	repl_wb_relayout(&r->rw, &rc);
 	done = repl_wb_done(&r->rw);
 	if (done == 1) {

@@ -66,7 +66,7 @@ static int coh_repl_in_set(struct floop *f, struct fmap *m, uint64_t i,
 	struct repl_chunk rc;
 	uint32_t set;
 
-	floop_chunk_replicas(f, m, (i * FLOOP_PAGE) >> m->chunk_shift, &rc);
+	floop_chunk_replicas(f, m, i * FLOOP_PAGE, &rc);
 	set = repl_write_set(&rc);
 	for (unsigned int r = 0; r < rc.r; r++)
 		if ((set & (1u << r)) && rc.rec[r].node == node)
@@ -124,8 +124,7 @@ void floop_coh_relayout(struct floop *f, struct fmap *m, uint64_t *old)
 
 		if (!r->busy || r->map != m || !r->mir || !r->rpend)
 			continue;
-		floop_chunk_replicas(
-			f, m, (r->idx * FLOOP_PAGE) >> m->chunk_shift, &rc);
+		floop_chunk_replicas(f, m, r->idx * FLOOP_PAGE, &rc);
 		repl_wb_relayout(&r->rw, &rc);
 		if (repl_wb_done(&r->rw) == 1)
 			floop_coh_mir_end(f, k, 1);

@@ -971,10 +971,10 @@ int floop_peer_chunk_is_lost(struct floop *f, const struct msg_chunk *c);
  * gone (and another chunk may be placed at its extent). */
 int floop_chunk_is_lost(struct floop *f, const struct msg_chunk *c);
 struct repl_chunk;
-/* Replicated @m: its chunk @idx's replicas as writes see them; one whose
- * owner restarted is MISSING before the layout says so (a write there
- * would land in the new pool, where another chunk may be rebuilding). */
-void floop_chunk_replicas(struct floop *f, const struct fmap *m, uint64_t idx,
+/* Replicated @m: the replicas of its chunk at byte @rel as writes see
+ * them; one whose owner restarted is MISSING before the layout says so (a
+ * write there would land in a new pool, where another may be rebuilt). */
+void floop_chunk_replicas(struct floop *f, const struct fmap *m, uint64_t rel,
 			  struct repl_chunk *rc);
 
 /* ---- floop_ra.c ---- */

@@ -749,10 +749,11 @@ int floop_chunk_is_lost(struct floop *f, const struct msg_chunk *c)
 	return c->inst && f->cfg.instance && c->inst != f->cfg.instance;
 }
 
-void floop_chunk_replicas(struct floop *f, const struct fmap *m, uint64_t idx,
+void floop_chunk_replicas(struct floop *f, const struct fmap *m, uint64_t rel,
 			  struct repl_chunk *rc)
 {
-	repl_chunk_get(&m->lay, m->repl, m->rs, m->n_rs, idx, rc);
+	repl_chunk_get(&m->lay, m->repl, m->rs, m->n_rs, rel >> m->chunk_shift,
+		       rc);
 	for (unsigned int r = 0; r < rc->r && r < REPL_MAX; r++)
 		if (floop_chunk_is_lost(f, &rc->rec[r]))
 			rc->state[r] = REPL_MISSING;

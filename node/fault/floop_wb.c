@@ -97,7 +97,7 @@ static int cache_wb_repl_send(struct floop *f, struct fmap *m, struct wback *w,
 	uint64_t in = rel & (m->chunk_size - 1);
 	size_t len = (size_t)w->npages * FLOOP_PAGE;
 
-	floop_chunk_replicas(f, m, rel >> m->chunk_shift, &rc);
+	floop_chunk_replicas(f, m, rel, &rc);
 	repl_wb_start(&w->rw, &rc);
 	w->rpend = 0;
 	w->rerr = 0;
@@ -151,7 +151,7 @@ static uint32_t cache_wb_repl_live(struct floop *f, struct fmap *m,
 {
 	struct repl_chunk rc;
 
-	floop_chunk_replicas(f, m, rel >> m->chunk_shift, &rc);
+	floop_chunk_replicas(f, m, rel, &rc);
 	return repl_sync_set(&rc);
 }
 
@@ -336,7 +336,7 @@ static int cache_wb_repl_outcome(struct floop *f, struct fmap *m,
 {
 	struct repl_chunk rc;
 
-	floop_chunk_replicas(f, m, (w->addr - m->base) >> m->chunk_shift, &rc);
+	floop_chunk_replicas(f, m, w->addr - m->base, &rc);
 	repl_wb_relayout(&w->rw, &rc);
 	if (w->rerr == -ENOLCK)
 		return -ENOLCK;
@@ -359,9 +359,7 @@ void floop_cache_wb_relayout(struct floop *f, struct fmap *m)
 		{
 			struct repl_chunk rc;
 
-			floop_chunk_replicas(
-				f, m, (w->addr - m->base) >> m->chunk_shift,
-				&rc);
+			floop_chunk_replicas(f, m, w->addr - m->base, &rc);
 			repl_wb_relayout(&w->rw, &rc);
 		}
 		done = repl_wb_done(&w->rw);
